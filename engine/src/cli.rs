@@ -1,0 +1,169 @@
+//! The command line: clap arguments wired to library calls, and the one
+//! place that turns results into output and exit codes. No decisions here.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::report;
+use crate::run::{self, RunOptions};
+use crate::store::{self, Store};
+
+#[derive(Debug, Parser)]
+#[command(name = "engine", version = crate::report::VERSION, about = "A goal-aware plan engine for work done by tools and AI agents")]
+pub struct Cli {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// The ledger file (default: <workspace>/.engine/engine.db; or $ENGINE_STORE).
+    #[arg(long, global = true, value_name = "PATH")]
+    store: Option<PathBuf>,
+    /// The workspace folder (default: the plan file's folder, else the current folder).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a plan file only (schema, cycles, refs, providers, paths).
+    Check { plan: PathBuf },
+    /// Print the plan's digests.
+    Digest { plan: PathBuf },
+    /// Print the task DAG.
+    Graph {
+        plan: PathBuf,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+    },
+    /// Register the goal and plan, reconcile in-doubt operations, run ready tasks, then acceptance checks.
+    Run {
+        plan: PathBuf,
+        /// Parallel ready tasks (default: number of CPUs).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+    /// Goal, revision, every task's state, pending unknowns, budgets used.
+    Status {
+        /// The goal (default: the one most recently run in this store).
+        #[arg(long)]
+        goal: Option<String>,
+    },
+    /// Attempts, evidence, classification and claims of one task.
+    Explain {
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        #[arg(long)]
+        goal: Option<String>,
+    },
+    /// The event log.
+    Log {
+        /// Keep printing new events as they are written.
+        #[arg(long)]
+        follow: bool,
+        /// Only events after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+    },
+    /// Print the JSON Schema of the plan file.
+    Schema,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum GraphFormat {
+    Dot,
+    Mermaid,
+}
+
+/// Parse arguments, run the command, print, and return the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let json = cli.json;
+    match dispatch(cli) {
+        Ok(out) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out.json).expect("serializes"));
+            } else if !out.text.is_empty() {
+                print!("{}", out.text);
+            }
+            out.exit_code
+        }
+        Err(e) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes"));
+            }
+            eprintln!("error: {e}");
+            e.code.exit_code()
+        }
+    }
+}
+
+/// What a command produced: text for people, JSON for scripts.
+pub struct Output {
+    pub text: String,
+    pub json: Value,
+    pub exit_code: i32,
+}
+
+fn dispatch(cli: Cli) -> Result<Output> {
+    let workspace = cli.workspace.as_deref();
+    match cli.command {
+        Command::Check { plan } => {
+            let p = Plan::load(&plan, workspace)?;
+            Ok(report::plan::check(&p))
+        }
+        Command::Digest { plan } => {
+            let p = Plan::load(&plan, workspace)?;
+            Ok(report::plan::digests(&p))
+        }
+        Command::Graph { plan, format } => {
+            let p = Plan::load(&plan, workspace)?;
+            Ok(match format {
+                GraphFormat::Dot => report::plan::dot(&p),
+                GraphFormat::Mermaid => report::plan::mermaid(&p),
+            })
+        }
+        Command::Schema => {
+            let schema = crate::plan::schema();
+            Ok(Output { text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")), json: schema, exit_code: 0 })
+        }
+        Command::Run { plan, jobs } => {
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            let report = run::run(RunOptions { plan_path: plan, workspace: cli.workspace.clone(), store: cli.store.clone(), jobs })?;
+            Ok(report::run::render(&report))
+        }
+        Command::Status { goal } => {
+            let store = open_ro(cli.store.as_deref(), workspace)?;
+            report::status::render(&store, goal.as_deref())
+        }
+        Command::Explain { task_ref, goal } => {
+            let store = open_ro(cli.store.as_deref(), workspace)?;
+            report::explain::render(&store, goal.as_deref(), &task_ref)
+        }
+        Command::Log { follow, after } => {
+            let store = open_ro(cli.store.as_deref(), workspace)?;
+            report::log::render(&store, after, follow, cli.json)
+        }
+    }
+}
+
+/// Open the store for reading: `--store`, `$ENGINE_STORE`, or the
+/// workspace's (the current folder unless `--workspace`).
+fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
+    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let path = store::resolve_path(flag, &ws);
+    Store::open_ro(&path)?.ok_or_else(|| {
+        Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display()))
+    })
+}

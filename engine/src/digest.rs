@@ -1,0 +1,134 @@
+//! Digests (SPEC.md "Digests"): BLAKE3 over canonical JSON (sorted keys, no
+//! whitespace), one key-derivation context per kind so two kinds never share
+//! a digest, and length-delimited fields so concatenations cannot collide.
+
+use serde_json::Value;
+
+/// The kinds of digest, each with its own BLAKE3 derive-key context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    GoalContract,
+    TaskMeaning,
+    Dependencies,
+    Request,
+    Operation,
+    Checkpoint,
+    Plan,
+    FailureFingerprint,
+}
+
+impl Kind {
+    fn context(self) -> &'static str {
+        match self {
+            Kind::GoalContract => "engine 2026-11 goal_contract_digest v1",
+            Kind::TaskMeaning => "engine 2026-11 task_meaning_digest v1",
+            Kind::Dependencies => "engine 2026-11 dependency_digest v1",
+            Kind::Request => "engine 2026-11 request_digest v1",
+            Kind::Operation => "engine 2026-11 operation_id v1",
+            Kind::Checkpoint => "engine 2026-11 checkpoint_digest v1",
+            Kind::Plan => "engine 2026-11 plan_digest v1",
+            Kind::FailureFingerprint => "engine 2026-11 failure_fingerprint v1",
+        }
+    }
+}
+
+/// Canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
+/// numbers and strings as serde_json writes them.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A digest builder: named fields, each written as
+/// `len(name) name len(value) value` with u64 little-endian lengths.
+pub struct Digester(blake3::Hasher);
+
+impl Digester {
+    pub fn new(kind: Kind) -> Self {
+        Digester(blake3::Hasher::new_derive_key(kind.context()))
+    }
+
+    pub fn bytes(mut self, name: &str, value: &[u8]) -> Self {
+        self.0.update(&(name.len() as u64).to_le_bytes());
+        self.0.update(name.as_bytes());
+        self.0.update(&(value.len() as u64).to_le_bytes());
+        self.0.update(value);
+        self
+    }
+
+    pub fn str(self, name: &str, value: &str) -> Self {
+        self.bytes(name, value.as_bytes())
+    }
+
+    pub fn json(self, name: &str, value: &Value) -> Self {
+        let c = canonical_json(value);
+        self.bytes(name, c.as_bytes())
+    }
+
+    pub fn finish(self) -> String {
+        self.0.finalize().to_hex().to_string()
+    }
+}
+
+/// Content digest of a blob (plain BLAKE3, as content addresses are).
+pub fn content(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_sorts_keys_and_drops_whitespace() {
+        let a: Value = serde_json::from_str(r#"{ "b": 1, "a": {"d": [1, 2], "c": "x"} }"#).unwrap();
+        assert_eq!(canonical_json(&a), r#"{"a":{"c":"x","d":[1,2]},"b":1}"#);
+    }
+
+    #[test]
+    fn kinds_are_domain_separated() {
+        let v = json!({"x": 1});
+        let a = Digester::new(Kind::TaskMeaning).json("v", &v).finish();
+        let b = Digester::new(Kind::Request).json("v", &v).finish();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn fields_are_length_delimited() {
+        let a = Digester::new(Kind::Plan).str("a", "bc").str("d", "").finish();
+        let b = Digester::new(Kind::Plan).str("a", "b").str("cd", "").finish();
+        assert_ne!(a, b);
+    }
+}

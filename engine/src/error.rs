@@ -1,0 +1,173 @@
+//! Stable error codes and the exit codes they map to (SPEC.md "Error codes",
+//! "Exit codes"). Every error a user sees carries its code and, where there is
+//! one, the exact place: a JSON path, a file, a task ref.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The stable strings of SPEC.md. Never rename one: scripts match on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Code {
+    GoalRequired,
+    PlanInvalid,
+    PlanCycle,
+    UnknownDependency,
+    DuplicateTaskRef,
+    UnknownProvider,
+    InputOutsideWorkspace,
+    PlanChanged,
+    ExternalEffectUnknown,
+    GoalOutcomeUnproven,
+    ApprovalRequired,
+    ApprovalStale,
+    BudgetExhausted,
+    RepeatedFailureWithoutNewEvidence,
+    ProviderChangeRequiresRevision,
+    OperationConflict,
+    SettlementInvalid,
+    StoreLocked,
+    StaleGeneration,
+    StoreCorrupt,
+    SchemaTooNew,
+    /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
+    UsageError,
+    /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
+    Internal,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::GoalRequired => "GOAL_REQUIRED",
+            Code::PlanInvalid => "PLAN_INVALID",
+            Code::PlanCycle => "PLAN_CYCLE",
+            Code::UnknownDependency => "UNKNOWN_DEPENDENCY",
+            Code::DuplicateTaskRef => "DUPLICATE_TASK_REF",
+            Code::UnknownProvider => "UNKNOWN_PROVIDER",
+            Code::InputOutsideWorkspace => "INPUT_OUTSIDE_WORKSPACE",
+            Code::PlanChanged => "PLAN_CHANGED",
+            Code::ExternalEffectUnknown => "EXTERNAL_EFFECT_UNKNOWN",
+            Code::GoalOutcomeUnproven => "GOAL_OUTCOME_UNPROVEN",
+            Code::ApprovalRequired => "APPROVAL_REQUIRED",
+            Code::ApprovalStale => "APPROVAL_STALE",
+            Code::BudgetExhausted => "BUDGET_EXHAUSTED",
+            Code::RepeatedFailureWithoutNewEvidence => "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE",
+            Code::ProviderChangeRequiresRevision => "PROVIDER_CHANGE_REQUIRES_REVISION",
+            Code::OperationConflict => "OPERATION_CONFLICT",
+            Code::SettlementInvalid => "SETTLEMENT_INVALID",
+            Code::StoreLocked => "STORE_LOCKED",
+            Code::StaleGeneration => "STALE_GENERATION",
+            Code::StoreCorrupt => "STORE_CORRUPT",
+            Code::SchemaTooNew => "SCHEMA_TOO_NEW",
+            Code::UsageError => "USAGE_ERROR",
+            Code::Internal => "INTERNAL_ERROR",
+        }
+    }
+
+    /// SPEC.md's exit code for a command that stops with this error.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven => 3,
+            Code::ApprovalRequired | Code::ApprovalStale => 4,
+            Code::BudgetExhausted => 5,
+            Code::StoreLocked => 6,
+            Code::StaleGeneration | Code::StoreCorrupt | Code::Internal => 70,
+            Code::RepeatedFailureWithoutNewEvidence
+            | Code::ProviderChangeRequiresRevision
+            | Code::OperationConflict
+            | Code::SettlementInvalid
+            | Code::SchemaTooNew
+            | Code::GoalRequired
+            | Code::PlanInvalid
+            | Code::PlanCycle
+            | Code::UnknownDependency
+            | Code::DuplicateTaskRef
+            | Code::UnknownProvider
+            | Code::InputOutsideWorkspace
+            | Code::PlanChanged
+            | Code::UsageError => 2,
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error with its stable code, a message a person can act on, and the
+/// place it concerns (JSON path, file, task ref), if any.
+#[derive(Debug, Clone, Serialize, thiserror::Error)]
+pub struct Error {
+    pub code: Code,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+    /// Structured details for `--json` (the cycle, the budget, ...).
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub details: serde_json::Value,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.place {
+            Some(place) => write!(f, "{}: {} (at {})", self.code, self.message, place),
+            None => write!(f, "{}: {}", self.code, self.message),
+        }
+    }
+}
+
+impl Error {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+            place: None,
+            details: serde_json::Value::Null,
+        }
+    }
+
+    pub fn at(mut self, place: impl Into<String>) -> Self {
+        self.place = Some(place.into());
+        self
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(Code::Internal, message)
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Error::new(Code::UsageError, message)
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+                ) =>
+            {
+                Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
+            }
+            _ => Error::internal(format!("store error: {e}")),
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::internal(format!("I/O error: {e}"))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

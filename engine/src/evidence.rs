@@ -1,0 +1,168 @@
+//! Evidence: what the engine observed directly about an attempt. Typed, and
+//! stored as JSON with a `kind` tag; the classifier reads these types, never
+//! substrings of serialized JSON.
+
+use providers::{Captured, ExitStatus, LostReason, NotDispatchedKind};
+use serde::{Deserialize, Serialize};
+
+/// A bounded excerpt of captured output plus the blob that holds all of
+/// what was kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    /// BLAKE3 of the kept bytes (a row in `blobs`).
+    pub blob: String,
+    /// The last lines, for a person to read at a glance.
+    pub excerpt: String,
+    pub total_bytes: u64,
+    pub kept_bytes: u64,
+    pub truncated: bool,
+}
+
+/// Why the engine does not know an operation's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownReason {
+    /// The engine stopped (crash, kill) between intent and receipt.
+    EngineRestarted,
+    /// The connection broke after the request was written.
+    ResponseLost,
+    /// The engine's deadline fired after the request was handed over.
+    DeadlineAfterDispatch,
+}
+
+impl From<LostReason> for UnknownReason {
+    fn from(r: LostReason) -> Self {
+        match r {
+            LostReason::DeadlineAfterDispatch => UnknownReason::DeadlineAfterDispatch,
+            LostReason::ResponseLost => UnknownReason::ResponseLost,
+        }
+    }
+}
+
+impl UnknownReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownReason::EngineRestarted => "engine_restarted",
+            UnknownReason::ResponseLost => "response_lost",
+            UnknownReason::DeadlineAfterDispatch => "deadline_after_dispatch",
+        }
+    }
+}
+
+/// Engine-direct errors: the engine itself saw these happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineErrorKind {
+    ExecutableMissing,
+    PermissionDenied,
+    BadRequest,
+    ConnectionRefused,
+    MissingInput,
+    TimeoutBeforeDispatch,
+    Other,
+}
+
+impl From<NotDispatchedKind> for EngineErrorKind {
+    fn from(k: NotDispatchedKind) -> Self {
+        match k {
+            NotDispatchedKind::ExecutableMissing => EngineErrorKind::ExecutableMissing,
+            NotDispatchedKind::PermissionDenied => EngineErrorKind::PermissionDenied,
+            NotDispatchedKind::BadRequest => EngineErrorKind::BadRequest,
+            NotDispatchedKind::ConnectionRefused => EngineErrorKind::ConnectionRefused,
+            NotDispatchedKind::Other => EngineErrorKind::Other,
+        }
+    }
+}
+
+/// One piece of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    /// A provider answered with an error of its own (HTTP status, tool
+    /// error, an agent's `status: failed` report).
+    ProviderError {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        http_status: Option<u16>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_after_seconds: Option<u64>,
+        /// `http`, `tool`, `agent_report`.
+        source: String,
+        excerpt: String,
+    },
+    /// The provider's output broke its protocol (e.g. no agent JSON report).
+    ProviderOutputInvalid { message: String },
+    /// The engine itself saw this go wrong, before or around dispatch.
+    EngineError { error: EngineErrorKind, message: String },
+    /// Dispatched, and no receipt. `safe_to_resend`: the task's effect is
+    /// `none` or it is declared idempotent.
+    EffectMarker { reason: UnknownReason, safe_to_resend: bool },
+    /// How the provider's process ended, with its captured output.
+    ProcessExit {
+        exit: Option<ExitStatus>,
+        timed_out: bool,
+        duration_ms: u64,
+        stdout: Output,
+        stderr: Output,
+    },
+    /// An HTTP provider's answer.
+    HttpResponse { status: u16, body: Output, duration_ms: u64 },
+    /// One validation or acceptance check.
+    CheckResult {
+        check_id: String,
+        exit: Option<ExitStatus>,
+        expect_exit: i32,
+        timed_out: bool,
+        passed: bool,
+        /// The failing assertion line found in the output, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        failing_assertion: Option<String>,
+        stdout: Output,
+        stderr: Output,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
+    },
+    /// A re-observation of the target.
+    Observation { observation: providers::Observation },
+}
+
+impl Evidence {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Evidence::ProviderError { .. } => "provider_error",
+            Evidence::ProviderOutputInvalid { .. } => "provider_output_invalid",
+            Evidence::EngineError { .. } => "engine_error",
+            Evidence::EffectMarker { .. } => "effect_marker",
+            Evidence::ProcessExit { .. } => "process_exit",
+            Evidence::HttpResponse { .. } => "http_response",
+            Evidence::CheckResult { .. } => "check_result",
+            Evidence::Observation { .. } => "observation",
+        }
+    }
+}
+
+/// Evidence with its ledger id, as the classifier receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub id: i64,
+    pub evidence: Evidence,
+}
+
+/// Keep the last `lines_max` lines and at most `bytes_max` bytes.
+pub fn excerpt(captured: &Captured, lines_max: usize, bytes_max: usize) -> String {
+    let text = captured.text.trim_end();
+    let mut start = text.len();
+    let mut lines = 0;
+    for (i, c) in text.char_indices().rev() {
+        if c == '\n' {
+            lines += 1;
+            if lines == lines_max {
+                break;
+            }
+        }
+        if text.len() - i > bytes_max {
+            break;
+        }
+        start = i;
+    }
+    text[start..].trim_start_matches('\n').to_string()
+}

@@ -1,0 +1,141 @@
+//! The digests of SPEC.md's table, computed from a parsed plan.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::digest::{Digester, Kind};
+use crate::plan::model::{Goal, PlanFile, ProviderSpec, Task};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskDigests {
+    pub meaning: String,
+    pub dependencies: String,
+    pub request: String,
+    pub operation_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanDigests {
+    /// The whole plan file's content (canonical): decides `PLAN_CHANGED`.
+    pub plan: String,
+    pub goal_contract: String,
+    /// By task ref.
+    pub tasks: HashMap<String, TaskDigests>,
+}
+
+impl PlanDigests {
+    pub fn compute(file: &PlanFile) -> PlanDigests {
+        let goal = file.goal.as_ref().expect("validated plan has a goal");
+        let goal_contract = goal_contract_digest(goal);
+        let meanings: HashMap<&str, String> = file
+            .tasks
+            .iter()
+            .map(|t| (t.task_ref.as_str(), meaning_digest(t, &file.providers[&t.provider])))
+            .collect();
+        let tasks = file
+            .tasks
+            .iter()
+            .map(|t| {
+                let spec = &file.providers[&t.provider];
+                let request = request_digest(&t.provider, spec, &t.action, None);
+                let digests = TaskDigests {
+                    meaning: meanings[t.task_ref.as_str()].clone(),
+                    dependencies: dependency_digest(t, &meanings),
+                    operation_id: operation_id(&goal.id, &t.task_ref, &request),
+                    request,
+                };
+                (t.task_ref.clone(), digests)
+            })
+            .collect();
+        PlanDigests { plan: plan_digest(file), goal_contract, tasks }
+    }
+}
+
+pub fn plan_digest(file: &PlanFile) -> String {
+    let value = serde_json::to_value(file).expect("a plan serializes");
+    // Task order in the file is not meaning: sort tasks by ref.
+    let mut value = value;
+    if let Some(tasks) = value.get_mut("tasks").and_then(Value::as_array_mut) {
+        tasks.sort_by(|a, b| a["ref"].as_str().cmp(&b["ref"].as_str()));
+    }
+    Digester::new(Kind::Plan).json("plan", &value).finish()
+}
+
+/// Statement, acceptance criteria (by id), constraints. Not the goal id.
+pub fn goal_contract_digest(goal: &Goal) -> String {
+    let mut acceptance: Vec<Value> = goal
+        .acceptance
+        .iter()
+        .map(|a| serde_json::to_value(a).expect("serializes"))
+        .collect();
+    acceptance.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Digester::new(Kind::GoalContract)
+        .str("statement", &goal.statement)
+        .json("acceptance", &Value::Array(acceptance))
+        .json("constraints", &json!(goal.constraints))
+        .finish()
+}
+
+/// The provider as the task's meaning sees it: its name and its config.
+pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
+    json!({ "name": name, "config": spec })
+}
+
+/// Provider identity and config, action, effect, inputs (sorted),
+/// validations (by id), idempotent flag. Not ref, title or depends_on.
+pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
+    let mut inputs = task.inputs.clone();
+    inputs.sort();
+    inputs.dedup();
+    let mut validations: Vec<Value> = task
+        .validations
+        .iter()
+        .map(|v| serde_json::to_value(v).expect("serializes"))
+        .collect();
+    validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Digester::new(Kind::TaskMeaning)
+        .json("provider", &provider_identity(&task.provider, spec))
+        .json("action", &task.action)
+        .str("effect", task.effect.as_str())
+        .json("inputs", &json!(inputs))
+        .json("validations", &Value::Array(validations))
+        .str("idempotent", if task.idempotent { "true" } else { "false" })
+        .finish()
+}
+
+/// The sorted list of (dependency ref, its meaning digest).
+pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> String {
+    let mut deps: Vec<(&str, &str)> = task
+        .depends_on
+        .iter()
+        .map(|d| (d.as_str(), meanings[d.as_str()].as_str()))
+        .collect();
+    deps.sort();
+    deps.dedup();
+    Digester::new(Kind::Dependencies).json("dependencies", &json!(deps)).finish()
+}
+
+/// The exact request sent: provider identity, action, and a repair's
+/// instruction when there is one (a new instruction is a new request).
+pub fn request_digest(provider: &str, spec: &ProviderSpec, action: &Value, instruction: Option<&str>) -> String {
+    let mut d = Digester::new(Kind::Request)
+        .json("provider", &provider_identity(provider, spec))
+        .json("action", action);
+    if let Some(text) = instruction {
+        d = d.str("instruction", text);
+    }
+    d.finish()
+}
+
+/// Goal id + task ref + request digest: one logical operation, stable
+/// across its tries. Short enough to type, long enough not to collide.
+pub fn operation_id(goal_id: &str, task_ref: &str, request_digest: &str) -> String {
+    let hex = Digester::new(Kind::Operation)
+        .str("goal", goal_id)
+        .str("task", task_ref)
+        .str("request", request_digest)
+        .finish();
+    format!("op_{}", &hex[..24])
+}

@@ -1,0 +1,116 @@
+//! Reading a plan file: bytes → UTF-8 → JSON → typed `PlanFile`, with every
+//! error pointing at the exact place (file, line and column, or JSON path).
+
+use std::path::Path;
+
+use crate::error::{Code, Error, Result};
+use crate::plan::model::PlanFile;
+
+/// Plan files above this size are refused before parsing (a bound on input).
+pub const PLAN_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+pub fn read_plan_bytes(path: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}"))
+            .at(path.display().to_string())
+    })?;
+    if meta.len() > PLAN_BYTES_MAX {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("plan file is {} bytes; the limit is {PLAN_BYTES_MAX}", meta.len()),
+        )
+        .at(path.display().to_string()));
+    }
+    std::fs::read(path).map_err(|e| {
+        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}"))
+            .at(path.display().to_string())
+    })
+}
+
+/// Parse plan bytes. `file` names the source in error places.
+pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("plan file is not valid UTF-8 (first bad byte at offset {})", e.valid_up_to()),
+        )
+        .at(file.to_string()));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let plan: PlanFile = match serde_path_to_error::deserialize(&mut de) {
+        Ok(plan) => plan,
+        Err(e) => {
+            let path = json_path(e.path());
+            let inner = e.into_inner();
+            let place = if inner.is_syntax() || inner.is_eof() {
+                format!("{file}:{}:{}", inner.line(), inner.column())
+            } else {
+                path
+            };
+            return Err(Error::new(Code::PlanInvalid, strip_position(&inner.to_string())).at(place));
+        }
+    };
+    // Trailing garbage after the document is an error too.
+    de.end().map_err(|e| {
+        Error::new(Code::PlanInvalid, strip_position(&e.to_string()))
+            .at(format!("{file}:{}:{}", e.line(), e.column()))
+    })?;
+    Ok(plan)
+}
+
+/// `serde_path_to_error` prints `tasks[0].action`; we print `$.tasks[0].action`.
+fn json_path(path: &serde_path_to_error::Path) -> String {
+    let s = path.to_string();
+    if s == "." || s.is_empty() {
+        "$".to_string()
+    } else {
+        format!("$.{s}")
+    }
+}
+
+/// serde_json appends " at line L column C"; the place already says so.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_names_its_path() {
+        let e = parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"colour":1}]}"#, "p.json").unwrap_err();
+        assert_eq!(e.code, Code::PlanInvalid);
+        assert_eq!(e.place.as_deref(), Some("$.tasks[0].colour"));
+        assert!(e.message.contains("colour"), "{}", e.message);
+    }
+
+    #[test]
+    fn wrong_type_names_its_path() {
+        let e = parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"depends_on":"b"}]}"#, "p.json").unwrap_err();
+        assert_eq!(e.place.as_deref(), Some("$.tasks[0].depends_on"));
+    }
+
+    #[test]
+    fn truncated_json_names_line_and_column() {
+        let e = parse_plan(b"{\"version\": 1,\n \"tasks\": [", "p.json").unwrap_err();
+        assert_eq!(e.code, Code::PlanInvalid);
+        assert_eq!(e.place.as_deref(), Some("p.json:2:11"));
+    }
+
+    #[test]
+    fn non_utf8_is_invalid() {
+        let e = parse_plan(b"{\"version\": 1, \"x\": \"\xff\"}", "p.json").unwrap_err();
+        assert_eq!(e.code, Code::PlanInvalid);
+        assert!(e.message.contains("offset 20"), "{}", e.message);
+    }
+
+    #[test]
+    fn trailing_garbage_is_invalid() {
+        let e = parse_plan(br#"{"version":1,"tasks":[]} x"#, "p.json").unwrap_err();
+        assert_eq!(e.code, Code::PlanInvalid);
+    }
+}

@@ -1,0 +1,211 @@
+//! The plan file's types, exactly as a person writes them. serde reads them
+//! with `deny_unknown_fields`; schemars derives the shipped JSON Schema from
+//! the same types, so the two cannot drift.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A plan file, `"version": 1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// Must be 1.
+    pub version: u32,
+    /// Required; `Option` only so a missing goal gets `GOAL_REQUIRED`.
+    #[serde(default)]
+    pub goal: Option<Goal>,
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// Providers by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSpec>,
+    pub tasks: Vec<Task>,
+    /// Names of environment variables whose values are secrets: they are
+    /// redacted from captured output and recorded only as digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Goal {
+    pub id: String,
+    pub statement: String,
+    #[serde(default)]
+    pub acceptance: Vec<Acceptance>,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+}
+
+/// One acceptance criterion of the goal; `check` makes it machine-checkable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Acceptance {
+    pub id: String,
+    pub statement: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+/// A command whose exit code is the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// argv, run without a shell, in the workspace.
+    pub run: Vec<String>,
+    #[serde(default)]
+    pub expect_exit: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// A task's validation: a check with a stable id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Validation {
+    pub id: String,
+    pub run: Vec<String>,
+    #[serde(default)]
+    pub expect_exit: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budgets {
+    #[serde(default = "default_attempts")]
+    pub max_attempts_per_task: u32,
+    #[serde(default = "default_revisions")]
+    pub max_revisions: u32,
+    #[serde(default = "default_calls")]
+    pub max_provider_calls: u64,
+    /// Sum of `cost` of dispatched calls, unknown outcomes included.
+    #[serde(default)]
+    pub max_cost: f64,
+    /// Wall clock from the goal's first run.
+    #[serde(default = "default_deadline")]
+    pub deadline_seconds: u64,
+}
+
+fn default_attempts() -> u32 {
+    3
+}
+fn default_revisions() -> u32 {
+    3
+}
+fn default_calls() -> u64 {
+    100
+}
+fn default_deadline() -> u64 {
+    3600
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            max_attempts_per_task: default_attempts(),
+            max_revisions: default_revisions(),
+            max_provider_calls: default_calls(),
+            max_cost: 0.0,
+            deadline_seconds: default_deadline(),
+        }
+    }
+}
+
+/// How the engine reaches a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProviderSpec {
+    /// A local program; argv comes from each task's `action.run`.
+    Command {
+        /// `agent-json`: the program gets a JSON document on stdin and
+        /// prints its report as the last stdout line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol: Option<Protocol>,
+    },
+    /// An HTTP service; each task's `action.body` is POSTed to `endpoint`.
+    Http {
+        endpoint: String,
+        /// URL template with `{operation_id}`: 200 = effect present,
+        /// 404 = absent, anything else = inconclusive.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observe: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    AgentJson,
+}
+
+/// What a task's work changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Reads only; safe to re-run.
+    None,
+    /// Changes files in the workspace; re-observable through checkpoints.
+    Local,
+    /// Changes something outside; needs a receipt or a re-observation.
+    #[default]
+    External,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::None => "none",
+            Effect::Local => "local",
+            Effect::External => "external",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    #[serde(rename = "ref")]
+    pub task_ref: String,
+    #[serde(default)]
+    pub title: String,
+    pub provider: String,
+    /// Provider-specific: `{"run": [...]}` for commands, `{"body": ...}` for HTTP.
+    pub action: serde_json::Value,
+    #[serde(default)]
+    pub effect: Effect,
+    /// Workspace-relative paths or globs whose content the task depends on.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub validations: Vec<Validation>,
+    /// The provider deduplicates repeats of the same operation id.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Cost per call, budgeted against `max_cost`.
+    #[serde(default)]
+    pub cost: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// Gate even the first call behind a person's approval.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// Context values recorded in the checkpoint: a command whose stdout is
+    /// recorded (`["python3", "--version"]`) or `{"env": "NAME"}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub context: BTreeMap<String, ContextSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ContextSource {
+    Command(Vec<String>),
+    Env {
+        env: String,
+    },
+}

@@ -1,0 +1,276 @@
+//! Structural validation of a parsed plan: refs, providers, dependencies,
+//! cycles, action shapes, and input paths that must stay in the workspace.
+//! Pure apart from the symlink check on inputs, which asks the filesystem.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Component, Path};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::error::{Code, Error, Result};
+use crate::plan::model::{PlanFile, ProviderSpec, Task};
+
+/// Validate everything but the filesystem; returns task indices in a
+/// topological order (dependencies first; ties by file order).
+pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
+    if plan.version != 1 {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("unsupported plan version {}; this engine reads version 1", plan.version),
+        )
+        .at("$.version"));
+    }
+    let goal = plan
+        .goal
+        .as_ref()
+        .ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
+    if goal.id.trim().is_empty() {
+        return Err(Error::new(Code::PlanInvalid, "goal id is empty").at("$.goal.id"));
+    }
+    if goal.statement.trim().is_empty() {
+        return Err(Error::new(Code::GoalRequired, "the goal has no statement").at("$.goal.statement"));
+    }
+    unique_ids(goal.acceptance.iter().map(|a| a.id.as_str()), "$.goal.acceptance", "acceptance id")?;
+    for (i, a) in goal.acceptance.iter().enumerate() {
+        if let Some(check) = &a.check {
+            non_empty_argv(&check.run, &format!("$.goal.acceptance[{i}].check.run"))?;
+        }
+    }
+    budgets(plan)?;
+    for (name, spec) in &plan.providers {
+        if let ProviderSpec::Http { endpoint, .. } = spec {
+            if !endpoint.starts_with("http://") {
+                return Err(Error::new(Code::PlanInvalid, "endpoint must be an http:// URL")
+                    .at(format!("$.providers.{name}.endpoint")));
+            }
+        }
+    }
+
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
+    for (i, task) in plan.tasks.iter().enumerate() {
+        let at = format!("$.tasks[{i}]");
+        if task.task_ref.trim().is_empty() {
+            return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
+        }
+        if index.insert(task.task_ref.as_str(), i).is_some() {
+            return Err(Error::new(
+                Code::DuplicateTaskRef,
+                format!("task ref `{}` is used twice", task.task_ref),
+            )
+            .at(format!("{at}.ref")));
+        }
+        let spec = plan.providers.get(&task.provider).ok_or_else(|| {
+            Error::new(
+                Code::UnknownProvider,
+                format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+            )
+            .at(format!("{at}.provider"))
+        })?;
+        action_shape(task, spec, &at)?;
+        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
+        for (j, v) in task.validations.iter().enumerate() {
+            non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
+        }
+        if !(task.cost.is_finite() && task.cost >= 0.0) {
+            return Err(Error::new(Code::PlanInvalid, "cost must be a finite number >= 0").at(format!("{at}.cost")));
+        }
+        for (j, input) in task.inputs.iter().enumerate() {
+            lexically_inside(input).map_err(|why| {
+                Error::new(
+                    Code::InputOutsideWorkspace,
+                    format!("input `{input}` of task `{}` {why}", task.task_ref),
+                )
+                .at(format!("{at}.inputs[{j}]"))
+            })?;
+        }
+    }
+
+    let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(plan.tasks.len(), plan.tasks.len());
+    let nodes: Vec<NodeIndex> = (0..plan.tasks.len()).map(|i| graph.add_node(i)).collect();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for (j, dep) in task.depends_on.iter().enumerate() {
+            let &d = index.get(dep.as_str()).ok_or_else(|| {
+                Error::new(
+                    Code::UnknownDependency,
+                    format!("task `{}` depends on `{dep}`, which is not a task of this plan", task.task_ref),
+                )
+                .at(format!("$.tasks[{i}].depends_on[{j}]"))
+            })?;
+            if seen.insert(d) {
+                graph.add_edge(nodes[d], nodes[i], ());
+            }
+        }
+    }
+    topo_order(plan, &graph)
+}
+
+fn budgets(plan: &PlanFile) -> Result<()> {
+    let b = &plan.budgets;
+    if !(b.max_cost.is_finite() && b.max_cost >= 0.0) {
+        return Err(Error::new(Code::PlanInvalid, "max_cost must be a finite number >= 0").at("$.budgets.max_cost"));
+    }
+    if b.max_attempts_per_task == 0 {
+        return Err(Error::new(Code::PlanInvalid, "max_attempts_per_task must be at least 1")
+            .at("$.budgets.max_attempts_per_task"));
+    }
+    Ok(())
+}
+
+fn unique_ids<'a>(ids: impl Iterator<Item = &'a str>, at: &str, what: &str) -> Result<()> {
+    let mut seen = HashSet::new();
+    for (i, id) in ids.enumerate() {
+        if id.trim().is_empty() {
+            return Err(Error::new(Code::PlanInvalid, format!("{what} is empty")).at(format!("{at}[{i}].id")));
+        }
+        if !seen.insert(id) {
+            return Err(Error::new(Code::PlanInvalid, format!("{what} `{id}` is used twice")).at(format!("{at}[{i}].id")));
+        }
+    }
+    Ok(())
+}
+
+fn non_empty_argv(argv: &[String], at: &str) -> Result<()> {
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(Error::new(Code::PlanInvalid, "argv must name a program").at(at.to_string()));
+    }
+    Ok(())
+}
+
+/// The action must have the shape its provider kind reads.
+fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
+    let obj = task
+        .action
+        .as_object()
+        .ok_or_else(|| Error::new(Code::PlanInvalid, "action must be an object").at(format!("{at}.action")))?;
+    let allowed: &[&str] = match spec {
+        ProviderSpec::Command { .. } => &["run"],
+        ProviderSpec::Http { .. } => &["body", "method", "headers"],
+    };
+    if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("unknown field `{key}` for a {} provider's action, expected one of {allowed:?}", kind_name(spec)),
+        )
+        .at(format!("{at}.action.{key}")));
+    }
+    match spec {
+        ProviderSpec::Command { .. } => {
+            let run = obj.get("run").ok_or_else(|| {
+                Error::new(Code::PlanInvalid, "a command action needs `run` (an argv array)").at(format!("{at}.action"))
+            })?;
+            let argv: Vec<String> = serde_json::from_value(run.clone()).map_err(|_| {
+                Error::new(Code::PlanInvalid, "`run` must be an array of strings").at(format!("{at}.action.run"))
+            })?;
+            non_empty_argv(&argv, &format!("{at}.action.run"))
+        }
+        ProviderSpec::Http { .. } => {
+            if !obj.contains_key("body") {
+                return Err(Error::new(Code::PlanInvalid, "an http action needs `body`").at(format!("{at}.action")));
+            }
+            if let Some(m) = obj.get("method") {
+                if !m.is_string() {
+                    return Err(Error::new(Code::PlanInvalid, "`method` must be a string").at(format!("{at}.action.method")));
+                }
+            }
+            if let Some(h) = obj.get("headers") {
+                let ok = h.as_object().is_some_and(|h| h.values().all(|v| v.is_string()));
+                if !ok {
+                    return Err(Error::new(Code::PlanInvalid, "`headers` must map names to strings")
+                        .at(format!("{at}.action.headers")));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn kind_name(spec: &ProviderSpec) -> &'static str {
+    match spec {
+        ProviderSpec::Command { .. } => "command",
+        ProviderSpec::Http { .. } => "http",
+    }
+}
+
+/// An input must be relative and never climb above the workspace.
+pub fn lexically_inside(input: &str) -> std::result::Result<(), &'static str> {
+    if input.is_empty() {
+        return Err("is empty");
+    }
+    let path = Path::new(input);
+    let mut depth: i64 = 0;
+    for c in path.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err("climbs out of the workspace with `..`");
+                }
+            }
+            Component::CurDir => {}
+            Component::Normal(_) => depth += 1,
+        }
+    }
+    Ok(())
+}
+
+/// Kahn's algorithm with a min-heap so the order is stable (file order among
+/// ready tasks). On a cycle, names one concrete cycle.
+fn topo_order(plan: &PlanFile, graph: &DiGraph<usize, ()>) -> Result<Vec<usize>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = graph.node_count();
+    let mut indegree: Vec<usize> = vec![0; n];
+    for e in graph.raw_edges() {
+        indegree[e.target().index()] += 1;
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for next in graph.neighbors(NodeIndex::new(i)) {
+            let j = next.index();
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                ready.push(Reverse(j));
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    let cycle = find_cycle(graph, &indegree);
+    let refs: Vec<&str> = cycle.iter().map(|&i| plan.tasks[i].task_ref.as_str()).collect();
+    let first = cycle[0];
+    Err(Error::new(Code::PlanCycle, format!("dependency cycle: {}", refs.join(" -> ")))
+        .at(format!("$.tasks[{first}].depends_on"))
+        .with_details(serde_json::json!({ "cycle": refs })))
+}
+
+/// Every node left with indegree > 0 after Kahn lies on or behind a cycle.
+/// Walking backwards along edges from such a node (each has a predecessor
+/// that is also left) must revisit a node: that loop is a cycle.
+fn find_cycle(graph: &DiGraph<usize, ()>, indegree: &[usize]) -> Vec<usize> {
+    let start = (0..indegree.len()).find(|&i| indegree[i] > 0).expect("a node is left on a cycle");
+    let mut pos: HashMap<usize, usize> = HashMap::new();
+    let mut path = Vec::new();
+    let mut cur = start;
+    loop {
+        if let Some(&p) = pos.get(&cur) {
+            // path[p..] runs backwards along edges; reverse it to read
+            // "dependency -> dependent" and close the loop.
+            let mut cycle: Vec<usize> = path[p..].to_vec();
+            cycle.reverse();
+            cycle.push(cycle[0]);
+            return cycle;
+        }
+        pos.insert(cur, path.len());
+        path.push(cur);
+        cur = graph
+            .neighbors_directed(NodeIndex::new(cur), petgraph::Direction::Incoming)
+            .map(|n| n.index())
+            .find(|&i| indegree[i] > 0)
+            .expect("a node left by Kahn has a predecessor left too");
+    }
+}

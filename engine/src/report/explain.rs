@@ -1,0 +1,112 @@
+//! `engine explain REF`: every attempt of a task with its evidence, its
+//! classification (rule and evidence ids) and, kept apart, its claims.
+
+use serde_json::{json, Value};
+
+use super::status::goal_or_latest;
+use super::utc;
+use crate::cli::Output;
+use crate::error::{Error, Result};
+use crate::evidence::Evidence;
+use crate::store::{ledger, Store};
+
+pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Output> {
+    let conn = store.conn();
+    let g = goal_or_latest(store, goal)?;
+    let tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
+    let task = tasks
+        .iter()
+        .find(|t| t.task_ref == task_ref)
+        .ok_or_else(|| Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision)).at(task_ref.to_string()))?;
+    let mut text = format!("task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n", task.state, g.id, g.active_revision, task.operation_id);
+    let mut attempts_json = Vec::new();
+    for a in ledger::attempts_of_task(conn, &g.id, task_ref)? {
+        text.push_str(&format!(
+            "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
+            a.id, a.revision, a.try_no, a.kind, a.state, utc(a.intent_at_ms)
+        ));
+        if let Some(d) = &a.dispatch_detail {
+            text.push_str(&format!("  dispatched: {d}\n"));
+        }
+        if let Some(reason) = &a.unknown_reason {
+            text.push_str(&format!("  no receipt: {reason}\n"));
+        }
+        let evidence = ledger::evidence_of_attempt(conn, a.id)?;
+        for r in &evidence {
+            text.push_str(&format!("  evidence #{} {}\n", r.id, describe(&r.evidence)));
+        }
+        if let Some(c) = &a.classification {
+            text.push_str(&format!(
+                "  classification: {} by rule {} from evidence {} — next: {}\n",
+                c["class"].as_str().unwrap_or("?"),
+                c["rule"].as_str().unwrap_or("?"),
+                json!(c["evidence_ids"]),
+                c["next"].as_str().unwrap_or("?")
+            ));
+        }
+        let claims = ledger::claims_of_attempt(conn, a.id)?;
+        for (id, authority, data) in &claims {
+            text.push_str(&format!("  claim #{id} [{authority}] (not verified; never a cause or verdict): {data}\n"));
+        }
+        attempts_json.push(json!({
+            "attempt": a,
+            "receipt": ledger::receipt(conn, a.id)?,
+            "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
+            "claims": claims.iter().map(|(id, authority, data)| json!({"id": id, "authority": authority, "data": data})).collect::<Vec<_>>(),
+        }));
+    }
+    let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
+        "operation_id": task.operation_id, "detail": task.detail, "attempts": attempts_json});
+    Ok(Output { text, json, exit_code: 0 })
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("      | {l}\n")).collect()
+}
+
+fn describe(e: &Evidence) -> String {
+    match e {
+        Evidence::ProcessExit { exit, timed_out, duration_ms, stdout, stderr } => {
+            let mut s = format!("process exit {} in {duration_ms} ms{}", exit_text(exit), if *timed_out { " (engine deadline hit; process group killed)" } else { "" });
+            for (name, o) in [("stdout", stdout), ("stderr", stderr)] {
+                if o.total_bytes > 0 {
+                    s.push_str(&format!("\n    {name}: {} bytes{}\n", o.total_bytes,
+                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }));
+                    s.push_str(&indent(&o.excerpt));
+                }
+            }
+            s.trim_end().to_string()
+        }
+        Evidence::CheckResult { check_id, exit, expect_exit, timed_out, passed, failing_assertion, stdout, stderr, checkpoint } => {
+            let mut s = format!("check {check_id}: {} (exit {}, expected {expect_exit}{})", if *passed { "passed" } else { "FAILED" }, exit_text(exit), if *timed_out { ", deadline hit" } else { "" });
+            if let Some(cp) = checkpoint {
+                s.push_str(&format!(" against checkpoint {}", &cp[..16.min(cp.len())]));
+            }
+            if let Some(a) = failing_assertion {
+                s.push_str(&format!("\n    failing assertion: {a}"));
+            }
+            if !passed {
+                for o in [stdout, stderr] {
+                    if !o.excerpt.is_empty() {
+                        s.push('\n');
+                        s.push_str(indent(&o.excerpt).trim_end());
+                    }
+                }
+            }
+            s
+        }
+        other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
+    }
+}
+
+fn compact(v: &Value) -> String {
+    v.to_string()
+}
+
+fn exit_text(exit: &Option<providers::ExitStatus>) -> String {
+    match exit {
+        Some(providers::ExitStatus::Code { code }) => format!("code {code}"),
+        Some(providers::ExitStatus::Signal { signal }) => format!("signal {signal}"),
+        None => "unknown".into(),
+    }
+}

@@ -1,0 +1,61 @@
+//! `engine log [--follow]`: the event log in ledger order.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::utc;
+use crate::cli::Output;
+use crate::error::Result;
+use crate::store::events::{self, EventRow};
+use crate::store::Store;
+
+const PAGE: i64 = 10_000;
+
+fn line(e: &EventRow) -> String {
+    let mut s = format!("{:>6}  {}  {:<24}", e.seq, utc(e.at_ms), e.kind);
+    if let Some(g) = &e.goal_id {
+        s.push_str(&format!(" goal={g}"));
+    }
+    if let Some(r) = e.revision {
+        s.push_str(&format!(" r{r}"));
+    }
+    if let Some(t) = &e.task_ref {
+        s.push_str(&format!(" task={t}"));
+    }
+    if let Some(a) = e.attempt_id {
+        s.push_str(&format!(" attempt={a}"));
+    }
+    if !e.data.is_null() && e.data != json!({}) {
+        s.push_str(&format!(" {}", e.data));
+    }
+    s
+}
+
+pub fn render(store: &Store, after: i64, follow: bool, as_json: bool) -> Result<Output> {
+    if !follow {
+        let mut all = Vec::new();
+        let mut cursor = after;
+        loop {
+            let page = events::since(store.conn(), cursor, PAGE)?;
+            let Some(last) = page.last() else { break };
+            cursor = last.seq;
+            all.extend(page);
+        }
+        let text = all.iter().map(|e| line(e) + "\n").collect();
+        return Ok(Output { text, json: json!({"events": all}), exit_code: 0 });
+    }
+    // --follow: print as events arrive, one JSON object per line with --json.
+    let mut cursor = after;
+    loop {
+        for e in events::since(store.conn(), cursor, PAGE)? {
+            cursor = e.seq;
+            if as_json {
+                println!("{}", serde_json::to_string(&e).expect("serializes"));
+            } else {
+                println!("{}", line(&e));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,62 @@
+//! The end of `engine run`: each task's state, the acceptance checks, and
+//! one final line that names what the run waits on.
+
+use serde_json::json;
+
+use crate::cli::Output;
+use crate::run::RunReport;
+
+pub fn render(r: &RunReport) -> Output {
+    let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
+    let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
+    for t in &r.tasks {
+        text.push_str(&format!("  {:width$}  {}", t.task_ref, t.state));
+        if let Some(class) = &t.class {
+            text.push_str(&format!("  {class}"));
+        }
+        if let Some(why) = &t.why {
+            text.push_str(&format!(" ({why})"));
+        }
+        text.push('\n');
+    }
+    for a in &r.acceptance {
+        text.push_str(&format!("  acceptance {}  {}\n", a.id, if a.passed { "passed" } else { "FAILED" }));
+    }
+    for u in &r.unknown {
+        text.push_str(&format!(
+            "  unknown: {} (task {}, try {}, request {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
+            u.operation_id, u.task_ref, u.try_no, &u.request_digest[..16.min(u.request_digest.len())], u.reason, u.operation_id
+        ));
+    }
+    text.push_str(&final_line(r));
+    text.push('\n');
+    Output { text, json: json!(r), exit_code: r.exit_code }
+}
+
+fn final_line(r: &RunReport) -> String {
+    match r.exit_code {
+        0 => "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into(),
+        3 => format!(
+            "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
+            r.unknown.len(),
+            r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
+        ),
+        4 => format!(
+            "APPROVAL_REQUIRED: waiting on approval of {}",
+            r.awaiting_approval.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
+        ),
+        5 => match &r.budget {
+            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),
+            None => "BUDGET_EXHAUSTED".into(),
+        },
+        _ if !r.failed.is_empty() => format!(
+            "stopped: task(s) failed: {} (see `engine explain REF`)",
+            r.failed.join(", ")
+        ),
+        _ if r.acceptance.iter().any(|a| !a.passed) => format!(
+            "goal not satisfied: acceptance check(s) failed: {}",
+            r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+        _ => "goal not satisfied: some tasks did not complete".into(),
+    }
+}

@@ -1,0 +1,109 @@
+//! `engine status`: the goal, its active revision, every task's state,
+//! operations waiting on a person, and budgets used.
+
+use serde_json::{json, Value};
+
+use crate::cli::Output;
+use crate::error::{Error, Result};
+use crate::plan::PlanFile;
+use crate::state::AttemptState;
+use crate::store::{ledger, now_ms, Store};
+
+pub fn goal_or_latest(store: &Store, goal: Option<&str>) -> Result<ledger::GoalRow> {
+    let row = match goal {
+        Some(id) => ledger::goal(store.conn(), id)?,
+        None => ledger::latest_goal(store.conn())?,
+    };
+    row.ok_or_else(|| match goal {
+        Some(id) => Error::usage(format!("no goal `{id}` in this store")),
+        None => Error::usage("this store has no goal yet: run `engine run PLAN` first"),
+    })
+}
+
+pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
+    let conn = store.conn();
+    let g = goal_or_latest(store, goal)?;
+    let rev = ledger::revision(conn, &g.id, g.active_revision)?;
+    let plan: PlanFile = serde_json::from_str(&rev.plan_json)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
+    let mut tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
+    tasks.sort_by_key(|t| order.iter().position(|r| *r == t.task_ref).unwrap_or(usize::MAX));
+
+    let mut rows = Vec::new();
+    let mut text = format!("goal      {}  ({})\nrevision  {}\nstate     {}\n\n", g.id, plan.goal.as_ref().map_or("", |x| x.statement.as_str()), g.active_revision, g.state);
+    let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
+    text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", "TASK", "STATE", "ATTEMPTS", "LAST"));
+    for t in &tasks {
+        let attempts: Vec<_> = ledger::attempts_of_task(conn, &g.id, &t.task_ref)?
+            .into_iter()
+            .filter(|a| a.revision == g.active_revision)
+            .collect();
+        let last = attempts.last();
+        let last_text = match last {
+            Some(a) => {
+                let class = a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str);
+                match class {
+                    Some(c) => format!("{} ({c})", a.state),
+                    None => a.state.to_string(),
+                }
+            }
+            None => "-".into(),
+        };
+        text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", t.task_ref, t.state.as_str(), attempts.len(), last_text));
+        rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
+    }
+
+    let unknown = ledger::attempts_in_state(conn, &g.id, AttemptState::EffectUnknown)?;
+    let in_doubt = ledger::attempts_in_doubt(conn, &g.id)?;
+    if !unknown.is_empty() || !in_doubt.is_empty() {
+        text.push_str("\nwaiting on a person:\n");
+    }
+    for a in &unknown {
+        text.push_str(&format!(
+            "  {}  task {}  try {}  effect_unknown ({})  -> engine settle {} --outcome ok|not_run --note TEXT\n",
+            a.operation_id, a.task_ref, a.try_no, a.unknown_reason.as_deref().unwrap_or("?"), a.operation_id
+        ));
+    }
+    for a in &in_doubt {
+        text.push_str(&format!("  {}  task {}  try {}  {} (no receipt; the next `engine run` reconciles it)\n", a.operation_id, a.task_ref, a.try_no, a.state));
+    }
+
+    let b = &plan.budgets;
+    let calls = ledger::provider_calls_used(conn, &g.id)?;
+    let cost = ledger::cost_used(conn, &g.id)?;
+    let elapsed = ((now_ms() - g.first_run_at_ms).max(0) / 1000) as u64;
+    let max_attempts_used = tasks
+        .iter()
+        .map(|t| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
+                rusqlite::params![g.id, g.active_revision, t.task_ref],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    text.push_str(&format!(
+        "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {elapsed}s of {}s\n",
+        b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision - 1, b.max_revisions, b.deadline_seconds
+    ));
+    let json = json!({
+        "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
+        "tasks": rows,
+        "effect_unknown": unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
+            "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
+        "in_doubt": in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
+        "budgets": {
+            "max_provider_calls": {"used": calls, "limit": b.max_provider_calls},
+            "max_cost": {"used": cost, "limit": b.max_cost},
+            "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
+            "max_revisions": {"used": g.active_revision - 1, "limit": b.max_revisions},
+            "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
+        },
+    });
+    Ok(Output { text, json, exit_code: 0 })
+}

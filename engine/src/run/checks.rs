@@ -1,0 +1,99 @@
+//! Running validation and acceptance checks: argv commands in the
+//! workspace, judged by exit code, with bounded captured output.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use providers::command::CommandProvider;
+use providers::{Call, Captured, ExitStatus, Outcome, Provider};
+use serde_json::json;
+
+/// A check to run (a task validation or a goal acceptance check).
+#[derive(Debug, Clone)]
+pub struct CheckSpec {
+    pub id: String,
+    pub run: Vec<String>,
+    pub expect_exit: i32,
+    pub timeout: Option<Duration>,
+}
+
+/// What running a check observed.
+#[derive(Debug, Clone)]
+pub struct CheckRun {
+    pub id: String,
+    pub expect_exit: i32,
+    pub exit: Option<ExitStatus>,
+    pub timed_out: bool,
+    /// Could not start (missing program...): the message says why.
+    pub not_started: Option<String>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl CheckRun {
+    /// Passed means: it ran, was not cut by a deadline, and exited with
+    /// exactly the expected code. A signal is never a pass.
+    pub fn passed(&self) -> bool {
+        self.not_started.is_none()
+            && !self.timed_out
+            && matches!(self.exit, Some(ExitStatus::Code { code }) if code == self.expect_exit)
+    }
+}
+
+pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
+
+pub async fn run_checks(
+    checks: Vec<CheckSpec>,
+    workspace: PathBuf,
+    operation_id: String,
+    output_bytes_max: usize,
+    secrets: Vec<String>,
+) -> Vec<CheckRun> {
+    let runner = CommandProvider { protocol: None };
+    let mut out = Vec::with_capacity(checks.len());
+    for check in checks {
+        let call = Call {
+            operation_id: operation_id.clone(),
+            try_no: 1,
+            request: json!({ "run": check.run }),
+            workspace: workspace.clone(),
+            timeout: Some(check.timeout.unwrap_or(CHECK_TIMEOUT_DEFAULT)),
+            output_bytes_max,
+            stdin: None,
+            env: Vec::new(),
+            secrets: secrets.clone(),
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let run = match runner.dispatch(&call, tx).await {
+            Outcome::Received(r) => CheckRun {
+                id: check.id,
+                expect_exit: check.expect_exit,
+                exit: r.exit,
+                timed_out: r.timed_out,
+                not_started: None,
+                stdout: r.stdout,
+                stderr: r.stderr,
+            },
+            Outcome::NotDispatched(nd) => CheckRun {
+                id: check.id,
+                expect_exit: check.expect_exit,
+                exit: None,
+                timed_out: false,
+                not_started: Some(nd.message),
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+            },
+            Outcome::Lost { detail, .. } => CheckRun {
+                id: check.id,
+                expect_exit: check.expect_exit,
+                exit: None,
+                timed_out: false,
+                not_started: Some(detail),
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+            },
+        };
+        out.push(run);
+    }
+    out
+}

@@ -1,0 +1,569 @@
+//! `engine run`: register the goal and plan, reconcile in-doubt operations,
+//! run ready tasks (intent → dispatch → receipt → validations), then the
+//! goal's acceptance checks.
+//!
+//! One coordinator owns the store and is the only writer; provider calls and
+//! checks run as tokio tasks that report back over a channel. So every
+//! ledger write happens in one place, in the order events really happened.
+
+pub mod checks;
+pub mod provider;
+mod record;
+mod reconcile;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use providers::{Call, Outcome, Progress, Provider};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::budget::{self, Exhausted, Usage};
+use crate::checkpoint::{self, Checkpoint};
+use crate::error::{Code, Error, Result};
+use crate::failpoint;
+use crate::plan::{Effect, Plan, ProviderSpec, Task};
+use crate::state::{AttemptState, GoalState, TaskState};
+use crate::store::events::{self, Event};
+use crate::store::{ledger, now_ms, Durability, Store};
+use checks::{CheckRun, CheckSpec};
+
+/// Captured output bound per stream (stdout, stderr, HTTP body).
+pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
+
+pub struct RunOptions {
+    pub plan_path: PathBuf,
+    pub workspace: Option<PathBuf>,
+    pub store: Option<PathBuf>,
+    pub jobs: usize,
+}
+
+/// An operation whose outcome a person must settle.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnknownOp {
+    pub operation_id: String,
+    pub task_ref: String,
+    pub request_digest: String,
+    pub try_no: i64,
+    pub state: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskLine {
+    pub task_ref: String,
+    pub state: TaskState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub goal_id: String,
+    pub revision: i64,
+    pub goal_state: GoalState,
+    pub exit_code: i32,
+    /// The stable code of the stop, when the run did not satisfy the goal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<Code>,
+    pub tasks: Vec<TaskLine>,
+    pub acceptance: Vec<AcceptanceLine>,
+    pub unknown: Vec<UnknownOp>,
+    pub failed: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Exhausted>,
+    pub awaiting_approval: Vec<UnknownOp>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AcceptanceLine {
+    pub id: String,
+    pub passed: bool,
+}
+
+/// Messages from in-flight work to the coordinator.
+enum Msg {
+    Dispatched { attempt_id: i64, detail: String },
+    Finished { attempt_id: i64, outcome: Outcome },
+    Validated { attempt_id: i64, runs: Vec<CheckRun> },
+}
+
+struct InFlight {
+    task_ref: String,
+    before: Option<Checkpoint>,
+}
+
+pub fn run(opts: RunOptions) -> Result<RunReport> {
+    let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
+    let store_path = crate::store::resolve_path(opts.store.as_deref(), &plan.workspace);
+    let mut store = Store::open_rw(&store_path)?;
+    store.acquire_lease()?;
+    let result = run_locked(&mut store, plan, &opts);
+    // Give the lease back whatever happened; a failure here is not worth
+    // hiding the run's own result.
+    let _ = store.release_lease();
+    result
+}
+
+fn run_locked(store: &mut Store, plan: Plan, opts: &RunOptions) -> Result<RunReport> {
+    let revision = register(store, &plan, &opts.plan_path)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut runner = Runner::new(store, plan, revision, opts.jobs.max(1));
+    rt.block_on(runner.run())
+}
+
+/// Register the goal and its first revision, or check that the plan is the
+/// goal's active revision (`PLAN_CHANGED` otherwise).
+fn register(store: &mut Store, plan: &Plan, plan_path: &Path) -> Result<i64> {
+    let goal = plan.goal();
+    if let Some(row) = ledger::goal(store.conn(), &goal.id)? {
+        let active = ledger::revision(store.conn(), &goal.id, row.active_revision)?;
+        if active.plan_digest != plan.digests.plan {
+            return Err(Error::new(
+                Code::PlanChanged,
+                format!(
+                    "this plan differs from goal `{}`'s active revision {}; record the change with `engine revise {} --reason TEXT`",
+                    goal.id,
+                    row.active_revision,
+                    plan_path.display()
+                ),
+            )
+            .at(plan_path.display().to_string())
+            .with_details(json!({
+                "goal_id": goal.id, "active_revision": row.active_revision,
+                "active_plan_digest": active.plan_digest, "plan_digest": plan.digests.plan,
+            })));
+        }
+        return Ok(row.active_revision);
+    }
+    let plan_json = serde_json::to_string(&plan.file).expect("a plan serializes");
+    store.write(Durability::Full, |tx| {
+        let seq = events::append(tx, &Event::goal("goal_registered", &goal.id, 1, json!({
+            "plan_digest": plan.digests.plan, "goal_contract_digest": plan.digests.goal_contract,
+            "plan_path": plan_path.display().to_string(), "tasks": plan.file.tasks.len(),
+        })))?;
+        ledger::insert_goal(tx, &goal.id, 1, seq)?;
+        ledger::insert_revision(tx, &ledger::NewRevision {
+            goal_id: &goal.id,
+            revision: 1,
+            parent: None,
+            plan_digest: &plan.digests.plan,
+            goal_contract: &plan.digests.goal_contract,
+            plan_json: &plan_json,
+            plan_path: &plan_path.display().to_string(),
+            workspace: &plan.workspace.display().to_string(),
+            reason: None,
+        })?;
+        insert_tasks(tx, plan, 1)
+    })?;
+    Ok(1)
+}
+
+pub(crate) fn insert_tasks(tx: &rusqlite::Transaction, plan: &Plan, revision: i64) -> Result<()> {
+    let goal_id = &plan.goal().id;
+    for i in &plan.order {
+        let t = &plan.file.tasks[*i];
+        let d = &plan.digests.tasks[&t.task_ref];
+        ledger::insert_task(tx, goal_id, revision, &t.task_ref, &d.meaning, &d.dependencies, &d.operation_id, &d.request)?;
+    }
+    Ok(())
+}
+
+struct Runner<'s> {
+    store: &'s mut Store,
+    plan: Plan,
+    goal_id: String,
+    revision: i64,
+    jobs: usize,
+    providers: HashMap<String, Arc<dyn Provider>>,
+    /// Secret values (from the variables the plan names), for redaction.
+    secrets: Vec<String>,
+    states: HashMap<String, TaskState>,
+    in_flight: HashMap<i64, InFlight>,
+    unknown: Vec<UnknownOp>,
+    budget_stop: Option<Exhausted>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+}
+
+impl<'s> Runner<'s> {
+    fn new(store: &'s mut Store, plan: Plan, revision: i64, jobs: usize) -> Self {
+        let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
+        let secrets = plan
+            .file
+            .secrets
+            .iter()
+            .filter_map(|name| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let goal_id = plan.goal().id.clone();
+        Runner {
+            store,
+            plan,
+            goal_id,
+            revision,
+            jobs,
+            providers,
+            secrets,
+            states: HashMap::new(),
+            in_flight: HashMap::new(),
+            unknown: Vec::new(),
+            budget_stop: None,
+            tx,
+            rx,
+        }
+    }
+
+    async fn run(&mut self) -> Result<RunReport> {
+        self.write_event(Durability::Normal, "run_started", None, None, json!({
+            "generation": self.store.generation(), "jobs": self.jobs, "pid": std::process::id(),
+        }))?;
+        for row in ledger::tasks(self.store.conn(), &self.goal_id, self.revision)? {
+            self.states.insert(row.task_ref, row.state);
+        }
+        reconcile::reconcile(self).await?;
+        self.schedule().await?;
+        let acceptance = self.acceptance().await?;
+        self.finish(acceptance)
+    }
+
+    fn task(&self, task_ref: &str) -> &Task {
+        self.plan.task(task_ref).expect("task refs come from the plan")
+    }
+
+    fn write_event(&mut self, d: Durability, kind: &str, task_ref: Option<&str>, attempt: Option<i64>, data: Value) -> Result<i64> {
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.store.write(d, |tx| {
+            let mut e = Event::goal(kind, &goal_id, revision, data);
+            e.task_ref = task_ref;
+            e.attempt_id = attempt;
+            events::append(tx, &e)
+        })
+    }
+
+    fn set_task(&mut self, task_ref: &str, state: TaskState, detail: Value) -> Result<()> {
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.store.write(Durability::Normal, |tx| {
+            ledger::set_task_state(tx, &goal_id, revision, task_ref, state, &detail)?;
+            events::append(tx, &Event::goal("task_state", &goal_id, revision, json!({"state": state, "detail": detail})).task(task_ref))?;
+            Ok(())
+        })?;
+        self.states.insert(task_ref.to_string(), state);
+        Ok(())
+    }
+
+    /// Run every task whose dependencies are complete, `jobs` at a time.
+    async fn schedule(&mut self) -> Result<()> {
+        let order: Vec<String> = self.plan.order.iter().map(|&i| self.plan.file.tasks[i].task_ref.clone()).collect();
+        // Tasks that stopped earlier on a dependency are looked at afresh
+        // (but not those whose validations reconciliation just resumed).
+        let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
+        for r in &order {
+            if matches!(self.states[r], TaskState::Blocked | TaskState::Ready | TaskState::Running) && !busy.contains(r) {
+                self.states.insert(r.clone(), TaskState::Pending);
+            }
+        }
+        let mut started: HashSet<String> = HashSet::new();
+        loop {
+            // Start what is ready, in plan order, while there is room.
+            if self.budget_stop.is_none() {
+                for r in &order {
+                    if self.in_flight.len() >= self.jobs || self.budget_stop.is_some() {
+                        break;
+                    }
+                    if self.states[r] != TaskState::Pending || started.contains(r) {
+                        continue;
+                    }
+                    let deps_done = self.task(r).depends_on.iter().all(|d| self.states[d].is_complete());
+                    if deps_done {
+                        started.insert(r.clone());
+                        self.start(r).await?;
+                    }
+                }
+            }
+            if self.in_flight.is_empty() {
+                break;
+            }
+            let msg = self.rx.recv().await.expect("the runner holds a sender");
+            self.handle(msg).await?;
+        }
+        // Whatever could not start waits on something: say what.
+        for r in &order {
+            if self.states[r] == TaskState::Pending {
+                let waits: Vec<String> = self
+                    .task(r)
+                    .depends_on
+                    .iter()
+                    .filter(|d| !self.states[*d].is_complete())
+                    .map(|d| format!("{d} ({})", self.states[d]))
+                    .collect();
+                if !waits.is_empty() {
+                    self.set_task(r, TaskState::Blocked, json!({"waits_on": waits}))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check budgets, commit the intent, then hand the call to its provider.
+    async fn start(&mut self, task_ref: &str) -> Result<()> {
+        let task = self.task(task_ref).clone();
+        let digests = self.plan.digests.tasks[task_ref].clone();
+        let usage = self.usage(task_ref)?;
+        if let Err(exhausted) = budget::check_call(&self.plan.file.budgets, &usage, task.cost) {
+            self.write_event(Durability::Normal, "budget_exhausted", Some(task_ref), None, json!(exhausted))?;
+            self.budget_stop = Some(exhausted);
+            return Ok(());
+        }
+        let try_no = ledger::last_try(self.store.conn(), &digests.operation_id)? + 1;
+        let request = json!({ "provider": task.provider, "action": task.action });
+        let generation = self.store.generation().expect("a runner holds the lease");
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let attempt_id = self.store.write(Durability::Full, |tx| {
+            let id = ledger::insert_intent(tx, &ledger::NewIntent {
+                goal_id: &goal_id,
+                revision,
+                task_ref,
+                operation_id: &digests.operation_id,
+                try_no,
+                kind: "run",
+                request_digest: &digests.request,
+                request_json: &request,
+                effect: task.effect.as_str(),
+                cost: task.cost,
+                generation,
+            })?;
+            ledger::set_task_state(tx, &goal_id, revision, task_ref, TaskState::Running, &json!({"attempt_id": id}))?;
+            events::append(tx, &Event::goal("intent_recorded", &goal_id, revision, json!({
+                "operation_id": digests.operation_id, "try": try_no, "request_digest": digests.request,
+            })).task(task_ref).attempt(id))?;
+            Ok(id)
+        })?;
+        self.states.insert(task_ref.to_string(), TaskState::Running);
+        failpoint::hit("after_intent");
+
+        let call = self.call_for(&task, &digests.operation_id, try_no as u32);
+        let provider = self.providers[&task.provider].clone();
+        let tx = self.tx.clone();
+        self.in_flight.insert(attempt_id, InFlight { task_ref: task_ref.to_string(), before: None });
+        tokio::spawn(async move {
+            let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
+            let fut = provider.dispatch(&call, ptx);
+            tokio::pin!(fut);
+            let outcome = loop {
+                tokio::select! {
+                    Some(Progress::Dispatched { detail }) = prx.recv() => {
+                        let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+                    }
+                    outcome = &mut fut => break outcome,
+                }
+            };
+            // Progress sent just before completion must still come first.
+            while let Ok(Progress::Dispatched { detail }) = prx.try_recv() {
+                let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+            }
+            let _ = tx.send(Msg::Finished { attempt_id, outcome });
+        });
+        Ok(())
+    }
+
+    fn call_for(&self, task: &Task, operation_id: &str, try_no: u32) -> Call {
+        let stdin = match self.plan.provider_of(task) {
+            ProviderSpec::Command { protocol: Some(_) } => Some(
+                serde_json::to_vec(&json!({
+                    "goal": self.plan.goal(),
+                    "task": task,
+                    "operation_id": operation_id,
+                    "try": try_no,
+                }))
+                .expect("serializes"),
+            ),
+            _ => None,
+        };
+        Call {
+            operation_id: operation_id.to_string(),
+            try_no,
+            request: task.action.clone(),
+            workspace: self.plan.workspace.clone(),
+            timeout: task.timeout_seconds.map(Duration::from_secs),
+            output_bytes_max: OUTPUT_BYTES_MAX,
+            stdin,
+            env: Vec::new(),
+            secrets: self.secrets.clone(),
+        }
+    }
+
+    fn usage(&self, task_ref: &str) -> Result<Usage> {
+        let conn = self.store.conn();
+        let attempts_of_task: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
+            rusqlite::params![self.goal_id, self.revision, task_ref],
+            |r| r.get(0),
+        )?;
+        let goal = ledger::goal(conn, &self.goal_id)?.expect("registered");
+        Ok(Usage {
+            attempts_of_task: attempts_of_task as u64,
+            provider_calls: ledger::provider_calls_used(conn, &self.goal_id)? as u64,
+            cost: ledger::cost_used(conn, &self.goal_id)?,
+            elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
+            revisions: self.revision as u64,
+        })
+    }
+
+    async fn handle(&mut self, msg: Msg) -> Result<()> {
+        match msg {
+            Msg::Dispatched { attempt_id, detail } => {
+                let task_ref = self.in_flight[&attempt_id].task_ref.clone();
+                let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+                self.store.write(Durability::Normal, |tx| {
+                    ledger::mark_dispatched(tx, attempt_id, &detail)?;
+                    events::append(tx, &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
+                        .task(&task_ref).attempt(attempt_id))?;
+                    Ok(())
+                })?;
+                failpoint::hit("after_dispatch");
+            }
+            Msg::Finished { attempt_id, outcome } => {
+                failpoint::hit("after_receipt");
+                let task_ref = self.in_flight[&attempt_id].task_ref.clone();
+                let task = self.task(&task_ref).clone();
+                match record::outcome(self, attempt_id, &task, outcome).await? {
+                    record::Next::Validate => self.start_validations(attempt_id, &task)?,
+                    record::Next::Done => {
+                        self.in_flight.remove(&attempt_id);
+                    }
+                }
+            }
+            Msg::Validated { attempt_id, runs } => {
+                let flight = self.in_flight.remove(&attempt_id).expect("validated attempts are in flight");
+                let task = self.task(&flight.task_ref).clone();
+                let after = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets);
+                record::validations(self, attempt_id, &task, flight.before, after, runs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Observe the checkpoint the validations will judge, then run them.
+    fn start_validations(&mut self, attempt_id: i64, task: &Task) -> Result<()> {
+        let before = checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets).ok();
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.before = before;
+        }
+        let specs: Vec<CheckSpec> = task
+            .validations
+            .iter()
+            .map(|v| CheckSpec { id: v.id.clone(), run: v.run.clone(), expect_exit: v.expect_exit, timeout: v.timeout_seconds.map(Duration::from_secs) })
+            .collect();
+        let tx = self.tx.clone();
+        let workspace = self.plan.workspace.clone();
+        let op = self.plan.digests.tasks[&task.task_ref].operation_id.clone();
+        let secrets = self.secrets.clone();
+        tokio::spawn(async move {
+            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
+            let _ = tx.send(Msg::Validated { attempt_id, runs });
+        });
+        Ok(())
+    }
+
+    /// Run the goal's acceptance checks when every task is complete.
+    async fn acceptance(&mut self) -> Result<Option<Vec<AcceptanceLine>>> {
+        if !self.states.values().all(|s| s.is_complete()) {
+            return Ok(None);
+        }
+        let specs: Vec<CheckSpec> = self
+            .plan
+            .goal()
+            .acceptance
+            .iter()
+            .filter_map(|a| {
+                a.check.as_ref().map(|c| CheckSpec { id: a.id.clone(), run: c.run.clone(), expect_exit: c.expect_exit, timeout: c.timeout_seconds.map(Duration::from_secs) })
+            })
+            .collect();
+        let runs = checks::run_checks(specs, self.plan.workspace.clone(), format!("acceptance:{}", self.goal_id), OUTPUT_BYTES_MAX, self.secrets.clone()).await;
+        record::acceptance(self, runs).map(Some)
+    }
+
+    /// Decide the goal's state and the exit code from what the ledger now
+    /// holds (the latest result of everything, in ledger order).
+    fn finish(&mut self, acceptance: Option<Vec<AcceptanceLine>>) -> Result<RunReport> {
+        let conn = self.store.conn();
+        let mut unknown = std::mem::take(&mut self.unknown);
+        for a in ledger::attempts_in_state(conn, &self.goal_id, AttemptState::EffectUnknown)? {
+            if !unknown.iter().any(|u| u.operation_id == a.operation_id && u.try_no == a.try_no) {
+                unknown.push(UnknownOp {
+                    operation_id: a.operation_id,
+                    task_ref: a.task_ref,
+                    request_digest: a.request_digest,
+                    try_no: a.try_no,
+                    state: a.state.to_string(),
+                    reason: a.unknown_reason.unwrap_or_default(),
+                });
+            }
+        }
+        let rows = ledger::tasks(conn, &self.goal_id, self.revision)?;
+        let order: HashMap<&str, usize> = self.plan.order.iter().enumerate().map(|(pos, &i)| (self.plan.file.tasks[i].task_ref.as_str(), pos)).collect();
+        let mut tasks: Vec<TaskLine> = rows
+            .iter()
+            .map(|r| TaskLine {
+                task_ref: r.task_ref.clone(),
+                state: r.state,
+                class: r.detail.get("class").and_then(Value::as_str).map(str::to_string),
+                why: r.detail.get("why").and_then(Value::as_str).map(str::to_string),
+            })
+            .collect();
+        tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+        let failed: Vec<String> = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
+        let awaiting: Vec<UnknownOp> = Vec::new();
+        let acceptance_passed = acceptance.as_ref().map(|a| a.iter().all(|l| l.passed));
+
+        let (goal_state, exit_code, code) = if !unknown.is_empty() {
+            (GoalState::NeedsSettlement, 3, Some(Code::ExternalEffectUnknown))
+        } else if !awaiting.is_empty() {
+            (GoalState::Open, 4, Some(Code::ApprovalRequired))
+        } else if self.budget_stop.is_some() {
+            (GoalState::Open, 5, Some(Code::BudgetExhausted))
+        } else if !failed.is_empty() || acceptance_passed == Some(false) {
+            (GoalState::Failed, 1, None)
+        } else if acceptance_passed == Some(true) {
+            (GoalState::Satisfied, 0, None)
+        } else {
+            (GoalState::Open, 1, None)
+        };
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let summary = json!({
+            "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
+            "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "budget": self.budget_stop,
+        });
+        self.store.write(Durability::Normal, |tx| {
+            let seq = events::append(tx, &Event::goal("run_finished", &goal_id, revision, summary))?;
+            ledger::set_goal_state(tx, &goal_id, goal_state, seq)
+        })?;
+        Ok(RunReport {
+            goal_id: self.goal_id.clone(),
+            revision: self.revision,
+            goal_state,
+            exit_code,
+            code,
+            tasks,
+            acceptance: acceptance.unwrap_or_default(),
+            unknown,
+            failed,
+            budget: self.budget_stop.clone(),
+            awaiting_approval: awaiting,
+        })
+    }
+}
+
+/// Is this effect safe to send again without a person (SPEC: re-run only
+/// where the effect is `none` or the task is declared idempotent)?
+pub fn safe_to_resend(task: &Task) -> bool {
+    task.effect == Effect::None || task.idempotent
+}

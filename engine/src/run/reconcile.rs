@@ -1,0 +1,58 @@
+//! Reconciliation on start: before anything new runs, every attempt left
+//! between intent and receipt is settled as far as evidence allows —
+//! re-run where the effect is `none` (or idempotent), observed where the
+//! provider can observe, otherwise `effect_unknown`. Never re-sent blindly.
+
+use serde_json::json;
+
+use super::{record, InFlight, Runner};
+use crate::error::Result;
+use crate::evidence::UnknownReason;
+use crate::state::{AttemptState, TaskState};
+use crate::store::events::{self, Event};
+use crate::store::{ledger, Durability};
+
+pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
+    let in_doubt = ledger::attempts_in_doubt(r.store.conn(), &r.goal_id)?;
+    for a in in_doubt {
+        if a.revision != r.revision {
+            continue;
+        }
+        let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
+        let (goal_id, revision) = (r.goal_id.clone(), r.revision);
+        if super::safe_to_resend(&task) {
+            r.store.write(Durability::Full, |tx| {
+                ledger::finish_attempt(tx, a.id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], AttemptState::Abandoned, None, Some(UnknownReason::EngineRestarted.as_str()))?;
+                ledger::set_task_state(tx, &goal_id, revision, &a.task_ref, TaskState::Pending, &json!({"rerun_of": a.id}))?;
+                events::append(tx, &Event::goal("rerun_after_restart", &goal_id, revision, json!({
+                    "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state,
+                    "why": "no receipt; the effect is none or idempotent, so a new try is safe",
+                })).task(&a.task_ref).attempt(a.id))?;
+                Ok(())
+            })?;
+            r.states.insert(a.task_ref.clone(), TaskState::Pending);
+            continue;
+        }
+        r.write_event(Durability::Normal, "reconciling", Some(&a.task_ref), Some(a.id), json!({
+            "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
+        }))?;
+        r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
+        match record::lost(r, a.id, &task, UnknownReason::EngineRestarted, format!("engine restarted; last state {}", a.state)).await? {
+            record::Next::Validate => r.start_validations(a.id, &task)?,
+            record::Next::Done => {
+                r.in_flight.remove(&a.id);
+            }
+        }
+    }
+    // A receipt was committed but validations never finished: judge now.
+    for a in ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)? {
+        if a.revision != r.revision {
+            continue;
+        }
+        let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
+        r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
+        r.states.insert(a.task_ref.clone(), TaskState::Running);
+        r.start_validations(a.id, &task)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! Content-addressed blobs: captured output and evidence, keyed by BLAKE3.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::digest;
+use crate::error::Result;
+
+/// Store `bytes` (idempotent) and return their digest.
+pub fn put(conn: &Connection, bytes: &[u8]) -> Result<String> {
+    let d = digest::content(bytes);
+    conn.execute(
+        "INSERT OR IGNORE INTO blobs (digest, size, data) VALUES (?1, ?2, ?3)",
+        params![d, bytes.len() as i64, bytes],
+    )?;
+    Ok(d)
+}
+
+pub fn get(conn: &Connection, digest: &str) -> Result<Option<Vec<u8>>> {
+    Ok(conn
+        .query_row("SELECT data FROM blobs WHERE digest = ?1", [digest], |r| r.get(0))
+        .optional()?)
+}

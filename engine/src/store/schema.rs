@@ -1,0 +1,201 @@
+//! The ledger's schema and its migrations. `user_version` holds the schema
+//! version; a file newer than this binary is refused (`SCHEMA_TOO_NEW`)
+//! rather than half-understood.
+
+use rusqlite::Connection;
+
+use crate::error::{Code, Error, Result};
+
+/// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[MIGRATION_1];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+const MIGRATION_1: &str = r#"
+-- One writer at a time: the lease row (id = 1) names it.
+CREATE TABLE lease (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    pid          INTEGER,
+    host         TEXT,
+    proc_start   TEXT,      -- the holder's start time, so a reused pid is not taken for it
+    generation   INTEGER NOT NULL,
+    acquired_at  INTEGER NOT NULL
+);
+
+-- Append-only event log; seq is the ledger's own order (never wall time).
+CREATE TABLE events (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms     INTEGER NOT NULL,
+    goal_id   TEXT,
+    revision  INTEGER,
+    task_ref  TEXT,
+    attempt_id INTEGER,
+    kind      TEXT NOT NULL,
+    data      TEXT NOT NULL
+);
+CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+
+-- Content-addressed blobs (BLAKE3 of the stored bytes).
+CREATE TABLE blobs (
+    digest  TEXT PRIMARY KEY,
+    size    INTEGER NOT NULL,
+    data    BLOB NOT NULL
+);
+
+CREATE TABLE goals (
+    id               TEXT PRIMARY KEY,
+    active_revision  INTEGER NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('open','satisfied','failed','needs_settlement')),
+    first_run_at_ms  INTEGER NOT NULL,
+    updated_seq      INTEGER NOT NULL
+);
+
+CREATE TABLE revisions (
+    goal_id        TEXT NOT NULL REFERENCES goals(id),
+    revision       INTEGER NOT NULL,
+    parent         INTEGER,
+    plan_digest    TEXT NOT NULL,
+    goal_contract  TEXT NOT NULL,
+    plan_json      TEXT NOT NULL,
+    plan_path      TEXT NOT NULL,
+    workspace      TEXT NOT NULL,
+    reason         TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    PRIMARY KEY (goal_id, revision)
+);
+
+CREATE TABLE tasks (
+    goal_id       TEXT NOT NULL,
+    revision      INTEGER NOT NULL,
+    task_ref      TEXT NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval')),
+    meaning       TEXT NOT NULL,
+    dependencies  TEXT NOT NULL,
+    operation_id  TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    detail        TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (goal_id, revision, task_ref),
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+
+-- An attempt row is born as the intent: the engine's durable decision to
+-- send this exact request. (operation_id, try_no) is unique: the same try is
+-- never dispatched twice.
+CREATE TABLE attempts (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id         TEXT NOT NULL,
+    revision        INTEGER NOT NULL,
+    task_ref        TEXT NOT NULL,
+    operation_id    TEXT NOT NULL,
+    try_no          INTEGER NOT NULL CHECK (try_no >= 1),
+    kind            TEXT NOT NULL,           -- run | repair | retry | rerun
+    request_digest  TEXT NOT NULL,
+    request_json    TEXT NOT NULL,
+    effect          TEXT NOT NULL,
+    cost            REAL NOT NULL DEFAULT 0,
+    state           TEXT NOT NULL CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned')),
+    generation      INTEGER NOT NULL,
+    intent_at_ms    INTEGER NOT NULL,
+    dispatched_at_ms INTEGER,
+    dispatch_detail TEXT,
+    finished_at_ms  INTEGER,
+    classification  TEXT,                    -- JSON: class, rule, evidence ids, next
+    unknown_reason  TEXT,
+    reusable        INTEGER,
+    checkpoint      TEXT,                    -- checkpoint digest the validations judged
+    UNIQUE (operation_id, try_no),
+    FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
+);
+CREATE INDEX attempts_by_task ON attempts(goal_id, revision, task_ref, id);
+CREATE INDEX attempts_by_state ON attempts(state);
+
+-- A receipt cannot exist without its intent (the attempt row).
+CREATE TABLE receipts (
+    attempt_id   INTEGER PRIMARY KEY REFERENCES attempts(id),
+    at_ms        INTEGER NOT NULL,
+    data         TEXT NOT NULL               -- exit, http status, truncation, digests
+);
+
+CREATE TABLE evidence (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id     TEXT NOT NULL,
+    revision    INTEGER,
+    attempt_id  INTEGER REFERENCES attempts(id),
+    kind        TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    at_ms       INTEGER NOT NULL
+);
+CREATE INDEX evidence_by_attempt ON evidence(attempt_id);
+
+-- What a provider or model *said*; never promoted to a cause or verdict.
+CREATE TABLE claims (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id  INTEGER NOT NULL REFERENCES attempts(id),
+    authority   TEXT NOT NULL,
+    data        TEXT NOT NULL
+);
+
+-- Validation and acceptance results, in ledger order (id).
+CREATE TABLE check_results (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id        TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    scope          TEXT NOT NULL CHECK (scope IN ('validation','acceptance')),
+    task_ref       TEXT,
+    attempt_id     INTEGER REFERENCES attempts(id),
+    check_id       TEXT NOT NULL,
+    passed         INTEGER NOT NULL,
+    checkpoint     TEXT,
+    evidence_id    INTEGER NOT NULL REFERENCES evidence(id)
+);
+CREATE INDEX check_results_by_task ON check_results(goal_id, revision, task_ref, check_id, id);
+
+CREATE TABLE settlements (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id    INTEGER NOT NULL REFERENCES attempts(id),
+    operation_id  TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('ok','not_run')),
+    actor         TEXT NOT NULL,
+    note          TEXT NOT NULL CHECK (length(note) > 0),
+    evidence_blob TEXT,
+    at_ms         INTEGER NOT NULL
+);
+
+CREATE TABLE approvals (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation_id   TEXT NOT NULL,
+    goal_id        TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    task_ref       TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    plan_digest    TEXT NOT NULL,
+    actor          TEXT NOT NULL,
+    note           TEXT NOT NULL CHECK (length(note) > 0),
+    at_ms          INTEGER NOT NULL,
+    consumed_by    INTEGER REFERENCES attempts(id)
+);
+"#;
+
+pub fn migrate(conn: &Connection) -> Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(Error::new(
+            Code::SchemaTooNew,
+            format!("the store has schema version {version}; this engine knows up to {SCHEMA_VERSION}. Use a newer engine."),
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            Error::from(e)
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! The command provider: runs a local program (argv, no shell) in the
+//! workspace, in its own process group, and reports what it observed.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::capture::Bounded;
+use crate::{
+    BoxFuture, Call, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider,
+    Receipt,
+};
+
+/// After the process group is killed, how long to keep draining the pipes.
+/// Killing the group normally closes them at once; the bound only matters if
+/// something outside the group (e.g. a daemon that called `setsid`) still
+/// holds them.
+const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// How long to wait to reap the killed child.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandProvider {
+    /// `Some("agent-json")` for an agent CLI. The provider only feeds
+    /// `call.stdin`; parsing the agent's report is the engine's job.
+    pub protocol: Option<String>,
+}
+
+impl Provider for CommandProvider {
+    fn identity(&self) -> Value {
+        let mut id = json!({ "kind": "command" });
+        if let Some(p) = &self.protocol {
+            id["protocol"] = json!(p);
+        }
+        id
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        call: &'a Call,
+        progress: UnboundedSender<Progress>,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(run(call, progress))
+    }
+}
+
+fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcome {
+    Outcome::NotDispatched(NotDispatched { kind, message })
+}
+
+/// `{"run": ["prog", "arg", ...]}` → argv; `None` if malformed or empty.
+fn parse_argv(request: &Value) -> Option<Vec<String>> {
+    let argv = request
+        .get("run")?
+        .as_array()?
+        .iter()
+        .map(|a| a.as_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()?;
+    match argv.first() {
+        Some(prog) if !prog.is_empty() => Some(argv),
+        _ => None,
+    }
+}
+
+fn build_command(call: &Call, argv: &[String]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(&call.workspace)
+        // Own process group (pgid = child pid), so a timeout can kill the
+        // whole tree, grandchildren included.
+        .process_group(0)
+        .stdin(if call.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Inherit the parent env minus everything engine-internal (ENGINE_STORE
+    // above all: a provider never sees the store path).
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ENGINE_") {
+            cmd.env_remove(&name);
+        }
+    }
+    for (k, v) in &call.env {
+        if k != "ENGINE_STORE" {
+            cmd.env(k, v);
+        }
+    }
+    // Set last so the idempotency identity cannot be overridden.
+    cmd.env("ENGINE_OPERATION_ID", &call.operation_id)
+        .env("ENGINE_TRY", call.try_no.to_string());
+    cmd
+}
+
+fn spawn_error(prog: &str, e: &io::Error) -> Outcome {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => NotDispatchedKind::ExecutableMissing,
+        io::ErrorKind::PermissionDenied => NotDispatchedKind::PermissionDenied,
+        _ => NotDispatchedKind::Other,
+    };
+    not_dispatched(kind, format!("cannot start `{prog}`: {e}"))
+}
+
+fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
+    match (st.code(), st.signal()) {
+        (Some(code), _) => ExitStatus::Code { code },
+        (None, Some(signal)) => ExitStatus::Signal { signal },
+        // Not reachable on unix; never report an unknown end as success.
+        (None, None) => ExitStatus::Code { code: -1 },
+    }
+}
+
+async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
+    let Some(argv) = parse_argv(&call.request) else {
+        return not_dispatched(
+            NotDispatchedKind::BadRequest,
+            format!("command request needs {{\"run\": [program, args...]}}, got {}", call.request),
+        );
+    };
+    // A missing cwd makes spawn fail with ENOENT too; say what is missing.
+    if !call.workspace.is_dir() {
+        return not_dispatched(
+            NotDispatchedKind::Other,
+            format!("workspace {} is not a directory; `{}` not started", call.workspace.display(), argv[0]),
+        );
+    }
+
+    let started = Instant::now();
+    let mut child = match build_command(call, &argv).spawn() {
+        Ok(c) => c,
+        Err(e) => return spawn_error(&argv[0], &e),
+    };
+    // pgid == pid because of process_group(0).
+    let pid = child.id().expect("child not yet reaped");
+    let _ = progress.send(Progress::Dispatched { detail: format!("pid {pid}") });
+
+    let mut stdout = child.stdout.take().expect("stdout piped");
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    let stdin = child.stdin.take();
+    let mut out = Bounded::new(call.output_bytes_max);
+    let mut err = Bounded::new(call.output_bytes_max);
+
+    // Feed stdin, then close it. A child that exits without reading gives
+    // EPIPE, which is not our concern.
+    let feed = async {
+        if let (Some(mut w), Some(bytes)) = (stdin, &call.stdin) {
+            let _ = w.write_all(bytes).await;
+            let _ = w.shutdown().await;
+        }
+    };
+    // Done when the child exited AND both pipes hit EOF (a grandchild may
+    // still be writing after the child exits).
+    let finished = async {
+        let (_, _, _, st) = tokio::join!(
+            out.drain_from(&mut stdout),
+            err.drain_from(&mut stderr),
+            feed,
+            child.wait()
+        );
+        st
+    };
+    let result = match call.timeout {
+        Some(d) => tokio::time::timeout(d, finished).await.ok(),
+        None => Some(finished.await),
+    };
+
+    let timed_out = result.is_none();
+    let status = match result {
+        Some(st) => st.ok(),
+        None => {
+            // SAFETY: plain syscall. Negative pid = the whole process group.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            // `wait` returns the cached status if the child already exited.
+            let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await;
+            // The pipes close once every holder is dead; bounded in case
+            // something outside the group still holds them. A drain cut
+            // short here is reported as truncated.
+            let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
+                tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr))
+            })
+            .await;
+            st.ok().and_then(Result::ok)
+        }
+    };
+
+    let mut stdout = out.finish();
+    let mut stderr = err.finish();
+    stdout.redact(&call.secrets);
+    stderr.redact(&call.secrets);
+    Outcome::Received(Receipt {
+        // `None` only if waiting failed; never mistaken for success.
+        exit: status.map(exit_status),
+        http_status: None,
+        retry_after_seconds: None,
+        stdout,
+        stderr,
+        timed_out,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    fn call(dir: &Path, argv: &[&str]) -> Call {
+        Call {
+            operation_id: "op-1".into(),
+            try_no: 2,
+            request: json!({ "run": argv }),
+            workspace: dir.to_path_buf(),
+            timeout: Some(Duration::from_secs(20)),
+            output_bytes_max: 1 << 20,
+            stdin: None,
+            env: vec![],
+            secrets: vec![],
+        }
+    }
+
+    async fn go(c: &Call) -> Outcome {
+        let (tx, _rx) = unbounded_channel();
+        CommandProvider::default().dispatch(c, tx).await
+    }
+
+    fn receipt(o: Outcome) -> Receipt {
+        match o {
+            Outcome::Received(r) => r,
+            other => panic!("expected a receipt, got {other:?}"),
+        }
+    }
+
+    fn sh(dir: &Path, script: &str) -> Call {
+        call(dir, &["sh", "-c", script])
+    }
+
+    #[tokio::test]
+    async fn exit_code_and_output_captured() {
+        let d = tempfile::tempdir().unwrap();
+        let r = receipt(go(&sh(d.path(), "echo out; echo err >&2; exit 3")).await);
+        assert_eq!(r.exit, Some(ExitStatus::Code { code: 3 }));
+        assert_eq!(r.stdout.text, "out\n");
+        assert_eq!(r.stderr.text, "err\n");
+        assert!(!r.timed_out && !r.stdout.truncated);
+    }
+
+    #[tokio::test]
+    async fn runs_in_workspace_without_shell() {
+        let d = tempfile::tempdir().unwrap();
+        // No shell: `$HOME` and `;` reach the program literally.
+        let r = receipt(go(&call(d.path(), &["echo", "$HOME;", "x"])).await);
+        assert_eq!(r.stdout.text, "$HOME; x\n");
+        let r = receipt(go(&call(d.path(), &["pwd"])).await);
+        let want = d.path().canonicalize().unwrap();
+        assert_eq!(Path::new(r.stdout.text.trim()).canonicalize().unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn signal_exit_is_not_success() {
+        let d = tempfile::tempdir().unwrap();
+        let r = receipt(go(&sh(d.path(), "kill -9 $$")).await);
+        assert_eq!(r.exit, Some(ExitStatus::Signal { signal: 9 }));
+        assert!(!r.timed_out);
+    }
+
+    /// Dead or a zombie (pid 1 in a container may never reap it).
+    fn gone(pid: i32) -> bool {
+        if unsafe { libc::kill(pid, 0) } != 0 {
+            return true;
+        }
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(true)
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = sh(d.path(), "sleep 30 & echo $! > pidfile; wait");
+        c.timeout = Some(Duration::from_secs(1));
+        let t = Instant::now();
+        let r = receipt(go(&c).await);
+        assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+        assert!(r.timed_out);
+        assert_eq!(r.exit, Some(ExitStatus::Signal { signal: 9 }));
+        assert!(r.duration_ms >= 1000);
+
+        let pid: i32 = std::fs::read_to_string(d.path().join("pidfile")).unwrap().trim().parse().unwrap();
+        let mut dead = false;
+        for _ in 0..50 {
+            if gone(pid) {
+                dead = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(dead, "grandchild {pid} survived the timeout");
+    }
+
+    #[tokio::test]
+    async fn timeout_after_leader_exited_but_grandchild_holds_pipe() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = sh(d.path(), "echo started; sleep 30 &");
+        c.timeout = Some(Duration::from_secs(1));
+        let t = Instant::now();
+        let r = receipt(go(&c).await);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(r.timed_out);
+        assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
+        assert_eq!(r.stdout.text, "started\n");
+    }
+
+    #[tokio::test]
+    async fn output_over_bound_is_truncated_not_silently() {
+        let d = tempfile::tempdir().unwrap();
+        let r = receipt(go(&call(d.path(), &["head", "-c", "3000000", "/dev/zero"])).await);
+        assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
+        assert!(r.stdout.truncated);
+        assert_eq!(r.stdout.total_bytes, 3_000_000);
+        assert_eq!(r.stdout.text.len(), 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn missing_executable_is_not_dispatched() {
+        let d = tempfile::tempdir().unwrap();
+        match go(&call(d.path(), &["/nonexistent/definitely-not-here"])).await {
+            Outcome::NotDispatched(nd) => {
+                assert_eq!(nd.kind, NotDispatchedKind::ExecutableMissing);
+                assert!(nd.message.contains("definitely-not-here"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn not_executable_is_permission_denied() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("script");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap(); // mode 0644
+        match go(&call(d.path(), &[f.to_str().unwrap()])).await {
+            Outcome::NotDispatched(nd) => assert_eq!(nd.kind, NotDispatchedKind::PermissionDenied),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_requests_are_not_dispatched() {
+        let d = tempfile::tempdir().unwrap();
+        for req in [json!({"run": []}), json!({"run": "echo hi"}), json!({"run": [1]}), json!({})] {
+            let mut c = call(d.path(), &["x"]);
+            c.request = req;
+            match go(&c).await {
+                Outcome::NotDispatched(nd) => assert_eq!(nd.kind, NotDispatchedKind::BadRequest),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn env_carries_identity_not_engine_vars() {
+        // Parent sets engine-internal vars; the child must not see them.
+        std::env::set_var("ENGINE_STORE", "/secret/store.db");
+        std::env::set_var("ENGINE_OTHER", "x");
+        let d = tempfile::tempdir().unwrap();
+        let mut c = call(d.path(), &["env"]);
+        c.env = vec![("EXTRA".into(), "1".into()), ("ENGINE_STORE".into(), "/nope".into())];
+        let r = receipt(go(&c).await);
+        let env = r.stdout.text;
+        assert!(env.lines().any(|l| l == "ENGINE_OPERATION_ID=op-1"), "{env}");
+        assert!(env.lines().any(|l| l == "ENGINE_TRY=2"));
+        assert!(env.lines().any(|l| l == "EXTRA=1"));
+        assert!(!env.contains("ENGINE_STORE") && !env.contains("ENGINE_OTHER"), "{env}");
+        assert!(env.lines().any(|l| l.starts_with("PATH=")), "parent env inherited");
+    }
+
+    #[tokio::test]
+    async fn dispatched_is_sent_before_completion() {
+        let d = tempfile::tempdir().unwrap();
+        let c = sh(d.path(), "sleep 0.5");
+        let (tx, mut rx) = unbounded_channel();
+        let p = CommandProvider::default();
+        let fut = p.dispatch(&c, tx);
+        tokio::pin!(fut);
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(Progress::Dispatched { detail }) = msg else { panic!("{msg:?}") };
+                assert!(detail.starts_with("pid "));
+            }
+            _ = &mut fut => panic!("completed before Dispatched arrived"),
+        }
+        receipt(fut.await);
+    }
+
+    #[tokio::test]
+    async fn secrets_redacted_in_both_streams() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = sh(d.path(), "echo token=hunter2; echo hunter2 >&2");
+        c.secrets = vec!["hunter2".into(), String::new()];
+        let r = receipt(go(&c).await);
+        assert_eq!(r.stdout.text, "token=[REDACTED]\n");
+        assert_eq!(r.stderr.text, "[REDACTED]\n");
+    }
+
+    #[tokio::test]
+    async fn stdin_delivered_and_closed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = call(d.path(), &["cat"]);
+        c.stdin = Some(b"{\"goal\": \"g\"}".to_vec());
+        let r = receipt(go(&c).await);
+        assert_eq!(r.stdout.text, "{\"goal\": \"g\"}");
+        assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
+        // Without stdin, the child reads /dev/null and does not hang.
+        let r = receipt(go(&call(d.path(), &["cat"])).await);
+        assert_eq!(r.stdout.text, "");
+    }
+
+    #[test]
+    fn identity_shape() {
+        assert_eq!(CommandProvider::default().identity(), json!({"kind": "command"}));
+        let p = CommandProvider { protocol: Some("agent-json".into()) };
+        assert_eq!(p.identity(), json!({"kind": "command", "protocol": "agent-json"}));
+    }
+}

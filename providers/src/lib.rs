@@ -1,0 +1,153 @@
+//! Providers: the things that do a task's work (a local command, an HTTP
+//! service, ...), behind one small trait.
+//!
+//! Architecture invariant: this crate knows nothing of the ledger. It never
+//! sees the store path, never writes an approval or settlement, and reports
+//! only what it observed: whether the request was handed over, and what came
+//! back. Deciding what that *means* (success, failure class, unknown effect)
+//! is the engine's job.
+
+pub mod capture;
+pub mod command;
+pub mod http;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+pub use capture::Captured;
+
+/// A boxed future, so `Provider` stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One call to a provider: the exact request plus the idempotency identity
+/// the provider receives (`operation_id`, `try`).
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub operation_id: String,
+    /// 1, 2, ... — the try number of this operation.
+    pub try_no: u32,
+    /// The request as the plan states it (for a command: `{"run": [...]}`;
+    /// for HTTP: `{"body": ..., "method": ..., "headers": ...}`).
+    pub request: serde_json::Value,
+    /// Working directory for local work (the workspace).
+    pub workspace: PathBuf,
+    /// Engine deadline for this call; `None` means no deadline.
+    pub timeout: Option<Duration>,
+    /// Bound on each captured stream (stdout, stderr, HTTP body).
+    pub output_bytes_max: usize,
+    /// Bytes written to the provider's stdin (agent protocol), if any.
+    pub stdin: Option<Vec<u8>>,
+    /// Extra environment variables for a command (never the store path).
+    pub env: Vec<(String, String)>,
+    /// Literal secret values to redact from captured output.
+    pub secrets: Vec<String>,
+}
+
+/// Progress a provider reports while a call is in flight. The engine records
+/// `Dispatched` in the ledger as soon as it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The request was handed to the provider (a process spawned with this
+    /// pid, or the HTTP request fully written). Not a claim of receipt.
+    Dispatched { detail: String },
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ExitStatus {
+    Code { code: i32 },
+    Signal { signal: i32 },
+}
+
+/// What the provider answered. A receipt says an answer was received and
+/// stored; it does not say the answer means success.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Receipt {
+    /// For commands: how the process ended.
+    pub exit: Option<ExitStatus>,
+    /// For HTTP: the status code.
+    pub http_status: Option<u16>,
+    /// For HTTP: the `Retry-After` header in seconds, if any.
+    pub retry_after_seconds: Option<u64>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    /// The engine's deadline fired and the process group was killed.
+    pub timed_out: bool,
+    pub duration_ms: u64,
+}
+
+/// Why a call ended without a receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LostReason {
+    /// The deadline fired after the request was handed over.
+    DeadlineAfterDispatch,
+    /// The connection broke after the request was written.
+    ResponseLost,
+}
+
+/// A failure before anything was handed to the provider: nothing happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotDispatched {
+    pub kind: NotDispatchedKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotDispatchedKind {
+    /// The executable does not exist.
+    ExecutableMissing,
+    /// Permission denied starting it.
+    PermissionDenied,
+    /// The request is malformed for this provider (e.g. empty argv).
+    BadRequest,
+    /// The service refused the connection before any byte was sent.
+    ConnectionRefused,
+    /// Any other error before dispatch.
+    Other,
+}
+
+/// The result of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    NotDispatched(NotDispatched),
+    Received(Receipt),
+    /// Dispatched, and no receipt: the effect may or may not have happened.
+    Lost { reason: LostReason, detail: String },
+}
+
+/// What re-observing an operation found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Observation {
+    EffectPresent { evidence: String },
+    EffectAbsent { evidence: String },
+    Inconclusive { evidence: String },
+}
+
+/// A provider. Implementations must report `Progress::Dispatched` the moment
+/// the request is handed over, and never retry on their own.
+pub trait Provider: Send + Sync {
+    /// Stable identity of this provider and its configuration (part of a
+    /// task's meaning digest).
+    fn identity(&self) -> serde_json::Value;
+
+    fn dispatch<'a>(
+        &'a self,
+        call: &'a Call,
+        progress: UnboundedSender<Progress>,
+    ) -> BoxFuture<'a, Outcome>;
+
+    /// Re-observe an operation without re-sending it. `None`: this provider
+    /// cannot observe.
+    fn observe<'a>(&'a self, _call: &'a Call) -> Option<BoxFuture<'a, Observation>> {
+        None
+    }
+}
