@@ -69,6 +69,35 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         after: i64,
     },
+    /// A person's settlement of an unknown effect; runs nothing.
+    Settle {
+        operation_id: String,
+        #[arg(long, value_enum)]
+        outcome: crate::settle::Outcome,
+        /// What you checked (required, non-empty).
+        #[arg(long)]
+        note: String,
+        /// Who settles (default: the OS user).
+        #[arg(long)]
+        actor: Option<String>,
+        /// A file kept with the settlement as evidence.
+        #[arg(long, value_name = "FILE")]
+        evidence: Option<PathBuf>,
+    },
+    /// A person's approval of the exact pending request; consumed by one call.
+    Approve {
+        operation_id: String,
+        #[arg(long)]
+        note: String,
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Re-send a settled-not-run or retryable operation (same operation id, next try).
+    Retry {
+        operation_id: String,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Print the JSON Schema of the plan file.
     Schema,
 }
@@ -139,8 +168,40 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(Output { text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")), json: schema, exit_code: 0 })
         }
         Command::Run { plan, jobs } => {
-            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            let jobs = jobs.unwrap_or_else(default_jobs);
             let report = run::run(RunOptions { plan_path: plan, workspace: cli.workspace.clone(), store: cli.store.clone(), jobs })?;
+            Ok(report::run::render(&report))
+        }
+        Command::Settle { operation_id, outcome, note, actor, evidence } => {
+            let mut store = open_rw(cli.store.as_deref(), workspace)?;
+            store.acquire_lease()?;
+            let actor = actor.unwrap_or_else(crate::approval::os_user);
+            let result = crate::settle::settle(&mut store, &operation_id, outcome, &note, &actor, evidence.as_deref());
+            let _ = store.release_lease();
+            let s = result?;
+            let text = format!(
+                "settled {} (task {}, attempt {}) as {} by {} — recorded as a person's word, not verified by the engine; {}\n",
+                s.operation_id, s.task_ref, s.attempt_id, serde_json::to_value(s.outcome).expect("serializes").as_str().unwrap_or(""), s.actor, s.next
+            );
+            Ok(Output { text, json: json!({"ok": true, "settlement": s}), exit_code: 0 })
+        }
+        Command::Approve { operation_id, note, actor } => {
+            let mut store = open_rw(cli.store.as_deref(), workspace)?;
+            store.acquire_lease()?;
+            let actor = actor.unwrap_or_else(crate::approval::os_user);
+            let result = crate::approval::record(&mut store, &operation_id, &note, &actor);
+            let _ = store.release_lease();
+            let a = result?;
+            let text = format!(
+                "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
+                a.operation_id, a.task_ref, &a.request_digest[..16], actor
+            );
+            Ok(Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 })
+        }
+        Command::Retry { operation_id, jobs } => {
+            let jobs = jobs.unwrap_or_else(default_jobs);
+            let mut store = open_rw(cli.store.as_deref(), workspace)?;
+            let report = run::retry(&mut store, &operation_id, jobs)?;
             Ok(report::run::render(&report))
         }
         Command::Status { goal } => {
@@ -166,4 +227,19 @@ fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
     Store::open_ro(&path)?.ok_or_else(|| {
         Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display()))
     })
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Open an existing store for writing (settle, approve, retry): never
+/// creates one.
+fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
+    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let path = store::resolve_path(flag, &ws);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display())));
+    }
+    Store::open_rw(&path)
 }

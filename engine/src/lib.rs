@@ -4,6 +4,7 @@
 //! scheduler (`run`) → provider → receipt → validation → classification →
 //! ledger. See ARCHITECTURE.md for the map and its invariants.
 
+pub mod approval;
 pub mod budget;
 pub mod checkpoint;
 pub mod classify;
@@ -15,6 +16,7 @@ pub mod failpoint;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod settle;
 pub mod state;
 pub mod store;
 pub mod workspace;

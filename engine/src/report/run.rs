@@ -36,14 +36,19 @@ pub fn render(r: &RunReport) -> Output {
 fn final_line(r: &RunReport) -> String {
     match r.exit_code {
         0 => "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into(),
-        3 => format!(
+        3 if !r.unknown.is_empty() => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
             r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
         ),
+        3 => format!(
+            "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with `engine retry OPERATION_ID`)",
+            r.settled_not_run.join(", ")
+        ),
         4 => format!(
-            "APPROVAL_REQUIRED: waiting on approval of {}",
-            r.awaiting_approval.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
+            "{}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
+            if r.awaiting_approval.iter().any(|a| a.stale) { "APPROVAL_STALE" } else { "APPROVAL_REQUIRED" },
+            r.awaiting_approval.iter().map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, &u.request_digest[..16])).collect::<Vec<_>>().join(", ")
         ),
         5 => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),

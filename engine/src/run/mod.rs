@@ -21,7 +21,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::approval;
 use crate::budget::{self, Exhausted, Usage};
+use rusqlite::OptionalExtension;
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Code, Error, Result};
 use crate::failpoint;
@@ -77,7 +79,9 @@ pub struct RunReport {
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,
-    pub awaiting_approval: Vec<UnknownOp>,
+    pub awaiting_approval: Vec<Awaiting>,
+    /// Operations a person settled as not run and nobody has re-sent.
+    pub settled_not_run: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,17 +107,73 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let store_path = crate::store::resolve_path(opts.store.as_deref(), &plan.workspace);
     let mut store = Store::open_rw(&store_path)?;
     store.acquire_lease()?;
-    let result = run_locked(&mut store, plan, &opts);
+    let result = register(&mut store, &plan, &opts.plan_path)
+        .and_then(|revision| execute(&mut store, plan, revision, opts.jobs, HashSet::new()));
     // Give the lease back whatever happened; a failure here is not worth
     // hiding the run's own result.
     let _ = store.release_lease();
     result
 }
 
-fn run_locked(store: &mut Store, plan: Plan, opts: &RunOptions) -> Result<RunReport> {
-    let revision = register(store, &plan, &opts.plan_path)?;
+/// `engine retry OPERATION_ID`: re-send an operation a person settled as
+/// not run, or one whose failure class is retryable — same operation id,
+/// next try number, approval checked again at the call site.
+pub fn retry(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
+    store.acquire_lease()?;
+    let result = retry_locked(store, operation_id, jobs);
+    let _ = store.release_lease();
+    result
+}
+
+fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
+    let conn = store.conn();
+    let (goal_id, revision, task_ref, task_state): (String, i64, String, TaskState) = conn
+        .query_row(
+            "SELECT t.goal_id, t.revision, t.task_ref, t.state FROM tasks t JOIN goals g
+               ON g.id = t.goal_id AND g.active_revision = t.revision WHERE t.operation_id = ?1",
+            [operation_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?
+        .ok_or_else(|| Error::usage(format!("no task of an active plan revision has operation {operation_id}")).at(operation_id.to_string()))?;
+    let latest = ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().filter(|a| a.operation_id == operation_id).last();
+    let retryable = match &latest {
+        _ if task_state == TaskState::AwaitingApproval => true,
+        Some(a) if a.state == AttemptState::SettledNotRun => true,
+        Some(a) if a.state == AttemptState::Failed => {
+            let class = a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str).and_then(crate::state::FailureClass::parse);
+            matches!(class, Some(crate::state::FailureClass::ProviderUnavailable | crate::state::FailureClass::Timeout
+                | crate::state::FailureClass::Killed | crate::state::FailureClass::Environment))
+        }
+        _ => false,
+    };
+    if !retryable {
+        let what = match &latest {
+            Some(a) if a.state == AttemptState::EffectUnknown => "its outcome is unknown: settle it first (`engine settle`)".to_string(),
+            Some(a) => format!("its latest try ({}) is `{}`{}", a.try_no, a.state,
+                a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str).map(|c| format!(" with class {c}; use `engine repair` for that")).unwrap_or_default()),
+            None => "it has no attempt yet: `engine run` sends it".to_string(),
+        };
+        return Err(Error::usage(format!("operation {operation_id} (task {task_ref}) is not retryable: {what}")).at(operation_id.to_string()));
+    }
+    let row = ledger::revision(conn, &goal_id, revision)?;
+    let file: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}")))?;
+    let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    store.write(Durability::Normal, |tx| {
+        ledger::set_task_state(tx, &goal_id, revision, &task_ref, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
+        events::append(tx, &Event::goal("retry_requested", &goal_id, revision, json!({
+            "operation_id": operation_id, "after_try": latest.as_ref().map(|a| a.try_no),
+        })).task(&task_ref))?;
+        Ok(())
+    })?;
+    execute(store, plan, revision, jobs, HashSet::from([operation_id.to_string()]))
+}
+
+fn execute(store: &mut Store, plan: Plan, revision: i64, jobs: usize, retry_allowed: HashSet<String>) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(store, plan, revision, opts.jobs.max(1));
+    let mut runner = Runner::new(store, plan, revision, jobs.max(1));
+    runner.retry_allowed = retry_allowed;
     rt.block_on(runner.run())
 }
 
@@ -187,6 +247,9 @@ struct Runner<'s> {
     in_flight: HashMap<i64, InFlight>,
     unknown: Vec<UnknownOp>,
     budget_stop: Option<Exhausted>,
+    awaiting: Vec<Awaiting>,
+    /// Operations a person asked to re-send (`engine retry`).
+    retry_allowed: HashSet<String>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
 }
@@ -215,6 +278,8 @@ impl<'s> Runner<'s> {
             in_flight: HashMap::new(),
             unknown: Vec::new(),
             budget_stop: None,
+            awaiting: Vec::new(),
+            retry_allowed: HashSet::new(),
             tx,
             rx,
         }
@@ -277,7 +342,10 @@ impl<'s> Runner<'s> {
                     if self.in_flight.len() >= self.jobs || self.budget_stop.is_some() {
                         break;
                     }
-                    if self.states[r] != TaskState::Pending || started.contains(r) {
+                    if !matches!(self.states[r], TaskState::Pending | TaskState::AwaitingApproval) || started.contains(r) {
+                        continue;
+                    }
+                    if self.waits_for_retry(r)? {
                         continue;
                     }
                     let deps_done = self.task(r).depends_on.iter().all(|d| self.states[d].is_complete());
@@ -311,40 +379,99 @@ impl<'s> Runner<'s> {
         Ok(())
     }
 
-    /// Check budgets, commit the intent, then hand the call to its provider.
+    /// Re-check, in the transaction that commits the intent, that the plan
+    /// revision is still current, the operation id still means this request,
+    /// the budgets allow one more call and an approval (where one is needed)
+    /// is there — then commit the intent, and only then hand the call over.
     async fn start(&mut self, task_ref: &str) -> Result<()> {
         let task = self.task(task_ref).clone();
         let digests = self.plan.digests.tasks[task_ref].clone();
-        let usage = self.usage(task_ref)?;
-        if let Err(exhausted) = budget::check_call(&self.plan.file.budgets, &usage, task.cost) {
-            self.write_event(Durability::Normal, "budget_exhausted", Some(task_ref), None, json!(exhausted))?;
-            self.budget_stop = Some(exhausted);
-            return Ok(());
-        }
-        let try_no = ledger::last_try(self.store.conn(), &digests.operation_id)? + 1;
+        let needs_approval = approval::needed(&task, approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
         let request = json!({ "provider": task.provider, "action": task.action });
         let generation = self.store.generation().expect("a runner holds the lease");
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-        let attempt_id = self.store.write(Durability::Full, |tx| {
+        let plan_digest = self.plan.digests.plan.clone();
+        let budgets = self.plan.file.budgets.clone();
+        let kind = if self.retry_allowed.contains(&digests.operation_id) { "retry" } else { "run" };
+        let decision = self.store.write(Durability::Full, |tx| {
+            fresh(tx, &goal_id, revision, &plan_digest)?;
+            if let Some(other) = tx
+                .query_row(
+                    "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
+                    rusqlite::params![digests.operation_id, digests.request],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()?
+            {
+                return Err(Error::new(
+                    Code::OperationConflict,
+                    format!("operation {} was recorded with request digest {other}, not {}; refusing to send a different request under the same operation id", digests.operation_id, digests.request),
+                )
+                .at(task_ref.to_string()));
+            }
+            let usage = usage(tx, &goal_id, revision, task_ref)?;
+            if let Err(exhausted) = budget::check_call(&budgets, &usage, task.cost) {
+                events::append(tx, &Event::goal("budget_exhausted", &goal_id, revision, json!(exhausted)).task(task_ref))?;
+                return Ok(Decision::Budget(exhausted));
+            }
+            let gate = if needs_approval { Some(approval::find(tx, &digests.operation_id, &digests.request, &plan_digest)?) } else { None };
+            if let Some(g @ (approval::Gate::Missing | approval::Gate::Stale { .. })) = &gate {
+                let why = match g {
+                    approval::Gate::Stale { why, approval_id } => format!("approval {approval_id} is stale: {why}"),
+                    _ => "no approval for this exact request".to_string(),
+                };
+                ledger::set_task_state(tx, &goal_id, revision, task_ref, TaskState::AwaitingApproval,
+                    &json!({"operation_id": digests.operation_id, "request_digest": digests.request, "why": why}))?;
+                events::append(tx, &Event::goal("approval_required", &goal_id, revision, json!({
+                    "operation_id": digests.operation_id, "request_digest": digests.request, "why": why,
+                })).task(task_ref))?;
+                return Ok(Decision::Approval(g.clone()));
+            }
+            let try_no = ledger::last_try(tx, &digests.operation_id)? + 1;
             let id = ledger::insert_intent(tx, &ledger::NewIntent {
                 goal_id: &goal_id,
                 revision,
                 task_ref,
                 operation_id: &digests.operation_id,
                 try_no,
-                kind: "run",
+                kind,
                 request_digest: &digests.request,
                 request_json: &request,
                 effect: task.effect.as_str(),
                 cost: task.cost,
                 generation,
             })?;
+            let approval_id = match gate {
+                Some(approval::Gate::Found { approval_id }) => {
+                    approval::consume(tx, approval_id, id)?;
+                    Some(approval_id)
+                }
+                _ => None,
+            };
             ledger::set_task_state(tx, &goal_id, revision, task_ref, TaskState::Running, &json!({"attempt_id": id}))?;
             events::append(tx, &Event::goal("intent_recorded", &goal_id, revision, json!({
                 "operation_id": digests.operation_id, "try": try_no, "request_digest": digests.request,
+                "approval_consumed": approval_id,
             })).task(task_ref).attempt(id))?;
-            Ok(id)
+            Ok(Decision::Go { attempt_id: id, try_no })
         })?;
+        let (attempt_id, try_no) = match decision {
+            Decision::Go { attempt_id, try_no } => (attempt_id, try_no),
+            Decision::Budget(exhausted) => {
+                self.budget_stop = Some(exhausted);
+                return Ok(());
+            }
+            Decision::Approval(gate) => {
+                self.states.insert(task_ref.to_string(), TaskState::AwaitingApproval);
+                self.awaiting.push(Awaiting {
+                    operation_id: digests.operation_id.clone(),
+                    task_ref: task_ref.to_string(),
+                    request_digest: digests.request.clone(),
+                    stale: matches!(gate, approval::Gate::Stale { .. }),
+                });
+                return Ok(());
+            }
+        };
         self.states.insert(task_ref.to_string(), TaskState::Running);
         failpoint::hit("after_intent");
 
@@ -373,6 +500,28 @@ impl<'s> Runner<'s> {
         Ok(())
     }
 
+    /// A task whose latest attempt a person settled as `not_run` is sent
+    /// again only when a person asks (`engine retry`), never by a plain run.
+    fn waits_for_retry(&self, task_ref: &str) -> Result<bool> {
+        if self.states[task_ref] == TaskState::AwaitingApproval {
+            return Ok(false);
+        }
+        let op = &self.plan.digests.tasks[task_ref].operation_id;
+        if self.retry_allowed.contains(op) {
+            return Ok(false);
+        }
+        let latest: Option<AttemptState> = self
+            .store
+            .conn()
+            .query_row(
+                "SELECT state FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 ORDER BY id DESC LIMIT 1",
+                rusqlite::params![self.goal_id, self.revision, task_ref],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(latest == Some(AttemptState::SettledNotRun))
+    }
+
     fn call_for(&self, task: &Task, operation_id: &str, try_no: u32) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_) } => Some(
@@ -397,23 +546,6 @@ impl<'s> Runner<'s> {
             env: Vec::new(),
             secrets: self.secrets.clone(),
         }
-    }
-
-    fn usage(&self, task_ref: &str) -> Result<Usage> {
-        let conn = self.store.conn();
-        let attempts_of_task: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
-            rusqlite::params![self.goal_id, self.revision, task_ref],
-            |r| r.get(0),
-        )?;
-        let goal = ledger::goal(conn, &self.goal_id)?.expect("registered");
-        Ok(Usage {
-            attempts_of_task: attempts_of_task as u64,
-            provider_calls: ledger::provider_calls_used(conn, &self.goal_id)? as u64,
-            cost: ledger::cost_used(conn, &self.goal_id)?,
-            elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
-            revisions: self.revision as u64,
-        })
     }
 
     async fn handle(&mut self, msg: Msg) -> Result<()> {
@@ -520,11 +652,18 @@ impl<'s> Runner<'s> {
             .collect();
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
         let failed: Vec<String> = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
-        let awaiting: Vec<UnknownOp> = Vec::new();
+        let awaiting = std::mem::take(&mut self.awaiting);
+        let not_run = ledger::latest_attempts_in_state(conn, &self.goal_id, self.revision, AttemptState::SettledNotRun)?;
         let acceptance_passed = acceptance.as_ref().map(|a| a.iter().all(|l| l.passed));
 
         let (goal_state, exit_code, code) = if !unknown.is_empty() {
             (GoalState::NeedsSettlement, 3, Some(Code::ExternalEffectUnknown))
+        } else if !not_run.is_empty() {
+            // A person said these did not run; until they are re-sent the
+            // goal's outcome is not proven.
+            (GoalState::Open, 3, Some(Code::GoalOutcomeUnproven))
+        } else if awaiting.iter().any(|a| a.stale) {
+            (GoalState::Open, 4, Some(Code::ApprovalStale))
         } else if !awaiting.is_empty() {
             (GoalState::Open, 4, Some(Code::ApprovalRequired))
         } else if self.budget_stop.is_some() {
@@ -540,6 +679,7 @@ impl<'s> Runner<'s> {
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "budget": self.budget_stop,
         });
         self.store.write(Durability::Normal, |tx| {
@@ -558,8 +698,56 @@ impl<'s> Runner<'s> {
             failed,
             budget: self.budget_stop.clone(),
             awaiting_approval: awaiting,
+            settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
         })
     }
+}
+
+enum Decision {
+    Go { attempt_id: i64, try_no: i64 },
+    Budget(Exhausted),
+    Approval(approval::Gate),
+}
+
+/// An operation waiting on a person's approval.
+#[derive(Debug, Clone, Serialize)]
+pub struct Awaiting {
+    pub operation_id: String,
+    pub task_ref: String,
+    pub request_digest: String,
+    /// An approval exists but was for another request or plan.
+    pub stale: bool,
+}
+
+/// Freshness at the call site: the revision being run is still the goal's
+/// active one, with the same plan content.
+fn fresh(tx: &rusqlite::Transaction, goal_id: &str, revision: i64, plan_digest: &str) -> Result<()> {
+    let goal = ledger::goal(tx, goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
+    let active = ledger::revision(tx, goal_id, goal.active_revision)?;
+    if goal.active_revision != revision || active.plan_digest != plan_digest {
+        return Err(Error::new(
+            Code::PlanChanged,
+            format!("goal {goal_id} moved to revision {} while this run was on revision {revision}; nothing more is dispatched", goal.active_revision),
+        ));
+    }
+    Ok(())
+}
+
+/// What the ledger says has been used, read inside the intent's transaction.
+pub fn usage(conn: &rusqlite::Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Usage> {
+    let attempts_of_task: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
+        rusqlite::params![goal_id, revision, task_ref],
+        |r| r.get(0),
+    )?;
+    let goal = ledger::goal(conn, goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
+    Ok(Usage {
+        attempts_of_task: attempts_of_task as u64,
+        provider_calls: ledger::provider_calls_used(conn, goal_id)? as u64,
+        cost: ledger::cost_used(conn, goal_id)?,
+        elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
+        revisions: revision as u64,
+    })
 }
 
 /// Is this effect safe to send again without a person (SPEC: re-run only

@@ -44,8 +44,17 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
             }
         }
     }
-    // A receipt was committed but validations never finished: judge now.
-    for a in ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)? {
+    // A receipt was committed (or a person settled `ok`) but validations
+    // never finished: judge now.
+    let mut to_validate = ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)?;
+    for a in ledger::latest_attempts_in_state(r.store.conn(), &r.goal_id, r.revision, AttemptState::SettledOk)? {
+        let judged: bool = r.store.conn().query_row(
+            "SELECT EXISTS(SELECT 1 FROM check_results WHERE attempt_id = ?1)", [a.id], |row| row.get(0))?;
+        if !judged && r.states.get(&a.task_ref) == Some(&TaskState::Running) {
+            to_validate.push(a);
+        }
+    }
+    for a in to_validate {
         if a.revision != r.revision {
             continue;
         }

@@ -307,9 +307,15 @@ pub fn validations(
                 evidence_id,
             })?;
         }
+        // A person's `ok` settlement stands in for the receipt: the attempt
+        // stays `settled_ok` (the engine did not verify the effect), while
+        // the task is judged by its validations like any other.
+        let settled = ledger::attempt(tx, attempt_id)?.state == AttemptState::SettledOk;
         if all_passed {
             let reusable = change.is_none();
-            ledger::finish_attempt(tx, attempt_id, &[AttemptState::ReceiptRecorded], AttemptState::Succeeded, None, None)?;
+            if !settled {
+                ledger::finish_attempt(tx, attempt_id, &[AttemptState::ReceiptRecorded], AttemptState::Succeeded, None, None)?;
+            }
             ledger::set_attempt_checkpoint(tx, attempt_id, checkpoint.as_deref(), reusable)?;
             ledger::set_task_state(tx, &goal_id, revision, &task.task_ref, TaskState::Succeeded,
                 &json!({"attempt_id": attempt_id, "checkpoint": checkpoint, "reusable": reusable}))?;
@@ -325,7 +331,7 @@ pub fn validations(
             let recorded = ledger::evidence_of_attempt(tx, attempt_id)?;
             let c = classify::classify(&recorded);
             ledger::set_attempt_checkpoint(tx, attempt_id, checkpoint.as_deref(), false)?;
-            finish_failed(tx, &goal_id, revision, attempt_id, task, &c, &[AttemptState::ReceiptRecorded])?;
+            finish_failed(tx, &goal_id, revision, attempt_id, task, &c, &[AttemptState::ReceiptRecorded, AttemptState::SettledOk])?;
         }
         Ok(())
     })?;

@@ -447,3 +447,15 @@ pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
         |r| r.get(0),
     )?)
 }
+
+/// Attempts in `state` that are the latest attempt of their task in this
+/// revision (ledger order).
+pub fn latest_attempts_in_state(conn: &Connection, goal_id: &str, revision: i64, state: AttemptState) -> Result<Vec<AttemptRow>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE goal_id = ?1 AND revision = ?2 AND state = ?3
+           AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)
+         ORDER BY id"
+    ))?;
+    let rows = stmt.query_map(params![goal_id, revision, state], attempt_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
