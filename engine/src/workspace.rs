@@ -29,7 +29,7 @@ pub fn expand_input(workspace: &Path, pattern: &str) -> Result<Vec<String>, Stri
             collect(&root, &path, &mut out)?;
         }
     } else {
-        let path = root.join(pattern);
+        let path = root.join(normalize(pattern));
         if std::fs::symlink_metadata(&path).is_ok() {
             collect(&root, &path, &mut out)?;
         } else {

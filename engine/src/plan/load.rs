@@ -105,7 +105,7 @@ mod tests {
     fn non_utf8_is_invalid() {
         let e = parse_plan(b"{\"version\": 1, \"x\": \"\xff\"}", "p.json").unwrap_err();
         assert_eq!(e.code, Code::PlanInvalid);
-        assert!(e.message.contains("offset 20"), "{}", e.message);
+        assert!(e.message.contains("offset 21"), "{}", e.message);
     }
 
     #[test]

@@ -34,6 +34,6 @@ mod tests {
     #[test]
     fn utc_formats_known_instants() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00");
-        assert_eq!(super::utc(1_795_000_000_000), "2026-11-18 07:06:40");
+        assert_eq!(super::utc(1_795_000_000_000), "2026-11-18 11:06:40");
     }
 }
