@@ -98,6 +98,27 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// A new attempt of a failed task in the same plan, with the failure evidence handed to its provider.
+    Repair {
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        /// Guidance for the provider (part of the request: a new instruction is a new operation).
+        #[arg(long)]
+        instruction: Option<String>,
+        /// Only the plan's provider is allowed; another is refused (revise the plan instead).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Repair a failure whose class does not suggest repair (needs --note).
+        #[arg(long, requires = "note")]
+        force: bool,
+        /// Why the forced repair is right; recorded.
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        goal: Option<String>,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Print the JSON Schema of the plan file.
     Schema,
 }
@@ -202,6 +223,18 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let jobs = jobs.unwrap_or_else(default_jobs);
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
             let report = run::retry(&mut store, &operation_id, jobs)?;
+            Ok(report::run::render(&report))
+        }
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
+            let mut store = open_rw(cli.store.as_deref(), workspace)?;
+            let report = crate::repair::repair(&mut store, crate::repair::RepairRequest {
+                goal,
+                task_ref,
+                instruction,
+                provider,
+                force_note: if force { note } else { None },
+                jobs: jobs.unwrap_or_else(default_jobs),
+            })?;
             Ok(report::run::render(&report))
         }
         Command::Status { goal } => {

@@ -14,6 +14,7 @@ pub mod error;
 pub mod evidence;
 pub mod failpoint;
 pub mod plan;
+pub mod repair;
 pub mod report;
 pub mod run;
 pub mod settle;

@@ -170,10 +170,34 @@ fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<Ru
     execute(store, plan, revision, jobs, HashSet::from([operation_id.to_string()]))
 }
 
-fn execute(store: &mut Store, plan: Plan, revision: i64, jobs: usize, retry_allowed: HashSet<String>) -> Result<RunReport> {
+/// What a repair sends: a new request (the instruction is part of it) with
+/// the failure evidence handed to the provider.
+#[derive(Debug, Clone)]
+pub struct Repair {
+    pub operation_id: String,
+    pub request_digest: String,
+    pub instruction: Option<String>,
+    pub failed_attempt: i64,
+    pub classification: Value,
+    pub evidence: Value,
+}
+
+pub(crate) fn execute(store: &mut Store, plan: Plan, revision: i64, jobs: usize, retry_allowed: HashSet<String>) -> Result<RunReport> {
+    execute_with(store, plan, revision, jobs, retry_allowed, HashMap::new())
+}
+
+pub(crate) fn execute_with(
+    store: &mut Store,
+    plan: Plan,
+    revision: i64,
+    jobs: usize,
+    retry_allowed: HashSet<String>,
+    repairs: HashMap<String, Repair>,
+) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut runner = Runner::new(store, plan, revision, jobs.max(1));
     runner.retry_allowed = retry_allowed;
+    runner.repairs = repairs;
     rt.block_on(runner.run())
 }
 
@@ -250,6 +274,8 @@ struct Runner<'s> {
     awaiting: Vec<Awaiting>,
     /// Operations a person asked to re-send (`engine retry`).
     retry_allowed: HashSet<String>,
+    /// Tasks a person asked to repair (`engine repair`), by ref.
+    repairs: HashMap<String, Repair>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
 }
@@ -280,6 +306,7 @@ impl<'s> Runner<'s> {
             budget_stop: None,
             awaiting: Vec::new(),
             retry_allowed: HashSet::new(),
+            repairs: HashMap::new(),
             tx,
             rx,
         }
@@ -385,14 +412,31 @@ impl<'s> Runner<'s> {
     /// is there — then commit the intent, and only then hand the call over.
     async fn start(&mut self, task_ref: &str) -> Result<()> {
         let task = self.task(task_ref).clone();
-        let digests = self.plan.digests.tasks[task_ref].clone();
+        let mut digests = self.plan.digests.tasks[task_ref].clone();
+        let repair = self.repairs.get(task_ref).cloned();
+        if let Some(rep) = &repair {
+            digests.operation_id = rep.operation_id.clone();
+            digests.request = rep.request_digest.clone();
+        }
+        // What the inputs looked like when the engine decided to send: a
+        // later repair compares against it to tell new evidence from repetition.
+        let inputs_at_intent = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets).ok();
         let needs_approval = approval::needed(&task, approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
-        let request = json!({ "provider": task.provider, "action": task.action });
+        let request = match &repair {
+            Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
+            None => json!({ "provider": task.provider, "action": task.action }),
+        };
         let generation = self.store.generation().expect("a runner holds the lease");
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let plan_digest = self.plan.digests.plan.clone();
         let budgets = self.plan.file.budgets.clone();
-        let kind = if self.retry_allowed.contains(&digests.operation_id) { "retry" } else { "run" };
+        let kind = if repair.is_some() {
+            "repair"
+        } else if self.retry_allowed.contains(&digests.operation_id) {
+            "retry"
+        } else {
+            "run"
+        };
         let decision = self.store.write(Durability::Full, |tx| {
             fresh(tx, &goal_id, revision, &plan_digest)?;
             if let Some(other) = tx
@@ -440,7 +484,12 @@ impl<'s> Runner<'s> {
                 effect: task.effect.as_str(),
                 cost: task.cost,
                 generation,
+                inputs_at_intent: inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
+                instruction: repair.as_ref().and_then(|r| r.instruction.as_deref()),
             })?;
+            if let Some(cp) = &inputs_at_intent {
+                ledger::put_checkpoint(tx, cp)?;
+            }
             let approval_id = match gate {
                 Some(approval::Gate::Found { approval_id }) => {
                     approval::consume(tx, approval_id, id)?;
@@ -475,7 +524,7 @@ impl<'s> Runner<'s> {
         self.states.insert(task_ref.to_string(), TaskState::Running);
         failpoint::hit("after_intent");
 
-        let call = self.call_for(&task, &digests.operation_id, try_no as u32);
+        let call = self.call_for(&task, &digests.operation_id, try_no as u32, repair.as_ref());
         let provider = self.providers[&task.provider].clone();
         let tx = self.tx.clone();
         self.in_flight.insert(attempt_id, InFlight { task_ref: task_ref.to_string(), before: None });
@@ -522,17 +571,28 @@ impl<'s> Runner<'s> {
         Ok(latest == Some(AttemptState::SettledNotRun))
     }
 
-    fn call_for(&self, task: &Task, operation_id: &str, try_no: u32) -> Call {
+    /// The call as the provider receives it. An agent gets, on stdin, the
+    /// goal, the task, its identity, and on a repair the classified failure
+    /// evidence and the person's instruction.
+    pub(crate) fn call_for(&self, task: &Task, operation_id: &str, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
-            ProviderSpec::Command { protocol: Some(_) } => Some(
-                serde_json::to_vec(&json!({
+            ProviderSpec::Command { protocol: Some(_) } => {
+                let mut doc = json!({
                     "goal": self.plan.goal(),
                     "task": task,
                     "operation_id": operation_id,
                     "try": try_no,
-                }))
-                .expect("serializes"),
-            ),
+                });
+                if let Some(rep) = repair {
+                    doc["repair"] = json!({
+                        "failed_attempt": rep.failed_attempt,
+                        "classification": rep.classification,
+                        "evidence": rep.evidence,
+                        "instruction": rep.instruction,
+                    });
+                }
+                Some(serde_json::to_vec(&doc).expect("serializes"))
+            }
             _ => None,
         };
         Call {

@@ -66,7 +66,8 @@ pub async fn outcome(r: &mut Runner<'_>, attempt_id: i64, task: &Task, outcome: 
 /// Dispatched, no receipt: observe first; only an observation or a safe
 /// effect settles it, otherwise the outcome is unknown.
 pub async fn lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: UnknownReason, detail: String) -> Result<Next> {
-    let call = r.call_for(task, &r.plan.digests.tasks[&task.task_ref].operation_id.clone(), ledger::attempt(r.store.conn(), attempt_id)?.try_no as u32);
+    let attempt = ledger::attempt(r.store.conn(), attempt_id)?;
+    let call = r.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
     let provider = r.providers[&task.provider].clone();
     let observation = match provider.observe(&call) {
         Some(fut) => Some(fut.await),
@@ -292,6 +293,9 @@ pub fn validations(
         (_, Err(e)) => Some(format!("inputs could not be observed after validation: {e}")),
     };
     r.store.write(Durability::Normal, |tx| {
+        if let Some(cp) = &before {
+            ledger::put_checkpoint(tx, cp)?;
+        }
         for run in &runs {
             let e = check_evidence(tx, run, checkpoint.as_deref())?;
             let evidence_id = ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &e)?;

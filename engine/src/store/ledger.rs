@@ -64,9 +64,11 @@ pub struct AttemptRow {
     pub unknown_reason: Option<String>,
     pub reusable: Option<bool>,
     pub checkpoint: Option<String>,
+    pub inputs_at_intent: Option<String>,
+    pub instruction: Option<String>,
 }
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, classification, unknown_reason, reusable, checkpoint";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, classification, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
 
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRow> {
     let classification: Option<String> = r.get(16)?;
@@ -91,6 +93,8 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRow> {
         unknown_reason: r.get(17)?,
         reusable: r.get(18)?,
         checkpoint: r.get(19)?,
+        inputs_at_intent: r.get(20)?,
+        instruction: r.get(21)?,
     })
 }
 
@@ -236,15 +240,17 @@ pub struct NewIntent<'a> {
     pub effect: &'a str,
     pub cost: f64,
     pub generation: i64,
+    pub inputs_at_intent: Option<&'a str>,
+    pub instruction: Option<&'a str>,
 }
 
 /// The durable decision to send this exact request. The UNIQUE constraint
 /// on (operation_id, try_no) makes a second dispatch of one try impossible.
 pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
     tx.execute(
-        "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12)",
-        params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost, i.generation, now_ms()],
+        "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms, inputs_at_intent, instruction)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
+        params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost, i.generation, now_ms(), i.inputs_at_intent, i.instruction],
     )?;
     Ok(tx.last_insert_rowid())
 }
@@ -458,4 +464,19 @@ pub fn latest_attempts_in_state(conn: &Connection, goal_id: &str, revision: i64,
     ))?;
     let rows = stmt.query_map(params![goal_id, revision, state], attempt_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn put_checkpoint(tx: &Transaction, cp: &crate::checkpoint::Checkpoint) -> Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO checkpoints (digest, data) VALUES (?1, ?2)",
+        params![cp.digest, serde_json::to_string(cp).expect("a checkpoint serializes")],
+    )?;
+    Ok(())
+}
+
+pub fn checkpoint(conn: &Connection, digest: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
+    let data: Option<String> = conn
+        .query_row("SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0))
+        .optional()?;
+    Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }

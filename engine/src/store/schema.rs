@@ -106,6 +106,8 @@ CREATE TABLE attempts (
     unknown_reason  TEXT,
     reusable        INTEGER,
     checkpoint      TEXT,                    -- checkpoint digest the validations judged
+    inputs_at_intent TEXT,                   -- checkpoint digest observed when the intent was written
+    instruction     TEXT,                    -- a repair's instruction, if any
     UNIQUE (operation_id, try_no),
     FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
 );
@@ -152,6 +154,25 @@ CREATE TABLE check_results (
     evidence_id    INTEGER NOT NULL REFERENCES evidence(id)
 );
 CREATE INDEX check_results_by_task ON check_results(goal_id, revision, task_ref, check_id, id);
+
+-- Observed checkpoints by digest, so a reuse refusal can name the first
+-- differing path.
+CREATE TABLE checkpoints (
+    digest  TEXT PRIMARY KEY,
+    data    TEXT NOT NULL
+);
+
+-- The file-state cache: a file whose (size, mtime, inode) match was not
+-- rewritten since it was hashed, unless it was modified within the mtime
+-- granularity of the moment it was hashed (then it is hashed again).
+CREATE TABLE file_cache (
+    path         TEXT PRIMARY KEY,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    inode        INTEGER NOT NULL,
+    digest       TEXT NOT NULL,
+    hashed_at_ns INTEGER NOT NULL
+);
 
 CREATE TABLE settlements (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
