@@ -2,7 +2,7 @@
 //! expanded, sorted, each file's BLAKE3) plus declared context values.
 //! Validations are judged against a checkpoint; reuse compares them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -39,17 +39,97 @@ impl Checkpoint {
     }
 }
 
-/// Observe a task's checkpoint now. `secrets` are the plan's secret
-/// variable names: their values are recorded only as digests.
-pub fn observe(workspace_dir: &Path, task: &Task, secrets: &[String]) -> Result<Checkpoint, String> {
+/// A file modified less than this long before it was hashed may change
+/// again within the same mtime tick (coarse timestamps): such a cache entry
+/// is not trusted, and the file is hashed again.
+pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+/// The file-state cache: (size, mtime, inode) → digest, so an unchanged
+/// file is not hashed again. Loaded from and flushed to the ledger.
+#[derive(Debug, Default)]
+pub struct FileCache {
+    entries: HashMap<String, CacheEntry>,
+    dirty: HashSet<String>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct CacheEntry {
+    size: u64,
+    mtime_ns: i64,
+    inode: u64,
+    digest: String,
+    hashed_at_ns: i64,
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+impl FileCache {
+    pub fn load(conn: &rusqlite::Connection) -> rusqlite::Result<FileCache> {
+        let mut stmt = conn.prepare("SELECT path, size, mtime_ns, inode, digest, hashed_at_ns FROM file_cache")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, CacheEntry {
+                size: r.get::<_, i64>(1)? as u64,
+                mtime_ns: r.get(2)?,
+                inode: r.get::<_, i64>(3)? as u64,
+                digest: r.get(4)?,
+                hashed_at_ns: r.get(5)?,
+            }))
+        })?;
+        Ok(FileCache { entries: rows.collect::<rusqlite::Result<_>>()?, ..Default::default() })
+    }
+
+    /// Write back the entries this process hashed.
+    pub fn flush(&mut self, tx: &rusqlite::Transaction) -> rusqlite::Result<()> {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO file_cache (path, size, mtime_ns, inode, digest, hashed_at_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(path) DO UPDATE SET size = ?2, mtime_ns = ?3, inode = ?4, digest = ?5, hashed_at_ns = ?6",
+        )?;
+        for path in self.dirty.drain() {
+            if let Some(e) = self.entries.get(&path) {
+                stmt.execute(rusqlite::params![path, e.size as i64, e.mtime_ns, e.inode as i64, e.digest, e.hashed_at_ns])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The content digest of `path` (`None`: absent), from the cache when
+    /// size, mtime and inode match and the entry is not racy.
+    pub fn digest(&mut self, path: &Path) -> std::io::Result<Option<String>> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let key = path.to_string_lossy().into_owned();
+        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        if let Some(e) = self.entries.get(&key) {
+            if e.size == meta.len() && e.mtime_ns == mtime_ns && e.inode == meta.ino() && mtime_ns < e.hashed_at_ns - RACY_WINDOW_NS {
+                self.hits += 1;
+                return Ok(Some(e.digest.clone()));
+            }
+        }
+        self.misses += 1;
+        let hashed_at_ns = now_ns();
+        let bytes = std::fs::read(path)?;
+        let digest = blake3::hash(&bytes).to_hex().to_string();
+        self.entries.insert(key.clone(), CacheEntry { size: meta.len(), mtime_ns, inode: meta.ino(), digest: digest.clone(), hashed_at_ns });
+        self.dirty.insert(key);
+        Ok(Some(digest))
+    }
+}
+
+/// Observe a task's checkpoint now, through `cache`. `secrets` are the
+/// plan's secret variable names: their values are recorded only as digests.
+pub fn observe(workspace_dir: &Path, task: &Task, secrets: &[String], cache: &mut FileCache) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
     for input in &task.inputs {
         for rel in workspace::expand_input(workspace_dir, input)? {
-            let digest = match std::fs::read(workspace_dir.join(&rel)) {
-                Ok(bytes) => Some(blake3::hash(&bytes).to_hex().to_string()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(format!("cannot read input {rel}: {e}")),
-            };
+            let digest = cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
             files.insert(rel, digest);
         }
     }
@@ -87,5 +167,36 @@ fn run_context_command(workspace_dir: &Path, argv: &[String]) -> String {
             s.chars().take(4096).collect()
         }
         Err(e) => format!("error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_hits_only_for_settled_unchanged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let mut cache = FileCache::default();
+        let d1 = cache.digest(&f).unwrap();
+        // Just written: racy, so hashed again (and right).
+        std::fs::write(&f, "two").unwrap();
+        let d2 = cache.digest(&f).unwrap();
+        assert_ne!(d1, d2);
+        assert_eq!(cache.hits, 0);
+        // Pretend the hash happened long after the write: now trusted.
+        let key = f.to_string_lossy().into_owned();
+        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
+        assert_eq!(cache.digest(&f).unwrap(), d2);
+        assert_eq!(cache.hits, 1);
+        // Same size, same mtime forced back, other content: a trusted entry
+        // would lie, which is why the racy window exists; a different size
+        // or inode is always caught.
+        std::fs::write(&f, "three!").unwrap();
+        assert_ne!(cache.digest(&f).unwrap(), d2);
+        std::fs::remove_file(&f).unwrap();
+        assert_eq!(cache.digest(&f).unwrap(), None);
     }
 }

@@ -119,6 +119,17 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Record a new plan revision (goal or tasks changed); shows which tasks are reused and why, then runs.
+    Revise {
+        plan: PathBuf,
+        #[arg(long)]
+        reason: String,
+        /// Record the revision and show the decisions, but run nothing.
+        #[arg(long)]
+        no_run: bool,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Print the JSON Schema of the plan file.
     Schema,
 }
@@ -236,6 +247,36 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 jobs: jobs.unwrap_or_else(default_jobs),
             })?;
             Ok(report::run::render(&report))
+        }
+        Command::Revise { plan, reason, no_run, jobs } => {
+            let r = crate::revise::revise(crate::revise::ReviseRequest {
+                plan_path: plan,
+                workspace: cli.workspace.clone(),
+                store: cli.store.clone(),
+                reason,
+                no_run,
+                jobs: jobs.unwrap_or_else(default_jobs),
+            })?;
+            let mut text = format!(
+                "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
+                r.goal_id, r.revision, r.from_revision,
+                if r.goal_contract_changed { "; the goal contract changed" } else { "" },
+                r.reason
+            );
+            text.push_str(&crate::revise::decisions_table(&r.decisions));
+            let exit_code = match &r.run {
+                Some(run) => {
+                    let out = report::run::render(run);
+                    text.push('\n');
+                    text.push_str(&out.text);
+                    out.exit_code
+                }
+                None => {
+                    text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
+                    0
+                }
+            };
+            Ok(Output { text, json: json!(r), exit_code })
         }
         Command::Status { goal } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;

@@ -16,6 +16,8 @@ pub mod failpoint;
 pub mod plan;
 pub mod repair;
 pub mod report;
+pub mod reuse;
+pub mod revise;
 pub mod run;
 pub mod settle;
 pub mod state;

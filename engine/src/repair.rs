@@ -132,7 +132,8 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
         .take(2)
         .map(|a| Ok(fingerprint(class_of(a).map_or("unclassified", FailureClass::as_str), &ledger::evidence_of_attempt(conn, a.id)?)))
         .collect::<Result<_>>()?;
-    let inputs_now = checkpoint::observe(&plan.workspace, &task, &plan.file.secrets).ok().map(|c| c.digest);
+    let mut cache = checkpoint::FileCache::load(conn)?;
+    let inputs_now = checkpoint::observe(&plan.workspace, &task, &plan.file.secrets, &mut cache).ok().map(|c| c.digest);
     let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
     let pair = if fps.len() == 2 { Some((fps[0].as_str(), fps[1].as_str())) } else { None };
     if is_repetition(pair, inputs_then.as_deref(), inputs_now.as_deref(), last.instruction.as_deref(), req.instruction.as_deref()) {

@@ -276,6 +276,8 @@ struct Runner<'s> {
     retry_allowed: HashSet<String>,
     /// Tasks a person asked to repair (`engine repair`), by ref.
     repairs: HashMap<String, Repair>,
+    /// File-state cache for checkpoints; flushed when the run finishes.
+    cache: checkpoint::FileCache,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
 }
@@ -307,6 +309,7 @@ impl<'s> Runner<'s> {
             awaiting: Vec::new(),
             retry_allowed: HashSet::new(),
             repairs: HashMap::new(),
+            cache: checkpoint::FileCache::default(),
             tx,
             rx,
         }
@@ -319,7 +322,9 @@ impl<'s> Runner<'s> {
         for row in ledger::tasks(self.store.conn(), &self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }
+        self.cache = checkpoint::FileCache::load(self.store.conn())?;
         reconcile::reconcile(self).await?;
+        self.refresh_completions()?;
         self.schedule().await?;
         let acceptance = self.acceptance().await?;
         self.finish(acceptance)
@@ -347,6 +352,41 @@ impl<'s> Runner<'s> {
             Ok(())
         })?;
         self.states.insert(task_ref.to_string(), state);
+        Ok(())
+    }
+
+    /// Like a build tool with stale targets: a completed task whose inputs
+    /// changed since its validations judged them (or whose upstream runs
+    /// again) is run again; one whose checkpoint still matches is not
+    /// touched. External effects stand: they are never re-sent on the
+    /// strength of a local observation.
+    fn refresh_completions(&mut self) -> Result<()> {
+        let order: Vec<usize> = self.plan.order.clone();
+        let mut rerun: HashSet<String> = HashSet::new();
+        for i in order {
+            let task = self.plan.file.tasks[i].clone();
+            let r = task.task_ref.as_str();
+            if !self.states[r].is_complete() || task.effect == Effect::External {
+                continue;
+            }
+            let completion = crate::revise::load_completion(self.store.conn(), &self.goal_id, self.revision, &self.plan.file, r)?;
+            let upstream = task.depends_on.iter().find(|d| rerun.contains(*d)).map(String::as_str);
+            let d = &self.plan.digests.tasks[r];
+            let (workspace, secrets, cache) = (&self.plan.workspace, &self.plan.file.secrets, &mut self.cache);
+            let decision = crate::reuse::decide(
+                false,
+                completion.as_ref(),
+                &crate::reuse::Candidate { task: &task, meaning: &d.meaning, dependencies: &d.dependencies },
+                upstream,
+                || checkpoint::observe(workspace, &task, secrets, cache),
+            );
+            if let crate::reuse::Decision::Run { refusal } = decision {
+                let detail = json!({"stale": refusal.code(), "detail": refusal.detail()});
+                self.write_event(Durability::Normal, "completion_stale", Some(r), None, detail.clone())?;
+                self.set_task(r, TaskState::Pending, detail)?;
+                rerun.insert(r.to_string());
+            }
+        }
         Ok(())
     }
 
@@ -420,7 +460,7 @@ impl<'s> Runner<'s> {
         }
         // What the inputs looked like when the engine decided to send: a
         // later repair compares against it to tell new evidence from repetition.
-        let inputs_at_intent = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets).ok();
+        let inputs_at_intent = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache).ok();
         let needs_approval = approval::needed(&task, approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
@@ -635,7 +675,7 @@ impl<'s> Runner<'s> {
             Msg::Validated { attempt_id, runs } => {
                 let flight = self.in_flight.remove(&attempt_id).expect("validated attempts are in flight");
                 let task = self.task(&flight.task_ref).clone();
-                let after = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets);
+                let after = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache);
                 record::validations(self, attempt_id, &task, flight.before, after, runs)?;
             }
         }
@@ -644,7 +684,7 @@ impl<'s> Runner<'s> {
 
     /// Observe the checkpoint the validations will judge, then run them.
     fn start_validations(&mut self, attempt_id: i64, task: &Task) -> Result<()> {
-        let before = checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets).ok();
+        let before = checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache).ok();
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
         }
@@ -742,7 +782,9 @@ impl<'s> Runner<'s> {
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "budget": self.budget_stop,
         });
+        let cache = &mut self.cache;
         self.store.write(Durability::Normal, |tx| {
+            cache.flush(tx)?;
             let seq = events::append(tx, &Event::goal("run_finished", &goal_id, revision, summary))?;
             ledger::set_goal_state(tx, &goal_id, goal_state, seq)
         })?;

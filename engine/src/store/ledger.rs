@@ -39,6 +39,7 @@ pub struct TaskRow {
     pub operation_id: String,
     pub request_digest: String,
     pub meaning: String,
+    pub dependencies: String,
     pub detail: Value,
 }
 
@@ -201,20 +202,34 @@ pub fn insert_task(
 
 pub fn tasks(conn: &Connection, goal_id: &str, revision: i64) -> Result<Vec<TaskRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT task_ref, state, operation_id, request_digest, meaning, detail FROM tasks WHERE goal_id = ?1 AND revision = ?2",
+        "SELECT task_ref, state, operation_id, request_digest, meaning, dependencies, detail FROM tasks WHERE goal_id = ?1 AND revision = ?2",
     )?;
-    let rows = stmt.query_map(params![goal_id, revision], |r| {
-        let detail: String = r.get(5)?;
-        Ok(TaskRow {
-            task_ref: r.get(0)?,
-            state: r.get(1)?,
-            operation_id: r.get(2)?,
-            request_digest: r.get(3)?,
-            meaning: r.get(4)?,
-            detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
-        })
-    })?;
+    let rows = stmt.query_map(params![goal_id, revision], task_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn task_from_row(r: &rusqlite::Row) -> rusqlite::Result<TaskRow> {
+    let detail: String = r.get(6)?;
+    Ok(TaskRow {
+        task_ref: r.get(0)?,
+        state: r.get(1)?,
+        operation_id: r.get(2)?,
+        request_digest: r.get(3)?,
+        meaning: r.get(4)?,
+        dependencies: r.get(5)?,
+        detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
+    })
+}
+
+pub fn tasks_one(conn: &Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Option<TaskRow>> {
+    Ok(conn
+        .query_row(
+            "SELECT task_ref, state, operation_id, request_digest, meaning, dependencies, detail FROM tasks
+             WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
+            params![goal_id, revision, task_ref],
+            task_from_row,
+        )
+        .optional()?)
 }
 
 pub fn set_task_state(tx: &Transaction, goal_id: &str, revision: i64, task_ref: &str, state: TaskState, detail: &Value) -> Result<()> {
