@@ -19,6 +19,17 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
         .find(|t| t.task_ref == task_ref)
         .ok_or_else(|| Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision)).at(task_ref.to_string()))?;
     let mut text = format!("task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n", task.state, g.id, g.active_revision, task.operation_id);
+    if let Some(p) = task.detail.get("reused_from") {
+        text.push_str(&format!(
+            "reuse: reused the completion of revision {} attempt {} (checkpoint {}, validation evidence {}); no provider call in this revision\n",
+            p["revision"], p["attempt_id"], p["checkpoint"].as_str().map_or("?", |c| &c[..16.min(c.len())]), p["evidence_ids"]
+        ));
+    }
+    for (key, what) in [("reuse_refused", "reuse refused"), ("stale", "completion stale, run again")] {
+        if let Some(code) = task.detail.get(key).and_then(Value::as_str) {
+            text.push_str(&format!("{what}: {code} — {}\n", task.detail.get("detail").and_then(Value::as_str).unwrap_or("")));
+        }
+    }
     let mut attempts_json = Vec::new();
     for a in ledger::attempts_of_task(conn, &g.id, task_ref)? {
         text.push_str(&format!(
@@ -26,7 +37,7 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
             a.id, a.revision, a.try_no, a.kind, a.state, utc(a.intent_at_ms)
         ));
         if let Some(d) = &a.dispatch_detail {
-            text.push_str(&format!("  dispatched: {d}\n"));
+            text.push_str(&format!("  handed to the provider: {d}\n"));
         }
         if let Some(reason) = &a.unknown_reason {
             text.push_str(&format!("  no receipt: {reason}\n"));
@@ -67,7 +78,7 @@ fn indent(s: &str) -> String {
 fn describe(e: &Evidence) -> String {
     match e {
         Evidence::ProcessExit { exit, timed_out, duration_ms, stdout, stderr } => {
-            let mut s = format!("process exit {} in {duration_ms} ms{}", exit_text(exit), if *timed_out { " (engine deadline hit; process group killed)" } else { "" });
+            let mut s = format!("provider process exit {} in {duration_ms} ms{}", exit_text(exit), if *timed_out { " (engine deadline hit; process group killed)" } else { "" });
             for (name, o) in [("stdout", stdout), ("stderr", stderr)] {
                 if o.total_bytes > 0 {
                     s.push_str(&format!("\n    {name}: {} bytes{}\n", o.total_bytes,

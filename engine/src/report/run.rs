@@ -35,7 +35,14 @@ pub fn render(r: &RunReport) -> Output {
 
 fn final_line(r: &RunReport) -> String {
     match r.exit_code {
-        0 => "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into(),
+        0 if r.acceptance_unchecked.is_empty() => {
+            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
+        }
+        0 => format!(
+            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left; \
+             acceptance criteria without a check were not verified: {}",
+            r.acceptance_unchecked.join(", ")
+        ),
         3 if !r.unknown.is_empty() => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),

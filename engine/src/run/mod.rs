@@ -82,6 +82,8 @@ pub struct RunReport {
     pub awaiting_approval: Vec<Awaiting>,
     /// Operations a person settled as not run and nobody has re-sent.
     pub settled_not_run: Vec<String>,
+    /// Acceptance criteria with no `check`: stated, never verified.
+    pub acceptance_unchecked: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -801,6 +803,7 @@ impl<'s> Runner<'s> {
             budget: self.budget_stop.clone(),
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
+            acceptance_unchecked: self.plan.goal().acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect(),
         })
     }
 }
