@@ -57,8 +57,18 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
 
     let unknown = ledger::attempts_in_state(conn, &g.id, AttemptState::EffectUnknown)?;
     let in_doubt = ledger::attempts_in_doubt(conn, &g.id)?;
-    if !unknown.is_empty() || !in_doubt.is_empty() {
+    let awaiting: Vec<&ledger::TaskRow> = tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
+    let not_run = ledger::latest_attempts_in_state(conn, &g.id, g.active_revision, AttemptState::SettledNotRun)?;
+    if !unknown.is_empty() || !in_doubt.is_empty() || !awaiting.is_empty() || !not_run.is_empty() {
         text.push_str("\nwaiting on a person:\n");
+    }
+    for t in &awaiting {
+        let op = t.detail.get("operation_id").and_then(Value::as_str).unwrap_or(&t.operation_id);
+        let why = t.detail.get("why").and_then(Value::as_str).unwrap_or("approval required");
+        text.push_str(&format!("  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n", t.task_ref));
+    }
+    for a in &not_run {
+        text.push_str(&format!("  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n", a.operation_id, a.task_ref, a.operation_id));
     }
     for a in &unknown {
         text.push_str(&format!(
@@ -96,6 +106,9 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
         "tasks": rows,
         "effect_unknown": unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
+        "awaiting_approval": awaiting.iter().map(|t| json!({"task_ref": t.task_ref,
+            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)), "why": t.detail.get("why")})).collect::<Vec<_>>(),
+        "settled_not_run": not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
         "in_doubt": in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
         "budgets": {
             "max_provider_calls": {"used": calls, "limit": b.max_provider_calls},
