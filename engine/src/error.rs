@@ -106,8 +106,13 @@ pub struct Error {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub place: Option<String>,
     /// Structured details for `--json` (the cycle, the budget, ...).
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
-    pub details: serde_json::Value,
+    /// Boxed: errors travel in every `Result`, so they stay small.
+    #[serde(skip_serializing_if = "is_null")]
+    pub details: Box<serde_json::Value>,
+}
+
+fn is_null(v: &serde_json::Value) -> bool {
+    v.is_null()
 }
 
 impl fmt::Display for Error {
@@ -125,7 +130,7 @@ impl Error {
             code,
             message: message.into(),
             place: None,
-            details: serde_json::Value::Null,
+            details: Box::new(serde_json::Value::Null),
         }
     }
 
@@ -135,7 +140,7 @@ impl Error {
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = details;
+        self.details = Box::new(details);
         self
     }
 

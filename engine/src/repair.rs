@@ -115,7 +115,7 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
         })?
         .clone();
     let class = class_of(&last).unwrap_or(FailureClass::Unclassified);
-    if matches!(class, FailureClass::ProviderRejected | FailureClass::Unclassified) && req.force_note.as_deref().map_or(true, |n| n.trim().is_empty()) {
+    if matches!(class, FailureClass::ProviderRejected | FailureClass::Unclassified) && req.force_note.as_deref().is_none_or(|n| n.trim().is_empty()) {
         return Err(Error::usage(format!(
             "task {} failed as `{class}`, which a repair is not expected to fix (next: {}); to repair anyway pass --force --note TEXT",
             task.task_ref,

@@ -138,7 +138,7 @@ fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<Ru
         )
         .optional()?
         .ok_or_else(|| Error::usage(format!("no task of an active plan revision has operation {operation_id}")).at(operation_id.to_string()))?;
-    let latest = ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().filter(|a| a.operation_id == operation_id).last();
+    let latest = ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().rev().find(|a| a.operation_id == operation_id);
     let retryable = match &latest {
         _ if task_state == TaskState::AwaitingApproval => true,
         Some(a) if a.state == AttemptState::SettledNotRun => true,

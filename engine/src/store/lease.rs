@@ -74,7 +74,8 @@ impl Store {
         let host = hostname();
         let start = proc_start(pid);
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row: Option<(Option<i64>, Option<String>, Option<String>, i64)> = tx
+        type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
+        let row: Option<LeaseRow> = tx
             .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
             })
