@@ -728,6 +728,12 @@ impl<'s> Runner<'s> {
     /// holds (the latest result of everything, in ledger order).
     fn finish(&mut self, acceptance: Option<Vec<AcceptanceLine>>) -> Result<RunReport> {
         let conn = self.store.conn();
+        if cfg!(debug_assertions) {
+            // The budget counters must agree with the attempts they count.
+            let counted = ledger::recount_budget_use(conn, &self.goal_id)?;
+            let kept = (ledger::provider_calls_used(conn, &self.goal_id)?, ledger::cost_used(conn, &self.goal_id)?);
+            assert!(counted.0 == kept.0 && (counted.1 - kept.1).abs() < 1e-9, "budget counters {kept:?} != recount {counted:?}");
+        }
         let mut unknown = std::mem::take(&mut self.unknown);
         for a in ledger::attempts_in_state(conn, &self.goal_id, AttemptState::EffectUnknown)? {
             if !unknown.iter().any(|u| u.operation_id == a.operation_id && u.try_no == a.try_no) {

@@ -268,7 +268,12 @@ pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
         params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost, i.generation, now_ms(), i.inputs_at_intent, i.instruction],
     )?;
-    Ok(tx.last_insert_rowid())
+    let id = tx.last_insert_rowid();
+    tx.execute(
+        "UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + ?2 WHERE id = ?1",
+        params![i.goal_id, i.cost],
+    )?;
+    Ok(id)
 }
 
 /// The highest try number of an operation so far (0 if none).
@@ -316,6 +321,14 @@ pub fn finish_attempt(
     unknown_reason: Option<&str>,
 ) -> Result<()> {
     transition(tx, attempt_id, from, to)?;
+    if to == AttemptState::Abandoned {
+        // An abandoned intent no longer counts against the budgets.
+        tx.execute(
+            "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
+             WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
+            [attempt_id],
+        )?;
+    }
     tx.execute(
         "UPDATE attempts SET finished_at_ms = ?2, classification = ?3, unknown_reason = COALESCE(?4, unknown_reason) WHERE id = ?1",
         params![attempt_id, now_ms(), classification.map(|c| c.to_string()), unknown_reason],
@@ -454,19 +467,23 @@ pub fn latest_check_results(conn: &Connection, goal_id: &str, revision: i64, sco
 
 /// Provider calls that count against `max_provider_calls`: every attempt
 /// that was (or may have been) dispatched, goal-wide.
+/// Kept as a counter beside the attempts (O(1) at the call site); the
+/// invariant `calls_used = COUNT(attempts not abandoned)` is checked by
+/// `recount_budget_use` in tests.
 pub fn provider_calls_used(conn: &Connection, goal_id: &str) -> Result<i64> {
-    Ok(conn.query_row(
-        "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
-        [goal_id],
-        |r| r.get(0),
-    )?)
+    Ok(conn.query_row("SELECT calls_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
 }
 
 pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
+    Ok(conn.query_row("SELECT cost_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
+}
+
+/// Budget use recounted from the attempts themselves (calls, cost).
+pub fn recount_budget_use(conn: &Connection, goal_id: &str) -> Result<(i64, f64)> {
     Ok(conn.query_row(
-        "SELECT COALESCE(SUM(cost), 0) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
+        "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
         [goal_id],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?)
 }
 

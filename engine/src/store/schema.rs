@@ -50,7 +50,11 @@ CREATE TABLE goals (
     active_revision  INTEGER NOT NULL,
     state            TEXT NOT NULL CHECK (state IN ('open','satisfied','failed','needs_settlement')),
     first_run_at_ms  INTEGER NOT NULL,
-    updated_seq      INTEGER NOT NULL
+    updated_seq      INTEGER NOT NULL,
+    -- Budget use, kept with the attempts it counts (same transactions):
+    -- every attempt not abandoned, and the sum of its cost.
+    calls_used       INTEGER NOT NULL DEFAULT 0,
+    cost_used        REAL NOT NULL DEFAULT 0
 );
 
 CREATE TABLE revisions (
