@@ -1,0 +1,5 @@
+//! End-to-end tests of the real `engine` binary. One module per area; keep
+//! this file a plain list of modules.
+
+mod common;
+mod core;
