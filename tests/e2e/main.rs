@@ -3,3 +3,5 @@
 
 mod common;
 mod core;
+mod plan_props;
+mod schema;
