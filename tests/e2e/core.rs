@@ -15,47 +15,74 @@ use crate::common::*;
 // ---------------------------------------------------------------------------
 // 1. The demo run.
 
-#[test]
-fn demo_run_satisfies_goal_and_records_everything() {
-    let ws = Ws::fixture("money");
-    assert!(ws.read("money.py").contains("NotImplementedError"), "fixture starts unwritten");
+/// (id, state) of a task's attempts, oldest first.
+fn task_attempts(rows: &[(i64, String, String, i64)], task_ref: &str) -> Vec<(i64, String)> {
+    rows.iter().filter(|r| r.1 == task_ref).map(|r| (r.0, r.2.clone())).collect()
+}
 
-    let out = ws.engine(&["run", "plan.json", "--json"]);
-    out.expect_code(0);
-    let report = out.json();
-    assert_eq!(report["goal_state"], "satisfied", "{report:#}");
-    assert_eq!(report["exit_code"], 0);
-    let states: Vec<(String, String)> = report["tasks"]
+/// The report's (ref, state, class) lines.
+fn report_lines(report: &Value) -> Vec<(String, String, Option<String>)> {
+    report["tasks"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["task_ref"].as_str().unwrap().to_string(), t["state"].as_str().unwrap().to_string()))
-        .collect();
-    assert_eq!(states, vec![("T1".into(), "succeeded".into()), ("T2".into(), "succeeded".into())]);
-    assert_eq!(report["acceptance"], json!([{"id": "A1", "passed": true}]));
+        .map(|t| {
+            (
+                t["task_ref"].as_str().unwrap().to_string(),
+                t["state"].as_str().unwrap().to_string(),
+                t["class"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// The demo (fixtures/money): T1 (a command) writes cents() and passes V1;
+/// T2 (a scripted agent) first writes a float-summing total(), so V2 fails
+/// on its assertion and the run stops with exit 1; `engine repair T2`
+/// hands it the evidence and the goal is then satisfied.
+#[test]
+fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
+    let ws = Ws::fixture("money");
+    assert!(ws.read("cents.py").contains("NotImplementedError"), "fixture starts unwritten");
+
+    let out = ws.engine(&["run", "plan.json", "--json"]);
+    out.expect_code(1);
+    let report = out.json();
+    assert_eq!(report["goal_state"], "failed", "{report:#}");
+    assert_eq!(report["exit_code"], 1);
+    assert_eq!(
+        report_lines(&report),
+        vec![
+            ("T1".into(), "succeeded".into(), None),
+            ("T2".into(), "failed".into(), Some("validation_failed".into())),
+        ]
+    );
+    assert_eq!(report["failed"], json!(["T2"]));
+    assert_eq!(report["acceptance"], json!([]), "acceptance waits for every task");
 
     // The work really happened in the workspace.
-    let money = ws.read("money.py");
-    assert!(!money.contains("NotImplementedError"), "{money}");
+    assert!(!ws.read("cents.py").contains("NotImplementedError"));
+    assert!(!ws.read("money.py").contains("NotImplementedError"));
 
     // The store agrees, row by row.
     let db = ws.db();
     let goal_state: String = db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
-    assert_eq!(goal_state, "satisfied");
+    assert_eq!(goal_state, "failed");
     let rows = attempts(&db);
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    for (id, task_ref, state, try_no) in &rows {
-        assert_eq!((state.as_str(), *try_no), ("succeeded", 1), "attempt {id} of {task_ref}");
+    let (t1, t2) = (task_attempts(&rows, "T1"), task_attempts(&rows, "T2"));
+    assert_eq!(t1.iter().map(|a| a.1.as_str()).collect::<Vec<_>>(), ["succeeded"], "{rows:?}");
+    assert_eq!(t2.iter().map(|a| a.1.as_str()).collect::<Vec<_>>(), ["failed"], "{rows:?}");
+    for (id, ..) in &rows {
         assert_eq!(receipts_of(&db, *id), 1, "attempt {id} has its receipt");
     }
-    let v1: Vec<(String, i64)> = db
-        .prepare("SELECT check_id, passed FROM check_results WHERE scope = 'validation' AND task_ref = 'T1'")
+    let checks: Vec<(String, String, i64)> = db
+        .prepare("SELECT task_ref, check_id, passed FROM check_results WHERE scope = 'validation' ORDER BY id")
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(v1, vec![("V1".to_string(), 1)]);
+    assert_eq!(checks, vec![("T1".into(), "V1".into(), 1), ("T2".into(), "V2".into(), 0)]);
     drop(db);
 
     // `engine status --json` agrees.
@@ -63,12 +90,9 @@ fn demo_run_satisfies_goal_and_records_everything() {
     status.expect_code(0);
     let status = status.json();
     assert_eq!(status["goal"]["id"], "money-totals");
-    assert_eq!(status["goal"]["state"], "satisfied");
-    for t in status["tasks"].as_array().unwrap() {
-        assert_eq!(t["state"], "succeeded", "{t}");
-        assert_eq!(t["last_attempt"]["state"], "succeeded", "{t}");
-    }
-    assert_eq!(status["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(status["goal"]["state"], "failed");
+    let st: Vec<(&str, &str)> = status["tasks"].as_array().unwrap().iter().map(|t| (t["ref"].as_str().unwrap(), t["state"].as_str().unwrap())).collect();
+    assert_eq!(st, [("T1", "succeeded"), ("T2", "failed")]);
     assert_eq!(status["effect_unknown"], json!([]));
     assert_eq!(status["in_doubt"], json!([]));
 
@@ -77,40 +101,65 @@ fn demo_run_satisfies_goal_and_records_everything() {
     explain.expect_code(0);
     let explain = explain.json();
     assert_eq!(explain["state"], "succeeded");
-    let attempts_json = explain["attempts"].as_array().unwrap();
-    assert_eq!(attempts_json.len(), 1, "{explain:#}");
-    let a = &attempts_json[0];
+    let a = &explain["attempts"].as_array().unwrap()[..];
+    assert_eq!(a.len(), 1, "{explain:#}");
+    let a = &a[0];
     assert_eq!(a["attempt"]["state"], "succeeded");
     assert_eq!(a["receipt"]["exit"], json!({"kind": "code", "code": 0}), "{a:#}");
-    let v1 = a["evidence"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["evidence"])
-        .find(|e| e["kind"] == "check_result" && e["check_id"] == "V1")
-        .unwrap_or_else(|| panic!("no V1 check evidence: {a:#}"));
+    let v1 = find_evidence(a, "check_result").into_iter().find(|e| e["check_id"] == "V1").unwrap_or_else(|| panic!("no V1 evidence: {a:#}"));
     assert_eq!(v1["passed"], true);
     assert_eq!(v1["checkpoint"], a["attempt"]["checkpoint"], "V1 judged the attempt's checkpoint");
 
+    // `engine explain T2 --json`: classified from V2's evidence (its failing
+    // assertion), with the agent's own report kept apart as a claim.
+    let explain = ws.engine(&["explain", "T2", "--json"]).json();
+    let a = &explain["attempts"][0];
+    let c = &a["attempt"]["classification"];
+    assert_eq!(c["class"], "validation_failed", "{a:#}");
+    let v2 = a["evidence"].as_array().unwrap().iter().find(|e| e["evidence"]["check_id"] == "V2").expect("V2 evidence");
+    assert_eq!(v2["evidence"]["passed"], false);
+    assert!(v2["evidence"]["failing_assertion"].as_str().is_some_and(|s| s.contains("test_total")), "{v2}");
+    assert!(c["evidence_ids"].as_array().unwrap().contains(&v2["id"]), "the class cites V2's evidence: {c}");
+    assert_eq!(a["claims"][0]["authority"], "external_ai_message", "{a:#}");
+
     // `engine log --json`: strictly increasing seq; per attempt, intent
-    // before dispatch before receipt before success.
+    // before dispatch before receipt before the verdict.
     let evs = events(&ws);
     let seqs: Vec<i64> = evs.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq not increasing: {seqs:?}");
-    for (id, ..) in &rows {
-        let kinds: Vec<&str> = evs.iter().filter(|e| e["attempt_id"] == json!(id)).map(|e| e["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["intent_recorded", "dispatched", "receipt_recorded", "attempt_succeeded"], "attempt {id}");
-    }
+    let kinds_of = |evs: &[Value], id: i64| -> Vec<String> {
+        evs.iter().filter(|e| e["attempt_id"] == json!(id)).map(|e| e["kind"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(kinds_of(&evs, t1[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_succeeded"]);
+    assert_eq!(kinds_of(&evs, t2[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_failed"]);
 
-    // A second run of the same plan: exit 0, nothing re-sent, still satisfied.
-    let money_before = ws.read("money.py");
+    // The repair satisfies the goal.
+    let repaired = ws.engine(&["repair", "T2", "--json"]);
+    repaired.expect_code(0);
+    let report = repaired.json();
+    assert_eq!(report["goal_state"], "satisfied", "{report:#}");
+    assert_eq!(report_lines(&report), vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "succeeded".into(), None)]);
+    assert_eq!(report["acceptance"], json!([{"id": "A1", "passed": true}]));
+    let db = ws.db();
+    let rows = attempts(&db);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(task_attempts(&rows, "T1"), t1, "the repair does not touch T1");
+    assert_eq!(rows[2].1, "T2");
+    assert_eq!(rows[2].2, "succeeded");
+    let goal_state: String = db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
+    assert_eq!(goal_state, "satisfied");
+    drop(db);
+    let status = ws.engine(&["status", "--json"]).json();
+    assert_eq!(status["goal"]["state"], "satisfied");
+
+    // A second run of the same plan: exit 0, nothing re-sent.
+    let files_before = (ws.read("cents.py"), ws.read("money.py"));
+    let evs = events(&ws);
     let again = ws.engine(&["run", "plan.json", "--json"]);
     again.expect_code(0);
     assert_eq!(again.json()["goal_state"], "satisfied");
-    let db = ws.db();
-    assert_eq!(attempts(&db), rows, "a second run sends nothing again");
-    assert_eq!(ws.read("money.py"), money_before);
-    drop(db);
+    assert_eq!(attempts(&ws.db()), rows, "a second run sends nothing again");
+    assert_eq!((ws.read("cents.py"), ws.read("money.py")), files_before);
     let evs2 = events(&ws);
     assert!(evs2.len() > evs.len() && evs2[..evs.len()] == evs[..], "the log only grows");
 
@@ -128,11 +177,14 @@ fn demo_run_satisfies_goal_and_records_everything() {
     assert!(changed.stderr.contains("PLAN_CHANGED"), "{}", changed.stderr);
     let err = changed.json();
     assert_eq!(err["error"]["code"], "PLAN_CHANGED", "{err:#}");
-    let db = ws.db();
-    assert_eq!(attempts(&db), rows, "PLAN_CHANGED runs nothing");
-    drop(db);
+    assert_eq!(attempts(&ws.db()), rows, "PLAN_CHANGED runs nothing");
     let evs3 = events(&ws);
     assert_eq!(evs3.len(), evs2.len(), "PLAN_CHANGED logs no run: {:#?}", &evs3[evs2.len()..]);
+}
+
+/// The evidence of one kind in an `explain --json` attempt.
+fn find_evidence<'a>(attempt: &'a Value, kind: &str) -> Vec<&'a Value> {
+    attempt["evidence"].as_array().unwrap().iter().map(|e| &e["evidence"]).filter(|e| e["kind"] == kind).collect()
 }
 
 // ---------------------------------------------------------------------------
