@@ -45,7 +45,7 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
             let place = if inner.is_syntax() || inner.is_eof() {
                 format!("{file}:{}:{}", inner.line(), inner.column())
             } else {
-                path
+                unknown_field_place(path, &inner.to_string())
             };
             return Err(Error::new(Code::PlanInvalid, strip_position(&inner.to_string())).at(place));
         }
@@ -65,6 +65,21 @@ fn json_path(path: &serde_path_to_error::Path) -> String {
         "$".to_string()
     } else {
         format!("$.{s}")
+    }
+}
+
+/// Inside an internally tagged enum (`providers.NAME`, tagged by `kind`)
+/// serde buffers the object, so the tracked path stops at the enum and an
+/// unknown field there would be placed at `$.providers.NAME`. serde's message
+/// names the field (`unknown field `x`, expected ...`): finish the path.
+fn unknown_field_place(path: String, msg: &str) -> String {
+    let Some(field) = msg.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()) else {
+        return path;
+    };
+    if path.ends_with(&format!(".{field}")) {
+        path
+    } else {
+        format!("{path}.{field}")
     }
 }
 
