@@ -154,15 +154,15 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(out) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&out.json).expect("serializes"));
+                emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
             } else if !out.text.is_empty() {
-                print!("{}", out.text);
+                emit(&out.text);
             }
             out.exit_code
         }
         Err(e) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes"));
+                emit(&format!("{}\n", serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")));
             }
             eprintln!("error: {e}");
             e.code.exit_code()
@@ -316,4 +316,12 @@ fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
         return Err(Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display())));
     }
     Store::open_rw(&path)
+}
+
+/// Write to stdout; a reader that went away (`engine log | head`) is not an
+/// error worth a panic: the work is already recorded.
+pub fn emit(text: &str) -> bool {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
 }

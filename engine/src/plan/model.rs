@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 pub struct PlanFile {
     /// Must be 1.
     pub version: u32,
-    /// Required; `Option` only so a missing goal gets `GOAL_REQUIRED`.
-    #[serde(default)]
+    /// Required; `Option` only so a missing goal gets `GOAL_REQUIRED`
+    /// rather than a generic parse error (serde reads a missing `Option`
+    /// field as `None`; the schema says it is required).
+    #[schemars(schema_with = "required_goal")]
     pub goal: Option<Goal>,
     #[serde(default)]
     pub budgets: Budgets,
@@ -88,6 +90,10 @@ pub struct Budgets {
     /// Wall clock from the goal's first run.
     #[serde(default = "default_deadline")]
     pub deadline_seconds: u64,
+}
+
+fn required_goal(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+    gen.subschema_for::<Goal>()
 }
 
 fn default_attempts() -> u32 {

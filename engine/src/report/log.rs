@@ -50,10 +50,10 @@ pub fn render(store: &Store, after: i64, follow: bool, as_json: bool) -> Result<
     loop {
         for e in events::since(store.conn(), cursor, PAGE)? {
             cursor = e.seq;
-            if as_json {
-                println!("{}", serde_json::to_string(&e).expect("serializes"));
-            } else {
-                println!("{}", line(&e));
+            let text = if as_json { serde_json::to_string(&e).expect("serializes") } else { line(&e) };
+            if !crate::cli::emit(&format!("{text}\n")) {
+                // The reader is gone: stop following.
+                return Ok(Output { text: String::new(), json: json!(null), exit_code: 0 });
             }
         }
         std::thread::sleep(Duration::from_millis(200));

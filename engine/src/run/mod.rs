@@ -107,6 +107,10 @@ struct InFlight {
 pub fn run(opts: RunOptions) -> Result<RunReport> {
     let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
     let store_path = crate::store::resolve_path(opts.store.as_deref(), &plan.workspace);
+    // A changed plan is refused before anything is written, lease included.
+    if let Some(existing) = Store::open_ro(&store_path)? {
+        check_unchanged(&existing, &plan, &opts.plan_path)?;
+    }
     let mut store = Store::open_rw(&store_path)?;
     store.acquire_lease()?;
     let result = register(&mut store, &plan, &opts.plan_path)
@@ -203,30 +207,39 @@ pub(crate) fn execute_with(
     rt.block_on(runner.run())
 }
 
+/// `Some(revision)` when the goal is registered with exactly this plan as
+/// its active revision; `PLAN_CHANGED` when it is registered with another;
+/// `None` when the goal is new. Reads only.
+fn check_unchanged(store: &Store, plan: &Plan, plan_path: &Path) -> Result<Option<i64>> {
+    let goal = plan.goal();
+    let Some(row) = ledger::goal(store.conn(), &goal.id)? else { return Ok(None) };
+    let active = ledger::revision(store.conn(), &goal.id, row.active_revision)?;
+    if active.plan_digest != plan.digests.plan {
+        return Err(Error::new(
+            Code::PlanChanged,
+            format!(
+                "this plan differs from goal `{}`'s active revision {}; record the change with `engine revise {} --reason TEXT`",
+                goal.id,
+                row.active_revision,
+                plan_path.display()
+            ),
+        )
+        .at(plan_path.display().to_string())
+        .with_details(json!({
+            "goal_id": goal.id, "active_revision": row.active_revision,
+            "active_plan_digest": active.plan_digest, "plan_digest": plan.digests.plan,
+        })));
+    }
+    Ok(Some(row.active_revision))
+}
+
 /// Register the goal and its first revision, or check that the plan is the
 /// goal's active revision (`PLAN_CHANGED` otherwise).
 fn register(store: &mut Store, plan: &Plan, plan_path: &Path) -> Result<i64> {
-    let goal = plan.goal();
-    if let Some(row) = ledger::goal(store.conn(), &goal.id)? {
-        let active = ledger::revision(store.conn(), &goal.id, row.active_revision)?;
-        if active.plan_digest != plan.digests.plan {
-            return Err(Error::new(
-                Code::PlanChanged,
-                format!(
-                    "this plan differs from goal `{}`'s active revision {}; record the change with `engine revise {} --reason TEXT`",
-                    goal.id,
-                    row.active_revision,
-                    plan_path.display()
-                ),
-            )
-            .at(plan_path.display().to_string())
-            .with_details(json!({
-                "goal_id": goal.id, "active_revision": row.active_revision,
-                "active_plan_digest": active.plan_digest, "plan_digest": plan.digests.plan,
-            })));
-        }
-        return Ok(row.active_revision);
+    if let Some(revision) = check_unchanged(store, plan, plan_path)? {
+        return Ok(revision);
     }
+    let goal = plan.goal();
     let plan_json = serde_json::to_string(&plan.file).expect("a plan serializes");
     store.write(Durability::Full, |tx| {
         let seq = events::append(tx, &Event::goal("goal_registered", &goal.id, 1, json!({

@@ -46,6 +46,12 @@ pub fn proc_start(pid: i64) -> Option<String> {
     after.split_whitespace().nth(19).map(str::to_string)
 }
 
+/// The state letter of a process (field 3 of /proc/PID/stat).
+fn proc_state(pid: i64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
 /// Is `holder` a live process on this host?
 pub fn is_alive(holder: &Holder) -> bool {
     if holder.host != hostname() {
@@ -60,6 +66,10 @@ pub fn is_alive(holder: &Holder) -> bool {
     let exists = unsafe { libc::kill(holder.pid as libc::pid_t, 0) } == 0
         || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     if !exists {
+        return false;
+    }
+    if proc_state(holder.pid) == Some('Z') {
+        // Dead, only not yet reaped by its parent.
         return false;
     }
     match (&holder.proc_start, proc_start(holder.pid)) {
