@@ -1,0 +1,6 @@
+//! Issue 3's "Must show": unknown outcomes after crashes and lost answers,
+//! settlement, approvals and retries, fencing — asserted from the
+//! receiver's own delivery log and from the engine's store.
+
+mod common;
+mod crash_matrix;
