@@ -150,6 +150,7 @@ pub fn mark_unknown(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<
         request_digest: attempt.request_digest,
         try_no: attempt.try_no,
         state: AttemptState::EffectUnknown.to_string(),
+        last_state: attempt.state.to_string(),
         reason: reason.as_str().to_string(),
     });
     Ok(())
