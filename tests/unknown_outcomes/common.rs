@@ -488,3 +488,72 @@ pub fn one_http_task(rcv: &Receiver, effect: &str, observe: bool, extra: Value) 
     ws.write_plan(&plan("docs", json!({"r": http_provider(rcv, observe)}), vec![task]));
     ws
 }
+
+impl Ws {
+    /// A task's operation id as `engine digest` prints it (before any run).
+    pub fn digest_op(&self, task_ref: &str) -> String {
+        let out = self.engine(&["digest", "plan.json"]);
+        out.expect(0, None);
+        let j = out.json();
+        let t = j["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == task_ref).expect("task in digest");
+        t["operation_id"].as_str().unwrap().to_string()
+    }
+
+    /// Run a SQL statement against the store directly: a test simulating
+    /// something the engine's own commands cannot stage.
+    pub fn tamper(&self, sql: &str) -> usize {
+        self.db().execute(sql, []).expect("tamper statement")
+    }
+}
+
+/// A one-off HTTP service on loopback that answers every request with a
+/// fixed status and body, and records each request's `Idempotency-Key` and
+/// `Engine-Try` (for answers the receiver fixture cannot be scripted to give).
+pub struct FakeHttp {
+    pub port: u16,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl FakeHttp {
+    pub fn start(status_line: &'static str, body: String) -> FakeHttp {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let (mut key, mut try_no, mut len) = (String::new(), String::new(), 0usize);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = line.trim_end().split_once(':') {
+                        match k.to_ascii_lowercase().as_str() {
+                            "idempotency-key" => key = v.trim().to_string(),
+                            "engine-try" => try_no = v.trim().to_string(),
+                            "content-length" => len = v.trim().parse().unwrap_or(0),
+                            _ => {}
+                        }
+                    }
+                }
+                let mut buf = vec![0u8; len];
+                let _ = r.read_exact(&mut buf);
+                log.lock().unwrap().push((key, try_no));
+                let answer = format!(
+                    "HTTP/1.1 {status_line}\r\nContent-Type: application/json\r\nRetry-After: 0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes());
+            }
+        });
+        FakeHttp { port, seen }
+    }
+
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}

@@ -2,5 +2,11 @@
 //! settlement, approvals and retries, fencing — asserted from the
 //! receiver's own delivery log and from the engine's store.
 
+mod approvals;
 mod common;
+mod conflict;
 mod crash_matrix;
+mod fencing;
+mod kill_outside;
+mod provider_output;
+mod settle;
