@@ -8,5 +8,6 @@ mod conflict;
 mod crash_matrix;
 mod fencing;
 mod kill_outside;
+mod lost_answer;
 mod provider_output;
 mod settle;
