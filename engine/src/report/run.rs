@@ -24,8 +24,8 @@ pub fn render(r: &RunReport) -> Output {
     }
     for u in &r.unknown {
         text.push_str(&format!(
-            "  unknown: {} (task {}, try {}, request {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
-            u.operation_id, u.task_ref, u.try_no, &u.request_digest[..16.min(u.request_digest.len())], u.reason, u.operation_id
+            "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
+            u.operation_id, u.task_ref, u.try_no, &u.request_digest[..16.min(u.request_digest.len())], u.last_state, u.reason, u.operation_id
         ));
     }
     text.push_str(&final_line(r));

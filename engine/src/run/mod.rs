@@ -51,7 +51,22 @@ pub struct UnknownOp {
     pub request_digest: String,
     pub try_no: i64,
     pub state: String,
+    /// The last state the engine knew before the outcome became unknown
+    /// (`intent_recorded`, `dispatched` or `receipt_recorded`).
+    pub last_state: String,
     pub reason: String,
+}
+
+/// The state an `effect_unknown` attempt was in before it became unknown,
+/// read from the traces each state leaves (a receipt row, a dispatch time).
+pub fn last_known_state(conn: &rusqlite::Connection, a: &ledger::AttemptRow) -> Result<AttemptState> {
+    Ok(if ledger::receipt(conn, a.id)?.is_some() {
+        AttemptState::ReceiptRecorded
+    } else if a.dispatched_at_ms.is_some() {
+        AttemptState::Dispatched
+    } else {
+        AttemptState::IntentRecorded
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -750,7 +765,9 @@ impl<'s> Runner<'s> {
         let mut unknown = std::mem::take(&mut self.unknown);
         for a in ledger::attempts_in_state(conn, &self.goal_id, AttemptState::EffectUnknown)? {
             if !unknown.iter().any(|u| u.operation_id == a.operation_id && u.try_no == a.try_no) {
+                let last_state = last_known_state(conn, &a)?.to_string();
                 unknown.push(UnknownOp {
+                    last_state,
                     operation_id: a.operation_id,
                     task_ref: a.task_ref,
                     request_digest: a.request_digest,
@@ -775,11 +792,15 @@ impl<'s> Runner<'s> {
         let failed: Vec<String> = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.awaiting);
         let not_run = ledger::latest_attempts_in_state(conn, &self.goal_id, self.revision, AttemptState::SettledNotRun)?;
+        // A settled-not-run operation whose re-send a person asked for
+        // (`engine retry`) and which now waits on an approval stops the run
+        // as APPROVAL_REQUIRED: approving is what the person does next.
+        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
         let acceptance_passed = acceptance.as_ref().map(|a| a.iter().all(|l| l.passed));
 
         let (goal_state, exit_code, code) = if !unknown.is_empty() {
             (GoalState::NeedsSettlement, 3, Some(Code::ExternalEffectUnknown))
-        } else if !not_run.is_empty() {
+        } else if unretried > 0 {
             // A person said these did not run; until they are re-sent the
             // goal's outcome is not proven.
             (GoalState::Open, 3, Some(Code::GoalOutcomeUnproven))

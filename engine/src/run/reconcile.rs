@@ -1,13 +1,15 @@
 //! Reconciliation on start: before anything new runs, every attempt left
 //! between intent and receipt is settled as far as evidence allows —
-//! re-run where the effect is `none` (or idempotent), observed where the
-//! provider can observe, otherwise `effect_unknown`. Never re-sent blindly.
+//! observed where the provider can observe (always before any re-send),
+//! re-run where the effect is `none` (or idempotent) and observation did
+//! not find it, otherwise `effect_unknown`. Never re-sent blindly.
 
+use providers::Observation;
 use serde_json::json;
 
 use super::{record, InFlight, Runner};
 use crate::error::Result;
-use crate::evidence::UnknownReason;
+use crate::evidence::{Evidence, UnknownReason};
 use crate::state::{AttemptState, TaskState};
 use crate::store::events::{self, Event};
 use crate::store::{ledger, Durability};
@@ -20,8 +22,15 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
         }
         let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
         let (goal_id, revision) = (r.goal_id.clone(), r.revision);
-        if super::safe_to_resend(&task) {
+        // Observation comes before any re-send, even of a safe effect: if
+        // the target shows the effect, that is the receipt (below).
+        let observation = record::observe(r, a.id, &task).await?;
+        let present = matches!(observation, Some(Observation::EffectPresent { .. }));
+        if super::safe_to_resend(&task) && !present {
             r.store.write(Durability::Full, |tx| {
+                if let Some(o) = &observation {
+                    ledger::insert_evidence(tx, &goal_id, revision, Some(a.id), &Evidence::Observation { observation: o.clone() })?;
+                }
                 ledger::finish_attempt(tx, a.id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], AttemptState::Abandoned, None, Some(UnknownReason::EngineRestarted.as_str()))?;
                 ledger::set_task_state(tx, &goal_id, revision, &a.task_ref, TaskState::Pending, &json!({"rerun_of": a.id}))?;
                 events::append(tx, &Event::goal("rerun_after_restart", &goal_id, revision, json!({
@@ -37,7 +46,7 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
             "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
         }))?;
         r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
-        match record::lost(r, a.id, &task, UnknownReason::EngineRestarted, format!("engine restarted; last state {}", a.state)).await? {
+        match record::settle_lost(r, a.id, &task, UnknownReason::EngineRestarted, format!("engine restarted; last state {}", a.state), observation).await? {
             record::Next::Validate => r.start_validations(a.id, &task)?,
             record::Next::Done => {
                 r.in_flight.remove(&a.id);

@@ -66,6 +66,12 @@ pub async fn outcome(r: &mut Runner<'_>, attempt_id: i64, task: &Task, outcome: 
 /// Dispatched, no receipt: observe first; only an observation or a safe
 /// effect settles it, otherwise the outcome is unknown.
 pub async fn lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: UnknownReason, detail: String) -> Result<Next> {
+    let observation = observe(r, attempt_id, task).await?;
+    settle_lost(r, attempt_id, task, reason, detail, observation).await
+}
+
+/// Re-observe an attempt's operation, if its provider can (`None` if not).
+pub async fn observe(r: &mut Runner<'_>, attempt_id: i64, task: &Task) -> Result<Option<Observation>> {
     let attempt = ledger::attempt(r.store.conn(), attempt_id)?;
     let call = r.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
     let provider = r.providers[&task.provider].clone();
@@ -73,6 +79,11 @@ pub async fn lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: Unkn
         Some(fut) => Some(fut.await),
         None => None,
     };
+    Ok(observation)
+}
+
+/// Settle a dispatched-without-receipt attempt from what observation found.
+pub async fn settle_lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: UnknownReason, detail: String, observation: Option<Observation>) -> Result<Next> {
     let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
     match observation {
         Some(Observation::EffectPresent { evidence }) => {
@@ -139,6 +150,7 @@ pub fn mark_unknown(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<
         request_digest: attempt.request_digest,
         try_no: attempt.try_no,
         state: AttemptState::EffectUnknown.to_string(),
+        last_state: attempt.state.to_string(),
         reason: reason.as_str().to_string(),
     });
     Ok(())

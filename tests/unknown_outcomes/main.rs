@@ -1,0 +1,13 @@
+//! Issue 3's "Must show": unknown outcomes after crashes and lost answers,
+//! settlement, approvals and retries, fencing — asserted from the
+//! receiver's own delivery log and from the engine's store.
+
+mod approvals;
+mod common;
+mod conflict;
+mod crash_matrix;
+mod fencing;
+mod kill_outside;
+mod lost_answer;
+mod provider_output;
+mod settle;
