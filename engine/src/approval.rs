@@ -18,10 +18,10 @@ use crate::store::{ledger, now_ms, Durability, Store};
 
 /// Does this call need a person's approval first?
 /// `requires_approval` gates every call; paid (`cost > 0`) or external work
-/// needs one for every repeat (any call after one that was, or may have
-/// been, dispatched for the same task of this goal).
-pub fn needed(task: &Task, has_prior_dispatch: bool) -> bool {
-    task.requires_approval || ((task.cost > 0.0 || task.effect == crate::plan::Effect::External) && has_prior_dispatch)
+/// needs one for every repeat: a person's retry or repair, or any call after
+/// one that was (or may have been) dispatched for the same task of this goal.
+pub fn needed(task: &Task, is_repeat: bool) -> bool {
+    task.requires_approval || ((task.cost > 0.0 || task.effect == crate::plan::Effect::External) && is_repeat)
 }
 
 /// Was any earlier attempt of this task dispatched, or possibly so?

@@ -215,11 +215,15 @@ fn run_case(c: &Case) {
             assert_eq!(ws.task_state("T1"), "failed");
             assert_eq!(report["failed"], json!(["T1"]));
             assert!(unknown.is_empty());
-            // Retryable: `engine retry` sends it now, as try 2. No approval
-            // is asked, because no earlier try of it was ever dispatched
-            // (approval::needed counts only dispatched, or possibly
-            // dispatched, tries as a "repeat").
+            // Retryable: `engine retry` sends it as try 2. A retry of
+            // external work needs a person's approval first, even though
+            // no earlier try was dispatched; a local one does not.
             let op_s = op.as_str();
+            if c.effect == "external" {
+                ws.engine(&["retry", op_s, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
+                assert!(rcv.tries_of(&op).is_empty(), "nothing sent before the approval");
+                ws.engine(&["approve", op_s, "--note", "observed absent; send it"]).expect(0, None);
+            }
             let retry = ws.engine(&["retry", op_s, "--jobs", "1"]);
             retry.expect(0, None);
             assert_eq!(rcv.tries_of(&op), vec![2], "the retry is delivered once, as try 2");

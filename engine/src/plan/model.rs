@@ -139,6 +139,9 @@ pub enum ProviderSpec {
         /// 404 = absent, anything else = inconclusive.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe: Option<String>,
+        /// Hosts besides loopback this provider may contact.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
     },
 }
 

@@ -38,11 +38,13 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     }
     budgets(plan)?;
     for (name, spec) in &plan.providers {
-        if let ProviderSpec::Http { endpoint, .. } = spec {
-            if !endpoint.starts_with("http://") {
-                return Err(Error::new(Code::PlanInvalid, "endpoint must be an http:// URL")
-                    .at(format!("$.providers.{name}.endpoint")));
-            }
+        if let ProviderSpec::Http { endpoint, observe, hosts } = spec {
+            let mut p = providers::http::HttpProvider::new(endpoint.clone(), observe.clone());
+            p.allowed_hosts = hosts.clone();
+            p.check().map_err(|m| {
+                let field = if m.starts_with("observe") { "observe" } else { "endpoint" };
+                Error::new(Code::PlanInvalid, m).at(format!("$.providers.{name}.{field}"))
+            })?;
         }
     }
 

@@ -177,6 +177,9 @@ fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<Ru
         };
         return Err(Error::usage(format!("operation {operation_id} (task {task_ref}) is not retryable: {what}")).at(operation_id.to_string()));
     }
+    if let Some(a) = &latest {
+        honour_retry_after(conn, a)?;
+    }
     let row = ledger::revision(conn, &goal_id, revision)?;
     let file: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
         .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}")))?;
@@ -201,6 +204,35 @@ pub struct Repair {
     pub failed_attempt: i64,
     pub classification: Value,
     pub evidence: Value,
+}
+
+/// The longest `Retry-After` the engine waits out before a retry; a longer
+/// one is refused with the time to come back.
+pub const RETRY_AFTER_WAIT_MAX_S: u64 = 300;
+
+/// A provider that answered 429/503 with `Retry-After` is not asked again
+/// before that time: wait it out (bounded), or refuse saying when.
+fn honour_retry_after(conn: &rusqlite::Connection, a: &ledger::AttemptRow) -> Result<()> {
+    let retry_after = ledger::evidence_of_attempt(conn, a.id)?.into_iter().find_map(|r| match r.evidence {
+        crate::evidence::Evidence::ProviderError { retry_after_seconds: Some(s), .. } => Some(s),
+        _ => None,
+    });
+    let (Some(seconds), Some(finished)) = (retry_after, a.finished_at_ms) else { return Ok(()) };
+    let not_before_ms = finished + (seconds as i64) * 1000;
+    let wait_ms = not_before_ms - now_ms();
+    if wait_ms <= 0 {
+        return Ok(());
+    }
+    let wait_s = (wait_ms as u64).div_ceil(1000);
+    if wait_s > RETRY_AFTER_WAIT_MAX_S {
+        return Err(Error::usage(format!(
+            "the provider asked not to be called again for {seconds}s (Retry-After); retry after {}",
+            crate::report::utc(not_before_ms)
+        )));
+    }
+    eprintln!("engine: waiting {wait_s}s: the provider answered Retry-After: {seconds}");
+    std::thread::sleep(Duration::from_millis(wait_ms as u64));
+    Ok(())
 }
 
 pub(crate) fn execute(store: &mut Store, plan: Plan, revision: i64, jobs: usize, retry_allowed: HashSet<String>) -> Result<RunReport> {
@@ -491,7 +523,11 @@ impl<'s> Runner<'s> {
         // What the inputs looked like when the engine decided to send: a
         // later repair compares against it to tell new evidence from repetition.
         let inputs_at_intent = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache).ok();
-        let needs_approval = approval::needed(&task, approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
+        // A person's retry or repair of paid or external work is a repeat
+        // whether or not an earlier try got out; a plain run's repeat is one
+        // after a try that was (or may have been) dispatched.
+        let asked_repeat = repair.is_some() || self.retry_allowed.contains(&digests.operation_id);
+        let needs_approval = approval::needed(&task, asked_repeat || approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -573,7 +609,18 @@ impl<'s> Runner<'s> {
                 "approval_consumed": approval_id,
             })).task(task_ref).attempt(id))?;
             Ok(Decision::Go { attempt_id: id, try_no })
-        })?;
+        });
+        let decision = match decision {
+            Ok(d) => d,
+            Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => {
+                // Nothing was dispatched; say why in the ledger before stopping.
+                self.write_event(Durability::Normal, "call_refused", Some(task_ref), None, json!({
+                    "operation_id": digests.operation_id, "code": e.code, "message": e.message,
+                }))?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         let (attempt_id, try_no) = match decision {
             Decision::Go { attempt_id, try_no } => (attempt_id, try_no),
             Decision::Budget(exhausted) => {

@@ -16,6 +16,10 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
                 Protocol::AgentJson => "agent-json".to_string(),
             }),
         }),
-        ProviderSpec::Http { endpoint, observe } => Arc::new(HttpProvider::new(endpoint.clone(), observe.clone())),
+        ProviderSpec::Http { endpoint, observe, hosts } => {
+            let mut p = HttpProvider::new(endpoint.clone(), observe.clone());
+            p.allowed_hosts = hosts.clone();
+            Arc::new(p)
+        }
     }
 }

@@ -18,6 +18,7 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
     let in_doubt = ledger::attempts_in_doubt(r.store.conn(), &r.goal_id)?;
     for a in in_doubt {
         if a.revision != r.revision {
+            superseded_in_doubt(r, &a)?;
             continue;
         }
         let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
@@ -73,4 +74,27 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
         r.start_validations(a.id, &task)?;
     }
     Ok(())
+}
+
+/// An attempt of an earlier revision left without a receipt. Its revision
+/// no longer runs, so it is never re-sent: an effect of `none` is
+/// abandoned; anything else is `effect_unknown` until a person settles it
+/// (and the goal cannot be satisfied over it).
+fn superseded_in_doubt(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
+    let (goal_id, unknown) = (r.goal_id.clone(), a.effect != "none");
+    let to = if unknown { AttemptState::EffectUnknown } else { AttemptState::Abandoned };
+    r.store.write(Durability::Full, |tx| {
+        let marker = crate::evidence::Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: !unknown };
+        ledger::insert_evidence(tx, &goal_id, a.revision, Some(a.id), &marker)?;
+        ledger::finish_attempt(tx, a.id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], to, None, Some(UnknownReason::EngineRestarted.as_str()))?;
+        if unknown {
+            ledger::set_task_state(tx, &goal_id, a.revision, &a.task_ref, TaskState::EffectUnknown,
+                &json!({"attempt_id": a.id, "why": UnknownReason::EngineRestarted.as_str(), "operation_id": a.operation_id}))?;
+        }
+        events::append(tx, &Event::goal("superseded_attempt_reconciled", &goal_id, a.revision, json!({
+            "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state, "now": to,
+            "why": "left without a receipt by a stopped engine; its revision is no longer active, so it is never re-sent",
+        })).task(&a.task_ref).attempt(a.id))?;
+        Ok(())
+    })
 }
