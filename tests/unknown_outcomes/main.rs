@@ -3,6 +3,7 @@
 //! receiver's own delivery log and from the engine's store.
 
 mod approvals;
+mod call_site;
 mod common;
 mod conflict;
 mod crash_matrix;

@@ -1,0 +1,76 @@
+//! Call-site rules added after review: Retry-After is honoured by a retry,
+//! a refused call is logged, an in-doubt attempt of a superseded revision
+//! is never re-sent and blocks the goal, plan-listed hosts only.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::common::*;
+
+#[test]
+fn retry_waits_out_retry_after() {
+    let rcv = Receiver::start(&[]);
+    let ws = one_http_task(&rcv, "none", false, json!({}));
+    rcv.control(json!({"mode": "status", "status": 503, "retry_after": 2, "times": 1}));
+    let first = ws.run();
+    first.expect(1, None);
+    let op = ws.op_of("T1");
+    let a = &ws.attempts_of("T1")[0];
+    assert_eq!(a.class(), Some("provider_unavailable"));
+    let started = Instant::now();
+    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    // The 503 came at most a moment ago: the retry must not go out before
+    // the provider's 2 s are up.
+    assert!(started.elapsed().as_millis() >= 1000, "retry went out after {:?}", started.elapsed());
+    assert_eq!(rcv.tries_of(&op), vec![2], "the 503 was not a delivery; the retry was");
+}
+
+#[test]
+fn a_refused_call_is_logged_and_sends_nothing() {
+    let rcv = Receiver::start(&[]);
+    let ws = one_http_task(&rcv, "external", false, json!({}));
+    rcv.control(json!({"mode": "status", "status": 503, "times": 1}));
+    ws.run().expect(1, None);
+    let op = ws.op_of("T1");
+    // Tamper: the operation id now seems to name another request.
+    ws.db().execute("UPDATE attempts SET request_digest = 'feed' WHERE operation_id = ?1", [&op]).unwrap();
+    ws.engine(&["approve", &op, "--note", "retry it"]).expect(0, None);
+    ws.engine(&["retry", &op]).expect(2, Some("OPERATION_CONFLICT"));
+    assert!(ws.event_kinds().iter().any(|k| k == "call_refused"), "{:?}", ws.event_kinds());
+    assert!(rcv.deliveries_of(&op).is_empty());
+}
+
+#[test]
+fn an_in_doubt_attempt_of_a_superseded_revision_is_never_resent() {
+    let rcv = Receiver::start(&[]);
+    let ws = one_http_task(&rcv, "external", false, json!({}));
+    ws.run_fp("after_dispatch");
+    let op = ws.op_of("T1");
+    assert_eq!(rcv.wait_deliveries(&op, 1).len(), 1);
+    // A person revises the plan before any run reconciles the crash.
+    let mut plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.plan_path()).unwrap()).unwrap();
+    plan["tasks"][0]["title"] = json!("deliver T1, renamed");
+    ws.write_plan(&plan);
+    let out = ws.engine(&["revise", "plan.json", "--reason", "rename", "--no-run"]);
+    // The revise itself takes over the dead lease; reconciliation is a run's job.
+    out.expect(0, None);
+    let run = ws.run();
+    run.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    let first = &ws.attempts().into_iter().find(|a| a.id == 1).unwrap();
+    assert_eq!(first.state, "effect_unknown");
+    assert!(ws.event_kinds().iter().any(|k| k == "superseded_attempt_reconciled"));
+    // The old operation was not sent again by the new revision's run
+    // (the new revision's task is its own operation: same request, so
+    // the same id, and it is gated as a repeat of external work).
+    assert_eq!(rcv.tries_of(&op), vec![1]);
+}
+
+#[test]
+fn only_loopback_or_listed_hosts() {
+    let ws = Ws::new();
+    ws.write_plan(&plan("docs", json!({"r": {"kind": "http", "endpoint": "http://example.com/render"}}), vec![http_task("T1", "external")]));
+    ws.engine(&["check", "plan.json"]).expect(2, Some("PLAN_INVALID"));
+    ws.write_plan(&plan("docs", json!({"r": {"kind": "http", "endpoint": "http://example.com/render", "hosts": ["example.com"]}}), vec![http_task("T1", "external")]));
+    ws.engine(&["check", "plan.json"]).expect(0, None);
+}
