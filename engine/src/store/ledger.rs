@@ -451,19 +451,27 @@ pub fn latest_check_results(conn: &Connection, goal_id: &str, revision: i64, sco
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// An attempt that was, or may have been, dispatched: everything but an
+/// abandoned one and one that failed before the provider was reached (no
+/// dispatch recorded and no receipt: the engine could not start the call).
+const DISPATCHED_OR_MAYBE: &str = "state != 'abandoned'
+    AND (dispatched_at_ms IS NOT NULL OR state != 'failed' OR EXISTS (SELECT 1 FROM receipts r WHERE r.attempt_id = a.id))";
+
 /// Provider calls that count against `max_provider_calls`: every attempt
 /// that was (or may have been) dispatched, goal-wide.
 pub fn provider_calls_used(conn: &Connection, goal_id: &str) -> Result<i64> {
     Ok(conn.query_row(
-        "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
+        &format!("SELECT COUNT(*) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"),
         [goal_id],
         |r| r.get(0),
     )?)
 }
 
+/// The cost of the calls dispatched, unknown outcomes included (SPEC:
+/// `max_cost`); a call that never started costs nothing.
 pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
     Ok(conn.query_row(
-        "SELECT COALESCE(SUM(cost), 0) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
+        &format!("SELECT COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"),
         [goal_id],
         |r| r.get(0),
     )?)
