@@ -5,5 +5,8 @@
 mod helpers;
 
 mod agent_claims;
+mod budgets;
 mod classify_rules;
 mod money;
+mod repair;
+mod revise_verdicts;
