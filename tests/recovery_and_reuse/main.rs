@@ -9,4 +9,7 @@ mod budgets;
 mod classify_rules;
 mod money;
 mod repair;
+mod reuse_property;
+mod reuse_refusals;
+mod reuse_rerun;
 mod revise_verdicts;
