@@ -102,3 +102,53 @@ fn a_malformed_agent_report_is_provider_output_invalid_never_success() {
         assert_eq!(ws.count("SELECT COUNT(*) FROM attempts WHERE task_ref = ?1 AND state = 'succeeded'", [r]), 0);
     }
 }
+
+#[test]
+fn a_repair_hands_the_agent_the_instruction_and_the_classified_failure() {
+    let ws = Ws::new();
+    ws.write("agent.py", AGENT_PY);
+    let mut p = plan("instruction", vec![agent_task("T1", "done")]);
+    set(&mut p, "T1", "validations", json!([validation("V1", FAILING_CHECK)]));
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 1);
+    ws.json(&["repair", "T1", "--instruction", "sum cents, not dollars"], 1);
+
+    let stdins = agent_stdins(&ws);
+    assert_eq!(stdins.len(), 2);
+    let (first, second) = (&stdins[0], &stdins[1]);
+    for doc in [first, second] {
+        assert_eq!(doc["goal"]["id"], "instruction");
+        assert_eq!(doc["task"]["ref"], "T1");
+    }
+    let attempts = ws.attempts("T1");
+    assert_eq!(second["operation_id"], json!(attempts[1].operation_id));
+    assert_eq!(second["repair"]["instruction"], "sum cents, not dollars");
+    assert_eq!(second["repair"]["failed_attempt"], attempts[0].id);
+    assert_eq!(second["repair"]["classification"]["class"], "validation_failed");
+    assert_eq!(second["repair"]["classification"]["rule"], "validation_check_failed");
+    // The agent is told what failed, not what it said about it: its own
+    // claim is not passed back as evidence.
+    let evidence = second["repair"]["evidence"].to_string();
+    assert!(evidence.contains("4.35 != 435"), "{evidence}");
+    assert!(!evidence.contains("external_ai_message"), "{evidence}");
+    // Provider processes never receive the store path.
+    assert!(!second.to_string().contains(".engine/engine.db"));
+}
+
+#[test]
+fn signals_and_deadlines_end_to_end() {
+    let ws = Ws::new();
+    let mut p = plan("signals", vec![sh_task("KILLED", "kill -9 $$"), sh_task("SLOW", "sleep 5")]);
+    set(&mut p, "KILLED", "validations", json!([validation("V1", "true")]));
+    set(&mut p, "SLOW", "timeout_seconds", json!(1));
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 1);
+    let a = &ws.attempts("KILLED")[0];
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "killed", "killed_by_signal"));
+    assert_eq!(ws.count("SELECT COUNT(*) FROM check_results WHERE attempt_id = ?1", [a.id]), 0, "a killed action is never validated into a success");
+    let a = &ws.attempts("SLOW")[0];
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "timeout", "engine_deadline_after_dispatch"));
+    // A killed task may be repaired without --force.
+    ws.json(&["repair", "KILLED"], 1);
+    assert_eq!(ws.calls("KILLED"), 2);
+}

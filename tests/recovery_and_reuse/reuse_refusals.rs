@@ -353,3 +353,41 @@ fn an_input_vanishing_while_validations_run_is_succeeded_but_not_reusable() {
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].2["first_changed"], "in.txt");
 }
+
+#[test]
+fn context_values_are_part_of_the_checkpoint_and_secrets_only_as_digests() {
+    let ws = Ws::new();
+    ws.write("in.txt", "x");
+    let mut p = plan("context", vec![sh_task("T1", "true")]);
+    set(&mut p, "T1", "inputs", json!(["in.txt"]));
+    set(&mut p, "T1", "validations", json!([validation("V1", "true")]));
+    set(&mut p, "T1", "context", json!({"mode": {"env": "FLOW_MODE"}, "token": {"env": "FLOW_TOKEN"}}));
+    p["secrets"] = json!(["FLOW_TOKEN"]);
+    ws.write_plan("plan.json", &p);
+    let secret = "s3cr3t-value-for-the-test";
+    let out = ws.engine_env(&["run", "plan.json"], &[("FLOW_MODE", "fast"), ("FLOW_TOKEN", secret)]);
+    assert_eq!(out.code, 0, "{}", out.show());
+    let stored: Vec<String> = {
+        let db = ws.db();
+        let mut stmt = db.prepare("SELECT data FROM checkpoints").unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    };
+    assert!(!stored.is_empty());
+    assert!(stored.iter().any(|c| c.contains("fast")), "{stored:?}");
+    assert!(stored.iter().all(|c| !c.contains(secret)), "a secret is recorded only as a digest: {stored:?}");
+
+    // Same files, another context value: CHECKPOINT_CHANGED names it.
+    ws.write_plan("plan.json", &touch(&p));
+    let out = ws.engine_env(&["revise", "plan.json", "--reason", "mode", "--no-run", "--json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)]);
+    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(decision_detail(&out.json(), "T1")["refusal"], json!({"reason": "CHECKPOINT_CHANGED", "path": "context:mode"}));
+    // The secret changing is seen too, without being shown.
+    let out = ws.engine_env(&["run", "plan.json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)]);
+    assert_eq!(out.code, 0, "{}", out.show());
+    ws.write_plan("plan.json", &touch(&touch(&p)));
+    let out = ws.engine_env(&["revise", "plan.json", "--reason", "token", "--no-run", "--json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", "another")]);
+    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(decision_detail(&out.json(), "T1")["refusal"], json!({"reason": "CHECKPOINT_CHANGED", "path": "context:token"}));
+    assert!(!out.stdout.contains(secret) && !out.stdout.contains("another"));
+}
