@@ -131,3 +131,29 @@ fn a_repair_with_an_instruction_of_paid_work_can_be_approved_and_consumes_the_ap
     assert_eq!((last.kind.as_str(), last.operation_id.as_str()), ("repair", op.as_str()));
     assert_eq!(ws.count("SELECT COUNT(*) FROM approvals WHERE consumed_by = ?1", [last.id]), 1);
 }
+
+/// Agents say something different every time; that is not new evidence
+/// about the failure. A different failure is.
+#[test]
+fn repetition_is_judged_on_the_failure_evidence_not_on_agent_chatter() {
+    let ws = Ws::new();
+    ws.write("agent.py", AGENT_PY);
+    let mut p = plan("chatter", vec![agent_task("SAME", "done"), agent_task("DIFFERENT", "done")]);
+    set(&mut p, "SAME", "validations", json!([validation("V1", "echo 'AssertionError: 4.35 != 435' >&2; exit 1")]));
+    // This validation's failure differs on every attempt.
+    set(&mut p, "DIFFERENT", "validations", json!([validation("V1", "echo \"AssertionError: $(wc -l < \"$SIDE/calls.log\") != 0\" >&2; exit 1")]));
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json", "--jobs", "1"], 1);
+    ws.json(&["repair", "SAME"], 1);
+    ws.json(&["repair", "DIFFERENT"], 1);
+    // The agent's stdout differed between its two tries ...
+    let same = ws.attempts("SAME");
+    let outs: Vec<String> = same.iter().map(|a| ws.evidence(a.id).into_iter().find(|(_, k, _)| k == "process_exit").unwrap().2["stdout"]["excerpt"].to_string()).collect();
+    assert_ne!(outs[0], outs[1]);
+    // ... but the failure did not: refused.
+    refused_as(&ws, &["repair", "SAME"], "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE");
+    assert_eq!(ws.calls("SAME"), 2);
+    // A failure that changed is new evidence: allowed.
+    ws.json(&["repair", "DIFFERENT"], 1);
+    assert_eq!(ws.calls("DIFFERENT"), 3);
+}
