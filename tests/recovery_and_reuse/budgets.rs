@@ -188,3 +188,17 @@ fn cost_of_a_call_that_never_started_does_not_count() {
     // It is still an attempt of the task.
     assert_eq!(status["budgets"]["max_attempts_per_task"]["used"], 1, "{:#}", status["budgets"]);
 }
+
+#[test]
+fn max_cost_holds_with_parallel_jobs() {
+    let ws = Ws::new();
+    let mut tasks: Vec<Value> = (1..=6).map(|i| sh_task(&format!("T{i}"), "sleep 0.2")).collect();
+    for t in &mut tasks {
+        t["cost"] = json!(1.0);
+    }
+    ws.write_plan("plan.json", &with_budgets(plan("cost-parallel", tasks), json!({"max_cost": 2.5})));
+    let report = ws.json(&["run", "plan.json", "--jobs", "8"], 5);
+    assert_exhausted(&report, "max_cost", 2.0, 2.5);
+    assert_eq!(ws.attempt_count(), 2);
+    assert_eq!((1..=6).map(|i| ws.calls(&format!("T{i}"))).sum::<usize>(), 2);
+}

@@ -214,7 +214,7 @@ fn build(edges: &[bool; 3], external: &[bool; 3], actions: &[bool; 3], statement
 }
 
 proptest! {
-    #![proptest_config(config(16))]
+    #![proptest_config(config(24))]
 
     #[test]
     fn binary_reuses_only_when_every_condition_holds(c in arb_plan_case()) {
