@@ -60,6 +60,22 @@ pub fn record(store: &mut Store, operation_id: &str, note: &str, actor: &str) ->
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
+    // A repair with an instruction is its own operation (the instruction is
+    // part of the request), so no task row carries its id: the engine's own
+    // `approval_required` record of it, in the active revision, does.
+    let found = match found {
+        Some(f) => Some(f),
+        None => conn
+            .query_row(
+                "SELECT e.goal_id, e.revision, e.task_ref, json_extract(e.data, '$.request_digest') FROM events e JOIN goals g
+                   ON g.id = e.goal_id AND g.active_revision = e.revision
+                 WHERE e.kind = 'approval_required' AND json_extract(e.data, '$.operation_id') = ?1
+                 ORDER BY e.seq DESC LIMIT 1",
+                [operation_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?,
+    };
     let (goal_id, revision, task_ref, request_digest) = found.ok_or_else(|| {
         Error::usage(format!("no task of an active plan revision has operation {operation_id}")).at(operation_id.to_string())
     })?;

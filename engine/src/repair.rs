@@ -78,6 +78,24 @@ pub fn repair(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
     result
 }
 
+/// The evidence a failure's classification rests on (its `evidence_ids`),
+/// or all of the attempt's evidence when the class names none. What else
+/// the attempt produced (an agent's chatter, a passing check) is not the
+/// failure, and must not make two identical failures look different.
+fn failure_evidence(a: &ledger::AttemptRow, all: Vec<Recorded>) -> Vec<Recorded> {
+    let ids: Vec<i64> = a
+        .classification
+        .as_ref()
+        .and_then(|c| c.get("evidence_ids"))
+        .and_then(Value::as_array)
+        .map(|ids| ids.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return all;
+    }
+    all.into_iter().filter(|r| ids.contains(&r.id)).collect()
+}
+
 fn class_of(a: &ledger::AttemptRow) -> Option<FailureClass> {
     a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str).and_then(FailureClass::parse)
 }
@@ -130,7 +148,7 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
         .iter()
         .rev()
         .take(2)
-        .map(|a| Ok(fingerprint(class_of(a).map_or("unclassified", FailureClass::as_str), &ledger::evidence_of_attempt(conn, a.id)?)))
+        .map(|a| Ok(fingerprint(class_of(a).map_or("unclassified", FailureClass::as_str), &failure_evidence(a, ledger::evidence_of_attempt(conn, a.id)?))))
         .collect::<Result<_>>()?;
     let mut cache = checkpoint::FileCache::load(conn)?;
     let inputs_now = checkpoint::observe(&plan.workspace, &task, &plan.file.secrets, &mut cache).ok().map(|c| c.digest);

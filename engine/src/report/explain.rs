@@ -19,16 +19,40 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
         .find(|t| t.task_ref == task_ref)
         .ok_or_else(|| Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision)).at(task_ref.to_string()))?;
     let mut text = format!("task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n", task.state, g.id, g.active_revision, task.operation_id);
-    if let Some(p) = task.detail.get("reused_from") {
-        text.push_str(&format!(
-            "reuse: reused the completion of revision {} attempt {} (checkpoint {}, validation evidence {}); no provider call in this revision\n",
-            p["revision"], p["attempt_id"], p["checkpoint"].as_str().map_or("?", |c| &c[..16.min(c.len())]), p["evidence_ids"]
-        ));
+    // The reuse decision `engine revise` recorded for this task, if the
+    // active revision came from one (its `revision_recorded` event).
+    let reuse: Option<Value> = conn
+        .query_row(
+            "SELECT data FROM events WHERE goal_id = ?1 AND revision = ?2 AND kind = 'revision_recorded' ORDER BY seq DESC LIMIT 1",
+            rusqlite::params![g.id, g.active_revision],
+            |r| r.get::<_, String>(0),
+        )
+        .ok()
+        .and_then(|data| serde_json::from_str::<Value>(&data).ok())
+        .and_then(|data| data["decisions"].as_array()?.iter().find(|d| d["task_ref"] == task_ref).cloned());
+    if let Some(d) = &reuse {
+        let line = match d["decision"].as_str() {
+            Some("reuse") => format!(
+                "reuse: reused from revision {} attempt {} (evidence {})",
+                d["provenance"]["revision"], d["provenance"]["attempt_id"], d["provenance"]["evidence_ids"]
+            ),
+            _ => {
+                let refusal = &d["refusal"];
+                let detail: Vec<String> = refusal
+                    .as_object()
+                    .map(|m| m.iter().filter(|(k, _)| *k != "reason").map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string))).collect())
+                    .unwrap_or_default();
+                format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
+            }
+        };
+        text.push_str(line.trim_end());
+        text.push('\n');
     }
-    for (key, what) in [("reuse_refused", "reuse refused"), ("stale", "completion stale, run again")] {
-        if let Some(code) = task.detail.get(key).and_then(Value::as_str) {
-            text.push_str(&format!("{what}: {code} — {}\n", task.detail.get("detail").and_then(Value::as_str).unwrap_or("")));
-        }
+    if let Some(code) = task.detail.get("stale").and_then(Value::as_str) {
+        text.push_str(&format!(
+            "completion stale, run again: {code} — {}\n",
+            task.detail.get("detail").and_then(Value::as_str).unwrap_or("")
+        ));
     }
     let mut attempts_json = Vec::new();
     for a in ledger::attempts_of_task(conn, &g.id, task_ref)? {
@@ -67,7 +91,7 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
         }));
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
 }
 

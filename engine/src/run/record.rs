@@ -53,8 +53,9 @@ fn agent_report(stdout: &str) -> std::result::Result<Value, String> {
 pub async fn outcome(r: &mut Runner<'_>, attempt_id: i64, task: &Task, outcome: Outcome) -> Result<Next> {
     match outcome {
         Outcome::NotDispatched(nd) => {
+            // Nothing was handed over: the call does not count against the budgets.
             let e = Evidence::EngineError { error: EngineErrorKind::from(nd.kind), message: nd.message };
-            fail_with(r, attempt_id, task, vec![e], &[AttemptState::IntentRecorded, AttemptState::Dispatched], Durability::Full)?;
+            fail_with(r, attempt_id, task, vec![e], &[AttemptState::IntentRecorded, AttemptState::Dispatched], Durability::Full, true)?;
             failpoint::hit("after_receipt_commit");
             Ok(Next::Done)
         }
@@ -102,7 +103,7 @@ pub async fn settle_lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reaso
         }
         Some(Observation::EffectAbsent { evidence }) => {
             let obs = Evidence::Observation { observation: Observation::EffectAbsent { evidence } };
-            fail_with(r, attempt_id, task, vec![obs], &from, Durability::Full)?;
+            fail_with(r, attempt_id, task, vec![obs], &from, Durability::Full, false)?;
             Ok(Next::Done)
         }
         other => {
@@ -113,7 +114,7 @@ pub async fn settle_lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reaso
             let safe = safe_to_resend(task);
             list.push(Evidence::EffectMarker { reason, safe_to_resend: safe });
             if safe {
-                fail_with(r, attempt_id, task, list, &from, Durability::Full)?;
+                fail_with(r, attempt_id, task, list, &from, Durability::Full, false)?;
             } else {
                 mark_unknown(r, attempt_id, task, list, reason, &from)?;
             }
@@ -250,9 +251,12 @@ fn finish_failed(tx: &Transaction, goal_id: &str, revision: i64, attempt_id: i64
 }
 
 /// Record evidence, classify from all of the attempt's evidence, fail it.
-fn fail_with(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<Evidence>, from: &[AttemptState], d: Durability) -> Result<()> {
+fn fail_with(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<Evidence>, from: &[AttemptState], d: Durability, never_dispatched: bool) -> Result<()> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
     r.store.write(d, |tx| {
+        if never_dispatched {
+            ledger::uncount_call(tx, attempt_id)?;
+        }
         for e in &list {
             ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), e)?;
         }

@@ -323,15 +323,22 @@ pub fn finish_attempt(
     transition(tx, attempt_id, from, to)?;
     if to == AttemptState::Abandoned {
         // An abandoned intent no longer counts against the budgets.
-        tx.execute(
-            "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
-             WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
-            [attempt_id],
-        )?;
+        uncount_call(tx, attempt_id)?;
     }
     tx.execute(
         "UPDATE attempts SET finished_at_ms = ?2, classification = ?3, unknown_reason = COALESCE(?4, unknown_reason) WHERE id = ?1",
         params![attempt_id, now_ms(), classification.map(|c| c.to_string()), unknown_reason],
+    )?;
+    Ok(())
+}
+
+/// Take a call back out of the budget counters: it was never dispatched
+/// (the engine could not start it) or it was abandoned for a new try.
+pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
+         WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
+        [attempt_id],
     )?;
     Ok(())
 }
@@ -465,15 +472,24 @@ pub fn latest_check_results(conn: &Connection, goal_id: &str, revision: i64, sco
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// An attempt that was, or may have been, dispatched: everything but an
+/// abandoned one and one the provider refused before anything was handed
+/// over (its engine-error evidence says so). An attempt that stopped
+/// between intent and receipt counts: it may have gone out.
+const DISPATCHED_OR_MAYBE: &str = "state != 'abandoned'
+    AND NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
+
 /// Provider calls that count against `max_provider_calls`: every attempt
 /// that was (or may have been) dispatched, goal-wide.
 /// Kept as a counter beside the attempts (O(1) at the call site); the
-/// invariant `calls_used = COUNT(attempts not abandoned)` is checked by
-/// `recount_budget_use` in tests.
+/// invariant `calls_used = COUNT(attempts dispatched or maybe)` is checked
+/// by `recount_budget_use` in debug builds.
 pub fn provider_calls_used(conn: &Connection, goal_id: &str) -> Result<i64> {
     Ok(conn.query_row("SELECT calls_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
 }
 
+/// The cost of the calls dispatched, unknown outcomes included (SPEC:
+/// `max_cost`); a call that never started costs nothing.
 pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
     Ok(conn.query_row("SELECT cost_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
 }
@@ -481,7 +497,7 @@ pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
 /// Budget use recounted from the attempts themselves (calls, cost).
 pub fn recount_budget_use(conn: &Connection, goal_id: &str) -> Result<(i64, f64)> {
     Ok(conn.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts WHERE goal_id = ?1 AND state != 'abandoned'",
+        &format!("SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"),
         [goal_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?)

@@ -1,0 +1,15 @@
+//! Issue 4 (failure classification, repair, revise, budgets) and issue 5
+//! (reuse across revisions and on plain re-runs), end to end against the
+//! real binary, with assertions read from the store and the filesystem.
+
+mod helpers;
+
+mod agent_claims;
+mod budgets;
+mod classify_rules;
+mod money;
+mod repair;
+mod reuse_property;
+mod reuse_refusals;
+mod reuse_rerun;
+mod revise_verdicts;

@@ -1,0 +1,72 @@
+//! A plain `engine run` of the active revision trusts a completed task only
+//! while its checkpoint still matches, like a build tool's stale targets.
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// T1 (in1.txt) → T2 (in2.txt) → T3, and T4 (in4.txt) on its own.
+fn build() -> Ws {
+    let ws = Ws::new();
+    for f in ["1", "2", "4"] {
+        ws.write(&format!("in{f}.txt"), f);
+    }
+    let mut tasks = Vec::new();
+    for (r, inputs, deps) in [("T1", vec!["in1.txt"], vec![]), ("T2", vec!["in2.txt"], vec!["T1"]), ("T3", vec![], vec!["T2"]), ("T4", vec!["in4.txt"], vec![])] {
+        let mut t = sh_task(r, "true");
+        t["inputs"] = json!(inputs);
+        t["depends_on"] = json!(deps);
+        t["validations"] = json!([validation("V", "true")]);
+        tasks.push(t);
+    }
+    ws.write_plan("plan.json", &plan("rerun", tasks));
+    ws.json(&["run", "plan.json"], 0);
+    ws
+}
+
+#[test]
+fn an_unchanged_rerun_makes_no_new_attempt() {
+    let ws = build();
+    let before = ws.attempt_count();
+    ws.json(&["run", "plan.json"], 0);
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.attempt_count(), before);
+    assert_eq!([ws.calls("T1"), ws.calls("T2"), ws.calls("T3"), ws.calls("T4")], [1, 1, 1, 1]);
+    assert!(ws.events("completion_stale").is_empty());
+    assert_eq!(ws.goal_state(), "satisfied");
+}
+
+#[test]
+fn an_edited_input_reruns_that_task_and_its_downstream_with_completion_stale_events() {
+    let ws = build();
+    ws.write("in2.txt", "2, edited");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!([ws.calls("T1"), ws.calls("T2"), ws.calls("T3"), ws.calls("T4")], [1, 2, 2, 1]);
+    let stale = ws.events("completion_stale");
+    let refs: Vec<&str> = stale.iter().map(|(r, _, _)| r.as_deref().unwrap()).collect();
+    assert_eq!(refs, ["T2", "T3"]);
+    assert_eq!(stale[0].2["stale"], "CHECKPOINT_CHANGED");
+    assert!(stale[0].2["detail"].as_str().unwrap().contains("in2.txt"), "{:#}", stale[0].2);
+    assert_eq!(stale[1].2["stale"], "UPSTREAM_NOT_REUSED");
+    // The new attempts are in the same revision, and succeeded.
+    let t2 = ws.attempts("T2");
+    assert_eq!((t2.len(), t2[1].revision, t2[1].state.as_str()), (2, 1, "succeeded"));
+
+    // And once re-run, the next plain run is a no-op again.
+    let before = ws.attempt_count();
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.attempt_count(), before);
+}
+
+#[test]
+fn a_rerun_after_an_edit_made_within_the_same_second_is_still_seen() {
+    // Same size, same second: the file-state cache must not trust a stale
+    // (size, mtime, inode) entry that was hashed just after the write.
+    let ws = build();
+    ws.write("in1.txt", "X");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 2);
+    ws.write("in1.txt", "Y");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 3);
+}
