@@ -19,6 +19,10 @@ pub struct Classification {
     /// The name of the rule in `RULES` that matched.
     pub rule: String,
     pub evidence_ids: Vec<i64>,
+    /// Claims recorded for the attempt (ids), kept beside the class: never
+    /// an input to it.
+    #[serde(default)]
+    pub claims: Vec<i64>,
     pub next: String,
 }
 
@@ -49,8 +53,7 @@ const RULES: &[Rule] = &[
         matches!(e, Evidence::EngineError { error: EngineErrorKind::TimeoutBeforeDispatch, .. })
     }},
     Rule { name: "environment_error", class: FailureClass::Environment, matches: |e| {
-        matches!(e, Evidence::EngineError { error: EngineErrorKind::ExecutableMissing
-            | EngineErrorKind::PermissionDenied | EngineErrorKind::MissingInput, .. })
+        matches!(e, Evidence::EngineError { error: EngineErrorKind::ExecutableMissing | EngineErrorKind::PermissionDenied, .. })
     }},
     Rule { name: "engine_error", class: FailureClass::Environment, matches: |e| {
         matches!(e, Evidence::EngineError { .. })
@@ -94,6 +97,7 @@ pub fn classify(evidence: &[Recorded]) -> Classification {
                 class: rule.class,
                 rule: rule.name.to_string(),
                 evidence_ids: ids,
+                claims: Vec::new(),
                 next: rule.class.next_step().to_string(),
             };
         }
@@ -102,18 +106,33 @@ pub fn classify(evidence: &[Recorded]) -> Classification {
         class: FailureClass::Unclassified,
         rule: "no_direct_evidence".to_string(),
         evidence_ids: Vec::new(),
+        claims: Vec::new(),
         next: FailureClass::Unclassified.next_step().to_string(),
     }
+}
+
+/// Classify from evidence, then list the attempt's claims beside the
+/// result. The claims are passed through untouched: they cannot move it.
+pub fn classify_with_claims(evidence: &[Recorded], claim_ids: Vec<i64>) -> Classification {
+    let mut c = classify(evidence);
+    c.claims = claim_ids;
+    c
 }
 
 /// The failing assertion line in unittest / pytest / cargo-test output:
 /// the first line that states what was asserted.
 pub fn failing_assertion(output: &str) -> Option<String> {
-    const MARKERS: &[&str] = &["AssertionError", "assert ", "E   ", "panicked at", "assertion `", "FAIL:"];
-    output
-        .lines()
-        .find(|l| MARKERS.iter().any(|m| l.contains(m)) && !l.trim().is_empty())
-        .map(|l| l.trim().chars().take(500).collect())
+    // What was asserted beats where: unittest's `AssertionError: 4.35 !=
+    // 435` and pytest's `E   assert ...` come before a `FAIL:` header.
+    const STATEMENTS: &[&str] = &["AssertionError", "E   ", "assertion `", "assertion failed", "panicked at"];
+    const HEADERS: &[&str] = &["FAIL:", "FAILED ", "assert "];
+    let find = |markers: &[&str]| {
+        output
+            .lines()
+            .find(|l| !l.trim().is_empty() && markers.iter().any(|m| l.contains(m)))
+            .map(|l| l.trim().chars().take(500).collect::<String>())
+    };
+    find(STATEMENTS).or_else(|| find(HEADERS))
 }
 
 #[cfg(test)]
@@ -200,7 +219,10 @@ mod tests {
     #[test]
     fn finds_assertion_lines() {
         let unittest = "F\n====\nFAIL: test_total (tests.test_money.T)\nTraceback...\nAssertionError: 300 != 3\n";
-        assert_eq!(failing_assertion(unittest).as_deref(), Some("FAIL: test_total (tests.test_money.T)"));
+        assert_eq!(failing_assertion(unittest).as_deref(), Some("AssertionError: 300 != 3"));
+        let pytest = "    def test_x():\n>       assert total([]) == 1\nE       assert 0 == 1\n";
+        assert_eq!(failing_assertion(pytest).as_deref(), Some("E       assert 0 == 1"));
+        assert_eq!(failing_assertion("FAIL: test_y (t.T)\nerror: boom").as_deref(), Some("FAIL: test_y (t.T)"));
         let cargo = "thread 'x' panicked at src/lib.rs:3:5:\nassertion `left == right` failed";
         assert!(failing_assertion(cargo).unwrap().contains("panicked at"));
         assert_eq!(failing_assertion("all good\nok\n"), None);

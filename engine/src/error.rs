@@ -6,8 +6,8 @@ use serde::Serialize;
 use std::fmt;
 
 /// The stable strings of SPEC.md. Never rename one: scripts match on them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+/// Serialized as `as_str`, so stderr and `--json` always agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
     GoalRequired,
     PlanInvalid,
@@ -88,6 +88,12 @@ impl Code {
             | Code::PlanChanged
             | Code::UsageError => 2,
         }
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

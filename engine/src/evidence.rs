@@ -57,7 +57,6 @@ pub enum EngineErrorKind {
     PermissionDenied,
     BadRequest,
     ConnectionRefused,
-    MissingInput,
     TimeoutBeforeDispatch,
     Other,
 }
@@ -69,6 +68,7 @@ impl From<NotDispatchedKind> for EngineErrorKind {
             NotDispatchedKind::PermissionDenied => EngineErrorKind::PermissionDenied,
             NotDispatchedKind::BadRequest => EngineErrorKind::BadRequest,
             NotDispatchedKind::ConnectionRefused => EngineErrorKind::ConnectionRefused,
+            NotDispatchedKind::DeadlineBeforeDispatch => EngineErrorKind::TimeoutBeforeDispatch,
             NotDispatchedKind::Other => EngineErrorKind::Other,
         }
     }

@@ -384,7 +384,7 @@ impl Track {
     fn deadline_failure(&self, limit: Duration) -> Failure {
         if self.bytes_written == 0 {
             Failure::NotSent(NotDispatched {
-                kind: NotDispatchedKind::Other,
+                kind: NotDispatchedKind::DeadlineBeforeDispatch,
                 message: format!("deadline before dispatch: {limit:?} passed before any byte was written"),
             })
         } else {
@@ -757,7 +757,7 @@ mod tests {
         // Pure mapping: a hanging connect cannot be staged reliably on loopback.
         match Track::default().deadline_failure(Duration::from_secs(1)) {
             Failure::NotSent(nd) => {
-                assert_eq!(nd.kind, NotDispatchedKind::Other);
+                assert_eq!(nd.kind, NotDispatchedKind::DeadlineBeforeDispatch);
                 assert!(nd.message.contains("deadline before dispatch"));
             }
             other => panic!("{other:?}"),
@@ -790,7 +790,7 @@ mod tests {
         let (out, progress) = run(&HttpProvider::new(format!("http://{addr}/render"), None), &c).await;
         match out {
             Outcome::NotDispatched(nd) => {
-                assert_eq!(nd.kind, NotDispatchedKind::Other);
+                assert_eq!(nd.kind, NotDispatchedKind::DeadlineBeforeDispatch);
                 assert!(nd.message.contains("deadline before dispatch"), "{}", nd.message);
             }
             other => panic!("{other:?}"),

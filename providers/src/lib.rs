@@ -110,6 +110,8 @@ pub enum NotDispatchedKind {
     BadRequest,
     /// The service refused the connection before any byte was sent.
     ConnectionRefused,
+    /// The engine's deadline passed before any byte was sent.
+    DeadlineBeforeDispatch,
     /// Any other error before dispatch.
     Other,
 }

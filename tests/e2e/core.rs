@@ -118,7 +118,7 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert_eq!(c["class"], "validation_failed", "{a:#}");
     let v2 = a["evidence"].as_array().unwrap().iter().find(|e| e["evidence"]["check_id"] == "V2").expect("V2 evidence");
     assert_eq!(v2["evidence"]["passed"], false);
-    assert!(v2["evidence"]["failing_assertion"].as_str().is_some_and(|s| s.contains("test_total")), "{v2}");
+    assert!(v2["evidence"]["failing_assertion"].as_str().is_some_and(|s| s.contains("!= 30")), "{v2}");
     assert!(c["evidence_ids"].as_array().unwrap().contains(&v2["id"]), "the class cites V2's evidence: {c}");
     assert_eq!(a["claims"][0]["authority"], "external_ai_message", "{a:#}");
 

@@ -99,7 +99,7 @@ fn engine_errors() {
     assert_eq!(cl(vec![engine_error(EngineErrorKind::ConnectionRefused)]).0, C::ProviderUnavailable);
     assert_eq!(cl(vec![engine_error(EngineErrorKind::TimeoutBeforeDispatch)]).0, C::Timeout);
     assert_eq!(cl(vec![engine_error(EngineErrorKind::TimeoutBeforeDispatch)]).1, "deadline_before_dispatch");
-    for k in [EngineErrorKind::ExecutableMissing, EngineErrorKind::PermissionDenied, EngineErrorKind::MissingInput] {
+    for k in [EngineErrorKind::ExecutableMissing, EngineErrorKind::PermissionDenied] {
         let (class, rule, ..) = cl(vec![engine_error(k)]);
         assert_eq!((class, rule.as_str()), (C::Environment, "environment_error"), "{k:?}");
     }

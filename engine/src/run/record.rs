@@ -134,7 +134,7 @@ pub fn mark_unknown(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<
             let id = ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &e)?;
             recorded.push(evidence::Recorded { id, evidence: e });
         }
-        let c = classify::classify(&recorded);
+        let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
         let cj = json!(c);
         ledger::finish_attempt(tx, attempt_id, from, AttemptState::EffectUnknown, Some(&cj), Some(reason.as_str()))?;
         ledger::set_task_state(tx, &goal_id, revision, &task.task_ref, TaskState::EffectUnknown,
@@ -217,7 +217,7 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
         if timed_out_unsafe {
             return Ok(Some(None));
         }
-        let c = classify::classify(&recorded);
+        let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
         finish_failed(tx, &goal_id, revision, attempt_id, task, &c, &[AttemptState::ReceiptRecorded])?;
         Ok(Some(Some(c)))
     })?;
@@ -261,7 +261,7 @@ fn fail_with(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<Evidenc
             ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), e)?;
         }
         let recorded = ledger::evidence_of_attempt(tx, attempt_id)?;
-        let c = classify::classify(&recorded);
+        let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
         finish_failed(tx, &goal_id, revision, attempt_id, task, &c, from)
     })?;
     r.states.insert(task.task_ref.clone(), TaskState::Failed);
@@ -344,12 +344,13 @@ pub fn validations(
             })).task(&task.task_ref).attempt(attempt_id))?;
             if let Some(path) = &change {
                 events::append(tx, &Event::goal("completion_not_reusable", &goal_id, revision, json!({
-                    "why": "inputs changed while validations ran", "first_changed": path,
+                    "why": if path.starts_with("inputs could not be observed") { "inputs could not be observed around the validations" } else { "inputs changed while validations ran" },
+                    "first_changed": path,
                 })).task(&task.task_ref).attempt(attempt_id))?;
             }
         } else {
             let recorded = ledger::evidence_of_attempt(tx, attempt_id)?;
-            let c = classify::classify(&recorded);
+            let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
             ledger::set_attempt_checkpoint(tx, attempt_id, checkpoint.as_deref(), false)?;
             finish_failed(tx, &goal_id, revision, attempt_id, task, &c, &[AttemptState::ReceiptRecorded, AttemptState::SettledOk])?;
         }
@@ -383,4 +384,8 @@ pub fn acceptance(r: &mut Runner<'_>, runs: Vec<CheckRun>) -> Result<Vec<Accepta
         events::append(tx, &Event::goal("acceptance_checked", &goal_id, revision, json!(lines.iter().map(|l| json!({"id": l.id, "passed": l.passed})).collect::<Vec<_>>())))?;
         Ok(lines)
     })
+}
+
+fn claim_ids(conn: &rusqlite::Connection, attempt_id: i64) -> Result<Vec<i64>> {
+    Ok(ledger::claims_of_attempt(conn, attempt_id)?.into_iter().map(|(id, _, _)| id).collect())
 }
