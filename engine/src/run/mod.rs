@@ -754,11 +754,15 @@ impl<'s> Runner<'s> {
         let failed: Vec<String> = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.awaiting);
         let not_run = ledger::latest_attempts_in_state(conn, &self.goal_id, self.revision, AttemptState::SettledNotRun)?;
+        // A settled-not-run operation whose re-send a person asked for
+        // (`engine retry`) and which now waits on an approval stops the run
+        // as APPROVAL_REQUIRED: approving is what the person does next.
+        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
         let acceptance_passed = acceptance.as_ref().map(|a| a.iter().all(|l| l.passed));
 
         let (goal_state, exit_code, code) = if !unknown.is_empty() {
             (GoalState::NeedsSettlement, 3, Some(Code::ExternalEffectUnknown))
-        } else if !not_run.is_empty() {
+        } else if unretried > 0 {
             // A person said these did not run; until they are re-sent the
             // goal's outcome is not proven.
             (GoalState::Open, 3, Some(Code::GoalOutcomeUnproven))
