@@ -225,6 +225,37 @@ class Check:
             raise CheckFailed("`%s` exited %s, expected %s" % (shown, step.outcome(), expect))
         return step
 
+    def spawn(self, *args, cwd):
+        """Start the candidate in the background (for a check that needs two
+        engines at once); `finish` waits for it and records the step."""
+        argv = [self.suite.candidate] + [str(a) for a in args]
+        proc = subprocess.Popen(argv, cwd=cwd, env=self.suite.env.vars, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        proc.qualify_step = Step("engine " + " ".join(shlex.quote(str(a)) for a in args) + "  (in the background)", self.rel(Path(cwd)), None)
+        proc.qualify_t0 = time.monotonic()
+        return proc
+
+    def finish(self, proc, expect=0, timeout=STEP_TIMEOUT):
+        step = proc.qualify_step
+        step.expected = expect
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        step.duration_ms = int((time.monotonic() - proc.qualify_t0) * 1000)
+        step.stdout, step.stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        if proc.returncode < 0:
+            step.signal = -proc.returncode
+        else:
+            step.exit_code = proc.returncode
+        step.ok = expect is None or step.outcome() == expect
+        self.steps.append(step)
+        self.note_step(step)
+        if not step.ok:
+            raise CheckFailed("`%s` exited %s, expected %s" % (step.command, step.outcome(), expect))
+        return step
+
     def rel(self, path):
         try:
             return "$CHECK/" + Path(path).relative_to(self.dir).as_posix()

@@ -461,26 +461,25 @@ def revision_goal_changed(c):
     "Lease takeover after a crash, or stores on network file systems.",
 )
 def store_locked(c):
-    import subprocess
     ws = c.dir / "ws"
     ws.mkdir()
     write_json(ws / "plan.json", {
         "version": 1,
         "goal": {"id": "qual-slow", "statement": "one slow local step"},
         "providers": {"sh": {"kind": "command"}},
-        "tasks": [{"ref": "S1", "provider": "sh", "action": {"run": ["python3", "-c", "import os,time\nopen('started','w').close()\ntime.sleep(3)"]}, "effect": "none"}],
+        "tasks": [{"ref": "S1", "provider": "sh", "action": {"run": ["python3", "-c", "import time\nopen('started','w').close()\ntime.sleep(3)"]}, "effect": "none"}],
     })
-    first = subprocess.Popen([c.suite.candidate, "run", "plan.json"], cwd=ws, env=c.suite.env.vars,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    first = c.spawn("run", "plan.json", cwd=ws)
     try:
         deadline = time.monotonic() + 30
         while not (ws / "started").exists():
             if first.poll() is not None or time.monotonic() > deadline:
-                raise CheckFailed("the first run did not start its task")
+                break
             time.sleep(0.02)
+        c.expect((ws / "started").exists(), "the first run started its slow task")
         s = c.engine("run", "plan.json", cwd=ws, expect=6)
         c.expect("STORE_LOCKED" in s.stderr, "STORE_LOCKED on stderr")
-    finally:
-        out, err = first.communicate(timeout=60)
-    c.note("first run: exit %s\n%s%s" % (first.returncode, out.decode(errors="replace"), err.decode(errors="replace")))
-    c.expect_eq(first.returncode, 0, "the first run's exit code")
+    except BaseException:
+        c.finish(first, expect=None)
+        raise
+    c.finish(first, expect=0)
