@@ -111,21 +111,24 @@ pub enum Gate {
 /// approval for `operation_id` must be bound to this exact request digest
 /// and plan digest.
 pub fn find(tx: &Transaction, operation_id: &str, request_digest: &str, plan_digest: &str) -> Result<Gate> {
-    let row: Option<(i64, String, String)> = tx
-        .query_row(
-            "SELECT id, request_digest, plan_digest FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL ORDER BY id DESC LIMIT 1",
-            [operation_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let Some((id, req, plan)) = row else { return Ok(Gate::Missing) };
-    if req != request_digest {
-        return Ok(Gate::Stale { approval_id: id, why: format!("approved request digest {req} differs from this request's {request_digest}") });
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, request_digest, plan_digest FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL ORDER BY id DESC",
+    )?;
+    let rows: Vec<(i64, String, String)> = stmt
+        .query_map([operation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    // The newest approval bound to exactly this request and plan wins; an
+    // older stale one does not hide it.
+    if let Some((id, _, _)) = rows.iter().find(|(_, req, plan)| req == request_digest && plan == plan_digest) {
+        return Ok(Gate::Found { approval_id: *id });
     }
-    if plan != plan_digest {
-        return Ok(Gate::Stale { approval_id: id, why: "the plan changed since the approval was given".into() });
-    }
-    Ok(Gate::Found { approval_id: id })
+    let Some((id, req, _)) = rows.first() else { return Ok(Gate::Missing) };
+    let why = if req != request_digest {
+        format!("approved request digest {req} differs from this request's {request_digest}")
+    } else {
+        "the plan changed since the approval was given".into()
+    };
+    Ok(Gate::Stale { approval_id: *id, why })
 }
 
 /// Consume approval `id` for `attempt_id`, in the intent's transaction.

@@ -32,6 +32,7 @@ fn max_attempts_per_task_through_repairs() {
     assert_exhausted(&report, "max_attempts_per_task", 2.0, 2.0);
     assert_eq!(ws.calls("T1"), 2);
     assert_eq!(ws.attempts("T1").len(), 2);
+    assert_eq!(ws.task(1, "T1").0, "failed", "a refused repair leaves the task the failure it was");
     let ev = ws.events("budget_exhausted");
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].2["budget"], "max_attempts_per_task");

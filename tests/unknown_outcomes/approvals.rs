@@ -129,3 +129,16 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
 }
+
+#[test]
+fn a_stale_approval_does_not_hide_a_newer_matching_one() {
+    let rcv = Receiver::start(&[]);
+    let (ws, op) = unknown_op(&rcv);
+    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
+    let stale = approve(&ws, &op);
+    ws.tamper(&format!("UPDATE approvals SET plan_digest = '{}' WHERE id = {stale}", "0".repeat(64)));
+    let fresh = approve(&ws, &op);
+    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    assert_eq!(approvals(&ws), vec![(stale, None), (fresh, Some(2))], "the matching approval is the one consumed");
+    assert_eq!(rcv.tries_of(&op), vec![1, 2]);
+}

@@ -60,7 +60,7 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     let awaiting: Vec<&ledger::TaskRow> = tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
     let not_run = ledger::latest_attempts_in_state(conn, &g.id, g.active_revision, AttemptState::SettledNotRun)?;
     if !unknown.is_empty() || !in_doubt.is_empty() || !awaiting.is_empty() || !not_run.is_empty() {
-        text.push_str("\nwaiting on a person:\n");
+        text.push_str("\noperations not settled:\n");
     }
     for t in &awaiting {
         let op = t.detail.get("operation_id").and_then(Value::as_str).unwrap_or(&t.operation_id);
@@ -76,8 +76,13 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
             a.operation_id, a.task_ref, a.try_no, a.unknown_reason.as_deref().unwrap_or("?"), a.operation_id
         ));
     }
+    let live = crate::store::lease::live_holder(conn)?;
     for a in &in_doubt {
-        text.push_str(&format!("  {}  task {}  try {}  {} (no receipt; the next `engine run` reconciles it)\n", a.operation_id, a.task_ref, a.try_no, a.state));
+        let note = match &live {
+            Some(h) => format!("in flight: engine pid {} on {} is running it", h.pid, h.host),
+            None => "no receipt, and no engine is running: the next `engine run` reconciles it".to_string(),
+        };
+        text.push_str(&format!("  {}  task {}  try {}  {} ({note})\n", a.operation_id, a.task_ref, a.try_no, a.state));
     }
 
     let b = &plan.budgets;

@@ -624,6 +624,12 @@ impl<'s> Runner<'s> {
         let (attempt_id, try_no) = match decision {
             Decision::Go { attempt_id, try_no } => (attempt_id, try_no),
             Decision::Budget(exhausted) => {
+                if let Some(rep) = &repair {
+                    // The repair never started: the task is still the failure it was.
+                    let detail = json!({"attempt_id": rep.failed_attempt, "class": rep.classification.get("class"),
+                        "why": "repair refused: budget exhausted"});
+                    self.set_task(task_ref, TaskState::Failed, detail)?;
+                }
                 self.budget_stop = Some(exhausted);
                 return Ok(());
             }

@@ -137,3 +137,18 @@ impl Store {
         Ok(())
     }
 }
+
+/// The live holder of the lease, if any (for read-only commands to say
+/// whether an in-doubt attempt is still in flight).
+pub fn live_holder(conn: &rusqlite::Connection) -> Result<Option<Holder>> {
+    let row: Option<(Option<i64>, Option<String>, Option<String>, i64)> = conn
+        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    Ok(match row {
+        Some((Some(pid), host, proc_start, generation)) => {
+            let h = Holder { pid, host: host.unwrap_or_default(), proc_start, generation };
+            is_alive(&h).then_some(h)
+        }
+        _ => None,
+    })
+}
