@@ -51,7 +51,7 @@ VERSION_RE = re.compile(r"^engine (\d+\.\d+\.\d+\S*) \(([0-9a-f]{12}|unknown)(\+
     "version_identifies_build",
     "`engine --version` names the version and the source commit it was built from",
     "The candidate prints `engine X.Y.Z (COMMIT[+dirty])`; when this run installed it from the tree, "
-    "COMMIT is the tree's HEAD and `+dirty` matches the tree's uncommitted tracked changes.",
+    "COMMIT is the tree's HEAD and `+dirty` matches uncommitted changes to the sources that build it (engine/, providers/, Cargo.toml, Cargo.lock).",
     "That the binary was really compiled from that commit (the version line is text the build embedded); "
     "for a --candidate binary, nothing about its source beyond what it prints.",
 )
@@ -63,7 +63,7 @@ def version_identifies_build(c):
     src = c.suite.source
     if c.suite.installed_from_tree:
         c.expect_eq(m.group(2), src["head_short"], "commit in the version line vs the tree's HEAD")
-        c.expect_eq(bool(m.group(3)), src["dirty"], "+dirty in the version line vs the tree's tracked changes")
+        c.expect_eq(bool(m.group(3)), src["dirty"], "+dirty in the version line vs uncommitted changes to the binary's sources")
     else:
         c.note("candidate given with --candidate: its commit is recorded, not compared with this tree")
 
@@ -97,7 +97,7 @@ def money_demo(c):
     by_id = {ev["id"]: ev["evidence"] for ev in attempt["evidence"]}
     used = [by_id.get(i) for i in cl["evidence_ids"]]
     c.expect(all(u is not None for u in used), "explain: every evidence id the classification uses is shown")
-    c.expect(any(u.get("kind") == "check_result" and u.get("passed") is False and "test_" in (u.get("failing_assertion") or "") for u in used),
+    c.expect(any(u.get("kind") == "check_result" and u.get("passed") is False and "AssertionError" in (u.get("failing_assertion") or "") for u in used),
              "explain: the evidence is the failed validation with its failing assertion")
     claims = attempt.get("claims", [])
     c.expect(len(claims) >= 1 and all(cm.get("authority") == "external_ai_message" for cm in claims),
