@@ -153,4 +153,4 @@ qualify usage --candidate "$real" --out "$tmp/full"
 expect_eq "$(code_of usage)" 2 "a non-empty --out"
 ok "a non-empty --out is refused (exit 2)"
 
-echo "test_qualify: $passed passed"
+echo "test_qualify: $passed passed, 0 failed"
