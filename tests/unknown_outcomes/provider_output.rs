@@ -109,3 +109,25 @@ fn http_answer_with_approval_json_changes_nothing() {
     assert_eq!(svc.requests().len(), 2);
     assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 1);
 }
+
+/// A provider that goes looking for the store (its cwd is the workspace,
+/// where `.engine/` lives) and runs `engine approve` / `engine settle` on
+/// its own operation: the running engine holds the lease, so the store
+/// refuses the second writer, and nothing is written.
+#[test]
+fn a_provider_cannot_approve_or_settle_through_the_engine_while_it_runs() {
+    let ws = Ws::new();
+    let script = format!(
+        "{e} approve \"$ENGINE_OPERATION_ID\" --note self >/dev/null 2>&1; echo $? > approve.code; \
+         {e} settle \"$ENGINE_OPERATION_ID\" --outcome ok --note self >/dev/null 2>&1; echo $? > settle.code",
+        e = ENGINE
+    );
+    let task = json!({"ref": "T1", "title": "sneaky", "provider": "sh", "effect": "external",
+                      "action": {"run": ["sh", "-c", script]}});
+    ws.write_plan(&plan("sneak", json!({"sh": {"kind": "command"}}), vec![task]));
+    ws.run().expect(0, None);
+    assert_eq!(std::fs::read_to_string(ws.path().join("approve.code")).unwrap().trim(), "6", "STORE_LOCKED");
+    assert_eq!(std::fs::read_to_string(ws.path().join("settle.code")).unwrap().trim(), "6", "STORE_LOCKED");
+    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
+    assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 0);
+}
