@@ -127,8 +127,9 @@ impl FileCache {
 /// plan's secret variable names: their values are recorded only as digests.
 pub fn observe(workspace_dir: &Path, task: &Task, secrets: &[String], cache: &mut FileCache) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
+    let mut expander = workspace::Expander::new(workspace_dir)?;
     for input in &task.inputs {
-        for rel in workspace::expand_input(workspace_dir, input)? {
+        for rel in expander.expand(input)? {
             let digest = cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
             files.insert(rel, digest);
         }

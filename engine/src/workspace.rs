@@ -2,6 +2,7 @@
 //! folders) to files, refusing anything that leaves the workspace — by `..`,
 //! by an absolute path, or through a symlink.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::plan::validate::lexically_inside;
@@ -17,91 +18,150 @@ pub const INPUT_FILES_MAX: usize = 1_000_000;
 /// A literal path that does not exist yet expands to itself: a task may
 /// create its inputs' files, and the checkpoint then records them as absent.
 pub fn expand_input(workspace: &Path, pattern: &str) -> Result<Vec<String>, String> {
-    lexically_inside(pattern).map_err(str::to_string)?;
-    let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-    let mut out = Vec::new();
-    if pattern.contains(['*', '?', '[']) {
-        let full = root.join(pattern);
-        let opts = glob::MatchOptions { require_literal_leading_dot: true, ..Default::default() };
-        let paths = glob::glob_with(&full.to_string_lossy(), opts).map_err(|e| format!("is not a valid glob: {e}"))?;
-        for entry in paths {
-            let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
-            collect(&root, &path, &mut out)?;
-        }
-    } else {
-        let path = root.join(normalize(pattern));
-        if std::fs::symlink_metadata(&path).is_ok() {
-            collect(&root, &path, &mut out)?;
-        } else {
-            // Absent: make sure no existing ancestor is a symlink out.
-            check_inside(&root, &path)?;
-            out.push(normalize(pattern));
-        }
-    }
-    if out.len() > INPUT_FILES_MAX {
-        return Err(format!("matches {} files; the limit is {INPUT_FILES_MAX}", out.len()));
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    Expander::new(workspace)?.expand(pattern)
 }
 
-fn collect(root: &Path, path: &Path, out: &mut Vec<String>) -> Result<(), String> {
-    let real = check_inside(root, path)?;
-    let rel = relative(root, path)?;
-    if rel.split('/').next() == Some(STORE_DIR) {
-        return Ok(());
+/// Expands inputs under one workspace, resolving each folder's real path
+/// once (a task's ten files in one folder cost one `realpath`, not ten).
+/// Short-lived on purpose: a folder swapped for a symlink later is seen by
+/// the next `Expander`.
+pub struct Expander {
+    root: PathBuf,
+    dirs: HashMap<PathBuf, PathBuf>,
+}
+
+impl Expander {
+    pub fn new(workspace: &Path) -> Result<Expander, String> {
+        let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
+        Ok(Expander { root, dirs: HashMap::new() })
     }
-    if real.is_dir() {
-        for entry in walkdir::WalkDir::new(path).follow_links(false).sort_by_file_name() {
-            let entry = entry.map_err(|e| format!("cannot be read: {e}"))?;
-            let p = entry.path();
-            if entry.file_type().is_dir() {
-                if p.file_name().is_some_and(|n| n == STORE_DIR) {
+
+    pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
+        lexically_inside(pattern).map_err(str::to_string)?;
+        let mut out = Vec::new();
+        if pattern.contains(['*', '?', '[']) {
+            let full = self.root.join(pattern);
+            let opts = glob::MatchOptions { require_literal_leading_dot: true, ..Default::default() };
+            let paths = glob::glob_with(&full.to_string_lossy(), opts).map_err(|e| format!("is not a valid glob: {e}"))?;
+            for entry in paths {
+                let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
+                self.collect(&path, &mut out)?;
+            }
+        } else {
+            let path = self.root.join(normalize(pattern));
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                self.collect_known(&path, Some(meta), &mut out)?;
+            } else {
+                // Absent: make sure no existing ancestor is a symlink out.
+                self.check_inside(&path)?;
+                out.push(normalize(pattern));
+            }
+        }
+        if out.len() > INPUT_FILES_MAX {
+            return Err(format!("matches {} files; the limit is {INPUT_FILES_MAX}", out.len()));
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn collect(&mut self, path: &Path, out: &mut Vec<String>) -> Result<(), String> {
+        self.collect_known(path, None, out)
+    }
+
+    /// `meta`: the path's `symlink_metadata`, when the caller has it.
+    fn collect_known(&mut self, path: &Path, meta: Option<std::fs::Metadata>, out: &mut Vec<String>) -> Result<(), String> {
+        let (_real, is_dir) = self.check_inside_known(path, meta)?;
+        let rel = relative(&self.root, path)?;
+        if rel.split('/').next() == Some(STORE_DIR) {
+            return Ok(());
+        }
+        if is_dir {
+            for entry in walkdir::WalkDir::new(path).follow_links(false).sort_by_file_name() {
+                let entry = entry.map_err(|e| format!("cannot be read: {e}"))?;
+                let p = entry.path();
+                if entry.file_type().is_dir() {
                     continue;
                 }
-                continue;
+                let (_, is_dir) = self.check_inside_known(p, None)?;
+                if is_dir {
+                    // A symlink to a folder inside the workspace: its files are
+                    // reached through their own path, not twice.
+                    continue;
+                }
+                let rel = relative(&self.root, p)?;
+                if rel.split('/').next() != Some(STORE_DIR) {
+                    out.push(rel);
+                }
             }
-            let real = check_inside(root, p)?;
-            if real.is_dir() {
-                // A symlink to a folder inside the workspace: its files are
-                // reached through their own path, not twice.
-                continue;
-            }
-            let rel = relative(root, p)?;
-            if rel.split('/').next() != Some(STORE_DIR) {
-                out.push(rel);
-            }
+        } else {
+            out.push(rel);
         }
-    } else {
-        out.push(rel);
+        Ok(())
     }
-    Ok(())
-}
 
-/// Resolve `path` (following symlinks, as far as it exists) and require the
-/// result to be inside `root`. Returns the resolved path.
-fn check_inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
-    // Resolve the longest existing ancestor; the rest cannot be a symlink.
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
+    /// The real path of a folder, resolved once per `Expander`.
+    fn real_dir(&mut self, dir: &Path) -> Result<PathBuf, String> {
+        if let Some(real) = self.dirs.get(dir) {
+            return Ok(real.clone());
         }
-    }
-    let mut real = std::fs::canonicalize(&existing).map_err(|e| format!("cannot be resolved: {e}"))?;
-    for name in rest.into_iter().rev() {
-        real.push(name);
-    }
-    if real.starts_with(root) {
+        let real = std::fs::canonicalize(dir).map_err(|e| format!("cannot be resolved: {e}"))?;
+        self.dirs.insert(dir.to_path_buf(), real.clone());
         Ok(real)
-    } else {
-        Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+    }
+
+    /// Resolve `path` (following symlinks, as far as it exists) and require
+    /// the result to be inside the workspace. Returns the resolved path.
+    fn check_inside(&mut self, path: &Path) -> Result<PathBuf, String> {
+        self.check_inside_known(path, None).map(|(real, _)| real)
+    }
+
+    /// As `check_inside`, also saying whether the resolved path is a folder.
+    fn check_inside_known(&mut self, path: &Path, meta: Option<std::fs::Metadata>) -> Result<(PathBuf, bool), String> {
+        let meta = match meta {
+            Some(m) => Ok(m),
+            None => std::fs::symlink_metadata(path),
+        };
+        let (real, is_dir) = match meta {
+            // Not a symlink itself: its real path is its folder's plus its name.
+            Ok(meta) if !meta.file_type().is_symlink() => match (path.parent(), path.file_name()) {
+                (Some(parent), Some(name)) => (self.real_dir(parent)?.join(name), meta.is_dir()),
+                _ => {
+                    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
+                    let is_dir = real.is_dir();
+                    (real, is_dir)
+                }
+            },
+            Ok(_) => {
+                let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
+                let is_dir = real.is_dir();
+                (real, is_dir)
+            }
+            Err(_) => {
+                // Resolve the longest existing ancestor; the rest cannot be a symlink.
+                let mut existing = path.to_path_buf();
+                let mut rest = Vec::new();
+                while std::fs::symlink_metadata(&existing).is_err() {
+                    match (existing.file_name(), existing.parent()) {
+                        (Some(name), Some(parent)) => {
+                            rest.push(name.to_os_string());
+                            existing = parent.to_path_buf();
+                        }
+                        _ => break,
+                    }
+                }
+                let mut real = std::fs::canonicalize(&existing).map_err(|e| format!("cannot be resolved: {e}"))?;
+                for name in rest.into_iter().rev() {
+                    real.push(name);
+                }
+                (real, false)
+            }
+        };
+        if real.starts_with(&self.root) {
+            Ok((real, is_dir))
+        } else {
+            Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+        }
     }
 }
 

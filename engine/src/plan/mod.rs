@@ -48,9 +48,11 @@ impl Plan {
 
     pub fn from_file(file: PlanFile, workspace: PathBuf) -> Result<Plan> {
         let order = validate::validate_structure(&file)?;
+        let mut expander = workspace::Expander::new(&workspace)
+            .map_err(|why| Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}")).at(workspace.display().to_string()))?;
         for (i, task) in file.tasks.iter().enumerate() {
             for (j, input) in task.inputs.iter().enumerate() {
-                workspace::expand_input(&workspace, input).map_err(|why| {
+                expander.expand(input).map_err(|why| {
                     Error::new(
                         Code::InputOutsideWorkspace,
                         format!("input `{input}` of task `{}` {why}", task.task_ref),

@@ -423,31 +423,41 @@ impl<'s> Runner<'s> {
     /// touched. External effects stand: they are never re-sent on the
     /// strength of a local observation.
     fn refresh_completions(&mut self) -> Result<()> {
-        let order: Vec<usize> = self.plan.order.clone();
         let mut rerun: HashSet<String> = HashSet::new();
-        for i in order {
-            let task = self.plan.file.tasks[i].clone();
-            let r = task.task_ref.as_str();
-            if !self.states[r].is_complete() || task.effect == Effect::External {
-                continue;
+        let mut stale: Vec<(String, Value)> = Vec::new();
+        // Decide everything inside one read transaction (one snapshot, one
+        // lock), then write what went stale.
+        self.store.conn().execute_batch("BEGIN DEFERRED")?;
+        let decided = (|| -> Result<()> {
+            for &i in &self.plan.order {
+                let task = &self.plan.file.tasks[i];
+                let r = task.task_ref.as_str();
+                if !self.states[r].is_complete() || task.effect == Effect::External {
+                    continue;
+                }
+                let completion = crate::revise::load_completion(self.store.conn(), &self.goal_id, self.revision, &self.plan.file, r)?;
+                let upstream = task.depends_on.iter().find(|d| rerun.contains(*d)).map(String::as_str);
+                let d = &self.plan.digests.tasks[r];
+                let (workspace, secrets, cache) = (&self.plan.workspace, &self.plan.file.secrets, &mut self.cache);
+                let decision = crate::reuse::decide(
+                    false,
+                    completion.as_ref(),
+                    &crate::reuse::Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+                    upstream,
+                    || checkpoint::observe(workspace, task, secrets, cache),
+                );
+                if let crate::reuse::Decision::Run { refusal } = decision {
+                    stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
+                    rerun.insert(r.to_string());
+                }
             }
-            let completion = crate::revise::load_completion(self.store.conn(), &self.goal_id, self.revision, &self.plan.file, r)?;
-            let upstream = task.depends_on.iter().find(|d| rerun.contains(*d)).map(String::as_str);
-            let d = &self.plan.digests.tasks[r];
-            let (workspace, secrets, cache) = (&self.plan.workspace, &self.plan.file.secrets, &mut self.cache);
-            let decision = crate::reuse::decide(
-                false,
-                completion.as_ref(),
-                &crate::reuse::Candidate { task: &task, meaning: &d.meaning, dependencies: &d.dependencies },
-                upstream,
-                || checkpoint::observe(workspace, &task, secrets, cache),
-            );
-            if let crate::reuse::Decision::Run { refusal } = decision {
-                let detail = json!({"stale": refusal.code(), "detail": refusal.detail()});
-                self.write_event(Durability::Normal, "completion_stale", Some(r), None, detail.clone())?;
-                self.set_task(r, TaskState::Pending, detail)?;
-                rerun.insert(r.to_string());
-            }
+            Ok(())
+        })();
+        self.store.conn().execute_batch("COMMIT")?;
+        decided?;
+        for (r, detail) in stale {
+            self.write_event(Durability::Normal, "completion_stale", Some(&r), None, detail.clone())?;
+            self.set_task(&r, TaskState::Pending, detail)?;
         }
         Ok(())
     }
