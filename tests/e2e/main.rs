@@ -1,6 +1,7 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
+mod architecture;
 mod common;
 mod core;
 mod plan_props;
