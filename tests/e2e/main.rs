@@ -2,6 +2,7 @@
 //! this file a plain list of modules.
 
 mod architecture;
+mod commands;
 mod common;
 mod core;
 mod plan_props;
