@@ -11,7 +11,7 @@ pub mod provider;
 mod record;
 mod reconcile;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -463,6 +463,12 @@ impl<'s> Runner<'s> {
     }
 
     /// Run every task whose dependencies are complete, `jobs` at a time.
+    ///
+    /// Candidates wait in `ready`, ordered by plan position, so tasks start
+    /// in plan order as before; a task becomes a candidate again only when
+    /// one of its dependencies completes. Each message therefore costs work
+    /// in proportion to its task's dependents, not a scan of the whole plan
+    /// (a scan per message made a run quadratic in the number of tasks).
     async fn schedule(&mut self) -> Result<()> {
         let order: Vec<String> = self.plan.order.iter().map(|&i| self.plan.file.tasks[i].task_ref.clone()).collect();
         // Tasks that stopped earlier on a dependency are looked at afresh
@@ -473,32 +479,47 @@ impl<'s> Runner<'s> {
                 self.states.insert(r.clone(), TaskState::Pending);
             }
         }
-        let mut started: HashSet<String> = HashSet::new();
+        let position: HashMap<&str, usize> = order.iter().enumerate().map(|(p, r)| (r.as_str(), p)).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+        for (p, r) in order.iter().enumerate() {
+            for d in &self.task(r).depends_on {
+                dependents[position[d.as_str()]].push(p);
+            }
+        }
+        let mut ready: BTreeSet<usize> = (0..order.len()).collect();
+        let mut started = vec![false; order.len()];
         loop {
             // Start what is ready, in plan order, while there is room.
-            if self.budget_stop.is_none() {
-                for r in &order {
-                    if self.in_flight.len() >= self.jobs || self.budget_stop.is_some() {
-                        break;
-                    }
-                    if !matches!(self.states[r], TaskState::Pending | TaskState::AwaitingApproval) || started.contains(r) {
-                        continue;
-                    }
-                    if self.waits_for_retry(r)? {
-                        continue;
-                    }
-                    let deps_done = self.task(r).depends_on.iter().all(|d| self.states[d].is_complete());
-                    if deps_done {
-                        started.insert(r.clone());
-                        self.start(r).await?;
-                    }
+            while self.budget_stop.is_none() && self.in_flight.len() < self.jobs {
+                let Some(p) = ready.pop_first() else { break };
+                let r = &order[p];
+                if !matches!(self.states[r], TaskState::Pending | TaskState::AwaitingApproval) || started[p] {
+                    continue;
                 }
+                if self.waits_for_retry(r)? {
+                    continue;
+                }
+                // Not yet: it comes back when one of its dependencies completes.
+                if !self.task(r).depends_on.iter().all(|d| self.states[d].is_complete()) {
+                    continue;
+                }
+                started[p] = true;
+                self.start(r).await?;
             }
             if self.in_flight.is_empty() {
                 break;
             }
             let msg = self.rx.recv().await.expect("the runner holds a sender");
+            let attempt_id = match &msg {
+                Msg::Dispatched { attempt_id, .. } | Msg::Finished { attempt_id, .. } | Msg::Validated { attempt_id, .. } => *attempt_id,
+            };
+            let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
+            if let Some(r) = task_ref {
+                if self.states[&r].is_complete() {
+                    ready.extend(dependents[position[r.as_str()]].iter().copied());
+                }
+            }
         }
         // Whatever could not start waits on something: say what.
         for r in &order {
@@ -931,8 +952,10 @@ pub struct Awaiting {
 /// active one, with the same plan content.
 fn fresh(tx: &rusqlite::Transaction, goal_id: &str, revision: i64, plan_digest: &str) -> Result<()> {
     let goal = ledger::goal(tx, goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
-    let active = ledger::revision(tx, goal_id, goal.active_revision)?;
-    if goal.active_revision != revision || active.plan_digest != plan_digest {
+    // Only the digest: the full revision row carries the whole plan JSON,
+    // and reading it at every intent made a run quadratic in plan size.
+    let active_digest = ledger::revision_plan_digest(tx, goal_id, goal.active_revision)?;
+    if goal.active_revision != revision || active_digest != plan_digest {
         return Err(Error::new(
             Code::PlanChanged,
             format!("goal {goal_id} moved to revision {} while this run was on revision {revision}; nothing more is dispatched", goal.active_revision),

@@ -143,6 +143,14 @@ pub fn revision(conn: &Connection, goal_id: &str, revision: i64) -> Result<Revis
     .ok_or_else(|| Error::internal(format!("goal {goal_id} has no revision {revision}")))
 }
 
+/// The plan digest of one revision, without reading its plan JSON.
+pub fn revision_plan_digest(conn: &Connection, goal_id: &str, revision: i64) -> Result<String> {
+    conn.prepare_cached("SELECT plan_digest FROM revisions WHERE goal_id = ?1 AND revision = ?2")?
+        .query_row(params![goal_id, revision], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| Error::internal(format!("goal {goal_id} has no revision {revision}")))
+}
+
 pub fn insert_goal(tx: &Transaction, id: &str, revision: i64, seq: i64) -> Result<()> {
     tx.execute(
         "INSERT INTO goals (id, active_revision, state, first_run_at_ms, updated_seq) VALUES (?1, ?2, 'open', ?3, ?4)",

@@ -116,6 +116,9 @@ CREATE TABLE attempts (
     FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
 );
 CREATE INDEX attempts_by_task ON attempts(goal_id, revision, task_ref, id);
+-- A task's attempts across revisions (approval::prior_dispatch, at every
+-- intent): without it that lookup scans every attempt of the goal.
+CREATE INDEX attempts_by_goal_task ON attempts(goal_id, task_ref);
 CREATE INDEX attempts_by_state ON attempts(state);
 
 -- A receipt cannot exist without its intent (the attempt row).
