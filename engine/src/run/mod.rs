@@ -148,8 +148,7 @@ pub fn retry(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunRe
 
 fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
     let conn = store.conn();
-    let (goal_id, revision, task_ref, task_state): (String, i64, String, TaskState) = conn
-        .query_row(
+    let (goal_id, revision, task_ref, task_state): (String, i64, String, TaskState) = crate::store::qrow(conn, 
             "SELECT t.goal_id, t.revision, t.task_ref, t.state FROM tasks t JOIN goals g
                ON g.id = t.goal_id AND g.active_revision = t.revision WHERE t.operation_id = ?1",
             [operation_id],
@@ -576,8 +575,7 @@ impl<'s> Runner<'s> {
         };
         let decision = self.store.write(Durability::Full, |tx| {
             fresh(tx, &goal_id, revision, &plan_digest)?;
-            if let Some(other) = tx
-                .query_row(
+            if let Some(other) = crate::store::qrow(tx, 
                     "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
                     rusqlite::params![digests.operation_id, digests.request],
                     |r| r.get::<_, String>(0),
@@ -966,7 +964,7 @@ fn fresh(tx: &rusqlite::Transaction, goal_id: &str, revision: i64, plan_digest: 
 
 /// What the ledger says has been used, read inside the intent's transaction.
 pub fn usage(conn: &rusqlite::Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Usage> {
-    let attempts_of_task: i64 = conn.query_row(
+    let attempts_of_task: i64 = crate::store::qrow(conn, 
         "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
         rusqlite::params![goal_id, revision, task_ref],
         |r| r.get(0),

@@ -100,8 +100,7 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRow> {
 }
 
 pub fn goal(conn: &Connection, id: &str) -> Result<Option<GoalRow>> {
-    Ok(conn
-        .query_row(
+    Ok(crate::store::qrow(conn, 
             "SELECT id, active_revision, state, first_run_at_ms FROM goals WHERE id = ?1",
             [id],
             |r| Ok(GoalRow { id: r.get(0)?, active_revision: r.get(1)?, state: r.get(2)?, first_run_at_ms: r.get(3)? }),
@@ -111,8 +110,7 @@ pub fn goal(conn: &Connection, id: &str) -> Result<Option<GoalRow>> {
 
 /// The goal most recently touched (for commands run without `--goal`).
 pub fn latest_goal(conn: &Connection) -> Result<Option<GoalRow>> {
-    let id: Option<String> = conn
-        .query_row("SELECT id FROM goals ORDER BY updated_seq DESC, rowid DESC LIMIT 1", [], |r| r.get(0))
+    let id: Option<String> = crate::store::qrow(conn, "SELECT id FROM goals ORDER BY updated_seq DESC, rowid DESC LIMIT 1", [], |r| r.get(0))
         .optional()?;
     match id {
         Some(id) => goal(conn, &id),
@@ -121,7 +119,7 @@ pub fn latest_goal(conn: &Connection) -> Result<Option<GoalRow>> {
 }
 
 pub fn revision(conn: &Connection, goal_id: &str, revision: i64) -> Result<RevisionRow> {
-    conn.query_row(
+    crate::store::qrow(conn, 
         "SELECT goal_id, revision, parent, plan_digest, goal_contract, plan_json, plan_path, workspace, reason
          FROM revisions WHERE goal_id = ?1 AND revision = ?2",
         params![goal_id, revision],
@@ -152,7 +150,7 @@ pub fn revision_plan_digest(conn: &Connection, goal_id: &str, revision: i64) -> 
 }
 
 pub fn insert_goal(tx: &Transaction, id: &str, revision: i64, seq: i64) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO goals (id, active_revision, state, first_run_at_ms, updated_seq) VALUES (?1, ?2, 'open', ?3, ?4)",
         params![id, revision, now_ms(), seq],
     )?;
@@ -160,12 +158,12 @@ pub fn insert_goal(tx: &Transaction, id: &str, revision: i64, seq: i64) -> Resul
 }
 
 pub fn set_goal_state(tx: &Transaction, id: &str, state: GoalState, seq: i64) -> Result<()> {
-    tx.execute("UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1", params![id, state, seq])?;
+    crate::store::exec(tx, "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1", params![id, state, seq])?;
     Ok(())
 }
 
 pub fn touch_goal(tx: &Transaction, id: &str, seq: i64) -> Result<()> {
-    tx.execute("UPDATE goals SET updated_seq = ?2 WHERE id = ?1", params![id, seq])?;
+    crate::store::exec(tx, "UPDATE goals SET updated_seq = ?2 WHERE id = ?1", params![id, seq])?;
     Ok(())
 }
 
@@ -182,7 +180,7 @@ pub struct NewRevision<'a> {
 }
 
 pub fn insert_revision(tx: &Transaction, r: &NewRevision) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO revisions (goal_id, revision, parent, plan_digest, goal_contract, plan_json, plan_path, workspace, reason, created_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![r.goal_id, r.revision, r.parent, r.plan_digest, r.goal_contract, r.plan_json, r.plan_path, r.workspace, r.reason, now_ms()],
@@ -201,7 +199,7 @@ pub fn insert_task(
     operation_id: &str,
     request_digest: &str,
 ) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO tasks (goal_id, revision, task_ref, state, meaning, dependencies, operation_id, request_digest)
          VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7)",
         params![goal_id, revision, task_ref, meaning, dependencies, operation_id, request_digest],
@@ -231,8 +229,7 @@ fn task_from_row(r: &rusqlite::Row) -> rusqlite::Result<TaskRow> {
 }
 
 pub fn tasks_one(conn: &Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Option<TaskRow>> {
-    Ok(conn
-        .query_row(
+    Ok(crate::store::qrow(conn, 
             "SELECT task_ref, state, operation_id, request_digest, meaning, dependencies, detail FROM tasks
              WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
             params![goal_id, revision, task_ref],
@@ -242,7 +239,7 @@ pub fn tasks_one(conn: &Connection, goal_id: &str, revision: i64, task_ref: &str
 }
 
 pub fn set_task_state(tx: &Transaction, goal_id: &str, revision: i64, task_ref: &str, state: TaskState, detail: &Value) -> Result<()> {
-    let n = tx.execute(
+    let n = crate::store::exec(tx, 
         "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
         params![goal_id, revision, task_ref, state, detail.to_string()],
     )?;
@@ -271,13 +268,13 @@ pub struct NewIntent<'a> {
 /// The durable decision to send this exact request. The UNIQUE constraint
 /// on (operation_id, try_no) makes a second dispatch of one try impossible.
 pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms, inputs_at_intent, instruction)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
         params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost, i.generation, now_ms(), i.inputs_at_intent, i.instruction],
     )?;
     let id = tx.last_insert_rowid();
-    tx.execute(
+    crate::store::exec(tx, 
         "UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + ?2 WHERE id = ?1",
         params![i.goal_id, i.cost],
     )?;
@@ -286,12 +283,12 @@ pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
 
 /// The highest try number of an operation so far (0 if none).
 pub fn last_try(conn: &Connection, operation_id: &str) -> Result<i64> {
-    Ok(conn.query_row("SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [operation_id], |r| r.get(0))?)
+    Ok(crate::store::qrow(conn, "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [operation_id], |r| r.get(0))?)
 }
 
 pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Result<()> {
     transition(tx, attempt_id, &[AttemptState::IntentRecorded], AttemptState::Dispatched)?;
-    tx.execute(
+    crate::store::exec(tx, 
         "UPDATE attempts SET dispatched_at_ms = ?2, dispatch_detail = ?3 WHERE id = ?1",
         params![attempt_id, now_ms(), detail],
     )?;
@@ -302,7 +299,7 @@ pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Resul
 /// can get a receipt; the foreign key says so again in the schema.
 pub fn insert_receipt(tx: &Transaction, attempt_id: i64, data: &Value) -> Result<()> {
     transition(tx, attempt_id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], AttemptState::ReceiptRecorded)?;
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
         params![attempt_id, now_ms(), data.to_string()],
     )?;
@@ -312,11 +309,11 @@ pub fn insert_receipt(tx: &Transaction, attempt_id: i64, data: &Value) -> Result
 /// Move an attempt between states, refusing any move from a state not in
 /// `from` (asserting the transition where the data is written).
 pub fn transition(tx: &Transaction, attempt_id: i64, from: &[AttemptState], to: AttemptState) -> Result<()> {
-    let current: AttemptState = tx.query_row("SELECT state FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0))?;
+    let current: AttemptState = crate::store::qrow(tx, "SELECT state FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0))?;
     if !from.contains(&current) {
         return Err(Error::internal(format!("attempt {attempt_id}: refusing {current} -> {to}")));
     }
-    tx.execute("UPDATE attempts SET state = ?2 WHERE id = ?1", params![attempt_id, to])?;
+    crate::store::exec(tx, "UPDATE attempts SET state = ?2 WHERE id = ?1", params![attempt_id, to])?;
     Ok(())
 }
 
@@ -333,7 +330,7 @@ pub fn finish_attempt(
         // An abandoned intent no longer counts against the budgets.
         uncount_call(tx, attempt_id)?;
     }
-    tx.execute(
+    crate::store::exec(tx, 
         "UPDATE attempts SET finished_at_ms = ?2, classification = ?3, unknown_reason = COALESCE(?4, unknown_reason) WHERE id = ?1",
         params![attempt_id, now_ms(), classification.map(|c| c.to_string()), unknown_reason],
     )?;
@@ -343,7 +340,7 @@ pub fn finish_attempt(
 /// Take a call back out of the budget counters: it was never dispatched
 /// (the engine could not start it) or it was abandoned for a new try.
 pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
          WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
         [attempt_id],
@@ -352,7 +349,7 @@ pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
 }
 
 pub fn set_attempt_checkpoint(tx: &Transaction, attempt_id: i64, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "UPDATE attempts SET checkpoint = ?2, reusable = ?3 WHERE id = ?1",
         params![attempt_id, checkpoint, reusable],
     )?;
@@ -360,7 +357,7 @@ pub fn set_attempt_checkpoint(tx: &Transaction, attempt_id: i64, checkpoint: Opt
 }
 
 pub fn attempt(conn: &Connection, id: i64) -> Result<AttemptRow> {
-    Ok(conn.query_row(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
+    Ok(crate::store::qrow(conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
 }
 
 pub fn attempts_of_task(conn: &Connection, goal_id: &str, task_ref: &str) -> Result<Vec<AttemptRow>> {
@@ -389,14 +386,13 @@ pub fn attempts_in_state(conn: &Connection, goal_id: &str, state: AttemptState) 
 }
 
 pub fn receipt(conn: &Connection, attempt_id: i64) -> Result<Option<Value>> {
-    let data: Option<String> = conn
-        .query_row("SELECT data FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
+    let data: Option<String> = crate::store::qrow(conn, "SELECT data FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
         .optional()?;
     Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }
 
 pub fn insert_evidence(tx: &Transaction, goal_id: &str, revision: i64, attempt_id: Option<i64>, e: &Evidence) -> Result<i64> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![goal_id, revision, attempt_id, e.kind(), serde_json::to_string(e).expect("evidence serializes"), now_ms()],
     )?;
@@ -417,7 +413,7 @@ pub fn evidence_of_attempt(conn: &Connection, attempt_id: i64) -> Result<Vec<Rec
 }
 
 pub fn insert_claim(tx: &Transaction, attempt_id: i64, authority: &str, data: &Value) -> Result<i64> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO claims (attempt_id, authority, data) VALUES (?1, ?2, ?3)",
         params![attempt_id, authority, data.to_string()],
     )?;
@@ -446,7 +442,7 @@ pub struct NewCheckResult<'a> {
 }
 
 pub fn insert_check_result(tx: &Transaction, c: &NewCheckResult) -> Result<i64> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT INTO check_results (goal_id, revision, scope, task_ref, attempt_id, check_id, passed, checkpoint, evidence_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![c.goal_id, c.revision, c.scope, c.task_ref, c.attempt_id, c.check_id, c.passed, c.checkpoint, c.evidence_id],
@@ -493,18 +489,18 @@ const DISPATCHED_OR_MAYBE: &str = "state != 'abandoned'
 /// invariant `calls_used = COUNT(attempts dispatched or maybe)` is checked
 /// by `recount_budget_use` in debug builds.
 pub fn provider_calls_used(conn: &Connection, goal_id: &str) -> Result<i64> {
-    Ok(conn.query_row("SELECT calls_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
+    Ok(crate::store::qrow(conn, "SELECT calls_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
 }
 
 /// The cost of the calls dispatched, unknown outcomes included (SPEC:
 /// `max_cost`); a call that never started costs nothing.
 pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
-    Ok(conn.query_row("SELECT cost_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
+    Ok(crate::store::qrow(conn, "SELECT cost_used FROM goals WHERE id = ?1", [goal_id], |r| r.get(0))?)
 }
 
 /// Budget use recounted from the attempts themselves (calls, cost).
 pub fn recount_budget_use(conn: &Connection, goal_id: &str) -> Result<(i64, f64)> {
-    Ok(conn.query_row(
+    Ok(crate::store::qrow(conn, 
         &format!("SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"),
         [goal_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -524,7 +520,7 @@ pub fn latest_attempts_in_state(conn: &Connection, goal_id: &str, revision: i64,
 }
 
 pub fn put_checkpoint(tx: &Transaction, cp: &crate::checkpoint::Checkpoint) -> Result<()> {
-    tx.execute(
+    crate::store::exec(tx, 
         "INSERT OR IGNORE INTO checkpoints (digest, data) VALUES (?1, ?2)",
         params![cp.digest, serde_json::to_string(cp).expect("a checkpoint serializes")],
     )?;
@@ -532,8 +528,7 @@ pub fn put_checkpoint(tx: &Transaction, cp: &crate::checkpoint::Checkpoint) -> R
 }
 
 pub fn checkpoint(conn: &Connection, digest: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
-    let data: Option<String> = conn
-        .query_row("SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0))
+    let data: Option<String> = crate::store::qrow(conn, "SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0))
         .optional()?;
     Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }

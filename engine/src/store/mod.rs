@@ -161,7 +161,7 @@ impl Store {
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let current: Option<i64> = tx
-            .query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0))
+            .prepare_cached("SELECT generation FROM lease WHERE id = 1").and_then(|mut s| s.query_row([], |r| r.get(0)))
             .ok();
         if current != Some(generation) {
             return Err(Error::new(
@@ -179,6 +179,7 @@ impl Store {
 }
 
 fn configure(conn: &Connection) -> Result<()> {
+    conn.set_prepared_statement_cache_capacity(256);
     conn.busy_timeout(Duration::from_secs(10))?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
@@ -248,4 +249,15 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Run a statement through the connection's prepared-statement cache
+/// (`Connection::execute` parses the SQL again at every call).
+pub fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `query_row` through the prepared-statement cache.
+pub fn qrow<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(conn: &Connection, sql: &str, params: P, f: F) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
 }
