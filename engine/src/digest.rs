@@ -35,38 +35,38 @@ impl Kind {
 /// Canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
 /// numbers and strings as serde_json writes them.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
+                serde_json::to_writer(&mut *out, k).expect("a string serializes");
+                out.push(b':');
+                write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => serde_json::to_writer(&mut *out, other).expect("a scalar serializes"),
     }
 }
 
@@ -74,9 +74,29 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
+const KINDS: [Kind; 8] = [
+    Kind::GoalContract,
+    Kind::TaskMeaning,
+    Kind::Dependencies,
+    Kind::Request,
+    Kind::Operation,
+    Kind::Checkpoint,
+    Kind::Plan,
+    Kind::FailureFingerprint,
+];
+
+/// Each kind's key, derived once from its context string (BLAKE3's
+/// key-derivation mode), then used as a keyed hash: domain separation
+/// without re-deriving the key for every digest.
+fn key(kind: Kind) -> &'static [u8; 32] {
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 8]> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
+    &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
+}
+
 impl Digester {
     pub fn new(kind: Kind) -> Self {
-        Digester(blake3::Hasher::new_derive_key(kind.context()))
+        Digester(blake3::Hasher::new_keyed(key(kind)))
     }
 
     pub fn bytes(mut self, name: &str, value: &[u8]) -> Self {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::digest::{Digester, Kind};
+use crate::digest::{canonical_json, Digester, Kind};
 use crate::plan::model::{Goal, PlanFile, ProviderSpec, Task};
 
 #[derive(Debug, Clone, Serialize)]
@@ -29,17 +29,22 @@ impl PlanDigests {
     pub fn compute(file: &PlanFile) -> PlanDigests {
         let goal = file.goal.as_ref().expect("validated plan has a goal");
         let goal_contract = goal_contract_digest(goal);
+        // Each provider's canonical identity once, not once per task.
+        let identities: HashMap<&str, String> = file
+            .providers
+            .iter()
+            .map(|(name, spec)| (name.as_str(), canonical_json(&provider_identity(name, spec))))
+            .collect();
         let meanings: HashMap<&str, String> = file
             .tasks
             .iter()
-            .map(|t| (t.task_ref.as_str(), meaning_digest(t, &file.providers[&t.provider])))
+            .map(|t| (t.task_ref.as_str(), meaning_with(t, &identities[t.provider.as_str()])))
             .collect();
         let tasks = file
             .tasks
             .iter()
             .map(|t| {
-                let spec = &file.providers[&t.provider];
-                let request = request_digest(&t.provider, spec, &t.action, None);
+                let request = request_with(&identities[t.provider.as_str()], &t.action, None);
                 let digests = TaskDigests {
                     meaning: meanings[t.task_ref.as_str()].clone(),
                     dependencies: dependency_digest(t, &meanings),
@@ -53,14 +58,21 @@ impl PlanDigests {
     }
 }
 
+/// The whole plan's content: everything but the tasks as one canonical
+/// document, then each task's canonical JSON in ref order (file order is
+/// not meaning). Built task by task, never as one whole-plan `Value`.
 pub fn plan_digest(file: &PlanFile) -> String {
-    let value = serde_json::to_value(file).expect("a plan serializes");
-    // Task order in the file is not meaning: sort tasks by ref.
-    let mut value = value;
-    if let Some(tasks) = value.get_mut("tasks").and_then(Value::as_array_mut) {
-        tasks.sort_by(|a, b| a["ref"].as_str().cmp(&b["ref"].as_str()));
+    let mut head = serde_json::to_value(file.clone_without_tasks()).expect("a plan serializes");
+    if let Some(obj) = head.as_object_mut() {
+        obj.remove("tasks");
     }
-    Digester::new(Kind::Plan).json("plan", &value).finish()
+    let mut tasks: Vec<&Task> = file.tasks.iter().collect();
+    tasks.sort_unstable_by(|a, b| a.task_ref.cmp(&b.task_ref));
+    let mut d = Digester::new(Kind::Plan).json("plan", &head);
+    for t in tasks {
+        d = d.json("task", &serde_json::to_value(t).expect("a task serializes"));
+    }
+    d.finish()
 }
 
 /// Statement, acceptance criteria (by id), constraints. Not the goal id.
@@ -86,6 +98,11 @@ pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
 /// Provider identity and config, action, effect, inputs (sorted),
 /// validations (by id), idempotent flag. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
+    meaning_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
+}
+
+/// `identity`: the provider identity's canonical JSON.
+fn meaning_with(task: &Task, identity: &str) -> String {
     let mut inputs = task.inputs.clone();
     inputs.sort();
     inputs.dedup();
@@ -96,7 +113,7 @@ pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
         .collect();
     validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Digester::new(Kind::TaskMeaning)
-        .json("provider", &provider_identity(&task.provider, spec))
+        .bytes("provider", identity.as_bytes())
         .json("action", &task.action)
         .str("effect", task.effect.as_str())
         .json("inputs", &json!(inputs))
@@ -120,9 +137,11 @@ pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> Strin
 /// The exact request sent: provider identity, action, and a repair's
 /// instruction when there is one (a new instruction is a new request).
 pub fn request_digest(provider: &str, spec: &ProviderSpec, action: &Value, instruction: Option<&str>) -> String {
-    let mut d = Digester::new(Kind::Request)
-        .json("provider", &provider_identity(provider, spec))
-        .json("action", action);
+    request_with(&canonical_json(&provider_identity(provider, spec)), action, instruction)
+}
+
+fn request_with(identity: &str, action: &Value, instruction: Option<&str>) -> String {
+    let mut d = Digester::new(Kind::Request).bytes("provider", identity.as_bytes()).json("action", action);
     if let Some(text) = instruction {
         d = d.str("instruction", text);
     }

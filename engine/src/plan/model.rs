@@ -30,6 +30,20 @@ pub struct PlanFile {
     pub secrets: Vec<String>,
 }
 
+impl PlanFile {
+    /// Everything but the tasks (cheap even for a 100,000-task plan).
+    pub fn clone_without_tasks(&self) -> PlanFile {
+        PlanFile {
+            version: self.version,
+            goal: self.goal.clone(),
+            budgets: self.budgets.clone(),
+            providers: self.providers.clone(),
+            tasks: Vec::new(),
+            secrets: self.secrets.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Goal {
