@@ -182,7 +182,11 @@ fn dispatch(cli: Cli) -> Result<Output> {
     match cli.command {
         Command::Check { plan } => {
             let p = Plan::load(&plan, workspace)?;
-            Ok(report::plan::check(&p))
+            let out = report::plan::check(&p);
+            // The process ends next: freeing a 100,000-task plan piece by
+            // piece would only cost time (about a tenth of `check`).
+            std::mem::forget(p);
+            Ok(out)
         }
         Command::Digest { plan } => {
             let p = Plan::load(&plan, workspace)?;

@@ -70,6 +70,19 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// Sort every object's keys in place, recursively, so that serializing the
+/// value writes canonical JSON directly.
+pub fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.sort_keys();
+            map.values_mut().for_each(sort_keys);
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
 /// A digest builder: named fields, each written as
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);

@@ -69,10 +69,25 @@ pub fn plan_digest(file: &PlanFile) -> String {
     let mut tasks: Vec<&Task> = file.tasks.iter().collect();
     tasks.sort_unstable_by(|a, b| a.task_ref.cmp(&b.task_ref));
     let mut d = Digester::new(Kind::Plan).json("plan", &head);
+    let mut buf = Vec::with_capacity(512);
     for t in tasks {
-        d = d.json("task", &serde_json::to_value(t).expect("a task serializes"));
+        // A typed task serializes its fields in a fixed order; its one
+        // free-form field (`action`) has sorted keys (`Plan::from_file`),
+        // its context is a BTreeMap: so these bytes are canonical for it.
+        debug_assert!(is_sorted(&t.action), "action keys are sorted at load");
+        buf.clear();
+        serde_json::to_writer(&mut buf, t).expect("a task serializes");
+        d = d.bytes("task", &buf);
     }
     d.finish()
+}
+
+fn is_sorted(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) && m.values().all(is_sorted),
+        Value::Array(items) => items.iter().all(is_sorted),
+        _ => true,
+    }
 }
 
 /// Statement, acceptance criteria (by id), constraints. Not the goal id.
@@ -129,9 +144,14 @@ pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> Strin
         .iter()
         .map(|d| (d.as_str(), meanings[d.as_str()].as_str()))
         .collect();
-    deps.sort();
+    deps.sort_unstable();
     deps.dedup();
-    Digester::new(Kind::Dependencies).json("dependencies", &json!(deps)).finish()
+    // Each pair as two length-delimited fields: no JSON to build.
+    let mut d = Digester::new(Kind::Dependencies).str("count", &deps.len().to_string());
+    for (dep, meaning) in deps {
+        d = d.str("ref", dep).str("meaning", meaning);
+    }
+    d.finish()
 }
 
 /// The exact request sent: provider identity, action, and a repair's

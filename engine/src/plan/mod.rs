@@ -46,7 +46,12 @@ impl Plan {
         Plan::from_file(file, workspace)
     }
 
-    pub fn from_file(file: PlanFile, workspace: PathBuf) -> Result<Plan> {
+    pub fn from_file(mut file: PlanFile, workspace: PathBuf) -> Result<Plan> {
+        // Free-form JSON (actions) in canonical key order from here on: the
+        // order keys were written in is not meaning.
+        for task in &mut file.tasks {
+            crate::digest::sort_keys(&mut task.action);
+        }
         let order = validate::validate_structure(&file)?;
         let mut expander = workspace::Expander::new(&workspace)
             .map_err(|why| Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}")).at(workspace.display().to_string()))?;
