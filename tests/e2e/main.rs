@@ -7,3 +7,4 @@ mod common;
 mod core;
 mod plan_props;
 mod schema;
+mod store_files;

@@ -85,6 +85,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|e| store_open_error(e, path))?;
+        refuse_newer_schema(&conn, path)?;
         configure(&conn)?;
         schema::migrate(&conn).map_err(|e| if e.code == Code::Internal { store_open_error_msg(&e.message, path) } else { e })?;
         // SQLite gives -wal/-shm the db file's mode; make sure of it.
@@ -118,14 +119,8 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|e| store_open_error(e, path))?;
+        let version = refuse_newer_schema(&conn, path)?;
         configure(&conn)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
-        if version > schema::SCHEMA_VERSION {
-            return Err(Error::new(
-                Code::SchemaTooNew,
-                format!("the store has schema version {version}; this engine knows up to {}", schema::SCHEMA_VERSION),
-            ));
-        }
         if version < schema::SCHEMA_VERSION {
             schema::migrate(&conn)?;
         }
@@ -176,6 +171,20 @@ impl Store {
         tx.commit()?;
         Ok(value)
     }
+}
+
+/// Read the schema version before anything else touches the file (even
+/// the journal mode): a newer store is refused untouched.
+fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
+    if version > schema::SCHEMA_VERSION {
+        return Err(Error::new(
+            Code::SchemaTooNew,
+            format!("the store has schema version {version}; this engine knows up to {}. Use a newer engine.", schema::SCHEMA_VERSION),
+        )
+        .at(path.display().to_string()));
+    }
+    Ok(version)
 }
 
 fn configure(conn: &Connection) -> Result<()> {
