@@ -106,13 +106,17 @@ pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
     cmd
 }
 
-pub(crate) fn spawn_error(prog: &str, e: &io::Error) -> Outcome {
+fn spawn_error(prog: &str, e: &io::Error) -> Outcome {
+    Outcome::NotDispatched(spawn_failure(prog, e))
+}
+
+pub(crate) fn spawn_failure(prog: &str, e: &io::Error) -> NotDispatched {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => NotDispatchedKind::ExecutableMissing,
         io::ErrorKind::PermissionDenied => NotDispatchedKind::PermissionDenied,
         _ => NotDispatchedKind::Other,
     };
-    not_dispatched(kind, format!("cannot start `{prog}`: {e}"))
+    NotDispatched { kind, message: format!("cannot start `{prog}`: {e}") }
 }
 
 /// SIGKILL a whole process group (pgid = the leader's pid).

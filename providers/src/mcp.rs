@@ -35,9 +35,9 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
-use crate::command::{kill_group, not_dispatched, provider_command, spawn_error, DRAIN_AFTER_KILL, REAP_AFTER_KILL};
+use crate::command::{kill_group, not_dispatched, provider_command, spawn_failure, DRAIN_AFTER_KILL, REAP_AFTER_KILL};
 use crate::{
-    BoxFuture, Call, Captured, LostReason, NotDispatchedKind, Observation, Outcome, Progress, Provider, Receipt,
+    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider, Receipt,
 };
 
 /// The MCP protocol revision this client speaks.
@@ -282,19 +282,19 @@ fn stderr_tail(err: &Captured) -> String {
     format!("; server stderr: {}", &t[start..])
 }
 
-fn spawn(command: &[String], call: &Call) -> Result<Server, Outcome> {
+fn spawn(command: &[String], call: &Call) -> Result<Server, NotDispatched> {
     let Some(prog) = command.first().filter(|p| !p.is_empty()) else {
-        return Err(not_dispatched(NotDispatchedKind::BadRequest, "mcp provider `command` is empty".into()));
+        return Err(NotDispatched { kind: NotDispatchedKind::BadRequest, message: "mcp provider `command` is empty".into() });
     };
     if !call.workspace.is_dir() {
-        return Err(not_dispatched(
-            NotDispatchedKind::Other,
-            format!("workspace {} is not a directory; `{prog}` not started", call.workspace.display()),
-        ));
+        return Err(NotDispatched {
+            kind: NotDispatchedKind::Other,
+            message: format!("workspace {} is not a directory; `{prog}` not started", call.workspace.display()),
+        });
     }
     let mut cmd = provider_command(call, command);
     cmd.stdin(std::process::Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| spawn_error(prog, &e))?;
+    let mut child = cmd.spawn().map_err(|e| spawn_failure(prog, &e))?;
     // pgid == pid because of process_group(0).
     let pgid = child.id().expect("child not yet reaped");
     let io = Io {
@@ -351,7 +351,7 @@ impl McpProvider {
         };
         let Server { child, pgid, mut io, stderr } = match spawn(&self.command, call) {
             Ok(s) => s,
-            Err(o) => return o,
+            Err(nd) => return Outcome::NotDispatched(nd),
         };
         let attempting = AtomicBool::new(false);
         let meta = json!({"operation_id": call.operation_id, "try": call.try_no});
@@ -439,8 +439,7 @@ impl McpProvider {
         let inconclusive = |why: String| Observation::Inconclusive { evidence: redact_str(format!("{what}: {why}"), &call.secrets) };
         let Server { child, pgid, mut io, stderr } = match spawn(&self.command, call) {
             Ok(s) => s,
-            Err(Outcome::NotDispatched(nd)) => return inconclusive(nd.message),
-            Err(other) => return inconclusive(format!("{other:?}")),
+            Err(nd) => return inconclusive(nd.message),
         };
         let attempting = AtomicBool::new(false);
         let arguments = json!({"operation_id": call.operation_id});
