@@ -196,7 +196,8 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             Ok(())
         }
         ProviderSpec::Mcp { .. } => {
-            if !obj.get("tool").and_then(|t| t.as_str()).is_some_and(|t| !t.trim().is_empty()) {
+            let tool = obj.get("tool").and_then(|t| t.as_str()).unwrap_or("");
+            if tool.trim().is_empty() {
                 return Err(Error::new(Code::PlanInvalid, "an mcp action needs `tool` (a non-empty string)")
                     .at(format!("{at}.action.tool")));
             }
