@@ -106,6 +106,9 @@ pub enum Evidence {
     },
     /// An HTTP provider's answer.
     HttpResponse { status: u16, body: Output, duration_ms: u64 },
+    /// An MCP tool call's answer: `body` is the JSON of its `result` (or
+    /// JSON-RPC `error`); `stderr` is the server's.
+    ToolResult { is_error: bool, body: Output, stderr: Output, duration_ms: u64 },
     /// One validation or acceptance check.
     CheckResult {
         check_id: String,
@@ -134,6 +137,7 @@ impl Evidence {
             Evidence::EffectMarker { .. } => "effect_marker",
             Evidence::ProcessExit { .. } => "process_exit",
             Evidence::HttpResponse { .. } => "http_response",
+            Evidence::ToolResult { .. } => "tool_result",
             Evidence::CheckResult { .. } => "check_result",
             Evidence::Observation { .. } => "observation",
         }

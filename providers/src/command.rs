@@ -21,10 +21,10 @@ use crate::{
 /// Killing the group normally closes them at once; the bound only matters if
 /// something outside the group (e.g. a daemon that called `setsid`) still
 /// holds them.
-const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 
 /// How long to wait to reap the killed child.
-const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+pub(crate) const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandProvider {
@@ -51,7 +51,7 @@ impl Provider for CommandProvider {
     }
 }
 
-fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcome {
+pub(crate) fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcome {
     Outcome::NotDispatched(NotDispatched { kind, message })
 }
 
@@ -70,13 +70,22 @@ fn parse_argv(request: &Value) -> Option<Vec<String>> {
 }
 
 fn build_command(call: &Call, argv: &[String]) -> Command {
+    let mut cmd = provider_command(call, argv);
+    cmd.stdin(if call.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd
+}
+
+/// A provider process: argv (no shell) in the workspace, in its own process
+/// group, stdout and stderr piped, the parent's environment minus every
+/// `ENGINE_*` variable, then `call.env`, then the idempotency identity.
+/// The caller sets stdin.
+pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&call.workspace)
         // Own process group (pgid = child pid), so a timeout can kill the
         // whole tree, grandchildren included.
         .process_group(0)
-        .stdin(if call.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Inherit the parent env minus everything engine-internal (ENGINE_STORE
@@ -98,12 +107,22 @@ fn build_command(call: &Call, argv: &[String]) -> Command {
 }
 
 fn spawn_error(prog: &str, e: &io::Error) -> Outcome {
+    Outcome::NotDispatched(spawn_failure(prog, e))
+}
+
+pub(crate) fn spawn_failure(prog: &str, e: &io::Error) -> NotDispatched {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => NotDispatchedKind::ExecutableMissing,
         io::ErrorKind::PermissionDenied => NotDispatchedKind::PermissionDenied,
         _ => NotDispatchedKind::Other,
     };
-    not_dispatched(kind, format!("cannot start `{prog}`: {e}"))
+    NotDispatched { kind, message: format!("cannot start `{prog}`: {e}") }
+}
+
+/// SIGKILL a whole process group (pgid = the leader's pid).
+pub(crate) fn kill_group(pgid: u32) {
+    // SAFETY: plain syscall. Negative pid = the whole process group.
+    unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
 }
 
 fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
@@ -173,8 +192,7 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     let status = match result {
         Some(st) => st.ok(),
         None => {
-            // SAFETY: plain syscall. Negative pid = the whole process group.
-            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            kill_group(pid);
             // `wait` returns the cached status if the child already exited.
             let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await;
             // The pipes close once every holder is dead; bounded in case
@@ -201,6 +219,7 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
         stderr,
         timed_out,
         duration_ms: started.elapsed().as_millis() as u64,
+        tool_error: None,
     })
 }
 

@@ -153,6 +153,7 @@ impl HttpProvider {
                     stderr: Captured::default(),
                     timed_out: false,
                     duration_ms: started.elapsed().as_millis() as u64,
+                    tool_error: None,
                 })
             }
             Err(Failure::NotSent(nd)) => Outcome::NotDispatched(nd),

@@ -1,5 +1,5 @@
 //! Providers: the things that do a task's work (a local command, an HTTP
-//! service, ...), behind one small trait.
+//! service, an MCP tool server, ...), behind one small trait.
 //!
 //! Architecture invariant: this crate knows nothing of the ledger. It never
 //! sees the store path, never writes an approval or settlement, and reports
@@ -10,6 +10,7 @@
 pub mod capture;
 pub mod command;
 pub mod http;
+pub mod mcp;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -32,7 +33,8 @@ pub struct Call {
     /// 1, 2, ... — the try number of this operation.
     pub try_no: u32,
     /// The request as the plan states it (for a command: `{"run": [...]}`;
-    /// for HTTP: `{"body": ..., "method": ..., "headers": ...}`).
+    /// for HTTP: `{"body": ..., "method": ..., "headers": ...}`; for MCP:
+    /// `{"tool": ..., "arguments": {...}}`).
     pub request: serde_json::Value,
     /// Working directory for local work (the workspace).
     pub workspace: PathBuf,
@@ -80,6 +82,11 @@ pub struct Receipt {
     /// The engine's deadline fired and the process group was killed.
     pub timed_out: bool,
     pub duration_ms: u64,
+    /// For MCP: the tool reported an error (`isError: true`, with the text
+    /// of its content) or the server answered with a JSON-RPC `error`
+    /// (code and message). `None` for command and HTTP providers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_error: Option<String>,
 }
 
 /// Why a call ended without a receipt.

@@ -557,3 +557,52 @@ impl FakeHttp {
         self.seen.lock().unwrap().clone()
     }
 }
+
+// ------------------------------------------------------------ MCP
+
+/// The MCP fixture (`fixtures/mcp/server.py`) as provider `tools` of a plan
+/// in `ws`, writing its delivery log to `ws/deliveries.jsonl`.
+pub fn mcp_provider(ws: &Ws, flags: &[&str], observe: bool) -> Value {
+    let mut command = vec![
+        "python3".to_string(),
+        repo_root().join("fixtures/mcp/server.py").to_string_lossy().into_owned(),
+        "--log".to_string(),
+        ws.mcp_log().to_string_lossy().into_owned(),
+    ];
+    command.extend(flags.iter().map(|f| f.to_string()));
+    let mut p = json!({"kind": "mcp", "command": command});
+    if observe {
+        p["observe_tool"] = json!("operation_status");
+    }
+    p
+}
+
+/// An MCP task calling `tool` on provider `tools`, with one passing validation.
+pub fn mcp_task(task_ref: &str, tool: &str, effect: &str) -> Value {
+    json!({"ref": task_ref, "title": format!("{tool} {task_ref}"), "provider": "tools",
+           "action": {"tool": tool, "arguments": {"doc": task_ref}}, "effect": effect,
+           "validations": [{"id": "V1", "run": ["true"], "expect_exit": 0}]})
+}
+
+impl Ws {
+    pub fn mcp_log(&self) -> PathBuf {
+        self.path().join("deliveries.jsonl")
+    }
+
+    /// Every delivery in the MCP fixture's own log, in order.
+    pub fn mcp_deliveries(&self) -> Vec<Value> {
+        match std::fs::read_to_string(self.mcp_log()) {
+            Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("log line is JSON")).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Wait until the MCP log holds at least `n` deliveries (a killed
+    /// engine's server may still be working through the call).
+    pub fn wait_mcp_deliveries(&self, n: usize) -> Vec<Value> {
+        wait_for(Duration::from_secs(10), &format!("{n} MCP deliveries"), || {
+            let d = self.mcp_deliveries();
+            (d.len() >= n).then_some(d)
+        })
+    }
+}

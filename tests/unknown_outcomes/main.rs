@@ -10,5 +10,6 @@ mod crash_matrix;
 mod fencing;
 mod kill_outside;
 mod lost_answer;
+mod mcp;
 mod provider_output;
 mod settle;

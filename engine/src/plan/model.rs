@@ -157,6 +157,16 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
     },
+    /// An MCP tool server over stdio, started per call (argv, no shell, in
+    /// the workspace); each task's `action.tool` is called with
+    /// `action.arguments`, and `_meta` carries `operation_id` and `try`.
+    Mcp {
+        command: Vec<String>,
+        /// A tool called with `{"operation_id": ...}` whose result's
+        /// `structuredContent.state` is `present` or `absent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observe_tool: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -196,7 +206,8 @@ pub struct Task {
     #[serde(default)]
     pub title: String,
     pub provider: String,
-    /// Provider-specific: `{"run": [...]}` for commands, `{"body": ...}` for HTTP.
+    /// Provider-specific: `{"run": [...]}` for commands, `{"body": ...}` for
+    /// HTTP, `{"tool": ..., "arguments": {...}}` for MCP.
     pub action: serde_json::Value,
     #[serde(default)]
     pub effect: Effect,

@@ -38,13 +38,23 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     }
     budgets(plan)?;
     for (name, spec) in &plan.providers {
-        if let ProviderSpec::Http { endpoint, observe, hosts } = spec {
-            let mut p = providers::http::HttpProvider::new(endpoint.clone(), observe.clone());
-            p.allowed_hosts = hosts.clone();
-            p.check().map_err(|m| {
-                let field = if m.starts_with("observe") { "observe" } else { "endpoint" };
-                Error::new(Code::PlanInvalid, m).at(format!("$.providers.{name}.{field}"))
-            })?;
+        match spec {
+            ProviderSpec::Http { endpoint, observe, hosts } => {
+                let mut p = providers::http::HttpProvider::new(endpoint.clone(), observe.clone());
+                p.allowed_hosts = hosts.clone();
+                p.check().map_err(|m| {
+                    let field = if m.starts_with("observe") { "observe" } else { "endpoint" };
+                    Error::new(Code::PlanInvalid, m).at(format!("$.providers.{name}.{field}"))
+                })?;
+            }
+            ProviderSpec::Mcp { command, observe_tool } => {
+                non_empty_argv(command, &format!("$.providers.{name}.command"))?;
+                if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
+                    return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
+                        .at(format!("$.providers.{name}.observe_tool")));
+                }
+            }
+            ProviderSpec::Command { .. } => {}
         }
     }
 
@@ -148,6 +158,7 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
     let allowed: &[&str] = match spec {
         ProviderSpec::Command { .. } => &["run"],
         ProviderSpec::Http { .. } => &["body", "method", "headers"],
+        ProviderSpec::Mcp { .. } => &["tool", "arguments"],
     };
     if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(Error::new(
@@ -184,6 +195,18 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             Ok(())
         }
+        ProviderSpec::Mcp { .. } => {
+            let tool = obj.get("tool").and_then(|t| t.as_str()).unwrap_or("");
+            if tool.trim().is_empty() {
+                return Err(Error::new(Code::PlanInvalid, "an mcp action needs `tool` (a non-empty string)")
+                    .at(format!("{at}.action.tool")));
+            }
+            if obj.get("arguments").is_some_and(|a| !a.is_object()) {
+                return Err(Error::new(Code::PlanInvalid, "`arguments` must be an object")
+                    .at(format!("{at}.action.arguments")));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -191,6 +214,7 @@ fn kind_name(spec: &ProviderSpec) -> &'static str {
     match spec {
         ProviderSpec::Command { .. } => "command",
         ProviderSpec::Http { .. } => "http",
+        ProviderSpec::Mcp { .. } => "mcp",
     }
 }
 

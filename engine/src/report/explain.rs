@@ -112,6 +112,17 @@ fn describe(e: &Evidence) -> String {
             }
             s.trim_end().to_string()
         }
+        Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
+            let mut s = format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });
+            for (name, o) in [("result", body), ("server stderr", stderr)] {
+                if o.total_bytes > 0 {
+                    s.push_str(&format!("\n    {name}: {} bytes{}\n", o.total_bytes,
+                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }));
+                    s.push_str(&indent(&o.excerpt));
+                }
+            }
+            s.trim_end().to_string()
+        }
         Evidence::CheckResult { check_id, exit, expect_exit, timed_out, passed, failing_assertion, stdout, stderr, checkpoint } => {
             let mut s = format!("check {check_id}: {} (exit {}, expected {expect_exit}{})", if *passed { "passed" } else { "FAILED" }, exit_text(exit), if *timed_out { ", deadline hit" } else { "" });
             if let Some(cp) = checkpoint {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use providers::command::CommandProvider;
 use providers::http::HttpProvider;
+use providers::mcp::McpProvider;
 use providers::Provider;
 
 use crate::plan::{Protocol, ProviderSpec};
@@ -20,6 +21,9 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
             let mut p = HttpProvider::new(endpoint.clone(), observe.clone());
             p.allowed_hosts = hosts.clone();
             Arc::new(p)
+        }
+        ProviderSpec::Mcp { command, observe_tool } => {
+            Arc::new(McpProvider { command: command.clone(), observe_tool: observe_tool.clone() })
         }
     }
 }

@@ -161,6 +161,7 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
     let agent = matches!(r.plan.provider_of(task), ProviderSpec::Command { protocol: Some(_) });
     let is_http = matches!(r.plan.provider_of(task), ProviderSpec::Http { .. });
+    let is_mcp = matches!(r.plan.provider_of(task), ProviderSpec::Mcp { .. });
     let timed_out_unsafe = receipt.timed_out && task.effect == Effect::External && !safe_to_resend(task);
     let verdict = r.store.write(Durability::Full, |tx| {
         let mut list: Vec<Evidence> = Vec::new();
@@ -177,6 +178,22 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
                     retry_after_seconds: receipt.retry_after_seconds,
                     source: "http".into(),
                     excerpt: stdout.excerpt.clone(),
+                });
+            }
+        } else if is_mcp {
+            list.push(Evidence::ToolResult {
+                is_error: receipt.tool_error.is_some(),
+                body: stdout.clone(),
+                stderr,
+                duration_ms: receipt.duration_ms,
+            });
+            if let Some(message) = &receipt.tool_error {
+                ok = false;
+                list.push(Evidence::ProviderError {
+                    http_status: None,
+                    retry_after_seconds: None,
+                    source: "tool".into(),
+                    excerpt: evidence::excerpt(&Captured { text: message.clone(), total_bytes: 0, truncated: false }, EXCERPT_LINES, EXCERPT_BYTES),
                 });
             }
         } else {
@@ -199,11 +216,14 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
                 }
             }
         }
-        let receipt_json = json!({
+        let mut receipt_json = json!({
             "exit": receipt.exit, "http_status": receipt.http_status, "timed_out": receipt.timed_out,
             "duration_ms": receipt.duration_ms, "stdout_blob": stdout.blob, "stdout_truncated": receipt.stdout.truncated,
             "stderr_truncated": receipt.stderr.truncated,
         });
+        if let Some(t) = &receipt.tool_error {
+            receipt_json["tool_error"] = json!(t);
+        }
         ledger::insert_receipt(tx, attempt_id, &receipt_json)?;
         let mut recorded = Vec::new();
         for e in list {
