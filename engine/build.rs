@@ -13,8 +13,17 @@ fn main() {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no", "--", "engine", "providers", "Cargo.toml", "Cargo.lock"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        "engine",
+        "providers",
+        "Cargo.toml",
+        "Cargo.lock",
+    ])
+    .is_some_and(|s| !s.is_empty());
     let version = format!("{} ({}{})", env!("CARGO_PKG_VERSION"), commit, if dirty { "+dirty" } else { "" });
     println!("cargo:rustc-env=ENGINE_VERSION_LINE={version}");
     if let Some(top) = git(&["rev-parse", "--show-toplevel"]) {

@@ -26,7 +26,7 @@ pub fn needed(task: &Task, is_repeat: bool) -> bool {
 
 /// Was any earlier attempt of this task dispatched, or possibly so?
 pub fn prior_dispatch(conn: &rusqlite::Connection, goal_id: &str, task_ref: &str) -> Result<bool> {
-    Ok(crate::store::qrow(conn, 
+    Ok(crate::store::qrow(conn,
         "SELECT EXISTS(SELECT 1 FROM attempts WHERE goal_id = ?1 AND task_ref = ?2 AND state != 'abandoned'
            AND (dispatched_at_ms IS NOT NULL OR state IN ('effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')))",
         params![goal_id, task_ref],
@@ -52,19 +52,20 @@ pub fn record(store: &mut Store, operation_id: &str, note: &str, actor: &str) ->
         return Err(Error::usage("an approval needs a note (--note TEXT): say why this call may be made"));
     }
     let conn = store.conn();
-    let found: Option<(String, i64, String, String)> = crate::store::qrow(conn, 
-            "SELECT t.goal_id, t.revision, t.task_ref, t.request_digest FROM tasks t JOIN goals g
+    let found: Option<(String, i64, String, String)> = crate::store::qrow(
+        conn,
+        "SELECT t.goal_id, t.revision, t.task_ref, t.request_digest FROM tasks t JOIN goals g
                ON g.id = t.goal_id AND g.active_revision = t.revision WHERE t.operation_id = ?1",
-            [operation_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
+        [operation_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .optional()?;
     // A repair with an instruction is its own operation (the instruction is
     // part of the request), so no task row carries its id: the engine's own
     // `approval_required` record of it, in the active revision, does.
     let found = match found {
         Some(f) => Some(f),
-        None => crate::store::qrow(conn, 
+        None => crate::store::qrow(conn,
                 "SELECT e.goal_id, e.revision, e.task_ref, json_extract(e.data, '$.request_digest') FROM events e JOIN goals g
                    ON g.id = e.goal_id AND g.active_revision = e.revision
                  WHERE e.kind = 'approval_required' AND json_extract(e.data, '$.operation_id') = ?1
@@ -75,11 +76,12 @@ pub fn record(store: &mut Store, operation_id: &str, note: &str, actor: &str) ->
             .optional()?,
     };
     let (goal_id, revision, task_ref, request_digest) = found.ok_or_else(|| {
-        Error::usage(format!("no task of an active plan revision has operation {operation_id}")).at(operation_id.to_string())
+        Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
+            .at(operation_id.to_string())
     })?;
     let plan_digest = ledger::revision(conn, &goal_id, revision)?.plan_digest;
     let approval_id = store.write(Durability::Full, |tx| {
-        crate::store::exec(tx, 
+        crate::store::exec(tx,
             "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, now_ms()],
@@ -91,7 +93,15 @@ pub fn record(store: &mut Store, operation_id: &str, note: &str, actor: &str) ->
         })).task(&task_ref))?;
         Ok(id)
     })?;
-    Ok(Recorded { approval_id, operation_id: operation_id.into(), goal_id, revision, task_ref, request_digest, plan_digest })
+    Ok(Recorded {
+        approval_id,
+        operation_id: operation_id.into(),
+        goal_id,
+        revision,
+        task_ref,
+        request_digest,
+        plan_digest,
+    })
 }
 
 /// What the call site found.
@@ -112,9 +122,8 @@ pub fn find(tx: &Transaction, operation_id: &str, request_digest: &str, plan_dig
     let mut stmt = tx.prepare_cached(
         "SELECT id, request_digest, plan_digest FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL ORDER BY id DESC",
     )?;
-    let rows: Vec<(i64, String, String)> = stmt
-        .query_map([operation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    let rows: Vec<(i64, String, String)> =
+        stmt.query_map([operation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<rusqlite::Result<_>>()?;
     // The newest approval bound to exactly this request and plan wins; an
     // older stale one does not hide it.
     if let Some((id, _, _)) = rows.iter().find(|(_, req, plan)| req == request_digest && plan == plan_digest) {
@@ -131,7 +140,11 @@ pub fn find(tx: &Transaction, operation_id: &str, request_digest: &str, plan_dig
 
 /// Consume approval `id` for `attempt_id`, in the intent's transaction.
 pub fn consume(tx: &Transaction, approval_id: i64, attempt_id: i64) -> Result<()> {
-    let n = crate::store::exec(tx, "UPDATE approvals SET consumed_by = ?2 WHERE id = ?1 AND consumed_by IS NULL", params![approval_id, attempt_id])?;
+    let n = crate::store::exec(
+        tx,
+        "UPDATE approvals SET consumed_by = ?2 WHERE id = ?1 AND consumed_by IS NULL",
+        params![approval_id, attempt_id],
+    )?;
     if n != 1 {
         return Err(Error::new(Code::Internal, format!("approval {approval_id} was already consumed")));
     }

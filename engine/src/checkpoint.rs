@@ -71,13 +71,16 @@ impl FileCache {
     pub fn load(conn: &rusqlite::Connection) -> rusqlite::Result<FileCache> {
         let mut stmt = conn.prepare("SELECT path, size, mtime_ns, inode, digest, hashed_at_ns FROM file_cache")?;
         let rows = stmt.query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, CacheEntry {
-                size: r.get::<_, i64>(1)? as u64,
-                mtime_ns: r.get(2)?,
-                inode: r.get::<_, i64>(3)? as u64,
-                digest: r.get(4)?,
-                hashed_at_ns: r.get(5)?,
-            }))
+            Ok((
+                r.get::<_, String>(0)?,
+                CacheEntry {
+                    size: r.get::<_, i64>(1)? as u64,
+                    mtime_ns: r.get(2)?,
+                    inode: r.get::<_, i64>(3)? as u64,
+                    digest: r.get(4)?,
+                    hashed_at_ns: r.get(5)?,
+                },
+            ))
         })?;
         Ok(FileCache { entries: rows.collect::<rusqlite::Result<_>>()?, ..Default::default() })
     }
@@ -90,7 +93,14 @@ impl FileCache {
         )?;
         for path in self.dirty.drain() {
             if let Some(e) = self.entries.get(&path) {
-                stmt.execute(rusqlite::params![path, e.size as i64, e.mtime_ns, e.inode as i64, e.digest, e.hashed_at_ns])?;
+                stmt.execute(rusqlite::params![
+                    path,
+                    e.size as i64,
+                    e.mtime_ns,
+                    e.inode as i64,
+                    e.digest,
+                    e.hashed_at_ns
+                ])?;
             }
         }
         Ok(())
@@ -108,7 +118,11 @@ impl FileCache {
         let key = path.to_string_lossy().into_owned();
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
         if let Some(e) = self.entries.get(&key) {
-            if e.size == meta.len() && e.mtime_ns == mtime_ns && e.inode == meta.ino() && mtime_ns < e.hashed_at_ns - RACY_WINDOW_NS {
+            if e.size == meta.len()
+                && e.mtime_ns == mtime_ns
+                && e.inode == meta.ino()
+                && mtime_ns < e.hashed_at_ns - RACY_WINDOW_NS
+            {
                 self.hits += 1;
                 return Ok(Some(e.digest.clone()));
             }
@@ -117,7 +131,10 @@ impl FileCache {
         let hashed_at_ns = now_ns();
         let bytes = std::fs::read(path)?;
         let digest = blake3::hash(&bytes).to_hex().to_string();
-        self.entries.insert(key.clone(), CacheEntry { size: meta.len(), mtime_ns, inode: meta.ino(), digest: digest.clone(), hashed_at_ns });
+        self.entries.insert(
+            key.clone(),
+            CacheEntry { size: meta.len(), mtime_ns, inode: meta.ino(), digest: digest.clone(), hashed_at_ns },
+        );
         self.dirty.insert(key);
         Ok(Some(digest))
     }
@@ -125,12 +142,18 @@ impl FileCache {
 
 /// Observe a task's checkpoint now, through `cache`. `secrets` are the
 /// plan's secret variable names: their values are recorded only as digests.
-pub fn observe(workspace_dir: &Path, task: &Task, secrets: &[String], cache: &mut FileCache) -> Result<Checkpoint, String> {
+pub fn observe(
+    workspace_dir: &Path,
+    task: &Task,
+    secrets: &[String],
+    cache: &mut FileCache,
+) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
     let mut expander = workspace::Expander::new(workspace_dir)?;
     for input in &task.inputs {
         for rel in expander.expand(input)? {
-            let digest = cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
+            let digest =
+                cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
             files.insert(rel, digest);
         }
     }
@@ -149,10 +172,7 @@ pub fn observe(workspace_dir: &Path, task: &Task, secrets: &[String], cache: &mu
         };
         context.insert(name.clone(), value);
     }
-    let digest = Digester::new(Kind::Checkpoint)
-        .json("files", &json!(files))
-        .json("context", &json!(context))
-        .finish();
+    let digest = Digester::new(Kind::Checkpoint).json("files", &json!(files)).json("context", &json!(context)).finish();
     Ok(Checkpoint { files, context, digest })
 }
 

@@ -34,57 +34,99 @@ struct Rule {
 }
 
 const RULES: &[Rule] = &[
-    Rule { name: "http_rate_limited_or_unavailable", class: FailureClass::ProviderUnavailable, matches: |e| {
-        matches!(e, Evidence::ProviderError { http_status: Some(429 | 502 | 503 | 504), .. })
-    }},
-    Rule { name: "http_request_rejected", class: FailureClass::ProviderRejected, matches: |e| {
-        matches!(e, Evidence::ProviderError { http_status: Some(400..=499), .. })
-    }},
-    Rule { name: "tool_error", class: FailureClass::ProviderRejected, matches: |e| {
-        matches!(e, Evidence::ProviderError { source, http_status: None, .. } if source == "tool")
-    }},
-    Rule { name: "provider_output_invalid", class: FailureClass::ProviderRejected, matches: |e| {
-        matches!(e, Evidence::ProviderOutputInvalid { .. })
-    }},
-    Rule { name: "connection_refused_before_dispatch", class: FailureClass::ProviderUnavailable, matches: |e| {
-        matches!(e, Evidence::EngineError { error: EngineErrorKind::ConnectionRefused, .. })
-    }},
-    Rule { name: "deadline_before_dispatch", class: FailureClass::Timeout, matches: |e| {
-        matches!(e, Evidence::EngineError { error: EngineErrorKind::TimeoutBeforeDispatch, .. })
-    }},
-    Rule { name: "environment_error", class: FailureClass::Environment, matches: |e| {
-        matches!(e, Evidence::EngineError { error: EngineErrorKind::ExecutableMissing | EngineErrorKind::PermissionDenied, .. })
-    }},
-    Rule { name: "engine_error", class: FailureClass::Environment, matches: |e| {
-        matches!(e, Evidence::EngineError { .. })
-    }},
-    Rule { name: "observed_effect_absent", class: FailureClass::ProviderUnavailable, matches: |e| {
-        matches!(e, Evidence::Observation { observation: providers::Observation::EffectAbsent { .. } })
-    }},
-    Rule { name: "lost_answer_safe_to_resend", class: FailureClass::Timeout, matches: |e| {
-        matches!(e, Evidence::EffectMarker { safe_to_resend: true, .. })
-    }},
-    Rule { name: "dispatched_without_receipt", class: FailureClass::EffectUnknown, matches: |e| {
-        matches!(e, Evidence::EffectMarker { .. })
-    }},
-    Rule { name: "engine_deadline_after_dispatch", class: FailureClass::Timeout, matches: |e| {
-        matches!(e, Evidence::ProcessExit { timed_out: true, .. })
-    }},
-    Rule { name: "killed_by_signal", class: FailureClass::Killed, matches: |e| {
-        matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Signal { .. }), .. })
-    }},
-    Rule { name: "action_exit_nonzero", class: FailureClass::ProviderRejected, matches: |e| {
-        matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Code { code }), .. } if *code != 0)
-    }},
-    Rule { name: "http_server_error", class: FailureClass::Unclassified, matches: |e| {
-        matches!(e, Evidence::ProviderError { http_status: Some(500..=599), .. })
-    }},
-    Rule { name: "agent_reported_failure", class: FailureClass::Unclassified, matches: |e| {
-        matches!(e, Evidence::ProviderError { source, .. } if source == "agent_report")
-    }},
-    Rule { name: "validation_check_failed", class: FailureClass::ValidationFailed, matches: |e| {
-        matches!(e, Evidence::CheckResult { passed: false, .. })
-    }},
+    Rule {
+        name: "http_rate_limited_or_unavailable",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(429 | 502 | 503 | 504), .. }),
+    },
+    Rule {
+        name: "http_request_rejected",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(400..=499), .. }),
+    },
+    Rule {
+        name: "tool_error",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderError { source, http_status: None, .. } if source == "tool"),
+    },
+    Rule {
+        name: "provider_output_invalid",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderOutputInvalid { .. }),
+    },
+    Rule {
+        name: "connection_refused_before_dispatch",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::EngineError { error: EngineErrorKind::ConnectionRefused, .. }),
+    },
+    Rule {
+        name: "deadline_before_dispatch",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::EngineError { error: EngineErrorKind::TimeoutBeforeDispatch, .. }),
+    },
+    Rule {
+        name: "environment_error",
+        class: FailureClass::Environment,
+        matches: |e| {
+            matches!(
+                e,
+                Evidence::EngineError {
+                    error: EngineErrorKind::ExecutableMissing | EngineErrorKind::PermissionDenied,
+                    ..
+                }
+            )
+        },
+    },
+    Rule {
+        name: "engine_error",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::EngineError { .. }),
+    },
+    Rule {
+        name: "observed_effect_absent",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::Observation { observation: providers::Observation::EffectAbsent { .. } }),
+    },
+    Rule {
+        name: "lost_answer_safe_to_resend",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::EffectMarker { safe_to_resend: true, .. }),
+    },
+    Rule {
+        name: "dispatched_without_receipt",
+        class: FailureClass::EffectUnknown,
+        matches: |e| matches!(e, Evidence::EffectMarker { .. }),
+    },
+    Rule {
+        name: "engine_deadline_after_dispatch",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::ProcessExit { timed_out: true, .. }),
+    },
+    Rule {
+        name: "killed_by_signal",
+        class: FailureClass::Killed,
+        matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Signal { .. }), .. }),
+    },
+    Rule {
+        name: "action_exit_nonzero",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Code { code }), .. } if *code != 0),
+    },
+    Rule {
+        name: "http_server_error",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(500..=599), .. }),
+    },
+    Rule {
+        name: "agent_reported_failure",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProviderError { source, .. } if source == "agent_report"),
+    },
+    Rule {
+        name: "validation_check_failed",
+        class: FailureClass::ValidationFailed,
+        matches: |e| matches!(e, Evidence::CheckResult { passed: false, .. }),
+    },
 ];
 
 /// Classify a failed attempt from its evidence. Returns `unclassified` with
@@ -148,8 +190,15 @@ mod tests {
     }
     fn check(passed: bool) -> Evidence {
         Evidence::CheckResult {
-            check_id: "V1".into(), exit: Some(ExitStatus::Code { code: if passed { 0 } else { 1 } }), expect_exit: 0,
-            timed_out: false, passed, failing_assertion: None, stdout: out(), stderr: out(), checkpoint: None,
+            check_id: "V1".into(),
+            exit: Some(ExitStatus::Code { code: if passed { 0 } else { 1 } }),
+            expect_exit: 0,
+            timed_out: false,
+            passed,
+            failing_assertion: None,
+            stdout: out(),
+            stderr: out(),
+            checkpoint: None,
         }
     }
     fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
@@ -188,7 +237,12 @@ mod tests {
 
     #[test]
     fn http_statuses() {
-        let pe = |s| Evidence::ProviderError { http_status: Some(s), retry_after_seconds: None, source: "http".into(), excerpt: String::new() };
+        let pe = |s| Evidence::ProviderError {
+            http_status: Some(s),
+            retry_after_seconds: None,
+            source: "http".into(),
+            excerpt: String::new(),
+        };
         assert_eq!(classify(&rec(vec![pe(503)])).class, FailureClass::ProviderUnavailable);
         assert_eq!(classify(&rec(vec![pe(429)])).class, FailureClass::ProviderUnavailable);
         assert_eq!(classify(&rec(vec![pe(400)])).class, FailureClass::ProviderRejected);
@@ -197,13 +251,19 @@ mod tests {
 
     #[test]
     fn provider_error_outranks_validation() {
-        let pe = Evidence::ProviderError { http_status: Some(400), retry_after_seconds: None, source: "http".into(), excerpt: String::new() };
+        let pe = Evidence::ProviderError {
+            http_status: Some(400),
+            retry_after_seconds: None,
+            source: "http".into(),
+            excerpt: String::new(),
+        };
         assert_eq!(classify(&rec(vec![check(false), pe])).class, FailureClass::ProviderRejected);
     }
 
     #[test]
     fn effect_marker_is_effect_unknown() {
-        let c = classify(&rec(vec![Evidence::EffectMarker { reason: UnknownReason::ResponseLost, safe_to_resend: false }]));
+        let c =
+            classify(&rec(vec![Evidence::EffectMarker { reason: UnknownReason::ResponseLost, safe_to_resend: false }]));
         assert_eq!(c.class, FailureClass::EffectUnknown);
         assert_eq!(c.next, "settle");
     }

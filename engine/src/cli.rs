@@ -162,7 +162,10 @@ pub fn main() -> i32 {
         }
         Err(e) => {
             if json {
-                emit(&format!("{}\n", serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")));
+                emit(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
+                ));
             }
             eprintln!("error: {e}");
             e.code.exit_code()
@@ -201,11 +204,20 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Schema => {
             let schema = crate::plan::schema();
-            Ok(Output { text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")), json: schema, exit_code: 0 })
+            Ok(Output {
+                text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
+                json: schema,
+                exit_code: 0,
+            })
         }
         Command::Run { plan, jobs } => {
             let jobs = jobs.unwrap_or_else(default_jobs);
-            let report = run::run(RunOptions { plan_path: plan, workspace: cli.workspace.clone(), store: cli.store.clone(), jobs })?;
+            let report = run::run(RunOptions {
+                plan_path: plan,
+                workspace: cli.workspace.clone(),
+                store: cli.store.clone(),
+                jobs,
+            })?;
             Ok(report::run::render(&report))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
@@ -242,14 +254,17 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            let report = crate::repair::repair(&mut store, crate::repair::RepairRequest {
-                goal,
-                task_ref,
-                instruction,
-                provider,
-                force_note: if force { note } else { None },
-                jobs: jobs.unwrap_or_else(default_jobs),
-            })?;
+            let report = crate::repair::repair(
+                &mut store,
+                crate::repair::RepairRequest {
+                    goal,
+                    task_ref,
+                    instruction,
+                    provider,
+                    force_note: if force { note } else { None },
+                    jobs: jobs.unwrap_or_else(default_jobs),
+                },
+            )?;
             Ok(report::run::render(&report))
         }
         Command::Revise { plan, reason, no_run, jobs } => {
@@ -263,7 +278,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             })?;
             let mut text = format!(
                 "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
-                r.goal_id, r.revision, r.from_revision,
+                r.goal_id,
+                r.revision,
+                r.from_revision,
                 if r.goal_contract_changed { "; the goal contract changed" } else { "" },
                 r.reason
             );
@@ -303,7 +320,10 @@ fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
     let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let path = store::resolve_path(flag, &ws);
     Store::open_ro(&path)?.ok_or_else(|| {
-        Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display()))
+        Error::usage(format!(
+            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+            path.display()
+        ))
     })
 }
 
@@ -317,7 +337,10 @@ fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
     let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let path = store::resolve_path(flag, &ws);
     if std::fs::symlink_metadata(&path).is_err() {
-        return Err(Error::usage(format!("no store at {}: run `engine run PLAN` first (or pass --store / --workspace)", path.display())));
+        return Err(Error::usage(format!(
+            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+            path.display()
+        )));
     }
     Store::open_rw(&path)
 }

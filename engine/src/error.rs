@@ -132,12 +132,7 @@ impl fmt::Display for Error {
 
 impl Error {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Error {
-            code,
-            message: message.into(),
-            place: None,
-            details: Box::new(serde_json::Value::Null),
-        }
+        Error { code, message: message.into(), place: None, details: Box::new(serde_json::Value::Null) }
     }
 
     pub fn at(mut self, place: impl Into<String>) -> Self {
@@ -163,10 +158,7 @@ impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         match &e {
             rusqlite::Error::SqliteFailure(f, _)
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
-                ) =>
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
             {
                 Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
             }

@@ -97,13 +97,7 @@ pub enum Evidence {
     /// `none` or it is declared idempotent.
     EffectMarker { reason: UnknownReason, safe_to_resend: bool },
     /// How the provider's process ended, with its captured output.
-    ProcessExit {
-        exit: Option<ExitStatus>,
-        timed_out: bool,
-        duration_ms: u64,
-        stdout: Output,
-        stderr: Output,
-    },
+    ProcessExit { exit: Option<ExitStatus>, timed_out: bool, duration_ms: u64, stdout: Output, stderr: Output },
     /// An HTTP provider's answer.
     HttpResponse { status: u16, body: Output, duration_ms: u64 },
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or

@@ -37,7 +37,8 @@ pub struct RepairRequest {
 /// The fingerprint of a failure: its class and a digest of its evidence,
 /// leaving out what varies between identical failures (ids, durations).
 pub fn fingerprint(class: &str, evidence: &[Recorded]) -> String {
-    let mut list: Vec<Value> = evidence.iter().map(|r| serde_json::to_value(&r.evidence).expect("serializes")).collect();
+    let mut list: Vec<Value> =
+        evidence.iter().map(|r| serde_json::to_value(&r.evidence).expect("serializes")).collect();
     for v in &mut list {
         strip_volatile(v);
     }
@@ -133,15 +134,18 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
     let file: PlanFile = serde_json::from_str(&row.plan_json)
         .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
-    let task = plan
-        .task(&req.task_ref)
-        .cloned()
-        .ok_or_else(|| Error::usage(format!("goal `{}` revision {} has no task `{}`", g.id, g.active_revision, req.task_ref)).at(req.task_ref.clone()))?;
+    let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
+        Error::usage(format!("goal `{}` revision {} has no task `{}`", g.id, g.active_revision, req.task_ref))
+            .at(req.task_ref.clone())
+    })?;
     if let Some(p) = &req.provider {
         if *p != task.provider {
             return Err(Error::new(
                 Code::ProviderChangeRequiresRevision,
-                format!("task {} is done by provider `{}`; switching to `{p}` changes the plan: use `engine revise`", task.task_ref, task.provider),
+                format!(
+                    "task {} is done by provider `{}`; switching to `{p}` changes the plan: use `engine revise`",
+                    task.task_ref, task.provider
+                ),
             )
             .at(task.task_ref.clone()));
         }
@@ -154,12 +158,16 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
         .last()
         .filter(|a| a.state == AttemptState::Failed)
         .ok_or_else(|| {
-            let state = attempts.last().map_or("no attempt".to_string(), |a| format!("its latest attempt is `{}`", a.state));
-            Error::usage(format!("task {} has not failed ({state}): repair is for a failed task", task.task_ref)).at(task.task_ref.clone())
+            let state =
+                attempts.last().map_or("no attempt".to_string(), |a| format!("its latest attempt is `{}`", a.state));
+            Error::usage(format!("task {} has not failed ({state}): repair is for a failed task", task.task_ref))
+                .at(task.task_ref.clone())
         })?
         .clone();
     let class = class_of(&last).unwrap_or(FailureClass::Unclassified);
-    if matches!(class, FailureClass::ProviderRejected | FailureClass::Unclassified) && req.force_note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+    if matches!(class, FailureClass::ProviderRejected | FailureClass::Unclassified)
+        && req.force_note.as_deref().is_none_or(|n| n.trim().is_empty())
+    {
         return Err(Error::usage(format!(
             "task {} failed as `{class}`, which a repair is not expected to fix (next: {}); to repair anyway pass --force --note TEXT",
             task.task_ref,
@@ -174,13 +182,24 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
         .iter()
         .rev()
         .take(2)
-        .map(|a| Ok(fingerprint(class_of(a).map_or("unclassified", FailureClass::as_str), &failure_evidence(a, ledger::evidence_of_attempt(conn, a.id)?))))
+        .map(|a| {
+            Ok(fingerprint(
+                class_of(a).map_or("unclassified", FailureClass::as_str),
+                &failure_evidence(a, ledger::evidence_of_attempt(conn, a.id)?),
+            ))
+        })
         .collect::<Result<_>>()?;
     let mut cache = checkpoint::FileCache::load(conn)?;
     let inputs_now = checkpoint::observe(&plan.workspace, &task, &plan.file.secrets, &mut cache).ok().map(|c| c.digest);
     let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
     let pair = if fps.len() == 2 { Some((fps[0].as_str(), fps[1].as_str())) } else { None };
-    if is_repetition(pair, inputs_then.as_deref(), inputs_now.as_deref(), last.instruction.as_deref(), req.instruction.as_deref()) {
+    if is_repetition(
+        pair,
+        inputs_then.as_deref(),
+        inputs_now.as_deref(),
+        last.instruction.as_deref(),
+        req.instruction.as_deref(),
+    ) {
         return Err(Error::new(
             Code::RepeatedFailureWithoutNewEvidence,
             format!(
@@ -208,10 +227,19 @@ fn repair_locked(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
     let (goal_id, revision, task_ref) = (g.id.clone(), g.active_revision, task.task_ref.clone());
     store.write(Durability::Normal, |tx| {
         ledger::set_task_state(tx, &goal_id, revision, &task_ref, TaskState::Pending, &json!({"repair_of": last.id}))?;
-        events::append(tx, &Event::goal("repair_requested", &goal_id, revision, json!({
-            "failed_attempt": last.id, "class": class, "instruction": req.instruction,
-            "forced": req.force_note, "operation_id": operation_id,
-        })).task(&task_ref))?;
+        events::append(
+            tx,
+            &Event::goal(
+                "repair_requested",
+                &goal_id,
+                revision,
+                json!({
+                    "failed_attempt": last.id, "class": class, "instruction": req.instruction,
+                    "forced": req.force_note, "operation_id": operation_id,
+                }),
+            )
+            .task(&task_ref),
+        )?;
         Ok(())
     })?;
     run::execute_with(store, plan, revision, req.jobs, HashSet::new(), HashMap::from([(task_ref, rep)]))
@@ -235,9 +263,20 @@ mod tests {
     #[test]
     fn fingerprint_ignores_durations_but_not_outputs() {
         use crate::evidence::{Evidence, Output};
-        let out = |t: &str| Output { blob: t.into(), excerpt: t.into(), total_bytes: 1, kept_bytes: 1, truncated: false };
-        let e = |ms, text: &str| vec![Recorded { id: ms as i64, evidence: Evidence::ProcessExit {
-            exit: Some(providers::ExitStatus::Code { code: 1 }), timed_out: false, duration_ms: ms, stdout: out(text), stderr: out("") } }];
+        let out =
+            |t: &str| Output { blob: t.into(), excerpt: t.into(), total_bytes: 1, kept_bytes: 1, truncated: false };
+        let e = |ms, text: &str| {
+            vec![Recorded {
+                id: ms as i64,
+                evidence: Evidence::ProcessExit {
+                    exit: Some(providers::ExitStatus::Code { code: 1 }),
+                    timed_out: false,
+                    duration_ms: ms,
+                    stdout: out(text),
+                    stderr: out(""),
+                },
+            }]
+        };
         assert_eq!(fingerprint("x", &e(5, "a")), fingerprint("x", &e(900, "a")));
         assert_eq!(fingerprint("x", &e(5, "Ran 3 tests in 0.001s")), fingerprint("x", &e(5, "Ran 3 tests in 0.020s")));
         assert_ne!(fingerprint("x", &e(5, "a")), fingerprint("x", &e(5, "b")));

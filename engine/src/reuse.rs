@@ -145,7 +145,10 @@ pub fn decide(
         return run(Refusal::ValidationSetChanged);
     }
     let Some(cp) = &done.checkpoint else {
-        return run(Refusal::ValidationNotPassed { validation: "*".into(), why: "no checkpoint was recorded for the completion".into() });
+        return run(Refusal::ValidationNotPassed {
+            validation: "*".into(),
+            why: "no checkpoint was recorded for the completion".into(),
+        });
     };
     for id in &wanted {
         if !have.contains(id) {
@@ -157,10 +160,16 @@ pub fn decide(
             continue;
         }
         if !v.passed {
-            return run(Refusal::ValidationNotPassed { validation: v.id.clone(), why: "its latest result is a failure".into() });
+            return run(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest result is a failure".into(),
+            });
         }
         if v.checkpoint.as_deref() != Some(cp.digest.as_str()) {
-            return run(Refusal::ValidationNotPassed { validation: v.id.clone(), why: "its latest pass is not bound to the completion's checkpoint".into() });
+            return run(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest pass is not bound to the completion's checkpoint".into(),
+            });
         }
     }
     if !done.reusable {
@@ -175,7 +184,9 @@ pub fn decide(
                 evidence_ids: done.validations.iter().map(|v| v.evidence_id).collect(),
             },
         },
-        Ok(now) => run(Refusal::CheckpointChanged { path: cp.first_difference(&now).unwrap_or_else(|| "(context)".into()) }),
+        Ok(now) => {
+            run(Refusal::CheckpointChanged { path: cp.first_difference(&now).unwrap_or_else(|| "(context)".into()) })
+        }
         Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
     }
 }

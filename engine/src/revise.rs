@@ -55,7 +55,10 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
     let plan = Plan::load(&req.plan_path, req.workspace.as_deref())?;
     let store_path = crate::store::resolve_path(req.store.as_deref(), &plan.workspace);
     if std::fs::symlink_metadata(&store_path).is_err() {
-        return Err(Error::usage(format!("no store at {}: `engine run` registers the goal first", store_path.display())));
+        return Err(Error::usage(format!(
+            "no store at {}: `engine run` registers the goal first",
+            store_path.display()
+        )));
     }
     let mut store = Store::open_rw(&store_path)?;
     store.acquire_lease()?;
@@ -71,17 +74,24 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
         .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
     let prev = ledger::revision(conn, &goal_id, g.active_revision)?;
     if prev.plan_digest == plan.digests.plan {
-        return Err(Error::usage(format!("the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise", g.active_revision)));
+        return Err(Error::usage(format!(
+            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise",
+            g.active_revision
+        )));
     }
-    let prev_file: PlanFile = serde_json::from_str(&prev.plan_json)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision)))?;
+    let prev_file: PlanFile = serde_json::from_str(&prev.plan_json).map_err(|e| {
+        Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision))
+    })?;
     // The earlier revision's budget bounds revisions: a plan cannot raise
     // its own limit by revising itself.
     let used = (g.active_revision - 1) as u64;
     let limit = prev_file.budgets.max_revisions as u64;
     if used >= limit {
-        return Err(Error::new(Code::BudgetExhausted, format!("max_revisions: used {used} of {limit}; no new revision is recorded"))
-            .with_details(json!({"budget": "max_revisions", "used": used, "limit": limit})));
+        return Err(Error::new(
+            Code::BudgetExhausted,
+            format!("max_revisions: used {used} of {limit}; no new revision is recorded"),
+        )
+        .with_details(json!({"budget": "max_revisions", "used": used, "limit": limit})));
     }
 
     let goal_changed = prev.goal_contract != plan.digests.goal_contract;
@@ -91,30 +101,43 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
     let revision = g.active_revision + 1;
     let plan_json = serde_json::to_string(&plan.file).expect("a plan serializes");
     store.write(Durability::Full, |tx| {
-        ledger::insert_revision(tx, &ledger::NewRevision {
-            goal_id: &goal_id,
-            revision,
-            parent: Some(g.active_revision),
-            plan_digest: &plan.digests.plan,
-            goal_contract: &plan.digests.goal_contract,
-            plan_json: &plan_json,
-            plan_path: &req.plan_path.display().to_string(),
-            workspace: &plan.workspace.display().to_string(),
-            reason: Some(&req.reason),
-        })?;
+        ledger::insert_revision(
+            tx,
+            &ledger::NewRevision {
+                goal_id: &goal_id,
+                revision,
+                parent: Some(g.active_revision),
+                plan_digest: &plan.digests.plan,
+                goal_contract: &plan.digests.goal_contract,
+                plan_json: &plan_json,
+                plan_path: &req.plan_path.display().to_string(),
+                workspace: &plan.workspace.display().to_string(),
+                reason: Some(&req.reason),
+            },
+        )?;
         run::insert_tasks(tx, &plan, revision)?;
         for d in &decisions {
             let (state, detail) = match &d.decision {
                 Decision::Reuse { provenance } => (TaskState::Reused, json!({"reused_from": provenance})),
-                Decision::Run { refusal } => (TaskState::Pending, json!({"reuse_refused": refusal.code(), "detail": refusal.detail()})),
+                Decision::Run { refusal } => {
+                    (TaskState::Pending, json!({"reuse_refused": refusal.code(), "detail": refusal.detail()}))
+                }
             };
             ledger::set_task_state(tx, &goal_id, revision, &d.task_ref, state, &detail)?;
         }
-        let seq = events::append(tx, &Event::goal("revision_recorded", &goal_id, revision, json!({
-            "parent": g.active_revision, "reason": req.reason, "plan_digest": plan.digests.plan,
-            "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
-            "decisions": decisions,
-        })))?;
+        let seq = events::append(
+            tx,
+            &Event::goal(
+                "revision_recorded",
+                &goal_id,
+                revision,
+                json!({
+                    "parent": g.active_revision, "reason": req.reason, "plan_digest": plan.digests.plan,
+                    "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
+                    "decisions": decisions,
+                }),
+            ),
+        )?;
         cache.flush(tx)?;
         tx.execute("UPDATE goals SET active_revision = ?2 WHERE id = ?1", rusqlite::params![goal_id, revision])?;
         ledger::set_goal_state(tx, &goal_id, GoalState::Open, seq)
@@ -151,7 +174,8 @@ pub fn decide_all(
     for &i in &plan.order {
         let task = &plan.file.tasks[i];
         let d = &plan.digests.tasks[&task.task_ref];
-        let completion = if goal_changed { None } else { load_completion(conn, goal_id, prev_revision, prev_file, &task.task_ref)? };
+        let completion =
+            if goal_changed { None } else { load_completion(conn, goal_id, prev_revision, prev_file, &task.task_ref)? };
         let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
         let decision = reuse::decide(
             goal_changed,
@@ -171,7 +195,13 @@ pub fn decide_all(
 /// The completion of `task_ref` in `revision` as the ledger holds it: its
 /// succeeded attempt (following a reuse's provenance to the original), the
 /// checkpoint its validations judged, and their latest results.
-pub fn load_completion(conn: &rusqlite::Connection, goal_id: &str, revision: i64, file: &PlanFile, task_ref: &str) -> Result<Option<Completion>> {
+pub fn load_completion(
+    conn: &rusqlite::Connection,
+    goal_id: &str,
+    revision: i64,
+    file: &PlanFile,
+    task_ref: &str,
+) -> Result<Option<Completion>> {
     let Some(row) = ledger::tasks_one(conn, goal_id, revision, task_ref)? else { return Ok(None) };
     let Some(task) = file.tasks.iter().find(|t| t.task_ref == task_ref).cloned() else { return Ok(None) };
     let attempt_id = match row.state {
@@ -197,7 +227,12 @@ pub fn load_completion(conn: &rusqlite::Connection, goal_id: &str, revision: i64
     };
     let validations = ledger::latest_check_results(conn, goal_id, a.revision, "validation", Some(task_ref))?
         .into_iter()
-        .map(|c| ValidationResult { id: c.check_id, passed: c.passed, checkpoint: c.checkpoint, evidence_id: c.evidence_id })
+        .map(|c| ValidationResult {
+            id: c.check_id,
+            passed: c.passed,
+            checkpoint: c.checkpoint,
+            evidence_id: c.evidence_id,
+        })
         .collect();
     Ok(Some(Completion {
         revision: a.revision,
@@ -221,7 +256,13 @@ pub fn decisions_table(decisions: &[TaskDecision]) -> String {
                 "  {:width$}  {:<6}  {:<24}  from revision {} attempt {} (evidence {:?})\n",
                 d.task_ref, "reuse", "-", provenance.revision, provenance.attempt_id, provenance.evidence_ids
             )),
-            Decision::Run { refusal } => text.push_str(&format!("  {:width$}  {:<6}  {:<24}  {}\n", d.task_ref, "run", refusal.code(), refusal.detail())),
+            Decision::Run { refusal } => text.push_str(&format!(
+                "  {:width$}  {:<6}  {:<24}  {}\n",
+                d.task_ref,
+                "run",
+                refusal.code(),
+                refusal.detail()
+            )),
         }
     }
     text

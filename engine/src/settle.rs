@@ -47,35 +47,64 @@ pub struct Settled {
 /// Evidence files are bounded like captured output.
 pub const EVIDENCE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
-pub fn settle(store: &mut Store, operation_id: &str, outcome: Outcome, note: &str, actor: &str, evidence: Option<&Path>) -> Result<Settled> {
+pub fn settle(
+    store: &mut Store,
+    operation_id: &str,
+    outcome: Outcome,
+    note: &str,
+    actor: &str,
+    evidence: Option<&Path>,
+) -> Result<Settled> {
     if note.trim().is_empty() {
-        return Err(Error::new(Code::SettlementInvalid, "a settlement needs a note (--note TEXT): say what you checked"));
+        return Err(Error::new(
+            Code::SettlementInvalid,
+            "a settlement needs a note (--note TEXT): say what you checked",
+        ));
     }
     let conn = store.conn();
     let attempt = conn
-        .query_row("SELECT id FROM attempts WHERE operation_id = ?1 ORDER BY id DESC LIMIT 1", [operation_id], |r| r.get::<_, i64>(0))
-        .map_err(|_| Error::new(Code::SettlementInvalid, format!("no operation {operation_id} in this store")).at(operation_id.to_string()))?;
+        .query_row("SELECT id FROM attempts WHERE operation_id = ?1 ORDER BY id DESC LIMIT 1", [operation_id], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(|_| {
+            Error::new(Code::SettlementInvalid, format!("no operation {operation_id} in this store"))
+                .at(operation_id.to_string())
+        })?;
     let a = ledger::attempt(conn, attempt)?;
     if a.state != AttemptState::EffectUnknown {
         return Err(Error::new(
             Code::SettlementInvalid,
-            format!("operation {operation_id} try {} is `{}`, not `effect_unknown`: only an unknown outcome can be settled", a.try_no, a.state),
+            format!(
+                "operation {operation_id} try {} is `{}`, not `effect_unknown`: only an unknown outcome can be settled",
+                a.try_no, a.state
+            ),
         )
         .at(operation_id.to_string()));
     }
     let evidence_bytes = match evidence {
         Some(path) => {
-            let meta = std::fs::metadata(path).map_err(|e| Error::usage(format!("cannot read evidence file: {e}")).at(path.display().to_string()))?;
+            let meta = std::fs::metadata(path)
+                .map_err(|e| Error::usage(format!("cannot read evidence file: {e}")).at(path.display().to_string()))?;
             if meta.len() > EVIDENCE_BYTES_MAX {
-                return Err(Error::usage(format!("evidence file is {} bytes; the limit is {EVIDENCE_BYTES_MAX}", meta.len())).at(path.display().to_string()));
+                return Err(Error::usage(format!(
+                    "evidence file is {} bytes; the limit is {EVIDENCE_BYTES_MAX}",
+                    meta.len()
+                ))
+                .at(path.display().to_string()));
             }
             Some(std::fs::read(path)?)
         }
         None => None,
     };
     let (to, task_state, next) = match outcome {
-        Outcome::Ok => (AttemptState::SettledOk, TaskState::Running, "the next `engine run` runs the task's validations".to_string()),
-        Outcome::NotRun => (AttemptState::SettledNotRun, TaskState::Pending, format!("re-send with `engine retry {operation_id}`")),
+        Outcome::Ok => (
+            AttemptState::SettledOk,
+            TaskState::Running,
+            "the next `engine run` runs the task's validations".to_string(),
+        ),
+        Outcome::NotRun => {
+            (AttemptState::SettledNotRun, TaskState::Pending, format!("re-send with `engine retry {operation_id}`"))
+        }
     };
     store.write(Durability::Full, |tx| {
         let blob = evidence_bytes.as_deref().map(|b| blobs::put(tx, b)).transpose()?;
@@ -97,5 +126,13 @@ pub fn settle(store: &mut Store, operation_id: &str, outcome: Outcome, note: &st
         }
         Ok(())
     })?;
-    Ok(Settled { operation_id: operation_id.into(), attempt_id: a.id, task_ref: a.task_ref, goal_id: a.goal_id, outcome, actor: actor.into(), next })
+    Ok(Settled {
+        operation_id: operation_id.into(),
+        attempt_id: a.id,
+        task_ref: a.task_ref,
+        goal_id: a.goal_id,
+        outcome,
+        actor: actor.into(),
+        next,
+    })
 }

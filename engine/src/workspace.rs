@@ -42,7 +42,8 @@ impl Expander {
         if pattern.contains(['*', '?', '[']) {
             let full = self.root.join(pattern);
             let opts = glob::MatchOptions { require_literal_leading_dot: true, ..Default::default() };
-            let paths = glob::glob_with(&full.to_string_lossy(), opts).map_err(|e| format!("is not a valid glob: {e}"))?;
+            let paths =
+                glob::glob_with(&full.to_string_lossy(), opts).map_err(|e| format!("is not a valid glob: {e}"))?;
             for entry in paths {
                 let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
                 self.collect(&path, &mut out)?;
@@ -70,7 +71,12 @@ impl Expander {
     }
 
     /// `meta`: the path's `symlink_metadata`, when the caller has it.
-    fn collect_known(&mut self, path: &Path, meta: Option<std::fs::Metadata>, out: &mut Vec<String>) -> Result<(), String> {
+    fn collect_known(
+        &mut self,
+        path: &Path,
+        meta: Option<std::fs::Metadata>,
+        out: &mut Vec<String>,
+    ) -> Result<(), String> {
         let (_real, is_dir) = self.check_inside_known(path, meta)?;
         let rel = relative(&self.root, path)?;
         if rel.split('/').next() == Some(STORE_DIR) {
@@ -166,9 +172,7 @@ impl Expander {
 }
 
 fn relative(root: &Path, path: &Path) -> Result<String, String> {
-    let rel = path
-        .strip_prefix(root)
-        .map_err(|_| format!("{} is outside the workspace", path.display()))?;
+    let rel = path.strip_prefix(root).map_err(|_| format!("{} is outside the workspace", path.display()))?;
     Ok(rel.to_string_lossy().replace('\\', "/"))
 }
 

@@ -38,22 +38,14 @@ impl Captured {
                 }
             }
         }
-        Captured {
-            text: String::from_utf8_lossy(&kept).into_owned(),
-            total_bytes,
-            truncated,
-        }
+        Captured { text: String::from_utf8_lossy(&kept).into_owned(), total_bytes, truncated }
     }
 
     /// Replace every occurrence of each non-empty secret with `[REDACTED]`.
     /// If the capture was truncated, the cut may have split a secret: a tail
     /// of the text that is a prefix of some secret is redacted too.
     pub fn redact(&mut self, secrets: &[String]) {
-        let mut secrets: Vec<&str> = secrets
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
-            .collect();
+        let mut secrets: Vec<&str> = secrets.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
         // Longest first, so a secret containing a shorter one is still found
         // whole.
         secrets.sort_by_key(|s| Reverse(s.len()));
@@ -67,12 +59,7 @@ impl Captured {
         }
         for s in &secrets {
             // Proper prefixes of `s` on char boundaries, longest first.
-            let cut = s
-                .char_indices()
-                .map(|(i, _)| i)
-                .filter(|&i| i > 0)
-                .rev()
-                .find(|&i| self.text.ends_with(&s[..i]));
+            let cut = s.char_indices().map(|(i, _)| i).filter(|&i| i > 0).rev().find(|&i| self.text.ends_with(&s[..i]));
             if let Some(i) = cut {
                 let keep = self.text.len() - i;
                 self.text.truncate(keep);

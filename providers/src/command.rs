@@ -12,10 +12,7 @@ use tokio::process::Command;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
-use crate::{
-    BoxFuture, Call, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider,
-    Receipt,
-};
+use crate::{BoxFuture, Call, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, Receipt};
 
 /// After the process group is killed, how long to keep draining the pipes.
 /// Killing the group normally closes them at once; the bound only matters if
@@ -42,11 +39,7 @@ impl Provider for CommandProvider {
         id
     }
 
-    fn dispatch<'a>(
-        &'a self,
-        call: &'a Call,
-        progress: UnboundedSender<Progress>,
-    ) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
         Box::pin(run(call, progress))
     }
 }
@@ -57,12 +50,8 @@ pub(crate) fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcom
 
 /// `{"run": ["prog", "arg", ...]}` → argv; `None` if malformed or empty.
 fn parse_argv(request: &Value) -> Option<Vec<String>> {
-    let argv = request
-        .get("run")?
-        .as_array()?
-        .iter()
-        .map(|a| a.as_str().map(str::to_owned))
-        .collect::<Option<Vec<_>>>()?;
+    let argv =
+        request.get("run")?.as_array()?.iter().map(|a| a.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
     match argv.first() {
         Some(prog) if !prog.is_empty() => Some(argv),
         _ => None,
@@ -101,8 +90,7 @@ pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
         }
     }
     // Set last so the idempotency identity cannot be overridden.
-    cmd.env("ENGINE_OPERATION_ID", &call.operation_id)
-        .env("ENGINE_TRY", call.try_no.to_string());
+    cmd.env("ENGINE_OPERATION_ID", &call.operation_id).env("ENGINE_TRY", call.try_no.to_string());
     cmd
 }
 
@@ -175,12 +163,7 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     // Done when the child exited AND both pipes hit EOF (a grandchild may
     // still be writing after the child exits).
     let finished = async {
-        let (_, _, _, st) = tokio::join!(
-            out.drain_from(&mut stdout),
-            err.drain_from(&mut stderr),
-            feed,
-            child.wait()
-        );
+        let (_, _, _, st) = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed, child.wait());
         st
     };
     let result = match call.timeout {

@@ -29,8 +29,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
-    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome,
-    Progress, Provider, Receipt,
+    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider,
+    Receipt,
 };
 
 /// Bound on the status line plus headers (and on chunked trailers).
@@ -45,15 +45,8 @@ const BODY_READ_BYTES_MAX: u64 = 256 * 1024 * 1024;
 const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Headers the provider writes itself; a plan may not set them, because they
 /// carry framing (Content-Length, ...) or the idempotency identity.
-const RESERVED_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-    "idempotency-key",
-    "engine-try",
-];
+const RESERVED_HEADERS: &[&str] =
+    &["host", "content-length", "content-type", "transfer-encoding", "connection", "idempotency-key", "engine-try"];
 
 /// Plan config: `{"kind":"http","endpoint":URL,"observe":URL-with-{operation_id}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,10 +75,8 @@ impl HttpProvider {
         if obj.get("kind").and_then(Value::as_str) != Some("http") {
             return Err("http provider config needs \"kind\": \"http\"".into());
         }
-        let endpoint = obj
-            .get("endpoint")
-            .and_then(Value::as_str)
-            .ok_or("http provider config needs a string `endpoint`")?;
+        let endpoint =
+            obj.get("endpoint").and_then(Value::as_str).ok_or("http provider config needs a string `endpoint`")?;
         let observe = match obj.get("observe") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
@@ -277,9 +268,7 @@ impl Target {
             || host.parse::<IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false);
         let allowed = allowed_hosts.iter().any(|a| a.eq_ignore_ascii_case(host));
         if !loopback && !allowed {
-            return Err(format!(
-                "host `{host}` is not loopback (127.0.0.0/8, ::1, localhost) and not an allowed host"
-            ));
+            return Err(format!("host `{host}` is not loopback (127.0.0.0/8, ::1, localhost) and not an allowed host"));
         }
         Ok(Target { host: host.to_string(), port, authority: authority.to_string(), path, loopback })
     }
@@ -471,7 +460,10 @@ async fn connect(target: &Target) -> Result<TcpStream, Failure> {
     };
     // A loopback name must not resolve elsewhere (e.g. a doctored hosts file).
     if target.loopback && addrs.iter().any(|a| !a.ip().is_loopback()) {
-        return Err(not_sent(NotDispatchedKind::BadRequest, format!("{} resolves to a non-loopback address", target.host)));
+        return Err(not_sent(
+            NotDispatchedKind::BadRequest,
+            format!("{} resolves to a non-loopback address", target.host),
+        ));
     }
     let mut last = format!("{} resolved to no address", target.host);
     for addr in addrs {
@@ -496,14 +488,16 @@ async fn read_head<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Result<Head, F
     let mut budget = HEAD_BYTES_MAX;
     loop {
         let line = read_line(r, &mut budget, "status line").await?;
-        let status = parse_status_line(&line).ok_or_else(|| lost(format!("malformed status line {:?}", trunc(&line))))?;
+        let status =
+            parse_status_line(&line).ok_or_else(|| lost(format!("malformed status line {:?}", trunc(&line))))?;
         let mut head = Head { status, content_length: None, chunked: false, retry_after_seconds: None };
         loop {
             let line = read_line(r, &mut budget, "headers").await?;
             if line.is_empty() {
                 break;
             }
-            let (name, value) = line.split_once(':').ok_or_else(|| lost(format!("malformed header {:?}", trunc(&line))))?;
+            let (name, value) =
+                line.split_once(':').ok_or_else(|| lost(format!("malformed header {:?}", trunc(&line))))?;
             let value = value.trim();
             match name.trim().to_ascii_lowercase().as_str() {
                 "content-length" => {
@@ -539,7 +533,11 @@ fn parse_status_line(line: &str) -> Option<u16> {
 
 /// One CRLF-terminated line (terminator stripped), charged against `budget`.
 /// EOF or a reset before the line ends means the answer was lost.
-async fn read_line<R: AsyncRead + Unpin>(r: &mut BufReader<R>, budget: &mut usize, what: &str) -> Result<String, Failure> {
+async fn read_line<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    budget: &mut usize,
+    what: &str,
+) -> Result<String, Failure> {
     let mut line = Vec::new();
     let n = (&mut *r)
         .take(*budget as u64)
@@ -604,7 +602,12 @@ async fn read_body<R: AsyncRead + Unpin>(r: &mut BufReader<R>, head: &Head, out:
     }
 }
 
-async fn copy_exact<R: AsyncRead + Unpin>(r: &mut BufReader<R>, n: u64, out: &mut Bounded, status: u16) -> Result<(), Failure> {
+async fn copy_exact<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    n: u64,
+    out: &mut Bounded,
+    status: u16,
+) -> Result<(), Failure> {
     let mut left = n;
     let mut chunk = vec![0u8; 64 * 1024];
     while left > 0 {
@@ -615,7 +618,9 @@ async fn copy_exact<R: AsyncRead + Unpin>(r: &mut BufReader<R>, n: u64, out: &mu
                 out.push(&chunk[..k]);
                 left -= k as u64;
             }
-            Err(e) => return Err(lost(format!("status {status} received, then the connection broke in the body: {e}"))),
+            Err(e) => {
+                return Err(lost(format!("status {status} received, then the connection broke in the body: {e}")))
+            }
         }
     }
     Ok(())
@@ -715,8 +720,13 @@ mod tests {
         assert_eq!(progress.len(), 1, "exactly one Dispatched");
         let req = server.await.unwrap();
         assert!(req.starts_with("POST /render HTTP/1.1\r\n"), "{req}");
-        for h in ["Idempotency-Key: op-1\r\n", "Engine-Try: 3\r\n", "X-Trace: abc\r\n",
-                  "Content-Type: application/json\r\n", "Connection: close\r\n"] {
+        for h in [
+            "Idempotency-Key: op-1\r\n",
+            "Engine-Try: 3\r\n",
+            "X-Trace: abc\r\n",
+            "Content-Type: application/json\r\n",
+            "Connection: close\r\n",
+        ] {
             assert!(req.contains(h), "missing {h:?} in {req}");
         }
         assert!(req.ends_with("\r\n\r\n{\"a\":1}"), "{req}");
@@ -764,7 +774,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let t = Track { bytes_written: 10, status: None };
-        assert!(matches!(t.deadline_failure(Duration::from_secs(1)), Failure::Lost(LostReason::DeadlineAfterDispatch, _)));
+        assert!(matches!(
+            t.deadline_failure(Duration::from_secs(1)),
+            Failure::Lost(LostReason::DeadlineAfterDispatch, _)
+        ));
     }
 
     #[tokio::test]
@@ -822,7 +835,9 @@ mod tests {
 
     #[tokio::test]
     async fn chunked_and_eof_framed_bodies() {
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nT: 1\r\n\r\n".to_vec();
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nT: 1\r\n\r\n"
+                .to_vec();
         let (url, _s) = fake(Some(chunked), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await.0);
         assert_eq!(r.stdout.text, "hello world");
@@ -836,7 +851,8 @@ mod tests {
 
     #[tokio::test]
     async fn short_body_is_lost_not_a_receipt() {
-        let (url, _s) = fake(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly this".to_vec()), Duration::ZERO).await;
+        let (url, _s) =
+            fake(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly this".to_vec()), Duration::ZERO).await;
         let (out, _) = run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await;
         assert!(matches!(out, Outcome::Lost { reason: LostReason::ResponseLost, .. }), "{out:?}");
     }
@@ -852,8 +868,14 @@ mod tests {
 
     #[tokio::test]
     async fn non_loopback_and_bad_requests_are_refused_before_dispatch() {
-        for url in ["http://example.com/x", "https://127.0.0.1/x", "http://10.0.0.1:80/", "http://user@127.0.0.1/",
-                    "http://127.0.0.1:0/", "ftp://localhost/"] {
+        for url in [
+            "http://example.com/x",
+            "https://127.0.0.1/x",
+            "http://10.0.0.1:80/",
+            "http://user@127.0.0.1/",
+            "http://127.0.0.1:0/",
+            "ftp://localhost/",
+        ] {
             let (out, progress) = run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await;
             match out {
                 Outcome::NotDispatched(nd) => assert_eq!(nd.kind, NotDispatchedKind::BadRequest, "{url}"),
@@ -862,18 +884,30 @@ mod tests {
             assert!(progress.is_empty());
         }
         let ok = "http://127.0.0.1:9/x";
-        for req in [json!([1]), json!({"bdy": 1}), json!({"method": "post"}),
-                    json!({"headers": {"Idempotency-Key": "x"}}), json!({"headers": {"X-A": "a\r\nX-B: b"}}),
-                    json!({"headers": {"Bad Name": "v"}}), json!({"headers": {"X-N": 1}})] {
+        for req in [
+            json!([1]),
+            json!({"bdy": 1}),
+            json!({"method": "post"}),
+            json!({"headers": {"Idempotency-Key": "x"}}),
+            json!({"headers": {"X-A": "a\r\nX-B: b"}}),
+            json!({"headers": {"Bad Name": "v"}}),
+            json!({"headers": {"X-N": 1}}),
+        ] {
             let (out, _) = run(&HttpProvider::new(ok, None), &call(req.clone())).await;
-            assert!(matches!(out, Outcome::NotDispatched(NotDispatched { kind: NotDispatchedKind::BadRequest, .. })), "{req}: {out:?}");
+            assert!(
+                matches!(out, Outcome::NotDispatched(NotDispatched { kind: NotDispatchedKind::BadRequest, .. })),
+                "{req}: {out:?}"
+            );
         }
     }
 
     #[test]
     fn url_parsing() {
         let t = Target::parse("http://[::1]:8080/a?b=1", &[]).unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.path.as_str(), t.authority.as_str()), ("::1", 8080, "/a?b=1", "[::1]:8080"));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.as_str(), t.authority.as_str()),
+            ("::1", 8080, "/a?b=1", "[::1]:8080")
+        );
         let t = Target::parse("http://localhost?q", &[]).unwrap();
         assert_eq!((t.port, t.path.as_str()), (80, "/?q"));
         assert!(Target::parse("http://127.9.9.9/", &[]).is_ok());

@@ -129,7 +129,10 @@ pub enum Outcome {
     NotDispatched(NotDispatched),
     Received(Receipt),
     /// Dispatched, and no receipt: the effect may or may not have happened.
-    Lost { reason: LostReason, detail: String },
+    Lost {
+        reason: LostReason,
+        detail: String,
+    },
 }
 
 /// What re-observing an operation found.
@@ -148,11 +151,7 @@ pub trait Provider: Send + Sync {
     /// task's meaning digest).
     fn identity(&self) -> serde_json::Value;
 
-    fn dispatch<'a>(
-        &'a self,
-        call: &'a Call,
-        progress: UnboundedSender<Progress>,
-    ) -> BoxFuture<'a, Outcome>;
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome>;
 
     /// Re-observe an operation without re-sending it. `None`: this provider
     /// cannot observe.

@@ -37,7 +37,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::capture::Bounded;
 use crate::command::{kill_group, not_dispatched, provider_command, spawn_failure, DRAIN_AFTER_KILL, REAP_AFTER_KILL};
 use crate::{
-    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider, Receipt,
+    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider,
+    Receipt,
 };
 
 /// The MCP protocol revision this client speaks.
@@ -110,14 +111,20 @@ enum Line {
     Eof,
     Whole(Vec<u8>),
     /// Longer than the bound: the kept prefix and the line's real length.
-    Truncated { kept: Vec<u8>, total: u64 },
+    Truncated {
+        kept: Vec<u8>,
+        total: u64,
+    },
 }
 
 /// What answered our request.
 enum Answer {
     Message(Value),
     /// A line over the bound, taken as the answer (it cannot be parsed).
-    Truncated { kept: Vec<u8>, total: u64 },
+    Truncated {
+        kept: Vec<u8>,
+        total: u64,
+    },
 }
 
 impl Io {
@@ -210,14 +217,24 @@ impl Io {
 
     /// `notifications/initialized` and the `tools/call`, in one write.
     /// `attempting` is set before any byte of the call may reach the server.
-    async fn call_tool(&mut self, tool: &str, arguments: &Value, meta: Option<Value>, attempting: &AtomicBool) -> std::io::Result<()> {
+    async fn call_tool(
+        &mut self,
+        tool: &str,
+        arguments: &Value,
+        meta: Option<Value>,
+        attempting: &AtomicBool,
+    ) -> std::io::Result<()> {
         let mut params = json!({"name": tool, "arguments": arguments});
         if let Some(m) = meta {
             params["_meta"] = m;
         }
-        let mut bytes = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("serializes");
+        let mut bytes =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("serializes");
         bytes.push(b'\n');
-        bytes.extend(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": CALL_ID, "method": "tools/call", "params": params})).expect("serializes"));
+        bytes.extend(
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": CALL_ID, "method": "tools/call", "params": params}))
+                .expect("serializes"),
+        );
         bytes.push(b'\n');
         attempting.store(true, Ordering::SeqCst);
         self.stdin.write_all(&bytes).await?;
@@ -284,7 +301,10 @@ fn stderr_tail(err: &Captured) -> String {
 
 fn spawn(command: &[String], call: &Call) -> Result<Server, NotDispatched> {
     let Some(prog) = command.first().filter(|p| !p.is_empty()) else {
-        return Err(NotDispatched { kind: NotDispatchedKind::BadRequest, message: "mcp provider `command` is empty".into() });
+        return Err(NotDispatched {
+            kind: NotDispatchedKind::BadRequest,
+            message: "mcp provider `command` is empty".into(),
+        });
     };
     if !call.workspace.is_dir() {
         return Err(NotDispatched {
@@ -382,18 +402,27 @@ impl McpProvider {
                 if attempting.load(Ordering::SeqCst) {
                     Outcome::Lost {
                         reason: LostReason::DeadlineAfterDispatch,
-                        detail: format!("no answer to tools/call `{tool}` within {limit}s; server `{prog}` killed{}", stderr_tail(&err)),
+                        detail: format!(
+                            "no answer to tools/call `{tool}` within {limit}s; server `{prog}` killed{}",
+                            stderr_tail(&err)
+                        ),
                     }
                 } else {
                     not_dispatched(
                         NotDispatchedKind::DeadlineBeforeDispatch,
-                        format!("MCP server `{prog}` not initialized within {limit}s; tools/call not sent{}", stderr_tail(&err)),
+                        format!(
+                            "MCP server `{prog}` not initialized within {limit}s; tools/call not sent{}",
+                            stderr_tail(&err)
+                        ),
                     )
                 }
             }
             Some(Err((false, m))) => not_dispatched(
                 NotDispatchedKind::Other,
-                redact_str(format!("MCP server `{prog}`: {m}; tools/call not sent{}", stderr_tail(&err)), &call.secrets),
+                redact_str(
+                    format!("MCP server `{prog}`: {m}; tools/call not sent{}", stderr_tail(&err)),
+                    &call.secrets,
+                ),
             ),
             Some(Err((true, m))) => Outcome::Lost {
                 reason: LostReason::ResponseLost,
@@ -436,7 +465,8 @@ impl McpProvider {
 
     async fn observe_inner(&self, tool: &str, call: &Call) -> Observation {
         let what = format!("tools/call `{tool}` {{\"operation_id\": {:?}}}", call.operation_id);
-        let inconclusive = |why: String| Observation::Inconclusive { evidence: redact_str(format!("{what}: {why}"), &call.secrets) };
+        let inconclusive =
+            |why: String| Observation::Inconclusive { evidence: redact_str(format!("{what}: {why}"), &call.secrets) };
         let Server { child, pgid, mut io, stderr } = match spawn(&self.command, call) {
             Ok(s) => s,
             Err(nd) => return inconclusive(nd.message),
@@ -450,9 +480,13 @@ impl McpProvider {
         };
         let (result, err) = drive(child, pgid, stderr, call.output_bytes_max, Some(OBSERVE_TIMEOUT), talk).await;
         let answer = match result {
-            None => return inconclusive(format!("no answer within {}s{}", OBSERVE_TIMEOUT.as_secs(), stderr_tail(&err))),
+            None => {
+                return inconclusive(format!("no answer within {}s{}", OBSERVE_TIMEOUT.as_secs(), stderr_tail(&err)))
+            }
             Some(Err(m)) => return inconclusive(format!("{m}{}", stderr_tail(&err))),
-            Some(Ok(Answer::Truncated { total, .. })) => return inconclusive(format!("answer over the bound ({total} bytes)")),
+            Some(Ok(Answer::Truncated { total, .. })) => {
+                return inconclusive(format!("answer over the bound ({total} bytes)"))
+            }
             Some(Ok(Answer::Message(m))) => m,
         };
         if let Some(e) = answer.get("error") {
@@ -496,7 +530,8 @@ mod tests {
 
     impl Env {
         fn provider(&self, flags: &[&str]) -> McpProvider {
-            let mut command = vec!["python3".to_string(), fixture(), "--log".into(), self.log.to_string_lossy().into_owned()];
+            let mut command =
+                vec!["python3".to_string(), fixture(), "--log".into(), self.log.to_string_lossy().into_owned()];
             command.extend(flags.iter().map(|f| f.to_string()));
             McpProvider { command, observe_tool: Some("operation_status".into()) }
         }
@@ -565,7 +600,10 @@ mod tests {
         assert!(r.stderr.text.contains("delivered op-7 try 2"), "{:?}", r.stderr);
         let d = e.deliveries();
         assert_eq!(d.len(), 1);
-        assert_eq!((d[0]["key"].as_str(), d[0]["try"].as_i64(), &d[0]["arguments"]), (Some("op-7"), Some(2), &json!({"doc": "d1"})));
+        assert_eq!(
+            (d[0]["key"].as_str(), d[0]["try"].as_i64(), &d[0]["arguments"]),
+            (Some("op-7"), Some(2), &json!({"doc": "d1"}))
+        );
         assert_eq!(progress.len(), 1, "{progress:?}");
         let Progress::Dispatched { detail } = &progress[0];
         assert!(detail.contains("tools/call `render`") && detail.contains("op-7"), "{detail}");
@@ -683,7 +721,9 @@ mod tests {
         assert!(matches!(obs, Observation::EffectAbsent { .. }), "{obs:?}");
         receipt(go(&p, &c).await.0);
         match p.observe(&c).unwrap().await {
-            Observation::EffectPresent { evidence } => assert!(evidence.contains("operation_status") && evidence.contains("present"), "{evidence}"),
+            Observation::EffectPresent { evidence } => {
+                assert!(evidence.contains("operation_status") && evidence.contains("present"), "{evidence}")
+            }
             other => panic!("{other:?}"),
         }
         // A tool that does not say: inconclusive; no observe_tool: cannot observe.
@@ -692,7 +732,8 @@ mod tests {
         assert!(matches!(q.observe(&c).unwrap().await, Observation::Inconclusive { .. }));
         q.observe_tool = None;
         assert!(q.observe(&c).is_none());
-        let dead = McpProvider { command: vec!["/nonexistent/x".into()], observe_tool: Some("operation_status".into()) };
+        let dead =
+            McpProvider { command: vec!["/nonexistent/x".into()], observe_tool: Some("operation_status".into()) };
         assert!(matches!(dead.observe(&c).unwrap().await, Observation::Inconclusive { .. }));
     }
 

@@ -37,10 +37,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
 fn providers_know_nothing_of_the_ledger() {
     let manifest = fs::read_to_string(repo_root().join("providers/Cargo.toml")).unwrap();
     for dep in ["engine", "rusqlite"] {
-        assert!(
-            !manifest.lines().any(|l| l.trim_start().starts_with(dep)),
-            "providers/Cargo.toml depends on {dep}"
-        );
+        assert!(!manifest.lines().any(|l| l.trim_start().starts_with(dep)), "providers/Cargo.toml depends on {dep}");
     }
     let src = repo_root().join("providers/src");
     assert!(files_containing(&src, "rusqlite").is_empty());
@@ -54,10 +51,8 @@ fn only_the_approve_path_writes_approvals() {
     // And only the call site consumes one.
     assert_eq!(files_containing(&src, "UPDATE approvals"), vec!["engine/src/approval.rs"]);
     // `approval::record` is reached from the CLI's `approve` command only.
-    let callers: Vec<String> = files_containing(&src, "approval::record(")
-        .into_iter()
-        .filter(|f| f != "engine/src/approval.rs")
-        .collect();
+    let callers: Vec<String> =
+        files_containing(&src, "approval::record(").into_iter().filter(|f| f != "engine/src/approval.rs").collect();
     assert_eq!(callers, vec!["engine/src/cli.rs"]);
 }
 
@@ -72,6 +67,9 @@ fn sqlite_is_reached_only_through_the_store() {
     // Reading the ledger elsewhere goes through `Store`/`ledger`; opening a
     // connection does not happen outside `store/`.
     let src = repo_root().join("engine/src");
-    let opens: Vec<String> = files_containing(&src, "Connection::open").into_iter().filter(|f| !f.starts_with("engine/src/store/")).collect();
+    let opens: Vec<String> = files_containing(&src, "Connection::open")
+        .into_iter()
+        .filter(|f| !f.starts_with("engine/src/store/"))
+        .collect();
     assert!(opens.is_empty(), "SQLite opened outside store/: {opens:?}");
 }

@@ -80,7 +80,8 @@ fn log_follow_prints_events_as_they_are_written() {
     // A second run writes more; the follower prints them without restarting.
     ws.engine(&["run", "plan.json"]).expect_code(0);
     let text = seen(2).expect("the follower printed the new run's events");
-    let seqs: Vec<i64> = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_i64().unwrap()).collect();
+    let seqs: Vec<i64> =
+        text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in ledger order: {seqs:?}");
     assert!(follower.alive());
     follower.kill9();
@@ -100,6 +101,7 @@ fn secrets_named_in_the_plan_are_redacted_from_captured_output() {
     assert!(explain.contains("[REDACTED]"), "{explain}");
     // Nor in any stored blob.
     let db = ws.db();
-    let leaked: i64 = db.query_row("SELECT COUNT(*) FROM blobs WHERE instr(data, 's3cr3t-value-42') > 0", [], |r| r.get(0)).unwrap();
+    let leaked: i64 =
+        db.query_row("SELECT COUNT(*) FROM blobs WHERE instr(data, 's3cr3t-value-42') > 0", [], |r| r.get(0)).unwrap();
     assert_eq!(leaked, 0);
 }

@@ -42,8 +42,9 @@ pub struct Out {
 impl Out {
     /// The one JSON document `--json` prints on stdout.
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
     }
 
     /// Assert the exit code, showing all output when it differs.
@@ -181,7 +182,8 @@ pub fn try_open_ro(path: &Path) -> Option<Connection> {
     if !path.exists() {
         return None;
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).ok()?;
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).ok()?;
     conn.busy_timeout(Duration::from_secs(2)).ok()?;
     Some(conn)
 }
@@ -366,13 +368,13 @@ pub fn attempts(conn: &Connection) -> Vec<(i64, String, String, i64)> {
 
 /// How many receipts the store holds for this attempt.
 pub fn receipts_of(conn: &Connection, attempt_id: i64) -> i64 {
-    conn.query_row("SELECT COUNT(*) FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0)).expect("count receipts")
+    conn.query_row("SELECT COUNT(*) FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
+        .expect("count receipts")
 }
 
 /// The pid in an attempt's `dispatch_detail` ("pid N").
 pub fn dispatched_pid(conn: &Connection, attempt_id: i64) -> Option<i32> {
-    let detail: Option<String> = conn
-        .query_row("SELECT dispatch_detail FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0))
-        .ok()?;
+    let detail: Option<String> =
+        conn.query_row("SELECT dispatch_detail FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0)).ok()?;
     detail?.strip_prefix("pid ")?.trim().parse().ok()
 }

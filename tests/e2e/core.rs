@@ -52,10 +52,7 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert_eq!(report["exit_code"], 1);
     assert_eq!(
         report_lines(&report),
-        vec![
-            ("T1".into(), "succeeded".into(), None),
-            ("T2".into(), "failed".into(), Some("validation_failed".into())),
-        ]
+        vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "failed".into(), Some("validation_failed".into())),]
     );
     assert_eq!(report["failed"], json!(["T2"]));
     assert_eq!(report["acceptance"], json!([]), "acceptance waits for every task");
@@ -66,7 +63,8 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
 
     // The store agrees, row by row.
     let db = ws.db();
-    let goal_state: String = db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
+    let goal_state: String =
+        db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
     assert_eq!(goal_state, "failed");
     let rows = attempts(&db);
     let (t1, t2) = (task_attempts(&rows, "T1"), task_attempts(&rows, "T2"));
@@ -91,7 +89,12 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     let status = status.json();
     assert_eq!(status["goal"]["id"], "money-totals");
     assert_eq!(status["goal"]["state"], "failed");
-    let st: Vec<(&str, &str)> = status["tasks"].as_array().unwrap().iter().map(|t| (t["ref"].as_str().unwrap(), t["state"].as_str().unwrap())).collect();
+    let st: Vec<(&str, &str)> = status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["ref"].as_str().unwrap(), t["state"].as_str().unwrap()))
+        .collect();
     assert_eq!(st, [("T1", "succeeded"), ("T2", "failed")]);
     assert_eq!(status["effect_unknown"], json!([]));
     assert_eq!(status["in_doubt"], json!([]));
@@ -106,7 +109,10 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     let a = &a[0];
     assert_eq!(a["attempt"]["state"], "succeeded");
     assert_eq!(a["receipt"]["exit"], json!({"kind": "code", "code": 0}), "{a:#}");
-    let v1 = find_evidence(a, "check_result").into_iter().find(|e| e["check_id"] == "V1").unwrap_or_else(|| panic!("no V1 evidence: {a:#}"));
+    let v1 = find_evidence(a, "check_result")
+        .into_iter()
+        .find(|e| e["check_id"] == "V1")
+        .unwrap_or_else(|| panic!("no V1 evidence: {a:#}"));
     assert_eq!(v1["passed"], true);
     assert_eq!(v1["checkpoint"], a["attempt"]["checkpoint"], "V1 judged the attempt's checkpoint");
 
@@ -138,7 +144,10 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     repaired.expect_code(0);
     let report = repaired.json();
     assert_eq!(report["goal_state"], "satisfied", "{report:#}");
-    assert_eq!(report_lines(&report), vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "succeeded".into(), None)]);
+    assert_eq!(
+        report_lines(&report),
+        vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "succeeded".into(), None)]
+    );
     assert_eq!(report["acceptance"], json!([{"id": "A1", "passed": true}]));
     let db = ws.db();
     let rows = attempts(&db);
@@ -146,7 +155,8 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert_eq!(task_attempts(&rows, "T1"), t1, "the repair does not touch T1");
     assert_eq!(rows[2].1, "T2");
     assert_eq!(rows[2].2, "succeeded");
-    let goal_state: String = db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
+    let goal_state: String =
+        db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
     assert_eq!(goal_state, "satisfied");
     drop(db);
     let status = ws.engine(&["status", "--json"]).json();
@@ -240,13 +250,50 @@ fn bad_inputs(ws: &Ws) -> Vec<Bad> {
     let truncated_place: &'static str = Box::leak(format!("{{plan}}:{line}:{col}").into_boxed_str());
 
     vec![
-        Bad { name: "missing goal", bytes: with(&|p| { p.as_object_mut().unwrap().remove("goal"); }), code: "GOAL_REQUIRED", place: "$.goal", extra: no_extra },
-        Bad { name: "unknown task field", bytes: with(&|p| p["tasks"][0]["colour"] = json!("red")), code: "PLAN_INVALID", place: "$.tasks[0].colour",
-              extra: |e| assert!(e["message"].as_str().unwrap().contains("colour"), "{e}") },
-        Bad { name: "unknown goal field", bytes: with(&|p| p["goal"]["owner"] = json!("me")), code: "PLAN_INVALID", place: "$.goal.owner", extra: no_extra },
-        Bad { name: "unknown provider field", bytes: with(&|p| p["providers"]["sh"]["shell"] = json!(true)), code: "PLAN_INVALID", place: "$.providers.sh.shell", extra: no_extra },
-        Bad { name: "wrong type", bytes: with(&|p| p["tasks"][1]["timeout_seconds"] = json!("5")), code: "PLAN_INVALID", place: "$.tasks[1].timeout_seconds", extra: no_extra },
-        Bad { name: "wrong type (depends_on)", bytes: with(&|p| p["tasks"][1]["depends_on"] = json!("a")), code: "PLAN_INVALID", place: "$.tasks[1].depends_on", extra: no_extra },
+        Bad {
+            name: "missing goal",
+            bytes: with(&|p| {
+                p.as_object_mut().unwrap().remove("goal");
+            }),
+            code: "GOAL_REQUIRED",
+            place: "$.goal",
+            extra: no_extra,
+        },
+        Bad {
+            name: "unknown task field",
+            bytes: with(&|p| p["tasks"][0]["colour"] = json!("red")),
+            code: "PLAN_INVALID",
+            place: "$.tasks[0].colour",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("colour"), "{e}"),
+        },
+        Bad {
+            name: "unknown goal field",
+            bytes: with(&|p| p["goal"]["owner"] = json!("me")),
+            code: "PLAN_INVALID",
+            place: "$.goal.owner",
+            extra: no_extra,
+        },
+        Bad {
+            name: "unknown provider field",
+            bytes: with(&|p| p["providers"]["sh"]["shell"] = json!(true)),
+            code: "PLAN_INVALID",
+            place: "$.providers.sh.shell",
+            extra: no_extra,
+        },
+        Bad {
+            name: "wrong type",
+            bytes: with(&|p| p["tasks"][1]["timeout_seconds"] = json!("5")),
+            code: "PLAN_INVALID",
+            place: "$.tasks[1].timeout_seconds",
+            extra: no_extra,
+        },
+        Bad {
+            name: "wrong type (depends_on)",
+            bytes: with(&|p| p["tasks"][1]["depends_on"] = json!("a")),
+            code: "PLAN_INVALID",
+            place: "$.tasks[1].depends_on",
+            extra: no_extra,
+        },
         Bad {
             name: "cycle",
             bytes: bytes(plan(vec![
@@ -258,14 +305,24 @@ fn bad_inputs(ws: &Ws) -> Vec<Bad> {
             code: "PLAN_CYCLE",
             place: "",
             extra: |e| {
-                let cycle: Vec<&str> = e["details"]["cycle"].as_array().expect("details.cycle").iter().map(|v| v.as_str().unwrap()).collect();
+                let cycle: Vec<&str> = e["details"]["cycle"]
+                    .as_array()
+                    .expect("details.cycle")
+                    .iter()
+                    .map(|v| v.as_str().unwrap())
+                    .collect();
                 // Closed, and exactly the a -> b -> c loop (d only hangs off it).
                 assert_eq!(cycle.first(), cycle.last(), "{cycle:?}");
                 let mut members = cycle[1..].to_vec();
                 members.sort();
                 assert_eq!(members, ["a", "b", "c"], "{cycle:?}");
                 // Read as dependency -> dependent: each next one depends on the previous.
-                let deps = |t: &str| match t { "a" => "c", "b" => "a", "c" => "b", _ => unreachable!() };
+                let deps = |t: &str| match t {
+                    "a" => "c",
+                    "b" => "a",
+                    "c" => "b",
+                    _ => unreachable!(),
+                };
                 for w in cycle.windows(2) {
                     assert_eq!(deps(w[1]), w[0], "{cycle:?} is not a cycle of the plan");
                 }
@@ -276,19 +333,69 @@ fn bad_inputs(ws: &Ws) -> Vec<Bad> {
                 }
             },
         },
-        Bad { name: "unknown dependency", bytes: with(&|p| p["tasks"][1]["depends_on"] = json!(["a", "zz"])), code: "UNKNOWN_DEPENDENCY", place: "$.tasks[1].depends_on[1]",
-              extra: |e| assert!(e["message"].as_str().unwrap().contains("zz"), "{e}") },
-        Bad { name: "duplicate ref", bytes: with(&|p| p["tasks"][1]["ref"] = json!("a")), code: "DUPLICATE_TASK_REF", place: "$.tasks[1].ref", extra: no_extra },
-        Bad { name: "unknown provider", bytes: with(&|p| p["tasks"][1]["provider"] = json!("bash")), code: "UNKNOWN_PROVIDER", place: "$.tasks[1].provider",
-              extra: |e| assert!(e["message"].as_str().unwrap().contains("bash"), "{e}") },
-        Bad { name: "input with ..", bytes: with(&|p| p["tasks"][1]["inputs"] = json!(["ok.txt", "../x"])), code: "INPUT_OUTSIDE_WORKSPACE", place: "$.tasks[1].inputs[1]", extra: no_extra },
-        Bad { name: "input a/../..", bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["a/../../x"])), code: "INPUT_OUTSIDE_WORKSPACE", place: "$.tasks[0].inputs[0]", extra: no_extra },
-        Bad { name: "absolute input", bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["/etc/passwd"])), code: "INPUT_OUTSIDE_WORKSPACE", place: "$.tasks[0].inputs[0]", extra: no_extra },
-        Bad { name: "input through a symlink out", bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["out/secret.txt"])), code: "INPUT_OUTSIDE_WORKSPACE", place: "$.tasks[0].inputs[0]",
-              extra: |e| assert!(e["message"].as_str().unwrap().contains("symlink"), "{e}") },
-        Bad { name: "glob through a symlink out", bytes: with(&|p| p["tasks"][1]["inputs"] = json!(["out/*.txt"])), code: "INPUT_OUTSIDE_WORKSPACE", place: "$.tasks[1].inputs[0]", extra: no_extra },
-        Bad { name: "non-UTF-8 file", bytes: non_utf8, code: "PLAN_INVALID", place: "{plan}",
-              extra: |e| assert!(e["message"].as_str().unwrap().contains("UTF-8"), "{e}") },
+        Bad {
+            name: "unknown dependency",
+            bytes: with(&|p| p["tasks"][1]["depends_on"] = json!(["a", "zz"])),
+            code: "UNKNOWN_DEPENDENCY",
+            place: "$.tasks[1].depends_on[1]",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("zz"), "{e}"),
+        },
+        Bad {
+            name: "duplicate ref",
+            bytes: with(&|p| p["tasks"][1]["ref"] = json!("a")),
+            code: "DUPLICATE_TASK_REF",
+            place: "$.tasks[1].ref",
+            extra: no_extra,
+        },
+        Bad {
+            name: "unknown provider",
+            bytes: with(&|p| p["tasks"][1]["provider"] = json!("bash")),
+            code: "UNKNOWN_PROVIDER",
+            place: "$.tasks[1].provider",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("bash"), "{e}"),
+        },
+        Bad {
+            name: "input with ..",
+            bytes: with(&|p| p["tasks"][1]["inputs"] = json!(["ok.txt", "../x"])),
+            code: "INPUT_OUTSIDE_WORKSPACE",
+            place: "$.tasks[1].inputs[1]",
+            extra: no_extra,
+        },
+        Bad {
+            name: "input a/../..",
+            bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["a/../../x"])),
+            code: "INPUT_OUTSIDE_WORKSPACE",
+            place: "$.tasks[0].inputs[0]",
+            extra: no_extra,
+        },
+        Bad {
+            name: "absolute input",
+            bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["/etc/passwd"])),
+            code: "INPUT_OUTSIDE_WORKSPACE",
+            place: "$.tasks[0].inputs[0]",
+            extra: no_extra,
+        },
+        Bad {
+            name: "input through a symlink out",
+            bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["out/secret.txt"])),
+            code: "INPUT_OUTSIDE_WORKSPACE",
+            place: "$.tasks[0].inputs[0]",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("symlink"), "{e}"),
+        },
+        Bad {
+            name: "glob through a symlink out",
+            bytes: with(&|p| p["tasks"][1]["inputs"] = json!(["out/*.txt"])),
+            code: "INPUT_OUTSIDE_WORKSPACE",
+            place: "$.tasks[1].inputs[0]",
+            extra: no_extra,
+        },
+        Bad {
+            name: "non-UTF-8 file",
+            bytes: non_utf8,
+            code: "PLAN_INVALID",
+            place: "{plan}",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("UTF-8"), "{e}"),
+        },
         Bad { name: "truncated JSON", bytes: truncated, code: "PLAN_INVALID", place: truncated_place, extra: no_extra },
     ]
 }
@@ -300,7 +407,13 @@ fn assert_refused(ws: &Ws, bad: &Bad, file: &str) {
     for cmd in ["check", "run"] {
         let plain = ws.engine(&[cmd, file]);
         assert_eq!(plain.code, 2, "{}: `engine {cmd}` exit\n{}", bad.name, plain.stderr);
-        assert!(plain.stderr.contains(bad.code), "{}: `engine {cmd}` stderr lacks {}: {}", bad.name, bad.code, plain.stderr);
+        assert!(
+            plain.stderr.contains(bad.code),
+            "{}: `engine {cmd}` stderr lacks {}: {}",
+            bad.name,
+            bad.code,
+            plain.stderr
+        );
         assert!(plain.stdout.is_empty(), "{}: text mode prints nothing on stdout: {}", bad.name, plain.stdout);
 
         let out = ws.engine(&[cmd, file, "--json"]);
@@ -414,7 +527,8 @@ fn second_engine_on_a_held_store_gets_store_locked() {
     let runs: i64 = db.query_row("SELECT COUNT(*) FROM events WHERE kind = 'run_started'", [], |r| r.get(0)).unwrap();
     assert_eq!(runs, 1);
     // The lease was given back on a clean exit.
-    let (pid, gen): (Option<i64>, i64) = db.query_row("SELECT pid, generation FROM lease", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (pid, gen): (Option<i64>, i64) =
+        db.query_row("SELECT pid, generation FROM lease", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
     assert_eq!((pid, gen), (None, 1));
 }
 
@@ -430,9 +544,11 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
     ws.write_plan("plan.json", &plan(vec![task("slow", &["sh", "-c", script])]));
     let mut first = ws.spawn_engine(&["run", "plan.json"]);
     let attempt = wait_dispatched(&ws, &ws.store(), "slow");
-    let pid = wait_for(Duration::from_secs(10), || dispatched_pid(&ws.db(), attempt)).expect("dispatch detail names a pid");
+    let pid =
+        wait_for(Duration::from_secs(10), || dispatched_pid(&ws.db(), attempt)).expect("dispatch detail names a pid");
     let _leftover = GroupGuard(pid);
-    wait_for(Duration::from_secs(10), || ws.path("first_try_started").exists().then_some(())).expect("first try started");
+    wait_for(Duration::from_secs(10), || ws.path("first_try_started").exists().then_some(()))
+        .expect("first try started");
     let engine_pid = first.pid() as i64;
     let lease = |ws: &Ws| -> (Option<i64>, i64) {
         ws.db().query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
@@ -455,7 +571,10 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
     assert_eq!(generation, 2, "takeover increments the generation");
     assert_eq!(pid_after, None, "released on a clean exit");
     let evs = events(&ws);
-    let takeover = evs.iter().find(|e| e["kind"] == "lease_taken_over").unwrap_or_else(|| panic!("no lease_taken_over event: {evs:#?}"));
+    let takeover = evs
+        .iter()
+        .find(|e| e["kind"] == "lease_taken_over")
+        .unwrap_or_else(|| panic!("no lease_taken_over event: {evs:#?}"));
     assert_eq!(takeover["data"]["previous_pid"], engine_pid, "{takeover}");
     assert_eq!(takeover["data"]["previous_generation"], 1);
     assert_eq!(takeover["data"]["generation"], 2);
@@ -466,7 +585,11 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
     let db = ws.db();
     let rows = attempts(&db);
     assert_eq!(rows.len(), 2, "{rows:?}");
-    assert_eq!((rows[0].0, rows[0].2.as_str(), rows[0].3), (attempt, "abandoned", 1), "the in-doubt try is closed, not re-used");
+    assert_eq!(
+        (rows[0].0, rows[0].2.as_str(), rows[0].3),
+        (attempt, "abandoned", 1),
+        "the in-doubt try is closed, not re-used"
+    );
     assert_eq!((rows[1].2.as_str(), rows[1].3), ("succeeded", 2), "a new try with the next number");
     assert_eq!(receipts_of(&db, rows[1].0), 1);
     let gen2: i64 = db.query_row("SELECT generation FROM attempts WHERE id = ?1", [rows[1].0], |r| r.get(0)).unwrap();
@@ -512,9 +635,12 @@ fn task_killed_by_signal_is_classified_killed() {
     assert_eq!(k["last_attempt"]["classification"]["class"], "killed");
 
     let db = ws.db();
-    let succeeded: i64 = db.query_row("SELECT COUNT(*) FROM attempts WHERE task_ref = 'k' AND state = 'succeeded'", [], |r| r.get(0)).unwrap();
+    let succeeded: i64 = db
+        .query_row("SELECT COUNT(*) FROM attempts WHERE task_ref = 'k' AND state = 'succeeded'", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(succeeded, 0);
-    let ran_validation: i64 = db.query_row("SELECT COUNT(*) FROM check_results WHERE task_ref = 'k'", [], |r| r.get(0)).unwrap();
+    let ran_validation: i64 =
+        db.query_row("SELECT COUNT(*) FROM check_results WHERE task_ref = 'k'", [], |r| r.get(0)).unwrap();
     assert_eq!(ran_validation, 0, "a killed action is not validated into success");
 }
 
@@ -547,7 +673,8 @@ fn task_timeout_kills_grandchildren() {
     let a = &explain["attempts"][0];
     assert_eq!(a["attempt"]["classification"]["class"], "timeout", "{a:#}");
     assert_eq!(a["receipt"]["timed_out"], true);
-    let exit = a["evidence"].as_array().unwrap().iter().map(|e| &e["evidence"]).find(|e| e["kind"] == "process_exit").unwrap();
+    let exit =
+        a["evidence"].as_array().unwrap().iter().map(|e| &e["evidence"]).find(|e| e["kind"] == "process_exit").unwrap();
     assert_eq!(exit["timed_out"], true);
     assert!(exit["duration_ms"].as_u64().unwrap() >= 1000, "{exit}");
 }
@@ -558,12 +685,16 @@ fn task_timeout_kills_grandchildren() {
 #[test]
 fn output_over_the_bound_is_truncated_and_recorded() {
     let ws = Ws::empty();
-    ws.write_plan("plan.json", &plan(vec![task("big", &["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo tail >&2"])]));
+    ws.write_plan(
+        "plan.json",
+        &plan(vec![task("big", &["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo tail >&2"])]),
+    );
     ws.engine(&["run", "plan.json"]).expect_code(0);
 
     let explain = ws.engine(&["explain", "big", "--json"]).json();
     let a = &explain["attempts"][0];
-    let exit = a["evidence"].as_array().unwrap().iter().map(|e| &e["evidence"]).find(|e| e["kind"] == "process_exit").unwrap();
+    let exit =
+        a["evidence"].as_array().unwrap().iter().map(|e| &e["evidence"]).find(|e| e["kind"] == "process_exit").unwrap();
     let stdout = &exit["stdout"];
     assert_eq!(stdout["total_bytes"], 3_000_000, "{stdout}");
     assert_eq!(stdout["truncated"], true);
@@ -576,7 +707,8 @@ fn output_over_the_bound_is_truncated_and_recorded() {
     // The store holds exactly the kept bytes, content-addressed.
     let db = ws.db();
     let blob = stdout["blob"].as_str().unwrap();
-    let (size, data): (i64, Vec<u8>) = db.query_row("SELECT size, data FROM blobs WHERE digest = ?1", [blob], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (size, data): (i64, Vec<u8>) =
+        db.query_row("SELECT size, data FROM blobs WHERE digest = ?1", [blob], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
     assert_eq!(size, 1_048_576);
     assert_eq!(data.len(), 1_048_576);
     assert!(data.iter().all(|&b| b == b'a'));
@@ -614,7 +746,9 @@ fn intent_is_committed_before_the_provider_starts() {
     })
     .expect("the provider wrote probe.json");
     let db = ws.db();
-    let (state, op): (String, String) = db.query_row("SELECT state, operation_id FROM attempts WHERE id = ?1", [attempt], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (state, op): (String, String) = db
+        .query_row("SELECT state, operation_id FROM attempts WHERE id = ?1", [attempt], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
     assert!(state == "intent_recorded" || state == "dispatched", "{state}");
     assert_eq!(receipts_of(&db, attempt), 0, "no receipt while the provider runs");
     let total_receipts: i64 = db.query_row("SELECT COUNT(*) FROM receipts", [], |r| r.get(0)).unwrap();
@@ -746,7 +880,8 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     assert_ne!(out.code, 0, "{out:?}");
     assert_eq!(fs::read(&target).unwrap(), b"");
     assert!(!ws.path("ran.txt").exists(), "nothing ran");
-    let mut leftovers: Vec<String> = fs::read_dir(&elsewhere).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut leftovers: Vec<String> =
+        fs::read_dir(&elsewhere).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     leftovers.sort();
     assert_eq!(leftovers, ["real-dir", "target.db"], "no -wal/-shm or other files appeared");
 }

@@ -101,7 +101,8 @@ fn task_json(p: &Parts, r: &str, deps: Vec<String>) -> Value {
 
 /// The plan as JSON, tasks in the generator's shuffled file order.
 fn plan_json(g: &Gen) -> Value {
-    let mut tasks: Vec<Value> = g.tasks.iter().enumerate().map(|(i, p)| task_json(p, &format!("t{i}"), deps_of(g, i))).collect();
+    let mut tasks: Vec<Value> =
+        g.tasks.iter().enumerate().map(|(i, p)| task_json(p, &format!("t{i}"), deps_of(g, i))).collect();
     Rng(g.seed).shuffle(&mut tasks);
     json!({
         "version": 1,
@@ -155,7 +156,9 @@ fn digests_of(plan: &Value) -> Digests {
             .digests
             .tasks
             .iter()
-            .map(|(r, d)| (r.clone(), (d.meaning.clone(), d.dependencies.clone(), d.request.clone(), d.operation_id.clone())))
+            .map(|(r, d)| {
+                (r.clone(), (d.meaning.clone(), d.dependencies.clone(), d.request.clone(), d.operation_id.clone()))
+            })
             .collect(),
     }
 }

@@ -15,7 +15,10 @@ fn committed() -> String {
 #[test]
 fn committed_plan_schema_is_current() {
     let want = format!("{}\n", serde_json::to_string_pretty(&engine::plan::schema()).unwrap());
-    assert!(committed() == want, "engine/plan.schema.json is stale (it differs from engine::plan::schema()); {REGENERATE}");
+    assert!(
+        committed() == want,
+        "engine/plan.schema.json is stale (it differs from engine::plan::schema()); {REGENERATE}"
+    );
 }
 
 #[test]

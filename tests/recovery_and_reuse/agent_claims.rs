@@ -52,7 +52,11 @@ fn an_agent_blaming_the_network_is_classified_by_the_real_evidence() {
     ws.write("agent.py", AGENT_PY);
     let mut p = plan(
         "network",
-        vec![agent_task("DONE", "blame-network"), agent_task("FAILED", "failed-network"), agent_task("EXIT1", "failed-network-exit1")],
+        vec![
+            agent_task("DONE", "blame-network"),
+            agent_task("FAILED", "failed-network"),
+            agent_task("EXIT1", "failed-network-exit1"),
+        ],
     );
     set(&mut p, "DONE", "validations", json!([validation("V1", FAILING_CHECK)]));
     ws.write_plan("plan.json", &p);
@@ -74,7 +78,10 @@ fn an_agent_blaming_the_network_is_classified_by_the_real_evidence() {
         let a = &ws.attempts(r)[0];
         assert_ne!(a.class(), "provider_unavailable", "{r}: a claimed cause must never become the class");
         for (_, kind, data) in ws.evidence(a.id) {
-            assert!(kind != "engine_error" && data.get("http_status").is_none(), "{r}: no network evidence was observed: {data}");
+            assert!(
+                kind != "engine_error" && data.get("http_status").is_none(),
+                "{r}: no network evidence was observed: {data}"
+            );
         }
     }
 }
@@ -145,7 +152,11 @@ fn signals_and_deadlines_end_to_end() {
     ws.json(&["run", "plan.json"], 1);
     let a = &ws.attempts("KILLED")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "killed", "killed_by_signal"));
-    assert_eq!(ws.count("SELECT COUNT(*) FROM check_results WHERE attempt_id = ?1", [a.id]), 0, "a killed action is never validated into a success");
+    assert_eq!(
+        ws.count("SELECT COUNT(*) FROM check_results WHERE attempt_id = ?1", [a.id]),
+        0,
+        "a killed action is never validated into a success"
+    );
     let a = &ws.attempts("SLOW")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "timeout", "engine_deadline_after_dispatch"));
     // A killed task may be repaired without --force.

@@ -38,7 +38,11 @@ fn max_attempts_per_task_through_repairs() {
     assert_eq!(ev[0].2["budget"], "max_attempts_per_task");
     let text = ws.engine(&["repair", "T1", "--instruction", "third idea"]);
     assert_eq!(text.code, 5);
-    assert!(text.stdout.contains("BUDGET_EXHAUSTED") && text.stdout.contains("max_attempts_per_task"), "{}", text.show());
+    assert!(
+        text.stdout.contains("BUDGET_EXHAUSTED") && text.stdout.contains("max_attempts_per_task"),
+        "{}",
+        text.show()
+    );
     assert_eq!(ws.calls("T1"), 2);
 }
 
@@ -89,7 +93,10 @@ fn max_cost_counts_the_cost_of_calls() {
 #[test]
 fn deadline_zero_dispatches_nothing() {
     let ws = Ws::new();
-    ws.write_plan("plan.json", &with_budgets(plan("deadline0", vec![sh_task("T1", "true")]), json!({"deadline_seconds": 0})));
+    ws.write_plan(
+        "plan.json",
+        &with_budgets(plan("deadline0", vec![sh_task("T1", "true")]), json!({"deadline_seconds": 0})),
+    );
     let report = ws.json(&["run", "plan.json"], 5);
     assert_exhausted(&report, "deadline_seconds", 0.0, 0.0);
     assert_eq!(ws.attempt_count(), 0);
@@ -103,7 +110,11 @@ fn deadline_passes_while_a_task_runs() {
     set(&mut p, "T2", "depends_on", json!(["T1"]));
     ws.write_plan("plan.json", &with_budgets(p, json!({"deadline_seconds": 1})));
     let report = ws.json(&["run", "plan.json"], 5);
-    assert_eq!((report["code"].as_str(), report["budget"]["budget"].as_str()), (Some("BUDGET_EXHAUSTED"), Some("deadline_seconds")), "{report:#}");
+    assert_eq!(
+        (report["code"].as_str(), report["budget"]["budget"].as_str()),
+        (Some("BUDGET_EXHAUSTED"), Some("deadline_seconds")),
+        "{report:#}"
+    );
     assert_eq!(report["budget"]["limit"].as_f64(), Some(1.0));
     assert!(report["budget"]["used"].as_f64().unwrap() >= 1.0, "{report:#}");
     assert_eq!(ws.attempts("T1").len(), 1);

@@ -9,7 +9,13 @@ use engine::state::FailureClass as C;
 use providers::ExitStatus;
 
 fn out(text: &str) -> Output {
-    Output { blob: String::new(), excerpt: text.into(), total_bytes: text.len() as u64, kept_bytes: text.len() as u64, truncated: false }
+    Output {
+        blob: String::new(),
+        excerpt: text.into(),
+        total_bytes: text.len() as u64,
+        kept_bytes: text.len() as u64,
+        truncated: false,
+    }
 }
 fn code(c: i32) -> Option<ExitStatus> {
     Some(ExitStatus::Code { code: c })
@@ -31,10 +37,20 @@ fn check(passed: bool) -> Evidence {
     }
 }
 fn http(status: u16) -> Evidence {
-    Evidence::ProviderError { http_status: Some(status), retry_after_seconds: None, source: "http".into(), excerpt: String::new() }
+    Evidence::ProviderError {
+        http_status: Some(status),
+        retry_after_seconds: None,
+        source: "http".into(),
+        excerpt: String::new(),
+    }
 }
 fn provider_error(source: &str) -> Evidence {
-    Evidence::ProviderError { http_status: None, retry_after_seconds: None, source: source.into(), excerpt: "the network is down".into() }
+    Evidence::ProviderError {
+        http_status: None,
+        retry_after_seconds: None,
+        source: source.into(),
+        excerpt: "the network is down".into(),
+    }
 }
 fn engine_error(k: EngineErrorKind) -> Evidence {
     Evidence::EngineError { error: k, message: "x".into() }
@@ -55,7 +71,11 @@ fn cl(list: Vec<Evidence>) -> (C, String, Vec<i64>, String) {
 fn http_rate_limited_or_unavailable() {
     for s in [429, 502, 503, 504] {
         let (class, rule, ids, next) = cl(vec![http(s)]);
-        assert_eq!((class, rule.as_str(), ids, next.as_str()), (C::ProviderUnavailable, "http_rate_limited_or_unavailable", vec![10], "retry"), "{s}");
+        assert_eq!(
+            (class, rule.as_str(), ids, next.as_str()),
+            (C::ProviderUnavailable, "http_rate_limited_or_unavailable", vec![10], "retry"),
+            "{s}"
+        );
     }
     // Negative: 500 is not "unavailable", and 429 is not "rejected".
     assert_ne!(cl(vec![http(500)]).0, C::ProviderUnavailable);
@@ -78,7 +98,12 @@ fn tool_error() {
     let (class, rule, ..) = cl(vec![provider_error("tool")]);
     assert_eq!((class, rule.as_str()), (C::ProviderRejected, "tool_error"));
     // Negative: a tool error that carries an HTTP status is judged by it.
-    let with_status = Evidence::ProviderError { http_status: Some(503), retry_after_seconds: Some(2), source: "tool".into(), excerpt: String::new() };
+    let with_status = Evidence::ProviderError {
+        http_status: Some(503),
+        retry_after_seconds: Some(2),
+        source: "tool".into(),
+        excerpt: String::new(),
+    };
     assert_eq!(cl(vec![with_status]).1, "http_rate_limited_or_unavailable");
 }
 
@@ -117,7 +142,8 @@ fn observed_effect_absent() {
     let (class, rule, ..) = cl(vec![absent, marker(false)]);
     assert_eq!((class, rule.as_str()), (C::ProviderUnavailable, "observed_effect_absent"));
     // Negative: an inconclusive observation leaves the marker in charge.
-    let present = Evidence::Observation { observation: providers::Observation::EffectPresent { evidence: "200".into() } };
+    let present =
+        Evidence::Observation { observation: providers::Observation::EffectPresent { evidence: "200".into() } };
     assert_eq!(cl(vec![present, marker(false)]).0, C::EffectUnknown);
 }
 
@@ -150,7 +176,10 @@ fn process_exits() {
 #[test]
 fn http_server_error_and_agent_failure_stay_unclassified_with_their_rule() {
     let (class, rule, ids, next) = cl(vec![http(500)]);
-    assert_eq!((class, rule.as_str(), ids, next.as_str()), (C::Unclassified, "http_server_error", vec![10], "a person decides"));
+    assert_eq!(
+        (class, rule.as_str(), ids, next.as_str()),
+        (C::Unclassified, "http_server_error", vec![10], "a person decides")
+    );
     let (class, rule, ..) = cl(vec![exit(code(0), false), provider_error("agent_report")]);
     assert_eq!((class, rule.as_str()), (C::Unclassified, "agent_reported_failure"));
     // Negative: what the agent says never outranks the real exit code.
@@ -160,7 +189,10 @@ fn http_server_error_and_agent_failure_stay_unclassified_with_their_rule() {
 #[test]
 fn exit_zero_with_failing_validation_is_validation_failed() {
     let (class, rule, ids, next) = cl(vec![exit(code(0), false), check(true), check(false)]);
-    assert_eq!((class, rule.as_str(), ids, next.as_str()), (C::ValidationFailed, "validation_check_failed", vec![12], "repair"));
+    assert_eq!(
+        (class, rule.as_str(), ids, next.as_str()),
+        (C::ValidationFailed, "validation_check_failed", vec![12], "repair")
+    );
     // Negative: passing checks are not a failure.
     assert_eq!(cl(vec![exit(code(0), false), check(true)]).1, "no_direct_evidence");
 }

@@ -29,7 +29,9 @@ pub struct Out {
 impl Out {
     /// The one JSON document `--json` prints.
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
     }
     /// For assertion messages.
     pub fn show(&self) -> String {
@@ -196,7 +198,8 @@ impl Ws {
     /// Events of a kind, in ledger order: (task_ref, attempt_id, data).
     pub fn events(&self, kind: &str) -> Vec<(Option<String>, Option<i64>, Value)> {
         let db = self.db();
-        let mut stmt = db.prepare("SELECT task_ref, attempt_id, data FROM events WHERE kind = ?1 ORDER BY seq").unwrap();
+        let mut stmt =
+            db.prepare("SELECT task_ref, attempt_id, data FROM events WHERE kind = ?1 ORDER BY seq").unwrap();
         let rows = stmt
             .query_map([kind], |r| Ok((r.get(0)?, r.get(1)?, serde_json::from_str(&r.get::<_, String>(2)?).unwrap())))
             .unwrap();
@@ -208,7 +211,9 @@ impl Ws {
         let db = self.db();
         let mut stmt = db.prepare("SELECT id, kind, data FROM evidence WHERE attempt_id = ?1 ORDER BY id").unwrap();
         let rows = stmt
-            .query_map([attempt_id], |r| Ok((r.get(0)?, r.get(1)?, serde_json::from_str(&r.get::<_, String>(2)?).unwrap())))
+            .query_map([attempt_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, serde_json::from_str(&r.get::<_, String>(2)?).unwrap()))
+            })
             .unwrap();
         rows.collect::<Result<_, _>>().unwrap()
     }

@@ -38,7 +38,13 @@ fn money_demo_run_explain_repair_satisfied() {
     assert_eq!(check.2["passed"], json!(false));
     let assertion = check.2["failing_assertion"].as_str().expect("a failing assertion was extracted").to_string();
     assert!(assertion.contains("test_total") || assertion.contains("!="), "{assertion}");
-    assert_eq!(ws.claims(a1.id), vec![("external_ai_message".to_string(), json!({"status": "done", "summary": "wrote total()", "claimed_cause": null}))]);
+    assert_eq!(
+        ws.claims(a1.id),
+        vec![(
+            "external_ai_message".to_string(),
+            json!({"status": "done", "summary": "wrote total()", "claimed_cause": null})
+        )]
+    );
 
     // 2. explain: the class, its rule and evidence, the assertion, the claim apart.
     let ex = ws.json(&["explain", "T2"], 0);
@@ -46,7 +52,11 @@ fn money_demo_run_explain_repair_satisfied() {
     assert_eq!(att["attempt"]["classification"]["class"], "validation_failed");
     assert_eq!(att["attempt"]["classification"]["rule"], "validation_check_failed");
     assert_eq!(att["attempt"]["classification"]["evidence_ids"], json!([check.0]));
-    assert!(att["evidence"].as_array().unwrap().iter().any(|e| e["evidence"]["failing_assertion"] == assertion.as_str()));
+    assert!(att["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["evidence"]["failing_assertion"] == assertion.as_str()));
     assert_eq!(att["claims"][0]["authority"], "external_ai_message");
     let text = ws.engine(&["explain", "T2"]);
     assert!(text.stdout.contains("validation_failed") && text.stdout.contains(&assertion), "{}", text.show());
@@ -72,7 +82,10 @@ fn money_demo_run_explain_repair_satisfied() {
     assert_eq!(repair["failed_attempt"], a1.id);
     assert_eq!(repair["classification"]["class"], "validation_failed");
     let evidence = repair["evidence"].as_array().expect("repair.evidence is a list");
-    let v2: Vec<&Value> = evidence.iter().filter(|e| e["evidence"]["kind"] == "check_result" && e["evidence"]["check_id"] == "V2").collect();
+    let v2: Vec<&Value> = evidence
+        .iter()
+        .filter(|e| e["evidence"]["kind"] == "check_result" && e["evidence"]["check_id"] == "V2")
+        .collect();
     assert_eq!(v2.len(), 1, "{repair:#}");
     assert_eq!(v2[0]["evidence"]["passed"], json!(false));
     assert_eq!(v2[0]["id"], check.0);

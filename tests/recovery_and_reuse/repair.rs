@@ -54,7 +54,11 @@ fn repeated_identical_failure_is_refused_until_inputs_or_instruction_change() {
     assert_eq!(ws.calls("T1"), 4);
     let last = ws.attempts("T1").pop().unwrap();
     assert_eq!((last.kind.as_str(), last.instruction.as_deref()), ("repair", Some("V1 compares against 2; make it 2")));
-    refused_as(&ws, &["repair", "T1", "--instruction", "V1 compares against 2; make it 2"], "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE");
+    refused_as(
+        &ws,
+        &["repair", "T1", "--instruction", "V1 compares against 2; make it 2"],
+        "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE",
+    );
     assert_eq!(ws.calls("T1"), 4);
     ws.json(&["repair", "T1", "--instruction", "something else"], 1);
     assert_eq!(ws.calls("T1"), 5);
@@ -77,10 +81,14 @@ fn another_provider_needs_a_revision() {
 fn provider_rejected_and_unclassified_failures_need_force_with_a_note() {
     let ws = Ws::new();
     ws.write("agent.py", AGENT_PY);
-    let p = plan("forced", vec![sh_task("T1", "echo 'usage: bad flag' >&2; exit 3"), agent_task("T2", "failed-network")]);
+    let p =
+        plan("forced", vec![sh_task("T1", "echo 'usage: bad flag' >&2; exit 3"), agent_task("T2", "failed-network")]);
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 1);
-    assert_eq!((ws.attempts("T1")[0].class(), ws.attempts("T1")[0].rule()), ("provider_rejected", "action_exit_nonzero"));
+    assert_eq!(
+        (ws.attempts("T1")[0].class(), ws.attempts("T1")[0].rule()),
+        ("provider_rejected", "action_exit_nonzero")
+    );
     assert_eq!(ws.attempts("T2")[0].class(), "unclassified");
 
     for r in ["T1", "T2"] {
@@ -141,14 +149,25 @@ fn repetition_is_judged_on_the_failure_evidence_not_on_agent_chatter() {
     let mut p = plan("chatter", vec![agent_task("SAME", "done"), agent_task("DIFFERENT", "done")]);
     set(&mut p, "SAME", "validations", json!([validation("V1", "echo 'AssertionError: 4.35 != 435' >&2; exit 1")]));
     // This validation's failure differs on every attempt.
-    set(&mut p, "DIFFERENT", "validations", json!([validation("V1", "echo \"AssertionError: $(wc -l < \"$SIDE/calls.log\") != 0\" >&2; exit 1")]));
+    set(
+        &mut p,
+        "DIFFERENT",
+        "validations",
+        json!([validation("V1", "echo \"AssertionError: $(wc -l < \"$SIDE/calls.log\") != 0\" >&2; exit 1")]),
+    );
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json", "--jobs", "1"], 1);
     ws.json(&["repair", "SAME"], 1);
     ws.json(&["repair", "DIFFERENT"], 1);
     // The agent's stdout differed between its two tries ...
     let same = ws.attempts("SAME");
-    let outs: Vec<String> = same.iter().map(|a| ws.evidence(a.id).into_iter().find(|(_, k, _)| k == "process_exit").unwrap().2["stdout"]["excerpt"].to_string()).collect();
+    let outs: Vec<String> = same
+        .iter()
+        .map(|a| {
+            ws.evidence(a.id).into_iter().find(|(_, k, _)| k == "process_exit").unwrap().2["stdout"]["excerpt"]
+                .to_string()
+        })
+        .collect();
     assert_ne!(outs[0], outs[1]);
     // ... but the failure did not: refused.
     refused_as(&ws, &["repair", "SAME"], "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE");

@@ -31,7 +31,11 @@ fn task(effect: Effect, validations: &BTreeSet<usize>) -> Task {
 }
 
 fn cp(digest: &str) -> Checkpoint {
-    Checkpoint { files: BTreeMap::from([("a.txt".to_string(), Some(digest.to_string()))]), context: BTreeMap::new(), digest: digest.to_string() }
+    Checkpoint {
+        files: BTreeMap::from([("a.txt".to_string(), Some(digest.to_string()))]),
+        context: BTreeMap::new(),
+        digest: digest.to_string(),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -61,15 +65,39 @@ fn arb_case() -> impl Strategy<Value = Case> {
     (
         (proptest::bool::weighted(0.15), likely(), likely(), likely(), proptest::bool::weighted(0.15), effect),
         (set.clone(), proptest::bool::weighted(0.8), set, results),
-        (likely(), likely(), prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)], proptest::bool::weighted(0.7)),
+        (
+            likely(),
+            likely(),
+            prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+            proptest::bool::weighted(0.7),
+        ),
     )
-        .prop_map(|((goal_changed, has_completion, meaning_same, deps_same, upstream_run, effect), (declared_then, same_set, other_set, mut results), (has_checkpoint, reusable, observed, all_pass))| {
-            let wanted = if same_set { declared_then.clone() } else { other_set };
-            if all_pass {
-                results = declared_then.iter().map(|&i| (i, (true, true))).collect();
-            }
-            Case { goal_changed, has_completion, meaning_same, deps_same, upstream_run, effect, declared_then, wanted, results, has_checkpoint, reusable, observed }
-        })
+        .prop_map(
+            |(
+                (goal_changed, has_completion, meaning_same, deps_same, upstream_run, effect),
+                (declared_then, same_set, other_set, mut results),
+                (has_checkpoint, reusable, observed, all_pass),
+            )| {
+                let wanted = if same_set { declared_then.clone() } else { other_set };
+                if all_pass {
+                    results = declared_then.iter().map(|&i| (i, (true, true))).collect();
+                }
+                Case {
+                    goal_changed,
+                    has_completion,
+                    meaning_same,
+                    deps_same,
+                    upstream_run,
+                    effect,
+                    declared_then,
+                    wanted,
+                    results,
+                    has_checkpoint,
+                    reusable,
+                    observed,
+                }
+            },
+        )
 }
 
 /// SPEC's table, in order: the first condition that fails, or None.
@@ -185,17 +213,25 @@ const EDGES: [(usize, usize); 3] = [(0, 1), (0, 2), (1, 2)];
 fn arb_plan_case() -> impl Strategy<Value = PlanCase> {
     let b = |p: f64| proptest::bool::weighted(p);
     let three = move |p: f64| [b(p), b(p), b(p)];
-    (three(0.5), three(0.2), b(0.1), three(0.2), three(0.2), three(0.15)).prop_map(|(edges, external, goal_change, action_change, input_edit, edge_flip)| PlanCase {
-        edges,
-        external,
-        goal_change,
-        action_change,
-        input_edit,
-        edge_flip,
-    })
+    (three(0.5), three(0.2), b(0.1), three(0.2), three(0.2), three(0.15)).prop_map(
+        |(edges, external, goal_change, action_change, input_edit, edge_flip)| PlanCase {
+            edges,
+            external,
+            goal_change,
+            action_change,
+            input_edit,
+            edge_flip,
+        },
+    )
 }
 
-fn build(edges: &[bool; 3], external: &[bool; 3], actions: &[bool; 3], statement: &str, calls: u64) -> serde_json::Value {
+fn build(
+    edges: &[bool; 3],
+    external: &[bool; 3],
+    actions: &[bool; 3],
+    statement: &str,
+    calls: u64,
+) -> serde_json::Value {
     let mut tasks = Vec::new();
     for i in 0..3 {
         let r = format!("T{}", i + 1);
@@ -203,7 +239,12 @@ fn build(edges: &[bool; 3], external: &[bool; 3], actions: &[bool; 3], statement
         t["inputs"] = json!([format!("in{}.txt", i + 1)]);
         t["validations"] = json!([validation("V", "true")]);
         t["effect"] = json!(if external[i] { "external" } else { "local" });
-        let deps: Vec<String> = EDGES.iter().zip(edges).filter(|((_, to), on)| **on && *to == i).map(|((from, _), _)| format!("T{}", from + 1)).collect();
+        let deps: Vec<String> = EDGES
+            .iter()
+            .zip(edges)
+            .filter(|((_, to), on)| **on && *to == i)
+            .map(|((from, _), _)| format!("T{}", from + 1))
+            .collect();
         t["depends_on"] = json!(deps);
         tasks.push(t);
     }

@@ -46,7 +46,8 @@ fn reuse() -> (String, String) {
 fn positive_only_the_changed_task_runs_and_the_other_keeps_its_provenance() {
     let (ws, p) = chain();
     let t1_attempt = ws.attempts("T1")[0].clone();
-    let v1_evidence: i64 = ws.db().query_row("SELECT evidence_id FROM check_results WHERE check_id = 'V1'", [], |r| r.get(0)).unwrap();
+    let v1_evidence: i64 =
+        ws.db().query_row("SELECT evidence_id FROM check_results WHERE check_id = 'V1'", [], |r| r.get(0)).unwrap();
     let receipts_before = ws.count("SELECT COUNT(*) FROM receipts", []);
 
     // Only T2 changes. (T1 runs before T2, so it has no upstream to lose.)
@@ -96,7 +97,8 @@ fn positive_only_the_changed_task_runs_and_the_other_keeps_its_provenance() {
 fn goal_digest_changed_when_an_acceptance_criterion_is_added_even_with_unchanged_files() {
     let (ws, p) = chain();
     let mut p2 = p.clone();
-    p2["goal"]["acceptance"] = json!([{"id": "A1", "statement": "a.txt exists", "check": {"run": ["test", "-f", "a.txt"]}}]);
+    p2["goal"]["acceptance"] =
+        json!([{"id": "A1", "statement": "a.txt exists", "check": {"run": ["test", "-f", "a.txt"]}}]);
     let rev = revise(&ws, &p2);
     assert_eq!(rev["goal_contract_changed"], json!(true));
     assert_eq!(decision(&rev, "T1"), run_("GOAL_DIGEST_CHANGED"));
@@ -379,15 +381,27 @@ fn context_values_are_part_of_the_checkpoint_and_secrets_only_as_digests() {
 
     // Same files, another context value: CHECKPOINT_CHANGED names it.
     ws.write_plan("plan.json", &touch(&p));
-    let out = ws.engine_env(&["revise", "plan.json", "--reason", "mode", "--no-run", "--json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)]);
+    let out = ws.engine_env(
+        &["revise", "plan.json", "--reason", "mode", "--no-run", "--json"],
+        &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)],
+    );
     assert_eq!(out.code, 0, "{}", out.show());
-    assert_eq!(decision_detail(&out.json(), "T1")["refusal"], json!({"reason": "CHECKPOINT_CHANGED", "path": "context:mode"}));
+    assert_eq!(
+        decision_detail(&out.json(), "T1")["refusal"],
+        json!({"reason": "CHECKPOINT_CHANGED", "path": "context:mode"})
+    );
     // The secret changing is seen too, without being shown.
     let out = ws.engine_env(&["run", "plan.json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)]);
     assert_eq!(out.code, 0, "{}", out.show());
     ws.write_plan("plan.json", &touch(&touch(&p)));
-    let out = ws.engine_env(&["revise", "plan.json", "--reason", "token", "--no-run", "--json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", "another")]);
+    let out = ws.engine_env(
+        &["revise", "plan.json", "--reason", "token", "--no-run", "--json"],
+        &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", "another")],
+    );
     assert_eq!(out.code, 0, "{}", out.show());
-    assert_eq!(decision_detail(&out.json(), "T1")["refusal"], json!({"reason": "CHECKPOINT_CHANGED", "path": "context:token"}));
+    assert_eq!(
+        decision_detail(&out.json(), "T1")["refusal"],
+        json!({"reason": "CHECKPOINT_CHANGED", "path": "context:token"})
+    );
     assert!(!out.stdout.contains(secret) && !out.stdout.contains("another"));
 }

@@ -12,7 +12,12 @@ fn build() -> Ws {
         ws.write(&format!("in{f}.txt"), f);
     }
     let mut tasks = Vec::new();
-    for (r, inputs, deps) in [("T1", vec!["in1.txt"], vec![]), ("T2", vec!["in2.txt"], vec!["T1"]), ("T3", vec![], vec!["T2"]), ("T4", vec!["in4.txt"], vec![])] {
+    for (r, inputs, deps) in [
+        ("T1", vec!["in1.txt"], vec![]),
+        ("T2", vec!["in2.txt"], vec!["T1"]),
+        ("T3", vec![], vec!["T2"]),
+        ("T4", vec!["in4.txt"], vec![]),
+    ] {
         let mut t = sh_task(r, "true");
         t["inputs"] = json!(inputs);
         t["depends_on"] = json!(deps);

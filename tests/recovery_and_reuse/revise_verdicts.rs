@@ -17,7 +17,8 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
     let p = two_tasks();
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
-    let digest1: String = ws.db().query_row("SELECT goal_contract FROM revisions WHERE revision = 1", [], |r| r.get(0)).unwrap();
+    let digest1: String =
+        ws.db().query_row("SELECT goal_contract FROM revisions WHERE revision = 1", [], |r| r.get(0)).unwrap();
 
     let mut p2 = p.clone();
     p2["goal"]["statement"] = json!("contract: the tasks are done, and done well");
@@ -30,9 +31,14 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
 
     let (parent, contract, reason): (Option<i64>, String, Option<String>) = ws
         .db()
-        .query_row("SELECT parent, goal_contract, reason FROM revisions WHERE revision = 2", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row("SELECT parent, goal_contract, reason FROM revisions WHERE revision = 2", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
         .unwrap();
-    assert_eq!((parent, contract.as_str(), reason.as_deref()), (Some(1), digest2.as_str(), Some("the goal asks for more")));
+    assert_eq!(
+        (parent, contract.as_str(), reason.as_deref()),
+        (Some(1), digest2.as_str(), Some("the goal asks for more"))
+    );
     // The digest is the one `engine digest` computes for the new plan.
     let dig = ws.json(&["digest", "plan.json"], 0);
     assert!(dig.to_string().contains(&digest2), "{dig:#}");
@@ -83,7 +89,8 @@ fn a_later_failing_acceptance_check_is_never_hidden_by_an_older_pass() {
     let ws = Ws::new();
     ws.write("accept.txt", "yes\n");
     let mut p = plan("acceptance", vec![sh_task("T1", "true")]);
-    p["goal"]["acceptance"] = json!([{"id": "A1", "statement": "accepted", "check": {"run": ["grep", "-q", "yes", "accept.txt"]}}]);
+    p["goal"]["acceptance"] =
+        json!([{"id": "A1", "statement": "accepted", "check": {"run": ["grep", "-q", "yes", "accept.txt"]}}]);
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
     ws.write("accept.txt", "no\n");

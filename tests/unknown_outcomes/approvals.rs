@@ -104,8 +104,12 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
     ws.engine(&["retry", &op, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
     let approval = approve(&ws, &op);
-    let (request_digest, plan_digest): (String, String) =
-        ws.db().query_row("SELECT request_digest, plan_digest FROM approvals WHERE id = ?1", [approval], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (request_digest, plan_digest): (String, String) = ws
+        .db()
+        .query_row("SELECT request_digest, plan_digest FROM approvals WHERE id = ?1", [approval], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
 
     // Operation ids embed the request digest (goal + task ref + request),
     // so a changed request arrives under a different operation id and

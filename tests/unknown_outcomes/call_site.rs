@@ -69,8 +69,16 @@ fn an_in_doubt_attempt_of_a_superseded_revision_is_never_resent() {
 #[test]
 fn only_loopback_or_listed_hosts() {
     let ws = Ws::new();
-    ws.write_plan(&plan("docs", json!({"r": {"kind": "http", "endpoint": "http://example.com/render"}}), vec![http_task("T1", "external")]));
+    ws.write_plan(&plan(
+        "docs",
+        json!({"r": {"kind": "http", "endpoint": "http://example.com/render"}}),
+        vec![http_task("T1", "external")],
+    ));
     ws.engine(&["check", "plan.json"]).expect(2, Some("PLAN_INVALID"));
-    ws.write_plan(&plan("docs", json!({"r": {"kind": "http", "endpoint": "http://example.com/render", "hosts": ["example.com"]}}), vec![http_task("T1", "external")]));
+    ws.write_plan(&plan(
+        "docs",
+        json!({"r": {"kind": "http", "endpoint": "http://example.com/render", "hosts": ["example.com"]}}),
+        vec![http_task("T1", "external")],
+    ));
     ws.engine(&["check", "plan.json"]).expect(0, None);
 }

@@ -84,7 +84,11 @@ impl Receiver {
     /// Every delivery in the receiver's own log, in order.
     pub fn deliveries(&self) -> Vec<Value> {
         match std::fs::read_to_string(&self.log) {
-            Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("log line is JSON")).collect(),
+            Ok(text) => text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+                .collect(),
             Err(_) => Vec::new(),
         }
     }
@@ -167,7 +171,9 @@ impl Out {
     }
 
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
     }
 
     /// The stable code of the stop: a run report's `code`, or an error's.
@@ -272,12 +278,16 @@ impl Ws {
     // -- store reads -----------------------------------------------------
 
     pub fn op_of(&self, task_ref: &str) -> String {
-        self.db().query_row("SELECT operation_id FROM tasks WHERE task_ref = ?1", [task_ref], |r| r.get(0)).expect("task in the store")
+        self.db()
+            .query_row("SELECT operation_id FROM tasks WHERE task_ref = ?1", [task_ref], |r| r.get(0))
+            .expect("task in the store")
     }
 
     pub fn task_state(&self, task_ref: &str) -> String {
         self.db()
-            .query_row("SELECT state FROM tasks WHERE task_ref = ?1 ORDER BY revision DESC LIMIT 1", [task_ref], |r| r.get(0))
+            .query_row("SELECT state FROM tasks WHERE task_ref = ?1 ORDER BY revision DESC LIMIT 1", [task_ref], |r| {
+                r.get(0)
+            })
             .expect("task in the store")
     }
 
@@ -440,11 +450,18 @@ fn finish(mut child: Child, out: &Path, err: &Path) -> Out {
         if start.elapsed() > ENGINE_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("engine did not finish within {ENGINE_TIMEOUT:?}; stderr:\n{}", std::fs::read_to_string(err).unwrap_or_default());
+            panic!(
+                "engine did not finish within {ENGINE_TIMEOUT:?}; stderr:\n{}",
+                std::fs::read_to_string(err).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    Out { status, stdout: std::fs::read_to_string(out).unwrap_or_default(), stderr: std::fs::read_to_string(err).unwrap_or_default() }
+    Out {
+        status,
+        stdout: std::fs::read_to_string(out).unwrap_or_default(),
+        stderr: std::fs::read_to_string(err).unwrap_or_default(),
+    }
 }
 
 // ------------------------------------------------------------ plans
@@ -592,7 +609,11 @@ impl Ws {
     /// Every delivery in the MCP fixture's own log, in order.
     pub fn mcp_deliveries(&self) -> Vec<Value> {
         match std::fs::read_to_string(self.mcp_log()) {
-            Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("log line is JSON")).collect(),
+            Ok(text) => text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+                .collect(),
             Err(_) => Vec::new(),
         }
     }

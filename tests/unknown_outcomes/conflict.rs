@@ -27,7 +27,8 @@ fn retry_of_an_operation_recorded_with_another_request_is_refused() {
     assert!(out.stderr.contains("OPERATION_CONFLICT"), "{}", out.describe());
     assert_eq!(rcv.tries_of(&op), vec![1], "delivery log unchanged");
     assert_eq!(ws.attempts().len(), 1, "no intent recorded");
-    let consumed: Option<i64> = ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
+    let consumed: Option<i64> =
+        ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
     assert_eq!(consumed, None, "the approval is not used up by a refused call");
 }
 

@@ -102,13 +102,22 @@ fn crash_matrix() {
             let handles: Vec<_> = chunk
                 .iter()
                 .map(|c| {
-                    let name = format!("{} × {} × {}", c.failpoint, c.effect, if c.observe { "observe" } else { "no observe" });
+                    let name = format!(
+                        "{} × {} × {}",
+                        c.failpoint,
+                        c.effect,
+                        if c.observe { "observe" } else { "no observe" }
+                    );
                     (name.clone(), std::thread::Builder::new().name(name).spawn_scoped(s, move || run_case(c)).unwrap())
                 })
                 .collect();
             for (name, h) in handles {
                 if let Err(panic) = h.join() {
-                    let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                    let msg = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
                     failures.push(format!("[{name}] {msg}"));
                 }
             }
@@ -116,7 +125,13 @@ fn crash_matrix() {
         failures
     });
     eprintln!("crash matrix: {} cases in {:?}", MATRIX.len(), started.elapsed());
-    assert!(failures.is_empty(), "{} of {} matrix cases failed:\n{}", failures.len(), MATRIX.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} matrix cases failed:\n{}",
+        failures.len(),
+        MATRIX.len(),
+        failures.join("\n\n")
+    );
 }
 
 fn run_case(c: &Case) {
@@ -140,7 +155,11 @@ fn run_case(c: &Case) {
         _ => "receipt_recorded",
     };
     assert_eq!(a1.state, state_at_kill, "state at the kill");
-    assert_eq!(ws.receipt_of(a1.id).is_some(), c.failpoint == "after_receipt_commit", "receipt committed only at after_receipt_commit");
+    assert_eq!(
+        ws.receipt_of(a1.id).is_some(),
+        c.failpoint == "after_receipt_commit",
+        "receipt committed only at after_receipt_commit"
+    );
 
     // What the receiver saw, from its own log.
     if c.failpoint == "after_intent" {
@@ -162,7 +181,10 @@ fn run_case(c: &Case) {
     let events_after = ws.events();
     assert!(events_after.len() > events_at_kill.len());
     assert_eq!(&events_after[..events_at_kill.len()], &events_at_kill[..], "events before the kill are intact");
-    assert!(ws.event_kinds().iter().any(|k| k == "lease_taken_over"), "the dead holder's lease was taken over, and logged");
+    assert!(
+        ws.event_kinds().iter().any(|k| k == "lease_taken_over"),
+        "the dead holder's lease was taken over, and logged"
+    );
     let after = ws.attempts();
     let a1_after = after.iter().find(|a| a.id == a1.id).expect("the first attempt keeps its id");
     assert_eq!(
@@ -195,7 +217,10 @@ fn run_case(c: &Case) {
             assert_eq!(a1_after.state, "succeeded");
             assert_eq!(ws.task_state("T1"), "succeeded");
             assert!(unknown.is_empty());
-            let validated = ws.count(&format!("SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND scope = 'validation' AND passed = 1", a1.id));
+            let validated = ws.count(&format!(
+                "SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND scope = 'validation' AND passed = 1",
+                a1.id
+            ));
             assert_eq!(validated, 1, "the validation ran against this attempt");
             let receipt = ws.receipt_of(a1.id).expect("a receipt");
             if c.expect == ObservedPresent {

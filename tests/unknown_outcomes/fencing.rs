@@ -23,7 +23,10 @@ fn a_superseded_writer_gets_stale_generation_and_writes_no_receipt() {
     });
     // Take the lease over: a new generation, held by a live process (ours).
     let me = std::process::id();
-    assert_eq!(ws.tamper(&format!("UPDATE lease SET generation = generation + 1, pid = {me}, proc_start = NULL WHERE id = 1")), 1);
+    assert_eq!(
+        ws.tamper(&format!("UPDATE lease SET generation = generation + 1, pid = {me}, proc_start = NULL WHERE id = 1")),
+        1
+    );
     let generation: i64 = ws.db().query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).unwrap();
     assert_eq!(generation, attempt.generation + 1);
     let before = ws.ledger_snapshot();
@@ -35,7 +38,10 @@ fn a_superseded_writer_gets_stale_generation_and_writes_no_receipt() {
     assert_eq!(ws.receipt_of(attempt.id), None, "no receipt written by the superseded writer");
     assert_eq!(ws.ledger_snapshot(), before, "the superseded writer wrote nothing at all");
     assert_eq!(ws.attempts()[0].state, "dispatched");
-    let (g, pid): (i64, i64) = ws.db().query_row("SELECT generation, pid FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (g, pid): (i64, i64) = ws
+        .db()
+        .query_row("SELECT generation, pid FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
     assert_eq!((g, pid), (generation, me as i64), "A did not release (or touch) the lease it no longer holds");
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }

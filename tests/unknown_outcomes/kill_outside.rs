@@ -62,6 +62,9 @@ fn killed_while_answer_held_with_observation_finds_the_effect() {
     let receipt = ws.receipt_of(attempt_id).expect("the observation is the receipt");
     assert_eq!(receipt["source"], "observation");
     assert!(receipt["evidence"].as_str().unwrap().contains("-> 200"), "{receipt}");
-    assert_eq!(ws.count(&format!("SELECT COUNT(*) FROM evidence WHERE attempt_id = {attempt_id} AND kind = 'observation'")), 1);
+    assert_eq!(
+        ws.count(&format!("SELECT COUNT(*) FROM evidence WHERE attempt_id = {attempt_id} AND kind = 'observation'")),
+        1
+    );
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }

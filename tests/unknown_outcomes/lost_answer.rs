@@ -21,11 +21,17 @@ fn dropped_answer_is_unknown_without_observation_and_found_with_it() {
         if observe {
             out.expect(0, None);
             let receipt = ws.receipt_of(a[0].id).unwrap();
-            assert_eq!((receipt["source"].as_str(), receipt["lost"].as_str()), (Some("observation"), Some("response_lost")));
+            assert_eq!(
+                (receipt["source"].as_str(), receipt["lost"].as_str()),
+                (Some("observation"), Some("response_lost"))
+            );
         } else {
             out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
             let u = &out.json()["unknown"][0];
-            assert_eq!((u["operation_id"].as_str(), u["reason"].as_str(), u["last_state"].as_str()), (Some(op.as_str()), Some("response_lost"), Some("dispatched")));
+            assert_eq!(
+                (u["operation_id"].as_str(), u["reason"].as_str(), u["last_state"].as_str()),
+                (Some(op.as_str()), Some("response_lost"), Some("dispatched"))
+            );
             assert_eq!(a[0].state, "effect_unknown");
         }
     }

@@ -58,7 +58,9 @@ fn tool_error_is_provider_rejected() {
     assert!(ws.mcp_deliveries().is_empty());
     let (data,): (String,) = ws
         .db()
-        .query_row("SELECT data FROM evidence WHERE attempt_id = ?1 AND kind = 'provider_error'", [a[0].id], |r| Ok((r.get(0)?,)))
+        .query_row("SELECT data FROM evidence WHERE attempt_id = ?1 AND kind = 'provider_error'", [a[0].id], |r| {
+            Ok((r.get(0)?,))
+        })
         .unwrap();
     assert!(data.contains("\"source\":\"tool\"") && data.contains("template `?` not found"), "{data}");
     assert_eq!(ws.receipt_of(a[0].id).unwrap()["tool_error"], "cannot render: template `?` not found");
@@ -78,7 +80,10 @@ fn crash_after_effect_is_unknown_without_observe_and_found_with_it() {
         if observe {
             out.expect(0, None);
             let receipt = ws.receipt_of(a[0].id).unwrap();
-            assert_eq!((receipt["source"].as_str(), receipt["lost"].as_str()), (Some("observation"), Some("response_lost")));
+            assert_eq!(
+                (receipt["source"].as_str(), receipt["lost"].as_str()),
+                (Some("observation"), Some("response_lost"))
+            );
             assert_eq!(a[0].state, "succeeded");
         } else {
             out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
@@ -125,7 +130,11 @@ fn mcp_plan_shapes_are_checked() {
         (json!({"tools": good}), json!({"tool": "render", "arguments": [1]}), "$.tasks[0].action.arguments"),
         (json!({"tools": good}), json!({"tool": "render", "run": ["x"]}), "$.tasks[0].action.run"),
         (json!({"tools": {"kind": "mcp", "command": []}}), json!({"tool": "render"}), "$.providers.tools.command"),
-        (json!({"tools": {"kind": "mcp", "command": ["x"], "endpoint": "y"}}), json!({"tool": "render"}), "$.providers.tools.endpoint"),
+        (
+            json!({"tools": {"kind": "mcp", "command": ["x"], "endpoint": "y"}}),
+            json!({"tool": "render"}),
+            "$.providers.tools.endpoint",
+        ),
     ];
     for (providers, action, place) in cases {
         let mut task = mcp_task("T1", "render", "external");

@@ -33,7 +33,11 @@ os.kill(os.getpid(), signal.SIGKILL)
                "action": {"run": ["python3", "agent.py", t1_op]}})
     };
     // T1's operation id does not depend on T2 (goal id + ref + request).
-    ws.write_plan(&plan("docs", providers.clone(), vec![http_task("T1", "external"), agent_task("placeholder"), t3.clone()]));
+    ws.write_plan(&plan(
+        "docs",
+        providers.clone(),
+        vec![http_task("T1", "external"), agent_task("placeholder"), t3.clone()],
+    ));
     let t1 = ws.digest_op("T1");
     ws.write_plan(&plan("docs", providers, vec![http_task("T1", "external"), agent_task(&t1), t3]));
     assert_eq!(ws.digest_op("T1"), t1);
@@ -50,8 +54,12 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert_eq!(ws.task_state("T3"), "blocked");
 
     // The agent's words are a claim, nothing more.
-    let (authority, claim): (String, String) =
-        ws.db().query_row("SELECT authority, data FROM claims WHERE attempt_id = ?1", [a2[0].id], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (authority, claim): (String, String) = ws
+        .db()
+        .query_row("SELECT authority, data FROM claims WHERE attempt_id = ?1", [a2[0].id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
     assert_eq!(authority, "external_ai_message");
     assert!(claim.contains("\"approve\""), "{claim}");
     assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);

@@ -25,7 +25,16 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     let (ws, op) = unknown_op(&rcv);
     let a1 = ws.attempts()[0].clone();
 
-    let settled = ws.engine(&["settle", &op, "--outcome", "ok", "--note", "the receiver's log shows the delivery", "--actor", "alice"]);
+    let settled = ws.engine(&[
+        "settle",
+        &op,
+        "--outcome",
+        "ok",
+        "--note",
+        "the receiver's log shows the delivery",
+        "--actor",
+        "alice",
+    ]);
     settled.expect(0, None);
     assert_eq!(settled.json()["settlement"]["operation_id"], op.as_str());
     // Settling runs nothing: no new attempt, no check, no delivery.
@@ -34,9 +43,14 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     assert_eq!(rcv.tries_of(&op), vec![1]);
     let (outcome, actor, note, attempt_id): (String, String, String, i64) = ws
         .db()
-        .query_row("SELECT outcome, actor, note, attempt_id FROM settlements", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row("SELECT outcome, actor, note, attempt_id FROM settlements", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .unwrap();
-    assert_eq!((outcome.as_str(), actor.as_str(), note.as_str(), attempt_id), ("ok", "alice", "the receiver's log shows the delivery", a1.id));
+    assert_eq!(
+        (outcome.as_str(), actor.as_str(), note.as_str(), attempt_id),
+        ("ok", "alice", "the receiver's log shows the delivery", a1.id)
+    );
     assert_eq!(ws.attempts()[0].state, "settled_ok");
 
     // The next run goes on to the task's validations and the acceptance.
@@ -46,7 +60,10 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     assert_eq!(j["goal_state"], "satisfied");
     assert!(j["unknown"].as_array().unwrap().is_empty());
     assert_eq!(ws.task_state("T1"), "succeeded");
-    let validated = ws.count(&format!("SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND check_id = 'V1' AND passed = 1", a1.id));
+    let validated = ws.count(&format!(
+        "SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND check_id = 'V1' AND passed = 1",
+        a1.id
+    ));
     assert_eq!(validated, 1, "V1 judged the settled attempt");
     // The attempt keeps saying a person settled it (the engine verified nothing).
     assert_eq!(ws.attempts()[0].state, "settled_ok");
@@ -89,9 +106,13 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
     let attempts = ws.attempts();
     assert_eq!(attempts.len(), 2);
-    assert_eq!((attempts[1].operation_id.as_str(), attempts[1].try_no, attempts[1].kind.as_str()), (op.as_str(), 2, "retry"));
+    assert_eq!(
+        (attempts[1].operation_id.as_str(), attempts[1].try_no, attempts[1].kind.as_str()),
+        (op.as_str(), 2, "retry")
+    );
     assert_eq!(attempts[1].state, "succeeded");
-    let consumed_by: Option<i64> = ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
+    let consumed_by: Option<i64> =
+        ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
     assert_eq!(consumed_by, Some(attempts[1].id), "the approval was consumed by the call it allowed");
     assert_eq!(ws.goal_state(), "satisfied");
 }
@@ -110,13 +131,15 @@ fn refused_settlements_write_nothing() {
         assert_eq!(ws.ledger_snapshot(), snapshot, "a refused settlement wrote something (note {note:?})");
     }
     // An operation this store does not know.
-    ws.engine(&["settle", "op_000000000000000000000000", "--outcome", "not_run", "--note", "n"]).expect(2, Some("SETTLEMENT_INVALID"));
+    ws.engine(&["settle", "op_000000000000000000000000", "--outcome", "not_run", "--note", "n"])
+        .expect(2, Some("SETTLEMENT_INVALID"));
     assert_eq!(ws.ledger_snapshot(), snapshot);
 
     // Once settled, the operation is no longer `effect_unknown`.
     ws.engine(&["settle", &op, "--outcome", "ok", "--note", "seen in the receiver"]).expect(0, None);
     let settled = ws.ledger_snapshot();
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "changed my mind"]).expect(2, Some("SETTLEMENT_INVALID"));
+    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "changed my mind"])
+        .expect(2, Some("SETTLEMENT_INVALID"));
     assert_eq!(ws.ledger_snapshot(), settled);
     assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 1);
 

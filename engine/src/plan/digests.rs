@@ -92,11 +92,8 @@ fn is_sorted(v: &Value) -> bool {
 
 /// Statement, acceptance criteria (by id), constraints. Not the goal id.
 pub fn goal_contract_digest(goal: &Goal) -> String {
-    let mut acceptance: Vec<Value> = goal
-        .acceptance
-        .iter()
-        .map(|a| serde_json::to_value(a).expect("serializes"))
-        .collect();
+    let mut acceptance: Vec<Value> =
+        goal.acceptance.iter().map(|a| serde_json::to_value(a).expect("serializes")).collect();
     acceptance.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Digester::new(Kind::GoalContract)
         .str("statement", &goal.statement)
@@ -121,11 +118,8 @@ fn meaning_with(task: &Task, identity: &str) -> String {
     let mut inputs = task.inputs.clone();
     inputs.sort();
     inputs.dedup();
-    let mut validations: Vec<Value> = task
-        .validations
-        .iter()
-        .map(|v| serde_json::to_value(v).expect("serializes"))
-        .collect();
+    let mut validations: Vec<Value> =
+        task.validations.iter().map(|v| serde_json::to_value(v).expect("serializes")).collect();
     validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Digester::new(Kind::TaskMeaning)
         .bytes("provider", identity.as_bytes())
@@ -139,11 +133,8 @@ fn meaning_with(task: &Task, identity: &str) -> String {
 
 /// The sorted list of (dependency ref, its meaning digest).
 pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> String {
-    let mut deps: Vec<(&str, &str)> = task
-        .depends_on
-        .iter()
-        .map(|d| (d.as_str(), meanings[d.as_str()].as_str()))
-        .collect();
+    let mut deps: Vec<(&str, &str)> =
+        task.depends_on.iter().map(|d| (d.as_str(), meanings[d.as_str()].as_str())).collect();
     deps.sort_unstable();
     deps.dedup();
     // Each pair as two length-delimited fields: no JSON to build.

@@ -11,8 +11,7 @@ pub const PLAN_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 pub fn read_plan_bytes(path: &Path) -> Result<Vec<u8>> {
     let meta = std::fs::metadata(path).map_err(|e| {
-        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}"))
-            .at(path.display().to_string())
+        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}")).at(path.display().to_string())
     })?;
     if meta.len() > PLAN_BYTES_MAX {
         return Err(Error::new(
@@ -22,8 +21,7 @@ pub fn read_plan_bytes(path: &Path) -> Result<Vec<u8>> {
         .at(path.display().to_string()));
     }
     std::fs::read(path).map_err(|e| {
-        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}"))
-            .at(path.display().to_string())
+        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}")).at(path.display().to_string())
     })
 }
 
@@ -52,8 +50,7 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
     };
     // Trailing garbage after the document is an error too.
     de.end().map_err(|e| {
-        Error::new(Code::PlanInvalid, strip_position(&e.to_string()))
-            .at(format!("{file}:{}:{}", e.line(), e.column()))
+        Error::new(Code::PlanInvalid, strip_position(&e.to_string())).at(format!("{file}:{}:{}", e.line(), e.column()))
     })?;
     Ok(plan)
 }
@@ -97,7 +94,8 @@ mod tests {
 
     #[test]
     fn unknown_field_names_its_path() {
-        let e = parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"colour":1}]}"#, "p.json").unwrap_err();
+        let e = parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"colour":1}]}"#, "p.json")
+            .unwrap_err();
         assert_eq!(e.code, Code::PlanInvalid);
         assert_eq!(e.place.as_deref(), Some("$.tasks[0].colour"));
         assert!(e.message.contains("colour"), "{}", e.message);
@@ -105,7 +103,9 @@ mod tests {
 
     #[test]
     fn wrong_type_names_its_path() {
-        let e = parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"depends_on":"b"}]}"#, "p.json").unwrap_err();
+        let e =
+            parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"depends_on":"b"}]}"#, "p.json")
+                .unwrap_err();
         assert_eq!(e.place.as_deref(), Some("$.tasks[0].depends_on"));
     }
 

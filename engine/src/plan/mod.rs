@@ -53,8 +53,10 @@ impl Plan {
             crate::digest::sort_keys(&mut task.action);
         }
         let order = validate::validate_structure(&file)?;
-        let mut expander = workspace::Expander::new(&workspace)
-            .map_err(|why| Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}")).at(workspace.display().to_string()))?;
+        let mut expander = workspace::Expander::new(&workspace).map_err(|why| {
+            Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}"))
+                .at(workspace.display().to_string())
+        })?;
         for (i, task) in file.tasks.iter().enumerate() {
             for (j, input) in task.inputs.iter().enumerate() {
                 expander.expand(input).map_err(|why| {
@@ -66,12 +68,7 @@ impl Plan {
                 })?;
             }
         }
-        let index = file
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.task_ref.clone(), i))
-            .collect();
+        let index = file.tasks.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect();
         let digests = PlanDigests::compute(&file);
         Ok(Plan { file, workspace, order, index, digests })
     }

@@ -239,7 +239,5 @@ pub struct Task {
 #[serde(untagged)]
 pub enum ContextSource {
     Command(Vec<String>),
-    Env {
-        env: String,
-    },
+    Env { env: String },
 }

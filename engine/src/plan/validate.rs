@@ -20,10 +20,7 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         )
         .at("$.version"));
     }
-    let goal = plan
-        .goal
-        .as_ref()
-        .ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
+    let goal = plan.goal.as_ref().ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
     if goal.id.trim().is_empty() {
         return Err(Error::new(Code::PlanInvalid, "goal id is empty").at("$.goal.id"));
     }
@@ -65,16 +62,16 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
             return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
         }
         if index.insert(task.task_ref.as_str(), i).is_some() {
-            return Err(Error::new(
-                Code::DuplicateTaskRef,
-                format!("task ref `{}` is used twice", task.task_ref),
-            )
-            .at(format!("{at}.ref")));
+            return Err(Error::new(Code::DuplicateTaskRef, format!("task ref `{}` is used twice", task.task_ref))
+                .at(format!("{at}.ref")));
         }
         let spec = plan.providers.get(&task.provider).ok_or_else(|| {
             Error::new(
                 Code::UnknownProvider,
-                format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+                format!(
+                    "task `{}` names provider `{}`, which `providers` does not declare",
+                    task.task_ref, task.provider
+                ),
             )
             .at(format!("{at}.provider"))
         })?;
@@ -88,11 +85,8 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         }
         for (j, input) in task.inputs.iter().enumerate() {
             lexically_inside(input).map_err(|why| {
-                Error::new(
-                    Code::InputOutsideWorkspace,
-                    format!("input `{input}` of task `{}` {why}", task.task_ref),
-                )
-                .at(format!("{at}.inputs[{j}]"))
+                Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
+                    .at(format!("{at}.inputs[{j}]"))
             })?;
         }
     }
@@ -136,7 +130,9 @@ fn unique_ids<'a>(ids: impl Iterator<Item = &'a str>, at: &str, what: &str) -> R
             return Err(Error::new(Code::PlanInvalid, format!("{what} is empty")).at(format!("{at}[{i}].id")));
         }
         if !seen.insert(id) {
-            return Err(Error::new(Code::PlanInvalid, format!("{what} `{id}` is used twice")).at(format!("{at}[{i}].id")));
+            return Err(
+                Error::new(Code::PlanInvalid, format!("{what} `{id}` is used twice")).at(format!("{at}[{i}].id"))
+            );
         }
     }
     Ok(())
@@ -183,7 +179,9 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             if let Some(m) = obj.get("method") {
                 if !m.is_string() {
-                    return Err(Error::new(Code::PlanInvalid, "`method` must be a string").at(format!("{at}.action.method")));
+                    return Err(
+                        Error::new(Code::PlanInvalid, "`method` must be a string").at(format!("{at}.action.method"))
+                    );
                 }
             }
             if let Some(h) = obj.get("headers") {
@@ -202,8 +200,9 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
                     .at(format!("{at}.action.tool")));
             }
             if obj.get("arguments").is_some_and(|a| !a.is_object()) {
-                return Err(Error::new(Code::PlanInvalid, "`arguments` must be an object")
-                    .at(format!("{at}.action.arguments")));
+                return Err(
+                    Error::new(Code::PlanInvalid, "`arguments` must be an object").at(format!("{at}.action.arguments"))
+                );
             }
             Ok(())
         }

@@ -14,11 +14,14 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
     let conn = store.conn();
     let g = goal_or_latest(store, goal)?;
     let tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
-    let task = tasks
-        .iter()
-        .find(|t| t.task_ref == task_ref)
-        .ok_or_else(|| Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision)).at(task_ref.to_string()))?;
-    let mut text = format!("task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n", task.state, g.id, g.active_revision, task.operation_id);
+    let task = tasks.iter().find(|t| t.task_ref == task_ref).ok_or_else(|| {
+        Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision))
+            .at(task_ref.to_string())
+    })?;
+    let mut text = format!(
+        "task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n",
+        task.state, g.id, g.active_revision, task.operation_id
+    );
     // The reuse decision `engine revise` recorded for this task, if the
     // active revision came from one (its `revision_recorded` event).
     let reuse: Option<Value> = conn
@@ -40,7 +43,12 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
                 let refusal = &d["refusal"];
                 let detail: Vec<String> = refusal
                     .as_object()
-                    .map(|m| m.iter().filter(|(k, _)| *k != "reason").map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string))).collect())
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(k, _)| *k != "reason")
+                            .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
             }
@@ -58,7 +66,12 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
     for a in ledger::attempts_of_task(conn, &g.id, task_ref)? {
         text.push_str(&format!(
             "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
-            a.id, a.revision, a.try_no, a.kind, a.state, utc(a.intent_at_ms)
+            a.id,
+            a.revision,
+            a.try_no,
+            a.kind,
+            a.state,
+            utc(a.intent_at_ms)
         ));
         if let Some(d) = &a.dispatch_detail {
             text.push_str(&format!("  handed to the provider: {d}\n"));
@@ -102,29 +115,55 @@ fn indent(s: &str) -> String {
 fn describe(e: &Evidence) -> String {
     match e {
         Evidence::ProcessExit { exit, timed_out, duration_ms, stdout, stderr } => {
-            let mut s = format!("provider process exit {} in {duration_ms} ms{}", exit_text(exit), if *timed_out { " (engine deadline hit; process group killed)" } else { "" });
+            let mut s = format!(
+                "provider process exit {} in {duration_ms} ms{}",
+                exit_text(exit),
+                if *timed_out { " (engine deadline hit; process group killed)" } else { "" }
+            );
             for (name, o) in [("stdout", stdout), ("stderr", stderr)] {
                 if o.total_bytes > 0 {
-                    s.push_str(&format!("\n    {name}: {} bytes{}\n", o.total_bytes,
-                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }));
+                    s.push_str(&format!(
+                        "\n    {name}: {} bytes{}\n",
+                        o.total_bytes,
+                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }
+                    ));
                     s.push_str(&indent(&o.excerpt));
                 }
             }
             s.trim_end().to_string()
         }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
-            let mut s = format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });
+            let mut s =
+                format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });
             for (name, o) in [("result", body), ("server stderr", stderr)] {
                 if o.total_bytes > 0 {
-                    s.push_str(&format!("\n    {name}: {} bytes{}\n", o.total_bytes,
-                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }));
+                    s.push_str(&format!(
+                        "\n    {name}: {} bytes{}\n",
+                        o.total_bytes,
+                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }
+                    ));
                     s.push_str(&indent(&o.excerpt));
                 }
             }
             s.trim_end().to_string()
         }
-        Evidence::CheckResult { check_id, exit, expect_exit, timed_out, passed, failing_assertion, stdout, stderr, checkpoint } => {
-            let mut s = format!("check {check_id}: {} (exit {}, expected {expect_exit}{})", if *passed { "passed" } else { "FAILED" }, exit_text(exit), if *timed_out { ", deadline hit" } else { "" });
+        Evidence::CheckResult {
+            check_id,
+            exit,
+            expect_exit,
+            timed_out,
+            passed,
+            failing_assertion,
+            stdout,
+            stderr,
+            checkpoint,
+        } => {
+            let mut s = format!(
+                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *passed { "passed" } else { "FAILED" },
+                exit_text(exit),
+                if *timed_out { ", deadline hit" } else { "" }
+            );
             if let Some(cp) = checkpoint {
                 s.push_str(&format!(" against checkpoint {}", &cp[..16.min(cp.len())]));
             }

@@ -23,7 +23,8 @@ pub fn check(p: &Plan) -> Output {
 
 pub fn digests(p: &Plan) -> Output {
     let goal = p.goal();
-    let mut text = format!("plan_digest           {}\ngoal_contract_digest  {}\n", p.digests.plan, p.digests.goal_contract);
+    let mut text =
+        format!("plan_digest           {}\ngoal_contract_digest  {}\n", p.digests.plan, p.digests.goal_contract);
     let mut tasks = Vec::new();
     for &i in &p.order {
         let t = &p.file.tasks[i];
@@ -73,7 +74,8 @@ pub fn dot(p: &Plan) -> Output {
 
 pub fn mermaid(p: &Plan) -> Output {
     // Mermaid ids must be simple: number the nodes, label them with refs.
-    let id: std::collections::HashMap<&str, usize> = p.order.iter().enumerate().map(|(n, &i)| (p.file.tasks[i].task_ref.as_str(), n)).collect();
+    let id: std::collections::HashMap<&str, usize> =
+        p.order.iter().enumerate().map(|(n, &i)| (p.file.tasks[i].task_ref.as_str(), n)).collect();
     let mut text = String::from("flowchart LR\n");
     for &i in &p.order {
         let t = &p.file.tasks[i];

@@ -31,7 +31,13 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     tasks.sort_by_key(|t| order.iter().position(|r| *r == t.task_ref).unwrap_or(usize::MAX));
 
     let mut rows = Vec::new();
-    let mut text = format!("goal      {}  ({})\nrevision  {}\nstate     {}\n\n", g.id, plan.goal.as_ref().map_or("", |x| x.statement.as_str()), g.active_revision, g.state);
+    let mut text = format!(
+        "goal      {}  ({})\nrevision  {}\nstate     {}\n\n",
+        g.id,
+        plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
+        g.active_revision,
+        g.state
+    );
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", "TASK", "STATE", "ATTEMPTS", "LAST"));
     for t in &tasks {
@@ -50,14 +56,21 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
             }
             None => "-".into(),
         };
-        text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", t.task_ref, t.state.as_str(), attempts.len(), last_text));
+        text.push_str(&format!(
+            "  {:width$}  {:<18}  {:>8}  {}\n",
+            t.task_ref,
+            t.state.as_str(),
+            attempts.len(),
+            last_text
+        ));
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
             "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
     }
 
     let unknown = ledger::attempts_in_state(conn, &g.id, AttemptState::EffectUnknown)?;
     let in_doubt = ledger::attempts_in_doubt(conn, &g.id)?;
-    let awaiting: Vec<&ledger::TaskRow> = tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
+    let awaiting: Vec<&ledger::TaskRow> =
+        tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
     let not_run = ledger::latest_attempts_in_state(conn, &g.id, g.active_revision, AttemptState::SettledNotRun)?;
     if !unknown.is_empty() || !in_doubt.is_empty() || !awaiting.is_empty() || !not_run.is_empty() {
         text.push_str("\noperations not settled:\n");
@@ -65,15 +78,25 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     for t in &awaiting {
         let op = t.detail.get("operation_id").and_then(Value::as_str).unwrap_or(&t.operation_id);
         let why = t.detail.get("why").and_then(Value::as_str).unwrap_or("approval required");
-        text.push_str(&format!("  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n", t.task_ref));
+        text.push_str(&format!(
+            "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
+            t.task_ref
+        ));
     }
     for a in &not_run {
-        text.push_str(&format!("  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n", a.operation_id, a.task_ref, a.operation_id));
+        text.push_str(&format!(
+            "  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n",
+            a.operation_id, a.task_ref, a.operation_id
+        ));
     }
     for a in &unknown {
         text.push_str(&format!(
             "  {}  task {}  try {}  effect_unknown ({})  -> engine settle {} --outcome ok|not_run --note TEXT\n",
-            a.operation_id, a.task_ref, a.try_no, a.unknown_reason.as_deref().unwrap_or("?"), a.operation_id
+            a.operation_id,
+            a.task_ref,
+            a.try_no,
+            a.unknown_reason.as_deref().unwrap_or("?"),
+            a.operation_id
         ));
     }
     let live = crate::store::lease::live_holder(conn)?;

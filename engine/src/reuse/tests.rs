@@ -11,7 +11,11 @@ fn task(effect: Effect) -> Task {
 }
 
 fn cp(digest: &str, content: &str) -> Checkpoint {
-    Checkpoint { files: BTreeMap::from([("a.txt".to_string(), Some(content.to_string()))]), context: BTreeMap::new(), digest: digest.into() }
+    Checkpoint {
+        files: BTreeMap::from([("a.txt".to_string(), Some(content.to_string()))]),
+        context: BTreeMap::new(),
+        digest: digest.into(),
+    }
 }
 
 fn completion(t: &Task) -> Completion {
@@ -23,7 +27,12 @@ fn completion(t: &Task) -> Completion {
         dependencies: "d".into(),
         checkpoint: Some(cp("c1", "x")),
         reusable: true,
-        validations: vec![ValidationResult { id: "V1".into(), passed: true, checkpoint: Some("c1".into()), evidence_id: 3 }],
+        validations: vec![ValidationResult {
+            id: "V1".into(),
+            passed: true,
+            checkpoint: Some("c1".into()),
+            evidence_id: 3,
+        }],
     }
 }
 
@@ -38,8 +47,14 @@ fn refusal(d: Decision) -> String {
 fn reuses_when_everything_matches_and_keeps_provenance() {
     let t = task(Effect::Local);
     let c = completion(&t);
-    let d = decide(false, Some(&c), &Candidate { task: &t, meaning: "m", dependencies: "d" }, None, || Ok(cp("c1", "x")));
-    assert_eq!(d, Decision::Reuse { provenance: Provenance { revision: 1, attempt_id: 7, checkpoint: "c1".into(), evidence_ids: vec![3] } });
+    let d =
+        decide(false, Some(&c), &Candidate { task: &t, meaning: "m", dependencies: "d" }, None, || Ok(cp("c1", "x")));
+    assert_eq!(
+        d,
+        Decision::Reuse {
+            provenance: Provenance { revision: 1, attempt_id: 7, checkpoint: "c1".into(), evidence_ids: vec![3] }
+        }
+    );
 }
 
 #[test]
@@ -54,13 +69,33 @@ fn each_refusal_in_order() {
     t2.action = serde_json::json!({"run": ["false"]});
     let d = decide(false, Some(&c), &Candidate { task: &t2, meaning: "m2", dependencies: "d" }, None, same);
     assert_eq!(d, Decision::Run { refusal: Refusal::MeaningChanged { field: "action".into() } });
-    assert_eq!(refusal(decide(false, Some(&c), &Candidate { task: &t, meaning: "m", dependencies: "d2" }, None, same)), "DEPENDENCIES_CHANGED");
+    assert_eq!(
+        refusal(decide(false, Some(&c), &Candidate { task: &t, meaning: "m", dependencies: "d2" }, None, same)),
+        "DEPENDENCIES_CHANGED"
+    );
     assert_eq!(refusal(decide(false, Some(&c), &cand, Some("T0"), same)), "UPSTREAM_NOT_REUSED");
     let ext = task(Effect::External);
-    assert_eq!(refusal(decide(false, Some(&completion(&ext)), &Candidate { task: &ext, meaning: "m", dependencies: "d" }, None, same)), "EXTERNAL_EFFECT");
+    assert_eq!(
+        refusal(decide(
+            false,
+            Some(&completion(&ext)),
+            &Candidate { task: &ext, meaning: "m", dependencies: "d" },
+            None,
+            same
+        )),
+        "EXTERNAL_EFFECT"
+    );
     let mut t3 = t.clone();
-    t3.validations.push(Validation { id: "V2".into(), run: vec!["true".into()], expect_exit: 0, timeout_seconds: None });
-    assert_eq!(refusal(decide(false, Some(&c), &Candidate { task: &t3, meaning: "m", dependencies: "d" }, None, same)), "VALIDATION_SET_CHANGED");
+    t3.validations.push(Validation {
+        id: "V2".into(),
+        run: vec!["true".into()],
+        expect_exit: 0,
+        timeout_seconds: None,
+    });
+    assert_eq!(
+        refusal(decide(false, Some(&c), &Candidate { task: &t3, meaning: "m", dependencies: "d" }, None, same)),
+        "VALIDATION_SET_CHANGED"
+    );
     let mut failed = c.clone();
     failed.validations[0].passed = false;
     assert_eq!(refusal(decide(false, Some(&failed), &cand, None, same)), "VALIDATION_NOT_PASSED");

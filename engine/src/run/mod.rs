@@ -8,8 +8,8 @@
 
 pub mod checks;
 pub mod provider;
-mod record;
 mod reconcile;
+mod record;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +23,6 @@ use tokio::sync::mpsc;
 
 use crate::approval;
 use crate::budget::{self, Exhausted, Usage};
-use rusqlite::OptionalExtension;
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Code, Error, Result};
 use crate::failpoint;
@@ -32,6 +31,7 @@ use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::events::{self, Event};
 use crate::store::{ledger, now_ms, Durability, Store};
 use checks::{CheckRun, CheckSpec};
+use rusqlite::OptionalExtension;
 
 /// Captured output bound per stream (stdout, stderr, HTTP body).
 pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
@@ -148,46 +148,92 @@ pub fn retry(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunRe
 
 fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
     let conn = store.conn();
-    let (goal_id, revision, task_ref, task_state): (String, i64, String, TaskState) = crate::store::qrow(conn, 
-            "SELECT t.goal_id, t.revision, t.task_ref, t.state FROM tasks t JOIN goals g
+    let (goal_id, revision, task_ref, task_state): (String, i64, String, TaskState) = crate::store::qrow(
+        conn,
+        "SELECT t.goal_id, t.revision, t.task_ref, t.state FROM tasks t JOIN goals g
                ON g.id = t.goal_id AND g.active_revision = t.revision WHERE t.operation_id = ?1",
-            [operation_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?
-        .ok_or_else(|| Error::usage(format!("no task of an active plan revision has operation {operation_id}")).at(operation_id.to_string()))?;
-    let latest = ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().rev().find(|a| a.operation_id == operation_id);
+        [operation_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .optional()?
+    .ok_or_else(|| {
+        Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
+            .at(operation_id.to_string())
+    })?;
+    let latest =
+        ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().rev().find(|a| a.operation_id == operation_id);
     let retryable = match &latest {
         _ if task_state == TaskState::AwaitingApproval => true,
         Some(a) if a.state == AttemptState::SettledNotRun => true,
         Some(a) if a.state == AttemptState::Failed => {
-            let class = a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str).and_then(crate::state::FailureClass::parse);
-            matches!(class, Some(crate::state::FailureClass::ProviderUnavailable | crate::state::FailureClass::Timeout
-                | crate::state::FailureClass::Killed | crate::state::FailureClass::Environment))
+            let class = a
+                .classification
+                .as_ref()
+                .and_then(|c| c.get("class"))
+                .and_then(Value::as_str)
+                .and_then(crate::state::FailureClass::parse);
+            matches!(
+                class,
+                Some(
+                    crate::state::FailureClass::ProviderUnavailable
+                        | crate::state::FailureClass::Timeout
+                        | crate::state::FailureClass::Killed
+                        | crate::state::FailureClass::Environment
+                )
+            )
         }
         _ => false,
     };
     if !retryable {
         let what = match &latest {
-            Some(a) if a.state == AttemptState::EffectUnknown => "its outcome is unknown: settle it first (`engine settle`)".to_string(),
-            Some(a) => format!("its latest try ({}) is `{}`{}", a.try_no, a.state,
-                a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str).map(|c| format!(" with class {c}; use `engine repair` for that")).unwrap_or_default()),
+            Some(a) if a.state == AttemptState::EffectUnknown => {
+                "its outcome is unknown: settle it first (`engine settle`)".to_string()
+            }
+            Some(a) => format!(
+                "its latest try ({}) is `{}`{}",
+                a.try_no,
+                a.state,
+                a.classification
+                    .as_ref()
+                    .and_then(|c| c.get("class"))
+                    .and_then(Value::as_str)
+                    .map(|c| format!(" with class {c}; use `engine repair` for that"))
+                    .unwrap_or_default()
+            ),
             None => "it has no attempt yet: `engine run` sends it".to_string(),
         };
-        return Err(Error::usage(format!("operation {operation_id} (task {task_ref}) is not retryable: {what}")).at(operation_id.to_string()));
+        return Err(Error::usage(format!("operation {operation_id} (task {task_ref}) is not retryable: {what}"))
+            .at(operation_id.to_string()));
     }
     if let Some(a) = &latest {
         honour_retry_after(conn, a)?;
     }
     let row = ledger::revision(conn, &goal_id, revision)?;
-    let file: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}")))?;
+    let file: crate::plan::PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
+        Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}"))
+    })?;
     let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
     store.write(Durability::Normal, |tx| {
-        ledger::set_task_state(tx, &goal_id, revision, &task_ref, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
-        events::append(tx, &Event::goal("retry_requested", &goal_id, revision, json!({
-            "operation_id": operation_id, "after_try": latest.as_ref().map(|a| a.try_no),
-        })).task(&task_ref))?;
+        ledger::set_task_state(
+            tx,
+            &goal_id,
+            revision,
+            &task_ref,
+            TaskState::Pending,
+            &json!({"retry_requested": operation_id}),
+        )?;
+        events::append(
+            tx,
+            &Event::goal(
+                "retry_requested",
+                &goal_id,
+                revision,
+                json!({
+                    "operation_id": operation_id, "after_try": latest.as_ref().map(|a| a.try_no),
+                }),
+            )
+            .task(&task_ref),
+        )?;
         Ok(())
     })?;
     execute(store, plan, revision, jobs, HashSet::from([operation_id.to_string()]))
@@ -234,7 +280,13 @@ fn honour_retry_after(conn: &rusqlite::Connection, a: &ledger::AttemptRow) -> Re
     Ok(())
 }
 
-pub(crate) fn execute(store: &mut Store, plan: Plan, revision: i64, jobs: usize, retry_allowed: HashSet<String>) -> Result<RunReport> {
+pub(crate) fn execute(
+    store: &mut Store,
+    plan: Plan,
+    revision: i64,
+    jobs: usize,
+    retry_allowed: HashSet<String>,
+) -> Result<RunReport> {
     execute_with(store, plan, revision, jobs, retry_allowed, HashMap::new())
 }
 
@@ -288,22 +340,33 @@ fn register(store: &mut Store, plan: &Plan, plan_path: &Path) -> Result<i64> {
     let goal = plan.goal();
     let plan_json = serde_json::to_string(&plan.file).expect("a plan serializes");
     store.write(Durability::Full, |tx| {
-        let seq = events::append(tx, &Event::goal("goal_registered", &goal.id, 1, json!({
-            "plan_digest": plan.digests.plan, "goal_contract_digest": plan.digests.goal_contract,
-            "plan_path": plan_path.display().to_string(), "tasks": plan.file.tasks.len(),
-        })))?;
+        let seq = events::append(
+            tx,
+            &Event::goal(
+                "goal_registered",
+                &goal.id,
+                1,
+                json!({
+                    "plan_digest": plan.digests.plan, "goal_contract_digest": plan.digests.goal_contract,
+                    "plan_path": plan_path.display().to_string(), "tasks": plan.file.tasks.len(),
+                }),
+            ),
+        )?;
         ledger::insert_goal(tx, &goal.id, 1, seq)?;
-        ledger::insert_revision(tx, &ledger::NewRevision {
-            goal_id: &goal.id,
-            revision: 1,
-            parent: None,
-            plan_digest: &plan.digests.plan,
-            goal_contract: &plan.digests.goal_contract,
-            plan_json: &plan_json,
-            plan_path: &plan_path.display().to_string(),
-            workspace: &plan.workspace.display().to_string(),
-            reason: None,
-        })?;
+        ledger::insert_revision(
+            tx,
+            &ledger::NewRevision {
+                goal_id: &goal.id,
+                revision: 1,
+                parent: None,
+                plan_digest: &plan.digests.plan,
+                goal_contract: &plan.digests.goal_contract,
+                plan_json: &plan_json,
+                plan_path: &plan_path.display().to_string(),
+                workspace: &plan.workspace.display().to_string(),
+                reason: None,
+            },
+        )?;
         insert_tasks(tx, plan, 1)
     })?;
     Ok(1)
@@ -314,7 +377,16 @@ pub(crate) fn insert_tasks(tx: &rusqlite::Transaction, plan: &Plan, revision: i6
     for i in &plan.order {
         let t = &plan.file.tasks[*i];
         let d = &plan.digests.tasks[&t.task_ref];
-        ledger::insert_task(tx, goal_id, revision, &t.task_ref, &d.meaning, &d.dependencies, &d.operation_id, &d.request)?;
+        ledger::insert_task(
+            tx,
+            goal_id,
+            revision,
+            &t.task_ref,
+            &d.meaning,
+            &d.dependencies,
+            &d.operation_id,
+            &d.request,
+        )?;
     }
     Ok(())
 }
@@ -346,13 +418,8 @@ struct Runner<'s> {
 impl<'s> Runner<'s> {
     fn new(store: &'s mut Store, plan: Plan, revision: i64, jobs: usize) -> Self {
         let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
-        let secrets = plan
-            .file
-            .secrets
-            .iter()
-            .filter_map(|name| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
-            .collect();
+        let secrets =
+            plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::unbounded_channel();
         let goal_id = plan.goal().id.clone();
         Runner {
@@ -377,9 +444,15 @@ impl<'s> Runner<'s> {
     }
 
     async fn run(&mut self) -> Result<RunReport> {
-        self.write_event(Durability::Normal, "run_started", None, None, json!({
-            "generation": self.store.generation(), "jobs": self.jobs, "pid": std::process::id(),
-        }))?;
+        self.write_event(
+            Durability::Normal,
+            "run_started",
+            None,
+            None,
+            json!({
+                "generation": self.store.generation(), "jobs": self.jobs, "pid": std::process::id(),
+            }),
+        )?;
         for row in ledger::tasks(self.store.conn(), &self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }
@@ -395,7 +468,14 @@ impl<'s> Runner<'s> {
         self.plan.task(task_ref).expect("task refs come from the plan")
     }
 
-    fn write_event(&mut self, d: Durability, kind: &str, task_ref: Option<&str>, attempt: Option<i64>, data: Value) -> Result<i64> {
+    fn write_event(
+        &mut self,
+        d: Durability,
+        kind: &str,
+        task_ref: Option<&str>,
+        attempt: Option<i64>,
+        data: Value,
+    ) -> Result<i64> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         self.store.write(d, |tx| {
             let mut e = Event::goal(kind, &goal_id, revision, data);
@@ -409,7 +489,11 @@ impl<'s> Runner<'s> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         self.store.write(Durability::Normal, |tx| {
             ledger::set_task_state(tx, &goal_id, revision, task_ref, state, &detail)?;
-            events::append(tx, &Event::goal("task_state", &goal_id, revision, json!({"state": state, "detail": detail})).task(task_ref))?;
+            events::append(
+                tx,
+                &Event::goal("task_state", &goal_id, revision, json!({"state": state, "detail": detail}))
+                    .task(task_ref),
+            )?;
             Ok(())
         })?;
         self.states.insert(task_ref.to_string(), state);
@@ -434,7 +518,13 @@ impl<'s> Runner<'s> {
                 if !self.states[r].is_complete() || task.effect == Effect::External {
                     continue;
                 }
-                let completion = crate::revise::load_completion(self.store.conn(), &self.goal_id, self.revision, &self.plan.file, r)?;
+                let completion = crate::revise::load_completion(
+                    self.store.conn(),
+                    &self.goal_id,
+                    self.revision,
+                    &self.plan.file,
+                    r,
+                )?;
                 let upstream = task.depends_on.iter().find(|d| rerun.contains(*d)).map(String::as_str);
                 let d = &self.plan.digests.tasks[r];
                 let (workspace, secrets, cache) = (&self.plan.workspace, &self.plan.file.secrets, &mut self.cache);
@@ -474,7 +564,8 @@ impl<'s> Runner<'s> {
         // (but not those whose validations reconciliation just resumed).
         let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
         for r in &order {
-            if matches!(self.states[r], TaskState::Blocked | TaskState::Ready | TaskState::Running) && !busy.contains(r) {
+            if matches!(self.states[r], TaskState::Blocked | TaskState::Ready | TaskState::Running) && !busy.contains(r)
+            {
                 self.states.insert(r.clone(), TaskState::Pending);
             }
         }
@@ -510,7 +601,9 @@ impl<'s> Runner<'s> {
             }
             let msg = self.rx.recv().await.expect("the runner holds a sender");
             let attempt_id = match &msg {
-                Msg::Dispatched { attempt_id, .. } | Msg::Finished { attempt_id, .. } | Msg::Validated { attempt_id, .. } => *attempt_id,
+                Msg::Dispatched { attempt_id, .. }
+                | Msg::Finished { attempt_id, .. }
+                | Msg::Validated { attempt_id, .. } => *attempt_id,
             };
             let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
@@ -552,12 +645,16 @@ impl<'s> Runner<'s> {
         }
         // What the inputs looked like when the engine decided to send: a
         // later repair compares against it to tell new evidence from repetition.
-        let inputs_at_intent = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache).ok();
+        let inputs_at_intent =
+            checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache).ok();
         // A person's retry or repair of paid or external work is a repeat
         // whether or not an earlier try got out; a plain run's repeat is one
         // after a try that was (or may have been) dispatched.
         let asked_repeat = repair.is_some() || self.retry_allowed.contains(&digests.operation_id);
-        let needs_approval = approval::needed(&task, asked_repeat || approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?);
+        let needs_approval = approval::needed(
+            &task,
+            asked_repeat || approval::prior_dispatch(self.store.conn(), &self.goal_id, task_ref)?,
+        );
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -575,7 +672,7 @@ impl<'s> Runner<'s> {
         };
         let decision = self.store.write(Durability::Full, |tx| {
             fresh(tx, &goal_id, revision, &plan_digest)?;
-            if let Some(other) = crate::store::qrow(tx, 
+            if let Some(other) = crate::store::qrow(tx,
                     "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
                     rusqlite::params![digests.operation_id, digests.request],
                     |r| r.get::<_, String>(0),
@@ -643,9 +740,15 @@ impl<'s> Runner<'s> {
             Ok(d) => d,
             Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => {
                 // Nothing was dispatched; say why in the ledger before stopping.
-                self.write_event(Durability::Normal, "call_refused", Some(task_ref), None, json!({
-                    "operation_id": digests.operation_id, "code": e.code, "message": e.message,
-                }))?;
+                self.write_event(
+                    Durability::Normal,
+                    "call_refused",
+                    Some(task_ref),
+                    None,
+                    json!({
+                        "operation_id": digests.operation_id, "code": e.code, "message": e.message,
+                    }),
+                )?;
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -767,8 +870,12 @@ impl<'s> Runner<'s> {
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.store.write(Durability::Normal, |tx| {
                     ledger::mark_dispatched(tx, attempt_id, &detail)?;
-                    events::append(tx, &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
-                        .task(&task_ref).attempt(attempt_id))?;
+                    events::append(
+                        tx,
+                        &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
+                            .task(&task_ref)
+                            .attempt(attempt_id),
+                    )?;
                     Ok(())
                 })?;
                 failpoint::hit("after_dispatch");
@@ -803,7 +910,12 @@ impl<'s> Runner<'s> {
         let specs: Vec<CheckSpec> = task
             .validations
             .iter()
-            .map(|v| CheckSpec { id: v.id.clone(), run: v.run.clone(), expect_exit: v.expect_exit, timeout: v.timeout_seconds.map(Duration::from_secs) })
+            .map(|v| CheckSpec {
+                id: v.id.clone(),
+                run: v.run.clone(),
+                expect_exit: v.expect_exit,
+                timeout: v.timeout_seconds.map(Duration::from_secs),
+            })
             .collect();
         let tx = self.tx.clone();
         let workspace = self.plan.workspace.clone();
@@ -827,10 +939,22 @@ impl<'s> Runner<'s> {
             .acceptance
             .iter()
             .filter_map(|a| {
-                a.check.as_ref().map(|c| CheckSpec { id: a.id.clone(), run: c.run.clone(), expect_exit: c.expect_exit, timeout: c.timeout_seconds.map(Duration::from_secs) })
+                a.check.as_ref().map(|c| CheckSpec {
+                    id: a.id.clone(),
+                    run: c.run.clone(),
+                    expect_exit: c.expect_exit,
+                    timeout: c.timeout_seconds.map(Duration::from_secs),
+                })
             })
             .collect();
-        let runs = checks::run_checks(specs, self.plan.workspace.clone(), format!("acceptance:{}", self.goal_id), OUTPUT_BYTES_MAX, self.secrets.clone()).await;
+        let runs = checks::run_checks(
+            specs,
+            self.plan.workspace.clone(),
+            format!("acceptance:{}", self.goal_id),
+            OUTPUT_BYTES_MAX,
+            self.secrets.clone(),
+        )
+        .await;
         record::acceptance(self, runs).map(Some)
     }
 
@@ -842,7 +966,10 @@ impl<'s> Runner<'s> {
             // The budget counters must agree with the attempts they count.
             let counted = ledger::recount_budget_use(conn, &self.goal_id)?;
             let kept = (ledger::provider_calls_used(conn, &self.goal_id)?, ledger::cost_used(conn, &self.goal_id)?);
-            assert!(counted.0 == kept.0 && (counted.1 - kept.1).abs() < 1e-9, "budget counters {kept:?} != recount {counted:?}");
+            assert!(
+                counted.0 == kept.0 && (counted.1 - kept.1).abs() < 1e-9,
+                "budget counters {kept:?} != recount {counted:?}"
+            );
         }
         let mut unknown = std::mem::take(&mut self.unknown);
         for a in ledger::attempts_in_state(conn, &self.goal_id, AttemptState::EffectUnknown)? {
@@ -860,7 +987,13 @@ impl<'s> Runner<'s> {
             }
         }
         let rows = ledger::tasks(conn, &self.goal_id, self.revision)?;
-        let order: HashMap<&str, usize> = self.plan.order.iter().enumerate().map(|(pos, &i)| (self.plan.file.tasks[i].task_ref.as_str(), pos)).collect();
+        let order: HashMap<&str, usize> = self
+            .plan
+            .order
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| (self.plan.file.tasks[i].task_ref.as_str(), pos))
+            .collect();
         let mut tasks: Vec<TaskLine> = rows
             .iter()
             .map(|r| TaskLine {
@@ -871,9 +1004,11 @@ impl<'s> Runner<'s> {
             })
             .collect();
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
-        let failed: Vec<String> = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
+        let failed: Vec<String> =
+            tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.awaiting);
-        let not_run = ledger::latest_attempts_in_state(conn, &self.goal_id, self.revision, AttemptState::SettledNotRun)?;
+        let not_run =
+            ledger::latest_attempts_in_state(conn, &self.goal_id, self.revision, AttemptState::SettledNotRun)?;
         // A settled-not-run operation whose re-send a person asked for
         // (`engine retry`) and which now waits on an approval stops the run
         // as APPROVAL_REQUIRED: approving is what the person does next.
@@ -925,7 +1060,14 @@ impl<'s> Runner<'s> {
             budget: self.budget_stop.clone(),
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
-            acceptance_unchecked: self.plan.goal().acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect(),
+            acceptance_unchecked: self
+                .plan
+                .goal()
+                .acceptance
+                .iter()
+                .filter(|a| a.check.is_none())
+                .map(|a| a.id.clone())
+                .collect(),
         })
     }
 }
@@ -964,7 +1106,8 @@ fn fresh(tx: &rusqlite::Transaction, goal_id: &str, revision: i64, plan_digest: 
 
 /// What the ledger says has been used, read inside the intent's transaction.
 pub fn usage(conn: &rusqlite::Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Usage> {
-    let attempts_of_task: i64 = crate::store::qrow(conn, 
+    let attempts_of_task: i64 = crate::store::qrow(
+        conn,
         "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
         rusqlite::params![goal_id, revision, task_ref],
         |r| r.get(0),

@@ -30,24 +30,69 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
         if super::safe_to_resend(&task) && !present {
             r.store.write(Durability::Full, |tx| {
                 if let Some(o) = &observation {
-                    ledger::insert_evidence(tx, &goal_id, revision, Some(a.id), &Evidence::Observation { observation: o.clone() })?;
+                    ledger::insert_evidence(
+                        tx,
+                        &goal_id,
+                        revision,
+                        Some(a.id),
+                        &Evidence::Observation { observation: o.clone() },
+                    )?;
                 }
-                ledger::finish_attempt(tx, a.id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], AttemptState::Abandoned, None, Some(UnknownReason::EngineRestarted.as_str()))?;
-                ledger::set_task_state(tx, &goal_id, revision, &a.task_ref, TaskState::Pending, &json!({"rerun_of": a.id}))?;
-                events::append(tx, &Event::goal("rerun_after_restart", &goal_id, revision, json!({
-                    "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state,
-                    "why": "no receipt; the effect is none or idempotent, so a new try is safe",
-                })).task(&a.task_ref).attempt(a.id))?;
+                ledger::finish_attempt(
+                    tx,
+                    a.id,
+                    &[AttemptState::IntentRecorded, AttemptState::Dispatched],
+                    AttemptState::Abandoned,
+                    None,
+                    Some(UnknownReason::EngineRestarted.as_str()),
+                )?;
+                ledger::set_task_state(
+                    tx,
+                    &goal_id,
+                    revision,
+                    &a.task_ref,
+                    TaskState::Pending,
+                    &json!({"rerun_of": a.id}),
+                )?;
+                events::append(
+                    tx,
+                    &Event::goal(
+                        "rerun_after_restart",
+                        &goal_id,
+                        revision,
+                        json!({
+                            "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state,
+                            "why": "no receipt; the effect is none or idempotent, so a new try is safe",
+                        }),
+                    )
+                    .task(&a.task_ref)
+                    .attempt(a.id),
+                )?;
                 Ok(())
             })?;
             r.states.insert(a.task_ref.clone(), TaskState::Pending);
             continue;
         }
-        r.write_event(Durability::Normal, "reconciling", Some(&a.task_ref), Some(a.id), json!({
-            "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
-        }))?;
+        r.write_event(
+            Durability::Normal,
+            "reconciling",
+            Some(&a.task_ref),
+            Some(a.id),
+            json!({
+                "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
+            }),
+        )?;
         r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
-        match record::settle_lost(r, a.id, &task, UnknownReason::EngineRestarted, format!("engine restarted; last state {}", a.state), observation).await? {
+        match record::settle_lost(
+            r,
+            a.id,
+            &task,
+            UnknownReason::EngineRestarted,
+            format!("engine restarted; last state {}", a.state),
+            observation,
+        )
+        .await?
+        {
             record::Next::Validate => r.start_validations(a.id, &task)?,
             record::Next::Done => {
                 r.in_flight.remove(&a.id);
@@ -59,7 +104,10 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
     let mut to_validate = ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)?;
     for a in ledger::latest_attempts_in_state(r.store.conn(), &r.goal_id, r.revision, AttemptState::SettledOk)? {
         let judged: bool = r.store.conn().query_row(
-            "SELECT EXISTS(SELECT 1 FROM check_results WHERE attempt_id = ?1)", [a.id], |row| row.get(0))?;
+            "SELECT EXISTS(SELECT 1 FROM check_results WHERE attempt_id = ?1)",
+            [a.id],
+            |row| row.get(0),
+        )?;
         if !judged && r.states.get(&a.task_ref) == Some(&TaskState::Running) {
             to_validate.push(a);
         }

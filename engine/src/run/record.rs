@@ -55,7 +55,15 @@ pub async fn outcome(r: &mut Runner<'_>, attempt_id: i64, task: &Task, outcome: 
         Outcome::NotDispatched(nd) => {
             // Nothing was handed over: the call does not count against the budgets.
             let e = Evidence::EngineError { error: EngineErrorKind::from(nd.kind), message: nd.message };
-            fail_with(r, attempt_id, task, vec![e], &[AttemptState::IntentRecorded, AttemptState::Dispatched], Durability::Full, true)?;
+            fail_with(
+                r,
+                attempt_id,
+                task,
+                vec![e],
+                &[AttemptState::IntentRecorded, AttemptState::Dispatched],
+                Durability::Full,
+                true,
+            )?;
             failpoint::hit("after_receipt_commit");
             Ok(Next::Done)
         }
@@ -66,7 +74,13 @@ pub async fn outcome(r: &mut Runner<'_>, attempt_id: i64, task: &Task, outcome: 
 
 /// Dispatched, no receipt: observe first; only an observation or a safe
 /// effect settles it, otherwise the outcome is unknown.
-pub async fn lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: UnknownReason, detail: String) -> Result<Next> {
+pub async fn lost(
+    r: &mut Runner<'_>,
+    attempt_id: i64,
+    task: &Task,
+    reason: UnknownReason,
+    detail: String,
+) -> Result<Next> {
     let observation = observe(r, attempt_id, task).await?;
     settle_lost(r, attempt_id, task, reason, detail, observation).await
 }
@@ -84,18 +98,39 @@ pub async fn observe(r: &mut Runner<'_>, attempt_id: i64, task: &Task) -> Result
 }
 
 /// Settle a dispatched-without-receipt attempt from what observation found.
-pub async fn settle_lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reason: UnknownReason, detail: String, observation: Option<Observation>) -> Result<Next> {
+pub async fn settle_lost(
+    r: &mut Runner<'_>,
+    attempt_id: i64,
+    task: &Task,
+    reason: UnknownReason,
+    detail: String,
+    observation: Option<Observation>,
+) -> Result<Next> {
     let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
     match observation {
         Some(Observation::EffectPresent { evidence }) => {
             // The target shows the effect: that is the receipt.
             let (goal_id, revision) = (r.goal_id.clone(), r.revision);
             r.store.write(Durability::Full, |tx| {
-                let obs = Evidence::Observation { observation: Observation::EffectPresent { evidence: evidence.clone() } };
+                let obs =
+                    Evidence::Observation { observation: Observation::EffectPresent { evidence: evidence.clone() } };
                 ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &obs)?;
-                ledger::insert_receipt(tx, attempt_id, &json!({"source": "observation", "lost": reason.as_str(), "detail": detail, "evidence": evidence}))?;
-                events::append(tx, &Event::goal("observed_effect_present", &goal_id, revision, json!({"why_observed": reason.as_str()}))
-                    .task(&task.task_ref).attempt(attempt_id))?;
+                ledger::insert_receipt(
+                    tx,
+                    attempt_id,
+                    &json!({"source": "observation", "lost": reason.as_str(), "detail": detail, "evidence": evidence}),
+                )?;
+                events::append(
+                    tx,
+                    &Event::goal(
+                        "observed_effect_present",
+                        &goal_id,
+                        revision,
+                        json!({"why_observed": reason.as_str()}),
+                    )
+                    .task(&task.task_ref)
+                    .attempt(attempt_id),
+                )?;
                 Ok(())
             })?;
             failpoint::hit("after_receipt_commit");
@@ -125,7 +160,14 @@ pub async fn settle_lost(r: &mut Runner<'_>, attempt_id: i64, task: &Task, reaso
 
 /// Record an operation whose effect nobody can tell: `effect_unknown`,
 /// with why, waiting on a person's settlement.
-pub fn mark_unknown(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<Evidence>, reason: UnknownReason, from: &[AttemptState]) -> Result<()> {
+pub fn mark_unknown(
+    r: &mut Runner<'_>,
+    attempt_id: i64,
+    task: &Task,
+    list: Vec<Evidence>,
+    reason: UnknownReason,
+    from: &[AttemptState],
+) -> Result<()> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
     let attempt = ledger::attempt(r.store.conn(), attempt_id)?;
     r.store.write(Durability::Full, |tx| {
@@ -249,8 +291,16 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
         Some(None) => {
             failpoint::hit("after_receipt_commit");
             // The engine's deadline killed an external-effect command part-way.
-            let list = vec![Evidence::EffectMarker { reason: UnknownReason::DeadlineAfterDispatch, safe_to_resend: false }];
-            mark_unknown(r, attempt_id, task, list, UnknownReason::DeadlineAfterDispatch, &[AttemptState::ReceiptRecorded])?;
+            let list =
+                vec![Evidence::EffectMarker { reason: UnknownReason::DeadlineAfterDispatch, safe_to_resend: false }];
+            mark_unknown(
+                r,
+                attempt_id,
+                task,
+                list,
+                UnknownReason::DeadlineAfterDispatch,
+                &[AttemptState::ReceiptRecorded],
+            )?;
             Ok(Next::Done)
         }
         Some(Some(_)) => {
@@ -261,17 +311,39 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
     }
 }
 
-fn finish_failed(tx: &Transaction, goal_id: &str, revision: i64, attempt_id: i64, task: &Task, c: &Classification, from: &[AttemptState]) -> Result<()> {
+fn finish_failed(
+    tx: &Transaction,
+    goal_id: &str,
+    revision: i64,
+    attempt_id: i64,
+    task: &Task,
+    c: &Classification,
+    from: &[AttemptState],
+) -> Result<()> {
     let cj = json!(c);
     ledger::finish_attempt(tx, attempt_id, from, AttemptState::Failed, Some(&cj), None)?;
-    ledger::set_task_state(tx, goal_id, revision, &task.task_ref, TaskState::Failed,
-        &json!({"attempt_id": attempt_id, "class": c.class, "why": c.rule, "next": c.next}))?;
+    ledger::set_task_state(
+        tx,
+        goal_id,
+        revision,
+        &task.task_ref,
+        TaskState::Failed,
+        &json!({"attempt_id": attempt_id, "class": c.class, "why": c.rule, "next": c.next}),
+    )?;
     events::append(tx, &Event::goal("attempt_failed", goal_id, revision, cj).task(&task.task_ref).attempt(attempt_id))?;
     Ok(())
 }
 
 /// Record evidence, classify from all of the attempt's evidence, fail it.
-fn fail_with(r: &mut Runner<'_>, attempt_id: i64, task: &Task, list: Vec<Evidence>, from: &[AttemptState], d: Durability, never_dispatched: bool) -> Result<()> {
+fn fail_with(
+    r: &mut Runner<'_>,
+    attempt_id: i64,
+    task: &Task,
+    list: Vec<Evidence>,
+    from: &[AttemptState],
+    d: Durability,
+    never_dispatched: bool,
+) -> Result<()> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
     r.store.write(d, |tx| {
         if never_dispatched {
@@ -388,20 +460,31 @@ pub fn acceptance(r: &mut Runner<'_>, runs: Vec<CheckRun>) -> Result<Vec<Accepta
         for run in &runs {
             let e = check_evidence(tx, run, None)?;
             let evidence_id = ledger::insert_evidence(tx, &goal_id, revision, None, &e)?;
-            ledger::insert_check_result(tx, &ledger::NewCheckResult {
-                goal_id: &goal_id,
-                revision,
-                scope: "acceptance",
-                task_ref: None,
-                attempt_id: None,
-                check_id: &run.id,
-                passed: run.passed(),
-                checkpoint: None,
-                evidence_id,
-            })?;
+            ledger::insert_check_result(
+                tx,
+                &ledger::NewCheckResult {
+                    goal_id: &goal_id,
+                    revision,
+                    scope: "acceptance",
+                    task_ref: None,
+                    attempt_id: None,
+                    check_id: &run.id,
+                    passed: run.passed(),
+                    checkpoint: None,
+                    evidence_id,
+                },
+            )?;
             lines.push(AcceptanceLine { id: run.id.clone(), passed: run.passed() });
         }
-        events::append(tx, &Event::goal("acceptance_checked", &goal_id, revision, json!(lines.iter().map(|l| json!({"id": l.id, "passed": l.passed})).collect::<Vec<_>>())))?;
+        events::append(
+            tx,
+            &Event::goal(
+                "acceptance_checked",
+                &goal_id,
+                revision,
+                json!(lines.iter().map(|l| json!({"id": l.id, "passed": l.passed})).collect::<Vec<_>>()),
+            ),
+        )?;
         Ok(lines)
     })
 }

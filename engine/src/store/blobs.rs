@@ -8,7 +8,8 @@ use crate::error::Result;
 /// Store `bytes` (idempotent) and return their digest.
 pub fn put(conn: &Connection, bytes: &[u8]) -> Result<String> {
     let d = digest::content(bytes);
-    crate::store::exec(conn, 
+    crate::store::exec(
+        conn,
         "INSERT OR IGNORE INTO blobs (digest, size, data) VALUES (?1, ?2, ?3)",
         params![d, bytes.len() as i64, bytes],
     )?;
@@ -16,6 +17,5 @@ pub fn put(conn: &Connection, bytes: &[u8]) -> Result<String> {
 }
 
 pub fn get(conn: &Connection, digest: &str) -> Result<Option<Vec<u8>>> {
-    Ok(crate::store::qrow(conn, "SELECT data FROM blobs WHERE digest = ?1", [digest], |r| r.get(0))
-        .optional()?)
+    Ok(crate::store::qrow(conn, "SELECT data FROM blobs WHERE digest = ?1", [digest], |r| r.get(0)).optional()?)
 }

@@ -39,7 +39,7 @@ impl<'a> Event<'a> {
 }
 
 pub fn append(conn: &Connection, e: &Event) -> Result<i64> {
-    crate::store::exec(conn, 
+    crate::store::exec(conn,
         "INSERT INTO events (at_ms, goal_id, revision, task_ref, attempt_id, kind, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, e.data.to_string()],
     )?;

@@ -9,6 +9,9 @@ use serde_json::json;
 use super::{events, now_ms, Store};
 use crate::error::{Code, Error, Result};
 
+/// The lease row as read: pid, host, process start time, generation.
+type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     pub pid: i64,
@@ -84,7 +87,6 @@ impl Store {
         let host = hostname();
         let start = proc_start(pid);
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
         let row: Option<LeaseRow> = tx
             .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -118,10 +120,13 @@ impl Store {
         if let Some(h) = &took_over {
             events::append(
                 &tx,
-                &events::Event::store("lease_taken_over", json!({
-                    "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
-                    "generation": generation, "why": "the previous holder's process is gone from this host",
-                })),
+                &events::Event::store(
+                    "lease_taken_over",
+                    json!({
+                        "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
+                        "generation": generation, "why": "the previous holder's process is gone from this host",
+                    }),
+                ),
             )?;
         }
         tx.commit()?;
@@ -132,7 +137,10 @@ impl Store {
     /// Give the lease up (clean exit). Only if we still hold it.
     pub fn release_lease(&mut self) -> Result<()> {
         if let Some(g) = self.generation.take() {
-            self.conn.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
+            self.conn.execute(
+                "UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1",
+                [g],
+            )?;
         }
         Ok(())
     }
@@ -141,8 +149,10 @@ impl Store {
 /// The live holder of the lease, if any (for read-only commands to say
 /// whether an in-doubt attempt is still in flight).
 pub fn live_holder(conn: &rusqlite::Connection) -> Result<Option<Holder>> {
-    let row: Option<(Option<i64>, Option<String>, Option<String>, i64)> = conn
-        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+    let row: Option<LeaseRow> = conn
+        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .optional()?;
     Ok(match row {
         Some((Some(pid), host, proc_start, generation)) => {

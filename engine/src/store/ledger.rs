@@ -100,17 +100,21 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRow> {
 }
 
 pub fn goal(conn: &Connection, id: &str) -> Result<Option<GoalRow>> {
-    Ok(crate::store::qrow(conn, 
-            "SELECT id, active_revision, state, first_run_at_ms FROM goals WHERE id = ?1",
-            [id],
-            |r| Ok(GoalRow { id: r.get(0)?, active_revision: r.get(1)?, state: r.get(2)?, first_run_at_ms: r.get(3)? }),
-        )
-        .optional()?)
+    Ok(crate::store::qrow(
+        conn,
+        "SELECT id, active_revision, state, first_run_at_ms FROM goals WHERE id = ?1",
+        [id],
+        |r| Ok(GoalRow { id: r.get(0)?, active_revision: r.get(1)?, state: r.get(2)?, first_run_at_ms: r.get(3)? }),
+    )
+    .optional()?)
 }
 
 /// The goal most recently touched (for commands run without `--goal`).
 pub fn latest_goal(conn: &Connection) -> Result<Option<GoalRow>> {
-    let id: Option<String> = crate::store::qrow(conn, "SELECT id FROM goals ORDER BY updated_seq DESC, rowid DESC LIMIT 1", [], |r| r.get(0))
+    let id: Option<String> =
+        crate::store::qrow(conn, "SELECT id FROM goals ORDER BY updated_seq DESC, rowid DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
         .optional()?;
     match id {
         Some(id) => goal(conn, &id),
@@ -119,7 +123,8 @@ pub fn latest_goal(conn: &Connection) -> Result<Option<GoalRow>> {
 }
 
 pub fn revision(conn: &Connection, goal_id: &str, revision: i64) -> Result<RevisionRow> {
-    crate::store::qrow(conn, 
+    crate::store::qrow(
+        conn,
         "SELECT goal_id, revision, parent, plan_digest, goal_contract, plan_json, plan_path, workspace, reason
          FROM revisions WHERE goal_id = ?1 AND revision = ?2",
         params![goal_id, revision],
@@ -150,7 +155,8 @@ pub fn revision_plan_digest(conn: &Connection, goal_id: &str, revision: i64) -> 
 }
 
 pub fn insert_goal(tx: &Transaction, id: &str, revision: i64, seq: i64) -> Result<()> {
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "INSERT INTO goals (id, active_revision, state, first_run_at_ms, updated_seq) VALUES (?1, ?2, 'open', ?3, ?4)",
         params![id, revision, now_ms(), seq],
     )?;
@@ -180,7 +186,7 @@ pub struct NewRevision<'a> {
 }
 
 pub fn insert_revision(tx: &Transaction, r: &NewRevision) -> Result<()> {
-    crate::store::exec(tx, 
+    crate::store::exec(tx,
         "INSERT INTO revisions (goal_id, revision, parent, plan_digest, goal_contract, plan_json, plan_path, workspace, reason, created_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![r.goal_id, r.revision, r.parent, r.plan_digest, r.goal_contract, r.plan_json, r.plan_path, r.workspace, r.reason, now_ms()],
@@ -199,7 +205,8 @@ pub fn insert_task(
     operation_id: &str,
     request_digest: &str,
 ) -> Result<()> {
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "INSERT INTO tasks (goal_id, revision, task_ref, state, meaning, dependencies, operation_id, request_digest)
          VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7)",
         params![goal_id, revision, task_ref, meaning, dependencies, operation_id, request_digest],
@@ -229,17 +236,26 @@ fn task_from_row(r: &rusqlite::Row) -> rusqlite::Result<TaskRow> {
 }
 
 pub fn tasks_one(conn: &Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Option<TaskRow>> {
-    Ok(crate::store::qrow(conn, 
-            "SELECT task_ref, state, operation_id, request_digest, meaning, dependencies, detail FROM tasks
+    Ok(crate::store::qrow(
+        conn,
+        "SELECT task_ref, state, operation_id, request_digest, meaning, dependencies, detail FROM tasks
              WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
-            params![goal_id, revision, task_ref],
-            task_from_row,
-        )
-        .optional()?)
+        params![goal_id, revision, task_ref],
+        task_from_row,
+    )
+    .optional()?)
 }
 
-pub fn set_task_state(tx: &Transaction, goal_id: &str, revision: i64, task_ref: &str, state: TaskState, detail: &Value) -> Result<()> {
-    let n = crate::store::exec(tx, 
+pub fn set_task_state(
+    tx: &Transaction,
+    goal_id: &str,
+    revision: i64,
+    task_ref: &str,
+    state: TaskState,
+    detail: &Value,
+) -> Result<()> {
+    let n = crate::store::exec(
+        tx,
         "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
         params![goal_id, revision, task_ref, state, detail.to_string()],
     )?;
@@ -268,13 +284,14 @@ pub struct NewIntent<'a> {
 /// The durable decision to send this exact request. The UNIQUE constraint
 /// on (operation_id, try_no) makes a second dispatch of one try impossible.
 pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
-    crate::store::exec(tx, 
+    crate::store::exec(tx,
         "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms, inputs_at_intent, instruction)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
         params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost, i.generation, now_ms(), i.inputs_at_intent, i.instruction],
     )?;
     let id = tx.last_insert_rowid();
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + ?2 WHERE id = ?1",
         params![i.goal_id, i.cost],
     )?;
@@ -283,12 +300,18 @@ pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
 
 /// The highest try number of an operation so far (0 if none).
 pub fn last_try(conn: &Connection, operation_id: &str) -> Result<i64> {
-    Ok(crate::store::qrow(conn, "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [operation_id], |r| r.get(0))?)
+    Ok(crate::store::qrow(
+        conn,
+        "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1",
+        [operation_id],
+        |r| r.get(0),
+    )?)
 }
 
 pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Result<()> {
     transition(tx, attempt_id, &[AttemptState::IntentRecorded], AttemptState::Dispatched)?;
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "UPDATE attempts SET dispatched_at_ms = ?2, dispatch_detail = ?3 WHERE id = ?1",
         params![attempt_id, now_ms(), detail],
     )?;
@@ -298,8 +321,14 @@ pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Resul
 /// Record the provider's answer. Only an attempt that has an intent (a row)
 /// can get a receipt; the foreign key says so again in the schema.
 pub fn insert_receipt(tx: &Transaction, attempt_id: i64, data: &Value) -> Result<()> {
-    transition(tx, attempt_id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], AttemptState::ReceiptRecorded)?;
-    crate::store::exec(tx, 
+    transition(
+        tx,
+        attempt_id,
+        &[AttemptState::IntentRecorded, AttemptState::Dispatched],
+        AttemptState::ReceiptRecorded,
+    )?;
+    crate::store::exec(
+        tx,
         "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
         params![attempt_id, now_ms(), data.to_string()],
     )?;
@@ -309,7 +338,8 @@ pub fn insert_receipt(tx: &Transaction, attempt_id: i64, data: &Value) -> Result
 /// Move an attempt between states, refusing any move from a state not in
 /// `from` (asserting the transition where the data is written).
 pub fn transition(tx: &Transaction, attempt_id: i64, from: &[AttemptState], to: AttemptState) -> Result<()> {
-    let current: AttemptState = crate::store::qrow(tx, "SELECT state FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0))?;
+    let current: AttemptState =
+        crate::store::qrow(tx, "SELECT state FROM attempts WHERE id = ?1", [attempt_id], |r| r.get(0))?;
     if !from.contains(&current) {
         return Err(Error::internal(format!("attempt {attempt_id}: refusing {current} -> {to}")));
     }
@@ -330,7 +360,7 @@ pub fn finish_attempt(
         // An abandoned intent no longer counts against the budgets.
         uncount_call(tx, attempt_id)?;
     }
-    crate::store::exec(tx, 
+    crate::store::exec(tx,
         "UPDATE attempts SET finished_at_ms = ?2, classification = ?3, unknown_reason = COALESCE(?4, unknown_reason) WHERE id = ?1",
         params![attempt_id, now_ms(), classification.map(|c| c.to_string()), unknown_reason],
     )?;
@@ -340,7 +370,7 @@ pub fn finish_attempt(
 /// Take a call back out of the budget counters: it was never dispatched
 /// (the engine could not start it) or it was abandoned for a new try.
 pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
-    crate::store::exec(tx, 
+    crate::store::exec(tx,
         "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
          WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
         [attempt_id],
@@ -348,8 +378,14 @@ pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
     Ok(())
 }
 
-pub fn set_attempt_checkpoint(tx: &Transaction, attempt_id: i64, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
-    crate::store::exec(tx, 
+pub fn set_attempt_checkpoint(
+    tx: &Transaction,
+    attempt_id: i64,
+    checkpoint: Option<&str>,
+    reusable: bool,
+) -> Result<()> {
+    crate::store::exec(
+        tx,
         "UPDATE attempts SET checkpoint = ?2, reusable = ?3 WHERE id = ?1",
         params![attempt_id, checkpoint, reusable],
     )?;
@@ -357,7 +393,12 @@ pub fn set_attempt_checkpoint(tx: &Transaction, attempt_id: i64, checkpoint: Opt
 }
 
 pub fn attempt(conn: &Connection, id: i64) -> Result<AttemptRow> {
-    Ok(crate::store::qrow(conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
+    Ok(crate::store::qrow(
+        conn,
+        &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"),
+        [id],
+        attempt_from_row,
+    )?)
 }
 
 pub fn attempts_of_task(conn: &Connection, goal_id: &str, task_ref: &str) -> Result<Vec<AttemptRow>> {
@@ -386,15 +427,30 @@ pub fn attempts_in_state(conn: &Connection, goal_id: &str, state: AttemptState) 
 }
 
 pub fn receipt(conn: &Connection, attempt_id: i64) -> Result<Option<Value>> {
-    let data: Option<String> = crate::store::qrow(conn, "SELECT data FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
-        .optional()?;
+    let data: Option<String> =
+        crate::store::qrow(conn, "SELECT data FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
+            .optional()?;
     Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }
 
-pub fn insert_evidence(tx: &Transaction, goal_id: &str, revision: i64, attempt_id: Option<i64>, e: &Evidence) -> Result<i64> {
-    crate::store::exec(tx, 
+pub fn insert_evidence(
+    tx: &Transaction,
+    goal_id: &str,
+    revision: i64,
+    attempt_id: Option<i64>,
+    e: &Evidence,
+) -> Result<i64> {
+    crate::store::exec(
+        tx,
         "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![goal_id, revision, attempt_id, e.kind(), serde_json::to_string(e).expect("evidence serializes"), now_ms()],
+        params![
+            goal_id,
+            revision,
+            attempt_id,
+            e.kind(),
+            serde_json::to_string(e).expect("evidence serializes"),
+            now_ms()
+        ],
     )?;
     Ok(tx.last_insert_rowid())
 }
@@ -413,7 +469,8 @@ pub fn evidence_of_attempt(conn: &Connection, attempt_id: i64) -> Result<Vec<Rec
 }
 
 pub fn insert_claim(tx: &Transaction, attempt_id: i64, authority: &str, data: &Value) -> Result<i64> {
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "INSERT INTO claims (attempt_id, authority, data) VALUES (?1, ?2, ?3)",
         params![attempt_id, authority, data.to_string()],
     )?;
@@ -442,7 +499,7 @@ pub struct NewCheckResult<'a> {
 }
 
 pub fn insert_check_result(tx: &Transaction, c: &NewCheckResult) -> Result<i64> {
-    crate::store::exec(tx, 
+    crate::store::exec(tx,
         "INSERT INTO check_results (goal_id, revision, scope, task_ref, attempt_id, check_id, passed, checkpoint, evidence_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![c.goal_id, c.revision, c.scope, c.task_ref, c.attempt_id, c.check_id, c.passed, c.checkpoint, c.evidence_id],
@@ -462,7 +519,13 @@ pub struct CheckResultRow {
 
 /// The latest result of each check of a scope (validation of one task, or
 /// the goal's acceptance), by ledger order — never by wall time.
-pub fn latest_check_results(conn: &Connection, goal_id: &str, revision: i64, scope: &str, task_ref: Option<&str>) -> Result<Vec<CheckResultRow>> {
+pub fn latest_check_results(
+    conn: &Connection,
+    goal_id: &str,
+    revision: i64,
+    scope: &str,
+    task_ref: Option<&str>,
+) -> Result<Vec<CheckResultRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT c.id, c.check_id, c.passed, c.attempt_id, c.checkpoint, c.evidence_id FROM check_results c
          WHERE c.goal_id = ?1 AND c.revision = ?2 AND c.scope = ?3 AND c.task_ref IS ?4
@@ -471,7 +534,14 @@ pub fn latest_check_results(conn: &Connection, goal_id: &str, revision: i64, sco
          ORDER BY c.check_id",
     )?;
     let rows = stmt.query_map(params![goal_id, revision, scope, task_ref], |r| {
-        Ok(CheckResultRow { id: r.get(0)?, check_id: r.get(1)?, passed: r.get(2)?, attempt_id: r.get(3)?, checkpoint: r.get(4)?, evidence_id: r.get(5)? })
+        Ok(CheckResultRow {
+            id: r.get(0)?,
+            check_id: r.get(1)?,
+            passed: r.get(2)?,
+            attempt_id: r.get(3)?,
+            checkpoint: r.get(4)?,
+            evidence_id: r.get(5)?,
+        })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -500,8 +570,11 @@ pub fn cost_used(conn: &Connection, goal_id: &str) -> Result<f64> {
 
 /// Budget use recounted from the attempts themselves (calls, cost).
 pub fn recount_budget_use(conn: &Connection, goal_id: &str) -> Result<(i64, f64)> {
-    Ok(crate::store::qrow(conn, 
-        &format!("SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"),
+    Ok(crate::store::qrow(
+        conn,
+        &format!(
+            "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {DISPATCHED_OR_MAYBE}"
+        ),
         [goal_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?)
@@ -509,7 +582,12 @@ pub fn recount_budget_use(conn: &Connection, goal_id: &str) -> Result<(i64, f64)
 
 /// Attempts in `state` that are the latest attempt of their task in this
 /// revision (ledger order).
-pub fn latest_attempts_in_state(conn: &Connection, goal_id: &str, revision: i64, state: AttemptState) -> Result<Vec<AttemptRow>> {
+pub fn latest_attempts_in_state(
+    conn: &Connection,
+    goal_id: &str,
+    revision: i64,
+    state: AttemptState,
+) -> Result<Vec<AttemptRow>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE goal_id = ?1 AND revision = ?2 AND state = ?3
            AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)
@@ -520,7 +598,8 @@ pub fn latest_attempts_in_state(conn: &Connection, goal_id: &str, revision: i64,
 }
 
 pub fn put_checkpoint(tx: &Transaction, cp: &crate::checkpoint::Checkpoint) -> Result<()> {
-    crate::store::exec(tx, 
+    crate::store::exec(
+        tx,
         "INSERT OR IGNORE INTO checkpoints (digest, data) VALUES (?1, ?2)",
         params![cp.digest, serde_json::to_string(cp).expect("a checkpoint serializes")],
     )?;
@@ -528,7 +607,8 @@ pub fn put_checkpoint(tx: &Transaction, cp: &crate::checkpoint::Checkpoint) -> R
 }
 
 pub fn checkpoint(conn: &Connection, digest: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
-    let data: Option<String> = crate::store::qrow(conn, "SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0))
-        .optional()?;
+    let data: Option<String> =
+        crate::store::qrow(conn, "SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0))
+            .optional()?;
     Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }

@@ -87,7 +87,13 @@ impl Store {
         .map_err(|e| store_open_error(e, path))?;
         refuse_newer_schema(&conn, path)?;
         configure(&conn)?;
-        schema::migrate(&conn).map_err(|e| if e.code == Code::Internal { store_open_error_msg(&e.message, path) } else { e })?;
+        schema::migrate(&conn).map_err(|e| {
+            if e.code == Code::Internal {
+                store_open_error_msg(&e.message, path)
+            } else {
+                e
+            }
+        })?;
         // SQLite gives -wal/-shm the db file's mode; make sure of it.
         for suffix in ["-wal", "-shm"] {
             let side = PathBuf::from(format!("{}{suffix}", path.display()));
@@ -143,9 +149,7 @@ impl Store {
     /// process still holds its lease generation (`STALE_GENERATION`
     /// otherwise: a superseded writer writes nothing).
     pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let generation = self
-            .generation
-            .ok_or_else(|| Error::internal("write without holding the store lease"))?;
+        let generation = self.generation.ok_or_else(|| Error::internal("write without holding the store lease"))?;
         if durability != self.durability {
             let mode = match durability {
                 Durability::Full => "FULL",
@@ -156,7 +160,8 @@ impl Store {
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let current: Option<i64> = tx
-            .prepare_cached("SELECT generation FROM lease WHERE id = 1").and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .prepare_cached("SELECT generation FROM lease WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .ok();
         if current != Some(generation) {
             return Err(Error::new(
@@ -176,11 +181,15 @@ impl Store {
 /// Read the schema version before anything else touches the file (even
 /// the journal mode): a newer store is refused untouched.
 fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
+    let version: i64 =
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
     if version > schema::SCHEMA_VERSION {
         return Err(Error::new(
             Code::SchemaTooNew,
-            format!("the store has schema version {version}; this engine knows up to {}. Use a newer engine.", schema::SCHEMA_VERSION),
+            format!(
+                "the store has schema version {version}; this engine knows up to {}. Use a newer engine.",
+                schema::SCHEMA_VERSION
+            ),
         )
         .at(path.display().to_string()));
     }
@@ -203,11 +212,8 @@ fn store_open_error(e: rusqlite::Error, path: &Path) -> Error {
 }
 
 fn store_open_error_msg(msg: &str, path: &Path) -> Error {
-    let code = if msg.contains("not a database") || msg.contains("malformed") {
-        Code::StoreCorrupt
-    } else {
-        Code::Internal
-    };
+    let code =
+        if msg.contains("not a database") || msg.contains("malformed") { Code::StoreCorrupt } else { Code::Internal };
     Error::new(code, format!("cannot open store: {msg}")).at(path.display().to_string())
 }
 
@@ -254,10 +260,7 @@ fn check_owned_file(path: &Path) -> Result<()> {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Run a statement through the connection's prepared-statement cache
@@ -267,6 +270,11 @@ pub fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rus
 }
 
 /// `query_row` through the prepared-statement cache.
-pub fn qrow<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(conn: &Connection, sql: &str, params: P, f: F) -> rusqlite::Result<T> {
+pub fn qrow<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: F,
+) -> rusqlite::Result<T> {
     conn.prepare_cached(sql)?.query_row(params, f)
 }

@@ -212,18 +212,18 @@ pub fn migrate(conn: &Connection) -> Result<()> {
     if version > SCHEMA_VERSION {
         return Err(Error::new(
             Code::SchemaTooNew,
-            format!("the store has schema version {version}; this engine knows up to {SCHEMA_VERSION}. Use a newer engine."),
+            format!(
+                "the store has schema version {version}; this engine knows up to {SCHEMA_VERSION}. Use a newer engine."
+            ),
         ));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {}; COMMIT;",
-            i + 1
-        ))
-        .map_err(|e| {
-            let _ = conn.execute_batch("ROLLBACK");
-            Error::from(e)
-        })?;
+        conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {}; COMMIT;", i + 1)).map_err(
+            |e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                Error::from(e)
+            },
+        )?;
     }
     Ok(())
 }
