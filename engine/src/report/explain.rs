@@ -108,6 +108,17 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
     Ok(Output { text, json, exit_code: 0 })
 }
 
+/// Each non-empty captured output: its size, whether it was cut, its excerpt.
+fn push_outputs(s: &mut String, parts: &[(&str, &crate::evidence::Output)]) {
+    for (name, o) in parts {
+        if o.total_bytes > 0 {
+            let cut = if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() };
+            s.push_str(&format!("\n    {name}: {} bytes{cut}\n", o.total_bytes));
+            s.push_str(&indent(&o.excerpt));
+        }
+    }
+}
+
 fn indent(s: &str) -> String {
     s.lines().map(|l| format!("      | {l}\n")).collect()
 }
@@ -120,31 +131,13 @@ fn describe(e: &Evidence) -> String {
                 exit_text(exit),
                 if *timed_out { " (engine deadline hit; process group killed)" } else { "" }
             );
-            for (name, o) in [("stdout", stdout), ("stderr", stderr)] {
-                if o.total_bytes > 0 {
-                    s.push_str(&format!(
-                        "\n    {name}: {} bytes{}\n",
-                        o.total_bytes,
-                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }
-                    ));
-                    s.push_str(&indent(&o.excerpt));
-                }
-            }
+            push_outputs(&mut s, &[("stdout", stdout), ("stderr", stderr)]);
             s.trim_end().to_string()
         }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
             let mut s =
                 format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });
-            for (name, o) in [("result", body), ("server stderr", stderr)] {
-                if o.total_bytes > 0 {
-                    s.push_str(&format!(
-                        "\n    {name}: {} bytes{}\n",
-                        o.total_bytes,
-                        if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() }
-                    ));
-                    s.push_str(&indent(&o.excerpt));
-                }
-            }
+            push_outputs(&mut s, &[("result", body), ("server stderr", stderr)]);
             s.trim_end().to_string()
         }
         Evidence::CheckResult {
