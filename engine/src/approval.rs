@@ -24,11 +24,15 @@ pub fn needed(task: &Task, is_repeat: bool) -> bool {
     task.requires_approval || ((task.cost > 0.0 || task.effect == crate::plan::Effect::External) && is_repeat)
 }
 
-/// Was any earlier attempt of this task dispatched, or possibly so?
+/// Was any earlier attempt of this task dispatched, or possibly so? An
+/// abandoned one (left in doubt by a crash) may have been; so may one a
+/// person settled, whatever became of it after.
 pub fn prior_dispatch(conn: &rusqlite::Connection, goal_id: &str, task_ref: &str) -> Result<bool> {
     Ok(crate::store::qrow(conn,
-        "SELECT EXISTS(SELECT 1 FROM attempts WHERE goal_id = ?1 AND task_ref = ?2 AND state != 'abandoned'
-           AND (dispatched_at_ms IS NOT NULL OR state IN ('effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')))",
+        "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
+           AND (dispatched_at_ms IS NOT NULL
+                OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')
+                OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))",
         params![goal_id, task_ref],
         |r| r.get(0),
     )?)

@@ -82,3 +82,30 @@ fn only_loopback_or_listed_hosts() {
     ));
     ws.engine(&["check", "plan.json"]).expect(0, None);
 }
+
+/// A paid call left in doubt by a crash is a repeat when re-run: it needs a
+/// person's approval, and the first try still counts against the budgets.
+#[test]
+fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
+    let ws = Ws::new();
+    let task = json!({"ref": "T1", "title": "paid", "provider": "sh", "effect": "none", "cost": 1,
+                      "action": {"run": ["sh", "-c", "echo paid >> ../paid.log"]}});
+    let mut p = plan("paid", json!({"sh": {"kind": "command"}}), vec![task]);
+    p["budgets"] = json!({"max_cost": 5, "max_provider_calls": 10});
+    ws.write_plan(&p);
+    assert!(ws.run_fp("after_dispatch").killed());
+    let paid = || std::fs::read_to_string(ws.path().join("../paid.log")).unwrap_or_default().lines().count();
+    wait_for(std::time::Duration::from_secs(5), "the first paid call", || (paid() == 1).then_some(()));
+    let out = ws.run();
+    out.expect(4, Some("APPROVAL_REQUIRED"));
+    assert_eq!(paid(), 1, "not re-sent without a person");
+    let status = ws.engine(&["status", "--json"]).json();
+    assert_eq!(status["budgets"]["max_cost"]["used"], json!(1.0), "{status:#}");
+    assert_eq!(status["budgets"]["max_provider_calls"]["used"], json!(1), "{status:#}");
+    let op = ws.op_of("T1");
+    ws.engine(&["approve", &op, "--note", "re-send the paid call once"]).expect(0, None);
+    ws.run().expect(0, None);
+    assert_eq!(paid(), 2);
+    let status = ws.engine(&["status", "--json"]).json();
+    assert_eq!(status["budgets"]["max_cost"]["used"], json!(2.0), "{status:#}");
+}

@@ -59,6 +59,13 @@ fn idempotent_external_task_is_observed_or_rerun_and_the_receiver_dedupes() {
         assert!(ws.run_fp("after_dispatch").killed());
         let op = ws.op_of("T1");
         rcv.wait_deliveries(&op, 1);
+        if !observe {
+            // SPEC: re-run where the task is declared idempotent — but a
+            // repeat of external work still needs a person's approval.
+            ws.run().expect(4, Some("APPROVAL_REQUIRED"));
+            assert_eq!(rcv.tries_of(&op), vec![1], "nothing re-sent before the approval");
+            assert!(ws.engine(&["approve", &op, "--note", "idempotent; re-send"]).code() == Some(0));
+        }
         ws.run().expect(0, None);
         let a = ws.attempts();
         if observe {
@@ -66,8 +73,8 @@ fn idempotent_external_task_is_observed_or_rerun_and_the_receiver_dedupes() {
             assert_eq!(a.len(), 1, "{a:?}");
             assert_eq!(a[0].state, "succeeded");
         } else {
-            // SPEC: re-run where the task is declared idempotent. The
-            // provider deduplicates by Idempotency-Key, so one effect.
+            // Re-run once approved; the provider deduplicates by
+            // Idempotency-Key, so one effect.
             assert_eq!(a.len(), 2, "{a:?}");
             assert_eq!((a[0].state.as_str(), a[1].state.as_str(), a[1].try_no), ("abandoned", "succeeded", 2));
         }

@@ -116,7 +116,7 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
         .iter()
         .map(|t| {
             conn.query_row(
-                "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
+                "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
                 rusqlite::params![g.id, g.active_revision, t.task_ref],
                 |r| r.get::<_, i64>(0),
             )

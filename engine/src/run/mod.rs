@@ -1108,7 +1108,7 @@ fn fresh(tx: &rusqlite::Transaction, goal_id: &str, revision: i64, plan_digest: 
 pub fn usage(conn: &rusqlite::Connection, goal_id: &str, revision: i64, task_ref: &str) -> Result<Usage> {
     let attempts_of_task: i64 = crate::store::qrow(
         conn,
-        "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state != 'abandoned'",
+        "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
         rusqlite::params![goal_id, revision, task_ref],
         |r| r.get(0),
     )?;

@@ -356,10 +356,8 @@ pub fn finish_attempt(
     unknown_reason: Option<&str>,
 ) -> Result<()> {
     transition(tx, attempt_id, from, to)?;
-    if to == AttemptState::Abandoned {
-        // An abandoned intent no longer counts against the budgets.
-        uncount_call(tx, attempt_id)?;
-    }
+    // An abandoned attempt keeps counting: it may have gone out before the
+    // engine stopped (only a call refused before dispatch is uncounted).
     crate::store::exec(tx,
         "UPDATE attempts SET finished_at_ms = ?2, classification = ?3, unknown_reason = COALESCE(?4, unknown_reason) WHERE id = ?1",
         params![attempt_id, now_ms(), classification.map(|c| c.to_string()), unknown_reason],
@@ -367,8 +365,8 @@ pub fn finish_attempt(
     Ok(())
 }
 
-/// Take a call back out of the budget counters: it was never dispatched
-/// (the engine could not start it) or it was abandoned for a new try.
+/// Take a call back out of the budget counters: the provider refused it
+/// before anything was handed over.
 pub fn uncount_call(tx: &Transaction, attempt_id: i64) -> Result<()> {
     crate::store::exec(tx,
         "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
@@ -546,12 +544,12 @@ pub fn latest_check_results(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// An attempt that was, or may have been, dispatched: everything but an
-/// abandoned one and one the provider refused before anything was handed
-/// over (its engine-error evidence says so). An attempt that stopped
-/// between intent and receipt counts: it may have gone out.
-const DISPATCHED_OR_MAYBE: &str = "state != 'abandoned'
-    AND NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
+/// An attempt that was, or may have been, dispatched: every one but a call
+/// the provider refused before anything was handed over (its engine-error
+/// evidence says so). One that stopped between intent and receipt counts,
+/// abandoned for a new try or not: it may have gone out.
+const DISPATCHED_OR_MAYBE: &str =
+    "NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
 
 /// Provider calls that count against `max_provider_calls`: every attempt
 /// that was (or may have been) dispatched, goal-wide.
