@@ -109,3 +109,21 @@ fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
     let status = ws.engine(&["status", "--json"]).json();
     assert_eq!(status["budgets"]["max_cost"]["used"], json!(2.0), "{status:#}");
 }
+
+/// An external command cut by the engine's deadline is unknown in the same
+/// transaction as its receipt: a crash right after that commit must not
+/// leave it looking like an ordinary receipt to validate.
+#[test]
+fn a_timed_out_external_command_stays_unknown_across_a_crash() {
+    let ws = Ws::new();
+    let task = json!({"ref": "T1", "title": "slow send", "provider": "sh", "effect": "external", "timeout_seconds": 1,
+                      "action": {"run": ["sh", "-c", "echo sent >> ../sent.log; sleep 5"]},
+                      "validations": [{"id": "V1", "run": ["true"], "expect_exit": 0}]});
+    ws.write_plan(&plan("slow", json!({"sh": {"kind": "command"}}), vec![task]));
+    assert!(ws.run_fp("after_receipt_commit").killed());
+    let out = ws.run();
+    out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    assert_eq!(out.json()["unknown"][0]["reason"], "deadline_after_dispatch", "{}", out.describe());
+    assert_eq!(ws.task_state("T1"), "effect_unknown");
+    assert_eq!(ws.count("SELECT COUNT(*) FROM check_results"), 0, "no validation judged an unknown effect");
+}

@@ -151,7 +151,7 @@ pub async fn settle_lost(
             if safe {
                 fail_with(r, attempt_id, task, list, &from, Durability::Full, false)?;
             } else {
-                mark_unknown(r, attempt_id, task, list, reason, &from)?;
+                mark_unknown(r, attempt_id, list, reason, &from)?;
             }
             Ok(Next::Done)
         }
@@ -163,40 +163,71 @@ pub async fn settle_lost(
 pub fn mark_unknown(
     r: &mut Runner<'_>,
     attempt_id: i64,
-    task: &Task,
     list: Vec<Evidence>,
     reason: UnknownReason,
     from: &[AttemptState],
 ) -> Result<()> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
     let attempt = ledger::attempt(r.store.conn(), attempt_id)?;
-    r.store.write(Durability::Full, |tx| {
-        let mut recorded = Vec::new();
-        for e in list {
-            let id = ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &e)?;
-            recorded.push(evidence::Recorded { id, evidence: e });
-        }
-        let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
-        let cj = json!(c);
-        ledger::finish_attempt(tx, attempt_id, from, AttemptState::EffectUnknown, Some(&cj), Some(reason.as_str()))?;
-        ledger::set_task_state(tx, &goal_id, revision, &task.task_ref, TaskState::EffectUnknown,
-            &json!({"attempt_id": attempt_id, "class": c.class, "why": reason.as_str(), "operation_id": attempt.operation_id}))?;
-        events::append(tx, &Event::goal("effect_unknown", &goal_id, revision, json!({
-            "operation_id": attempt.operation_id, "try": attempt.try_no, "request_digest": attempt.request_digest, "reason": reason.as_str(),
-        })).task(&task.task_ref).attempt(attempt_id))?;
-        Ok(())
-    })?;
-    r.states.insert(task.task_ref.clone(), TaskState::EffectUnknown);
+    r.store.write(Durability::Full, |tx| unknown_in_tx(tx, &goal_id, revision, &attempt, list, reason, from))?;
+    note_unknown(r, &attempt, reason, attempt.state);
+    Ok(())
+}
+
+/// The ledger side of an unknown outcome, inside the caller's transaction.
+fn unknown_in_tx(
+    tx: &Transaction,
+    goal_id: &str,
+    revision: i64,
+    attempt: &ledger::AttemptRow,
+    list: Vec<Evidence>,
+    reason: UnknownReason,
+    from: &[AttemptState],
+) -> Result<()> {
+    let mut recorded = Vec::new();
+    for e in list {
+        let id = ledger::insert_evidence(tx, goal_id, revision, Some(attempt.id), &e)?;
+        recorded.push(evidence::Recorded { id, evidence: e });
+    }
+    let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt.id)?);
+    let cj = json!(c);
+    ledger::finish_attempt(tx, attempt.id, from, AttemptState::EffectUnknown, Some(&cj), Some(reason.as_str()))?;
+    ledger::set_task_state(
+        tx,
+        goal_id,
+        revision,
+        &attempt.task_ref,
+        TaskState::EffectUnknown,
+        &json!({"attempt_id": attempt.id, "class": c.class, "why": reason.as_str(), "operation_id": attempt.operation_id}),
+    )?;
+    events::append(
+        tx,
+        &Event::goal(
+            "effect_unknown",
+            goal_id,
+            revision,
+            json!({
+                "operation_id": attempt.operation_id, "try": attempt.try_no, "request_digest": attempt.request_digest, "reason": reason.as_str(),
+            }),
+        )
+        .task(&attempt.task_ref)
+        .attempt(attempt.id),
+    )?;
+    Ok(())
+}
+
+/// The runner's side of an unknown outcome, once it is committed.
+fn note_unknown(r: &mut Runner<'_>, attempt: &ledger::AttemptRow, reason: UnknownReason, last_state: AttemptState) {
+    r.states.insert(attempt.task_ref.clone(), TaskState::EffectUnknown);
     r.unknown.push(UnknownOp {
-        operation_id: attempt.operation_id,
-        task_ref: task.task_ref.clone(),
-        request_digest: attempt.request_digest,
+        operation_id: attempt.operation_id.clone(),
+        task_ref: attempt.task_ref.clone(),
+        request_digest: attempt.request_digest.clone(),
         try_no: attempt.try_no,
         state: AttemptState::EffectUnknown.to_string(),
-        last_state: attempt.state.to_string(),
+        last_state: last_state.to_string(),
         reason: reason.as_str().to_string(),
     });
-    Ok(())
 }
 
 fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) -> Result<Next> {
@@ -277,6 +308,12 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
             return Ok(None);
         }
         if timed_out_unsafe {
+            // The engine's deadline killed an external-effect command
+            // part-way: unknown, in the receipt's own transaction (a crash
+            // must not leave it looking like an ordinary receipt).
+            let marker = vec![Evidence::EffectMarker { reason: UnknownReason::DeadlineAfterDispatch, safe_to_resend: false }];
+            let attempt = ledger::attempt(tx, attempt_id)?;
+            unknown_in_tx(tx, &goal_id, revision, &attempt, marker, UnknownReason::DeadlineAfterDispatch, &[AttemptState::ReceiptRecorded])?;
             return Ok(Some(None));
         }
         let c = classify::classify_with_claims(&recorded, claim_ids(tx, attempt_id)?);
@@ -290,17 +327,8 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
         }
         Some(None) => {
             failpoint::hit("after_receipt_commit");
-            // The engine's deadline killed an external-effect command part-way.
-            let list =
-                vec![Evidence::EffectMarker { reason: UnknownReason::DeadlineAfterDispatch, safe_to_resend: false }];
-            mark_unknown(
-                r,
-                attempt_id,
-                task,
-                list,
-                UnknownReason::DeadlineAfterDispatch,
-                &[AttemptState::ReceiptRecorded],
-            )?;
+            let attempt = ledger::attempt(r.store.conn(), attempt_id)?;
+            note_unknown(r, &attempt, UnknownReason::DeadlineAfterDispatch, AttemptState::ReceiptRecorded);
             Ok(Next::Done)
         }
         Some(Some(_)) => {
