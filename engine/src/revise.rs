@@ -140,7 +140,13 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
         )?;
         cache.flush(tx)?;
         tx.execute("UPDATE goals SET active_revision = ?2 WHERE id = ?1", rusqlite::params![goal_id, revision])?;
-        ledger::set_goal_state(tx, &goal_id, GoalState::Open, seq)
+        // A new plan settles nothing: an unknown outcome still waits on a person.
+        let unknown: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND state = 'effect_unknown'",
+            [&goal_id],
+            |r| r.get(0),
+        )?;
+        ledger::set_goal_state(tx, &goal_id, if unknown > 0 { GoalState::NeedsSettlement } else { GoalState::Open }, seq)
     })?;
     let mut report = ReviseReport {
         goal_id: goal_id.clone(),

@@ -62,10 +62,14 @@ pub fn settle(
         ));
     }
     let conn = store.conn();
+    // The unknown try of the operation if there is one (a later try may
+    // exist beside it), else its latest, for the refusal to name.
     let attempt = conn
-        .query_row("SELECT id FROM attempts WHERE operation_id = ?1 ORDER BY id DESC LIMIT 1", [operation_id], |r| {
-            r.get::<_, i64>(0)
-        })
+        .query_row(
+            "SELECT id FROM attempts WHERE operation_id = ?1 ORDER BY state = 'effect_unknown' DESC, id DESC LIMIT 1",
+            [operation_id],
+            |r| r.get::<_, i64>(0),
+        )
         .map_err(|_| {
             Error::new(Code::SettlementInvalid, format!("no operation {operation_id} in this store"))
                 .at(operation_id.to_string())

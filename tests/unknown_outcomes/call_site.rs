@@ -89,12 +89,12 @@ fn only_loopback_or_listed_hosts() {
 fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
     let ws = Ws::new();
     let task = json!({"ref": "T1", "title": "paid", "provider": "sh", "effect": "none", "cost": 1,
-                      "action": {"run": ["sh", "-c", "echo paid >> ../paid.log"]}});
+                      "action": {"run": ["sh", "-c", "echo paid >> paid.log"]}});
     let mut p = plan("paid", json!({"sh": {"kind": "command"}}), vec![task]);
     p["budgets"] = json!({"max_cost": 5, "max_provider_calls": 10});
     ws.write_plan(&p);
     assert!(ws.run_fp("after_dispatch").killed());
-    let paid = || std::fs::read_to_string(ws.path().join("../paid.log")).unwrap_or_default().lines().count();
+    let paid = || std::fs::read_to_string(ws.path().join("paid.log")).unwrap_or_default().lines().count();
     wait_for(std::time::Duration::from_secs(5), "the first paid call", || (paid() == 1).then_some(()));
     let out = ws.run();
     out.expect(4, Some("APPROVAL_REQUIRED"));
@@ -117,7 +117,7 @@ fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
 fn a_timed_out_external_command_stays_unknown_across_a_crash() {
     let ws = Ws::new();
     let task = json!({"ref": "T1", "title": "slow send", "provider": "sh", "effect": "external", "timeout_seconds": 1,
-                      "action": {"run": ["sh", "-c", "echo sent >> ../sent.log; sleep 5"]},
+                      "action": {"run": ["sh", "-c", "echo sent >> sent.log; sleep 5"]},
                       "validations": [{"id": "V1", "run": ["true"], "expect_exit": 0}]});
     ws.write_plan(&plan("slow", json!({"sh": {"kind": "command"}}), vec![task]));
     assert!(ws.run_fp("after_receipt_commit").killed());
@@ -126,4 +126,27 @@ fn a_timed_out_external_command_stays_unknown_across_a_crash() {
     assert_eq!(out.json()["unknown"][0]["reason"], "deadline_after_dispatch", "{}", out.describe());
     assert_eq!(ws.task_state("T1"), "effect_unknown");
     assert_eq!(ws.count("SELECT COUNT(*) FROM check_results"), 0, "no validation judged an unknown effect");
+}
+
+/// A revision that keeps a request keeps its operation id: while the
+/// earlier try is unknown, the new revision sends nothing; once a person
+/// settles that try, the new revision goes on.
+#[test]
+fn a_revision_never_sends_a_new_try_over_an_unknown_one() {
+    let rcv = Receiver::start(&[]);
+    let ws = one_http_task(&rcv, "local", false, json!({}));
+    assert!(ws.run_fp("after_dispatch").killed());
+    let op = ws.op_of("T1");
+    rcv.wait_deliveries(&op, 1);
+    let mut plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.plan_path()).unwrap()).unwrap();
+    plan["goal"]["statement"] = json!("deliver the documents, revised");
+    ws.write_plan(&plan);
+    ws.engine(&["revise", "plan.json", "--reason", "new statement", "--no-run"]).expect(0, None);
+    let out = ws.run();
+    out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    assert_eq!(rcv.tries_of(&op), vec![1], "no second try while the first is unknown");
+    assert!(ws.event_kinds().iter().any(|k| k == "call_refused"));
+    ws.engine(&["settle", &op, "--outcome", "ok", "--note", "saw it on the receiver"]).expect(0, None);
+    ws.run().expect(0, None);
+    assert_eq!(rcv.tries_of(&op), vec![1, 2], "the new revision's own try, after the settlement");
 }

@@ -563,6 +563,21 @@ impl<'s> Runner<'s> {
         // Tasks that stopped earlier on a dependency are looked at afresh
         // (but not those whose validations reconciliation just resumed).
         let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
+        // A task held back by an earlier try that waited on settlement goes
+        // on once that try is settled.
+        for r in &order {
+            if self.states[r] != TaskState::EffectUnknown {
+                continue;
+            }
+            let row = ledger::tasks_one(self.store.conn(), &self.goal_id, self.revision, r)?;
+            let Some(waited) = row.as_ref().and_then(|t| t.detail.get("waits_on_attempt")).and_then(Value::as_i64) else {
+                continue;
+            };
+            let state = ledger::attempt(self.store.conn(), waited)?.state;
+            if !state.in_doubt() && state != AttemptState::EffectUnknown {
+                self.states.insert(r.clone(), TaskState::Pending);
+            }
+        }
         for r in &order {
             if matches!(self.states[r], TaskState::Blocked | TaskState::Ready | TaskState::Running) && !busy.contains(r)
             {
@@ -672,6 +687,34 @@ impl<'s> Runner<'s> {
         };
         let decision = self.store.write(Durability::Full, |tx| {
             fresh(tx, &goal_id, revision, &plan_digest)?;
+            // Never a new try while an earlier try of this operation is
+            // unknown or in doubt (e.g. a revision kept the same request):
+            // a person settles that one first.
+            if let Some((unsettled, state)) = tx
+                .query_row(
+                    "SELECT id, state FROM attempts WHERE operation_id = ?1
+                       AND state IN ('effect_unknown','intent_recorded','dispatched') ORDER BY id LIMIT 1",
+                    [&digests.operation_id],
+                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+                )
+                .optional()?
+            {
+                let why = format!("attempt {unsettled} of this operation is {state}: settle it first");
+                ledger::set_task_state(
+                    tx,
+                    &goal_id,
+                    revision,
+                    task_ref,
+                    TaskState::EffectUnknown,
+                    &json!({"operation_id": digests.operation_id, "waits_on_attempt": unsettled, "why": why}),
+                )?;
+                events::append(
+                    tx,
+                    &Event::goal("call_refused", &goal_id, revision, json!({"operation_id": digests.operation_id, "why": why}))
+                        .task(task_ref),
+                )?;
+                return Ok(Decision::Unsettled);
+            }
             if let Some(other) = crate::store::qrow(tx,
                     "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
                     rusqlite::params![digests.operation_id, digests.request],
@@ -763,6 +806,10 @@ impl<'s> Runner<'s> {
                     self.set_task(task_ref, TaskState::Failed, detail)?;
                 }
                 self.budget_stop = Some(exhausted);
+                return Ok(());
+            }
+            Decision::Unsettled => {
+                self.states.insert(task_ref.to_string(), TaskState::EffectUnknown);
                 return Ok(());
             }
             Decision::Approval(gate) => {
@@ -1076,6 +1123,8 @@ enum Decision {
     Go { attempt_id: i64, try_no: i64 },
     Budget(Exhausted),
     Approval(approval::Gate),
+    /// An earlier try of the operation waits on a person's settlement.
+    Unsettled,
 }
 
 /// An operation waiting on a person's approval.
