@@ -124,7 +124,8 @@ pub enum Gate {
 /// and plan digest.
 pub fn find(tx: &Transaction, operation_id: &str, request_digest: &str, plan_digest: &str) -> Result<Gate> {
     let mut stmt = tx.prepare_cached(
-        "SELECT id, request_digest, plan_digest FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL ORDER BY id DESC",
+        "SELECT id, request_digest, plan_digest FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL AND voided_by IS NULL
+         ORDER BY id DESC",
     )?;
     let rows: Vec<(i64, String, String)> =
         stmt.query_map([operation_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<rusqlite::Result<_>>()?;
@@ -146,13 +147,27 @@ pub fn find(tx: &Transaction, operation_id: &str, request_digest: &str, plan_dig
 pub fn consume(tx: &Transaction, approval_id: i64, attempt_id: i64) -> Result<()> {
     let n = crate::store::exec(
         tx,
-        "UPDATE approvals SET consumed_by = ?2 WHERE id = ?1 AND consumed_by IS NULL",
+        "UPDATE approvals SET consumed_by = ?2 WHERE id = ?1 AND consumed_by IS NULL AND voided_by IS NULL",
         params![approval_id, attempt_id],
     )?;
     if n != 1 {
         return Err(Error::new(Code::Internal, format!("approval {approval_id} was already consumed")));
     }
     Ok(())
+}
+
+/// A call that needed no approval voids any waiting for its operation, so
+/// an approval is always fresh: given for a call a person was asked about,
+/// never left over for some later repeat. Returns the voided ids.
+pub fn void_unneeded(tx: &Transaction, operation_id: &str, attempt_id: i64) -> Result<Vec<i64>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id FROM approvals WHERE operation_id = ?1 AND consumed_by IS NULL AND voided_by IS NULL",
+    )?;
+    let ids: Vec<i64> = stmt.query_map([operation_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    for id in &ids {
+        tx.execute("UPDATE approvals SET voided_by = ?2 WHERE id = ?1", params![id, attempt_id])?;
+    }
+    Ok(ids)
 }
 
 /// The OS user, for `--actor`'s default.

@@ -146,3 +146,30 @@ fn a_stale_approval_does_not_hide_a_newer_matching_one() {
     assert_eq!(approvals(&ws), vec![(stale, None), (fresh, Some(2))], "the matching approval is the one consumed");
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
 }
+
+/// An approval given ahead of a call that needed none is voided by that
+/// call: it cannot be spent later on a repeat nobody was asked about.
+#[test]
+fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
+    let rcv = Receiver::start(&[]);
+    let ws = Ws::new();
+    // T0 fails its validation until `go` exists; T1 (external) waits on it.
+    let t0 = json!({"ref": "T0", "title": "gate", "provider": "sh", "effect": "none", "action": {"run": ["true"]},
+                    "validations": [{"id": "V0", "run": ["test", "-f", "go"], "expect_exit": 0}]});
+    let mut t1 = http_task("T1", "external");
+    t1["depends_on"] = json!(["T0"]);
+    ws.write_plan(&plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![t0, t1]));
+    ws.run().expect(1, None);
+    let op = ws.op_of("T1");
+    let early = approve(&ws, &op);
+    ws.write("go", "");
+    ws.engine(&["repair", "T0"]).expect(0, None);
+    assert_eq!(rcv.tries_of(&op), vec![1], "T1's first call needed no approval");
+    let t1_attempt = ws.attempts_of("T1")[0].id;
+    let (consumed, voided): (Option<i64>, Option<i64>) = ws
+        .db()
+        .query_row("SELECT consumed_by, voided_by FROM approvals WHERE id = ?1", [early], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    assert_eq!((consumed, voided), (None, Some(t1_attempt)), "voided by the call that did not need it");
+    assert!(ws.event_kinds().iter().any(|k| k == "approvals_voided"));
+}

@@ -772,6 +772,19 @@ impl<'s> Runner<'s> {
                 }
                 _ => None,
             };
+            if approval_id.is_none() {
+                let voided = approval::void_unneeded(tx, &digests.operation_id, id)?;
+                if !voided.is_empty() {
+                    events::append(
+                        tx,
+                        &Event::goal("approvals_voided", &goal_id, revision, json!({
+                            "approval_ids": voided, "why": "this call needed no approval; approvals are never kept for a later repeat",
+                        }))
+                        .task(task_ref)
+                        .attempt(id),
+                    )?;
+                }
+            }
             ledger::set_task_state(tx, &goal_id, revision, task_ref, TaskState::Running, &json!({"attempt_id": id}))?;
             events::append(tx, &Event::goal("intent_recorded", &goal_id, revision, json!({
                 "operation_id": digests.operation_id, "try": try_no, "request_digest": digests.request,

@@ -203,7 +203,10 @@ CREATE TABLE approvals (
     actor          TEXT NOT NULL,
     note           TEXT NOT NULL CHECK (length(note) > 0),
     at_ms          INTEGER NOT NULL,
-    consumed_by    INTEGER REFERENCES attempts(id)
+    consumed_by    INTEGER REFERENCES attempts(id),
+    -- An approval given ahead of a call that turned out not to need one is
+    -- voided by that call: it never waits around for a later repeat.
+    voided_by      INTEGER REFERENCES attempts(id)
 );
 "#;
 
