@@ -150,3 +150,18 @@ fn a_revision_never_sends_a_new_try_over_an_unknown_one() {
     ws.run().expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1, 2], "the new revision's own try, after the settlement");
 }
+
+/// The exit code names the first stop; the text names every other one too.
+#[test]
+fn every_stop_is_named_not_only_the_first() {
+    let rcv = Receiver::start(&[]);
+    let ws = Ws::new();
+    let t2 = json!({"ref": "T2", "title": "fails", "provider": "sh", "effect": "none", "action": {"run": ["sh", "-c", "exit 1"]}});
+    ws.write_plan(&plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![http_task("T1", "external"), t2]));
+    rcv.control(json!({"mode": "drop", "times": 1}));
+    let out = std::process::Command::new(ENGINE).args(["run", "plan.json"]).current_dir(ws.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("EXTERNAL_EFFECT_UNKNOWN"), "{text}");
+    assert!(text.contains("also: failed task(s): T2"), "{text}");
+}

@@ -30,7 +30,40 @@ pub fn render(r: &RunReport) -> Output {
     }
     text.push_str(&final_line(r));
     text.push('\n');
+    // The exit code names the first stop that applies; every other one the
+    // run also waits on is named too.
+    for also in also_waits_on(r) {
+        text.push_str(&format!("  also: {also}\n"));
+    }
     Output { text, json: json!(r), exit_code: r.exit_code }
+}
+
+/// Stops besides the one the exit code reports (SPEC: every stop names
+/// what it waits on).
+fn also_waits_on(r: &RunReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let headline = r.exit_code;
+    if headline != 3 && !r.unknown.is_empty() {
+        out.push(format!("EXTERNAL_EFFECT_UNKNOWN: {}", r.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>().join(", ")));
+    }
+    if !(headline == 3 && r.unknown.is_empty()) && !r.settled_not_run.is_empty() {
+        out.push(format!("GOAL_OUTCOME_UNPROVEN: settled not_run, not re-sent: {}", r.settled_not_run.join(", ")));
+    }
+    if headline != 4 && !r.awaiting_approval.is_empty() {
+        out.push(format!(
+            "APPROVAL_REQUIRED: {}",
+            r.awaiting_approval.iter().map(|a| format!("{} ({})", a.operation_id, a.task_ref)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if headline != 5 {
+        if let Some(b) = &r.budget {
+            out.push(format!("BUDGET_EXHAUSTED: {b}"));
+        }
+    }
+    if headline != 1 && !r.failed.is_empty() {
+        out.push(format!("failed task(s): {} (see `engine explain REF`)", r.failed.join(", ")));
+    }
+    out
 }
 
 fn final_line(r: &RunReport) -> String {
