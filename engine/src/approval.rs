@@ -28,7 +28,8 @@ pub fn needed(task: &Task, is_repeat: bool) -> bool {
 /// abandoned one (left in doubt by a crash) may have been; so may one a
 /// person settled, whatever became of it after.
 pub fn prior_dispatch(conn: &rusqlite::Connection, goal_id: &str, task_ref: &str) -> Result<bool> {
-    Ok(crate::store::qrow(conn,
+    Ok(crate::store::qrow(
+        conn,
         "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
            AND (dispatched_at_ms IS NOT NULL
                 OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')

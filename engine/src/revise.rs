@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::checkpoint::{self, FileCache};
 use crate::error::{Code, Error, Result};
-use crate::plan::{Plan, PlanFile};
+use crate::plan::{Plan, PlanFile, Task};
 use crate::reuse::{self, Candidate, Completion, Decision, ValidationResult};
 use crate::run::{self, RunReport};
 use crate::state::{AttemptState, GoalState, TaskState};
@@ -146,7 +146,12 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
             [&goal_id],
             |r| r.get(0),
         )?;
-        ledger::set_goal_state(tx, &goal_id, if unknown > 0 { GoalState::NeedsSettlement } else { GoalState::Open }, seq)
+        ledger::set_goal_state(
+            tx,
+            &goal_id,
+            if unknown > 0 { GoalState::NeedsSettlement } else { GoalState::Open },
+            seq,
+        )
     })?;
     let mut report = ReviseReport {
         goal_id: goal_id.clone(),
@@ -177,11 +182,16 @@ pub fn decide_all(
 ) -> Result<Vec<TaskDecision>> {
     let mut runs: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(plan.order.len());
+    let then: std::collections::HashMap<&str, &Task> =
+        prev_file.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
     for &i in &plan.order {
         let task = &plan.file.tasks[i];
         let d = &plan.digests.tasks[&task.task_ref];
-        let completion =
-            if goal_changed { None } else { load_completion(conn, goal_id, prev_revision, prev_file, &task.task_ref)? };
+        let completion = if goal_changed {
+            None
+        } else {
+            load_completion(conn, goal_id, prev_revision, then.get(task.task_ref.as_str()).copied(), &task.task_ref)?
+        };
         let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
         let decision = reuse::decide(
             goal_changed,
@@ -201,15 +211,17 @@ pub fn decide_all(
 /// The completion of `task_ref` in `revision` as the ledger holds it: its
 /// succeeded attempt (following a reuse's provenance to the original), the
 /// checkpoint its validations judged, and their latest results.
+/// `task_then`: the task as revision `revision` defined it (`None`: it had
+/// no such task).
 pub fn load_completion(
     conn: &rusqlite::Connection,
     goal_id: &str,
     revision: i64,
-    file: &PlanFile,
+    task_then: Option<&Task>,
     task_ref: &str,
 ) -> Result<Option<Completion>> {
+    let Some(task) = task_then.cloned() else { return Ok(None) };
     let Some(row) = ledger::tasks_one(conn, goal_id, revision, task_ref)? else { return Ok(None) };
-    let Some(task) = file.tasks.iter().find(|t| t.task_ref == task_ref).cloned() else { return Ok(None) };
     let attempt_id = match row.state {
         TaskState::Succeeded => conn
             .query_row(

@@ -168,7 +168,9 @@ fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
     let t1_attempt = ws.attempts_of("T1")[0].id;
     let (consumed, voided): (Option<i64>, Option<i64>) = ws
         .db()
-        .query_row("SELECT consumed_by, voided_by FROM approvals WHERE id = ?1", [early], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row("SELECT consumed_by, voided_by FROM approvals WHERE id = ?1", [early], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .unwrap();
     assert_eq!((consumed, voided), (None, Some(t1_attempt)), "voided by the call that did not need it");
     assert!(ws.event_kinds().iter().any(|k| k == "approvals_voided"));

@@ -157,7 +157,11 @@ fn every_stop_is_named_not_only_the_first() {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     let t2 = json!({"ref": "T2", "title": "fails", "provider": "sh", "effect": "none", "action": {"run": ["sh", "-c", "exit 1"]}});
-    ws.write_plan(&plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![http_task("T1", "external"), t2]));
+    ws.write_plan(&plan(
+        "docs",
+        json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}),
+        vec![http_task("T1", "external"), t2],
+    ));
     rcv.control(json!({"mode": "drop", "times": 1}));
     let out = std::process::Command::new(ENGINE).args(["run", "plan.json"]).current_dir(ws.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

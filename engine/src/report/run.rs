@@ -44,7 +44,10 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     let mut out = Vec::new();
     let headline = r.exit_code;
     if headline != 3 && !r.unknown.is_empty() {
-        out.push(format!("EXTERNAL_EFFECT_UNKNOWN: {}", r.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>().join(", ")));
+        out.push(format!(
+            "EXTERNAL_EFFECT_UNKNOWN: {}",
+            r.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>().join(", ")
+        ));
     }
     if !(headline == 3 && r.unknown.is_empty()) && !r.settled_not_run.is_empty() {
         out.push(format!("GOAL_OUTCOME_UNPROVEN: settled not_run, not re-sent: {}", r.settled_not_run.join(", ")));
@@ -52,7 +55,11 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     if headline != 4 && !r.awaiting_approval.is_empty() {
         out.push(format!(
             "APPROVAL_REQUIRED: {}",
-            r.awaiting_approval.iter().map(|a| format!("{} ({})", a.operation_id, a.task_ref)).collect::<Vec<_>>().join(", ")
+            r.awaiting_approval
+                .iter()
+                .map(|a| format!("{} ({})", a.operation_id, a.task_ref))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if headline != 5 {

@@ -28,7 +28,8 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
         .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
     let mut tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
-    tasks.sort_by_key(|t| order.iter().position(|r| *r == t.task_ref).unwrap_or(usize::MAX));
+    let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+    tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
     let mut rows = Vec::new();
     let mut text = format!(

@@ -122,9 +122,12 @@ struct InFlight {
 pub fn run(opts: RunOptions) -> Result<RunReport> {
     let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
     let store_path = crate::store::resolve_path(opts.store.as_deref(), &plan.workspace);
-    // A changed plan is refused before anything is written, lease included.
-    if let Some(existing) = Store::open_ro(&store_path)? {
-        check_unchanged(&existing, &plan, &opts.plan_path)?;
+    // A changed plan is refused before anything is written, lease included
+    // (a store that still needs migrating is checked after, under the lease).
+    if Store::schema_version(&store_path)? == Some(crate::store::schema::SCHEMA_VERSION) {
+        if let Some(existing) = Store::open_ro(&store_path)? {
+            check_unchanged(&existing, &plan, &opts.plan_path)?;
+        }
     }
     let mut store = Store::open_rw(&store_path)?;
     store.acquire_lease()?;
@@ -518,13 +521,8 @@ impl<'s> Runner<'s> {
                 if !self.states[r].is_complete() || task.effect == Effect::External {
                     continue;
                 }
-                let completion = crate::revise::load_completion(
-                    self.store.conn(),
-                    &self.goal_id,
-                    self.revision,
-                    &self.plan.file,
-                    r,
-                )?;
+                let completion =
+                    crate::revise::load_completion(self.store.conn(), &self.goal_id, self.revision, Some(task), r)?;
                 let upstream = task.depends_on.iter().find(|d| rerun.contains(*d)).map(String::as_str);
                 let d = &self.plan.digests.tasks[r];
                 let (workspace, secrets, cache) = (&self.plan.workspace, &self.plan.file.secrets, &mut self.cache);
@@ -570,7 +568,8 @@ impl<'s> Runner<'s> {
                 continue;
             }
             let row = ledger::tasks_one(self.store.conn(), &self.goal_id, self.revision, r)?;
-            let Some(waited) = row.as_ref().and_then(|t| t.detail.get("waits_on_attempt")).and_then(Value::as_i64) else {
+            let Some(waited) = row.as_ref().and_then(|t| t.detail.get("waits_on_attempt")).and_then(Value::as_i64)
+            else {
                 continue;
             };
             let state = ledger::attempt(self.store.conn(), waited)?.state;
@@ -1133,7 +1132,10 @@ impl<'s> Runner<'s> {
 }
 
 enum Decision {
-    Go { attempt_id: i64, try_no: i64 },
+    Go {
+        attempt_id: i64,
+        try_no: i64,
+    },
     Budget(Exhausted),
     Approval(approval::Gate),
     /// An earlier try of the operation waits on a person's settlement.

@@ -126,11 +126,34 @@ impl Store {
         )
         .map_err(|e| store_open_error(e, path))?;
         let version = refuse_newer_schema(&conn, path)?;
-        configure(&conn)?;
         if version < schema::SCHEMA_VERSION {
-            schema::migrate(&conn)?;
+            // A reader never writes, so it does not migrate either.
+            return Err(Error::usage(format!(
+                "the store has schema version {version}, older than this engine's {}; a writing command (`engine run`) migrates it",
+                schema::SCHEMA_VERSION
+            ))
+            .at(path.display().to_string()));
         }
+        configure(&conn)?;
         Ok(Some(Store { conn, path: path.to_path_buf(), generation: None, durability: Durability::Normal }))
+    }
+
+    /// The schema version of an existing store file, read without
+    /// touching it (`None`: no file there).
+    pub fn schema_version(path: &Path) -> Result<Option<i64>> {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(None);
+        }
+        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            check_owned_dir(dir)?;
+        }
+        check_owned_file(path)?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(|e| store_open_error(e, path))?;
+        Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
     }
 
     pub fn path(&self) -> &Path {
