@@ -49,7 +49,9 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
             r.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>().join(", ")
         ));
     }
-    if !(headline == 3 && r.unknown.is_empty()) && !r.settled_not_run.is_empty() {
+    // With no unknown, a 3 is the unproven outcome itself.
+    let headline_is_unproven = headline == 3 && r.unknown.is_empty();
+    if !headline_is_unproven && !r.settled_not_run.is_empty() {
         out.push(format!("GOAL_OUTCOME_UNPROVEN: settled not_run, not re-sent: {}", r.settled_not_run.join(", ")));
     }
     if headline != 4 && !r.awaiting_approval.is_empty() {
