@@ -100,7 +100,15 @@ pub fn settle(
         }
         None => None,
     };
+    let active: i64 = conn.query_row("SELECT active_revision FROM goals WHERE id = ?1", [&a.goal_id], |r| r.get(0))?;
+    let superseded = a.revision != active;
     let (to, task_state, next) = match outcome {
+        // An old revision's task keeps its state: nothing judges it any more.
+        _ if superseded => (
+            if outcome == Outcome::Ok { AttemptState::SettledOk } else { AttemptState::SettledNotRun },
+            ledger::tasks_one(conn, &a.goal_id, a.revision, &a.task_ref)?.map_or(TaskState::EffectUnknown, |t| t.state),
+            format!("its revision {} is no longer active (now {active}): nothing more runs for it", a.revision),
+        ),
         Outcome::Ok => (
             AttemptState::SettledOk,
             TaskState::Running,

@@ -146,7 +146,10 @@ fn a_revision_never_sends_a_new_try_over_an_unknown_one() {
     out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
     assert_eq!(rcv.tries_of(&op), vec![1], "no second try while the first is unknown");
     assert!(ws.event_kinds().iter().any(|k| k == "call_refused"));
-    ws.engine(&["settle", &op, "--outcome", "ok", "--note", "saw it on the receiver"]).expect(0, None);
+    let settled = ws.engine(&["settle", &op, "--outcome", "ok", "--note", "saw it on the receiver"]);
+    settled.expect(0, None);
+    let next = settled.json()["settlement"]["next"].as_str().unwrap().to_string();
+    assert!(next.contains("no longer active"), "the hint says nothing more runs for the old try: {next}");
     ws.run().expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1, 2], "the new revision's own try, after the settlement");
 }

@@ -103,7 +103,13 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     let live = crate::store::lease::live_holder(conn)?;
     for a in &in_doubt {
         let note = match &live {
-            Some(h) => format!("in flight: engine pid {} on {} is running it", h.pid, h.host),
+            // Only the engine that wrote the intent (same lease generation)
+            // can still be waiting on its answer.
+            Some(h) if h.generation == a.generation => format!("in flight: engine pid {} on {} is running it", h.pid, h.host),
+            Some(h) => format!(
+                "no receipt; written by lease generation {}, the store is now held by pid {} (generation {}), which reconciles it",
+                a.generation, h.pid, h.generation
+            ),
             None => "no receipt, and no engine is running: the next `engine run` reconciles it".to_string(),
         };
         text.push_str(&format!("  {}  task {}  try {}  {} ({note})\n", a.operation_id, a.task_ref, a.try_no, a.state));

@@ -592,9 +592,12 @@ impl<'s> Runner<'s> {
         }
         let mut ready: BTreeSet<usize> = (0..order.len()).collect();
         let mut started = vec![false; order.len()];
+        // A refused call (plan changed, operation conflict) stops new work,
+        // but what is already in flight is drained so its receipts are kept.
+        let mut refused: Option<Error> = None;
         loop {
             // Start what is ready, in plan order, while there is room.
-            while self.budget_stop.is_none() && self.in_flight.len() < self.jobs {
+            while self.budget_stop.is_none() && refused.is_none() && self.in_flight.len() < self.jobs {
                 let Some(p) = ready.pop_first() else { break };
                 let r = &order[p];
                 if !matches!(self.states[r], TaskState::Pending | TaskState::AwaitingApproval) || started[p] {
@@ -608,7 +611,11 @@ impl<'s> Runner<'s> {
                     continue;
                 }
                 started[p] = true;
-                self.start(r).await?;
+                match self.start(r).await {
+                    Ok(()) => {}
+                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => refused = Some(e),
+                    Err(e) => return Err(e),
+                }
             }
             if self.in_flight.is_empty() {
                 break;
@@ -626,6 +633,9 @@ impl<'s> Runner<'s> {
                     ready.extend(dependents[position[r.as_str()]].iter().copied());
                 }
             }
+        }
+        if let Some(e) = refused {
+            return Err(e);
         }
         // Whatever could not start waits on something: say what.
         for r in &order {
