@@ -115,6 +115,8 @@ enum Msg {
 }
 
 struct InFlight {
+    /// The committed intent this work belongs to.
+    intent: ledger::Intent,
     task_ref: String,
     before: Option<Checkpoint>,
 }
@@ -756,7 +758,7 @@ impl<'s> Runner<'s> {
                 return Ok(Decision::Approval(g.clone()));
             }
             let try_no = ledger::last_try(tx, &digests.operation_id)? + 1;
-            let id = ledger::insert_intent(tx, &ledger::NewIntent {
+            let intent = ledger::insert_intent(tx, &ledger::NewIntent {
                 goal_id: &goal_id,
                 revision,
                 task_ref,
@@ -771,6 +773,7 @@ impl<'s> Runner<'s> {
                 inputs_at_intent: inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
                 instruction: repair.as_ref().and_then(|r| r.instruction.as_deref()),
             })?;
+            let id = intent.attempt_id();
             if let Some(cp) = &inputs_at_intent {
                 ledger::put_checkpoint(tx, cp)?;
             }
@@ -799,7 +802,7 @@ impl<'s> Runner<'s> {
                 "operation_id": digests.operation_id, "try": try_no, "request_digest": digests.request,
                 "approval_consumed": approval_id,
             })).task(task_ref).attempt(id))?;
-            Ok(Decision::Go { attempt_id: id, try_no })
+            Ok(Decision::Go { intent, try_no })
         });
         let decision = match decision {
             Ok(d) => d,
@@ -818,8 +821,8 @@ impl<'s> Runner<'s> {
             }
             Err(e) => return Err(e),
         };
-        let (attempt_id, try_no) = match decision {
-            Decision::Go { attempt_id, try_no } => (attempt_id, try_no),
+        let (intent, try_no) = match decision {
+            Decision::Go { intent, try_no } => (intent, try_no),
             Decision::Budget(exhausted) => {
                 if let Some(rep) = &repair {
                     // The repair never started: the task is still the failure it was.
@@ -851,7 +854,8 @@ impl<'s> Runner<'s> {
         let call = self.call_for(&task, &digests.operation_id, try_no as u32, repair.as_ref());
         let provider = self.providers[&task.provider].clone();
         let tx = self.tx.clone();
-        self.in_flight.insert(attempt_id, InFlight { task_ref: task_ref.to_string(), before: None });
+        let attempt_id = intent.attempt_id();
+        self.in_flight.insert(attempt_id, InFlight { intent, task_ref: task_ref.to_string(), before: None });
         tokio::spawn(async move {
             let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
             let fut = provider.dispatch(&call, ptx);
@@ -935,10 +939,11 @@ impl<'s> Runner<'s> {
     async fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
             Msg::Dispatched { attempt_id, detail } => {
-                let task_ref = self.in_flight[&attempt_id].task_ref.clone();
+                let (task_ref, intent) =
+                    (self.in_flight[&attempt_id].task_ref.clone(), self.in_flight[&attempt_id].intent);
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.store.write(Durability::Normal, |tx| {
-                    ledger::mark_dispatched(tx, attempt_id, &detail)?;
+                    ledger::mark_dispatched(tx, intent, &detail)?;
                     events::append(
                         tx,
                         &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
@@ -1143,7 +1148,7 @@ impl<'s> Runner<'s> {
 
 enum Decision {
     Go {
-        attempt_id: i64,
+        intent: ledger::Intent,
         try_no: i64,
     },
     Budget(Exhausted),

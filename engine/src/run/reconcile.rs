@@ -82,7 +82,7 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
                 "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
             }),
         )?;
-        r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
+        r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
         match record::settle_lost(
             r,
             a.id,
@@ -117,7 +117,7 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
             continue;
         }
         let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
-        r.in_flight.insert(a.id, InFlight { task_ref: a.task_ref.clone(), before: None });
+        r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
         r.states.insert(a.task_ref.clone(), TaskState::Running);
         r.start_validations(a.id, &task)?;
     }

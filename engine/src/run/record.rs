@@ -107,6 +107,7 @@ pub async fn settle_lost(
     observation: Option<Observation>,
 ) -> Result<Next> {
     let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
+    let intent = r.in_flight[&attempt_id].intent;
     match observation {
         Some(Observation::EffectPresent { evidence }) => {
             // The target shows the effect: that is the receipt.
@@ -117,7 +118,7 @@ pub async fn settle_lost(
                 ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &obs)?;
                 ledger::insert_receipt(
                     tx,
-                    attempt_id,
+                    intent,
                     &json!({"source": "observation", "lost": reason.as_str(), "detail": detail, "evidence": evidence}),
                 )?;
                 events::append(
@@ -232,6 +233,7 @@ fn note_unknown(r: &mut Runner<'_>, attempt: &ledger::AttemptRow, reason: Unknow
 
 fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) -> Result<Next> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
+    let intent = r.in_flight[&attempt_id].intent;
     let agent = matches!(r.plan.provider_of(task), ProviderSpec::Command { protocol: Some(_) });
     let is_http = matches!(r.plan.provider_of(task), ProviderSpec::Http { .. });
     let is_mcp = matches!(r.plan.provider_of(task), ProviderSpec::Mcp { .. });
@@ -297,7 +299,7 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
         if let Some(t) = &receipt.tool_error {
             receipt_json["tool_error"] = json!(t);
         }
-        ledger::insert_receipt(tx, attempt_id, &receipt_json)?;
+        ledger::insert_receipt(tx, intent, &receipt_json)?;
         let mut recorded = Vec::new();
         for e in list {
             let id = ledger::insert_evidence(tx, &goal_id, revision, Some(attempt_id), &e)?;

@@ -69,6 +69,26 @@ pub struct AttemptRow {
     pub instruction: Option<String>,
 }
 
+/// Proof that an attempt's intent is committed: only `insert_intent` (a new
+/// intent) and `AttemptRow::intent` (one read back from the ledger) build
+/// one, and dispatch and receipt records take one — so a receipt cannot be
+/// written for an attempt without its intent (the schema's foreign key says
+/// so again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Intent(i64);
+
+impl Intent {
+    pub fn attempt_id(self) -> i64 {
+        self.0
+    }
+}
+
+impl AttemptRow {
+    pub fn intent(&self) -> Intent {
+        Intent(self.id)
+    }
+}
+
 const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, classification, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
 
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRow> {
@@ -283,7 +303,7 @@ pub struct NewIntent<'a> {
 
 /// The durable decision to send this exact request. The UNIQUE constraint
 /// on (operation_id, try_no) makes a second dispatch of one try impossible.
-pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
+pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<Intent> {
     crate::store::exec(tx,
         "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms, inputs_at_intent, instruction)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
@@ -295,7 +315,7 @@ pub fn insert_intent(tx: &Transaction, i: &NewIntent) -> Result<i64> {
         "UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + ?2 WHERE id = ?1",
         params![i.goal_id, i.cost],
     )?;
-    Ok(id)
+    Ok(Intent(id))
 }
 
 /// The highest try number of an operation so far (0 if none).
@@ -308,7 +328,8 @@ pub fn last_try(conn: &Connection, operation_id: &str) -> Result<i64> {
     )?)
 }
 
-pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Result<()> {
+pub fn mark_dispatched(tx: &Transaction, intent: Intent, detail: &str) -> Result<()> {
+    let attempt_id = intent.attempt_id();
     transition(tx, attempt_id, &[AttemptState::IntentRecorded], AttemptState::Dispatched)?;
     crate::store::exec(
         tx,
@@ -320,7 +341,8 @@ pub fn mark_dispatched(tx: &Transaction, attempt_id: i64, detail: &str) -> Resul
 
 /// Record the provider's answer. Only an attempt that has an intent (a row)
 /// can get a receipt; the foreign key says so again in the schema.
-pub fn insert_receipt(tx: &Transaction, attempt_id: i64, data: &Value) -> Result<()> {
+pub fn insert_receipt(tx: &Transaction, intent: Intent, data: &Value) -> Result<()> {
+    let attempt_id = intent.attempt_id();
     transition(
         tx,
         attempt_id,
