@@ -172,3 +172,25 @@ fn every_stop_is_named_not_only_the_first() {
     assert!(text.contains("EXTERNAL_EFFECT_UNKNOWN"), "{text}");
     assert!(text.contains("also: failed task(s): T2"), "{text}");
 }
+
+/// A superseded revision's in-doubt attempt is observed with that
+/// revision's provider: found present, it has a receipt (from observation),
+/// and it is still never re-sent.
+#[test]
+fn a_superseded_in_doubt_attempt_is_observed_first() {
+    let rcv = Receiver::start(&["--observe"]);
+    let ws = one_http_task(&rcv, "external", true, json!({}));
+    assert!(ws.run_fp("after_dispatch").killed());
+    let op = ws.op_of("T1");
+    rcv.wait_deliveries(&op, 1);
+    let mut plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ws.plan_path()).unwrap()).unwrap();
+    plan["tasks"][0]["title"] = json!("deliver T1, renamed");
+    ws.write_plan(&plan);
+    ws.engine(&["revise", "plan.json", "--reason", "rename", "--no-run"]).expect(0, None);
+    // The new revision's call of the same request is a repeat: it waits for a person.
+    ws.run().expect(4, Some("APPROVAL_REQUIRED"));
+    let first = ws.attempts().into_iter().find(|a| a.id == 1).unwrap();
+    assert_eq!(first.state, "receipt_recorded", "observed present: a receipt from observation");
+    assert!(ws.receipt_of(1).is_some());
+    assert_eq!(rcv.tries_of(&op), vec![1], "never re-sent");
+}

@@ -18,7 +18,7 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
     let in_doubt = ledger::attempts_in_doubt(r.store.conn(), &r.goal_id)?;
     for a in in_doubt {
         if a.revision != r.revision {
-            superseded_in_doubt(r, &a)?;
+            superseded_in_doubt(r, &a).await?;
             continue;
         }
         let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
@@ -125,24 +125,94 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
 }
 
 /// An attempt of an earlier revision left without a receipt. Its revision
-/// no longer runs, so it is never re-sent: an effect of `none` is
-/// abandoned; anything else is `effect_unknown` until a person settles it
-/// (and the goal cannot be satisfied over it).
-fn superseded_in_doubt(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
-    let (goal_id, unknown) = (r.goal_id.clone(), a.effect != "none");
-    let to = if unknown { AttemptState::EffectUnknown } else { AttemptState::Abandoned };
+/// no longer runs, so it is never re-sent. Observed first, with that
+/// revision's provider, where it can be: present is a receipt (from
+/// observation), absent a failure; otherwise an effect of `none` is
+/// abandoned and anything else is `effect_unknown` until a person settles
+/// it (and the goal cannot be satisfied over it).
+async fn superseded_in_doubt(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
+    let observation = observe_superseded(r, a).await?;
+    let goal_id = r.goal_id.clone();
+    let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
     r.store.write(Durability::Full, |tx| {
-        let marker = crate::evidence::Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: !unknown };
-        ledger::insert_evidence(tx, &goal_id, a.revision, Some(a.id), &marker)?;
-        ledger::finish_attempt(tx, a.id, &[AttemptState::IntentRecorded, AttemptState::Dispatched], to, None, Some(UnknownReason::EngineRestarted.as_str()))?;
-        if unknown {
-            ledger::set_task_state(tx, &goal_id, a.revision, &a.task_ref, TaskState::EffectUnknown,
-                &json!({"attempt_id": a.id, "why": UnknownReason::EngineRestarted.as_str(), "operation_id": a.operation_id}))?;
+        if let Some(o) = &observation {
+            ledger::insert_evidence(tx, &goal_id, a.revision, Some(a.id), &Evidence::Observation { observation: o.clone() })?;
         }
-        events::append(tx, &Event::goal("superseded_attempt_reconciled", &goal_id, a.revision, json!({
-            "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state, "now": to,
-            "why": "left without a receipt by a stopped engine; its revision is no longer active, so it is never re-sent",
-        })).task(&a.task_ref).attempt(a.id))?;
+        let now = match &observation {
+            Some(Observation::EffectPresent { evidence }) => {
+                ledger::insert_receipt(tx, a.intent(), &json!({"source": "observation", "lost": "engine_restarted", "evidence": evidence}))?;
+                AttemptState::ReceiptRecorded
+            }
+            Some(Observation::EffectAbsent { .. }) => {
+                let c = crate::classify::classify(&ledger::evidence_of_attempt(tx, a.id)?);
+                ledger::finish_attempt(tx, a.id, &from, AttemptState::Failed, Some(&json!(c)), None)?;
+                AttemptState::Failed
+            }
+            _ => {
+                let unknown = a.effect != "none";
+                let marker = Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: !unknown };
+                ledger::insert_evidence(tx, &goal_id, a.revision, Some(a.id), &marker)?;
+                let to = if unknown { AttemptState::EffectUnknown } else { AttemptState::Abandoned };
+                ledger::finish_attempt(tx, a.id, &from, to, None, Some(UnknownReason::EngineRestarted.as_str()))?;
+                if unknown {
+                    ledger::set_task_state(
+                        tx,
+                        &goal_id,
+                        a.revision,
+                        &a.task_ref,
+                        TaskState::EffectUnknown,
+                        &json!({"attempt_id": a.id, "why": UnknownReason::EngineRestarted.as_str(), "operation_id": a.operation_id}),
+                    )?;
+                }
+                to
+            }
+        };
+        events::append(
+            tx,
+            &Event::goal(
+                "superseded_attempt_reconciled",
+                &goal_id,
+                a.revision,
+                json!({
+                    "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state, "now": now,
+                    "observed": observation.is_some(),
+                    "why": "left without a receipt by a stopped engine; its revision is no longer active, so it is never re-sent",
+                }),
+            )
+            .task(&a.task_ref)
+            .attempt(a.id),
+        )?;
         Ok(())
     })
+}
+
+/// Observe an earlier revision's operation with that revision's provider
+/// (`None`: it cannot observe, or the task is gone from that plan).
+async fn observe_superseded(r: &Runner<'_>, a: &ledger::AttemptRow) -> Result<Option<Observation>> {
+    let row = ledger::revision(r.store.conn(), &r.goal_id, a.revision)?;
+    let file: crate::plan::PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
+        crate::error::Error::new(
+            crate::error::Code::StoreCorrupt,
+            format!("stored plan of revision {} does not parse: {e}", a.revision),
+        )
+    })?;
+    let Some(task) = file.tasks.iter().find(|t| t.task_ref == a.task_ref) else { return Ok(None) };
+    let Some(spec) = file.providers.get(&task.provider) else { return Ok(None) };
+    let provider = super::provider::build(spec);
+    let call = providers::Call {
+        operation_id: a.operation_id.clone(),
+        try_no: a.try_no as u32,
+        request: task.action.clone(),
+        workspace: std::path::PathBuf::from(&row.workspace),
+        timeout: None,
+        output_bytes_max: super::OUTPUT_BYTES_MAX,
+        stdin: None,
+        env: Vec::new(),
+        secrets: r.secrets.clone(),
+    };
+    let observation = match provider.observe(&call) {
+        Some(fut) => Some(fut.await),
+        None => None,
+    };
+    Ok(observation)
 }
