@@ -58,7 +58,11 @@ pub struct FileCache {
 struct CacheEntry {
     size: u64,
     mtime_ns: i64,
+    /// The inode's change time: user space cannot set it back, so an
+    /// in-place rewrite with its mtime restored is still caught.
+    ctime_ns: i64,
     inode: u64,
+    dev: u64,
     digest: String,
     hashed_at_ns: i64,
 }
@@ -69,16 +73,19 @@ fn now_ns() -> i64 {
 
 impl FileCache {
     pub fn load(conn: &rusqlite::Connection) -> rusqlite::Result<FileCache> {
-        let mut stmt = conn.prepare("SELECT path, size, mtime_ns, inode, digest, hashed_at_ns FROM file_cache")?;
+        let mut stmt =
+            conn.prepare("SELECT path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns FROM file_cache")?;
         let rows = stmt.query_map([], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 CacheEntry {
                     size: r.get::<_, i64>(1)? as u64,
                     mtime_ns: r.get(2)?,
-                    inode: r.get::<_, i64>(3)? as u64,
-                    digest: r.get(4)?,
-                    hashed_at_ns: r.get(5)?,
+                    ctime_ns: r.get(3)?,
+                    inode: r.get::<_, i64>(4)? as u64,
+                    dev: r.get::<_, i64>(5)? as u64,
+                    digest: r.get(6)?,
+                    hashed_at_ns: r.get(7)?,
                 },
             ))
         })?;
@@ -88,8 +95,10 @@ impl FileCache {
     /// Write back the entries this process hashed.
     pub fn flush(&mut self, tx: &rusqlite::Transaction) -> rusqlite::Result<()> {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO file_cache (path, size, mtime_ns, inode, digest, hashed_at_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT(path) DO UPDATE SET size = ?2, mtime_ns = ?3, inode = ?4, digest = ?5, hashed_at_ns = ?6",
+            "INSERT INTO file_cache (path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(path) DO UPDATE SET size = ?2, mtime_ns = ?3, ctime_ns = ?4, inode = ?5, dev = ?6,
+               digest = ?7, hashed_at_ns = ?8",
         )?;
         for path in self.dirty.drain() {
             if let Some(e) = self.entries.get(&path) {
@@ -97,7 +106,9 @@ impl FileCache {
                     path,
                     e.size as i64,
                     e.mtime_ns,
+                    e.ctime_ns,
                     e.inode as i64,
+                    e.dev as i64,
                     e.digest,
                     e.hashed_at_ns
                 ])?;
@@ -115,13 +126,22 @@ impl FileCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        if !meta.is_file() {
+            // A FIFO or device would block or never end: inputs are files.
+            return Err(std::io::Error::other("not a regular file"));
+        }
         let key = path.to_string_lossy().into_owned();
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let ctime_ns = meta.ctime() * 1_000_000_000 + meta.ctime_nsec();
         if let Some(e) = self.entries.get(&key) {
+            // Settled: neither the content time nor the inode's change time
+            // is within the racy window of when it was hashed.
             if e.size == meta.len()
                 && e.mtime_ns == mtime_ns
+                && e.ctime_ns == ctime_ns
                 && e.inode == meta.ino()
-                && mtime_ns < e.hashed_at_ns - RACY_WINDOW_NS
+                && e.dev == meta.dev()
+                && mtime_ns.max(ctime_ns) < e.hashed_at_ns - RACY_WINDOW_NS
             {
                 self.hits += 1;
                 return Ok(Some(e.digest.clone()));
@@ -133,7 +153,15 @@ impl FileCache {
         let digest = blake3::hash(&bytes).to_hex().to_string();
         self.entries.insert(
             key.clone(),
-            CacheEntry { size: meta.len(), mtime_ns, inode: meta.ino(), digest: digest.clone(), hashed_at_ns },
+            CacheEntry {
+                size: meta.len(),
+                mtime_ns,
+                ctime_ns,
+                inode: meta.ino(),
+                dev: meta.dev(),
+                digest: digest.clone(),
+                hashed_at_ns,
+            },
         );
         self.dirty.insert(key);
         Ok(Some(digest))
@@ -219,5 +247,38 @@ mod tests {
         assert_ne!(cache.digest(&f).unwrap(), d2);
         std::fs::remove_file(&f).unwrap();
         assert_eq!(cache.digest(&f).unwrap(), None);
+    }
+
+    #[test]
+    fn an_in_place_rewrite_with_its_mtime_restored_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800);
+        std::fs::write(&f, "good\n").unwrap();
+        std::fs::File::options().write(true).open(&f).unwrap().set_modified(old).unwrap();
+        let mut cache = FileCache::default();
+        let good = cache.digest(&f).unwrap();
+        // Settle the entry (as if hashed long after every change).
+        let key = f.to_string_lossy().into_owned();
+        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
+        assert_eq!(cache.digest(&f).unwrap(), good);
+        assert_eq!(cache.hits, 1);
+        // Same size, same inode, mtime put back: only the ctime moved.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&f, "bad!\n").unwrap();
+        std::fs::File::options().write(true).open(&f).unwrap().set_modified(old).unwrap();
+        let now = cache.digest(&f).unwrap();
+        assert_ne!(now, good, "a changed file must never come back from the cache");
+        assert_eq!(cache.hits, 1);
+    }
+
+    #[test]
+    fn a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pipe");
+        let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(FileCache::default().digest(&f).is_err());
     }
 }

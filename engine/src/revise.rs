@@ -82,10 +82,10 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
     let prev_file: PlanFile = serde_json::from_str(&prev.plan_json).map_err(|e| {
         Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision))
     })?;
-    // The earlier revision's budget bounds revisions: a plan cannot raise
-    // its own limit by revising itself.
+    // The lowest limit any recorded revision set bounds revisions: a plan
+    // cannot raise its own limit by revising itself, not even in steps.
     let used = (g.active_revision - 1) as u64;
-    let limit = prev_file.budgets.max_revisions as u64;
+    let limit = lowest_max_revisions(conn, &goal_id, g.active_revision)?;
     if used >= limit {
         return Err(Error::new(
             Code::BudgetExhausted,
@@ -167,6 +167,19 @@ fn revise_locked(store: &mut Store, plan: Plan, req: &ReviseRequest) -> Result<R
         report.run = Some(run::execute(store, plan, revision, req.jobs, HashSet::new())?);
     }
     Ok(report)
+}
+
+/// The smallest `max_revisions` of revisions 1..=`active` of a goal.
+fn lowest_max_revisions(conn: &rusqlite::Connection, goal_id: &str, active: i64) -> Result<u64> {
+    let mut lowest = u64::MAX;
+    for revision in 1..=active {
+        let row = ledger::revision(conn, goal_id, revision)?;
+        let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
+            Error::new(Code::StoreCorrupt, format!("stored plan of revision {revision} does not parse: {e}"))
+        })?;
+        lowest = lowest.min(file.budgets.max_revisions as u64);
+    }
+    Ok(lowest)
 }
 
 /// Decide every task of `plan` against revision `prev_revision`, in

@@ -83,18 +83,16 @@ impl Expander {
             return Ok(());
         }
         if is_dir {
-            for entry in walkdir::WalkDir::new(path).follow_links(false).sort_by_file_name() {
+            // Symlinks are followed (walkdir refuses loops), so a linked folder's
+            // files are inputs under the link's path; every file is then
+            // checked to resolve inside the workspace.
+            for entry in walkdir::WalkDir::new(path).follow_links(true).sort_by_file_name() {
                 let entry = entry.map_err(|e| format!("cannot be read: {e}"))?;
                 let p = entry.path();
                 if entry.file_type().is_dir() {
                     continue;
                 }
-                let (_, is_dir) = self.check_inside_known(p, None)?;
-                if is_dir {
-                    // A symlink to a folder inside the workspace: its files are
-                    // reached through their own path, not twice.
-                    continue;
-                }
+                self.check_inside_known(p, None)?;
                 let rel = relative(&self.root, p)?;
                 if rel.split('/').next() != Some(STORE_DIR) {
                     out.push(rel);
@@ -222,5 +220,23 @@ mod tests {
         assert!(expand_input(w, "out/*").unwrap_err().contains("symlink"));
         assert!(expand_input(w, "out/not-yet").unwrap_err().contains("symlink"));
         assert!(expand_input(w, "a/../../x").is_err());
+        assert!(expand_input(w, "a/../x").unwrap_err().contains("`..`"));
+    }
+
+    #[test]
+    fn a_linked_folder_inside_is_walked_under_its_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("src")).unwrap();
+        std::fs::create_dir_all(w.join("vendor/lib")).unwrap();
+        std::fs::write(w.join("src/main.py"), "m").unwrap();
+        std::fs::write(w.join("vendor/lib/m.py"), "X=1").unwrap();
+        std::os::unix::fs::symlink("../vendor/lib", w.join("src/lib")).unwrap();
+        assert_eq!(expand_input(w, "src").unwrap(), vec!["src/lib/m.py", "src/main.py"]);
+        // A linked folder that leads out is refused, file by file.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("s"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), w.join("src/out")).unwrap();
+        assert!(expand_input(w, "src").unwrap_err().contains("outside the workspace"));
     }
 }

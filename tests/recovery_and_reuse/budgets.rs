@@ -147,6 +147,30 @@ fn max_revisions_refuses_the_revision_itself() {
     assert_eq!(status["budgets"]["max_revisions"], json!({"used": 1, "limit": 1}));
 }
 
+#[test]
+fn max_revisions_cannot_be_raised_in_steps() {
+    let ws = Ws::new();
+    let p = with_budgets(plan("revisions", vec![sh_task("T1", "true")]), json!({"max_revisions": 2}));
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+    // Revision 2 raises its own limit to 100 ...
+    let mut p2 = with_budgets(p.clone(), json!({"max_revisions": 100}));
+    set(&mut p2, "T1", "title", json!("second"));
+    ws.write_plan("plan.json", &p2);
+    ws.json(&["revise", "plan.json", "--reason", "raise the limit"], 0);
+    let mut p3 = p2.clone();
+    set(&mut p3, "T1", "title", json!("third"));
+    ws.write_plan("plan.json", &p3);
+    ws.json(&["revise", "plan.json", "--reason", "two"], 0);
+    // ... but revision 1's limit of 2 still holds for the third.
+    let mut p4 = p3.clone();
+    set(&mut p4, "T1", "title", json!("fourth"));
+    ws.write_plan("plan.json", &p4);
+    let doc = ws.json(&["revise", "plan.json", "--reason", "three"], 5);
+    assert_eq!(doc["error"]["details"], json!({"budget": "max_revisions", "used": 2, "limit": 2}));
+    assert_eq!(ws.count("SELECT COUNT(*) FROM revisions", []), 3);
+}
+
 /// An external task with a cost whose engine dies after dispatch: its
 /// outcome is unknown, and its cost still counts.
 #[test]

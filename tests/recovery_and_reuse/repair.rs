@@ -176,3 +176,24 @@ fn repetition_is_judged_on_the_failure_evidence_not_on_agent_chatter() {
     ws.json(&["repair", "DIFFERENT"], 1);
     assert_eq!(ws.calls("DIFFERENT"), 3);
 }
+
+/// An operation a repair replaced is history: `engine retry` of it is
+/// refused once the task's latest call is another operation, and nothing is
+/// sent.
+#[test]
+fn retry_of_an_operation_a_repair_replaced_is_refused() {
+    let ws = Ws::new();
+    let mut p = plan("replaced", vec![sh_task("T1", "true")]);
+    set(&mut p, "T1", "action", json!({"run": ["./tool.sh"]}));
+    ws.write_plan("plan.json", &p);
+    let first = ws.json(&["run", "plan.json"], 1);
+    assert_eq!(first["failed"], json!(["T1"]));
+    let old_op = ws.attempts("T1")[0].operation_id.clone();
+    ws.write("tool.sh", "#!/bin/sh\necho v1 > out.txt\n");
+    std::fs::set_permissions(ws.path("tool.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ws.json(&["repair", "T1", "--instruction", "the tool is there now"], 0);
+    let before = ws.attempts("T1").len();
+    let doc = ws.json(&["retry", &old_op], 2);
+    assert!(doc["error"]["message"].as_str().unwrap().contains("nothing to retry"), "{doc:#}");
+    assert_eq!(ws.attempts("T1").len(), before, "nothing sent");
+}

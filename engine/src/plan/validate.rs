@@ -227,11 +227,16 @@ pub fn lexically_inside(input: &str) -> std::result::Result<(), &'static str> {
     for c in path.components() {
         match c {
             Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
+            // Any `..` is refused, not only one that climbs out: after a
+            // symlinked folder, `link/..` is not the folder it reads as, so
+            // the checkpoint would cover another file than the one named.
             Component::ParentDir => {
                 depth -= 1;
-                if depth < 0 {
-                    return Err("climbs out of the workspace with `..`");
-                }
+                return Err(if depth < 0 {
+                    "climbs out of the workspace with `..`"
+                } else {
+                    "uses `..`; name the path without it"
+                });
             }
             Component::CurDir => {}
             Component::Normal(_) => depth += 1,

@@ -165,8 +165,20 @@ fn retry_locked(store: &mut Store, operation_id: &str, jobs: usize) -> Result<Ru
         Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
             .at(operation_id.to_string())
     })?;
-    let latest =
-        ledger::attempts_of_task(conn, &goal_id, &task_ref)?.into_iter().rev().find(|a| a.operation_id == operation_id);
+    let attempts = ledger::attempts_of_task(conn, &goal_id, &task_ref)?;
+    let latest = attempts.iter().rev().find(|a| a.operation_id == operation_id).cloned();
+    // Only the task's latest call can be re-sent: an older operation that a
+    // repair or a revision replaced is history, and a task that succeeded
+    // (or was reused) has nothing to retry.
+    let task_latest = attempts.iter().rev().find(|a| a.revision == revision);
+    if matches!(task_state, TaskState::Succeeded | TaskState::Reused)
+        || task_latest.is_some_and(|a| a.operation_id != operation_id)
+    {
+        return Err(Error::usage(format!(
+            "operation {operation_id} is not task {task_ref}'s latest call (task state {task_state}); nothing to retry"
+        ))
+        .at(operation_id.to_string()));
+    }
     let retryable = match &latest {
         _ if task_state == TaskState::AwaitingApproval => true,
         Some(a) if a.state == AttemptState::SettledNotRun => true,
@@ -520,7 +532,13 @@ impl<'s> Runner<'s> {
             for &i in &self.plan.order {
                 let task = &self.plan.file.tasks[i];
                 let r = task.task_ref.as_str();
-                if !self.states[r].is_complete() || task.effect == Effect::External {
+                if !self.states[r].is_complete() {
+                    // Not done: it runs (or waits) now, so what depends on
+                    // it cannot stand on an older completion.
+                    rerun.insert(r.to_string());
+                    continue;
+                }
+                if task.effect == Effect::External {
                     continue;
                 }
                 let completion =
@@ -698,19 +716,19 @@ impl<'s> Runner<'s> {
         };
         let decision = self.store.write(Durability::Full, |tx| {
             fresh(tx, &goal_id, revision, &plan_digest)?;
-            // Never a new try while an earlier try of this operation is
-            // unknown or in doubt (e.g. a revision kept the same request):
-            // a person settles that one first.
+            // Never a new call of a task while an earlier attempt of it (of
+            // this operation or another: a repair's, an older revision's)
+            // is unknown or in doubt: a person settles that one first.
             if let Some((unsettled, state)) = tx
                 .query_row(
-                    "SELECT id, state FROM attempts WHERE operation_id = ?1
+                    "SELECT id, state FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
                        AND state IN ('effect_unknown','intent_recorded','dispatched') ORDER BY id LIMIT 1",
-                    [&digests.operation_id],
+                    rusqlite::params![goal_id, task_ref],
                     |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
                 )
                 .optional()?
             {
-                let why = format!("attempt {unsettled} of this operation is {state}: settle it first");
+                let why = format!("attempt {unsettled} of this task is {state}: settle it first");
                 ledger::set_task_state(
                     tx,
                     &goal_id,

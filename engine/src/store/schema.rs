@@ -169,14 +169,16 @@ CREATE TABLE checkpoints (
     data    TEXT NOT NULL
 );
 
--- The file-state cache: a file whose (size, mtime, inode) match was not
+-- The file-state cache: a file whose (size, mtime, ctime, inode, device) match was not
 -- rewritten since it was hashed, unless it was modified within the mtime
 -- granularity of the moment it was hashed (then it is hashed again).
 CREATE TABLE file_cache (
     path         TEXT PRIMARY KEY,
     size         INTEGER NOT NULL,
     mtime_ns     INTEGER NOT NULL,
+    ctime_ns     INTEGER NOT NULL,
     inode        INTEGER NOT NULL,
+    dev          INTEGER NOT NULL,
     digest       TEXT NOT NULL,
     hashed_at_ns INTEGER NOT NULL
 );
