@@ -271,16 +271,6 @@ mod tests {
         assert!(!r.timed_out);
     }
 
-    /// Dead or a zombie (pid 1 in a container may never reap it).
-    fn gone(pid: i32) -> bool {
-        if unsafe { libc::kill(pid, 0) } != 0 {
-            return true;
-        }
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
-            .unwrap_or(true)
-    }
-
     #[tokio::test]
     async fn timeout_kills_the_whole_group() {
         let d = tempfile::tempdir().unwrap();
@@ -294,14 +284,7 @@ mod tests {
         assert!(r.duration_ms >= 1000);
 
         let pid: i32 = std::fs::read_to_string(d.path().join("pidfile")).unwrap().trim().parse().unwrap();
-        let mut dead = false;
-        for _ in 0..50 {
-            if gone(pid) {
-                dead = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let dead = crate::test_support::wait_gone(pid, Duration::from_secs(1)).await;
         assert!(dead, "grandchild {pid} survived the timeout");
     }
 

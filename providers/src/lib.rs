@@ -11,6 +11,8 @@ pub mod capture;
 pub mod command;
 pub mod http;
 pub mod mcp;
+#[cfg(test)]
+mod test_support;
 
 use std::future::Future;
 use std::path::PathBuf;

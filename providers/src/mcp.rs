@@ -577,16 +577,6 @@ mod tests {
         }
     }
 
-    /// Dead or a zombie.
-    fn gone(pid: i32) -> bool {
-        if unsafe { libc::kill(pid, 0) } != 0 {
-            return true;
-        }
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
-            .unwrap_or(true)
-    }
-
     #[tokio::test]
     async fn meta_carries_operation_id_and_try() {
         let e = env();
@@ -650,14 +640,7 @@ mod tests {
         assert!(matches!(o, Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, .. }), "{o:?}");
         assert_eq!(progress.len(), 1);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-        let mut dead = false;
-        for _ in 0..100 {
-            if gone(pid) {
-                dead = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let dead = crate::test_support::wait_gone(pid, Duration::from_secs(2)).await;
         assert!(dead, "the server's grandchild {pid} survived the call");
     }
 

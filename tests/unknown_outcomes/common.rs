@@ -83,14 +83,7 @@ impl Receiver {
 
     /// Every delivery in the receiver's own log, in order.
     pub fn deliveries(&self) -> Vec<Value> {
-        match std::fs::read_to_string(&self.log) {
-            Ok(text) => text
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| serde_json::from_str(l).expect("log line is JSON"))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        read_json_lines(&self.log)
     }
 
     pub fn deliveries_of(&self, key: &str) -> Vec<Value> {
@@ -608,14 +601,7 @@ impl Ws {
 
     /// Every delivery in the MCP fixture's own log, in order.
     pub fn mcp_deliveries(&self) -> Vec<Value> {
-        match std::fs::read_to_string(self.mcp_log()) {
-            Ok(text) => text
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| serde_json::from_str(l).expect("log line is JSON"))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        read_json_lines(&self.mcp_log())
     }
 
     /// Wait until the MCP log holds at least `n` deliveries (a killed
@@ -625,5 +611,17 @@ impl Ws {
             let d = self.mcp_deliveries();
             (d.len() >= n).then_some(d)
         })
+    }
+}
+
+/// A delivery log (one JSON document a line); empty when there is none yet.
+pub fn read_json_lines(path: &Path) -> Vec<Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("log line is JSON"))
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }

@@ -111,20 +111,9 @@ impl Store {
     /// Open an existing store for reading only (status, log, explain).
     /// `Ok(None)` when there is no store yet.
     pub fn open_ro(path: &Path) -> Result<Option<Store>> {
-        if std::fs::symlink_metadata(path).is_err() {
-            return Ok(None);
-        }
-        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            check_owned_dir(dir)?;
-        }
-        check_owned_file(path)?;
         // Read-write flags so WAL readers can use the shared memory file;
         // this handle never writes (no lease, `write` refuses).
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(|e| store_open_error(e, path))?;
+        let Some(conn) = open_existing(path, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
         let version = refuse_newer_schema(&conn, path)?;
         if version < schema::SCHEMA_VERSION {
             // A reader never writes, so it does not migrate either.
@@ -141,18 +130,7 @@ impl Store {
     /// The schema version of an existing store file, read without
     /// touching it (`None`: no file there).
     pub fn schema_version(path: &Path) -> Result<Option<i64>> {
-        if std::fs::symlink_metadata(path).is_err() {
-            return Ok(None);
-        }
-        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            check_owned_dir(dir)?;
-        }
-        check_owned_file(path)?;
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(|e| store_open_error(e, path))?;
+        let Some(conn) = open_existing(path, OpenFlags::SQLITE_OPEN_READ_ONLY)? else { return Ok(None) };
         Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
     }
 
@@ -217,6 +195,23 @@ fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64> {
         .at(path.display().to_string()));
     }
     Ok(version)
+}
+
+/// Open an existing store file (`None`: there is none) after the same
+/// ownership and symlink checks as any open; `mode` is read-only or
+/// read-write, never create.
+fn open_existing(path: &Path, mode: OpenFlags) -> Result<Option<Connection>> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(None);
+    }
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        check_owned_dir(dir)?;
+    }
+    check_owned_file(path)?;
+    let conn =
+        Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+            .map_err(|e| store_open_error(e, path))?;
+    Ok(Some(conn))
 }
 
 fn configure(conn: &Connection) -> Result<()> {
