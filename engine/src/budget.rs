@@ -12,7 +12,6 @@ pub struct Usage {
     pub provider_calls: u64,
     pub cost: f64,
     pub elapsed_seconds: u64,
-    pub revisions: u64,
 }
 
 /// An exhausted budget: which, how much was used, the limit.
@@ -72,7 +71,7 @@ mod tests {
     use super::*;
 
     fn usage() -> Usage {
-        Usage { attempts_of_task: 0, provider_calls: 0, cost: 0.0, elapsed_seconds: 0, revisions: 1 }
+        Usage { attempts_of_task: 0, provider_calls: 0, cost: 0.0, elapsed_seconds: 0 }
     }
 
     #[test]

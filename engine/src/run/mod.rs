@@ -1215,7 +1215,6 @@ pub fn usage(conn: &rusqlite::Connection, goal_id: &str, revision: i64, task_ref
         provider_calls: ledger::provider_calls_used(conn, goal_id)? as u64,
         cost: ledger::cost_used(conn, goal_id)?,
         elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
-        revisions: revision as u64,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Content-addressed blobs: captured output and evidence, keyed by BLAKE3.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use crate::digest;
 use crate::error::Result;
@@ -14,8 +14,4 @@ pub fn put(conn: &Connection, bytes: &[u8]) -> Result<String> {
         params![d, bytes.len() as i64, bytes],
     )?;
     Ok(d)
-}
-
-pub fn get(conn: &Connection, digest: &str) -> Result<Option<Vec<u8>>> {
-    Ok(crate::store::qrow(conn, "SELECT data FROM blobs WHERE digest = ?1", [digest], |r| r.get(0)).optional()?)
 }
