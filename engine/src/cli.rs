@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::report;
+use crate::report::{self, emit, Output};
 use crate::run::{self, RunOptions};
 use crate::store::{self, Store};
 
@@ -171,13 +171,6 @@ pub fn main() -> i32 {
             e.code.exit_code()
         }
     }
-}
-
-/// What a command produced: text for people, JSON for scripts.
-pub struct Output {
-    pub text: String,
-    pub json: Value,
-    pub exit_code: i32,
 }
 
 fn dispatch(cli: Cli) -> Result<Output> {
@@ -343,12 +336,4 @@ fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
         )));
     }
     Store::open_rw(&path)
-}
-
-/// Write to stdout; a reader that went away (`engine log | head`) is not an
-/// error worth a panic: the work is already recorded.
-pub fn emit(text: &str) -> bool {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
 }

@@ -9,6 +9,7 @@ pub mod budget;
 pub mod checkpoint;
 pub mod classify;
 pub mod cli;
+pub mod clock;
 pub mod digest;
 pub mod error;
 pub mod evidence;

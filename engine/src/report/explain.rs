@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::status::goal_or_latest;
-use super::utc;
-use crate::cli::Output;
+use super::Output;
+use crate::clock::utc;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::store::{ledger, Store};

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::utc;
-use crate::cli::Output;
+use super::Output;
+use crate::clock::utc;
 use crate::error::Result;
 use crate::store::events::{self, EventRow};
 use crate::store::Store;
@@ -51,7 +51,7 @@ pub fn render(store: &Store, after: i64, follow: bool, as_json: bool) -> Result<
         for e in events::since(store.conn(), cursor, PAGE)? {
             cursor = e.seq;
             let text = if as_json { serde_json::to_string(&e).expect("serializes") } else { line(&e) };
-            if !crate::cli::emit(&format!("{text}\n")) {
+            if !super::emit(&format!("{text}\n")) {
                 // The reader is gone: stop following.
                 return Ok(Output { text: String::new(), json: json!(null), exit_code: 0 });
             }

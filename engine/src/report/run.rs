@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::cli::Output;
+use super::Output;
 use crate::run::RunReport;
 
 pub fn render(r: &RunReport) -> Output {

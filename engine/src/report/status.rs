@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::cli::Output;
+use super::Output;
 use crate::error::{Error, Result};
 use crate::plan::PlanFile;
 use crate::state::AttemptState;

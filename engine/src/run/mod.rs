@@ -289,7 +289,7 @@ fn honour_retry_after(conn: &rusqlite::Connection, a: &ledger::AttemptRow) -> Re
     if wait_s > RETRY_AFTER_WAIT_MAX_S {
         return Err(Error::usage(format!(
             "the provider asked not to be called again for {seconds}s (Retry-After); retry after {}",
-            crate::report::utc(not_before_ms)
+            crate::clock::utc(not_before_ms)
         )));
     }
     eprintln!("engine: waiting {wait_s}s: the provider answered Retry-After: {seconds}");

@@ -277,9 +277,7 @@ fn check_owned_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+pub use crate::clock::now_ms;
 
 /// Run a statement through the connection's prepared-statement cache
 /// (`Connection::execute` parses the SQL again at every call).
