@@ -6,10 +6,14 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
+use clap::builder::PossibleValue;
+
+use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
+use crate::ids::{GoalId, OperationId, Seq};
 use crate::plan::Plan;
 use crate::report::{self, emit, Output};
-use crate::run::{self, RunOptions};
+use crate::state::SettlementOutcome;
 use crate::store::{self, Store};
 
 #[derive(Debug, Parser)]
@@ -73,7 +77,7 @@ enum Command {
     Settle {
         operation_id: String,
         #[arg(long, value_enum)]
-        outcome: crate::settle::Outcome,
+        outcome: SettlementOutcome,
         /// What you checked (required, non-empty).
         #[arg(long)]
         note: String,
@@ -132,6 +136,16 @@ enum Command {
     },
     /// Print the JSON Schema of the plan file.
     Schema,
+}
+
+impl ValueEnum for SettlementOutcome {
+    fn value_variants<'a>() -> &'a [Self] {
+        SettlementOutcome::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.as_str()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -205,7 +219,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Run { plan, jobs } => {
             let jobs = jobs.unwrap_or_else(default_jobs);
-            let report = run::run(RunOptions {
+            let report = commands::run::run(RunOptions {
                 plan_path: plan,
                 workspace: cli.workspace.clone(),
                 store: cli.store.clone(),
@@ -214,43 +228,30 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::run::render(&report))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
-            let actor = actor.unwrap_or_else(crate::approval::os_user);
-            let result = crate::settle::settle(&mut store, &operation_id, outcome, &note, &actor, evidence.as_deref());
-            let _ = store.release_lease();
-            let s = result?;
-            let text = format!(
-                "settled {} (task {}, attempt {}) as {} by {} — recorded as a person's word, not verified by the engine; {}\n",
-                s.operation_id, s.task_ref, s.attempt_id, serde_json::to_value(s.outcome).expect("serializes").as_str().unwrap_or(""), s.actor, s.next
-            );
-            Ok(Output { text, json: json!({"ok": true, "settlement": s}), exit_code: 0 })
+            let mut ledger = commands::open_existing(cli.store.as_deref(), workspace)?.lease()?;
+            let actor = actor.unwrap_or_else(commands::os_user);
+            let op = OperationId::new(operation_id);
+            let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
+            Ok(report::acts::settled(&s))
         }
         Command::Approve { operation_id, note, actor } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
-            let actor = actor.unwrap_or_else(crate::approval::os_user);
-            let result = crate::approval::record(&mut store, &operation_id, &note, &actor);
-            let _ = store.release_lease();
-            let a = result?;
-            let text = format!(
-                "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
-                a.operation_id, a.task_ref, &a.request_digest[..16], actor
-            );
-            Ok(Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 })
+            let mut ledger = commands::open_existing(cli.store.as_deref(), workspace)?.lease()?;
+            let actor = actor.unwrap_or_else(commands::os_user);
+            let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
+            Ok(report::acts::approved(&a, &actor))
         }
         Command::Retry { operation_id, jobs } => {
             let jobs = jobs.unwrap_or_else(default_jobs);
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            let report = run::retry(&mut store, &operation_id, jobs)?;
+            let store = commands::open_existing(cli.store.as_deref(), workspace)?;
+            let report = commands::retry::retry(store, &OperationId::new(operation_id), jobs)?;
             Ok(report::run::render(&report))
         }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            let report = crate::repair::repair(
-                &mut store,
-                crate::repair::RepairRequest {
-                    goal,
+            let store = commands::open_existing(cli.store.as_deref(), workspace)?;
+            let report = commands::repair::repair(
+                store,
+                RepairRequest {
+                    goal: goal.map(GoalId::new),
                     task_ref,
                     instruction,
                     provider,
@@ -261,7 +262,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::run::render(&report))
         }
         Command::Revise { plan, reason, no_run, jobs } => {
-            let r = crate::revise::revise(crate::revise::ReviseRequest {
+            let r = commands::revise::revise(ReviseRequest {
                 plan_path: plan,
                 workspace: cli.workspace.clone(),
                 store: cli.store.clone(),
@@ -269,40 +270,19 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 no_run,
                 jobs: jobs.unwrap_or_else(default_jobs),
             })?;
-            let mut text = format!(
-                "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
-                r.goal_id,
-                r.revision,
-                r.from_revision,
-                if r.goal_contract_changed { "; the goal contract changed" } else { "" },
-                r.reason
-            );
-            text.push_str(&crate::revise::decisions_table(&r.decisions));
-            let exit_code = match &r.run {
-                Some(run) => {
-                    let out = report::run::render(run);
-                    text.push('\n');
-                    text.push_str(&out.text);
-                    out.exit_code
-                }
-                None => {
-                    text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
-                    0
-                }
-            };
-            Ok(Output { text, json: json!(r), exit_code })
+            Ok(report::revise::render(&r))
         }
         Command::Status { goal } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::status::render(&store, goal.as_deref())
+            report::status::render(&store, goal.map(GoalId::new).as_ref())
         }
         Command::Explain { task_ref, goal } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::explain::render(&store, goal.as_deref(), &task_ref)
+            report::explain::render(&store, goal.map(GoalId::new).as_ref(), &task_ref)
         }
         Command::Log { follow, after } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::log::render(&store, after, follow, cli.json)
+            report::log::render(&store, Seq(after), follow, cli.json)
         }
     }
 }
@@ -322,18 +302,4 @@ fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
 
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
-/// Open an existing store for writing (settle, approve, retry): never
-/// creates one.
-fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let path = store::resolve_path(flag, &ws);
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Err(Error::usage(format!(
-            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-            path.display()
-        )));
-    }
-    Store::open_rw(&path)
 }

@@ -5,6 +5,13 @@
 use serde::Serialize;
 use std::fmt;
 
+/// SPEC.md's exit code of a run that satisfied its goal.
+pub const EXIT_SATISFIED: i32 = 0;
+
+/// SPEC.md's exit code of a run stopped on a classified task failure (or
+/// one that did not satisfy its goal for no reason a code names).
+pub const EXIT_TASK_FAILED: i32 = 1;
+
 /// The stable strings of SPEC.md. Never rename one: scripts match on them.
 /// Serialized as `as_str`, so stderr and `--json` always agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,19 +158,6 @@ impl Error {
 
     pub fn usage(message: impl Into<String>) -> Self {
         Error::new(Code::UsageError, message)
-    }
-}
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        match &e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
-            {
-                Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
-            }
-            _ => Error::internal(format!("store error: {e}")),
-        }
     }
 }
 

@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine::checkpoint::Checkpoint;
+use engine::decide::reuse::{decide, Candidate, Completion, Decision, ValidationResult};
+use engine::ids::{AttemptId, EvidenceId, Revision};
 use engine::plan::{Effect, Task};
-use engine::reuse::{decide, Candidate, Completion, Decision, ValidationResult};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::json;
@@ -141,8 +142,8 @@ fn run_decide(c: &Case) -> Decision {
     let old = task(c.effect, &c.declared_then);
     let new = task(c.effect, &c.wanted);
     let completion = Completion {
-        revision: 1,
-        attempt_id: 42,
+        revision: Revision(1),
+        attempt_id: AttemptId(42),
         task: old,
         meaning: "m".into(),
         dependencies: "d".into(),
@@ -155,7 +156,7 @@ fn run_decide(c: &Case) -> Decision {
                 id: IDS[i].into(),
                 passed,
                 checkpoint: Some(if bound { "c1" } else { "c0" }.into()),
-                evidence_id: 100 + i as i64,
+                evidence_id: EvidenceId(100 + i as i64),
             })
             .collect(),
     };
@@ -183,8 +184,8 @@ proptest! {
         let d = run_decide(&c);
         match (expected(&c), &d) {
             (None, Decision::Reuse { provenance }) => {
-                prop_assert_eq!(provenance.attempt_id, 42);
-                prop_assert_eq!(provenance.revision, 1);
+                prop_assert_eq!(provenance.attempt_id, AttemptId(42));
+                prop_assert_eq!(provenance.revision, Revision(1));
                 prop_assert_eq!(&provenance.checkpoint, "c1");
             }
             (Some(reasons), Decision::Run { refusal }) => {

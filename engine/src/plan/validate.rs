@@ -7,6 +7,7 @@ use std::path::{Component, Path};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::plan::model::{PlanFile, ProviderSpec, Task};
 
@@ -80,8 +81,8 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         for (j, v) in task.validations.iter().enumerate() {
             non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
         }
-        if !(task.cost.is_finite() && task.cost >= 0.0) {
-            return Err(Error::new(Code::PlanInvalid, "cost must be a finite number >= 0").at(format!("{at}.cost")));
+        if let Err(why) = Cost::from_units(task.cost) {
+            return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
         }
         for (j, input) in task.inputs.iter().enumerate() {
             lexically_inside(input).map_err(|why| {
@@ -113,8 +114,8 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
 
 fn budgets(plan: &PlanFile) -> Result<()> {
     let b = &plan.budgets;
-    if !(b.max_cost.is_finite() && b.max_cost >= 0.0) {
-        return Err(Error::new(Code::PlanInvalid, "max_cost must be a finite number >= 0").at("$.budgets.max_cost"));
+    if let Err(why) = Cost::from_units(b.max_cost) {
+        return Err(Error::new(Code::PlanInvalid, format!("max_cost {why}")).at("$.budgets.max_cost"));
     }
     if b.max_attempts_per_task == 0 {
         return Err(Error::new(Code::PlanInvalid, "max_attempts_per_task must be at least 1")

@@ -1,9 +1,11 @@
 //! Rendering for people (text) and scripts (JSON). Reads only; every word
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
+pub mod acts;
 pub mod explain;
 pub mod log;
 pub mod plan;
+pub mod revise;
 pub mod run;
 pub mod status;
 

@@ -1,33 +1,25 @@
 //! `engine status`: the goal, its active revision, every task's state,
 //! operations waiting on a person, and budgets used.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::Output;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::ids::GoalId;
 use crate::plan::PlanFile;
-use crate::state::AttemptState;
-use crate::store::{ledger, now_ms, Store};
+use crate::state::{AttemptState, TaskState};
+use crate::store::goals::TaskRecord;
+use crate::store::Store;
 
-pub fn goal_or_latest(store: &Store, goal: Option<&str>) -> Result<ledger::GoalRow> {
-    let row = match goal {
-        Some(id) => ledger::goal(store.conn(), id)?,
-        None => ledger::latest_goal(store.conn())?,
-    };
-    row.ok_or_else(|| match goal {
-        Some(id) => Error::usage(format!("no goal `{id}` in this store")),
-        None => Error::usage("this store has no goal yet: run `engine run PLAN` first"),
-    })
-}
-
-pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
-    let conn = store.conn();
-    let g = goal_or_latest(store, goal)?;
-    let rev = ledger::revision(conn, &g.id, g.active_revision)?;
+pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
+    let ledger = store.read();
+    let g = ledger.goal_or_latest(goal)?;
+    let rev = ledger.revision(&g.id, g.active_revision)?;
     let plan: PlanFile = serde_json::from_str(&rev.plan_json)
         .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
-    let mut tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
+    let mut tasks = ledger.tasks(&g.id, g.active_revision)?;
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
@@ -42,19 +34,17 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", "TASK", "STATE", "ATTEMPTS", "LAST"));
     for t in &tasks {
-        let attempts: Vec<_> = ledger::attempts_of_task(conn, &g.id, &t.task_ref)?
+        let attempts: Vec<_> = ledger
+            .attempts_of_task(&g.id, &t.task_ref)?
             .into_iter()
             .filter(|a| a.revision == g.active_revision)
             .collect();
         let last = attempts.last();
         let last_text = match last {
-            Some(a) => {
-                let class = a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str);
-                match class {
-                    Some(c) => format!("{} ({c})", a.state),
-                    None => a.state.to_string(),
-                }
-            }
+            Some(a) => match a.class() {
+                Some(c) => format!("{} ({c})", a.state),
+                None => a.state.to_string(),
+            },
             None => "-".into(),
         };
         text.push_str(&format!(
@@ -68,17 +58,16 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
             "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
     }
 
-    let unknown = ledger::attempts_in_state(conn, &g.id, AttemptState::EffectUnknown)?;
-    let in_doubt = ledger::attempts_in_doubt(conn, &g.id)?;
-    let awaiting: Vec<&ledger::TaskRow> =
-        tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
-    let not_run = ledger::latest_attempts_in_state(conn, &g.id, g.active_revision, AttemptState::SettledNotRun)?;
+    let unknown = ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?;
+    let in_doubt = ledger.attempts_in_doubt(&g.id)?;
+    let awaiting: Vec<&TaskRecord> = tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect();
+    let not_run = ledger.latest_attempts_in_state(&g.id, g.active_revision, AttemptState::SettledNotRun)?;
     if !unknown.is_empty() || !in_doubt.is_empty() || !awaiting.is_empty() || !not_run.is_empty() {
         text.push_str("\noperations not settled:\n");
     }
     for t in &awaiting {
-        let op = t.detail.get("operation_id").and_then(Value::as_str).unwrap_or(&t.operation_id);
-        let why = t.detail.get("why").and_then(Value::as_str).unwrap_or("approval required");
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        let why = t.why().unwrap_or("approval required");
         text.push_str(&format!(
             "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
             t.task_ref
@@ -96,11 +85,11 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
             a.operation_id,
             a.task_ref,
             a.try_no,
-            a.unknown_reason.as_deref().unwrap_or("?"),
+            a.unknown_reason.map_or("?", |r| r.as_str()),
             a.operation_id
         ));
     }
-    let live = crate::store::lease::live_holder(conn)?;
+    let live = store.live_holder()?;
     for a in &in_doubt {
         let note = match &live {
             // Only the engine that wrote the intent (same lease generation)
@@ -116,25 +105,16 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
     }
 
     let b = &plan.budgets;
-    let calls = ledger::provider_calls_used(conn, &g.id)?;
-    let cost = ledger::cost_used(conn, &g.id)?;
+    let used = ledger.budget_use(&g.id)?;
+    let (calls, cost) = (used.calls, used.cost);
     let elapsed = ((now_ms() - g.first_run_at_ms).max(0) / 1000) as u64;
-    let max_attempts_used = tasks
-        .iter()
-        .map(|t| {
-            conn.query_row(
-                "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
-                rusqlite::params![g.id, g.active_revision, t.task_ref],
-                |r| r.get::<_, i64>(0),
-            )
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+    let mut max_attempts_used = 0;
+    for t in &tasks {
+        max_attempts_used = max_attempts_used.max(ledger.attempt_count(&g.id, g.active_revision, &t.task_ref)?);
+    }
     text.push_str(&format!(
         "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {elapsed}s of {}s\n",
-        b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision - 1, b.max_revisions, b.deadline_seconds
+        b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision.get() - 1, b.max_revisions, b.deadline_seconds
     ));
     let json = json!({
         "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
@@ -149,7 +129,7 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
             "max_provider_calls": {"used": calls, "limit": b.max_provider_calls},
             "max_cost": {"used": cost, "limit": b.max_cost},
             "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
-            "max_revisions": {"used": g.active_revision - 1, "limit": b.max_revisions},
+            "max_revisions": {"used": g.active_revision.get() - 1, "limit": b.max_revisions},
             "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
         },
     });

@@ -8,6 +8,9 @@ use providers::command::CommandProvider;
 use providers::{Call, Captured, ExitStatus, Outcome, Provider};
 use serde_json::json;
 
+use crate::limits::CHECK_TIMEOUT_DEFAULT;
+use crate::plan::model::{Acceptance, Validation};
+
 /// A check to run (a task validation or a goal acceptance check).
 #[derive(Debug, Clone)]
 pub struct CheckSpec {
@@ -15,6 +18,27 @@ pub struct CheckSpec {
     pub run: Vec<String>,
     pub expect_exit: i32,
     pub timeout: Option<Duration>,
+}
+
+impl CheckSpec {
+    pub fn of_validation(v: &Validation) -> CheckSpec {
+        CheckSpec {
+            id: v.id.clone(),
+            run: v.run.clone(),
+            expect_exit: v.expect_exit,
+            timeout: v.timeout_seconds.map(Duration::from_secs),
+        }
+    }
+
+    /// An acceptance criterion's check, if it has one.
+    pub fn of_acceptance(a: &Acceptance) -> Option<CheckSpec> {
+        a.check.as_ref().map(|c| CheckSpec {
+            id: a.id.clone(),
+            run: c.run.clone(),
+            expect_exit: c.expect_exit,
+            timeout: c.timeout_seconds.map(Duration::from_secs),
+        })
+    }
 }
 
 /// What running a check observed.
@@ -39,8 +63,6 @@ impl CheckRun {
             && matches!(self.exit, Some(ExitStatus::Code { code }) if code == self.expect_exit)
     }
 }
-
-pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 
 pub async fn run_checks(
     checks: Vec<CheckSpec>,

@@ -1,16 +1,34 @@
-//! The single-writer lease: pid, host, the holder's process start time and a
-//! generation number. A live holder means `STORE_LOCKED`; a holder whose
-//! process is gone from this host is taken over (generation + 1), and the
-//! takeover is logged as an event.
+//! The single-writer lease, as the rest of the engine sees it: a [`Fence`]
+//! (the right to write, checked by every transaction) and the [`Holder`]
+//! it belongs to. A live holder means `STORE_LOCKED`; a holder whose
+//! process is gone from this host is taken over (a new fence), and the
+//! takeover is logged. What is stored where is the backend's business.
 
-use rusqlite::{OptionalExtension, TransactionBehavior};
-use serde_json::json;
+/// The right to write, obtained with the lease and checked inside every
+/// transaction that uses it. On SQLite it is the store lease's generation;
+/// a ledger shared by several workers gives one per claimed task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    generation: i64,
+}
 
-use super::{events, now_ms, Store};
-use crate::error::{Code, Error, Result};
+impl Fence {
+    pub(super) fn new(generation: i64) -> Fence {
+        Fence { generation }
+    }
 
-/// The lease row as read: pid, host, process start time, generation.
-type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
+    pub fn generation(self) -> i64 {
+        self.generation
+    }
+}
+
+/// What acquiring found.
+#[derive(Debug, Clone)]
+pub(super) struct Acquired {
+    pub fence: Fence,
+    /// The dead holder whose lease was taken over, if any.
+    pub took_over: Option<Holder>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
@@ -18,14 +36,6 @@ pub struct Holder {
     pub host: String,
     pub proc_start: Option<String>,
     pub generation: i64,
-}
-
-/// What acquiring found.
-#[derive(Debug, Clone)]
-pub struct Acquired {
-    pub generation: i64,
-    /// The dead holder whose lease was taken over, if any.
-    pub took_over: Option<Holder>,
 }
 
 pub fn hostname() -> String {
@@ -79,86 +89,4 @@ pub fn is_alive(holder: &Holder) -> bool {
         (Some(recorded), Some(now)) => *recorded == now,
         _ => true,
     }
-}
-
-impl Store {
-    pub fn acquire_lease(&mut self) -> Result<Acquired> {
-        let pid = std::process::id() as i64;
-        let host = hostname();
-        let start = proc_start(pid);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row: Option<LeaseRow> = tx
-            .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?;
-        let (prev_generation, took_over) = match row {
-            None => (0, None),
-            Some((None, _, _, g)) => (g, None),
-            Some((Some(hpid), hhost, hstart, g)) => {
-                let holder = Holder { pid: hpid, host: hhost.unwrap_or_default(), proc_start: hstart, generation: g };
-                if is_alive(&holder) {
-                    return Err(Error::new(
-                        Code::StoreLocked,
-                        format!(
-                            "another engine (pid {} on {}, generation {}) holds the store",
-                            holder.pid, holder.host, holder.generation
-                        ),
-                    )
-                    .at(self.path.display().to_string())
-                    .with_details(json!({"pid": holder.pid, "host": holder.host, "generation": holder.generation})));
-                }
-                (g, Some(holder))
-            }
-        };
-        let generation = prev_generation + 1;
-        tx.execute(
-            "INSERT INTO lease (id, pid, host, proc_start, generation, acquired_at) VALUES (1, ?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(id) DO UPDATE SET pid = ?1, host = ?2, proc_start = ?3, generation = ?4, acquired_at = ?5",
-            rusqlite::params![pid, host, start, generation, now_ms()],
-        )?;
-        if let Some(h) = &took_over {
-            events::append(
-                &tx,
-                &events::Event::store(
-                    "lease_taken_over",
-                    json!({
-                        "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
-                        "generation": generation, "why": "the previous holder's process is gone from this host",
-                    }),
-                ),
-            )?;
-        }
-        tx.commit()?;
-        self.generation = Some(generation);
-        Ok(Acquired { generation, took_over })
-    }
-
-    /// Give the lease up (clean exit). Only if we still hold it.
-    pub fn release_lease(&mut self) -> Result<()> {
-        if let Some(g) = self.generation.take() {
-            self.conn.execute(
-                "UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1",
-                [g],
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// The live holder of the lease, if any (for read-only commands to say
-/// whether an in-doubt attempt is still in flight).
-pub fn live_holder(conn: &rusqlite::Connection) -> Result<Option<Holder>> {
-    let row: Option<LeaseRow> = conn
-        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
-    Ok(match row {
-        Some((Some(pid), host, proc_start, generation)) => {
-            let h = Holder { pid, host: host.unwrap_or_default(), proc_start, generation };
-            is_alive(&h).then_some(h)
-        }
-        _ => None,
-    })
 }

@@ -1,45 +1,49 @@
-//! The ledger store: one SQLite file under `.engine/`, opened with checked
-//! permissions, migrated, and written only through `Store::write`, which
-//! runs one transaction and first checks that this process still holds the
-//! lease generation it acquired (fencing).
+//! The ledger behind one typed interface.
 //!
-//! Architecture invariant: the rest of the engine reaches SQLite only
-//! through this module (and `ledger`, which it hosts), so another ledger
-//! backend can take its place.
+//! The interface is a set of traits by aggregate — `goals` (goals,
+//! revisions, tasks), `attempts` (intent, dispatch, receipt, finish),
+//! `evidence` (evidence, blobs, claims, check results, checkpoints, the
+//! file-state cache), `acts` (a person's acts: approvals, settlements, and
+//! the requests a person is asked to approve) and `events` — joined in
+//! [`LedgerRead`] and [`LedgerTx`]. The rest of the engine reads through
+//! [`Store::read`] and writes only through [`LeaseGuard::write`]: one
+//! transaction, begun by checking the writer's [`Fence`], then the closure,
+//! then the commit. Without a lease there is no write at all.
+//!
+//! `sqlite` is the one implementation: the only code in the engine that
+//! names `rusqlite` or writes SQL. Another backend (a ledger shared by
+//! workers on several machines) implements the same traits; nothing outside
+//! this folder assumes one process or one file.
 
-pub mod blobs;
+pub mod acts;
+pub mod attempts;
 pub mod events;
+pub mod evidence;
+pub mod goals;
 pub mod lease;
-pub mod ledger;
-pub mod schema;
+mod ledger;
+mod sqlite;
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
-
-use crate::error::{Code, Error, Result};
+use crate::error::Result;
+pub use lease::{Fence, Holder};
+pub use ledger::{LedgerRead, LedgerTx};
 
 pub const STORE_FILE: &str = "engine.db";
 
-/// How durable a commit must be. `Full` fsyncs the WAL at commit, for the
-/// records that must survive power loss: intents, receipts, settlements,
-/// approvals. `Normal` may lose the last commits on power loss (never on a
-/// process crash) and is used for bookkeeping the engine can re-derive.
+/// The schema version this engine writes (a newer store is refused).
+pub const SCHEMA_VERSION: i64 = sqlite::SCHEMA_VERSION;
+
+/// How durable a commit must be. `Full` survives power loss (intents,
+/// receipts, settlements, approvals); `Normal` may lose the last commits on
+/// power loss (never on a process crash): bookkeeping the engine can
+/// re-derive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     Normal,
     Full,
-}
-
-pub struct Store {
-    conn: Connection,
-    path: PathBuf,
-    /// The lease generation this process holds; `None` for a reader.
-    generation: Option<i64>,
-    durability: Durability,
 }
 
 /// Where the store lives: `--store`, then `ENGINE_STORE`, then
@@ -54,243 +58,116 @@ pub fn resolve_path(flag: Option<&Path>, workspace: &Path) -> PathBuf {
     workspace.join(crate::workspace::STORE_DIR).join(STORE_FILE)
 }
 
+/// An opened ledger. Reads only; [`Store::lease`] makes it a writer.
+pub struct Store {
+    db: sqlite::Db,
+}
+
 impl Store {
     /// Open (creating if needed) for writing. The folder is made 0700 and
     /// the file 0600; a symlink or another user's file is refused.
     pub fn open_rw(path: &Path) -> Result<Store> {
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        match std::fs::symlink_metadata(dir) {
-            Ok(_) => check_owned_dir(dir)?,
-            Err(_) => {
-                DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
-                    Error::internal(format!("cannot create store folder: {e}")).at(dir.display().to_string())
-                })?;
-                check_owned_dir(dir)?;
-            }
-        }
-        match std::fs::symlink_metadata(path) {
-            Ok(_) => check_owned_file(path)?,
-            Err(_) => {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(path)
-                    .map_err(|e| Error::internal(format!("cannot create store: {e}")).at(path.display().to_string()))?;
-            }
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(|e| store_open_error(e, path))?;
-        refuse_newer_schema(&conn, path)?;
-        configure(&conn)?;
-        schema::migrate(&conn).map_err(|e| {
-            if e.code == Code::Internal {
-                store_open_error_msg(&e.message, path)
-            } else {
-                e
-            }
-        })?;
-        // SQLite gives -wal/-shm the db file's mode; make sure of it.
-        for suffix in ["-wal", "-shm"] {
-            let side = PathBuf::from(format!("{}{suffix}", path.display()));
-            if let Ok(meta) = std::fs::symlink_metadata(&side) {
-                if meta.file_type().is_symlink() {
-                    return Err(Error::new(Code::StoreCorrupt, "store side file is a symlink; refused")
-                        .at(side.display().to_string()));
-                }
-                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600));
-            }
-        }
-        Ok(Store { conn, path: path.to_path_buf(), generation: None, durability: Durability::Normal })
+        Ok(Store { db: sqlite::Db::open_rw(path)? })
     }
 
     /// Open an existing store for reading only (status, log, explain).
-    /// `Ok(None)` when there is no store yet.
+    /// `Ok(None)` when there is no store yet. A reader never migrates.
     pub fn open_ro(path: &Path) -> Result<Option<Store>> {
-        // Read-write flags so WAL readers can use the shared memory file;
-        // this handle never writes (no lease, `write` refuses).
-        let Some(conn) = open_existing(path, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
-        let version = refuse_newer_schema(&conn, path)?;
-        if version < schema::SCHEMA_VERSION {
-            // A reader never writes, so it does not migrate either.
-            return Err(Error::usage(format!(
-                "the store has schema version {version}, older than this engine's {}; a writing command (`engine run`) migrates it",
-                schema::SCHEMA_VERSION
-            ))
-            .at(path.display().to_string()));
-        }
-        configure(&conn)?;
-        Ok(Some(Store { conn, path: path.to_path_buf(), generation: None, durability: Durability::Normal }))
+        Ok(sqlite::Db::open_ro(path)?.map(|db| Store { db }))
     }
 
-    /// The schema version of an existing store file, read without
-    /// touching it (`None`: no file there).
+    /// The schema version of an existing store file, read without touching
+    /// it (`None`: no file there).
     pub fn schema_version(path: &Path) -> Result<Option<i64>> {
-        let Some(conn) = open_existing(path, OpenFlags::SQLITE_OPEN_READ_ONLY)? else { return Ok(None) };
-        Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
+        sqlite::Db::schema_version(path)
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.db.path()
     }
 
-    pub fn conn(&self) -> &Connection {
-        &self.conn
+    /// The ledger, for reading.
+    pub fn read(&self) -> ReadView<'_> {
+        ReadView { inner: self.db.reader() }
     }
 
-    pub fn generation(&self) -> Option<i64> {
-        self.generation
+    /// Read inside one snapshot (one read transaction): every read in `f`
+    /// sees the same ledger.
+    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        self.db.snapshot(f)
     }
 
-    /// Run `f` in one IMMEDIATE transaction, after checking that this
-    /// process still holds its lease generation (`STALE_GENERATION`
-    /// otherwise: a superseded writer writes nothing).
-    pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let generation = self.generation.ok_or_else(|| Error::internal("write without holding the store lease"))?;
-        if durability != self.durability {
-            let mode = match durability {
-                Durability::Full => "FULL",
-                Durability::Normal => "NORMAL",
-            };
-            self.conn.execute_batch(&format!("PRAGMA synchronous = {mode}"))?;
-            self.durability = durability;
-        }
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let current: Option<i64> = tx
-            .prepare_cached("SELECT generation FROM lease WHERE id = 1")
-            .and_then(|mut s| s.query_row([], |r| r.get(0)))
-            .ok();
-        if current != Some(generation) {
-            return Err(Error::new(
-                Code::StaleGeneration,
-                format!(
-                    "this engine's lease (generation {generation}) was taken over (now {}); it writes nothing more",
-                    current.map_or("none".to_string(), |g| g.to_string())
-                ),
-            ));
-        }
-        let value = f(&tx)?;
-        tx.commit()?;
-        Ok(value)
+    /// The live holder of the lease, if any (for readers to say whether an
+    /// in-doubt attempt is still in flight).
+    pub fn live_holder(&self) -> Result<Option<Holder>> {
+        self.db.live_holder()
+    }
+
+    /// Take the single-writer lease (`STORE_LOCKED` while another live
+    /// engine holds it; a dead holder's lease is taken over and logged).
+    pub fn lease(mut self) -> Result<LeaseGuard> {
+        let acquired = self.db.acquire_lease()?;
+        Ok(LeaseGuard { store: self, fence: acquired.fence, took_over: acquired.took_over })
     }
 }
 
-/// Read the schema version before anything else touches the file (even
-/// the journal mode): a newer store is refused untouched.
-fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64> {
-    let version: i64 =
-        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
-    if version > schema::SCHEMA_VERSION {
-        return Err(Error::new(
-            Code::SchemaTooNew,
-            format!(
-                "the store has schema version {version}; this engine knows up to {}. Use a newer engine.",
-                schema::SCHEMA_VERSION
-            ),
-        )
-        .at(path.display().to_string()));
-    }
-    Ok(version)
+/// The ledger as a reader sees it: every read of [`LedgerRead`], no write.
+pub struct ReadView<'a> {
+    inner: sqlite::Sql<'a>,
 }
 
-/// Open an existing store file (`None`: there is none) after the same
-/// ownership and symlink checks as any open; `mode` is read-only or
-/// read-write, never create.
-fn open_existing(path: &Path, mode: OpenFlags) -> Result<Option<Connection>> {
-    if std::fs::symlink_metadata(path).is_err() {
-        return Ok(None);
+impl<'a> Deref for ReadView<'a> {
+    type Target = dyn LedgerRead + 'a;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
     }
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        check_owned_dir(dir)?;
-    }
-    check_owned_file(path)?;
-    let conn =
-        Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW)
-            .map_err(|e| store_open_error(e, path))?;
-    Ok(Some(conn))
 }
 
-fn configure(conn: &Connection) -> Result<()> {
-    conn.set_prepared_statement_cache_capacity(256);
-    conn.busy_timeout(Duration::from_secs(10))?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = NORMAL;
-         PRAGMA foreign_keys = ON;",
-    )?;
-    Ok(())
+/// A store whose lease this process holds: the only way to write. The
+/// lease is given back when the guard is dropped (on any return path);
+/// a lease already taken over by another engine is left alone.
+pub struct LeaseGuard {
+    store: Store,
+    fence: Fence,
+    took_over: Option<Holder>,
 }
 
-fn store_open_error(e: rusqlite::Error, path: &Path) -> Error {
-    store_open_error_msg(&e.to_string(), path)
+impl LeaseGuard {
+    /// The right this writer writes under, checked by every transaction.
+    pub fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    /// The dead holder whose lease was taken over, if any.
+    pub fn took_over(&self) -> Option<&Holder> {
+        self.took_over.as_ref()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.store.path()
+    }
+
+    pub fn read(&self) -> ReadView<'_> {
+        self.store.read()
+    }
+
+    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        self.store.snapshot(f)
+    }
+
+    /// Run `f` in one transaction: begin, check that this writer's fence
+    /// still holds (`STALE_GENERATION` otherwise: a superseded writer
+    /// writes nothing), `f`, commit.
+    pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>) -> Result<T> {
+        self.store.db.write(self.fence, durability, f)
+    }
 }
 
-fn store_open_error_msg(msg: &str, path: &Path) -> Error {
-    let code =
-        if msg.contains("not a database") || msg.contains("malformed") { Code::StoreCorrupt } else { Code::Internal };
-    Error::new(code, format!("cannot open store: {msg}")).at(path.display().to_string())
-}
-
-fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-fn check_owned_dir(dir: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(dir)
-        .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
-    if meta.file_type().is_symlink() {
-        return Err(Error::usage("the store folder is a symlink; refused (point --store at the real folder)")
-            .at(dir.display().to_string()));
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        // Nothing to report to on this path; a lease left behind is taken
+        // over by the next engine once this process is gone.
+        let _ = self.store.db.release_lease(self.fence);
     }
-    if meta.uid() != current_uid() {
-        return Err(Error::usage(format!("the store folder is owned by uid {}, not by you; refused", meta.uid()))
-            .at(dir.display().to_string()));
-    }
-    if meta.mode() & 0o077 != 0 && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR) {
-        // Our own folder: repair group/other bits rather than leave it open.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-fn check_owned_file(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| Error::internal(format!("cannot inspect store: {e}")).at(path.display().to_string()))?;
-    if meta.file_type().is_symlink() {
-        return Err(Error::usage("the store is a symlink; refused").at(path.display().to_string()));
-    }
-    if !meta.file_type().is_file() {
-        return Err(Error::usage("the store is not a regular file").at(path.display().to_string()));
-    }
-    if meta.uid() != current_uid() {
-        return Err(Error::usage(format!("the store is owned by uid {}, not by you; refused", meta.uid()))
-            .at(path.display().to_string()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
-}
-
-pub use crate::clock::now_ms;
-
-/// Run a statement through the connection's prepared-statement cache
-/// (`Connection::execute` parses the SQL again at every call).
-pub fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rusqlite::Result<usize> {
-    conn.prepare_cached(sql)?.execute(params)
-}
-
-/// `query_row` through the prepared-statement cache.
-pub fn qrow<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
-    conn: &Connection,
-    sql: &str,
-    params: P,
-    f: F,
-) -> rusqlite::Result<T> {
-    conn.prepare_cached(sql)?.query_row(params, f)
 }

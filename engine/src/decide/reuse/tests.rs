@@ -1,5 +1,5 @@
 use super::*;
-use crate::plan::Validation;
+use crate::plan::model::Validation;
 use std::collections::BTreeMap;
 
 fn task(effect: Effect) -> Task {
@@ -20,8 +20,8 @@ fn cp(digest: &str, content: &str) -> Checkpoint {
 
 fn completion(t: &Task) -> Completion {
     Completion {
-        revision: 1,
-        attempt_id: 7,
+        revision: Revision(1),
+        attempt_id: AttemptId(7),
         task: t.clone(),
         meaning: "m".into(),
         dependencies: "d".into(),
@@ -31,7 +31,7 @@ fn completion(t: &Task) -> Completion {
             id: "V1".into(),
             passed: true,
             checkpoint: Some("c1".into()),
-            evidence_id: 3,
+            evidence_id: EvidenceId(3),
         }],
     }
 }
@@ -52,7 +52,12 @@ fn reuses_when_everything_matches_and_keeps_provenance() {
     assert_eq!(
         d,
         Decision::Reuse {
-            provenance: Provenance { revision: 1, attempt_id: 7, checkpoint: "c1".into(), evidence_ids: vec![3] }
+            provenance: Provenance {
+                revision: Revision(1),
+                attempt_id: AttemptId(7),
+                checkpoint: "c1".into(),
+                evidence_ids: vec![EvidenceId(3)],
+            }
         }
     );
 }

@@ -1,5 +1,11 @@
-//! The states of SPEC.md, as types. Each `as_str` is the stable word stored
-//! in the ledger and printed to users.
+//! The states of SPEC.md, as types, and the other closed vocabularies of the
+//! ledger (attempt kinds, settlement outcomes). Each `as_str` is the stable
+//! word stored in the ledger and printed to users. Which state may follow
+//! which is `transitions`: one table that every state change goes through.
+
+mod transitions;
+
+pub use transitions::{Lifecycle, Refused};
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +23,8 @@ macro_rules! state_enum {
             pub fn parse(s: &str) -> Option<Self> {
                 match s { $($s => Some($name::$variant),)+ _ => None }
             }
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
         }
 
         impl std::fmt::Display for $name {
@@ -25,19 +33,6 @@ macro_rules! state_enum {
             }
         }
 
-        impl rusqlite::types::FromSql for $name {
-            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-                let s = v.as_str()?;
-                $name::parse(s).ok_or_else(|| rusqlite::types::FromSqlError::Other(
-                    format!("unknown {} `{s}`", stringify!($name)).into()))
-            }
-        }
-
-        impl rusqlite::types::ToSql for $name {
-            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                Ok(self.as_str().into())
-            }
-        }
     };
 }
 
@@ -93,6 +88,23 @@ state_enum!(
         Environment = "environment",
         EffectUnknown = "effect_unknown",
         Unclassified = "unclassified",
+    }
+);
+
+state_enum!(
+    /// Why an attempt was made: a plain run, a person's repair or retry.
+    AttemptKind {
+        Run = "run",
+        Repair = "repair",
+        Retry = "retry",
+    }
+);
+
+state_enum!(
+    /// A person's settlement of an unknown outcome.
+    SettlementOutcome {
+        Ok = "ok",
+        NotRun = "not_run",
     }
 );
 

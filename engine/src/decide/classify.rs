@@ -7,24 +7,11 @@
 //! classes"): provider-observed errors → engine direct errors → effect
 //! markers → process and validation evidence → `unclassified`.
 
-use providers::ExitStatus;
-use serde::{Deserialize, Serialize};
-
-use crate::evidence::{EngineErrorKind, Evidence, Recorded};
+pub use crate::evidence::Classification;
+use crate::evidence::{EngineErrorKind, Evidence, EvidenceSource, Recorded};
+use crate::ids::EvidenceId;
 use crate::state::FailureClass;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Classification {
-    pub class: FailureClass,
-    /// The name of the rule in `RULES` that matched.
-    pub rule: String,
-    pub evidence_ids: Vec<i64>,
-    /// Claims recorded for the attempt (ids), kept beside the class: never
-    /// an input to it.
-    #[serde(default)]
-    pub claims: Vec<i64>,
-    pub next: String,
-}
+use providers::ExitStatus;
 
 /// A rule: its name and a matcher returning the ids of the evidence it used.
 struct Rule {
@@ -47,7 +34,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "tool_error",
         class: FailureClass::ProviderRejected,
-        matches: |e| matches!(e, Evidence::ProviderError { source, http_status: None, .. } if source == "tool"),
+        matches: |e| matches!(e, Evidence::ProviderError { source, http_status: None, .. } if *source == EvidenceSource::Tool),
     },
     Rule {
         name: "provider_output_invalid",
@@ -120,7 +107,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "agent_reported_failure",
         class: FailureClass::Unclassified,
-        matches: |e| matches!(e, Evidence::ProviderError { source, .. } if source == "agent_report"),
+        matches: |e| matches!(e, Evidence::ProviderError { source, .. } if *source == EvidenceSource::AgentReport),
     },
     Rule {
         name: "validation_check_failed",
@@ -133,7 +120,7 @@ const RULES: &[Rule] = &[
 /// rule `no_direct_evidence` when no rule matches.
 pub fn classify(evidence: &[Recorded]) -> Classification {
     for rule in RULES {
-        let ids: Vec<i64> = evidence.iter().filter(|r| (rule.matches)(&r.evidence)).map(|r| r.id).collect();
+        let ids: Vec<EvidenceId> = evidence.iter().filter(|r| (rule.matches)(&r.evidence)).map(|r| r.id).collect();
         if !ids.is_empty() {
             return Classification {
                 class: rule.class,
@@ -202,7 +189,7 @@ mod tests {
         }
     }
     fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
-        list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: i as i64 + 1, evidence }).collect()
+        list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: EvidenceId(i as i64 + 1), evidence }).collect()
     }
 
     #[test]
@@ -210,7 +197,7 @@ mod tests {
         let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), check(false)]));
         assert_eq!(c.class, FailureClass::ValidationFailed);
         assert_eq!(c.rule, "validation_check_failed");
-        assert_eq!(c.evidence_ids, vec![2]);
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)]);
         assert_eq!(c.next, "repair");
     }
 
@@ -240,7 +227,7 @@ mod tests {
         let pe = |s| Evidence::ProviderError {
             http_status: Some(s),
             retry_after_seconds: None,
-            source: "http".into(),
+            source: EvidenceSource::Http,
             excerpt: String::new(),
         };
         assert_eq!(classify(&rec(vec![pe(503)])).class, FailureClass::ProviderUnavailable);
@@ -254,7 +241,7 @@ mod tests {
         let pe = Evidence::ProviderError {
             http_status: Some(400),
             retry_after_seconds: None,
-            source: "http".into(),
+            source: EvidenceSource::Http,
             excerpt: String::new(),
         };
         assert_eq!(classify(&rec(vec![check(false), pe])).class, FailureClass::ProviderRejected);

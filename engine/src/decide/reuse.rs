@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checkpoint::Checkpoint;
-use crate::plan::{Effect, Task};
+use crate::ids::{AttemptId, EvidenceId, Revision};
+use crate::plan::model::{Effect, Task};
 
 /// Why reuse was refused, in SPEC.md's order of checking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,10 +61,10 @@ impl Refusal {
 /// Where a reused result came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
-    pub revision: i64,
-    pub attempt_id: i64,
+    pub revision: Revision,
+    pub attempt_id: AttemptId,
     pub checkpoint: String,
-    pub evidence_ids: Vec<i64>,
+    pub evidence_ids: Vec<EvidenceId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,14 +86,14 @@ pub struct ValidationResult {
     pub id: String,
     pub passed: bool,
     pub checkpoint: Option<String>,
-    pub evidence_id: i64,
+    pub evidence_id: EvidenceId,
 }
 
 /// A completed task of the earlier revision, as the ledger recorded it.
 #[derive(Debug, Clone)]
 pub struct Completion {
-    pub revision: i64,
-    pub attempt_id: i64,
+    pub revision: Revision,
+    pub attempt_id: AttemptId,
     /// The earlier task definition (to name a changed field).
     pub task: Task,
     pub meaning: String,

@@ -1,0 +1,89 @@
+//! A person's acts in SQLite: approvals, settlements, and the requests a
+//! person is asked to approve.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{exec, qrow, rows, Sql};
+use crate::clock::now_ms;
+use crate::error::{Error, Result};
+use crate::ids::{ApprovalId, AttemptId, OperationId};
+use crate::store::acts::{ActsRead, ActsWrite, NewApproval, NewSettlement, OpenApproval, PendingRequest};
+
+impl ActsRead for Sql<'_> {
+    fn open_approvals(&self, op: &OperationId) -> Result<Vec<OpenApproval>> {
+        rows(
+            self.conn,
+            "SELECT id, request_digest, plan_digest FROM approvals
+             WHERE operation_id = ?1 AND consumed_by IS NULL AND voided_by IS NULL ORDER BY id DESC",
+            [op],
+            |r| Ok(OpenApproval { id: r.get(0)?, request_digest: r.get(1)?, plan_digest: r.get(2)? }),
+        )
+    }
+
+    fn pending_request(&self, op: &OperationId) -> Result<Option<PendingRequest>> {
+        // Schema 1 keeps the request only in the engine's own
+        // `approval_required` event of it, in the active revision.
+        Ok(qrow(
+            self.conn,
+            "SELECT e.goal_id, e.revision, e.task_ref, json_extract(e.data, '$.request_digest') FROM events e JOIN goals g
+               ON g.id = e.goal_id AND g.active_revision = e.revision
+             WHERE e.kind = 'approval_required' AND json_extract(e.data, '$.operation_id') = ?1
+             ORDER BY e.seq DESC LIMIT 1",
+            [op],
+            |r| {
+                Ok(PendingRequest {
+                    operation_id: op.clone(),
+                    goal_id: r.get(0)?,
+                    revision: r.get(1)?,
+                    task_ref: r.get(2)?,
+                    request_digest: r.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+    }
+}
+
+impl ActsWrite for Sql<'_> {
+    fn insert_approval(&mut self, a: &NewApproval) -> Result<ApprovalId> {
+        exec(self.conn,
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.actor, a.note, now_ms()],
+        )?;
+        Ok(ApprovalId(self.conn.last_insert_rowid()))
+    }
+
+    fn consume_approval(&mut self, id: ApprovalId, by: AttemptId) -> Result<()> {
+        let n = exec(
+            self.conn,
+            "UPDATE approvals SET consumed_by = ?2 WHERE id = ?1 AND consumed_by IS NULL AND voided_by IS NULL",
+            params![id, by],
+        )?;
+        if n != 1 {
+            return Err(Error::internal(format!("approval {id} was already consumed")));
+        }
+        Ok(())
+    }
+
+    fn void_approvals(&mut self, ids: &[ApprovalId], by: AttemptId) -> Result<()> {
+        for id in ids {
+            exec(self.conn, "UPDATE approvals SET voided_by = ?2 WHERE id = ?1", params![id, by])?;
+        }
+        Ok(())
+    }
+
+    fn insert_settlement(&mut self, s: &NewSettlement) -> Result<()> {
+        exec(self.conn,
+            "INSERT INTO settlements (attempt_id, operation_id, outcome, actor, note, evidence_blob, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![s.attempt_id, s.operation_id, s.outcome, s.actor, s.note, s.evidence_blob, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    fn insert_pending_request(&mut self, _p: &PendingRequest) -> Result<()> {
+        // Schema 1: the `approval_required` event written beside this call
+        // is the record (see `pending_request`).
+        Ok(())
+    }
+}
