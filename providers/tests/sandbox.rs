@@ -219,14 +219,24 @@ fn links_and_renames_cannot_reach_the_store() {
 }
 
 #[test]
-fn the_parents_open_store_descriptor_cannot_be_reopened_through_proc() {
+fn the_parents_store_descriptor_and_memory_cannot_be_reached_through_proc() {
     let l = layout();
     // The engine holds the store open for writing while providers run.
     let held = fs::OpenOptions::new().append(true).open(&l.db).unwrap();
     let fd_path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(&held)));
     let before = fs::read(&l.db).unwrap();
-    let r = py(&confined(&l), &l.ws, "attempt('proc_fd', lambda: append(sys.argv[1]))", &[&fd_path]);
+    let mem = PathBuf::from(format!("/proc/{}/mem", std::process::id()));
+    let r = py(
+        &confined(&l),
+        &l.ws,
+        "attempt('proc_fd', lambda: append(sys.argv[1]))\n\
+         attempt('proc_mem', lambda: open(sys.argv[2], 'rb').close())",
+        &[&fd_path, &mem],
+    );
     assert_eq!(r["proc_fd"], "ERR EACCES", "{r:?}");
+    // Nor the engine's memory: Landlock forbids ptrace-like access to a
+    // process outside the sandbox.
+    assert_eq!(r["proc_mem"], "ERR EACCES", "{r:?}");
     assert_eq!(fs::read(&l.db).unwrap(), before, "the store changed");
     drop(held);
 }
@@ -250,7 +260,7 @@ fn an_inherited_store_descriptor_is_closed_before_exec() {
     fs::copy(&l.db, &decoy).unwrap();
     let held = open_inheritable(&decoy);
     let fd = PathBuf::from(std::os::fd::AsRawFd::as_raw_fd(&held).to_string());
-    let control = py(&Policy::disabled().prepare().unwrap(), &l.ws, script, &[&fd]);
+    let control = py(&Sandbox::disabled(), &l.ws, script, &[&fd]);
     assert_eq!(control["inherited"], "OK", "unconfined, the leaked descriptor writes: {control:?}");
     drop(held);
 
@@ -451,12 +461,13 @@ fn without_the_sandbox_the_same_attempts_succeed() {
          attempt('symlink', lambda: os.symlink(sys.argv[1], 'link'))\n\
          attempt('through_symlink', lambda: append('link', ''))\n\
          attempt('proc_fd', lambda: append(sys.argv[3], ''))\n\
+         attempt('proc_mem', lambda: open(sys.argv[4], 'rb').close())\n\
          attempt('hardlink', lambda: os.link(sys.argv[1], 'hard'))\n\
          import stat\n\
          attempt('mknod_block', lambda: os.mknod('blk', stat.S_IFBLK | 0o600, os.makedev(7, 0)))",
-        &[&l.db, &l.outside, &fd_path],
+        &[&l.db, &l.outside, &fd_path, &PathBuf::from(format!("/proc/{}/mem", std::process::id()))],
     );
-    for label in ["insert", "sibling", "symlink", "through_symlink", "proc_fd", "hardlink"] {
+    for label in ["insert", "sibling", "symlink", "through_symlink", "proc_fd", "proc_mem", "hardlink"] {
         assert_eq!(r[label], "OK", "{label}: {r:?}");
     }
     assert_eq!(r["mknod_block"], if is_root() { "OK" } else { "ERR EPERM" });

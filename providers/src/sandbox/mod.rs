@@ -119,7 +119,7 @@ impl Policy {
     pub fn prepare_on(&self, kernel: Kernel) -> Result<Sandbox, PolicyError> {
         let status = self.status_on(kernel);
         let Mode::Confined { writable, protected } = &self.mode else {
-            return Ok(Sandbox { ruleset: None, status });
+            return Ok(Sandbox::disabled());
         };
         if !status.is_confined() {
             return Ok(Sandbox { ruleset: None, status });
@@ -216,6 +216,12 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// The sandbox of a provider the plan opts out (`"sandbox": "none"`):
+    /// applies nothing, and says so.
+    pub fn disabled() -> Sandbox {
+        Sandbox { ruleset: None, status: Status::Disabled }
+    }
+
     pub fn status(&self) -> &Status {
         &self.status
     }
