@@ -114,8 +114,10 @@ impl Policy {
         self.prepare_on(kernel())
     }
 
-    /// [`prepare`](Policy::prepare) as if on `kernel` (an unavailable kernel
-    /// gives an unconfined sandbox whose status says so).
+    /// [`prepare`](Policy::prepare) as if on `kernel`: a testing aid to show
+    /// what happens where Landlock is missing (an unconfined sandbox whose
+    /// status says so). With `Kernel::Landlock`, the ruleset is still built
+    /// for the running kernel; only the reported status follows `kernel`.
     pub fn prepare_on(&self, kernel: Kernel) -> Result<Sandbox, PolicyError> {
         let status = self.status_on(kernel);
         let Mode::Confined { writable, protected } = &self.mode else {
