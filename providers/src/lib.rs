@@ -11,6 +11,7 @@ pub mod capture;
 pub mod command;
 pub mod http;
 pub mod mcp;
+pub mod sandbox;
 #[cfg(test)]
 mod test_support;
 
