@@ -8,13 +8,10 @@ use crate::common::*;
 
 #[test]
 fn a_newer_schema_is_refused_and_left_alone() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("A", &["true"])]));
     ws.engine(&["run", "plan.json"]).expect_code(0);
-    {
-        let db = rusqlite::Connection::open(ws.store()).unwrap();
-        db.execute_batch("PRAGMA user_version = 999;").unwrap();
-    }
+    ws.tamper("PRAGMA user_version = 999");
     let before = std::fs::read(ws.store()).unwrap();
     for args in [vec!["run", "plan.json"], vec!["status"]] {
         let out = ws.engine(&args);
@@ -26,7 +23,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
 
 #[test]
 fn a_file_that_is_not_a_database_is_store_corrupt() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("A", &["true"])]));
     std::fs::create_dir(ws.store_dir()).unwrap();
     std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(ws.store_dir()).unwrap().permissions(), 0o700);

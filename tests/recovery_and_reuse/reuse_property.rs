@@ -262,7 +262,7 @@ proptest! {
     fn binary_reuses_only_when_every_condition_holds(c in arb_plan_case()) {
         let ws = Ws::new();
         for i in 1..=3 {
-            ws.write(&format!("in{i}.txt"), &format!("{i}\n"));
+            ws.write(&format!("in{i}.txt"), format!("{i}\n"));
         }
         let p1 = build(&c.edges, &c.external, &[false; 3], "s", 1000);
         ws.write_plan("plan.json", &p1);
@@ -305,7 +305,7 @@ proptest! {
             if reused[i] {
                 let (state, detail) = ws.task(2, &r);
                 prop_assert_eq!(state, "reused");
-                prop_assert_eq!(detail["reused_from"]["attempt_id"].as_i64(), Some(ws.attempts(&r)[0].id));
+                prop_assert_eq!(detail["reused_from"]["attempt_id"].as_i64(), Some(ws.attempts_of(&r)[0].id));
             }
         }
     }

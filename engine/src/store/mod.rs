@@ -20,6 +20,7 @@ pub mod attempts;
 pub mod events;
 pub mod evidence;
 pub mod goals;
+pub mod inspect;
 pub mod lease;
 mod ledger;
 mod sqlite;
@@ -28,6 +29,12 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+pub use acts::{ActsRead, ActsWrite};
+pub use attempts::{AttemptsRead, AttemptsWrite};
+pub use events::{EventsRead, EventsWrite};
+pub use evidence::{EvidenceRead, EvidenceWrite};
+pub use goals::{GoalsRead, GoalsWrite};
+pub use inspect::Inspect;
 pub use lease::{Fence, Holder};
 pub use ledger::{LedgerRead, LedgerTx};
 
@@ -91,6 +98,11 @@ impl Store {
         ReadView { inner: self.db.reader() }
     }
 
+    /// The whole ledger, listed (see `inspect`).
+    pub fn inspect(&self) -> InspectView<'_> {
+        InspectView { inner: self.db.reader() }
+    }
+
     /// Read inside one snapshot (one read transaction): every read in `f`
     /// sees the same ledger.
     pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
@@ -118,6 +130,19 @@ pub struct ReadView<'a> {
 
 impl<'a> Deref for ReadView<'a> {
     type Target = dyn LedgerRead + 'a;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+/// The ledger as a whole: every record, listed; no write.
+pub struct InspectView<'a> {
+    inner: sqlite::Sql<'a>,
+}
+
+impl<'a> Deref for InspectView<'a> {
+    type Target = dyn Inspect + 'a;
 
     fn deref(&self) -> &Self::Target {
         &self.inner

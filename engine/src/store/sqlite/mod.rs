@@ -12,6 +12,7 @@ mod columns;
 mod events;
 mod evidence;
 mod goals;
+mod inspect;
 mod lease;
 mod schema;
 

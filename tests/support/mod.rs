@@ -1,0 +1,22 @@
+//! The one test harness, shared by every test binary of the engine
+//! package (each includes it with `#[path = "../support/mod.rs"] mod
+//! support;`): one output type (`Out`), one workspace builder (`Ws`), one
+//! way to start the fixtures (the HTTP receiver, a fake HTTP service, the
+//! MCP server), and a read view of the ledger through the engine's own
+//! store interface (`Ledger`) instead of raw SQL.
+//!
+//! Every test gets its own temp dir (tests run in parallel), and every
+//! process a test starts is killed and reaped on drop (a failing test
+//! leaves nothing running); every wait has a deadline.
+
+#![allow(dead_code, unused_imports)]
+
+pub mod fixtures;
+pub mod ledger;
+pub mod process;
+pub mod workspace;
+
+pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};
+pub use ledger::{Attempt, Event, Ledger};
+pub use process::{gone, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
+pub use workspace::Ws;
