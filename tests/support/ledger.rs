@@ -289,3 +289,15 @@ pub fn tamper(path: &Path, sql: &str) -> usize {
     c.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
     c.execute(sql, []).expect("tamper statement")
 }
+
+/// Build a store at `path` from a SQL dump (a fixture of an older schema),
+/// with the folder and file modes the engine gives its own.
+pub fn load_dump(path: &Path, sql: &str) {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let dir = path.parent().expect("a store folder");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).expect("store folder");
+    let c = rusqlite::Connection::open(path).expect("store opens");
+    c.execute_batch(sql).expect("the dump loads");
+    drop(c);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("store mode");
+}

@@ -21,14 +21,11 @@ impl ActsRead for Sql<'_> {
     }
 
     fn pending_request(&self, op: &OperationId) -> Result<Option<PendingRequest>> {
-        // Schema 1 keeps the request only in the engine's own
-        // `approval_required` event of it, in the active revision.
         Ok(qrow(
             self.conn,
-            "SELECT e.goal_id, e.revision, e.task_ref, json_extract(e.data, '$.request_digest') FROM events e JOIN goals g
-               ON g.id = e.goal_id AND g.active_revision = e.revision
-             WHERE e.kind = 'approval_required' AND json_extract(e.data, '$.operation_id') = ?1
-             ORDER BY e.seq DESC LIMIT 1",
+            "SELECT p.goal_id, p.revision, p.task_ref, p.request_digest FROM pending_requests p JOIN goals g
+               ON g.id = p.goal_id AND g.active_revision = p.revision
+             WHERE p.operation_id = ?1 ORDER BY p.id DESC LIMIT 1",
             [op],
             |r| {
                 Ok(PendingRequest {
@@ -81,9 +78,13 @@ impl ActsWrite for Sql<'_> {
         Ok(())
     }
 
-    fn insert_pending_request(&mut self, _p: &PendingRequest) -> Result<()> {
-        // Schema 1: the `approval_required` event written beside this call
-        // is the record (see `pending_request`).
+    fn insert_pending_request(&mut self, p: &PendingRequest) -> Result<()> {
+        exec(
+            self.conn,
+            "INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![p.operation_id, p.goal_id, p.revision, p.task_ref, p.request_digest, now_ms()],
+        )?;
         Ok(())
     }
 }

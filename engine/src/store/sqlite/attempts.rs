@@ -3,9 +3,10 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::goals::{cost_of_units, refusal, words};
+use super::goals::{refusal, words};
 use super::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
+use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
@@ -13,7 +14,7 @@ use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, NewIntent};
 use crate::store::LedgerTx;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, classification, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
 
 /// An attempt that was, or may have been, dispatched: every one but a call
 /// the provider refused before anything was handed over (its engine-error
@@ -22,15 +23,32 @@ const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, tr
 pub(super) const DISPATCHED_OR_MAYBE: &str =
     "NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
 
+/// A JSON array of ids (a column of the classification).
+fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
+    let text: Option<String> = r.get(i)?;
+    serde_json::from_str(text.as_deref().unwrap_or("[]"))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// Ids as the JSON array their column holds.
+fn id_list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::new(Code::Internal, format!("ids do not serialize: {e}")))
+}
+
+/// The classification columns (16..=20), when the attempt has one.
+fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classification>> {
+    let Some(class) = r.get(16)? else { return Ok(None) };
+    Ok(Some(Classification {
+        class,
+        rule: r.get::<_, Option<String>>(17)?.unwrap_or_default(),
+        evidence_ids: ids(r, 18)?,
+        claims: ids(r, 19)?,
+        next: r.get::<_, Option<String>>(20)?.unwrap_or_default(),
+    }))
+}
+
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
-    let classification: Option<String> = r.get(16)?;
-    let classification = match classification {
-        Some(text) => Some(
-            serde_json::from_str::<Classification>(&text)
-                .map_err(|e| rusqlite::Error::FromSqlConversionFailure(16, rusqlite::types::Type::Text, Box::new(e)))?,
-        ),
-        None => None,
-    };
+    let classification = classification_from_row(r)?;
     Ok(AttemptRecord {
         id: r.get(0)?,
         goal_id: r.get(1)?,
@@ -41,7 +59,7 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         kind: r.get(6)?,
         request_digest: r.get(7)?,
         effect: r.get(8)?,
-        cost: cost_of_units(r.get(9)?),
+        cost: Cost::from_micros(r.get(9)?),
         state: r.get(10)?,
         generation: r.get(11)?,
         intent_at_ms: r.get(12)?,
@@ -49,11 +67,11 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         dispatch_detail: r.get(14)?,
         finished_at_ms: r.get(15)?,
         classification,
-        unknown_reason: r.get(17)?,
-        reusable: r.get(18)?,
-        checkpoint: r.get(19)?,
-        inputs_at_intent: r.get(20)?,
-        instruction: r.get(21)?,
+        unknown_reason: r.get(21)?,
+        reusable: r.get(22)?,
+        checkpoint: r.get(23)?,
+        inputs_at_intent: r.get(24)?,
+        instruction: r.get(25)?,
     })
 }
 
@@ -213,15 +231,15 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
         let generation = self.fence().generation();
         exec(self.conn,
-            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms, inputs_at_intent, instruction)
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.units(), generation, now_ms(), i.inputs_at_intent, i.instruction],
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(
             self.conn,
-            "UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + ?2 WHERE id = ?1",
-            params![i.goal_id, i.cost.units()],
+            "UPDATE goals SET calls_used = calls_used + 1, cost_used_micros = cost_used_micros + ?2 WHERE id = ?1",
+            params![i.goal_id, i.cost.micros()],
         )?;
         Ok(Intent::committed(id))
     }
@@ -253,17 +271,22 @@ impl AttemptsWrite for Sql<'_> {
         classification: Option<&Classification>,
         unknown_reason: Option<UnknownReason>,
     ) -> Result<()> {
-        let classification = classification
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| Error::new(Code::Internal, format!("classification does not serialize: {e}")))?;
+        let c = classification;
+        let (class, rule, evidence, claims, next) = (
+            c.map(|c| c.class),
+            c.map(|c| c.rule.as_str()),
+            c.map(|c| id_list(&c.evidence_ids)).transpose()?,
+            c.map(|c| id_list(&c.claims)).transpose()?,
+            c.map(|c| c.next.as_str()),
+        );
         // An abandoned attempt keeps counting: it may have gone out before
         // the engine stopped (only a call refused before dispatch is uncounted).
         self.move_attempt(
             id,
             to,
-            ", finished_at_ms = ?3, classification = ?4, unknown_reason = COALESCE(?5, unknown_reason)",
-            &[&now_ms(), &classification, &unknown_reason],
+            ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
+               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
+            &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason],
         )
     }
 
@@ -272,8 +295,10 @@ impl AttemptsWrite for Sql<'_> {
     }
 
     fn uncount_call(&mut self, id: AttemptId) -> Result<()> {
-        exec(self.conn,
-            "UPDATE goals SET calls_used = calls_used - 1, cost_used = cost_used - (SELECT cost FROM attempts WHERE id = ?1)
+        exec(
+            self.conn,
+            "UPDATE goals SET calls_used = calls_used - 1,
+               cost_used_micros = cost_used_micros - (SELECT cost_micros FROM attempts WHERE id = ?1)
              WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
             [id],
         )?;

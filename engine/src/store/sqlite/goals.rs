@@ -43,11 +43,6 @@ pub(super) fn refusal<S: Lifecycle>(what: &str, now: Option<S>, to: S) -> Error 
     }
 }
 
-/// A cost column of schema 1 (units, REAL) as an exact cost.
-pub(super) fn cost_of_units(units: f64) -> Cost {
-    Cost::from_micros((units * crate::cost::MICROS_PER_UNIT as f64).round() as i64)
-}
-
 impl GoalsRead for Sql<'_> {
     fn goal(&self, id: &GoalId) -> Result<Option<GoalRecord>> {
         Ok(qrow(self.conn, "SELECT id, active_revision, state, first_run_at_ms FROM goals WHERE id = ?1", [id], |r| {
@@ -140,8 +135,8 @@ impl GoalsRead for Sql<'_> {
     }
 
     fn budget_use(&self, goal: &GoalId) -> Result<BudgetUse> {
-        Ok(qrow(self.conn, "SELECT calls_used, cost_used FROM goals WHERE id = ?1", [goal], |r| {
-            Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: cost_of_units(r.get(1)?) })
+        Ok(qrow(self.conn, "SELECT calls_used, cost_used_micros FROM goals WHERE id = ?1", [goal], |r| {
+            Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: Cost::from_micros(r.get(1)?) })
         })?)
     }
 
@@ -149,11 +144,11 @@ impl GoalsRead for Sql<'_> {
         Ok(qrow(
             self.conn,
             &format!(
-                "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
+                "SELECT COUNT(*), COALESCE(SUM(cost_micros), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
                 super::attempts::DISPATCHED_OR_MAYBE
             ),
             [goal],
-            |r| Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: cost_of_units(r.get(1)?) }),
+            |r| Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: Cost::from_micros(r.get(1)?) }),
         )?)
     }
 }

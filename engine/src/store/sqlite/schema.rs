@@ -1,13 +1,15 @@
 //! The ledger's schema and its migrations. `user_version` holds the schema
 //! version; a file newer than this binary is refused (`SCHEMA_TOO_NEW`)
-//! rather than half-understood.
+//! rather than half-understood. A migration is never edited once released:
+//! a store made by an older engine is migrated step by step (a schema-1
+//! store is kept as a test fixture, `tests/fixtures/store-v1.sql`).
 
 use rusqlite::Connection;
 
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -210,6 +212,55 @@ CREATE TABLE approvals (
     -- voided by that call: it never waits around for a later repeat.
     voided_by      INTEGER REFERENCES attempts(id)
 );
+"#;
+
+/// Schema 2: the ledger's data as typed columns, where schema 1 kept JSON
+/// or floats.
+/// - A classification in columns of its own (class, rule, the evidence and
+///   claim ids it cites, the next step) — never read back from JSON.
+/// - Cost as integer micro-units (millionths): sums and budgets exact.
+/// - The requests the engine asks a person to approve, as rows: an
+///   approval binds to one by its operation id (schema 1 found a repair's
+///   request by searching the `approval_required` events; those are
+///   carried over).
+const MIGRATION_2: &str = r#"
+ALTER TABLE attempts ADD COLUMN class TEXT
+    CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified'));
+ALTER TABLE attempts ADD COLUMN class_rule TEXT;
+ALTER TABLE attempts ADD COLUMN class_evidence_ids TEXT;   -- JSON array of evidence ids
+ALTER TABLE attempts ADD COLUMN class_claim_ids TEXT;      -- JSON array of claim ids
+ALTER TABLE attempts ADD COLUMN class_next TEXT;
+UPDATE attempts SET
+    class = json_extract(classification, '$.class'),
+    class_rule = json_extract(classification, '$.rule'),
+    class_evidence_ids = COALESCE(json_extract(classification, '$.evidence_ids'), '[]'),
+    class_claim_ids = COALESCE(json_extract(classification, '$.claims'), '[]'),
+    class_next = json_extract(classification, '$.next')
+  WHERE classification IS NOT NULL;
+ALTER TABLE attempts DROP COLUMN classification;
+
+ALTER TABLE attempts ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_micros >= 0);
+UPDATE attempts SET cost_micros = CAST(round(cost * 1000000) AS INTEGER);
+ALTER TABLE attempts DROP COLUMN cost;
+ALTER TABLE goals ADD COLUMN cost_used_micros INTEGER NOT NULL DEFAULT 0;
+UPDATE goals SET cost_used_micros = CAST(round(cost_used * 1000000) AS INTEGER);
+ALTER TABLE goals DROP COLUMN cost_used;
+
+-- A request the engine asked a person to approve.
+CREATE TABLE pending_requests (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation_id    TEXT NOT NULL,
+    goal_id         TEXT NOT NULL,
+    revision        INTEGER NOT NULL,
+    task_ref        TEXT NOT NULL,
+    request_digest  TEXT NOT NULL,
+    asked_at_ms     INTEGER NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id);
+INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
+  SELECT json_extract(data, '$.operation_id'), goal_id, revision, task_ref, json_extract(data, '$.request_digest'), at_ms
+  FROM events WHERE kind = 'approval_required' ORDER BY seq;
 "#;
 
 pub fn migrate(conn: &Connection) -> Result<()> {
