@@ -12,7 +12,9 @@ use tokio::process::Command;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
-use crate::{BoxFuture, Call, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, Receipt};
+use crate::{
+    BoxFuture, Call, CommandReceipt, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, Receipt,
+};
 
 /// After the process group is killed, how long to keep draining the pipes.
 /// Killing the group normally closes them at once; the bound only matters if
@@ -193,17 +195,14 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     let mut stderr = err.finish();
     stdout.redact(&call.secrets);
     stderr.redact(&call.secrets);
-    Outcome::Received(Receipt {
+    Outcome::Received(Receipt::Command(CommandReceipt {
         // `None` only if waiting failed; never mistaken for success.
         exit: status.map(exit_status),
-        http_status: None,
-        retry_after_seconds: None,
         stdout,
         stderr,
         timed_out,
         duration_ms: started.elapsed().as_millis() as u64,
-        tool_error: None,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -231,10 +230,10 @@ mod tests {
         CommandProvider::default().dispatch(c, tx).await
     }
 
-    fn receipt(o: Outcome) -> Receipt {
+    fn receipt(o: Outcome) -> CommandReceipt {
         match o {
-            Outcome::Received(r) => r,
-            other => panic!("expected a receipt, got {other:?}"),
+            Outcome::Received(Receipt::Command(r)) => r,
+            other => panic!("expected a command's receipt, got {other:?}"),
         }
     }
 

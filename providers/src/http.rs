@@ -29,8 +29,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
-    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider,
-    Receipt,
+    BoxFuture, Call, Captured, HttpReceipt, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome,
+    Progress, Provider, Receipt,
 };
 
 /// Bound on the status line plus headers (and on chunked trailers).
@@ -136,16 +136,12 @@ impl HttpProvider {
             Ok(resp) => {
                 let mut stdout = resp.body;
                 stdout.redact(&call.secrets);
-                Outcome::Received(Receipt {
-                    exit: None,
-                    http_status: Some(resp.status),
+                Outcome::Received(Receipt::Http(HttpReceipt {
+                    status: resp.status,
                     retry_after_seconds: resp.retry_after_seconds,
-                    stdout,
-                    stderr: Captured::default(),
-                    timed_out: false,
+                    body: stdout,
                     duration_ms: started.elapsed().as_millis() as u64,
-                    tool_error: None,
-                })
+                }))
             }
             Err(Failure::NotSent(nd)) => Outcome::NotDispatched(nd),
             Err(Failure::Lost(reason, detail)) => Outcome::Lost { reason, detail },
@@ -701,10 +697,10 @@ mod tests {
         (out, seen)
     }
 
-    fn receipt(o: Outcome) -> Receipt {
+    fn receipt(o: Outcome) -> HttpReceipt {
         match o {
-            Outcome::Received(r) => r,
-            other => panic!("expected a receipt, got {other:?}"),
+            Outcome::Received(Receipt::Http(r)) => r,
+            other => panic!("expected an HTTP receipt, got {other:?}"),
         }
     }
 
@@ -715,8 +711,8 @@ mod tests {
         let c = call(json!({"body": {"a": 1}, "headers": {"X-Trace": "abc"}}));
         let (out, progress) = run(&p, &c).await;
         let r = receipt(out);
-        assert_eq!(r.http_status, Some(200));
-        assert_eq!(r.stdout.text, r#"{"ok":true}"#);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.text, r#"{"ok":true}"#);
         assert_eq!(progress.len(), 1, "exactly one Dispatched");
         let req = server.await.unwrap();
         assert!(req.starts_with("POST /render HTTP/1.1\r\n"), "{req}");
@@ -816,9 +812,9 @@ mod tests {
     async fn status_503_with_retry_after() {
         let (url, _s) = fake(answer("503 Service Unavailable", "Retry-After: 7\r\n", "busy"), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await.0);
-        assert_eq!(r.http_status, Some(503));
+        assert_eq!(r.status, 503);
         assert_eq!(r.retry_after_seconds, Some(7));
-        assert_eq!(r.stdout.text, "busy");
+        assert_eq!(r.body.text, "busy");
     }
 
     #[tokio::test]
@@ -828,9 +824,9 @@ mod tests {
         let mut c = call(json!({"body": 1}));
         c.output_bytes_max = 100;
         let r = receipt(run(&HttpProvider::new(url, None), &c).await.0);
-        assert_eq!(r.stdout.text.len(), 100);
-        assert_eq!(r.stdout.total_bytes, 10_000);
-        assert!(r.stdout.truncated);
+        assert_eq!(r.body.text.len(), 100);
+        assert_eq!(r.body.total_bytes, 10_000);
+        assert!(r.body.truncated);
     }
 
     #[tokio::test]
@@ -840,13 +836,13 @@ mod tests {
                 .to_vec();
         let (url, _s) = fake(Some(chunked), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await.0);
-        assert_eq!(r.stdout.text, "hello world");
+        assert_eq!(r.body.text, "hello world");
 
         // 100 Continue skipped; no Content-Length: body runs to EOF.
         let eof = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 201 Created\r\n\r\nto the end".to_vec();
         let (url, _s) = fake(Some(eof), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url, None), &call(json!({"body": 1}))).await.0);
-        assert_eq!((r.http_status, r.stdout.text.as_str()), (Some(201), "to the end"));
+        assert_eq!((r.status, r.body.text.as_str()), (201, "to the end"));
     }
 
     #[tokio::test]
@@ -863,7 +859,7 @@ mod tests {
         let mut c = call(json!({"body": 1}));
         c.secrets = vec!["s3cr3t".into()];
         let r = receipt(run(&HttpProvider::new(url, None), &c).await.0);
-        assert_eq!(r.stdout.text, "token=[REDACTED]");
+        assert_eq!(r.body.text, "token=[REDACTED]");
     }
 
     #[tokio::test]
@@ -977,7 +973,7 @@ mod tests {
         // Script the next delivery to be dropped after its effect.
         let control = HttpProvider::new(format!("{base}/_control"), None);
         let r = receipt(run(&control, &call(json!({"body": {"mode": "drop", "times": 1}}))).await.0);
-        assert_eq!(r.http_status, Some(200));
+        assert_eq!(r.status, 200);
 
         let p = HttpProvider::new(format!("{base}/render"), Some(format!("{base}/operations/{{operation_id}}")));
         let c = call(json!({"body": {"doc": "a"}}));
@@ -992,7 +988,7 @@ mod tests {
         assert!(matches!(p.observe(&other).unwrap().await, Observation::EffectAbsent { .. }));
         // The mode applied once: the next delivery is answered.
         other.operation_id = "op-2".into();
-        assert_eq!(receipt(run(&p, &other).await.0).http_status, Some(200));
+        assert_eq!(receipt(run(&p, &other).await.0).status, 200);
         child.kill().await.unwrap();
     }
 }

@@ -70,26 +70,50 @@ pub enum ExitStatus {
     Signal { signal: i32 },
 }
 
-/// What the provider answered. A receipt says an answer was received and
-/// stored; it does not say the answer means success.
+/// What the provider answered, by provider kind. A receipt says an answer
+/// was received and stored; it does not say the answer means success.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Receipt {
-    /// For commands: how the process ended.
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Receipt {
+    Command(CommandReceipt),
+    Http(HttpReceipt),
+    Mcp(McpReceipt),
+}
+
+/// A local program's end: how it exited and what it printed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CommandReceipt {
+    /// `None` only if waiting for it failed; never mistaken for success.
     pub exit: Option<ExitStatus>,
-    /// For HTTP: the status code.
-    pub http_status: Option<u16>,
-    /// For HTTP: the `Retry-After` header in seconds, if any.
-    pub retry_after_seconds: Option<u64>,
     pub stdout: Captured,
     pub stderr: Captured,
     /// The engine's deadline fired and the process group was killed.
     pub timed_out: bool,
     pub duration_ms: u64,
-    /// For MCP: the tool reported an error (`isError: true`, with the text
-    /// of its content) or the server answered with a JSON-RPC `error`
-    /// (code and message). `None` for command and HTTP providers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+}
+
+/// An HTTP service's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HttpReceipt {
+    pub status: u16,
+    /// The `Retry-After` header in seconds, if any.
+    pub retry_after_seconds: Option<u64>,
+    pub body: Captured,
+    pub duration_ms: u64,
+}
+
+/// An MCP tool call's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct McpReceipt {
+    /// The JSON of the call's `result` (or of its JSON-RPC `error`).
+    pub result: Captured,
+    /// The tool reported an error (`isError: true`, with the text of its
+    /// content) or the server answered with a JSON-RPC `error` (code and
+    /// message).
     pub tool_error: Option<String>,
+    /// The server's stderr.
+    pub stderr: Captured,
+    pub duration_ms: u64,
 }
 
 /// Why a call ended without a receipt.

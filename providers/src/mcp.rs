@@ -37,8 +37,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::capture::Bounded;
 use crate::command::{kill_group, not_dispatched, provider_command, spawn_failure, DRAIN_AFTER_KILL, REAP_AFTER_KILL};
 use crate::{
-    BoxFuture, Call, Captured, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome, Progress, Provider,
-    Receipt,
+    BoxFuture, Call, Captured, LostReason, McpReceipt, NotDispatched, NotDispatchedKind, Observation, Outcome,
+    Progress, Provider, Receipt,
 };
 
 /// The MCP protocol revision this client speaks.
@@ -449,16 +449,12 @@ impl McpProvider {
                     },
                 };
                 stdout.redact(&call.secrets);
-                Outcome::Received(Receipt {
-                    exit: None,
-                    http_status: None,
-                    retry_after_seconds: None,
-                    stdout,
-                    stderr: err,
-                    timed_out: false,
-                    duration_ms: started.elapsed().as_millis() as u64,
+                Outcome::Received(Receipt::Mcp(McpReceipt {
+                    result: stdout,
                     tool_error: tool_error.map(|t| redact_str(t, &call.secrets)),
-                })
+                    stderr: err,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                }))
             }
         }
     }
@@ -570,10 +566,10 @@ mod tests {
         (o, seen)
     }
 
-    fn receipt(o: Outcome) -> Receipt {
+    fn receipt(o: Outcome) -> McpReceipt {
         match o {
-            Outcome::Received(r) => r,
-            other => panic!("expected a receipt, got {other:?}"),
+            Outcome::Received(Receipt::Mcp(r)) => r,
+            other => panic!("expected an MCP receipt, got {other:?}"),
         }
     }
 
@@ -584,8 +580,8 @@ mod tests {
         let (o, progress) = go(&p, &e.call("render", json!({"doc": "d1"}))).await;
         let r = receipt(o);
         assert_eq!(r.tool_error, None);
-        assert_eq!((r.exit, r.http_status, r.timed_out), (None, None, false));
-        let result: Value = serde_json::from_str(&r.stdout.text).unwrap();
+        // (No exit status, HTTP status or deadline: an MCP receipt has none.)
+        let result: Value = serde_json::from_str(&r.result.text).unwrap();
         assert_eq!(result["structuredContent"], json!({"key": "op-7", "try": 2}));
         assert!(r.stderr.text.contains("delivered op-7 try 2"), "{:?}", r.stderr);
         let d = e.deliveries();
@@ -605,7 +601,7 @@ mod tests {
         let p = e.provider(&[]);
         let r = receipt(go(&p, &e.call("fail", json!({"template": "x"}))).await.0);
         assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `x` not found"));
-        assert!(r.stdout.text.contains("\"isError\":true"), "{}", r.stdout.text);
+        assert!(r.result.text.contains("\"isError\":true"), "{}", r.result.text);
         let r = receipt(go(&p, &e.call("no_such_tool", json!({}))).await.0);
         assert_eq!(r.tool_error.as_deref(), Some("JSON-RPC error -32602: unknown tool: no_such_tool"));
         assert!(e.deliveries().is_empty());
@@ -726,8 +722,8 @@ mod tests {
         let mut c = e.call("fail", json!({"template": "x".repeat(5000)}));
         c.output_bytes_max = 1000;
         let r = receipt(go(&e.provider(&[]), &c).await.0);
-        assert!(r.stdout.truncated && r.stdout.total_bytes > 5000, "{:?}", r.stdout.total_bytes);
-        assert_eq!(r.stdout.text.len(), 1000);
+        assert!(r.result.truncated && r.result.total_bytes > 5000, "{:?}", r.result.total_bytes);
+        assert_eq!(r.result.text.len(), 1000);
         assert!(r.tool_error.unwrap().contains("over the 1000-byte bound"));
     }
 
@@ -737,7 +733,7 @@ mod tests {
         let mut c = e.call("fail", json!({"template": "hunter2"}));
         c.secrets = vec!["hunter2".into()];
         let r = receipt(go(&e.provider(&[]), &c).await.0);
-        assert!(!r.stdout.text.contains("hunter2"), "{}", r.stdout.text);
+        assert!(!r.result.text.contains("hunter2"), "{}", r.result.text);
         assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `[REDACTED]` not found"));
     }
 

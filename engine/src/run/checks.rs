@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use providers::command::CommandProvider;
-use providers::{Call, Captured, ExitStatus, Outcome, Provider};
+use providers::{Call, Captured, ExitStatus, Outcome, Provider, Receipt};
 use serde_json::json;
 
 use crate::limits::CHECK_TIMEOUT_DEFAULT;
@@ -87,7 +87,7 @@ pub async fn run_checks(
         };
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let run = match runner.dispatch(&call, tx).await {
-            Outcome::Received(r) => CheckRun {
+            Outcome::Received(Receipt::Command(r)) => CheckRun {
                 id: check.id,
                 expect_exit: check.expect_exit,
                 exit: r.exit,
@@ -102,6 +102,15 @@ pub async fn run_checks(
                 exit: None,
                 timed_out: false,
                 not_started: Some(nd.message),
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+            },
+            Outcome::Received(other) => CheckRun {
+                id: check.id,
+                expect_exit: check.expect_exit,
+                exit: None,
+                timed_out: false,
+                not_started: Some(format!("a check ran as a command, but the answer was not a command's: {other:?}")),
                 stdout: Captured::default(),
                 stderr: Captured::default(),
             },

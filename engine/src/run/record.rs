@@ -2,7 +2,7 @@
 //! receipts, evidence, claims, classifications and states — each outcome in
 //! one transaction.
 
-use providers::{Captured, Outcome, Receipt};
+use providers::{Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
 use serde_json::{json, Value};
 
 use super::checks::CheckRun;
@@ -101,7 +101,8 @@ impl Runner<'_> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
         let spec = self.plan.provider_of(task).clone();
-        let timed_out_unsafe = receipt.timed_out && task.effect == Effect::External && !task.safe_to_resend();
+        let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
+        let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
         let verdict = self.ledger.write(Durability::Full, |tx| {
             let answer = answer(tx, &spec, &receipt)?;
             if let Some(report) = &answer.claim {
@@ -279,86 +280,101 @@ enum Verdict {
     Failed,
 }
 
-/// Read a provider's answer by its kind: an HTTP status, an MCP tool
-/// result, a process's exit; an agent's report on top of a command's.
+/// Read a provider's answer by its kind: a process's exit, an HTTP status,
+/// an MCP tool result; an agent's report on top of a command's.
 fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Result<Answer> {
-    let mut list: Vec<Evidence> = Vec::new();
-    let stdout = output(tx, &receipt.stdout)?;
-    let stderr = output(tx, &receipt.stderr)?;
-    let mut ok = true;
-    match spec {
-        ProviderSpec::Http { .. } => {
-            let status = receipt.http_status.unwrap_or(0);
-            list.push(Evidence::HttpResponse { status, body: stdout.clone(), duration_ms: receipt.duration_ms });
-            if !(200..300).contains(&status) {
-                ok = false;
-                list.push(Evidence::ProviderError {
-                    http_status: Some(status),
-                    retry_after_seconds: receipt.retry_after_seconds,
-                    source: EvidenceSource::Http,
-                    excerpt: stdout.excerpt.clone(),
-                });
-            }
-        }
-        ProviderSpec::Mcp { .. } => {
-            list.push(Evidence::ToolResult {
-                is_error: receipt.tool_error.is_some(),
-                body: stdout.clone(),
-                stderr,
-                duration_ms: receipt.duration_ms,
-            });
-            if let Some(message) = &receipt.tool_error {
-                ok = false;
-                let text = Captured { text: message.clone(), total_bytes: 0, truncated: false };
-                list.push(Evidence::ProviderError {
-                    http_status: None,
-                    retry_after_seconds: None,
-                    source: EvidenceSource::Tool,
-                    excerpt: evidence::excerpt(&text, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX),
-                });
-            }
-        }
-        ProviderSpec::Command { .. } => {
-            list.push(Evidence::ProcessExit {
-                exit: receipt.exit,
-                timed_out: receipt.timed_out,
-                duration_ms: receipt.duration_ms,
-                stdout: stdout.clone(),
-                stderr,
-            });
-            ok = !receipt.timed_out && matches!(receipt.exit, Some(providers::ExitStatus::Code { code: 0 }));
-        }
-    }
-    let mut claim = None;
-    if matches!(spec, ProviderSpec::Command { protocol: Some(_) }) {
-        match agent_report(&receipt.stdout.text) {
+    let mut answer = match receipt {
+        Receipt::Command(r) => command_answer(tx, r)?,
+        Receipt::Http(r) => http_answer(tx, r)?,
+        Receipt::Mcp(r) => mcp_answer(tx, r)?,
+    };
+    if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
+        let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
+        match agent_report(&r.stdout.text) {
             Ok(report) => {
                 if report.get("status").and_then(Value::as_str) == Some("failed") {
-                    ok = false;
-                    list.push(Evidence::ProviderError {
+                    answer.ok = false;
+                    answer.evidence.push(Evidence::ProviderError {
                         http_status: None,
                         retry_after_seconds: None,
                         source: EvidenceSource::AgentReport,
-                        excerpt: stdout.excerpt.clone(),
+                        excerpt,
                     });
                 }
-                claim = Some(report);
+                answer.claim = Some(report);
             }
             Err(message) => {
-                ok = false;
-                list.push(Evidence::ProviderOutputInvalid { message });
+                answer.ok = false;
+                answer.evidence.push(Evidence::ProviderOutputInvalid { message });
             }
         }
     }
-    let mut receipt_json = json!({
-        "exit": receipt.exit, "http_status": receipt.http_status, "timed_out": receipt.timed_out,
-        "duration_ms": receipt.duration_ms, "stdout_blob": stdout.blob, "stdout_truncated": receipt.stdout.truncated,
-        "stderr_truncated": receipt.stderr.truncated,
-    });
-    if let Some(t) = &receipt.tool_error {
-        receipt_json["tool_error"] = json!(t);
+    Ok(answer)
+}
+
+/// The receipt as the ledger records it (the same fields for every kind).
+fn receipt_record(
+    exit: Option<ExitStatus>,
+    http_status: Option<u16>,
+    timed_out: bool,
+    duration_ms: u64,
+    out: (&Output, &Captured),
+    err: &Captured,
+) -> Value {
+    json!({
+        "exit": exit, "http_status": http_status, "timed_out": timed_out,
+        "duration_ms": duration_ms, "stdout_blob": out.0.blob, "stdout_truncated": out.1.truncated,
+        "stderr_truncated": err.truncated,
+    })
+}
+
+fn command_answer(tx: &mut dyn LedgerTx, r: &CommandReceipt) -> Result<Answer> {
+    let stdout = output(tx, &r.stdout)?;
+    let stderr = output(tx, &r.stderr)?;
+    let receipt = receipt_record(r.exit, None, r.timed_out, r.duration_ms, (&stdout, &r.stdout), &r.stderr);
+    let ok = !r.timed_out && matches!(r.exit, Some(ExitStatus::Code { code: 0 }));
+    let exit =
+        Evidence::ProcessExit { exit: r.exit, timed_out: r.timed_out, duration_ms: r.duration_ms, stdout, stderr };
+    Ok(Answer { ok, evidence: vec![exit], claim: None, receipt })
+}
+
+fn http_answer(tx: &mut dyn LedgerTx, r: &HttpReceipt) -> Result<Answer> {
+    let body = output(tx, &r.body)?;
+    let receipt = receipt_record(None, Some(r.status), false, r.duration_ms, (&body, &r.body), &Captured::default());
+    let mut list = vec![Evidence::HttpResponse { status: r.status, body: body.clone(), duration_ms: r.duration_ms }];
+    let ok = (200..300).contains(&r.status);
+    if !ok {
+        list.push(Evidence::ProviderError {
+            http_status: Some(r.status),
+            retry_after_seconds: r.retry_after_seconds,
+            source: EvidenceSource::Http,
+            excerpt: body.excerpt,
+        });
     }
-    Ok(Answer { ok, evidence: list, claim, receipt: receipt_json })
+    Ok(Answer { ok, evidence: list, claim: None, receipt })
+}
+
+fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
+    let result = output(tx, &r.result)?;
+    let stderr = output(tx, &r.stderr)?;
+    let mut receipt = receipt_record(None, None, false, r.duration_ms, (&result, &r.result), &r.stderr);
+    let mut list = vec![Evidence::ToolResult {
+        is_error: r.tool_error.is_some(),
+        body: result,
+        stderr,
+        duration_ms: r.duration_ms,
+    }];
+    if let Some(message) = &r.tool_error {
+        receipt["tool_error"] = json!(message);
+        let text = Captured { text: message.clone(), total_bytes: 0, truncated: false };
+        list.push(Evidence::ProviderError {
+            http_status: None,
+            retry_after_seconds: None,
+            source: EvidenceSource::Tool,
+            excerpt: evidence::excerpt(&text, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX),
+        });
+    }
+    Ok(Answer { ok: r.tool_error.is_none(), evidence: list, claim: None, receipt })
 }
 
 /// The ledger side of an unknown outcome, inside the caller's transaction.
