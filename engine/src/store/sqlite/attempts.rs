@@ -3,8 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::goals::{refusal, words};
-use super::{exec, qrow, rows, Sql};
+use super::{exec, qrow, refusal, rows, words, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -15,13 +14,6 @@ use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent,
 use crate::store::LedgerTx;
 
 const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
-
-/// An attempt that was, or may have been, dispatched: every one but a call
-/// the provider refused before anything was handed over (its engine-error
-/// evidence says so). One that stopped between intent and receipt counts,
-/// abandoned for a new try or not: it may have gone out.
-pub(super) const DISPATCHED_OR_MAYBE: &str =
-    "NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {

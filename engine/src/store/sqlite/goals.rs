@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{exec, qrow, rows, Sql};
+use super::{exec, qrow, refusal, rows, words, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
@@ -26,21 +26,6 @@ fn task_from_row(r: &rusqlite::Row) -> rusqlite::Result<TaskRecord> {
         dependencies: r.get(5)?,
         detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
     })
-}
-
-/// `'a','b'`: the stable words of `states`, for an SQL `IN (...)` list.
-pub(super) fn words<S: Copy>(states: &[S], word: fn(S) -> &'static str) -> String {
-    states.iter().map(|&s| format!("'{}'", word(s))).collect::<Vec<_>>().join(",")
-}
-
-/// Why a guarded state change changed no row: the table refused the move
-/// from the state the row is in, or there is no such row.
-pub(super) fn refusal<S: Lifecycle>(what: &str, now: Option<S>, to: S) -> Error {
-    match now.map(|from| from.check(to)) {
-        Some(Err(refused)) => Error::internal(format!("{what}: {refused}")),
-        Some(Ok(())) => Error::internal(format!("{what}: the move to {to} changed nothing")),
-        None => Error::internal(format!("{what} is not in the ledger")),
-    }
 }
 
 impl GoalsRead for Sql<'_> {
@@ -145,7 +130,7 @@ impl GoalsRead for Sql<'_> {
             self.conn,
             &format!(
                 "SELECT COUNT(*), COALESCE(SUM(cost_micros), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
-                super::attempts::DISPATCHED_OR_MAYBE
+                super::DISPATCHED_OR_MAYBE
             ),
             [goal],
             |r| Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: Cost::from_micros(r.get(1)?) }),

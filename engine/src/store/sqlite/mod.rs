@@ -26,6 +26,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
+use crate::state::Lifecycle;
 
 pub use schema::SCHEMA_VERSION;
 
@@ -289,6 +290,28 @@ fn check_owned_file(path: &Path) -> Result<()> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(())
+}
+
+/// An attempt that was, or may have been, dispatched: every one but a call
+/// the provider refused before anything was handed over (its engine-error
+/// evidence says so). One that stopped between intent and receipt counts,
+/// abandoned for a new try or not: it may have gone out.
+const DISPATCHED_OR_MAYBE: &str =
+    "NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
+
+/// `'a','b'`: the stable words of `states`, for an SQL `IN (...)` list.
+fn words<S: Copy>(states: &[S], word: fn(S) -> &'static str) -> String {
+    states.iter().map(|&s| format!("'{}'", word(s))).collect::<Vec<_>>().join(",")
+}
+
+/// Why a guarded state change changed no row: the table refused the move
+/// from the state the row is in, or there is no such row.
+fn refusal<S: Lifecycle>(what: &str, now: Option<S>, to: S) -> Error {
+    match now.map(|from| from.check(to)) {
+        Some(Err(refused)) => Error::internal(format!("{what}: {refused}")),
+        Some(Ok(())) => Error::internal(format!("{what}: the move to {to} changed nothing")),
+        None => Error::internal(format!("{what} is not in the ledger")),
+    }
 }
 
 impl From<rusqlite::Error> for Error {
