@@ -107,7 +107,7 @@ pub async fn settle_lost(
     observation: Option<Observation>,
 ) -> Result<Next> {
     let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
-    let intent = r.in_flight[&attempt_id].intent;
+    let intent = r.flight(attempt_id)?.intent;
     match observation {
         Some(Observation::EffectPresent { evidence }) => {
             // The target shows the effect: that is the receipt.
@@ -233,7 +233,7 @@ fn note_unknown(r: &mut Runner<'_>, attempt: &ledger::AttemptRow, reason: Unknow
 
 fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) -> Result<Next> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
-    let intent = r.in_flight[&attempt_id].intent;
+    let intent = r.flight(attempt_id)?.intent;
     let agent = matches!(r.plan.provider_of(task), ProviderSpec::Command { protocol: Some(_) });
     let is_http = matches!(r.plan.provider_of(task), ProviderSpec::Http { .. });
     let is_mcp = matches!(r.plan.provider_of(task), ProviderSpec::Mcp { .. });
