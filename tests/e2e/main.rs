@@ -5,6 +5,7 @@ mod architecture;
 mod commands;
 mod common;
 mod core;
+mod limits;
 mod plan_props;
 mod schema;
 mod store_files;

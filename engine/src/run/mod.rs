@@ -34,7 +34,7 @@ use checks::{CheckRun, CheckSpec};
 use rusqlite::OptionalExtension;
 
 /// Captured output bound per stream (stdout, stderr, HTTP body).
-pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
+pub use crate::limits::OUTPUT_BYTES_MAX;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
