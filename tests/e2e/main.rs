@@ -9,3 +9,4 @@ mod limits;
 mod plan_props;
 mod schema;
 mod store_files;
+mod terminal;
