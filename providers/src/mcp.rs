@@ -281,7 +281,7 @@ fn captured_json(v: &Value, max: usize) -> Captured {
 }
 
 fn redact_str(s: String, secrets: &[String]) -> String {
-    let mut c = Captured { text: s, total_bytes: 0, truncated: false };
+    let mut c = Captured { text: s, total_bytes: 0, truncated: false, omitted: None };
     c.redact(secrets);
     c.text
 }

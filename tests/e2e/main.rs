@@ -1,6 +1,7 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
+mod agent_output;
 mod architecture;
 mod commands;
 mod common;
