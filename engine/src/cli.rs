@@ -231,7 +231,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
+            crate::run::orphans::take_lease(&mut store)?;
             let actor = actor.unwrap_or_else(crate::approval::os_user);
             let result = crate::settle::settle(&mut store, &operation_id, outcome, &note, &actor, evidence.as_deref());
             let _ = store.release_lease();
@@ -244,7 +244,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Approve { operation_id, note, actor } => {
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
+            crate::run::orphans::take_lease(&mut store)?;
             let actor = actor.unwrap_or_else(crate::approval::os_user);
             let result = crate::approval::record(&mut store, &operation_id, &note, &actor);
             let _ = store.release_lease();

@@ -99,7 +99,7 @@ pub fn is_repetition(
 }
 
 pub fn repair(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
-    store.acquire_lease()?;
+    crate::run::orphans::take_lease(store)?;
     let result = repair_locked(store, req);
     let _ = store.release_lease();
     result

@@ -7,6 +7,7 @@ mod commands;
 mod common;
 mod core;
 mod limits;
+mod orphans;
 mod plan_props;
 mod schema;
 mod store_files;

@@ -7,6 +7,7 @@
 //! ledger write happens in one place, in the order events really happened.
 
 pub mod checks;
+pub mod orphans;
 pub mod provider;
 mod reconcile;
 mod record;
@@ -109,7 +110,7 @@ pub struct AcceptanceLine {
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Dispatched { attempt_id: i64, detail: String },
+    Progress { attempt_id: i64, progress: Progress },
     Finished { attempt_id: i64, outcome: Outcome },
     Validated { attempt_id: i64, runs: Vec<CheckRun> },
 }
@@ -119,6 +120,15 @@ struct InFlight {
     intent: ledger::Intent,
     task_ref: String,
     before: Option<Checkpoint>,
+    /// The provider process, once started: recorded with the dispatch, so
+    /// an engine taking over after a crash can end its process group.
+    process: Option<providers::process::ProcessId>,
+}
+
+impl InFlight {
+    fn new(intent: ledger::Intent, task_ref: &str) -> InFlight {
+        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+    }
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
@@ -132,7 +142,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
         }
     }
     let mut store = Store::open_rw(&store_path)?;
-    store.acquire_lease()?;
+    orphans::take_lease(&mut store)?;
     let result = register(&mut store, &plan, &opts.plan_path)
         .and_then(|revision| execute(&mut store, plan, revision, opts.jobs, HashSet::new()));
     // Give the lease back whatever happened; a failure here is not worth
@@ -145,7 +155,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
 /// not run, or one whose failure class is retryable — same operation id,
 /// next try number, approval checked again at the call site.
 pub fn retry(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
-    store.acquire_lease()?;
+    orphans::take_lease(store)?;
     let result = retry_locked(store, operation_id, jobs);
     let _ = store.release_lease();
     result
@@ -663,7 +673,7 @@ impl<'s> Runner<'s> {
             }
             let msg = self.rx.recv().await.ok_or_else(|| Error::internal("the runner's channel closed"))?;
             let attempt_id = match &msg {
-                Msg::Dispatched { attempt_id, .. }
+                Msg::Progress { attempt_id, .. }
                 | Msg::Finished { attempt_id, .. }
                 | Msg::Validated { attempt_id, .. } => *attempt_id,
             };
@@ -894,22 +904,22 @@ impl<'s> Runner<'s> {
         let provider = self.providers[&task.provider].clone();
         let tx = self.tx.clone();
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight { intent, task_ref: task_ref.to_string(), before: None });
+        self.in_flight.insert(attempt_id, InFlight::new(intent, task_ref));
         tokio::spawn(async move {
             let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
             let fut = provider.dispatch(&call, ptx);
             tokio::pin!(fut);
             let outcome = loop {
                 tokio::select! {
-                    Some(Progress::Dispatched { detail }) = prx.recv() => {
-                        let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+                    Some(progress) = prx.recv() => {
+                        let _ = tx.send(Msg::Progress { attempt_id, progress });
                     }
                     outcome = &mut fut => break outcome,
                 }
             };
             // Progress sent just before completion must still come first.
-            while let Ok(Progress::Dispatched { detail }) = prx.try_recv() {
-                let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+            while let Ok(progress) = prx.try_recv() {
+                let _ = tx.send(Msg::Progress { attempt_id, progress });
             }
             let _ = tx.send(Msg::Finished { attempt_id, outcome });
         });
@@ -977,17 +987,25 @@ impl<'s> Runner<'s> {
 
     async fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
-            Msg::Dispatched { attempt_id, detail } => {
+            Msg::Progress { attempt_id, progress: Progress::Spawned { process } } => {
+                // Kept until the dispatch is recorded, in the same write.
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.process = Some(process);
+                }
+            }
+            Msg::Progress { attempt_id, progress: Progress::Dispatched { detail } } => {
                 let flight = self.flight(attempt_id)?;
                 let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+                let mut data = json!({"detail": detail});
+                if let Some(p) = flight.process {
+                    data["process"] = json!(p);
+                }
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.store.write(Durability::Normal, |tx| {
                     ledger::mark_dispatched(tx, intent, &detail)?;
                     events::append(
                         tx,
-                        &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
-                            .task(&task_ref)
-                            .attempt(attempt_id),
+                        &Event::goal("dispatched", &goal_id, revision, data).task(&task_ref).attempt(attempt_id),
                     )?;
                     Ok(())
                 })?;

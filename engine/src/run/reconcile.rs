@@ -57,7 +57,7 @@ fn resume_validations(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> 
         // Already being judged: one attempt gets one set of results.
         return Ok(());
     }
-    r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
+    r.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
     r.states.insert(a.task_ref.clone(), TaskState::Running);
     r.start_validations(a.id, &task)
 }
@@ -81,7 +81,7 @@ async fn in_doubt(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
             "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
         }),
     )?;
-    r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
+    r.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
     let detail = format!("engine restarted; last state {}", a.state);
     match record::settle_lost(r, a.id, &task, UnknownReason::EngineRestarted, detail, observation).await? {
         record::Next::Validate => r.start_validations(a.id, &task)?,
