@@ -145,9 +145,17 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
+            // Plain text (no colours), escaped: the arguments it quotes
+            // back may hold control characters.
+            let text = e.render().to_string();
+            let text = report::escape::for_terminal(&text);
+            return if e.use_stderr() {
+                eprint!("{text}");
+                2
+            } else {
+                emit(&text);
+                0
+            };
         }
     };
     let json = cli.json;
@@ -156,7 +164,7 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
             } else if !out.text.is_empty() {
-                emit(&out.text);
+                emit(&report::escape::for_terminal(&out.text));
             }
             out.exit_code
         }
@@ -167,13 +175,14 @@ pub fn main() -> i32 {
                     serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
                 ));
             }
-            eprintln!("error: {e}");
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
             e.code.exit_code()
         }
     }
 }
 
-/// What a command produced: text for people, JSON for scripts.
+/// What a command produced: text for people (escaped for the terminal
+/// where it is printed, so no renderer can forget), JSON for scripts.
 pub struct Output {
     pub text: String,
     pub json: Value,
@@ -222,7 +231,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
+            crate::run::orphans::take_lease(&mut store)?;
             let actor = actor.unwrap_or_else(crate::approval::os_user);
             let result = crate::settle::settle(&mut store, &operation_id, outcome, &note, &actor, evidence.as_deref());
             let _ = store.release_lease();
@@ -235,14 +244,14 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Approve { operation_id, note, actor } => {
             let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            store.acquire_lease()?;
+            crate::run::orphans::take_lease(&mut store)?;
             let actor = actor.unwrap_or_else(crate::approval::os_user);
             let result = crate::approval::record(&mut store, &operation_id, &note, &actor);
             let _ = store.release_lease();
             let a = result?;
             let text = format!(
                 "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
-                a.operation_id, a.task_ref, &a.request_digest[..16], actor
+                a.operation_id, a.task_ref, report::short(&a.request_digest), actor
             );
             Ok(Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 })
         }

@@ -13,6 +13,7 @@ pub mod digest;
 pub mod error;
 pub mod evidence;
 pub mod failpoint;
+pub mod limits;
 pub mod plan;
 pub mod repair;
 pub mod report;

@@ -99,7 +99,7 @@ pub fn is_repetition(
 }
 
 pub fn repair(store: &mut Store, req: RepairRequest) -> Result<RunReport> {
-    store.acquire_lease()?;
+    crate::run::orphans::take_lease(store)?;
     let result = repair_locked(store, req);
     let _ = store.release_lease();
     result
@@ -263,8 +263,14 @@ mod tests {
     #[test]
     fn fingerprint_ignores_durations_but_not_outputs() {
         use crate::evidence::{Evidence, Output};
-        let out =
-            |t: &str| Output { blob: t.into(), excerpt: t.into(), total_bytes: 1, kept_bytes: 1, truncated: false };
+        let out = |t: &str| Output {
+            blob: t.into(),
+            excerpt: t.into(),
+            total_bytes: 1,
+            kept_bytes: 1,
+            truncated: false,
+            omitted: None,
+        };
         let e = |ms, text: &str| {
             vec![Recorded {
                 id: ms as i64,

@@ -61,7 +61,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         )));
     }
     let mut store = Store::open_rw(&store_path)?;
-    store.acquire_lease()?;
+    crate::run::orphans::take_lease(&mut store)?;
     let result = revise_locked(&mut store, plan, &req);
     let _ = store.release_lease();
     result

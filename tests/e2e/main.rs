@@ -1,10 +1,14 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
+mod agent_output;
 mod architecture;
 mod commands;
 mod common;
 mod core;
+mod limits;
+mod orphans;
 mod plan_props;
 mod schema;
 mod store_files;
+mod terminal;

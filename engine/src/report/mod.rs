@@ -1,6 +1,7 @@
 //! Rendering for people (text) and scripts (JSON). Reads only; every word
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
+pub mod escape;
 pub mod explain;
 pub mod log;
 pub mod plan;
@@ -9,6 +10,23 @@ pub mod status;
 
 /// `engine --version`: the package version and the source commit.
 pub const VERSION: &str = env!("ENGINE_VERSION_LINE");
+
+/// `s` left-aligned in a column of `width` characters (never shorter than
+/// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
+/// width comes from what it shows, so it is padded by hand.
+pub fn pad(s: &str, width: usize) -> String {
+    let len = s.chars().count();
+    let mut out = String::with_capacity(s.len() + width.saturating_sub(len));
+    out.push_str(s);
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(len)));
+    out
+}
+
+/// The first 16 characters of a digest, as tables show it (all of a
+/// shorter one: never a panic on what the ledger holds).
+pub fn short(digest: &str) -> &str {
+    digest.get(..16).unwrap_or(digest)
+}
 
 /// Format milliseconds since the epoch as UTC `YYYY-MM-DD HH:MM:SS`.
 pub fn utc(ms: i64) -> String {
@@ -31,6 +49,14 @@ pub fn utc(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pad_never_panics_on_wide_columns() {
+        assert_eq!(super::pad("T1", 4), "T1  ");
+        assert_eq!(super::pad("long", 2), "long");
+        let wide = "r".repeat(70_000);
+        assert_eq!(super::pad(&wide, 70_001).len(), 70_001);
+    }
+
     #[test]
     fn utc_formats_known_instants() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00");

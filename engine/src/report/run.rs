@@ -10,7 +10,7 @@ pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     for t in &r.tasks {
-        text.push_str(&format!("  {:width$}  {}", t.task_ref, t.state));
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), t.state));
         if let Some(class) = &t.class {
             text.push_str(&format!("  {class}"));
         }
@@ -25,7 +25,7 @@ pub fn render(r: &RunReport) -> Output {
     for u in &r.unknown {
         text.push_str(&format!(
             "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
-            u.operation_id, u.task_ref, u.try_no, &u.request_digest[..16.min(u.request_digest.len())], u.last_state, u.reason, u.operation_id
+            u.operation_id, u.task_ref, u.try_no, super::short(&u.request_digest), u.last_state, u.reason, u.operation_id
         ));
     }
     text.push_str(&final_line(r));
@@ -97,7 +97,7 @@ fn final_line(r: &RunReport) -> String {
         4 => format!(
             "{}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
             if r.awaiting_approval.iter().any(|a| a.stale) { "APPROVAL_STALE" } else { "APPROVAL_REQUIRED" },
-            r.awaiting_approval.iter().map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, &u.request_digest[..16])).collect::<Vec<_>>().join(", ")
+            r.awaiting_approval.iter().map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(&u.request_digest))).collect::<Vec<_>>().join(", ")
         ),
         5 => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),

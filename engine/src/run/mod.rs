@@ -7,6 +7,7 @@
 //! ledger write happens in one place, in the order events really happened.
 
 pub mod checks;
+pub mod orphans;
 pub mod provider;
 mod reconcile;
 mod record;
@@ -34,7 +35,7 @@ use checks::{CheckRun, CheckSpec};
 use rusqlite::OptionalExtension;
 
 /// Captured output bound per stream (stdout, stderr, HTTP body).
-pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
+pub use crate::limits::OUTPUT_BYTES_MAX;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
@@ -109,7 +110,7 @@ pub struct AcceptanceLine {
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Dispatched { attempt_id: i64, detail: String },
+    Progress { attempt_id: i64, progress: Progress },
     Finished { attempt_id: i64, outcome: Outcome },
     Validated { attempt_id: i64, runs: Vec<CheckRun> },
 }
@@ -119,6 +120,15 @@ struct InFlight {
     intent: ledger::Intent,
     task_ref: String,
     before: Option<Checkpoint>,
+    /// The provider process, once started: recorded with the dispatch, so
+    /// an engine taking over after a crash can end its process group.
+    process: Option<providers::process::ProcessId>,
+}
+
+impl InFlight {
+    fn new(intent: ledger::Intent, task_ref: &str) -> InFlight {
+        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+    }
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
@@ -132,7 +142,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
         }
     }
     let mut store = Store::open_rw(&store_path)?;
-    store.acquire_lease()?;
+    orphans::take_lease(&mut store)?;
     let result = register(&mut store, &plan, &opts.plan_path)
         .and_then(|revision| execute(&mut store, plan, revision, opts.jobs, HashSet::new()));
     // Give the lease back whatever happened; a failure here is not worth
@@ -145,7 +155,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
 /// not run, or one whose failure class is retryable — same operation id,
 /// next try number, approval checked again at the call site.
 pub fn retry(store: &mut Store, operation_id: &str, jobs: usize) -> Result<RunReport> {
-    store.acquire_lease()?;
+    orphans::take_lease(store)?;
     let result = retry_locked(store, operation_id, jobs);
     let _ = store.release_lease();
     result
@@ -473,6 +483,17 @@ impl<'s> Runner<'s> {
         for row in ledger::tasks(self.store.conn(), &self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }
+        // Every task of the plan has its row: the scheduler reads states by
+        // the plan's refs and must never meet one the ledger lacks.
+        if let Some(t) = self.plan.file.tasks.iter().find(|t| !self.states.contains_key(&t.task_ref)) {
+            return Err(Error::new(
+                Code::StoreCorrupt,
+                format!(
+                    "task `{}` of goal `{}` revision {} has no row in the ledger",
+                    t.task_ref, self.goal_id, self.revision
+                ),
+            ));
+        }
         self.cache = checkpoint::FileCache::load(self.store.conn())?;
         reconcile::reconcile(self).await?;
         self.refresh_completions()?;
@@ -481,8 +502,18 @@ impl<'s> Runner<'s> {
         self.finish(acceptance)
     }
 
-    fn task(&self, task_ref: &str) -> &Task {
-        self.plan.task(task_ref).expect("task refs come from the plan")
+    fn task(&self, task_ref: &str) -> Result<&Task> {
+        self.plan
+            .task(task_ref)
+            .ok_or_else(|| Error::internal(format!("task `{task_ref}` is not in the plan being run")))
+    }
+
+    /// The work in flight for an attempt; a message about any other
+    /// attempt is a bug, reported as one rather than a panic.
+    fn flight(&self, attempt_id: i64) -> Result<&InFlight> {
+        self.in_flight
+            .get(&attempt_id)
+            .ok_or_else(|| Error::internal(format!("attempt {attempt_id} reported back but is not in flight")))
     }
 
     fn write_event(
@@ -606,7 +637,7 @@ impl<'s> Runner<'s> {
         let position: HashMap<&str, usize> = order.iter().enumerate().map(|(p, r)| (r.as_str(), p)).collect();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
         for (p, r) in order.iter().enumerate() {
-            for d in &self.task(r).depends_on {
+            for d in &self.task(r)?.depends_on {
                 dependents[position[d.as_str()]].push(p);
             }
         }
@@ -627,7 +658,7 @@ impl<'s> Runner<'s> {
                     continue;
                 }
                 // Not yet: it comes back when one of its dependencies completes.
-                if !self.task(r).depends_on.iter().all(|d| self.states[d].is_complete()) {
+                if !self.task(r)?.depends_on.iter().all(|d| self.states[d].is_complete()) {
                     continue;
                 }
                 started[p] = true;
@@ -640,9 +671,9 @@ impl<'s> Runner<'s> {
             if self.in_flight.is_empty() {
                 break;
             }
-            let msg = self.rx.recv().await.expect("the runner holds a sender");
+            let msg = self.rx.recv().await.ok_or_else(|| Error::internal("the runner's channel closed"))?;
             let attempt_id = match &msg {
-                Msg::Dispatched { attempt_id, .. }
+                Msg::Progress { attempt_id, .. }
                 | Msg::Finished { attempt_id, .. }
                 | Msg::Validated { attempt_id, .. } => *attempt_id,
             };
@@ -661,7 +692,7 @@ impl<'s> Runner<'s> {
         for r in &order {
             if self.states[r] == TaskState::Pending {
                 let waits: Vec<String> = self
-                    .task(r)
+                    .task(r)?
                     .depends_on
                     .iter()
                     .filter(|d| !self.states[*d].is_complete())
@@ -680,7 +711,7 @@ impl<'s> Runner<'s> {
     /// the budgets allow one more call and an approval (where one is needed)
     /// is there — then commit the intent, and only then hand the call over.
     async fn start(&mut self, task_ref: &str) -> Result<()> {
-        let task = self.task(task_ref).clone();
+        let task = self.task(task_ref)?.clone();
         let mut digests = self.plan.digests.tasks[task_ref].clone();
         let repair = self.repairs.get(task_ref).cloned();
         if let Some(rep) = &repair {
@@ -703,7 +734,7 @@ impl<'s> Runner<'s> {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
         };
-        let generation = self.store.generation().expect("a runner holds the lease");
+        let generation = self.store.generation().ok_or_else(|| Error::internal("a runner without the lease"))?;
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let plan_digest = self.plan.digests.plan.clone();
         let budgets = self.plan.file.budgets.clone();
@@ -873,22 +904,22 @@ impl<'s> Runner<'s> {
         let provider = self.providers[&task.provider].clone();
         let tx = self.tx.clone();
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight { intent, task_ref: task_ref.to_string(), before: None });
+        self.in_flight.insert(attempt_id, InFlight::new(intent, task_ref));
         tokio::spawn(async move {
             let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
             let fut = provider.dispatch(&call, ptx);
             tokio::pin!(fut);
             let outcome = loop {
                 tokio::select! {
-                    Some(Progress::Dispatched { detail }) = prx.recv() => {
-                        let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+                    Some(progress) = prx.recv() => {
+                        let _ = tx.send(Msg::Progress { attempt_id, progress });
                     }
                     outcome = &mut fut => break outcome,
                 }
             };
             // Progress sent just before completion must still come first.
-            while let Ok(Progress::Dispatched { detail }) = prx.try_recv() {
-                let _ = tx.send(Msg::Dispatched { attempt_id, detail });
+            while let Ok(progress) = prx.try_recv() {
+                let _ = tx.send(Msg::Progress { attempt_id, progress });
             }
             let _ = tx.send(Msg::Finished { attempt_id, outcome });
         });
@@ -956,17 +987,25 @@ impl<'s> Runner<'s> {
 
     async fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
-            Msg::Dispatched { attempt_id, detail } => {
-                let (task_ref, intent) =
-                    (self.in_flight[&attempt_id].task_ref.clone(), self.in_flight[&attempt_id].intent);
+            Msg::Progress { attempt_id, progress: Progress::Spawned { process } } => {
+                // Kept until the dispatch is recorded, in the same write.
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.process = Some(process);
+                }
+            }
+            Msg::Progress { attempt_id, progress: Progress::Dispatched { detail } } => {
+                let flight = self.flight(attempt_id)?;
+                let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+                let mut data = json!({"detail": detail});
+                if let Some(p) = flight.process {
+                    data["process"] = json!(p);
+                }
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.store.write(Durability::Normal, |tx| {
                     ledger::mark_dispatched(tx, intent, &detail)?;
                     events::append(
                         tx,
-                        &Event::goal("dispatched", &goal_id, revision, json!({"detail": detail}))
-                            .task(&task_ref)
-                            .attempt(attempt_id),
+                        &Event::goal("dispatched", &goal_id, revision, data).task(&task_ref).attempt(attempt_id),
                     )?;
                     Ok(())
                 })?;
@@ -974,8 +1013,8 @@ impl<'s> Runner<'s> {
             }
             Msg::Finished { attempt_id, outcome } => {
                 failpoint::hit("after_receipt");
-                let task_ref = self.in_flight[&attempt_id].task_ref.clone();
-                let task = self.task(&task_ref).clone();
+                let task_ref = self.flight(attempt_id)?.task_ref.clone();
+                let task = self.task(&task_ref)?.clone();
                 match record::outcome(self, attempt_id, &task, outcome).await? {
                     record::Next::Validate => self.start_validations(attempt_id, &task)?,
                     record::Next::Done => {
@@ -984,8 +1023,12 @@ impl<'s> Runner<'s> {
                 }
             }
             Msg::Validated { attempt_id, runs } => {
-                let flight = self.in_flight.remove(&attempt_id).expect("validated attempts are in flight");
-                let task = self.task(&flight.task_ref).clone();
+                let flight = self.in_flight.remove(&attempt_id).ok_or_else(|| {
+                    Error::internal(format!(
+                        "validations of attempt {attempt_id} reported twice, or for no attempt in flight"
+                    ))
+                })?;
+                let task = self.task(&flight.task_ref)?.clone();
                 let after = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache);
                 record::validations(self, attempt_id, &task, flight.before, after, runs)?;
             }

@@ -15,93 +15,27 @@ use crate::store::events::{self, Event};
 use crate::store::{ledger, Durability};
 
 pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
-    let in_doubt = ledger::attempts_in_doubt(r.store.conn(), &r.goal_id)?;
-    for a in in_doubt {
+    // Read before anything below commits a receipt: an attempt this pass
+    // settles from observation starts its validations there, and must not
+    // be picked up (and judged) a second time by the resume below.
+    let unjudged = unjudged_receipts(r)?;
+    for a in ledger::attempts_in_doubt(r.store.conn(), &r.goal_id)? {
         if a.revision != r.revision {
             superseded_in_doubt(r, &a).await?;
-            continue;
-        }
-        let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
-        let (goal_id, revision) = (r.goal_id.clone(), r.revision);
-        // Observation comes before any re-send, even of a safe effect: if
-        // the target shows the effect, that is the receipt (below).
-        let observation = record::observe(r, a.id, &task).await?;
-        let present = matches!(observation, Some(Observation::EffectPresent { .. }));
-        if super::safe_to_resend(&task) && !present {
-            r.store.write(Durability::Full, |tx| {
-                if let Some(o) = &observation {
-                    ledger::insert_evidence(
-                        tx,
-                        &goal_id,
-                        revision,
-                        Some(a.id),
-                        &Evidence::Observation { observation: o.clone() },
-                    )?;
-                }
-                ledger::finish_attempt(
-                    tx,
-                    a.id,
-                    &[AttemptState::IntentRecorded, AttemptState::Dispatched],
-                    AttemptState::Abandoned,
-                    None,
-                    Some(UnknownReason::EngineRestarted.as_str()),
-                )?;
-                ledger::set_task_state(
-                    tx,
-                    &goal_id,
-                    revision,
-                    &a.task_ref,
-                    TaskState::Pending,
-                    &json!({"rerun_of": a.id}),
-                )?;
-                events::append(
-                    tx,
-                    &Event::goal(
-                        "rerun_after_restart",
-                        &goal_id,
-                        revision,
-                        json!({
-                            "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state,
-                            "why": "no receipt; the effect is none or idempotent, so a new try is safe",
-                        }),
-                    )
-                    .task(&a.task_ref)
-                    .attempt(a.id),
-                )?;
-                Ok(())
-            })?;
-            r.states.insert(a.task_ref.clone(), TaskState::Pending);
-            continue;
-        }
-        r.write_event(
-            Durability::Normal,
-            "reconciling",
-            Some(&a.task_ref),
-            Some(a.id),
-            json!({
-                "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
-            }),
-        )?;
-        r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
-        match record::settle_lost(
-            r,
-            a.id,
-            &task,
-            UnknownReason::EngineRestarted,
-            format!("engine restarted; last state {}", a.state),
-            observation,
-        )
-        .await?
-        {
-            record::Next::Validate => r.start_validations(a.id, &task)?,
-            record::Next::Done => {
-                r.in_flight.remove(&a.id);
-            }
+        } else {
+            in_doubt(r, &a).await?;
         }
     }
-    // A receipt was committed (or a person settled `ok`) but validations
-    // never finished: judge now.
-    let mut to_validate = ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)?;
+    for a in unjudged {
+        resume_validations(r, &a)?;
+    }
+    Ok(())
+}
+
+/// Attempts of the active revision whose receipt was committed (or which a
+/// person settled `ok`) but whose validations never finished.
+fn unjudged_receipts(r: &Runner<'_>) -> Result<Vec<ledger::AttemptRow>> {
+    let mut out = ledger::attempts_in_state(r.store.conn(), &r.goal_id, AttemptState::ReceiptRecorded)?;
     for a in ledger::latest_attempts_in_state(r.store.conn(), &r.goal_id, r.revision, AttemptState::SettledOk)? {
         let judged: bool = r.store.conn().query_row(
             "SELECT EXISTS(SELECT 1 FROM check_results WHERE attempt_id = ?1)",
@@ -109,18 +43,95 @@ pub async fn reconcile(r: &mut Runner<'_>) -> Result<()> {
             |row| row.get(0),
         )?;
         if !judged && r.states.get(&a.task_ref) == Some(&TaskState::Running) {
-            to_validate.push(a);
+            out.push(a);
         }
     }
-    for a in to_validate {
-        if a.revision != r.revision {
-            continue;
-        }
-        let Some(task) = r.plan.task(&a.task_ref).cloned() else { continue };
-        r.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
-        r.states.insert(a.task_ref.clone(), TaskState::Running);
-        r.start_validations(a.id, &task)?;
+    out.retain(|a| a.revision == r.revision);
+    Ok(out)
+}
+
+/// Judge a receipt now: run the task's validations.
+fn resume_validations(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
+    let Some(task) = r.plan.task(&a.task_ref).cloned() else { return Ok(()) };
+    if r.in_flight.contains_key(&a.id) {
+        // Already being judged: one attempt gets one set of results.
+        return Ok(());
     }
+    r.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
+    r.states.insert(a.task_ref.clone(), TaskState::Running);
+    r.start_validations(a.id, &task)
+}
+
+/// An attempt of the active revision left between intent and receipt.
+async fn in_doubt(r: &mut Runner<'_>, a: &ledger::AttemptRow) -> Result<()> {
+    let Some(task) = r.plan.task(&a.task_ref).cloned() else { return Ok(()) };
+    // Observation comes before any re-send, even of a safe effect: if
+    // the target shows the effect, that is the receipt (below).
+    let observation = record::observe(r, a.id, &task).await?;
+    let present = matches!(observation, Some(Observation::EffectPresent { .. }));
+    if super::safe_to_resend(&task) && !present {
+        return rerun_after_restart(r, a, observation);
+    }
+    r.write_event(
+        Durability::Normal,
+        "reconciling",
+        Some(&a.task_ref),
+        Some(a.id),
+        json!({
+            "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
+        }),
+    )?;
+    r.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
+    let detail = format!("engine restarted; last state {}", a.state);
+    match record::settle_lost(r, a.id, &task, UnknownReason::EngineRestarted, detail, observation).await? {
+        record::Next::Validate => r.start_validations(a.id, &task)?,
+        record::Next::Done => {
+            r.in_flight.remove(&a.id);
+        }
+    }
+    Ok(())
+}
+
+/// A safe effect (none, or idempotent) not found by observation: abandon
+/// the try and let the task run again as a new one.
+fn rerun_after_restart(r: &mut Runner<'_>, a: &ledger::AttemptRow, observation: Option<Observation>) -> Result<()> {
+    let (goal_id, revision) = (r.goal_id.clone(), r.revision);
+    r.store.write(Durability::Full, |tx| {
+        if let Some(o) = &observation {
+            ledger::insert_evidence(
+                tx,
+                &goal_id,
+                revision,
+                Some(a.id),
+                &Evidence::Observation { observation: o.clone() },
+            )?;
+        }
+        ledger::finish_attempt(
+            tx,
+            a.id,
+            &[AttemptState::IntentRecorded, AttemptState::Dispatched],
+            AttemptState::Abandoned,
+            None,
+            Some(UnknownReason::EngineRestarted.as_str()),
+        )?;
+        ledger::set_task_state(tx, &goal_id, revision, &a.task_ref, TaskState::Pending, &json!({"rerun_of": a.id}))?;
+        events::append(
+            tx,
+            &Event::goal(
+                "rerun_after_restart",
+                &goal_id,
+                revision,
+                json!({
+                    "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state,
+                    "why": "no receipt; the effect is none or idempotent, so a new try is safe",
+                }),
+            )
+            .task(&a.task_ref)
+            .attempt(a.id),
+        )?;
+        Ok(())
+    })?;
+    r.states.insert(a.task_ref.clone(), TaskState::Pending);
     Ok(())
 }
 

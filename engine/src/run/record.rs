@@ -36,13 +36,16 @@ pub fn output(tx: &Transaction, c: &Captured) -> Result<Output> {
         total_bytes: c.total_bytes,
         kept_bytes: c.text.len() as u64,
         truncated: c.truncated,
+        omitted: c.omitted,
     })
 }
 
 /// The agent's report: the last non-empty stdout line, a JSON object with
-/// `status` of `done` or `failed`.
-fn agent_report(stdout: &str) -> std::result::Result<Value, String> {
-    let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).ok_or("no report line on stdout")?;
+/// `status` of `done` or `failed`. Read from the tail the capture kept, so
+/// an agent that talks more than the bound before it reports is still heard.
+fn agent_report(stdout: &Captured) -> std::result::Result<Value, String> {
+    let (_, tail) = stdout.parts();
+    let line = tail.lines().rev().find(|l| !l.trim().is_empty()).ok_or("no report line on stdout")?;
     let v: Value = serde_json::from_str(line.trim()).map_err(|e| format!("last stdout line is not JSON: {e}"))?;
     match v.get("status").and_then(Value::as_str) {
         Some("done") | Some("failed") => Ok(v),
@@ -107,7 +110,7 @@ pub async fn settle_lost(
     observation: Option<Observation>,
 ) -> Result<Next> {
     let from = [AttemptState::IntentRecorded, AttemptState::Dispatched];
-    let intent = r.in_flight[&attempt_id].intent;
+    let intent = r.flight(attempt_id)?.intent;
     match observation {
         Some(Observation::EffectPresent { evidence }) => {
             // The target shows the effect: that is the receipt.
@@ -233,7 +236,7 @@ fn note_unknown(r: &mut Runner<'_>, attempt: &ledger::AttemptRow, reason: Unknow
 
 fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) -> Result<Next> {
     let (goal_id, revision) = (r.goal_id.clone(), r.revision);
-    let intent = r.in_flight[&attempt_id].intent;
+    let intent = r.flight(attempt_id)?.intent;
     let agent = matches!(r.plan.provider_of(task), ProviderSpec::Command { protocol: Some(_) });
     let is_http = matches!(r.plan.provider_of(task), ProviderSpec::Http { .. });
     let is_mcp = matches!(r.plan.provider_of(task), ProviderSpec::Mcp { .. });
@@ -268,7 +271,7 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
                     http_status: None,
                     retry_after_seconds: None,
                     source: "tool".into(),
-                    excerpt: evidence::excerpt(&Captured { text: message.clone(), total_bytes: 0, truncated: false }, EXCERPT_LINES, EXCERPT_BYTES),
+                    excerpt: evidence::excerpt(&Captured { text: message.clone(), ..Captured::default() }, EXCERPT_LINES, EXCERPT_BYTES),
                 });
             }
         } else {
@@ -276,7 +279,7 @@ fn received(r: &mut Runner<'_>, attempt_id: i64, task: &Task, receipt: Receipt) 
             ok = !receipt.timed_out && matches!(receipt.exit, Some(providers::ExitStatus::Code { code: 0 }));
         }
         if agent {
-            match agent_report(&receipt.stdout.text) {
+            match agent_report(&receipt.stdout) {
                 Ok(report) => {
                     // Everything an agent says is a claim, never a verdict.
                     ledger::insert_claim(tx, attempt_id, "external_ai_message", &report)?;
