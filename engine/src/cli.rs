@@ -159,9 +159,17 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
+            // Plain text (no colours), escaped: the arguments it quotes
+            // back may hold control characters.
+            let text = e.render().to_string();
+            let text = report::escape::for_terminal(&text);
+            return if e.use_stderr() {
+                eprint!("{text}");
+                2
+            } else {
+                emit(&text);
+                0
+            };
         }
     };
     let json = cli.json;
@@ -170,7 +178,7 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
             } else if !out.text.is_empty() {
-                emit(&out.text);
+                emit(&report::escape::for_terminal(&out.text));
             }
             out.exit_code
         }
@@ -181,7 +189,7 @@ pub fn main() -> i32 {
                     serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
                 ));
             }
-            eprintln!("error: {e}");
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
             e.code.exit_code()
         }
     }
@@ -228,14 +236,16 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::run::render(&report))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut ledger = commands::open_existing(cli.store.as_deref(), workspace)?.lease()?;
+            let mut ledger =
+                crate::run::orphans::take_lease(commands::open_existing(cli.store.as_deref(), workspace)?)?;
             let actor = actor.unwrap_or_else(commands::os_user);
             let op = OperationId::new(operation_id);
             let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
             Ok(report::acts::settled(&s))
         }
         Command::Approve { operation_id, note, actor } => {
-            let mut ledger = commands::open_existing(cli.store.as_deref(), workspace)?.lease()?;
+            let mut ledger =
+                crate::run::orphans::take_lease(commands::open_existing(cli.store.as_deref(), workspace)?)?;
             let actor = actor.unwrap_or_else(commands::os_user);
             let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
             Ok(report::acts::approved(&a, &actor))

@@ -2,6 +2,7 @@
 //! stored as JSON with a `kind` tag; the classifier reads these types, never
 //! substrings of serialized JSON.
 
+use providers::capture::Omitted;
 use providers::{Captured, ExitStatus, LostReason, NotDispatchedKind};
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,10 @@ pub struct Output {
     pub total_bytes: u64,
     pub kept_bytes: u64,
     pub truncated: bool,
+    /// The middle of the stream that was not kept (the blob holds its
+    /// head, then its tail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<Omitted>,
 }
 
 /// Why the engine does not know an operation's outcome.
@@ -188,9 +193,22 @@ pub struct Classification {
     pub next: String,
 }
 
-/// Keep the last `lines_max` lines and at most `bytes_max` bytes.
+/// Keep the last `lines_max` lines and at most `bytes_max` bytes, from the
+/// stream's tail; when that is all of the tail, the gap before it is
+/// marked.
 pub fn excerpt(captured: &Captured, lines_max: usize, bytes_max: usize) -> String {
-    let text = captured.text.trim_end();
+    let (_, tail) = captured.parts();
+    let last = last_lines(tail, lines_max, bytes_max);
+    match captured.omitted {
+        Some(o) if last.len() == tail.trim_matches('\n').len() => {
+            format!("[… {} bytes not kept …]\n{last}", o.bytes)
+        }
+        _ => last,
+    }
+}
+
+fn last_lines(text: &str, lines_max: usize, bytes_max: usize) -> String {
+    let text = text.trim_end();
     let mut start = text.len();
     let mut lines = 0;
     for (i, c) in text.char_indices().rev() {

@@ -1,11 +1,81 @@
-//! Every limit of the engine, named in one place (TigerBeetle's rule: a
-//! limit on everything — every capture, queue, wait and input). Units are
-//! in the names. ARCHITECTURE.md lists them, with the providers' own.
+//! Every limit of the engine, in one place (TigerStyle: a limit on
+//! everything — every input, capture, queue and wait). Units are in the
+//! names; sizes are in bytes of UTF-8, counts in items. ARCHITECTURE.md
+//! lists the engine's and the providers' own; README.md lists the plan's
+//! in a table — keep them in step.
+//!
+//! The plan's bounds are checked by `engine check` — and so by every
+//! command that loads a plan — before anything else happens, each refusal
+//! `PLAN_INVALID` with the exact JSON path.
 
 use std::time::Duration;
 
-/// Captured output kept per stream (stdout, stderr, an HTTP body, a
-/// tool's result); what is cut is recorded as truncated, never silently.
+// ------------------------------------------------------------ the plan
+
+/// A plan file. Read at most this plus one byte, whatever the file's size
+/// field says (a device or a `/proc` file says 0).
+pub const PLAN_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Nesting of objects and arrays, counted from the document (`{"tasks":
+/// [{"action": {...}}]}` is 4 deep at the action's members). serde_json
+/// stops anything past 128 while parsing; this bound names the place.
+pub const PLAN_DEPTH_MAX: usize = 64;
+
+/// Tasks in one plan (`engine check` of this many takes under a second).
+pub const TASKS_MAX: usize = 100_000;
+
+/// An identifier: task ref, goal id, provider name, acceptance and
+/// validation id, context name. 1 to this many bytes of
+/// `[A-Za-z0-9_.:/-]`, starting with a letter or digit: refs are typed on
+/// command lines and printed in tables, so they carry no spaces, quotes
+/// or control characters.
+pub const ID_BYTES_MAX: usize = 128;
+
+/// A task's title.
+pub const TITLE_BYTES_MAX: usize = 1024;
+
+/// A statement: the goal's, an acceptance criterion's, a constraint.
+pub const STATEMENT_BYTES_MAX: usize = 16 * 1024;
+
+/// Acceptance criteria of the goal, and constraints (each).
+pub const ACCEPTANCE_MAX: usize = 1000;
+pub const CONSTRAINTS_MAX: usize = 1000;
+
+/// Providers of a plan.
+pub const PROVIDERS_MAX: usize = 1000;
+
+/// Per task: declared inputs, dependencies, validations, context values.
+pub const INPUTS_MAX: usize = 10_000;
+pub const DEPENDENCIES_MAX: usize = 10_000;
+pub const VALIDATIONS_MAX: usize = 1000;
+pub const CONTEXT_MAX: usize = 1000;
+
+/// An input path or glob (Linux's `PATH_MAX`).
+pub const PATH_BYTES_MAX: usize = 4096;
+
+/// Files one declared input may expand to; more is an error, not a cut.
+pub const INPUT_FILES_MAX: usize = 1_000_000;
+
+/// An argv (a command action, a check, an MCP server's command, a context
+/// command): items, and bytes of each item (Linux refuses a single
+/// argument over 128 KiB anyway).
+pub const ARGV_ITEMS_MAX: usize = 4096;
+pub const ARG_BYTES_MAX: usize = 128 * 1024;
+
+/// Names of secret variables, and the bytes of each name.
+pub const SECRETS_MAX: usize = 1000;
+
+/// A URL (HTTP endpoint, observe template).
+pub const URL_BYTES_MAX: usize = 8 * 1024;
+
+/// A task's, validation's or check's `timeout_seconds` (30 days).
+pub const TIMEOUT_SECONDS_MAX: u64 = 30 * 24 * 3600;
+
+// ------------------------------------------------------------ a run
+
+/// Captured output kept per stream (stdout, stderr, an HTTP body, a tool's
+/// result): its head and its tail; the rest is counted, and the cut is
+/// recorded, never silent.
 pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
 
 /// The excerpt of captured output kept in evidence, beside its blob.

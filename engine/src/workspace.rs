@@ -12,7 +12,7 @@ pub const STORE_DIR: &str = ".engine";
 
 /// Expanded inputs are bounded: a glob that matches more is an error, not a
 /// silent cut (TigerStyle: a limit on everything).
-pub const INPUT_FILES_MAX: usize = 1_000_000;
+pub use crate::limits::INPUT_FILES_MAX;
 
 /// Expand one declared input to workspace-relative file paths (sorted).
 /// A literal path that does not exist yet expands to itself: a task may
@@ -40,10 +40,12 @@ impl Expander {
         lexically_inside(pattern).map_err(str::to_string)?;
         let mut out = Vec::new();
         if pattern.contains(['*', '?', '[']) {
-            let full = self.root.join(pattern);
+            // The workspace's own path is literal: a folder named `a[1]` is
+            // not a character class.
+            let root = glob::Pattern::escape(&self.root.to_string_lossy());
+            let full = format!("{root}/{pattern}");
             let opts = glob::MatchOptions { require_literal_leading_dot: true, ..Default::default() };
-            let paths =
-                glob::glob_with(&full.to_string_lossy(), opts).map_err(|e| format!("is not a valid glob: {e}"))?;
+            let paths = glob::glob_with(&full, opts).map_err(|e| format!("is not a valid glob: {e}"))?;
             for entry in paths {
                 let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
                 self.collect(&path, &mut out)?;

@@ -13,7 +13,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
-    BoxFuture, Call, CommandReceipt, ExitStatus, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, Receipt,
+    BoxFuture, Call, CommandReceipt, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress,
+    Provider, Receipt,
 };
 
 /// After the process group is killed, how long to keep draining the pipes.
@@ -67,9 +68,9 @@ fn build_command(call: &Call, argv: &[String]) -> Command {
 }
 
 /// A provider process: argv (no shell) in the workspace, in its own process
-/// group, stdout and stderr piped, the parent's environment minus every
-/// `ENGINE_*` variable, then `call.env`, then the idempotency identity.
-/// The caller sets stdin.
+/// group, dying with the engine, stdout and stderr piped, the parent's
+/// environment minus every `ENGINE_*` variable, then `call.env`, then the
+/// idempotency identity. The caller sets stdin.
 pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -79,6 +80,7 @@ pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    crate::process::die_with_engine(&mut cmd);
     // Inherit the parent env minus everything engine-internal (ENGINE_STORE
     // above all: a provider never sees the store path).
     for (name, _) in std::env::vars_os() {
@@ -115,6 +117,12 @@ pub(crate) fn kill_group(pgid: u32) {
     unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
 }
 
+/// A process that started but cannot be followed: handed over, no receipt.
+fn started_unwatched(progress: &UnboundedSender<Progress>, prog: &str) -> Outcome {
+    let _ = progress.send(Progress::Dispatched { detail: format!("`{prog}` started") });
+    Outcome::Lost { reason: LostReason::ResponseLost, detail: format!("`{prog}` started but could not be followed") }
+}
+
 fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
     match (st.code(), st.signal()) {
         (Some(code), _) => ExitStatus::Code { code },
@@ -145,11 +153,18 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
         Err(e) => return spawn_error(&argv[0], &e),
     };
     // pgid == pid because of process_group(0).
-    let pid = child.id().expect("child not yet reaped");
+    // `None` only once the child was reaped, which nothing here has done:
+    // still, it started, so the effect may have happened.
+    let Some(pid) = child.id() else { return started_unwatched(&progress, &argv[0]) };
+    if let Some(process) = crate::process::ProcessId::leader(pid) {
+        let _ = progress.send(Progress::Spawned { process });
+    }
     let _ = progress.send(Progress::Dispatched { detail: format!("pid {pid}") });
 
-    let mut stdout = child.stdout.take().expect("stdout piped");
-    let mut stderr = child.stderr.take().expect("stderr piped");
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        kill_group(pid);
+        return started_unwatched(&progress, &argv[0]);
+    };
     let stdin = child.stdin.take();
     let mut out = Bounded::new(call.output_bytes_max);
     let mut err = Bounded::new(call.output_bytes_max);
@@ -373,8 +388,10 @@ mod tests {
         tokio::pin!(fut);
         tokio::select! {
             msg = rx.recv() => {
-                let Some(Progress::Dispatched { detail }) = msg else { panic!("{msg:?}") };
-                assert!(detail.starts_with("pid "));
+                let Some(Progress::Spawned { process }) = msg else { panic!("{msg:?}") };
+                assert_eq!(process.pgid, process.pid, "its own process group");
+                let Ok(Progress::Dispatched { detail }) = rx.try_recv() else { panic!("Dispatched follows Spawned") };
+                assert_eq!(detail, format!("pid {}", process.pid));
             }
             _ = &mut fut => panic!("completed before Dispatched arrived"),
         }

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod command;
 pub mod http;
 pub mod mcp;
+pub mod process;
 pub mod sandbox;
 #[cfg(test)]
 mod test_support;
@@ -57,6 +58,10 @@ pub struct Call {
 /// `Dispatched` in the ledger as soon as it arrives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
+    /// A provider process was started (sent before its `Dispatched`): who
+    /// it is, so that an engine taking over after a crash can end its
+    /// process group.
+    Spawned { process: process::ProcessId },
     /// The request was handed to the provider (a process spawned with this
     /// pid, or the HTTP request fully written). Not a claim of receipt.
     Dispatched { detail: String },

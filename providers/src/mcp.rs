@@ -281,7 +281,7 @@ fn captured_json(v: &Value, max: usize) -> Captured {
 }
 
 fn redact_str(s: String, secrets: &[String]) -> String {
-    let mut c = Captured { text: s, total_bytes: 0, truncated: false };
+    let mut c = Captured { text: s, total_bytes: 0, truncated: false, omitted: None };
     c.redact(secrets);
     c.text
 }
@@ -591,7 +591,7 @@ mod tests {
             (Some("op-7"), Some(2), &json!({"doc": "d1"}))
         );
         assert_eq!(progress.len(), 1, "{progress:?}");
-        let Progress::Dispatched { detail } = &progress[0];
+        let Progress::Dispatched { detail } = &progress[0] else { panic!("{progress:?}") };
         assert!(detail.contains("tools/call `render`") && detail.contains("op-7"), "{detail}");
     }
 

@@ -425,6 +425,20 @@ fn bad_inputs(ws: &Ws) -> Vec<Bad> {
             extra: no_extra,
         },
         Bad {
+            name: "ref over its bound",
+            bytes: with(&|p| p["tasks"][1]["ref"] = json!("r".repeat(65_536))),
+            code: "PLAN_INVALID",
+            place: "$.tasks[1].ref",
+            extra: no_extra,
+        },
+        Bad {
+            name: "input glob that does not parse",
+            bytes: with(&|p| p["tasks"][0]["inputs"] = json!(["["])),
+            code: "PLAN_INVALID",
+            place: "$.tasks[0].inputs[0]",
+            extra: |e| assert!(e["message"].as_str().unwrap().contains("glob"), "{e}"),
+        },
+        Bad {
             name: "non-UTF-8 file",
             bytes: non_utf8,
             code: "PLAN_INVALID",

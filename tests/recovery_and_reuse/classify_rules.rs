@@ -16,6 +16,7 @@ fn out(text: &str) -> Output {
         total_bytes: text.len() as u64,
         kept_bytes: text.len() as u64,
         truncated: false,
+        omitted: None,
     }
 }
 fn code(c: i32) -> Option<ExitStatus> {

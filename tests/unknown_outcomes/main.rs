@@ -15,4 +15,5 @@ mod kill_outside;
 mod lost_answer;
 mod mcp;
 mod provider_output;
+mod restart_observed;
 mod settle;

@@ -89,8 +89,13 @@ fn crash_after_effect_is_unknown_without_observe_and_found_with_it() {
 fn engine_killed_after_dispatch_then_restart() {
     for observe in [false, true] {
         let ws = one_mcp_task(&[], observe, "render");
-        assert!(ws.run_fp("after_dispatch").killed());
-        // The server read the call before the engine died; it still acts.
+        // Killed once the server has acted and answered, before the answer
+        // is committed: the store is exactly as after `after_dispatch`
+        // (dispatched, no receipt). Not `after_dispatch` itself: the server
+        // dies with the engine (PR_SET_PDEATHSIG), so whether it acts first
+        // would be a race.
+        assert!(ws.run_fp("after_receipt").killed());
+        assert_eq!(ws.attempts()[0].state, "dispatched");
         ws.wait_mcp_deliveries(1);
         let out = ws.run();
         let op = ws.op_of("T1");

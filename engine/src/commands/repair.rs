@@ -34,7 +34,7 @@ pub struct RepairRequest {
 }
 
 pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
-    let mut ledger = store.lease()?;
+    let mut ledger = run::orphans::take_lease(store)?;
     let read = ledger.read();
     let g = read.goal_or_latest(req.goal.as_ref())?;
     let row = read.revision(&g.id, g.active_revision)?;

@@ -25,7 +25,7 @@ use crate::store::LedgerRead;
 use crate::store::{Durability, Store};
 
 pub fn retry(store: Store, operation_id: &OperationId, jobs: usize) -> Result<RunReport> {
-    let mut ledger = store.lease()?;
+    let mut ledger = run::orphans::take_lease(store)?;
     let read = ledger.read();
     let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| {
         Error::usage(format!("no task of an active plan revision has operation {operation_id}"))

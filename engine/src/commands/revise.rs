@@ -64,7 +64,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
             store_path.display()
         )));
     }
-    let mut ledger = Store::open_rw(&store_path)?.lease()?;
+    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let goal_id = GoalId::new(&plan.goal().id);
     let read = ledger.read();
     let g = read

@@ -26,7 +26,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
             register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
         }
     }
-    let mut ledger = Store::open_rw(&store_path)?.lease()?;
+    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
     run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default())
 }

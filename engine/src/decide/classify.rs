@@ -170,7 +170,14 @@ mod tests {
     use crate::evidence::{Output, UnknownReason};
 
     fn out() -> Output {
-        Output { blob: String::new(), excerpt: String::new(), total_bytes: 0, kept_bytes: 0, truncated: false }
+        Output {
+            blob: String::new(),
+            excerpt: String::new(),
+            total_bytes: 0,
+            kept_bytes: 0,
+            truncated: false,
+            omitted: None,
+        }
     }
     fn exit(e: Option<ExitStatus>, timed_out: bool) -> Evidence {
         Evidence::ProcessExit { exit: e, timed_out, duration_ms: 1, stdout: out(), stderr: out() }

@@ -110,8 +110,14 @@ mod tests {
     #[test]
     fn fingerprint_ignores_durations_but_not_outputs() {
         use crate::evidence::{Evidence, Output};
-        let out =
-            |t: &str| Output { blob: t.into(), excerpt: t.into(), total_bytes: 1, kept_bytes: 1, truncated: false };
+        let out = |t: &str| Output {
+            blob: t.into(),
+            excerpt: t.into(),
+            total_bytes: 1,
+            kept_bytes: 1,
+            truncated: false,
+            omitted: None,
+        };
         let e = |ms, text: &str| {
             vec![Recorded {
                 id: crate::ids::EvidenceId(ms as i64),

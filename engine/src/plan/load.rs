@@ -1,28 +1,77 @@
 //! Reading a plan file: bytes → UTF-8 → JSON → typed `PlanFile`, with every
 //! error pointing at the exact place (file, line and column, or JSON path).
 
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::{Code, Error, Result};
 use crate::plan::model::PlanFile;
 
-/// Plan files above this size are refused before parsing (a bound on input).
-pub const PLAN_BYTES_MAX: u64 = 256 * 1024 * 1024;
+pub use crate::limits::PLAN_BYTES_MAX;
 
+/// Read a plan file: a regular file (a FIFO or a device is refused, never
+/// read: `/dev/zero` never ends, a FIFO blocks), of at most
+/// `PLAN_BYTES_MAX` bytes counted while reading — the size field is not
+/// trusted (a `/proc` file says 0 and holds more).
 pub fn read_plan_bytes(path: &Path) -> Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}")).at(path.display().to_string())
-    })?;
-    if meta.len() > PLAN_BYTES_MAX {
-        return Err(Error::new(
-            Code::PlanInvalid,
-            format!("plan file is {} bytes; the limit is {PLAN_BYTES_MAX}", meta.len()),
-        )
-        .at(path.display().to_string()));
+    let refuse = |message: String| Error::new(Code::PlanInvalid, message).at(path.display().to_string());
+    let meta = std::fs::metadata(path).map_err(|e| refuse(format!("cannot read plan file: {e}")))?;
+    if !meta.file_type().is_file() {
+        return Err(refuse(format!("plan file is {}, not a regular file", kind_name(meta.file_type()))));
     }
-    std::fs::read(path).map_err(|e| {
-        Error::new(Code::PlanInvalid, format!("cannot read plan file: {e}")).at(path.display().to_string())
+    if meta.len() > PLAN_BYTES_MAX {
+        return Err(refuse(format!("plan file is {} bytes; the limit is {PLAN_BYTES_MAX}", meta.len())));
+    }
+    // O_NONBLOCK: should the path be swapped for a FIFO after the check
+    // above, opening it does not wait for a writer; the check is repeated
+    // on what was opened.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| refuse(format!("cannot read plan file: {e}")))?;
+    let kind = file.metadata().map_err(|e| refuse(format!("cannot read plan file: {e}")))?.file_type();
+    if !kind.is_file() {
+        return Err(refuse(format!("plan file is {}, not a regular file", kind_name(kind))));
+    }
+    read_bounded(file, PLAN_BYTES_MAX).map_err(|e| match e {
+        Bounded::Over => refuse(format!("plan file is over the limit of {PLAN_BYTES_MAX} bytes")),
+        Bounded::Io(e) => refuse(format!("cannot read plan file: {e}")),
     })
+}
+
+#[derive(Debug)]
+enum Bounded {
+    Over,
+    Io(std::io::Error),
+}
+
+/// Read to EOF, but never more than `max + 1` bytes: one byte past the
+/// bound is enough to know it was passed.
+fn read_bounded(r: impl Read, max: u64) -> std::result::Result<Vec<u8>, Bounded> {
+    let mut bytes = Vec::new();
+    r.take(max + 1).read_to_end(&mut bytes).map_err(Bounded::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(Bounded::Over);
+    }
+    Ok(bytes)
+}
+
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a folder"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
 }
 
 /// Parse plan bytes. `file` names the source in error places.
@@ -121,6 +170,14 @@ mod tests {
         let e = parse_plan(b"{\"version\": 1, \"x\": \"\xff\"}", "p.json").unwrap_err();
         assert_eq!(e.code, Code::PlanInvalid);
         assert!(e.message.contains("offset 21"), "{}", e.message);
+    }
+
+    #[test]
+    fn reading_stops_one_byte_past_the_bound() {
+        // An endless source (like /dev/zero) is cut at max + 1 bytes.
+        assert!(matches!(read_bounded(std::io::repeat(b' '), 1000), Err(Bounded::Over)));
+        assert_eq!(read_bounded(&b"{}"[..], 2).unwrap(), b"{}");
+        assert!(matches!(read_bounded(&b"{} "[..], 2), Err(Bounded::Over)));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Plan files: the model, loading with exact error places, structural
 //! validation, and the digests that give tasks and goals their identity.
 
+pub mod bounds;
 pub mod digests;
 pub mod load;
 pub mod model;

@@ -21,6 +21,7 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         )
         .at("$.version"));
     }
+    super::bounds::check(plan)?;
     let goal = plan.goal.as_ref().ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
     if goal.id.trim().is_empty() {
         return Err(Error::new(Code::PlanInvalid, "goal id is empty").at("$.goal.id"));
@@ -89,6 +90,15 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
                 Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
                     .at(format!("{at}.inputs[{j}]"))
             })?;
+            if input.contains(['*', '?', '[']) {
+                glob::Pattern::new(input).map_err(|e| {
+                    Error::new(
+                        Code::PlanInvalid,
+                        format!("input `{input}` of task `{}` is not a valid glob: {}", task.task_ref, e.msg),
+                    )
+                    .at(format!("{at}.inputs[{j}]"))
+                })?;
+            }
         }
     }
 

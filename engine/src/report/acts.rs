@@ -16,12 +16,11 @@ pub fn settled(s: &Settled) -> Output {
 }
 
 pub fn approved(a: &Recorded, actor: &str) -> Output {
-    let digest = a.request_digest.as_str();
     let text = format!(
         "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
         a.operation_id,
         a.task_ref,
-        &digest[..16.min(digest.len())],
+        super::short(a.request_digest.as_str()),
         actor
     );
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }

@@ -111,7 +111,16 @@ fn reuse_line(d: &Value) -> String {
 fn push_outputs(s: &mut String, parts: &[(&str, &crate::evidence::Output)]) {
     for (name, o) in parts {
         if o.total_bytes > 0 {
-            let cut = if o.truncated { format!(", truncated to {}", o.kept_bytes) } else { String::new() };
+            let cut = match (o.truncated, o.omitted) {
+                (_, Some(gap)) => {
+                    format!(
+                        ", truncated to {}: its first and last bytes, {} in between not kept",
+                        o.kept_bytes, gap.bytes
+                    )
+                }
+                (true, None) => format!(", truncated to {}", o.kept_bytes),
+                (false, None) => String::new(),
+            };
             s.push_str(&format!("\n    {name}: {} bytes{cut}\n", o.total_bytes));
             s.push_str(&indent(&o.excerpt));
         }

@@ -50,7 +50,11 @@ pub fn render(store: &Store, after: Seq, follow: bool, as_json: bool) -> Result<
     loop {
         for e in store.read().events_since(cursor, LOG_PAGE_EVENTS)? {
             cursor = e.seq;
-            let text = if as_json { serde_json::to_string(&e).expect("serializes") } else { line(&e) };
+            let text = if as_json {
+                serde_json::to_string(&e).map_err(|e| crate::error::Error::internal(format!("event JSON: {e}")))?
+            } else {
+                super::escape::for_terminal(&line(&e)).into_owned()
+            };
             if !super::emit(&format!("{text}\n")) {
                 // The reader is gone: stop following.
                 return Ok(Output { text: String::new(), json: json!(null), exit_code: 0 });

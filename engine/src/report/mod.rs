@@ -2,6 +2,7 @@
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
 pub mod acts;
+pub mod escape;
 pub mod explain;
 pub mod log;
 pub mod plan;
@@ -26,4 +27,32 @@ pub fn emit(text: &str) -> bool {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
+}
+
+/// `s` left-aligned in a column of `width` characters (never shorter than
+/// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
+/// width comes from what it shows, so it is padded by hand.
+pub fn pad(s: &str, width: usize) -> String {
+    let len = s.chars().count();
+    let mut out = String::with_capacity(s.len() + width.saturating_sub(len));
+    out.push_str(s);
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(len)));
+    out
+}
+
+/// The first 16 characters of a digest, as tables show it (all of a
+/// shorter one: never a panic on what the ledger holds).
+pub fn short(digest: &str) -> &str {
+    digest.get(..16).unwrap_or(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pad_never_panics_on_wide_columns() {
+        assert_eq!(super::pad("T1", 4), "T1  ");
+        assert_eq!(super::pad("long", 2), "long");
+        let wide = "r".repeat(70_000);
+        assert_eq!(super::pad(&wide, 70_001).len(), 70_001);
+    }
 }

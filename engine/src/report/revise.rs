@@ -35,16 +35,21 @@ pub fn render(r: &ReviseReport) -> Output {
 /// Text table of decisions, for `revise` and `explain`.
 pub fn decisions_table(decisions: &[TaskDecision]) -> String {
     let width = decisions.iter().map(|d| d.task_ref.len()).max().unwrap_or(4).max(4);
-    let mut text = format!("  {:width$}  {:<6}  {:<24}  {}\n", "TASK", "DECIDE", "REASON", "DETAIL");
+    let mut text = format!("  {}  {:<6}  {:<24}  {}\n", super::pad("TASK", width), "DECIDE", "REASON", "DETAIL");
     for d in decisions {
         match &d.decision {
             Decision::Reuse { provenance } => text.push_str(&format!(
-                "  {:width$}  {:<6}  {:<24}  from revision {} attempt {} (evidence {:?})\n",
-                d.task_ref, "reuse", "-", provenance.revision, provenance.attempt_id, provenance.evidence_ids
+                "  {}  {:<6}  {:<24}  from revision {} attempt {} (evidence {:?})\n",
+                super::pad(&d.task_ref, width),
+                "reuse",
+                "-",
+                provenance.revision,
+                provenance.attempt_id,
+                provenance.evidence_ids
             )),
             Decision::Run { refusal } => text.push_str(&format!(
-                "  {:width$}  {:<6}  {:<24}  {}\n",
-                d.task_ref,
+                "  {}  {:<6}  {:<24}  {}\n",
+                super::pad(&d.task_ref, width),
                 "run",
                 refusal.code(),
                 refusal.detail()

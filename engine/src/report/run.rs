@@ -8,16 +8,11 @@ use crate::error::{Code, EXIT_TASK_FAILED};
 use crate::run::RunReport;
 use crate::state::GoalState;
 
-/// The first 16 characters of a digest, for people.
-fn short(digest: &str) -> &str {
-    &digest[..16.min(digest.len())]
-}
-
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     for t in &r.tasks {
-        text.push_str(&format!("  {:width$}  {}", t.task_ref, t.state));
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), t.state));
         if let Some(class) = &t.class {
             text.push_str(&format!("  {class}"));
         }
@@ -32,7 +27,7 @@ pub fn render(r: &RunReport) -> Output {
     for u in &r.unknown {
         text.push_str(&format!(
             "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
-            u.operation_id, u.task_ref, u.try_no, short(u.request_digest.as_str()), u.last_state, u.reason_text(), u.operation_id
+            u.operation_id, u.task_ref, u.try_no, super::short(u.request_digest.as_str()), u.last_state, u.reason_text(), u.operation_id
         ));
     }
     text.push_str(&final_line(r));
@@ -102,7 +97,7 @@ fn final_line(r: &RunReport) -> String {
             "{code}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
             r.awaiting_approval
                 .iter()
-                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, short(u.request_digest.as_str())))
+                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(u.request_digest.as_str())))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -32,7 +32,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         g.state
     );
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
-    text.push_str(&format!("  {:width$}  {:<18}  {:>8}  {}\n", "TASK", "STATE", "ATTEMPTS", "LAST"));
+    text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in &tasks {
         let attempts: Vec<_> = ledger
             .attempts_of_task(&g.id, &t.task_ref)?
@@ -48,8 +48,8 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
             None => "-".into(),
         };
         text.push_str(&format!(
-            "  {:width$}  {:<18}  {:>8}  {}\n",
-            t.task_ref,
+            "  {}  {:<18}  {:>8}  {}\n",
+            super::pad(&t.task_ref, width),
             t.state.as_str(),
             attempts.len(),
             last_text

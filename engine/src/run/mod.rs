@@ -12,6 +12,7 @@
 mod checks;
 mod fresh;
 mod in_doubt;
+pub mod orphans;
 pub mod provider;
 mod reconcile;
 mod record;
@@ -22,7 +23,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use providers::{Call, Outcome, Provider};
+use providers::process::ProcessId;
+use providers::{Call, Outcome, Progress, Provider};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -82,7 +84,7 @@ pub fn execute(
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Dispatched { attempt_id: AttemptId, detail: String },
+    Progress { attempt_id: AttemptId, progress: Progress },
     Finished { attempt_id: AttemptId, outcome: Outcome },
     Validated { attempt_id: AttemptId, runs: Vec<CheckRun> },
 }
@@ -90,9 +92,9 @@ enum Msg {
 impl Msg {
     fn attempt_id(&self) -> AttemptId {
         match self {
-            Msg::Dispatched { attempt_id, .. }
-            | Msg::Finished { attempt_id, .. }
-            | Msg::Validated { attempt_id, .. } => *attempt_id,
+            Msg::Progress { attempt_id, .. } | Msg::Finished { attempt_id, .. } | Msg::Validated { attempt_id, .. } => {
+                *attempt_id
+            }
         }
     }
 }
@@ -103,6 +105,15 @@ struct InFlight {
     task_ref: String,
     /// The checkpoint observed when its validations started.
     before: Option<Checkpoint>,
+    /// The provider process, once started: recorded with the dispatch, so
+    /// an engine taking over after a crash can end its process group.
+    process: Option<ProcessId>,
+}
+
+impl InFlight {
+    fn new(intent: Intent, task_ref: &str) -> InFlight {
+        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+    }
 }
 
 /// What the run ends waiting on, besides failed tasks.
@@ -179,6 +190,17 @@ impl<'l> Runner<'l> {
         self.write_event(Durability::Normal, EventKind::RunStarted, None, None, data)?;
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
+        }
+        // Every task of the plan has its row: the scheduler reads states by
+        // the plan's refs and must never meet one the ledger lacks.
+        if let Some(t) = self.plan.file.tasks.iter().find(|t| !self.states.contains_key(&t.task_ref)) {
+            return Err(Error::new(
+                Code::StoreCorrupt,
+                format!(
+                    "task `{}` of goal `{}` revision {} has no row in the ledger",
+                    t.task_ref, self.goal_id, self.revision
+                ),
+            ));
         }
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
@@ -322,13 +344,23 @@ impl<'l> Runner<'l> {
 
     async fn handle(&mut self, msg: Msg) -> Result<()> {
         match msg {
-            Msg::Dispatched { attempt_id, detail } => {
+            Msg::Progress { attempt_id, progress: Progress::Spawned { process } } => {
+                // Kept until the dispatch is recorded, in the same write.
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.process = Some(process);
+                }
+            }
+            Msg::Progress { attempt_id, progress: Progress::Dispatched { detail } } => {
                 let flight = self.flight(attempt_id)?;
-                let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+                let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process);
+                let mut data = json!({"detail": detail});
+                if let Some(p) = process {
+                    data["process"] = json!(p);
+                }
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.ledger.write(Durability::Normal, |tx| {
-                    tx.mark_dispatched(intent, &detail)?;
-                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, json!({"detail": detail}));
+                    tx.mark_dispatched(intent, &detail, process.as_ref())?;
+                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data);
                     tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
                 })?;
                 failpoint::hit("after_dispatch");

@@ -48,7 +48,7 @@ impl Runner<'_> {
             "operation_id": a.operation_id, "last_state": a.state, "why": UnknownReason::EngineRestarted.as_str(),
         });
         self.write_event(Durability::Normal, EventKind::Reconciling, Some(&a.task_ref), Some(a.id), data)?;
-        self.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
+        self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
         let detail = format!("engine restarted; last state {}", a.state);
         match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, observation)? {
             Next::Validate => self.start_validations(a.id, &task)?,
@@ -75,7 +75,7 @@ impl Runner<'_> {
                 continue;
             }
             let Some(task) = self.plan.task(&a.task_ref).cloned() else { continue };
-            self.in_flight.insert(a.id, InFlight { intent: a.intent(), task_ref: a.task_ref.clone(), before: None });
+            self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
             self.states.insert(a.task_ref.clone(), TaskState::Running);
             self.start_validations(a.id, &task)?;
         }

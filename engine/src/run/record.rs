@@ -38,13 +38,16 @@ pub fn output(tx: &mut dyn LedgerTx, c: &Captured) -> Result<Output> {
         total_bytes: c.total_bytes,
         kept_bytes: c.text.len() as u64,
         truncated: c.truncated,
+        omitted: c.omitted,
     })
 }
 
 /// The agent's report: the last non-empty stdout line, a JSON object with
-/// `status` of `done` or `failed`.
-fn agent_report(stdout: &str) -> std::result::Result<Value, String> {
-    let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).ok_or("no report line on stdout")?;
+/// `status` of `done` or `failed`. Read from the tail the capture kept, so
+/// an agent that talks more than the bound before it reports is still heard.
+fn agent_report(stdout: &Captured) -> std::result::Result<Value, String> {
+    let (_, tail) = stdout.parts();
+    let line = tail.lines().rev().find(|l| !l.trim().is_empty()).ok_or("no report line on stdout")?;
     let v: Value = serde_json::from_str(line.trim()).map_err(|e| format!("last stdout line is not JSON: {e}"))?;
     match v.get("status").and_then(Value::as_str) {
         Some("done") | Some("failed") => Ok(v),
@@ -290,7 +293,7 @@ fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Resu
     };
     if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
-        match agent_report(&r.stdout.text) {
+        match agent_report(&r.stdout) {
             Ok(report) => {
                 if report.get("status").and_then(Value::as_str) == Some("failed") {
                     answer.ok = false;
@@ -366,7 +369,7 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     }];
     if let Some(message) = &r.tool_error {
         receipt["tool_error"] = json!(message);
-        let text = Captured { text: message.clone(), total_bytes: 0, truncated: false };
+        let text = Captured { text: message.clone(), ..Captured::default() };
         list.push(Evidence::ProviderError {
             http_status: None,
             retry_after_seconds: None,

@@ -189,22 +189,22 @@ impl Runner<'_> {
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
         let tx = self.tx.clone();
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight { intent, task_ref, before: None });
+        self.in_flight.insert(attempt_id, InFlight::new(intent, &task_ref));
         tokio::spawn(async move {
             let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
             let fut = provider.dispatch(&provider_call, ptx);
             tokio::pin!(fut);
             let outcome = loop {
                 tokio::select! {
-                    Some(Progress::Dispatched { detail }) = prx.recv() => {
-                        let _ = tx.send(Msg::Dispatched { attempt_id, detail }).await;
+                    Some(progress) = prx.recv() => {
+                        let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
                     }
                     outcome = &mut fut => break outcome,
                 }
             };
             // Progress sent just before completion must still come first.
-            while let Ok(Progress::Dispatched { detail }) = prx.try_recv() {
-                let _ = tx.send(Msg::Dispatched { attempt_id, detail }).await;
+            while let Ok(progress) = prx.try_recv() {
+                let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
             }
             let _ = tx.send(Msg::Finished { attempt_id, outcome }).await;
         });

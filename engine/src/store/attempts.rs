@@ -2,6 +2,7 @@
 //! decision to send one exact request), its dispatch, its receipt, and how
 //! it finished.
 
+use providers::process::ProcessId;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -63,6 +64,17 @@ impl AttemptRecord {
             AttemptState::IntentRecorded
         }
     }
+}
+
+/// A provider process an attempt still between intent and receipt
+/// recorded at dispatch: what a stopped engine may have left running.
+#[derive(Debug, Clone)]
+pub struct LeftProcess {
+    pub attempt_id: AttemptId,
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub process: ProcessId,
 }
 
 /// Proof that an attempt's intent is committed: only `insert_intent` (a new
@@ -132,6 +144,9 @@ pub trait AttemptsRead {
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>>;
     /// How many attempts of the goal are `effect_unknown`.
     fn unknown_count(&self, goal: &GoalId) -> Result<u64>;
+    /// Every attempt (of any goal) still between intent and receipt whose
+    /// dispatch recorded a provider process.
+    fn left_processes(&self) -> Result<Vec<LeftProcess>>;
     /// The task's newest `succeeded` or `settled_ok` attempt in `revision`.
     fn completed_attempt(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<AttemptId>>;
 }
@@ -141,7 +156,8 @@ pub trait AttemptsWrite {
     /// against the goal's budgets. `(operation_id, try_no)` is unique: one
     /// try is never recorded (so never dispatched) twice.
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent>;
-    fn mark_dispatched(&mut self, intent: Intent, detail: &str) -> Result<()>;
+    /// Handed over; `process`: the provider process it runs in, if any.
+    fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()>;
     /// The provider's answer (or an observation standing in for it).
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()>;
     /// Through the attempt's transition table; with its classification

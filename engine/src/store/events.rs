@@ -32,6 +32,7 @@ macro_rules! event_kinds {
 event_kinds! {
     // The store itself.
     LeaseTakenOver = "lease_taken_over",
+    ProviderProcessesEnded = "provider_processes_ended",
     // A goal and its revisions.
     GoalRegistered = "goal_registered",
     RevisionRecorded = "revision_recorded",

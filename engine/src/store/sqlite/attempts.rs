@@ -10,8 +10,9 @@ use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
-use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, NewIntent};
+use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
 use crate::store::LedgerTx;
+use providers::process::ProcessId;
 
 const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
 
@@ -20,6 +21,11 @@ fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite:
     let text: Option<String> = r.get(i)?;
     serde_json::from_str(text.as_deref().unwrap_or("[]"))
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// A value as the JSON its column holds.
+fn json_column<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::new(Code::Internal, format!("a column does not serialize: {e}")))
 }
 
 /// Ids as the JSON array their column holds.
@@ -207,6 +213,23 @@ impl AttemptsRead for Sql<'_> {
         Ok(n.max(0) as u64)
     }
 
+    fn left_processes(&self) -> Result<Vec<LeftProcess>> {
+        let rows: Vec<(AttemptId, GoalId, Revision, String, String)> = rows(
+            self.conn,
+            "SELECT id, goal_id, revision, task_ref, process FROM attempts
+              WHERE state IN ('intent_recorded', 'dispatched') AND process IS NOT NULL ORDER BY id",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(attempt_id, goal_id, revision, task_ref, process)| {
+                let process = serde_json::from_str(&process).ok()?;
+                Some(LeftProcess { attempt_id, goal_id, revision, task_ref, process })
+            })
+            .collect())
+    }
+
     fn completed_attempt(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<AttemptId>> {
         Ok(qrow(
             self.conn,
@@ -236,12 +259,13 @@ impl AttemptsWrite for Sql<'_> {
         Ok(Intent::committed(id))
     }
 
-    fn mark_dispatched(&mut self, intent: Intent, detail: &str) -> Result<()> {
+    fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()> {
+        let process = process.map(json_column).transpose()?;
         self.move_attempt(
             intent.attempt_id(),
             AttemptState::Dispatched,
-            ", dispatched_at_ms = ?3, dispatch_detail = ?4",
-            &[&now_ms(), &detail],
+            ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
+            &[&now_ms(), &detail, &process],
         )
     }
 

@@ -219,6 +219,8 @@ CREATE TABLE approvals (
 /// - A classification in columns of its own (class, rule, the evidence and
 ///   claim ids it cites, the next step) — never read back from JSON.
 /// - Cost as integer micro-units (millionths): sums and budgets exact.
+/// - The provider process an attempt runs in, recorded with its dispatch
+///   (schema 1 kept it only in the `dispatched` event; carried over).
 /// - The requests the engine asks a person to approve, as rows: an
 ///   approval binds to one by its operation id (schema 1 found a repair's
 ///   request by searching the `approval_required` events; those are
@@ -245,6 +247,12 @@ ALTER TABLE attempts DROP COLUMN cost;
 ALTER TABLE goals ADD COLUMN cost_used_micros INTEGER NOT NULL DEFAULT 0;
 UPDATE goals SET cost_used_micros = CAST(round(cost_used * 1000000) AS INTEGER);
 ALTER TABLE goals DROP COLUMN cost_used;
+
+ALTER TABLE attempts ADD COLUMN process TEXT;             -- JSON: pid, pgid, start_time
+UPDATE attempts SET process = (
+    SELECT json_extract(e.data, '$.process') FROM events e
+     WHERE e.attempt_id = attempts.id AND e.kind = 'dispatched' ORDER BY e.seq DESC LIMIT 1)
+  WHERE dispatched_at_ms IS NOT NULL;
 
 -- A request the engine asked a person to approve.
 CREATE TABLE pending_requests (

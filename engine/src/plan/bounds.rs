@@ -1,0 +1,293 @@
+//! A parsed plan against `crate::limits`: every count, length and depth a
+//! person can write is bounded, and the first one over its bound is
+//! `PLAN_INVALID` at its exact JSON path. Pure; runs before any other
+//! check, so nothing later (tables, digests, the store) meets an input
+//! without a bound.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::error::{Code, Error, Result};
+use crate::limits::*;
+use crate::plan::model::{Acceptance, ContextSource, Goal, PlanFile, ProviderSpec, Task, Validation};
+
+pub fn check(plan: &PlanFile) -> Result<()> {
+    count(plan.tasks.len(), TASKS_MAX, "$.tasks", "tasks")?;
+    count(plan.providers.len(), PROVIDERS_MAX, "$.providers", "providers")?;
+    count(plan.secrets.len(), SECRETS_MAX, "$.secrets", "secret names")?;
+    for (i, name) in plan.secrets.iter().enumerate() {
+        bytes(name, ID_BYTES_MAX, &format!("$.secrets[{i}]"), "a secret's name")?;
+    }
+    if let Some(goal) = &plan.goal {
+        goal_bounds(goal)?;
+    }
+    for (name, spec) in &plan.providers {
+        identifier(name, &format!("$.providers{}", key(name)), "a provider name")?;
+        provider_bounds(spec, &format!("$.providers{}", key(name)))?;
+    }
+    for (i, task) in plan.tasks.iter().enumerate() {
+        task_bounds(task, &format!("$.tasks[{i}]"))?;
+    }
+    Ok(())
+}
+
+fn goal_bounds(goal: &Goal) -> Result<()> {
+    identifier(&goal.id, "$.goal.id", "the goal id")?;
+    bytes(&goal.statement, STATEMENT_BYTES_MAX, "$.goal.statement", "the goal statement")?;
+    count(goal.acceptance.len(), ACCEPTANCE_MAX, "$.goal.acceptance", "acceptance criteria")?;
+    for (i, a) in goal.acceptance.iter().enumerate() {
+        acceptance_bounds(a, &format!("$.goal.acceptance[{i}]"))?;
+    }
+    count(goal.constraints.len(), CONSTRAINTS_MAX, "$.goal.constraints", "constraints")?;
+    for (i, c) in goal.constraints.iter().enumerate() {
+        bytes(c, STATEMENT_BYTES_MAX, &format!("$.goal.constraints[{i}]"), "a constraint")?;
+    }
+    Ok(())
+}
+
+fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
+    identifier(&a.id, &format!("{at}.id"), "an acceptance id")?;
+    bytes(&a.statement, STATEMENT_BYTES_MAX, &format!("{at}.statement"), "an acceptance statement")?;
+    if let Some(check) = &a.check {
+        argv(&check.run, &format!("{at}.check.run"))?;
+        timeout(check.timeout_seconds, &format!("{at}.check.timeout_seconds"))?;
+    }
+    Ok(())
+}
+
+fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
+    match spec {
+        ProviderSpec::Command { .. } => Ok(()),
+        ProviderSpec::Http { endpoint, observe, hosts } => {
+            bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
+            if let Some(o) = observe {
+                bytes(o, URL_BYTES_MAX, &format!("{at}.observe"), "an observe URL")?;
+            }
+            count(hosts.len(), PROVIDERS_MAX, &format!("{at}.hosts"), "hosts")?;
+            for (i, h) in hosts.iter().enumerate() {
+                bytes(h, URL_BYTES_MAX, &format!("{at}.hosts[{i}]"), "a host")?;
+            }
+            Ok(())
+        }
+        ProviderSpec::Mcp { command, observe_tool } => {
+            argv(command, &format!("{at}.command"))?;
+            if let Some(t) = observe_tool {
+                bytes(t, ID_BYTES_MAX, &format!("{at}.observe_tool"), "a tool name")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn task_bounds(t: &Task, at: &str) -> Result<()> {
+    identifier(&t.task_ref, &format!("{at}.ref"), "a task ref")?;
+    bytes(&t.title, TITLE_BYTES_MAX, &format!("{at}.title"), "a title")?;
+    bytes(&t.provider, ID_BYTES_MAX, &format!("{at}.provider"), "a provider name")?;
+    // The task object sits 3 deep (document, `tasks`, the task).
+    depth(&t.action, 4, &format!("{at}.action"))?;
+    if let Some(run) = t.action.get("run").and_then(Value::as_array) {
+        count(run.len(), ARGV_ITEMS_MAX, &format!("{at}.action.run"), "arguments")?;
+        for (i, arg) in run.iter().enumerate() {
+            if let Some(s) = arg.as_str() {
+                bytes(s, ARG_BYTES_MAX, &format!("{at}.action.run[{i}]"), "an argument")?;
+            }
+        }
+    }
+    if let Some(tool) = t.action.get("tool").and_then(Value::as_str) {
+        bytes(tool, ID_BYTES_MAX, &format!("{at}.action.tool"), "a tool name")?;
+    }
+    count(t.inputs.len(), INPUTS_MAX, &format!("{at}.inputs"), "inputs")?;
+    for (i, input) in t.inputs.iter().enumerate() {
+        bytes(input, PATH_BYTES_MAX, &format!("{at}.inputs[{i}]"), "an input path")?;
+    }
+    count(t.depends_on.len(), DEPENDENCIES_MAX, &format!("{at}.depends_on"), "dependencies")?;
+    for (i, d) in t.depends_on.iter().enumerate() {
+        bytes(d, ID_BYTES_MAX, &format!("{at}.depends_on[{i}]"), "a task ref")?;
+    }
+    count(t.validations.len(), VALIDATIONS_MAX, &format!("{at}.validations"), "validations")?;
+    for (i, v) in t.validations.iter().enumerate() {
+        validation_bounds(v, &format!("{at}.validations[{i}]"))?;
+    }
+    timeout(t.timeout_seconds, &format!("{at}.timeout_seconds"))?;
+    context_bounds(&t.context, &format!("{at}.context"))
+}
+
+fn validation_bounds(v: &Validation, at: &str) -> Result<()> {
+    identifier(&v.id, &format!("{at}.id"), "a validation id")?;
+    argv(&v.run, &format!("{at}.run"))?;
+    timeout(v.timeout_seconds, &format!("{at}.timeout_seconds"))
+}
+
+fn context_bounds(context: &BTreeMap<String, ContextSource>, at: &str) -> Result<()> {
+    count(context.len(), CONTEXT_MAX, at, "context values")?;
+    for (name, source) in context {
+        let here = format!("{at}{}", key(name));
+        identifier(name, &here, "a context name")?;
+        match source {
+            ContextSource::Command(run) => argv(run, &here)?,
+            ContextSource::Env { env } => bytes(env, ID_BYTES_MAX, &format!("{here}.env"), "a variable name")?,
+        }
+    }
+    Ok(())
+}
+
+fn argv(run: &[String], at: &str) -> Result<()> {
+    count(run.len(), ARGV_ITEMS_MAX, at, "arguments")?;
+    for (i, arg) in run.iter().enumerate() {
+        bytes(arg, ARG_BYTES_MAX, &format!("{at}[{i}]"), "an argument")?;
+    }
+    Ok(())
+}
+
+fn count(n: usize, max: usize, at: &str, what: &str) -> Result<()> {
+    if n > max {
+        return Err(Error::new(Code::PlanInvalid, format!("{n} {what}; the limit is {max}")).at(at.to_string()));
+    }
+    Ok(())
+}
+
+fn bytes(s: &str, max: usize, at: &str, what: &str) -> Result<()> {
+    if s.len() > max {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("{what} of {} bytes (`{}…`); the limit is {max}", s.len(), head(s)),
+        )
+        .at(at.to_string()));
+    }
+    Ok(())
+}
+
+fn timeout(seconds: Option<u64>, at: &str) -> Result<()> {
+    match seconds {
+        Some(s) if s > TIMEOUT_SECONDS_MAX => Err(Error::new(
+            Code::PlanInvalid,
+            format!("timeout of {s} s; the limit is {TIMEOUT_SECONDS_MAX} s (30 days)"),
+        )
+        .at(at.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// Identifiers: bounded, and only `[A-Za-z0-9_.:/-]`, led by a letter or
+/// digit. Blank ones are left to the structural checks, which say "empty".
+fn identifier(s: &str, at: &str, what: &str) -> Result<()> {
+    if s.trim().is_empty() {
+        return Ok(());
+    }
+    bytes(s, ID_BYTES_MAX, at, what)?;
+    let bad = match s.chars().next() {
+        Some(c) if !c.is_ascii_alphanumeric() => Some(c),
+        _ => s.chars().find(|c| !(c.is_ascii_alphanumeric() || "_.:/-".contains(*c))),
+    };
+    if let Some(bad) = bad {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!(
+                "{what} `{}` has {}; use letters, digits and `_ . : / -`, starting with a letter or digit",
+                head(s),
+                if bad.is_ascii_graphic() { format!("`{bad}`") } else { format!("U+{:04X}", bad as u32) }
+            ),
+        )
+        .at(at.to_string()));
+    }
+    Ok(())
+}
+
+/// Containers nested in `v`, which sits `level` deep; the first one past
+/// `PLAN_DEPTH_MAX` is named by its path.
+fn depth(v: &Value, level: usize, at: &str) -> Result<()> {
+    let container = matches!(v, Value::Object(_) | Value::Array(_));
+    if container && level > PLAN_DEPTH_MAX {
+        return Err(Error::new(Code::PlanInvalid, format!("JSON nested {level} deep; the limit is {PLAN_DEPTH_MAX}"))
+            .at(at.to_string()));
+    }
+    match v {
+        Value::Object(m) => m.iter().try_for_each(|(k, v)| depth(v, level + 1, &format!("{at}{}", key(k)))),
+        Value::Array(a) => a.iter().enumerate().try_for_each(|(i, v)| depth(v, level + 1, &format!("{at}[{i}]"))),
+        _ => Ok(()),
+    }
+}
+
+/// `.name` for a plain key, `["…"]` (JSON-quoted) for any other.
+fn key(k: &str) -> String {
+    if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        format!(".{k}")
+    } else {
+        format!("[{}]", serde_json::Value::String(k.to_string()))
+    }
+}
+
+/// The first few characters, enough to recognise a value in a message.
+fn head(s: &str) -> String {
+    s.chars().take(32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(tasks: Vec<Value>) -> PlanFile {
+        serde_json::from_value(json!({
+            "version": 1,
+            "goal": {"id": "g", "statement": "s"},
+            "providers": {"sh": {"kind": "command"}},
+            "tasks": tasks,
+        }))
+        .unwrap()
+    }
+
+    fn t(r: &str) -> Value {
+        json!({"ref": r, "provider": "sh", "action": {"run": ["true"]}})
+    }
+
+    fn place(p: &PlanFile) -> Option<String> {
+        check(p).err().map(|e| {
+            assert_eq!(e.code, Code::PlanInvalid, "{e}");
+            e.place.unwrap_or_default()
+        })
+    }
+
+    #[test]
+    fn task_count_at_the_limit_passes_one_more_is_refused() {
+        let mut p = file(vec![t("a")]);
+        p.tasks = vec![p.tasks[0].clone(); TASKS_MAX];
+        assert_eq!(place(&p), None);
+        p.tasks.push(p.tasks[0].clone());
+        assert_eq!(place(&p).as_deref(), Some("$.tasks"));
+    }
+
+    #[test]
+    fn identifiers_are_bounded_and_plain() {
+        assert_eq!(place(&file(vec![t(&"r".repeat(ID_BYTES_MAX))])), None);
+        assert_eq!(place(&file(vec![t(&"r".repeat(ID_BYTES_MAX + 1))])).as_deref(), Some("$.tasks[0].ref"));
+        for bad in ["a b", "a\u{1b}[2J", "-x", "a\"b", "é"] {
+            assert_eq!(place(&file(vec![t(bad)])).as_deref(), Some("$.tasks[0].ref"), "{bad:?}");
+        }
+        for good in ["T1", "build/lint", "ns:task-2.b_c"] {
+            assert_eq!(place(&file(vec![t(good)])), None, "{good:?}");
+        }
+    }
+
+    #[test]
+    fn depth_names_the_first_container_past_the_bound() {
+        // The action object is 4 deep; nest objects under `body` to 65.
+        let mut body = json!({});
+        for _ in 0..(PLAN_DEPTH_MAX - 5) {
+            body = json!({ "a": body });
+        }
+        let mut task = json!({"ref": "T", "provider": "sh", "action": {"body": body.clone()}});
+        assert_eq!(place(&file(vec![task.clone()])), None, "64 deep is allowed");
+        task["action"]["body"] = json!([body]);
+        let want = format!("$.tasks[0].action.body[0]{}", ".a".repeat(PLAN_DEPTH_MAX - 5));
+        assert_eq!(place(&file(vec![task])), Some(want));
+    }
+
+    #[test]
+    fn odd_keys_are_quoted_in_paths() {
+        assert_eq!(key("plain_key-1"), ".plain_key-1");
+        assert_eq!(key("a.b"), "[\"a.b\"]");
+        assert_eq!(key(""), "[\"\"]");
+    }
+}
