@@ -13,10 +13,7 @@ use serde::{Serialize, Serializer};
 /// Micro-units per unit of cost.
 pub const MICROS_PER_UNIT: i64 = 1_000_000;
 
-/// The largest cost (per call, or a `max_cost` budget) a plan may state,
-/// in units: 10^12 units is 10^18 micro-units, under `i64::MAX` (9.2 × 10^18),
-/// and a budget's use never passes its limit by more than one call.
-pub const COST_UNITS_MAX: f64 = 1e12;
+pub use crate::limits::COST_UNITS_MAX;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cost {

@@ -93,8 +93,38 @@ pub const RETRY_AFTER_WAIT_MAX_S: u64 = 300;
 /// A file a person hands in with a settlement (`--evidence`).
 pub const EVIDENCE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
+/// A context command (a checkpoint's `context` value): its deadline, the
+/// output captured, and the characters of its value kept.
+pub const CONTEXT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CONTEXT_OUTPUT_BYTES_MAX: usize = 64 * 1024;
+pub const CONTEXT_VALUE_CHARS_MAX: usize = 4096;
+
+/// A cost (per call, or a `max_cost` budget), in the plan's units: 10^12
+/// units is 10^18 micro-units, under `i64::MAX` (9.2 × 10^18), and a
+/// budget's use never passes its limit by more than one call.
+pub const COST_UNITS_MAX: f64 = 1e12;
+
+/// The failing assertion quoted from a check's output (characters).
+pub const FAILING_ASSERTION_CHARS_MAX: usize = 500;
+
 /// A check (validation or acceptance) without its own `timeout_seconds`.
 pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 
-/// Events read from the ledger per page by `engine log`.
+/// Events read from the ledger per page by `engine log`, and how often
+/// `engine log --follow` looks for new ones.
 pub const LOG_PAGE_EVENTS: i64 = 10_000;
+pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// A provider process a stopped engine left running gets this long
+/// between SIGTERM and SIGKILL when the next writer ends its group.
+pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);
+
+// ------------------------------------------------------------ the store
+
+/// How long a writer waits for another connection's lock (a reader's
+/// snapshot, a racing engine) before giving up.
+pub const STORE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Prepared statements kept per connection (every statement the engine
+/// runs fits, so none is parsed twice).
+pub const STORE_STATEMENTS_CACHED: usize = 256;

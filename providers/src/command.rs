@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
     BoxFuture, Call, CommandReceipt, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress,
-    Provider, Receipt,
+    ProgressSender, Provider, Receipt,
 };
 
 /// After the process group is killed, how long to keep draining the pipes.
@@ -42,7 +41,7 @@ impl Provider for CommandProvider {
         id
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(run(call, progress))
     }
 }
@@ -118,8 +117,8 @@ pub(crate) fn kill_group(pgid: u32) {
 }
 
 /// A process that started but cannot be followed: handed over, no receipt.
-fn started_unwatched(progress: &UnboundedSender<Progress>, prog: &str) -> Outcome {
-    let _ = progress.send(Progress::Dispatched { detail: format!("`{prog}` started") });
+fn started_unwatched(progress: &ProgressSender, prog: &str) -> Outcome {
+    let _ = progress.try_send(Progress::Dispatched { detail: format!("`{prog}` started") });
     Outcome::Lost { reason: LostReason::ResponseLost, detail: format!("`{prog}` started but could not be followed") }
 }
 
@@ -132,7 +131,7 @@ fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
     }
 }
 
-async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
+async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     let Some(argv) = parse_argv(&call.request) else {
         return not_dispatched(
             NotDispatchedKind::BadRequest,
@@ -157,9 +156,9 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     // still, it started, so the effect may have happened.
     let Some(pid) = child.id() else { return started_unwatched(&progress, &argv[0]) };
     if let Some(process) = crate::process::ProcessId::leader(pid) {
-        let _ = progress.send(Progress::Spawned { process });
+        let _ = progress.try_send(Progress::Spawned { process });
     }
-    let _ = progress.send(Progress::Dispatched { detail: format!("pid {pid}") });
+    let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
 
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(pid);
@@ -224,7 +223,6 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
 mod tests {
     use super::*;
     use std::path::Path;
-    use tokio::sync::mpsc::unbounded_channel;
 
     fn call(dir: &Path, argv: &[&str]) -> Call {
         Call {
@@ -241,7 +239,7 @@ mod tests {
     }
 
     async fn go(c: &Call) -> Outcome {
-        let (tx, _rx) = unbounded_channel();
+        let (tx, _rx) = crate::progress_channel();
         CommandProvider::default().dispatch(c, tx).await
     }
 
@@ -382,7 +380,7 @@ mod tests {
     async fn dispatched_is_sent_before_completion() {
         let d = tempfile::tempdir().unwrap();
         let c = sh(d.path(), "sleep 0.5");
-        let (tx, mut rx) = unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let p = CommandProvider::default();
         let fut = p.dispatch(&c, tx);
         tokio::pin!(fut);

@@ -25,12 +25,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
     BoxFuture, Call, Captured, HttpReceipt, LostReason, NotDispatched, NotDispatchedKind, Observation, Outcome,
-    Progress, Provider, Receipt,
+    Progress, ProgressSender, Provider, Receipt,
 };
 
 /// Bound on the status line plus headers (and on chunked trailers).
@@ -98,7 +97,7 @@ impl HttpProvider {
         Ok(())
     }
 
-    async fn dispatch_inner(&self, call: &Call, progress: &UnboundedSender<Progress>) -> Outcome {
+    async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
         let started = Instant::now();
         let target = match Target::parse(&self.endpoint, &self.allowed_hosts) {
             Ok(t) => t,
@@ -119,7 +118,7 @@ impl HttpProvider {
         );
         let on_written = || {
             // The engine may have stopped listening; the outcome still returns.
-            let _ = progress.send(Progress::Dispatched { detail });
+            let _ = progress.try_send(Progress::Dispatched { detail });
         };
         let head_only = req.method == "HEAD";
 
@@ -188,7 +187,7 @@ impl Provider for HttpProvider {
         json!({"kind": "http", "endpoint": self.endpoint, "observe": self.observe})
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(async move { self.dispatch_inner(call, &progress).await })
     }
 
@@ -627,7 +626,6 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use tokio::net::TcpListener;
-    use tokio::sync::mpsc;
 
     fn call(request: Value) -> Call {
         Call {
@@ -688,7 +686,7 @@ mod tests {
     }
 
     async fn run(p: &HttpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let out = p.dispatch(c, tx).await;
         let mut seen = Vec::new();
         while let Ok(m) = rx.try_recv() {

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc;
 
 pub use capture::Captured;
 
@@ -52,6 +52,19 @@ pub struct Call {
     pub env: Vec<(String, String)>,
     /// Literal secret values to redact from captured output.
     pub secrets: Vec<String>,
+}
+
+/// Where a provider reports progress: a bounded channel with room for
+/// every message one call sends (at most a `Spawned` and a `Dispatched`),
+/// so a provider's `try_send` never waits and never finds it full.
+pub type ProgressSender = mpsc::Sender<Progress>;
+
+/// The progress messages one call's channel holds (`progress_channel`).
+pub const PROGRESS_MESSAGES_MAX: usize = 4;
+
+/// A channel for one call's progress.
+pub fn progress_channel() -> (ProgressSender, mpsc::Receiver<Progress>) {
+    mpsc::channel(PROGRESS_MESSAGES_MAX)
 }
 
 /// Progress a provider reports while a call is in flight. The engine records
@@ -183,7 +196,7 @@ pub trait Provider: Send + Sync {
     /// task's meaning digest).
     fn identity(&self) -> serde_json::Value;
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome>;
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome>;
 
     /// Re-observe an operation without re-sending it. `None`: this provider
     /// cannot observe.

@@ -32,13 +32,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::command::{kill_group, not_dispatched, provider_command, spawn_failure, DRAIN_AFTER_KILL, REAP_AFTER_KILL};
 use crate::{
     BoxFuture, Call, Captured, LostReason, McpReceipt, NotDispatched, NotDispatchedKind, Observation, Outcome,
-    Progress, Provider, Receipt,
+    Progress, ProgressSender, Provider, Receipt,
 };
 
 /// The MCP protocol revision this client speaks.
@@ -66,7 +65,7 @@ impl Provider for McpProvider {
         json!({"kind": "mcp", "command": self.command, "observe_tool": self.observe_tool})
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(self.dispatch_inner(call, progress))
     }
 
@@ -363,7 +362,7 @@ async fn drive<T>(
 }
 
 impl McpProvider {
-    async fn dispatch_inner(&self, call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
+    async fn dispatch_inner(&self, call: &Call, progress: ProgressSender) -> Outcome {
         let started = Instant::now();
         let (tool, arguments) = match parse_request(&call.request) {
             Ok(r) => r,
@@ -381,7 +380,7 @@ impl McpProvider {
                 // The server closed its stdin: it never read the whole call.
                 return Err((false, format!("writing tools/call: {e}")));
             }
-            let _ = progress.send(Progress::Dispatched {
+            let _ = progress.try_send(Progress::Dispatched {
                 detail: format!(
                     "tools/call `{tool}` written to MCP server pid {pgid} (_meta operation_id {}, try {})",
                     call.operation_id, call.try_no
@@ -507,7 +506,6 @@ impl McpProvider {
 mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
-    use tokio::sync::mpsc::unbounded_channel;
 
     fn fixture() -> String {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/server.py").to_string_lossy().into_owned()
@@ -557,7 +555,7 @@ mod tests {
     }
 
     async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
-        let (tx, mut rx) = unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let o = p.dispatch(c, tx).await;
         let mut seen = Vec::new();
         while let Ok(m) = rx.try_recv() {

@@ -70,8 +70,7 @@ impl FileCache {
         }
         self.misses += 1;
         let hashed_at_ns = now_ns();
-        let bytes = std::fs::read(path)?;
-        let digest = blake3::hash(&bytes).to_hex().to_string();
+        let digest = hash_regular_file(path)?;
         self.entries.insert(
             key.clone(),
             FileState {
@@ -88,6 +87,19 @@ impl FileCache {
         self.dirty.insert(key);
         Ok(Some(digest))
     }
+}
+
+/// BLAKE3 of a regular file's content, streamed (a large input is never
+/// held in memory whole). Opened without blocking and checked again on the
+/// open handle: a path swapped for a FIFO after it was looked at is
+/// refused, never waited on.
+fn hash_regular_file(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(blake3::Hasher::new().update_reader(file)?.finalize().to_hex().to_string())
 }
 
 #[cfg(test)]
@@ -141,6 +153,17 @@ mod tests {
         let now = cache.digest(&f).unwrap();
         assert_ne!(now, good, "a changed file must never come back from the cache");
         assert_eq!(cache.hits, 1);
+    }
+
+    #[test]
+    fn a_large_file_hashes_as_its_whole_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("big.bin");
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&f, &bytes).unwrap();
+        let want = blake3::hash(&bytes).to_hex().to_string();
+        assert_eq!(FileCache::default().digest(&f).unwrap(), Some(want));
+        assert!(hash_regular_file(dir.path()).is_err(), "a folder is not hashed");
     }
 
     #[test]

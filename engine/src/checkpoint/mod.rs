@@ -6,6 +6,7 @@
 //! `cache`, the file-state cache that spares re-hashing unchanged files.
 
 mod cache;
+mod context;
 mod observe;
 
 use std::collections::BTreeMap;

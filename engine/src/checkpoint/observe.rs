@@ -39,25 +39,10 @@ pub fn observe(
                     v
                 }
             }
-            ContextSource::Command(argv) => run_context_command(workspace_dir, argv),
+            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv),
         };
         context.insert(name.clone(), value);
     }
     let digest = Digester::new(Kind::Checkpoint).json("files", &json!(files)).json("context", &json!(context)).finish();
     Ok(Checkpoint { files, context, digest })
-}
-
-/// A context command's trimmed stdout (bounded), or a marker of failure.
-fn run_context_command(workspace_dir: &Path, argv: &[String]) -> String {
-    let Some((prog, args)) = argv.split_first() else { return "error: empty argv".into() };
-    match std::process::Command::new(prog).args(args).current_dir(workspace_dir).env_remove("ENGINE_STORE").output() {
-        Ok(out) => {
-            let mut s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if s.is_empty() {
-                s = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            }
-            s.chars().take(4096).collect()
-        }
-        Err(e) => format!("error: {e}"),
-    }
 }

@@ -10,6 +10,7 @@
 pub use crate::evidence::Classification;
 use crate::evidence::{EngineErrorKind, Evidence, EvidenceSource, Recorded};
 use crate::ids::EvidenceId;
+use crate::limits::FAILING_ASSERTION_CHARS_MAX;
 use crate::state::FailureClass;
 use providers::ExitStatus;
 
@@ -159,7 +160,7 @@ pub fn failing_assertion(output: &str) -> Option<String> {
         output
             .lines()
             .find(|l| !l.trim().is_empty() && markers.iter().any(|m| l.contains(m)))
-            .map(|l| l.trim().chars().take(500).collect::<String>())
+            .map(|l| l.trim().chars().take(FAILING_ASSERTION_CHARS_MAX).collect::<String>())
     };
     find(STATEMENTS).or_else(|| find(HEADERS))
 }

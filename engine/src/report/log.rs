@@ -1,14 +1,12 @@
 //! `engine log [--follow]`: the event log in ledger order.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use super::Output;
 use crate::clock::utc;
 use crate::error::Result;
 use crate::ids::Seq;
-use crate::limits::LOG_PAGE_EVENTS;
+use crate::limits::{LOG_FOLLOW_POLL, LOG_PAGE_EVENTS};
 use crate::store::events::EventRecord;
 use crate::store::Store;
 
@@ -60,6 +58,6 @@ pub fn render(store: &Store, after: Seq, follow: bool, as_json: bool) -> Result<
                 return Ok(Output { text: String::new(), json: json!(null), exit_code: 0 });
             }
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(LOG_FOLLOW_POLL);
     }
 }

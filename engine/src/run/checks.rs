@@ -85,7 +85,7 @@ pub async fn run_checks(
             env: Vec::new(),
             secrets: secrets.clone(),
         };
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = providers::progress_channel();
         let run = match runner.dispatch(&call, tx).await {
             Outcome::Received(Receipt::Command(r)) => CheckRun {
                 id: check.id,

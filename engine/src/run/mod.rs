@@ -369,7 +369,7 @@ impl<'l> Runner<'l> {
                 failpoint::hit("after_receipt");
                 let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
                 match self.outcome(attempt_id, &task, outcome).await? {
-                    record::Next::Validate => self.start_validations(attempt_id, &task)?,
+                    record::Next::Validate => self.start_validations(attempt_id, &task).await?,
                     record::Next::Done => {
                         self.in_flight.remove(&attempt_id);
                     }
@@ -381,7 +381,7 @@ impl<'l> Runner<'l> {
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
                 let task = self.task(&flight.task_ref)?.clone();
-                let after = checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache);
+                let after = self.observe_checkpoint(&task).await;
                 self.record_validations(attempt_id, &task, flight.before, after, runs)?;
             }
         }
@@ -393,8 +393,8 @@ impl<'l> Runner<'l> {
     }
 
     /// Observe the checkpoint the validations will judge, then run them.
-    fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache).ok();
+    async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
+        let before = self.observe_checkpoint(task).await.ok();
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
         }
@@ -408,6 +408,32 @@ impl<'l> Runner<'l> {
             let _ = tx.send(Msg::Validated { attempt_id, runs }).await;
         });
         Ok(())
+    }
+
+    /// A task's checkpoint now. Hashing inputs and running context
+    /// commands can take a while: it runs off the coordinator's thread, so
+    /// the calls in flight keep reading their providers' output meanwhile
+    /// (a task with neither is observed in place: nothing there can block).
+    async fn observe_checkpoint(&mut self, task: &Task) -> std::result::Result<Checkpoint, String> {
+        if task.inputs.is_empty() && task.context.is_empty() {
+            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache);
+        }
+        let (workspace, secrets) = (self.plan.workspace.clone(), self.plan.file.secrets.clone());
+        let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
+        let observed = tokio::task::spawn_blocking(move || {
+            let cp = checkpoint::observe(&workspace, &task, &secrets, &mut cache);
+            (cp, cache)
+        })
+        .await;
+        match observed {
+            Ok((cp, cache)) => {
+                self.cache = cache;
+                cp
+            }
+            // The cache went with the failed thread: the next observation
+            // hashes again, which is only slower.
+            Err(e) => Err(format!("observing the inputs failed: {e}")),
+        }
     }
 
     /// The task's operation id in this revision's plan.

@@ -7,17 +7,13 @@
 //! against the recorded start time, so a reused pid is never signalled —
 //! and only then does anything reconcile those attempts.
 
-use std::time::Duration;
-
 use providers::process::{self, GroupEnd, ProcessId};
 use serde_json::json;
 
 use crate::error::Result;
+use crate::limits::PROCESS_END_GRACE;
 use crate::store::events::{Event, EventKind};
 use crate::store::{Durability, LeaseGuard, Store};
-
-/// How long a left process gets between SIGTERM and SIGKILL.
-pub const GRACE: Duration = Duration::from_secs(2);
 
 /// Take the store's lease; then end what earlier holders left running. On
 /// an error after the lease was taken, the guard gives it back.
@@ -33,7 +29,7 @@ fn end_left_processes(ledger: &mut LeaseGuard) -> Result<()> {
         return Ok(());
     }
     let ids: Vec<ProcessId> = left.iter().map(|l| l.process).collect();
-    let ends = process::end_groups(&ids, GRACE);
+    let ends = process::end_groups(&ids, PROCESS_END_GRACE);
     ledger.write(Durability::Normal, |tx| {
         for (l, end) in left.iter().zip(&ends) {
             let data = json!({

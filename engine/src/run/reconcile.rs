@@ -28,7 +28,7 @@ impl Runner<'_> {
                 self.restarted(&a).await?;
             }
         }
-        self.judge_unjudged()
+        self.judge_unjudged().await
     }
 
     /// An attempt of this revision the engine stopped in the middle of.
@@ -51,7 +51,7 @@ impl Runner<'_> {
         self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
         let detail = format!("engine restarted; last state {}", a.state);
         match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, observation)? {
-            Next::Validate => self.start_validations(a.id, &task)?,
+            Next::Validate => self.start_validations(a.id, &task).await?,
             Next::Done => {
                 self.in_flight.remove(&a.id);
             }
@@ -62,7 +62,7 @@ impl Runner<'_> {
     /// A receipt was committed (or a person settled `ok`) but validations
     /// never finished: judge now — once: an attempt already being judged
     /// (its receipt just came from an observation) is not judged twice.
-    fn judge_unjudged(&mut self) -> Result<()> {
+    async fn judge_unjudged(&mut self) -> Result<()> {
         let read = self.ledger.read();
         let mut to_validate = read.attempts_in_state(&self.goal_id, AttemptState::ReceiptRecorded)?;
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
@@ -77,7 +77,7 @@ impl Runner<'_> {
             let Some(task) = self.plan.task(&a.task_ref).cloned() else { continue };
             self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
             self.states.insert(a.task_ref.clone(), TaskState::Running);
-            self.start_validations(a.id, &task)?;
+            self.start_validations(a.id, &task).await?;
         }
         Ok(())
     }

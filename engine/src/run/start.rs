@@ -3,12 +3,10 @@
 //! same transaction — and only once the intent is committed, hand the call
 //! to the provider.
 
-use providers::Progress;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::{InFlight, Msg, Repair, Runner};
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::decide::budget::Usage;
 use crate::decide::gate::{self, ApprovalFacts, Decision, Missing, OpenApproval};
@@ -61,8 +59,7 @@ impl Runner<'_> {
             None => (digests.operation_id.clone(), digests.request.clone()),
         };
         let retry = self.asked.retry.contains(&operation_id);
-        let inputs_at_intent =
-            checkpoint::observe(&self.plan.workspace, &task, &self.plan.file.secrets, &mut self.cache).ok();
+        let inputs_at_intent = self.observe_checkpoint(&task).await.ok();
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -191,7 +188,7 @@ impl Runner<'_> {
         let attempt_id = intent.attempt_id();
         self.in_flight.insert(attempt_id, InFlight::new(intent, &task_ref));
         tokio::spawn(async move {
-            let (ptx, mut prx) = mpsc::unbounded_channel::<Progress>();
+            let (ptx, mut prx) = providers::progress_channel();
             let fut = provider.dispatch(&provider_call, ptx);
             tokio::pin!(fut);
             let outcome = loop {

@@ -19,24 +19,16 @@ mod schema;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
+use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
 use crate::state::Lifecycle;
 
 pub use schema::SCHEMA_VERSION;
-
-/// How long a writer waits for another connection's lock (a reader's
-/// snapshot, a racing engine) before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Prepared statements kept per connection (every statement the engine
-/// runs fits, so none is parsed twice).
-const STATEMENT_CACHE: usize = 256;
 
 pub(super) struct Db {
     conn: Connection,
@@ -230,8 +222,8 @@ fn open_existing(path: &Path, mode: OpenFlags) -> Result<Option<Connection>> {
 }
 
 fn configure(conn: &Connection) -> Result<()> {
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.set_prepared_statement_cache_capacity(STORE_STATEMENTS_CACHED);
+    conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
