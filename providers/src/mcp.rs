@@ -595,7 +595,7 @@ mod tests {
             (Some("op-7"), Some(2), &json!({"doc": "d1"}))
         );
         assert_eq!(progress.len(), 1, "{progress:?}");
-        let Progress::Dispatched { detail } = &progress[0];
+        let Some(Progress::Dispatched { detail }) = progress.first() else { panic!("{progress:?}") };
         assert!(detail.contains("tools/call `render`") && detail.contains("op-7"), "{detail}");
     }
 
