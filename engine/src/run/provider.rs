@@ -26,7 +26,7 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
                 .with_hosts(hosts.clone()),
         ),
         ProviderSpec::Mcp { command, observe_tool } => {
-            Arc::new(McpProvider { command: command.clone(), observe_tool: observe_tool.clone() })
+            Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
         }
     }
 }
