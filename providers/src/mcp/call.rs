@@ -55,11 +55,12 @@ impl McpProvider {
             Err(m) => return not_dispatched(NotDispatchedKind::BadRequest, m),
         };
         let deadline = call.timeout.map(|d| started + d);
-        let sink = self.session.hub.attach(call.output_bytes_max);
         let Some(_turn) = self.session.permit(deadline).await else {
             let m = "deadline passed while waiting for an earlier call to the same MCP server; tools/call not sent";
             return not_dispatched(NotDispatchedKind::DeadlineBeforeDispatch, m.into());
         };
+        // Attached once it is our turn, so an earlier call's stderr stays its own.
+        let sink = self.session.hub.attach(call.output_bytes_max);
         let live = match self.session.live(call, deadline).await {
             Ok(l) => l,
             Err(nd) => return Outcome::NotDispatched(redacted(nd, &call.secrets)),
@@ -240,10 +241,10 @@ impl McpProvider {
         let deadline = call.timeout.map(|d| started + d);
         let start_by = deadline.or(Some(started + START_TIMEOUT));
         let inconclusive = |m: String| Resumed::Inconclusive { evidence: jsonrpc::redact_str(m, &call.secrets) };
-        let sink = self.session.hub.attach(call.output_bytes_max);
         let Some(_turn) = self.session.permit(start_by).await else {
             return inconclusive("waited too long for an earlier call to the same server".into());
         };
+        let sink = self.session.hub.attach(call.output_bytes_max);
         let live = match self.session.live(call, start_by).await {
             Ok(l) => l,
             Err(nd) => return inconclusive(format!("could not ask about task {task_id}: {}", nd.message)),
