@@ -1,7 +1,10 @@
 //! Rendering for people (text) and scripts (JSON). Reads only; every word
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
+pub mod document;
 pub mod explain;
+pub mod goal_report;
+pub mod html;
 pub mod log;
 pub mod plan;
 pub mod run;
