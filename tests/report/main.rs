@@ -7,6 +7,7 @@ mod common;
 #[path = "../recovery_and_reuse/helpers.rs"]
 mod helpers;
 
+mod architecture;
 mod browser;
 mod cdp;
 mod document;

@@ -10,6 +10,8 @@ mod details;
 pub mod escape;
 pub mod layout;
 mod summary;
+#[cfg(test)]
+mod tests;
 pub mod timeline;
 
 use std::fmt::Write;
