@@ -5,6 +5,8 @@
 
 pub mod model;
 mod read;
+#[cfg(test)]
+pub mod testdoc;
 pub mod timeline;
 pub mod waiting;
 pub mod words;

@@ -104,7 +104,48 @@ fn failure_commands(next: &str, task_ref: &str, op: &str, cx: &Context) -> Vec<S
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{of_task, shell_word, Context};
+    use crate::report::document::testdoc::{attempt, task};
+    use crate::report::document::Classification;
+
+    const CX: Context = Context { goal_id: "g 1", plan_path: "plans/p.json" };
+
+    #[test]
+    fn each_wait_names_its_exact_command() {
+        let t = task("T1", &[], "awaiting_approval", Vec::new());
+        let w = of_task(&t, 1, Some("op_repair"), &CX).unwrap();
+        assert_eq!(
+            (w.kind.as_str(), w.commands.clone()),
+            ("approve", vec!["engine approve op_repair --note TEXT".to_string()])
+        );
+
+        let t = task("T2", &[], "pending", vec![attempt(3, "settled_not_run", "")]);
+        let w = of_task(&t, 1, None, &CX).unwrap();
+        assert_eq!(
+            (w.kind.as_str(), w.commands.clone()),
+            ("retry", vec![format!("engine retry {}", t.attempts[0].operation_id)])
+        );
+
+        let mut t = task("T 3", &[], "failed", vec![attempt(4, "failed", "")]);
+        let class = |next: &str| Classification {
+            class: "c".into(),
+            rule: "r".into(),
+            evidence_ids: vec![1],
+            next: next.into(),
+        };
+        t.attempts[0].classification = Some(class("repair"));
+        assert_eq!(of_task(&t, 1, None, &CX).unwrap().commands, vec!["engine repair 'T 3' --goal 'g 1'"]);
+        t.attempts[0].classification = Some(class("revise"));
+        assert_eq!(of_task(&t, 1, None, &CX).unwrap().commands, vec!["engine revise plans/p.json --reason TEXT"]);
+        t.attempts[0].classification = Some(class("a person decides"));
+        assert_eq!(
+            of_task(&t, 1, None, &CX).unwrap().commands[0],
+            "engine repair 'T 3' --goal 'g 1' --force --note TEXT"
+        );
+        // Nothing waits on a task that succeeded, or on another revision's failure.
+        assert!(of_task(&task("T4", &[], "succeeded", Vec::new()), 1, None, &CX).is_none());
+        assert!(of_task(&t, 2, None, &CX).is_none());
+    }
 
     #[test]
     fn shell_words_are_quoted_unless_plain() {
