@@ -2,7 +2,10 @@
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
 pub mod escape;
+pub mod document;
 pub mod explain;
+pub mod goal_report;
+pub mod html;
 pub mod log;
 pub mod plan;
 pub mod run;

@@ -78,3 +78,26 @@ pub fn since(conn: &Connection, after_seq: i64, limit: i64) -> Result<Vec<EventR
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
+
+/// A goal's events of one kind, oldest first (a report reads the reuse
+/// decisions of `revision_recorded` and the runs' `run_started`).
+pub fn of_goal(conn: &Connection, goal_id: &str, kind: &str) -> Result<Vec<EventRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, at_ms, goal_id, revision, task_ref, attempt_id, kind, data FROM events
+         WHERE goal_id = ?1 AND kind = ?2 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![goal_id, kind], |r| {
+        let data: String = r.get(7)?;
+        Ok(EventRow {
+            seq: r.get(0)?,
+            at_ms: r.get(1)?,
+            goal_id: r.get(2)?,
+            revision: r.get(3)?,
+            task_ref: r.get(4)?,
+            attempt_id: r.get(5)?,
+            kind: r.get(6)?,
+            data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}

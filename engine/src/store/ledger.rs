@@ -632,3 +632,117 @@ pub fn checkpoint(conn: &Connection, digest: &str) -> Result<Option<crate::check
             .optional()?;
     Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
 }
+
+// ---- reads for `engine report` (a whole goal at once, with times) ----
+
+/// Evidence with the time it was recorded (a report marks validations on
+/// its timeline by it).
+#[derive(Debug, Clone)]
+pub struct TimedEvidence {
+    pub id: i64,
+    pub at_ms: i64,
+    pub evidence: Evidence,
+}
+
+fn timed_evidence_from_row(r: &rusqlite::Row) -> rusqlite::Result<(i64, i64, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn parse_timed((id, at_ms, data): (i64, i64, String)) -> Result<TimedEvidence> {
+    let evidence: Evidence = serde_json::from_str(&data)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
+    Ok(TimedEvidence { id, at_ms, evidence })
+}
+
+/// Every piece of evidence of one attempt, in ledger order, with its time.
+pub fn timed_evidence_of_attempt(conn: &Connection, attempt_id: i64) -> Result<Vec<TimedEvidence>> {
+    let mut stmt = conn.prepare_cached("SELECT id, at_ms, data FROM evidence WHERE attempt_id = ?1 ORDER BY id")?;
+    let rows = stmt.query_map([attempt_id], timed_evidence_from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter().map(parse_timed).collect()
+}
+
+/// One piece of evidence by id (an acceptance check's has no attempt).
+pub fn timed_evidence(conn: &Connection, id: i64) -> Result<Option<TimedEvidence>> {
+    let row =
+        crate::store::qrow(conn, "SELECT id, at_ms, data FROM evidence WHERE id = ?1", [id], timed_evidence_from_row)
+            .optional()?;
+    row.map(parse_timed).transpose()
+}
+
+/// When an attempt's receipt was recorded, if it has one.
+pub fn receipt_at(conn: &Connection, attempt_id: i64) -> Result<Option<i64>> {
+    Ok(crate::store::qrow(conn, "SELECT at_ms FROM receipts WHERE attempt_id = ?1", [attempt_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// A person's approval as recorded, with what became of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRow {
+    pub id: i64,
+    pub operation_id: String,
+    pub revision: i64,
+    pub task_ref: String,
+    pub request_digest: String,
+    pub actor: String,
+    pub note: String,
+    pub at_ms: i64,
+    pub consumed_by: Option<i64>,
+    pub voided_by: Option<i64>,
+}
+
+/// Every approval given for a goal, in ledger order.
+pub fn approvals_of_goal(conn: &Connection, goal_id: &str) -> Result<Vec<ApprovalRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, operation_id, revision, task_ref, request_digest, actor, note, at_ms, consumed_by, voided_by
+         FROM approvals WHERE goal_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([goal_id], |r| {
+        Ok(ApprovalRow {
+            id: r.get(0)?,
+            operation_id: r.get(1)?,
+            revision: r.get(2)?,
+            task_ref: r.get(3)?,
+            request_digest: r.get(4)?,
+            actor: r.get(5)?,
+            note: r.get(6)?,
+            at_ms: r.get(7)?,
+            consumed_by: r.get(8)?,
+            voided_by: r.get(9)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A person's settlement of an unknown outcome, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettlementRow {
+    pub id: i64,
+    pub attempt_id: i64,
+    pub operation_id: String,
+    pub outcome: String,
+    pub actor: String,
+    pub note: String,
+    pub evidence_blob: Option<String>,
+    pub at_ms: i64,
+}
+
+/// Every settlement of an attempt of a goal, in ledger order.
+pub fn settlements_of_goal(conn: &Connection, goal_id: &str) -> Result<Vec<SettlementRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.id, s.attempt_id, s.operation_id, s.outcome, s.actor, s.note, s.evidence_blob, s.at_ms
+         FROM settlements s JOIN attempts a ON a.id = s.attempt_id WHERE a.goal_id = ?1 ORDER BY s.id",
+    )?;
+    let rows = stmt.query_map([goal_id], |r| {
+        Ok(SettlementRow {
+            id: r.get(0)?,
+            attempt_id: r.get(1)?,
+            operation_id: r.get(2)?,
+            outcome: r.get(3)?,
+            actor: r.get(4)?,
+            note: r.get(5)?,
+            evidence_blob: r.get(6)?,
+            at_ms: r.get(7)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
