@@ -9,8 +9,11 @@
 
 pub mod blobs;
 pub mod events;
+pub mod files;
+pub mod identity;
 pub mod lease;
 pub mod ledger;
+pub mod mark;
 pub mod schema;
 
 use std::fs::{DirBuilder, OpenOptions};
