@@ -5,6 +5,13 @@ mod architecture;
 mod commands;
 mod common;
 mod core;
+mod corruption;
+/// The receiver fixture and unknown-outcome helpers, shared with that suite.
+#[path = "../unknown_outcomes/common.rs"]
+mod outcomes;
 mod plan_props;
 mod schema;
+mod store_creation;
 mod store_files;
+mod store_full;
+mod store_identity;
