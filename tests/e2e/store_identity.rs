@@ -153,3 +153,32 @@ fn the_mark_is_private_and_lost_shm_alone_is_harmless() {
     ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }
+
+/// A store made before stores had an identity (schema 1, no mark) is
+/// adopted by the next writer: migrated, given its mark, and from then on
+/// protected like any other.
+#[test]
+fn a_store_from_before_marks_is_adopted_by_the_next_writer() {
+    let ws = Ws::new();
+    ws.write_plan(&plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
+    ws.run().expect(0, None);
+    // Made old: no identity table, schema 1, no mark.
+    ws.db().execute_batch("DROP TABLE store_meta; PRAGMA user_version = 1;").unwrap();
+    std::fs::remove_file(side(&ws, ".mark")).unwrap();
+
+    ws.engine(&["status"]).expect(2, Some("USAGE_ERROR"));
+    ws.run().expect(0, None);
+    assert!(side(&ws, ".mark").exists(), "the writer gave it a mark");
+    let version: i64 = ws.db().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+    ws.engine(&["status"]).expect(0, None);
+
+    // Protected now: an older copy of it is refused.
+    let copy = std::fs::read(ws.db_path()).unwrap();
+    ws.run().expect(0, None);
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(side(&ws, suffix));
+    }
+    std::fs::write(ws.db_path(), &copy).unwrap();
+    expect_refused(&ws, &["status"], "lost committed transactions");
+}
