@@ -157,7 +157,7 @@ impl Store {
             MarkFile::create(&self.files.mark, &Mark::new(store_id))?;
         }
         let mut mark = MarkFile::open(&self.files.mark)?;
-        mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() })?;
+        mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() }, true)?;
         self.mark = Some(mark);
         Ok(())
     }
@@ -190,7 +190,7 @@ impl Store {
         if let Some(mark) = self.mark.as_mut() {
             let next =
                 Mark { commits, generation: g, open: false, closed_file: Some(closed_file), ..mark.last().clone() };
-            mark.record(next)?;
+            mark.record(next, true)?;
         }
         self.mark = None;
         tx.execute(

@@ -35,7 +35,7 @@ pub const STORE_FILE: &str = "engine.db";
 
 /// How durable a commit must be. `Full` fsyncs the WAL at commit, for the
 /// records that must survive power loss: intents, receipts, settlements,
-/// approvals; the mark then records the commit too (`mark.rs`). `Normal`
+/// approvals; the mark then counts the commit too (`mark.rs`). `Normal`
 /// may lose the last commits on power loss (never on a process crash) and
 /// is used for bookkeeping the engine can re-derive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,11 +196,12 @@ impl Store {
         Ok(value)
     }
 
-    /// The mark learns of a durable commit (the store is held: open).
+    /// The mark learns of a durable commit (the store is held: open);
+    /// written, not flushed (`mark.rs` says why).
     fn mark_commit(&mut self, commits: i64, generation: i64) -> Result<()> {
         let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a durable commit without the store's mark"))?;
         let next = Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() };
-        mark.record(next)
+        mark.record(next, false)
     }
 
     fn set_durability(&mut self, durability: Durability) -> Result<()> {
