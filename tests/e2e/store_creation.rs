@@ -124,3 +124,20 @@ fn racing_creators_one_runs_the_others_are_store_locked() {
         }
     }
 }
+
+/// An engine that cannot get the store's write lock within its wait (another
+/// process holds it: here the test, as an engine checking a large store
+/// after a crash would) gets `STORE_LOCKED` (exit 6), not an internal error.
+#[test]
+fn waiting_out_the_write_lock_is_store_locked() {
+    let ws = Ws::empty();
+    one_task_plan(&ws);
+    ws.engine(&["run", "plan.json"]).expect_code(0);
+    let holder = rusqlite::Connection::open(ws.store()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = ws.engine(&["run", "plan.json", "--json"]);
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(out.code, 6, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.json()["error"]["code"], json!("STORE_LOCKED"));
+    assert_eq!(out.json()["error"]["place"], json!(ws.store().display().to_string()));
+}

@@ -99,7 +99,12 @@ impl Store {
         let host = hostname();
         let start = proc_start(pid);
         self.set_durability(Durability::Full)?;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // A release earlier in this process turned automatic checkpoints off.
+        self.conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| busy(e, &self.files.place()))?;
         let row: Option<LeaseRow> = tx
             .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -200,6 +205,20 @@ impl Store {
         count_commit(&tx)?;
         tx.commit()?;
         Ok(())
+    }
+}
+
+/// Still waiting for the write lock after the busy timeout: another engine
+/// is taking the store (checking a large one, say) — `STORE_LOCKED`, like
+/// a live lease, not an internal error.
+fn busy(e: rusqlite::Error, store: &str) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Error::new(
+            Code::StoreLocked,
+            "another engine is taking the store (it held the store's write lock past the wait); try again",
+        )
+        .at(store.to_string()),
+        _ => e.into(),
     }
 }
 
