@@ -1,8 +1,8 @@
 //! Rendering for people (text) and scripts (JSON). Reads only; every word
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
-pub mod escape;
 pub mod document;
+pub mod escape;
 pub mod explain;
 pub mod goal_report;
 pub mod html;
