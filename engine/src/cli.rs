@@ -136,6 +136,22 @@ enum Command {
     },
     /// Print the JSON Schema of the plan file.
     Schema,
+    /// A goal's revision as one document (`--json`) or one self-contained HTML page (`--html FILE`).
+    Report {
+        /// The goal (default: the one most recently run in this store).
+        #[arg(long)]
+        goal: Option<String>,
+        /// The revision (default: the goal's active one).
+        #[arg(long)]
+        revision: Option<i64>,
+        /// Write the page to FILE (it fetches nothing; open it from disk).
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Leave the generation time out, so the same ledger gives the same bytes
+        /// (otherwise $SOURCE_DATE_EPOCH, when set, is the time printed).
+        #[arg(long)]
+        no_timestamp: bool,
+    },
 }
 
 impl ValueEnum for SettlementOutcome {
@@ -289,6 +305,17 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Explain { task_ref, goal } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;
             report::explain::render(&store, goal.map(GoalId::new).as_ref(), &task_ref)
+        }
+        Command::Report { goal, revision, html, no_timestamp } => {
+            let store = open_ro(cli.store.as_deref(), workspace)?;
+            let options = report::goal_report::Options {
+                goal: goal.as_deref(),
+                revision,
+                html: html.as_deref(),
+                json: cli.json,
+                no_timestamp,
+            };
+            report::goal_report::run(&store, &options)
         }
         Command::Log { follow, after } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;

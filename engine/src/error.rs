@@ -37,6 +37,9 @@ pub enum Code {
     StaleGeneration,
     StoreCorrupt,
     SchemaTooNew,
+    /// SPEC's additions: the store's disk (or quota, or file size limit) is
+    /// full; the transaction that did not fit was rolled back whole.
+    StoreFull,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -67,12 +70,19 @@ impl Code {
             Code::StaleGeneration => "STALE_GENERATION",
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
+            Code::StoreFull => "STORE_FULL",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
     }
 
     /// SPEC.md's exit code for a command that stops with this error.
+    ///
+    /// `STORE_FULL` is 2: not a bug (70 is for those), not one of the named
+    /// stops (3–6); like `SCHEMA_TOO_NEW` it is a condition of the store a
+    /// person must fix before anything more can run — and, the failed
+    /// transaction being rolled back whole, the ledger still says exactly
+    /// what ran before it.
     pub fn exit_code(self) -> i32 {
         match self {
             Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven => 3,
@@ -85,6 +95,7 @@ impl Code {
             | Code::OperationConflict
             | Code::SettlementInvalid
             | Code::SchemaTooNew
+            | Code::StoreFull
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -165,6 +176,12 @@ impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::internal(format!("I/O error: {e}"))
     }
+}
+
+/// Does this I/O error mean "no room" — a full disk, an exhausted quota,
+/// or a file size limit (`RLIMIT_FSIZE`)?
+pub fn is_no_room(errno: i32) -> bool {
+    errno == libc::ENOSPC || errno == libc::EDQUOT || errno == libc::EFBIG
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -3,8 +3,18 @@
 //! survived. A testing aid; documented in the README. Provider processes
 //! never see the variable (the command provider drops `ENGINE_*`).
 
-/// The named points, in the order an attempt passes them.
-pub const POINTS: &[&str] = &["after_intent", "after_dispatch", "after_receipt", "after_receipt_commit"];
+/// The named points, in the order an attempt passes them; then the points
+/// of a new store's creation (built under its temporary name; linked into
+/// place; in place, before its mark exists).
+pub const POINTS: &[&str] = &[
+    "after_intent",
+    "after_dispatch",
+    "after_receipt",
+    "after_receipt_commit",
+    "store_built",
+    "store_linked",
+    "store_placed",
+];
 
 pub fn hit(name: &str) {
     debug_assert!(POINTS.contains(&name), "unknown failpoint {name}");

@@ -11,10 +11,13 @@ pub mod capture;
 pub mod command;
 pub mod http;
 pub mod mcp;
+pub mod observe;
 pub mod process;
+mod readback;
 pub mod sandbox;
 #[cfg(test)]
 mod test_support;
+pub mod tls;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -25,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 pub use capture::Captured;
+pub use observe::{ConfigError, Decider, Verdict};
+pub use readback::ReadBack;
 
 /// A boxed future, so `Provider` stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -55,7 +60,8 @@ pub struct Call {
 }
 
 /// Where a provider reports progress: a bounded channel with room for
-/// every message one call sends (at most a `Spawned` and a `Dispatched`),
+/// every message one call sends (at most a `Spawned`, a `Dispatched` and
+/// a `Handle`),
 /// so a provider's `try_send` never waits and never finds it full.
 pub type ProgressSender = mpsc::Sender<Progress>;
 
@@ -78,6 +84,25 @@ pub enum Progress {
     /// The request was handed to the provider (a process spawned with this
     /// pid, or the HTTP request fully written). Not a claim of receipt.
     Dispatched { detail: String },
+    /// The provider accepted the request and named it: the handle to ask
+    /// about it later (`Provider::resume`, `Provider::cancel`), also after a
+    /// crash. Always sent after `Dispatched`, before the outcome; commit it
+    /// at once. Claims the provider accepted the request, not that it did
+    /// the work.
+    Handle { handle: Handle, detail: String },
+}
+
+/// A provider's own name for a request it accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Handle {
+    /// An MCP task (2025-11-25 tasks): the server's task id, and for a
+    /// Streamable HTTP server the `Mcp-Session-Id` the task lives in.
+    McpTask {
+        task_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+    },
 }
 
 /// How a process ended.
@@ -126,11 +151,15 @@ pub struct McpReceipt {
     /// The JSON of the call's `result` (or of its JSON-RPC `error`).
     pub result: Captured,
     /// The tool reported an error (`isError: true`, with the text of its
-    /// content) or the server answered with a JSON-RPC `error` (code and
-    /// message).
+    /// content), the server answered with a JSON-RPC `error` (code and
+    /// message), an answer over the bound, an HTTP error status, or a task
+    /// that failed or was cancelled.
     pub tool_error: Option<String>,
-    /// The server's stderr.
+    /// The server's stderr (a stdio server's).
     pub stderr: Captured,
+    /// A Streamable HTTP server's error status, and its `Retry-After`.
+    pub http_status: Option<u16>,
+    pub retry_after_seconds: Option<u64>,
     pub duration_ms: u64,
 }
 
@@ -189,6 +218,40 @@ pub enum Observation {
     Inconclusive { evidence: String },
 }
 
+impl From<ReadBack> for Observation {
+    fn from(r: ReadBack) -> Self {
+        let evidence = r.summary();
+        match r.verdict {
+            Verdict::Present => Observation::EffectPresent { evidence },
+            Verdict::Absent => Observation::EffectAbsent { evidence },
+            Verdict::Inconclusive => Observation::Inconclusive { evidence },
+        }
+    }
+}
+
+/// What asking about a handle found (`Provider::resume`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resumed {
+    /// The request ended and its answer was fetched: the receipt (with
+    /// `tool_error` set when it failed or was cancelled).
+    Receipt(Receipt),
+    /// The provider still works on it (the deadline passed, or none was
+    /// given and one look found it unfinished).
+    Running { evidence: String },
+    /// Cannot tell: the provider does not know the handle (any more), or
+    /// could not be asked.
+    Inconclusive { evidence: String },
+}
+
+/// What `Provider::cancel` got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancelled {
+    /// The provider confirmed the request is cancelled (not that nothing of
+    /// it happened).
+    pub confirmed: bool,
+    pub evidence: String,
+}
+
 /// A provider. Implementations must report `Progress::Dispatched` the moment
 /// the request is handed over, and never retry on their own.
 pub trait Provider: Send + Sync {
@@ -198,9 +261,46 @@ pub trait Provider: Send + Sync {
 
     fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome>;
 
-    /// Re-observe an operation without re-sending it. `None`: this provider
-    /// cannot observe.
-    fn observe<'a>(&'a self, _call: &'a Call) -> Option<BoxFuture<'a, Observation>> {
+    /// Check a task's declared read-back rule (its `observe` JSON) at plan
+    /// check time; the error's path is inside the rule.
+    fn check_observe(&self, _rule: &serde_json::Value) -> Result<(), ConfigError> {
+        Err(ConfigError::new("", "this provider cannot observe"))
+    }
+
+    /// Read back the effect of `call` without re-sending it: by the task's
+    /// rule when given (as `check_observe` accepted it), else by the
+    /// provider's default. `None`: no rule to observe with.
+    fn read_back<'a>(
+        &'a self,
+        _call: &'a Call,
+        _rule: Option<&'a serde_json::Value>,
+    ) -> Option<BoxFuture<'a, ReadBack>> {
         None
+    }
+
+    /// `read_back` by the provider's default rule, as an `Observation`.
+    fn observe<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Observation>> {
+        let fut = self.read_back(call, None)?;
+        Some(Box::pin(async move { Observation::from(fut.await) }))
+    }
+
+    /// Ask about a request the provider accepted under `handle` (after a
+    /// crash, or to go on waiting), without re-sending it. Waits for its end
+    /// up to `call.timeout`; without one, looks once. `None`: this provider
+    /// has no handles.
+    fn resume<'a>(&'a self, _call: &'a Call, _handle: &'a Handle) -> Option<BoxFuture<'a, Resumed>> {
+        None
+    }
+
+    /// A person stopped the run: cancel the request accepted under
+    /// `handle`. `None`: this provider has no handles.
+    fn cancel<'a>(&'a self, _call: &'a Call, _handle: &'a Handle) -> Option<BoxFuture<'a, Cancelled>> {
+        None
+    }
+
+    /// End what the provider keeps for a run (an MCP server: stdin closed,
+    /// its process group killed after a grace). Call once, at the end.
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
 }

@@ -9,9 +9,16 @@ mod architecture;
 mod commands;
 mod common;
 mod core;
+mod corruption;
 mod limits;
 mod orphans;
+/// The receiver fixture and unknown-outcome helpers, shared with that suite.
+#[path = "../unknown_outcomes/common.rs"]
+mod outcomes;
 mod plan_props;
 mod schema;
+mod store_creation;
 mod store_files;
+mod store_full;
+mod store_identity;
 mod terminal;

@@ -89,3 +89,31 @@ fn a_schema_1_store_is_migrated_and_reads_as_before() {
     let t1 = &ws.attempts_of("T1")[0];
     assert_eq!((t1.cost, t1.state.as_str()), (0.25, "succeeded"));
 }
+
+/// A store side file (`-wal`, `-shm`, the mark) that is a symlink is refused
+/// as a usage error naming that file (exit 2), before SQLite follows it.
+#[test]
+fn a_symlinked_side_file_is_refused_naming_it() {
+    for suffix in ["-wal", "-shm", ".mark"] {
+        let ws = Ws::new();
+        ws.write_plan("plan.json", &plan(vec![task("A", &["true"])]));
+        ws.engine(&["run", "plan.json"]).expect_code(0);
+        let side = std::path::PathBuf::from(format!("{}{suffix}", ws.store().display()));
+        let elsewhere = ws.root().join(format!("elsewhere{suffix}"));
+        if side.exists() {
+            std::fs::rename(&side, &elsewhere).unwrap();
+        } else {
+            std::fs::write(&elsewhere, b"").unwrap();
+        }
+        std::os::unix::fs::symlink(&elsewhere, &side).unwrap();
+        let before = std::fs::read(&elsewhere).unwrap();
+        for args in [vec!["run", "plan.json", "--json"], vec!["status", "--json"]] {
+            let out = ws.engine(&args);
+            out.expect_code(2);
+            let err = &out.json()["error"];
+            assert_eq!(err["code"], json!("USAGE_ERROR"), "{suffix}: {}", out.stdout);
+            assert_eq!(err["place"], json!(side.display().to_string()), "{suffix}: names the file");
+        }
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), before, "{suffix}: the link's target is untouched");
+    }
+}

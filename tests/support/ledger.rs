@@ -4,16 +4,18 @@
 //! tests compare them: states and kinds as their stable words, a
 //! classification as its JSON.
 //!
-//! `tamper` is the one exception, and says so: a test that simulates what
-//! the engine's own commands cannot stage (a takeover, a conflicting row)
-//! writes the SQLite file directly.
+//! The exceptions say so, and are the only test code that names SQLite:
+//! `tamper` and `load_dump`, for a test that simulates what the engine's
+//! own commands cannot stage (a takeover, a conflicting row, an older
+//! store); `integrity_check` and `hold_write_lock`, for the store tests
+//! that check the file as SQLite sees it or hold its write lock.
 
 use std::path::Path;
 use std::time::Duration;
 
 use engine::ids::{AttemptId, GoalId, Revision};
 use engine::store::attempts::AttemptRecord;
-use engine::store::inspect::{ApprovalRow, BlobRow, CheckResultRow, LeaseRow, SettlementRow};
+use engine::store::inspect::{ApprovalRecord, BlobRow, CheckResultRow, LeaseRow, ReceiptRow, SettlementRecord};
 use engine::store::Store;
 use serde_json::{json, Value};
 
@@ -205,7 +207,11 @@ impl Ledger {
     }
 
     pub fn receipt_count(&self) -> usize {
-        ok("receipts", self.store.inspect().receipts()).len()
+        self.receipts().len()
+    }
+
+    pub fn receipts(&self) -> Vec<ReceiptRow> {
+        ok("receipts", self.store.inspect().receipts())
     }
 
     /// Evidence of an attempt: (id, kind, data).
@@ -226,15 +232,15 @@ impl Ledger {
             .collect()
     }
 
-    pub fn approvals(&self) -> Vec<ApprovalRow> {
+    pub fn approvals(&self) -> Vec<ApprovalRecord> {
         ok("approvals", self.store.inspect().approvals())
     }
 
-    pub fn approval(&self, id: i64) -> ApprovalRow {
+    pub fn approval(&self, id: i64) -> ApprovalRecord {
         self.approvals().into_iter().find(|a| a.id.get() == id).unwrap_or_else(|| panic!("no approval {id}"))
     }
 
-    pub fn settlements(&self) -> Vec<SettlementRow> {
+    pub fn settlements(&self) -> Vec<SettlementRecord> {
         ok("settlements", self.store.inspect().settlements())
     }
 
@@ -300,4 +306,26 @@ pub fn load_dump(path: &Path, sql: &str) {
     c.execute_batch(sql).expect("the dump loads");
     drop(c);
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("store mode");
+}
+
+/// SQLite's own `PRAGMA integrity_check` of the store at `path` (`None`:
+/// it does not open or the check cannot run).
+pub fn integrity_check(path: &Path) -> Option<String> {
+    let c = rusqlite::Connection::open(path).ok()?;
+    c.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0)).ok()
+}
+
+/// The store's write lock, held (as another process would) until dropped.
+pub struct WriteLock(rusqlite::Connection);
+
+pub fn hold_write_lock(path: &Path) -> WriteLock {
+    let c = rusqlite::Connection::open(path).expect("store opens");
+    c.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+    WriteLock(c)
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        let _ = self.0.execute_batch("ROLLBACK");
+    }
 }

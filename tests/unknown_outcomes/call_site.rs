@@ -100,7 +100,11 @@ fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
     let mut p = plan("paid", json!({"sh": {"kind": "command"}}), vec![task]);
     p["budgets"] = json!({"max_cost": 5, "max_provider_calls": 10});
     ws.write_plan("plan.json", &p);
-    assert!(ws.run_fp("after_dispatch").killed());
+    // Killed once the command has ended but before its receipt is written:
+    // the attempt is `dispatched` with no receipt, as after `after_dispatch`,
+    // but the paid effect surely happened (at `after_dispatch` the command
+    // dies with the engine, PR_SET_PDEATHSIG, perhaps before its `echo`).
+    assert!(ws.run_fp("after_receipt").killed());
     let paid = || std::fs::read_to_string(ws.path("paid.log")).unwrap_or_default().lines().count();
     wait_until(std::time::Duration::from_secs(5), "the first paid call", || (paid() == 1).then_some(()));
     let out = ws.run();

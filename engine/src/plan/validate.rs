@@ -39,12 +39,17 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     for (name, spec) in &plan.providers {
         match spec {
             ProviderSpec::Http { endpoint, observe, hosts } => {
-                let mut p = providers::http::HttpProvider::new(endpoint.clone(), observe.clone());
-                p.allowed_hosts = hosts.clone();
-                p.check().map_err(|m| {
-                    let field = if m.starts_with("observe") { "observe" } else { "endpoint" };
-                    Error::new(Code::PlanInvalid, m).at(format!("$.providers.{name}.{field}"))
+                let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
+                let p =
+                    providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
+                p.check().map_err(|e| {
+                    let field = e.path.split('.').next().unwrap_or("endpoint");
+                    Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
                 })?;
+                if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
+                    return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
+                        .at(format!("$.providers.{name}.observe")));
+                }
             }
             ProviderSpec::Mcp { command, observe_tool } => {
                 non_empty_argv(command, &format!("$.providers.{name}.command"))?;

@@ -2,8 +2,11 @@
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
 pub mod acts;
+pub mod document;
 pub mod escape;
 pub mod explain;
+pub mod goal_report;
+pub mod html;
 pub mod log;
 pub mod plan;
 pub mod revise;

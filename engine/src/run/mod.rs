@@ -365,6 +365,9 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
+            // An MCP task handle: not yet kept in the ledger (no plan can ask
+            // for a task-augmented call yet), so nothing to record.
+            Msg::Progress { progress: Progress::Handle { .. }, .. } => {}
             Msg::Finished { attempt_id, outcome } => {
                 failpoint::hit("after_receipt");
                 let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use providers::command::CommandProvider;
 use providers::http::HttpProvider;
 use providers::mcp::McpProvider;
+use providers::observe::HttpObserve;
 use providers::Provider;
 
 use crate::plan::{Protocol, ProviderSpec};
@@ -17,13 +18,15 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
                 Protocol::AgentJson => "agent-json".to_string(),
             }),
         }),
-        ProviderSpec::Http { endpoint, observe, hosts } => {
-            let mut p = HttpProvider::new(endpoint.clone(), observe.clone());
-            p.allowed_hosts = hosts.clone();
-            Arc::new(p)
-        }
+        ProviderSpec::Http { endpoint, observe, hosts } => Arc::new(
+            // The plan's bare observe URL keeps its old meaning (404 is
+            // absence) until the plan can say `absent_if` itself.
+            HttpProvider::new(endpoint.clone())
+                .with_observe(observe.as_deref().map(HttpObserve::legacy_status_url))
+                .with_hosts(hosts.clone()),
+        ),
         ProviderSpec::Mcp { command, observe_tool } => {
-            Arc::new(McpProvider { command: command.clone(), observe_tool: observe_tool.clone() })
+            Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
         }
     }
 }

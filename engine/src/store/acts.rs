@@ -50,12 +50,46 @@ pub struct PendingRequest {
     pub request_digest: RequestDigest,
 }
 
+/// A person's approval as recorded, with what became of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRecord {
+    pub id: ApprovalId,
+    pub operation_id: OperationId,
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub request_digest: RequestDigest,
+    pub plan_digest: String,
+    pub actor: String,
+    pub note: String,
+    pub at_ms: i64,
+    pub consumed_by: Option<AttemptId>,
+    pub voided_by: Option<AttemptId>,
+}
+
+/// A person's settlement of an unknown outcome, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettlementRecord {
+    pub id: i64,
+    pub attempt_id: AttemptId,
+    pub operation_id: OperationId,
+    pub outcome: SettlementOutcome,
+    pub actor: String,
+    pub note: String,
+    pub evidence_blob: Option<String>,
+    pub at_ms: i64,
+}
+
 pub trait ActsRead {
     /// The approvals of `op` not yet consumed or voided, newest first.
     fn open_approvals(&self, op: &OperationId) -> Result<Vec<OpenApproval>>;
     /// The newest request for `op` that the engine asked a person to
     /// approve in a goal's active revision.
     fn pending_request(&self, op: &OperationId) -> Result<Option<PendingRequest>>;
+    /// Every approval given for a goal, in ledger order.
+    fn approvals_of_goal(&self, goal: &GoalId) -> Result<Vec<ApprovalRecord>>;
+    /// Every settlement of an attempt of a goal, in ledger order.
+    fn settlements_of_goal(&self, goal: &GoalId) -> Result<Vec<SettlementRecord>>;
 }
 
 pub trait ActsWrite {

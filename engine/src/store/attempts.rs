@@ -127,6 +127,8 @@ pub trait AttemptsRead {
         state: AttemptState,
     ) -> Result<Vec<AttemptRecord>>;
     fn receipt(&self, id: AttemptId) -> Result<Option<Value>>;
+    /// When an attempt's receipt was recorded, if it has one.
+    fn receipt_at(&self, id: AttemptId) -> Result<Option<i64>>;
     /// The highest try number of an operation so far (0 if none).
     fn last_try(&self, op: &OperationId) -> Result<i64>;
     /// The task's earliest attempt (of any operation or revision) that is

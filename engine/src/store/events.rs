@@ -122,6 +122,9 @@ pub trait EventsRead {
     fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
     /// The newest event of `kind` of a goal's revision.
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>>;
+    /// A goal's events of one kind, oldest first (a report reads the reuse
+    /// decisions of `revision_recorded` and the runs' `run_started`).
+    fn events_of_goal(&self, goal: &GoalId, kind: EventKind) -> Result<Vec<EventRecord>>;
 }
 
 pub trait EventsWrite {

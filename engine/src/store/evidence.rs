@@ -72,8 +72,21 @@ pub struct CompletionRecord {
     pub validations: Vec<CheckResultRecord>,
 }
 
+/// Evidence with the time it was recorded (a report marks validations on
+/// its timeline by it).
+#[derive(Debug, Clone)]
+pub struct TimedEvidence {
+    pub id: EvidenceId,
+    pub at_ms: i64,
+    pub evidence: Evidence,
+}
+
 pub trait EvidenceRead {
     fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>>;
+    /// Every piece of evidence of one attempt, in ledger order, with its time.
+    fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>>;
+    /// One piece of evidence by id (an acceptance check's has no attempt).
+    fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>>;
     fn claims_of_attempt(&self, attempt: AttemptId) -> Result<Vec<ClaimRecord>>;
     fn claim_ids(&self, attempt: AttemptId) -> Result<Vec<i64>>;
     /// The latest result of each check of a scope (one task's validations,

@@ -5,13 +5,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
+pub use super::acts::{ApprovalRecord, SettlementRecord};
 use super::attempts::AttemptRecord;
 use super::events::EventRecord;
 use super::goals::{GoalRecord, RevisionRecord, TaskRecord};
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
-use crate::ids::{ApprovalId, AttemptId, EvidenceId, GoalId, OperationId, RequestDigest, Revision};
-use crate::state::SettlementOutcome;
+use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskRow {
@@ -66,34 +66,6 @@ pub struct BlobRow {
     pub data: Vec<u8>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ApprovalRow {
-    pub id: ApprovalId,
-    pub operation_id: OperationId,
-    pub goal_id: GoalId,
-    pub revision: Revision,
-    pub task_ref: String,
-    pub request_digest: RequestDigest,
-    pub plan_digest: String,
-    pub actor: String,
-    pub note: String,
-    pub at_ms: i64,
-    pub consumed_by: Option<AttemptId>,
-    pub voided_by: Option<AttemptId>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SettlementRow {
-    pub id: i64,
-    pub attempt_id: AttemptId,
-    pub operation_id: OperationId,
-    pub outcome: SettlementOutcome,
-    pub actor: String,
-    pub note: String,
-    pub evidence_blob: Option<String>,
-    pub at_ms: i64,
-}
-
 /// The lease row: who holds (or last held) the store, and its generation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LeaseRow {
@@ -114,8 +86,8 @@ pub trait Inspect {
     fn check_results(&self) -> Result<Vec<CheckResultRow>>;
     fn checkpoints(&self) -> Result<Vec<Checkpoint>>;
     fn blobs(&self) -> Result<Vec<BlobRow>>;
-    fn approvals(&self) -> Result<Vec<ApprovalRow>>;
-    fn settlements(&self) -> Result<Vec<SettlementRow>>;
+    fn approvals(&self) -> Result<Vec<ApprovalRecord>>;
+    fn settlements(&self) -> Result<Vec<SettlementRecord>>;
     fn all_events(&self) -> Result<Vec<EventRecord>>;
     fn lease(&self) -> Result<Option<LeaseRow>>;
 }

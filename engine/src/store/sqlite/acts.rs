@@ -6,8 +6,48 @@ use rusqlite::{params, OptionalExtension};
 use super::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::ids::{ApprovalId, AttemptId, OperationId};
-use crate::store::acts::{ActsRead, ActsWrite, NewApproval, NewSettlement, OpenApproval, PendingRequest};
+use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};
+use crate::store::acts::{
+    ActsRead, ActsWrite, ApprovalRecord, NewApproval, NewSettlement, OpenApproval, PendingRequest, SettlementRecord,
+};
+
+pub(super) const APPROVAL_COLUMNS: &str =
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
+     actor, note, at_ms, consumed_by, voided_by";
+
+pub(super) fn approval_from_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        operation_id: r.get(1)?,
+        goal_id: r.get(2)?,
+        revision: r.get(3)?,
+        task_ref: r.get(4)?,
+        request_digest: r.get(5)?,
+        plan_digest: r.get(6)?,
+        actor: r.get(7)?,
+        note: r.get(8)?,
+        at_ms: r.get(9)?,
+        consumed_by: r.get(10)?,
+        voided_by: r.get(11)?,
+    })
+}
+
+/// The columns of a settlement, read from `settlements s`.
+pub(super) const SETTLEMENT_COLUMNS: &str =
+    "s.id, s.attempt_id, s.operation_id, s.outcome, s.actor, s.note, s.evidence_blob, s.at_ms";
+
+pub(super) fn settlement_from_row(r: &rusqlite::Row) -> rusqlite::Result<SettlementRecord> {
+    Ok(SettlementRecord {
+        id: r.get(0)?,
+        attempt_id: r.get(1)?,
+        operation_id: r.get(2)?,
+        outcome: r.get(3)?,
+        actor: r.get(4)?,
+        note: r.get(5)?,
+        evidence_blob: r.get(6)?,
+        at_ms: r.get(7)?,
+    })
+}
 
 impl ActsRead for Sql<'_> {
     fn open_approvals(&self, op: &OperationId) -> Result<Vec<OpenApproval>> {
@@ -38,6 +78,27 @@ impl ActsRead for Sql<'_> {
             },
         )
         .optional()?)
+    }
+
+    fn approvals_of_goal(&self, goal: &GoalId) -> Result<Vec<ApprovalRecord>> {
+        rows(
+            self.conn,
+            &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE goal_id = ?1 ORDER BY id"),
+            [goal],
+            approval_from_row,
+        )
+    }
+
+    fn settlements_of_goal(&self, goal: &GoalId) -> Result<Vec<SettlementRecord>> {
+        rows(
+            self.conn,
+            &format!(
+                "SELECT {SETTLEMENT_COLUMNS} FROM settlements s JOIN attempts a ON a.id = s.attempt_id
+                 WHERE a.goal_id = ?1 ORDER BY s.id"
+            ),
+            [goal],
+            settlement_from_row,
+        )
     }
 }
 

@@ -143,6 +143,10 @@ impl AttemptsRead for Sql<'_> {
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
     }
 
+    fn receipt_at(&self, id: AttemptId) -> Result<Option<i64>> {
+        Ok(qrow(self.conn, "SELECT at_ms FROM receipts WHERE attempt_id = ?1", [id], |r| r.get(0)).optional()?)
+    }
+
     fn last_try(&self, op: &OperationId) -> Result<i64> {
         Ok(qrow(self.conn, "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [op], |r| {
             r.get(0)

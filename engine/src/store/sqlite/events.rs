@@ -46,6 +46,15 @@ impl EventsRead for Sql<'_> {
         )
         .optional()?)
     }
+
+    fn events_of_goal(&self, goal: &GoalId, kind: EventKind) -> Result<Vec<EventRecord>> {
+        rows(
+            self.conn,
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE goal_id = ?1 AND kind = ?2 ORDER BY seq"),
+            params![goal, kind],
+            event_from_row,
+        )
+    }
 }
 
 impl EventsWrite for Sql<'_> {

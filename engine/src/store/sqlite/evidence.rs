@@ -11,25 +11,44 @@ use crate::digest;
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, Recorded};
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
-use crate::store::evidence::{CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult};
+use crate::store::evidence::{
+    CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
+};
 
 fn json_text<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::internal(format!("{what} does not serialize: {e}")))
 }
 
+fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn parse_timed((id, at_ms, data): (EvidenceId, i64, String)) -> Result<TimedEvidence> {
+    let evidence: Evidence = serde_json::from_str(&data)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
+    Ok(TimedEvidence { id, at_ms, evidence })
+}
+
 impl EvidenceRead for Sql<'_> {
     fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>> {
-        let list: Vec<(EvidenceId, String)> =
-            rows(self.conn, "SELECT id, data FROM evidence WHERE attempt_id = ?1 ORDER BY id", [attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
-        list.into_iter()
-            .map(|(id, data)| {
-                let evidence: Evidence = serde_json::from_str(&data)
-                    .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
-                Ok(Recorded { id, evidence })
-            })
-            .collect()
+        let list = self.timed_evidence_of_attempt(attempt)?;
+        Ok(list.into_iter().map(|t| Recorded { id: t.id, evidence: t.evidence }).collect())
+    }
+
+    fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>> {
+        let list: Vec<(EvidenceId, i64, String)> = rows(
+            self.conn,
+            "SELECT id, at_ms, data FROM evidence WHERE attempt_id = ?1 ORDER BY id",
+            [attempt],
+            timed_from_row,
+        )?;
+        list.into_iter().map(parse_timed).collect()
+    }
+
+    fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>> {
+        let row =
+            qrow(self.conn, "SELECT id, at_ms, data FROM evidence WHERE id = ?1", [id], timed_from_row).optional()?;
+        row.map(parse_timed).transpose()
     }
 
     fn claims_of_attempt(&self, attempt: AttemptId) -> Result<Vec<ClaimRecord>> {

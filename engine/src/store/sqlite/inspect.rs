@@ -3,6 +3,7 @@
 use rusqlite::OptionalExtension;
 use serde_json::Value;
 
+use super::acts::{approval_from_row, settlement_from_row, APPROVAL_COLUMNS, SETTLEMENT_COLUMNS};
 use super::{rows, Sql};
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
@@ -10,7 +11,8 @@ use crate::store::attempts::AttemptRecord;
 use crate::store::events::EventRecord;
 use crate::store::goals::{GoalRecord, RevisionRecord};
 use crate::store::inspect::{
-    ApprovalRow, BlobRow, CheckResultRow, ClaimRow, EvidenceRow, Inspect, LeaseRow, ReceiptRow, SettlementRow, TaskRow,
+    ApprovalRecord, BlobRow, CheckResultRow, ClaimRow, EvidenceRow, Inspect, LeaseRow, ReceiptRow, SettlementRecord,
+    TaskRow,
 };
 use crate::store::{AttemptsRead, EventsRead, GoalsRead};
 
@@ -112,48 +114,16 @@ impl Inspect for Sql<'_> {
         })
     }
 
-    fn approvals(&self) -> Result<Vec<ApprovalRow>> {
-        rows(
-            self.conn,
-            "SELECT id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms,
-                    consumed_by, voided_by FROM approvals ORDER BY id",
-            [],
-            |r| {
-                Ok(ApprovalRow {
-                    id: r.get(0)?,
-                    operation_id: r.get(1)?,
-                    goal_id: r.get(2)?,
-                    revision: r.get(3)?,
-                    task_ref: r.get(4)?,
-                    request_digest: r.get(5)?,
-                    plan_digest: r.get(6)?,
-                    actor: r.get(7)?,
-                    note: r.get(8)?,
-                    at_ms: r.get(9)?,
-                    consumed_by: r.get(10)?,
-                    voided_by: r.get(11)?,
-                })
-            },
-        )
+    fn approvals(&self) -> Result<Vec<ApprovalRecord>> {
+        rows(self.conn, &format!("SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY id"), [], approval_from_row)
     }
 
-    fn settlements(&self) -> Result<Vec<SettlementRow>> {
+    fn settlements(&self) -> Result<Vec<SettlementRecord>> {
         rows(
             self.conn,
-            "SELECT id, attempt_id, operation_id, outcome, actor, note, evidence_blob, at_ms FROM settlements ORDER BY id",
+            &format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements s ORDER BY s.id"),
             [],
-            |r| {
-                Ok(SettlementRow {
-                    id: r.get(0)?,
-                    attempt_id: r.get(1)?,
-                    operation_id: r.get(2)?,
-                    outcome: r.get(3)?,
-                    actor: r.get(4)?,
-                    note: r.get(5)?,
-                    evidence_blob: r.get(6)?,
-                    at_ms: r.get(7)?,
-                })
-            },
+            settlement_from_row,
         )
     }
 

@@ -1,19 +1,31 @@
 //! The lease row in SQLite (id = 1): pid, host, process start time and the
-//! generation that fences every write.
+//! generation that fences every write. Taking and giving back the lease
+//! also keeps the store's mark (`mark.rs`): "open" while held, "closed"
+//! with the store file's fingerprint after a clean release; a store whose
+//! last writer died holding it is checked before it is trusted again.
 
-use std::path::Path;
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
 
-use super::qrow;
+use super::identity::{self, Verdict};
+use super::mark::{Fingerprint, Mark, MarkFile};
+use super::{count_commit, doubt, qrow, Db};
 use crate::clock::now_ms;
 use crate::error::{Code, Error, Result};
+use crate::limits::STORE_BUSY_TIMEOUT;
 use crate::store::events::{Event, EventKind};
 use crate::store::lease::{hostname, is_alive, proc_start, Acquired, Fence, Holder};
+use crate::store::Durability;
 
 /// The lease row as read: pid, host, process start time, generation.
 type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
+
+/// How long a release waits for a reader holding the WAL back before it
+/// gives up on folding the WAL in (a checkpoint that could not finish
+/// loses nothing).
+const RELEASE_CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
 
 fn read(conn: &Connection) -> Result<Option<LeaseRow>> {
     Ok(conn
@@ -39,30 +51,39 @@ pub(super) fn check_fence(conn: &Connection, fence: Fence) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn acquire(conn: &mut Connection, path: &Path) -> Result<Acquired> {
+/// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
+/// a dead holder's lease is taken over and logged. Under the write lock,
+/// before anything is written, the store is judged against its mark, and
+/// checked (`integrity_check`) unless it is known to be whole. Committed
+/// with `synchronous=FULL`, then the mark says "open".
+pub(super) fn acquire(db: &mut Db) -> Result<Acquired> {
     let pid = std::process::id() as i64;
     let host = hostname();
     let start = proc_start(pid);
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    db.set_durability(Durability::Full)?;
+    // A release earlier in this process turned automatic checkpoints off.
+    db.conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
+    let place = db.files.place();
+    let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
     let (prev_generation, took_over) = match read(&tx)? {
         None => (0, None),
         Some((None, _, _, g)) => (g, None),
         Some((Some(hpid), hhost, hstart, g)) => {
             let holder = Holder { pid: hpid, host: hhost.unwrap_or_default(), proc_start: hstart, generation: g };
             if is_alive(&holder) {
-                return Err(Error::new(
-                    Code::StoreLocked,
-                    format!(
-                        "another engine (pid {} on {}, generation {}) holds the store",
-                        holder.pid, holder.host, holder.generation
-                    ),
-                )
-                .at(path.display().to_string())
-                .with_details(json!({"pid": holder.pid, "host": holder.host, "generation": holder.generation})));
+                return Err(locked(&holder, &place));
             }
             (g, Some(holder))
         }
     };
+    let (verdict, _, facts) = identity::verify(&tx, &db.files)?;
+    let (unclean, changed) = match verdict {
+        Verdict::Marked { unclean, changed } => (unclean, changed),
+        Verdict::Unmarked => (false, false),
+    };
+    if let Some(why) = doubt(took_over.is_some(), unclean, changed) {
+        identity::integrity(&tx, &db.files.db, why)?;
+    }
     let generation = prev_generation + 1;
     tx.execute(
         "INSERT INTO lease (id, pid, host, proc_start, generation, acquired_at) VALUES (1, ?1, ?2, ?3, ?4, ?5)
@@ -70,28 +91,96 @@ pub(super) fn acquire(conn: &mut Connection, path: &Path) -> Result<Acquired> {
         rusqlite::params![pid, host, start, generation, now_ms()],
     )?;
     if let Some(h) = &took_over {
-        super::events::append(
-            &tx,
-            &Event::store(
-                EventKind::LeaseTakenOver,
-                json!({
-                    "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
-                    "generation": generation, "why": "the previous holder's process is gone from this host",
-                }),
-            ),
-        )?;
+        super::events::append(&tx, &takeover_event(h, generation))?;
     }
+    let commits = count_commit(&tx)?;
     tx.commit()?;
+    open_mark(db, facts.store_id.as_deref(), commits, generation)?;
     Ok(Acquired { fence: Fence::new(generation), took_over })
 }
 
-/// Give the lease up (clean exit), only if this fence still holds it.
-pub(super) fn release(conn: &Connection, fence: Fence) -> Result<()> {
-    conn.execute(
-        "UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1",
-        [fence.generation()],
-    )?;
+fn takeover_event(h: &Holder, generation: i64) -> Event<'static> {
+    Event::store(
+        EventKind::LeaseTakenOver,
+        json!({
+            "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
+            "generation": generation, "why": "the previous holder's process is gone from this host",
+        }),
+    )
+}
+
+/// The mark says "open" (and counts the lease's commit) before this
+/// process commits anything else.
+fn open_mark(db: &mut Db, store_id: Option<&str>, commits: i64, generation: i64) -> Result<()> {
+    let store_id = store_id.ok_or_else(|| Error::internal("a store without its identity"))?;
+    if Mark::read(&db.files.mark)?.is_none() {
+        MarkFile::create(&db.files.mark, &Mark::new(store_id))?;
+    }
+    let mut mark = MarkFile::open(&db.files.mark)?;
+    mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() }, true)?;
+    db.mark = Some(mark);
     Ok(())
+}
+
+/// Give the lease up (clean exit), only if this fence still holds it. The
+/// WAL is folded into the store file first, so losing it afterwards costs
+/// nothing; then the mark records the closed file and the final count —
+/// while the lease is still ours, so no later writer's mark is overwritten
+/// — and only then is the lease row released.
+pub(super) fn release(db: &mut Db, fence: Fence) -> Result<()> {
+    let g = fence.generation();
+    db.set_durability(Durability::Full)?;
+    // A reader (`engine log --follow`) may hold the WAL back: do not wait
+    // long for it.
+    db.conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
+    let _ = db.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    db.conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
+    // From here on only this process's final commit reaches the WAL, and
+    // nothing folds it into the store file the mark describes.
+    db.conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+    let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let holder: Option<i64> = tx.query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
+    if holder != Some(g) {
+        db.mark = None;
+        return Ok(());
+    }
+    let commits: i64 = tx.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0))?;
+    let closed_file = Fingerprint::of(&db.files.db)?;
+    if let Some(mark) = db.mark.as_mut() {
+        let next = Mark { commits, generation: g, open: false, closed_file: Some(closed_file), ..mark.last().clone() };
+        mark.record(next, true)?;
+    }
+    db.mark = None;
+    tx.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
+    count_commit(&tx)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Still waiting for the write lock after the busy timeout: another engine
+/// is taking the store (checking a large one, say) — `STORE_LOCKED`, like
+/// a live lease, not an internal error.
+fn busy(e: rusqlite::Error, store: &str) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Error::new(
+            Code::StoreLocked,
+            "another engine is taking the store (it held the store's write lock past the wait); try again",
+        )
+        .at(store.to_string()),
+        _ => e.into(),
+    }
+}
+
+fn locked(holder: &Holder, store: &str) -> Error {
+    Error::new(
+        Code::StoreLocked,
+        format!(
+            "another engine (pid {} on {}, generation {}) holds the store",
+            holder.pid, holder.host, holder.generation
+        ),
+    )
+    .at(store.to_string())
+    .with_details(json!({"pid": holder.pid, "host": holder.host, "generation": holder.generation}))
 }
 
 /// The live holder of the lease, if any.

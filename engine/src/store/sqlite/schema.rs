@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -214,8 +214,23 @@ CREATE TABLE approvals (
 );
 "#;
 
-/// Schema 2: the ledger's data as typed columns, where schema 1 kept JSON
-/// or floats.
+/// The store's identity and its commit count (see `identity.rs`):
+/// every write transaction adds one to `commits`, and the mark file beside
+/// the store keeps the count outside the WAL, so a store that lost commits
+/// is told from a new one. The id comes from SQLite's randomness (the OS's).
+const MIGRATION_2: &str = r#"
+CREATE TABLE store_meta (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    store_id       TEXT NOT NULL,
+    commits        INTEGER NOT NULL CHECK (commits >= 0),
+    created_at_ms  INTEGER NOT NULL
+);
+INSERT INTO store_meta (id, store_id, commits, created_at_ms)
+VALUES (1, lower(hex(randomblob(16))), 0, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+"#;
+
+/// Schema 3: the ledger's data as typed columns, where schemas 1 and 2
+/// kept JSON or floats.
 /// - A classification in columns of its own (class, rule, the evidence and
 ///   claim ids it cites, the next step) — never read back from JSON.
 /// - Cost as integer micro-units (millionths): sums and budgets exact.
@@ -225,7 +240,7 @@ CREATE TABLE approvals (
 ///   approval binds to one by its operation id (schema 1 found a repair's
 ///   request by searching the `approval_required` events; those are
 ///   carried over).
-const MIGRATION_2: &str = r#"
+const MIGRATION_3: &str = r#"
 ALTER TABLE attempts ADD COLUMN class TEXT
     CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified'));
 ALTER TABLE attempts ADD COLUMN class_rule TEXT;
@@ -271,7 +286,32 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
 "#;
 
+/// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
+/// The version is read again under the write lock, so of two engines
+/// migrating the same store the second finds nothing left to do.
 pub fn migrate(conn: &Connection) -> Result<()> {
+    if too_new(conn)? >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let applied = (|| -> Result<()> {
+        let version = too_new(conn)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => Ok(conn.execute_batch("COMMIT")?),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// The schema version, refused (`SCHEMA_TOO_NEW`) if newer than this engine.
+fn too_new(conn: &Connection) -> Result<i64> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
         return Err(Error::new(
@@ -281,13 +321,5 @@ pub fn migrate(conn: &Connection) -> Result<()> {
             ),
         ));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {}; COMMIT;", i + 1)).map_err(
-            |e| {
-                let _ = conn.execute_batch("ROLLBACK");
-                Error::from(e)
-            },
-        )?;
-    }
-    Ok(())
+    Ok(version)
 }

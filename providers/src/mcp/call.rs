@@ -1,0 +1,357 @@
+//! One tool call through the session, as the engine sees it: an `Outcome`
+//! (with a task handle reported on the way when the call is a task), a
+//! read-back, a resume by handle, a cancel.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::jsonrpc::{self, Answer, RpcEnd};
+use super::link::Link;
+use super::session::{end_text, Live, TaskSupport, START_TIMEOUT};
+use super::tasks::{self, TaskState, Waited};
+use super::McpProvider;
+use crate::observe::{McpObserve, Placeholders};
+use crate::{
+    Call, Cancelled, Captured, Handle, LostReason, McpReceipt, NotDispatched, NotDispatchedKind, Outcome, Progress,
+    ProgressSender, ReadBack, Receipt, Resumed,
+};
+
+/// Deadline for the read tool's answer in a read-back (after the server is up).
+pub const OBSERVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on telling a server we gave up on a request.
+const GIVE_UP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `{"tool": "name", "arguments": {...}}` → (tool, arguments).
+pub(crate) fn parse_request(request: &Value) -> Result<(String, Value), String> {
+    let tool = request.get("tool").and_then(Value::as_str).filter(|t| !t.is_empty());
+    let Some(tool) = tool else {
+        return Err(format!("mcp request needs {{\"tool\": name, \"arguments\": {{...}}}}, got {request}"));
+    };
+    let arguments = match request.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(other) => return Err(format!("mcp `arguments` must be an object, got {other}")),
+    };
+    Ok((tool.to_string(), arguments))
+}
+
+fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcome {
+    Outcome::NotDispatched(NotDispatched { kind, message })
+}
+
+/// What came of a call before its stderr is attached.
+enum Ended {
+    Answer { answer: Answer, forced_error: Option<String> },
+    Outcome(Outcome),
+}
+
+impl McpProvider {
+    pub(super) async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
+        let started = Instant::now();
+        let (tool, arguments) = match parse_request(&call.request) {
+            Ok(r) => r,
+            Err(m) => return not_dispatched(NotDispatchedKind::BadRequest, m),
+        };
+        let deadline = call.timeout.map(|d| started + d);
+        let Some(_turn) = self.session.permit(deadline).await else {
+            let m = "deadline passed while waiting for an earlier call to the same MCP server; tools/call not sent";
+            return not_dispatched(NotDispatchedKind::DeadlineBeforeDispatch, m.into());
+        };
+        // Attached once it is our turn, so an earlier call's stderr stays its own.
+        let sink = self.session.hub.attach(call.output_bytes_max);
+        let live = match self.session.live(call, deadline).await {
+            Ok(l) => l,
+            Err(nd) => return Outcome::NotDispatched(redacted(nd, &call.secrets)),
+        };
+        let ended = self.call_tool(&live, call, &tool, arguments, deadline, progress).await;
+        live.link.pump_stderr();
+        let mut stderr = sink.finish();
+        stderr.redact(&call.secrets);
+        match ended {
+            Ended::Answer { answer, forced_error } => {
+                Outcome::Received(receipt(answer, forced_error, stderr, started, call))
+            }
+            Ended::Outcome(Outcome::Lost { reason, detail }) => {
+                let detail = jsonrpc::redact_str(format!("{detail}{}", self.session.hub.tail()), &call.secrets);
+                Outcome::Lost { reason, detail }
+            }
+            Ended::Outcome(o) => o,
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        live: &Live,
+        call: &Call,
+        tool: &str,
+        arguments: Value,
+        deadline: Option<Instant>,
+        progress: &ProgressSender,
+    ) -> Ended {
+        let support = match live.task_support(tool, deadline).await {
+            Ok(s) => s,
+            Err(m) => {
+                return Ended::Outcome(not_dispatched(NotDispatchedKind::Other, format!("{m}; tools/call not sent")))
+            }
+        };
+        let augment = matches!(support, TaskSupport::Required | TaskSupport::Optional);
+        let mut params = json!({"name": tool, "arguments": arguments,
+                                "_meta": {"operation_id": call.operation_id, "try": call.try_no}});
+        if augment {
+            params["task"] = json!({"ttl": tasks::TASK_TTL_MS});
+        }
+        let detail = format!(
+            "tools/call `{tool}`{} written to {} (_meta operation_id {}, try {})",
+            if augment { " (as a task)" } else { "" },
+            live.link.describe(),
+            call.operation_id,
+            call.try_no
+        );
+        let on_sent = || {
+            let _ = progress.try_send(Progress::Dispatched { detail });
+        };
+        let end = live.link.request("tools/call", &params, deadline, on_sent).await;
+        let task = match &end {
+            RpcEnd::Answer(a) if augment => a.result().and_then(|r| r.get("task")).and_then(TaskState::parse),
+            _ => None,
+        };
+        match task {
+            Some(task) => self.follow(live, task, deadline, progress).await,
+            None => self.ended(live, end, tool).await,
+        }
+    }
+
+    /// The server accepted a task: report its id at once, wait for it,
+    /// fetch its answer.
+    async fn follow(
+        &self,
+        live: &Live,
+        task: TaskState,
+        deadline: Option<Instant>,
+        progress: &ProgressSender,
+    ) -> Ended {
+        let handle = Handle::McpTask { task_id: task.id.clone(), session: live.link.session_id() };
+        let detail = format!("{} accepted by {}", task.describe(), live.link.describe());
+        let _ = progress.try_send(Progress::Handle { handle, detail });
+        let lost = |detail: String| Ended::Outcome(Outcome::Lost { reason: LostReason::ResponseLost, detail });
+        let state = match tasks::wait(&live.link, task, deadline, false).await {
+            Waited::Answerable(s) => s,
+            Waited::Running(s) => return self.task_deadline(live, &s).await,
+            Waited::Unknown(m) | Waited::Broken(m) => return lost(m),
+        };
+        match tasks::fetch_result(&live.link, &state.id, deadline).await {
+            RpcEnd::Answer(answer) => Ended::Answer { forced_error: state.forced_error(&answer), answer },
+            RpcEnd::Deadline { .. } => self.task_deadline(live, &state).await,
+            other => lost(format!("{}, then tasks/result failed: {}", state.describe(), end_text(&other))),
+        }
+    }
+
+    /// Our deadline passed while a task ran: cancel it (as a command's group
+    /// is killed); its effect is unknown.
+    async fn task_deadline(&self, live: &Live, state: &TaskState) -> Ended {
+        let cancelled = match tasks::cancel(&live.link, &state.id).await {
+            Ok(s) => format!("tasks/cancel answered {}", s.status.as_str()),
+            Err(m) => m,
+        };
+        let detail = format!("deadline passed with {} ; {cancelled}", state.describe());
+        Ended::Outcome(Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, detail })
+    }
+
+    async fn ended(&self, live: &Live, end: RpcEnd, tool: &str) -> Ended {
+        match end {
+            RpcEnd::Answer(answer) => Ended::Answer { answer, forced_error: None },
+            RpcEnd::NotSent(nd) => Ended::Outcome(Outcome::NotDispatched(nd)),
+            RpcEnd::Lost(m) => Ended::Outcome(Outcome::Lost { reason: LostReason::ResponseLost, detail: m }),
+            RpcEnd::Deadline { sent: false, .. } => Ended::Outcome(not_dispatched(
+                NotDispatchedKind::DeadlineBeforeDispatch,
+                format!("deadline passed before tools/call `{tool}` was written"),
+            )),
+            RpcEnd::Deadline { sent: true, id } => {
+                let what = self.give_up(live, id).await;
+                let detail = format!("no answer to tools/call `{tool}` before the deadline; {what}");
+                Ended::Outcome(Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, detail })
+            }
+        }
+    }
+
+    /// After a deadline on request `id`: a stdio server serving one call at
+    /// a time is killed (restarted for the next call), as a command's group
+    /// would be; otherwise the server is told we gave up.
+    async fn give_up(&self, live: &Live, id: u64) -> String {
+        if matches!(live.link, Link::Stdio(_)) && !self.session.concurrent() {
+            live.link.kill();
+            return format!("{} killed", live.link.describe());
+        }
+        let params = json!({"requestId": id, "reason": "the engine's deadline passed"});
+        match tokio::time::timeout(GIVE_UP_TIMEOUT, live.link.notify("notifications/cancelled", Some(&params))).await {
+            Ok(Ok(())) => "notifications/cancelled sent".into(),
+            Ok(Err(m)) => format!("notifications/cancelled not sent: {m}"),
+            Err(_) => "notifications/cancelled not sent in time".into(),
+        }
+    }
+
+    /// Call the rule's read tool and judge its result.
+    pub(super) async fn read_back_with(&self, rule: &McpObserve, call: &Call) -> ReadBack {
+        let ph = Placeholders::of(call);
+        let arguments = ph.fill_json(&rule.arguments);
+        let request = json!({"tool": rule.tool, "arguments": arguments});
+        let failed =
+            |why: String| ReadBack::failed(request.clone(), Value::Null, jsonrpc::redact_str(why, &call.secrets));
+        let start_by = Some(Instant::now() + START_TIMEOUT);
+        let Some(_turn) = self.session.permit(start_by).await else {
+            return failed("waited too long for an earlier call to the same server".into());
+        };
+        let live = match self.session.live(call, start_by).await {
+            Ok(l) => l,
+            Err(nd) => return failed(nd.message),
+        };
+        let params = json!({"name": rule.tool, "arguments": arguments});
+        let by = Some(Instant::now() + OBSERVE_TIMEOUT);
+        let end = live.link.request("tools/call", &params, by, || {}).await;
+        let answer = match end {
+            RpcEnd::Answer(a) => a,
+            RpcEnd::Deadline { sent, id } => {
+                let what = if sent { self.give_up(&live, id).await } else { "not sent".into() };
+                return failed(format!(
+                    "no answer within {}s; {what}{}",
+                    OBSERVE_TIMEOUT.as_secs(),
+                    self.session.hub.tail()
+                ));
+            }
+            other => return failed(format!("{}{}", end_text(&other), self.session.hub.tail())),
+        };
+        let Some(result) = answer.result() else {
+            let why = answer.refusal().unwrap_or_default();
+            let shown = match &answer {
+                Answer::Message(m) => json!({"error": m.get("error")}),
+                _ => Value::Null,
+            };
+            return ReadBack::failed(request, shown, jsonrpc::redact_str(why, &call.secrets));
+        };
+        let decision = rule.decide(result, &ph);
+        ReadBack::decided(request, json!({"result": redacted_json(result, call)}), decision)
+    }
+
+    /// Ask about a task after a crash (or to go on waiting for it).
+    pub(super) async fn resume_inner(&self, call: &Call, handle: &Handle) -> Resumed {
+        let Handle::McpTask { task_id, session } = handle;
+        let started = Instant::now();
+        let deadline = call.timeout.map(|d| started + d);
+        let start_by = deadline.or(Some(started + START_TIMEOUT));
+        let inconclusive = |m: String| Resumed::Inconclusive { evidence: jsonrpc::redact_str(m, &call.secrets) };
+        let Some(_turn) = self.session.permit(start_by).await else {
+            return inconclusive("waited too long for an earlier call to the same server".into());
+        };
+        let sink = self.session.hub.attach(call.output_bytes_max);
+        let live = match self.session.live(call, start_by).await {
+            Ok(l) => l,
+            Err(nd) => return inconclusive(format!("could not ask about task {task_id}: {}", nd.message)),
+        };
+        let side = session.as_deref().and_then(|s| self.session.other_session(&live, s));
+        let link = side.as_ref().unwrap_or(&live.link);
+        let first = match tasks::get(link, task_id, start_by).await {
+            Ok(s) => s,
+            Err(tasks::GetEnd::Deadline) => return inconclusive(format!("no answer to tasks/get {task_id}")),
+            Err(tasks::GetEnd::Unknown(m) | tasks::GetEnd::Broken(m)) => return inconclusive(m),
+        };
+        let state = match tasks::wait(link, first, deadline, deadline.is_none()).await {
+            Waited::Answerable(s) => s,
+            Waited::Running(s) => return Resumed::Running { evidence: s.describe() },
+            Waited::Unknown(m) | Waited::Broken(m) => return inconclusive(m),
+        };
+        let answer = match tasks::fetch_result(link, &state.id, start_by).await {
+            RpcEnd::Answer(a) => a,
+            other => {
+                return inconclusive(format!("{}, then tasks/result failed: {}", state.describe(), end_text(&other)))
+            }
+        };
+        link.pump_stderr();
+        let mut stderr = sink.finish();
+        stderr.redact(&call.secrets);
+        let forced = state.forced_error(&answer);
+        Resumed::Receipt(receipt(answer, forced, stderr, started, call))
+    }
+
+    pub(super) async fn cancel_inner(&self, call: &Call, handle: &Handle) -> Cancelled {
+        let Handle::McpTask { task_id, session } = handle;
+        let by = Some(Instant::now() + START_TIMEOUT);
+        let no = |evidence: String| Cancelled { confirmed: false, evidence };
+        let live = match self.session.live(call, by).await {
+            Ok(l) => l,
+            Err(nd) => return no(format!("could not ask to cancel task {task_id}: {}", nd.message)),
+        };
+        let side = session.as_deref().and_then(|s| self.session.other_session(&live, s));
+        let link = side.as_ref().unwrap_or(&live.link);
+        match tasks::cancel(link, task_id).await {
+            Ok(s) => Cancelled { confirmed: s.status == tasks::Status::Cancelled, evidence: s.describe() },
+            Err(m) => no(m),
+        }
+    }
+}
+
+fn redacted(mut nd: NotDispatched, secrets: &[String]) -> NotDispatched {
+    nd.message = jsonrpc::redact_str(nd.message, secrets);
+    nd
+}
+
+/// A result for evidence: secrets redacted, kept as JSON when it still parses.
+fn redacted_json(result: &Value, call: &Call) -> Value {
+    let mut c = jsonrpc::captured_json(result, call.output_bytes_max);
+    c.redact(&call.secrets);
+    match (c.truncated, serde_json::from_str::<Value>(&c.text)) {
+        (false, Ok(v)) => v,
+        _ => json!({"text": c.text, "truncated": c.truncated, "total_bytes": c.total_bytes}),
+    }
+}
+
+/// An answer as a receipt: `stdout` holds the JSON of the result (or
+/// error); `tool_error` is set for `isError`, a JSON-RPC error, an answer
+/// over the bound, an HTTP error status, or a task that failed or was
+/// cancelled.
+fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, started: Instant, call: &Call) -> Receipt {
+    let max = call.output_bytes_max;
+    let (mut stdout, tool_error, http_status, retry_after_seconds) = match answer {
+        Answer::Truncated { kept, total } => (
+            Captured::from_bytes(kept, total, true),
+            Some(format!("the answer was {total} bytes, over the {max}-byte bound: truncated, not read")),
+            None,
+            None,
+        ),
+        Answer::HttpStatus { status, retry_after_seconds, body } => {
+            let text = format!("the MCP server answered HTTP {status}: {}", body.text.trim());
+            (body, Some(text), Some(status), retry_after_seconds)
+        }
+        Answer::Message(m) => match (m.get("result"), m.get("error")) {
+            (_, Some(e)) => (jsonrpc::captured_json(e, max), Some(jsonrpc::rpc_error_text(e)), None, None),
+            (Some(r), None) => {
+                let is_error = r.get("isError").and_then(Value::as_bool) == Some(true);
+                let te = is_error.then(|| {
+                    let text = crate::observe::content_text(r);
+                    if text.is_empty() {
+                        "the tool reported an error (isError) without text".to_string()
+                    } else {
+                        text
+                    }
+                });
+                (jsonrpc::captured_json(r, max), te, None, None)
+            }
+            (None, None) => (
+                jsonrpc::captured_json(&m, max),
+                Some("malformed JSON-RPC answer: neither result nor error".to_string()),
+                None,
+                None,
+            ),
+        },
+    };
+    stdout.redact(&call.secrets);
+    let tool_error = forced_error.or(tool_error);
+    Receipt::Mcp(McpReceipt {
+        result: stdout,
+        tool_error: tool_error.map(|t| jsonrpc::redact_str(t, &call.secrets)),
+        stderr,
+        http_status,
+        retry_after_seconds,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}

@@ -1,0 +1,87 @@
+//! One connection to an MCP server, whichever the transport.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::jsonrpc::RpcEnd;
+use super::stdio::StdioLink;
+use super::streamable::HttpLink;
+
+/// Bound on one notification over HTTP.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) enum Link {
+    Stdio(StdioLink),
+    Http(HttpLink),
+}
+
+impl Link {
+    /// One request under `deadline`; `on_sent` runs once it is wholly
+    /// written (the moment of dispatch).
+    pub async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        deadline: Option<Instant>,
+        on_sent: impl FnOnce() + Send,
+    ) -> RpcEnd {
+        match self {
+            Link::Stdio(l) => l.request(method, params, deadline, on_sent).await,
+            Link::Http(l) => l.request(method, params, deadline, on_sent).await,
+        }
+    }
+
+    pub async fn notify(&self, method: &str, params: Option<&Value>) -> Result<(), String> {
+        match self {
+            Link::Stdio(l) => l.notify(method, params).await,
+            Link::Http(l) => l.notify(method, params, NOTIFY_TIMEOUT).await,
+        }
+    }
+
+    pub fn alive(&self) -> bool {
+        match self {
+            Link::Stdio(l) => l.alive(),
+            Link::Http(l) => l.alive(),
+        }
+    }
+
+    /// Where requests go, for messages: `MCP server pid N` or the URL.
+    pub fn describe(&self) -> String {
+        match self {
+            Link::Stdio(l) => format!("MCP server pid {}", l.pid()),
+            Link::Http(l) => format!("MCP server {}", l.url()),
+        }
+    }
+
+    /// The Streamable HTTP session the server gave us.
+    pub fn session_id(&self) -> Option<String> {
+        match self {
+            Link::Stdio(_) => None,
+            Link::Http(l) => l.session_id(),
+        }
+    }
+
+    pub fn pump_stderr(&self) {
+        if let Link::Stdio(l) = self {
+            l.pump_stderr();
+        }
+    }
+
+    /// End it now (a stdio server's group is killed; an HTTP link is only
+    /// marked dead).
+    pub fn kill(&self) {
+        if let Link::Stdio(l) = self {
+            l.kill();
+        }
+    }
+
+    /// End it cleanly: stdin closed and the group killed after `grace`, or
+    /// the HTTP session deleted.
+    pub async fn close(&self, grace: Duration) {
+        match self {
+            Link::Stdio(l) => l.close(grace).await,
+            Link::Http(l) => l.close(grace).await,
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! One MCP server per provider per run: started on first use, `initialize`d
+//! once (its protocol version checked), reused by every call, observation
+//! and task poll, restarted when it died, closed at the end.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
+
+use super::jsonrpc::{Answer, RpcEnd};
+use super::link::Link;
+use super::stderr::StderrHub;
+use super::stdio::StdioLink;
+use super::streamable::HttpLink;
+use super::{Transport, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::tls::Tls;
+use crate::{Call, NotDispatched, NotDispatchedKind};
+
+/// Bound on starting and initializing a server when the call has no
+/// deadline (an `npx` start can take a while).
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a closing server may take to exit after its stdin closed.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Bound on the pages of one `tools/list`.
+const TOOL_PAGES_MAX: usize = 20;
+/// Bound on calls in flight to a server declared `concurrent`.
+const CONCURRENT_CALLS_MAX: usize = 64;
+
+/// What a tool says about task augmentation (`execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+/// A started, initialized server.
+pub(crate) struct Live {
+    pub link: Link,
+    pub protocol: String,
+    /// The server declared `tasks.requests.tools.call`.
+    pub tasks: bool,
+    tools: OnceCell<HashMap<String, TaskSupport>>,
+}
+
+pub(crate) struct Session {
+    transport: Transport,
+    tls: Arc<Tls>,
+    hosts: Vec<String>,
+    concurrent: bool,
+    gate: Semaphore,
+    live: tokio::sync::Mutex<Option<Arc<Live>>>,
+    pub hub: Arc<StderrHub>,
+    starts: AtomicU32,
+}
+
+impl Session {
+    pub fn new(transport: Transport, hosts: Vec<String>, tls: Tls, concurrent: bool) -> Self {
+        let permits = if concurrent { CONCURRENT_CALLS_MAX } else { 1 };
+        Session {
+            transport,
+            tls: Arc::new(tls),
+            hosts,
+            concurrent,
+            gate: Semaphore::new(permits),
+            live: tokio::sync::Mutex::new(None),
+            hub: Arc::default(),
+            starts: AtomicU32::new(0),
+        }
+    }
+
+    pub fn concurrent(&self) -> bool {
+        self.concurrent
+    }
+
+    /// How many times a server was started (or an HTTP session opened).
+    pub fn starts(&self) -> u32 {
+        self.starts.load(Ordering::SeqCst)
+    }
+
+    /// Wait for our turn (one call at a time unless `concurrent`).
+    /// `None`: the deadline passed first.
+    pub async fn permit(&self, deadline: Option<Instant>) -> Option<SemaphorePermit<'_>> {
+        match deadline {
+            None => self.gate.acquire().await.ok(),
+            Some(at) => tokio::time::timeout_at(at.into(), self.gate.acquire()).await.ok()?.ok(),
+        }
+    }
+
+    /// The live server, started and initialized if needed. Nothing of any
+    /// call is sent while starting, so every failure is `NotDispatched`.
+    pub async fn live(&self, call: &Call, deadline: Option<Instant>) -> Result<Arc<Live>, NotDispatched> {
+        let start_by = deadline.unwrap_or_else(|| Instant::now() + START_TIMEOUT);
+        let Ok(mut slot) = tokio::time::timeout_at(start_by.into(), self.live.lock()).await else {
+            return Err(start_deadline(deadline, "waiting for the MCP server to start"));
+        };
+        if let Some(l) = slot.as_ref().filter(|l| l.link.alive()) {
+            return Ok(Arc::clone(l));
+        }
+        if let Some(old) = slot.take() {
+            old.link.kill();
+        }
+        let link = self.open(call)?;
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        let live = match initialize(link, start_by).await {
+            Ok(l) => Arc::new(l),
+            Err((link, end)) => {
+                link.kill();
+                link.pump_stderr();
+                let mut nd = start_failure(end, deadline);
+                nd.message.push_str(&self.hub.tail());
+                return Err(nd);
+            }
+        };
+        *slot = Some(Arc::clone(&live));
+        Ok(live)
+    }
+
+    fn open(&self, call: &Call) -> Result<Link, NotDispatched> {
+        match &self.transport {
+            Transport::Stdio { command } => StdioLink::spawn(command, call, &self.hub).map(Link::Stdio),
+            Transport::Http { url } => HttpLink::new(url, &self.hosts, Arc::clone(&self.tls), call.output_bytes_max)
+                .map(Link::Http)
+                .map_err(|m| NotDispatched { kind: NotDispatchedKind::BadRequest, message: format!("url {url}: {m}") }),
+        }
+    }
+
+    /// For a handle from another session of the same HTTP server: a link
+    /// into that session (`None` when the current one is it, or for stdio).
+    pub fn other_session(&self, live: &Live, session: &str) -> Option<Link> {
+        match &live.link {
+            Link::Http(l) if l.session_id().as_deref() != Some(session) => {
+                Some(Link::Http(l.resume(session, &live.protocol)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Close the live server (stdin closed, group killed after a grace; or
+    /// the HTTP session deleted).
+    pub async fn shutdown(&self) {
+        let live = self.live.lock().await.take();
+        if let Some(l) = live {
+            l.link.close(CLOSE_GRACE).await;
+        }
+    }
+}
+
+impl Live {
+    /// The tool's task support (asks `tools/list` once, only when the
+    /// server declared tasks for `tools/call`).
+    pub async fn task_support(&self, tool: &str, deadline: Option<Instant>) -> Result<TaskSupport, String> {
+        if !self.tasks {
+            return Ok(TaskSupport::Forbidden);
+        }
+        let tools = self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await?;
+        Ok(tools.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
+    }
+}
+
+async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<String, TaskSupport>, String> {
+    let mut tools = HashMap::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..TOOL_PAGES_MAX {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let result = match link.request("tools/list", &params, deadline, || {}).await {
+            RpcEnd::Answer(a) => a.result().cloned().ok_or_else(|| format!("tools/list: {}", refusal(&a)))?,
+            other => return Err(format!("tools/list: {}", end_text(&other))),
+        };
+        for t in result.get("tools").and_then(Value::as_array).into_iter().flatten() {
+            let Some(name) = t.get("name").and_then(Value::as_str) else { continue };
+            let support = match t.pointer("/execution/taskSupport").and_then(Value::as_str) {
+                Some("required") => TaskSupport::Required,
+                Some("optional") => TaskSupport::Optional,
+                _ => TaskSupport::Forbidden,
+            };
+            tools.insert(name.to_string(), support);
+        }
+        cursor = result.get("nextCursor").and_then(Value::as_str).map(str::to_string);
+        if cursor.is_none() {
+            return Ok(tools);
+        }
+    }
+    Err(format!("tools/list: more than {TOOL_PAGES_MAX} pages"))
+}
+
+fn refusal(a: &Answer) -> String {
+    a.refusal().unwrap_or_default()
+}
+
+pub(crate) fn end_text(end: &RpcEnd) -> String {
+    match end {
+        RpcEnd::Answer(a) => a.refusal().unwrap_or_else(|| "answered".into()),
+        RpcEnd::NotSent(nd) => nd.message.clone(),
+        RpcEnd::Lost(m) => m.clone(),
+        RpcEnd::Deadline { .. } => "no answer before the deadline".into(),
+    }
+}
+
+/// Why a start failed, before any call was sent.
+enum StartEnd {
+    Rpc(RpcEnd),
+    Refused(String),
+}
+
+/// `initialize` → protocol version checked → `notifications/initialized`.
+async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
+    let params = json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "engine", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let end = link.request("initialize", &params, Some(by), || {}).await;
+    let result = match &end {
+        RpcEnd::Answer(a) => match a.result() {
+            Some(r) => r.clone(),
+            None => return Err((link, StartEnd::Refused(format!("initialize refused: {}", refusal(a))))),
+        },
+        _ => return Err((link, StartEnd::Rpc(end))),
+    };
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+    if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version) {
+        let why = format!(
+            "the MCP server answered protocolVersion {version:?}, which this client does not speak \
+             (it speaks {}); refused",
+            SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        );
+        return Err((link, StartEnd::Refused(why)));
+    }
+    if let Link::Http(l) = &link {
+        l.set_protocol(version);
+    }
+    if let Err(m) = link.notify("notifications/initialized", None).await {
+        return Err((link, StartEnd::Refused(m)));
+    }
+    let tasks = version == PROTOCOL_VERSION && result.pointer("/capabilities/tasks/requests/tools/call").is_some();
+    Ok(Live { link, protocol: version.to_string(), tasks, tools: OnceCell::new() })
+}
+
+fn start_failure(end: StartEnd, deadline: Option<Instant>) -> NotDispatched {
+    let other = |message| NotDispatched { kind: NotDispatchedKind::Other, message };
+    match end {
+        StartEnd::Refused(m) => other(m),
+        StartEnd::Rpc(RpcEnd::Deadline { .. }) => start_deadline(deadline, "initializing the MCP server"),
+        StartEnd::Rpc(RpcEnd::NotSent(nd)) => nd,
+        StartEnd::Rpc(RpcEnd::Lost(m)) => other(format!("{m}; tools/call not sent")),
+        StartEnd::Rpc(RpcEnd::Answer(a)) => other(format!("initialize: {}", refusal(&a))),
+    }
+}
+
+fn start_deadline(deadline: Option<Instant>, what: &str) -> NotDispatched {
+    match deadline {
+        Some(_) => NotDispatched {
+            kind: NotDispatchedKind::DeadlineBeforeDispatch,
+            message: format!("deadline passed while {what}; tools/call not sent"),
+        },
+        None => NotDispatched {
+            kind: NotDispatchedKind::Other,
+            message: format!("{what} took over {}s; tools/call not sent", START_TIMEOUT.as_secs()),
+        },
+    }
+}

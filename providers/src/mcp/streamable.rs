@@ -1,0 +1,267 @@
+//! The Streamable HTTP transport (MCP 2025-11-25): every JSON-RPC message is
+//! its own POST to the server's MCP endpoint, answered with one JSON object
+//! or an SSE stream that carries the answer. It uses the HTTP provider's
+//! wire, so the same rules hold: `https://` with rustls and the provider's
+//! `ca_file`, loopback or a listed host only, and "sent" means a byte of the
+//! request was written (for TLS: accepted by the TLS stream).
+//!
+//! The session id the server gives at `initialize` (`Mcp-Session-Id`) goes
+//! on every later request, with `MCP-Protocol-Version`. A 404 to a request
+//! that carried a session id means the server ended that session: the link
+//! is dead and the next call starts a new one. Closing sends DELETE.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::jsonrpc::{self, Answer, Kind, RpcEnd};
+use super::sse::SseParser;
+use crate::capture::Bounded;
+use crate::http::url::Target;
+use crate::http::wire::{self, BodySink, Failure, Flow, Head, Track};
+use crate::tls::Tls;
+
+/// Bound on answering one server request (a `ping` inside a stream).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) struct HttpLink {
+    url: String,
+    target: Target,
+    tls: Arc<Tls>,
+    session: Mutex<Option<String>>,
+    protocol: Mutex<Option<String>>,
+    next_id: AtomicU64,
+    alive: AtomicBool,
+    /// Bound on one answer (JSON body or SSE event).
+    answer_bytes_max: usize,
+}
+
+impl HttpLink {
+    pub fn new(url: &str, hosts: &[String], tls: Arc<Tls>, answer_bytes_max: usize) -> Result<Self, String> {
+        let target = Target::parse(url, hosts)?;
+        Ok(HttpLink {
+            url: url.to_string(),
+            target,
+            tls,
+            session: Mutex::new(None),
+            protocol: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+            answer_bytes_max,
+        })
+    }
+
+    /// A link into an existing session (to ask about a task after a crash).
+    pub fn resume(&self, session: &str, protocol: &str) -> Self {
+        HttpLink {
+            url: self.url.clone(),
+            target: self.target.clone(),
+            tls: Arc::clone(&self.tls),
+            session: Mutex::new(Some(session.to_string())),
+            protocol: Mutex::new(Some(protocol.to_string())),
+            next_id: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+            answer_bytes_max: self.answer_bytes_max,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    pub fn session_id(&self) -> Option<String> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_protocol(&self, v: &str) {
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_string());
+    }
+
+    fn encode(&self, method: &str, body: &[u8]) -> Vec<u8> {
+        let t = &self.target;
+        let mut head = format!(
+            "{method} {} HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\n",
+            t.path, t.authority
+        );
+        if !body.is_empty() {
+            head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+        }
+        if let Some(s) = self.session_id() {
+            head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        }
+        if let Some(v) = self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+        }
+        head.push_str("Connection: close\r\n\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    pub async fn request(
+        &self,
+        method: &str,
+        params: &Value,
+        deadline: Option<Instant>,
+        on_sent: impl FnOnce() + Send,
+    ) -> RpcEnd {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let bytes = self.encode("POST", jsonrpc::request(id, method, params).to_string().as_bytes());
+        let mut track = Track::default();
+        let exchange = self.exchange(&bytes, id, method == "initialize", on_sent, &mut track);
+        let result = match deadline {
+            None => exchange.await,
+            Some(at) => match tokio::time::timeout_at(at.into(), exchange).await {
+                Ok(r) => r,
+                Err(_) => return RpcEnd::Deadline { sent: track.bytes_written > 0, id },
+            },
+        };
+        match result {
+            Ok((answer, server_requests)) => {
+                self.answer_server(server_requests).await;
+                RpcEnd::Answer(answer)
+            }
+            Err(Failure::NotSent(nd)) => RpcEnd::NotSent(nd),
+            Err(Failure::Lost(_, m)) => RpcEnd::Lost(format!("{method} to {}: {m}", self.url)),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        bytes: &[u8],
+        id: u64,
+        initialize: bool,
+        on_sent: impl FnOnce(),
+        track: &mut Track,
+    ) -> Result<(Answer, Vec<Value>), Failure> {
+        let mut conn = wire::send(&self.target, &self.tls, bytes, track).await?;
+        on_sent();
+        let head = conn.head(track).await?;
+        if initialize {
+            if let Some(s) = head.header("mcp-session-id").filter(|s| s.bytes().all(|b| (0x21..=0x7e).contains(&b))) {
+                *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.to_string());
+            }
+        }
+        if head.status != 200 {
+            return self.refused(&mut conn, &head).await.map(|a| (a, Vec::new()));
+        }
+        let sse = head.header("content-type").is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
+        if !sse {
+            let mut body = Bounded::new(self.answer_bytes_max);
+            conn.body(&head, &mut body).await?;
+            let body = body.finish();
+            if body.truncated {
+                return Ok((Answer::Truncated { kept: body.text.into_bytes(), total: body.total_bytes }, Vec::new()));
+            }
+            let msg = serde_json::from_str(&body.text).map_err(|e| wire::lost(format!("answer is not JSON: {e}")))?;
+            return Ok((Answer::Message(msg), Vec::new()));
+        }
+        let mut stream = Stream::new(id, self.answer_bytes_max);
+        conn.body(&head, &mut stream).await?;
+        match stream.answer {
+            Some(a) => Ok((a, stream.server_requests)),
+            None => Err(wire::lost("the event stream ended without the answer".into())),
+        }
+    }
+
+    /// An HTTP error status instead of a message. A 404 on a session means
+    /// the server ended it.
+    async fn refused(&self, conn: &mut wire::Conn, head: &Head) -> Result<Answer, Failure> {
+        if head.status == 404 && self.session_id().is_some() {
+            self.alive.store(false, Ordering::SeqCst);
+        }
+        let mut body = Bounded::new(self.answer_bytes_max.min(64 * 1024));
+        conn.body(head, &mut body).await?;
+        Ok(Answer::HttpStatus {
+            status: head.status,
+            retry_after_seconds: head.retry_after_seconds,
+            body: body.finish(),
+        })
+    }
+
+    /// Requests the server sent inside a stream get their answer once the
+    /// stream is read (we offer no feature that would make one wait on us).
+    async fn answer_server(&self, requests: Vec<Value>) {
+        for req in requests {
+            if let Some(reply) = jsonrpc::reply_to_server_request(&req) {
+                let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
+            }
+        }
+    }
+
+    /// POST a notification or a response; the server answers 202.
+    async fn post_message(&self, msg: &Value, limit: Duration) -> Result<(), String> {
+        let bytes = self.encode("POST", msg.to_string().as_bytes());
+        let mut track = Track::default();
+        let tls = Arc::clone(&self.tls);
+        let exchange = wire::exchange(&self.target, &tls, &bytes, false, 64 * 1024, || {}, &mut track);
+        match tokio::time::timeout(limit, exchange).await {
+            Ok(Ok(r)) if (200..300).contains(&r.status) => Ok(()),
+            Ok(Ok(r)) => Err(format!("HTTP {}: {}", r.status, r.body.text.trim())),
+            Ok(Err(f)) => Err(f.message().to_string()),
+            Err(_) => Err(format!("no answer within {limit:?}")),
+        }
+    }
+
+    pub async fn notify(&self, method: &str, params: Option<&Value>, limit: Duration) -> Result<(), String> {
+        self.post_message(&jsonrpc::notification(method, params), limit).await.map_err(|e| format!("{method}: {e}"))
+    }
+
+    /// End the session on the server (DELETE), best effort.
+    pub async fn close(&self, limit: Duration) {
+        self.alive.store(false, Ordering::SeqCst);
+        if self.session_id().is_none() {
+            return;
+        }
+        let bytes = self.encode("DELETE", &[]);
+        let mut track = Track::default();
+        let exchange = wire::exchange(&self.target, &self.tls, &bytes, false, 4096, || {}, &mut track);
+        let _ = tokio::time::timeout(limit, exchange).await;
+    }
+}
+
+/// An SSE answer being read: stops at the message that answers `id`.
+struct Stream {
+    id: u64,
+    parser: SseParser,
+    answer: Option<Answer>,
+    server_requests: Vec<Value>,
+}
+
+impl Stream {
+    fn new(id: u64, bytes_max: usize) -> Self {
+        Stream { id, parser: SseParser::new(bytes_max), answer: None, server_requests: Vec::new() }
+    }
+}
+
+impl BodySink for Stream {
+    fn push(&mut self, chunk: &[u8]) -> Flow {
+        for event in self.parser.feed(chunk) {
+            if event.truncated {
+                // Over the bound: the answer if it starts with our id.
+                if jsonrpc::id_in_prefix(event.data.as_bytes()) == Some(self.id) {
+                    let total = event.data.len() as u64;
+                    self.answer = Some(Answer::Truncated { kept: event.data.into_bytes(), total });
+                    return Flow::Done;
+                }
+                continue;
+            }
+            let Ok(msg) = serde_json::from_str::<Value>(&event.data) else { continue };
+            match jsonrpc::kind(&msg) {
+                Kind::Response(id) if id == self.id => {
+                    self.answer = Some(Answer::Message(msg));
+                    return Flow::Done;
+                }
+                Kind::ServerRequest if self.server_requests.len() < 16 => self.server_requests.push(msg),
+                _ => {}
+            }
+        }
+        Flow::More
+    }
+}
