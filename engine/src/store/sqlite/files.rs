@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{is_no_room, Code, Error, Result};
 
+/// The mark's name beside the store (`engine.db.mark`).
+pub const MARK_SUFFIX: &str = ".mark";
+
 /// SQLite's own files beside the store.
 const SQLITE_SIDE: [&str; 3] = ["-wal", "-shm", "-journal"];
 
@@ -25,7 +28,7 @@ impl StoreFiles {
     pub fn new(db: &Path) -> StoreFiles {
         let db = &std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
         let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-        StoreFiles { db: db.to_path_buf(), dir, mark: with_suffix(db, super::mark::SUFFIX) }
+        StoreFiles { db: db.to_path_buf(), dir, mark: with_suffix(db, MARK_SUFFIX) }
     }
 
     pub fn side(&self, suffix: &str) -> PathBuf {

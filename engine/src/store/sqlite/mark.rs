@@ -37,8 +37,6 @@ use serde::{Deserialize, Serialize};
 use super::files::{io_error, sync_dir, with_suffix};
 use crate::error::{Code, Error, Result};
 
-pub const SUFFIX: &str = ".mark";
-
 /// Each slot starts a 4 KiB block (a disk that tears a sector tears one).
 const SLOT: u64 = 4096;
 /// The most a slot's text may take.
