@@ -149,6 +149,7 @@ impl Store {
     /// Run `f` in one IMMEDIATE transaction, after checking that this
     /// process still holds its lease generation (`STALE_GENERATION`
     /// otherwise: a superseded writer writes nothing).
+    /// Each commit is counted for `ENGINE_CRASH_AFTER_COMMITS` (a testing aid).
     pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
         let generation = self.generation.ok_or_else(|| Error::internal("write without holding the store lease"))?;
         if durability != self.durability {
@@ -175,6 +176,7 @@ impl Store {
         }
         let value = f(&tx)?;
         tx.commit()?;
+        crate::failpoint::committed();
         Ok(value)
     }
 }
