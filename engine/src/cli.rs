@@ -132,6 +132,8 @@ enum Command {
     },
     /// Print the JSON Schema of the plan file.
     Schema,
+    /// Check the store (SQLite integrity, foreign keys, the ledger's invariants); read-only.
+    Verify,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -306,6 +308,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Explain { task_ref, goal } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;
             report::explain::render(&store, goal.as_deref(), &task_ref)
+        }
+        Command::Verify => {
+            let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+            let v = store::verify::verify(&store::resolve_path(cli.store.as_deref(), &ws))?;
+            let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+            Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
         }
         Command::Log { follow, after } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;

@@ -12,6 +12,7 @@ pub mod events;
 pub mod lease;
 pub mod ledger;
 pub mod schema;
+pub mod verify;
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
