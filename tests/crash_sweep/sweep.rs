@@ -8,7 +8,7 @@
 //! `engine verify` against the store.
 //!
 //! A finding that matches a defect known and being fixed elsewhere
-//! (`KNOWN`) is reported but does not fail `crash_sweep`; the ignored
+//! (`support::known::KNOWN`) is reported but does not fail `crash_sweep`; the ignored
 //! `crash_sweep_strict` fails on any finding, for use once the fixes are in.
 
 use std::sync::Mutex;
@@ -17,23 +17,9 @@ use std::time::{Duration, Instant};
 use crate::common::Receiver;
 use crate::support::checks;
 use crate::support::engine::Kill;
+use crate::support::known::{known, KNOWN};
 use crate::support::person::{Ending, Session};
 use crate::support::reference::{Instance, PLANS};
-
-/// A defect issue 9 lists, fixed on another branch: a finding containing
-/// `signature` (for `plan`, if given) is this defect. Remove the entry
-/// once the fix is merged; `crash_sweep` then fails if it comes back.
-pub struct Known {
-    pub defect: &'static str,
-    pub plan: Option<&'static str>,
-    pub signature: &'static str,
-}
-
-pub const KNOWN: &[Known] = &[Known {
-    defect: "defect 2 of issue 9: panic on restart, an attempt observed present is validated twice (fix on the runtime branch)",
-    plan: None,
-    signature: "validated attempts are in flight",
-}];
 
 /// Bound on N for one command (no command of a reference plan commits
 /// anywhere near this often).
@@ -114,10 +100,6 @@ fn sweep_plan(plan: &'static str, rcv: &Receiver) -> Vec<Case> {
         }
     }
     cases
-}
-
-fn known(plan: &str, finding: &str) -> Option<&'static Known> {
-    KNOWN.iter().find(|k| k.plan.is_none_or(|p| p == plan) && finding.contains(k.signature))
 }
 
 /// Run the sweep on two workers; print its size and every finding.

@@ -12,6 +12,7 @@
 
 pub mod checks;
 pub mod engine;
+pub mod known;
 pub mod person;
 pub mod reference;
 pub mod rng;
