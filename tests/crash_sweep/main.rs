@@ -9,5 +9,6 @@ mod common;
 mod support;
 
 mod commits;
+mod known_defects;
 mod sweep;
 mod verify;

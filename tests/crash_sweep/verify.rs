@@ -9,7 +9,7 @@ use crate::common::{Receiver, Ws};
 use crate::support::engine::{self, Kill};
 use crate::support::reference::Instance;
 
-const CHECKS: usize = 17;
+const CHECKS: usize = 18;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
     let ran = engine::run(ws, &["verify"], Kill::Never);
@@ -38,7 +38,8 @@ fn a_store_the_engine_made_passes_every_check() {
     assert_eq!(code, Some(0), "{doc}");
     assert_eq!(doc["ok"], true, "{doc}");
     assert_eq!(doc["checks"].as_array().map(Vec::len), Some(CHECKS), "{doc}");
-    assert_eq!(doc["checks"][0], "sqlite_integrity", "SQLite's own check comes first: {doc}");
+    assert_eq!(doc["checks"][0], "no_hot_journal", "{doc}");
+    assert_eq!(doc["checks"][1], "sqlite_integrity", "SQLite's own check comes next: {doc}");
 }
 
 #[test]
@@ -178,4 +179,34 @@ fn zeroed_pages_are_named_or_harmless() {
         assert_eq!((code, doc["error"]["code"].as_str()), (Some(70), Some("STORE_CORRUPT")), "page {page}: {doc}");
     }
     assert!(harmless < pages / 2, "{harmless} of {pages} zeroed pages went unnoticed");
+}
+
+/// What a kill during the store's creation can leave (issue 9, defect 3):
+/// a rollback journal that only a writer can roll back. Verify names it
+/// and leaves both files as they are.
+#[test]
+fn a_hot_journal_is_named_and_left_alone() {
+    let ws = Ws::new();
+    let dir = ws.db_path().parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&dir).unwrap();
+    // A writer in rollback-journal mode killed mid-transaction, with its
+    // cache too small to keep the transaction off the file.
+    let script = "import os, signal, sqlite3, sys\n\
+        c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+        c.execute('PRAGMA journal_mode=DELETE'); c.execute('CREATE TABLE t(x)'); c.execute('PRAGMA cache_size=1')\n\
+        c.execute('BEGIN')\n\
+        [c.execute('INSERT INTO t VALUES (?)', ('x' * 500,)) for _ in range(2000)]\n\
+        os.kill(os.getpid(), signal.SIGKILL)\n";
+    let status = std::process::Command::new("python3").args(["-c", script]).arg(ws.db_path()).status().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+    for suffix in ["", "-journal"] {
+        let p = format!("{}{suffix}", ws.db_path().display());
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let (db, journal) = (bytes(&ws, ""), bytes(&ws, "-journal"));
+    assert!(journal.as_ref().is_some_and(|j| !j.is_empty()), "the writer left a hot journal");
+    let (code, doc) = verify(&ws);
+    assert_eq!(code, Some(70), "{doc}");
+    assert_eq!(doc["error"]["details"]["check"], "no_hot_journal", "{doc}");
+    assert_eq!((bytes(&ws, ""), bytes(&ws, "-journal")), (db, journal), "verify rolled nothing back");
 }

@@ -25,7 +25,7 @@ const PROVIDER_ENV: &[&str] = &["ENGINE_OPERATION_ID", "ENGINE_TRY"];
 
 /// Run every check; each failure becomes one of the session's findings.
 pub fn after_session(s: &mut Session, ending: &Ending) {
-    verify_passes(s);
+    let verified = verify_passes(s);
     let deliveries = s.inst.deliveries(s.rcv);
     let mut per_try: HashMap<(&str, i64), usize> = HashMap::new();
     let mut per_op: HashMap<&str, u32> = HashMap::new();
@@ -73,16 +73,21 @@ pub fn after_session(s: &mut Session, ending: &Ending) {
             found.push(format!("{} try {} ran with {names:?}", d.key, d.try_no));
         }
     }
-    found.extend(receipts_delivered(s, &per_try));
+    // Read the ledger only once verify accepts it (and never before: a
+    // test's own connection would roll back what the engine left).
+    if verified {
+        found.extend(receipts_delivered(s, &per_try));
+    }
     found.sort();
     for f in found {
         s.finding(f);
     }
 }
 
-fn verify_passes(s: &mut Session) {
+fn verify_passes(s: &mut Session) -> bool {
     let ran = engine::run(&s.inst.ws, &["verify"], Kill::Never);
-    if ran.out.code() != Some(0) {
+    let passed = ran.out.code() == Some(0);
+    if !passed {
         let doc: Option<Value> = serde_json::from_str(&ran.out.stdout).ok();
         let message = doc.as_ref().and_then(|d| d.pointer("/error/message")).and_then(Value::as_str);
         s.finding(format!(
@@ -91,6 +96,7 @@ fn verify_passes(s: &mut Session) {
             message.map_or_else(|| ran.out.stderr.trim().to_string(), str::to_string)
         ));
     }
+    passed
 }
 
 /// Receipts from a provider's answer (not from an observation) whose
@@ -101,10 +107,11 @@ fn receipts_delivered(s: &Session, per_try: &HashMap<(&str, i64), usize>) -> Vec
     }
     let db = s.inst.ws.db();
     let rows: Vec<(String, i64, String)> = {
-        let Ok(mut st) = db.prepare(
+        let mut st = match db.prepare(
             "SELECT a.operation_id, a.try_no, r.data FROM receipts r JOIN attempts a ON a.id = r.attempt_id ORDER BY a.id",
-        ) else {
-            return vec!["the ledger's receipts cannot be read".into()];
+        ) {
+            Ok(st) => st,
+            Err(e) => return vec![format!("the ledger's receipts cannot be read: {e}")],
         };
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)));
         match rows.and_then(|r| r.collect::<Result<Vec<_>, _>>()) {

@@ -117,7 +117,8 @@ impl<'a> Session<'a> {
                 _ => {}
             }
         }
-        Ending::Stuck(format!("the goal did not end after {RUNS_MAX} runs"))
+        let last = self.findings.last().map_or(String::new(), |f| format!("; the last finding: {f}"));
+        Ending::Stuck(format!("the goal did not end after {RUNS_MAX} runs{last}"))
     }
 
     /// Run one engine command that may write; `None` if it was killed (or

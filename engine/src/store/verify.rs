@@ -44,6 +44,12 @@ fn found(entry: impl Into<String>, problem: impl Into<String>) -> Option<Finding
 
 /// The checks, in the order they run. A new invariant is one more entry.
 pub const CHECKS: &[Check] = &[
+    // First: `verify` runs it before anything reads the file.
+    Check {
+        name: "no_hot_journal",
+        asserts: "no interrupted transaction's rollback journal waits beside the store",
+        run: no_hot_journal,
+    },
     Check { name: "sqlite_integrity", asserts: "PRAGMA integrity_check says ok", run: sqlite_integrity },
     Check {
         name: "schema",
@@ -127,30 +133,37 @@ pub struct Verified {
 pub fn verify(path: &Path) -> Result<Verified> {
     let conn = super::open_existing(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
         .ok_or_else(|| Error::usage(format!("no store at {}", path.display())).at(path.display().to_string()))?;
-    super::refuse_newer_schema(&conn, path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    let mut ctx = Ctx { conn, plans: HashMap::new(), plans_loaded: false };
+    let mut ctx = Ctx { path: path.to_path_buf(), conn, plans: HashMap::new(), plans_loaded: false };
+    // A read-only connection cannot roll a hot journal back, so it must be
+    // named before anything reads the file (the schema version included).
+    if let Some(f) = no_hot_journal(&mut ctx)? {
+        return Err(corrupt(path, &CHECKS[0], &f, &[]));
+    }
+    super::refuse_newer_schema(&ctx.conn, path)?;
+    ctx.conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let mut passed = Vec::new();
     for check in CHECKS {
         // A check that cannot even read what it checks has found damage.
         let finding =
             (check.run)(&mut ctx).unwrap_or_else(|e| found("the store", format!("cannot be read: {}", e.message)));
         if let Some(f) = finding {
-            return Err(Error::new(
-                Code::StoreCorrupt,
-                format!("check `{}` failed: {}: {}", check.name, f.entry, f.problem),
-            )
-            .at(path.display().to_string())
-            .with_details(json!({"check": check.name, "entry": f.entry, "problem": f.problem, "passed": passed})));
+            return Err(corrupt(path, check, &f, &passed));
         }
         passed.push(check.name);
     }
     Ok(Verified { store: path.to_path_buf(), checks: passed })
 }
 
+fn corrupt(path: &Path, check: &Check, f: &Finding, passed: &[&str]) -> Error {
+    Error::new(Code::StoreCorrupt, format!("check `{}` failed: {}: {}", check.name, f.entry, f.problem))
+        .at(path.display().to_string())
+        .with_details(json!({"check": check.name, "entry": f.entry, "problem": f.problem, "passed": passed}))
+}
+
 /// What the checks share: the connection, and each revision's plan parsed
 /// once (by the first check that needs them).
 struct Ctx {
+    path: PathBuf,
     conn: Connection,
     plans: HashMap<(String, i64), PlanFile>,
     plans_loaded: bool,
@@ -195,6 +208,23 @@ const ATTEMPT: &str =
     "'attempt ' || a.id || ' (' || a.operation_id || ', try ' || a.try_no || ', task ' || a.task_ref || ')'";
 
 // ------------------------------------------------------------ SQLite
+
+/// A non-empty `-journal` beside the store: a transaction in rollback mode
+/// (the store's creation, before it turns to WAL) was interrupted, and
+/// only a writer that opens the store can roll it back.
+fn no_hot_journal(ctx: &mut Ctx) -> Result<Option<Finding>> {
+    let journal = PathBuf::from(format!("{}-journal", ctx.path.display()));
+    Ok(match std::fs::symlink_metadata(&journal) {
+        Ok(meta) if meta.len() > 0 => found(
+            journal.display().to_string(),
+            format!(
+                "an interrupted transaction's rollback journal ({} bytes): the store is not as any commit left it until a writer rolls it back (verify does not write)",
+                meta.len()
+            ),
+        ),
+        _ => None,
+    })
+}
 
 fn sqlite_integrity(ctx: &mut Ctx) -> Result<Option<Finding>> {
     let mut stmt = ctx.conn.prepare("PRAGMA integrity_check(20)")?;
