@@ -196,7 +196,8 @@ fn main() {
     for k in support::known::KNOWN {
         let hits: Vec<_> =
             known_found.iter().filter(|(p, f)| known(p, f).is_some_and(|x| x.defect == k.defect)).collect();
-        eprintln!("known defect: {} — {} finding(s)", k.defect, hits.len());
+        let sessions: std::collections::HashSet<&str> = hits.iter().filter_map(|(_, f)| f.split(']').next()).collect();
+        eprintln!("known defect: {} — {} finding(s) in {} session(s)", k.defect, hits.len(), sessions.len());
         if let Some((_, example)) = hits.first() {
             eprintln!("  for example: {example}\n");
         }
@@ -205,7 +206,13 @@ fn main() {
         eprintln!("finding: {f}\n");
     }
     let failing = unknown.len() + if o.strict { known_found.len() } else { 0 };
-    eprintln!("soak: {} finding(s), {} of them known defects", findings.len(), known_found.len());
+    let sessions: std::collections::HashSet<&str> = findings.iter().filter_map(|(_, f)| f.split(']').next()).collect();
+    eprintln!(
+        "soak: {} finding(s) in {} session(s), {} of them known defects",
+        findings.len(),
+        sessions.len(),
+        known_found.len()
+    );
     if failing > 0 {
         std::process::exit(1);
     }
