@@ -48,6 +48,10 @@ struct Figures {
 }
 
 impl Figures {
+    fn row(&self) -> String {
+        format!("{:4} {:4} {:5} {:5} {:5}", self.cases, self.crashes, self.commands, self.restarts, self.deliveries)
+    }
+
     fn add(&mut self, c: &Case) {
         self.cases += 1;
         self.crashes += usize::from(c.crashed);
@@ -102,10 +106,9 @@ fn sweep_plan(plan: &'static str, rcv: &Receiver) -> Vec<Case> {
     cases
 }
 
-/// Run the sweep on two workers; print its size and every finding.
-/// Returns (unknown findings, known findings), each with its reproduction.
-fn sweep() -> (Vec<String>, Vec<String>) {
-    let started = Instant::now();
+/// Every plan's sweep, on two workers (each with its own receiver), in
+/// `PLANS` order, with the time each took.
+fn sweep_all() -> Vec<(Vec<Case>, Duration)> {
     let queue = Mutex::new(PLANS.to_vec());
     let done: Mutex<Vec<(Vec<Case>, Duration)>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -122,6 +125,14 @@ fn sweep() -> (Vec<String>, Vec<String>) {
     });
     let mut done = done.into_inner().unwrap();
     done.sort_by_key(|(cases, _)| PLANS.iter().position(|p| *p == cases[0].plan));
+    done
+}
+
+/// Run the sweep; print its size and what it found. Returns (unknown
+/// findings, known findings), each with its reproduction.
+fn sweep() -> (Vec<String>, Vec<String>) {
+    let started = Instant::now();
+    let done = sweep_all();
     let (mut unknown, mut known_found) = (Vec::new(), Vec::new());
     let mut total = Figures::default();
     eprintln!("crash sweep: plan, cases (k, N), crashes, commands, of them after a crash, deliveries, time");
@@ -141,16 +152,7 @@ fn sweep() -> (Vec<String>, Vec<String>) {
                 }
             }
         }
-        eprintln!(
-            "  {:13} {:4} {:4} {:5} {:5} {:5} {:6.1}s",
-            cases[0].plan,
-            f.cases,
-            f.crashes,
-            f.commands,
-            f.restarts,
-            f.deliveries,
-            took.as_secs_f64()
-        );
+        eprintln!("  {:13} {}  {:6.1}s", cases[0].plan, f.row(), took.as_secs_f64());
     }
     eprintln!(
         "crash sweep: {} plans × {} crash points ({} cases) × {} commands after a crash ({} commands, {} deliveries) in {:.1}s",
@@ -164,11 +166,8 @@ fn sweep() -> (Vec<String>, Vec<String>) {
     );
     for k in KNOWN {
         let hits = known_found.iter().filter(|f| f.starts_with(&format!("({})", k.defect))).count();
-        eprintln!(
-            "known defect: {} — {hits} finding(s){}",
-            k.defect,
-            if hits == 0 { " (no longer reproduces: remove it from KNOWN)" } else { "" }
-        );
+        let gone = if hits == 0 { " (not seen in this sweep)" } else { "" };
+        eprintln!("known defect: {} — {hits} finding(s){gone}", k.defect);
     }
     (unknown, known_found)
 }

@@ -86,6 +86,16 @@ struct Figures {
     satisfied: usize,
 }
 
+impl Figures {
+    fn add(&mut self, f: &Figures) {
+        self.iterations += f.iterations;
+        self.kills += f.kills;
+        self.commands += f.commands;
+        self.deliveries += f.deliveries;
+        self.satisfied += f.satisfied;
+    }
+}
+
 /// How long an uncrashed first run of each plan takes here: kills are
 /// drawn uniformly between 0 and a little more than that.
 fn measure(rcv: &Receiver) -> Vec<Duration> {
@@ -141,18 +151,10 @@ fn iteration(rng: &mut Rng, rcv: &Receiver, spans: &[Duration], label: &str) -> 
     (figures, findings)
 }
 
-fn main() {
-    let o = options();
-    if o.filtered_out {
-        eprintln!("soak: filtered out");
-        return;
-    }
-    eprintln!(
-        "soak: seed {} — repeat with `--seed {}`; up to {} iterations or {} s, {} workers",
-        o.seed, o.seed, o.iterations, o.seconds, o.workers
-    );
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(o.seconds);
+/// Sessions on `o.workers` workers until the iterations or the time run
+/// out; the totals and every finding (plan, text).
+fn soak(o: &Options) -> (Figures, Vec<(String, String)>) {
+    let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let next = AtomicUsize::new(0);
     let totals = Mutex::new(Figures::default());
     let findings: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
@@ -169,19 +171,32 @@ fn main() {
                         break;
                     }
                     let (f, mut found) = iteration(&mut rng, &rcv, &spans, &format!("s{}-w{worker}-i{i}", o.seed));
-                    let mut t = totals.lock().unwrap();
-                    t.iterations += f.iterations;
-                    t.kills += f.kills;
-                    t.commands += f.commands;
-                    t.deliveries += f.deliveries;
-                    t.satisfied += f.satisfied;
+                    totals.lock().unwrap().add(&f);
                     findings.lock().unwrap().append(&mut found);
                 }
             });
         }
     });
-    let t = totals.into_inner().unwrap();
-    let findings = findings.into_inner().unwrap();
+    (totals.into_inner().unwrap(), findings.into_inner().unwrap())
+}
+
+/// The sessions (labels) a list of findings comes from.
+fn sessions<'f>(findings: impl Iterator<Item = &'f (String, String)>) -> usize {
+    findings.filter_map(|(_, f)| f.split(']').next()).collect::<std::collections::HashSet<_>>().len()
+}
+
+fn main() {
+    let o = options();
+    if o.filtered_out {
+        eprintln!("soak: filtered out");
+        return;
+    }
+    eprintln!(
+        "soak: seed {} — repeat with `--seed {}`; up to {} iterations or {} s, {} workers",
+        o.seed, o.seed, o.iterations, o.seconds, o.workers
+    );
+    let started = Instant::now();
+    let (t, findings) = soak(&o);
     let (known_found, unknown): (Vec<_>, Vec<_>) = findings.iter().partition(|(plan, f)| known(plan, f).is_some());
     eprintln!(
         "soak: seed {}: {} iterations, {} SIGKILLs, {} commands, {} deliveries, {} satisfied, in {:.1} s",
@@ -195,9 +210,13 @@ fn main() {
     );
     for k in support::known::KNOWN {
         let hits: Vec<_> =
-            known_found.iter().filter(|(p, f)| known(p, f).is_some_and(|x| x.defect == k.defect)).collect();
-        let sessions: std::collections::HashSet<&str> = hits.iter().filter_map(|(_, f)| f.split(']').next()).collect();
-        eprintln!("known defect: {} — {} finding(s) in {} session(s)", k.defect, hits.len(), sessions.len());
+            known_found.iter().copied().filter(|(p, f)| known(p, f).is_some_and(|x| x.defect == k.defect)).collect();
+        eprintln!(
+            "known defect: {} — {} finding(s) in {} session(s)",
+            k.defect,
+            hits.len(),
+            sessions(hits.iter().copied())
+        );
         if let Some((_, example)) = hits.first() {
             eprintln!("  for example: {example}\n");
         }
@@ -205,15 +224,13 @@ fn main() {
     for (_, f) in &unknown {
         eprintln!("finding: {f}\n");
     }
-    let failing = unknown.len() + if o.strict { known_found.len() } else { 0 };
-    let sessions: std::collections::HashSet<&str> = findings.iter().filter_map(|(_, f)| f.split(']').next()).collect();
     eprintln!(
         "soak: {} finding(s) in {} session(s), {} of them known defects",
         findings.len(),
-        sessions.len(),
+        sessions(findings.iter()),
         known_found.len()
     );
-    if failing > 0 {
+    if !unknown.is_empty() || (o.strict && !known_found.is_empty()) {
         std::process::exit(1);
     }
 }
