@@ -139,7 +139,15 @@ pub fn verify(path: &Path) -> Result<Verified> {
     if let Some(f) = no_hot_journal(&mut ctx)? {
         return Err(corrupt(path, &CHECKS[0], &f, &[]));
     }
-    super::refuse_newer_schema(&ctx.conn, path)?;
+    let version = super::refuse_newer_schema(&ctx.conn, path)?;
+    if version > 0 && version < schema::SCHEMA_VERSION {
+        // Not damage: a writing command migrates it; verify never does.
+        return Err(Error::usage(format!(
+            "the store has schema version {version}, older than this engine's {}: `engine run` migrates it, then verify checks it",
+            schema::SCHEMA_VERSION
+        ))
+        .at(path.display().to_string()));
+    }
     ctx.conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let mut passed = Vec::new();
     for check in CHECKS {
@@ -260,12 +268,6 @@ fn schema_present(ctx: &mut Ctx) -> Result<Option<Finding>> {
         return Ok(found(
             "the schema",
             "version 0: the file holds no ledger (a creation that never finished, or a ledger that lost its write-ahead log)",
-        ));
-    }
-    if version < schema::SCHEMA_VERSION {
-        return Ok(found(
-            "the schema",
-            format!("version {version}, older than this engine's {}: `engine run` migrates it; verify checks the current schema only", schema::SCHEMA_VERSION),
         ));
     }
     let present = |kind: &str, name: &str| -> Result<bool> {
