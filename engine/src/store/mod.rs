@@ -19,6 +19,7 @@ pub mod lease;
 pub mod ledger;
 pub mod mark;
 pub mod schema;
+pub mod verify;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -165,6 +166,7 @@ impl Store {
     /// counts itself in `store_meta.commits`; a `Full` one is then recorded
     /// in the mark before the caller acts on it. A transaction that does not
     /// fit on the disk is rolled back whole: `STORE_FULL`.
+    /// Each commit is counted for `ENGINE_CRASH_AFTER_COMMITS` (a testing aid).
     pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
         let result = self.write_counted(durability, f);
         result.map_err(|e| located(sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
@@ -193,6 +195,7 @@ impl Store {
         if durability == Durability::Full {
             self.mark_commit(commits, generation)?;
         }
+        crate::failpoint::committed();
         Ok(value)
     }
 
