@@ -152,6 +152,8 @@ enum Command {
         #[arg(long)]
         no_timestamp: bool,
     },
+    /// Check the store (SQLite integrity, foreign keys, the ledger's invariants); read-only.
+    Verify,
 }
 
 impl ValueEnum for SettlementOutcome {
@@ -316,6 +318,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 no_timestamp,
             };
             report::goal_report::run(&store, &options)
+        }
+        Command::Verify => {
+            let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+            let v = store::verify::verify(&store::resolve_path(cli.store.as_deref(), &ws))?;
+            let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+            Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
         }
         Command::Log { follow, after } => {
             let store = open_ro(cli.store.as_deref(), workspace)?;

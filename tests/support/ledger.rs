@@ -296,6 +296,44 @@ pub fn tamper(path: &Path, sql: &str) -> usize {
     c.execute(sql, []).expect("tamper statement")
 }
 
+/// The same, for several statements at once.
+pub fn tamper_batch(path: &Path, sql: &str) {
+    let c = rusqlite::Connection::open(path).expect("store opens");
+    c.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
+    c.execute_batch(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A digest of every row of every table of the SQLite file, in order, and
+/// its schema version: equal digests, equal stores (a plan the engine
+/// refused must leave the store exactly as it was).
+pub fn row_digest(path: &Path) -> String {
+    let db = rusqlite::Connection::open(path).expect("store opens");
+    let tables: Vec<String> = {
+        let mut st = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").unwrap();
+        let rows = st.query_map([], |r| r.get(0)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    };
+    let mut h = blake3::Hasher::new();
+    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    h.update(format!("user_version {version}\n").as_bytes());
+    for t in tables {
+        let mut st = db.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = st.column_count();
+        let mut rows: Vec<String> = st
+            .query_map([], |r| {
+                let cells: Vec<String> =
+                    (0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect();
+                Ok(cells.join("\u{1f}"))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        rows.sort();
+        h.update(format!("table {t} {}\n{}\n", rows.len(), rows.join("\n")).as_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
 /// Build a store at `path` from a SQL dump (a fixture of an older schema),
 /// with the folder and file modes the engine gives its own.
 pub fn load_dump(path: &Path, sql: &str) {

@@ -5,15 +5,28 @@
 //! MCP server), and a read view of the ledger through the engine's own
 //! store interface (`Ledger`) instead of raw SQL.
 //!
+//! For the crash sweep, the soak and the fuzzer: the reference plans of
+//! `fixtures/reference/` set up in a workspace (`reference`), one engine
+//! command with a crash armed or a kill timed (`kill`), a person who acts
+//! until the goal ends (`person`), the checks made from the fixtures' own
+//! delivery logs (`checks`), the defects still known (`known`) and a
+//! seeded generator (`rng`).
+//!
 //! Every test gets its own temp dir (tests run in parallel), and every
 //! process a test starts is killed and reaped on drop (a failing test
 //! leaves nothing running); every wait has a deadline.
 
 #![allow(dead_code, unused_imports)]
 
+pub mod checks;
 pub mod fixtures;
+pub mod kill;
+pub mod known;
 pub mod ledger;
+pub mod person;
 pub mod process;
+pub mod reference;
+pub mod rng;
 pub mod workspace;
 
 pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};

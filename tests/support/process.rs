@@ -29,6 +29,11 @@ impl Out {
         self.status.code().unwrap_or_else(|| -self.status.signal().unwrap_or(0))
     }
 
+    /// The exit code, `None` if the process died of a signal.
+    pub fn exit(&self) -> Option<i32> {
+        self.status.code()
+    }
+
     /// Killed by SIGKILL (a failpoint, or a test's kill): the shell's 137.
     pub fn killed(&self) -> bool {
         self.status.signal() == Some(libc::SIGKILL)
@@ -116,6 +121,11 @@ impl Running {
             stdout: fs::read_to_string(&self.out).unwrap_or_default(),
             stderr: fs::read_to_string(&self.err).unwrap_or_default(),
         }
+    }
+
+    /// Delete the files its output went to (once read).
+    pub fn remove_output(&self) {
+        let _ = (fs::remove_file(&self.out), fs::remove_file(&self.err));
     }
 
     /// SIGKILL it (from outside, as a person or the OOM killer would).

@@ -25,6 +25,14 @@ pub mod lease;
 mod ledger;
 mod sqlite;
 
+/// `engine verify`: check a store and name the first bad thing. The checks
+/// read the SQLite file itself (its integrity, foreign keys, schema) and
+/// restate the ledger's invariants as queries, so they live with the
+/// SQLite implementation; this is their public face.
+pub mod verify {
+    pub use super::sqlite::verify::{verify, Finding, Verified, CHECKS};
+}
+
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 

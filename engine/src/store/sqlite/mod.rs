@@ -23,6 +23,7 @@ mod inspect;
 mod lease;
 pub mod mark;
 mod schema;
+pub mod verify;
 
 use std::path::Path;
 
@@ -168,6 +169,7 @@ impl Db {
     /// counts itself in `store_meta.commits`; a `Full` one is then recorded
     /// in the mark before the caller acts on it. A transaction that does not
     /// fit on the disk is rolled back whole: `STORE_FULL`.
+    /// Each commit is counted for `ENGINE_CRASH_AFTER_COMMITS` (a testing aid).
     pub fn write<T>(
         &mut self,
         fence: Fence,
@@ -193,6 +195,7 @@ impl Db {
         if durability == Durability::Full {
             self.mark_commit(commits, fence.generation())?;
         }
+        crate::failpoint::committed();
         Ok(value)
     }
 

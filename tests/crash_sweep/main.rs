@@ -1,0 +1,14 @@
+//! Issue 9, "crash at every commit": `ENGINE_CRASH_AFTER_COMMITS`, the
+//! sweep that crashes the engine after each commit of every reference
+//! plan's session and then acts as a person until the goal ends, and
+//! `engine verify`, which the sweep runs at the end of every case.
+
+#[path = "../unknown_outcomes/common.rs"]
+mod common;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod commits;
+mod known_defects;
+mod sweep;
+mod verify;
