@@ -3,13 +3,13 @@
 //! Pure apart from the symlink check on inputs, which asks the filesystem.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::plan::model::{PlanFile, ProviderSpec, Task};
+use crate::workspace::lexically_inside;
 
 /// Validate everything but the filesystem; returns task indices in a
 /// topological order (dependencies first; ties by file order).
@@ -231,34 +231,6 @@ fn kind_name(spec: &ProviderSpec) -> &'static str {
         ProviderSpec::Http { .. } => "http",
         ProviderSpec::Mcp { .. } => "mcp",
     }
-}
-
-/// An input must be relative and never climb above the workspace.
-pub fn lexically_inside(input: &str) -> std::result::Result<(), &'static str> {
-    if input.is_empty() {
-        return Err("is empty");
-    }
-    let path = Path::new(input);
-    let mut depth: i64 = 0;
-    for c in path.components() {
-        match c {
-            Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
-            // Any `..` is refused, not only one that climbs out: after a
-            // symlinked folder, `link/..` is not the folder it reads as, so
-            // the checkpoint would cover another file than the one named.
-            Component::ParentDir => {
-                depth -= 1;
-                return Err(if depth < 0 {
-                    "climbs out of the workspace with `..`"
-                } else {
-                    "uses `..`; name the path without it"
-                });
-            }
-            Component::CurDir => {}
-            Component::Normal(_) => depth += 1,
-        }
-    }
-    Ok(())
 }
 
 /// Kahn's algorithm with a min-heap so the order is stable (file order among
