@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{exec, qrow, rows, Sql};
+use super::sql::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};

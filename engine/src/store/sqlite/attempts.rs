@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, qrow, refusal, rows, words, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};

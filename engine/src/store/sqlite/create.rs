@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 use super::files::{io_error, pid_alive, sync_dir, with_suffix, StoreFiles};
-use super::{schema, sqlite_error};
+use super::open::{sqlite_error, store_open_error};
+use super::schema;
 use crate::error::Result;
 use crate::failpoint;
 
@@ -50,7 +51,7 @@ fn build(tmp: &Path) -> Result<()> {
         tmp,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
-    .map_err(|e| super::store_open_error(e, tmp))?;
+    .map_err(|e| store_open_error(e, tmp))?;
     let built = (|| -> Result<()> {
         conn.execute_batch("PRAGMA synchronous = FULL;")?;
         schema::migrate(&conn)?;

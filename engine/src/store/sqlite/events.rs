@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{exec, qrow, rows, Sql};
+use super::sql::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::ids::{GoalId, Revision, Seq};

@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{exec, qrow, rows, Sql};
+use super::sql::{exec, qrow, rows, Sql};
 use crate::checkpoint::{Checkpoint, FileState};
 use crate::clock::now_ms;
 use crate::digest;

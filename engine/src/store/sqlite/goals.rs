@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, qrow, refusal, rows, words, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
@@ -130,7 +130,7 @@ impl GoalsRead for Sql<'_> {
             self.conn,
             &format!(
                 "SELECT COUNT(*), COALESCE(SUM(cost_micros), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
-                super::DISPATCHED_OR_MAYBE
+                super::sql::DISPATCHED_OR_MAYBE
             ),
             [goal],
             |r| Ok(BudgetUse { calls: r.get::<_, i64>(0)?.max(0) as u64, cost: Cost::from_micros(r.get(1)?) }),

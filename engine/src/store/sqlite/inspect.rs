@@ -4,7 +4,7 @@ use rusqlite::OptionalExtension;
 use serde_json::Value;
 
 use super::acts::{approval_from_row, settlement_from_row, APPROVAL_COLUMNS, SETTLEMENT_COLUMNS};
-use super::{rows, Sql};
+use super::sql::{rows, Sql};
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
 use crate::store::attempts::AttemptRecord;

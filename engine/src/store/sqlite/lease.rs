@@ -9,15 +9,16 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
 
+use super::files::StoreFiles;
 use super::identity::{self, Verdict};
 use super::mark::{Fingerprint, Mark, MarkFile};
-use super::{count_commit, doubt, qrow, Db};
+use super::open::{count_commit, doubt};
+use super::sql::qrow;
 use crate::clock::now_ms;
 use crate::error::{Code, Error, Result};
 use crate::limits::STORE_BUSY_TIMEOUT;
 use crate::store::events::{Event, EventKind};
 use crate::store::lease::{hostname, is_alive, proc_start, Acquired, Fence, Holder};
-use crate::store::Durability;
 
 /// The lease row as read: pid, host, process start time, generation.
 type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
@@ -55,16 +56,15 @@ pub(super) fn check_fence(conn: &Connection, fence: Fence) -> Result<()> {
 /// a dead holder's lease is taken over and logged. Under the write lock,
 /// before anything is written, the store is judged against its mark, and
 /// checked (`integrity_check`) unless it is known to be whole. Committed
-/// with `synchronous=FULL`, then the mark says "open".
-pub(super) fn acquire(db: &mut Db) -> Result<Acquired> {
+/// with `synchronous=FULL` (the caller sets it), then the mark says "open".
+pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Option<MarkFile>) -> Result<Acquired> {
     let pid = std::process::id() as i64;
     let host = hostname();
     let start = proc_start(pid);
-    db.set_durability(Durability::Full)?;
     // A release earlier in this process turned automatic checkpoints off.
-    db.conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
-    let place = db.files.place();
-    let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
+    let place = files.place();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
     let (prev_generation, took_over) = match read(&tx)? {
         None => (0, None),
         Some((None, _, _, g)) => (g, None),
@@ -76,13 +76,13 @@ pub(super) fn acquire(db: &mut Db) -> Result<Acquired> {
             (g, Some(holder))
         }
     };
-    let (verdict, _, facts) = identity::verify(&tx, &db.files)?;
+    let (verdict, _, facts) = identity::verify(&tx, files)?;
     let (unclean, changed) = match verdict {
         Verdict::Marked { unclean, changed } => (unclean, changed),
         Verdict::Unmarked => (false, false),
     };
     if let Some(why) = doubt(took_over.is_some(), unclean, changed) {
-        identity::integrity(&tx, &db.files.db, why)?;
+        identity::integrity(&tx, &files.db, why)?;
     }
     let generation = prev_generation + 1;
     tx.execute(
@@ -95,7 +95,7 @@ pub(super) fn acquire(db: &mut Db) -> Result<Acquired> {
     }
     let commits = count_commit(&tx)?;
     tx.commit()?;
-    open_mark(db, facts.store_id.as_deref(), commits, generation)?;
+    *mark = Some(open_mark(files, facts.store_id.as_deref(), commits, generation)?);
     Ok(Acquired { fence: Fence::new(generation), took_over })
 }
 
@@ -111,15 +111,14 @@ fn takeover_event(h: &Holder, generation: i64) -> Event<'static> {
 
 /// The mark says "open" (and counts the lease's commit) before this
 /// process commits anything else.
-fn open_mark(db: &mut Db, store_id: Option<&str>, commits: i64, generation: i64) -> Result<()> {
+fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generation: i64) -> Result<MarkFile> {
     let store_id = store_id.ok_or_else(|| Error::internal("a store without its identity"))?;
-    if Mark::read(&db.files.mark)?.is_none() {
-        MarkFile::create(&db.files.mark, &Mark::new(store_id))?;
+    if Mark::read(&files.mark)?.is_none() {
+        MarkFile::create(&files.mark, &Mark::new(store_id))?;
     }
-    let mut mark = MarkFile::open(&db.files.mark)?;
+    let mut mark = MarkFile::open(&files.mark)?;
     mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() }, true)?;
-    db.mark = Some(mark);
-    Ok(())
+    Ok(mark)
 }
 
 /// Give the lease up (clean exit), only if this fence still holds it. The
@@ -127,30 +126,35 @@ fn open_mark(db: &mut Db, store_id: Option<&str>, commits: i64, generation: i64)
 /// nothing; then the mark records the closed file and the final count —
 /// while the lease is still ours, so no later writer's mark is overwritten
 /// — and only then is the lease row released.
-pub(super) fn release(db: &mut Db, fence: Fence) -> Result<()> {
+/// Committed with `synchronous=FULL` (the caller sets it).
+pub(super) fn release(
+    conn: &mut Connection,
+    files: &StoreFiles,
+    mark: &mut Option<MarkFile>,
+    fence: Fence,
+) -> Result<()> {
     let g = fence.generation();
-    db.set_durability(Durability::Full)?;
     // A reader (`engine log --follow`) may hold the WAL back: do not wait
     // long for it.
-    db.conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
-    let _ = db.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-    db.conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
+    conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
     // From here on only this process's final commit reaches the WAL, and
     // nothing folds it into the store file the mark describes.
-    db.conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
-    let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let holder: Option<i64> = tx.query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
     if holder != Some(g) {
-        db.mark = None;
+        *mark = None;
         return Ok(());
     }
     let commits: i64 = tx.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0))?;
-    let closed_file = Fingerprint::of(&db.files.db)?;
-    if let Some(mark) = db.mark.as_mut() {
+    let closed_file = Fingerprint::of(&files.db)?;
+    if let Some(mark) = mark.as_mut() {
         let next = Mark { commits, generation: g, open: false, closed_file: Some(closed_file), ..mark.last().clone() };
         mark.record(next, true)?;
     }
-    db.mark = None;
+    *mark = None;
     tx.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
     count_commit(&tx)?;
     tx.commit()?;
