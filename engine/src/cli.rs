@@ -214,121 +214,126 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(cli: Cli) -> Result<Output> {
-    let workspace = cli.workspace.as_deref();
-    match cli.command {
-        Command::Check { plan } => {
-            let p = Plan::load(&plan, workspace)?;
-            let out = report::plan::check(&p);
-            // The process ends next: freeing a 100,000-task plan piece by
-            // piece would only cost time (about a tenth of `check`).
-            std::mem::forget(p);
-            Ok(out)
-        }
-        Command::Digest { plan } => {
-            let p = Plan::load(&plan, workspace)?;
-            Ok(report::plan::digests(&p))
-        }
-        Command::Graph { plan, format } => {
-            let p = Plan::load(&plan, workspace)?;
-            Ok(match format {
-                GraphFormat::Dot => report::plan::dot(&p),
-                GraphFormat::Mermaid => report::plan::mermaid(&p),
-            })
-        }
-        Command::Schema => {
-            let schema = crate::plan::schema();
-            Ok(Output {
-                text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
-                json: schema,
-                exit_code: 0,
-            })
-        }
+    let Cli { json, store, workspace, command } = cli;
+    let at = Places { store, workspace };
+    let ws = at.workspace.as_deref();
+    match command {
+        Command::Check { plan } => check(&plan, ws),
+        Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
+        Command::Schema => Ok(schema()),
         Command::Run { plan, jobs } => {
-            let jobs = jobs.unwrap_or_else(default_jobs);
-            let report = commands::run::run(RunOptions {
-                plan_path: plan,
-                workspace: cli.workspace.clone(),
-                store: cli.store.clone(),
-                jobs,
-            })?;
-            Ok(report::run::render(&report))
+            let options =
+                RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
+            Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut ledger =
-                crate::run::orphans::take_lease(commands::open_existing(cli.store.as_deref(), workspace)?)?;
+            let mut ledger = at.lease()?;
             let actor = actor.unwrap_or_else(commands::os_user);
             let op = OperationId::new(operation_id);
             let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
             Ok(report::acts::settled(&s))
         }
         Command::Approve { operation_id, note, actor } => {
-            let mut ledger =
-                crate::run::orphans::take_lease(commands::open_existing(cli.store.as_deref(), workspace)?)?;
+            let mut ledger = at.lease()?;
             let actor = actor.unwrap_or_else(commands::os_user);
             let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
             Ok(report::acts::approved(&a, &actor))
         }
         Command::Retry { operation_id, jobs } => {
-            let jobs = jobs.unwrap_or_else(default_jobs);
-            let store = commands::open_existing(cli.store.as_deref(), workspace)?;
-            let report = commands::retry::retry(store, &OperationId::new(operation_id), jobs)?;
+            let report =
+                commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
             Ok(report::run::render(&report))
         }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
-            let store = commands::open_existing(cli.store.as_deref(), workspace)?;
-            let report = commands::repair::repair(
-                store,
-                RepairRequest {
-                    goal: goal.map(GoalId::new),
-                    task_ref,
-                    instruction,
-                    provider,
-                    force_note: if force { note } else { None },
-                    jobs: jobs.unwrap_or_else(default_jobs),
-                },
-            )?;
-            Ok(report::run::render(&report))
+            let force_note = if force { note } else { None };
+            let request = RepairRequest {
+                goal: goal.map(GoalId::new),
+                task_ref,
+                instruction,
+                provider,
+                force_note,
+                jobs: jobs_or_default(jobs),
+            };
+            Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
         Command::Revise { plan, reason, no_run, jobs } => {
-            let r = commands::revise::revise(ReviseRequest {
-                plan_path: plan,
-                workspace: cli.workspace.clone(),
-                store: cli.store.clone(),
-                reason,
-                no_run,
-                jobs: jobs.unwrap_or_else(default_jobs),
-            })?;
+            let (workspace, store, jobs) = (at.workspace, at.store, jobs_or_default(jobs));
+            let r =
+                commands::revise::revise(ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs })?;
             Ok(report::revise::render(&r))
         }
-        Command::Status { goal } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::status::render(&store, goal.map(GoalId::new).as_ref())
-        }
+        Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Explain { task_ref, goal } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::explain::render(&store, goal.map(GoalId::new).as_ref(), &task_ref)
+            report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
         }
         Command::Report { goal, revision, html, no_timestamp } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
             let options = report::goal_report::Options {
                 goal: goal.as_deref(),
                 revision,
                 html: html.as_deref(),
-                json: cli.json,
+                json,
                 no_timestamp,
             };
-            report::goal_report::run(&store, &options)
+            report::goal_report::run(&at.reader()?, &options)
         }
-        Command::Verify => {
-            let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-            let v = store::verify::verify(&store::resolve_path(cli.store.as_deref(), &ws))?;
-            let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
-            Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
-        }
-        Command::Log { follow, after } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::log::render(&store, Seq(after), follow, cli.json)
-        }
+        Command::Verify => verify(&at.store_path()),
+        Command::Log { follow, after } => report::log::render(&at.reader()?, Seq(after), follow, json),
+    }
+}
+
+fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
+    let p = Plan::load(plan, workspace)?;
+    let out = report::plan::check(&p);
+    // The process ends next: freeing a 100,000-task plan piece by piece
+    // would only cost time (about a tenth of `check`).
+    std::mem::forget(p);
+    Ok(out)
+}
+
+fn verify(path: &Path) -> Result<Output> {
+    let v = store::verify::verify(path)?;
+    let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+    Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
+}
+
+fn schema() -> Output {
+    let schema = crate::plan::schema();
+    Output {
+        text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
+        json: schema,
+        exit_code: 0,
+    }
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(default_jobs)
+}
+
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the workspace's.
+struct Places {
+    store: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+}
+
+impl Places {
+    fn store_path(&self) -> PathBuf {
+        let ws = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        store::resolve_path(self.store.as_deref(), &ws)
+    }
+
+    fn reader(&self) -> Result<Store> {
+        open_ro(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    fn existing(&self) -> Result<Store> {
+        commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    /// The existing store, its lease taken (a person's act writes).
+    fn lease(&self) -> Result<store::LeaseGuard> {
+        crate::run::orphans::take_lease(self.existing()?)
     }
 }
 

@@ -147,7 +147,7 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     }
 
     let started = Instant::now();
-    let mut child = match build_command(call, &argv).spawn() {
+    let child = match build_command(call, &argv).spawn() {
         Ok(c) => c,
         Err(e) => return spawn_error(&argv[0], &e),
     };
@@ -160,9 +160,23 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     }
     let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
 
+    watch(child, pid, call, started, &argv[0], &progress).await
+}
+
+/// Drain a started child's output (bounded), feed its stdin, wait for it
+/// within the call's timeout (killing its group past it), and make the
+/// receipt.
+async fn watch(
+    mut child: tokio::process::Child,
+    pid: u32,
+    call: &Call,
+    started: Instant,
+    program: &str,
+    progress: &ProgressSender,
+) -> Outcome {
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(pid);
-        return started_unwatched(&progress, &argv[0]);
+        return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
     let mut out = Bounded::new(call.output_bytes_max);

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::register;
-use crate::checkpoint::{self, FileCache};
+use crate::checkpoint::{self, FileCache, FileState};
 use crate::decide::budget::BudgetName;
 use crate::decide::reuse::{self, Candidate, Decision};
 use crate::error::{Code, Error, Result};
@@ -19,9 +19,9 @@ use crate::plan::{Plan, PlanFile, Task};
 use crate::run::{self, Asked, RunReport};
 use crate::state::{GoalState, TaskState};
 use crate::store::events::{Event, EventKind};
+use crate::store::goals::GoalRecord;
 use crate::store::goals::{NewRevision, TaskKey};
-use crate::store::LedgerRead;
-use crate::store::{Durability, Store};
+use crate::store::{Durability, LedgerRead, LedgerTx, Store};
 
 pub struct ReviseRequest {
     pub plan_path: PathBuf,
@@ -67,77 +67,25 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let goal_id = GoalId::new(&plan.goal().id);
     let read = ledger.read();
-    let g = read
-        .goal(&goal_id)?
-        .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
-    let prev = read.revision(&goal_id, g.active_revision)?;
-    if prev.plan_digest == plan.digests.plan {
-        return Err(Error::usage(format!(
-            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise",
-            g.active_revision
-        )));
-    }
-    let prev_file: PlanFile = serde_json::from_str(&prev.plan_json).map_err(|e| {
-        Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision))
-    })?;
-    // The lowest limit any recorded revision set bounds revisions: a plan
-    // cannot raise its own limit by revising itself, not even in steps.
-    let used = (g.active_revision.get() - 1).max(0) as u64;
-    let limit = lowest_max_revisions(&*read, &goal_id, g.active_revision)?;
-    if used >= limit {
-        let budget = BudgetName::MaxRevisions;
-        return Err(Error::new(
-            Code::BudgetExhausted,
-            format!("{budget}: used {used} of {limit}; no new revision is recorded"),
-        )
-        .with_details(json!({"budget": budget, "used": used, "limit": limit})));
-    }
-
-    let goal_changed = prev.goal_contract != plan.digests.goal_contract;
+    let (g, prev_file, prev_contract) = revisable(&*read, &plan, &goal_id)?;
+    let goal_changed = prev_contract != plan.digests.goal_contract;
     let mut cache = FileCache::from_states(read.file_states()?);
     let decisions = decide_all(&*read, &plan, &goal_id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
 
     let revision = g.active_revision.next();
-    let plan_json = register::plan_json(&plan)?;
+    let new = NewRevision {
+        goal_id: &goal_id,
+        revision,
+        parent: Some(g.active_revision),
+        plan_digest: &plan.digests.plan,
+        goal_contract: &plan.digests.goal_contract,
+        plan_json: &register::plan_json(&plan)?,
+        plan_path: &req.plan_path.display().to_string(),
+        workspace: &plan.workspace.display().to_string(),
+        reason: Some(&req.reason),
+    };
     let dirty = cache.take_dirty();
-    ledger.write(Durability::Full, |tx| {
-        tx.insert_revision(&NewRevision {
-            goal_id: &goal_id,
-            revision,
-            parent: Some(g.active_revision),
-            plan_digest: &plan.digests.plan,
-            goal_contract: &plan.digests.goal_contract,
-            plan_json: &plan_json,
-            plan_path: &req.plan_path.display().to_string(),
-            workspace: &plan.workspace.display().to_string(),
-            reason: Some(&req.reason),
-        })?;
-        register::insert_tasks(tx, &plan, revision)?;
-        for d in &decisions {
-            let (state, detail) = match &d.decision {
-                Decision::Reuse { provenance } => (TaskState::Reused, json!({"reused_from": provenance})),
-                Decision::Run { refusal } => {
-                    (TaskState::Pending, json!({"reuse_refused": refusal.code(), "detail": refusal.detail()}))
-                }
-            };
-            tx.set_task_state(TaskKey { goal_id: &goal_id, revision, task_ref: &d.task_ref }, state, &detail)?;
-        }
-        let seq = tx.append_event(&Event::goal(
-            EventKind::RevisionRecorded,
-            &goal_id,
-            revision,
-            json!({
-                "parent": g.active_revision, "reason": req.reason, "plan_digest": plan.digests.plan,
-                "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
-                "decisions": decisions,
-            }),
-        ))?;
-        tx.put_file_states(&dirty)?;
-        tx.set_active_revision(&goal_id, revision)?;
-        // A new plan settles nothing: an unknown outcome still waits on a person.
-        let state = if tx.unknown_count(&goal_id)? > 0 { GoalState::NeedsSettlement } else { GoalState::Open };
-        tx.set_goal_state(&goal_id, state, seq)
-    })?;
+    ledger.write(Durability::Full, |tx| record(tx, &plan, &new, goal_changed, &decisions, &dirty))?;
     let mut report = ReviseReport {
         goal_id: goal_id.clone(),
         from_revision: g.active_revision,
@@ -152,6 +100,73 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default())?);
     }
     Ok(report)
+}
+
+/// The goal's active revision, if a new one may follow it: the plan
+/// differs and `max_revisions` is not used up. With it, its plan file and
+/// goal contract digest.
+fn revisable(read: &dyn LedgerRead, plan: &Plan, goal_id: &GoalId) -> Result<(GoalRecord, PlanFile, String)> {
+    let g = read
+        .goal(goal_id)?
+        .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
+    let prev = read.revision(goal_id, g.active_revision)?;
+    if prev.plan_digest == plan.digests.plan {
+        return Err(Error::usage(format!(
+            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise",
+            g.active_revision
+        )));
+    }
+    let prev_file: PlanFile = serde_json::from_str(&prev.plan_json).map_err(|e| {
+        Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision))
+    })?;
+    // The lowest limit any recorded revision set bounds revisions: a plan
+    // cannot raise its own limit by revising itself, not even in steps.
+    let used = (g.active_revision.get() - 1).max(0) as u64;
+    let limit = lowest_max_revisions(read, goal_id, g.active_revision)?;
+    if used >= limit {
+        let budget = BudgetName::MaxRevisions;
+        return Err(Error::new(
+            Code::BudgetExhausted,
+            format!("{budget}: used {used} of {limit}; no new revision is recorded"),
+        )
+        .with_details(json!({"budget": budget, "used": used, "limit": limit})));
+    }
+    Ok((g, prev_file, prev.goal_contract))
+}
+
+/// The new revision, its tasks as decided, the event with the decisions,
+/// and the goal moved onto it, in one transaction.
+fn record(
+    tx: &mut dyn LedgerTx,
+    plan: &Plan,
+    new: &NewRevision,
+    goal_changed: bool,
+    decisions: &[TaskDecision],
+    dirty: &[FileState],
+) -> Result<()> {
+    let (goal_id, revision) = (new.goal_id, new.revision);
+    tx.insert_revision(new)?;
+    register::insert_tasks(tx, plan, revision)?;
+    for d in decisions {
+        let (state, detail) = match &d.decision {
+            Decision::Reuse { provenance } => (TaskState::Reused, json!({"reused_from": provenance})),
+            Decision::Run { refusal } => {
+                (TaskState::Pending, json!({"reuse_refused": refusal.code(), "detail": refusal.detail()}))
+            }
+        };
+        tx.set_task_state(TaskKey { goal_id, revision, task_ref: &d.task_ref }, state, &detail)?;
+    }
+    let data = json!({
+        "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
+        "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
+        "decisions": decisions,
+    });
+    let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
+    tx.put_file_states(dirty)?;
+    tx.set_active_revision(goal_id, revision)?;
+    // A new plan settles nothing: an unknown outcome still waits on a person.
+    let state = if tx.unknown_count(goal_id)? > 0 { GoalState::NeedsSettlement } else { GoalState::Open };
+    tx.set_goal_state(goal_id, state, seq)
 }
 
 /// The smallest `max_revisions` of revisions 1..=`active` of a goal.

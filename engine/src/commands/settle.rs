@@ -14,9 +14,10 @@ use crate::ids::{AttemptId, GoalId, OperationId};
 use crate::limits::EVIDENCE_BYTES_MAX;
 use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::acts::NewSettlement;
+use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
-use crate::store::{Durability, LeaseGuard};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
 
 pub use crate::state::SettlementOutcome as Outcome;
 
@@ -45,7 +46,42 @@ pub fn settle(
             "a settlement needs a note (--note TEXT): say what you checked",
         ));
     }
+    let a = target(&*ledger.read(), operation_id)?;
+    let evidence_bytes = evidence.map(read_evidence).transpose()?;
     let read = ledger.read();
+    let active =
+        read.goal(&a.goal_id)?.ok_or_else(|| Error::internal(format!("goal {} vanished", a.goal_id)))?.active_revision;
+    let (to, task_state, next) = if a.revision != active {
+        // An old revision's task keeps its state: nothing judges it any more.
+        let kept = read.task(&a.goal_id, a.revision, &a.task_ref)?.map_or(TaskState::EffectUnknown, |t| t.state);
+        let next = format!("its revision {} is no longer active (now {active}): nothing more runs for it", a.revision);
+        (settled(outcome), kept, next)
+    } else {
+        match outcome {
+            Outcome::Ok => {
+                (settled(outcome), TaskState::Running, "the next `engine run` runs the task's validations".to_string())
+            }
+            Outcome::NotRun => {
+                (settled(outcome), TaskState::Pending, format!("re-send with `engine retry {operation_id}`"))
+            }
+        }
+    };
+    let act = Act { operation_id, outcome, actor, note, evidence: evidence_bytes.as_deref() };
+    ledger.write(Durability::Full, |tx| record(tx, &a, &act, to, task_state, &next))?;
+    Ok(Settled {
+        operation_id: operation_id.clone(),
+        attempt_id: a.id,
+        task_ref: a.task_ref,
+        goal_id: a.goal_id,
+        outcome,
+        actor: actor.into(),
+        next,
+    })
+}
+
+/// The attempt a settlement of `operation_id` settles: its latest try,
+/// which must be an unknown outcome.
+fn target(read: &dyn LedgerRead, operation_id: &OperationId) -> Result<AttemptRecord> {
     let a = read.settlement_target(operation_id)?.ok_or_else(|| {
         Error::new(Code::SettlementInvalid, format!("no operation {operation_id} in this store"))
             .at(operation_id.to_string())
@@ -60,70 +96,58 @@ pub fn settle(
         )
         .at(operation_id.to_string()));
     }
-    let evidence_bytes = evidence.map(read_evidence).transpose()?;
-    let active =
-        read.goal(&a.goal_id)?.ok_or_else(|| Error::internal(format!("goal {} vanished", a.goal_id)))?.active_revision;
-    let superseded = a.revision != active;
-    let (to, task_state, next) = match outcome {
-        // An old revision's task keeps its state: nothing judges it any more.
-        _ if superseded => (
-            if outcome == Outcome::Ok { AttemptState::SettledOk } else { AttemptState::SettledNotRun },
-            read.task(&a.goal_id, a.revision, &a.task_ref)?.map_or(TaskState::EffectUnknown, |t| t.state),
-            format!("its revision {} is no longer active (now {active}): nothing more runs for it", a.revision),
-        ),
-        Outcome::Ok => (
-            AttemptState::SettledOk,
-            TaskState::Running,
-            "the next `engine run` runs the task's validations".to_string(),
-        ),
-        Outcome::NotRun => {
-            (AttemptState::SettledNotRun, TaskState::Pending, format!("re-send with `engine retry {operation_id}`"))
-        }
-    };
-    ledger.write(Durability::Full, |tx| {
-        let blob = evidence_bytes.as_deref().map(|b| tx.put_blob(b)).transpose()?;
-        tx.insert_settlement(&NewSettlement {
-            attempt_id: a.id,
-            operation_id,
-            outcome,
-            actor,
-            note,
-            evidence_blob: blob.as_deref(),
-        })?;
-        tx.settle_attempt(a.id, to)?;
-        let key = TaskKey { goal_id: &a.goal_id, revision: a.revision, task_ref: &a.task_ref };
-        tx.set_task_state(
-            key,
-            task_state,
-            &json!({"attempt_id": a.id, "settled": outcome.as_str(), "by": actor, "next": next}),
-        )?;
-        let seq = tx.append_event(
-            &Event::goal(
-                EventKind::Settled,
-                &a.goal_id,
-                a.revision,
-                json!({
-                    "operation_id": operation_id, "try": a.try_no, "outcome": outcome.as_str(), "actor": actor,
-                    "note": note, "evidence_blob": blob, "verified_by_engine": false,
-                }),
-            )
-            .task(&a.task_ref)
-            .attempt(a.id),
-        )?;
-        if tx.unknown_count(&a.goal_id)? == 0 {
-            tx.set_goal_state(&a.goal_id, GoalState::Open, seq)?;
-        }
-        Ok(())
-    })?;
-    Ok(Settled {
-        operation_id: operation_id.clone(),
+    Ok(a)
+}
+
+fn settled(outcome: Outcome) -> AttemptState {
+    match outcome {
+        Outcome::Ok => AttemptState::SettledOk,
+        Outcome::NotRun => AttemptState::SettledNotRun,
+    }
+}
+
+/// What the person said.
+struct Act<'a> {
+    operation_id: &'a OperationId,
+    outcome: Outcome,
+    actor: &'a str,
+    note: &'a str,
+    evidence: Option<&'a [u8]>,
+}
+
+/// The settlement, the attempt's and the task's new states and the event,
+/// in one transaction; the goal reopens once nothing is unknown.
+fn record(
+    tx: &mut dyn LedgerTx,
+    a: &AttemptRecord,
+    act: &Act,
+    to: AttemptState,
+    task_state: TaskState,
+    next: &str,
+) -> Result<()> {
+    let blob = act.evidence.map(|b| tx.put_blob(b)).transpose()?;
+    tx.insert_settlement(&NewSettlement {
         attempt_id: a.id,
-        task_ref: a.task_ref,
-        goal_id: a.goal_id,
-        outcome,
-        actor: actor.into(),
-        next,
-    })
+        operation_id: act.operation_id,
+        outcome: act.outcome,
+        actor: act.actor,
+        note: act.note,
+        evidence_blob: blob.as_deref(),
+    })?;
+    tx.settle_attempt(a.id, to)?;
+    let key = TaskKey { goal_id: &a.goal_id, revision: a.revision, task_ref: &a.task_ref };
+    let detail = json!({"attempt_id": a.id, "settled": act.outcome.as_str(), "by": act.actor, "next": next});
+    tx.set_task_state(key, task_state, &detail)?;
+    let data = json!({
+        "operation_id": act.operation_id, "try": a.try_no, "outcome": act.outcome.as_str(), "actor": act.actor,
+        "note": act.note, "evidence_blob": blob, "verified_by_engine": false,
+    });
+    let seq = tx
+        .append_event(&Event::goal(EventKind::Settled, &a.goal_id, a.revision, data).task(&a.task_ref).attempt(a.id))?;
+    if tx.unknown_count(&a.goal_id)? == 0 {
+        tx.set_goal_state(&a.goal_id, GoalState::Open, seq)?;
+    }
+    Ok(())
 }
 
 /// A file a person hands in as evidence, bounded like captured output.

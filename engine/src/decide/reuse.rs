@@ -139,40 +139,10 @@ pub fn decide(
     if candidate.task.effect == Effect::External {
         return run(Refusal::ExternalEffect);
     }
-    let wanted: BTreeSet<&str> = candidate.task.validations.iter().map(|v| v.id.as_str()).collect();
-    let have: BTreeSet<&str> = done.validations.iter().map(|v| v.id.as_str()).collect();
-    let declared_then: BTreeSet<&str> = done.task.validations.iter().map(|v| v.id.as_str()).collect();
-    if wanted != declared_then {
-        return run(Refusal::ValidationSetChanged);
-    }
-    let Some(cp) = &done.checkpoint else {
-        return run(Refusal::ValidationNotPassed {
-            validation: "*".into(),
-            why: "no checkpoint was recorded for the completion".into(),
-        });
+    let cp = match validations_hold(done, candidate.task) {
+        Ok(cp) => cp,
+        Err(refusal) => return run(refusal),
     };
-    for id in &wanted {
-        if !have.contains(id) {
-            return run(Refusal::ValidationNotPassed { validation: id.to_string(), why: "no recorded result".into() });
-        }
-    }
-    for v in &done.validations {
-        if !wanted.contains(v.id.as_str()) {
-            continue;
-        }
-        if !v.passed {
-            return run(Refusal::ValidationNotPassed {
-                validation: v.id.clone(),
-                why: "its latest result is a failure".into(),
-            });
-        }
-        if v.checkpoint.as_deref() != Some(cp.digest.as_str()) {
-            return run(Refusal::ValidationNotPassed {
-                validation: v.id.clone(),
-                why: "its latest pass is not bound to the completion's checkpoint".into(),
-            });
-        }
-    }
     if !done.reusable {
         return run(Refusal::CheckpointChanged { path: "(inputs changed while its validations ran)".into() });
     }
@@ -190,6 +160,47 @@ pub fn decide(
         }
         Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
     }
+}
+
+/// The completion's validations are the ones the task declares now, each
+/// with a latest result that passed on the completion's checkpoint: that
+/// checkpoint, or the first reason they are not.
+fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpoint, Refusal> {
+    let wanted: BTreeSet<&str> = task.validations.iter().map(|v| v.id.as_str()).collect();
+    let have: BTreeSet<&str> = done.validations.iter().map(|v| v.id.as_str()).collect();
+    let declared_then: BTreeSet<&str> = done.task.validations.iter().map(|v| v.id.as_str()).collect();
+    if wanted != declared_then {
+        return Err(Refusal::ValidationSetChanged);
+    }
+    let Some(cp) = &done.checkpoint else {
+        return Err(Refusal::ValidationNotPassed {
+            validation: "*".into(),
+            why: "no checkpoint was recorded for the completion".into(),
+        });
+    };
+    for id in &wanted {
+        if !have.contains(id) {
+            return Err(Refusal::ValidationNotPassed { validation: id.to_string(), why: "no recorded result".into() });
+        }
+    }
+    for v in &done.validations {
+        if !wanted.contains(v.id.as_str()) {
+            continue;
+        }
+        if !v.passed {
+            return Err(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest result is a failure".into(),
+            });
+        }
+        if v.checkpoint.as_deref() != Some(cp.digest.as_str()) {
+            return Err(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest pass is not bound to the completion's checkpoint".into(),
+            });
+        }
+    }
+    Ok(cp)
 }
 
 /// The first meaning field that differs between two task definitions.

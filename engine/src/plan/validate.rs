@@ -12,7 +12,8 @@ use crate::plan::model::{PlanFile, ProviderSpec, Task};
 use crate::workspace::lexically_inside;
 
 /// Validate everything but the filesystem; returns task indices in a
-/// topological order (dependencies first; ties by file order).
+/// topological order (dependencies first; ties by file order). The checks
+/// run in this order, and the first failure is the one reported.
 pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     if plan.version != 1 {
         return Err(Error::new(
@@ -22,6 +23,27 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         .at("$.version"));
     }
     super::bounds::check(plan)?;
+    goal(plan)?;
+    budgets(plan)?;
+    for (name, spec) in &plan.providers {
+        provider(name, spec)?;
+    }
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
+    for (i, task) in plan.tasks.iter().enumerate() {
+        let at = format!("$.tasks[{i}]");
+        if task.task_ref.trim().is_empty() {
+            return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
+        }
+        if index.insert(task.task_ref.as_str(), i).is_some() {
+            return Err(Error::new(Code::DuplicateTaskRef, format!("task ref `{}` is used twice", task.task_ref))
+                .at(format!("{at}.ref")));
+        }
+        self::task(plan, task, &at)?;
+    }
+    topo_order(plan, &dependency_graph(plan, &index)?)
+}
+
+fn goal(plan: &PlanFile) -> Result<()> {
     let goal = plan.goal.as_ref().ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
     if goal.id.trim().is_empty() {
         return Err(Error::new(Code::PlanInvalid, "goal id is empty").at("$.goal.id"));
@@ -35,78 +57,72 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
             non_empty_argv(&check.run, &format!("$.goal.acceptance[{i}].check.run"))?;
         }
     }
-    budgets(plan)?;
-    for (name, spec) in &plan.providers {
-        match spec {
-            ProviderSpec::Http { endpoint, observe, hosts } => {
-                let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
-                let p =
-                    providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
-                p.check().map_err(|e| {
-                    let field = e.path.split('.').next().unwrap_or("endpoint");
-                    Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
-                })?;
-                if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
-                    return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
-                        .at(format!("$.providers.{name}.observe")));
-                }
-            }
-            ProviderSpec::Mcp { command, observe_tool } => {
-                non_empty_argv(command, &format!("$.providers.{name}.command"))?;
-                if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
-                    return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
-                        .at(format!("$.providers.{name}.observe_tool")));
-                }
-            }
-            ProviderSpec::Command { .. } => {}
-        }
-    }
+    Ok(())
+}
 
-    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
-    for (i, task) in plan.tasks.iter().enumerate() {
-        let at = format!("$.tasks[{i}]");
-        if task.task_ref.trim().is_empty() {
-            return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
-        }
-        if index.insert(task.task_ref.as_str(), i).is_some() {
-            return Err(Error::new(Code::DuplicateTaskRef, format!("task ref `{}` is used twice", task.task_ref))
-                .at(format!("{at}.ref")));
-        }
-        let spec = plan.providers.get(&task.provider).ok_or_else(|| {
-            Error::new(
-                Code::UnknownProvider,
-                format!(
-                    "task `{}` names provider `{}`, which `providers` does not declare",
-                    task.task_ref, task.provider
-                ),
-            )
-            .at(format!("{at}.provider"))
-        })?;
-        action_shape(task, spec, &at)?;
-        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
-        for (j, v) in task.validations.iter().enumerate() {
-            non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
-        }
-        if let Err(why) = Cost::from_units(task.cost) {
-            return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
-        }
-        for (j, input) in task.inputs.iter().enumerate() {
-            lexically_inside(input).map_err(|why| {
-                Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
-                    .at(format!("{at}.inputs[{j}]"))
+fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
+    match spec {
+        ProviderSpec::Http { endpoint, observe, hosts } => {
+            let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
+            let p = providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
+            p.check().map_err(|e| {
+                let field = e.path.split('.').next().unwrap_or("endpoint");
+                Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
             })?;
-            if input.contains(['*', '?', '[']) {
-                glob::Pattern::new(input).map_err(|e| {
-                    Error::new(
-                        Code::PlanInvalid,
-                        format!("input `{input}` of task `{}` is not a valid glob: {}", task.task_ref, e.msg),
-                    )
-                    .at(format!("{at}.inputs[{j}]"))
-                })?;
+            if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
+                return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
+                    .at(format!("$.providers.{name}.observe")));
             }
         }
+        ProviderSpec::Mcp { command, observe_tool } => {
+            non_empty_argv(command, &format!("$.providers.{name}.command"))?;
+            if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
+                return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
+                    .at(format!("$.providers.{name}.observe_tool")));
+            }
+        }
+        ProviderSpec::Command { .. } => {}
     }
+    Ok(())
+}
 
+/// One task's provider, action, validations, cost and inputs.
+fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
+    let spec = plan.providers.get(&task.provider).ok_or_else(|| {
+        Error::new(
+            Code::UnknownProvider,
+            format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+        )
+        .at(format!("{at}.provider"))
+    })?;
+    action_shape(task, spec, at)?;
+    unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
+    for (j, v) in task.validations.iter().enumerate() {
+        non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
+    }
+    if let Err(why) = Cost::from_units(task.cost) {
+        return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
+    }
+    for (j, input) in task.inputs.iter().enumerate() {
+        lexically_inside(input).map_err(|why| {
+            Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
+                .at(format!("{at}.inputs[{j}]"))
+        })?;
+        if input.contains(['*', '?', '[']) {
+            glob::Pattern::new(input).map_err(|e| {
+                Error::new(
+                    Code::PlanInvalid,
+                    format!("input `{input}` of task `{}` is not a valid glob: {}", task.task_ref, e.msg),
+                )
+                .at(format!("{at}.inputs[{j}]"))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The tasks as a graph, an edge from each dependency to its dependant.
+fn dependency_graph(plan: &PlanFile, index: &HashMap<&str, usize>) -> Result<DiGraph<usize, ()>> {
     let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(plan.tasks.len(), plan.tasks.len());
     let nodes: Vec<NodeIndex> = (0..plan.tasks.len()).map(|i| graph.add_node(i)).collect();
     for (i, task) in plan.tasks.iter().enumerate() {
@@ -124,7 +140,7 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
             }
         }
     }
-    topo_order(plan, &graph)
+    Ok(graph)
 }
 
 fn budgets(plan: &PlanFile) -> Result<()> {

@@ -8,8 +8,9 @@ use crate::clock::utc;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::ids::GoalId;
+use crate::store::attempts::AttemptRecord;
 use crate::store::events::EventKind;
-use crate::store::Store;
+use crate::store::{LedgerRead, Store};
 
 pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Output> {
     let ledger = store.read();
@@ -37,51 +38,56 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     }
     let mut attempts_json = Vec::new();
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
-        text.push_str(&format!(
-            "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
-            a.id,
-            a.revision,
-            a.try_no,
-            a.kind,
-            a.state,
-            utc(a.intent_at_ms)
-        ));
-        if let Some(d) = &a.dispatch_detail {
-            text.push_str(&format!("  handed to the provider: {d}\n"));
-        }
-        if let Some(reason) = &a.unknown_reason {
-            text.push_str(&format!("  no receipt: {reason}\n"));
-        }
-        let evidence = ledger.evidence_of_attempt(a.id)?;
-        for r in &evidence {
-            text.push_str(&format!("  evidence #{} {}\n", r.id, describe(&r.evidence)));
-        }
-        if let Some(c) = &a.classification {
-            text.push_str(&format!(
-                "  classification: {} by rule {} from evidence {} — next: {}\n",
-                c.class,
-                c.rule,
-                json!(c.evidence_ids),
-                c.next
-            ));
-        }
-        let claims = ledger.claims_of_attempt(a.id)?;
-        for c in &claims {
-            text.push_str(&format!(
-                "  claim #{} [{}] (not verified; never a cause or verdict): {}\n",
-                c.id, c.authority, c.data
-            ));
-        }
-        attempts_json.push(json!({
-            "attempt": a,
-            "receipt": ledger.receipt(a.id)?,
-            "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
-            "claims": claims,
-        }));
+        attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// One attempt in words (appended to `text`) and as its JSON document.
+fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Result<Value> {
+    text.push_str(&format!(
+        "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
+        a.id,
+        a.revision,
+        a.try_no,
+        a.kind,
+        a.state,
+        utc(a.intent_at_ms)
+    ));
+    if let Some(d) = &a.dispatch_detail {
+        text.push_str(&format!("  handed to the provider: {d}\n"));
+    }
+    if let Some(reason) = &a.unknown_reason {
+        text.push_str(&format!("  no receipt: {reason}\n"));
+    }
+    let evidence = ledger.evidence_of_attempt(a.id)?;
+    for r in &evidence {
+        text.push_str(&format!("  evidence #{} {}\n", r.id, describe(&r.evidence)));
+    }
+    if let Some(c) = &a.classification {
+        text.push_str(&format!(
+            "  classification: {} by rule {} from evidence {} — next: {}\n",
+            c.class,
+            c.rule,
+            json!(c.evidence_ids),
+            c.next
+        ));
+    }
+    let claims = ledger.claims_of_attempt(a.id)?;
+    for c in &claims {
+        text.push_str(&format!(
+            "  claim #{} [{}] (not verified; never a cause or verdict): {}\n",
+            c.id, c.authority, c.data
+        ));
+    }
+    Ok(json!({
+        "attempt": a,
+        "receipt": ledger.receipt(a.id)?,
+        "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
+        "claims": claims,
+    }))
 }
 
 /// The recorded reuse decision, in words.
