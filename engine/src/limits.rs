@@ -128,3 +128,8 @@ pub const STORE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection (every statement the engine
 /// runs fits, so none is parsed twice).
 pub const STORE_STATEMENTS_CACHED: usize = 256;
+
+/// How long giving the lease back waits for a reader holding the WAL back
+/// before it gives up on folding the WAL in (a checkpoint that could not
+/// finish loses nothing).
+pub const RELEASE_CHECKPOINT_WAIT: Duration = Duration::from_millis(200);

@@ -4,8 +4,6 @@
 //! with the store file's fingerprint after a clean release; a store whose
 //! last writer died holding it is checked before it is trusted again.
 
-use std::time::Duration;
-
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
 
@@ -16,17 +14,12 @@ use super::open::{count_commit, doubt};
 use super::sql::qrow;
 use crate::clock::now_ms;
 use crate::error::{Code, Error, Result};
-use crate::limits::STORE_BUSY_TIMEOUT;
+use crate::limits::{RELEASE_CHECKPOINT_WAIT, STORE_BUSY_TIMEOUT};
 use crate::store::events::{Event, EventKind};
 use crate::store::lease::{hostname, is_alive, proc_start, Acquired, Fence, Holder};
 
 /// The lease row as read: pid, host, process start time, generation.
 type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
-
-/// How long a release waits for a reader holding the WAL back before it
-/// gives up on folding the WAL in (a checkpoint that could not finish
-/// loses nothing).
-const RELEASE_CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
 
 fn read(conn: &Connection) -> Result<Option<LeaseRow>> {
     Ok(conn
