@@ -235,7 +235,7 @@ pub(super) fn approvals(ctx: &mut Ctx) -> Result<Option<Finding>> {
     )
 }
 
-/// `approval::needed` restated over the ledger: paid or external work
+/// The gate's approval rule (`decide::gate`) restated over the ledger: paid or external work
 /// repeated (a person's retry or repair, or after an earlier try of the
 /// task that was or may have been sent) must have consumed an approval;
 /// so must every call of a task with `requires_approval`.
