@@ -99,6 +99,12 @@ pub const CONTEXT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CONTEXT_OUTPUT_BYTES_MAX: usize = 64 * 1024;
 pub const CONTEXT_VALUE_CHARS_MAX: usize = 4096;
 
+/// A checkpoint the run loop observes in place, on its coordinator thread:
+/// at most this many literal input files and bytes to read, and no context
+/// command; any other is observed on a blocking thread.
+pub const OBSERVE_INLINE_FILES_MAX: usize = 64;
+pub const OBSERVE_INLINE_BYTES_MAX: u64 = 1024 * 1024;
+
 /// A cost (per call, or a `max_cost` budget), in the plan's units: 10^12
 /// units is 10^18 micro-units, under `i64::MAX` (9.2 × 10^18), and a
 /// budget's use never passes its limit by more than one call.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use cache::{FileCache, RACY_WINDOW_NS};
-pub use observe::observe;
+pub use observe::{observe, observes_quickly};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {

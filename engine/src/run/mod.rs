@@ -413,12 +413,13 @@ impl<'l> Runner<'l> {
         Ok(())
     }
 
-    /// A task's checkpoint now. Hashing inputs and running context
-    /// commands can take a while: it runs off the coordinator's thread, so
-    /// the calls in flight keep reading their providers' output meanwhile
-    /// (a task with neither is observed in place: nothing there can block).
+    /// A task's checkpoint now. Hashing many or large inputs and running
+    /// context commands can take a while: that runs off the coordinator's
+    /// thread, so the calls in flight keep reading their providers' output
+    /// meanwhile. A checkpoint of a few small files is observed in place
+    /// (`checkpoint::observes_quickly`: bounded, and cheaper than the hop).
     async fn observe_checkpoint(&mut self, task: &Task) -> std::result::Result<Checkpoint, String> {
-        if task.inputs.is_empty() && task.context.is_empty() {
+        if checkpoint::observes_quickly(&self.plan.workspace, task) {
             return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache);
         }
         let (workspace, secrets) = (self.plan.workspace.clone(), self.plan.file.secrets.clone());
