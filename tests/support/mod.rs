@@ -12,7 +12,6 @@
 
 pub mod checks;
 pub mod engine;
-pub mod known;
 pub mod person;
 pub mod reference;
 pub mod rng;
