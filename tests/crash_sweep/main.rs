@@ -9,6 +9,6 @@ mod common;
 mod support;
 
 mod commits;
-mod known_defects;
+mod regressions;
 mod sweep;
 mod verify;

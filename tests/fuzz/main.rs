@@ -8,8 +8,7 @@
 //! every row). Failures found are kept in `corpus/` and run every time.
 //!
 //! `FUZZ_CASES=N` (default 2,000 per generator in-process) and
-//! `FUZZ_BINARY_CASES=N` (default 60 per generator) make a longer run;
-//! `FUZZ_KNOWN_DEFECTS=1` stops skipping the runs that hit a known defect.
+//! `FUZZ_BINARY_CASES=N` (default 60 per generator) make a longer run.
 
 #[path = "../unknown_outcomes/common.rs"]
 mod common;
@@ -133,24 +132,10 @@ pub fn safe_to_run(plan: &Value) -> bool {
         && plan["tasks"].as_array().into_iter().flatten().all(|t| t["context"].is_null())
 }
 
-/// A defect issue 9 lists, fixed on another branch, that a plan would
-/// trigger in `engine run` (the case still goes through `check`).
-/// `FUZZ_KNOWN_DEFECTS=1` runs such plans anyway, to see if they still fail.
-pub fn known_run_defect(plan: &Value) -> Option<&'static str> {
-    if std::env::var_os("FUZZ_KNOWN_DEFECTS").is_some() {
-        return None;
-    }
-    let long_ref =
-        plan["tasks"].as_array().into_iter().flatten().any(|t| t["ref"].as_str().is_some_and(|r| r.len() > 65_535));
-    long_ref.then_some(
-        "defect 6 of issue 9: a task ref over 65,535 bytes passes check, then run panics (limits: runtime branch)",
-    )
-}
-
 /// `engine check` and `engine run` on `bytes` in the existing store's
 /// workspace; `Err` says what is wrong. `expected` is the in-process
-/// verdict; `skip_known`: do not run a plan that hits a known defect.
-pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict, skip_known: bool) -> Result<(), String> {
+/// verdict.
+pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Result<(), String> {
     let ws = ex.ws();
     std::fs::write(ws.path("fuzz.json"), bytes).unwrap();
     let checked = kill::run(ws, &["check", "fuzz.json"], Kill::Never);
@@ -161,7 +146,7 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict, skip_
         _ => return Err(format!("engine check exits {:?} {code:?}; in-process: {expected:?}", checked.out.exit())),
     }
     let plan: Option<Value> = serde_json::from_slice(bytes).ok();
-    let runnable = plan.as_ref().is_some_and(|p| safe_to_run(p) && !(skip_known && known_run_defect(p).is_some()));
+    let runnable = plan.as_ref().is_some_and(safe_to_run);
     if *expected == Verdict::Accepted && !runnable {
         return Ok(());
     }

@@ -119,7 +119,7 @@ fn binary(what: &str, strategy: BoxedStrategy<Vec<u8>>) {
         if let Some(why) = judge(&verdict) {
             return Err(TestCaseError::fail(why));
         }
-        through_the_binary(&existing, &bytes, &verdict, true).map_err(TestCaseError::fail)
+        through_the_binary(&existing, &bytes, &verdict).map_err(TestCaseError::fail)
     });
     tally.print(what);
     fail(result);

@@ -1,9 +1,9 @@
-//! Plan paths that are not regular files (issue 9, defect 7): `engine
-//! check` on a FIFO waits for a writer forever, and on `/dev/zero` or
-//! `/dev/urandom` reads until memory runs out (the size limit reads the
-//! file's size, 0 for these). Each must be refused at once with
-//! `PLAN_INVALID`. The engine runs under a 1 GiB address-space limit and a
-//! 5 s deadline, so a failure here cannot take the machine with it.
+//! Plan paths that are not regular files: a FIFO, `/dev/zero` and
+//! `/dev/urandom` must each be refused at once with `PLAN_INVALID` (a size
+//! limit that reads the file's size sees 0 for these, so reading them would
+//! wait for a writer forever or until memory runs out). The engine runs
+//! under a 1 GiB address-space limit and a 5 s deadline, so a failure here
+//! cannot take the machine with it.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -42,8 +42,8 @@ fn check(path: &std::path::Path) -> Option<(Option<i32>, String)> {
     }
 }
 
+/// Guards issue 9, defect 7: a FIFO or a device as the plan hung `check` or filled the memory.
 #[test]
-#[ignore = "defect 7 of issue 9: plan files must be regular files (fix on the runtime branch)"]
 fn plans_that_are_not_regular_files_are_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("plan.json");

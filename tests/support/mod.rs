@@ -9,8 +9,7 @@
 //! `fixtures/reference/` set up in a workspace (`reference`), one engine
 //! command with a crash armed or a kill timed (`kill`), a person who acts
 //! until the goal ends (`person`), the checks made from the fixtures' own
-//! delivery logs (`checks`), the defects still known (`known`) and a
-//! seeded generator (`rng`).
+//! delivery logs (`checks`) and a seeded generator (`rng`).
 //!
 //! Every test gets its own temp dir (tests run in parallel), and every
 //! process a test starts is killed and reaped on drop (a failing test
@@ -21,7 +20,6 @@
 pub mod checks;
 pub mod fixtures;
 pub mod kill;
-pub mod known;
 pub mod ledger;
 pub mod person;
 pub mod process;

@@ -1,7 +1,5 @@
-//! The exact cases of the defects of issue 9 this harness found, each a
-//! plain test that is ignored until its fix (on another branch) is merged:
-//! then delete the `#[ignore]` and the defect's entry in
-//! `tests/support/known.rs`.
+//! The exact cases the crash sweep and the soak found before their fixes,
+//! kept as plain tests so each fails on its own if the defect comes back.
 
 use std::time::Duration;
 
@@ -11,12 +9,12 @@ use crate::support::kill::{self, Kill};
 use crate::support::person::{Ending, Session};
 use crate::support::reference::Instance;
 
-/// Defect 2: an HTTP task with observation and a validation, a second
-/// external task after it; killed right after the first dispatch, the
-/// restart observes the effect present and panicked ("validated attempts
-/// are in flight", exit 101) where it should validate once and go on.
+/// Guards issue 9, defect 2: the restart panicked (exit 101) validating an observed attempt twice.
+///
+/// An HTTP task with observation and a validation, a second external task
+/// after it; killed right after the first dispatch, the restart observes
+/// the effect present, validates it once and goes on to the end.
 #[test]
-#[ignore = "defect 2 of issue 9: panic on restart after an observed dispatch (fix on the runtime branch)"]
 fn restart_after_an_observed_dispatch_validates_once() {
     let rcv = Receiver::start(&["--observe"]);
     let inst = Instance::new("http-observe", &rcv, "defect2");
@@ -29,13 +27,13 @@ fn restart_after_an_observed_dispatch_validates_once() {
     assert!(s.findings.is_empty(), "{}\n{}", s.findings.join("\n"), s.transcript());
 }
 
-/// Defect 3: a SIGKILL in the first milliseconds of the first run (while
-/// the store is being created) can leave a store every later run refuses
-/// with exit 70 ("attempt to write a readonly database"). Found by the
-/// soak in about 3% of its sessions; here up to 150 tries of a kill at
+/// Guards issue 9, defect 3: a kill during store creation left a store every run refused with 70.
+///
+/// A SIGKILL in the first milliseconds of the first run (while the store
+/// is being created) must leave nothing a later run refuses. The soak
+/// found it in about 3% of its sessions; here 150 tries of a kill at
 /// 0–20 ms, each followed by a plain run that must not exit 70.
 #[test]
-#[ignore = "defect 3 of issue 9: a killed store creation leaves a store every run refuses (fix on the store branch)"]
 fn a_run_killed_while_creating_the_store_leaves_one_the_next_run_opens() {
     let rcv = Receiver::start(&[]);
     for i in 0..150u64 {
