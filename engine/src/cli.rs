@@ -4,12 +4,16 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::{json, Value};
+use serde_json::json;
 
+use clap::builder::PossibleValue;
+
+use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
+use crate::ids::{GoalId, OperationId, Seq};
 use crate::plan::Plan;
-use crate::report;
-use crate::run::{self, RunOptions};
+use crate::report::{self, emit, Output};
+use crate::state::SettlementOutcome;
 use crate::store::{self, Store};
 
 #[derive(Debug, Parser)]
@@ -73,7 +77,7 @@ enum Command {
     Settle {
         operation_id: String,
         #[arg(long, value_enum)]
-        outcome: crate::settle::Outcome,
+        outcome: SettlementOutcome,
         /// What you checked (required, non-empty).
         #[arg(long)]
         note: String,
@@ -152,6 +156,16 @@ enum Command {
     Verify,
 }
 
+impl ValueEnum for SettlementOutcome {
+    fn value_variants<'a>() -> &'a [Self] {
+        SettlementOutcome::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.as_str()))
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphFormat {
     Dot,
@@ -199,162 +213,127 @@ pub fn main() -> i32 {
     }
 }
 
-/// What a command produced: text for people (escaped for the terminal
-/// where it is printed, so no renderer can forget), JSON for scripts.
-pub struct Output {
-    pub text: String,
-    pub json: Value,
-    pub exit_code: i32,
-}
-
 fn dispatch(cli: Cli) -> Result<Output> {
-    let workspace = cli.workspace.as_deref();
-    match cli.command {
-        Command::Check { plan } => {
-            let p = Plan::load(&plan, workspace)?;
-            let out = report::plan::check(&p);
-            // The process ends next: freeing a 100,000-task plan piece by
-            // piece would only cost time (about a tenth of `check`).
-            std::mem::forget(p);
-            Ok(out)
-        }
-        Command::Digest { plan } => {
-            let p = Plan::load(&plan, workspace)?;
-            Ok(report::plan::digests(&p))
-        }
-        Command::Graph { plan, format } => {
-            let p = Plan::load(&plan, workspace)?;
-            Ok(match format {
-                GraphFormat::Dot => report::plan::dot(&p),
-                GraphFormat::Mermaid => report::plan::mermaid(&p),
-            })
-        }
-        Command::Schema => {
-            let schema = crate::plan::schema();
-            Ok(Output {
-                text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
-                json: schema,
-                exit_code: 0,
-            })
-        }
+    let Cli { json, store, workspace, command } = cli;
+    let at = Places { store, workspace };
+    let ws = at.workspace.as_deref();
+    match command {
+        Command::Check { plan } => check(&plan, ws),
+        Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
+        Command::Schema => Ok(schema()),
         Command::Run { plan, jobs } => {
-            let jobs = jobs.unwrap_or_else(default_jobs);
-            let report = run::run(RunOptions {
-                plan_path: plan,
-                workspace: cli.workspace.clone(),
-                store: cli.store.clone(),
-                jobs,
-            })?;
-            Ok(report::run::render(&report))
+            let options =
+                RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
+            Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            crate::run::orphans::take_lease(&mut store)?;
-            let actor = actor.unwrap_or_else(crate::approval::os_user);
-            let result = crate::settle::settle(&mut store, &operation_id, outcome, &note, &actor, evidence.as_deref());
-            let _ = store.release_lease();
-            let s = result?;
-            let text = format!(
-                "settled {} (task {}, attempt {}) as {} by {} — recorded as a person's word, not verified by the engine; {}\n",
-                s.operation_id, s.task_ref, s.attempt_id, serde_json::to_value(s.outcome).expect("serializes").as_str().unwrap_or(""), s.actor, s.next
-            );
-            Ok(Output { text, json: json!({"ok": true, "settlement": s}), exit_code: 0 })
+            let mut ledger = at.lease()?;
+            let actor = actor.unwrap_or_else(commands::os_user);
+            let op = OperationId::new(operation_id);
+            let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
+            Ok(report::acts::settled(&s))
         }
         Command::Approve { operation_id, note, actor } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            crate::run::orphans::take_lease(&mut store)?;
-            let actor = actor.unwrap_or_else(crate::approval::os_user);
-            let result = crate::approval::record(&mut store, &operation_id, &note, &actor);
-            let _ = store.release_lease();
-            let a = result?;
-            let text = format!(
-                "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
-                a.operation_id, a.task_ref, report::short(&a.request_digest), actor
-            );
-            Ok(Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 })
+            let mut ledger = at.lease()?;
+            let actor = actor.unwrap_or_else(commands::os_user);
+            let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
+            Ok(report::acts::approved(&a, &actor))
         }
         Command::Retry { operation_id, jobs } => {
-            let jobs = jobs.unwrap_or_else(default_jobs);
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            let report = run::retry(&mut store, &operation_id, jobs)?;
+            let report =
+                commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
             Ok(report::run::render(&report))
         }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
-            let mut store = open_rw(cli.store.as_deref(), workspace)?;
-            let report = crate::repair::repair(
-                &mut store,
-                crate::repair::RepairRequest {
-                    goal,
-                    task_ref,
-                    instruction,
-                    provider,
-                    force_note: if force { note } else { None },
-                    jobs: jobs.unwrap_or_else(default_jobs),
-                },
-            )?;
-            Ok(report::run::render(&report))
+            let force_note = if force { note } else { None };
+            let request = RepairRequest {
+                goal: goal.map(GoalId::new),
+                task_ref,
+                instruction,
+                provider,
+                force_note,
+                jobs: jobs_or_default(jobs),
+            };
+            Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
         Command::Revise { plan, reason, no_run, jobs } => {
-            let r = crate::revise::revise(crate::revise::ReviseRequest {
-                plan_path: plan,
-                workspace: cli.workspace.clone(),
-                store: cli.store.clone(),
-                reason,
-                no_run,
-                jobs: jobs.unwrap_or_else(default_jobs),
-            })?;
-            let mut text = format!(
-                "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
-                r.goal_id,
-                r.revision,
-                r.from_revision,
-                if r.goal_contract_changed { "; the goal contract changed" } else { "" },
-                r.reason
-            );
-            text.push_str(&crate::revise::decisions_table(&r.decisions));
-            let exit_code = match &r.run {
-                Some(run) => {
-                    let out = report::run::render(run);
-                    text.push('\n');
-                    text.push_str(&out.text);
-                    out.exit_code
-                }
-                None => {
-                    text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
-                    0
-                }
-            };
-            Ok(Output { text, json: json!(r), exit_code })
+            let (workspace, store, jobs) = (at.workspace, at.store, jobs_or_default(jobs));
+            let r =
+                commands::revise::revise(ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs })?;
+            Ok(report::revise::render(&r))
         }
-        Command::Status { goal } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::status::render(&store, goal.as_deref())
-        }
+        Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Explain { task_ref, goal } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::explain::render(&store, goal.as_deref(), &task_ref)
+            report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
         }
         Command::Report { goal, revision, html, no_timestamp } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
             let options = report::goal_report::Options {
                 goal: goal.as_deref(),
                 revision,
                 html: html.as_deref(),
-                json: cli.json,
+                json,
                 no_timestamp,
             };
-            report::goal_report::run(&store, &options)
+            report::goal_report::run(&at.reader()?, &options)
         }
-        Command::Verify => {
-            let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-            let v = store::verify::verify(&store::resolve_path(cli.store.as_deref(), &ws))?;
-            let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
-            Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
-        }
-        Command::Log { follow, after } => {
-            let store = open_ro(cli.store.as_deref(), workspace)?;
-            report::log::render(&store, after, follow, cli.json)
-        }
+        Command::Verify => verify(&at.store_path()),
+        Command::Log { follow, after } => report::log::render(&at.reader()?, Seq(after), follow, json),
+    }
+}
+
+fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
+    let p = Plan::load(plan, workspace)?;
+    let out = report::plan::check(&p);
+    // The process ends next: freeing a 100,000-task plan piece by piece
+    // would only cost time (about a tenth of `check`).
+    std::mem::forget(p);
+    Ok(out)
+}
+
+fn verify(path: &Path) -> Result<Output> {
+    let v = store::verify::verify(path)?;
+    let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+    Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
+}
+
+fn schema() -> Output {
+    let schema = crate::plan::schema();
+    Output {
+        text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
+        json: schema,
+        exit_code: 0,
+    }
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(default_jobs)
+}
+
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the workspace's.
+struct Places {
+    store: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+}
+
+impl Places {
+    fn store_path(&self) -> PathBuf {
+        let ws = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        store::resolve_path(self.store.as_deref(), &ws)
+    }
+
+    fn reader(&self) -> Result<Store> {
+        open_ro(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    fn existing(&self) -> Result<Store> {
+        commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    /// The existing store, its lease taken (a person's act writes).
+    fn lease(&self) -> Result<store::LeaseGuard> {
+        crate::run::orphans::take_lease(self.existing()?)
     }
 }
 
@@ -373,26 +352,4 @@ fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
 
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
-/// Open an existing store for writing (settle, approve, retry): never
-/// creates one.
-fn open_rw(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let path = store::resolve_path(flag, &ws);
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Err(Error::usage(format!(
-            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-            path.display()
-        )));
-    }
-    Store::open_rw(&path)
-}
-
-/// Write to stdout; a reader that went away (`engine log | head`) is not an
-/// error worth a panic: the work is already recorded.
-pub fn emit(text: &str) -> bool {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
 }

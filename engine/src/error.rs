@@ -5,6 +5,13 @@
 use serde::Serialize;
 use std::fmt;
 
+/// SPEC.md's exit code of a run that satisfied its goal.
+pub const EXIT_SATISFIED: i32 = 0;
+
+/// SPEC.md's exit code of a run stopped on a classified task failure (or
+/// one that did not satisfy its goal for no reason a code names).
+pub const EXIT_TASK_FAILED: i32 = 1;
+
 /// The stable strings of SPEC.md. Never rename one: scripts match on them.
 /// Serialized as `as_str`, so stderr and `--json` always agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,27 +169,6 @@ impl Error {
 
     pub fn usage(message: impl Into<String>) -> Self {
         Error::new(Code::UsageError, message)
-    }
-}
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        match &e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
-            {
-                Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
-            }
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => Error::new(
-                Code::StoreFull,
-                format!("the store's disk is full ({e}); the transaction that did not fit was rolled back whole"),
-            ),
-            // SQLite's extended code rides along, so the store can tell a
-            // failed write() (SQLITE_IOERR_*) apart and ask why (errno).
-            rusqlite::Error::SqliteFailure(f, _) => Error::internal(format!("store error: {e}"))
-                .with_details(serde_json::json!({"sqlite_code": f.extended_code})),
-            _ => Error::internal(format!("store error: {e}")),
-        }
     }
 }
 

@@ -6,6 +6,9 @@ use providers::capture::Omitted;
 use providers::{Captured, ExitStatus, LostReason, NotDispatchedKind};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::EvidenceId;
+use crate::state::FailureClass;
+
 /// A bounded excerpt of captured output plus the blob that holds all of
 /// what was kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +55,31 @@ impl UnknownReason {
             UnknownReason::DeadlineAfterDispatch => "deadline_after_dispatch",
         }
     }
+
+    pub fn parse(s: &str) -> Option<UnknownReason> {
+        [UnknownReason::EngineRestarted, UnknownReason::ResponseLost, UnknownReason::DeadlineAfterDispatch]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for UnknownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who reported a provider error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceSource {
+    /// An HTTP status outside 2xx.
+    Http,
+    /// An MCP tool error (`isError`, or a JSON-RPC error).
+    Tool,
+    /// An agent's own report of `status: failed` (a claim, classified
+    /// only as `unclassified`).
+    AgentReport,
 }
 
 /// Engine-direct errors: the engine itself saw these happen.
@@ -90,8 +118,7 @@ pub enum Evidence {
         http_status: Option<u16>,
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_after_seconds: Option<u64>,
-        /// `http`, `tool`, `agent_report`.
-        source: String,
+        source: EvidenceSource,
         excerpt: String,
     },
     /// The provider's output broke its protocol (e.g. no agent JSON report).
@@ -146,8 +173,24 @@ impl Evidence {
 /// Evidence with its ledger id, as the classifier receives it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
-    pub id: i64,
+    pub id: EvidenceId,
     pub evidence: Evidence,
+}
+
+/// What the classifier concluded from an attempt's evidence: the class,
+/// the rule that decided it and the evidence it used; the attempt's claims
+/// are listed beside it, never an input to it. Stored in typed columns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Classification {
+    pub class: FailureClass,
+    /// The name of the rule in `classify::RULES` that matched.
+    pub rule: String,
+    pub evidence_ids: Vec<EvidenceId>,
+    /// Claims recorded for the attempt (ids), kept beside the class: never
+    /// an input to it.
+    #[serde(default)]
+    pub claims: Vec<i64>,
+    pub next: String,
 }
 
 /// Keep the last `lines_max` lines and at most `bytes_max` bytes, from the

@@ -1,10 +1,16 @@
-//! Every bound on what the engine is handed, in one place (TigerStyle: a
-//! limit on everything). The plan's are checked by `engine check` — and so
-//! by every command that loads a plan — before anything else happens, each
-//! refusal `PLAN_INVALID` with the exact JSON path. README.md lists them
-//! in a table; keep the two in step.
+//! Every limit of the engine, in one place (TigerStyle: a limit on
+//! everything — every input, capture, queue and wait). Units are in the
+//! names; sizes are in bytes of UTF-8, counts in items. ARCHITECTURE.md
+//! lists the engine's and the providers' own; README.md lists the plan's
+//! in a table — keep them in step.
 //!
-//! Sizes are in bytes of UTF-8, counts in items.
+//! The plan's bounds are checked by `engine check` — and so by every
+//! command that loads a plan — before anything else happens, each refusal
+//! `PLAN_INVALID` with the exact JSON path.
+
+use std::time::Duration;
+
+// ------------------------------------------------------------ the plan
 
 /// A plan file. Read at most this plus one byte, whatever the file's size
 /// field says (a device or a `/proc` file says 0).
@@ -65,6 +71,71 @@ pub const URL_BYTES_MAX: usize = 8 * 1024;
 /// A task's, validation's or check's `timeout_seconds` (30 days).
 pub const TIMEOUT_SECONDS_MAX: u64 = 30 * 24 * 3600;
 
-/// Captured output kept per stream (stdout, stderr, HTTP body); the rest
-/// is counted and the truncation recorded.
+// ------------------------------------------------------------ a run
+
+/// Captured output kept per stream (stdout, stderr, an HTTP body, a tool's
+/// result): its head and its tail; the rest is counted, and the cut is
+/// recorded, never silent.
 pub const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
+
+/// The excerpt of captured output kept in evidence, beside its blob.
+pub const EXCERPT_LINES_MAX: usize = 20;
+pub const EXCERPT_BYTES_MAX: usize = 2000;
+
+/// Messages from in-flight work to the run's coordinator waiting to be
+/// handled; a sender waits for room (each call sends at most three).
+pub const RUN_MESSAGES_MAX: usize = 256;
+
+/// The longest `Retry-After` the engine waits out before a retry; a longer
+/// one is refused with the time to come back.
+pub const RETRY_AFTER_WAIT_MAX_S: u64 = 300;
+
+/// A file a person hands in with a settlement (`--evidence`).
+pub const EVIDENCE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// A context command (a checkpoint's `context` value): its deadline, the
+/// output captured, and the characters of its value kept.
+pub const CONTEXT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+pub const CONTEXT_OUTPUT_BYTES_MAX: usize = 64 * 1024;
+pub const CONTEXT_VALUE_CHARS_MAX: usize = 4096;
+
+/// A checkpoint the run loop observes in place, on its coordinator thread:
+/// at most this many literal input files and bytes to read, and no context
+/// command; any other is observed on a blocking thread.
+pub const OBSERVE_INLINE_FILES_MAX: usize = 64;
+pub const OBSERVE_INLINE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// A cost (per call, or a `max_cost` budget), in the plan's units: 10^12
+/// units is 10^18 micro-units, under `i64::MAX` (9.2 × 10^18), and a
+/// budget's use never passes its limit by more than one call.
+pub const COST_UNITS_MAX: f64 = 1e12;
+
+/// The failing assertion quoted from a check's output (characters).
+pub const FAILING_ASSERTION_CHARS_MAX: usize = 500;
+
+/// A check (validation or acceptance) without its own `timeout_seconds`.
+pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
+
+/// Events read from the ledger per page by `engine log`, and how often
+/// `engine log --follow` looks for new ones.
+pub const LOG_PAGE_EVENTS: i64 = 10_000;
+pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// A provider process a stopped engine left running gets this long
+/// between SIGTERM and SIGKILL when the next writer ends its group.
+pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);
+
+// ------------------------------------------------------------ the store
+
+/// How long a writer waits for another connection's lock (a reader's
+/// snapshot, a racing engine) before giving up.
+pub const STORE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Prepared statements kept per connection (every statement the engine
+/// runs fits, so none is parsed twice).
+pub const STORE_STATEMENTS_CACHED: usize = 256;
+
+/// How long giving the lease back waits for a reader holding the WAL back
+/// before it gives up on folding the WAL in (a checkpoint that could not
+/// finish loses nothing).
+pub const RELEASE_CHECKPOINT_WAIT: Duration = Duration::from_millis(200);

@@ -3,9 +3,7 @@
 //! by an absolute path, or through a symlink.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-use crate::plan::validate::lexically_inside;
+use std::path::{Component, Path, PathBuf};
 
 /// The engine's own folder inside a workspace; never an input.
 pub const STORE_DIR: &str = ".engine";
@@ -189,6 +187,34 @@ fn normalize(pattern: &str) -> String {
         }
     }
     parts.join("/")
+}
+
+/// An input must be relative and never climb above the workspace.
+pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
+    if input.is_empty() {
+        return Err("is empty");
+    }
+    let path = Path::new(input);
+    let mut depth: i64 = 0;
+    for c in path.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
+            // Any `..` is refused, not only one that climbs out: after a
+            // symlinked folder, `link/..` is not the folder it reads as, so
+            // the checkpoint would cover another file than the one named.
+            Component::ParentDir => {
+                depth -= 1;
+                return Err(if depth < 0 {
+                    "climbs out of the workspace with `..`"
+                } else {
+                    "uses `..`; name the path without it"
+                });
+            }
+            Component::CurDir => {}
+            Component::Normal(_) => depth += 1,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::capture::Bounded;
 use crate::{
-    BoxFuture, Call, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, Receipt,
+    BoxFuture, Call, CommandReceipt, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress,
+    ProgressSender, Provider, Receipt,
 };
 
 /// After the process group is killed, how long to keep draining the pipes.
@@ -41,7 +41,7 @@ impl Provider for CommandProvider {
         id
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(run(call, progress))
     }
 }
@@ -117,8 +117,8 @@ pub(crate) fn kill_group(pgid: u32) {
 }
 
 /// A process that started but cannot be followed: handed over, no receipt.
-fn started_unwatched(progress: &UnboundedSender<Progress>, prog: &str) -> Outcome {
-    let _ = progress.send(Progress::Dispatched { detail: format!("`{prog}` started") });
+fn started_unwatched(progress: &ProgressSender, prog: &str) -> Outcome {
+    let _ = progress.try_send(Progress::Dispatched { detail: format!("`{prog}` started") });
     Outcome::Lost { reason: LostReason::ResponseLost, detail: format!("`{prog}` started but could not be followed") }
 }
 
@@ -131,7 +131,7 @@ fn exit_status(st: std::process::ExitStatus) -> ExitStatus {
     }
 }
 
-async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
+async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     let Some(argv) = parse_argv(&call.request) else {
         return not_dispatched(
             NotDispatchedKind::BadRequest,
@@ -147,7 +147,7 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     }
 
     let started = Instant::now();
-    let mut child = match build_command(call, &argv).spawn() {
+    let child = match build_command(call, &argv).spawn() {
         Ok(c) => c,
         Err(e) => return spawn_error(&argv[0], &e),
     };
@@ -156,13 +156,27 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     // still, it started, so the effect may have happened.
     let Some(pid) = child.id() else { return started_unwatched(&progress, &argv[0]) };
     if let Some(process) = crate::process::ProcessId::leader(pid) {
-        let _ = progress.send(Progress::Spawned { process });
+        let _ = progress.try_send(Progress::Spawned { process });
     }
-    let _ = progress.send(Progress::Dispatched { detail: format!("pid {pid}") });
+    let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
 
+    watch(child, pid, call, started, &argv[0], &progress).await
+}
+
+/// Drain a started child's output (bounded), feed its stdin, wait for it
+/// within the call's timeout (killing its group past it), and make the
+/// receipt.
+async fn watch(
+    mut child: tokio::process::Child,
+    pid: u32,
+    call: &Call,
+    started: Instant,
+    program: &str,
+    progress: &ProgressSender,
+) -> Outcome {
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(pid);
-        return started_unwatched(&progress, &argv[0]);
+        return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
     let mut out = Bounded::new(call.output_bytes_max);
@@ -209,24 +223,20 @@ async fn run(call: &Call, progress: UnboundedSender<Progress>) -> Outcome {
     let mut stderr = err.finish();
     stdout.redact(&call.secrets);
     stderr.redact(&call.secrets);
-    Outcome::Received(Receipt {
+    Outcome::Received(Receipt::Command(CommandReceipt {
         // `None` only if waiting failed; never mistaken for success.
         exit: status.map(exit_status),
-        http_status: None,
-        retry_after_seconds: None,
         stdout,
         stderr,
         timed_out,
         duration_ms: started.elapsed().as_millis() as u64,
-        tool_error: None,
-    })
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
-    use tokio::sync::mpsc::unbounded_channel;
 
     fn call(dir: &Path, argv: &[&str]) -> Call {
         Call {
@@ -243,14 +253,14 @@ mod tests {
     }
 
     async fn go(c: &Call) -> Outcome {
-        let (tx, _rx) = unbounded_channel();
+        let (tx, _rx) = crate::progress_channel();
         CommandProvider::default().dispatch(c, tx).await
     }
 
-    fn receipt(o: Outcome) -> Receipt {
+    fn receipt(o: Outcome) -> CommandReceipt {
         match o {
-            Outcome::Received(r) => r,
-            other => panic!("expected a receipt, got {other:?}"),
+            Outcome::Received(Receipt::Command(r)) => r,
+            other => panic!("expected a command's receipt, got {other:?}"),
         }
     }
 
@@ -384,7 +394,7 @@ mod tests {
     async fn dispatched_is_sent_before_completion() {
         let d = tempfile::tempdir().unwrap();
         let c = sh(d.path(), "sleep 0.5");
-        let (tx, mut rx) = unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let p = CommandProvider::default();
         let fut = p.dispatch(&c, tx);
         tokio::pin!(fut);

@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc;
 
 pub use capture::Captured;
 pub use observe::{ConfigError, Decider, Verdict};
@@ -57,6 +57,20 @@ pub struct Call {
     pub env: Vec<(String, String)>,
     /// Literal secret values to redact from captured output.
     pub secrets: Vec<String>,
+}
+
+/// Where a provider reports progress: a bounded channel with room for
+/// every message one call sends (at most a `Spawned`, a `Dispatched` and
+/// a `Handle`),
+/// so a provider's `try_send` never waits and never finds it full.
+pub type ProgressSender = mpsc::Sender<Progress>;
+
+/// The progress messages one call's channel holds (`progress_channel`).
+pub const PROGRESS_MESSAGES_MAX: usize = 4;
+
+/// A channel for one call's progress.
+pub fn progress_channel() -> (ProgressSender, mpsc::Receiver<Progress>) {
+    mpsc::channel(PROGRESS_MESSAGES_MAX)
 }
 
 /// Progress a provider reports while a call is in flight. The engine records
@@ -99,26 +113,54 @@ pub enum ExitStatus {
     Signal { signal: i32 },
 }
 
-/// What the provider answered. A receipt says an answer was received and
-/// stored; it does not say the answer means success.
+/// What the provider answered, by provider kind. A receipt says an answer
+/// was received and stored; it does not say the answer means success.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Receipt {
-    /// For commands: how the process ended.
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Receipt {
+    Command(CommandReceipt),
+    Http(HttpReceipt),
+    Mcp(McpReceipt),
+}
+
+/// A local program's end: how it exited and what it printed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CommandReceipt {
+    /// `None` only if waiting for it failed; never mistaken for success.
     pub exit: Option<ExitStatus>,
-    /// For HTTP: the status code.
-    pub http_status: Option<u16>,
-    /// For HTTP: the `Retry-After` header in seconds, if any.
-    pub retry_after_seconds: Option<u64>,
     pub stdout: Captured,
     pub stderr: Captured,
     /// The engine's deadline fired and the process group was killed.
     pub timed_out: bool,
     pub duration_ms: u64,
-    /// For MCP: the tool reported an error (`isError: true`, with the text
-    /// of its content) or the server answered with a JSON-RPC `error`
-    /// (code and message). `None` for command and HTTP providers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+}
+
+/// An HTTP service's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HttpReceipt {
+    pub status: u16,
+    /// The `Retry-After` header in seconds, if any.
+    pub retry_after_seconds: Option<u64>,
+    pub body: Captured,
+    pub duration_ms: u64,
+}
+
+/// An MCP tool call's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct McpReceipt {
+    /// The JSON of the call's `result` (or of its JSON-RPC `error`).
+    pub result: Captured,
+    /// The tool reported an error (`isError: true`, with the text of its
+    /// content), the server answered with a JSON-RPC `error` (code and
+    /// message), an answer over the bound, an HTTP error status, or a task
+    /// that failed or was cancelled.
     pub tool_error: Option<String>,
+    /// The server's stderr (a stdio server's).
+    pub stderr: Captured,
+    /// A Streamable HTTP server's error status, and its `Retry-After`.
+    pub http_status: Option<u16>,
+    pub retry_after_seconds: Option<u64>,
+    pub duration_ms: u64,
 }
 
 /// Why a call ended without a receipt.
@@ -217,7 +259,7 @@ pub trait Provider: Send + Sync {
     /// task's meaning digest).
     fn identity(&self) -> serde_json::Value;
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome>;
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome>;
 
     /// Check a task's declared read-back rule (its `observe` JSON) at plan
     /// check time; the error's path is inside the rule.

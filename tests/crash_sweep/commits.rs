@@ -3,12 +3,10 @@
 //! store, nothing of commit N+1 — and no provider or check ever sees the
 //! variable.
 
-use std::process::Stdio;
-
 use serde_json::Value;
 
 use crate::common::{read_json_lines, Receiver};
-use crate::support::engine::{self, Kill};
+use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
 /// Each of a run's first commits writes exactly one event (goal
@@ -19,7 +17,7 @@ fn the_engine_dies_right_after_its_nth_commit() {
     let rcv = Receiver::start(&[]);
     for n in 1..=4u64 {
         let inst = Instance::new("command", &rcv, &format!("n{n}"));
-        let ran = engine::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::AfterCommits(n));
+        let ran = kill::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::AfterCommits(n));
         assert!(ran.out.killed(), "N={n}: expected a SIGKILL\n{}", ran.out.describe());
         assert!(
             ran.out.stderr.contains(&format!("ENGINE_CRASH_AFTER_COMMITS={n}: commit {n} done")),
@@ -37,10 +35,11 @@ fn zero_or_garbage_arms_nothing() {
     let rcv = Receiver::start(&[]);
     for value in ["0", "soon"] {
         let inst = Instance::new("command", &rcv, &format!("v{value}"));
-        let (mut cmd, _, err) = inst.ws.command(&["run", "plan.json", "--jobs", "1"], None);
-        let status = cmd.env("ENGINE_CRASH_AFTER_COMMITS", value).status().expect("engine runs");
-        let stderr = std::fs::read_to_string(err).unwrap_or_default();
-        assert_eq!(status.code(), Some(0), "{value}: the run goes to the end\n{stderr}");
+        let mut cmd = inst.ws.command(&["--json", "run", "plan.json", "--jobs", "1"]);
+        cmd.env("ENGINE_CRASH_AFTER_COMMITS", value);
+        let out = inst.ws.run_command(cmd);
+        let stderr = out.stderr.clone();
+        assert_eq!(out.exit(), Some(0), "{value}: the run goes to the end\n{stderr}");
         assert_eq!(stderr.contains("ignoring ENGINE_CRASH_AFTER_COMMITS"), value == "soon", "{stderr}");
     }
 }
@@ -53,11 +52,11 @@ fn crash_variables_never_reach_providers_or_checks() {
     let rcv = Receiver::start(&[]);
     for plan in ["command", "agent"] {
         let inst = Instance::new(plan, &rcv, "env");
-        let (mut cmd, out, _) = inst.ws.command(&["run", "plan.json", "--jobs", "1"], Some("not_a_point_anyone_hits"));
-        let status =
-            cmd.env("ENGINE_CRASH_AFTER_COMMITS", "100000").stdin(Stdio::null()).status().expect("engine runs");
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
-        assert_eq!(status.code(), Some(0), "{plan}: {report}");
+        let mut cmd = inst.ws.command(&["--json", "run", "plan.json", "--jobs", "1"]);
+        cmd.env("ENGINE_FAILPOINT", "not_a_point_anyone_hits").env("ENGINE_CRASH_AFTER_COMMITS", "100000");
+        let out = inst.ws.run_command(cmd);
+        let report: Value = out.json();
+        assert_eq!(out.exit(), Some(0), "{plan}: {report}");
         let deliveries = read_json_lines(&inst.effects_log);
         assert_eq!(deliveries.len(), inst.tasks.len(), "{plan}: one delivery per task: {deliveries:?}");
         for d in deliveries {

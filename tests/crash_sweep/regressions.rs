@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::common::Receiver;
 use crate::support::checks;
-use crate::support::engine::{self, Kill};
+use crate::support::kill::{self, Kill};
 use crate::support::person::{Ending, Session};
 use crate::support::reference::Instance;
 
@@ -39,14 +39,14 @@ fn a_run_killed_while_creating_the_store_leaves_one_the_next_run_opens() {
     for i in 0..150u64 {
         let inst = Instance::new("command", &rcv, &format!("create{i}"));
         let killed =
-            engine::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::After(Duration::from_millis(i % 21)));
-        let next = engine::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::Never);
+            kill::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::After(Duration::from_millis(i % 21)));
+        let next = kill::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::Never);
         assert_ne!(
-            next.out.code(),
+            next.out.exit(),
             Some(70),
             "try {i}: killed after {} ms (exit {:?}), the next run:\n{}",
             i % 21,
-            killed.out.code(),
+            killed.out.exit(),
             next.out.describe()
         );
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::Receiver;
 use crate::support::checks;
-use crate::support::engine::Kill;
+use crate::support::kill::Kill;
 use crate::support::person::{Ending, Session};
 use crate::support::reference::{Instance, PLANS};
 

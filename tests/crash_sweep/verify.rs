@@ -6,19 +6,19 @@
 use serde_json::Value;
 
 use crate::common::{Receiver, Ws};
-use crate::support::engine::{self, Kill};
+use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
 const CHECKS: usize = 18;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
-    let ran = engine::run(ws, &["verify"], Kill::Never);
+    let ran = kill::run(ws, &["verify"], Kill::Never);
     let doc = serde_json::from_str(&ran.out.stdout).unwrap_or_else(|e| panic!("{e}: {}", ran.out.describe()));
-    (ran.out.code(), doc)
+    (ran.out.exit(), doc)
 }
 
 fn bytes(ws: &Ws, suffix: &str) -> Option<Vec<u8>> {
-    std::fs::read(format!("{}{suffix}", ws.db_path().display())).ok()
+    std::fs::read(format!("{}{suffix}", ws.store().display())).ok()
 }
 
 /// A satisfied store of the command plan: three attempts (1: C1 effect
@@ -47,7 +47,7 @@ fn prints_the_number_of_checks() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "text");
     let out = std::process::Command::new(crate::common::ENGINE)
-        .current_dir(inst.ws.path())
+        .current_dir(&inst.ws.dir)
         .arg("verify")
         .env_remove("ENGINE_STORE")
         .output()
@@ -64,7 +64,7 @@ fn prints_the_number_of_checks() {
 fn verify_changes_no_byte_of_a_crashed_store() {
     let rcv = Receiver::start(&["--observe"]);
     let inst = Instance::new("http-observe", &rcv, "wal");
-    let ran = engine::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::AfterCommits(6));
+    let ran = kill::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::AfterCommits(6));
     assert!(ran.out.killed(), "{}", ran.out.describe());
     let (db, wal) = (bytes(&inst.ws, ""), bytes(&inst.ws, "-wal"));
     assert!(wal.as_ref().is_some_and(|w| !w.is_empty()), "the crash left a write-ahead log");
@@ -84,10 +84,10 @@ const TAMPERED: &[(&str, &str, &str)] = &[
     ("UPDATE revisions SET plan_json = replace(plan_json, 'C3', 'C4')", "plan_digests", "revision 1"),
     ("UPDATE attempts SET generation = 99 WHERE id = 1", "lease_generation", "attempt 1"),
     ("UPDATE goals SET calls_used = calls_used - 1", "budget_counters", "recount"),
-    ("UPDATE goals SET cost_used = 0", "budget_counters", "cost 0"),
+    ("UPDATE goals SET cost_used_micros = 0", "budget_counters", "cost 0"),
     ("UPDATE attempts SET try_no = 2 WHERE id = 3", "tries_contiguous", "has tries 2"),
-    ("INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms)
-      SELECT goal_id, revision, task_ref, operation_id, 2, 'run', 'x', request_json, effect, cost, 'failed', generation, 0 FROM attempts WHERE id = 1;
+    ("INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms)
+      SELECT goal_id, revision, task_ref, operation_id, 2, 'run', 'x', request_json, effect, cost_micros, 'failed', generation, 0 FROM attempts WHERE id = 1;
       UPDATE goals SET calls_used = calls_used + 1",
      "one_request_per_operation", "2 request digests"),
     ("UPDATE attempts SET state = 'dispatched' WHERE id = 2", "attempt_traces", "has a receipt but is dispatched"),
@@ -104,9 +104,9 @@ const TAMPERED: &[(&str, &str, &str)] = &[
     ("INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by)
       SELECT operation_id, goal_id, revision, task_ref, request_digest, 'p', 'me', 'n', 0, 1 FROM attempts WHERE id = 3",
      "approvals", "of operation"),
-    ("INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost, state, generation, intent_at_ms)
-      SELECT goal_id, revision, task_ref, operation_id, 2, 'run', request_digest, request_json, effect, cost, 'failed', generation, 0 FROM attempts WHERE id = 3;
-      UPDATE goals SET calls_used = calls_used + 1, cost_used = cost_used + 2;
+    ("INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms)
+      SELECT goal_id, revision, task_ref, operation_id, 2, 'run', request_digest, request_json, effect, cost_micros, 'failed', generation, 0 FROM attempts WHERE id = 3;
+      UPDATE goals SET calls_used = calls_used + 1, cost_used_micros = cost_used_micros + 2000000;
       UPDATE tasks SET state = 'failed' WHERE task_ref = 'C3'",
      "repeats_approved", "repeats paid work"),
 ];
@@ -115,15 +115,13 @@ const TAMPERED: &[(&str, &str, &str)] = &[
 fn verify_names_the_first_bad_entry() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "base");
-    let base = std::fs::read(inst.ws.db_path()).unwrap();
+    let base = std::fs::read(inst.ws.store()).unwrap();
     let mut failures = Vec::new();
     for (sql, check, words) in TAMPERED {
         let ws = Ws::new();
-        std::fs::create_dir_all(ws.db_path().parent().unwrap()).unwrap();
-        std::fs::write(ws.db_path(), &base).unwrap();
-        let db = ws.db();
-        db.execute_batch(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-        drop(db);
+        std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
+        std::fs::write(ws.store(), &base).unwrap();
+        crate::support::ledger::tamper_batch(&ws.store(), sql);
         let (code, doc) = verify(&ws);
         let error = &doc["error"];
         let ok = code == Some(70)
@@ -144,13 +142,13 @@ fn a_file_with_no_ledger_or_no_file_is_refused() {
     assert_eq!((code, doc["error"]["code"].as_str()), (Some(2), Some("USAGE_ERROR")), "no store: {doc}");
     // What a killed creation or a lost write-ahead log leaves: a file with
     // no ledger. Refused, and not migrated into an empty one.
-    std::fs::create_dir_all(ws.db_path().parent().unwrap()).unwrap();
-    std::fs::write(ws.db_path(), b"").unwrap();
+    std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
+    std::fs::write(ws.store(), b"").unwrap();
     let (code, doc) = verify(&ws);
     assert_eq!(code, Some(70), "{doc}");
     assert_eq!(doc["error"]["details"]["check"], "schema", "{doc}");
     assert!(doc["error"]["message"].as_str().unwrap().contains("holds no ledger"), "{doc}");
-    assert_eq!(std::fs::metadata(ws.db_path()).unwrap().len(), 0, "verify never migrates");
+    assert_eq!(std::fs::metadata(ws.store()).unwrap().len(), 0, "verify never migrates");
 }
 
 /// Zeroed pages after a clean shutdown: each is named as damage by
@@ -160,20 +158,20 @@ fn a_file_with_no_ledger_or_no_file_is_refused() {
 fn zeroed_pages_are_named_or_harmless() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "pages");
-    let base = std::fs::read(inst.ws.db_path()).unwrap();
-    let before = inst.ws.ledger_snapshot();
+    let base = std::fs::read(inst.ws.store()).unwrap();
+    let before = inst.ws.ledger().snapshot();
     let pages = base.len() / 4096;
     let mut harmless = 0;
     for page in 1..pages {
         let ws = Ws::new();
-        std::fs::create_dir_all(ws.db_path().parent().unwrap()).unwrap();
+        std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
         let mut damaged = base.clone();
         damaged[page * 4096..(page + 1) * 4096].fill(0);
-        std::fs::write(ws.db_path(), &damaged).unwrap();
+        std::fs::write(ws.store(), &damaged).unwrap();
         let (code, doc) = verify(&ws);
         if code == Some(0) {
             harmless += 1;
-            assert_eq!(ws.ledger_snapshot(), before, "page {page} of {pages} zeroed: verify passed a changed ledger");
+            assert_eq!(ws.ledger().snapshot(), before, "page {page} of {pages} zeroed: verify passed a changed ledger");
             continue;
         }
         assert_eq!((code, doc["error"]["code"].as_str()), (Some(70), Some("STORE_CORRUPT")), "page {page}: {doc}");
@@ -187,7 +185,7 @@ fn zeroed_pages_are_named_or_harmless() {
 #[test]
 fn a_hot_journal_is_named_and_left_alone() {
     let ws = Ws::new();
-    let dir = ws.db_path().parent().unwrap().to_path_buf();
+    let dir = ws.store().parent().unwrap().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     // A writer in rollback-journal mode killed mid-transaction, with its
     // cache too small to keep the transaction off the file.
@@ -197,10 +195,10 @@ fn a_hot_journal_is_named_and_left_alone() {
         c.execute('BEGIN')\n\
         [c.execute('INSERT INTO t VALUES (?)', ('x' * 500,)) for _ in range(2000)]\n\
         os.kill(os.getpid(), signal.SIGKILL)\n";
-    let status = std::process::Command::new("python3").args(["-c", script]).arg(ws.db_path()).status().unwrap();
+    let status = std::process::Command::new("python3").args(["-c", script]).arg(ws.store()).status().unwrap();
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
     for suffix in ["", "-journal"] {
-        let p = format!("{}{suffix}", ws.db_path().display());
+        let p = format!("{}{suffix}", ws.store().display());
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
     let (db, journal) = (bytes(&ws, ""), bytes(&ws, "-journal"));

@@ -15,7 +15,7 @@ print('{\"status\": \"done\", \"summary\": \"wrote it\", \"claimed_cause\": null
 
 #[test]
 fn an_agent_that_talks_past_the_bound_is_still_heard() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write("agent.py", CHATTY_AGENT);
     let mut p = plan(vec![json!({
         "ref": "A1", "title": "a chatty agent", "provider": "agent", "effect": "none",

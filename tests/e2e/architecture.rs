@@ -44,32 +44,109 @@ fn providers_know_nothing_of_the_ledger() {
     assert!(files_containing(&src, "engine.db").is_empty());
 }
 
+/// Files under `dir` that call `name(` — a method or a function — outside
+/// the files that define it (`fn name(` is not a call).
+fn callers(dir: &Path, name: &str) -> Vec<String> {
+    let call = format!("{name}(");
+    let root = repo_root();
+    let mut hits: Vec<String> = rust_files(dir)
+        .into_iter()
+        .filter(|p| {
+            let text = fs::read_to_string(p).unwrap();
+            text.lines().any(|l| l.contains(&call) && !l.contains(&format!("fn {name}(")))
+        })
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    hits.sort();
+    hits
+}
+
 #[test]
 fn only_the_approve_path_writes_approvals() {
     let src = repo_root().join("engine/src");
-    assert_eq!(files_containing(&src, "INSERT INTO approvals"), vec!["engine/src/approval.rs"]);
-    // And only the call site consumes one.
-    assert_eq!(files_containing(&src, "UPDATE approvals"), vec!["engine/src/approval.rs"]);
-    // `approval::record` is reached from the CLI's `approve` command only.
-    let callers: Vec<String> =
-        files_containing(&src, "approval::record(").into_iter().filter(|f| f != "engine/src/approval.rs").collect();
-    assert_eq!(callers, vec!["engine/src/cli.rs"]);
+    // The SQL is the ledger's own...
+    assert_eq!(files_containing(&src, "INSERT INTO approvals"), vec!["engine/src/store/sqlite/acts.rs"]);
+    assert_eq!(files_containing(&src, "UPDATE approvals"), vec!["engine/src/store/sqlite/acts.rs"]);
+    // ...and only `engine approve` asks the ledger to write an approval.
+    assert_eq!(callers(&src, "insert_approval"), vec!["engine/src/commands/approve.rs"]);
+    // `approve::record` is reached from the CLI's `approve` command only.
+    let record: Vec<String> =
+        callers(&src, "approve::record").into_iter().filter(|f| f != "engine/src/commands/approve.rs").collect();
+    assert_eq!(record, vec!["engine/src/cli.rs"]);
+    // Only the call site consumes or voids one.
+    assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/start.rs"]);
+    assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/start.rs"]);
 }
 
 #[test]
 fn only_settle_writes_settlements() {
     let src = repo_root().join("engine/src");
-    assert_eq!(files_containing(&src, "INSERT INTO settlements"), vec!["engine/src/settle.rs"]);
+    assert_eq!(files_containing(&src, "INSERT INTO settlements"), vec!["engine/src/store/sqlite/acts.rs"]);
+    assert_eq!(callers(&src, "insert_settlement"), vec!["engine/src/commands/settle.rs"]);
+    assert_eq!(callers(&src, "settle::settle"), vec!["engine/src/cli.rs"]);
 }
 
 #[test]
 fn sqlite_is_reached_only_through_the_store() {
-    // Reading the ledger elsewhere goes through `Store`/`ledger`; opening a
-    // connection does not happen outside `store/`.
+    // Opening a connection does not happen outside `store/`...
     let src = repo_root().join("engine/src");
-    let opens: Vec<String> = files_containing(&src, "Connection::open")
-        .into_iter()
-        .filter(|f| !f.starts_with("engine/src/store/"))
-        .collect();
-    assert!(opens.is_empty(), "SQLite opened outside store/: {opens:?}");
+    let outside = |hits: Vec<String>| -> Vec<String> {
+        hits.into_iter().filter(|f| !f.starts_with("engine/src/store/")).collect()
+    };
+    assert!(outside(files_containing(&src, "Connection::open")).is_empty(), "SQLite opened outside store/");
+    // ...nor does any other use of `rusqlite`, nor any SQL: the rest of the
+    // engine reads and writes through the ledger's traits, so another
+    // backend can take SQLite's place.
+    let rusqlite = outside(files_containing(&src, "rusqlite"));
+    assert!(rusqlite.is_empty(), "rusqlite named outside store/: {rusqlite:?}");
+    for sql in ["SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "CREATE TABLE", "PRAGMA ", "json_extract"] {
+        let hits: Vec<String> = outside(
+            rust_files(&src)
+                .into_iter()
+                .filter(|p| fs::read_to_string(p).unwrap().contains(sql))
+                .map(|p| p.strip_prefix(repo_root()).unwrap().display().to_string())
+                .collect(),
+        );
+        assert!(hits.is_empty(), "SQL (`{sql}`) outside store/: {hits:?}");
+    }
+    // Inside store/, SQL lives in its SQLite implementation only: the
+    // interface (the traits) names no table.
+    let store = repo_root().join("engine/src/store");
+    for f in rust_files(&store) {
+        let rel = f.strip_prefix(repo_root()).unwrap().display().to_string();
+        if rel.starts_with("engine/src/store/sqlite/") {
+            continue;
+        }
+        let text = fs::read_to_string(&f).unwrap();
+        for sql in ["SELECT ", "INSERT INTO", "UPDATE ", "use rusqlite", "rusqlite::"] {
+            assert!(!text.contains(sql), "{rel} holds `{sql}`: the interface names no SQL");
+        }
+    }
+}
+
+#[test]
+fn the_decisions_do_no_io() {
+    // `decide/` imports nothing that does I/O: no ledger, no provider call,
+    // no runtime, no process, no file system, no clock.
+    let decide = repo_root().join("engine/src/decide");
+    for needle in [
+        "crate::store",
+        "crate::run",
+        "crate::commands",
+        "crate::checkpoint::observe",
+        "crate::clock",
+        "tokio",
+        "std::fs",
+        "std::process",
+        "std::net",
+        "SystemTime",
+        "Instant::now",
+        "providers::Provider",
+        "providers::command",
+        "providers::http",
+        "providers::mcp",
+    ] {
+        let hits = files_containing(&decide, needle);
+        assert!(hits.is_empty(), "decide/ names `{needle}`: {hits:?}");
+    }
 }

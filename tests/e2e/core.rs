@@ -39,15 +39,34 @@ fn report_lines(report: &Value) -> Vec<(String, String, Option<String>)> {
 /// The demo (fixtures/money): T1 (a command) writes cents() and passes V1;
 /// T2 (a scripted agent) first writes a float-summing total(), so V2 fails
 /// on its assertion and the run stops with exit 1; `engine repair T2`
-/// hands it the evidence and the goal is then satisfied.
-#[test]
-fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
+/// hands it the evidence and the goal is then satisfied. Each stage below
+/// is its own test; they share the staging.
+///
+/// Stage 1: the first run (exit 1); the workspace and the run's report.
+fn demo_first_run() -> (Ws, Value) {
     let ws = Ws::fixture("money");
     assert!(ws.read("cents.py").contains("NotImplementedError"), "fixture starts unwritten");
-
     let out = ws.engine(&["run", "plan.json", "--json"]);
     out.expect_code(1);
     let report = out.json();
+    (ws, report)
+}
+
+/// Stage 2: the first run, then `engine repair T2` (exit 0); the attempt
+/// rows after it, and the repair's report.
+fn demo_repaired() -> (Ws, Vec<Row>, Value) {
+    let (ws, _) = demo_first_run();
+    let t1 = task_attempts(&attempts(&ws.ledger()), "T1");
+    let repaired = ws.engine(&["repair", "T2", "--json"]);
+    repaired.expect_code(0);
+    let rows = attempts(&ws.ledger());
+    assert_eq!(task_attempts(&rows, "T1"), t1, "the repair does not touch T1");
+    (ws, rows, repaired.json())
+}
+
+#[test]
+fn demo_run_reports_the_validation_failure_and_does_the_work() {
+    let (ws, report) = demo_first_run();
     assert_eq!(report["goal_state"], "failed", "{report:#}");
     assert_eq!(report["exit_code"], 1);
     assert_eq!(
@@ -60,26 +79,28 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     // The work really happened in the workspace.
     assert!(!ws.read("cents.py").contains("NotImplementedError"));
     assert!(!ws.read("money.py").contains("NotImplementedError"));
+}
 
+#[test]
+fn demo_run_is_recorded_row_by_row_and_status_agrees() {
+    let (ws, _) = demo_first_run();
     // The store agrees, row by row.
-    let db = ws.db();
-    let goal_state: String =
-        db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
+    let db = ws.ledger();
+    let goal_state = db.goal("money-totals").state.to_string();
     assert_eq!(goal_state, "failed");
     let rows = attempts(&db);
     let (t1, t2) = (task_attempts(&rows, "T1"), task_attempts(&rows, "T2"));
     assert_eq!(t1.iter().map(|a| a.1.as_str()).collect::<Vec<_>>(), ["succeeded"], "{rows:?}");
     assert_eq!(t2.iter().map(|a| a.1.as_str()).collect::<Vec<_>>(), ["failed"], "{rows:?}");
     for (id, ..) in &rows {
-        assert_eq!(receipts_of(&db, *id), 1, "attempt {id} has its receipt");
+        assert!(db.receipt_of(*id).is_some(), "attempt {id} has its receipt");
     }
     let checks: Vec<(String, String, i64)> = db
-        .prepare("SELECT task_ref, check_id, passed FROM check_results WHERE scope = 'validation' ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .check_results()
+        .into_iter()
+        .filter(|c| c.scope == "validation")
+        .map(|c| (c.task_ref.unwrap_or_default(), c.check_id, c.passed as i64))
+        .collect();
     assert_eq!(checks, vec![("T1".into(), "V1".into(), 1), ("T2".into(), "V2".into(), 0)]);
     drop(db);
 
@@ -98,7 +119,11 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert_eq!(st, [("T1", "succeeded"), ("T2", "failed")]);
     assert_eq!(status["effect_unknown"], json!([]));
     assert_eq!(status["in_doubt"], json!([]));
+}
 
+#[test]
+fn demo_explain_shows_evidence_the_class_rests_on_and_claims_kept_apart() {
+    let (ws, _) = demo_first_run();
     // `engine explain T1 --json`: the attempt, its receipt, V1 passed.
     let explain = ws.engine(&["explain", "T1", "--json"]);
     explain.expect_code(0);
@@ -127,7 +152,13 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert!(v2["evidence"]["failing_assertion"].as_str().is_some_and(|s| s.contains("!= 30")), "{v2}");
     assert!(c["evidence_ids"].as_array().unwrap().contains(&v2["id"]), "the class cites V2's evidence: {c}");
     assert_eq!(a["claims"][0]["authority"], "external_ai_message", "{a:#}");
+}
 
+#[test]
+fn demo_log_orders_each_attempt_intent_dispatch_receipt_verdict() {
+    let (ws, _) = demo_first_run();
+    let rows = attempts(&ws.ledger());
+    let (t1, t2) = (task_attempts(&rows, "T1"), task_attempts(&rows, "T2"));
     // `engine log --json`: strictly increasing seq; per attempt, intent
     // before dispatch before receipt before the verdict.
     let evs = events(&ws);
@@ -138,41 +169,45 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     };
     assert_eq!(kinds_of(&evs, t1[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_succeeded"]);
     assert_eq!(kinds_of(&evs, t2[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_failed"]);
+}
 
-    // The repair satisfies the goal.
-    let repaired = ws.engine(&["repair", "T2", "--json"]);
-    repaired.expect_code(0);
-    let report = repaired.json();
+#[test]
+fn demo_repair_satisfies_the_goal() {
+    let (ws, rows, report) = demo_repaired();
     assert_eq!(report["goal_state"], "satisfied", "{report:#}");
     assert_eq!(
         report_lines(&report),
         vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "succeeded".into(), None)]
     );
     assert_eq!(report["acceptance"], json!([{"id": "A1", "passed": true}]));
-    let db = ws.db();
-    let rows = attempts(&db);
     assert_eq!(rows.len(), 3, "{rows:?}");
-    assert_eq!(task_attempts(&rows, "T1"), t1, "the repair does not touch T1");
     assert_eq!(rows[2].1, "T2");
     assert_eq!(rows[2].2, "succeeded");
-    let goal_state: String =
-        db.query_row("SELECT state FROM goals WHERE id = 'money-totals'", [], |r| r.get(0)).unwrap();
+    let goal_state = ws.ledger().goal("money-totals").state.to_string();
     assert_eq!(goal_state, "satisfied");
-    drop(db);
     let status = ws.engine(&["status", "--json"]).json();
     assert_eq!(status["goal"]["state"], "satisfied");
+}
 
+#[test]
+fn a_second_run_of_a_satisfied_plan_sends_nothing_again() {
+    let (ws, rows, _) = demo_repaired();
     // A second run of the same plan: exit 0, nothing re-sent.
     let files_before = (ws.read("cents.py"), ws.read("money.py"));
     let evs = events(&ws);
     let again = ws.engine(&["run", "plan.json", "--json"]);
     again.expect_code(0);
     assert_eq!(again.json()["goal_state"], "satisfied");
-    assert_eq!(attempts(&ws.db()), rows, "a second run sends nothing again");
+    assert_eq!(attempts(&ws.ledger()), rows, "a second run sends nothing again");
     assert_eq!((ws.read("cents.py"), ws.read("money.py")), files_before);
     let evs2 = events(&ws);
     assert!(evs2.len() > evs.len() && evs2[..evs.len()] == evs[..], "the log only grows");
+}
 
+#[test]
+fn a_changed_plan_is_refused_with_plan_changed_and_runs_nothing() {
+    let (ws, rows, _) = demo_repaired();
+    let evs2 = events(&ws);
     // Edit the plan (a title only): PLAN_CHANGED, exit 2, nothing run.
     let plan_text = ws.read("plan.json");
     let edited = plan_text.replacen("convert price strings to cents", "convert prices to cents", 1);
@@ -187,7 +222,7 @@ fn demo_run_records_states_evidence_and_refuses_a_changed_plan() {
     assert!(changed.stderr.contains("PLAN_CHANGED"), "{}", changed.stderr);
     let err = changed.json();
     assert_eq!(err["error"]["code"], "PLAN_CHANGED", "{err:#}");
-    assert_eq!(attempts(&ws.db()), rows, "PLAN_CHANGED runs nothing");
+    assert_eq!(attempts(&ws.ledger()), rows, "PLAN_CHANGED runs nothing");
     let evs3 = events(&ws);
     assert_eq!(evs3.len(), evs2.len(), "PLAN_CHANGED logs no run: {:#?}", &evs3[evs2.len()..]);
 }
@@ -420,7 +455,7 @@ fn assert_refused(ws: &Ws, bad: &Bad, file: &str) {
     let want_place = bad.place.replace("{plan}", file);
     for cmd in ["check", "run"] {
         let plain = ws.engine(&[cmd, file]);
-        assert_eq!(plain.code, 2, "{}: `engine {cmd}` exit\n{}", bad.name, plain.stderr);
+        assert_eq!(plain.code(), 2, "{}: `engine {cmd}` exit\n{}", bad.name, plain.stderr);
         assert!(
             plain.stderr.contains(bad.code),
             "{}: `engine {cmd}` stderr lacks {}: {}",
@@ -431,7 +466,7 @@ fn assert_refused(ws: &Ws, bad: &Bad, file: &str) {
         assert!(plain.stdout.is_empty(), "{}: text mode prints nothing on stdout: {}", bad.name, plain.stdout);
 
         let out = ws.engine(&[cmd, file, "--json"]);
-        assert_eq!(out.code, 2, "{}: `engine {cmd} --json` exit\n{}", bad.name, out.stderr);
+        assert_eq!(out.code(), 2, "{}: `engine {cmd} --json` exit\n{}", bad.name, out.stderr);
         assert!(out.stderr.contains(bad.code), "{}: stderr lacks {}: {}", bad.name, bad.code, out.stderr);
         let doc = out.json();
         let e = &doc["error"];
@@ -447,7 +482,7 @@ fn assert_refused(ws: &Ws, bad: &Bad, file: &str) {
 
 #[test]
 fn bad_inputs_are_refused_with_code_and_place_and_no_store() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     for (i, bad) in bad_inputs(&ws).iter().enumerate() {
         assert_refused(&ws, bad, &format!("bad{i}.json"));
         assert!(
@@ -460,7 +495,7 @@ fn bad_inputs_are_refused_with_code_and_place_and_no_store() {
     // from elsewhere: the store is not created next to the plan either.
     let bad = &bad_inputs(&ws)[0];
     let abs = ws.write("sub/abs.json", &bad.bytes);
-    let out = ws.run({
+    let out = ws.run_command({
         let mut c = ws.command(&["run", abs.to_str().unwrap(), "--json"]);
         c.current_dir(ws.root());
         c
@@ -473,7 +508,7 @@ fn bad_inputs_are_refused_with_code_and_place_and_no_store() {
 
 #[test]
 fn bad_inputs_leave_an_existing_store_byte_for_byte_unchanged() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("good.json", &plan(vec![good_task("a")]));
     ws.engine(&["run", "good.json"]).expect_code(0);
     let before = snapshot(&ws.store_dir());
@@ -496,25 +531,21 @@ fn bad_inputs_leave_an_existing_store_byte_for_byte_unchanged() {
 /// further); returns its id.
 fn wait_dispatched(ws: &Ws, store: &Path, task_ref: &str) -> i64 {
     wait_for(Duration::from_secs(30), || {
-        let db = try_open_ro(store)?;
-        db.query_row(
-            "SELECT id FROM attempts WHERE task_ref = ?1 AND state = 'dispatched' ORDER BY id DESC LIMIT 1",
-            [task_ref],
-            |r| r.get::<_, i64>(0),
-        )
-        .ok()
+        let db = Ledger::try_open(store)?;
+        db.attempts_of(task_ref).into_iter().rev().find(|a| a.state == "dispatched").map(|a| a.id)
     })
     .unwrap_or_else(|| panic!("task {task_ref} never showed as dispatched in {}", ws.dir.display()))
 }
 
 #[test]
 fn second_engine_on_a_held_store_gets_store_locked() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("hold", &["sh", "-c", WAIT_FOR_RELEASE])]));
     let mut first = ws.spawn_engine(&["run", "plan.json", "--json"]);
     wait_dispatched(&ws, &ws.store(), "hold");
     let generation = |ws: &Ws| -> (Option<i64>, i64) {
-        ws.db().query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        let lease = ws.ledger().lease();
+        (lease.pid, lease.generation)
     };
     assert_eq!(generation(&ws), (Some(first.pid() as i64), 1), "the first engine holds the lease");
     let events_before = events(&ws).len();
@@ -534,16 +565,15 @@ fn second_engine_on_a_held_store_gets_store_locked() {
     let out = first.wait(RUN_DEADLINE);
     out.expect_code(0);
     assert_eq!(out.json()["goal_state"], "satisfied");
-    let db = ws.db();
+    let db = ws.ledger();
     let rows = attempts(&db);
     assert_eq!(rows.len(), 1, "only the first engine ran the task: {rows:?}");
     assert_eq!(rows[0].2, "succeeded");
-    let runs: i64 = db.query_row("SELECT COUNT(*) FROM events WHERE kind = 'run_started'", [], |r| r.get(0)).unwrap();
+    let runs = db.event_kinds().iter().filter(|k| *k == "run_started").count();
     assert_eq!(runs, 1);
     // The lease was given back on a clean exit.
-    let (pid, gen): (Option<i64>, i64) =
-        db.query_row("SELECT pid, generation FROM lease", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
-    assert_eq!((pid, gen), (None, 1));
+    let lease = db.lease();
+    assert_eq!((lease.pid, lease.generation), (None, 1));
 }
 
 // ---------------------------------------------------------------------------
@@ -551,29 +581,30 @@ fn second_engine_on_a_held_store_gets_store_locked() {
 
 #[test]
 fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     // First try: marks itself and sleeps (effect none, so a re-run is safe).
     // Second try: sees the mark and succeeds at once.
     let script = "if [ -e first_try_started ]; then exit 0; fi; touch first_try_started; exec sleep 30";
     ws.write_plan("plan.json", &plan(vec![task("slow", &["sh", "-c", script])]));
     let mut first = ws.spawn_engine(&["run", "plan.json"]);
     let attempt = wait_dispatched(&ws, &ws.store(), "slow");
-    let pid =
-        wait_for(Duration::from_secs(10), || dispatched_pid(&ws.db(), attempt)).expect("dispatch detail names a pid");
+    let pid = wait_for(Duration::from_secs(10), || ws.ledger().attempt(attempt).dispatched_pid())
+        .expect("dispatch detail names a pid");
     let _leftover = GroupGuard(pid);
     wait_for(Duration::from_secs(10), || ws.path("first_try_started").exists().then_some(()))
         .expect("first try started");
     let engine_pid = first.pid() as i64;
     let lease = |ws: &Ws| -> (Option<i64>, i64) {
-        ws.db().query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        let lease = ws.ledger().lease();
+        (lease.pid, lease.generation)
     };
     assert_eq!(lease(&ws), (Some(engine_pid), 1));
 
     let killed = first.kill9();
-    assert_eq!(killed.code, -libc::SIGKILL, "{killed:?}");
+    assert_eq!(killed.code(), -libc::SIGKILL, "{killed:?}");
     // The dead engine left its lease and an attempt without receipt.
     assert_eq!(lease(&ws), (Some(engine_pid), 1));
-    assert_eq!(receipts_of(&ws.db(), attempt), 0);
+    assert_eq!(ws.receipt_of(attempt), None);
 
     let started = Instant::now();
     let out = ws.engine(&["run", "plan.json", "--json"]);
@@ -596,7 +627,7 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
     let second_run = evs.iter().filter(|e| e["kind"] == "run_started").nth(1).expect("a second run_started");
     assert!(takeover["seq"].as_i64() < second_run["seq"].as_i64());
 
-    let db = ws.db();
+    let db = ws.ledger();
     let rows = attempts(&db);
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(
@@ -605,8 +636,8 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
         "the in-doubt try is closed, not re-used"
     );
     assert_eq!((rows[1].2.as_str(), rows[1].3), ("succeeded", 2), "a new try with the next number");
-    assert_eq!(receipts_of(&db, rows[1].0), 1);
-    let gen2: i64 = db.query_row("SELECT generation FROM attempts WHERE id = ?1", [rows[1].0], |r| r.get(0)).unwrap();
+    assert!(db.receipt_of(rows[1].0).is_some());
+    let gen2 = db.attempt(rows[1].0).generation;
     assert_eq!(gen2, 2, "the new try was written under the new generation");
 
     // Clean up the first try's orphaned sleep (its own process group).
@@ -619,7 +650,7 @@ fn sigkilled_engine_lease_is_taken_over_and_the_run_completes() {
 
 #[test]
 fn task_killed_by_signal_is_classified_killed() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let mut t = task("k", &["sh", "-c", "kill -9 $$"]);
     // A validation that would pass: it must not turn a killed run into success.
     t["validations"] = json!([{"id": "V", "run": ["true"]}]);
@@ -648,13 +679,10 @@ fn task_killed_by_signal_is_classified_killed() {
     let k = status["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == "k").unwrap();
     assert_eq!(k["last_attempt"]["classification"]["class"], "killed");
 
-    let db = ws.db();
-    let succeeded: i64 = db
-        .query_row("SELECT COUNT(*) FROM attempts WHERE task_ref = 'k' AND state = 'succeeded'", [], |r| r.get(0))
-        .unwrap();
+    let db = ws.ledger();
+    let succeeded = db.attempts_of("k").iter().filter(|a| a.state == "succeeded").count();
     assert_eq!(succeeded, 0);
-    let ran_validation: i64 =
-        db.query_row("SELECT COUNT(*) FROM check_results WHERE task_ref = 'k'", [], |r| r.get(0)).unwrap();
+    let ran_validation = db.check_results().iter().filter(|c| c.task_ref.as_deref() == Some("k")).count();
     assert_eq!(ran_validation, 0, "a killed action is not validated into success");
 }
 
@@ -663,7 +691,7 @@ fn task_killed_by_signal_is_classified_killed() {
 
 #[test]
 fn task_timeout_kills_grandchildren() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let mut t = task("t", &["sh", "-c", "sleep 60 & echo $! > grandchild.pid; wait"]);
     t["timeout_seconds"] = json!(1);
     ws.write_plan("plan.json", &plan(vec![t]));
@@ -698,7 +726,7 @@ fn task_timeout_kills_grandchildren() {
 
 #[test]
 fn output_over_the_bound_is_truncated_and_recorded() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan(
         "plan.json",
         &plan(vec![task("big", &["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo tail >&2"])]),
@@ -719,10 +747,9 @@ fn output_over_the_bound_is_truncated_and_recorded() {
     assert_eq!(a["receipt"]["stdout_truncated"], true);
 
     // The store holds exactly the kept bytes, content-addressed.
-    let db = ws.db();
     let blob = stdout["blob"].as_str().unwrap();
-    let (size, data): (i64, Vec<u8>) =
-        db.query_row("SELECT size, data FROM blobs WHERE digest = ?1", [blob], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let row = ws.ledger().blobs().into_iter().find(|b| b.digest == blob).expect("the blob is stored");
+    let (size, data) = (row.size, row.data);
     assert_eq!(size, 1_048_576);
     assert_eq!(data.len(), 1_048_576);
     assert!(data.iter().all(|&b| b == b'a'));
@@ -744,7 +771,7 @@ json.dump({"attempts": rows, "operation_id": os.environ.get("ENGINE_OPERATION_ID
 
 #[test]
 fn intent_is_committed_before_the_provider_starts() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write("probe.py", PROBE);
     let store = ws.store();
     // The provider itself looks at the store the moment it starts (the plan
@@ -759,13 +786,12 @@ fn intent_is_committed_before_the_provider_starts() {
         serde_json::from_str(&fs::read_to_string(ws.path("probe.json")).ok()?).ok()
     })
     .expect("the provider wrote probe.json");
-    let db = ws.db();
-    let (state, op): (String, String) = db
-        .query_row("SELECT state, operation_id FROM attempts WHERE id = ?1", [attempt], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap();
+    let db = ws.ledger();
+    let a = db.attempt(attempt);
+    let (state, op) = (a.state, a.operation_id);
     assert!(state == "intent_recorded" || state == "dispatched", "{state}");
-    assert_eq!(receipts_of(&db, attempt), 0, "no receipt while the provider runs");
-    let total_receipts: i64 = db.query_row("SELECT COUNT(*) FROM receipts", [], |r| r.get(0)).unwrap();
+    assert_eq!(db.receipt_of(attempt), None, "no receipt while the provider runs");
+    let total_receipts = db.receipt_count();
     assert_eq!(total_receipts, 0);
     drop(db);
 
@@ -781,26 +807,26 @@ fn intent_is_committed_before_the_provider_starts() {
 
     ws.write("release", "");
     engine.wait(RUN_DEADLINE).expect_code(0);
-    let db = ws.db();
-    assert_eq!(receipts_of(&db, attempt), 1, "the receipt follows");
-    let state: String = db.query_row("SELECT state FROM attempts WHERE id = ?1", [attempt], |r| r.get(0)).unwrap();
+    let db = ws.ledger();
+    assert!(db.receipt_of(attempt).is_some(), "the receipt follows");
+    let state = db.attempt(attempt).state;
     assert_eq!(state, "succeeded");
 }
 
 #[test]
 fn provider_env_has_operation_and_try_but_never_the_store() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let store_dir = ws.root().join("elsewhere");
     let store = store_dir.join("engine.db");
     ws.write_plan("plan.json", &plan(vec![task("e", &["sh", "-c", "env > env.txt"])]));
     let mut cmd = ws.command(&["run", "plan.json"]);
     cmd.env("ENGINE_STORE", &store).env("ENGINE_SOMETHING_ELSE", "internal");
-    ws.run(cmd).expect_code(0);
+    ws.run_command(cmd).expect_code(0);
 
     assert!(store.exists(), "ENGINE_STORE decides where the store is");
     assert!(fs::symlink_metadata(ws.store_dir()).is_err(), "no store in the workspace then");
-    let db = open_ro(&store);
-    let op: String = db.query_row("SELECT operation_id FROM attempts WHERE task_ref = 'e'", [], |r| r.get(0)).unwrap();
+    let db = Ledger::open(&store);
+    let op = db.attempts_of("e")[0].operation_id.clone();
 
     let env = ws.read("env.txt");
     let lines: Vec<&str> = env.lines().collect();
@@ -821,7 +847,7 @@ fn mode(p: &Path) -> u32 {
 
 #[test]
 fn store_folder_is_0700_and_files_0600_even_with_umask_0() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("a", &["true"])]));
     let mut cmd = ws.command(&["run", "plan.json"]);
     // SAFETY: umask is async-signal-safe; runs in the child before exec.
@@ -831,7 +857,7 @@ fn store_folder_is_0700_and_files_0600_even_with_umask_0() {
             Ok(())
         });
     }
-    ws.run(cmd).expect_code(0);
+    ws.run_command(cmd).expect_code(0);
     assert_eq!(mode(&ws.store_dir()), 0o700);
     assert_eq!(mode(&ws.store()), 0o600);
     for entry in fs::read_dir(ws.store_dir()).unwrap() {
@@ -846,7 +872,7 @@ fn store_folder_is_0700_and_files_0600_even_with_umask_0() {
 
 #[test]
 fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("a", &["sh", "-c", "echo ran >> ran.txt"])]));
     let elsewhere = ws.root().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
@@ -859,7 +885,7 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     std::os::unix::fs::symlink(&target, ws.store()).unwrap();
     for args in [&["run", "plan.json"][..], &["status"][..], &["log"][..]] {
         let out = ws.engine(args);
-        assert_ne!(out.code, 0, "{args:?} accepted a symlinked store: {out:?}");
+        assert_ne!(out.code(), 0, "{args:?} accepted a symlinked store: {out:?}");
         assert!(out.stderr.contains("symlink"), "{args:?}: {}", out.stderr);
     }
     assert_eq!(fs::read(&target).unwrap(), b"", "nothing written through the symlink");
@@ -870,7 +896,7 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     let dangling = elsewhere.join("not-yet.db");
     std::os::unix::fs::symlink(&dangling, ws.store()).unwrap();
     let out = ws.engine(&["run", "plan.json"]);
-    assert_ne!(out.code, 0, "{out:?}");
+    assert_ne!(out.code(), 0, "{out:?}");
     assert!(!dangling.exists(), "the engine created a file through a dangling symlink");
 
     // (c) the `.engine` folder itself is a symlink.
@@ -880,18 +906,18 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     fs::create_dir(&real).unwrap();
     std::os::unix::fs::symlink(&real, ws.store_dir()).unwrap();
     let out = ws.engine(&["run", "plan.json"]);
-    assert_ne!(out.code, 0, "{out:?}");
+    assert_ne!(out.code(), 0, "{out:?}");
     assert!(fs::read_dir(&real).unwrap().next().is_none(), "nothing written in the symlinked folder");
 
     // (d) `--store` and `ENGINE_STORE` naming a symlink.
     let link = ws.root().join("link.db");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let out = ws.engine(&["run", "plan.json", "--store", link.to_str().unwrap()]);
-    assert_ne!(out.code, 0, "{out:?}");
+    assert_ne!(out.code(), 0, "{out:?}");
     let mut cmd = ws.command(&["run", "plan.json"]);
     cmd.env("ENGINE_STORE", &link);
-    let out = ws.run(cmd);
-    assert_ne!(out.code, 0, "{out:?}");
+    let out = ws.run_command(cmd);
+    assert_ne!(out.code(), 0, "{out:?}");
     assert_eq!(fs::read(&target).unwrap(), b"");
     assert!(!ws.path("ran.txt").exists(), "nothing ran");
     let mut leftovers: Vec<String> =
@@ -907,13 +933,13 @@ fn store_owned_by_another_user_is_refused() {
         eprintln!("skipped: needs root to chown a store to another user");
         return;
     }
-    let ws = Ws::empty();
+    let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("a", &["true"])]));
     ws.engine(&["run", "plan.json"]).expect_code(0);
     let before = snapshot(&ws.store_dir());
     std::os::unix::fs::chown(ws.store(), Some(65534), Some(65534)).unwrap();
     let out = ws.engine(&["run", "plan.json"]);
-    assert_ne!(out.code, 0, "{out:?}");
+    assert_ne!(out.code(), 0, "{out:?}");
     assert!(out.stderr.contains("owned by"), "{}", out.stderr);
     assert_eq!(snapshot(&ws.store_dir()), before);
     assert_eq!(fs::metadata(ws.store()).unwrap().uid(), 65534);

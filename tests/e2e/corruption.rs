@@ -112,8 +112,7 @@ fn integrity_ok(dir: &Path) -> bool {
         let e = e.unwrap();
         std::fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
     }
-    let Ok(conn) = rusqlite::Connection::open(copy.path().join("engine.db")) else { return false };
-    conn.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0)).is_ok_and(|s| s == "ok")
+    crate::support::ledger::integrity_check(&copy.path().join("engine.db")).is_some_and(|s| s == "ok")
 }
 
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -143,8 +142,8 @@ fn restore(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
 #[track_caller]
 fn ordinary_or_detected(out: &Out, ordinary: i32, store: &Path, case: &str) -> bool {
     match out.code() {
-        Some(c) if c == ordinary => false,
-        Some(70) => {
+        c if c == ordinary => false,
+        70 => {
             let err = &out.json()["error"];
             assert_eq!(err["code"], json!("STORE_CORRUPT"), "{case}: 70 only as STORE_CORRUPT\n{}", out.describe());
             assert_eq!(err["place"], json!(store.display().to_string()), "{case}: names the store\n{}", out.describe());
@@ -157,7 +156,7 @@ fn ordinary_or_detected(out: &Out, ordinary: i32, store: &Path, case: &str) -> b
 /// Run every damage of `seed` against the store `ws` holds now; `ordinary`
 /// is what `engine run` exits on the undamaged store.
 fn sweep(ws: &Ws, rcv: &Receiver, seed: u64, ordinary: i32, label: &str) -> (usize, usize) {
-    let dir: PathBuf = ws.db_path().parent().unwrap().to_path_buf();
+    let dir: PathBuf = ws.store().parent().unwrap().to_path_buf();
     let template = snapshot(&dir);
     let (mut detected, mut harmless) = (0, 0);
     for damage in cases(seed, &template) {
@@ -167,10 +166,10 @@ fn sweep(ws: &Ws, rcv: &Receiver, seed: u64, ordinary: i32, label: &str) -> (usi
         let sane = integrity_ok(&dir);
         let sent = rcv.deliveries().len();
 
-        let status = ws.engine(&["status"]);
-        ordinary_or_detected(&status, 0, &ws.db_path(), &format!("{case} (status)"));
+        let status = ws.engine_json(&["status"]);
+        ordinary_or_detected(&status, 0, &ws.store(), &format!("{case} (status)"));
         let run = ws.run();
-        let refused = ordinary_or_detected(&run, ordinary, &ws.db_path(), &format!("{case} (run)"));
+        let refused = ordinary_or_detected(&run, ordinary, &ws.store(), &format!("{case} (run)"));
         assert!(refused || sane, "{case}: `engine run` trusted a store that fails integrity_check\n{}", run.describe());
         assert_eq!(rcv.deliveries().len(), sent, "{case}: nothing is sent again");
         eprintln!(

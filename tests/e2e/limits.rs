@@ -16,7 +16,7 @@ fn check(ws: &Ws, plan: &Value) -> (i32, String, String) {
     let out = ws.engine(&["check", "plan.json", "--json"]);
     let doc = out.json();
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    (out.code, s(&doc["error"]["code"]), s(&doc["error"]["place"]))
+    (out.code(), s(&doc["error"]["code"]), s(&doc["error"]["place"]))
 }
 
 fn one_task(t: Value) -> Value {
@@ -27,7 +27,7 @@ fn one_task(t: Value) -> Value {
 /// `run` (after doing the work) and `status`.
 #[test]
 fn a_ref_of_65536_characters_is_refused_by_every_command_that_loads_the_plan() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let long = "r".repeat(65_536);
     ws.write_plan("plan.json", &one_task(task(&long, &["true"])));
     for cmd in ["check", "digest", "graph", "run"] {
@@ -88,7 +88,7 @@ fn every_plan_bound_holds_at_its_limit_and_refuses_one_past_it() {
             "$.tasks[0].timeout_seconds",
         ),
     ];
-    let ws = Ws::empty();
+    let ws = Ws::new();
     for (name, limit, set, place) in cases {
         let mut p = plan(vec![task("a", &["true"]), task("b", &["true"])]);
         set(&mut p, limit);
@@ -101,7 +101,7 @@ fn every_plan_bound_holds_at_its_limit_and_refuses_one_past_it() {
 
 #[test]
 fn refs_and_ids_are_plain_identifiers() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     for bad in ["a b", "T\u{1b}[2J", "-T", "T\"1", "T\n"] {
         let (code, error, at) = check(&ws, &one_task(task(bad, &["true"])));
         assert_eq!((code, error.as_str(), at.as_str()), (2, "PLAN_INVALID", "$.tasks[0].ref"), "{bad:?}");
@@ -118,7 +118,7 @@ fn refs_and_ids_are_plain_identifiers() {
 /// recursion limit by line and column — both PLAN_INVALID, never a crash.
 #[test]
 fn nesting_depth_is_bounded() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let nested = |arrays: usize| {
         let mut v = json!(1);
         for _ in 0..arrays {
@@ -148,7 +148,7 @@ fn nesting_depth_is_bounded() {
 /// An input glob `[` was reported as INPUT_OUTSIDE_WORKSPACE.
 #[test]
 fn a_bad_glob_is_plan_invalid_naming_the_glob() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let mut p = plan(vec![task("a", &["true"]), task("b", &["true"])]);
     p["tasks"][1]["inputs"] = json!(["ok.txt", "src/[", "x"]);
     ws.write_plan("plan.json", &p);
@@ -164,7 +164,7 @@ fn a_bad_glob_is_plan_invalid_naming_the_glob() {
 /// A workspace whose own path has glob characters: its globs still match.
 #[test]
 fn a_workspace_path_with_glob_characters_is_literal() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let odd = ws.path("a[1]");
     std::fs::create_dir(&odd).unwrap();
     std::fs::write(odd.join("in.txt"), "x").unwrap();
@@ -175,7 +175,7 @@ fn a_workspace_path_with_glob_characters_is_literal() {
     // The input was expanded: changing it makes the completion stale.
     std::fs::write(odd.join("in.txt"), "changed").unwrap();
     ws.engine(&["run", "a[1]/plan.json", "--json"]).expect_code(0);
-    let rows = attempts(&open_ro(&odd.join(".engine/engine.db")));
+    let rows = attempts(&Ledger::open(&odd.join(".engine/engine.db")));
     assert_eq!(rows.len(), 2, "T1 ran again after its input changed: {rows:?}");
 }
 
@@ -183,7 +183,7 @@ fn a_workspace_path_with_glob_characters_is_literal() {
 /// Each is refused at once, without reading.
 #[test]
 fn plan_files_must_be_regular_files() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let fifo = ws.path("fifo.json");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
@@ -212,7 +212,7 @@ fn plan_files_must_be_regular_files() {
 /// The size bound holds for a regular file too (read no further than it).
 #[test]
 fn a_plan_file_over_the_size_bound_is_refused() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let f = std::fs::File::create(ws.path("big.json")).unwrap();
     f.set_len(64 * 1024 * 1024 + 1).unwrap();
     let out = ws.engine(&["check", "big.json", "--json"]);
@@ -226,15 +226,13 @@ fn a_plan_file_over_the_size_bound_is_refused() {
 /// ref: `status` used to panic on its column width.
 #[test]
 fn status_of_a_store_holding_an_over_long_ref_does_not_panic() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let mut t = task("T1", &["true"]);
     t["requires_approval"] = json!(true);
     ws.write_plan("plan.json", &one_task(t));
     ws.engine(&["run", "plan.json", "--json"]).expect_code(4);
     let long = "r".repeat(70_000);
-    let db = rusqlite::Connection::open(ws.store()).unwrap();
-    db.execute("UPDATE tasks SET task_ref = ?1", [&long]).unwrap();
-    drop(db);
+    assert_eq!(ws.tamper(&format!("UPDATE tasks SET task_ref = '{long}'")), 1);
     for args in [vec!["status"], vec!["status", "--json"]] {
         let out = ws.engine(&args);
         out.expect_code(0);

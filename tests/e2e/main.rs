@@ -1,6 +1,9 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod agent_output;
 mod architecture;
 mod commands;

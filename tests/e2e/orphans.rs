@@ -24,9 +24,8 @@ fn pid_file(ws: &Ws, name: &str) -> Option<i32> {
 }
 
 fn dispatched(ws: &Ws) -> i64 {
-    try_open_ro(&ws.store())
-        .and_then(|db| db.query_row("SELECT COUNT(*) FROM attempts WHERE state = 'dispatched'", [], |r| r.get(0)).ok())
-        .unwrap_or(0)
+    Ledger::try_open(&ws.store())
+        .map_or(0, |db| db.attempts().iter().filter(|a| a.state == "dispatched").count() as i64)
 }
 
 /// The `data` of each event of `kind`, with its attempt id, in log order.
@@ -40,7 +39,7 @@ fn events_of(ws: &Ws, kind: &str) -> Vec<(i64, Value)> {
 
 #[test]
 fn a_sigkilled_engine_leaves_no_provider_running_and_no_task_twice_at_once() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     // S's process is the sleep itself (exec): it dies with the engine.
     let s = r#"echo $$ > s.pid; if [ "$ENGINE_TRY" = 1 ]; then exec sleep 30; fi"#;
     // G starts a grandchild; its next try notes whether that one still runs.
@@ -69,7 +68,7 @@ fn a_sigkilled_engine_leaves_no_provider_running_and_no_task_twice_at_once() {
         assert_eq!(p["start_time"], start_time(pid), "{data}");
     }
 
-    assert_eq!(engine.kill9().code, -libc::SIGKILL);
+    assert_eq!(engine.kill9().code(), -libc::SIGKILL);
     // The engine's own children die with it.
     let died = wait_for(Duration::from_secs(5), || (gone(s_pid) && gone(g_pid)).then_some(()));
     assert!(died.is_some(), "providers outlived the engine: S {} G {}", gone(s_pid), gone(g_pid));
@@ -100,12 +99,12 @@ fn a_sigkilled_engine_leaves_no_provider_running_and_no_task_twice_at_once() {
 
 #[test]
 fn a_recorded_pid_now_used_by_another_process_is_never_signalled() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let script = r#"if [ "$ENGINE_TRY" = 1 ]; then exec sleep 30; fi"#;
     ws.write_plan("plan.json", &plan(vec![task("T1", &["sh", "-c", script])]));
     let mut first = ws.command(&["run", "plan.json", "--json"]);
     first.env("ENGINE_FAILPOINT", "after_dispatch");
-    assert_eq!(ws.run(first).code, -libc::SIGKILL);
+    assert_eq!(ws.run_command(first).code(), -libc::SIGKILL);
 
     // An unrelated process, leading its own group; the ledger is made to
     // say the provider had its pid, but started earlier.
@@ -115,16 +114,8 @@ fn a_recorded_pid_now_used_by_another_process_is_never_signalled() {
     let pid = other.id();
     let fake = json!({"detail": format!("pid {pid}"),
                       "process": {"pid": pid, "pgid": pid, "start_time": start_time(pid) - 1}});
-    let db = rusqlite::Connection::open(ws.store()).unwrap();
-    let n = db
-        .execute(
-            "INSERT INTO events (at_ms, goal_id, revision, task_ref, attempt_id, kind, data)
-             SELECT 0, goal_id, revision, task_ref, id, 'dispatched', ?1 FROM attempts WHERE state = 'dispatched'",
-            [fake.to_string()],
-        )
-        .unwrap();
+    let n = ws.tamper(&format!("UPDATE attempts SET process = '{}' WHERE state = 'dispatched'", fake["process"]));
     assert_eq!(n, 1);
-    drop(db);
 
     ws.engine(&["run", "plan.json", "--json"]).expect_code(0);
     assert!(matches!(other.try_wait(), Ok(None)), "the unrelated process was signalled");

@@ -157,7 +157,10 @@ fn digests_of(plan: &Value) -> Digests {
             .tasks
             .iter()
             .map(|(r, d)| {
-                (r.clone(), (d.meaning.clone(), d.dependencies.clone(), d.request.clone(), d.operation_id.clone()))
+                (
+                    r.clone(),
+                    (d.meaning.clone(), d.dependencies.clone(), d.request.to_string(), d.operation_id.to_string()),
+                )
             })
             .collect(),
     }

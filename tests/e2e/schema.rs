@@ -23,7 +23,7 @@ fn committed_plan_schema_is_current() {
 
 #[test]
 fn engine_schema_prints_the_committed_schema() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let out = ws.engine(&["schema"]);
     out.expect_code(0);
     assert!(out.stdout == committed(), "`engine schema` differs from engine/plan.schema.json; {REGENERATE}");

@@ -31,7 +31,7 @@ fn leftovers(ws: &Ws) -> Vec<String> {
 #[track_caller]
 fn next_run_is_satisfied(ws: &Ws, context: &str) {
     let out = ws.engine(&["run", "plan.json", "--json"]);
-    assert_eq!(out.code, 0, "{context}: the next run\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code(), 0, "{context}: the next run\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     assert_eq!(out.json()["goal_state"], json!("satisfied"), "{context}");
     assert_eq!(leftovers(ws), Vec::<String>::new(), "{context}: temporary files of the killed creation are gone");
     ws.engine(&["status"]).expect_code(0);
@@ -43,12 +43,12 @@ fn next_run_is_satisfied(ws: &Ws, context: &str) {
 #[test]
 fn a_kill_at_each_point_of_creation_leaves_nothing_half_made() {
     for point in ["store_built", "store_linked", "store_placed"] {
-        let ws = Ws::empty();
+        let ws = Ws::new();
         one_task_plan(&ws);
         let mut cmd = ws.command(&["run", "plan.json"]);
         cmd.env("ENGINE_FAILPOINT", point);
-        let out = ws.run(cmd);
-        assert_eq!(out.code, -libc::SIGKILL, "{point}: killed at the point\nstderr:\n{}", out.stderr);
+        let out = ws.run_command(cmd);
+        assert_eq!(out.code(), -libc::SIGKILL, "{point}: killed at the point\nstderr:\n{}", out.stderr);
         assert!(out.stderr.contains(&format!("failpoint {point}")), "{point}: {}", out.stderr);
         next_run_is_satisfied(&ws, point);
     }
@@ -60,7 +60,7 @@ fn a_kill_at_each_point_of_creation_leaves_nothing_half_made() {
 #[test]
 fn kills_at_random_moments_of_creation_never_block_the_next_run() {
     for i in 0..42u64 {
-        let ws = Ws::empty();
+        let ws = Ws::new();
         one_task_plan(&ws);
         let mut running = ws.spawn_engine(&["run", "plan.json"]);
         std::thread::sleep(Duration::from_micros((i % 21) * 1000));
@@ -74,7 +74,7 @@ fn kills_at_random_moments_of_creation_never_block_the_next_run() {
 /// journal holding its empty original. The next writer rolls it back.
 #[test]
 fn a_hot_journal_left_by_a_killed_creation_is_rolled_back_by_the_next_writer() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     one_task_plan(&ws);
     std::fs::create_dir(ws.store_dir()).unwrap();
     std::fs::set_permissions(ws.store_dir(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -104,7 +104,7 @@ fn a_hot_journal_left_by_a_killed_creation_is_rolled_back_by_the_next_writer() {
 #[test]
 fn racing_creators_one_runs_the_others_are_store_locked() {
     for trial in 0..30 {
-        let ws = Ws::empty();
+        let ws = Ws::new();
         ws.write_plan("plan.json", &plan(vec![task("A", &["sh", "-c", WAIT_FOR_RELEASE])]));
         let n = 2 + trial % 2;
         let mut engines: Vec<Running> = (0..n).map(|_| ws.spawn_engine(&["run", "plan.json", "--json"])).collect();
@@ -116,10 +116,10 @@ fn racing_creators_one_runs_the_others_are_store_locked() {
         assert!(settled.is_some(), "trial {trial}: the losers did not stop");
         ws.write("release", "");
         let outs: Vec<Out> = engines.iter_mut().map(|e| e.wait(RUN_DEADLINE)).collect();
-        let winners = outs.iter().filter(|o| o.code == 0).count();
+        let winners = outs.iter().filter(|o| o.code() == 0).count();
         assert_eq!(winners, 1, "trial {trial}: exactly one ran\n{outs:#?}");
-        for o in outs.iter().filter(|o| o.code != 0) {
-            assert_eq!(o.code, 6, "trial {trial}: a loser exits 6\n{o:#?}");
+        for o in outs.iter().filter(|o| o.code() != 0) {
+            assert_eq!(o.code(), 6, "trial {trial}: a loser exits 6\n{o:#?}");
             assert_eq!(o.json()["error"]["code"], json!("STORE_LOCKED"), "trial {trial}\n{o:#?}");
         }
     }
@@ -130,14 +130,13 @@ fn racing_creators_one_runs_the_others_are_store_locked() {
 /// after a crash would) gets `STORE_LOCKED` (exit 6), not an internal error.
 #[test]
 fn waiting_out_the_write_lock_is_store_locked() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     one_task_plan(&ws);
     ws.engine(&["run", "plan.json"]).expect_code(0);
-    let holder = rusqlite::Connection::open(ws.store()).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let holder = crate::support::ledger::hold_write_lock(&ws.store());
     let out = ws.engine(&["run", "plan.json", "--json"]);
-    holder.execute_batch("ROLLBACK").unwrap();
-    assert_eq!(out.code, 6, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    drop(holder);
+    assert_eq!(out.code(), 6, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     assert_eq!(out.json()["error"]["code"], json!("STORE_LOCKED"));
     assert_eq!(out.json()["error"]["place"], json!(ws.store().display().to_string()));
 }

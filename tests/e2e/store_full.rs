@@ -31,7 +31,7 @@ fn limit_file_size(cmd: &mut Command, bytes: u64) {
 
 #[track_caller]
 fn expect_store_full(out: &Out, ws: &Ws) {
-    assert_eq!(out.code, 2, "STORE_FULL exits 2\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code(), 2, "STORE_FULL exits 2\nstdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     let err = &out.json()["error"];
     assert_eq!(err["code"], json!("STORE_FULL"), "{}", out.stdout);
     assert_eq!(err["place"], json!(ws.store().display().to_string()), "names the store: {}", out.stdout);
@@ -47,34 +47,30 @@ fn heavy_plan(ws: &Ws) -> std::path::PathBuf {
     log
 }
 
-fn integrity(ws: &Ws) -> String {
-    ws.db().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap()
-}
-
 #[test]
 fn a_full_disk_mid_run_is_store_full_and_the_store_stays_whole() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let log = heavy_plan(&ws);
     let mut cmd = ws.command(&["run", "plan.json", "--jobs", "1", "--json"]);
     limit_file_size(&mut cmd, 1 << 20);
-    let out = ws.run(cmd);
+    let out = ws.run_command(cmd);
     expect_store_full(&out, &ws);
 
     // Whole: SQLite's own check passes, every receipt has its attempt, and
     // every attempt claimed done has its receipt.
-    assert_eq!(integrity(&ws), "ok");
-    let db = ws.db();
-    let orphans: i64 = db
-        .query_row(
-            "SELECT (SELECT COUNT(*) FROM receipts WHERE attempt_id NOT IN (SELECT id FROM attempts))
-                  + (SELECT COUNT(*) FROM attempts WHERE state IN ('succeeded','failed','receipt_recorded')
-                        AND id NOT IN (SELECT attempt_id FROM receipts))",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    assert_eq!(crate::support::ledger::integrity_check(&ws.store()).as_deref(), Some("ok"));
+    let ledger = ws.ledger();
+    let attempts = ledger.attempts();
+    let with_receipt: BTreeSet<i64> = ledger.receipts().iter().map(|r| r.attempt_id.get()).collect();
+    let ids: BTreeSet<i64> = attempts.iter().map(|a| a.id).collect();
+    let orphans = with_receipt.difference(&ids).count()
+        + attempts
+            .iter()
+            .filter(|a| ["succeeded", "failed", "receipt_recorded"].contains(&a.state.as_str()))
+            .filter(|a| !with_receipt.contains(&a.id))
+            .count();
     assert_eq!(orphans, 0, "no receipt without its attempt, no finished attempt without its receipt");
-    drop(db);
+    drop(ledger);
     ws.engine(&["status"]).expect_code(0);
 
     // With room again, the next run finishes the goal; no try was sent twice.
@@ -88,11 +84,11 @@ fn a_full_disk_mid_run_is_store_full_and_the_store_stays_whole() {
 
 #[test]
 fn a_store_that_cannot_be_made_for_lack_of_room_leaves_nothing() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     heavy_plan(&ws);
     let mut cmd = ws.command(&["run", "plan.json", "--json"]);
     limit_file_size(&mut cmd, 8 << 10);
-    let out = ws.run(cmd);
+    let out = ws.run_command(cmd);
     expect_store_full(&out, &ws);
     let left: Vec<_> =
         std::fs::read_dir(ws.store_dir()).map(|d| d.map(|e| e.unwrap().file_name()).collect()).unwrap_or_default();

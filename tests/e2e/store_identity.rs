@@ -13,17 +13,17 @@ use crate::outcomes::*;
 
 /// The store's files beside `engine.db`.
 fn side(ws: &Ws, suffix: &str) -> PathBuf {
-    PathBuf::from(format!("{}{suffix}", ws.db_path().display()))
+    PathBuf::from(format!("{}{suffix}", ws.store().display()))
 }
 
 /// `engine ARGS --json` must refuse with `STORE_CORRUPT` (SPEC's exit for
 /// it), naming the store, with `needle` in the message.
 #[track_caller]
 fn expect_refused(ws: &Ws, args: &[&str], needle: &str) {
-    let out = ws.engine(args);
+    let out = ws.engine_json(args);
     out.expect(70, Some("STORE_CORRUPT"));
     let err = &out.json()["error"];
-    assert_eq!(err["place"], json!(ws.db_path().display().to_string()), "names the store\n{}", out.describe());
+    assert_eq!(err["place"], json!(ws.store().display().to_string()), "names the store\n{}", out.describe());
     let msg = err["message"].as_str().unwrap_or_default();
     assert!(msg.contains(needle), "message says {needle:?}\n{}", out.describe());
 }
@@ -57,14 +57,14 @@ fn a_lost_wal_is_refused_and_nothing_is_sent_again() {
     let (ws, op) = dispatched_then_killed(&rcv);
     std::fs::remove_file(side(&ws, "-wal")).expect("the crashed engine left its WAL");
     let _ = std::fs::remove_file(side(&ws, "-shm"));
-    let before = std::fs::read(ws.db_path()).unwrap();
+    let before = std::fs::read(ws.store()).unwrap();
 
     expect_refused(&ws, &["status"], "lost committed transactions");
     expect_refused(&ws, &["run", "plan.json", "--jobs", "1"], "lost committed transactions");
     expect_refused(&ws, &["log"], "lost committed transactions");
 
     assert_eq!(rcv.tries_of(&op), vec![1], "the delivered request was not sent again");
-    assert_eq!(std::fs::read(ws.db_path()).unwrap(), before, "the refused store was not re-created or written");
+    assert_eq!(std::fs::read(ws.store()).unwrap(), before, "the refused store was not re-created or written");
 }
 
 #[test]
@@ -74,13 +74,13 @@ fn a_deleted_store_file_is_refused_never_re_created() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(side(&ws, suffix));
     }
-    let dir = ws.db_path().parent().unwrap().to_path_buf();
+    let dir = ws.store().parent().unwrap().to_path_buf();
     let left = files_of(&dir);
 
     expect_refused(&ws, &["run", "plan.json", "--jobs", "1"], "missing");
     expect_refused(&ws, &["status"], "missing");
 
-    assert!(!ws.db_path().exists(), "no new store was made in its place");
+    assert!(!ws.store().exists(), "no new store was made in its place");
     assert_eq!(files_of(&dir), left, "nothing was added to the store folder");
     assert_eq!(rcv.tries_of(&op), vec![1], "nothing was sent again");
 }
@@ -90,14 +90,14 @@ fn an_older_copy_of_the_store_put_back_is_refused() {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     let providers = json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}});
-    ws.write_plan(&plan("docs", providers.clone(), vec![local_task("A")]));
+    ws.write_plan("plan.json", &plan("docs", providers.clone(), vec![local_task("A")]));
     ws.run().expect(0, None);
     // A copy of the store file as the first run left it.
-    let copy = std::fs::read(ws.db_path()).unwrap();
+    let copy = std::fs::read(ws.store()).unwrap();
 
     // The real work: a revision that adds a delivery, delivered.
-    ws.write_plan(&plan("docs", providers, vec![local_task("A"), http_task("T1", "external")]));
-    ws.engine(&["revise", "plan.json", "--reason", "add the delivery"]).expect(0, None);
+    ws.write_plan("plan.json", &plan("docs", providers, vec![local_task("A"), http_task("T1", "external")]));
+    ws.engine_json(&["revise", "plan.json", "--reason", "add the delivery"]).expect(0, None);
     let op = ws.op_of("T1");
     assert_eq!(rcv.tries_of(&op), vec![1]);
 
@@ -105,7 +105,7 @@ fn an_older_copy_of_the_store_put_back_is_refused() {
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(side(&ws, suffix));
     }
-    std::fs::write(ws.db_path(), &copy).unwrap();
+    std::fs::write(ws.store(), &copy).unwrap();
     expect_refused(&ws, &["status"], "lost committed transactions");
     expect_refused(&ws, &["revise", "plan.json", "--reason", "again"], "lost committed transactions");
     expect_refused(&ws, &["run", "plan.json", "--jobs", "1"], "lost committed transactions");
@@ -117,14 +117,14 @@ fn another_store_swapped_in_is_refused() {
     let a = Ws::new();
     let b = Ws::new();
     for ws in [&a, &b] {
-        ws.write_plan(&plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
+        ws.write_plan("plan.json", &plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
         ws.run().expect(0, None);
     }
     // b's store file (closed cleanly) copied over a's; a's mark stays.
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(side(&a, suffix));
     }
-    std::fs::copy(b.db_path(), a.db_path()).unwrap();
+    std::fs::copy(b.store(), a.store()).unwrap();
     expect_refused(&a, &["status"], "not the store its mark");
     expect_refused(&a, &["run", "plan.json", "--jobs", "1"], "not the store its mark");
 }
@@ -132,7 +132,7 @@ fn another_store_swapped_in_is_refused() {
 #[test]
 fn a_deleted_mark_is_refused_once_the_store_holds_commits() {
     let ws = Ws::new();
-    ws.write_plan(&plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
+    ws.write_plan("plan.json", &plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
     ws.run().expect(0, None);
     std::fs::remove_file(side(&ws, ".mark")).expect("the store has a mark file beside it");
     expect_refused(&ws, &["status"], "mark");
@@ -149,7 +149,7 @@ fn the_mark_is_private_and_lost_shm_alone_is_harmless() {
     assert_eq!(mode & 0o777, 0o600, "the mark file is 0600");
     // The shared-memory index is rebuilt from the WAL: nothing is lost.
     std::fs::remove_file(side(&ws, "-shm")).unwrap();
-    ws.engine(&["status"]).expect(0, None);
+    ws.engine_json(&["status"]).expect(0, None);
     ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }
@@ -160,25 +160,25 @@ fn the_mark_is_private_and_lost_shm_alone_is_harmless() {
 #[test]
 fn a_store_from_before_marks_is_adopted_by_the_next_writer() {
     let ws = Ws::new();
-    ws.write_plan(&plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
-    ws.run().expect(0, None);
-    // Made old: no identity table, schema 1, no mark.
-    ws.db().execute_batch("DROP TABLE store_meta; PRAGMA user_version = 1;").unwrap();
-    std::fs::remove_file(side(&ws, ".mark")).unwrap();
+    ws.write_plan("plan.json", &plan("docs", json!({"sh": {"kind": "command"}}), vec![local_task("A")]));
+    // A store of schema 1 (no identity table, no mark), as that engine made it.
+    let dump = std::fs::read_to_string(repo_root().join("tests/fixtures/store-v1.sql")).unwrap();
+    crate::support::ledger::load_dump(&ws.store(), &dump);
+    assert!(!side(&ws, ".mark").exists());
 
-    ws.engine(&["status"]).expect(2, Some("USAGE_ERROR"));
+    ws.engine_json(&["status"]).expect(2, Some("USAGE_ERROR"));
     ws.run().expect(0, None);
     assert!(side(&ws, ".mark").exists(), "the writer gave it a mark");
-    let version: i64 = ws.db().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
-    ws.engine(&["status"]).expect(0, None);
+    let version = engine::store::Store::schema_version(&ws.store()).unwrap();
+    assert_eq!(version, Some(engine::store::SCHEMA_VERSION));
+    ws.engine_json(&["status"]).expect(0, None);
 
     // Protected now: an older copy of it is refused.
-    let copy = std::fs::read(ws.db_path()).unwrap();
+    let copy = std::fs::read(ws.store()).unwrap();
     ws.run().expect(0, None);
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(side(&ws, suffix));
     }
-    std::fs::write(ws.db_path(), &copy).unwrap();
+    std::fs::write(ws.store(), &copy).unwrap();
     expect_refused(&ws, &["status"], "lost committed transactions");
 }

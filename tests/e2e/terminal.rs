@@ -25,7 +25,7 @@ fn assert_inert(what: &str, text: &str) {
 
 #[test]
 fn human_output_escapes_control_characters_and_json_keeps_them() {
-    let ws = Ws::empty();
+    let ws = Ws::new();
     let mut p = plan(vec![task("T1", &["sh", "-c", ATTACK])]);
     p["goal"]["statement"] = json!("a goal \u{1b}]0;retitled\u{7} with a title escape");
     // The plan's file name reaches the log (`goal_registered`).

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::{Receiver, Ws};
-use support::engine::{self, Kill};
+use support::kill::{self, Kill};
 use support::reference::Instance;
 
 /// SPEC's codes for a plan `check` refuses.
@@ -115,31 +115,7 @@ impl Existing {
 
 /// Every row of every table, in order: equal digests, equal ledgers.
 pub fn ledger_digest(ws: &Ws) -> String {
-    let db = ws.db();
-    let tables: Vec<String> = {
-        let mut st = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").unwrap();
-        let rows = st.query_map([], |r| r.get(0)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
-    };
-    let mut h = blake3::Hasher::new();
-    let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    h.update(format!("user_version {version}\n").as_bytes());
-    for t in tables {
-        let mut st = db.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let n = st.column_count();
-        let mut rows: Vec<String> = st
-            .query_map([], |r| {
-                let cells: Vec<String> =
-                    (0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect();
-                Ok(cells.join("\u{1f}"))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        rows.sort();
-        h.update(format!("table {t} {}\n{}\n", rows.len(), rows.join("\n")).as_bytes());
-    }
-    h.finalize().to_hex().to_string()
+    support::ledger::row_digest(&ws.store())
 }
 
 /// Every program a plan would start is one of the generator's harmless
@@ -161,13 +137,13 @@ pub fn safe_to_run(plan: &Value) -> bool {
 /// verdict.
 pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Result<(), String> {
     let ws = ex.ws();
-    std::fs::write(ws.path().join("fuzz.json"), bytes).unwrap();
-    let checked = engine::run(ws, &["check", "fuzz.json"], Kill::Never);
+    std::fs::write(ws.path("fuzz.json"), bytes).unwrap();
+    let checked = kill::run(ws, &["check", "fuzz.json"], Kill::Never);
     let code = stop_code(&checked)?;
-    match (expected, checked.out.code(), &code) {
+    match (expected, checked.out.exit(), &code) {
         (Verdict::Accepted, Some(0), _) => {}
         (Verdict::Rejected { code: want, .. }, Some(2), Some(got)) if got == want => {}
-        _ => return Err(format!("engine check exits {:?} {code:?}; in-process: {expected:?}", checked.out.code())),
+        _ => return Err(format!("engine check exits {:?} {code:?}; in-process: {expected:?}", checked.out.exit())),
     }
     let plan: Option<Value> = serde_json::from_slice(bytes).ok();
     let runnable = plan.as_ref().is_some_and(safe_to_run);
@@ -175,9 +151,9 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
         return Ok(());
     }
     let before = ledger_digest(ws);
-    let ran = engine::run(ws, &["run", "fuzz.json", "--jobs", "2"], Kill::Never);
+    let ran = kill::run(ws, &["run", "fuzz.json", "--jobs", "2"], Kill::Never);
     let code = stop_code(&ran)?;
-    match ran.out.code() {
+    match ran.out.exit() {
         Some(2) => {
             if *expected == Verdict::Accepted && code.as_deref() != Some("PLAN_CHANGED") {
                 return Err(format!("engine run refused with {code:?} a plan check accepted"));
@@ -194,8 +170,8 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
             Ok(())
         }
         Some(0 | 1 | 3 | 4 | 5) if *expected == Verdict::Accepted => {
-            let verified = engine::run(ws, &["verify"], Kill::Never);
-            match verified.out.code() {
+            let verified = kill::run(ws, &["verify"], Kill::Never);
+            match verified.out.exit() {
                 Some(0) => Ok(()),
                 c => Err(format!("after a run, engine verify exits {c:?}: {}", verified.out.stdout)),
             }
@@ -206,14 +182,14 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
 
 /// The stable code of a `--json` answer; `Err` on a panic, a hang, or an
 /// exit outside SPEC's table.
-fn stop_code(ran: &engine::Ran) -> Result<Option<String>, String> {
+fn stop_code(ran: &kill::Ran) -> Result<Option<String>, String> {
     if ran.hung {
-        return Err(format!("still running after {:?}", engine::DEADLINE));
+        return Err(format!("still running after {:?}", kill::DEADLINE));
     }
-    if ran.out.stderr.contains("panicked") || !matches!(ran.out.code(), Some(0..=6)) {
+    if ran.out.stderr.contains("panicked") || !matches!(ran.out.exit(), Some(0..=6)) {
         return Err(format!(
             "exit {:?}: {}",
-            ran.out.code(),
+            ran.out.exit(),
             ran.out.stderr.lines().take(3).collect::<Vec<_>>().join(" ")
         ));
     }

@@ -18,7 +18,7 @@ fn agent_success_claim_with_failing_validation_is_validation_failed_and_the_clai
     let run = ws.json(&["run", "plan.json"], 1);
     assert_eq!(run["failed"], json!(["T1"]));
 
-    let a = &ws.attempts("T1")[0];
+    let a = &ws.attempts_of("T1")[0];
     assert_eq!(a.state, "failed");
     assert_eq!((a.class(), a.rule()), ("validation_failed", "validation_check_failed"));
     // The classification names the failed check's evidence, and only it.
@@ -63,19 +63,19 @@ fn an_agent_blaming_the_network_is_classified_by_the_real_evidence() {
     ws.json(&["run", "plan.json"], 1);
 
     // Says "done, the network is to blame", but its validation failed.
-    let a = &ws.attempts("DONE")[0];
+    let a = &ws.attempts_of("DONE")[0];
     assert_eq!((a.class(), a.rule()), ("validation_failed", "validation_check_failed"));
     assert_eq!(ws.claims(a.id)[0].1["claimed_cause"], "the network was flaky");
     // Says "failed: the network is down" and exits 0: no network evidence.
-    let a = &ws.attempts("FAILED")[0];
+    let a = &ws.attempts_of("FAILED")[0];
     assert_eq!((a.class(), a.rule()), ("unclassified", "agent_reported_failure"));
     assert_eq!(ws.claims(a.id)[0].1["claimed_cause"], "the network is down");
     // Same words, exit 1: the exit code is the evidence.
-    let a = &ws.attempts("EXIT1")[0];
+    let a = &ws.attempts_of("EXIT1")[0];
     assert_eq!((a.class(), a.rule()), ("provider_rejected", "action_exit_nonzero"));
 
     for r in ["DONE", "FAILED", "EXIT1"] {
-        let a = &ws.attempts(r)[0];
+        let a = &ws.attempts_of(r)[0];
         assert_ne!(a.class(), "provider_unavailable", "{r}: a claimed cause must never become the class");
         for (_, kind, data) in ws.evidence(a.id) {
             assert!(
@@ -101,12 +101,12 @@ fn a_malformed_agent_report_is_provider_output_invalid_never_success() {
     for r in ["GARBAGE", "NOSTATUS"] {
         let (state, _) = ws.task(1, r);
         assert_eq!(state, "failed", "{r}");
-        let a = &ws.attempts(r)[0];
+        let a = &ws.attempts_of(r)[0];
         assert_eq!(a.state, "failed", "{r}");
         assert_eq!((a.class(), a.rule()), ("provider_rejected", "provider_output_invalid"), "{r}");
         let kinds: Vec<String> = ws.evidence(a.id).into_iter().map(|(_, k, _)| k).collect();
         assert!(kinds.contains(&"provider_output_invalid".to_string()), "{r}: {kinds:?}");
-        assert_eq!(ws.count("SELECT COUNT(*) FROM attempts WHERE task_ref = ?1 AND state = 'succeeded'", [r]), 0);
+        assert_eq!(ws.attempts_of(r).iter().filter(|a| a.state == "succeeded").count(), 0);
     }
 }
 
@@ -127,7 +127,7 @@ fn a_repair_hands_the_agent_the_instruction_and_the_classified_failure() {
         assert_eq!(doc["goal"]["id"], "instruction");
         assert_eq!(doc["task"]["ref"], "T1");
     }
-    let attempts = ws.attempts("T1");
+    let attempts = ws.attempts_of("T1");
     assert_eq!(second["operation_id"], json!(attempts[1].operation_id));
     assert_eq!(second["repair"]["instruction"], "sum cents, not dollars");
     assert_eq!(second["repair"]["failed_attempt"], attempts[0].id);
@@ -150,14 +150,14 @@ fn signals_and_deadlines_end_to_end() {
     set(&mut p, "SLOW", "timeout_seconds", json!(1));
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 1);
-    let a = &ws.attempts("KILLED")[0];
+    let a = &ws.attempts_of("KILLED")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "killed", "killed_by_signal"));
     assert_eq!(
-        ws.count("SELECT COUNT(*) FROM check_results WHERE attempt_id = ?1", [a.id]),
+        ws.ledger().check_results().iter().filter(|c| c.attempt_id.map(|id| id.get()) == Some(a.id)).count(),
         0,
         "a killed action is never validated into a success"
     );
-    let a = &ws.attempts("SLOW")[0];
+    let a = &ws.attempts_of("SLOW")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "timeout", "engine_deadline_after_dispatch"));
     // A killed task may be repaired without --force.
     ws.json(&["repair", "KILLED"], 1);

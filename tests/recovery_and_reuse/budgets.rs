@@ -31,17 +31,17 @@ fn max_attempts_per_task_through_repairs() {
     let report = ws.json(&["repair", "T1", "--instruction", "second idea"], 5);
     assert_exhausted(&report, "max_attempts_per_task", 2.0, 2.0);
     assert_eq!(ws.calls("T1"), 2);
-    assert_eq!(ws.attempts("T1").len(), 2);
+    assert_eq!(ws.attempts_of("T1").len(), 2);
     assert_eq!(ws.task(1, "T1").0, "failed", "a refused repair leaves the task the failure it was");
-    let ev = ws.events("budget_exhausted");
+    let ev = ws.events_of("budget_exhausted");
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].2["budget"], "max_attempts_per_task");
     let text = ws.engine(&["repair", "T1", "--instruction", "third idea"]);
-    assert_eq!(text.code, 5);
+    assert_eq!(text.code(), 5);
     assert!(
         text.stdout.contains("BUDGET_EXHAUSTED") && text.stdout.contains("max_attempts_per_task"),
         "{}",
-        text.show()
+        text.describe()
     );
     assert_eq!(ws.calls("T1"), 2);
 }
@@ -117,9 +117,9 @@ fn deadline_passes_while_a_task_runs() {
     );
     assert_eq!(report["budget"]["limit"].as_f64(), Some(1.0));
     assert!(report["budget"]["used"].as_f64().unwrap() >= 1.0, "{report:#}");
-    assert_eq!(ws.attempts("T1").len(), 1);
-    assert_eq!(ws.attempts("T1")[0].state, "succeeded");
-    assert_eq!(ws.attempts("T2").len(), 0);
+    assert_eq!(ws.attempts_of("T1").len(), 1);
+    assert_eq!(ws.attempts_of("T1")[0].state, "succeeded");
+    assert_eq!(ws.attempts_of("T2").len(), 0);
     assert_eq!(ws.calls("T2"), 0);
 }
 
@@ -139,9 +139,9 @@ fn max_revisions_refuses_the_revision_itself() {
     let doc = ws.json(&["revise", "plan.json", "--reason", "two"], 5);
     assert_eq!(doc["error"]["code"], "BUDGET_EXHAUSTED");
     assert_eq!(doc["error"]["details"], json!({"budget": "max_revisions", "used": 1, "limit": 1}));
-    assert_eq!(ws.count("SELECT COUNT(*) FROM revisions", []), 2);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM tasks WHERE revision = 3", []), 0);
-    assert_eq!(ws.count("SELECT active_revision FROM goals", []), 2);
+    assert_eq!(ws.ledger().revisions().len(), 2);
+    assert_eq!(ws.ledger().task_count(3), 0);
+    assert_eq!(ws.ledger().goals_active_revision(), 2);
     assert_eq!(ws.calls("T1"), 1);
     let status = ws.json(&["status"], 0);
     assert_eq!(status["budgets"]["max_revisions"], json!({"used": 1, "limit": 1}));
@@ -168,7 +168,7 @@ fn max_revisions_cannot_be_raised_in_steps() {
     ws.write_plan("plan.json", &p4);
     let doc = ws.json(&["revise", "plan.json", "--reason", "three"], 5);
     assert_eq!(doc["error"]["details"], json!({"budget": "max_revisions", "used": 2, "limit": 2}));
-    assert_eq!(ws.count("SELECT COUNT(*) FROM revisions", []), 3);
+    assert_eq!(ws.ledger().revisions().len(), 3);
 }
 
 /// An external task with a cost whose engine dies after dispatch: its
@@ -184,21 +184,21 @@ fn cost_budget_counts_unknown_outcomes() {
     ws.write_plan("plan.json", &with_budgets(plan("unknown-cost", vec![t1, t2]), json!({"max_cost": 1.5})));
 
     let crashed = ws.engine_env(&["run", "plan.json", "--jobs", "1"], &[("ENGINE_FAILPOINT", "after_dispatch")]);
-    assert_ne!(crashed.code, 0, "{}", crashed.show());
-    assert!(crashed.stderr.contains("failpoint after_dispatch"), "{}", crashed.show());
-    assert_eq!(ws.attempts("T2").len(), 0);
+    assert_ne!(crashed.code(), 0, "{}", crashed.describe());
+    assert!(crashed.stderr.contains("failpoint after_dispatch"), "{}", crashed.describe());
+    assert_eq!(ws.attempts_of("T2").len(), 0);
 
     let report = ws.json(&["run", "plan.json", "--jobs", "1"], 3);
     assert_eq!(report["code"], "EXTERNAL_EFFECT_UNKNOWN");
-    let a = ws.attempts("T1");
+    let a = ws.attempts_of("T1");
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].state, "effect_unknown");
     // T2 would bring the cost to 2 > 1.5: refused before its intent.
-    assert_eq!(ws.attempts("T2").len(), 0);
+    assert_eq!(ws.attempts_of("T2").len(), 0);
     assert_eq!(ws.calls("T2"), 0);
     assert_eq!(report["budget"]["budget"], "max_cost", "{report:#}");
     assert_eq!(report["budget"]["used"].as_f64(), Some(1.0));
-    let ev = ws.events("budget_exhausted");
+    let ev = ws.events_of("budget_exhausted");
     assert_eq!(ev.len(), 1);
     assert_eq!((ev[0].0.as_deref(), ev[0].2["budget"].as_str()), (Some("T2"), Some("max_cost")));
     let status = ws.json(&["status"], 0);
@@ -216,7 +216,7 @@ fn cost_of_a_call_that_never_started_does_not_count() {
     t1["cost"] = json!(1.0);
     ws.write_plan("plan.json", &with_budgets(plan("never-started", vec![t1]), json!({"max_cost": 5})));
     ws.json(&["run", "plan.json"], 1);
-    let a = ws.attempts("T1");
+    let a = ws.attempts_of("T1");
     assert_eq!((a[0].state.as_str(), a[0].class()), ("failed", "environment"));
     let status = ws.json(&["status"], 0);
     assert_eq!(status["budgets"]["max_cost"]["used"].as_f64(), Some(0.0), "{:#}", status["budgets"]);

@@ -3,8 +3,9 @@
 //! that looks alike but must not match (or must lose to a rule ranked
 //! higher by SPEC's order of evidence).
 
-use engine::classify::classify;
-use engine::evidence::{EngineErrorKind, Evidence, Output, Recorded, UnknownReason};
+use engine::decide::classify::classify;
+use engine::evidence::{EngineErrorKind, Evidence, EvidenceSource, Output, Recorded, UnknownReason};
+use engine::ids::EvidenceId;
 use engine::state::FailureClass as C;
 use providers::ExitStatus;
 
@@ -41,7 +42,7 @@ fn http(status: u16) -> Evidence {
     Evidence::ProviderError {
         http_status: Some(status),
         retry_after_seconds: None,
-        source: "http".into(),
+        source: EvidenceSource::Http,
         excerpt: String::new(),
     }
 }
@@ -49,7 +50,7 @@ fn provider_error(source: &str) -> Evidence {
     Evidence::ProviderError {
         http_status: None,
         retry_after_seconds: None,
-        source: source.into(),
+        source: serde_json::from_value(serde_json::json!(source)).expect("a source word"),
         excerpt: "the network is down".into(),
     }
 }
@@ -60,12 +61,12 @@ fn marker(safe: bool) -> Evidence {
     Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: safe }
 }
 fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
-    list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: 10 + i as i64, evidence }).collect()
+    list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: EvidenceId(10 + i as i64), evidence }).collect()
 }
 /// (class, rule, evidence ids, next)
 fn cl(list: Vec<Evidence>) -> (C, String, Vec<i64>, String) {
     let c = classify(&rec(list));
-    (c.class, c.rule, c.evidence_ids, c.next)
+    (c.class, c.rule, c.evidence_ids.iter().map(|id| id.get()).collect(), c.next)
 }
 
 #[test]
@@ -102,7 +103,7 @@ fn tool_error() {
     let with_status = Evidence::ProviderError {
         http_status: Some(503),
         retry_after_seconds: Some(2),
-        source: "tool".into(),
+        source: EvidenceSource::Tool,
         excerpt: String::new(),
     };
     assert_eq!(cl(vec![with_status]).1, "http_rate_limited_or_unavailable");
@@ -207,7 +208,7 @@ fn no_evidence_is_unclassified() {
 
 #[test]
 fn failing_assertion_lines() {
-    use engine::classify::failing_assertion;
+    use engine::decide::classify::failing_assertion;
     let pytest = "    def test_total():\n>       assert total([\"0.10\"]) == 10\nE       assert 0.1 == 10\n";
     assert!(failing_assertion(pytest).is_some());
     assert_eq!(failing_assertion("ok\nRan 3 tests\nOK\n"), None);

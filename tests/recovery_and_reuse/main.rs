@@ -2,6 +2,9 @@
 //! (reuse across revisions and on plain re-runs), end to end against the
 //! real binary, with assertions read from the store and the filesystem.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod helpers;
 
 mod agent_claims;

@@ -26,7 +26,7 @@ fn money_demo_run_explain_repair_satisfied() {
     let run = ws.json(&["run", "plan.json"], 1);
     assert_eq!(run["failed"], json!(["T2"]));
     assert_eq!(ws.goal_state(), "failed");
-    let first = ws.attempts("T2");
+    let first = ws.attempts_of("T2");
     assert_eq!(first.len(), 1);
     let a1 = &first[0];
     assert_eq!((a1.kind.as_str(), a1.state.as_str(), a1.class()), ("run", "failed", "validation_failed"));
@@ -59,16 +59,16 @@ fn money_demo_run_explain_repair_satisfied() {
         .any(|e| e["evidence"]["failing_assertion"] == assertion.as_str()));
     assert_eq!(att["claims"][0]["authority"], "external_ai_message");
     let text = ws.engine(&["explain", "T2"]);
-    assert!(text.stdout.contains("validation_failed") && text.stdout.contains(&assertion), "{}", text.show());
+    assert!(text.stdout.contains("validation_failed") && text.stdout.contains(&assertion), "{}", text.describe());
 
     // 3. repair: one new attempt of kind `repair`, and the goal is met.
     let rep = ws.json(&["repair", "T2"], 0);
     assert_eq!(rep["goal_state"], "satisfied");
     assert_eq!(ws.goal_state(), "satisfied");
-    let all = ws.attempts("T2");
+    let all = ws.attempts_of("T2");
     assert_eq!(all.len(), 2);
     assert_eq!((all[1].kind.as_str(), all[1].state.as_str()), ("repair", "succeeded"));
-    assert_eq!(ws.attempts("T1").len(), 1, "the repair does not touch T1");
+    assert_eq!(ws.attempts_of("T1").len(), 1, "the repair does not touch T1");
     let status = ws.json(&["status"], 0);
     assert_eq!(status["goal"]["state"], "satisfied");
 

@@ -27,7 +27,7 @@ fn refused_as(ws: &Ws, args: &[&str], code: &str) -> serde_json::Value {
 fn repeated_identical_failure_is_refused_until_inputs_or_instruction_change() {
     let ws = always_failing();
     ws.json(&["run", "plan.json"], 1);
-    assert_eq!(ws.attempts("T1")[0].class(), "validation_failed");
+    assert_eq!(ws.attempts_of("T1")[0].class(), "validation_failed");
 
     // One repair is allowed: there is only one failure so far.
     ws.json(&["repair", "T1"], 1);
@@ -35,11 +35,11 @@ fn repeated_identical_failure_is_refused_until_inputs_or_instruction_change() {
 
     // Two identical failures in a row, nothing new: refused, nothing sent.
     let doc = refused_as(&ws, &["repair", "T1"], "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE");
-    let ids: Vec<i64> = ws.attempts("T1").iter().map(|a| a.id).collect();
+    let ids: Vec<i64> = ws.attempts_of("T1").iter().map(|a| a.id).collect();
     assert_eq!(doc["error"]["details"]["attempts"], json!([ids[1], ids[0]]));
     assert_eq!(ws.calls("T1"), 2);
-    assert_eq!(ws.attempts("T1").len(), 2);
-    assert_eq!(ws.events("repair_requested").len(), 1, "a refused repair records no request");
+    assert_eq!(ws.attempts_of("T1").len(), 2);
+    assert_eq!(ws.events_of("repair_requested").len(), 1, "a refused repair records no request");
 
     // A changed input file is new evidence: the repair goes through.
     ws.write("in.txt", "two\n");
@@ -52,7 +52,7 @@ fn repeated_identical_failure_is_refused_until_inputs_or_instruction_change() {
     // A new instruction is new too; repeating that instruction is not.
     ws.json(&["repair", "T1", "--instruction", "V1 compares against 2; make it 2"], 1);
     assert_eq!(ws.calls("T1"), 4);
-    let last = ws.attempts("T1").pop().unwrap();
+    let last = ws.attempts_of("T1").pop().unwrap();
     assert_eq!((last.kind.as_str(), last.instruction.as_deref()), ("repair", Some("V1 compares against 2; make it 2")));
     refused_as(
         &ws,
@@ -71,7 +71,7 @@ fn another_provider_needs_a_revision() {
     let doc = refused_as(&ws, &["repair", "T1", "--provider", "agent"], "PROVIDER_CHANGE_REQUIRES_REVISION");
     assert!(doc["error"]["message"].as_str().unwrap().contains("revise"));
     assert_eq!(ws.calls("T1"), 1);
-    assert_eq!(ws.attempts("T1").len(), 1);
+    assert_eq!(ws.attempts_of("T1").len(), 1);
     // Naming the plan's own provider is fine.
     ws.json(&["repair", "T1", "--provider", "sh"], 1);
     assert_eq!(ws.calls("T1"), 2);
@@ -86,26 +86,26 @@ fn provider_rejected_and_unclassified_failures_need_force_with_a_note() {
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 1);
     assert_eq!(
-        (ws.attempts("T1")[0].class(), ws.attempts("T1")[0].rule()),
+        (ws.attempts_of("T1")[0].class(), ws.attempts_of("T1")[0].rule()),
         ("provider_rejected", "action_exit_nonzero")
     );
-    assert_eq!(ws.attempts("T2")[0].class(), "unclassified");
+    assert_eq!(ws.attempts_of("T2")[0].class(), "unclassified");
 
     for r in ["T1", "T2"] {
         let doc = refused_as(&ws, &["repair", r], "USAGE_ERROR");
         assert!(doc["error"]["message"].as_str().unwrap().contains("--force --note"), "{doc:#}");
         // --force without a note is a usage error too.
-        assert_eq!(ws.engine(&["repair", r, "--force"]).code, 2);
+        assert_eq!(ws.engine(&["repair", r, "--force"]).code(), 2);
         // An empty note is not a note.
-        assert_eq!(ws.engine(&["repair", r, "--force", "--note", "  "]).code, 2);
+        assert_eq!(ws.engine(&["repair", r, "--force", "--note", "  "]).code(), 2);
         assert_eq!(ws.calls(r), 1, "{r}: nothing dispatched without a forced note");
     }
 
     ws.json(&["repair", "T1", "--force", "--note", "the flag was renamed upstream; retrying once"], 1);
     assert_eq!(ws.calls("T1"), 2);
-    let last = ws.attempts("T1").pop().unwrap();
+    let last = ws.attempts_of("T1").pop().unwrap();
     assert_eq!(last.kind, "repair");
-    let requested = ws.events("repair_requested");
+    let requested = ws.events_of("repair_requested");
     assert_eq!(requested.len(), 1);
     assert_eq!(requested[0].0.as_deref(), Some("T1"));
     assert_eq!(requested[0].2["forced"], "the flag was renamed upstream; retrying once");
@@ -128,16 +128,16 @@ fn a_repair_with_an_instruction_of_paid_work_can_be_approved_and_consumes_the_ap
     let waiting = ws.json(&["repair", "T1", "--instruction", "use cents"], 4);
     assert_eq!(waiting["code"], "APPROVAL_REQUIRED");
     let op = waiting["awaiting_approval"][0]["operation_id"].as_str().unwrap().to_string();
-    assert_ne!(op, ws.attempts("T1")[0].operation_id, "the instruction is part of the request");
+    assert_ne!(op, ws.attempts_of("T1")[0].operation_id, "the instruction is part of the request");
     assert_eq!(ws.calls("T1"), 1);
 
     let approved = ws.json(&["approve", &op, "--note", "one more paid try"], 0);
     assert_eq!(approved["approval"]["task_ref"], "T1");
     ws.json(&["repair", "T1", "--instruction", "use cents"], 1);
     assert_eq!(ws.calls("T1"), 2);
-    let last = ws.attempts("T1").pop().unwrap();
+    let last = ws.attempts_of("T1").pop().unwrap();
     assert_eq!((last.kind.as_str(), last.operation_id.as_str()), ("repair", op.as_str()));
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals WHERE consumed_by = ?1", [last.id]), 1);
+    assert_eq!(ws.ledger().approvals().iter().filter(|a| a.consumed_by.map(|c| c.get()) == Some(last.id)).count(), 1);
 }
 
 /// Agents say something different every time; that is not new evidence
@@ -160,7 +160,7 @@ fn repetition_is_judged_on_the_failure_evidence_not_on_agent_chatter() {
     ws.json(&["repair", "SAME"], 1);
     ws.json(&["repair", "DIFFERENT"], 1);
     // The agent's stdout differed between its two tries ...
-    let same = ws.attempts("SAME");
+    let same = ws.attempts_of("SAME");
     let outs: Vec<String> = same
         .iter()
         .map(|a| {
@@ -188,12 +188,12 @@ fn retry_of_an_operation_a_repair_replaced_is_refused() {
     ws.write_plan("plan.json", &p);
     let first = ws.json(&["run", "plan.json"], 1);
     assert_eq!(first["failed"], json!(["T1"]));
-    let old_op = ws.attempts("T1")[0].operation_id.clone();
+    let old_op = ws.attempts_of("T1")[0].operation_id.clone();
     ws.write("tool.sh", "#!/bin/sh\necho v1 > out.txt\n");
     std::fs::set_permissions(ws.path("tool.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     ws.json(&["repair", "T1", "--instruction", "the tool is there now"], 0);
-    let before = ws.attempts("T1").len();
+    let before = ws.attempts_of("T1").len();
     let doc = ws.json(&["retry", &old_op], 2);
     assert!(doc["error"]["message"].as_str().unwrap().contains("nothing to retry"), "{doc:#}");
-    assert_eq!(ws.attempts("T1").len(), before, "nothing sent");
+    assert_eq!(ws.attempts_of("T1").len(), before, "nothing sent");
 }

@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine::checkpoint::Checkpoint;
+use engine::decide::reuse::{decide, Candidate, Completion, Decision, ValidationResult};
+use engine::ids::{AttemptId, EvidenceId, Revision};
 use engine::plan::{Effect, Task};
-use engine::reuse::{decide, Candidate, Completion, Decision, ValidationResult};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::json;
@@ -141,8 +142,8 @@ fn run_decide(c: &Case) -> Decision {
     let old = task(c.effect, &c.declared_then);
     let new = task(c.effect, &c.wanted);
     let completion = Completion {
-        revision: 1,
-        attempt_id: 42,
+        revision: Revision(1),
+        attempt_id: AttemptId(42),
         task: old,
         meaning: "m".into(),
         dependencies: "d".into(),
@@ -155,7 +156,7 @@ fn run_decide(c: &Case) -> Decision {
                 id: IDS[i].into(),
                 passed,
                 checkpoint: Some(if bound { "c1" } else { "c0" }.into()),
-                evidence_id: 100 + i as i64,
+                evidence_id: EvidenceId(100 + i as i64),
             })
             .collect(),
     };
@@ -183,8 +184,8 @@ proptest! {
         let d = run_decide(&c);
         match (expected(&c), &d) {
             (None, Decision::Reuse { provenance }) => {
-                prop_assert_eq!(provenance.attempt_id, 42);
-                prop_assert_eq!(provenance.revision, 1);
+                prop_assert_eq!(provenance.attempt_id, AttemptId(42));
+                prop_assert_eq!(provenance.revision, Revision(1));
                 prop_assert_eq!(&provenance.checkpoint, "c1");
             }
             (Some(reasons), Decision::Run { refusal }) => {
@@ -261,7 +262,7 @@ proptest! {
     fn binary_reuses_only_when_every_condition_holds(c in arb_plan_case()) {
         let ws = Ws::new();
         for i in 1..=3 {
-            ws.write(&format!("in{i}.txt"), &format!("{i}\n"));
+            ws.write(&format!("in{i}.txt"), format!("{i}\n"));
         }
         let p1 = build(&c.edges, &c.external, &[false; 3], "s", 1000);
         ws.write_plan("plan.json", &p1);
@@ -304,7 +305,7 @@ proptest! {
             if reused[i] {
                 let (state, detail) = ws.task(2, &r);
                 prop_assert_eq!(state, "reused");
-                prop_assert_eq!(detail["reused_from"]["attempt_id"].as_i64(), Some(ws.attempts(&r)[0].id));
+                prop_assert_eq!(detail["reused_from"]["attempt_id"].as_i64(), Some(ws.attempts_of(&r)[0].id));
             }
         }
     }

@@ -45,10 +45,12 @@ fn reuse() -> (String, String) {
 #[test]
 fn positive_only_the_changed_task_runs_and_the_other_keeps_its_provenance() {
     let (ws, p) = chain();
-    let t1_attempt = ws.attempts("T1")[0].clone();
-    let v1_evidence: i64 =
-        ws.db().query_row("SELECT evidence_id FROM check_results WHERE check_id = 'V1'", [], |r| r.get(0)).unwrap();
-    let receipts_before = ws.count("SELECT COUNT(*) FROM receipts", []);
+    let t1_attempt = ws.attempts_of("T1")[0].clone();
+    let v1_results: Vec<i64> =
+        ws.ledger().check_results().iter().filter(|c| c.check_id == "V1").map(|c| c.evidence_id.get()).collect();
+    assert_eq!(v1_results.len(), 1, "one result of V1 so far");
+    let v1_evidence = v1_results[0];
+    let receipts_before = ws.ledger().receipt_count();
 
     // Only T2 changes. (T1 runs before T2, so it has no upstream to lose.)
     let mut p2 = p.clone();
@@ -62,11 +64,11 @@ fn positive_only_the_changed_task_runs_and_the_other_keeps_its_provenance() {
 
     // No provider call for T1: no attempt in revision 2, no side effect.
     assert_eq!(ws.calls("T1"), 1);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM attempts WHERE task_ref = 'T1' AND revision = 2", []), 0);
+    assert_eq!(ws.attempts_of("T1").iter().filter(|a| a.revision == 2).count(), 0);
     assert_eq!(ws.calls("T2"), 2);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM attempts WHERE task_ref = 'T2' AND revision = 2", []), 1);
+    assert_eq!(ws.attempts_of("T2").iter().filter(|a| a.revision == 2).count(), 1);
     // Nothing copied: the only new receipt is T2's.
-    assert_eq!(ws.count("SELECT COUNT(*) FROM receipts", []), receipts_before + 1);
+    assert_eq!(ws.ledger().receipt_count(), receipts_before + 1);
 
     // Provenance: revision 1, T1's attempt, the evidence of V1's pass.
     let (state, detail) = ws.task(2, "T1");
@@ -81,7 +83,7 @@ fn positive_only_the_changed_task_runs_and_the_other_keeps_its_provenance() {
     let ex = ws.json(&["explain", "T1"], 0);
     assert_eq!(ex["reuse_decision"]["provenance"], *from);
     let text = ws.engine(&["explain", "T1"]);
-    assert!(text.stdout.contains(&format!("reused from revision 1 attempt {}", t1_attempt.id)), "{}", text.show());
+    assert!(text.stdout.contains(&format!("reused from revision 1 attempt {}", t1_attempt.id)), "{}", text.describe());
     let ex = ws.json(&["explain", "T2"], 0);
     assert_eq!(ex["reuse_decision"]["refusal"], json!({"reason": "MEANING_CHANGED", "field": "action"}));
 
@@ -223,7 +225,7 @@ fn checkpoint_changed_names_the_first_differing_path() {
     let ex = ws.json(&["explain", "T1"], 0);
     assert_eq!(ex["reuse_decision"]["refusal"], json!({"reason": "CHECKPOINT_CHANGED", "path": "data/c.txt"}));
     let text = ws.engine(&["explain", "T1"]);
-    assert!(text.stdout.contains("CHECKPOINT_CHANGED") && text.stdout.contains("data/c.txt"), "{}", text.show());
+    assert!(text.stdout.contains("CHECKPOINT_CHANGED") && text.stdout.contains("data/c.txt"), "{}", text.describe());
 }
 
 #[test]
@@ -260,9 +262,9 @@ fn validation_not_passed_when_no_checkpoint_was_bound_to_the_completion() {
     set(&mut p, "T1", "validations", json!([validation("V1", "true")]));
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
-    let a = &ws.attempts("T1")[0];
+    let a = &ws.attempts_of("T1")[0];
     assert_eq!((a.state.as_str(), a.reusable, a.checkpoint.as_deref()), ("succeeded", Some(false), None));
-    let ev = ws.events("completion_not_reusable");
+    let ev = ws.events_of("completion_not_reusable");
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].1, Some(a.id));
 
@@ -323,18 +325,18 @@ fn a_file_changed_while_validations_run_is_caught() {
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
 
-    let a = &ws.attempts("T1")[0];
+    let a = &ws.attempts_of("T1")[0];
     assert_eq!(a.state, "succeeded", "the completion is still recorded");
     assert_eq!(a.reusable, Some(false));
     assert!(a.checkpoint.is_some());
     assert_eq!(ws.task(1, "T1").0, "succeeded");
     assert_eq!(ws.task(1, "T1").1["reusable"], json!(false));
-    let ev = ws.events("completion_not_reusable");
+    let ev = ws.events_of("completion_not_reusable");
     assert_eq!(ev.len(), 1);
     assert_eq!((ev[0].0.as_deref(), ev[0].1), (Some("T1"), Some(a.id)));
     assert_eq!(ev[0].2["first_changed"], "in.txt");
     // Two separate records: the success, then the reuse verdict.
-    assert_eq!(ws.events("attempt_succeeded").len(), 1);
+    assert_eq!(ws.events_of("attempt_succeeded").len(), 1);
 
     let rev = revise(&ws, &touch(&p));
     assert_eq!(decision(&rev, "T1"), run_("CHECKPOINT_CHANGED"));
@@ -349,9 +351,9 @@ fn an_input_vanishing_while_validations_run_is_succeeded_but_not_reusable() {
     set(&mut p, "T1", "validations", json!([validation("V1", "rm in.txt")]));
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
-    let a = &ws.attempts("T1")[0];
+    let a = &ws.attempts_of("T1")[0];
     assert_eq!((a.state.as_str(), a.reusable), ("succeeded", Some(false)));
-    let ev = ws.events("completion_not_reusable");
+    let ev = ws.events_of("completion_not_reusable");
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].2["first_changed"], "in.txt");
 }
@@ -368,13 +370,9 @@ fn context_values_are_part_of_the_checkpoint_and_secrets_only_as_digests() {
     ws.write_plan("plan.json", &p);
     let secret = "s3cr3t-value-for-the-test";
     let out = ws.engine_env(&["run", "plan.json"], &[("FLOW_MODE", "fast"), ("FLOW_TOKEN", secret)]);
-    assert_eq!(out.code, 0, "{}", out.show());
-    let stored: Vec<String> = {
-        let db = ws.db();
-        let mut stmt = db.prepare("SELECT data FROM checkpoints").unwrap();
-        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
-    };
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    let stored: Vec<String> =
+        ws.ledger().checkpoints().iter().map(|c| serde_json::to_string(c).expect("a checkpoint serializes")).collect();
     assert!(!stored.is_empty());
     assert!(stored.iter().any(|c| c.contains("fast")), "{stored:?}");
     assert!(stored.iter().all(|c| !c.contains(secret)), "a secret is recorded only as a digest: {stored:?}");
@@ -385,20 +383,20 @@ fn context_values_are_part_of_the_checkpoint_and_secrets_only_as_digests() {
         &["revise", "plan.json", "--reason", "mode", "--no-run", "--json"],
         &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)],
     );
-    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(out.code(), 0, "{}", out.describe());
     assert_eq!(
         decision_detail(&out.json(), "T1")["refusal"],
         json!({"reason": "CHECKPOINT_CHANGED", "path": "context:mode"})
     );
     // The secret changing is seen too, without being shown.
     let out = ws.engine_env(&["run", "plan.json"], &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", secret)]);
-    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(out.code(), 0, "{}", out.describe());
     ws.write_plan("plan.json", &touch(&touch(&p)));
     let out = ws.engine_env(
         &["revise", "plan.json", "--reason", "token", "--no-run", "--json"],
         &[("FLOW_MODE", "slow"), ("FLOW_TOKEN", "another")],
     );
-    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(out.code(), 0, "{}", out.describe());
     assert_eq!(
         decision_detail(&out.json(), "T1")["refusal"],
         json!({"reason": "CHECKPOINT_CHANGED", "path": "context:token"})

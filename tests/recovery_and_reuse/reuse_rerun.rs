@@ -37,7 +37,7 @@ fn an_unchanged_rerun_makes_no_new_attempt() {
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.attempt_count(), before);
     assert_eq!([ws.calls("T1"), ws.calls("T2"), ws.calls("T3"), ws.calls("T4")], [1, 1, 1, 1]);
-    assert!(ws.events("completion_stale").is_empty());
+    assert!(ws.events_of("completion_stale").is_empty());
     assert_eq!(ws.goal_state(), "satisfied");
 }
 
@@ -47,14 +47,14 @@ fn an_edited_input_reruns_that_task_and_its_downstream_with_completion_stale_eve
     ws.write("in2.txt", "2, edited");
     ws.json(&["run", "plan.json"], 0);
     assert_eq!([ws.calls("T1"), ws.calls("T2"), ws.calls("T3"), ws.calls("T4")], [1, 2, 2, 1]);
-    let stale = ws.events("completion_stale");
+    let stale = ws.events_of("completion_stale");
     let refs: Vec<&str> = stale.iter().map(|(r, _, _)| r.as_deref().unwrap()).collect();
     assert_eq!(refs, ["T2", "T3"]);
     assert_eq!(stale[0].2["stale"], "CHECKPOINT_CHANGED");
     assert!(stale[0].2["detail"].as_str().unwrap().contains("in2.txt"), "{:#}", stale[0].2);
     assert_eq!(stale[1].2["stale"], "UPSTREAM_NOT_REUSED");
     // The new attempts are in the same revision, and succeeded.
-    let t2 = ws.attempts("T2");
+    let t2 = ws.attempts_of("T2");
     assert_eq!((t2.len(), t2[1].revision, t2[1].state.as_str()), (2, 1, "succeeded"));
 
     // And once re-run, the next plain run is a no-op again.

@@ -17,8 +17,7 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
     let p = two_tasks();
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
-    let digest1: String =
-        ws.db().query_row("SELECT goal_contract FROM revisions WHERE revision = 1", [], |r| r.get(0)).unwrap();
+    let digest1 = ws.ledger().revisions()[0].goal_contract.clone();
 
     let mut p2 = p.clone();
     p2["goal"]["statement"] = json!("contract: the tasks are done, and done well");
@@ -29,12 +28,8 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
     let digest2 = rev["goal_contract_digest"].as_str().unwrap().to_string();
     assert_ne!(digest1, digest2);
 
-    let (parent, contract, reason): (Option<i64>, String, Option<String>) = ws
-        .db()
-        .query_row("SELECT parent, goal_contract, reason FROM revisions WHERE revision = 2", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .unwrap();
+    let r2 = ws.ledger().revisions().into_iter().find(|r| r.revision.get() == 2).expect("revision 2");
+    let (parent, contract, reason) = (r2.parent.map(|p| p.get()), r2.goal_contract, r2.reason);
     assert_eq!(
         (parent, contract.as_str(), reason.as_deref()),
         (Some(1), digest2.as_str(), Some("the goal asks for more"))
@@ -50,7 +45,7 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
     // The revision's verdict starts open: revision 1's satisfaction does
     // not carry over.
     assert_eq!(ws.json(&["status"], 0)["goal"], json!({"id": "contract", "state": "open", "active_revision": 2}));
-    assert_eq!(ws.events("revision_recorded")[0].2["reason"], "the goal asks for more");
+    assert_eq!(ws.events_of("revision_recorded")[0].2["reason"], "the goal asks for more");
 
     ws.json(&["run", "plan.json"], 0);
     assert_eq!((ws.calls("T1"), ws.calls("T2")), (2, 2));
@@ -72,12 +67,8 @@ fn a_later_failing_validation_is_never_hidden_by_an_older_pass() {
     assert_eq!(report["failed"], json!(["T1"]));
     assert_eq!(ws.goal_state(), "failed");
     assert_eq!(ws.task(1, "T1").0, "failed");
-    let results: Vec<bool> = {
-        let db = ws.db();
-        let mut stmt = db.prepare("SELECT passed FROM check_results WHERE check_id = 'V1' ORDER BY id").unwrap();
-        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
-    };
+    let results: Vec<bool> =
+        ws.ledger().check_results().iter().filter(|c| c.check_id == "V1").map(|c| c.passed).collect();
     assert_eq!(results, vec![true, false]);
     // And a plain run again does not resurrect the old pass.
     ws.json(&["run", "plan.json"], 1);

@@ -80,9 +80,9 @@ fn assert_not_blank(png: &[u8]) {
 #[test]
 fn the_money_demo_report_in_a_browser() {
     let ws = scenario::money();
-    let page = ws.root.join("report.html");
+    let page = ws.dir.join("report.html");
     let out = ws.engine(&["report", "--html", "report.html"]);
-    assert_eq!(out.code, 0, "{}", out.show());
+    assert_eq!(out.code(), 0, "{}", out.describe());
     let mut b = Browser::launch(1280, 1600);
     let d = open_report(&mut b, &page);
     assert_eq!(node_states(&d), vec![("T1".into(), "succeeded".into()), ("T2".into(), "succeeded".into())]);
@@ -106,9 +106,9 @@ fn the_money_demo_report_in_a_browser() {
 #[test]
 fn the_mixed_report_in_a_browser_shows_states_commands_and_output_as_text() {
     let m = scenario::mixed();
-    let doc = m.ws.engine(&["report", "--html", "report.html"]).expect(0, None).json();
+    let doc = m.ws.engine_json(&["report", "--html", "report.html"]).expect(0, None).json();
     let mut b = Browser::launch(1280, 1400);
-    let d = open_report(&mut b, &m.ws.path().join("report.html"));
+    let d = open_report(&mut b, &m.ws.dir.join("report.html"));
     let want: Vec<(String, String)> = MIXED_STATES.iter().map(|(r, s)| (r.to_string(), s.to_string())).collect();
     assert_eq!(node_states(&d), want);
     let summaries: Vec<&str> = d["details"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();

@@ -69,7 +69,7 @@ fn the_money_demo_report_holds_the_failure_the_claims_and_the_repair() {
 #[test]
 fn the_mixed_report_names_every_state_what_waits_and_who_approved() {
     let m = scenario::mixed();
-    let doc = m.ws.engine(&["report", "--no-timestamp"]).expect(0, None).json();
+    let doc = m.ws.engine_json(&["report", "--no-timestamp"]).expect(0, None).json();
     let states: Vec<(String, String)> = doc["tasks"]
         .as_array()
         .unwrap()
@@ -124,7 +124,7 @@ fn the_mixed_report_names_every_state_what_waits_and_who_approved() {
 #[test]
 fn an_earlier_revision_is_reported_as_it_was_and_a_missing_one_is_refused() {
     let m = scenario::mixed();
-    let doc = m.ws.engine(&["report", "--revision", "1", "--no-timestamp"]).expect(0, None).json();
+    let doc = m.ws.engine_json(&["report", "--revision", "1", "--no-timestamp"]).expect(0, None).json();
     assert_eq!((doc["revision"]["number"].as_i64(), doc["revision"]["active"].as_bool()), (Some(1), Some(false)));
     assert_eq!(task(&doc, "build")["state"], "succeeded");
     assert_eq!(task(&doc, "publish")["state"], "succeeded");
@@ -132,11 +132,11 @@ fn an_earlier_revision_is_reported_as_it_was_and_a_missing_one_is_refused() {
     // Only the goal-wide unknown waits; approvals and failures are the active revision's.
     let kinds: Vec<&str> = doc["waiting"].as_array().unwrap().iter().map(|w| w["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, vec!["settle"]);
-    let refused = m.ws.engine(&["report", "--revision", "3"]);
+    let refused = m.ws.engine_json(&["report", "--revision", "3"]);
     refused.expect(2, Some("USAGE_ERROR"));
     assert!(refused.stderr.contains("revisions 1 to 2"), "{}", refused.describe());
     // Neither --html nor --json: say which.
-    let out = Command::new(ENGINE).current_dir(m.ws.path()).arg("report").env_remove("ENGINE_STORE").output().unwrap();
+    let out = Command::new(ENGINE).current_dir(&m.ws.dir).arg("report").env_remove("ENGINE_STORE").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--html FILE"));
 }
@@ -144,7 +144,7 @@ fn an_earlier_revision_is_reported_as_it_was_and_a_missing_one_is_refused() {
 #[test]
 fn the_same_ledger_gives_the_same_bytes() {
     let m = scenario::mixed();
-    let dir = m.ws.path();
+    let dir = &m.ws.dir;
     let report = |args: &[&str], env: Option<&str>| {
         let mut cmd = Command::new(ENGINE);
         cmd.current_dir(dir).arg("report").args(args).env_remove("SOURCE_DATE_EPOCH").env_remove("ENGINE_STORE");

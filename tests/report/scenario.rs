@@ -76,17 +76,18 @@ pub fn mixed() -> Mixed {
     let ws = Ws::new();
     ws.write("src.txt", "source\n");
     ws.write("lint.sh", HOSTILE);
-    ws.write_plan(&plan(&rcv, &[]));
+    ws.write_plan("plan.json", &plan(&rcv, &[]));
     // The first dispatch (send-invoice, first in plan order) is killed
     // after its request went out; the next run cannot tell what happened.
     assert!(ws.run_fp("after_dispatch").killed(), "the failpoint run was not killed");
     assert_eq!(ws.attempts().len(), 1, "only send-invoice was dispatched before the kill");
     ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
     let publish_op = ws.op_of("publish");
-    ws.engine(&["approve", &publish_op, "--note", "release notes <b>checked</b>", "--actor", "alice"]).expect(0, None);
+    ws.engine_json(&["approve", &publish_op, "--note", "release notes <b>checked</b>", "--actor", "alice"])
+        .expect(0, None);
     ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
-    ws.write_plan(&plan(&rcv, &["--strict"]));
-    let revised = ws.engine(&["revise", "plan.json", "--reason", "lint with the strict rules", "--jobs", "1"]);
+    ws.write_plan("plan.json", &plan(&rcv, &["--strict"]));
+    let revised = ws.engine_json(&["revise", "plan.json", "--reason", "lint with the strict rules", "--jobs", "1"]);
     revised.expect(3, None);
     assert_eq!(revised.json()["run"]["code"], "EXTERNAL_EFFECT_UNKNOWN", "{}", revised.describe());
     Mixed { ws, rcv }

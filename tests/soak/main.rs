@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::Receiver;
-use support::engine::Kill;
+use support::kill::Kill;
 use support::person::{Ending, Session};
 use support::reference::{Instance, PLANS};
 use support::rng::Rng;
@@ -100,7 +100,7 @@ fn measure(rcv: &Receiver) -> Vec<Duration> {
         .map(|plan| {
             let inst = Instance::new(plan, rcv, &format!("measure-{}", clock_seed()));
             let started = Instant::now();
-            let _ = support::engine::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::Never);
+            let _ = support::kill::run(&inst.ws, &["run", "plan.json", "--jobs", "1"], Kill::Never);
             started.elapsed().mul_f64(1.2).max(Duration::from_millis(20))
         })
         .collect()

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::engine::{self, Kill};
+use super::kill::{self, Kill};
+use super::ledger::Ledger;
 use super::person::{Ending, Session};
 
 /// The two variables a provider may see.
@@ -85,14 +86,14 @@ pub fn after_session(s: &mut Session, ending: &Ending) {
 }
 
 fn verify_passes(s: &mut Session) -> bool {
-    let ran = engine::run(&s.inst.ws, &["verify"], Kill::Never);
-    let passed = ran.out.code() == Some(0);
+    let ran = kill::run(&s.inst.ws, &["verify"], Kill::Never);
+    let passed = ran.out.exit() == Some(0);
     if !passed {
         let doc: Option<Value> = serde_json::from_str(&ran.out.stdout).ok();
         let message = doc.as_ref().and_then(|d| d.pointer("/error/message")).and_then(Value::as_str);
         s.finding(format!(
             "engine verify exits {:?}: {}",
-            ran.out.code(),
+            ran.out.exit(),
             message.map_or_else(|| ran.out.stderr.trim().to_string(), str::to_string)
         ));
     }
@@ -102,27 +103,22 @@ fn verify_passes(s: &mut Session) -> bool {
 /// Receipts from a provider's answer (not from an observation) whose
 /// (operation, try) is missing from the provider's log.
 fn receipts_delivered(s: &Session, per_try: &HashMap<(&str, i64), usize>) -> Vec<String> {
-    if !s.inst.ws.db_path().exists() {
+    if !s.inst.ws.store().exists() {
         return Vec::new();
     }
-    let db = s.inst.ws.db();
-    let rows: Vec<(String, i64, String)> = {
-        let mut st = match db.prepare(
-            "SELECT a.operation_id, a.try_no, r.data FROM receipts r JOIN attempts a ON a.id = r.attempt_id ORDER BY a.id",
-        ) {
-            Ok(st) => st,
-            Err(e) => return vec![format!("the ledger's receipts cannot be read: {e}")],
-        };
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)));
-        match rows.and_then(|r| r.collect::<Result<Vec<_>, _>>()) {
-            Ok(rows) => rows,
-            Err(e) => return vec![format!("the ledger's receipts cannot be read: {e}")],
-        }
+    let Some(ledger) = Ledger::try_open(&s.inst.ws.store()) else {
+        return vec!["the ledger's receipts cannot be read: the store does not open".to_string()];
     };
-    rows.into_iter()
-        .filter(|(_, _, data)| serde_json::from_str::<Value>(data).is_ok_and(|d| d["source"] != "observation"))
-        .filter(|(op, try_no, _)| !per_try.contains_key(&(op.as_str(), *try_no)))
-        .map(|(op, try_no, _)| {
+    let attempts: HashMap<i64, (String, i64)> =
+        ledger.attempts().into_iter().map(|a| (a.id, (a.operation_id, a.try_no))).collect();
+    let mut receipts = ledger.receipts();
+    receipts.sort_by_key(|r| r.attempt_id);
+    receipts
+        .into_iter()
+        .filter(|r| r.data["source"] != "observation")
+        .filter_map(|r| attempts.get(&r.attempt_id.get()).cloned())
+        .filter(|(op, try_no)| !per_try.contains_key(&(op.as_str(), *try_no)))
+        .map(|(op, try_no)| {
             format!("{op} try {try_no} has a provider's receipt but the provider's log has no such delivery")
         })
         .collect()

@@ -1,17 +1,33 @@
-//! Helpers shared by the crash sweep (`tests/crash_sweep/`) and the soak
-//! (`tests/soak/`): the reference plans of `fixtures/reference/` set up in a
-//! workspace, the engine started with a crash armed or a kill timed, a
-//! person who acts until the goal ends, and the checks made from the
-//! fixtures' own delivery logs.
+//! The one test harness, shared by every test binary of the engine
+//! package (each includes it with `#[path = "../support/mod.rs"] mod
+//! support;`): one output type (`Out`), one workspace builder (`Ws`), one
+//! way to start the fixtures (the HTTP receiver, a fake HTTP service, the
+//! MCP server), and a read view of the ledger through the engine's own
+//! store interface (`Ledger`) instead of raw SQL.
 //!
-//! A test binary includes it with `#[path = "../support/mod.rs"] mod support;`
-//! next to `#[path = "../unknown_outcomes/common.rs"] mod common;`, whose
-//! workspace (`Ws`), receiver and output (`Out`) types it reuses.
+//! For the crash sweep, the soak and the fuzzer: the reference plans of
+//! `fixtures/reference/` set up in a workspace (`reference`), one engine
+//! command with a crash armed or a kill timed (`kill`), a person who acts
+//! until the goal ends (`person`), the checks made from the fixtures' own
+//! delivery logs (`checks`) and a seeded generator (`rng`).
+//!
+//! Every test gets its own temp dir (tests run in parallel), and every
+//! process a test starts is killed and reaped on drop (a failing test
+//! leaves nothing running); every wait has a deadline.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod checks;
-pub mod engine;
+pub mod fixtures;
+pub mod kill;
+pub mod ledger;
 pub mod person;
+pub mod process;
 pub mod reference;
 pub mod rng;
+pub mod workspace;
+
+pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};
+pub use ledger::{Attempt, Event, Ledger};
+pub use process::{gone, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
+pub use workspace::Ws;

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::engine::{self, Kill};
+use super::fixtures::Receiver;
+use super::kill::{self, Kill};
 use super::reference::Instance;
-use crate::common::Receiver;
 
 /// Runs of the plan before a session counts as stuck.
 const RUNS_MAX: usize = 12;
@@ -126,7 +126,7 @@ impl<'a> Session<'a> {
     pub fn engine(&mut self, args: &[&str]) -> Option<(i32, Value)> {
         let no = self.history.len() + 1;
         let kill = (self.arm)(no);
-        let ran = engine::run(&self.inst.ws, args, kill);
+        let ran = kill::run(&self.inst.ws, args, kill);
         let doc: Option<Value> = serde_json::from_str(&ran.out.stdout).ok();
         let code =
             doc.as_ref().and_then(|d| d.get("code").or_else(|| d.pointer("/error/code"))).and_then(Value::as_str);
@@ -135,15 +135,15 @@ impl<'a> Session<'a> {
             args: args.join(" "),
             kill,
             killed: ran.out.killed(),
-            exit: ran.out.code(),
+            exit: ran.out.exit(),
             code: code.map(str::to_string),
         };
         let what = format!("{cmd}");
         self.history.push(cmd);
         if ran.hung {
-            self.finding(format!("{what}: still running after {:?} (hung)", engine::DEADLINE));
+            self.finding(format!("{what}: still running after {:?} (hung)", kill::DEADLINE));
         }
-        if ran.out.stderr.contains("panicked") || ran.out.code() == Some(101) {
+        if ran.out.stderr.contains("panicked") || ran.out.exit() == Some(101) {
             self.finding(format!("{what}: panicked: {}", panic_message(&ran.out.stderr)));
             return None;
         }
@@ -154,19 +154,19 @@ impl<'a> Session<'a> {
             self.kills += 1;
             return None;
         }
-        match ran.out.code() {
+        match ran.out.exit() {
             Some(70) | None => {
                 let message = doc.as_ref().and_then(|d| d.pointer("/error/message")).and_then(Value::as_str);
                 self.finding(format!(
                     "{what}: exit {:?}: {}",
-                    ran.out.code(),
+                    ran.out.exit(),
                     message.map_or_else(|| ran.out.stderr.trim().to_string(), str::to_string)
                 ));
             }
             _ => {}
         }
         match doc {
-            Some(d) => Some((ran.out.code().unwrap_or(-1), d)),
+            Some(d) => Some((ran.out.exit().unwrap_or(-1), d)),
             None => {
                 self.finding(format!("{what}: stdout is not one JSON document: {:?}", ran.out.stdout));
                 None

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{read_json_lines, repo_root, Receiver, Ws};
+use super::fixtures::{read_json_lines, repo_root, Receiver};
+use super::workspace::Ws;
 
 /// Every reference plan, by file name (without `.json`).
 pub const PLANS: &[&str] = &["command", "agent", "http-observe", "http-blind", "mcp-observe", "mcp-blind"];
@@ -85,8 +86,8 @@ impl Instance {
             .replace("@MCP_SERVER@", &root.join("fixtures/mcp/server.py").to_string_lossy())
             .replace("@MCP_LOG@", &mcp_log.to_string_lossy());
         let plan: Value = serde_json::from_str(&text).expect("a reference plan is JSON");
-        ws.write_plan(&plan);
-        let digest = ws.engine(&["digest", "plan.json"]);
+        ws.write_plan("plan.json", &plan);
+        let digest = ws.engine_json(&["digest", "plan.json"]);
         digest.expect(0, None);
         let ops = digest.json();
         let tasks = plan["tasks"]

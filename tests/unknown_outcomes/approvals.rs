@@ -7,14 +7,11 @@ use crate::common::*;
 use crate::settle::unknown_op;
 
 fn approvals(ws: &Ws) -> Vec<(i64, Option<i64>)> {
-    let db = ws.db();
-    let mut st = db.prepare("SELECT id, consumed_by FROM approvals ORDER BY id").unwrap();
-    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
-    rows.collect::<Result<_, _>>().unwrap()
+    ws.ledger().approvals().into_iter().map(|a| (a.id.get(), a.consumed_by.map(|c| c.get()))).collect()
 }
 
 fn approve(ws: &Ws, op: &str) -> i64 {
-    let out = ws.engine(&["approve", op, "--note", "a person looked at this exact request"]);
+    let out = ws.engine_json(&["approve", op, "--note", "a person looked at this exact request"]);
     out.expect(0, None);
     out.json()["approval"]["approval_id"].as_i64().unwrap()
 }
@@ -53,12 +50,12 @@ fn an_approval_is_consumed_by_the_one_call_it_allows() {
     rcv.control(json!({"mode": "status", "status": 503, "times": 1}));
     ws.run().expect(1, None);
     let a = ws.attempts();
-    assert_eq!((a.len(), a[0].class()), (1, Some("provider_unavailable")));
+    assert_eq!((a.len(), a[0].class()), (1, "provider_unavailable"));
     assert_eq!(approvals(&ws), vec![(first, Some(a[0].id))]);
 
     // A retry now waits again: the approval was used up by try 1.
     for _ in 0..2 {
-        let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+        let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
         out.expect(4, Some("APPROVAL_REQUIRED"));
         assert_eq!(ws.task_state("T1"), "awaiting_approval");
         assert_eq!(ws.attempts().len(), 1);
@@ -70,7 +67,7 @@ fn an_approval_is_consumed_by_the_one_call_it_allows() {
 
     // A fresh approval allows exactly the next call.
     let second = approve(&ws, &op);
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(0, None);
     let a = ws.attempts();
     assert_eq!(a.len(), 2);
     assert_eq!(a[1].try_no, 2);
@@ -82,16 +79,16 @@ fn an_approval_is_consumed_by_the_one_call_it_allows() {
 fn a_consumed_approval_does_not_allow_a_second_retry_of_a_settled_not_run_op() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
     let approval = approve(&ws, &op);
     // The approved retry meets a 503 (no effect): retryable again.
     rcv.control(json!({"mode": "status", "status": 503, "times": 1}));
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(1, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(1, None);
     let a = ws.attempts();
     assert_eq!(a.len(), 2);
     assert_eq!(approvals(&ws), vec![(approval, Some(a[1].id))]);
 
-    let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+    let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
     out.expect(4, Some("APPROVAL_REQUIRED"));
     assert_eq!(ws.attempts().len(), 2, "the used approval allowed nothing more");
     assert_eq!(rcv.tries_of(&op), vec![1]);
@@ -101,15 +98,11 @@ fn a_consumed_approval_does_not_allow_a_second_retry_of_a_settled_not_run_op() {
 fn an_approval_for_another_request_or_plan_is_stale() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
     let approval = approve(&ws, &op);
-    let (request_digest, plan_digest): (String, String) = ws
-        .db()
-        .query_row("SELECT request_digest, plan_digest FROM approvals WHERE id = ?1", [approval], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
+    let row = ws.ledger().approval(approval);
+    let (request_digest, plan_digest) = (row.request_digest.to_string(), row.plan_digest);
 
     // Operation ids embed the request digest (goal + task ref + request),
     // so a changed request arrives under a different operation id and
@@ -119,7 +112,7 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     let other = "0".repeat(64);
     for (column, good) in [("request_digest", &request_digest), ("plan_digest", &plan_digest)] {
         ws.tamper(&format!("UPDATE approvals SET {column} = '{other}' WHERE id = {approval}"));
-        let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+        let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
         out.expect(4, Some("APPROVAL_STALE"));
         assert!(out.json()["awaiting_approval"][0]["stale"].as_bool().unwrap(), "{}", out.describe());
         assert_eq!(ws.task_state("T1"), "awaiting_approval");
@@ -130,7 +123,7 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     }
 
     // Restored, it allows the call.
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
 }
 
@@ -138,11 +131,11 @@ fn an_approval_for_another_request_or_plan_is_stale() {
 fn a_stale_approval_does_not_hide_a_newer_matching_one() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
     let stale = approve(&ws, &op);
     ws.tamper(&format!("UPDATE approvals SET plan_digest = '{}' WHERE id = {stale}", "0".repeat(64)));
     let fresh = approve(&ws, &op);
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(0, None);
     assert_eq!(approvals(&ws), vec![(stale, None), (fresh, Some(2))], "the matching approval is the one consumed");
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
 }
@@ -158,20 +151,19 @@ fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
                     "validations": [{"id": "V0", "run": ["test", "-f", "go"], "expect_exit": 0}]});
     let mut t1 = http_task("T1", "external");
     t1["depends_on"] = json!(["T0"]);
-    ws.write_plan(&plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![t0, t1]));
+    ws.write_plan(
+        "plan.json",
+        &plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![t0, t1]),
+    );
     ws.run().expect(1, None);
     let op = ws.op_of("T1");
     let early = approve(&ws, &op);
     ws.write("go", "");
-    ws.engine(&["repair", "T0"]).expect(0, None);
+    ws.engine_json(&["repair", "T0"]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1], "T1's first call needed no approval");
     let t1_attempt = ws.attempts_of("T1")[0].id;
-    let (consumed, voided): (Option<i64>, Option<i64>) = ws
-        .db()
-        .query_row("SELECT consumed_by, voided_by FROM approvals WHERE id = ?1", [early], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
+    let row = ws.ledger().approval(early);
+    let (consumed, voided) = (row.consumed_by.map(|a| a.get()), row.voided_by.map(|a| a.get()));
     assert_eq!((consumed, voided), (None, Some(t1_attempt)), "voided by the call that did not need it");
     assert!(ws.event_kinds().iter().any(|k| k == "approvals_voided"));
 }

@@ -15,20 +15,19 @@ const OTHER: &str = "11111111111111111111111111111111111111111111111111111111111
 fn retry_of_an_operation_recorded_with_another_request_is_refused() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
     // Approved, so only the conflict check stands between retry and dispatch.
-    let approval = ws.engine(&["approve", &op, "--note", "ok to re-send"]);
+    let approval = ws.engine_json(&["approve", &op, "--note", "ok to re-send"]);
     approval.expect(0, None);
     let approval_id = approval.json()["approval"]["approval_id"].as_i64().unwrap();
     assert_eq!(ws.tamper(&format!("UPDATE attempts SET request_digest = '{OTHER}' WHERE operation_id = '{op}'")), 1);
 
-    let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+    let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
     out.expect(2, Some("OPERATION_CONFLICT"));
     assert!(out.stderr.contains("OPERATION_CONFLICT"), "{}", out.describe());
     assert_eq!(rcv.tries_of(&op), vec![1], "delivery log unchanged");
     assert_eq!(ws.attempts().len(), 1, "no intent recorded");
-    let consumed: Option<i64> =
-        ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
+    let consumed: Option<i64> = ws.ledger().approval(approval_id).consumed_by.map(|a| a.get());
     assert_eq!(consumed, None, "the approval is not used up by a refused call");
 }
 

@@ -169,7 +169,7 @@ fn run_case(c: &Case) {
         assert_eq!(rcv.tries_of(&op), vec![1], "delivered once, try 1: {d:?}");
     }
     let events_at_kill = ws.events();
-    let kinds_at_kill: Vec<&str> = events_at_kill.iter().map(|e| e.1.as_str()).collect();
+    let kinds_at_kill: Vec<&str> = events_at_kill.iter().map(|e| e.kind.as_str()).collect();
     assert!(kinds_at_kill.contains(&"intent_recorded"), "{kinds_at_kill:?}");
 
     // 2. Restart without the failpoint.
@@ -217,10 +217,7 @@ fn run_case(c: &Case) {
             assert_eq!(a1_after.state, "succeeded");
             assert_eq!(ws.task_state("T1"), "succeeded");
             assert!(unknown.is_empty());
-            let validated = ws.count(&format!(
-                "SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND scope = 'validation' AND passed = 1",
-                a1.id
-            ));
+            let validated = ws.ledger().validations_passed(a1.id);
             assert_eq!(validated, 1, "the validation ran against this attempt");
             let receipt = ws.receipt_of(a1.id).expect("a receipt");
             if c.expect == ObservedPresent {
@@ -235,7 +232,7 @@ fn run_case(c: &Case) {
             second.expect(1, None);
             assert_eq!(after.len(), 1, "nothing new was attempted: {after:?}");
             assert_eq!(a1_after.state, "failed");
-            assert_eq!(a1_after.class(), Some("provider_unavailable"), "{a1_after:?}");
+            assert_eq!(a1_after.class(), "provider_unavailable", "{a1_after:?}");
             assert_eq!(a1_after.classification.as_ref().unwrap()["rule"], "observed_effect_absent");
             assert_eq!(ws.task_state("T1"), "failed");
             assert_eq!(report["failed"], json!(["T1"]));
@@ -245,11 +242,11 @@ fn run_case(c: &Case) {
             // no earlier try was dispatched; a local one does not.
             let op_s = op.as_str();
             if c.effect == "external" {
-                ws.engine(&["retry", op_s, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
+                ws.engine_json(&["retry", op_s, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
                 assert!(rcv.tries_of(&op).is_empty(), "nothing sent before the approval");
-                ws.engine(&["approve", op_s, "--note", "observed absent; send it"]).expect(0, None);
+                ws.engine_json(&["approve", op_s, "--note", "observed absent; send it"]).expect(0, None);
             }
-            let retry = ws.engine(&["retry", op_s, "--jobs", "1"]);
+            let retry = ws.engine_json(&["retry", op_s, "--jobs", "1"]);
             retry.expect(0, None);
             assert_eq!(rcv.tries_of(&op), vec![2], "the retry is delivered once, as try 2");
         }

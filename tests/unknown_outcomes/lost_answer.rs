@@ -64,7 +64,7 @@ fn idempotent_external_task_is_observed_or_rerun_and_the_receiver_dedupes() {
             // repeat of external work still needs a person's approval.
             ws.run().expect(4, Some("APPROVAL_REQUIRED"));
             assert_eq!(rcv.tries_of(&op), vec![1], "nothing re-sent before the approval");
-            assert!(ws.engine(&["approve", &op, "--note", "idempotent; re-send"]).code() == Some(0));
+            assert!(ws.engine_json(&["approve", &op, "--note", "idempotent; re-send"]).code() == 0);
         }
         ws.run().expect(0, None);
         let a = ws.attempts();

@@ -2,6 +2,9 @@
 //! settlement, approvals and retries, fencing — asserted from the
 //! receiver's own delivery log and from the engine's store.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod approvals;
 mod call_site;
 mod common;

@@ -11,7 +11,7 @@ use crate::common::*;
 fn one_mcp_task(flags: &[&str], observe: bool, tool: &str) -> Ws {
     let ws = Ws::new();
     let providers = json!({"tools": mcp_provider(&ws, flags, observe)});
-    ws.write_plan(&plan("docs", providers, vec![mcp_task("T1", tool, "external")]));
+    ws.write_plan("plan.json", &plan("docs", providers, vec![mcp_task("T1", tool, "external")]));
     ws
 }
 
@@ -26,16 +26,11 @@ fn tool_call_succeeds_with_identity_in_meta() {
     assert_eq!(d[0]["arguments"], json!({"doc": "T1"}));
     let a = ws.attempts();
     assert_eq!((a.len(), a[0].state.as_str()), (1, "succeeded"));
-    let kinds: Vec<String> = {
-        let db = ws.db();
-        let mut st = db.prepare("SELECT kind FROM evidence WHERE attempt_id = ?1 ORDER BY id").unwrap();
-        let rows = st.query_map([a[0].id], |r| r.get(0)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
-    };
+    let kinds: Vec<String> = ws.evidence(a[0].id).into_iter().map(|e| e.1).collect();
     assert_eq!(kinds.first().map(String::as_str), Some("tool_result"), "{kinds:?}");
     // `explain` (human form) describes the tool's answer.
     let mut cmd = std::process::Command::new(ENGINE);
-    cmd.current_dir(ws.path()).args(["explain", "T1"]);
+    cmd.current_dir(&ws.dir).args(["explain", "T1"]);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("ENGINE_") {
             cmd.env_remove(k);
@@ -52,16 +47,12 @@ fn tool_error_is_provider_rejected() {
     let out = ws.run();
     out.expect(1, None);
     let a = ws.attempts();
-    assert_eq!((a.len(), a[0].state.as_str(), a[0].class()), (1, "failed", Some("provider_rejected")));
+    assert_eq!((a.len(), a[0].state.as_str(), a[0].class()), (1, "failed", "provider_rejected"));
     assert_eq!(a[0].classification.as_ref().unwrap()["rule"], "tool_error");
     assert_eq!(ws.task_state("T1"), "failed");
     assert!(ws.mcp_deliveries().is_empty());
-    let (data,): (String,) = ws
-        .db()
-        .query_row("SELECT data FROM evidence WHERE attempt_id = ?1 AND kind = 'provider_error'", [a[0].id], |r| {
-            Ok((r.get(0)?,))
-        })
-        .unwrap();
+    let data =
+        ws.evidence(a[0].id).into_iter().find(|e| e.1 == "provider_error").expect("a provider error").2.to_string();
     assert!(data.contains("\"source\":\"tool\"") && data.contains("template `?` not found"), "{data}");
     assert_eq!(ws.receipt_of(a[0].id).unwrap()["tool_error"], "cannot render: template `?` not found");
 }
@@ -144,13 +135,13 @@ fn mcp_plan_shapes_are_checked() {
     for (providers, action, place) in cases {
         let mut task = mcp_task("T1", "render", "external");
         task["action"] = action;
-        ws.write_plan(&plan("docs", providers, vec![task]));
-        let out = ws.engine(&["check", "plan.json"]);
+        ws.write_plan("plan.json", &plan("docs", providers, vec![task]));
+        let out = ws.engine_json(&["check", "plan.json"]);
         out.expect(2, Some("PLAN_INVALID"));
         assert_eq!(out.json()["error"]["place"].as_str(), Some(place), "{}", out.describe());
     }
     let mut task = mcp_task("T1", "render", "external");
     task["action"] = json!({"tool": "render"});
-    ws.write_plan(&plan("docs", json!({"tools": good}), vec![task]));
-    ws.engine(&["check", "plan.json"]).expect(0, None);
+    ws.write_plan("plan.json", &plan("docs", json!({"tools": good}), vec![task]));
+    ws.engine_json(&["check", "plan.json"]).expect(0, None);
 }

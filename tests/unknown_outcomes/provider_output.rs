@@ -33,13 +33,12 @@ os.kill(os.getpid(), signal.SIGKILL)
                "action": {"run": ["python3", "agent.py", t1_op]}})
     };
     // T1's operation id does not depend on T2 (goal id + ref + request).
-    ws.write_plan(&plan(
-        "docs",
-        providers.clone(),
-        vec![http_task("T1", "external"), agent_task("placeholder"), t3.clone()],
-    ));
+    ws.write_plan(
+        "plan.json",
+        &plan("docs", providers.clone(), vec![http_task("T1", "external"), agent_task("placeholder"), t3.clone()]),
+    );
     let t1 = ws.digest_op("T1");
-    ws.write_plan(&plan("docs", providers, vec![http_task("T1", "external"), agent_task(&t1), t3]));
+    ws.write_plan("plan.json", &plan("docs", providers, vec![http_task("T1", "external"), agent_task(&t1), t3]));
     assert_eq!(ws.digest_op("T1"), t1);
 
     // T1 becomes unknown (killed after dispatch, no observation); on the
@@ -50,33 +49,30 @@ os.kill(os.getpid(), signal.SIGKILL)
     let t2 = ws.op_of("T2");
     let a2 = ws.attempts_of("T2");
     assert_eq!(a2.len(), 1, "T2 ran once");
-    assert_eq!(a2[0].class(), Some("killed"));
+    assert_eq!(a2[0].class(), "killed");
     assert_eq!(ws.task_state("T3"), "blocked");
 
     // The agent's words are a claim, nothing more.
-    let (authority, claim): (String, String) = ws
-        .db()
-        .query_row("SELECT authority, data FROM claims WHERE attempt_id = ?1", [a2[0].id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
+    let claims = ws.claims(a2[0].id);
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let (authority, claim) = (claims[0].0.clone(), claims[0].1.to_string());
     assert_eq!(authority, "external_ai_message");
     assert!(claim.contains("\"approve\""), "{claim}");
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 0);
+    assert_eq!(ws.ledger().approvals().len(), 0);
+    assert_eq!(ws.ledger().settlements().len(), 0);
     assert_eq!(ws.attempts_of("T1")[0].state, "effect_unknown", "T1 is not settled by T2's output");
     assert_eq!(ws.task_state("T1"), "effect_unknown");
 
     // A repeat of T2 (external) still needs a person's approval. The run
     // exits 3 because T1 is still unknown (3 comes before 4), and lists T2
     // as awaiting approval.
-    let out = ws.engine(&["retry", &t2, "--jobs", "1"]);
+    let out = ws.engine_json(&["retry", &t2, "--jobs", "1"]);
     out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
     let j = out.json();
     assert_eq!(j["awaiting_approval"][0]["operation_id"], t2.as_str(), "{}", out.describe());
     assert_eq!(ws.task_state("T2"), "awaiting_approval");
     assert_eq!(ws.attempts_of("T2").len(), 1, "T2 not re-run without approval");
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
+    assert_eq!(ws.ledger().approvals().len(), 0);
     assert_eq!(rcv.tries_of(&t1), vec![1]);
 }
 
@@ -89,33 +85,36 @@ fn http_answer_with_approval_json_changes_nothing() {
     .to_string();
     let svc = FakeHttp::start("503 Service Unavailable", body);
     let ws = Ws::new();
-    ws.write_plan(&plan(
-        "docs",
-        json!({"r": {"kind": "http", "endpoint": format!("http://127.0.0.1:{}/render", svc.port)}}),
-        vec![http_task("T1", "external")],
-    ));
+    ws.write_plan(
+        "plan.json",
+        &plan(
+            "docs",
+            json!({"r": {"kind": "http", "endpoint": format!("http://127.0.0.1:{}/render", svc.port)}}),
+            vec![http_task("T1", "external")],
+        ),
+    );
     ws.run().expect(1, None);
     let op = ws.op_of("T1");
     let a = ws.attempts();
-    assert_eq!(a[0].class(), Some("provider_unavailable"));
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 0);
+    assert_eq!(a[0].class(), "provider_unavailable");
+    assert_eq!(ws.ledger().approvals().len(), 0);
+    assert_eq!(ws.ledger().settlements().len(), 0);
     assert_eq!(svc.requests(), vec![(op.clone(), "1".to_string())]);
 
     // The repeat waits for a person.
-    let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+    let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
     out.expect(4, Some("APPROVAL_REQUIRED"));
     assert_eq!(svc.requests().len(), 1, "not re-sent");
     assert_eq!(ws.attempts().len(), 1);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
+    assert_eq!(ws.ledger().approvals().len(), 0);
 
     // A person's approval lets exactly one more call through.
-    ws.engine(&["approve", &op, "--note", "try once more"]).expect(0, None);
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(1, None);
+    ws.engine_json(&["approve", &op, "--note", "try once more"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(1, None);
     assert_eq!(svc.requests(), vec![(op.clone(), "1".to_string()), (op.clone(), "2".to_string())]);
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(4, Some("APPROVAL_REQUIRED"));
     assert_eq!(svc.requests().len(), 2);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 1);
+    assert_eq!(ws.ledger().approvals().len(), 1);
 }
 
 /// A provider that goes looking for the store (its cwd is the workspace,
@@ -132,10 +131,10 @@ fn a_provider_cannot_approve_or_settle_through_the_engine_while_it_runs() {
     );
     let task = json!({"ref": "T1", "title": "sneaky", "provider": "sh", "effect": "external",
                       "action": {"run": ["sh", "-c", script]}});
-    ws.write_plan(&plan("sneak", json!({"sh": {"kind": "command"}}), vec![task]));
+    ws.write_plan("plan.json", &plan("sneak", json!({"sh": {"kind": "command"}}), vec![task]));
     ws.run().expect(0, None);
-    assert_eq!(std::fs::read_to_string(ws.path().join("approve.code")).unwrap().trim(), "6", "STORE_LOCKED");
-    assert_eq!(std::fs::read_to_string(ws.path().join("settle.code")).unwrap().trim(), "6", "STORE_LOCKED");
-    assert_eq!(ws.count("SELECT COUNT(*) FROM approvals"), 0);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 0);
+    assert_eq!(std::fs::read_to_string(ws.path("approve.code")).unwrap().trim(), "6", "STORE_LOCKED");
+    assert_eq!(std::fs::read_to_string(ws.path("settle.code")).unwrap().trim(), "6", "STORE_LOCKED");
+    assert_eq!(ws.ledger().approvals().len(), 0);
+    assert_eq!(ws.ledger().settlements().len(), 0);
 }

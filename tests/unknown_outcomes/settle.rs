@@ -25,7 +25,7 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     let (ws, op) = unknown_op(&rcv);
     let a1 = ws.attempts()[0].clone();
 
-    let settled = ws.engine(&[
+    let settled = ws.engine_json(&[
         "settle",
         &op,
         "--outcome",
@@ -39,14 +39,13 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     assert_eq!(settled.json()["settlement"]["operation_id"], op.as_str());
     // Settling runs nothing: no new attempt, no check, no delivery.
     assert_eq!(ws.attempts().len(), 1);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM check_results"), 0);
+    assert_eq!(ws.ledger().check_results().len(), 0);
     assert_eq!(rcv.tries_of(&op), vec![1]);
-    let (outcome, actor, note, attempt_id): (String, String, String, i64) = ws
-        .db()
-        .query_row("SELECT outcome, actor, note, attempt_id FROM settlements", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .unwrap();
+    let settlements = ws.ledger().settlements();
+    assert_eq!(settlements.len(), 1, "{settlements:?}");
+    let s = &settlements[0];
+    let (outcome, actor, note, attempt_id) =
+        (s.outcome.to_string(), s.actor.clone(), s.note.clone(), s.attempt_id.get());
     assert_eq!(
         (outcome.as_str(), actor.as_str(), note.as_str(), attempt_id),
         ("ok", "alice", "the receiver's log shows the delivery", a1.id)
@@ -60,10 +59,12 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     assert_eq!(j["goal_state"], "satisfied");
     assert!(j["unknown"].as_array().unwrap().is_empty());
     assert_eq!(ws.task_state("T1"), "succeeded");
-    let validated = ws.count(&format!(
-        "SELECT COUNT(*) FROM check_results WHERE attempt_id = {} AND check_id = 'V1' AND passed = 1",
-        a1.id
-    ));
+    let validated = ws
+        .ledger()
+        .check_results()
+        .iter()
+        .filter(|c| c.attempt_id.map(|a| a.get()) == Some(a1.id) && c.check_id == "V1" && c.passed)
+        .count();
     assert_eq!(validated, 1, "V1 judged the settled attempt");
     // The attempt keeps saying a person settled it (the engine verified nothing).
     assert_eq!(ws.attempts()[0].state, "settled_ok");
@@ -76,7 +77,7 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
 
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "the target has no record"]).expect(0, None);
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "the target has no record"]).expect(0, None);
     assert_eq!(ws.attempts()[0].state, "settled_not_run");
 
     // A plain run neither re-sends nor claims the goal.
@@ -87,7 +88,7 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
     assert_eq!(ws.attempts().len(), 1);
 
     // Retry without an approval waits.
-    let out = ws.engine(&["retry", &op, "--jobs", "1"]);
+    let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
     out.expect(4, Some("APPROVAL_REQUIRED"));
     let j = out.json();
     assert_eq!(j["awaiting_approval"][0]["operation_id"], op.as_str());
@@ -96,10 +97,10 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
     assert_eq!(rcv.tries_of(&op), vec![1]);
 
     // With a person's approval: the same Idempotency-Key, Engine-Try 2.
-    let approved = ws.engine(&["approve", &op, "--note", "re-send: the target confirmed it has nothing"]);
+    let approved = ws.engine_json(&["approve", &op, "--note", "re-send: the target confirmed it has nothing"]);
     approved.expect(0, None);
     let approval_id = approved.json()["approval"]["approval_id"].as_i64().unwrap();
-    ws.engine(&["retry", &op, "--jobs", "1"]).expect(0, None);
+    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(0, None);
     let all = rcv.deliveries();
     assert_eq!(all.len(), 2, "exactly two deliveries in all: {all:?}");
     assert!(all.iter().all(|d| d["key"] == op.as_str()), "same Idempotency-Key: {all:?}");
@@ -111,8 +112,7 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
         (op.as_str(), 2, "retry")
     );
     assert_eq!(attempts[1].state, "succeeded");
-    let consumed_by: Option<i64> =
-        ws.db().query_row("SELECT consumed_by FROM approvals WHERE id = ?1", [approval_id], |r| r.get(0)).unwrap();
+    let consumed_by = ws.ledger().approval(approval_id).consumed_by.map(|a| a.get());
     assert_eq!(consumed_by, Some(attempts[1].id), "the approval was consumed by the call it allowed");
     assert_eq!(ws.goal_state(), "satisfied");
 }
@@ -121,35 +121,35 @@ fn settle_not_run_then_retry_needs_approval_and_sends_try_two() {
 fn refused_settlements_write_nothing() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
-    let snapshot = ws.ledger_snapshot();
+    let snapshot = ws.ledger().snapshot();
 
     // An empty (or blank) note.
     for note in ["", "   "] {
-        let out = ws.engine(&["settle", &op, "--outcome", "ok", "--note", note]);
+        let out = ws.engine_json(&["settle", &op, "--outcome", "ok", "--note", note]);
         out.expect(2, Some("SETTLEMENT_INVALID"));
         assert!(out.stderr.contains("SETTLEMENT_INVALID"), "{}", out.describe());
-        assert_eq!(ws.ledger_snapshot(), snapshot, "a refused settlement wrote something (note {note:?})");
+        assert_eq!(ws.ledger().snapshot(), snapshot, "a refused settlement wrote something (note {note:?})");
     }
     // An operation this store does not know.
-    ws.engine(&["settle", "op_000000000000000000000000", "--outcome", "not_run", "--note", "n"])
+    ws.engine_json(&["settle", "op_000000000000000000000000", "--outcome", "not_run", "--note", "n"])
         .expect(2, Some("SETTLEMENT_INVALID"));
-    assert_eq!(ws.ledger_snapshot(), snapshot);
+    assert_eq!(ws.ledger().snapshot(), snapshot);
 
     // Once settled, the operation is no longer `effect_unknown`.
-    ws.engine(&["settle", &op, "--outcome", "ok", "--note", "seen in the receiver"]).expect(0, None);
-    let settled = ws.ledger_snapshot();
-    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "changed my mind"])
+    ws.engine_json(&["settle", &op, "--outcome", "ok", "--note", "seen in the receiver"]).expect(0, None);
+    let settled = ws.ledger().snapshot();
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "changed my mind"])
         .expect(2, Some("SETTLEMENT_INVALID"));
-    assert_eq!(ws.ledger_snapshot(), settled);
-    assert_eq!(ws.count("SELECT COUNT(*) FROM settlements"), 1);
+    assert_eq!(ws.ledger().snapshot(), settled);
+    assert_eq!(ws.ledger().settlements().len(), 1);
 
     // An operation that succeeded.
     let rcv2 = Receiver::start(&[]);
     let ws2 = one_http_task(&rcv2, "external", false, json!({}));
     ws2.run().expect(0, None);
     let op2 = ws2.op_of("T1");
-    let before = ws2.ledger_snapshot();
-    ws2.engine(&["settle", &op2, "--outcome", "ok", "--note", "n"]).expect(2, Some("SETTLEMENT_INVALID"));
-    assert_eq!(ws2.ledger_snapshot(), before);
+    let before = ws2.ledger().snapshot();
+    ws2.engine_json(&["settle", &op2, "--outcome", "ok", "--note", "n"]).expect(2, Some("SETTLEMENT_INVALID"));
+    assert_eq!(ws2.ledger().snapshot(), before);
     assert_eq!(ws2.attempts()[0].state, "succeeded");
 }

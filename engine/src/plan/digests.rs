@@ -6,14 +6,15 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::digest::{canonical_json, Digester, Kind};
+use crate::ids::{OperationId, RequestDigest};
 use crate::plan::model::{Goal, PlanFile, ProviderSpec, Task};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskDigests {
     pub meaning: String,
     pub dependencies: String,
-    pub request: String,
-    pub operation_id: String,
+    pub request: RequestDigest,
+    pub operation_id: OperationId,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -147,25 +148,25 @@ pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> Strin
 
 /// The exact request sent: provider identity, action, and a repair's
 /// instruction when there is one (a new instruction is a new request).
-pub fn request_digest(provider: &str, spec: &ProviderSpec, action: &Value, instruction: Option<&str>) -> String {
+pub fn request_digest(provider: &str, spec: &ProviderSpec, action: &Value, instruction: Option<&str>) -> RequestDigest {
     request_with(&canonical_json(&provider_identity(provider, spec)), action, instruction)
 }
 
-fn request_with(identity: &str, action: &Value, instruction: Option<&str>) -> String {
+fn request_with(identity: &str, action: &Value, instruction: Option<&str>) -> RequestDigest {
     let mut d = Digester::new(Kind::Request).bytes("provider", identity.as_bytes()).json("action", action);
     if let Some(text) = instruction {
         d = d.str("instruction", text);
     }
-    d.finish()
+    RequestDigest::new(d.finish())
 }
 
 /// Goal id + task ref + request digest: one logical operation, stable
 /// across its tries. Short enough to type, long enough not to collide.
-pub fn operation_id(goal_id: &str, task_ref: &str, request_digest: &str) -> String {
+pub fn operation_id(goal_id: &str, task_ref: &str, request_digest: &RequestDigest) -> OperationId {
     let hex = Digester::new(Kind::Operation)
         .str("goal", goal_id)
         .str("task", task_ref)
-        .str("request", request_digest)
+        .str("request", request_digest.as_str())
         .finish();
-    format!("op_{}", &hex[..24])
+    OperationId::new(format!("op_{}", &hex[..24]))
 }

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::Cost;
+
 /// A plan file, `"version": 1`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,7 +100,8 @@ pub struct Budgets {
     pub max_revisions: u32,
     #[serde(default = "default_calls")]
     pub max_provider_calls: u64,
-    /// Sum of `cost` of dispatched calls, unknown outcomes included.
+    /// Sum of `cost` of dispatched calls, unknown outcomes included
+    /// (counted exactly, in millionths).
     #[serde(default)]
     pub max_cost: f64,
     /// Wall clock from the goal's first run.
@@ -121,6 +124,13 @@ fn default_calls() -> u64 {
 }
 fn default_deadline() -> u64 {
     3600
+}
+
+impl Budgets {
+    /// `max_cost` as an exact cost (validated at load).
+    pub fn max_cost(&self) -> Cost {
+        Cost::of_plan(self.max_cost)
+    }
 }
 
 impl Default for Budgets {
@@ -196,6 +206,10 @@ impl Effect {
             Effect::External => "external",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Effect> {
+        [Effect::None, Effect::Local, Effect::External].into_iter().find(|e| e.as_str() == s)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -221,7 +235,8 @@ pub struct Task {
     /// The provider deduplicates repeats of the same operation id.
     #[serde(default)]
     pub idempotent: bool,
-    /// Cost per call, budgeted against `max_cost`.
+    /// Cost per call, budgeted against `max_cost` (counted exactly, in
+    /// millionths: 0 or at least 0.000001, at most 10^12).
     #[serde(default)]
     pub cost: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +248,19 @@ pub struct Task {
     /// recorded (`["python3", "--version"]`) or `{"env": "NAME"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+}
+
+impl Task {
+    /// `cost` as an exact cost (validated at load).
+    pub fn cost(&self) -> Cost {
+        Cost::of_plan(self.cost)
+    }
+
+    /// May this task's work be sent again without a person (SPEC: re-run
+    /// only where the effect is `none` or the task is declared idempotent)?
+    pub fn safe_to_resend(&self) -> bool {
+        self.effect == Effect::None || self.idempotent
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

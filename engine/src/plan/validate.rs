@@ -3,15 +3,17 @@
 //! Pure apart from the symlink check on inputs, which asks the filesystem.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::plan::model::{PlanFile, ProviderSpec, Task};
+use crate::workspace::lexically_inside;
 
 /// Validate everything but the filesystem; returns task indices in a
-/// topological order (dependencies first; ties by file order).
+/// topological order (dependencies first; ties by file order). The checks
+/// run in this order, and the first failure is the one reported.
 pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     if plan.version != 1 {
         return Err(Error::new(
@@ -21,6 +23,27 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
         .at("$.version"));
     }
     super::bounds::check(plan)?;
+    goal(plan)?;
+    budgets(plan)?;
+    for (name, spec) in &plan.providers {
+        provider(name, spec)?;
+    }
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
+    for (i, task) in plan.tasks.iter().enumerate() {
+        let at = format!("$.tasks[{i}]");
+        if task.task_ref.trim().is_empty() {
+            return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
+        }
+        if index.insert(task.task_ref.as_str(), i).is_some() {
+            return Err(Error::new(Code::DuplicateTaskRef, format!("task ref `{}` is used twice", task.task_ref))
+                .at(format!("{at}.ref")));
+        }
+        self::task(plan, task, &at)?;
+    }
+    topo_order(plan, &dependency_graph(plan, &index)?)
+}
+
+fn goal(plan: &PlanFile) -> Result<()> {
     let goal = plan.goal.as_ref().ok_or_else(|| Error::new(Code::GoalRequired, "the plan has no goal").at("$.goal"))?;
     if goal.id.trim().is_empty() {
         return Err(Error::new(Code::PlanInvalid, "goal id is empty").at("$.goal.id"));
@@ -34,78 +57,72 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
             non_empty_argv(&check.run, &format!("$.goal.acceptance[{i}].check.run"))?;
         }
     }
-    budgets(plan)?;
-    for (name, spec) in &plan.providers {
-        match spec {
-            ProviderSpec::Http { endpoint, observe, hosts } => {
-                let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
-                let p =
-                    providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
-                p.check().map_err(|e| {
-                    let field = e.path.split('.').next().unwrap_or("endpoint");
-                    Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
-                })?;
-                if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
-                    return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
-                        .at(format!("$.providers.{name}.observe")));
-                }
-            }
-            ProviderSpec::Mcp { command, observe_tool } => {
-                non_empty_argv(command, &format!("$.providers.{name}.command"))?;
-                if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
-                    return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
-                        .at(format!("$.providers.{name}.observe_tool")));
-                }
-            }
-            ProviderSpec::Command { .. } => {}
-        }
-    }
+    Ok(())
+}
 
-    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
-    for (i, task) in plan.tasks.iter().enumerate() {
-        let at = format!("$.tasks[{i}]");
-        if task.task_ref.trim().is_empty() {
-            return Err(Error::new(Code::PlanInvalid, "task ref is empty").at(format!("{at}.ref")));
-        }
-        if index.insert(task.task_ref.as_str(), i).is_some() {
-            return Err(Error::new(Code::DuplicateTaskRef, format!("task ref `{}` is used twice", task.task_ref))
-                .at(format!("{at}.ref")));
-        }
-        let spec = plan.providers.get(&task.provider).ok_or_else(|| {
-            Error::new(
-                Code::UnknownProvider,
-                format!(
-                    "task `{}` names provider `{}`, which `providers` does not declare",
-                    task.task_ref, task.provider
-                ),
-            )
-            .at(format!("{at}.provider"))
-        })?;
-        action_shape(task, spec, &at)?;
-        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
-        for (j, v) in task.validations.iter().enumerate() {
-            non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
-        }
-        if !(task.cost.is_finite() && task.cost >= 0.0) {
-            return Err(Error::new(Code::PlanInvalid, "cost must be a finite number >= 0").at(format!("{at}.cost")));
-        }
-        for (j, input) in task.inputs.iter().enumerate() {
-            lexically_inside(input).map_err(|why| {
-                Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
-                    .at(format!("{at}.inputs[{j}]"))
+fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
+    match spec {
+        ProviderSpec::Http { endpoint, observe, hosts } => {
+            let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
+            let p = providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
+            p.check().map_err(|e| {
+                let field = e.path.split('.').next().unwrap_or("endpoint");
+                Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
             })?;
-            if input.contains(['*', '?', '[']) {
-                glob::Pattern::new(input).map_err(|e| {
-                    Error::new(
-                        Code::PlanInvalid,
-                        format!("input `{input}` of task `{}` is not a valid glob: {}", task.task_ref, e.msg),
-                    )
-                    .at(format!("{at}.inputs[{j}]"))
-                })?;
+            if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
+                return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
+                    .at(format!("$.providers.{name}.observe")));
             }
         }
+        ProviderSpec::Mcp { command, observe_tool } => {
+            non_empty_argv(command, &format!("$.providers.{name}.command"))?;
+            if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
+                return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
+                    .at(format!("$.providers.{name}.observe_tool")));
+            }
+        }
+        ProviderSpec::Command { .. } => {}
     }
+    Ok(())
+}
 
+/// One task's provider, action, validations, cost and inputs.
+fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
+    let spec = plan.providers.get(&task.provider).ok_or_else(|| {
+        Error::new(
+            Code::UnknownProvider,
+            format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+        )
+        .at(format!("{at}.provider"))
+    })?;
+    action_shape(task, spec, at)?;
+    unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
+    for (j, v) in task.validations.iter().enumerate() {
+        non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
+    }
+    if let Err(why) = Cost::from_units(task.cost) {
+        return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
+    }
+    for (j, input) in task.inputs.iter().enumerate() {
+        lexically_inside(input).map_err(|why| {
+            Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
+                .at(format!("{at}.inputs[{j}]"))
+        })?;
+        if input.contains(['*', '?', '[']) {
+            glob::Pattern::new(input).map_err(|e| {
+                Error::new(
+                    Code::PlanInvalid,
+                    format!("input `{input}` of task `{}` is not a valid glob: {}", task.task_ref, e.msg),
+                )
+                .at(format!("{at}.inputs[{j}]"))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The tasks as a graph, an edge from each dependency to its dependant.
+fn dependency_graph(plan: &PlanFile, index: &HashMap<&str, usize>) -> Result<DiGraph<usize, ()>> {
     let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(plan.tasks.len(), plan.tasks.len());
     let nodes: Vec<NodeIndex> = (0..plan.tasks.len()).map(|i| graph.add_node(i)).collect();
     for (i, task) in plan.tasks.iter().enumerate() {
@@ -123,13 +140,13 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
             }
         }
     }
-    topo_order(plan, &graph)
+    Ok(graph)
 }
 
 fn budgets(plan: &PlanFile) -> Result<()> {
     let b = &plan.budgets;
-    if !(b.max_cost.is_finite() && b.max_cost >= 0.0) {
-        return Err(Error::new(Code::PlanInvalid, "max_cost must be a finite number >= 0").at("$.budgets.max_cost"));
+    if let Err(why) = Cost::from_units(b.max_cost) {
+        return Err(Error::new(Code::PlanInvalid, format!("max_cost {why}")).at("$.budgets.max_cost"));
     }
     if b.max_attempts_per_task == 0 {
         return Err(Error::new(Code::PlanInvalid, "max_attempts_per_task must be at least 1")
@@ -230,34 +247,6 @@ fn kind_name(spec: &ProviderSpec) -> &'static str {
         ProviderSpec::Http { .. } => "http",
         ProviderSpec::Mcp { .. } => "mcp",
     }
-}
-
-/// An input must be relative and never climb above the workspace.
-pub fn lexically_inside(input: &str) -> std::result::Result<(), &'static str> {
-    if input.is_empty() {
-        return Err("is empty");
-    }
-    let path = Path::new(input);
-    let mut depth: i64 = 0;
-    for c in path.components() {
-        match c {
-            Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
-            // Any `..` is refused, not only one that climbs out: after a
-            // symlinked folder, `link/..` is not the folder it reads as, so
-            // the checkpoint would cover another file than the one named.
-            Component::ParentDir => {
-                depth -= 1;
-                return Err(if depth < 0 {
-                    "climbs out of the workspace with `..`"
-                } else {
-                    "uses `..`; name the path without it"
-                });
-            }
-            Component::CurDir => {}
-            Component::Normal(_) => depth += 1,
-        }
-    }
-    Ok(())
 }
 
 /// Kahn's algorithm with a min-heap so the order is stable (file order among

@@ -3,17 +3,19 @@
 
 use serde_json::{json, Value};
 
-use super::status::goal_or_latest;
-use super::utc;
-use crate::cli::Output;
+use super::Output;
+use crate::clock::utc;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
-use crate::store::{ledger, Store};
+use crate::ids::GoalId;
+use crate::store::attempts::AttemptRecord;
+use crate::store::events::EventKind;
+use crate::store::{LedgerRead, Store};
 
-pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Output> {
-    let conn = store.conn();
-    let g = goal_or_latest(store, goal)?;
-    let tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
+pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Output> {
+    let ledger = store.read();
+    let g = ledger.goal_or_latest(goal)?;
+    let tasks = ledger.tasks(&g.id, g.active_revision)?;
     let task = tasks.iter().find(|t| t.task_ref == task_ref).ok_or_else(|| {
         Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision))
             .at(task_ref.to_string())
@@ -24,88 +26,91 @@ pub fn render(store: &Store, goal: Option<&str>, task_ref: &str) -> Result<Outpu
     );
     // The reuse decision `engine revise` recorded for this task, if the
     // active revision came from one (its `revision_recorded` event).
-    let reuse: Option<Value> = conn
-        .query_row(
-            "SELECT data FROM events WHERE goal_id = ?1 AND revision = ?2 AND kind = 'revision_recorded' ORDER BY seq DESC LIMIT 1",
-            rusqlite::params![g.id, g.active_revision],
-            |r| r.get::<_, String>(0),
-        )
-        .ok()
-        .and_then(|data| serde_json::from_str::<Value>(&data).ok())
-        .and_then(|data| data["decisions"].as_array()?.iter().find(|d| d["task_ref"] == task_ref).cloned());
+    let reuse: Option<Value> = ledger
+        .latest_event(&g.id, g.active_revision, EventKind::RevisionRecorded)?
+        .and_then(|e| e.data["decisions"].as_array()?.iter().find(|d| d["task_ref"] == task_ref).cloned());
     if let Some(d) = &reuse {
-        let line = match d["decision"].as_str() {
-            Some("reuse") => format!(
-                "reuse: reused from revision {} attempt {} (evidence {})",
-                d["provenance"]["revision"], d["provenance"]["attempt_id"], d["provenance"]["evidence_ids"]
-            ),
-            _ => {
-                let refusal = &d["refusal"];
-                let detail: Vec<String> = refusal
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .filter(|(k, _)| *k != "reason")
-                            .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
-            }
-        };
-        text.push_str(line.trim_end());
+        text.push_str(reuse_line(d).trim_end());
         text.push('\n');
     }
-    if let Some(code) = task.detail.get("stale").and_then(Value::as_str) {
-        text.push_str(&format!(
-            "completion stale, run again: {code} — {}\n",
-            task.detail.get("detail").and_then(Value::as_str).unwrap_or("")
-        ));
+    if let Some((code, detail)) = task.stale() {
+        text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
     let mut attempts_json = Vec::new();
-    for a in ledger::attempts_of_task(conn, &g.id, task_ref)? {
-        text.push_str(&format!(
-            "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
-            a.id,
-            a.revision,
-            a.try_no,
-            a.kind,
-            a.state,
-            utc(a.intent_at_ms)
-        ));
-        if let Some(d) = &a.dispatch_detail {
-            text.push_str(&format!("  handed to the provider: {d}\n"));
-        }
-        if let Some(reason) = &a.unknown_reason {
-            text.push_str(&format!("  no receipt: {reason}\n"));
-        }
-        let evidence = ledger::evidence_of_attempt(conn, a.id)?;
-        for r in &evidence {
-            text.push_str(&format!("  evidence #{} {}\n", r.id, describe(&r.evidence)));
-        }
-        if let Some(c) = &a.classification {
-            text.push_str(&format!(
-                "  classification: {} by rule {} from evidence {} — next: {}\n",
-                c["class"].as_str().unwrap_or("?"),
-                c["rule"].as_str().unwrap_or("?"),
-                json!(c["evidence_ids"]),
-                c["next"].as_str().unwrap_or("?")
-            ));
-        }
-        let claims = ledger::claims_of_attempt(conn, a.id)?;
-        for (id, authority, data) in &claims {
-            text.push_str(&format!("  claim #{id} [{authority}] (not verified; never a cause or verdict): {data}\n"));
-        }
-        attempts_json.push(json!({
-            "attempt": a,
-            "receipt": ledger::receipt(conn, a.id)?,
-            "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
-            "claims": claims.iter().map(|(id, authority, data)| json!({"id": id, "authority": authority, "data": data})).collect::<Vec<_>>(),
-        }));
+    for a in ledger.attempts_of_task(&g.id, task_ref)? {
+        attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// One attempt in words (appended to `text`) and as its JSON document.
+fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Result<Value> {
+    text.push_str(&format!(
+        "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
+        a.id,
+        a.revision,
+        a.try_no,
+        a.kind,
+        a.state,
+        utc(a.intent_at_ms)
+    ));
+    if let Some(d) = &a.dispatch_detail {
+        text.push_str(&format!("  handed to the provider: {d}\n"));
+    }
+    if let Some(reason) = &a.unknown_reason {
+        text.push_str(&format!("  no receipt: {reason}\n"));
+    }
+    let evidence = ledger.evidence_of_attempt(a.id)?;
+    for r in &evidence {
+        text.push_str(&format!("  evidence #{} {}\n", r.id, describe(&r.evidence)));
+    }
+    if let Some(c) = &a.classification {
+        text.push_str(&format!(
+            "  classification: {} by rule {} from evidence {} — next: {}\n",
+            c.class,
+            c.rule,
+            json!(c.evidence_ids),
+            c.next
+        ));
+    }
+    let claims = ledger.claims_of_attempt(a.id)?;
+    for c in &claims {
+        text.push_str(&format!(
+            "  claim #{} [{}] (not verified; never a cause or verdict): {}\n",
+            c.id, c.authority, c.data
+        ));
+    }
+    Ok(json!({
+        "attempt": a,
+        "receipt": ledger.receipt(a.id)?,
+        "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
+        "claims": claims,
+    }))
+}
+
+/// The recorded reuse decision, in words.
+fn reuse_line(d: &Value) -> String {
+    match d["decision"].as_str() {
+        Some("reuse") => format!(
+            "reuse: reused from revision {} attempt {} (evidence {})",
+            d["provenance"]["revision"], d["provenance"]["attempt_id"], d["provenance"]["evidence_ids"]
+        ),
+        _ => {
+            let refusal = &d["refusal"];
+            let detail: Vec<String> = refusal
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| *k != "reason")
+                        .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
+        }
+    }
 }
 
 /// Each non-empty captured output: its size, whether it was cut, its excerpt.

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::Path;
 
 use super::document::{self, ReportDocument};
-use crate::cli::Output;
+use super::Output;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::store::{now_ms, Store};
+use crate::store::Store;
 
 pub struct Options<'a> {
     pub goal: Option<&'a str>,

@@ -1,18 +1,16 @@
 //! `engine log [--follow]`: the event log in ledger order.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use super::utc;
-use crate::cli::Output;
+use super::Output;
+use crate::clock::utc;
 use crate::error::Result;
-use crate::store::events::{self, EventRow};
+use crate::ids::Seq;
+use crate::limits::{LOG_FOLLOW_POLL, LOG_PAGE_EVENTS};
+use crate::store::events::EventRecord;
 use crate::store::Store;
 
-const PAGE: i64 = 10_000;
-
-fn line(e: &EventRow) -> String {
+fn line(e: &EventRecord) -> String {
     let mut s = format!("{:>6}  {}  {:<24}", e.seq, utc(e.at_ms), e.kind);
     if let Some(g) = &e.goal_id {
         s.push_str(&format!(" goal={g}"));
@@ -32,12 +30,12 @@ fn line(e: &EventRow) -> String {
     s
 }
 
-pub fn render(store: &Store, after: i64, follow: bool, as_json: bool) -> Result<Output> {
+pub fn render(store: &Store, after: Seq, follow: bool, as_json: bool) -> Result<Output> {
     if !follow {
         let mut all = Vec::new();
         let mut cursor = after;
         loop {
-            let page = events::since(store.conn(), cursor, PAGE)?;
+            let page = store.read().events_since(cursor, LOG_PAGE_EVENTS)?;
             let Some(last) = page.last() else { break };
             cursor = last.seq;
             all.extend(page);
@@ -48,18 +46,18 @@ pub fn render(store: &Store, after: i64, follow: bool, as_json: bool) -> Result<
     // --follow: print as events arrive, one JSON object per line with --json.
     let mut cursor = after;
     loop {
-        for e in events::since(store.conn(), cursor, PAGE)? {
+        for e in store.read().events_since(cursor, LOG_PAGE_EVENTS)? {
             cursor = e.seq;
             let text = if as_json {
                 serde_json::to_string(&e).map_err(|e| crate::error::Error::internal(format!("event JSON: {e}")))?
             } else {
                 super::escape::for_terminal(&line(&e)).into_owned()
             };
-            if !crate::cli::emit(&format!("{text}\n")) {
+            if !super::emit(&format!("{text}\n")) {
                 // The reader is gone: stop following.
                 return Ok(Output { text: String::new(), json: json!(null), exit_code: 0 });
             }
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(LOG_FOLLOW_POLL);
     }
 }

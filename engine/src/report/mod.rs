@@ -1,6 +1,7 @@
 //! Rendering for people (text) and scripts (JSON). Reads only; every word
 //! printed says no more than the ledger holds (SPEC.md's state table).
 
+pub mod acts;
 pub mod document;
 pub mod escape;
 pub mod explain;
@@ -8,11 +9,28 @@ pub mod goal_report;
 pub mod html;
 pub mod log;
 pub mod plan;
+pub mod revise;
 pub mod run;
 pub mod status;
 
 /// `engine --version`: the package version and the source commit.
 pub const VERSION: &str = env!("ENGINE_VERSION_LINE");
+
+/// What a command produced: text for people, JSON for scripts, and the
+/// exit code. Each renderer builds its own; the CLI only prints it.
+pub struct Output {
+    pub text: String,
+    pub json: serde_json::Value,
+    pub exit_code: i32,
+}
+
+/// Write to stdout; a reader that went away (`engine log | head`) is not an
+/// error worth a panic: the work is already recorded.
+pub fn emit(text: &str) -> bool {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
+}
 
 /// `s` left-aligned in a column of `width` characters (never shorter than
 /// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
@@ -31,25 +49,6 @@ pub fn short(digest: &str) -> &str {
     digest.get(..16).unwrap_or(digest)
 }
 
-/// Format milliseconds since the epoch as UTC `YYYY-MM-DD HH:MM:SS`.
-pub fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -58,11 +57,5 @@ mod tests {
         assert_eq!(super::pad("long", 2), "long");
         let wide = "r".repeat(70_000);
         assert_eq!(super::pad(&wide, 70_001).len(), 70_001);
-    }
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(super::utc(0), "1970-01-01 00:00:00");
-        assert_eq!(super::utc(1_795_000_000_000), "2026-11-18 11:06:40");
     }
 }

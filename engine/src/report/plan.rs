@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::cli::Output;
+use super::Output;
 use crate::plan::Plan;
 
 pub fn check(p: &Plan) -> Output {

@@ -3,8 +3,10 @@
 
 use serde_json::json;
 
-use crate::cli::Output;
+use super::Output;
+use crate::error::{Code, EXIT_TASK_FAILED};
 use crate::run::RunReport;
+use crate::state::GoalState;
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
@@ -25,7 +27,7 @@ pub fn render(r: &RunReport) -> Output {
     for u in &r.unknown {
         text.push_str(&format!(
             "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
-            u.operation_id, u.task_ref, u.try_no, super::short(&u.request_digest), u.last_state, u.reason, u.operation_id
+            u.operation_id, u.task_ref, u.try_no, super::short(u.request_digest.as_str()), u.last_state, u.reason_text(), u.operation_id
         ));
     }
     text.push_str(&final_line(r));
@@ -42,71 +44,70 @@ pub fn render(r: &RunReport) -> Output {
 /// what it waits on).
 fn also_waits_on(r: &RunReport) -> Vec<String> {
     let mut out = Vec::new();
-    let headline = r.exit_code;
-    if headline != 3 && !r.unknown.is_empty() {
+    let join = |ids: Vec<String>| ids.join(", ");
+    if r.code != Some(Code::ExternalEffectUnknown) && !r.unknown.is_empty() {
         out.push(format!(
             "EXTERNAL_EFFECT_UNKNOWN: {}",
-            r.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>().join(", ")
+            join(r.unknown.iter().map(|u| u.operation_id.to_string()).collect())
         ));
     }
-    // With no unknown, a 3 is the unproven outcome itself.
-    let headline_is_unproven = headline == 3 && r.unknown.is_empty();
-    if !headline_is_unproven && !r.settled_not_run.is_empty() {
-        out.push(format!("GOAL_OUTCOME_UNPROVEN: settled not_run, not re-sent: {}", r.settled_not_run.join(", ")));
+    if r.code != Some(Code::GoalOutcomeUnproven) && !r.settled_not_run.is_empty() {
+        out.push(format!(
+            "GOAL_OUTCOME_UNPROVEN: settled not_run, not re-sent: {}",
+            join(r.settled_not_run.iter().map(|o| o.to_string()).collect())
+        ));
     }
-    if headline != 4 && !r.awaiting_approval.is_empty() {
+    if !matches!(r.code, Some(Code::ApprovalRequired | Code::ApprovalStale)) && !r.awaiting_approval.is_empty() {
         out.push(format!(
             "APPROVAL_REQUIRED: {}",
-            r.awaiting_approval
-                .iter()
-                .map(|a| format!("{} ({})", a.operation_id, a.task_ref))
-                .collect::<Vec<_>>()
-                .join(", ")
+            join(r.awaiting_approval.iter().map(|a| format!("{} ({})", a.operation_id, a.task_ref)).collect())
         ));
     }
-    if headline != 5 {
+    if r.code != Some(Code::BudgetExhausted) {
         if let Some(b) = &r.budget {
             out.push(format!("BUDGET_EXHAUSTED: {b}"));
         }
     }
-    if headline != 1 && !r.failed.is_empty() {
+    if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
         out.push(format!("failed task(s): {} (see `engine explain REF`)", r.failed.join(", ")));
     }
     out
 }
 
 fn final_line(r: &RunReport) -> String {
-    match r.exit_code {
-        0 if r.acceptance_unchecked.is_empty() => {
+    match r.code {
+        None if r.goal_state == GoalState::Satisfied && r.acceptance_unchecked.is_empty() => {
             "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
         }
-        0 => format!(
+        None if r.goal_state == GoalState::Satisfied => format!(
             "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left; \
              acceptance criteria without a check were not verified: {}",
             r.acceptance_unchecked.join(", ")
         ),
-        3 if !r.unknown.is_empty() => format!(
+        Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
             r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
         ),
-        3 => format!(
+        Some(Code::GoalOutcomeUnproven) => format!(
             "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with `engine retry OPERATION_ID`)",
-            r.settled_not_run.join(", ")
+            r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")
         ),
-        4 => format!(
-            "{}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
-            if r.awaiting_approval.iter().any(|a| a.stale) { "APPROVAL_STALE" } else { "APPROVAL_REQUIRED" },
-            r.awaiting_approval.iter().map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(&u.request_digest))).collect::<Vec<_>>().join(", ")
+        Some(code @ (Code::ApprovalRequired | Code::ApprovalStale)) => format!(
+            "{code}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
+            r.awaiting_approval
+                .iter()
+                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(u.request_digest.as_str())))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
-        5 => match &r.budget {
+        Some(Code::BudgetExhausted) => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),
             None => "BUDGET_EXHAUSTED".into(),
         },
-        _ if !r.failed.is_empty() => format!(
-            "stopped: task(s) failed: {} (see `engine explain REF`)",
-            r.failed.join(", ")
-        ),
+        _ if !r.failed.is_empty() => {
+            format!("stopped: task(s) failed: {} (see `engine explain REF`)", r.failed.join(", "))
+        }
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
             "goal not satisfied: acceptance check(s) failed: {}",
             r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")

@@ -3,35 +3,28 @@
 
 use serde_json::{json, Value};
 
-use crate::cli::Output;
+use super::Output;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::ids::GoalId;
 use crate::plan::PlanFile;
-use crate::state::AttemptState;
-use crate::store::{ledger, now_ms, Store};
+use crate::state::{AttemptState, TaskState};
+use crate::store::attempts::AttemptRecord;
+use crate::store::goals::{GoalRecord, TaskRecord};
+use crate::store::{Holder, LedgerRead, Store};
 
-pub fn goal_or_latest(store: &Store, goal: Option<&str>) -> Result<ledger::GoalRow> {
-    let row = match goal {
-        Some(id) => ledger::goal(store.conn(), id)?,
-        None => ledger::latest_goal(store.conn())?,
-    };
-    row.ok_or_else(|| match goal {
-        Some(id) => Error::usage(format!("no goal `{id}` in this store")),
-        None => Error::usage("this store has no goal yet: run `engine run PLAN` first"),
-    })
-}
-
-pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
-    let conn = store.conn();
-    let g = goal_or_latest(store, goal)?;
-    let rev = ledger::revision(conn, &g.id, g.active_revision)?;
+pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
+    let view = store.read();
+    let ledger: &dyn LedgerRead = &*view;
+    let g = ledger.goal_or_latest(goal)?;
+    let rev = ledger.revision(&g.id, g.active_revision)?;
     let plan: PlanFile = serde_json::from_str(&rev.plan_json)
         .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
-    let mut tasks = ledger::tasks(conn, &g.id, g.active_revision)?;
+    let mut tasks = ledger.tasks(&g.id, g.active_revision)?;
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
-    let mut rows = Vec::new();
     let mut text = format!(
         "goal      {}  ({})\nrevision  {}\nstate     {}\n\n",
         g.id,
@@ -39,22 +32,46 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
         g.active_revision,
         g.state
     );
+    let rows = task_table(ledger, &g, &tasks, &mut text)?;
+    let waiting = Waiting {
+        unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
+        in_doubt: ledger.attempts_in_doubt(&g.id)?,
+        awaiting: tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect(),
+        not_run: ledger.latest_attempts_in_state(&g.id, g.active_revision, AttemptState::SettledNotRun)?,
+    };
+    waiting.describe(&store.live_holder()?, &mut text);
+    let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
+    let json = json!({
+        "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
+        "tasks": rows,
+        "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
+            "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
+        "awaiting_approval": waiting.awaiting.iter().map(|t| json!({"task_ref": t.task_ref,
+            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)), "why": t.detail.get("why")})).collect::<Vec<_>>(),
+        "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
+        "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
+        "budgets": budgets,
+    });
+    Ok(Output { text, json, exit_code: 0 })
+}
+
+/// One line per task (appended to `text`) and its JSON row.
+fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], text: &mut String) -> Result<Vec<Value>> {
+    let mut rows = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
-    for t in &tasks {
-        let attempts: Vec<_> = ledger::attempts_of_task(conn, &g.id, &t.task_ref)?
+    for t in tasks {
+        let attempts: Vec<_> = ledger
+            .attempts_of_task(&g.id, &t.task_ref)?
             .into_iter()
             .filter(|a| a.revision == g.active_revision)
             .collect();
         let last = attempts.last();
         let last_text = match last {
-            Some(a) => {
-                let class = a.classification.as_ref().and_then(|c| c.get("class")).and_then(Value::as_str);
-                match class {
-                    Some(c) => format!("{} ({c})", a.state),
-                    None => a.state.to_string(),
-                }
-            }
+            Some(a) => match a.class() {
+                Some(c) => format!("{} ({c})", a.state),
+                None => a.state.to_string(),
+            },
             None => "-".into(),
         };
         text.push_str(&format!(
@@ -67,91 +84,100 @@ pub fn render(store: &Store, goal: Option<&str>) -> Result<Output> {
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
             "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
     }
+    Ok(rows)
+}
 
-    let unknown = ledger::attempts_in_state(conn, &g.id, AttemptState::EffectUnknown)?;
-    let in_doubt = ledger::attempts_in_doubt(conn, &g.id)?;
-    let awaiting: Vec<&ledger::TaskRow> =
-        tasks.iter().filter(|t| t.state == crate::state::TaskState::AwaitingApproval).collect();
-    let not_run = ledger::latest_attempts_in_state(conn, &g.id, g.active_revision, AttemptState::SettledNotRun)?;
-    if !unknown.is_empty() || !in_doubt.is_empty() || !awaiting.is_empty() || !not_run.is_empty() {
-        text.push_str("\noperations not settled:\n");
-    }
-    for t in &awaiting {
-        let op = t.detail.get("operation_id").and_then(Value::as_str).unwrap_or(&t.operation_id);
-        let why = t.detail.get("why").and_then(Value::as_str).unwrap_or("approval required");
-        text.push_str(&format!(
-            "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
-            t.task_ref
-        ));
-    }
-    for a in &not_run {
-        text.push_str(&format!(
-            "  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n",
-            a.operation_id, a.task_ref, a.operation_id
-        ));
-    }
-    for a in &unknown {
-        text.push_str(&format!(
-            "  {}  task {}  try {}  effect_unknown ({})  -> engine settle {} --outcome ok|not_run --note TEXT\n",
-            a.operation_id,
-            a.task_ref,
-            a.try_no,
-            a.unknown_reason.as_deref().unwrap_or("?"),
-            a.operation_id
-        ));
-    }
-    let live = crate::store::lease::live_holder(conn)?;
-    for a in &in_doubt {
-        let note = match &live {
-            // Only the engine that wrote the intent (same lease generation)
-            // can still be waiting on its answer.
-            Some(h) if h.generation == a.generation => format!("in flight: engine pid {} on {} is running it", h.pid, h.host),
-            Some(h) => format!(
-                "no receipt; written by lease generation {}, the store is now held by pid {} (generation {}), which reconciles it",
-                a.generation, h.pid, h.generation
-            ),
-            None => "no receipt, and no engine is running: the next `engine run` reconciles it".to_string(),
-        };
-        text.push_str(&format!("  {}  task {}  try {}  {} ({note})\n", a.operation_id, a.task_ref, a.try_no, a.state));
-    }
+/// The operations that wait on a person or on the next run.
+struct Waiting<'t> {
+    unknown: Vec<AttemptRecord>,
+    in_doubt: Vec<AttemptRecord>,
+    awaiting: Vec<&'t TaskRecord>,
+    not_run: Vec<AttemptRecord>,
+}
 
+impl Waiting<'_> {
+    /// Each in words, with the command that acts on it.
+    fn describe(&self, live: &Option<Holder>, text: &mut String) {
+        if !self.unknown.is_empty()
+            || !self.in_doubt.is_empty()
+            || !self.awaiting.is_empty()
+            || !self.not_run.is_empty()
+        {
+            text.push_str("\noperations not settled:\n");
+        }
+        for t in &self.awaiting {
+            let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+            let why = t.why().unwrap_or("approval required");
+            text.push_str(&format!(
+                "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
+                t.task_ref
+            ));
+        }
+        for a in &self.not_run {
+            text.push_str(&format!(
+                "  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n",
+                a.operation_id, a.task_ref, a.operation_id
+            ));
+        }
+        for a in &self.unknown {
+            text.push_str(&format!(
+                "  {}  task {}  try {}  effect_unknown ({})  -> engine settle {} --outcome ok|not_run --note TEXT\n",
+                a.operation_id,
+                a.task_ref,
+                a.try_no,
+                a.unknown_reason.map_or("?", |r| r.as_str()),
+                a.operation_id
+            ));
+        }
+        for a in &self.in_doubt {
+            let note = in_doubt_note(a, live);
+            text.push_str(&format!(
+                "  {}  task {}  try {}  {} ({note})\n",
+                a.operation_id, a.task_ref, a.try_no, a.state
+            ));
+        }
+    }
+}
+
+/// Who is answerable for an attempt without a receipt.
+fn in_doubt_note(a: &AttemptRecord, live: &Option<Holder>) -> String {
+    match live {
+        // Only the engine that wrote the intent (same lease generation)
+        // can still be waiting on its answer.
+        Some(h) if h.generation == a.generation => format!("in flight: engine pid {} on {} is running it", h.pid, h.host),
+        Some(h) => format!(
+            "no receipt; written by lease generation {}, the store is now held by pid {} (generation {}), which reconciles it",
+            a.generation, h.pid, h.generation
+        ),
+        None => "no receipt, and no engine is running: the next `engine run` reconciles it".to_string(),
+    }
+}
+
+/// The budgets used (appended to `text`) and their JSON.
+fn budgets(
+    ledger: &dyn LedgerRead,
+    g: &GoalRecord,
+    plan: &PlanFile,
+    tasks: &[TaskRecord],
+    text: &mut String,
+) -> Result<Value> {
     let b = &plan.budgets;
-    let calls = ledger::provider_calls_used(conn, &g.id)?;
-    let cost = ledger::cost_used(conn, &g.id)?;
+    let used = ledger.budget_use(&g.id)?;
+    let (calls, cost) = (used.calls, used.cost);
     let elapsed = ((now_ms() - g.first_run_at_ms).max(0) / 1000) as u64;
-    let max_attempts_used = tasks
-        .iter()
-        .map(|t| {
-            conn.query_row(
-                "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
-                rusqlite::params![g.id, g.active_revision, t.task_ref],
-                |r| r.get::<_, i64>(0),
-            )
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+    let mut max_attempts_used = 0;
+    for t in tasks {
+        max_attempts_used = max_attempts_used.max(ledger.attempt_count(&g.id, g.active_revision, &t.task_ref)?);
+    }
     text.push_str(&format!(
         "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {elapsed}s of {}s\n",
-        b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision - 1, b.max_revisions, b.deadline_seconds
+        b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision.get() - 1, b.max_revisions, b.deadline_seconds
     ));
-    let json = json!({
-        "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
-        "tasks": rows,
-        "effect_unknown": unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
-            "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
-        "awaiting_approval": awaiting.iter().map(|t| json!({"task_ref": t.task_ref,
-            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)), "why": t.detail.get("why")})).collect::<Vec<_>>(),
-        "settled_not_run": not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
-        "in_doubt": in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
-        "budgets": {
-            "max_provider_calls": {"used": calls, "limit": b.max_provider_calls},
-            "max_cost": {"used": cost, "limit": b.max_cost},
-            "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
-            "max_revisions": {"used": g.active_revision - 1, "limit": b.max_revisions},
-            "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
-        },
-    });
-    Ok(Output { text, json, exit_code: 0 })
+    Ok(json!({
+        "max_provider_calls": {"used": calls, "limit": b.max_provider_calls},
+        "max_cost": {"used": cost, "limit": b.max_cost},
+        "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
+        "max_revisions": {"used": g.active_revision.get() - 1, "limit": b.max_revisions},
+        "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
+    }))
 }

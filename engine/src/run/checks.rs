@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use providers::command::CommandProvider;
-use providers::{Call, Captured, ExitStatus, Outcome, Provider};
+use providers::{Call, Captured, ExitStatus, Outcome, Provider, Receipt};
 use serde_json::json;
+
+use crate::limits::CHECK_TIMEOUT_DEFAULT;
+use crate::plan::model::{Acceptance, Validation};
 
 /// A check to run (a task validation or a goal acceptance check).
 #[derive(Debug, Clone)]
@@ -15,6 +18,27 @@ pub struct CheckSpec {
     pub run: Vec<String>,
     pub expect_exit: i32,
     pub timeout: Option<Duration>,
+}
+
+impl CheckSpec {
+    pub fn of_validation(v: &Validation) -> CheckSpec {
+        CheckSpec {
+            id: v.id.clone(),
+            run: v.run.clone(),
+            expect_exit: v.expect_exit,
+            timeout: v.timeout_seconds.map(Duration::from_secs),
+        }
+    }
+
+    /// An acceptance criterion's check, if it has one.
+    pub fn of_acceptance(a: &Acceptance) -> Option<CheckSpec> {
+        a.check.as_ref().map(|c| CheckSpec {
+            id: a.id.clone(),
+            run: c.run.clone(),
+            expect_exit: c.expect_exit,
+            timeout: c.timeout_seconds.map(Duration::from_secs),
+        })
+    }
 }
 
 /// What running a check observed.
@@ -40,8 +64,6 @@ impl CheckRun {
     }
 }
 
-pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
-
 pub async fn run_checks(
     checks: Vec<CheckSpec>,
     workspace: PathBuf,
@@ -63,9 +85,9 @@ pub async fn run_checks(
             env: Vec::new(),
             secrets: secrets.clone(),
         };
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = providers::progress_channel();
         let run = match runner.dispatch(&call, tx).await {
-            Outcome::Received(r) => CheckRun {
+            Outcome::Received(Receipt::Command(r)) => CheckRun {
                 id: check.id,
                 expect_exit: check.expect_exit,
                 exit: r.exit,
@@ -80,6 +102,15 @@ pub async fn run_checks(
                 exit: None,
                 timed_out: false,
                 not_started: Some(nd.message),
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+            },
+            Outcome::Received(other) => CheckRun {
+                id: check.id,
+                expect_exit: check.expect_exit,
+                exit: None,
+                timed_out: false,
+                not_started: Some(format!("a check ran as a command, but the answer was not a command's: {other:?}")),
                 stdout: Captured::default(),
                 stderr: Captured::default(),
             },

@@ -1,29 +1,95 @@
-//! The append-only event log. `seq` is the ledger's own order.
+//! The append-only event log. `seq` is the ledger's own order (never wall
+//! time); the store refuses to change or delete an event.
 
-use rusqlite::{params, Connection};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::now_ms;
 use crate::error::Result;
+use crate::ids::{AttemptId, GoalId, Revision, Seq};
 
+macro_rules! event_kinds {
+    ($($(#[$m:meta])* $variant:ident = $s:literal),+ $(,)?) => {
+        /// Every kind of event the engine writes. `as_str` is the stable
+        /// word in the ledger and in `engine log`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum EventKind { $($(#[$m])* $variant),+ }
+
+        impl EventKind {
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(EventKind::$variant => $s),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<EventKind> {
+                match s { $($s => Some(EventKind::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    // The store itself.
+    LeaseTakenOver = "lease_taken_over",
+    ProviderProcessesEnded = "provider_processes_ended",
+    // A goal and its revisions.
+    GoalRegistered = "goal_registered",
+    RevisionRecorded = "revision_recorded",
+    RunStarted = "run_started",
+    RunFinished = "run_finished",
+    AcceptanceChecked = "acceptance_checked",
+    // A task.
+    TaskState = "task_state",
+    CompletionStale = "completion_stale",
+    CompletionNotReusable = "completion_not_reusable",
+    RetryRequested = "retry_requested",
+    RepairRequested = "repair_requested",
+    // The call site.
+    CallRefused = "call_refused",
+    BudgetExhausted = "budget_exhausted",
+    ApprovalRequired = "approval_required",
+    ApprovalsVoided = "approvals_voided",
+    IntentRecorded = "intent_recorded",
+    // An attempt.
+    Dispatched = "dispatched",
+    ReceiptRecorded = "receipt_recorded",
+    AttemptSucceeded = "attempt_succeeded",
+    AttemptFailed = "attempt_failed",
+    EffectUnknown = "effect_unknown",
+    ObservedEffectPresent = "observed_effect_present",
+    Reconciling = "reconciling",
+    RerunAfterRestart = "rerun_after_restart",
+    SupersededAttemptReconciled = "superseded_attempt_reconciled",
+    // A person's acts.
+    ApprovalRecorded = "approval_recorded",
+    Settled = "settled",
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An event to append.
 #[derive(Debug, Clone)]
 pub struct Event<'a> {
-    pub kind: &'a str,
-    pub goal_id: Option<&'a str>,
-    pub revision: Option<i64>,
+    pub kind: EventKind,
+    pub goal_id: Option<&'a GoalId>,
+    pub revision: Option<Revision>,
     pub task_ref: Option<&'a str>,
-    pub attempt_id: Option<i64>,
+    pub attempt_id: Option<AttemptId>,
     pub data: Value,
 }
 
 impl<'a> Event<'a> {
     /// An event about the store itself (lease, migration).
-    pub fn store(kind: &'a str, data: Value) -> Self {
+    pub fn store(kind: EventKind, data: Value) -> Self {
         Event { kind, goal_id: None, revision: None, task_ref: None, attempt_id: None, data }
     }
 
-    pub fn goal(kind: &'a str, goal_id: &'a str, revision: i64, data: Value) -> Self {
+    pub fn goal(kind: EventKind, goal_id: &'a GoalId, revision: Revision, data: Value) -> Self {
         Event { kind, goal_id: Some(goal_id), revision: Some(revision), task_ref: None, attempt_id: None, data }
     }
 
@@ -32,72 +98,49 @@ impl<'a> Event<'a> {
         self
     }
 
-    pub fn attempt(mut self, attempt_id: i64) -> Self {
+    pub fn attempt(mut self, attempt_id: AttemptId) -> Self {
         self.attempt_id = Some(attempt_id);
         self
     }
 }
 
-pub fn append(conn: &Connection, e: &Event) -> Result<i64> {
-    crate::store::exec(conn,
-        "INSERT INTO events (at_ms, goal_id, revision, task_ref, attempt_id, kind, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, e.data.to_string()],
-    )?;
-    Ok(conn.last_insert_rowid())
-}
-
+/// An event as the log holds it.
 #[derive(Debug, Clone, Serialize)]
-pub struct EventRow {
-    pub seq: i64,
+pub struct EventRecord {
+    pub seq: Seq,
     pub at_ms: i64,
-    pub goal_id: Option<String>,
-    pub revision: Option<i64>,
+    pub goal_id: Option<GoalId>,
+    pub revision: Option<Revision>,
     pub task_ref: Option<String>,
-    pub attempt_id: Option<i64>,
-    pub kind: String,
+    pub attempt_id: Option<AttemptId>,
+    pub kind: EventKind,
     pub data: Value,
 }
 
-/// Events after `after_seq`, oldest first, at most `limit`.
-pub fn since(conn: &Connection, after_seq: i64, limit: i64) -> Result<Vec<EventRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at_ms, goal_id, revision, task_ref, attempt_id, kind, data FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-    )?;
-    let rows = stmt.query_map(params![after_seq, limit], |r| {
-        let data: String = r.get(7)?;
-        Ok(EventRow {
-            seq: r.get(0)?,
-            at_ms: r.get(1)?,
-            goal_id: r.get(2)?,
-            revision: r.get(3)?,
-            task_ref: r.get(4)?,
-            attempt_id: r.get(5)?,
-            kind: r.get(6)?,
-            data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub trait EventsRead {
+    /// Events after `after`, oldest first, at most `limit`.
+    fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
+    /// The newest event of `kind` of a goal's revision.
+    fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>>;
+    /// A goal's events of one kind, oldest first (a report reads the reuse
+    /// decisions of `revision_recorded` and the runs' `run_started`).
+    fn events_of_goal(&self, goal: &GoalId, kind: EventKind) -> Result<Vec<EventRecord>>;
 }
 
-/// A goal's events of one kind, oldest first (a report reads the reuse
-/// decisions of `revision_recorded` and the runs' `run_started`).
-pub fn of_goal(conn: &Connection, goal_id: &str, kind: &str) -> Result<Vec<EventRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at_ms, goal_id, revision, task_ref, attempt_id, kind, data FROM events
-         WHERE goal_id = ?1 AND kind = ?2 ORDER BY seq",
-    )?;
-    let rows = stmt.query_map(params![goal_id, kind], |r| {
-        let data: String = r.get(7)?;
-        Ok(EventRow {
-            seq: r.get(0)?,
-            at_ms: r.get(1)?,
-            goal_id: r.get(2)?,
-            revision: r.get(3)?,
-            task_ref: r.get(4)?,
-            attempt_id: r.get(5)?,
-            kind: r.get(6)?,
-            data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub trait EventsWrite {
+    fn append_event(&mut self, e: &Event) -> Result<Seq>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_as_itself() {
+        for &k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), Value::String(k.as_str().to_string()));
+        }
+        assert_eq!(EventKind::parse("no_such_event"), None);
+    }
 }

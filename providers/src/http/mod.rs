@@ -32,12 +32,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::observe::{ConfigError, HttpObserve, Placeholders};
 use crate::tls::Tls;
 use crate::{
-    BoxFuture, Call, Captured, NotDispatched, NotDispatchedKind, Outcome, Progress, Provider, ReadBack, Receipt,
+    BoxFuture, Call, HttpReceipt, NotDispatched, NotDispatchedKind, Outcome, Progress, ProgressSender, Provider,
+    ReadBack, Receipt,
 };
 use request::HttpRequest;
 use url::{percent_encode, Target};
@@ -138,7 +138,7 @@ impl HttpProvider {
         Target::parse(&url, &self.allowed_hosts).map(|_| ()).map_err(|m| ConfigError::new("url", m))
     }
 
-    async fn dispatch_inner(&self, call: &Call, progress: &UnboundedSender<Progress>) -> Outcome {
+    async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
         let started = Instant::now();
         let target = match Target::parse(&self.endpoint, &self.allowed_hosts) {
             Ok(t) => t,
@@ -159,7 +159,7 @@ impl HttpProvider {
         );
         let on_written = || {
             // The engine may have stopped listening; the outcome still returns.
-            let _ = progress.send(Progress::Dispatched { detail });
+            let _ = progress.try_send(Progress::Dispatched { detail });
         };
         let head_only = req.method == "HEAD";
         let mut track = Track::default();
@@ -175,16 +175,12 @@ impl HttpProvider {
             Ok(resp) => {
                 let mut stdout = resp.body;
                 stdout.redact(&call.secrets);
-                Outcome::Received(Receipt {
-                    exit: None,
-                    http_status: Some(resp.status),
+                Outcome::Received(Receipt::Http(HttpReceipt {
+                    status: resp.status,
                     retry_after_seconds: resp.retry_after_seconds,
-                    stdout,
-                    stderr: Captured::default(),
-                    timed_out: false,
+                    body: stdout,
                     duration_ms: started.elapsed().as_millis() as u64,
-                    tool_error: None,
-                })
+                }))
             }
             Err(Failure::NotSent(nd)) => Outcome::NotDispatched(nd),
             Err(Failure::Lost(reason, detail)) => Outcome::Lost { reason, detail },
@@ -234,7 +230,7 @@ impl Provider for HttpProvider {
         id
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(async move { self.dispatch_inner(call, &progress).await })
     }
 
@@ -270,7 +266,6 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
     use tokio::net::TcpListener;
     use tokio::net::TcpStream;
-    use tokio::sync::mpsc;
 
     fn call(request: Value) -> Call {
         Call {
@@ -331,7 +326,7 @@ mod tests {
     }
 
     async fn run(p: &HttpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let out = p.dispatch(c, tx).await;
         let mut seen = Vec::new();
         while let Ok(m) = rx.try_recv() {
@@ -340,10 +335,10 @@ mod tests {
         (out, seen)
     }
 
-    fn receipt(o: Outcome) -> Receipt {
+    fn receipt(o: Outcome) -> HttpReceipt {
         match o {
-            Outcome::Received(r) => r,
-            other => panic!("expected a receipt, got {other:?}"),
+            Outcome::Received(Receipt::Http(r)) => r,
+            other => panic!("expected an HTTP receipt, got {other:?}"),
         }
     }
 
@@ -354,8 +349,8 @@ mod tests {
         let c = call(json!({"body": {"a": 1}, "headers": {"X-Trace": "abc"}}));
         let (out, progress) = run(&p, &c).await;
         let r = receipt(out);
-        assert_eq!(r.http_status, Some(200));
-        assert_eq!(r.stdout.text, r#"{"ok":true}"#);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.text, r#"{"ok":true}"#);
         assert_eq!(progress.len(), 1, "exactly one Dispatched");
         let req = server.await.unwrap();
         assert!(req.starts_with("POST /render HTTP/1.1\r\n"), "{req}");
@@ -455,9 +450,9 @@ mod tests {
     async fn status_503_with_retry_after() {
         let (url, _s) = fake(answer("503 Service Unavailable", "Retry-After: 7\r\n", "busy"), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url), &call(json!({"body": 1}))).await.0);
-        assert_eq!(r.http_status, Some(503));
+        assert_eq!(r.status, 503);
         assert_eq!(r.retry_after_seconds, Some(7));
-        assert_eq!(r.stdout.text, "busy");
+        assert_eq!(r.body.text, "busy");
     }
 
     #[tokio::test]
@@ -467,9 +462,9 @@ mod tests {
         let mut c = call(json!({"body": 1}));
         c.output_bytes_max = 100;
         let r = receipt(run(&HttpProvider::new(url), &c).await.0);
-        assert_eq!(r.stdout.text.len(), 100);
-        assert_eq!(r.stdout.total_bytes, 10_000);
-        assert!(r.stdout.truncated);
+        assert_eq!(r.body.text.len(), 100);
+        assert_eq!(r.body.total_bytes, 10_000);
+        assert!(r.body.truncated);
     }
 
     #[tokio::test]
@@ -479,13 +474,13 @@ mod tests {
                 .to_vec();
         let (url, _s) = fake(Some(chunked), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url), &call(json!({"body": 1}))).await.0);
-        assert_eq!(r.stdout.text, "hello world");
+        assert_eq!(r.body.text, "hello world");
 
         // 100 Continue skipped; no Content-Length: body runs to EOF.
         let eof = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 201 Created\r\n\r\nto the end".to_vec();
         let (url, _s) = fake(Some(eof), Duration::ZERO).await;
         let r = receipt(run(&HttpProvider::new(url), &call(json!({"body": 1}))).await.0);
-        assert_eq!((r.http_status, r.stdout.text.as_str()), (Some(201), "to the end"));
+        assert_eq!((r.status, r.body.text.as_str()), (201, "to the end"));
     }
 
     #[tokio::test]
@@ -502,7 +497,7 @@ mod tests {
         let mut c = call(json!({"body": 1}));
         c.secrets = vec!["s3cr3t".into()];
         let r = receipt(run(&HttpProvider::new(url), &c).await.0);
-        assert_eq!(r.stdout.text, "token=[REDACTED]");
+        assert_eq!(r.body.text, "token=[REDACTED]");
     }
 
     #[tokio::test]
@@ -647,7 +642,7 @@ mod tests {
         // Script the next delivery to be dropped after its effect.
         let control = HttpProvider::new(format!("{base}/_control"));
         let r = receipt(run(&control, &call(json!({"body": {"mode": "drop", "times": 1}}))).await.0);
-        assert_eq!(r.http_status, Some(200));
+        assert_eq!(r.status, 200);
 
         let observe = HttpObserve::legacy_status_url(&format!("{base}/operations/{{operation_id}}"));
         let p = HttpProvider::new(format!("{base}/render")).with_observe(Some(observe));
@@ -663,7 +658,7 @@ mod tests {
         assert!(matches!(p.observe(&other).unwrap().await, Observation::EffectAbsent { .. }));
         // The mode applied once: the next delivery is answered.
         other.operation_id = "op-2".into();
-        assert_eq!(receipt(run(&p, &other).await.0).http_status, Some(200));
+        assert_eq!(receipt(run(&p, &other).await.0).status, 200);
         child.kill().await.unwrap();
     }
 }

@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc::UnboundedSender;
 
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::link::Link;
@@ -14,8 +13,8 @@ use super::tasks::{self, TaskState, Waited};
 use super::McpProvider;
 use crate::observe::{McpObserve, Placeholders};
 use crate::{
-    Call, Cancelled, Captured, Handle, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress, ReadBack,
-    Receipt, Resumed,
+    Call, Cancelled, Captured, Handle, LostReason, McpReceipt, NotDispatched, NotDispatchedKind, Outcome, Progress,
+    ProgressSender, ReadBack, Receipt, Resumed,
 };
 
 /// Deadline for the read tool's answer in a read-back (after the server is up).
@@ -48,7 +47,7 @@ enum Ended {
 }
 
 impl McpProvider {
-    pub(super) async fn dispatch_inner(&self, call: &Call, progress: &UnboundedSender<Progress>) -> Outcome {
+    pub(super) async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
         let started = Instant::now();
         let (tool, arguments) = match parse_request(&call.request) {
             Ok(r) => r,
@@ -88,7 +87,7 @@ impl McpProvider {
         tool: &str,
         arguments: Value,
         deadline: Option<Instant>,
-        progress: &UnboundedSender<Progress>,
+        progress: &ProgressSender,
     ) -> Ended {
         let support = match live.task_support(tool, deadline).await {
             Ok(s) => s,
@@ -110,7 +109,7 @@ impl McpProvider {
             call.try_no
         );
         let on_sent = || {
-            let _ = progress.send(Progress::Dispatched { detail });
+            let _ = progress.try_send(Progress::Dispatched { detail });
         };
         let end = live.link.request("tools/call", &params, deadline, on_sent).await;
         let task = match &end {
@@ -130,11 +129,11 @@ impl McpProvider {
         live: &Live,
         task: TaskState,
         deadline: Option<Instant>,
-        progress: &UnboundedSender<Progress>,
+        progress: &ProgressSender,
     ) -> Ended {
         let handle = Handle::McpTask { task_id: task.id.clone(), session: live.link.session_id() };
         let detail = format!("{} accepted by {}", task.describe(), live.link.describe());
-        let _ = progress.send(Progress::Handle { handle, detail });
+        let _ = progress.try_send(Progress::Handle { handle, detail });
         let lost = |detail: String| Ended::Outcome(Outcome::Lost { reason: LostReason::ResponseLost, detail });
         let state = match tasks::wait(&live.link, task, deadline, false).await {
             Waited::Answerable(s) => s,
@@ -347,14 +346,12 @@ fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, start
     };
     stdout.redact(&call.secrets);
     let tool_error = forced_error.or(tool_error);
-    Receipt {
-        exit: None,
+    Receipt::Mcp(McpReceipt {
+        result: stdout,
+        tool_error: tool_error.map(|t| jsonrpc::redact_str(t, &call.secrets)),
+        stderr,
         http_status,
         retry_after_seconds,
-        stdout,
-        stderr,
-        timed_out: false,
         duration_ms: started.elapsed().as_millis() as u64,
-        tool_error: tool_error.map(|t| jsonrpc::redact_str(t, &call.secrets)),
-    }
+    })
 }

@@ -53,12 +53,11 @@ mod tasks;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::http::url::Target;
 use crate::observe::{ConfigError, McpObserve};
 use crate::tls::Tls;
-use crate::{BoxFuture, Call, Cancelled, Handle, Outcome, Progress, Provider, ReadBack, Resumed};
+use crate::{BoxFuture, Call, Cancelled, Handle, Outcome, ProgressSender, Provider, ReadBack, Resumed};
 use session::Session;
 
 pub use call::OBSERVE_TIMEOUT;
@@ -237,7 +236,7 @@ impl Provider for McpProvider {
         id
     }
 
-    fn dispatch<'a>(&'a self, call: &'a Call, progress: UnboundedSender<Progress>) -> BoxFuture<'a, Outcome> {
+    fn dispatch<'a>(&'a self, call: &'a Call, progress: ProgressSender) -> BoxFuture<'a, Outcome> {
         Box::pin(async move { self.dispatch_inner(call, &progress).await })
     }
 

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc::unbounded_channel;
 
 use super::*;
-use crate::{Decider, LostReason, NotDispatchedKind, Observation, Receipt, Verdict};
+use crate::{Decider, LostReason, McpReceipt, NotDispatchedKind, Observation, Progress, Receipt, Verdict};
 
 fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/server.py").to_string_lossy().into_owned()
@@ -64,7 +63,7 @@ impl Env {
 }
 
 async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, mut rx) = crate::progress_channel();
     let o = p.dispatch(c, tx).await;
     let mut seen = Vec::new();
     while let Ok(m) = rx.try_recv() {
@@ -73,10 +72,10 @@ async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
     (o, seen)
 }
 
-fn receipt(o: Outcome) -> Receipt {
+fn receipt(o: Outcome) -> McpReceipt {
     match o {
-        Outcome::Received(r) => r,
-        other => panic!("expected a receipt, got {other:?}"),
+        Outcome::Received(Receipt::Mcp(r)) => r,
+        other => panic!("expected an MCP receipt, got {other:?}"),
     }
 }
 
@@ -101,8 +100,9 @@ async fn meta_carries_operation_id_and_try() {
     let (o, progress) = go(&p, &e.call("render", json!({"doc": "d1"}))).await;
     let r = receipt(o);
     assert_eq!(r.tool_error, None);
-    assert_eq!((r.exit, r.http_status, r.timed_out), (None, None, false));
-    let result: Value = serde_json::from_str(&r.stdout.text).unwrap();
+    // (No exit status or deadline: an MCP receipt has none.)
+    assert_eq!(r.http_status, None);
+    let result: Value = serde_json::from_str(&r.result.text).unwrap();
     assert_eq!(result["structuredContent"], json!({"key": "op-7", "try": 2}));
     assert!(r.stderr.text.contains("delivered op-7 try 2"), "{:?}", r.stderr);
     let d = e.deliveries();
@@ -152,7 +152,7 @@ async fn is_error_and_rpc_error_become_tool_error() {
     let p = e.provider(&[]);
     let r = receipt(go(&p, &e.call("fail", json!({"template": "x"}))).await.0);
     assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `x` not found"));
-    assert!(r.stdout.text.contains("\"isError\":true"), "{}", r.stdout.text);
+    assert!(r.result.text.contains("\"isError\":true"), "{}", r.result.text);
     let r = receipt(go(&p, &e.call("no_such_tool", json!({}))).await.0);
     assert_eq!(r.tool_error.as_deref(), Some("JSON-RPC error -32602: unknown tool: no_such_tool"));
     assert!(e.deliveries().is_empty());
@@ -286,7 +286,7 @@ async fn calls_take_turns_unless_the_server_is_concurrent() {
         let mut config = McpConfig::stdio(e.command(&["--threaded"]));
         config.concurrent = concurrent;
         let p = Arc::new(McpProvider::new(config));
-        let (tx, mut rx) = unbounded_channel();
+        let (tx, mut rx) = crate::progress_channel();
         let first = {
             let (p, c) = (Arc::clone(&p), e.call("wait", json!({"ms": 1500})));
             tokio::spawn(async move { p.dispatch(&c, tx).await })
@@ -295,8 +295,8 @@ async fn calls_take_turns_unless_the_server_is_concurrent() {
         assert!(matches!(rx.recv().await, Some(Progress::Dispatched { .. })));
         let second = receipt(go(&p, &e.call("wait", json!({"ms": 10}))).await.0);
         let first = receipt(first.await.unwrap());
-        let seen = |r: &Receipt| {
-            serde_json::from_str::<Value>(&r.stdout.text).unwrap()["structuredContent"]["in_flight_at_start"].clone()
+        let seen = |r: &McpReceipt| {
+            serde_json::from_str::<Value>(&r.result.text).unwrap()["structuredContent"]["in_flight_at_start"].clone()
         };
         assert_eq!((seen(&first), seen(&second)), (json!(1), json!(want)), "concurrent: {concurrent}");
         assert_eq!(p.server_starts(), 1);
@@ -345,8 +345,8 @@ async fn over_long_answer_is_truncated_and_recorded() {
     let mut c = e.call("fail", json!({"template": "x".repeat(5000)}));
     c.output_bytes_max = 1000;
     let r = receipt(go(&e.provider(&[]), &c).await.0);
-    assert!(r.stdout.truncated && r.stdout.total_bytes > 5000, "{:?}", r.stdout.total_bytes);
-    assert_eq!(r.stdout.text.len(), 1000);
+    assert!(r.result.truncated && r.result.total_bytes > 5000, "{:?}", r.result.total_bytes);
+    assert_eq!(r.result.text.len(), 1000);
     assert!(r.tool_error.unwrap().contains("over the 1000-byte bound"));
 }
 
@@ -356,7 +356,7 @@ async fn secrets_redacted() {
     let mut c = e.call("fail", json!({"template": "hunter2"}));
     c.secrets = vec!["hunter2".into()];
     let r = receipt(go(&e.provider(&[]), &c).await.0);
-    assert!(!r.stdout.text.contains("hunter2"), "{}", r.stdout.text);
+    assert!(!r.result.text.contains("hunter2"), "{}", r.result.text);
     assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `[REDACTED]` not found"));
 }
 
@@ -364,7 +364,7 @@ async fn secrets_redacted() {
 async fn a_task_reports_its_id_before_the_result() {
     let e = env();
     let p = Arc::new(e.provider(&["--tasks"]));
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, mut rx) = crate::progress_channel();
     let c = e.call("render_later", json!({"ms": 1500}));
     let call = {
         let (p, c) = (Arc::clone(&p), c.clone());
@@ -382,13 +382,13 @@ async fn a_task_reports_its_id_before_the_result() {
     assert!(e.deliveries().is_empty(), "and before the effect");
     let r = receipt(call.await.unwrap());
     assert_eq!(r.tool_error, None);
-    let result: Value = serde_json::from_str(&r.stdout.text).unwrap();
+    let result: Value = serde_json::from_str(&r.result.text).unwrap();
     assert_eq!(result["structuredContent"], json!({"key": "op-7", "try": 2}));
     assert!(r.stderr.text.contains("as task"), "{:?}", r.stderr.text);
     assert_eq!(e.deliveries().len(), 1);
     // Asked again by its handle: the same result, nothing sent again.
     match p.resume(&c, &handle).unwrap().await {
-        Resumed::Receipt(again) => assert_eq!(again.stdout.text, r.stdout.text),
+        Resumed::Receipt(Receipt::Mcp(again)) => assert_eq!(again.result.text, r.result.text),
         other => panic!("{other:?}"),
     }
     assert_eq!(e.deliveries().len(), 1);
@@ -414,7 +414,7 @@ async fn task_failure_deadline_cancel_and_unknown_handles() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(e.deliveries().is_empty(), "a cancelled task did its effect");
     match p.resume(&c, handle).unwrap().await {
-        Resumed::Receipt(r) => assert!(r.tool_error.unwrap().contains("cancelled")),
+        Resumed::Receipt(Receipt::Mcp(r)) => assert!(r.tool_error.unwrap().contains("cancelled")),
         other => panic!("{other:?}"),
     }
     // Still running, looked at once; then cancelled by a person.
@@ -438,7 +438,7 @@ async fn task_failure_deadline_cancel_and_unknown_handles() {
 
 /// Start a task call and return its handle (the call goes on in the background).
 async fn go_until_handle(p: &McpProvider, c: &Call) -> Handle {
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, mut rx) = crate::progress_channel();
     let mut fut = p.dispatch(c, tx);
     loop {
         tokio::select! {

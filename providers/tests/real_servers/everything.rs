@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use providers::mcp::{McpConfig, McpProvider};
-use providers::{Handle, Outcome, Progress, Provider, Resumed};
+use providers::{Handle, Outcome, Progress, Provider, Receipt, Resumed};
 use serde_json::json;
-use tokio::sync::mpsc::unbounded_channel;
 
 use crate::support::*;
 
@@ -20,7 +19,7 @@ fn research(ws: &std::path::Path, op: &str) -> providers::Call {
 /// Dispatch in the background; return the handle as it arrives and the
 /// still-running call.
 async fn until_handle(p: &Arc<McpProvider>, c: &providers::Call) -> (Handle, String, tokio::task::JoinHandle<Outcome>) {
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, mut rx) = providers::progress_channel();
     let job = {
         let (p, c) = (Arc::clone(p), c.clone());
         tokio::spawn(async move { p.dispatch(&c, tx).await })
@@ -34,7 +33,7 @@ async fn until_handle(p: &Arc<McpProvider>, c: &providers::Call) -> (Handle, Str
 
 fn report_text(o: Outcome) -> String {
     let r = receipt(o);
-    assert_eq!(r.tool_error, None, "{}", r.stdout.text);
+    assert_eq!(r.tool_error, None, "{}", r.result.text);
     providers::observe::content_text(&result_of(&r))
 }
 
@@ -97,7 +96,7 @@ async fn a_task_is_found_by_its_handle_after_its_client_is_gone() {
     let mut waiting = c.clone();
     waiting.timeout = Some(Duration::from_secs(30));
     match second.resume(&waiting, &handle).unwrap().await {
-        Resumed::Receipt(r) => {
+        Resumed::Receipt(Receipt::Mcp(r)) => {
             assert_eq!(r.tool_error, None);
             let text = providers::observe::content_text(&result_of(&r));
             assert!(text.contains("Research Report: tides"), "{text}");

@@ -52,7 +52,7 @@ async fn four_calls_are_served_by_one_server_process() {
     for c in &calls {
         let (o, progress) = go(&p, c).await;
         let r = receipt(o);
-        assert_eq!(r.tool_error, None, "{:?}", r.stdout.text);
+        assert_eq!(r.tool_error, None, "{:?}", r.result.text);
         let Some(Progress::Dispatched { detail }) = progress.first() else { panic!("{progress:?}") };
         pids.push(detail.split("pid ").nth(1).unwrap().split(' ').next().unwrap().to_string());
         texts.push(providers::observe::content_text(&result_of(&r)));

@@ -22,7 +22,7 @@ async fn read_back_present_absent_inconclusive() {
         (p, call(dir.path(), op, json!({"body": {"text": format!("hello {op}")}})))
     };
     let (p, sent) = note("n1");
-    assert_eq!(receipt(go(&p, &sent).await.0).http_status, Some(200));
+    assert_eq!(http_receipt(go(&p, &sent).await.0).status, 200);
 
     let r = p.read_back(&sent, Some(&rule(&base))).unwrap().await;
     assert_eq!((r.verdict, r.decider), (Verdict::Present, Decider::PresentIf), "{r:?}");
@@ -50,7 +50,7 @@ async fn read_back_present_absent_inconclusive() {
     let (p3, other) = note("n3");
     let mut wrong = other.clone();
     wrong.request = json!({"body": {"text": "something else"}});
-    receipt(go(&p3, &wrong).await.0);
+    http_receipt(go(&p3, &wrong).await.0);
     let r = p3.read_back(&other, Some(&rule(&base))).unwrap().await;
     assert_eq!((r.verdict, r.decider), (Verdict::Inconclusive, Decider::NeitherMatched), "{r:?}");
 

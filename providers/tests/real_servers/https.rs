@@ -114,8 +114,8 @@ async fn https_round_trip_with_ca_file() {
         let p = HttpProvider::new(format!("https://{host}:{}/render", server.port))
             .with_ca_file(Some(server.ca_file.clone()));
         let (o, progress) = go(&p, &call(dir.path(), "op-tls", json!({"body": {"a": 1}}))).await;
-        let r = receipt(o);
-        assert_eq!((r.http_status, r.stdout.text.as_str()), (Some(200), r#"{"ok":true}"#), "{host}");
+        let r = http_receipt(o);
+        assert_eq!((r.status, r.body.text.as_str()), (200, r#"{"ok":true}"#), "{host}");
         assert_eq!(progress.len(), 1);
     }
     let reqs = server.requests.lock().unwrap().clone();
@@ -179,7 +179,7 @@ async fn mcp_over_https_follows_the_same_rules() {
     config.ca_file = Some(front.ca_file.clone());
     let p = McpProvider::new(config);
     let r = receipt(go(&p, &echo).await.0);
-    assert!(r.stdout.text.contains("over tls"), "{}", r.stdout.text);
+    assert!(r.result.text.contains("over tls"), "{}", r.result.text);
     // No ca_file: refused in the handshake, before initialize; nothing sent.
     let q = McpProvider::new(McpConfig::http(url));
     let (o, progress) = go(&q, &echo).await;

@@ -5,11 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use providers::{Call, Outcome, Progress, Provider, Receipt};
+use providers::{Call, HttpReceipt, McpReceipt, Outcome, Progress, Provider, Receipt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::mpsc::unbounded_channel;
 
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -55,7 +54,7 @@ pub fn call(workspace: &Path, operation_id: &str, request: Value) -> Call {
 }
 
 pub async fn go(p: &dyn Provider, c: &Call) -> (Outcome, Vec<Progress>) {
-    let (tx, mut rx) = unbounded_channel();
+    let (tx, mut rx) = providers::progress_channel();
     let o = p.dispatch(c, tx).await;
     let mut seen = Vec::new();
     while let Ok(m) = rx.try_recv() {
@@ -64,16 +63,23 @@ pub async fn go(p: &dyn Provider, c: &Call) -> (Outcome, Vec<Progress>) {
     (o, seen)
 }
 
-pub fn receipt(o: Outcome) -> Receipt {
+pub fn receipt(o: Outcome) -> McpReceipt {
     match o {
-        Outcome::Received(r) => r,
-        other => panic!("expected a receipt, got {other:?}"),
+        Outcome::Received(Receipt::Mcp(r)) => r,
+        other => panic!("expected an MCP receipt, got {other:?}"),
     }
 }
 
-/// The JSON a receipt's stdout holds.
-pub fn result_of(r: &Receipt) -> Value {
-    serde_json::from_str(&r.stdout.text).unwrap()
+pub fn http_receipt(o: Outcome) -> HttpReceipt {
+    match o {
+        Outcome::Received(Receipt::Http(r)) => r,
+        other => panic!("expected an HTTP receipt, got {other:?}"),
+    }
+}
+
+/// The JSON an MCP receipt's result holds.
+pub fn result_of(r: &McpReceipt) -> Value {
+    serde_json::from_str(&r.result.text).unwrap()
 }
 
 pub fn free_port() -> u16 {

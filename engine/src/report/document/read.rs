@@ -1,7 +1,6 @@
 //! Every ledger read of `engine report`, in one place: this module builds
-//! the `ReportDocument` from the store and nothing else in the report
-//! touches the ledger. (When the ledger moves behind a typed interface,
-//! this is the file of the report that changes.)
+//! the `ReportDocument` from the ledger (one snapshot of it) and nothing
+//! else in the report touches the ledger.
 
 use std::collections::HashMap;
 
@@ -10,12 +9,17 @@ use serde_json::Value;
 
 use super::model::*;
 use super::{timeline, waiting, words};
+use crate::decide::reuse::Decision;
 use crate::error::{Code, Error, Result};
+use crate::ids::{GoalId, Revision};
 use crate::plan::{PlanFile, Task};
-use crate::report::status::goal_or_latest;
-use crate::reuse::Decision;
-use crate::state::AttemptState;
-use crate::store::{events, ledger, Store};
+use crate::state::{AttemptState, TaskState};
+use crate::store::acts::{ApprovalRecord, SettlementRecord};
+use crate::store::attempts::AttemptRecord;
+use crate::store::events::EventKind;
+use crate::store::evidence::{CheckResultRecord, CheckScope, TimedEvidence};
+use crate::store::goals::{GoalRecord, TaskRecord};
+use crate::store::{LedgerRead, Store};
 
 /// Which goal and revision to report, and the generation time to print
 /// (`None`: no time, so the same ledger gives the same bytes).
@@ -26,26 +30,31 @@ pub struct Request<'a> {
 }
 
 pub fn build(store: &Store, req: &Request) -> Result<ReportDocument> {
-    let conn = store.conn();
-    let g = goal_or_latest(store, req.goal)?;
-    let number = req.revision.unwrap_or(g.active_revision);
-    if !(1..=g.active_revision).contains(&number) {
+    store.snapshot(|l| build_in(l, req))
+}
+
+fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
+    let goal = req.goal.map(GoalId::new);
+    let g = l.goal_or_latest(goal.as_ref())?;
+    let active = g.active_revision.get();
+    let number = req.revision.unwrap_or(active);
+    if !(1..=active).contains(&number) {
         return Err(Error::usage(format!(
-            "goal `{}` has revisions 1 to {}; there is no revision {number}",
-            g.id, g.active_revision
+            "goal `{}` has revisions 1 to {active}; there is no revision {number}",
+            g.id
         ))
         .at(format!("--revision {number}")));
     }
-    let rev = ledger::revision(conn, &g.id, number)?;
+    let rev = l.revision(&g.id, Revision(number))?;
     let plan = parse_plan(&rev.plan_json, number)?;
-    let (revisions, lowest_max_revisions) = revisions(conn, &g.id, g.active_revision)?;
-    let tasks = tasks(conn, &g.id, number, &plan)?;
-    let (acceptance, marks) = acceptance(conn, &g.id, number, &plan)?;
+    let (revisions, lowest_max_revisions) = revisions(l, &g.id, active)?;
+    let tasks = tasks(l, &g.id, number, &plan)?;
+    let (acceptance, marks) = acceptance(l, &g.id, number, &plan)?;
     let timeline =
         timeline::timeline(tasks.iter().flat_map(|t| &t.report.attempts).filter(|a| a.revision == number), marks);
-    let budgets = budgets(conn, &g, &plan, &tasks, number, lowest_max_revisions, timeline.end_ms)?;
-    let cx = waiting::Context { goal_id: &g.id, plan_path: &rev.plan_path };
-    let waiting = waiting_list(conn, &g.id, number == g.active_revision, number, &tasks, &cx)?;
+    let budgets = budgets(l, &g, &plan, &tasks, number, lowest_max_revisions, timeline.end_ms)?;
+    let cx = waiting::Context { goal_id: g.id.as_str(), plan_path: &rev.plan_path };
+    let waiting = waiting_list(l, &g.id, number == active, number, &tasks, &cx)?;
     let goal_spec = plan.goal.as_ref();
     let unchecked: Vec<String> = acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect();
     let constraints: Vec<ConstraintLine> = goal_spec
@@ -60,12 +69,12 @@ pub fn build(store: &Store, req: &Request) -> Result<ReportDocument> {
         engine_version: crate::report::VERSION.into(),
         generated_at: req.generated_at_ms.map(rfc3339),
         goal: GoalSection {
-            id: g.id.clone(),
+            id: g.id.to_string(),
             statement: goal_spec.map(|x| x.statement.clone()).unwrap_or_default(),
             state: g.state.as_str().into(),
             claims,
             does_not_claim,
-            active_revision: g.active_revision,
+            active_revision: active,
             first_run_at_ms: g.first_run_at_ms,
             acceptance,
             constraints,
@@ -73,12 +82,12 @@ pub fn build(store: &Store, req: &Request) -> Result<ReportDocument> {
         },
         revision: RevisionSection {
             number,
-            active: number == g.active_revision,
+            active: number == active,
             plan_path: rev.plan_path.clone(),
             plan_digest: rev.plan_digest.clone(),
             goal_contract_digest: rev.goal_contract.clone(),
             reason: rev.reason.clone(),
-            runs: runs(conn, &g.id, number)?,
+            runs: runs(l, &g.id, number)?,
         },
         budgets,
         tasks: tasks.into_iter().map(|t| t.report).collect(),
@@ -88,7 +97,7 @@ pub fn build(store: &Store, req: &Request) -> Result<ReportDocument> {
 }
 
 fn rfc3339(ms: i64) -> String {
-    format!("{}Z", crate::report::utc(ms).replace(' ', "T"))
+    format!("{}Z", crate::clock::utc(ms).replace(' ', "T"))
 }
 
 fn parse_plan(json: &str, number: i64) -> Result<PlanFile> {
@@ -98,20 +107,25 @@ fn parse_plan(json: &str, number: i64) -> Result<PlanFile> {
 }
 
 /// Every revision of the goal, and the lowest `max_revisions` any set.
-fn revisions(conn: &rusqlite::Connection, goal_id: &str, active: i64) -> Result<(Vec<RevisionLine>, i64)> {
+fn revisions(l: &dyn LedgerRead, goal_id: &GoalId, active: i64) -> Result<(Vec<RevisionLine>, i64)> {
     let (mut out, mut lowest) = (Vec::new(), i64::MAX);
     for number in 1..=active {
-        let r = ledger::revision(conn, goal_id, number)?;
+        let r = l.revision(goal_id, Revision(number))?;
         lowest = lowest.min(parse_plan(&r.plan_json, number)?.budgets.max_revisions as i64);
-        out.push(RevisionLine { revision: number, parent: r.parent, reason: r.reason, plan_digest: r.plan_digest });
+        out.push(RevisionLine {
+            revision: number,
+            parent: r.parent.map(Revision::get),
+            reason: r.reason,
+            plan_digest: r.plan_digest,
+        });
     }
     Ok((out, lowest))
 }
 
-fn runs(conn: &rusqlite::Connection, goal_id: &str, number: i64) -> Result<Vec<RunLine>> {
-    Ok(events::of_goal(conn, goal_id, "run_started")?
+fn runs(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<Vec<RunLine>> {
+    Ok(l.events_of_goal(goal_id, EventKind::RunStarted)?
         .into_iter()
-        .filter(|e| e.revision == Some(number))
+        .filter(|e| e.revision == Some(Revision(number)))
         .map(|e| RunLine { started_at_ms: e.at_ms, jobs: e.data.get("jobs").and_then(Value::as_i64) })
         .collect())
 }
@@ -122,28 +136,28 @@ struct Task2 {
     awaiting_op: Option<String>,
 }
 
-fn tasks(conn: &rusqlite::Connection, goal_id: &str, number: i64, plan: &PlanFile) -> Result<Vec<Task2>> {
-    let rows: HashMap<String, ledger::TaskRow> =
-        ledger::tasks(conn, goal_id, number)?.into_iter().map(|t| (t.task_ref.clone(), t)).collect();
-    let mut reuse = reuse_decisions(conn, goal_id, number)?;
+fn tasks(l: &dyn LedgerRead, goal_id: &GoalId, number: i64, plan: &PlanFile) -> Result<Vec<Task2>> {
+    let rows: HashMap<String, TaskRecord> =
+        l.tasks(goal_id, Revision(number))?.into_iter().map(|t| (t.task_ref.clone(), t)).collect();
+    let mut reuse = reuse_decisions(l, goal_id, number)?;
     let mut approvals: HashMap<String, Vec<ApprovalLine>> = HashMap::new();
-    for a in ledger::approvals_of_goal(conn, goal_id)? {
+    for a in l.approvals_of_goal(goal_id)? {
         approvals.entry(a.task_ref.clone()).or_default().push(approval_line(a));
     }
     let mut settlements: HashMap<i64, SettlementLine> =
-        ledger::settlements_of_goal(conn, goal_id)?.into_iter().map(|s| (s.attempt_id, settlement_line(s))).collect();
+        l.settlements_of_goal(goal_id)?.into_iter().map(|s| (s.attempt_id.get(), settlement_line(s))).collect();
     let mut out = Vec::with_capacity(plan.tasks.len());
     for t in &plan.tasks {
         let row = rows.get(&t.task_ref).ok_or_else(|| {
             Error::new(Code::StoreCorrupt, format!("task {} of revision {number} is not in the ledger", t.task_ref))
         })?;
         let mut attempts = Vec::new();
-        for a in ledger::attempts_of_task(conn, goal_id, &t.task_ref)? {
-            let settlement = settlements.remove(&a.id);
-            attempts.push(attempt_report(conn, a, settlement)?);
+        for a in l.attempts_of_task(goal_id, &t.task_ref)? {
+            let settlement = settlements.remove(&a.id.get());
+            attempts.push(attempt_report(l, a, settlement)?);
         }
         let report = task_report(t, row, attempts, reuse.remove(&t.task_ref), approvals.remove(&t.task_ref), number);
-        let awaiting_op = row.detail.get("operation_id").and_then(Value::as_str).map(str::to_string);
+        let awaiting_op = row.pending_operation().map(str::to_string);
         out.push(Task2 { report, awaiting_op });
     }
     Ok(out)
@@ -151,19 +165,16 @@ fn tasks(conn: &rusqlite::Connection, goal_id: &str, number: i64, plan: &PlanFil
 
 fn task_report(
     t: &Task,
-    row: &ledger::TaskRow,
+    row: &TaskRecord,
     attempts: Vec<AttemptReport>,
     reuse: Option<ReuseLine>,
     approvals: Option<Vec<ApprovalLine>>,
     number: i64,
 ) -> TaskReport {
-    let state = row.state.as_str();
-    let class = (state == "failed")
+    let class = (row.state == TaskState::Failed)
         .then(|| {
             let latest = attempts.iter().rev().filter(|a| a.revision == number).find_map(|a| a.classification.as_ref());
-            latest
-                .map(|c| c.class.clone())
-                .or_else(|| row.detail.get("class").and_then(Value::as_str).map(str::to_string))
+            latest.map(|c| c.class.clone()).or_else(|| row.class().map(str::to_string))
         })
         .flatten();
     TaskReport {
@@ -172,11 +183,11 @@ fn task_report(
         provider: t.provider.clone(),
         effect: t.effect.as_str().into(),
         depends_on: t.depends_on.clone(),
-        state: state.into(),
+        state: row.state.as_str().into(),
         class,
         why: why(&row.detail),
-        operation_id: row.operation_id.clone(),
-        request_digest: row.request_digest.clone(),
+        operation_id: row.operation_id.to_string(),
+        request_digest: row.request_digest.to_string(),
         reuse,
         attempts,
         approvals: approvals.unwrap_or_default(),
@@ -200,73 +211,63 @@ fn why(detail: &Value) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn attempt_report(
-    conn: &rusqlite::Connection,
-    a: ledger::AttemptRow,
-    settlement: Option<SettlementLine>,
-) -> Result<AttemptReport> {
-    let evidence = ledger::timed_evidence_of_attempt(conn, a.id)?
+fn evidence_item(e: TimedEvidence) -> EvidenceItem {
+    EvidenceItem { id: e.id.get(), at_ms: e.at_ms, evidence: e.evidence }
+}
+
+fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<SettlementLine>) -> Result<AttemptReport> {
+    let evidence = l.timed_evidence_of_attempt(a.id)?.into_iter().map(evidence_item).collect();
+    let claims = l
+        .claims_of_attempt(a.id)?
         .into_iter()
-        .map(|e| EvidenceItem { id: e.id, at_ms: e.at_ms, evidence: e.evidence })
-        .collect();
-    let claims = ledger::claims_of_attempt(conn, a.id)?
-        .into_iter()
-        .map(|(id, authority, data)| ClaimLine { id, authority, data, verified: false })
+        .map(|c| ClaimLine { id: c.id, authority: c.authority, data: c.data, verified: false })
         .collect();
     Ok(AttemptReport {
-        id: a.id,
-        revision: a.revision,
+        id: a.id.get(),
+        revision: a.revision.get(),
         try_no: a.try_no,
-        kind: a.kind,
+        kind: a.kind.as_str().into(),
         state: a.state.as_str().into(),
-        operation_id: a.operation_id,
-        request_digest: a.request_digest,
-        effect: a.effect,
-        cost: a.cost,
+        operation_id: a.operation_id.to_string(),
+        request_digest: a.request_digest.to_string(),
+        effect: a.effect.as_str().into(),
+        cost: a.cost.units(),
         intent_at_ms: a.intent_at_ms,
         dispatched_at_ms: a.dispatched_at_ms,
-        receipt_at_ms: ledger::receipt_at(conn, a.id)?,
+        receipt_at_ms: l.receipt_at(a.id)?,
         finished_at_ms: a.finished_at_ms,
         dispatch_detail: a.dispatch_detail,
-        unknown_reason: a.unknown_reason,
+        unknown_reason: a.unknown_reason.map(|r| r.as_str().into()),
         instruction: a.instruction,
-        classification: a.classification.as_ref().map(classification),
+        classification: a.classification.map(|c| Classification {
+            class: c.class.as_str().into(),
+            rule: c.rule,
+            evidence_ids: c.evidence_ids.into_iter().map(|id| id.get()).collect(),
+            next: c.next,
+        }),
         evidence,
         claims,
         settlement,
     })
 }
 
-fn classification(c: &Value) -> Classification {
-    let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-    Classification {
-        class: text("class"),
-        rule: text("rule"),
-        evidence_ids: c
-            .get("evidence_ids")
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |ids| ids.iter().filter_map(Value::as_i64).collect()),
-        next: text("next"),
-    }
-}
-
-fn approval_line(a: ledger::ApprovalRow) -> ApprovalLine {
+fn approval_line(a: ApprovalRecord) -> ApprovalLine {
     ApprovalLine {
-        id: a.id,
-        operation_id: a.operation_id,
-        revision: a.revision,
-        request_digest: a.request_digest,
+        id: a.id.get(),
+        operation_id: a.operation_id.to_string(),
+        revision: a.revision.get(),
+        request_digest: a.request_digest.to_string(),
         actor: a.actor,
         note: a.note,
         at_ms: a.at_ms,
-        consumed_by: a.consumed_by,
-        voided_by: a.voided_by,
+        consumed_by: a.consumed_by.map(|id| id.get()),
+        voided_by: a.voided_by.map(|id| id.get()),
     }
 }
 
-fn settlement_line(s: ledger::SettlementRow) -> SettlementLine {
+fn settlement_line(s: SettlementRecord) -> SettlementLine {
     SettlementLine {
-        outcome: s.outcome,
+        outcome: s.outcome.as_str().into(),
         actor: s.actor,
         note: s.note,
         at_ms: s.at_ms,
@@ -276,15 +277,17 @@ fn settlement_line(s: ledger::SettlementRow) -> SettlementLine {
 }
 
 /// The reuse decisions `engine revise` recorded for this revision.
-fn reuse_decisions(conn: &rusqlite::Connection, goal_id: &str, number: i64) -> Result<HashMap<String, ReuseLine>> {
+fn reuse_decisions(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<HashMap<String, ReuseLine>> {
     #[derive(Deserialize)]
     struct Recorded {
         task_ref: String,
         #[serde(flatten)]
         decision: Decision,
     }
-    let Some(event) =
-        events::of_goal(conn, goal_id, "revision_recorded")?.into_iter().rfind(|e| e.revision == Some(number))
+    let Some(event) = l
+        .events_of_goal(goal_id, EventKind::RevisionRecorded)?
+        .into_iter()
+        .rfind(|e| e.revision == Some(Revision(number)))
     else {
         return Ok(HashMap::new());
     };
@@ -306,10 +309,10 @@ fn reuse_line(d: Decision) -> ReuseLine {
             reason: None,
             detail: format!("reused from revision {} attempt {}", p.revision, p.attempt_id),
             provenance: Some(Provenance {
-                revision: p.revision,
-                attempt_id: p.attempt_id,
+                revision: p.revision.get(),
+                attempt_id: p.attempt_id.get(),
                 checkpoint: p.checkpoint,
-                evidence_ids: p.evidence_ids,
+                evidence_ids: p.evidence_ids.into_iter().map(|id| id.get()).collect(),
             }),
         },
         Decision::Run { refusal } => ReuseLine {
@@ -324,25 +327,25 @@ fn reuse_line(d: Decision) -> ReuseLine {
 /// The goal's acceptance criteria with their latest results in this
 /// revision, and those results as timeline marks.
 fn acceptance(
-    conn: &rusqlite::Connection,
-    goal_id: &str,
+    l: &dyn LedgerRead,
+    goal_id: &GoalId,
     number: i64,
     plan: &PlanFile,
 ) -> Result<(Vec<AcceptanceLine>, Vec<CheckMark>)> {
-    let latest: HashMap<String, ledger::CheckResultRow> =
-        ledger::latest_check_results(conn, goal_id, number, "acceptance", None)?
-            .into_iter()
-            .map(|r| (r.check_id.clone(), r))
-            .collect();
+    let latest: HashMap<String, CheckResultRecord> = l
+        .latest_check_results(goal_id, Revision(number), CheckScope::Acceptance, None)?
+        .into_iter()
+        .map(|r| (r.check_id.clone(), r))
+        .collect();
     let (mut lines, mut marks) = (Vec::new(), Vec::new());
     for a in plan.goal.iter().flat_map(|g| &g.acceptance) {
         let row = latest.get(&a.id);
         let evidence = match row {
-            Some(r) => ledger::timed_evidence(conn, r.evidence_id)?,
+            Some(r) => l.evidence_by_id(r.evidence_id)?,
             None => None,
         };
         if let (Some(r), Some(e)) = (row, &evidence) {
-            marks.push(CheckMark { check_id: a.id.clone(), passed: r.passed, at_ms: e.at_ms, evidence_id: e.id });
+            marks.push(CheckMark { check_id: a.id.clone(), passed: r.passed, at_ms: e.at_ms, evidence_id: e.id.get() });
         }
         let result = match (&a.check, row) {
             (None, _) => "no_check",
@@ -356,15 +359,15 @@ fn acceptance(
             check: a.check.as_ref().map(|c| c.run.clone()),
             expect_exit: a.check.as_ref().map(|c| c.expect_exit),
             result: result.into(),
-            evidence: evidence.map(|e| EvidenceItem { id: e.id, at_ms: e.at_ms, evidence: e.evidence }),
+            evidence: evidence.map(evidence_item),
         });
     }
     Ok((lines, marks))
 }
 
 fn budgets(
-    conn: &rusqlite::Connection,
-    g: &ledger::GoalRow,
+    l: &dyn LedgerRead,
+    g: &GoalRecord,
     plan: &PlanFile,
     tasks: &[Task2],
     number: i64,
@@ -378,14 +381,15 @@ fn budgets(
         .max()
         .unwrap_or(0);
     let limit_seconds = i64::try_from(b.deadline_seconds).unwrap_or(i64::MAX);
+    let used = l.budget_use(&g.id)?;
     Ok(Budgets {
         provider_calls: Used {
-            used: ledger::provider_calls_used(conn, &g.id)?,
+            used: i64::try_from(used.calls).unwrap_or(i64::MAX),
             limit: i64::try_from(b.max_provider_calls).unwrap_or(i64::MAX),
         },
-        cost: Used { used: ledger::cost_used(conn, &g.id)?, limit: b.max_cost },
+        cost: Used { used: used.cost.units(), limit: b.max_cost },
         attempts_per_task: Used { used: most, limit: b.max_attempts_per_task.into() },
-        revisions: Used { used: g.active_revision - 1, limit: lowest_max_revisions },
+        revisions: Used { used: g.active_revision.get() - 1, limit: lowest_max_revisions },
         deadline: Deadline {
             limit_seconds,
             first_run_at_ms: g.first_run_at_ms,
@@ -399,16 +403,17 @@ fn budgets(
 /// revision), then, for the active revision, approvals, re-sends and
 /// failures, then attempts left in doubt.
 fn waiting_list(
-    conn: &rusqlite::Connection,
-    goal_id: &str,
+    l: &dyn LedgerRead,
+    goal_id: &GoalId,
     active: bool,
     number: i64,
     tasks: &[Task2],
     cx: &waiting::Context,
 ) -> Result<Vec<Waiting>> {
-    let mut out: Vec<Waiting> = ledger::attempts_in_state(conn, goal_id, AttemptState::EffectUnknown)?
+    let mut out: Vec<Waiting> = l
+        .attempts_in_state(goal_id, AttemptState::EffectUnknown)?
         .iter()
-        .map(|a| waiting::settle(&a.task_ref, &a.operation_id, a.try_no, a.unknown_reason.as_deref()))
+        .map(|a| waiting::settle(&a.task_ref, a.operation_id.as_str(), a.try_no, a.unknown_reason.map(|r| r.as_str())))
         .collect();
     if active {
         let per_task: Vec<Waiting> =
@@ -418,9 +423,9 @@ fn waiting_list(
         }
     }
     out.extend(
-        ledger::attempts_in_doubt(conn, goal_id)?
+        l.attempts_in_doubt(goal_id)?
             .iter()
-            .map(|a| waiting::in_doubt(&a.task_ref, &a.operation_id, a.try_no, a.state.as_str())),
+            .map(|a| waiting::in_doubt(&a.task_ref, a.operation_id.as_str(), a.try_no, a.state.as_str())),
     );
     Ok(out)
 }

@@ -134,5 +134,5 @@ pub fn duration(ms: i64) -> String {
 
 /// UTC time with milliseconds.
 pub fn time(ms: i64) -> String {
-    format!("{}.{:03}", crate::report::utc(ms), ms.rem_euclid(1000))
+    format!("{}.{:03}", crate::clock::utc(ms), ms.rem_euclid(1000))
 }

@@ -1,0 +1,113 @@
+//! Observing a task's checkpoint now: its inputs expanded and hashed
+//! (through the file-state cache), its context values read.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Checkpoint, FileCache};
+use crate::digest::{Digester, Kind};
+use crate::limits::{OBSERVE_INLINE_BYTES_MAX, OBSERVE_INLINE_FILES_MAX};
+use crate::plan::{ContextSource, Task};
+use crate::workspace;
+
+/// Observe a task's checkpoint now, through `cache`. `secrets` are the
+/// plan's secret variable names: their values are recorded only as digests.
+pub fn observe(
+    workspace_dir: &Path,
+    task: &Task,
+    secrets: &[String],
+    cache: &mut FileCache,
+) -> Result<Checkpoint, String> {
+    let mut files = BTreeMap::new();
+    let mut expander = workspace::Expander::new(workspace_dir)?;
+    for input in &task.inputs {
+        for rel in expander.expand(input)? {
+            let digest =
+                cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
+            files.insert(rel, digest);
+        }
+    }
+    let mut context = BTreeMap::new();
+    for (name, source) in &task.context {
+        let value = match source {
+            ContextSource::Env { env } => {
+                let v = std::env::var(env).unwrap_or_default();
+                if secrets.contains(env) {
+                    format!("digest:{}", blake3::hash(v.as_bytes()).to_hex())
+                } else {
+                    v
+                }
+            }
+            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv),
+        };
+        context.insert(name.clone(), value);
+    }
+    let digest = Digester::new(Kind::Checkpoint).json("files", &json!(files)).json("context", &json!(context)).finish();
+    Ok(Checkpoint { files, context, digest })
+}
+
+/// Is observing `task` now quick and bounded, so that the coordinator may
+/// do it in place? Yes when it has no context command and every input is a
+/// literal path (no glob) naming an absent or a regular file, at most
+/// `OBSERVE_INLINE_FILES_MAX` of them and `OBSERVE_INLINE_BYTES_MAX` bytes in
+/// all. Anything else — a command, a glob, a folder, a large file — is
+/// observed off the coordinator. (A thread hop costs more than hashing a few
+/// small files.)
+pub fn observes_quickly(workspace_dir: &Path, task: &Task) -> bool {
+    if task.inputs.len() > OBSERVE_INLINE_FILES_MAX
+        || task.context.values().any(|c| matches!(c, ContextSource::Command(_)))
+    {
+        return false;
+    }
+    let mut bytes: u64 = 0;
+    for input in &task.inputs {
+        if input.contains(['*', '?', '[']) {
+            return false;
+        }
+        match std::fs::metadata(workspace_dir.join(input)) {
+            Ok(m) if m.is_file() => bytes = bytes.saturating_add(m.len()),
+            Ok(_) => return false,
+            // Absent (or unreadable): nothing to read; observing says so.
+            Err(_) => {}
+        }
+        if bytes > OBSERVE_INLINE_BYTES_MAX {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    fn task(extra: Value) -> Task {
+        let mut t = json!({"ref": "T", "provider": "sh", "action": {"run": ["true"]}});
+        for (k, v) in extra.as_object().unwrap() {
+            t[k] = v.clone();
+        }
+        serde_json::from_value(t).unwrap()
+    }
+
+    #[test]
+    fn only_a_few_small_literal_files_are_observed_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        std::fs::create_dir(ws.join("folder")).unwrap();
+        std::fs::write(ws.join("big.bin"), vec![0u8; OBSERVE_INLINE_BYTES_MAX as usize + 1]).unwrap();
+        assert!(observes_quickly(ws, &task(json!({}))));
+        assert!(observes_quickly(ws, &task(json!({"inputs": ["a.txt", "not-yet.txt"]}))));
+        assert!(observes_quickly(ws, &task(json!({"context": {"who": {"env": "USER"}}}))));
+        assert!(!observes_quickly(ws, &task(json!({"inputs": ["*.txt"]}))), "a glob may match many");
+        assert!(!observes_quickly(ws, &task(json!({"inputs": ["folder"]}))), "a folder may hold many");
+        assert!(!observes_quickly(ws, &task(json!({"inputs": ["big.bin"]}))), "past the bytes bound");
+        let many: Vec<String> = (0..=OBSERVE_INLINE_FILES_MAX).map(|i| format!("f{i}")).collect();
+        assert!(!observes_quickly(ws, &task(json!({"inputs": many}))), "past the files bound");
+        assert!(!observes_quickly(ws, &task(json!({"context": {"rev": ["git", "rev-parse", "HEAD"]}}))), "a command");
+    }
+}

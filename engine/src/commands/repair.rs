@@ -1,0 +1,164 @@
+//! `engine repair REF`: a new attempt of a failed task in the same plan
+//! revision, with the failure evidence handed to its provider. Repair is
+//! for fixing one task; changing the goal or the plan is `engine revise`.
+//! Refused when it would only repeat (`decide::repair`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::checkpoint::{self, FileCache};
+use crate::decide::repair::{failure_evidence, fingerprint, is_repetition, needs_force};
+use crate::error::{Code, Error, Result};
+use crate::ids::GoalId;
+use crate::plan::{digests, Plan, PlanFile, Task};
+use crate::run::{self, Asked, Repair, RunReport};
+use crate::state::{AttemptState, FailureClass, TaskState};
+use crate::store::attempts::AttemptRecord;
+use crate::store::events::{Event, EventKind};
+use crate::store::goals::TaskKey;
+use crate::store::LedgerRead;
+use crate::store::{Durability, LeaseGuard, Store};
+
+pub struct RepairRequest {
+    pub goal: Option<GoalId>,
+    pub task_ref: String,
+    pub instruction: Option<String>,
+    /// A provider named on the command line; only the plan's is allowed.
+    pub provider: Option<String>,
+    /// `--force --note TEXT`: a person's reason to repair a failure whose
+    /// class does not suggest repair.
+    pub force_note: Option<String>,
+    pub jobs: usize,
+}
+
+pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
+    let mut ledger = run::orphans::take_lease(store)?;
+    let read = ledger.read();
+    let g = read.goal_or_latest(req.goal.as_ref())?;
+    let row = read.revision(&g.id, g.active_revision)?;
+    let file: PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
+        Error::usage(format!("goal `{}` revision {} has no task `{}`", g.id, g.active_revision, req.task_ref))
+            .at(req.task_ref.clone())
+    })?;
+    if let Some(p) = &req.provider {
+        if *p != task.provider {
+            return Err(Error::new(
+                Code::ProviderChangeRequiresRevision,
+                format!(
+                    "task {} is done by provider `{}`; switching to `{p}` changes the plan: use `engine revise`",
+                    task.task_ref, task.provider
+                ),
+            )
+            .at(task.task_ref.clone()));
+        }
+    }
+    let attempts: Vec<AttemptRecord> = read
+        .attempts_of_task(&g.id, &task.task_ref)?
+        .into_iter()
+        .filter(|a| a.revision == g.active_revision && a.state != AttemptState::Abandoned)
+        .collect();
+    let last = attempts
+        .last()
+        .filter(|a| a.state == AttemptState::Failed)
+        .ok_or_else(|| {
+            let state =
+                attempts.last().map_or("no attempt".to_string(), |a| format!("its latest attempt is `{}`", a.state));
+            Error::usage(format!("task {} has not failed ({state}): repair is for a failed task", task.task_ref))
+                .at(task.task_ref.clone())
+        })?
+        .clone();
+    let class = last.class().unwrap_or(FailureClass::Unclassified);
+    if needs_force(class) && req.force_note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+        return Err(Error::usage(format!(
+            "task {} failed as `{class}`, which a repair is not expected to fix (next: {}); to repair anyway pass --force --note TEXT",
+            task.task_ref,
+            class.next_step()
+        ))
+        .at(task.task_ref.clone()));
+    }
+    refuse_repetition(&*read, &plan, &task, &attempts, &last, req.instruction.as_deref())?;
+
+    let spec = plan.provider_of(&task);
+    let request_digest = digests::request_digest(&task.provider, spec, &task.action, req.instruction.as_deref());
+    let operation_id = digests::operation_id(g.id.as_str(), &task.task_ref, &request_digest);
+    let evidence = read.evidence_of_attempt(last.id)?;
+    let rep = Repair {
+        operation_id: operation_id.clone(),
+        request_digest,
+        instruction: req.instruction.clone(),
+        failed_attempt: last.id,
+        classification: last.classification.clone(),
+        evidence: json!(evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>()),
+    };
+    let key = TaskKey { goal_id: &g.id, revision: g.active_revision, task_ref: &task.task_ref };
+    record_request(&mut ledger, key, class, req.force_note.as_deref(), &rep)?;
+    let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
+    run::execute(&mut ledger, plan, g.active_revision, req.jobs, asked)
+}
+
+/// Repetition: the last two failures alike, and nothing new since.
+fn refuse_repetition(
+    read: &dyn LedgerRead,
+    plan: &Plan,
+    task: &Task,
+    attempts: &[AttemptRecord],
+    last: &AttemptRecord,
+    instruction: Option<&str>,
+) -> Result<()> {
+    let failed: Vec<&AttemptRecord> = attempts.iter().filter(|a| a.state == AttemptState::Failed).collect();
+    let fps: Vec<String> = failed
+        .iter()
+        .rev()
+        .take(2)
+        .map(|a| {
+            let class = a.class().map_or("unclassified", FailureClass::as_str);
+            Ok(fingerprint(class, &failure_evidence(a.classification.as_ref(), read.evidence_of_attempt(a.id)?)))
+        })
+        .collect::<Result<_>>()?;
+    let mut cache = FileCache::from_states(read.file_states()?);
+    let inputs_now = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &mut cache).ok().map(|c| c.digest);
+    let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
+    let pair = match fps.as_slice() {
+        [a, b] => Some((a.as_str(), b.as_str())),
+        _ => None,
+    };
+    if !is_repetition(pair, inputs_then.as_deref(), inputs_now.as_deref(), last.instruction.as_deref(), instruction) {
+        return Ok(());
+    }
+    let class = last.class().unwrap_or(FailureClass::Unclassified);
+    let fp = fps.first().map(String::as_str).unwrap_or_default();
+    Err(Error::new(
+        Code::RepeatedFailureWithoutNewEvidence,
+        format!(
+            "task {}'s last two failures are the same ({class}, fingerprint {}) and neither its inputs nor the instruction changed since; change something (inputs, --instruction) or revise the plan",
+            task.task_ref,
+            &fp[..16.min(fp.len())]
+        ),
+    )
+    .at(task.task_ref.clone())
+    .with_details(json!({"fingerprint": fp, "attempts": failed.iter().rev().take(2).map(|a| a.id).collect::<Vec<_>>()})))
+}
+
+/// The task goes back to pending, and the request is logged with why.
+fn record_request(
+    ledger: &mut LeaseGuard,
+    key: TaskKey,
+    class: FailureClass,
+    forced: Option<&str>,
+    rep: &Repair,
+) -> Result<()> {
+    ledger.write(Durability::Normal, |tx| {
+        tx.set_task_state(key, TaskState::Pending, &json!({"repair_of": rep.failed_attempt}))?;
+        let data = json!({
+            "failed_attempt": rep.failed_attempt, "class": class, "instruction": rep.instruction,
+            "forced": forced, "operation_id": rep.operation_id,
+        });
+        let e = Event::goal(EventKind::RepairRequested, key.goal_id, key.revision, data).task(key.task_ref);
+        tx.append_event(&e).map(|_| ())
+    })
+}

@@ -1,0 +1,32 @@
+//! `engine run PLAN`: register the goal and plan (or check it is the
+//! goal's active revision), then run it.
+
+use std::path::PathBuf;
+
+use super::register;
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::run::{self, Asked, RunReport};
+use crate::store::{self, Store, SCHEMA_VERSION};
+
+pub struct RunOptions {
+    pub plan_path: PathBuf,
+    pub workspace: Option<PathBuf>,
+    pub store: Option<PathBuf>,
+    pub jobs: usize,
+}
+
+pub fn run(opts: RunOptions) -> Result<RunReport> {
+    let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
+    let store_path = store::resolve_path(opts.store.as_deref(), &plan.workspace);
+    // A changed plan is refused before anything is written, lease included
+    // (a store that still needs migrating is checked after, under the lease).
+    if Store::schema_version(&store_path)? == Some(SCHEMA_VERSION) {
+        if let Some(existing) = Store::open_ro(&store_path)? {
+            register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
+        }
+    }
+    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
+    let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
+    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default())
+}

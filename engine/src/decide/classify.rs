@@ -1,0 +1,285 @@
+//! Evidence-first failure classification: a pure function from an
+//! attempt's evidence to a class, the rule that decided it, and the ids of
+//! the evidence it used. Claims (what a provider or model *says* caused the
+//! failure) are never an input here: they cannot change a class.
+//!
+//! The rule table is `RULES`, in precedence order (SPEC.md "Failure
+//! classes"): provider-observed errors → engine direct errors → effect
+//! markers → process and validation evidence → `unclassified`.
+
+pub use crate::evidence::Classification;
+use crate::evidence::{EngineErrorKind, Evidence, EvidenceSource, Recorded};
+use crate::ids::EvidenceId;
+use crate::limits::FAILING_ASSERTION_CHARS_MAX;
+use crate::state::FailureClass;
+use providers::ExitStatus;
+
+/// A rule: its name and a matcher returning the ids of the evidence it used.
+struct Rule {
+    name: &'static str,
+    class: FailureClass,
+    matches: fn(&Evidence) -> bool,
+}
+
+const RULES: &[Rule] = &[
+    Rule {
+        name: "http_rate_limited_or_unavailable",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(429 | 502 | 503 | 504), .. }),
+    },
+    Rule {
+        name: "http_request_rejected",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(400..=499), .. }),
+    },
+    Rule {
+        name: "tool_error",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderError { source, http_status: None, .. } if *source == EvidenceSource::Tool),
+    },
+    Rule {
+        name: "provider_output_invalid",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProviderOutputInvalid { .. }),
+    },
+    Rule {
+        name: "connection_refused_before_dispatch",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::EngineError { error: EngineErrorKind::ConnectionRefused, .. }),
+    },
+    Rule {
+        name: "deadline_before_dispatch",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::EngineError { error: EngineErrorKind::TimeoutBeforeDispatch, .. }),
+    },
+    Rule {
+        name: "environment_error",
+        class: FailureClass::Environment,
+        matches: |e| {
+            matches!(
+                e,
+                Evidence::EngineError {
+                    error: EngineErrorKind::ExecutableMissing | EngineErrorKind::PermissionDenied,
+                    ..
+                }
+            )
+        },
+    },
+    Rule {
+        name: "engine_error",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::EngineError { .. }),
+    },
+    Rule {
+        name: "observed_effect_absent",
+        class: FailureClass::ProviderUnavailable,
+        matches: |e| matches!(e, Evidence::Observation { observation: providers::Observation::EffectAbsent { .. } }),
+    },
+    Rule {
+        name: "lost_answer_safe_to_resend",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::EffectMarker { safe_to_resend: true, .. }),
+    },
+    Rule {
+        name: "dispatched_without_receipt",
+        class: FailureClass::EffectUnknown,
+        matches: |e| matches!(e, Evidence::EffectMarker { .. }),
+    },
+    Rule {
+        name: "engine_deadline_after_dispatch",
+        class: FailureClass::Timeout,
+        matches: |e| matches!(e, Evidence::ProcessExit { timed_out: true, .. }),
+    },
+    Rule {
+        name: "killed_by_signal",
+        class: FailureClass::Killed,
+        matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Signal { .. }), .. }),
+    },
+    Rule {
+        name: "action_exit_nonzero",
+        class: FailureClass::ProviderRejected,
+        matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Code { code }), .. } if *code != 0),
+    },
+    Rule {
+        name: "http_server_error",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(500..=599), .. }),
+    },
+    Rule {
+        name: "agent_reported_failure",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProviderError { source, .. } if *source == EvidenceSource::AgentReport),
+    },
+    Rule {
+        name: "validation_check_failed",
+        class: FailureClass::ValidationFailed,
+        matches: |e| matches!(e, Evidence::CheckResult { passed: false, .. }),
+    },
+];
+
+/// Classify a failed attempt from its evidence. Returns `unclassified` with
+/// rule `no_direct_evidence` when no rule matches.
+pub fn classify(evidence: &[Recorded]) -> Classification {
+    for rule in RULES {
+        let ids: Vec<EvidenceId> = evidence.iter().filter(|r| (rule.matches)(&r.evidence)).map(|r| r.id).collect();
+        if !ids.is_empty() {
+            return Classification {
+                class: rule.class,
+                rule: rule.name.to_string(),
+                evidence_ids: ids,
+                claims: Vec::new(),
+                next: rule.class.next_step().to_string(),
+            };
+        }
+    }
+    Classification {
+        class: FailureClass::Unclassified,
+        rule: "no_direct_evidence".to_string(),
+        evidence_ids: Vec::new(),
+        claims: Vec::new(),
+        next: FailureClass::Unclassified.next_step().to_string(),
+    }
+}
+
+/// Classify from evidence, then list the attempt's claims beside the
+/// result. The claims are passed through untouched: they cannot move it.
+pub fn classify_with_claims(evidence: &[Recorded], claim_ids: Vec<i64>) -> Classification {
+    let mut c = classify(evidence);
+    c.claims = claim_ids;
+    c
+}
+
+/// The failing assertion line in unittest / pytest / cargo-test output:
+/// the first line that states what was asserted.
+pub fn failing_assertion(output: &str) -> Option<String> {
+    // What was asserted beats where: unittest's `AssertionError: 4.35 !=
+    // 435` and pytest's `E   assert ...` come before a `FAIL:` header.
+    const STATEMENTS: &[&str] = &["AssertionError", "E   ", "assertion `", "assertion failed", "panicked at"];
+    const HEADERS: &[&str] = &["FAIL:", "FAILED ", "assert "];
+    let find = |markers: &[&str]| {
+        output
+            .lines()
+            .find(|l| !l.trim().is_empty() && markers.iter().any(|m| l.contains(m)))
+            .map(|l| l.trim().chars().take(FAILING_ASSERTION_CHARS_MAX).collect::<String>())
+    };
+    find(STATEMENTS).or_else(|| find(HEADERS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{Output, UnknownReason};
+
+    fn out() -> Output {
+        Output {
+            blob: String::new(),
+            excerpt: String::new(),
+            total_bytes: 0,
+            kept_bytes: 0,
+            truncated: false,
+            omitted: None,
+        }
+    }
+    fn exit(e: Option<ExitStatus>, timed_out: bool) -> Evidence {
+        Evidence::ProcessExit { exit: e, timed_out, duration_ms: 1, stdout: out(), stderr: out() }
+    }
+    fn check(passed: bool) -> Evidence {
+        Evidence::CheckResult {
+            check_id: "V1".into(),
+            exit: Some(ExitStatus::Code { code: if passed { 0 } else { 1 } }),
+            expect_exit: 0,
+            timed_out: false,
+            passed,
+            failing_assertion: None,
+            stdout: out(),
+            stderr: out(),
+            checkpoint: None,
+        }
+    }
+    fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
+        list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: EvidenceId(i as i64 + 1), evidence }).collect()
+    }
+
+    #[test]
+    fn exit_zero_with_failing_validation_is_validation_failed() {
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), check(false)]));
+        assert_eq!(c.class, FailureClass::ValidationFailed);
+        assert_eq!(c.rule, "validation_check_failed");
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)]);
+        assert_eq!(c.next, "repair");
+    }
+
+    #[test]
+    fn signal_is_killed_never_success() {
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Signal { signal: 9 }), false)]));
+        assert_eq!(c.class, FailureClass::Killed);
+        // Negative: an exit code is not a signal.
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 137 }), false)]));
+        assert_ne!(c.class, FailureClass::Killed);
+    }
+
+    #[test]
+    fn timeout_outranks_the_kill_it_caused() {
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Signal { signal: 9 }), true)]));
+        assert_eq!(c.class, FailureClass::Timeout);
+    }
+
+    #[test]
+    fn missing_executable_is_environment() {
+        let e = Evidence::EngineError { error: EngineErrorKind::ExecutableMissing, message: "x".into() };
+        assert_eq!(classify(&rec(vec![e])).class, FailureClass::Environment);
+    }
+
+    #[test]
+    fn http_statuses() {
+        let pe = |s| Evidence::ProviderError {
+            http_status: Some(s),
+            retry_after_seconds: None,
+            source: EvidenceSource::Http,
+            excerpt: String::new(),
+        };
+        assert_eq!(classify(&rec(vec![pe(503)])).class, FailureClass::ProviderUnavailable);
+        assert_eq!(classify(&rec(vec![pe(429)])).class, FailureClass::ProviderUnavailable);
+        assert_eq!(classify(&rec(vec![pe(400)])).class, FailureClass::ProviderRejected);
+        assert_eq!(classify(&rec(vec![pe(500)])).class, FailureClass::Unclassified);
+    }
+
+    #[test]
+    fn provider_error_outranks_validation() {
+        let pe = Evidence::ProviderError {
+            http_status: Some(400),
+            retry_after_seconds: None,
+            source: EvidenceSource::Http,
+            excerpt: String::new(),
+        };
+        assert_eq!(classify(&rec(vec![check(false), pe])).class, FailureClass::ProviderRejected);
+    }
+
+    #[test]
+    fn effect_marker_is_effect_unknown() {
+        let c =
+            classify(&rec(vec![Evidence::EffectMarker { reason: UnknownReason::ResponseLost, safe_to_resend: false }]));
+        assert_eq!(c.class, FailureClass::EffectUnknown);
+        assert_eq!(c.next, "settle");
+    }
+
+    #[test]
+    fn no_evidence_is_unclassified() {
+        let c = classify(&rec(vec![check(true), exit(Some(ExitStatus::Code { code: 0 }), false)]));
+        assert_eq!(c.class, FailureClass::Unclassified);
+        assert_eq!(c.rule, "no_direct_evidence");
+        assert!(c.evidence_ids.is_empty());
+    }
+
+    #[test]
+    fn finds_assertion_lines() {
+        let unittest = "F\n====\nFAIL: test_total (tests.test_money.T)\nTraceback...\nAssertionError: 300 != 3\n";
+        assert_eq!(failing_assertion(unittest).as_deref(), Some("AssertionError: 300 != 3"));
+        let pytest = "    def test_x():\n>       assert total([]) == 1\nE       assert 0 == 1\n";
+        assert_eq!(failing_assertion(pytest).as_deref(), Some("E       assert 0 == 1"));
+        assert_eq!(failing_assertion("FAIL: test_y (t.T)\nerror: boom").as_deref(), Some("FAIL: test_y (t.T)"));
+        let cargo = "thread 'x' panicked at src/lib.rs:3:5:\nassertion `left == right` failed";
+        assert!(failing_assertion(cargo).unwrap().contains("panicked at"));
+        assert_eq!(failing_assertion("all good\nok\n"), None);
+    }
+}

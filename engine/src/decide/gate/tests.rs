@@ -1,0 +1,196 @@
+//! The gate, rule by rule, and every pair of rules against each other: when
+//! two would stop a call, the one earlier in SPEC's precedence decides.
+
+use super::*;
+use crate::decide::budget::BudgetName;
+
+const PLAN: &str = "plan-digest";
+
+fn request() -> RequestDigest {
+    RequestDigest::new("request-digest")
+}
+
+fn budgets() -> Budgets {
+    Budgets { max_attempts_per_task: 3, max_revisions: 3, max_provider_calls: 10, max_cost: 1.0, deadline_seconds: 60 }
+}
+
+fn usage() -> Usage {
+    Usage { attempts_of_task: 0, provider_calls: 0, cost: Cost::ZERO, elapsed_seconds: 0 }
+}
+
+fn approval(id: i64, request: &str, plan: &str) -> OpenApproval {
+    OpenApproval { id: ApprovalId(id), request_digest: RequestDigest::new(request), plan_digest: plan.to_string() }
+}
+
+/// The rules that can stop a call, each as a change to passing facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    PlanMoved,
+    Unsettled,
+    Conflict,
+    Budget,
+    Approval,
+}
+
+const PRECEDENCE: [Stop; 5] = [Stop::PlanMoved, Stop::Unsettled, Stop::Conflict, Stop::Budget, Stop::Approval];
+
+/// Facts that pass every rule, with `stops` applied, decided.
+fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
+    let request = request();
+    let budgets = budgets();
+    let mut f = Facts {
+        revision: Revision(2),
+        active_revision: Revision(2),
+        plan_digest: PLAN,
+        active_plan_digest: PLAN,
+        unsettled: None,
+        conflict: None,
+        request_digest: &request,
+        budgets: &budgets,
+        usage: usage(),
+        call_cost: Cost::ZERO,
+        approval: ApprovalFacts {
+            always: false,
+            paid_or_external: false,
+            asked_repeat: false,
+            prior_dispatch: false,
+            open,
+        },
+    };
+    for stop in stops {
+        match stop {
+            Stop::PlanMoved => f.active_revision = Revision(3),
+            Stop::Unsettled => f.unsettled = Some((AttemptId(7), AttemptState::EffectUnknown)),
+            Stop::Conflict => f.conflict = Some(RequestDigest::new("other")),
+            Stop::Budget => f.usage.provider_calls = 10,
+            Stop::Approval => f.approval.always = true,
+        }
+    }
+    decide(&f)
+}
+
+fn stop_of(d: &Decision) -> Option<Stop> {
+    match d {
+        Decision::PlanMoved { .. } => Some(Stop::PlanMoved),
+        Decision::Unsettled { .. } => Some(Stop::Unsettled),
+        Decision::Conflict { .. } => Some(Stop::Conflict),
+        Decision::Budget(_) => Some(Stop::Budget),
+        Decision::AwaitApproval(_) => Some(Stop::Approval),
+        Decision::Go { .. } => None,
+    }
+}
+
+#[test]
+fn passing_facts_go() {
+    assert_eq!(decide_with(&[], &[]), Decision::Go { consume: None, void: vec![] });
+}
+
+#[test]
+fn each_rule_alone_stops_the_call_with_its_reason() {
+    assert_eq!(decide_with(&[Stop::PlanMoved], &[]), Decision::PlanMoved { active: Revision(3) });
+    assert_eq!(
+        decide_with(&[Stop::Unsettled], &[]),
+        Decision::Unsettled { attempt: AttemptId(7), state: AttemptState::EffectUnknown }
+    );
+    assert_eq!(decide_with(&[Stop::Conflict], &[]), Decision::Conflict { recorded: RequestDigest::new("other") });
+    match decide_with(&[Stop::Budget], &[]) {
+        Decision::Budget(e) => assert_eq!(e.budget, BudgetName::MaxProviderCalls),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(decide_with(&[Stop::Approval], &[]), Decision::AwaitApproval(Missing::None));
+}
+
+#[test]
+fn every_pair_of_rules_resolves_by_precedence() {
+    for (i, &first) in PRECEDENCE.iter().enumerate() {
+        for &later in &PRECEDENCE[i + 1..] {
+            for stops in [[first, later], [later, first]] {
+                assert_eq!(stop_of(&decide_with(&stops, &[])), Some(first), "{first:?} outranks {later:?}");
+            }
+        }
+    }
+    // And all at once: the first rule of all.
+    assert_eq!(stop_of(&decide_with(&PRECEDENCE, &[])), Some(Stop::PlanMoved));
+}
+
+#[test]
+fn a_changed_plan_digest_on_the_same_revision_is_a_moved_plan() {
+    let request = request();
+    let budgets = budgets();
+    let f = Facts {
+        revision: Revision(1),
+        active_revision: Revision(1),
+        plan_digest: PLAN,
+        active_plan_digest: "another",
+        unsettled: None,
+        conflict: None,
+        request_digest: &request,
+        budgets: &budgets,
+        usage: usage(),
+        call_cost: Cost::ZERO,
+        approval: ApprovalFacts {
+            always: false,
+            paid_or_external: false,
+            asked_repeat: false,
+            prior_dispatch: false,
+            open: &[],
+        },
+    };
+    assert_eq!(decide(&f), Decision::PlanMoved { active: Revision(1) });
+}
+
+#[test]
+fn an_approval_is_needed_always_or_for_a_paid_or_external_repeat() {
+    let a = |always, paid_or_external, asked_repeat, prior_dispatch| ApprovalFacts {
+        always,
+        paid_or_external,
+        asked_repeat,
+        prior_dispatch,
+        open: &[],
+    };
+    assert!(a(true, false, false, false).needed(), "requires_approval gates the first call");
+    assert!(!a(false, true, false, false).needed(), "a first paid/external call needs none");
+    assert!(a(false, true, true, false).needed(), "a person's retry or repair is a repeat");
+    assert!(a(false, true, false, true).needed(), "a call after a dispatched one is a repeat");
+    assert!(!a(false, false, true, true).needed(), "free, local work repeats without one");
+}
+
+#[test]
+fn the_matching_approval_is_consumed_even_behind_a_stale_one() {
+    let open = [approval(9, "request-digest", "old-plan"), approval(4, "request-digest", PLAN)];
+    assert_eq!(decide_with(&[Stop::Approval], &open), Decision::Go { consume: Some(ApprovalId(4)), void: vec![] });
+}
+
+#[test]
+fn a_stale_approval_names_what_differs() {
+    let other_request = [approval(5, "other-request", PLAN)];
+    match decide_with(&[Stop::Approval], &other_request) {
+        Decision::AwaitApproval(Missing::Stale { approval_id, why }) => {
+            assert_eq!(approval_id, ApprovalId(5));
+            assert!(why.contains("differs from this request's request-digest"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let other_plan = [approval(6, "request-digest", "old-plan")];
+    match decide_with(&[Stop::Approval], &other_plan) {
+        Decision::AwaitApproval(m) => {
+            assert_eq!(m.why(), "approval 6 is stale: the plan changed since the approval was given")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_approval_the_call_did_not_need_is_voided_not_kept() {
+    let open = [approval(2, "request-digest", PLAN), approval(1, "request-digest", PLAN)];
+    assert_eq!(decide_with(&[], &open), Decision::Go { consume: None, void: vec![ApprovalId(2), ApprovalId(1)] });
+}
+
+#[test]
+fn a_stopped_call_neither_consumes_nor_voids() {
+    let open = [approval(2, "request-digest", PLAN)];
+    for stop in [Stop::PlanMoved, Stop::Unsettled, Stop::Conflict, Stop::Budget] {
+        assert!(!matches!(decide_with(&[stop, Stop::Approval], &open), Decision::Go { .. }), "{stop:?}");
+        assert!(!matches!(decide_with(&[stop], &open), Decision::Go { .. }), "{stop:?}");
+    }
+}

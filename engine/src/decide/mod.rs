@@ -1,0 +1,24 @@
+//! The engine's decisions, as pure functions: facts in, a decision out.
+//! Nothing here does I/O — no ledger, no provider call, no clock, no
+//! runtime — so each is unit-tested on its own, rule by rule; the run loop
+//! (`run/`) gathers the facts, asks, and applies the answer.
+//!
+//! - `gate`: may this call be sent now (plan freshness, an unsettled try,
+//!   an operation conflict, budgets, approval)?
+//! - `in_doubt`: what becomes of an attempt without a receipt?
+//! - `classify`: which failure class does the evidence show?
+//! - `verdict`: the goal's state and exit code at the end of a run.
+//! - `scheduler`: which ready tasks start next.
+//! - `reuse`: may a completed task's result stand?
+//! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
+//!   of an operation; a repair that would only repeat.
+
+pub mod budget;
+pub mod classify;
+pub mod gate;
+pub mod in_doubt;
+pub mod repair;
+pub mod retry;
+pub mod reuse;
+pub mod scheduler;
+pub mod verdict;

@@ -1,0 +1,219 @@
+//! The reuse decision (SPEC.md "Reuse decision"): may a completed task's
+//! result stand for the *current* goal on the *current* inputs? A pure
+//! function of what the ledger recorded and what is observed now; the
+//! first condition that fails is the recorded reason.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::checkpoint::Checkpoint;
+use crate::ids::{AttemptId, EvidenceId, Revision};
+use crate::plan::model::{Effect, Task};
+
+/// Why reuse was refused, in SPEC.md's order of checking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Refusal {
+    GoalDigestChanged,
+    NoPriorCompletion,
+    MeaningChanged { field: String },
+    DependenciesChanged,
+    UpstreamNotReused { dependency: String },
+    ExternalEffect,
+    ValidationSetChanged,
+    ValidationNotPassed { validation: String, why: String },
+    CheckpointChanged { path: String },
+}
+
+impl Refusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::GoalDigestChanged => "GOAL_DIGEST_CHANGED",
+            Refusal::NoPriorCompletion => "NO_PRIOR_COMPLETION",
+            Refusal::MeaningChanged { .. } => "MEANING_CHANGED",
+            Refusal::DependenciesChanged => "DEPENDENCIES_CHANGED",
+            Refusal::UpstreamNotReused { .. } => "UPSTREAM_NOT_REUSED",
+            Refusal::ExternalEffect => "EXTERNAL_EFFECT",
+            Refusal::ValidationSetChanged => "VALIDATION_SET_CHANGED",
+            Refusal::ValidationNotPassed { .. } => "VALIDATION_NOT_PASSED",
+            Refusal::CheckpointChanged { .. } => "CHECKPOINT_CHANGED",
+        }
+    }
+
+    /// The detail a person needs: the field, the path, the dependency.
+    pub fn detail(&self) -> String {
+        match self {
+            Refusal::MeaningChanged { field } => format!("`{field}` changed"),
+            Refusal::UpstreamNotReused { dependency } => format!("dependency {dependency} runs again"),
+            Refusal::ValidationNotPassed { validation, why } => format!("{validation}: {why}"),
+            Refusal::CheckpointChanged { path } => format!("first differing: {path}"),
+            Refusal::GoalDigestChanged => "the goal contract changed".into(),
+            Refusal::NoPriorCompletion => "no succeeded attempt in the earlier revision".into(),
+            Refusal::DependenciesChanged => "its incoming dependencies changed".into(),
+            Refusal::ExternalEffect => "external effects are never reused by local observation".into(),
+            Refusal::ValidationSetChanged => "its set of validation ids changed".into(),
+        }
+    }
+}
+
+/// Where a reused result came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub revision: Revision,
+    pub attempt_id: AttemptId,
+    pub checkpoint: String,
+    pub evidence_ids: Vec<EvidenceId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    Reuse { provenance: Provenance },
+    Run { refusal: Refusal },
+}
+
+impl Decision {
+    pub fn is_reuse(&self) -> bool {
+        matches!(self, Decision::Reuse { .. })
+    }
+}
+
+/// The latest recorded result of one validation (ledger order).
+#[derive(Debug, Clone)]
+pub struct ValidationResult {
+    pub id: String,
+    pub passed: bool,
+    pub checkpoint: Option<String>,
+    pub evidence_id: EvidenceId,
+}
+
+/// A completed task of the earlier revision, as the ledger recorded it.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub revision: Revision,
+    pub attempt_id: AttemptId,
+    /// The earlier task definition (to name a changed field).
+    pub task: Task,
+    pub meaning: String,
+    pub dependencies: String,
+    /// The checkpoint its validations judged (`None`: not recorded).
+    pub checkpoint: Option<Checkpoint>,
+    /// False when its inputs changed while its validations ran.
+    pub reusable: bool,
+    pub validations: Vec<ValidationResult>,
+}
+
+/// The task as the new revision defines it.
+pub struct Candidate<'a> {
+    pub task: &'a Task,
+    pub meaning: &'a str,
+    pub dependencies: &'a str,
+}
+
+/// Decide one task. `upstream_run` is the first dependency being run
+/// again, if any; `observe` reads the checkpoint now (called last, and only
+/// if every cheaper condition holds).
+pub fn decide(
+    goal_changed: bool,
+    completion: Option<&Completion>,
+    candidate: &Candidate,
+    upstream_run: Option<&str>,
+    observe: impl FnOnce() -> Result<Checkpoint, String>,
+) -> Decision {
+    let run = |refusal| Decision::Run { refusal };
+    if goal_changed {
+        return run(Refusal::GoalDigestChanged);
+    }
+    let Some(done) = completion else { return run(Refusal::NoPriorCompletion) };
+    if done.meaning != candidate.meaning {
+        return run(Refusal::MeaningChanged { field: changed_field(&done.task, candidate.task) });
+    }
+    if done.dependencies != candidate.dependencies {
+        return run(Refusal::DependenciesChanged);
+    }
+    if let Some(dep) = upstream_run {
+        return run(Refusal::UpstreamNotReused { dependency: dep.to_string() });
+    }
+    if candidate.task.effect == Effect::External {
+        return run(Refusal::ExternalEffect);
+    }
+    let cp = match validations_hold(done, candidate.task) {
+        Ok(cp) => cp,
+        Err(refusal) => return run(refusal),
+    };
+    if !done.reusable {
+        return run(Refusal::CheckpointChanged { path: "(inputs changed while its validations ran)".into() });
+    }
+    match observe() {
+        Ok(now) if now.digest == cp.digest => Decision::Reuse {
+            provenance: Provenance {
+                revision: done.revision,
+                attempt_id: done.attempt_id,
+                checkpoint: cp.digest.clone(),
+                evidence_ids: done.validations.iter().map(|v| v.evidence_id).collect(),
+            },
+        },
+        Ok(now) => {
+            run(Refusal::CheckpointChanged { path: cp.first_difference(&now).unwrap_or_else(|| "(context)".into()) })
+        }
+        Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
+    }
+}
+
+/// The completion's validations are the ones the task declares now, each
+/// with a latest result that passed on the completion's checkpoint: that
+/// checkpoint, or the first reason they are not.
+fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpoint, Refusal> {
+    let wanted: BTreeSet<&str> = task.validations.iter().map(|v| v.id.as_str()).collect();
+    let have: BTreeSet<&str> = done.validations.iter().map(|v| v.id.as_str()).collect();
+    let declared_then: BTreeSet<&str> = done.task.validations.iter().map(|v| v.id.as_str()).collect();
+    if wanted != declared_then {
+        return Err(Refusal::ValidationSetChanged);
+    }
+    let Some(cp) = &done.checkpoint else {
+        return Err(Refusal::ValidationNotPassed {
+            validation: "*".into(),
+            why: "no checkpoint was recorded for the completion".into(),
+        });
+    };
+    for id in &wanted {
+        if !have.contains(id) {
+            return Err(Refusal::ValidationNotPassed { validation: id.to_string(), why: "no recorded result".into() });
+        }
+    }
+    for v in &done.validations {
+        if !wanted.contains(v.id.as_str()) {
+            continue;
+        }
+        if !v.passed {
+            return Err(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest result is a failure".into(),
+            });
+        }
+        if v.checkpoint.as_deref() != Some(cp.digest.as_str()) {
+            return Err(Refusal::ValidationNotPassed {
+                validation: v.id.clone(),
+                why: "its latest pass is not bound to the completion's checkpoint".into(),
+            });
+        }
+    }
+    Ok(cp)
+}
+
+/// The first meaning field that differs between two task definitions.
+pub fn changed_field(then: &Task, now: &Task) -> String {
+    let a = serde_json::to_value(then).unwrap_or(Value::Null);
+    let b = serde_json::to_value(now).unwrap_or(Value::Null);
+    for field in ["provider", "action", "effect", "inputs", "validations", "idempotent"] {
+        if a.get(field) != b.get(field) {
+            return field.to_string();
+        }
+    }
+    "provider config".to_string()
+}
+
+#[cfg(test)]
+mod tests;

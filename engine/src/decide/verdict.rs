@@ -1,0 +1,122 @@
+//! The goal's verdict at the end of a run: its state, the stable code of
+//! the stop and the exit code, from what the ledger holds. When several
+//! stops apply at once, the first in SPEC's order decides (3, 4, 5, 1: what
+//! needs a person's settlement first); the run's text names the others.
+
+use crate::error::{Code, EXIT_SATISFIED, EXIT_TASK_FAILED};
+use crate::state::GoalState;
+
+/// What the run ends on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Operations whose outcome is unknown.
+    pub unknown: usize,
+    /// Operations a person settled as not run, not re-sent, and not
+    /// waiting on an approval for their re-send.
+    pub settled_not_run: usize,
+    /// Operations waiting on a person's approval, and whether one of those
+    /// has a stale approval.
+    pub awaiting_approval: usize,
+    pub approval_stale: bool,
+    pub budget_exhausted: bool,
+    pub failed_tasks: usize,
+    /// The acceptance checks' result; `None` when they did not run (some
+    /// task is not complete).
+    pub acceptance_passed: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub goal_state: GoalState,
+    /// The stable code of the stop (`None`: satisfied, or a task failure).
+    pub code: Option<Code>,
+    pub exit_code: i32,
+}
+
+fn stop(goal_state: GoalState, code: Code) -> Verdict {
+    Verdict { goal_state, code: Some(code), exit_code: code.exit_code() }
+}
+
+pub fn verdict(f: &Facts) -> Verdict {
+    if f.unknown > 0 {
+        return stop(GoalState::NeedsSettlement, Code::ExternalEffectUnknown);
+    }
+    if f.settled_not_run > 0 {
+        // A person said these did not run; until they are re-sent the
+        // goal's outcome is not proven.
+        return stop(GoalState::Open, Code::GoalOutcomeUnproven);
+    }
+    if f.awaiting_approval > 0 {
+        return stop(GoalState::Open, if f.approval_stale { Code::ApprovalStale } else { Code::ApprovalRequired });
+    }
+    if f.budget_exhausted {
+        return stop(GoalState::Open, Code::BudgetExhausted);
+    }
+    let (goal_state, exit_code) = if f.failed_tasks > 0 || f.acceptance_passed == Some(false) {
+        (GoalState::Failed, EXIT_TASK_FAILED)
+    } else if f.acceptance_passed == Some(true) {
+        (GoalState::Satisfied, EXIT_SATISFIED)
+    } else {
+        (GoalState::Open, EXIT_TASK_FAILED)
+    };
+    Verdict { goal_state, code: None, exit_code }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn satisfied() -> Facts {
+        Facts { acceptance_passed: Some(true), ..Facts::default() }
+    }
+
+    #[test]
+    fn satisfied_only_when_nothing_stops_and_acceptance_passed() {
+        assert_eq!(verdict(&satisfied()), Verdict { goal_state: GoalState::Satisfied, code: None, exit_code: 0 });
+        // Acceptance not run (a task incomplete): open, exit 1.
+        assert_eq!(verdict(&Facts::default()), Verdict { goal_state: GoalState::Open, code: None, exit_code: 1 });
+        assert_eq!(
+            verdict(&Facts { acceptance_passed: Some(false), ..Facts::default() }),
+            Verdict { goal_state: GoalState::Failed, code: None, exit_code: 1 }
+        );
+    }
+
+    #[test]
+    fn each_stop_alone() {
+        let cases = [
+            (Facts { unknown: 1, ..satisfied() }, GoalState::NeedsSettlement, Some(Code::ExternalEffectUnknown), 3),
+            (Facts { settled_not_run: 1, ..satisfied() }, GoalState::Open, Some(Code::GoalOutcomeUnproven), 3),
+            (Facts { awaiting_approval: 1, ..satisfied() }, GoalState::Open, Some(Code::ApprovalRequired), 4),
+            (
+                Facts { awaiting_approval: 1, approval_stale: true, ..satisfied() },
+                GoalState::Open,
+                Some(Code::ApprovalStale),
+                4,
+            ),
+            (Facts { budget_exhausted: true, ..satisfied() }, GoalState::Open, Some(Code::BudgetExhausted), 5),
+            (Facts { failed_tasks: 1, ..satisfied() }, GoalState::Failed, None, 1),
+        ];
+        for (facts, state, code, exit) in cases {
+            assert_eq!(verdict(&facts), Verdict { goal_state: state, code, exit_code: exit }, "{facts:?}");
+        }
+    }
+
+    #[test]
+    fn several_stops_resolve_in_spec_order_3_4_5_1() {
+        let all = Facts {
+            unknown: 1,
+            settled_not_run: 1,
+            awaiting_approval: 1,
+            approval_stale: false,
+            budget_exhausted: true,
+            failed_tasks: 1,
+            acceptance_passed: None,
+        };
+        assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
+        assert_eq!(verdict(&Facts { unknown: 0, ..all }).code, Some(Code::GoalOutcomeUnproven));
+        assert_eq!(verdict(&Facts { unknown: 0, settled_not_run: 0, ..all }).code, Some(Code::ApprovalRequired));
+        let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
+        assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
+        assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
+    }
+}

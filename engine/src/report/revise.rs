@@ -1,0 +1,60 @@
+//! What `engine revise` prints: the revision, why, each task's reuse
+//! decision, and the run that followed (unless `--no-run`).
+
+use serde_json::json;
+
+use super::Output;
+use crate::commands::revise::{ReviseReport, TaskDecision};
+use crate::decide::reuse::Decision;
+
+pub fn render(r: &ReviseReport) -> Output {
+    let mut text = format!(
+        "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
+        r.goal_id,
+        r.revision,
+        r.from_revision,
+        if r.goal_contract_changed { "; the goal contract changed" } else { "" },
+        r.reason
+    );
+    text.push_str(&decisions_table(&r.decisions));
+    let exit_code = match &r.run {
+        Some(run) => {
+            let out = super::run::render(run);
+            text.push('\n');
+            text.push_str(&out.text);
+            out.exit_code
+        }
+        None => {
+            text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
+            0
+        }
+    };
+    Output { text, json: json!(r), exit_code }
+}
+
+/// Text table of decisions, for `revise` and `explain`.
+pub fn decisions_table(decisions: &[TaskDecision]) -> String {
+    let width = decisions.iter().map(|d| d.task_ref.len()).max().unwrap_or(4).max(4);
+    let mut text = format!("  {}  {:<6}  {:<24}  {}\n", super::pad("TASK", width), "DECIDE", "REASON", "DETAIL");
+    for d in decisions {
+        match &d.decision {
+            Decision::Reuse { provenance } => text.push_str(&format!(
+                "  {}  {:<6}  {:<24}  from revision {} attempt {} (evidence {:?})\n",
+                super::pad(&d.task_ref, width),
+                "reuse",
+                "-",
+                provenance.revision,
+                provenance.attempt_id,
+                provenance.evidence_ids
+            )),
+            Decision::Run { refusal } => text.push_str(&format!(
+                "  {}  {:<6}  {:<24}  {}\n",
+                super::pad(&d.task_ref, width),
+                "run",
+                refusal.code(),
+                refusal.detail()
+            )),
+        }
+    }
+    text
+}

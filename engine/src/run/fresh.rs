@@ -1,0 +1,98 @@
+//! Are completed tasks still complete? Like a build tool with stale
+//! targets: a task whose inputs changed since its validations judged them
+//! (or whose upstream runs again) runs again; one whose checkpoint still
+//! matches is not touched. External effects stand: they are never re-sent
+//! on the strength of a local observation.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::Runner;
+use crate::checkpoint;
+use crate::decide::reuse::{self, Candidate, Completion, ValidationResult};
+use crate::error::Result;
+use crate::ids::{GoalId, Revision};
+use crate::plan::{Effect, Task};
+use crate::state::TaskState;
+use crate::store::events::EventKind;
+use crate::store::Durability;
+use crate::store::LedgerRead;
+
+/// The completion of `task_ref` in `revision`, as a reuse decision weighs
+/// it; `task_then`: the task as that revision defined it (`None`: it had
+/// no such task).
+pub fn completion(
+    ledger: &dyn LedgerRead,
+    goal: &GoalId,
+    revision: Revision,
+    task_then: Option<&Task>,
+    task_ref: &str,
+) -> Result<Option<Completion>> {
+    let Some(task) = task_then else { return Ok(None) };
+    let Some(done) = ledger.completion(goal, revision, task_ref)? else { return Ok(None) };
+    Ok(Some(Completion {
+        revision: done.revision,
+        attempt_id: done.attempt_id,
+        task: task.clone(),
+        meaning: done.meaning,
+        dependencies: done.dependencies,
+        checkpoint: done.checkpoint,
+        reusable: done.reusable,
+        validations: done
+            .validations
+            .into_iter()
+            .map(|c| ValidationResult {
+                id: c.check_id,
+                passed: c.passed,
+                checkpoint: c.checkpoint,
+                evidence_id: c.evidence_id,
+            })
+            .collect(),
+    }))
+}
+
+impl Runner<'_> {
+    pub(super) fn refresh_completions(&mut self) -> Result<()> {
+        // Decide everything inside one snapshot, then write what went stale.
+        let (plan, goal_id, revision, states, cache) =
+            (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
+        let stale = self.ledger.snapshot(|ledger| {
+            let mut rerun: HashSet<&str> = HashSet::new();
+            let mut stale: Vec<(String, Value)> = Vec::new();
+            for &i in &plan.order {
+                let task = &plan.file.tasks[i];
+                let r = task.task_ref.as_str();
+                if !states.get(r).is_some_and(|s| s.is_complete()) {
+                    // Not done: it runs (or waits) now, so what depends on
+                    // it cannot stand on an older completion.
+                    rerun.insert(r);
+                    continue;
+                }
+                if task.effect == Effect::External {
+                    continue;
+                }
+                let Some(d) = plan.digests.tasks.get(r) else { continue };
+                let done = completion(ledger, goal_id, revision, Some(task), r)?;
+                let upstream = task.depends_on.iter().find(|d| rerun.contains(d.as_str())).map(String::as_str);
+                let decision = reuse::decide(
+                    false,
+                    done.as_ref(),
+                    &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+                    upstream,
+                    || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+                );
+                if let reuse::Decision::Run { refusal } = decision {
+                    stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
+                    rerun.insert(r);
+                }
+            }
+            Ok(stale)
+        })?;
+        for (r, detail) in stale {
+            self.write_event(Durability::Normal, EventKind::CompletionStale, Some(&r), None, detail.clone())?;
+            self.set_task(&r, TaskState::Pending, detail)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! The states of SPEC.md, as types, and the other closed vocabularies of the
+//! ledger (attempt kinds, settlement outcomes). Each `as_str` is the stable
+//! word stored in the ledger and printed to users. Which state may follow
+//! which is `transitions`: one table that every state change goes through.
+
+mod transitions;
+
+pub use transitions::{Lifecycle, Refused};
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! state_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$variant),)+ _ => None }
+            }
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+    };
+}
+
+state_enum!(
+    /// An attempt's state; see SPEC.md for exactly what each claims.
+    AttemptState {
+        IntentRecorded = "intent_recorded",
+        Dispatched = "dispatched",
+        ReceiptRecorded = "receipt_recorded",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        EffectUnknown = "effect_unknown",
+        SettledOk = "settled_ok",
+        SettledNotRun = "settled_not_run",
+        /// Left without a receipt by a stopped engine and superseded by a new
+        /// try, which is safe only because the effect is `none` (or the task
+        /// is idempotent). Claims nothing about whether it ran.
+        Abandoned = "abandoned",
+    }
+);
+
+state_enum!(
+    TaskState {
+        Pending = "pending",
+        Ready = "ready",
+        Running = "running",
+        Succeeded = "succeeded",
+        Reused = "reused",
+        Failed = "failed",
+        Blocked = "blocked",
+        EffectUnknown = "effect_unknown",
+        AwaitingApproval = "awaiting_approval",
+    }
+);
+
+state_enum!(
+    GoalState {
+        Open = "open",
+        Satisfied = "satisfied",
+        Failed = "failed",
+        NeedsSettlement = "needs_settlement",
+    }
+);
+
+state_enum!(
+    /// Failure classes of SPEC.md.
+    FailureClass {
+        ValidationFailed = "validation_failed",
+        ProviderRejected = "provider_rejected",
+        ProviderUnavailable = "provider_unavailable",
+        Timeout = "timeout",
+        Killed = "killed",
+        Environment = "environment",
+        EffectUnknown = "effect_unknown",
+        Unclassified = "unclassified",
+    }
+);
+
+state_enum!(
+    /// Why an attempt was made: a plain run, a person's repair or retry.
+    AttemptKind {
+        Run = "run",
+        Repair = "repair",
+        Retry = "retry",
+    }
+);
+
+state_enum!(
+    /// A person's settlement of an unknown outcome.
+    SettlementOutcome {
+        Ok = "ok",
+        NotRun = "not_run",
+    }
+);
+
+impl AttemptState {
+    /// Between intent and receipt: the outcome is in doubt if the engine
+    /// stopped here.
+    pub fn in_doubt(self) -> bool {
+        matches!(self, AttemptState::IntentRecorded | AttemptState::Dispatched)
+    }
+}
+
+impl TaskState {
+    /// Done for the purpose of its dependents.
+    pub fn is_complete(self) -> bool {
+        matches!(self, TaskState::Succeeded | TaskState::Reused)
+    }
+}
+
+impl FailureClass {
+    /// The next step SPEC.md offers for this class.
+    pub fn next_step(self) -> &'static str {
+        match self {
+            FailureClass::ValidationFailed => "repair",
+            FailureClass::ProviderRejected => "revise",
+            FailureClass::ProviderUnavailable => "retry",
+            FailureClass::Timeout => "retry or settle",
+            FailureClass::Killed => "retry or repair",
+            FailureClass::Environment => "fix the environment, then retry",
+            FailureClass::EffectUnknown => "settle",
+            FailureClass::Unclassified => "a person decides",
+        }
+    }
+}

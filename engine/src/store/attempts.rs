@@ -1,0 +1,180 @@
+//! Attempts: the intent (an attempt is born as the engine's durable
+//! decision to send one exact request), its dispatch, its receipt, and how
+//! it finished.
+
+use providers::process::ProcessId;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cost::Cost;
+use crate::error::Result;
+use crate::evidence::{Classification, UnknownReason};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::plan::model::Effect;
+use crate::state::{AttemptKind, AttemptState};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRecord {
+    pub id: AttemptId,
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub operation_id: OperationId,
+    pub try_no: i64,
+    pub kind: AttemptKind,
+    pub request_digest: RequestDigest,
+    pub effect: Effect,
+    pub cost: Cost,
+    pub state: AttemptState,
+    /// The fence (lease generation) of the engine that wrote the intent.
+    pub generation: i64,
+    pub intent_at_ms: i64,
+    pub dispatched_at_ms: Option<i64>,
+    pub dispatch_detail: Option<String>,
+    pub finished_at_ms: Option<i64>,
+    pub classification: Option<Classification>,
+    pub unknown_reason: Option<UnknownReason>,
+    pub reusable: Option<bool>,
+    /// The checkpoint digest its validations judged.
+    pub checkpoint: Option<String>,
+    /// The checkpoint digest observed when its intent was written.
+    pub inputs_at_intent: Option<String>,
+    /// A repair's instruction, if any.
+    pub instruction: Option<String>,
+}
+
+impl AttemptRecord {
+    /// Proof that this attempt's intent is committed (it was read back).
+    pub fn intent(&self) -> Intent {
+        Intent(self.id)
+    }
+
+    pub fn class(&self) -> Option<crate::state::FailureClass> {
+        self.classification.as_ref().map(|c| c.class)
+    }
+
+    /// The state it was in before its outcome became unknown, read from
+    /// the traces each state leaves (a receipt, a dispatch time).
+    pub fn last_known_state(&self, has_receipt: bool) -> AttemptState {
+        if has_receipt {
+            AttemptState::ReceiptRecorded
+        } else if self.dispatched_at_ms.is_some() {
+            AttemptState::Dispatched
+        } else {
+            AttemptState::IntentRecorded
+        }
+    }
+}
+
+/// A provider process an attempt still between intent and receipt
+/// recorded at dispatch: what a stopped engine may have left running.
+#[derive(Debug, Clone)]
+pub struct LeftProcess {
+    pub attempt_id: AttemptId,
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub process: ProcessId,
+}
+
+/// Proof that an attempt's intent is committed: only `insert_intent` (a new
+/// intent) and `AttemptRecord::intent` (one read back) build one, and
+/// dispatch and receipt records take one — so a receipt cannot be written
+/// for an attempt without its intent (the schema's foreign key says so
+/// again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Intent(AttemptId);
+
+impl Intent {
+    /// Only the store builds one, from a committed row.
+    pub(super) fn committed(id: AttemptId) -> Intent {
+        Intent(id)
+    }
+
+    pub fn attempt_id(self) -> AttemptId {
+        self.0
+    }
+}
+
+/// The durable decision to send this exact request.
+pub struct NewIntent<'a> {
+    pub goal_id: &'a GoalId,
+    pub revision: Revision,
+    pub task_ref: &'a str,
+    pub operation_id: &'a OperationId,
+    pub try_no: i64,
+    pub kind: AttemptKind,
+    pub request_digest: &'a RequestDigest,
+    pub request_json: &'a Value,
+    pub effect: Effect,
+    pub cost: Cost,
+    pub inputs_at_intent: Option<&'a str>,
+    pub instruction: Option<&'a str>,
+}
+
+pub trait AttemptsRead {
+    fn attempt(&self, id: AttemptId) -> Result<AttemptRecord>;
+    /// A task's attempts in every revision, oldest first.
+    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>>;
+    /// Attempts left between intent and receipt: their outcome is in doubt.
+    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>>;
+    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>>;
+    /// Attempts in `state` that are their task's latest in `revision`.
+    fn latest_attempts_in_state(
+        &self,
+        goal: &GoalId,
+        revision: Revision,
+        state: AttemptState,
+    ) -> Result<Vec<AttemptRecord>>;
+    fn receipt(&self, id: AttemptId) -> Result<Option<Value>>;
+    /// When an attempt's receipt was recorded, if it has one.
+    fn receipt_at(&self, id: AttemptId) -> Result<Option<i64>>;
+    /// The highest try number of an operation so far (0 if none).
+    fn last_try(&self, op: &OperationId) -> Result<i64>;
+    /// The task's earliest attempt (of any operation or revision) that is
+    /// unknown or in doubt: no new call of the task while one is.
+    fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>>;
+    /// A request digest other than `request` that `op` was recorded with.
+    fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>>;
+    fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64>;
+    /// Was any earlier attempt of this task dispatched, or possibly so? An
+    /// abandoned one (left in doubt by a crash) may have been; so may one a
+    /// person settled, whatever became of it after.
+    fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool>;
+    /// The unknown try of an operation if there is one (a later try may
+    /// exist beside it), else its latest.
+    fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>>;
+    /// How many attempts of the goal are `effect_unknown`.
+    fn unknown_count(&self, goal: &GoalId) -> Result<u64>;
+    /// Every attempt (of any goal) still between intent and receipt whose
+    /// dispatch recorded a provider process.
+    fn left_processes(&self) -> Result<Vec<LeftProcess>>;
+    /// The task's newest `succeeded` or `settled_ok` attempt in `revision`.
+    fn completed_attempt(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<AttemptId>>;
+}
+
+pub trait AttemptsWrite {
+    /// The intent, stamped with the transaction's fence; counts the call
+    /// against the goal's budgets. `(operation_id, try_no)` is unique: one
+    /// try is never recorded (so never dispatched) twice.
+    fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent>;
+    /// Handed over; `process`: the provider process it runs in, if any.
+    fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()>;
+    /// The provider's answer (or an observation standing in for it).
+    fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()>;
+    /// Through the attempt's transition table; with its classification
+    /// and, for an unknown outcome, why.
+    fn finish_attempt(
+        &mut self,
+        id: AttemptId,
+        to: AttemptState,
+        classification: Option<&Classification>,
+        unknown_reason: Option<UnknownReason>,
+    ) -> Result<()>;
+    /// A person's settlement moves the state only (through the table).
+    fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()>;
+    /// Take a call back out of the budget counters: the provider refused
+    /// it before anything was handed over.
+    fn uncount_call(&mut self, id: AttemptId) -> Result<()>;
+    fn set_attempt_checkpoint(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()>;
+}

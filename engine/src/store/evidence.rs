@@ -1,0 +1,121 @@
+//! What the engine observed and what it was told: evidence (with the blobs
+//! that hold captured output), claims kept apart from it, check results,
+//! observed checkpoints, and the file-state cache.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checkpoint::{Checkpoint, FileState};
+use crate::error::Result;
+use crate::evidence::{Evidence, Recorded};
+use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
+
+/// Whose check: a task's validation, or the goal's acceptance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckScope {
+    Validation,
+    Acceptance,
+}
+
+impl CheckScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckScope::Validation => "validation",
+            CheckScope::Acceptance => "acceptance",
+        }
+    }
+}
+
+pub struct NewCheckResult<'a> {
+    pub goal_id: &'a GoalId,
+    pub revision: Revision,
+    pub scope: CheckScope,
+    pub task_ref: Option<&'a str>,
+    pub attempt_id: Option<AttemptId>,
+    pub check_id: &'a str,
+    pub passed: bool,
+    pub checkpoint: Option<&'a str>,
+    pub evidence_id: EvidenceId,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResultRecord {
+    pub id: i64,
+    pub check_id: String,
+    pub passed: bool,
+    pub attempt_id: Option<AttemptId>,
+    pub checkpoint: Option<String>,
+    pub evidence_id: EvidenceId,
+}
+
+/// What a model or provider *said*, kept apart from evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimRecord {
+    pub id: i64,
+    pub authority: String,
+    pub data: Value,
+}
+
+/// A completed task as the ledger holds it (see `LedgerRead::completion`).
+#[derive(Debug, Clone)]
+pub struct CompletionRecord {
+    pub revision: Revision,
+    pub attempt_id: AttemptId,
+    pub meaning: String,
+    pub dependencies: String,
+    /// The checkpoint its validations judged, if it was recorded.
+    pub checkpoint: Option<Checkpoint>,
+    /// Its inputs did not change while its validations ran.
+    pub reusable: bool,
+    /// The latest result of each of its validations.
+    pub validations: Vec<CheckResultRecord>,
+}
+
+/// Evidence with the time it was recorded (a report marks validations on
+/// its timeline by it).
+#[derive(Debug, Clone)]
+pub struct TimedEvidence {
+    pub id: EvidenceId,
+    pub at_ms: i64,
+    pub evidence: Evidence,
+}
+
+pub trait EvidenceRead {
+    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>>;
+    /// Every piece of evidence of one attempt, in ledger order, with its time.
+    fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>>;
+    /// One piece of evidence by id (an acceptance check's has no attempt).
+    fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>>;
+    fn claims_of_attempt(&self, attempt: AttemptId) -> Result<Vec<ClaimRecord>>;
+    fn claim_ids(&self, attempt: AttemptId) -> Result<Vec<i64>>;
+    /// The latest result of each check of a scope (one task's validations,
+    /// or the goal's acceptance), by ledger order — never by wall time.
+    fn latest_check_results(
+        &self,
+        goal: &GoalId,
+        revision: Revision,
+        scope: CheckScope,
+        task_ref: Option<&str>,
+    ) -> Result<Vec<CheckResultRecord>>;
+    /// Has any check judged this attempt?
+    fn is_judged(&self, attempt: AttemptId) -> Result<bool>;
+    fn checkpoint(&self, digest: &str) -> Result<Option<Checkpoint>>;
+    fn file_states(&self) -> Result<Vec<FileState>>;
+}
+
+pub trait EvidenceWrite {
+    fn insert_evidence(
+        &mut self,
+        goal: &GoalId,
+        revision: Revision,
+        attempt: Option<AttemptId>,
+        e: &Evidence,
+    ) -> Result<EvidenceId>;
+    /// Store bytes content-addressed (idempotent); returns their digest.
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<String>;
+    fn insert_claim(&mut self, attempt: AttemptId, authority: &str, data: &Value) -> Result<i64>;
+    fn insert_check_result(&mut self, c: &NewCheckResult) -> Result<i64>;
+    fn put_checkpoint(&mut self, cp: &Checkpoint) -> Result<()>;
+    fn put_file_states(&mut self, states: &[FileState]) -> Result<()>;
+}

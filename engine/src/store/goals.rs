@@ -1,0 +1,159 @@
+//! Goals, their plan revisions, and each revision's tasks; the goal's
+//! budget counters live with it.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cost::Cost;
+use crate::error::Result;
+use crate::ids::{GoalId, OperationId, RequestDigest, Revision, Seq};
+use crate::plan::digests::TaskDigests;
+use crate::state::{GoalState, TaskState};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalRecord {
+    pub id: GoalId,
+    pub active_revision: Revision,
+    pub state: GoalState,
+    pub first_run_at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionRecord {
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub parent: Option<Revision>,
+    pub plan_digest: String,
+    pub goal_contract: String,
+    /// The plan file as recorded (canonical JSON).
+    pub plan_json: String,
+    pub plan_path: String,
+    pub workspace: String,
+    pub reason: Option<String>,
+}
+
+pub struct NewRevision<'a> {
+    pub goal_id: &'a GoalId,
+    pub revision: Revision,
+    pub parent: Option<Revision>,
+    pub plan_digest: &'a str,
+    pub goal_contract: &'a str,
+    pub plan_json: &'a str,
+    pub plan_path: &'a str,
+    pub workspace: &'a str,
+    pub reason: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskRecord {
+    pub task_ref: String,
+    pub state: TaskState,
+    pub operation_id: OperationId,
+    pub request_digest: RequestDigest,
+    pub meaning: String,
+    pub dependencies: String,
+    /// Why the task is in its state: a free-form note for people and
+    /// `explain` (which attempt, which class, what it waits on).
+    pub detail: Value,
+}
+
+impl TaskRecord {
+    fn detail_str(&self, key: &str) -> Option<&str> {
+        self.detail.get(key).and_then(Value::as_str)
+    }
+
+    /// The failure class its detail names, if any.
+    pub fn class(&self) -> Option<&str> {
+        self.detail_str("class")
+    }
+
+    pub fn why(&self) -> Option<&str> {
+        self.detail_str("why")
+    }
+
+    /// The attempt an earlier unknown try left this task waiting on.
+    pub fn waits_on_attempt(&self) -> Option<i64> {
+        self.detail.get("waits_on_attempt").and_then(Value::as_i64)
+    }
+
+    /// The attempt a reused task's result comes from.
+    pub fn reused_from_attempt(&self) -> Option<i64> {
+        self.detail.get("reused_from").and_then(|p| p.get("attempt_id")).and_then(Value::as_i64)
+    }
+
+    /// The operation it waits on (a repair's own, when it has one).
+    pub fn pending_operation(&self) -> Option<&str> {
+        self.detail_str("operation_id")
+    }
+
+    /// The reuse refusal a stale completion recorded.
+    pub fn stale(&self) -> Option<(&str, &str)> {
+        Some((self.detail_str("stale")?, self.detail_str("detail").unwrap_or("")))
+    }
+}
+
+/// A task of a revision, as it is registered.
+pub struct NewTask<'a> {
+    pub goal_id: &'a GoalId,
+    pub revision: Revision,
+    pub task_ref: &'a str,
+    pub digests: &'a TaskDigests,
+}
+
+/// Which task of which revision.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskKey<'a> {
+    pub goal_id: &'a GoalId,
+    pub revision: Revision,
+    pub task_ref: &'a str,
+}
+
+/// The task of a goal's active revision that carries an operation id.
+#[derive(Debug, Clone)]
+pub struct ActiveTask {
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub state: TaskState,
+    pub request_digest: RequestDigest,
+}
+
+/// What the goal's calls have used, goal-wide: kept as counters beside the
+/// attempts they count (same transactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetUse {
+    /// Attempts dispatched or possibly so (a call refused before dispatch
+    /// is not counted).
+    pub calls: u64,
+    /// The cost of those calls, unknown outcomes included.
+    pub cost: Cost,
+}
+
+pub trait GoalsRead {
+    fn goal(&self, id: &GoalId) -> Result<Option<GoalRecord>>;
+    /// The goal most recently touched (for commands run without `--goal`).
+    fn latest_goal(&self) -> Result<Option<GoalRecord>>;
+    fn revision(&self, goal: &GoalId, revision: Revision) -> Result<RevisionRecord>;
+    /// One revision's plan digest, without reading its plan.
+    fn revision_plan_digest(&self, goal: &GoalId, revision: Revision) -> Result<String>;
+    fn tasks(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRecord>>;
+    fn task(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<TaskRecord>>;
+    fn active_task_of_operation(&self, op: &OperationId) -> Result<Option<ActiveTask>>;
+    /// The counters.
+    fn budget_use(&self, goal: &GoalId) -> Result<BudgetUse>;
+    /// The same, recounted from the attempts themselves (the counters'
+    /// invariant, checked in debug builds).
+    fn recount_budget_use(&self, goal: &GoalId) -> Result<BudgetUse>;
+}
+
+pub trait GoalsWrite {
+    fn insert_goal(&mut self, id: &GoalId, revision: Revision, seq: Seq) -> Result<()>;
+    /// Through the goal's transition table.
+    fn set_goal_state(&mut self, id: &GoalId, state: GoalState, seq: Seq) -> Result<()>;
+    fn set_active_revision(&mut self, id: &GoalId, revision: Revision) -> Result<()>;
+    fn insert_revision(&mut self, r: &NewRevision) -> Result<()>;
+    /// Born `pending`.
+    fn insert_task(&mut self, t: &NewTask) -> Result<()>;
+    /// Through the task's transition table; `detail` says why.
+    fn set_task_state(&mut self, key: TaskKey, state: TaskState, detail: &Value) -> Result<()>;
+}

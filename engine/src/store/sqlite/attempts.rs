@@ -1,0 +1,336 @@
+//! Attempts and receipts in SQLite.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::sql::{exec, qrow, refusal, rows, words, Sql};
+use crate::clock::now_ms;
+use crate::cost::Cost;
+use crate::error::{Code, Error, Result};
+use crate::evidence::{Classification, UnknownReason};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::state::{AttemptState, Lifecycle};
+use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
+use crate::store::LedgerTx;
+use providers::process::ProcessId;
+
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
+
+/// A JSON array of ids (a column of the classification).
+fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
+    let text: Option<String> = r.get(i)?;
+    serde_json::from_str(text.as_deref().unwrap_or("[]"))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// A value as the JSON its column holds.
+fn json_column<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::new(Code::Internal, format!("a column does not serialize: {e}")))
+}
+
+/// Ids as the JSON array their column holds.
+fn id_list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::new(Code::Internal, format!("ids do not serialize: {e}")))
+}
+
+/// The classification columns (16..=20), when the attempt has one.
+fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classification>> {
+    let Some(class) = r.get(16)? else { return Ok(None) };
+    Ok(Some(Classification {
+        class,
+        rule: r.get::<_, Option<String>>(17)?.unwrap_or_default(),
+        evidence_ids: ids(r, 18)?,
+        claims: ids(r, 19)?,
+        next: r.get::<_, Option<String>>(20)?.unwrap_or_default(),
+    }))
+}
+
+fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
+    let classification = classification_from_row(r)?;
+    Ok(AttemptRecord {
+        id: r.get(0)?,
+        goal_id: r.get(1)?,
+        revision: r.get(2)?,
+        task_ref: r.get(3)?,
+        operation_id: r.get(4)?,
+        try_no: r.get(5)?,
+        kind: r.get(6)?,
+        request_digest: r.get(7)?,
+        effect: r.get(8)?,
+        cost: Cost::from_micros(r.get(9)?),
+        state: r.get(10)?,
+        generation: r.get(11)?,
+        intent_at_ms: r.get(12)?,
+        dispatched_at_ms: r.get(13)?,
+        dispatch_detail: r.get(14)?,
+        finished_at_ms: r.get(15)?,
+        classification,
+        unknown_reason: r.get(21)?,
+        reusable: r.get(22)?,
+        checkpoint: r.get(23)?,
+        inputs_at_intent: r.get(24)?,
+        instruction: r.get(25)?,
+    })
+}
+
+impl Sql<'_> {
+    fn attempts_where(&self, condition: &str, params: impl rusqlite::Params) -> Result<Vec<AttemptRecord>> {
+        rows(
+            self.conn,
+            &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE {condition} ORDER BY id"),
+            params,
+            attempt_from_row,
+        )
+    }
+
+    /// Move an attempt through the transition table, setting `extra`
+    /// columns (`?3`...) in the same statement.
+    fn move_attempt(
+        &self,
+        id: AttemptId,
+        to: AttemptState,
+        extra: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<()> {
+        let sql = format!(
+            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND state IN ({})",
+            words(&AttemptState::sources(to), AttemptState::as_str)
+        );
+        let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id, &to];
+        all.extend_from_slice(params);
+        if exec(self.conn, &sql, all.as_slice())? == 1 {
+            return Ok(());
+        }
+        let now: Option<AttemptState> =
+            qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        Err(refusal(&format!("attempt {id}"), now, to))
+    }
+}
+
+impl AttemptsRead for Sql<'_> {
+    fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
+        Ok(qrow(self.conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
+    }
+
+    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
+        self.attempts_where("goal_id = ?1 AND task_ref = ?2", params![goal, task_ref])
+    }
+
+    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>> {
+        self.attempts_where("goal_id = ?1 AND state IN ('intent_recorded','dispatched')", params![goal])
+    }
+
+    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>> {
+        self.attempts_where("goal_id = ?1 AND state = ?2", params![goal, state])
+    }
+
+    fn latest_attempts_in_state(
+        &self,
+        goal: &GoalId,
+        revision: Revision,
+        state: AttemptState,
+    ) -> Result<Vec<AttemptRecord>> {
+        self.attempts_where(
+            "goal_id = ?1 AND revision = ?2 AND state = ?3
+               AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)",
+            params![goal, revision, state],
+        )
+    }
+
+    fn receipt(&self, id: AttemptId) -> Result<Option<Value>> {
+        let data: Option<String> =
+            qrow(self.conn, "SELECT data FROM receipts WHERE attempt_id = ?1", [id], |r| r.get(0)).optional()?;
+        Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
+    }
+
+    fn receipt_at(&self, id: AttemptId) -> Result<Option<i64>> {
+        Ok(qrow(self.conn, "SELECT at_ms FROM receipts WHERE attempt_id = ?1", [id], |r| r.get(0)).optional()?)
+    }
+
+    fn last_try(&self, op: &OperationId) -> Result<i64> {
+        Ok(qrow(self.conn, "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [op], |r| {
+            r.get(0)
+        })?)
+    }
+
+    fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>> {
+        Ok(qrow(
+            self.conn,
+            "SELECT id, state FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
+               AND state IN ('effect_unknown','intent_recorded','dispatched') ORDER BY id LIMIT 1",
+            params![goal, task_ref],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+    }
+
+    fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
+        Ok(qrow(
+            self.conn,
+            "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
+            params![op, request],
+            |r| r.get(0),
+        )
+        .optional()?)
+    }
+
+    fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64> {
+        let n: i64 = qrow(
+            self.conn,
+            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
+            params![goal, revision, task_ref],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+
+    fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool> {
+        Ok(qrow(
+            self.conn,
+            "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
+               AND (dispatched_at_ms IS NOT NULL
+                    OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')
+                    OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))",
+            params![goal, task_ref],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>> {
+        let id: Option<AttemptId> = qrow(
+            self.conn,
+            "SELECT id FROM attempts WHERE operation_id = ?1 ORDER BY state = 'effect_unknown' DESC, id DESC LIMIT 1",
+            [op],
+            |r| r.get(0),
+        )
+        .optional()?;
+        id.map(|id| self.attempt(id)).transpose()
+    }
+
+    fn unknown_count(&self, goal: &GoalId) -> Result<u64> {
+        let n: i64 = qrow(
+            self.conn,
+            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND state = 'effect_unknown'",
+            [goal],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+
+    fn left_processes(&self) -> Result<Vec<LeftProcess>> {
+        let rows: Vec<(AttemptId, GoalId, Revision, String, String)> = rows(
+            self.conn,
+            "SELECT id, goal_id, revision, task_ref, process FROM attempts
+              WHERE state IN ('intent_recorded', 'dispatched') AND process IS NOT NULL ORDER BY id",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(attempt_id, goal_id, revision, task_ref, process)| {
+                let process = serde_json::from_str(&process).ok()?;
+                Some(LeftProcess { attempt_id, goal_id, revision, task_ref, process })
+            })
+            .collect())
+    }
+
+    fn completed_attempt(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<AttemptId>> {
+        Ok(qrow(
+            self.conn,
+            "SELECT id FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state IN ('succeeded','settled_ok')
+             ORDER BY id DESC LIMIT 1",
+            params![goal, revision, task_ref],
+            |r| r.get(0),
+        )
+        .optional()?)
+    }
+}
+
+impl AttemptsWrite for Sql<'_> {
+    fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
+        let generation = self.fence().generation();
+        exec(self.conn,
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction],
+        )?;
+        let id = AttemptId(self.conn.last_insert_rowid());
+        exec(
+            self.conn,
+            "UPDATE goals SET calls_used = calls_used + 1, cost_used_micros = cost_used_micros + ?2 WHERE id = ?1",
+            params![i.goal_id, i.cost.micros()],
+        )?;
+        Ok(Intent::committed(id))
+    }
+
+    fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()> {
+        let process = process.map(json_column).transpose()?;
+        self.move_attempt(
+            intent.attempt_id(),
+            AttemptState::Dispatched,
+            ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
+            &[&now_ms(), &detail, &process],
+        )
+    }
+
+    fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {
+        let id = intent.attempt_id();
+        self.move_attempt(id, AttemptState::ReceiptRecorded, "", &[])?;
+        exec(
+            self.conn,
+            "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
+            params![id, now_ms(), data.to_string()],
+        )?;
+        Ok(())
+    }
+
+    fn finish_attempt(
+        &mut self,
+        id: AttemptId,
+        to: AttemptState,
+        classification: Option<&Classification>,
+        unknown_reason: Option<UnknownReason>,
+    ) -> Result<()> {
+        let c = classification;
+        let (class, rule, evidence, claims, next) = (
+            c.map(|c| c.class),
+            c.map(|c| c.rule.as_str()),
+            c.map(|c| id_list(&c.evidence_ids)).transpose()?,
+            c.map(|c| id_list(&c.claims)).transpose()?,
+            c.map(|c| c.next.as_str()),
+        );
+        // An abandoned attempt keeps counting: it may have gone out before
+        // the engine stopped (only a call refused before dispatch is uncounted).
+        self.move_attempt(
+            id,
+            to,
+            ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
+               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
+            &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason],
+        )
+    }
+
+    fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()> {
+        self.move_attempt(id, to, "", &[])
+    }
+
+    fn uncount_call(&mut self, id: AttemptId) -> Result<()> {
+        exec(
+            self.conn,
+            "UPDATE goals SET calls_used = calls_used - 1,
+               cost_used_micros = cost_used_micros - (SELECT cost_micros FROM attempts WHERE id = ?1)
+             WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    fn set_attempt_checkpoint(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
+        exec(
+            self.conn,
+            "UPDATE attempts SET checkpoint = ?2, reusable = ?3 WHERE id = ?1",
+            params![id, checkpoint, reusable],
+        )?;
+        Ok(())
+    }
+}

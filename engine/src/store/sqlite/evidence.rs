@@ -1,0 +1,204 @@
+//! Evidence, blobs, claims, check results, checkpoints and the file-state
+//! cache in SQLite.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::sql::{exec, qrow, rows, Sql};
+use crate::checkpoint::{Checkpoint, FileState};
+use crate::clock::now_ms;
+use crate::digest;
+use crate::error::{Code, Error, Result};
+use crate::evidence::{Evidence, Recorded};
+use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
+use crate::store::evidence::{
+    CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
+};
+
+fn json_text<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::internal(format!("{what} does not serialize: {e}")))
+}
+
+fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn parse_timed((id, at_ms, data): (EvidenceId, i64, String)) -> Result<TimedEvidence> {
+    let evidence: Evidence = serde_json::from_str(&data)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
+    Ok(TimedEvidence { id, at_ms, evidence })
+}
+
+impl EvidenceRead for Sql<'_> {
+    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>> {
+        let list = self.timed_evidence_of_attempt(attempt)?;
+        Ok(list.into_iter().map(|t| Recorded { id: t.id, evidence: t.evidence }).collect())
+    }
+
+    fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>> {
+        let list: Vec<(EvidenceId, i64, String)> = rows(
+            self.conn,
+            "SELECT id, at_ms, data FROM evidence WHERE attempt_id = ?1 ORDER BY id",
+            [attempt],
+            timed_from_row,
+        )?;
+        list.into_iter().map(parse_timed).collect()
+    }
+
+    fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>> {
+        let row =
+            qrow(self.conn, "SELECT id, at_ms, data FROM evidence WHERE id = ?1", [id], timed_from_row).optional()?;
+        row.map(parse_timed).transpose()
+    }
+
+    fn claims_of_attempt(&self, attempt: AttemptId) -> Result<Vec<ClaimRecord>> {
+        rows(self.conn, "SELECT id, authority, data FROM claims WHERE attempt_id = ?1 ORDER BY id", [attempt], |r| {
+            let d: String = r.get(2)?;
+            Ok(ClaimRecord {
+                id: r.get(0)?,
+                authority: r.get(1)?,
+                data: serde_json::from_str(&d).unwrap_or(Value::Null),
+            })
+        })
+    }
+
+    fn claim_ids(&self, attempt: AttemptId) -> Result<Vec<i64>> {
+        rows(self.conn, "SELECT id FROM claims WHERE attempt_id = ?1 ORDER BY id", [attempt], |r| r.get(0))
+    }
+
+    fn latest_check_results(
+        &self,
+        goal: &GoalId,
+        revision: Revision,
+        scope: CheckScope,
+        task_ref: Option<&str>,
+    ) -> Result<Vec<CheckResultRecord>> {
+        rows(
+            self.conn,
+            "SELECT c.id, c.check_id, c.passed, c.attempt_id, c.checkpoint, c.evidence_id FROM check_results c
+             WHERE c.goal_id = ?1 AND c.revision = ?2 AND c.scope = ?3 AND c.task_ref IS ?4
+               AND c.id = (SELECT MAX(id) FROM check_results d WHERE d.goal_id = c.goal_id AND d.revision = c.revision
+                           AND d.scope = c.scope AND d.task_ref IS c.task_ref AND d.check_id = c.check_id)
+             ORDER BY c.check_id",
+            params![goal, revision, scope.as_str(), task_ref],
+            |r| {
+                Ok(CheckResultRecord {
+                    id: r.get(0)?,
+                    check_id: r.get(1)?,
+                    passed: r.get(2)?,
+                    attempt_id: r.get(3)?,
+                    checkpoint: r.get(4)?,
+                    evidence_id: r.get(5)?,
+                })
+            },
+        )
+    }
+
+    fn is_judged(&self, attempt: AttemptId) -> Result<bool> {
+        Ok(qrow(self.conn, "SELECT EXISTS(SELECT 1 FROM check_results WHERE attempt_id = ?1)", [attempt], |r| {
+            r.get(0)
+        })?)
+    }
+
+    fn checkpoint(&self, digest: &str) -> Result<Option<Checkpoint>> {
+        let data: Option<String> =
+            qrow(self.conn, "SELECT data FROM checkpoints WHERE digest = ?1", [digest], |r| r.get(0)).optional()?;
+        Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
+    }
+
+    fn file_states(&self) -> Result<Vec<FileState>> {
+        rows(
+            self.conn,
+            "SELECT path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns FROM file_cache",
+            [],
+            |r| {
+                Ok(FileState {
+                    path: r.get(0)?,
+                    size: r.get::<_, i64>(1)? as u64,
+                    mtime_ns: r.get(2)?,
+                    ctime_ns: r.get(3)?,
+                    inode: r.get::<_, i64>(4)? as u64,
+                    dev: r.get::<_, i64>(5)? as u64,
+                    digest: r.get(6)?,
+                    hashed_at_ns: r.get(7)?,
+                })
+            },
+        )
+    }
+}
+
+impl EvidenceWrite for Sql<'_> {
+    fn insert_evidence(
+        &mut self,
+        goal: &GoalId,
+        revision: Revision,
+        attempt: Option<AttemptId>,
+        e: &Evidence,
+    ) -> Result<EvidenceId> {
+        exec(
+            self.conn,
+            "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![goal, revision, attempt, e.kind(), json_text("evidence", e)?, now_ms()],
+        )?;
+        Ok(EvidenceId(self.conn.last_insert_rowid()))
+    }
+
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<String> {
+        let d = digest::content(bytes);
+        exec(
+            self.conn,
+            "INSERT OR IGNORE INTO blobs (digest, size, data) VALUES (?1, ?2, ?3)",
+            params![d, bytes.len() as i64, bytes],
+        )?;
+        Ok(d)
+    }
+
+    fn insert_claim(&mut self, attempt: AttemptId, authority: &str, data: &Value) -> Result<i64> {
+        exec(
+            self.conn,
+            "INSERT INTO claims (attempt_id, authority, data) VALUES (?1, ?2, ?3)",
+            params![attempt, authority, data.to_string()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn insert_check_result(&mut self, c: &NewCheckResult) -> Result<i64> {
+        exec(self.conn,
+            "INSERT INTO check_results (goal_id, revision, scope, task_ref, attempt_id, check_id, passed, checkpoint, evidence_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![c.goal_id, c.revision, c.scope.as_str(), c.task_ref, c.attempt_id, c.check_id, c.passed, c.checkpoint, c.evidence_id],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn put_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
+        exec(
+            self.conn,
+            "INSERT OR IGNORE INTO checkpoints (digest, data) VALUES (?1, ?2)",
+            params![cp.digest, json_text("checkpoint", cp)?],
+        )?;
+        Ok(())
+    }
+
+    fn put_file_states(&mut self, states: &[FileState]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO file_cache (path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(path) DO UPDATE SET size = ?2, mtime_ns = ?3, ctime_ns = ?4, inode = ?5, dev = ?6,
+               digest = ?7, hashed_at_ns = ?8",
+        )?;
+        for e in states {
+            stmt.execute(params![
+                e.path,
+                e.size as i64,
+                e.mtime_ns,
+                e.ctime_ns,
+                e.inode as i64,
+                e.dev as i64,
+                e.digest,
+                e.hashed_at_ns
+            ])?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,161 @@
+//! The files a store is made of — the SQLite file, its `-wal`, `-shm` and
+//! `-journal`, and the mark (`mark.rs`) — and the checks every open makes on
+//! them before SQLite touches any: the folder and files are ours, private,
+//! and not symlinks.
+
+use std::fs::{DirBuilder, File};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{is_no_room, Code, Error, Result};
+
+/// The mark's name beside the store (`engine.db.mark`).
+pub const MARK_SUFFIX: &str = ".mark";
+
+/// SQLite's own files beside the store.
+const SQLITE_SIDE: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+#[derive(Debug, Clone)]
+pub struct StoreFiles {
+    pub db: PathBuf,
+    pub dir: PathBuf,
+    pub mark: PathBuf,
+}
+
+impl StoreFiles {
+    /// The files of the store at `db`, by absolute path (so every error
+    /// names them in full, whatever the current folder).
+    pub fn new(db: &Path) -> StoreFiles {
+        let db = &std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+        let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+        StoreFiles { db: db.to_path_buf(), dir, mark: with_suffix(db, MARK_SUFFIX) }
+    }
+
+    pub fn side(&self, suffix: &str) -> PathBuf {
+        with_suffix(&self.db, suffix)
+    }
+
+    pub fn db_exists(&self) -> bool {
+        std::fs::symlink_metadata(&self.db).is_ok()
+    }
+
+    /// The place errors about this store name.
+    pub fn place(&self) -> String {
+        self.db.display().to_string()
+    }
+
+    /// Make the folder (0700) if it is missing, then check it.
+    pub fn make_dir(&self) -> Result<()> {
+        if std::fs::symlink_metadata(&self.dir).is_err() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.dir)
+                .map_err(|e| io_error(e, &self.dir, "cannot create store folder"))?;
+        }
+        check_owned_dir(&self.dir)
+    }
+
+    /// A side file that is a symlink, or not a regular file, is refused
+    /// naming it, before SQLite opens (and follows) it.
+    pub fn refuse_odd_side_files(&self) -> Result<()> {
+        let sides = SQLITE_SIDE.iter().map(|s| self.side(s)).chain([self.mark.clone()]);
+        for side in sides {
+            let Ok(meta) = std::fs::symlink_metadata(&side) else { continue };
+            if meta.file_type().is_symlink() {
+                return Err(Error::usage("a file of the store is a symlink; refused (nothing is written through it)")
+                    .at(side.display().to_string()));
+            }
+            if !meta.file_type().is_file() {
+                return Err(
+                    Error::usage("a file of the store is not a regular file; refused").at(side.display().to_string())
+                );
+            }
+            if meta.uid() != current_uid() {
+                return Err(Error::usage(format!(
+                    "a file of the store is owned by uid {}, not by you; refused",
+                    meta.uid()
+                ))
+                .at(side.display().to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// SQLite gives `-wal`/`-shm` the store's mode; make sure of it.
+    pub fn tighten_side_files(&self) {
+        for suffix in SQLITE_SIDE {
+            let side = self.side(suffix);
+            if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file()) {
+                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+}
+
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Flush a folder's entries (a rename or link into it) to disk.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_error(e, dir, "cannot flush the store folder"))
+}
+
+/// An I/O error on a store file: `STORE_FULL` when there is no room,
+/// otherwise internal; either way naming the file.
+pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
+    let code = if e.raw_os_error().is_some_and(is_no_room) { Code::StoreFull } else { Code::Internal };
+    Error::new(code, format!("{what}: {e}")).at(path.display().to_string())
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+pub fn check_owned_dir(dir: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::usage("the store folder is a symlink; refused (point --store at the real folder)")
+            .at(dir.display().to_string()));
+    }
+    if meta.uid() != current_uid() {
+        return Err(Error::usage(format!("the store folder is owned by uid {}, not by you; refused", meta.uid()))
+            .at(dir.display().to_string()));
+    }
+    if meta.mode() & 0o077 != 0 && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR) {
+        // Our own folder: repair group/other bits rather than leave it open.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+pub fn check_owned_file(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Error::internal(format!("cannot inspect store: {e}")).at(path.display().to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::usage("the store is a symlink; refused").at(path.display().to_string()));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::usage("the store is not a regular file").at(path.display().to_string()));
+    }
+    if meta.uid() != current_uid() {
+        return Err(Error::usage(format!("the store is owned by uid {}, not by you; refused", meta.uid()))
+            .at(path.display().to_string()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Is process `pid` alive (a temporary file's maker, say)?
+pub fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}

@@ -1,0 +1,192 @@
+//! The lease row in SQLite (id = 1): pid, host, process start time and the
+//! generation that fences every write. Taking and giving back the lease
+//! also keeps the store's mark (`mark.rs`): "open" while held, "closed"
+//! with the store file's fingerprint after a clean release; a store whose
+//! last writer died holding it is checked before it is trusted again.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use serde_json::json;
+
+use super::files::StoreFiles;
+use super::identity::{self, Verdict};
+use super::mark::{Fingerprint, Mark, MarkFile};
+use super::open::{count_commit, doubt};
+use super::sql::qrow;
+use crate::clock::now_ms;
+use crate::error::{Code, Error, Result};
+use crate::limits::{RELEASE_CHECKPOINT_WAIT, STORE_BUSY_TIMEOUT};
+use crate::store::events::{Event, EventKind};
+use crate::store::lease::{hostname, is_alive, proc_start, Acquired, Fence, Holder};
+
+/// The lease row as read: pid, host, process start time, generation.
+type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
+
+fn read(conn: &Connection) -> Result<Option<LeaseRow>> {
+    Ok(conn
+        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?)
+}
+
+/// Inside a write transaction: is `fence` still the lease's generation?
+pub(super) fn check_fence(conn: &Connection, fence: Fence) -> Result<()> {
+    let generation = fence.generation();
+    let current: Option<i64> = qrow(conn, "SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).ok();
+    if current != Some(generation) {
+        return Err(Error::new(
+            Code::StaleGeneration,
+            format!(
+                "this engine's lease (generation {generation}) was taken over (now {}); it writes nothing more",
+                current.map_or("none".to_string(), |g| g.to_string())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
+/// a dead holder's lease is taken over and logged. Under the write lock,
+/// before anything is written, the store is judged against its mark, and
+/// checked (`integrity_check`) unless it is known to be whole. Committed
+/// with `synchronous=FULL` (the caller sets it), then the mark says "open".
+pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Option<MarkFile>) -> Result<Acquired> {
+    let pid = std::process::id() as i64;
+    let host = hostname();
+    let start = proc_start(pid);
+    // A release earlier in this process turned automatic checkpoints off.
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
+    let place = files.place();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
+    let (prev_generation, took_over) = match read(&tx)? {
+        None => (0, None),
+        Some((None, _, _, g)) => (g, None),
+        Some((Some(hpid), hhost, hstart, g)) => {
+            let holder = Holder { pid: hpid, host: hhost.unwrap_or_default(), proc_start: hstart, generation: g };
+            if is_alive(&holder) {
+                return Err(locked(&holder, &place));
+            }
+            (g, Some(holder))
+        }
+    };
+    let (verdict, _, facts) = identity::verify(&tx, files)?;
+    let (unclean, changed) = match verdict {
+        Verdict::Marked { unclean, changed } => (unclean, changed),
+        Verdict::Unmarked => (false, false),
+    };
+    if let Some(why) = doubt(took_over.is_some(), unclean, changed) {
+        identity::integrity(&tx, &files.db, why)?;
+    }
+    let generation = prev_generation + 1;
+    tx.execute(
+        "INSERT INTO lease (id, pid, host, proc_start, generation, acquired_at) VALUES (1, ?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(id) DO UPDATE SET pid = ?1, host = ?2, proc_start = ?3, generation = ?4, acquired_at = ?5",
+        rusqlite::params![pid, host, start, generation, now_ms()],
+    )?;
+    if let Some(h) = &took_over {
+        super::events::append(&tx, &takeover_event(h, generation))?;
+    }
+    let commits = count_commit(&tx)?;
+    tx.commit()?;
+    *mark = Some(open_mark(files, facts.store_id.as_deref(), commits, generation)?);
+    Ok(Acquired { fence: Fence::new(generation), took_over })
+}
+
+fn takeover_event(h: &Holder, generation: i64) -> Event<'static> {
+    Event::store(
+        EventKind::LeaseTakenOver,
+        json!({
+            "previous_pid": h.pid, "previous_host": h.host, "previous_generation": h.generation,
+            "generation": generation, "why": "the previous holder's process is gone from this host",
+        }),
+    )
+}
+
+/// The mark says "open" (and counts the lease's commit) before this
+/// process commits anything else.
+fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generation: i64) -> Result<MarkFile> {
+    let store_id = store_id.ok_or_else(|| Error::internal("a store without its identity"))?;
+    if Mark::read(&files.mark)?.is_none() {
+        MarkFile::create(&files.mark, &Mark::new(store_id))?;
+    }
+    let mut mark = MarkFile::open(&files.mark)?;
+    mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() }, true)?;
+    Ok(mark)
+}
+
+/// Give the lease up (clean exit), only if this fence still holds it. The
+/// WAL is folded into the store file first, so losing it afterwards costs
+/// nothing; then the mark records the closed file and the final count —
+/// while the lease is still ours, so no later writer's mark is overwritten
+/// — and only then is the lease row released.
+/// Committed with `synchronous=FULL` (the caller sets it).
+pub(super) fn release(
+    conn: &mut Connection,
+    files: &StoreFiles,
+    mark: &mut Option<MarkFile>,
+    fence: Fence,
+) -> Result<()> {
+    let g = fence.generation();
+    // A reader (`engine log --follow`) may hold the WAL back: do not wait
+    // long for it.
+    conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
+    // From here on only this process's final commit reaches the WAL, and
+    // nothing folds it into the store file the mark describes.
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let holder: Option<i64> = tx.query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
+    if holder != Some(g) {
+        *mark = None;
+        return Ok(());
+    }
+    let commits: i64 = tx.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0))?;
+    let closed_file = Fingerprint::of(&files.db)?;
+    if let Some(mark) = mark.as_mut() {
+        let next = Mark { commits, generation: g, open: false, closed_file: Some(closed_file), ..mark.last().clone() };
+        mark.record(next, true)?;
+    }
+    *mark = None;
+    tx.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
+    count_commit(&tx)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Still waiting for the write lock after the busy timeout: another engine
+/// is taking the store (checking a large one, say) — `STORE_LOCKED`, like
+/// a live lease, not an internal error.
+fn busy(e: rusqlite::Error, store: &str) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Error::new(
+            Code::StoreLocked,
+            "another engine is taking the store (it held the store's write lock past the wait); try again",
+        )
+        .at(store.to_string()),
+        _ => e.into(),
+    }
+}
+
+fn locked(holder: &Holder, store: &str) -> Error {
+    Error::new(
+        Code::StoreLocked,
+        format!(
+            "another engine (pid {} on {}, generation {}) holds the store",
+            holder.pid, holder.host, holder.generation
+        ),
+    )
+    .at(store.to_string())
+    .with_details(json!({"pid": holder.pid, "host": holder.host, "generation": holder.generation}))
+}
+
+/// The live holder of the lease, if any.
+pub(super) fn live_holder(conn: &Connection) -> Result<Option<Holder>> {
+    Ok(match read(conn)? {
+        Some((Some(pid), host, proc_start, generation)) => {
+            let h = Holder { pid, host: host.unwrap_or_default(), proc_start, generation };
+            is_alive(&h).then_some(h)
+        }
+        _ => None,
+    })
+}

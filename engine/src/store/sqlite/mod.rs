@@ -1,0 +1,223 @@
+//! The SQLite ledger: one file (by default `.engine/engine.db` in the
+//! workspace), opened with checked permissions, migrated, in WAL mode. The
+//! only code in the engine that names `rusqlite` or writes SQL.
+//!
+//! `Db` (here) opens, migrates and runs transactions; `sql.rs` is a
+//! connection (or a transaction) seen through the ledger's traits,
+//! implemented by aggregate in the files beside it; `open.rs` holds what
+//! every open and commit shares; `lease.rs` the lease row and the fence.
+//! Beside the store file, its mark (`mark.rs`) keeps the store's identity
+//! and commit count outside SQLite, so a store that lost commits is refused
+//! (`identity.rs`); a new store is made whole or not at all (`create.rs`);
+//! `files.rs` owns the paths and their permissions; `schema.rs` the tables
+//! and migrations; `verify/` the checks of `engine verify`.
+mod acts;
+mod attempts;
+mod columns;
+mod create;
+mod events;
+mod evidence;
+pub mod files;
+mod goals;
+pub mod identity;
+mod inspect;
+mod lease;
+pub mod mark;
+mod open;
+mod schema;
+mod sql;
+pub mod verify;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::lease::{Acquired, Fence, Holder};
+use super::{Durability, LedgerRead, LedgerTx};
+use crate::error::{Code, Error, Result};
+use files::{check_owned_file, StoreFiles};
+use identity::Verdict;
+use mark::{Mark, MarkFile};
+use open::{
+    configure, connect, count_commit, doubt, located, open_existing, refuse_newer_schema, sqlite_error,
+    store_open_error,
+};
+pub(super) use sql::Sql;
+
+pub use schema::SCHEMA_VERSION;
+
+pub(super) struct Db {
+    conn: Connection,
+    files: StoreFiles,
+    durability: Durability,
+    /// The mark, open for updates while this process holds the lease.
+    mark: Option<MarkFile>,
+}
+
+impl Db {
+    /// Open for writing, making the store (atomically, `create.rs`) if there
+    /// is none — unless its mark says one existed: a lost store is refused,
+    /// never made again. The folder is 0700, the files 0600; symlinks and
+    /// other users' files are refused.
+    pub fn open_rw(path: &Path) -> Result<Db> {
+        let files = StoreFiles::new(path);
+        let path = &files.db.clone();
+        files.make_dir()?;
+        files.refuse_odd_side_files()?;
+        create::sweep_leftovers(&files);
+        // The mark first: it exists only once the store file does.
+        let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()))?;
+        if !files.db_exists() {
+            if let Some(m) = &mark {
+                return Err(identity::missing_store(&files, m));
+            }
+            create::create(&files)?;
+        }
+        check_owned_file(path)?;
+        let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        refuse_newer_schema(&conn, path)?;
+        // Judged before anything is written, migrations included.
+        let (verdict, _, _) = identity::verify(&conn, &files)?;
+        configure(&conn).map_err(|e| sqlite_error(&conn, e, path))?;
+        schema::migrate(&conn).map_err(|e| match sqlite_error(&conn, e, path) {
+            e if e.code == Code::Internal => {
+                Error { message: format!("cannot migrate store: {}", e.message), ..e }.at(path.display().to_string())
+            }
+            e => located(e, path),
+        })?;
+        files.tighten_side_files();
+        if verdict == Verdict::Unmarked {
+            let facts = identity::facts(&conn).map_err(|e| located(e.into(), path))?;
+            let id = facts.store_id.ok_or_else(|| Error::internal("a migrated store without its identity"))?;
+            MarkFile::create(&files.mark, &Mark::new(&id)).map_err(|e| located(e, path))?;
+        }
+        Ok(Db { conn, files, durability: Durability::Normal, mark: None })
+    }
+
+    /// Open an existing store for reading only (status, log, explain).
+    /// `Ok(None)` when there is no store yet. A store that lost commits is
+    /// refused; one not known to be whole is checked first.
+    pub fn open_ro(path: &Path) -> Result<Option<Db>> {
+        let files = StoreFiles::new(path);
+        let path = &files.db.clone();
+        // Read-write flags so WAL readers can use the shared memory file;
+        // this handle never writes (no lease, no write).
+        let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
+        let version = refuse_newer_schema(&conn, path)?;
+        let (verdict, _, _) = identity::verify(&conn, &files)?;
+        if version < schema::SCHEMA_VERSION {
+            // A reader never writes, so it does not migrate either.
+            return Err(Error::usage(format!(
+                "the store has schema version {version}, older than this engine's {}; a writing command (`engine run`) migrates it",
+                schema::SCHEMA_VERSION
+            ))
+            .at(path.display().to_string()));
+        }
+        configure(&conn)?;
+        let db = Db { conn, files, durability: Durability::Normal, mark: None };
+        if let Verdict::Marked { unclean, changed } = verdict {
+            // A live writer's store is in motion, not damaged: not checked.
+            let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
+            if let Some(why) = doubt(false, dead_writer, changed) {
+                identity::integrity(&db.conn, path, why)?;
+            }
+        }
+        Ok(Some(db))
+    }
+
+    /// The schema version of an existing store file (`None`: no file
+    /// there), read without writing to it — but a hot journal an older
+    /// engine left is rolled back (that needs a read-write handle).
+    pub fn schema_version(path: &Path) -> Result<Option<i64>> {
+        let files = StoreFiles::new(path);
+        let path = &files.db.clone();
+        let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
+        Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.files.db
+    }
+
+    pub fn reader(&self) -> Sql<'_> {
+        Sql::reader(&self.conn)
+    }
+
+    /// Run `f` inside one read transaction (one snapshot).
+    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        let value = f(&self.reader());
+        self.conn.execute_batch("COMMIT")?;
+        value
+    }
+
+    /// One IMMEDIATE transaction: the fence is checked first (a superseded
+    /// writer gets `STALE_GENERATION` and writes nothing), then `f`, then
+    /// the commit, fsynced when `durability` is `Full`. Every transaction
+    /// counts itself in `store_meta.commits`; a `Full` one is then recorded
+    /// in the mark before the caller acts on it. A transaction that does not
+    /// fit on the disk is rolled back whole: `STORE_FULL`.
+    /// Each commit is counted for `ENGINE_CRASH_AFTER_COMMITS` (a testing aid).
+    pub fn write<T>(
+        &mut self,
+        fence: Fence,
+        durability: Durability,
+        f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>,
+    ) -> Result<T> {
+        let result = self.write_counted(fence, durability, f);
+        result.map_err(|e| located(sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
+    }
+
+    fn write_counted<T>(
+        &mut self,
+        fence: Fence,
+        durability: Durability,
+        f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>,
+    ) -> Result<T> {
+        self.set_durability(durability)?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        lease::check_fence(&tx, fence)?;
+        let value = f(&mut Sql::writer(&tx, fence))?;
+        let commits = count_commit(&tx)?;
+        tx.commit()?;
+        if durability == Durability::Full {
+            self.mark_commit(commits, fence.generation())?;
+        }
+        crate::failpoint::committed();
+        Ok(value)
+    }
+
+    /// The mark learns of a durable commit (the store is held: open);
+    /// written, not flushed (`mark.rs` says why).
+    fn mark_commit(&mut self, commits: i64, generation: i64) -> Result<()> {
+        let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a durable commit without the store's mark"))?;
+        let next = Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() };
+        mark.record(next, false)
+    }
+
+    fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        if durability != self.durability {
+            let mode = match durability {
+                Durability::Full => "FULL",
+                Durability::Normal => "NORMAL",
+            };
+            self.conn.execute_batch(&format!("PRAGMA synchronous = {mode}"))?;
+            self.durability = durability;
+        }
+        Ok(())
+    }
+
+    pub fn acquire_lease(&mut self) -> Result<Acquired> {
+        self.set_durability(Durability::Full)?;
+        lease::acquire(&mut self.conn, &self.files, &mut self.mark)
+    }
+
+    pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
+        self.set_durability(Durability::Full)?;
+        lease::release(&mut self.conn, &self.files, &mut self.mark, fence)
+    }
+
+    pub fn live_holder(&self) -> Result<Option<Holder>> {
+        lease::live_holder(&self.conn)
+    }
+}

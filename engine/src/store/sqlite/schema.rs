@@ -1,0 +1,325 @@
+//! The ledger's schema and its migrations. `user_version` holds the schema
+//! version; a file newer than this binary is refused (`SCHEMA_TOO_NEW`)
+//! rather than half-understood. A migration is never edited once released:
+//! a store made by an older engine is migrated step by step (a schema-1
+//! store is kept as a test fixture, `tests/fixtures/store-v1.sql`).
+
+use rusqlite::Connection;
+
+use crate::error::{Code, Error, Result};
+
+/// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+const MIGRATION_1: &str = r#"
+-- One writer at a time: the lease row (id = 1) names it.
+CREATE TABLE lease (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    pid          INTEGER,
+    host         TEXT,
+    proc_start   TEXT,      -- the holder's start time, so a reused pid is not taken for it
+    generation   INTEGER NOT NULL,
+    acquired_at  INTEGER NOT NULL
+);
+
+-- Append-only event log; seq is the ledger's own order (never wall time).
+CREATE TABLE events (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms     INTEGER NOT NULL,
+    goal_id   TEXT,
+    revision  INTEGER,
+    task_ref  TEXT,
+    attempt_id INTEGER,
+    kind      TEXT NOT NULL,
+    data      TEXT NOT NULL
+);
+CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+
+-- Content-addressed blobs (BLAKE3 of the stored bytes).
+CREATE TABLE blobs (
+    digest  TEXT PRIMARY KEY,
+    size    INTEGER NOT NULL,
+    data    BLOB NOT NULL
+);
+
+CREATE TABLE goals (
+    id               TEXT PRIMARY KEY,
+    active_revision  INTEGER NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('open','satisfied','failed','needs_settlement')),
+    first_run_at_ms  INTEGER NOT NULL,
+    updated_seq      INTEGER NOT NULL,
+    -- Budget use, kept with the attempts it counts (same transactions):
+    -- every attempt not abandoned, and the sum of its cost.
+    calls_used       INTEGER NOT NULL DEFAULT 0,
+    cost_used        REAL NOT NULL DEFAULT 0
+);
+
+CREATE TABLE revisions (
+    goal_id        TEXT NOT NULL REFERENCES goals(id),
+    revision       INTEGER NOT NULL,
+    parent         INTEGER,
+    plan_digest    TEXT NOT NULL,
+    goal_contract  TEXT NOT NULL,
+    plan_json      TEXT NOT NULL,
+    plan_path      TEXT NOT NULL,
+    workspace      TEXT NOT NULL,
+    reason         TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    PRIMARY KEY (goal_id, revision)
+);
+
+CREATE TABLE tasks (
+    goal_id       TEXT NOT NULL,
+    revision      INTEGER NOT NULL,
+    task_ref      TEXT NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval')),
+    meaning       TEXT NOT NULL,
+    dependencies  TEXT NOT NULL,
+    operation_id  TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    detail        TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (goal_id, revision, task_ref),
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+
+-- An attempt row is born as the intent: the engine's durable decision to
+-- send this exact request. (operation_id, try_no) is unique: the same try is
+-- never dispatched twice.
+CREATE TABLE attempts (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id         TEXT NOT NULL,
+    revision        INTEGER NOT NULL,
+    task_ref        TEXT NOT NULL,
+    operation_id    TEXT NOT NULL,
+    try_no          INTEGER NOT NULL CHECK (try_no >= 1),
+    kind            TEXT NOT NULL,           -- run | repair | retry | rerun
+    request_digest  TEXT NOT NULL,
+    request_json    TEXT NOT NULL,
+    effect          TEXT NOT NULL,
+    cost            REAL NOT NULL DEFAULT 0,
+    state           TEXT NOT NULL CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned')),
+    generation      INTEGER NOT NULL,
+    intent_at_ms    INTEGER NOT NULL,
+    dispatched_at_ms INTEGER,
+    dispatch_detail TEXT,
+    finished_at_ms  INTEGER,
+    classification  TEXT,                    -- JSON: class, rule, evidence ids, next
+    unknown_reason  TEXT,
+    reusable        INTEGER,
+    checkpoint      TEXT,                    -- checkpoint digest the validations judged
+    inputs_at_intent TEXT,                   -- checkpoint digest observed when the intent was written
+    instruction     TEXT,                    -- a repair's instruction, if any
+    UNIQUE (operation_id, try_no),
+    FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
+);
+CREATE INDEX attempts_by_task ON attempts(goal_id, revision, task_ref, id);
+-- A task's attempts across revisions (approval::prior_dispatch, at every
+-- intent): without it that lookup scans every attempt of the goal.
+CREATE INDEX attempts_by_goal_task ON attempts(goal_id, task_ref);
+CREATE INDEX attempts_by_state ON attempts(state);
+
+-- A receipt cannot exist without its intent (the attempt row).
+CREATE TABLE receipts (
+    attempt_id   INTEGER PRIMARY KEY REFERENCES attempts(id),
+    at_ms        INTEGER NOT NULL,
+    data         TEXT NOT NULL               -- exit, http status, truncation, digests
+);
+
+CREATE TABLE evidence (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id     TEXT NOT NULL,
+    revision    INTEGER,
+    attempt_id  INTEGER REFERENCES attempts(id),
+    kind        TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    at_ms       INTEGER NOT NULL
+);
+CREATE INDEX evidence_by_attempt ON evidence(attempt_id);
+
+-- What a provider or model *said*; never promoted to a cause or verdict.
+CREATE TABLE claims (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id  INTEGER NOT NULL REFERENCES attempts(id),
+    authority   TEXT NOT NULL,
+    data        TEXT NOT NULL
+);
+
+-- Validation and acceptance results, in ledger order (id).
+CREATE TABLE check_results (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id        TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    scope          TEXT NOT NULL CHECK (scope IN ('validation','acceptance')),
+    task_ref       TEXT,
+    attempt_id     INTEGER REFERENCES attempts(id),
+    check_id       TEXT NOT NULL,
+    passed         INTEGER NOT NULL,
+    checkpoint     TEXT,
+    evidence_id    INTEGER NOT NULL REFERENCES evidence(id)
+);
+CREATE INDEX check_results_by_task ON check_results(goal_id, revision, task_ref, check_id, id);
+
+-- Observed checkpoints by digest, so a reuse refusal can name the first
+-- differing path.
+CREATE TABLE checkpoints (
+    digest  TEXT PRIMARY KEY,
+    data    TEXT NOT NULL
+);
+
+-- The file-state cache: a file whose (size, mtime, ctime, inode, device) match was not
+-- rewritten since it was hashed, unless it was modified within the mtime
+-- granularity of the moment it was hashed (then it is hashed again).
+CREATE TABLE file_cache (
+    path         TEXT PRIMARY KEY,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    ctime_ns     INTEGER NOT NULL,
+    inode        INTEGER NOT NULL,
+    dev          INTEGER NOT NULL,
+    digest       TEXT NOT NULL,
+    hashed_at_ns INTEGER NOT NULL
+);
+
+CREATE TABLE settlements (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id    INTEGER NOT NULL REFERENCES attempts(id),
+    operation_id  TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('ok','not_run')),
+    actor         TEXT NOT NULL,
+    note          TEXT NOT NULL CHECK (length(note) > 0),
+    evidence_blob TEXT,
+    at_ms         INTEGER NOT NULL
+);
+
+CREATE TABLE approvals (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation_id   TEXT NOT NULL,
+    goal_id        TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    task_ref       TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    plan_digest    TEXT NOT NULL,
+    actor          TEXT NOT NULL,
+    note           TEXT NOT NULL CHECK (length(note) > 0),
+    at_ms          INTEGER NOT NULL,
+    consumed_by    INTEGER REFERENCES attempts(id),
+    -- An approval given ahead of a call that turned out not to need one is
+    -- voided by that call: it never waits around for a later repeat.
+    voided_by      INTEGER REFERENCES attempts(id)
+);
+"#;
+
+/// The store's identity and its commit count (see `identity.rs`):
+/// every write transaction adds one to `commits`, and the mark file beside
+/// the store keeps the count outside the WAL, so a store that lost commits
+/// is told from a new one. The id comes from SQLite's randomness (the OS's).
+const MIGRATION_2: &str = r#"
+CREATE TABLE store_meta (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    store_id       TEXT NOT NULL,
+    commits        INTEGER NOT NULL CHECK (commits >= 0),
+    created_at_ms  INTEGER NOT NULL
+);
+INSERT INTO store_meta (id, store_id, commits, created_at_ms)
+VALUES (1, lower(hex(randomblob(16))), 0, CAST(unixepoch('subsec') * 1000 AS INTEGER));
+"#;
+
+/// Schema 3: the ledger's data as typed columns, where schemas 1 and 2
+/// kept JSON or floats.
+/// - A classification in columns of its own (class, rule, the evidence and
+///   claim ids it cites, the next step) — never read back from JSON.
+/// - Cost as integer micro-units (millionths): sums and budgets exact.
+/// - The provider process an attempt runs in, recorded with its dispatch
+///   (schema 1 kept it only in the `dispatched` event; carried over).
+/// - The requests the engine asks a person to approve, as rows: an
+///   approval binds to one by its operation id (schema 1 found a repair's
+///   request by searching the `approval_required` events; those are
+///   carried over).
+const MIGRATION_3: &str = r#"
+ALTER TABLE attempts ADD COLUMN class TEXT
+    CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified'));
+ALTER TABLE attempts ADD COLUMN class_rule TEXT;
+ALTER TABLE attempts ADD COLUMN class_evidence_ids TEXT;   -- JSON array of evidence ids
+ALTER TABLE attempts ADD COLUMN class_claim_ids TEXT;      -- JSON array of claim ids
+ALTER TABLE attempts ADD COLUMN class_next TEXT;
+UPDATE attempts SET
+    class = json_extract(classification, '$.class'),
+    class_rule = json_extract(classification, '$.rule'),
+    class_evidence_ids = COALESCE(json_extract(classification, '$.evidence_ids'), '[]'),
+    class_claim_ids = COALESCE(json_extract(classification, '$.claims'), '[]'),
+    class_next = json_extract(classification, '$.next')
+  WHERE classification IS NOT NULL;
+ALTER TABLE attempts DROP COLUMN classification;
+
+ALTER TABLE attempts ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_micros >= 0);
+UPDATE attempts SET cost_micros = CAST(round(cost * 1000000) AS INTEGER);
+ALTER TABLE attempts DROP COLUMN cost;
+ALTER TABLE goals ADD COLUMN cost_used_micros INTEGER NOT NULL DEFAULT 0;
+UPDATE goals SET cost_used_micros = CAST(round(cost_used * 1000000) AS INTEGER);
+ALTER TABLE goals DROP COLUMN cost_used;
+
+ALTER TABLE attempts ADD COLUMN process TEXT;             -- JSON: pid, pgid, start_time
+UPDATE attempts SET process = (
+    SELECT json_extract(e.data, '$.process') FROM events e
+     WHERE e.attempt_id = attempts.id AND e.kind = 'dispatched' ORDER BY e.seq DESC LIMIT 1)
+  WHERE dispatched_at_ms IS NOT NULL;
+
+-- A request the engine asked a person to approve.
+CREATE TABLE pending_requests (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation_id    TEXT NOT NULL,
+    goal_id         TEXT NOT NULL,
+    revision        INTEGER NOT NULL,
+    task_ref        TEXT NOT NULL,
+    request_digest  TEXT NOT NULL,
+    asked_at_ms     INTEGER NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id);
+INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
+  SELECT json_extract(data, '$.operation_id'), goal_id, revision, task_ref, json_extract(data, '$.request_digest'), at_ms
+  FROM events WHERE kind = 'approval_required' ORDER BY seq;
+"#;
+
+/// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
+/// The version is read again under the write lock, so of two engines
+/// migrating the same store the second finds nothing left to do.
+pub fn migrate(conn: &Connection) -> Result<()> {
+    if too_new(conn)? >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let applied = (|| -> Result<()> {
+        let version = too_new(conn)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => Ok(conn.execute_batch("COMMIT")?),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// The schema version, refused (`SCHEMA_TOO_NEW`) if newer than this engine.
+fn too_new(conn: &Connection) -> Result<i64> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(Error::new(
+            Code::SchemaTooNew,
+            format!(
+                "the store has schema version {version}; this engine knows up to {SCHEMA_VERSION}. Use a newer engine."
+            ),
+        ));
+    }
+    Ok(version)
+}

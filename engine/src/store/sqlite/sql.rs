@@ -1,0 +1,111 @@
+//! `Sql`: a connection, or a transaction on it, seen through the ledger's
+//! traits (implemented by aggregate in `goals.rs`, `attempts.rs`,
+//! `evidence.rs`, `acts.rs`, `events.rs`, `inspect.rs`), and the helpers
+//! those implementations share.
+
+use rusqlite::Connection;
+
+use crate::error::{Code, Error, Result};
+use crate::state::Lifecycle;
+use crate::store::lease::Fence;
+use crate::store::{LedgerRead, LedgerTx};
+
+/// A connection, or a transaction on it, seen through the ledger's traits.
+/// Writes are reachable only as `&mut dyn LedgerTx`, which `Db::write`
+/// hands out inside a transaction begun under a checked fence.
+pub(in crate::store) struct Sql<'c> {
+    pub(super) conn: &'c Connection,
+    fence: Option<Fence>,
+}
+
+impl LedgerRead for Sql<'_> {}
+
+impl LedgerTx for Sql<'_> {
+    fn fence(&self) -> Fence {
+        // Only `Db::write` builds a writing `Sql`, always with its fence.
+        self.fence.unwrap_or(Fence::new(-1))
+    }
+}
+
+impl<'c> Sql<'c> {
+    /// Reads only: no fence, so no write can be made through it.
+    pub(super) fn reader(conn: &'c Connection) -> Sql<'c> {
+        Sql { conn, fence: None }
+    }
+
+    /// Inside a write transaction begun under `fence`.
+    pub(super) fn writer(conn: &'c Connection, fence: Fence) -> Sql<'c> {
+        Sql { conn, fence: Some(fence) }
+    }
+}
+
+/// An attempt that was, or may have been, dispatched: every one but a call
+/// the provider refused before anything was handed over (its engine-error
+/// evidence says so). One that stopped between intent and receipt counts,
+/// abandoned for a new try or not: it may have gone out.
+pub(super) const DISPATCHED_OR_MAYBE: &str =
+    "NOT EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'engine_error')";
+
+/// `'a','b'`: the stable words of `states`, for an SQL `IN (...)` list.
+pub(super) fn words<S: Copy>(states: &[S], word: fn(S) -> &'static str) -> String {
+    states.iter().map(|&s| format!("'{}'", word(s))).collect::<Vec<_>>().join(",")
+}
+
+/// Why a guarded state change changed no row: the table refused the move
+/// from the state the row is in, or there is no such row.
+pub(super) fn refusal<S: Lifecycle>(what: &str, now: Option<S>, to: S) -> Error {
+    match now.map(|from| from.check(to)) {
+        Some(Err(refused)) => Error::internal(format!("{what}: {refused}")),
+        Some(Ok(())) => Error::internal(format!("{what}: the move to {to} changed nothing")),
+        None => Error::internal(format!("{what} is not in the ledger")),
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
+            {
+                Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
+            }
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => Error::new(
+                Code::StoreFull,
+                format!("the store's disk is full ({e}); the transaction that did not fit was rolled back whole"),
+            ),
+            // SQLite's extended code rides along, so the store can tell a
+            // failed write() (SQLITE_IOERR_*) apart and ask why (errno).
+            rusqlite::Error::SqliteFailure(f, _) => Error::internal(format!("store error: {e}"))
+                .with_details(serde_json::json!({"sqlite_code": f.extended_code})),
+            _ => Error::internal(format!("store error: {e}")),
+        }
+    }
+}
+
+/// Run a statement through the connection's prepared-statement cache
+/// (`Connection::execute` parses the SQL again at every call).
+pub(super) fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `query_row` through the prepared-statement cache.
+pub(super) fn qrow<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: F,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
+}
+
+/// All rows of a query through the statement cache.
+pub(super) fn rows<T, P: rusqlite::Params, F: FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: F,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let out = stmt.query_map(params, f)?.collect::<rusqlite::Result<Vec<T>>>()?;
+    Ok(out)
+}
