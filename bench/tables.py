@@ -212,7 +212,7 @@ def header(res):
     lines = [
         "# Benchmark results",
         "",
-        f"`{res['command']}` at {res['when']}; engine `{(m['engine_commit'] or '?')[:12]}`"
+        f"`{res['command'].strip()}` at {res['when']}; engine `{(m['engine_commit'] or '?')[:12]}`"
         f"{' (+ local changes)' if m['engine_tree_dirty'] else ''}.",
         f"Machine: {m['cpus']} × {m['cpu_model']} ({m['hypervisor'] or 'bare metal'}), {m['mem_total_mib']} MiB, "
         f"Linux {m['kernel']}; workspaces and databases on {m['tmpdir']} ({m['tmpdir_fs']}).",
