@@ -1,38 +1,39 @@
 #!/usr/bin/env python3
-"""Issue 5's benchmark: re-running an unchanged plan of TASKS tasks that
+"""The no-op re-run: re-running an unchanged plan of TASKS tasks that
 declare FILES input files in all, against GNU make's and ninja's no-op
-rebuild of the same files, measured in the same session.
+rebuild of the same files (and, when it is installed, `dvc repro` of the
+same stages), measured in the same session.
 
 For each tool: a first (cold) build, then REPEATS no-op runs; the figure is
 the median no-op wall time. The engine's no-op run makes the reuse decision
 for every task (checkpoint observed through the file-state cache: stat
-only when nothing changed) and dispatches nothing.
+only when nothing changed) and dispatches nothing; the script checks that
+from the ledger afterwards (one attempt per task, no `completion_stale`).
 
-usage: bench/reuse_noop.py [--tasks 1000] [--files 10000] [--repeats 7] [--engine PATH] [--out DIR]
+bench/bench.py (bench/run) uses the functions here for its no-op workload;
+standalone:
+
+usage: bench/reuse_noop.py [--tasks 1000] [--files 10000] [--repeats 7] [--engine PATH] [--dvc PATH] [--out DIR]
 """
 import argparse
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from common import run_child
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def timed(cmd, cwd):
-    t = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - t
-    if p.returncode != 0:
-        sys.exit("command failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd), p.stdout[-2000:], p.stderr[-2000:]))
-    return elapsed, p.stdout
+STORE = os.path.join(".bench-store", "engine.db")  # under the tree's root
 
 
 def make_tree(root, tasks, files):
+    """FILES / TASKS settled input files per task under root/src."""
     per = files // tasks
     past = time.time() - 3600  # settled files: outside the cache's racy window
     layout = []
@@ -78,65 +79,140 @@ def write_ninja(root, layout):
     os.makedirs(os.path.join(root, "nstamps"), exist_ok=True)
 
 
+def write_dvc(root, layout, dvc):
+    """A DVC project without git: one stage per task, the task's files as
+    deps, an uncached stamp as out."""
+    lines = ["stages:"]
+    for i, names in enumerate(layout):
+        lines.append("  t%04d:" % i)
+        lines.append("    cmd: touch dstamps/t%04d" % i)
+        lines.append("    deps:")
+        lines.extend("      - %s" % n for n in names)
+        lines.append("    outs:")
+        lines.append("      - dstamps/t%04d:" % i)
+        lines.append("          cache: false")
+    with open(os.path.join(root, "dvc.yaml"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.makedirs(os.path.join(root, "dstamps"), exist_ok=True)
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=root, env=dvc_env(), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def dvc_env():
+    return dict(os.environ, DVC_NO_ANALYTICS="1")
+
+
+def tools_for(root, engine, ninja=True, dvc=None, jobs=2):
+    """The command line of each tool, run with cwd=root."""
+    tools = {"engine": [engine, "run", "plan.json", "--jobs", str(jobs), "--store", STORE],
+             "make": ["make", "-s", "-r", "-j%d" % jobs]}
+    if ninja:
+        tools["ninja"] = ["ninja", "-j%d" % jobs]
+    if dvc:
+        tools["dvc"] = [dvc, "repro", "-q"]
+    return tools
+
+
+def timed(cmd, cwd, peak=False):
+    """(wall seconds, peak RSS KiB or None, output) of a command that must
+    exit 0. The RSS needs a wrapper process (common.run_child), which would
+    add a fork and exec to these short runs: only with peak=True."""
+    env = dvc_env() if os.path.basename(cmd[0]) == "dvc" else None
+    out_path = cwd.rstrip("/") + ".out"  # beside the tree: nothing in it changes
+    wall, code, rss, _ = run_child(cmd, cwd, out_path, env, peak)
+    with open(out_path, errors="replace") as fh:
+        out = fh.read()
+    os.unlink(out_path)
+    if code != 0:
+        sys.exit("command failed (%d): %s\n%s" % (code, " ".join(cmd), out[-2000:]))
+    return wall, rss, out
+
+
+def measure(root, tools, repeats, log=lambda m: None):
+    """A first run of every tool, then `repeats` rounds of no-op runs
+    (tools interleaved). Returns the figures; exits when the engine's no-op
+    did not end satisfied or re-ran anything."""
+    first = {name: timed(cmd, root)[0] for name, cmd in tools.items()}
+    # The engine's first no-op also settles the cache for the stamps
+    # and checkpoints it wrote; measure from then on, like the others.
+    noop = {name: [] for name in tools}
+    for r in range(repeats):
+        for name, cmd in tools.items():
+            elapsed, _, out = timed(cmd, root)
+            noop[name].append(elapsed)
+            if name == "engine" and "goal satisfied" not in out:
+                sys.exit("engine no-op run did not end satisfied:\n" + out[-2000:])
+        log("  no-op #%d: %s" % (r + 1, ", ".join("%s %.3fs" % (n, v[-1]) for n, v in noop.items())))
+    # Then one more no-op each, under GNU time, for its peak RSS alone.
+    rss = {name: timed(cmd, root, peak=True)[1] for name, cmd in tools.items()}
+    attempts, stale = ledger_counts(os.path.join(root, STORE))
+    med = {name: statistics.median(v) for name, v in noop.items()}
+    return {"first_run_s": first, "noop_median_s": med, "noop_all_s": noop, "noop_rss_kb": rss,
+            "ratio_engine_over": {name: med["engine"] / med[name] for name in med if name != "engine"},
+            "engine_attempts_after_all_runs": attempts, "engine_completion_stale_events": stale}
+
+
+def ledger_counts(store):
+    """Attempts and `completion_stale` events in the engine's store."""
+    con = sqlite3.connect("file:%s?mode=ro" % store, uri=True)
+    try:
+        attempts = con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+        stale = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'completion_stale'").fetchone()[0]
+    finally:
+        con.close()
+    return attempts, stale
+
+
+def run(tasks, files, repeats, engine, dvc=None, tmpdir=None, log=lambda m: None):
+    """Build a tree of `tasks` tasks over `files` files, measure every tool
+    there, check the engine re-ran nothing, remove the tree."""
+    root = tempfile.mkdtemp(prefix="engine-reuse-bench-", dir=tmpdir)
+    try:
+        layout = make_tree(root, tasks, files)
+        write_plan(root, layout)
+        write_make(root, layout)
+        ninja = shutil.which("ninja") is not None
+        if ninja:
+            write_ninja(root, layout)
+        if dvc:
+            write_dvc(root, layout, dvc)
+        result = measure(root, tools_for(root, engine, ninja, dvc), repeats, log)
+        if result["engine_attempts_after_all_runs"] != tasks or result["engine_completion_stale_events"]:
+            sys.exit("the engine's no-op runs re-ran something: %d attempts for %d tasks, %d stale events"
+                     % (result["engine_attempts_after_all_runs"], tasks, result["engine_completion_stale_events"]))
+        result.update({"tasks": tasks, "files": files, "repeats": repeats})
+        return result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=1000)
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--engine", default=None)
+    ap.add_argument("--dvc", default=None, help="a dvc executable: measure `dvc repro` too")
     ap.add_argument("--out", default=os.path.join(TOP, "target", "bench"))
     a = ap.parse_args()
     engine = a.engine
     if engine is None:
         subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "engine"], cwd=TOP, check=True)
         engine = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(TOP, "target")), "release", "engine")
-    root = tempfile.mkdtemp(prefix="engine-reuse-bench-")
-    try:
-        layout = make_tree(root, a.tasks, a.files)
-        write_plan(root, layout)
-        write_make(root, layout)
-        tools = {"engine": [engine, "run", "plan.json", "--jobs", "2"], "make": ["make", "-s", "-r", "-j2"]}
-        if shutil.which("ninja"):
-            write_ninja(root, layout)
-            tools["ninja"] = ["ninja", "-j2"]
-        first = {name: timed(cmd, root)[0] for name, cmd in tools.items()}
-        # The engine's first no-op also settles the cache for the stamps
-        # and checkpoints it wrote; measure from then on, like the others.
-        noop = {name: [] for name in tools}
-        for _ in range(a.repeats):
-            for name, cmd in tools.items():
-                elapsed, out = timed(cmd, root)
-                noop[name].append(elapsed)
-                if name == "engine" and "goal satisfied" not in out:
-                    sys.exit("engine no-op run did not end satisfied:\n" + out[-2000:])
-        # Nothing was dispatched in the no-op runs: one attempt per task.
-        db = os.path.join(root, ".engine", "engine.db")
-        import sqlite3
-        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-        attempts = con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
-        stale = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'completion_stale'").fetchone()[0]
-        con.close()
-        med = {name: statistics.median(v) for name, v in noop.items()}
-        result = {
-            "tasks": a.tasks, "files": a.files, "repeats": a.repeats,
-            "first_run_s": first, "noop_median_s": med,
-            "noop_all_s": noop,
-            "ratio_engine_over": {name: med["engine"] / med[name] for name in med if name != "engine"},
-            "engine_attempts_after_all_runs": attempts, "engine_completion_stale_events": stale,
-        }
-        print("reuse no-op: %d tasks, %d input files, median of %d" % (a.tasks, a.files, a.repeats))
-        for name in tools:
-            print("  %-7s first %7.3f s   no-op median %7.3f s" % (name, first[name], med[name]))
-        for name, r in result["ratio_engine_over"].items():
-            print("  engine / %s no-op: %.2fx" % (name, r))
-        print("  attempts after all runs: %d (one per task: nothing re-run); stale events: %d" % (attempts, stale))
-        os.makedirs(a.out, exist_ok=True)
-        path = os.path.join(a.out, "reuse_noop.json")
-        with open(path, "w") as fh:
-            json.dump(result, fh, indent=1)
-        print(path)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    result = run(a.tasks, a.files, a.repeats, engine, a.dvc)
+    med = result["noop_median_s"]
+    print("reuse no-op: %d tasks, %d input files, median of %d" % (a.tasks, a.files, a.repeats))
+    for name in med:
+        print("  %-7s first %7.3f s   no-op median %7.3f s" % (name, result["first_run_s"][name], med[name]))
+    for name, r in result["ratio_engine_over"].items():
+        print("  engine / %s no-op: %.2fx" % (name, r))
+    print("  attempts after all runs: %d (one per task: nothing re-run); stale events: %d"
+          % (result["engine_attempts_after_all_runs"], result["engine_completion_stale_events"]))
+    os.makedirs(a.out, exist_ok=True)
+    path = os.path.join(a.out, "reuse_noop.json")
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+    print(path)
 
 
 if __name__ == "__main__":

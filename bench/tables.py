@@ -1,0 +1,257 @@
+"""The Markdown report of bench.py's results: the issue's targets first, then
+one table per workload. Pure: results in, text out."""
+
+MIB = 1024  # KiB per MiB
+
+# Issue 16's targets: key -> (what is compared, the limit).
+TARGETS = {
+    "vs_dbos": ("engine per step / DBOS per step", 0.2),
+    "vs_langgraph": ("engine per step / LangGraph per step", 0.2),
+    "vs_floor": ("engine per step / disk floor of a step's commits", 1.5),
+    "rss_1000": ("engine peak RSS, 1,000-step chain", 30.0),
+    "dag_vs_ninja": ("process DAG wall, engine / ninja", 1.3),
+    "noop_vs_ninja": ("no-op re-run wall, engine / ninja", 2.0),
+}
+
+
+def ms(s, digits=3):
+    """'median (min–max)' of a summary of milliseconds."""
+    if not s:
+        return "—"
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}–{s['max']:.{digits}f})"
+
+
+secs = ms  # the same format for seconds
+
+
+def mib(kb):
+    return "—" if kb is None else f"{kb / MIB:.1f}"
+
+
+def times(x):
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def verdict(value, limit, strict=False):
+    if value is None:
+        return "no figure"
+    ok = value < limit if strict else value <= limit
+    return "met" if ok else "missed"
+
+
+def table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- targets
+
+def durable_row(res, system, n):
+    for r in res.get("durable") or []:
+        if r["system"] == system and r["n"] == n:
+            return r
+    return None
+
+
+def per_step(row):
+    """The median ms per step of a durable row, or None with the reason."""
+    if row is None:
+        return None, "not measured"
+    if row.get("skipped"):
+        return None, "not measured: " + row["skipped"]
+    if row.get("failed"):
+        return None, "failed: " + row["failed"].splitlines()[0]
+    s = row.get("per_step_ms")
+    return (s["median"], None) if s else (None, "no figure")
+
+
+def target_rows(res):
+    rows = []
+    sizes = sorted({r["n"] for r in res.get("durable") or []})
+    floor = res.get("floor")
+    commits = res["args"].get("step_commits", 2)
+    for n in sizes:
+        eng, why = per_step(durable_row(res, "engine", n))
+        for key, system, name in (("vs_dbos", "dbos", "DBOS"), ("vs_langgraph", "langgraph", "LangGraph chain"),
+                                  ("vs_langgraph", "langgraph-loop", "LangGraph loop")):
+            if durable_row(res, system, n) is None:
+                continue
+            text, limit = TARGETS[key]
+            other, owhy = per_step(durable_row(res, system, n))
+            value = quotient(eng, other)
+            rows.append([f"{text}, N = {n:,}", fmt_ms(eng, why), f"{name}: {fmt_ms(other, owhy)}",
+                         times(value), f"≤ {limit}×", verdict(value, limit)])
+        text, limit = TARGETS["vs_floor"]
+        fl = commits * floor["sqlite_commit_ms"]["median"] if floor and floor.get("sqlite_commit_ms") else None
+        value = quotient(eng, fl)
+        rows.append([f"{text}, N = {n:,}", fmt_ms(eng, why),
+                     f"{commits} × SQLite WAL+FULL commit: {fmt_ms(fl, 'not measured')}",
+                     times(value), f"≤ {limit}×", verdict(value, limit)])
+    row = durable_row(res, "engine", 1000)
+    text, limit = TARGETS["rss_1000"]
+    if row is not None:
+        _, why = per_step(row)
+        peak = row["rss_n1_kb"]["max"] if not why and row.get("rss_n1_kb") else None
+        value = peak * 1024 / 1e6 if peak else None
+        rows.append([text, f"{value:.1f} MB ({peak / MIB:.1f} MiB)" if value else why, "—", "—",
+                     f"< {limit:g} MB", verdict(value, limit, strict=True)])
+    for r in res.get("dag") or []:
+        text, limit = TARGETS["dag_vs_ninja"]
+        value = r["engine_over"].get("ninja")
+        eng = r["summary"]["engine"]["wall_s"]["median"]
+        nin = r["summary"].get("ninja", {}).get("wall_s")
+        shape = "chain" if r["shape"] == "chain" else f"fan-out, --jobs {r['tool_jobs']}"
+        rows.append([f"{text}, {shape}, N = {r['n']:,}",
+                     f"{eng:.3f} s", f"ninja: {nin['median']:.3f} s" if nin else r.get("ninja_missing", "—"),
+                     times(value), f"≤ {limit}×", verdict(value, limit)])
+    noop = (res.get("noop") or {}).get("main")
+    if noop:
+        text, limit = TARGETS["noop_vs_ninja"]
+        value = noop["ratio_engine_over"].get("ninja")
+        nin = noop["noop_s"].get("ninja")
+        rows.append([f"{text}, 1,000 tasks × 10 inputs", f"{noop['noop_s']['engine']['median']:.3f} s",
+                     f"ninja: {nin['median']:.3f} s" if nin else "ninja is not installed",
+                     times(value), f"≤ {limit}×", verdict(value, limit)])
+    return rows
+
+
+def quotient(a, b):
+    """a / b of two per-step figures; None unless both are positive (a figure
+    at or below zero means the start-up noise was larger than N steps)."""
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return a / b
+
+
+def fmt_ms(value, why):
+    return f"{value:.3f} ms" if value is not None else why
+
+
+# ---------------------------------------------------------------- workloads
+
+def durable_table(res):
+    rows = []
+    for r in res["durable"]:
+        label = r["label"]
+        if r.get("skipped") or r.get("failed"):
+            why = r.get("skipped") or "FAILED: " + r["failed"].splitlines()[0]
+            rows.append([label, f"{r['n']:,}", why, "", "", "", ""])
+            continue
+        if r["repeats_done"] < r["repeats"]:
+            label += f" ({r['repeats_done']} of {r['repeats']} repeats: time cap)"
+        rows.append([label, f"{r['n']:,}", ms(r["per_step_ms"]), ms(r["cpu_per_step_ms"]),
+                     secs(r["wall_1_s"], 2), secs(r["wall_n1_s"], 2), mib(r["rss_n1_kb"]["max"])])
+    return table(["system", "N", "ms per step", "CPU ms per step", "wall, 1 step (s)", "wall, N+1 steps (s)",
+                  "peak RSS, N+1 steps (MiB)"], rows)
+
+
+def floor_table(f, commits):
+    rows = [["append 64 bytes + fsync", ms(f["fsync_ms"])],
+            [f"one-row SQLite commit, WAL, synchronous=FULL (SQLite {f['sqlite_version']})", ms(f["sqlite_commit_ms"])],
+            [f"floor of an engine step: {commits} such commits",
+             f"{commits * f['sqlite_commit_ms']['median']:.3f}"]]
+    return table(["operation", "ms per operation"], rows)
+
+
+def dag_table(res):
+    rows = []
+    for r in res["dag"]:
+        n = r["n"]
+        for name, s in r["summary"].items():
+            w = s["wall_s"]
+            rss = s.get("rss_kb")
+            over = "—" if name == "engine" else times(r["engine_over"].get(name))
+            rows.append([r["shape"], f"{n:,}", name, secs(w), f"{w['median'] / n * 1000:.3f}",
+                         mib(rss["max"]) if rss else "—", over])
+    return table(["shape", "N", "tool", "wall s", "ms per task", "peak RSS MiB", "engine / tool"], rows)
+
+
+def noop_table(res):
+    rows = []
+    for key, what in (("main", "1,000 tasks × 10 inputs"), ("dvc", "100 stages × 10 inputs")):
+        r = res["noop"].get(key)
+        if not r:
+            continue
+        if r.get("skipped"):
+            rows.append([what, "dvc", r["skipped"], "", "", ""])
+            continue
+        for name, s in r["noop_s"].items():
+            over = "—" if name == "engine" else times(r["ratio_engine_over"].get(name))
+            rows.append([what, name, secs(s), mib(r["noop_rss_kb"].get(name)), f"{r['first_run_s'][name]:.2f}", over])
+    return table(["tree", "tool", "no-op wall s", "peak RSS MiB", "first run s", "engine / tool"], rows)
+
+
+def scale_table(res):
+    s = res["scale"]
+    rows = []
+    for c in s["check"]:
+        rows.append([f"`engine check`, {c['shape']}", f"{c['n']:,}", f"{c['plan_bytes'] / 1e6:.1f}",
+                     secs(c["wall_s"], 2), mib(c["rss_kb"]["max"])])
+    run = s.get("run")
+    if run and run.get("skipped"):
+        rows.append(["`engine run`", "", "", run["skipped"], ""])
+    elif run:
+        first = run["first_run"]
+        rows.append([f"`engine run`, first, {run['provider']} tasks, random DAG", f"{run['n']:,}", "",
+                     f"{first['wall_s']:.2f}", mib(first["rss_kb"])])
+        nr = run["noop_rerun"]
+        rows.append(["`engine run`, no-op re-run (all reused)", f"{run['n']:,}", "", secs(nr["wall_s"], 2),
+                     mib(nr["rss_kb"]["max"])])
+    out = table(["what", "tasks", "plan MB", "wall s", "peak RSS MiB"], rows)
+    if run and run.get("note"):
+        out += f"\n\n{run['note']}."
+    return out
+
+
+# ---------------------------------------------------------------- document
+
+def header(res):
+    m = res["machine"]
+    tools = ", ".join(f"{k} {v}" for k, v in m["tools"].items() if v)
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`{res['command'].strip()}` at {res['when']}; engine `{(m['engine_commit'] or '?')[:12]}`"
+        f"{' (+ local changes)' if m['engine_tree_dirty'] else ''}.",
+        f"Machine: {m['cpus']} × {m['cpu_model']} ({m['hypervisor'] or 'bare metal'}), {m['mem_total_mib']} MiB, "
+        f"Linux {m['kernel']}; workspaces and databases on {m['tmpdir']} ({m['tmpdir_fs']}).",
+        f"Tools: {tools}; Python {m['python']} (bench), {m['venv_python'] or '—'} (bench/.venv).",
+        f"1-minute load average: {m['loadavg_at_start']} at the start, {res.get('loadavg_at_end')} at the end "
+        f"(above about 1.5 on {m['cpus']} CPUs, other work shared the machine and the figures are noisy).",
+        "Each figure: median (min–max) of the repeats; whole processes; peak RSS as GNU time's `%M`.",
+    ]
+    if not res["builtin"]["supported"]:
+        lines += ["", f"**Not measured: {res['builtin']['why']}** ({res['builtin']['check_said']}). "
+                      "Every figure of the engine's `builtin` noop steps is left out, not replaced; the row "
+                      "marked STAND-IN runs command `true` tasks instead (a process spawn per step) and is "
+                      "no target figure."]
+    for name, why in res.get("missing", {}).items():
+        lines += ["", f"**{name} not measured:** {why}"]
+    if res.get("failed"):
+        lines += ["", f"**The run stopped early:** {res['failed'].splitlines()[0]}"]
+    return "\n".join(lines)
+
+
+def markdown(res):
+    parts = [header(res)]
+    rows = target_rows(res)
+    if rows:
+        parts.append("## Against issue 16's targets\n\n" +
+                     table(["figure", "engine", "compared with", "ratio", "target", "verdict"], rows))
+    if res.get("durable"):
+        parts.append("## (a) Durable step\n\nA chain of N steps that do nothing; "
+                     "per step = (wall at N+1 steps − wall at 1 step) / N, paired within each repeat.\n\n"
+                     + durable_table(res))
+    if res.get("floor"):
+        parts.append("## (b) The disk's floor\n\n" + floor_table(res["floor"], res["args"].get("step_commits", 2)))
+    if res.get("dag"):
+        parts.append("## (c) Process DAG\n\nN tasks that each exec `true`; chain one at a time, fan-out "
+                     f"(one root, N−1 leaves) with --jobs {res['args']['jobs']}; bare = a spawn loop in the "
+                     "benchmark's own process.\n\n" + dag_table(res))
+    if res.get("noop"):
+        parts.append("## (d) No-op re-run\n\nEvery tool rebuilt once; then each re-run finds nothing to do.\n\n"
+                     + noop_table(res))
+    if res.get("scale"):
+        parts.append("## (e) Scale\n\n" + scale_table(res))
+    return "\n\n".join(parts) + "\n"
