@@ -8,7 +8,7 @@ use crate::common::*;
 const REGENERATE: &str = "regenerate it with: cargo run -q -p engine -- schema > engine/plan.schema.json";
 
 fn committed() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plan.schema.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/plan.schema.json");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}; {REGENERATE}", path.display()))
 }
 
