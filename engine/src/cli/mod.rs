@@ -1,12 +1,16 @@
-//! The command line: clap arguments wired to library calls, and the one
-//! place that turns results into output and exit codes. No decisions here.
+//! The command line: clap arguments (`args`, also read by the build
+//! script) wired to library calls, and the one place that turns results
+//! into output and exit codes. No decisions here.
+
+pub mod args;
+pub mod shipped;
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 
-use clap::builder::PossibleValue;
+pub use args::{Cli, Command, GraphFormat, OutcomeArg, Shell};
 
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
@@ -16,165 +20,15 @@ use crate::report::{self, emit, Output};
 use crate::state::SettlementOutcome;
 use crate::store::{self, Store};
 
-#[derive(Debug, Parser)]
-#[command(name = "engine", version = crate::report::VERSION, about = "A goal-aware plan engine for work done by tools and AI agents")]
-pub struct Cli {
-    /// Print one JSON document on stdout instead of text.
-    #[arg(long, global = true)]
-    json: bool,
-    /// The ledger file (default: <workspace>/.engine/engine.db; or $ENGINE_STORE).
-    #[arg(long, global = true, value_name = "PATH")]
-    store: Option<PathBuf>,
-    /// The workspace folder (default: the plan file's folder, else the current folder).
-    #[arg(long, global = true, value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Validate a plan file only (schema, cycles, refs, providers, paths).
-    Check { plan: PathBuf },
-    /// Print the plan's digests.
-    Digest { plan: PathBuf },
-    /// Print the task DAG.
-    Graph {
-        plan: PathBuf,
-        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
-        format: GraphFormat,
-    },
-    /// Register the goal and plan, reconcile in-doubt operations, run ready tasks, then acceptance checks.
-    Run {
-        plan: PathBuf,
-        /// Parallel ready tasks (default: number of CPUs).
-        #[arg(long)]
-        jobs: Option<usize>,
-    },
-    /// Goal, revision, every task's state, pending unknowns, budgets used.
-    Status {
-        /// The goal (default: the one most recently run in this store).
-        #[arg(long)]
-        goal: Option<String>,
-    },
-    /// Attempts, evidence, classification and claims of one task.
-    Explain {
-        #[arg(value_name = "REF")]
-        task_ref: String,
-        #[arg(long)]
-        goal: Option<String>,
-    },
-    /// The event log.
-    Log {
-        /// Keep printing new events as they are written.
-        #[arg(long)]
-        follow: bool,
-        /// Only events after this sequence number.
-        #[arg(long, default_value_t = 0)]
-        after: i64,
-    },
-    /// A person's settlement of an unknown effect; runs nothing.
-    Settle {
-        operation_id: String,
-        #[arg(long, value_enum)]
-        outcome: SettlementOutcome,
-        /// What you checked (required, non-empty).
-        #[arg(long)]
-        note: String,
-        /// Who settles (default: the OS user).
-        #[arg(long)]
-        actor: Option<String>,
-        /// A file kept with the settlement as evidence.
-        #[arg(long, value_name = "FILE")]
-        evidence: Option<PathBuf>,
-    },
-    /// A person's approval of the exact pending request; consumed by one call.
-    Approve {
-        operation_id: String,
-        #[arg(long)]
-        note: String,
-        #[arg(long)]
-        actor: Option<String>,
-    },
-    /// Re-send a settled-not-run or retryable operation (same operation id, next try).
-    Retry {
-        operation_id: String,
-        #[arg(long)]
-        jobs: Option<usize>,
-    },
-    /// A new attempt of a failed task in the same plan, with the failure evidence handed to its provider.
-    Repair {
-        #[arg(value_name = "REF")]
-        task_ref: String,
-        /// Guidance for the provider (part of the request: a new instruction is a new operation).
-        #[arg(long)]
-        instruction: Option<String>,
-        /// Only the plan's provider is allowed; another is refused (revise the plan instead).
-        #[arg(long)]
-        provider: Option<String>,
-        /// Repair a failure whose class does not suggest repair (needs --note).
-        #[arg(long, requires = "note")]
-        force: bool,
-        /// Why the forced repair is right; recorded.
-        #[arg(long)]
-        note: Option<String>,
-        #[arg(long)]
-        goal: Option<String>,
-        #[arg(long)]
-        jobs: Option<usize>,
-    },
-    /// Record a new plan revision (goal or tasks changed); shows which tasks are reused and why, then runs.
-    Revise {
-        plan: PathBuf,
-        #[arg(long)]
-        reason: String,
-        /// Record the revision and show the decisions, but run nothing.
-        #[arg(long)]
-        no_run: bool,
-        #[arg(long)]
-        jobs: Option<usize>,
-    },
-    /// Print the JSON Schema of the plan file.
-    Schema,
-    /// A goal's revision as one document (`--json`) or one self-contained HTML page (`--html FILE`).
-    Report {
-        /// The goal (default: the one most recently run in this store).
-        #[arg(long)]
-        goal: Option<String>,
-        /// The revision (default: the goal's active one).
-        #[arg(long)]
-        revision: Option<i64>,
-        /// Write the page to FILE (it fetches nothing; open it from disk).
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-        /// Leave the generation time out, so the same ledger gives the same bytes
-        /// (otherwise $SOURCE_DATE_EPOCH, when set, is the time printed).
-        #[arg(long)]
-        no_timestamp: bool,
-    },
-    /// Check the store (SQLite integrity, foreign keys, the ledger's invariants); read-only.
-    Verify,
-}
-
-impl ValueEnum for SettlementOutcome {
-    fn value_variants<'a>() -> &'a [Self] {
-        SettlementOutcome::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.as_str()))
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum GraphFormat {
-    Dot,
-    Mermaid,
+/// The command line as the binary parses it: `args::Cli` with the version
+/// line (the build script builds the same for the man pages).
+pub fn command() -> clap::Command {
+    Cli::command().version(report::VERSION)
 }
 
 /// Parse arguments, run the command, print, and return the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
             // Plain text (no colours), escaped: the arguments it quotes
@@ -190,7 +44,7 @@ pub fn main() -> i32 {
             };
         }
     };
-    let json = cli.json;
+    let json = cli.global.json;
     match dispatch(cli) {
         Ok(out) => {
             if json {
@@ -214,15 +68,19 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(cli: Cli) -> Result<Output> {
-    let Cli { json, store, workspace, command } = cli;
-    let at = Places { store, workspace };
+    let Cli { global, command } = cli;
+    let json = global.json;
+    let at = Places { store: global.store, workspace: global.workspace };
     let ws = at.workspace.as_deref();
     match command {
+        Command::Init { dir } => crate::init::write(dir.as_deref().unwrap_or(Path::new("."))).map(report::init::render),
         Command::Check { plan } => check(&plan, ws),
         Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
         Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
         Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
         Command::Schema => Ok(schema()),
+        Command::Completions { shell } => Ok(shipped::completions(shell)),
+        Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
         Command::Run { plan, jobs } => {
             let options =
                 RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
@@ -232,6 +90,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let mut ledger = at.lease()?;
             let actor = actor.unwrap_or_else(commands::os_user);
             let op = OperationId::new(operation_id);
+            let outcome = settlement_outcome(outcome);
             let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
             Ok(report::acts::settled(&s))
         }
@@ -265,8 +124,13 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::revise::render(&r))
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
+        Command::Goals => report::goals::render(&at.reader()?),
         Command::Explain { task_ref, goal } => {
             report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
+        }
+        Command::Output { task_ref, attempt, stderr, goal } => {
+            let which = report::output::Which { goal: goal.map(GoalId::new), task_ref, attempt, stderr };
+            report::output::render(&at.reader()?, &which, json)
         }
         Command::Report { goal, revision, html, no_timestamp } => {
             let options = report::goal_report::Options {
@@ -279,13 +143,28 @@ fn dispatch(cli: Cli) -> Result<Output> {
             report::goal_report::run(&at.reader()?, &options)
         }
         Command::Verify => verify(&at.store_path()),
-        Command::Log { follow, after } => report::log::render(&at.reader()?, Seq(after), follow, json),
+        Command::Log { follow, after, goal } => {
+            report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
+        }
     }
 }
 
+fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
+    match o {
+        OutcomeArg::Ok => SettlementOutcome::Ok,
+        OutcomeArg::NotRun => SettlementOutcome::NotRun,
+    }
+}
+
+/// Validate, then warn: warnings go to stderr (and into `--json`), and
+/// never change the exit code.
 fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
     let p = Plan::load(plan, workspace)?;
-    let out = report::plan::check(&p);
+    let warnings = crate::plan::probe::check(plan, &p)?;
+    for w in &warnings {
+        eprintln!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
+    }
+    let out = report::plan::check(&p, &warnings);
     // The process ends next: freeing a 100,000-task plan piece by piece
     // would only cost time (about a tenth of `check`).
     std::mem::forget(p);
