@@ -15,6 +15,7 @@ use crate::cost::Cost;
 /// each done by a provider. Unknown fields are refused (`PLAN_INVALID`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "engine plan file")]
 pub struct PlanFile {
     /// The JSON Schema this file follows, for editors (`engine schema`
     /// prints it). Not part of the plan's meaning: changing it changes no
@@ -185,8 +186,12 @@ struct HttpAction {
     /// The request body: a JSON value, sent as JSON.
     body: serde_json::Value,
     /// The HTTP method. Default: POST.
+    #[serde(default)]
+    #[schemars(with = "String")]
     method: Option<String>,
     /// Extra request headers, name to value. Default: none.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
     headers: Option<BTreeMap<String, String>>,
 }
 
@@ -198,6 +203,8 @@ struct McpAction {
     /// The name of the tool to call.
     tool: String,
     /// The tool's arguments. Default: `{}`.
+    #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -236,6 +243,7 @@ impl Default for Budgets {
 /// How the engine reaches a provider (`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(rename = "Provider")]
 pub enum ProviderSpec {
     /// A local program, started once per call in the workspace, in its own
     /// process group, with `ENGINE_OPERATION_ID` and `ENGINE_TRY` set. Its

@@ -96,7 +96,7 @@ pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) ->
         out.extend(task_warnings(plan, task, i, declared, probe));
         task_programs(plan, task, i, &mut programs);
     }
-    out.extend(programs.out);
+    out.extend(programs.finish());
     out
 }
 
@@ -185,29 +185,51 @@ fn task_programs(plan: &PlanFile, task: &Task, i: usize, programs: &mut ProgramC
     }
 }
 
-/// Looks each program up once (a plan of 100,000 tasks names a handful).
+/// Looks each program up once (a plan of 100,000 tasks names a handful),
+/// and warns once per missing program, at the first place that names it.
 struct ProgramCheck<'p> {
     probe: &'p dyn Probe,
-    seen: std::collections::HashMap<String, bool>,
+    /// Each program looked up: found, or (its warning's index, how many
+    /// more places name it).
+    seen: std::collections::HashMap<String, Option<(usize, usize)>>,
     out: Vec<Warning>,
 }
 
 impl ProgramCheck<'_> {
     fn check(&mut self, argv: &[String], at: &str, whose: &str) {
         let Some(program) = argv.first().filter(|p| !p.is_empty()) else { return };
-        let probe = self.probe;
-        let found = *self.seen.entry(program.clone()).or_insert_with(|| probe.finds_executable(program));
-        if !found {
-            let place = if program.contains('/') { "in the workspace" } else { "on PATH" };
-            self.out.push(Warning {
-                code: WarningCode::ExecutableNotFound,
-                path: at.to_string(),
-                message: format!(
-                    "{whose} starts `{program}`, which is not an executable file {place} now: the call would \
-                     fail as `environment` (fine if an earlier task makes it)"
-                ),
-            });
+        if let Some(known) = self.seen.get_mut(program) {
+            if let Some((_, more)) = known {
+                *more += 1;
+            }
+            return;
         }
+        if self.probe.finds_executable(program) {
+            self.seen.insert(program.clone(), None);
+            return;
+        }
+        let place = if program.contains('/') { "in the workspace" } else { "on PATH" };
+        self.seen.insert(program.clone(), Some((self.out.len(), 0)));
+        self.out.push(Warning {
+            code: WarningCode::ExecutableNotFound,
+            path: at.to_string(),
+            message: format!(
+                "{whose} starts `{program}`, which is not an executable file {place} now: the call would fail as \
+                 `environment` (fine if an earlier task makes it)"
+            ),
+        });
+    }
+
+    /// The warnings, each saying how many more places name its program.
+    fn finish(mut self) -> Vec<Warning> {
+        for (i, more) in self.seen.values().flatten() {
+            if *more > 0 {
+                if let Some(w) = self.out.get_mut(*i) {
+                    w.message.push_str(&format!("; {more} more place(s) name it"));
+                }
+            }
+        }
+        self.out
     }
 }
 

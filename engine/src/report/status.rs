@@ -4,11 +4,13 @@
 use serde_json::{json, Value};
 
 use super::Output;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, utc};
+use crate::decide::spend::spending_command;
 use crate::error::{Error, Result};
 use crate::ids::GoalId;
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
+use crate::store::acts::ApprovalRecord;
 use crate::store::attempts::AttemptRecord;
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{Holder, LedgerRead, Store};
@@ -34,6 +36,12 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     );
     let rows = task_table(ledger, &g, &tasks, &mut text)?;
     let waiting = Waiting {
+        plan_path: rev.plan_path.clone(),
+        approvals: ledger
+            .approvals_of_goal(&g.id)?
+            .into_iter()
+            .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
+            .collect(),
         unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
         in_doubt: ledger.attempts_in_doubt(&g.id)?,
         awaiting: tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect(),
@@ -46,8 +54,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
-        "awaiting_approval": waiting.awaiting.iter().map(|t| json!({"task_ref": t.task_ref,
-            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)), "why": t.detail.get("why")})).collect::<Vec<_>>(),
+        "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t)).collect::<Vec<_>>(),
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
         "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
         "budgets": budgets,
@@ -89,6 +96,11 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
 
 /// The operations that wait on a person or on the next run.
 struct Waiting<'t> {
+    /// The plan file of the active revision (the command that spends an
+    /// approval given for a plain run names it).
+    plan_path: String,
+    /// Approvals given and not yet spent or voided.
+    approvals: Vec<ApprovalRecord>,
     unknown: Vec<AttemptRecord>,
     in_doubt: Vec<AttemptRecord>,
     awaiting: Vec<&'t TaskRecord>,
@@ -107,11 +119,22 @@ impl Waiting<'_> {
         }
         for t in &self.awaiting {
             let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-            let why = t.why().unwrap_or("approval required");
-            text.push_str(&format!(
-                "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
-                t.task_ref
-            ));
+            let line = match self.approval_for(t) {
+                Some(a) => format!(
+                    "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet  -> spend it with: {}\n",
+                    t.task_ref,
+                    a.actor,
+                    a.id,
+                    utc(a.at_ms),
+                    self.spending_command(t)
+                ),
+                None => format!(
+                    "  {op}  task {}  awaiting_approval ({})  -> engine approve {op} --note TEXT\n",
+                    t.task_ref,
+                    t.why().unwrap_or("approval required")
+                ),
+            };
+            text.push_str(&line);
         }
         for a in &self.not_run {
             text.push_str(&format!(
@@ -136,6 +159,38 @@ impl Waiting<'_> {
                 a.operation_id, a.task_ref, a.try_no, a.state
             ));
         }
+    }
+}
+
+impl Waiting<'_> {
+    /// The approval given for the request `t` waits on, not spent yet.
+    fn approval_for(&self, t: &TaskRecord) -> Option<&ApprovalRecord> {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        let request = t.detail.get("request_digest").and_then(Value::as_str);
+        self.approvals
+            .iter()
+            .rev()
+            .find(|a| a.operation_id.as_str() == op && request.is_none_or(|r| a.request_digest.as_str() == r))
+    }
+
+    /// The command whose call spends the approval: the one that asked.
+    fn spending_command(&self, t: &TaskRecord) -> String {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        spending_command(t.asked_by(), op, &t.task_ref, &self.plan_path)
+    }
+
+    fn awaiting_json(&self, t: &TaskRecord) -> Value {
+        let approval = self.approval_for(t);
+        json!({
+            "task_ref": t.task_ref,
+            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)),
+            "why": t.detail.get("why"),
+            "approval": approval.map(|a| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms)})),
+            "next": match approval {
+                Some(_) => self.spending_command(t),
+                None => format!("engine approve {} --note TEXT", t.pending_operation().unwrap_or(t.operation_id.as_str())),
+            },
+        })
     }
 }
 

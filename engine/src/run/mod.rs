@@ -135,6 +135,10 @@ struct Runner<'l> {
     secrets: Vec<String>,
     asked: Asked,
     states: HashMap<String, TaskState>,
+    /// Each task's state when this run began, and the tasks it sent a
+    /// call for: the summary tells what this run did from what it kept.
+    states_at_start: HashMap<String, TaskState>,
+    dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
     /// File-state cache for checkpoints; flushed when the run finishes.
@@ -176,6 +180,8 @@ impl<'l> Runner<'l> {
             secrets,
             asked,
             states: HashMap::new(),
+            states_at_start: HashMap::new(),
+            dispatched: HashSet::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
             cache: FileCache::default(),
@@ -202,6 +208,7 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.states_at_start = self.states.clone();
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
         self.refresh_completions()?;

@@ -94,6 +94,11 @@ impl TaskRecord {
         self.detail.get("reused_from").and_then(|p| p.get("attempt_id")).and_then(Value::as_i64)
     }
 
+    /// The kind of call that waits on an approval (recorded with it).
+    pub fn asked_by(&self) -> Option<crate::state::AttemptKind> {
+        self.detail_str("asked_by").and_then(crate::state::AttemptKind::parse)
+    }
+
     /// The operation it waits on (a repair's own, when it has one).
     pub fn pending_operation(&self) -> Option<&str> {
         self.detail_str("operation_id")
