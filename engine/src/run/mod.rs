@@ -470,20 +470,7 @@ impl<'l> Runner<'l> {
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_) } => {
-                let mut doc = json!({
-                    "goal": self.plan.goal(),
-                    "task": task,
-                    "operation_id": operation_id,
-                    "try": try_no,
-                });
-                if let Some(rep) = repair {
-                    doc["repair"] = json!({
-                        "failed_attempt": rep.failed_attempt,
-                        "classification": rep.classification,
-                        "evidence": rep.evidence,
-                        "instruction": rep.instruction,
-                    });
-                }
+                let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
             _ => None,
