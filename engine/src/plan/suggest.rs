@@ -1,5 +1,6 @@
 //! "Did you mean": the closest known name to a misspelt one (a field, a
-//! task ref, a provider), by Jaro-Winkler similarity (`strsim`).
+//! task ref, a provider), by Jaro-Winkler similarity (`strsim`), or one
+//! edit away (Jaro-Winkler sees no likeness in a swapped two-letter name).
 
 /// How alike two names must be to suggest one for the other (1.0: equal).
 const SIMILARITY_MIN: f64 = 0.8;
@@ -9,10 +10,21 @@ pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
     known
         .into_iter()
         .filter(|k| *k != word)
-        .map(|k| (strsim::jaro_winkler(word, k), k))
+        .map(|k| (likeness(word, k), k))
         .filter(|(score, _)| *score >= SIMILARITY_MIN)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, k)| k)
+}
+
+/// Jaro-Winkler similarity, raised to the threshold for names one edit
+/// (insertion, deletion, substitution, swap of neighbours) apart.
+fn likeness(word: &str, known: &str) -> f64 {
+    let jw = strsim::jaro_winkler(word, known);
+    if strsim::osa_distance(word, known) <= 1 {
+        jw.max(SIMILARITY_MIN)
+    } else {
+        jw
+    }
 }
 
 /// `"; did you mean `x`?"`, or nothing.
@@ -38,6 +50,8 @@ mod tests {
         assert_eq!(closest("T3", ["T1", "T2", "T30"]), Some("T30"));
         assert_eq!(closest("colour", ["ref", "title", "provider"]), None);
         assert_eq!(closest("x", std::iter::empty()), None);
+        assert_eq!(closest("hs", ["sh", "http"]), Some("sh"), "a swap in a short name");
+        assert_eq!(closest("a", ["bc"]), None);
         assert_eq!(did_you_mean("shh", ["sh", "http"]), "; did you mean `sh`?");
         assert_eq!(did_you_mean("zzz", ["sh"]), "");
     }

@@ -19,7 +19,13 @@ use crate::plan::{Goal, Protocol, ProviderSpec, Task};
 /// the goal, the task as the plan states it, the call's identity, and on a
 /// repair the failed attempt, its classification, its evidence and the
 /// person's instruction.
-pub fn agent_request(goal: &Goal, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Value {
+pub fn agent_request(
+    goal: &Goal,
+    task: &Task,
+    operation_id: &OperationId,
+    try_no: u32,
+    repair: Option<&Repair>,
+) -> Value {
     let mut doc = json!({
         "goal": goal,
         "task": task,
