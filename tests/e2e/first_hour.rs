@@ -272,3 +272,23 @@ fn completions_and_man_pages_are_printed_and_written() {
         assert!(fs::metadata(dir.join(page)).is_ok_and(|m| m.len() > 0), "{page} written");
     }
 }
+
+#[test]
+fn every_stop_names_the_real_operation_id_and_task() {
+    let rcv = Receiver::start(&[]);
+    let ws = crate::outcomes::one_http_task(&rcv, "external", false, json!({}));
+    assert!(ws.run_fp("after_dispatch").killed());
+    let unknown = ws.engine(&["run", "plan.json"]);
+    unknown.expect_code(3);
+    let op = ws.op_of(&ws.attempts()[0].task_ref);
+    assert!(unknown.stdout.contains(&format!("settle with: engine settle {op} --outcome")), "{}", unknown.stdout);
+    ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not in the log"]).expect_code(0);
+    let unproven = ws.engine(&["run", "plan.json"]);
+    unproven.expect_code(3);
+    assert!(unproven.stdout.contains(&format!("`engine retry {op}`")), "{}", unproven.stdout);
+    let status = ws.engine(&["status"]);
+    for out in [&unknown, &unproven, &status] {
+        assert!(!out.stdout.contains("OPERATION_ID") && !out.stderr.contains("OPERATION_ID"), "{}", out.describe());
+        assert!(!out.stdout.contains(" REF") && !out.stderr.contains(" REF"), "{}", out.describe());
+    }
+}
