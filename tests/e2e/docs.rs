@@ -187,3 +187,43 @@ fn the_repository_explains_itself_without_outside_links() {
         }
     }
 }
+
+/// The keys an `agent-json` agent really receives are the ones
+/// docs/agent-json.md documents, on a first call and on a repair.
+#[test]
+fn the_agent_request_is_what_the_docs_describe() {
+    let ws = Ws::new();
+    let agent = "cat >> requests.jsonl; echo >> requests.jsonl; echo '{\"status\": \"done\", \"summary\": \"s\"}'";
+    let mut t = task("write", &["sh", "-c", agent]);
+    t["provider"] = serde_json::json!("agent");
+    t["effect"] = serde_json::json!("local");
+    t["validations"] = serde_json::json!([{"id": "V1", "run": ["test", "-e", "ok"]}]);
+    let mut p = plan(vec![t]);
+    p["providers"]["agent"] = serde_json::json!({"kind": "command", "protocol": "agent-json"});
+    ws.write_plan("plan.json", &p);
+    ws.engine(&["run", "plan.json"]).expect_code(1);
+    ws.write("ok", "");
+    ws.engine(&["repair", "write", "--instruction", "make ok"]).expect_code(0);
+
+    let text = ws.read("requests.jsonl");
+    let requests: Vec<Value> = text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(requests.len(), 2, "one request per call, each on one line:\n{text}");
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
+    let first: BTreeSet<String> = ["goal", "task", "operation_id", "try"].map(String::from).into();
+    assert_eq!(keys(&requests[0]), first);
+    let mut repair_keys = first.clone();
+    repair_keys.insert("repair".into());
+    assert_eq!(keys(&requests[1]), repair_keys);
+    let repair = &requests[1]["repair"];
+    assert_eq!(repair["instruction"], "make ok");
+    assert_eq!(repair["classification"]["class"], "validation_failed");
+
+    let agent_md = doc("agent-json.md");
+    let documented = |k: &String| agent_md.contains(&format!("| `{k}` |"));
+    for k in keys(&requests[1]).iter().chain(keys(repair).iter()).chain(keys(&requests[0]["task"]).iter()) {
+        assert!(documented(k) || agent_md.contains(&format!("`{k}`")), "docs/agent-json.md lacks `{k}`");
+    }
+    for k in keys(&requests[1]).iter().chain(keys(repair).iter()) {
+        assert!(documented(k), "docs/agent-json.md has no row for `{k}`");
+    }
+}
