@@ -206,7 +206,8 @@ fn the_agent_request_is_what_the_docs_describe() {
     ws.engine(&["repair", "write", "--instruction", "make ok"]).expect_code(0);
 
     let text = ws.read("requests.jsonl");
-    let requests: Vec<Value> = text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let requests: Vec<Value> =
+        text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(requests.len(), 2, "one request per call, each on one line:\n{text}");
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
     let first: BTreeSet<String> = ["goal", "task", "operation_id", "try"].map(String::from).into();

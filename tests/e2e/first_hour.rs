@@ -245,6 +245,12 @@ fn status_after_approve_names_the_approval_and_the_command_that_spends_it() {
     let status = ws.engine(&["status"]);
     let row = status.stdout.lines().find(|l| l.contains(&op)).unwrap_or_default();
     assert!(row.contains("not spent yet") && row.contains("engine run plan.json"), "{}", status.stdout);
+    let task_row = status.stdout.lines().find(|l| l.trim_start().starts_with("A ")).unwrap_or_default();
+    assert!(
+        task_row.contains("awaiting_approval") && task_row.contains("approved, not spent yet"),
+        "{}",
+        status.stdout
+    );
     for out in [&stop, &status] {
         assert!(!out.stdout.contains("OPERATION_ID") && !out.stderr.contains("OPERATION_ID"), "{}", out.describe());
     }

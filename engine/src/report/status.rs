@@ -34,7 +34,6 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         g.active_revision,
         g.state
     );
-    let rows = task_table(ledger, &g, &tasks, &mut text)?;
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
         approvals: ledger
@@ -47,6 +46,12 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         awaiting: tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect(),
         not_run: ledger.latest_attempts_in_state(&g.id, g.active_revision, AttemptState::SettledNotRun)?,
     };
+    // A task whose approval was given keeps its ledger state until the call
+    // spends it; its row says so, so `awaiting_approval` is not read as
+    // "nobody approved".
+    let approved: Vec<&str> =
+        waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
+    let rows = task_table(ledger, &g, &tasks, &approved, &mut text)?;
     waiting.describe(&store.live_holder()?, &mut text);
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -63,7 +68,13 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
 }
 
 /// One line per task (appended to `text`) and its JSON row.
-fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], text: &mut String) -> Result<Vec<Value>> {
+fn task_table(
+    ledger: &dyn LedgerRead,
+    g: &GoalRecord,
+    tasks: &[TaskRecord],
+    approved: &[&str],
+    text: &mut String,
+) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
@@ -81,8 +92,9 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
             },
             None => "-".into(),
         };
+        let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
         text.push_str(&format!(
-            "  {}  {:<18}  {:>8}  {}\n",
+            "  {}  {:<18}  {:>8}  {}{note}\n",
             super::pad(&t.task_ref, width),
             t.state.as_str(),
             attempts.len(),
@@ -115,7 +127,7 @@ impl Waiting<'_> {
             || !self.awaiting.is_empty()
             || !self.not_run.is_empty()
         {
-            text.push_str("\noperations not settled:\n");
+            text.push_str("\nwaiting on a person or on the next run:\n");
         }
         for t in &self.awaiting {
             let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
