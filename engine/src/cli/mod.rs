@@ -87,19 +87,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut ledger = at.lease()?;
-            let actor = actor.unwrap_or_else(commands::os_user);
-            let op = OperationId::new(operation_id);
-            let outcome = settlement_outcome(outcome);
-            let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
-            Ok(report::acts::settled(&s))
+            settle(&at, OperationId::new(operation_id), settlement_outcome(outcome), &note, actor, evidence.as_deref())
         }
-        Command::Approve { operation_id, note, actor } => {
-            let mut ledger = at.lease()?;
-            let actor = actor.unwrap_or_else(commands::os_user);
-            let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
-            Ok(report::acts::approved(&a, &actor))
-        }
+        Command::Approve { operation_id, note, actor } => approve(&at, OperationId::new(operation_id), &note, actor),
         Command::Retry { operation_id, jobs } => {
             let report =
                 commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
@@ -107,14 +97,8 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
             let force_note = if force { note } else { None };
-            let request = RepairRequest {
-                goal: goal.map(GoalId::new),
-                task_ref,
-                instruction,
-                provider,
-                force_note,
-                jobs: jobs_or_default(jobs),
-            };
+            let (goal, jobs) = (goal.map(GoalId::new), jobs_or_default(jobs));
+            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs };
             Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
         Command::Revise { plan, reason, no_run, jobs } => {
@@ -133,20 +117,40 @@ fn dispatch(cli: Cli) -> Result<Output> {
             report::output::render(&at.reader()?, &which, json)
         }
         Command::Report { goal, revision, html, no_timestamp } => {
-            let options = report::goal_report::Options {
-                goal: goal.as_deref(),
-                revision,
-                html: html.as_deref(),
-                json,
-                no_timestamp,
-            };
-            report::goal_report::run(&at.reader()?, &options)
+            let (goal, html) = (goal.as_deref(), html.as_deref());
+            report::goal_report::run(
+                &at.reader()?,
+                &report::goal_report::Options { goal, revision, html, json, no_timestamp },
+            )
         }
         Command::Verify => verify(&at.store_path()),
         Command::Log { follow, after, goal } => {
             report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
         }
     }
+}
+
+/// `engine settle`: a person's act, under the lease.
+fn settle(
+    at: &Places,
+    op: OperationId,
+    outcome: SettlementOutcome,
+    note: &str,
+    actor: Option<String>,
+    evidence: Option<&Path>,
+) -> Result<Output> {
+    let mut ledger = at.lease()?;
+    let actor = actor.unwrap_or_else(commands::os_user);
+    let s = commands::settle::settle(&mut ledger, &op, outcome, note, &actor, evidence)?;
+    Ok(report::acts::settled(&s))
+}
+
+/// `engine approve`: a person's act, under the lease.
+fn approve(at: &Places, op: OperationId, note: &str, actor: Option<String>) -> Result<Output> {
+    let mut ledger = at.lease()?;
+    let actor = actor.unwrap_or_else(commands::os_user);
+    let a = commands::approve::record(&mut ledger, &op, note, &actor)?;
+    Ok(report::acts::approved(&a, &actor))
 }
 
 fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
