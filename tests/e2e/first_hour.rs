@@ -298,3 +298,36 @@ fn every_stop_names_the_real_operation_id_and_task() {
         assert!(!out.stdout.contains(" REF") && !out.stderr.contains(" REF"), "{}", out.describe());
     }
 }
+
+/// `cargo install --path .` at the repository root needs a package there
+/// (a virtual manifest cannot be installed), and one binary named `engine`
+/// in the whole workspace (no two to collide on install).
+#[test]
+fn the_repository_root_is_an_installable_package_with_one_engine_binary() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .current_dir(repo_root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let root_manifest = repo_root().join("Cargo.toml");
+    let packages = meta["packages"].as_array().unwrap();
+    let root = packages
+        .iter()
+        .find(|p| p["manifest_path"].as_str() == root_manifest.to_str())
+        .expect("a package at the repository root");
+    let bins = |p: &Value| -> Vec<String> {
+        p["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(bins(root), ["engine"]);
+    let engines = packages.iter().flat_map(bins).filter(|b| b == "engine").count();
+    assert_eq!(engines, 1, "one `engine` binary in the workspace");
+}
