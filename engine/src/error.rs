@@ -47,6 +47,34 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in SPEC's order then the engine's own.
+    pub const ALL: &'static [Code] = &[
+        Code::GoalRequired,
+        Code::PlanInvalid,
+        Code::PlanCycle,
+        Code::UnknownDependency,
+        Code::DuplicateTaskRef,
+        Code::UnknownProvider,
+        Code::InputOutsideWorkspace,
+        Code::PlanChanged,
+        Code::ExternalEffectUnknown,
+        Code::GoalOutcomeUnproven,
+        Code::ApprovalRequired,
+        Code::ApprovalStale,
+        Code::BudgetExhausted,
+        Code::RepeatedFailureWithoutNewEvidence,
+        Code::ProviderChangeRequiresRevision,
+        Code::OperationConflict,
+        Code::SettlementInvalid,
+        Code::StoreLocked,
+        Code::StaleGeneration,
+        Code::StoreCorrupt,
+        Code::SchemaTooNew,
+        Code::StoreFull,
+        Code::UsageError,
+        Code::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Code::GoalRequired => "GOAL_REQUIRED",
@@ -185,3 +213,45 @@ pub fn is_no_room(errno: i32) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::Code;
+
+    /// `ALL` lists every variant: the match below has no wildcard, so a new
+    /// variant fails to compile here until it is placed, and the count
+    /// catches one left out of the list.
+    #[test]
+    fn all_lists_every_code_once() {
+        let position = |c: Code| match c {
+            Code::GoalRequired => 0,
+            Code::PlanInvalid => 1,
+            Code::PlanCycle => 2,
+            Code::UnknownDependency => 3,
+            Code::DuplicateTaskRef => 4,
+            Code::UnknownProvider => 5,
+            Code::InputOutsideWorkspace => 6,
+            Code::PlanChanged => 7,
+            Code::ExternalEffectUnknown => 8,
+            Code::GoalOutcomeUnproven => 9,
+            Code::ApprovalRequired => 10,
+            Code::ApprovalStale => 11,
+            Code::BudgetExhausted => 12,
+            Code::RepeatedFailureWithoutNewEvidence => 13,
+            Code::ProviderChangeRequiresRevision => 14,
+            Code::OperationConflict => 15,
+            Code::SettlementInvalid => 16,
+            Code::StoreLocked => 17,
+            Code::StaleGeneration => 18,
+            Code::StoreCorrupt => 19,
+            Code::SchemaTooNew => 20,
+            Code::StoreFull => 21,
+            Code::UsageError => 22,
+            Code::Internal => 23,
+        };
+        for (i, &c) in Code::ALL.iter().enumerate() {
+            assert_eq!(position(c), i, "{c} out of place in Code::ALL");
+        }
+        assert_eq!(Code::ALL.len(), 24);
+    }
+}

@@ -121,6 +121,10 @@ pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 pub const LOG_PAGE_EVENTS: i64 = 10_000;
 pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
 
+/// Goals `engine goals` lists (the most recently changed first; it says
+/// how many more the store holds), and goal ids a "did you mean" reads.
+pub const GOALS_LISTED_MAX: i64 = 1_000;
+
 /// A provider process a stopped engine left running gets this long
 /// between SIGTERM and SIGKILL when the next writer ends its group.
 pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);

@@ -48,6 +48,8 @@ pub struct ReviseReport {
     pub goal_contract_changed: bool,
     pub goal_contract_digest: String,
     pub decisions: Vec<TaskDecision>,
+    /// The plan file the revision was recorded from.
+    pub plan_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
@@ -94,6 +96,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         goal_contract_changed: goal_changed,
         goal_contract_digest: plan.digests.goal_contract.clone(),
         decisions,
+        plan_path: req.plan_path.display().to_string(),
         run: None,
     };
     if !req.no_run {

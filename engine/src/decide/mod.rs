@@ -12,6 +12,7 @@
 //! - `reuse`: may a completed task's result stand?
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
+//! - `spend`: which command spends an approval a person gave.
 
 pub mod budget;
 pub mod classify;
@@ -21,4 +22,5 @@ pub mod repair;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;
+pub mod spend;
 pub mod verdict;

@@ -66,6 +66,9 @@ pub fn plan_digest(file: &PlanFile) -> String {
     let mut head = serde_json::to_value(file.clone_without_tasks()).expect("a plan serializes");
     if let Some(obj) = head.as_object_mut() {
         obj.remove("tasks");
+        // For editors only: a plan that gains or changes its `$schema` is
+        // the same plan.
+        obj.remove("$schema");
     }
     let mut tasks: Vec<&Task> = file.tasks.iter().collect();
     tasks.sort_unstable_by(|a, b| a.task_ref.cmp(&b.task_ref));

@@ -91,7 +91,12 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     let spec = plan.providers.get(&task.provider).ok_or_else(|| {
         Error::new(
             Code::UnknownProvider,
-            format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+            format!(
+                "task `{}` names provider `{}`, which `providers` does not declare{}",
+                task.task_ref,
+                task.provider,
+                super::suggest::did_you_mean(&task.provider, plan.providers.keys().map(String::as_str))
+            ),
         )
         .at(format!("{at}.provider"))
     })?;
@@ -131,7 +136,11 @@ fn dependency_graph(plan: &PlanFile, index: &HashMap<&str, usize>) -> Result<DiG
             let &d = index.get(dep.as_str()).ok_or_else(|| {
                 Error::new(
                     Code::UnknownDependency,
-                    format!("task `{}` depends on `{dep}`, which is not a task of this plan", task.task_ref),
+                    format!(
+                        "task `{}` depends on `{dep}`, which is not a task of this plan{}",
+                        task.task_ref,
+                        super::suggest::did_you_mean(dep, index.keys().copied())
+                    ),
                 )
                 .at(format!("$.tasks[{i}].depends_on[{j}]"))
             })?;
@@ -191,7 +200,11 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
     if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(Error::new(
             Code::PlanInvalid,
-            format!("unknown field `{key}` for a {} provider's action, expected one of {allowed:?}", kind_name(spec)),
+            format!(
+                "unknown field `{key}` for a {} provider's action, expected one of {allowed:?}{}",
+                kind_name(spec),
+                super::suggest::did_you_mean(key, allowed.iter().copied())
+            ),
         )
         .at(format!("{at}.action.{key}")));
     }

@@ -5,21 +5,14 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::RunReport;
-use crate::state::GoalState;
+use crate::run::{RunReport, TaskLine};
+use crate::state::{FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     for t in &r.tasks {
-        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), t.state));
-        if let Some(class) = &t.class {
-            text.push_str(&format!("  {class}"));
-        }
-        if let Some(why) = &t.why {
-            text.push_str(&format!(" ({why})"));
-        }
-        text.push('\n');
+        text.push_str(&format!("  {}  {}\n", super::pad(&t.task_ref, width), task_words(t, &r.plan_path)));
     }
     for a in &r.acceptance {
         text.push_str(&format!("  acceptance {}  {}\n", a.id, if a.passed { "passed" } else { "FAILED" }));
@@ -38,6 +31,43 @@ pub fn render(r: &RunReport) -> Output {
         text.push_str(&format!("  also: {also}\n"));
     }
     Output { text, json: json!(r), exit_code: r.exit_code }
+}
+
+/// A task's line after its ref: its state as this run left it, and for
+/// a task this run did not run, that it did not (`kept`, `reused`,
+/// `failed earlier`) — never `succeeded` for work it did not do.
+fn task_words(t: &TaskLine, plan_path: &str) -> String {
+    let class = t.class.as_deref().map(|c| format!("  {c}")).unwrap_or_default();
+    let why = t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
+    match (t.this_run, t.state) {
+        (false, TaskState::Succeeded) => "kept  (succeeded in an earlier run; not run this time)".into(),
+        (false, TaskState::Reused) => "reused  (from an earlier revision; not run this time)".into(),
+        (false, TaskState::Failed) => {
+            format!("failed earlier{class}{why}: {}", next_for_failure(t, plan_path))
+        }
+        (_, state) => format!("{state}{class}{why}"),
+    }
+}
+
+/// The command that acts on a failed task, by its class.
+fn next_for_failure(t: &TaskLine, plan_path: &str) -> String {
+    let class = t.class.as_deref().and_then(FailureClass::parse);
+    match class {
+        Some(FailureClass::ValidationFailed | FailureClass::Killed) | None => format!("engine repair {}", t.task_ref),
+        Some(FailureClass::ProviderRejected) => format!("engine revise {plan_path} --reason TEXT"),
+        Some(FailureClass::ProviderUnavailable | FailureClass::Timeout | FailureClass::Environment) => {
+            format!("engine retry {}", t.operation_id)
+        }
+        Some(FailureClass::EffectUnknown) => {
+            format!("engine settle {} --outcome ok|not_run --note TEXT", t.operation_id)
+        }
+        Some(FailureClass::Unclassified) => format!("engine explain {} (a person decides)", t.task_ref),
+    }
+}
+
+/// `engine explain T1`, `engine explain T2`: one per failed task.
+fn explain_each(refs: &[String]) -> String {
+    refs.iter().map(|r| format!("`engine explain {r}`")).collect::<Vec<_>>().join(", ")
 }
 
 /// Stops besides the one the exit code reports (SPEC: every stop names
@@ -69,35 +99,39 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
         }
     }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
-        out.push(format!("failed task(s): {} (see `engine explain REF`)", r.failed.join(", ")));
+        out.push(format!("failed task(s): {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
     }
     out
 }
 
 fn final_line(r: &RunReport) -> String {
     match r.code {
-        None if r.goal_state == GoalState::Satisfied && r.acceptance_unchecked.is_empty() => {
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
-        }
-        None if r.goal_state == GoalState::Satisfied => format!(
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left; \
-             acceptance criteria without a check were not verified: {}",
-            r.acceptance_unchecked.join(", ")
-        ),
+        None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
         Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
             r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
         ),
         Some(Code::GoalOutcomeUnproven) => format!(
-            "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with `engine retry OPERATION_ID`)",
-            r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")
+            "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with {})",
+            r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "),
+            r.settled_not_run.iter().map(|o| format!("`engine retry {o}`")).collect::<Vec<_>>().join(", ")
         ),
         Some(code @ (Code::ApprovalRequired | Code::ApprovalStale)) => format!(
-            "{code}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
+            "{code}: waiting on a person's approval of {} (give it with {})",
             r.awaiting_approval
                 .iter()
-                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(u.request_digest.as_str())))
+                .map(|u| format!(
+                    "{} ({}, request {})",
+                    u.operation_id,
+                    u.task_ref,
+                    super::short(u.request_digest.as_str())
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.awaiting_approval
+                .iter()
+                .map(|u| format!("`engine approve {} --note TEXT`", u.operation_id))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -106,7 +140,7 @@ fn final_line(r: &RunReport) -> String {
             None => "BUDGET_EXHAUSTED".into(),
         },
         _ if !r.failed.is_empty() => {
-            format!("stopped: task(s) failed: {} (see `engine explain REF`)", r.failed.join(", "))
+            format!("stopped: task(s) failed: {} (see {})", r.failed.join(", "), explain_each(&r.failed))
         }
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
             "goal not satisfied: acceptance check(s) failed: {}",
@@ -114,4 +148,28 @@ fn final_line(r: &RunReport) -> String {
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),
     }
+}
+
+/// What "satisfied" rests on: zero acceptance checks is not "every check
+/// passed", and a criterion without a check was not verified.
+fn satisfied_line(r: &RunReport) -> String {
+    const BASE: &str = "goal satisfied: every task succeeded or was reused";
+    const LEFT: &str = "no unknown outcome left";
+    if r.acceptance.is_empty() {
+        let stated = if r.acceptance_unchecked.is_empty() {
+            String::new()
+        } else {
+            format!(" (criteria stated, never verified: {})", r.acceptance_unchecked.join(", "))
+        };
+        return format!(
+            "{BASE}, {LEFT}; the goal has no acceptance check{stated}, so nothing verified it beyond the tasks' own validations"
+        );
+    }
+    if r.acceptance_unchecked.is_empty() {
+        return format!("{BASE}, every acceptance check passed, {LEFT}");
+    }
+    format!(
+        "{BASE}, every acceptance check passed, {LEFT}; acceptance criteria without a check were not verified: {}",
+        r.acceptance_unchecked.join(", ")
+    )
 }

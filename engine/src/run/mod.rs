@@ -135,6 +135,10 @@ struct Runner<'l> {
     secrets: Vec<String>,
     asked: Asked,
     states: HashMap<String, TaskState>,
+    /// Each task's state when this run began, and the tasks it sent a
+    /// call for: the summary tells what this run did from what it kept.
+    states_at_start: HashMap<String, TaskState>,
+    dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
     /// File-state cache for checkpoints; flushed when the run finishes.
@@ -176,6 +180,8 @@ impl<'l> Runner<'l> {
             secrets,
             asked,
             states: HashMap::new(),
+            states_at_start: HashMap::new(),
+            dispatched: HashSet::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
             cache: FileCache::default(),
@@ -202,6 +208,7 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.states_at_start = self.states.clone();
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
         self.refresh_completions()?;
@@ -463,20 +470,7 @@ impl<'l> Runner<'l> {
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_) } => {
-                let mut doc = json!({
-                    "goal": self.plan.goal(),
-                    "task": task,
-                    "operation_id": operation_id,
-                    "try": try_no,
-                });
-                if let Some(rep) = repair {
-                    doc["repair"] = json!({
-                        "failed_attempt": rep.failed_attempt,
-                        "classification": rep.classification,
-                        "evidence": rep.evidence,
-                        "instruction": rep.instruction,
-                    });
-                }
+                let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
             _ => None,

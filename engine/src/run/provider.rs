@@ -9,7 +9,39 @@ use providers::mcp::McpProvider;
 use providers::observe::HttpObserve;
 use providers::Provider;
 
-use crate::plan::{Protocol, ProviderSpec};
+use serde_json::{json, Value};
+
+use super::Repair;
+use crate::ids::OperationId;
+use crate::plan::{Goal, Protocol, ProviderSpec, Task};
+
+/// The document an `agent-json` provider reads on stdin (docs/agent-json.md):
+/// the goal, the task as the plan states it, the call's identity, and on a
+/// repair the failed attempt, its classification, its evidence and the
+/// person's instruction.
+pub fn agent_request(
+    goal: &Goal,
+    task: &Task,
+    operation_id: &OperationId,
+    try_no: u32,
+    repair: Option<&Repair>,
+) -> Value {
+    let mut doc = json!({
+        "goal": goal,
+        "task": task,
+        "operation_id": operation_id,
+        "try": try_no,
+    });
+    if let Some(rep) = repair {
+        doc["repair"] = json!({
+            "failed_attempt": rep.failed_attempt,
+            "classification": rep.classification,
+            "evidence": rep.evidence,
+            "instruction": rep.instruction,
+        });
+    }
+    doc
+}
 
 pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
     match spec {

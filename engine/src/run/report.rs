@@ -69,6 +69,12 @@ pub struct Awaiting {
 pub struct TaskLine {
     pub task_ref: String,
     pub state: TaskState,
+    /// The operation the task's latest call is (a repair's own, if any).
+    pub operation_id: OperationId,
+    /// This run sent a call for it or changed its state; false: the state
+    /// is what an earlier run left (a completion kept, a failure not
+    /// repaired yet).
+    pub this_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +91,9 @@ pub struct AcceptanceLine {
 pub struct RunReport {
     pub goal_id: GoalId,
     pub revision: Revision,
+    /// The plan file the revision was recorded from (for the commands the
+    /// summary names).
+    pub plan_path: String,
     pub goal_state: GoalState,
     pub exit_code: i32,
     /// The stable code of the stop, when the run did not satisfy the goal.
@@ -135,11 +144,22 @@ impl Runner<'_> {
             .map(|r| TaskLine {
                 task_ref: r.task_ref.clone(),
                 state: r.state,
+                operation_id: r.pending_operation().map_or_else(|| r.operation_id.clone(), OperationId::new),
+                this_run: self.dispatched.contains(&r.task_ref)
+                    || self.states_at_start.get(&r.task_ref) != Some(&r.state),
                 class: r.class().map(str::to_string),
                 why: r.why().map(str::to_string),
             })
             .collect();
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+        // A failed task's next step names the operation that failed (a
+        // repair's own, when a repair failed): few tasks, one read each.
+        for t in tasks.iter_mut().filter(|t| t.state == TaskState::Failed) {
+            let attempts = self.ledger.read().attempts_of_task(&self.goal_id, &t.task_ref)?;
+            if let Some(a) = attempts.iter().rev().find(|a| a.revision == self.revision) {
+                t.operation_id = a.operation_id.clone();
+            }
+        }
         Ok(tasks)
     }
 
@@ -190,9 +210,11 @@ impl Runner<'_> {
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
         Ok(RunReport {
             goal_id: self.goal_id.clone(),
             revision: self.revision,
+            plan_path,
             goal_state,
             exit_code,
             code,

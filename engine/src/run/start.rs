@@ -177,6 +177,7 @@ impl Runner<'_> {
     fn dispatch(&mut self, call: &Call, intent: Intent, try_no: i64) -> Result<()> {
         let task_ref = call.task.task_ref.clone();
         self.states.insert(task_ref.clone(), TaskState::Running);
+        self.dispatched.insert(task_ref.clone());
         failpoint::hit("after_intent");
         let provider_call = self.call_for(call.task, &call.operation_id, try_no as u32, call.repair);
         let provider = self
@@ -239,7 +240,9 @@ fn apply(tx: &mut dyn LedgerTx, key: TaskKey, call: &Call, decision: Decision) -
         }
         Decision::AwaitApproval(missing) => {
             let why = missing.why();
-            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why});
+            // `asked_by`: which command's call waits, so `engine status` can
+            // name the command that spends the approval.
+            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
             tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
             tx.append_event(&event(EventKind::ApprovalRequired, detail))?;
             tx.insert_pending_request(&PendingRequest {

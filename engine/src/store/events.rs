@@ -120,6 +120,8 @@ pub struct EventRecord {
 pub trait EventsRead {
     /// Events after `after`, oldest first, at most `limit`.
     fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
+    /// The same, of one goal only.
+    fn goal_events_since(&self, goal: &GoalId, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
     /// The newest event of `kind` of a goal's revision.
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>>;
     /// A goal's events of one kind, oldest first (a report reads the reuse
