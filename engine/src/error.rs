@@ -40,6 +40,12 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a task names an MCP tool its provider's `tools`
+    /// allow-list does not name (`engine check`).
+    ToolNotAllowed,
+    /// SPEC's additions: a task names an MCP tool its server does not offer
+    /// (its `tools/list`, before the run's first intent).
+    UnknownTool,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -71,6 +77,8 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
+            Code::UnknownTool => "UNKNOWN_TOOL",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -96,6 +104,8 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::ToolNotAllowed
+            | Code::UnknownTool
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
