@@ -203,13 +203,14 @@ pub fn decide_all(
         let completion = if goal_changed {
             None
         } else {
-            run::completion(ledger, goal_id, prev_revision, then.get(task.task_ref.as_str()).copied(), &task.task_ref)?
+            let then = then.get(task.task_ref.as_str()).map(|t| (*t, prev_file.providers.get(&t.provider)));
+            run::completion(ledger, goal_id, prev_revision, then, &task.task_ref)?
         };
         let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
         let decision = reuse::decide(
             goal_changed,
             completion.as_ref(),
-            &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+            &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
             upstream,
             || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
         );

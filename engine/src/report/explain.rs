@@ -36,12 +36,20 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     if let Some((code, detail)) = task.stale() {
         text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
+    let row = ledger.revision(&g.id, g.active_revision)?;
+    let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let standing = super::standing::of_task(&*ledger, &g.id, g.active_revision, &plan, task_ref, task.state)?;
+    if let Some(s) = &standing {
+        text.push_str(&s.text);
+        text.push('\n');
+    }
     let mut attempts_json = Vec::new();
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
         attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "completion": standing.map(|s| s.json), "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
 }
 

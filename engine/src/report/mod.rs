@@ -11,6 +11,7 @@ pub mod log;
 pub mod plan;
 pub mod revise;
 pub mod run;
+pub mod standing;
 pub mod status;
 
 /// `engine --version`: the package version and the source commit.

@@ -32,7 +32,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         g.active_revision,
         g.state
     );
-    let rows = task_table(ledger, &g, &tasks, &mut text)?;
+    let rows = task_table(ledger, &g, &plan, &tasks, &mut text)?;
     let waiting = Waiting {
         unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
         in_doubt: ledger.attempts_in_doubt(&g.id)?,
@@ -55,9 +55,17 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     Ok(Output { text, json, exit_code: 0 })
 }
 
-/// One line per task (appended to `text`) and its JSON row.
-fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], text: &mut String) -> Result<Vec<Value>> {
+/// One line per task (appended to `text`) and its JSON row; then, for each
+/// succeeded or reused task, whether a later revision could reuse it.
+fn task_table(
+    ledger: &dyn LedgerRead,
+    g: &GoalRecord,
+    plan: &PlanFile,
+    tasks: &[TaskRecord],
+    text: &mut String,
+) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
+    let mut standings = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in tasks {
@@ -81,8 +89,26 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
             attempts.len(),
             last_text
         ));
+        let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification})),
+            "completion": standing.as_ref().map(|s| &s.json)}));
+        if let Some(s) = standing {
+            standings.push(format!(
+                "  {}  {}
+",
+                super::pad(&t.task_ref, width),
+                s.text
+            ));
+        }
+    }
+    if !standings.is_empty() {
+        text.push_str(
+            "
+completions (what a later revision may reuse):
+",
+        );
+        text.extend(standings);
     }
     Ok(rows)
 }
