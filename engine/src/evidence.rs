@@ -149,7 +149,16 @@ pub enum Evidence {
         stderr: Output,
         #[serde(skip_serializing_if = "Option::is_none")]
         checkpoint: Option<String>,
+        /// A goal constraint's check (`check_id` is the constraint's id),
+        /// not a task's validation.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        of_constraint: bool,
     },
+    /// Files under a goal constraint's protected paths that changed between
+    /// the observation before an attempt and the one after it, its
+    /// validations and the constraint checks — and that its task's
+    /// `may_change` does not allow. Every such path, with both digests.
+    ProtectedPathChanged { changes: Vec<PathChange> },
     /// A re-observation of the target.
     Observation { observation: providers::Observation },
 }
@@ -165,7 +174,30 @@ impl Evidence {
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::CheckResult { .. } => "check_result",
+            Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
             Evidence::Observation { .. } => "observation",
+        }
+    }
+}
+
+/// One protected file that changed in an attempt's window: its content
+/// digest before and after (`None`: absent — so a creation has no `before`,
+/// a deletion no `after`), and the constraints whose `protect` covers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathChange {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub constraints: Vec<String>,
+}
+
+impl PathChange {
+    /// `changed`, `created` or `deleted`.
+    pub fn what(&self) -> &'static str {
+        match (&self.before, &self.after) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "deleted",
+            _ => "changed",
         }
     }
 }

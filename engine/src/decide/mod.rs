@@ -7,6 +7,8 @@
 //!   an operation conflict, budgets, approval)?
 //! - `in_doubt`: what becomes of an attempt without a receipt?
 //! - `classify`: which failure class does the evidence show?
+//! - `constraints`: which protected files did an attempt change that its
+//!   task may not, judged against which state?
 //! - `verdict`: the goal's state and exit code at the end of a run.
 //! - `scheduler`: which ready tasks start next.
 //! - `reuse`: may a completed task's result stand?
@@ -15,6 +17,7 @@
 
 pub mod budget;
 pub mod classify;
+pub mod constraints;
 pub mod gate;
 pub mod in_doubt;
 pub mod repair;

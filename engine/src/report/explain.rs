@@ -172,9 +172,11 @@ fn describe(e: &Evidence) -> String {
             stdout,
             stderr,
             checkpoint,
+            of_constraint,
         } => {
             let mut s = format!(
-                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *of_constraint { "constraint check" } else { "check" },
                 if *passed { "passed" } else { "FAILED" },
                 exit_text(exit),
                 if *timed_out { ", deadline hit" } else { "" }
@@ -195,8 +197,27 @@ fn describe(e: &Evidence) -> String {
             }
             s
         }
+        Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
         other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
     }
+}
+
+/// Every protected path an attempt changed, with its digests before and
+/// after (`absent` for a file that was not there).
+pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
+    let digest = |d: &Option<String>| d.as_deref().map_or("absent".to_string(), |d| super::short(d).to_string());
+    let mut s = format!("{} protected path(s) changed during the attempt:", changes.len());
+    for c in changes {
+        s.push_str(&format!(
+            "\n    {} {} (constraint {}): {} -> {}",
+            c.what(),
+            c.path,
+            c.constraints.join(", "),
+            digest(&c.before),
+            digest(&c.after)
+        ));
+    }
+    s
 }
 
 fn compact(v: &Value) -> String {

@@ -175,6 +175,7 @@ impl Runner<'_> {
             approval_stale: awaiting.iter().any(|a| a.stale),
             budget_exhausted: self.stops.budget.is_some(),
             failed_tasks: failed.len(),
+            constraints_violated: self.tally.goal_checks.values().filter(|passed| !**passed).count(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
         });
         let summary = json!({
