@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::RunReport;
+use crate::run::{ConstraintLine, RunReport};
 use crate::state::GoalState;
 
 pub fn render(r: &RunReport) -> Output {
@@ -19,7 +19,13 @@ pub fn render(r: &RunReport) -> Output {
         if let Some(why) = &t.why {
             text.push_str(&format!(" ({why})"));
         }
+        if t.settled_by_person {
+            text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
+        }
         text.push('\n');
+    }
+    for c in &r.constraints {
+        text.push_str(&format!("  {}\n", constraint_line(c)));
     }
     for a in &r.acceptance {
         text.push_str(&format!("  acceptance {}  {}\n", a.id, if a.passed { "passed" } else { "FAILED" }));
@@ -74,16 +80,73 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     out
 }
 
-fn final_line(r: &RunReport) -> String {
-    match r.code {
-        None if r.goal_state == GoalState::Satisfied && r.acceptance_unchecked.is_empty() => {
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
-        }
-        None if r.goal_state == GoalState::Satisfied => format!(
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left; \
-             acceptance criteria without a check were not verified: {}",
+/// A constraint and exactly what this run verified of it.
+fn constraint_line(c: &ConstraintLine) -> String {
+    let Some(id) = &c.id else {
+        return format!("constraint {:?}  not checked by the engine (a plain statement)", c.statement);
+    };
+    if !c.violated_by.is_empty() {
+        return format!("constraint {id}  VIOLATED by {}", c.violated_by.join(", "));
+    }
+    let mut said = Vec::new();
+    if c.protects {
+        said.push(match c.attempts_judged {
+            0 => "no attempt ran in this run, so its protected paths were not compared".to_string(),
+            n => format!("no protected path changed in the {n} attempt(s) judged in this run (beyond `may_change`)"),
+        });
+    }
+    if c.has_check {
+        said.push(
+            match c.check_passed {
+                Some(true) => "its check passed before the acceptance checks",
+                Some(false) => "its check FAILED before the acceptance checks",
+                None => "its check did not run at the goal's end (not every task completed)",
+            }
+            .to_string(),
+        );
+    }
+    format!("constraint {id}  {}", said.join("; "))
+}
+
+/// The tasks' part of a satisfied run's line: a task that succeeded on a
+/// person's settlement is named, never folded into "every task succeeded".
+fn tasks_part(r: &RunReport) -> String {
+    let settled: Vec<&str> = r.tasks.iter().filter(|t| t.settled_by_person).map(|t| t.task_ref.as_str()).collect();
+    if settled.is_empty() {
+        "every task succeeded or was reused".into()
+    } else {
+        format!(
+            "every task succeeded or was reused ({} only on a person's settlement `settled_ok`: its effect was not \
+             verified by the engine)",
+            settled.join(", ")
+        )
+    }
+}
+
+fn satisfied_line(r: &RunReport) -> String {
+    let tasks = tasks_part(r);
+    let mut line = if r.acceptance_checks == 0 {
+        format!(
+            "goal completed: {tasks} and no unknown outcome is left; no acceptance check is declared, so nothing \
+             beyond the tasks' own validations was verified"
+        )
+    } else {
+        format!("goal satisfied: {tasks}, every acceptance check passed, no unknown outcome left")
+    };
+    if !r.acceptance_unchecked.is_empty() {
+        line.push_str(&format!(
+            "; acceptance criteria without a check were not verified: {}",
             r.acceptance_unchecked.join(", ")
-        ),
+        ));
+    }
+    line
+}
+
+fn final_line(r: &RunReport) -> String {
+    let broken: Vec<&str> =
+        r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
+    match r.code {
+        None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
         Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
@@ -97,7 +160,12 @@ fn final_line(r: &RunReport) -> String {
             "{code}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
             r.awaiting_approval
                 .iter()
-                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(u.request_digest.as_str())))
+                .map(|u| format!(
+                    "{} ({}, request {})",
+                    u.operation_id,
+                    u.task_ref,
+                    super::short(u.request_digest.as_str())
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -108,6 +176,10 @@ fn final_line(r: &RunReport) -> String {
         _ if !r.failed.is_empty() => {
             format!("stopped: task(s) failed: {} (see `engine explain REF`)", r.failed.join(", "))
         }
+        _ if !broken.is_empty() => format!(
+            "goal not satisfied: constraint(s) violated: {} (the check failed before the acceptance checks)",
+            broken.join(", ")
+        ),
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
             "goal not satisfied: acceptance check(s) failed: {}",
             r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")

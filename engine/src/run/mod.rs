@@ -47,7 +47,7 @@ use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
 pub use constraints::Tally;
 pub use fresh::completion;
-pub use report::{AcceptanceLine, Awaiting, RunReport, TaskLine, UnknownOp};
+pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, TaskLine, UnknownOp};
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
