@@ -113,14 +113,13 @@ fn constraint_line(c: &ConstraintLine) -> String {
 fn tasks_part(r: &RunReport) -> String {
     let settled: Vec<&str> = r.tasks.iter().filter(|t| t.settled_by_person).map(|t| t.task_ref.as_str()).collect();
     if settled.is_empty() {
-        "every task succeeded or was reused".into()
-    } else {
-        format!(
-            "every task succeeded or was reused ({} only on a person's settlement `settled_ok`: its effect was not \
-             verified by the engine)",
-            settled.join(", ")
-        )
+        return "every task succeeded or was reused".into();
     }
+    let rest = if settled.len() == r.tasks.len() { "" } else { ", every other task succeeded or was reused" };
+    format!(
+        "{} completed only on a person's settlement `settled_ok` (its effect was not verified by the engine){rest}",
+        settled.join(", ")
+    )
 }
 
 fn satisfied_line(r: &RunReport) -> String {
