@@ -39,6 +39,17 @@ impl Checkpoint {
         Checkpoint { files, context, digest }
     }
 
+    /// This checkpoint with `extra` context values added (a provider's
+    /// tool inventory entries), its digest recomputed.
+    pub fn with_context(self, extra: BTreeMap<String, String>) -> Checkpoint {
+        if extra.is_empty() {
+            return self;
+        }
+        let mut context = self.context;
+        context.extend(extra);
+        Checkpoint::of(self.files, context)
+    }
+
     /// The first path whose digest differs between two checkpoints.
     pub fn first_difference(&self, other: &Checkpoint) -> Option<String> {
         let mut paths: Vec<&String> = self.files.keys().chain(other.files.keys()).collect();

@@ -9,6 +9,8 @@
 //! - `classify`: which failure class does the evidence show?
 //! - `constraints`: which protected files did an attempt change that its
 //!   task may not, judged against which state?
+//! - `tools`: does every MCP tool a task calls exist on its server, and
+//!   what of the server's inventory does a task's checkpoint carry?
 //! - `verdict`: the goal's state and exit code at the end of a run.
 //! - `scheduler`: which ready tasks start next.
 //! - `reuse`: may a completed task's result stand?
@@ -24,4 +26,5 @@ pub mod repair;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;
+pub mod tools;
 pub mod verdict;

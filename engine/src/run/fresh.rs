@@ -57,6 +57,8 @@ pub fn completion(
 impl Runner<'_> {
     pub(super) fn refresh_completions(&mut self) -> Result<()> {
         // Decide everything inside one snapshot, then write what went stale.
+        let tool_context: std::collections::HashMap<&str, _> =
+            self.plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), self.tool_context(t))).collect();
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
         let stale = self.ledger.snapshot(|ledger| {
@@ -87,7 +89,10 @@ impl Runner<'_> {
                         dependencies: &d.dependencies,
                     },
                     upstream,
-                    || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+                    || {
+                        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                        Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
+                    },
                 );
                 if let reuse::Decision::Run { refusal } = decision {
                     stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));

@@ -19,8 +19,9 @@ mod reconcile;
 mod record;
 mod report;
 mod start;
+mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,7 @@ use checks::CheckRun;
 pub use constraints::Tally;
 pub use fresh::completion;
 pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, TaskLine, UnknownOp};
+pub use tools::list_now as list_tools_now;
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
@@ -156,6 +158,9 @@ struct Runner<'l> {
     /// The goal's checkable constraints, and what this run saw of them.
     guard: constraints::Guard,
     tally: Tally,
+    /// Each MCP provider's tools as its server listed them before the first
+    /// intent (a provider whose server could not be asked is absent).
+    tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
     tx: mpsc::Sender<Msg>,
@@ -200,6 +205,7 @@ impl<'l> Runner<'l> {
             stops: Stops::default(),
             guard,
             tally: Tally::default(),
+            tools: BTreeMap::new(),
             cache: FileCache::default(),
             tx,
             rx,
@@ -224,6 +230,7 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
         self.refresh_completions()?;
@@ -407,7 +414,7 @@ impl<'l> Runner<'l> {
                     .in_flight
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
-                let after = self.observe_checkpoint(&task).await;
+                let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
                 let judged = record::Judged { runs, constraint_runs, protected };
                 self.record_validations(attempt_id, &task, flight.before, after, judged)?;
             }
@@ -422,7 +429,7 @@ impl<'l> Runner<'l> {
     /// Observe the checkpoint the validations will judge, then run them,
     /// then the goal's constraint checks (on the same path).
     async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = self.observe_checkpoint(task).await.ok();
+        let before = self.observe_checkpoint(task).await.ok().map(|cp| cp.with_context(self.tool_context(task)));
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
         }
