@@ -158,3 +158,37 @@ fn a_goal_without_acceptance_checks_is_described_honestly() {
     let doc = ws.json(&["status"], 0);
     assert_eq!(doc["goal"]["state"], "satisfied", "{doc:#}");
 }
+
+#[test]
+fn status_and_explain_keep_completion_and_reusability_apart() {
+    let ws = Ws::new();
+    ws.write("in.txt", "one\n");
+    let mut p = plan("standing", vec![sh_task("T1", "true"), sh_task("T2", "true"), sh_task("T3", "true")]);
+    set(&mut p, "T2", "effect", json!("external"));
+    set(&mut p, "T3", "inputs", json!(["in.txt"]));
+    // Its validation changes the input it judges.
+    set(&mut p, "T3", "validations", json!([validation("V1", "echo more >> in.txt")]));
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+
+    let status = ws.json(&["status"], 0);
+    let completion = |r: &str| {
+        let rows = status["tasks"].as_array().unwrap_or_else(|| panic!("{status:#}"));
+        rows.iter().find(|t| t["ref"] == r).unwrap()["completion"].clone()
+    };
+    assert_eq!(completion("T1")["reusable"], true, "{status:#}");
+    assert_eq!(
+        (completion("T2")["reusable"].clone(), completion("T2")["reason"].clone()),
+        (json!(false), json!("EXTERNAL_EFFECT"))
+    );
+    assert_eq!(completion("T3")["reusable"], false, "{status:#}");
+    // Every one of them succeeded: completion is not reusability.
+    let states: Vec<&str> = status["tasks"].as_array().unwrap().iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["succeeded"; 3]);
+
+    let text = ws.engine(&["status"]).stdout;
+    assert!(text.contains("not reusable: EXTERNAL_EFFECT"), "{text}");
+    let explain = ws.engine(&["explain", "T3"]).stdout;
+    assert!(explain.contains("not reusable"), "{explain}");
+    assert_eq!(ws.json(&["explain", "T1"], 0)["completion"]["reusable"], true);
+}
