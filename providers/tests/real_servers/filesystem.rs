@@ -142,9 +142,9 @@ async fn list_tools_names_every_tool_with_its_input_schema() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "sorted by name");
-    let write = tools.iter().find(|t| t.name == "write_file").unwrap();
-    assert_eq!(write.input_schema["type"], "object", "{}", write.input_schema);
-    assert!(write.input_schema["properties"]["path"].is_object(), "{}", write.input_schema);
+    let write_tool = tools.iter().find(|t| t.name == "write_file").unwrap();
+    assert_eq!(write_tool.input_schema["type"], "object", "{}", write_tool.input_schema);
+    assert!(write_tool.input_schema["properties"]["path"].is_object(), "{}", write_tool.input_schema);
     // Listed once per server start: asking again is the same, no new start.
     assert_eq!(p.list_tools(&listing).unwrap().await.unwrap(), tools);
     receipt(go(&p, &write(&ws, "op-a", "hello op-a")).await.0);
