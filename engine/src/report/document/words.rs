@@ -32,7 +32,9 @@ pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints:
         "satisfied" => "every task succeeded or was reused and no unknown outcome is left; the goal has no \
                         acceptance check, so nothing checked the goal itself"
             .to_string(),
-        "failed" => "a task failed with classified evidence, or an acceptance check failed".to_string(),
+        "failed" => "a task failed with classified evidence (a violated constraint included), a goal constraint's \
+                     check failed, or an acceptance check failed"
+            .to_string(),
         "needs_settlement" => {
             "an operation may or may not have taken effect and observation could not tell: a person must settle it"
                 .to_string()
