@@ -159,6 +159,11 @@ pub enum Evidence {
     /// validations and the constraint checks — and that its task's
     /// `may_change` does not allow. Every such path, with both digests.
     ProtectedPathChanged { changes: Vec<PathChange> },
+    /// The goal's protected paths could not be observed before or after an
+    /// attempt, so whether it changed them cannot be told. Not an engine
+    /// error of the call (the call was sent, and counts), not a violation
+    /// (nothing was seen to change): the attempt is not judged clean.
+    ProtectedPathsNotObserved { message: String },
     /// A re-observation of the target.
     Observation { observation: providers::Observation },
 }
@@ -175,6 +180,7 @@ impl Evidence {
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::CheckResult { .. } => "check_result",
             Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
+            Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
             Evidence::Observation { .. } => "observation",
         }
     }

@@ -192,3 +192,46 @@ fn status_and_explain_keep_completion_and_reusability_apart() {
     assert!(explain.contains("not reusable"), "{explain}");
     assert_eq!(ws.json(&["explain", "T1"], 0)["completion"]["reusable"], true);
 }
+
+/// The state an attempt is judged against is stored with its intent: an
+/// engine killed after the receipt judges the attempt on restart against
+/// the protected paths as they were before it, not as they are now.
+#[test]
+fn an_attempt_judged_after_a_crash_is_judged_against_the_state_before_it() {
+    let (ws, p) = cheating_agent();
+    ws.write_plan("plan.json", &p);
+    assert!(ws.run_fp("after_receipt_commit").killed());
+    assert_eq!(ws.attempts_of("T1")[0].state, "receipt_recorded");
+    // The test is already rewritten when the new engine looks.
+    assert!(ws.read("tests/test_money.sh").contains("assertTrue(True)"));
+
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let a = &ws.attempts_of("T1")[0];
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "constraint_violated", "protected_path_changed"));
+    assert_eq!(ws.attempts_of("T1").len(), 1, "judged, not sent again");
+    assert!(explained(&ws, "T1").contains("tests/test_money.sh"));
+    assert_eq!(ws.goal_state(), "failed");
+}
+
+/// Protected paths that cannot be observed after an attempt: the attempt
+/// is not judged clean, nor called a violation, and it still counts as a
+/// call (it was sent).
+#[test]
+fn an_attempt_whose_protected_paths_cannot_be_observed_is_not_judged_clean() {
+    let ws = Ws::new();
+    ws.write("secret/keys.txt", "k\n");
+    // The task turns its protected folder into a link out of the workspace
+    // (refused by every observation of the workspace).
+    let mut p = plan("unobservable", vec![sh_task("T1", "rm -r secret && ln -s / secret")]);
+    p["goal"]["constraints"] = json!([{"id": "C1", "statement": "the keys stay", "protect": ["secret"]}]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let a = &ws.attempts_of("T1")[0];
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "unclassified", "protected_paths_not_observed"));
+    assert!(explained(&ws, "T1").contains("could not be observed"));
+    let status = ws.json(&["status"], 0);
+    assert_eq!(status["budgets"]["max_provider_calls"]["used"], 1, "{status:#}");
+    ws.json(&["verify"], 0);
+}

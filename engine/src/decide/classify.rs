@@ -138,6 +138,14 @@ const RULES: &[Rule] = &[
         class: FailureClass::ValidationFailed,
         matches: |e| matches!(e, Evidence::CheckResult { passed: false, of_constraint: false, .. }),
     },
+    // Last: an attempt whose protected paths could not be observed is not
+    // judged clean, but nothing says it broke a constraint either; any
+    // other evidence it has tells more. A person decides.
+    Rule {
+        name: "protected_paths_not_observed",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProtectedPathsNotObserved { .. }),
+    },
 ];
 
 /// Classify a failed attempt from its evidence. Returns `unclassified` with
@@ -355,5 +363,18 @@ mod tests {
         let cargo = "thread 'x' panicked at src/lib.rs:3:5:\nassertion `left == right` failed";
         assert!(failing_assertion(cargo).unwrap().contains("panicked at"));
         assert_eq!(failing_assertion("all good\nok\n"), None);
+    }
+
+    #[test]
+    fn protected_paths_not_observed_is_last_and_claims_no_violation() {
+        let unobserved = || Evidence::ProtectedPathsNotObserved { message: "unreadable".into() };
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), unobserved()]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::Unclassified, "protected_paths_not_observed"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)]);
+        // Any other evidence tells more.
+        let c = classify(&rec(vec![unobserved(), check(false)]));
+        assert_eq!(c.class, FailureClass::ValidationFailed);
+        let c = classify(&rec(vec![unobserved(), constraint_check(false)]));
+        assert_eq!(c.rule, "constraint_check_failed");
     }
 }

@@ -14,7 +14,7 @@ use super::Runner;
 use crate::checkpoint::{self, Checkpoint};
 use crate::decide::constraints::{self, Protected};
 use crate::error::Result;
-use crate::evidence::{EngineErrorKind, Evidence, PathChange};
+use crate::evidence::{Evidence, PathChange};
 use crate::ids::AttemptId;
 use crate::plan::{Constraint, Goal, Task};
 use crate::state::AttemptState;
@@ -162,7 +162,7 @@ impl Runner<'_> {
             },
         };
         let after = self.observe_protected().await;
-        let not_judged = |message: String| vec![Evidence::EngineError { error: EngineErrorKind::Other, message }];
+        let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         let evidence = match (before, after) {
             (None, _) => not_judged(
                 "the goal's protected paths were not observed before this attempt, so whether \
