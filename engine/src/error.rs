@@ -40,6 +40,12 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a task names an MCP tool its provider's `tools`
+    /// allow-list does not name (`engine check`).
+    ToolNotAllowed,
+    /// SPEC's additions: a task names an MCP tool its server does not offer
+    /// (its `tools/list`, before the run's first intent).
+    UnknownTool,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -71,6 +77,8 @@ impl Code {
         Code::StoreCorrupt,
         Code::SchemaTooNew,
         Code::StoreFull,
+        Code::ToolNotAllowed,
+        Code::UnknownTool,
         Code::UsageError,
         Code::Internal,
     ];
@@ -99,6 +107,8 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
+            Code::UnknownTool => "UNKNOWN_TOOL",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -124,6 +134,8 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::ToolNotAllowed
+            | Code::UnknownTool
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -246,12 +258,14 @@ mod tests {
             Code::StoreCorrupt => 19,
             Code::SchemaTooNew => 20,
             Code::StoreFull => 21,
-            Code::UsageError => 22,
-            Code::Internal => 23,
+            Code::ToolNotAllowed => 22,
+            Code::UnknownTool => 23,
+            Code::UsageError => 24,
+            Code::Internal => 25,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 24);
+        assert_eq!(Code::ALL.len(), 26);
     }
 }

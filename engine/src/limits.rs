@@ -50,6 +50,15 @@ pub const DEPENDENCIES_MAX: usize = 10_000;
 pub const VALIDATIONS_MAX: usize = 1000;
 pub const CONTEXT_MAX: usize = 1000;
 
+/// Per constraint: protected paths or globs; per task: `may_change` paths
+/// or globs.
+pub const PROTECT_PATHS_MAX: usize = 1000;
+pub const MAY_CHANGE_MAX: usize = 1000;
+
+/// An MCP provider's `tools` allow-list, and the tools a server's
+/// `tools/list` may name before the engine refuses its inventory.
+pub const TOOLS_MAX: usize = 4096;
+
 /// An input path or glob (Linux's `PATH_MAX`).
 pub const PATH_BYTES_MAX: usize = 4096;
 

@@ -74,10 +74,82 @@ pub struct Goal {
     /// validations judges the goal. Default: none.
     #[serde(default)]
     pub acceptance: Vec<Acceptance>,
-    /// Rules the work must keep, as sentences (handed to agents with the
-    /// goal). Default: none.
+    /// Rules the work must keep (handed to agents with the goal): plain
+    /// statements (recorded, not checked by the engine) and checkable
+    /// constraints (`protect`, `check`). Default: none.
     #[serde(default)]
-    pub constraints: Vec<String>,
+    pub constraints: Vec<Constraint>,
+}
+
+/// One of the goal's constraints: a plain statement the engine records but
+/// does not check, or a checkable one.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Constraint {
+    /// Recorded in the goal contract, reported as not checked by the engine.
+    Statement(String),
+    /// Checked by the engine from evidence: its protected paths before and
+    /// after every attempt, its check after every attempt's validations.
+    Checked(CheckedConstraint),
+}
+
+/// A constraint the engine checks: at least one of `protect` and `check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedConstraint {
+    pub id: String,
+    pub statement: String,
+    /// Workspace-relative paths or globs no attempt may change, create or
+    /// delete (unless its task's `may_change` allows it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protect: Vec<String>,
+    /// A command run after every attempt's validations and before the
+    /// acceptance checks; its exit code is the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+impl Constraint {
+    /// The checkable constraint, if this is one.
+    pub fn checked(&self) -> Option<&CheckedConstraint> {
+        match self {
+            Constraint::Statement(_) => None,
+            Constraint::Checked(c) => Some(c),
+        }
+    }
+
+    pub fn statement(&self) -> &str {
+        match self {
+            Constraint::Statement(s) => s,
+            Constraint::Checked(c) => &c.statement,
+        }
+    }
+}
+
+/// A string is a statement; an object is a checkable constraint, read with
+/// its own field errors (an untagged enum would only say "no variant
+/// matched", without the place).
+impl<'de> Deserialize<'de> for Constraint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = Constraint;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a statement (string) or {\"id\", \"statement\", \"protect\", \"check\"}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Constraint, E> {
+                Ok(Constraint::Statement(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Constraint, E> {
+                Ok(Constraint::Statement(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Constraint, A::Error> {
+                CheckedConstraint::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Constraint::Checked)
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }
 
 /// One acceptance criterion of the goal; `check` makes it verified.
@@ -288,6 +360,10 @@ pub enum ProviderSpec {
         /// Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        /// The tools a plan may call on this server (an allow-list checked
+        /// by `engine check`); absent: any tool the server offers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
     },
 }
 
@@ -381,6 +457,11 @@ pub struct Task {
     /// (`{"env": "NAME"}`). Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+    /// Protected paths (paths or globs) this task is allowed to change: a
+    /// change there by its attempts is no constraint violation. Part of the
+    /// task's meaning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub may_change: Vec<String>,
 }
 
 impl Task {

@@ -14,6 +14,7 @@ pub mod output;
 pub mod plan;
 pub mod revise;
 pub mod run;
+pub mod standing;
 pub mod status;
 
 /// `engine --version`: the package version and the source commit.

@@ -5,14 +5,21 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::{RunReport, TaskLine};
+use crate::run::{ConstraintLine, RunReport, TaskLine};
 use crate::state::{FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     for t in &r.tasks {
-        text.push_str(&format!("  {}  {}\n", super::pad(&t.task_ref, width), task_words(t, &r.plan_path)));
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t, &r.plan_path)));
+        if t.settled_by_person {
+            text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
+        }
+        text.push('\n');
+    }
+    for c in &r.constraints {
+        text.push_str(&format!("  {}\n", constraint_line(c)));
     }
     for a in &r.acceptance {
         text.push_str(&format!("  acceptance {}  {}\n", a.id, if a.passed { "passed" } else { "FAILED" }));
@@ -53,7 +60,9 @@ fn task_words(t: &TaskLine, plan_path: &str) -> String {
 fn next_for_failure(t: &TaskLine, plan_path: &str) -> String {
     let class = t.class.as_deref().and_then(FailureClass::parse);
     match class {
-        Some(FailureClass::ValidationFailed | FailureClass::Killed) | None => format!("engine repair {}", t.task_ref),
+        Some(FailureClass::ValidationFailed | FailureClass::ConstraintViolated | FailureClass::Killed) | None => {
+            format!("engine repair {}", t.task_ref)
+        }
         Some(FailureClass::ProviderRejected) => format!("engine revise {plan_path} --reason TEXT"),
         Some(FailureClass::ProviderUnavailable | FailureClass::Timeout | FailureClass::Environment) => {
             format!("engine retry {}", t.operation_id)
@@ -104,7 +113,70 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     out
 }
 
+/// A constraint and exactly what this run verified of it.
+fn constraint_line(c: &ConstraintLine) -> String {
+    let Some(id) = &c.id else {
+        return format!("constraint {:?}  not checked by the engine (a plain statement)", c.statement);
+    };
+    if !c.violated_by.is_empty() {
+        return format!("constraint {id}  VIOLATED by {}", c.violated_by.join(", "));
+    }
+    let mut said = Vec::new();
+    if c.protects {
+        said.push(match c.attempts_judged {
+            0 => "no attempt ran in this run, so its protected paths were not compared".to_string(),
+            n => format!("no protected path changed in the {n} attempt(s) judged in this run (beyond `may_change`)"),
+        });
+    }
+    if c.has_check {
+        said.push(
+            match c.check_passed {
+                Some(true) => "its check passed before the acceptance checks",
+                Some(false) => "its check FAILED before the acceptance checks",
+                None => "its check did not run at the goal's end (not every task completed)",
+            }
+            .to_string(),
+        );
+    }
+    format!("constraint {id}  {}", said.join("; "))
+}
+
+/// The tasks' part of a satisfied run's line: a task that succeeded on a
+/// person's settlement is named, never folded into "every task succeeded".
+fn tasks_part(r: &RunReport) -> String {
+    let settled: Vec<&str> = r.tasks.iter().filter(|t| t.settled_by_person).map(|t| t.task_ref.as_str()).collect();
+    if settled.is_empty() {
+        return "every task succeeded or was reused".into();
+    }
+    let rest = if settled.len() == r.tasks.len() { "" } else { ", every other task succeeded or was reused" };
+    format!(
+        "{} completed only on a person's settlement `settled_ok` (its effect was not verified by the engine){rest}",
+        settled.join(", ")
+    )
+}
+
+fn satisfied_line(r: &RunReport) -> String {
+    let tasks = tasks_part(r);
+    let mut line = if r.acceptance_checks == 0 {
+        format!(
+            "goal completed: {tasks} and no unknown outcome is left; no acceptance check is declared, so nothing \
+             beyond the tasks' own validations was verified"
+        )
+    } else {
+        format!("goal satisfied: {tasks}, every acceptance check passed, no unknown outcome left")
+    };
+    if !r.acceptance_unchecked.is_empty() {
+        line.push_str(&format!(
+            "; acceptance criteria without a check were not verified: {}",
+            r.acceptance_unchecked.join(", ")
+        ));
+    }
+    line
+}
+
 fn final_line(r: &RunReport) -> String {
+    let broken: Vec<&str> =
+        r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
     match r.code {
         None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
         Some(Code::ExternalEffectUnknown) => format!(
@@ -142,34 +214,14 @@ fn final_line(r: &RunReport) -> String {
         _ if !r.failed.is_empty() => {
             format!("stopped: task(s) failed: {} (see {})", r.failed.join(", "), explain_each(&r.failed))
         }
+        _ if !broken.is_empty() => format!(
+            "goal not satisfied: constraint(s) violated: {} (the check failed before the acceptance checks)",
+            broken.join(", ")
+        ),
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
             "goal not satisfied: acceptance check(s) failed: {}",
             r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),
     }
-}
-
-/// What "satisfied" rests on: zero acceptance checks is not "every check
-/// passed", and a criterion without a check was not verified.
-fn satisfied_line(r: &RunReport) -> String {
-    const BASE: &str = "goal satisfied: every task succeeded or was reused";
-    const LEFT: &str = "no unknown outcome left";
-    if r.acceptance.is_empty() {
-        let stated = if r.acceptance_unchecked.is_empty() {
-            String::new()
-        } else {
-            format!(" (criteria stated, never verified: {})", r.acceptance_unchecked.join(", "))
-        };
-        return format!(
-            "{BASE}, {LEFT}; the goal has no acceptance check{stated}, so nothing verified it beyond the tasks' own validations"
-        );
-    }
-    if r.acceptance_unchecked.is_empty() {
-        return format!("{BASE}, every acceptance check passed, {LEFT}");
-    }
-    format!(
-        "{BASE}, every acceptance check passed, {LEFT}; acceptance criteria without a check were not verified: {}",
-        r.acceptance_unchecked.join(", ")
-    )
 }

@@ -51,7 +51,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     // "nobody approved".
     let approved: Vec<&str> =
         waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
-    let rows = task_table(ledger, &g, &tasks, &approved, &mut text)?;
+    let rows = task_table(ledger, &g, &plan, &tasks, &approved, &mut text)?;
     waiting.describe(&store.live_holder()?, &mut text);
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -67,15 +67,18 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     Ok(Output { text, json, exit_code: 0 })
 }
 
-/// One line per task (appended to `text`) and its JSON row.
+/// One line per task (appended to `text`) and its JSON row; then, for each
+/// succeeded or reused task, whether a later revision could reuse it.
 fn task_table(
     ledger: &dyn LedgerRead,
     g: &GoalRecord,
+    plan: &PlanFile,
     tasks: &[TaskRecord],
     approved: &[&str],
     text: &mut String,
 ) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
+    let mut standings = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in tasks {
@@ -100,8 +103,17 @@ fn task_table(
             attempts.len(),
             last_text
         ));
+        let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification})),
+            "completion": standing.as_ref().map(|s| &s.json)}));
+        if let Some(s) = standing {
+            standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
+        }
+    }
+    if !standings.is_empty() {
+        text.push_str("\ncompletions (what a later revision may reuse):\n");
+        text.extend(standings);
     }
     Ok(rows)
 }

@@ -57,7 +57,7 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
                 .with_observe(observe.as_deref().map(HttpObserve::legacy_status_url))
                 .with_hosts(hosts.clone()),
         ),
-        ProviderSpec::Mcp { command, observe_tool } => {
+        ProviderSpec::Mcp { command, observe_tool, .. } => {
             Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
         }
     }

@@ -35,6 +35,8 @@ struct Call<'a> {
     /// What the inputs looked like when the engine decided to send: a
     /// later repair compares against it to tell new evidence from repetition.
     inputs_at_intent: Option<Checkpoint>,
+    /// The goal's protected paths the attempt will be judged against.
+    protected: Option<Checkpoint>,
 }
 
 /// What the gate's answer left to do outside its transaction.
@@ -60,6 +62,7 @@ impl Runner<'_> {
         };
         let retry = self.asked.retry.contains(&operation_id);
         let inputs_at_intent = self.observe_checkpoint(&task).await.ok();
+        let protected = self.protected_baseline(task_ref).await?;
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -78,6 +81,7 @@ impl Runner<'_> {
             kind,
             request,
             inputs_at_intent,
+            protected,
         };
         let applied = match self.gate(&call) {
             Ok(a) => a,
@@ -187,7 +191,9 @@ impl Runner<'_> {
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
         let tx = self.tx.clone();
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight::new(intent, &task_ref));
+        let mut flight = InFlight::new(intent, &task_ref);
+        flight.protected = call.protected.clone();
+        self.in_flight.insert(attempt_id, flight);
         tokio::spawn(async move {
             let (ptx, mut prx) = providers::progress_channel();
             let fut = provider.dispatch(&provider_call, ptx);
@@ -282,9 +288,10 @@ fn commit_intent(
         cost: call.task.cost(),
         inputs_at_intent: call.inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
         instruction: call.repair.and_then(|r| r.instruction.as_deref()),
+        protected_at_intent: call.protected.as_ref().map(|c| c.digest.as_str()),
     })?;
     let id = intent.attempt_id();
-    if let Some(cp) = &call.inputs_at_intent {
+    for cp in call.inputs_at_intent.iter().chain(&call.protected) {
         tx.put_checkpoint(cp)?;
     }
     if let Some(approval) = consume {

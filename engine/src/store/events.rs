@@ -39,6 +39,11 @@ event_kinds! {
     RunStarted = "run_started",
     RunFinished = "run_finished",
     AcceptanceChecked = "acceptance_checked",
+    /// The goal's constraint checks, run before its acceptance checks.
+    ConstraintsChecked = "constraints_checked",
+    /// An MCP provider's tools (names and input-schema digests), listed
+    /// before the run's first intent.
+    ToolInventory = "tool_inventory",
     // A task.
     TaskState = "task_state",
     CompletionStale = "completion_stale",

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -284,6 +284,23 @@ CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id)
 INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
   SELECT json_extract(data, '$.operation_id'), goal_id, revision, task_ref, json_extract(data, '$.request_digest'), at_ms
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
+"#;
+
+/// Schema 4: the goal's constraints checked from evidence.
+/// - The failure class `constraint_violated`: the class column's CHECK
+///   names it (SQLite cannot alter a CHECK, so the column is copied into a
+///   new one with the wider CHECK, the old one dropped, the new renamed).
+/// - `protected_at_intent`: the digest of the checkpoint of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart is judged against the
+///   same state.
+const MIGRATION_4: &str = r#"
+ALTER TABLE attempts ADD COLUMN class_v4 TEXT
+    CHECK (class_v4 IS NULL OR class_v4 IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+UPDATE attempts SET class_v4 = class;
+ALTER TABLE attempts DROP COLUMN class;
+ALTER TABLE attempts RENAME COLUMN class_v4 TO class;
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
