@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
 use clap::builder::PossibleValue;
@@ -50,6 +50,8 @@ enum Command {
         /// Parallel ready tasks (default: number of CPUs).
         #[arg(long)]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Goal, revision, every task's state, pending unknowns, budgets used.
     Status {
@@ -101,6 +103,8 @@ enum Command {
         operation_id: String,
         #[arg(long)]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// A new attempt of a failed task in the same plan, with the failure evidence handed to its provider.
     Repair {
@@ -122,6 +126,8 @@ enum Command {
         goal: Option<String>,
         #[arg(long)]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Record a new plan revision (goal or tasks changed); shows which tasks are reused and why, then runs.
     Revise {
@@ -133,6 +139,8 @@ enum Command {
         no_run: bool,
         #[arg(long)]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Print the JSON Schema of the plan file.
     Schema,
@@ -154,6 +162,35 @@ enum Command {
     },
     /// Check the store (SQLite integrity, foreign keys, the ledger's invariants); read-only.
     Verify,
+}
+
+/// How a run shows its progress (on stderr; stdout keeps the summary).
+#[derive(Debug, Args)]
+struct Show {
+    /// `auto`: a live view on a terminal, plain lines elsewhere; `plain`:
+    /// one line per task start and end, always.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    progress: ProgressMode,
+    /// Print only the summary.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProgressMode {
+    Auto,
+    Plain,
+}
+
+impl Show {
+    fn sink(&self) -> std::sync::Arc<dyn crate::run::progress::Sink> {
+        let mode = match (self.quiet, self.progress) {
+            (true, _) => report::progress::Mode::Quiet,
+            (false, ProgressMode::Auto) => report::progress::Mode::Auto,
+            (false, ProgressMode::Plain) => report::progress::Mode::Plain,
+        };
+        report::progress::sink(mode)
+    }
 }
 
 impl ValueEnum for SettlementOutcome {
@@ -191,6 +228,14 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.json;
+    if cli.command.runs_work() {
+        // From here on a person's Ctrl-C, SIGTERM or SIGHUP is the run's to
+        // act on: it ends its providers and records them, then exits.
+        if let Err(e) = crate::signals::catch() {
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            return e.code.exit_code();
+        }
+    }
     match dispatch(cli) {
         Ok(out) => {
             if json {
@@ -198,7 +243,7 @@ pub fn main() -> i32 {
             } else if !out.text.is_empty() {
                 emit(&report::escape::for_terminal(&out.text));
             }
-            out.exit_code
+            stopped_exit(out.exit_code)
         }
         Err(e) => {
             if json {
@@ -213,6 +258,25 @@ pub fn main() -> i32 {
     }
 }
 
+/// A stop signal the run did not act on (it came after the run ended, or
+/// the command ran nothing) still ends the process as that signal would.
+fn stopped_exit(exit_code: i32) -> i32 {
+    match crate::signals::received() {
+        Some(signal) if exit_code != signal.exit_code() => {
+            eprintln!("engine: {signal} received after the command had done its work; nothing was stopped");
+            signal.exit_code()
+        }
+        _ => exit_code,
+    }
+}
+
+impl Command {
+    /// The commands that run work, and so catch a person's stop signals.
+    fn runs_work(&self) -> bool {
+        matches!(self, Command::Run { .. } | Command::Retry { .. } | Command::Repair { .. } | Command::Revise { .. })
+    }
+}
+
 fn dispatch(cli: Cli) -> Result<Output> {
     let Cli { json, store, workspace, command } = cli;
     let at = Places { store, workspace };
@@ -223,9 +287,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
         Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
         Command::Schema => Ok(schema()),
-        Command::Run { plan, jobs } => {
-            let options =
-                RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
+        Command::Run { plan, jobs, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let options = RunOptions { plan_path: plan, workspace, store, jobs, progress };
             Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
@@ -241,12 +305,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
             Ok(report::acts::approved(&a, &actor))
         }
-        Command::Retry { operation_id, jobs } => {
-            let report =
-                commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
+        Command::Retry { operation_id, jobs, show } => {
+            let op = OperationId::new(operation_id);
+            let report = commands::retry::retry(at.existing()?, &op, jobs_or_default(jobs), show.sink())?;
             Ok(report::run::render(&report))
         }
-        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, show } => {
             let force_note = if force { note } else { None };
             let request = RepairRequest {
                 goal: goal.map(GoalId::new),
@@ -255,13 +319,14 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 provider,
                 force_note,
                 jobs: jobs_or_default(jobs),
+                progress: show.sink(),
             };
             Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
-        Command::Revise { plan, reason, no_run, jobs } => {
-            let (workspace, store, jobs) = (at.workspace, at.store, jobs_or_default(jobs));
-            let r =
-                commands::revise::revise(ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs })?;
+        Command::Revise { plan, reason, no_run, jobs, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let request = ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, progress };
+            let r = commands::revise::revise(request)?;
             Ok(report::revise::render(&r))
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod state;
 pub mod store;
 pub mod workspace;

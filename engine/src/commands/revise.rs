@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::json;
@@ -16,6 +17,7 @@ use crate::decide::reuse::{self, Candidate, Decision};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Plan, PlanFile, Task};
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport};
 use crate::state::{GoalState, TaskState};
 use crate::store::events::{Event, EventKind};
@@ -30,6 +32,8 @@ pub struct ReviseRequest {
     pub reason: String,
     pub no_run: bool,
     pub jobs: usize,
+    /// Where the run's progress goes (`run::progress`).
+    pub progress: Arc<dyn Sink>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,7 +101,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         run: None,
     };
     if !req.no_run {
-        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default())?);
+        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default(), req.progress)?);
     }
     Ok(report)
 }

@@ -10,6 +10,7 @@
 //! - `verdict`: the goal's state and exit code at the end of a run.
 //! - `scheduler`: which ready tasks start next.
 //! - `reuse`: may a completed task's result stand?
+//! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
 
@@ -21,4 +22,5 @@ pub mod repair;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;
+pub mod stop;
 pub mod verdict;

@@ -9,6 +9,7 @@ pub mod goal_report;
 pub mod html;
 pub mod log;
 pub mod plan;
+pub mod progress;
 pub mod revise;
 pub mod run;
 pub mod status;

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::RunReport;
+use crate::run::{RunReport, StopReport};
 use crate::state::GoalState;
 
 pub fn render(r: &RunReport) -> Output {
@@ -75,6 +75,9 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
 }
 
 fn final_line(r: &RunReport) -> String {
+    if let Some(stop) = &r.stopped {
+        return stopped_line(stop);
+    }
     match r.code {
         None if r.goal_state == GoalState::Satisfied && r.acceptance_unchecked.is_empty() => {
             "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
@@ -114,4 +117,20 @@ fn final_line(r: &RunReport) -> String {
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),
     }
+}
+
+/// A run a person stopped: what the stop did, and the command that goes on.
+fn stopped_line(s: &StopReport) -> String {
+    let mut line = format!("stopped by {}: nothing new was started", s.signal);
+    if s.grace_cut {
+        line.push_str(" (a second signal: SIGKILL at once)");
+    }
+    if !s.cancelled.is_empty() {
+        line.push_str(&format!("; cancelled, not failed: {}", s.cancelled.join(", ")));
+    }
+    if !s.acceptance_stopped.is_empty() {
+        line.push_str(&format!("; acceptance checks stopped: {}", s.acceptance_stopped.join(", ")));
+    }
+    line.push_str(&format!("; go on with `{}`", s.next));
+    line
 }

@@ -12,7 +12,7 @@ use crate::decide::verdict::{self, Verdict};
 use crate::error::{Code, Result};
 use crate::evidence::UnknownReason;
 use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
-use crate::state::{AttemptState, GoalState, TaskState};
+use crate::state::{AttemptState, GoalState, StopSignal, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::Durability;
@@ -81,6 +81,21 @@ pub struct AcceptanceLine {
     pub passed: bool,
 }
 
+/// A run a person stopped (SIGINT, SIGTERM, SIGHUP): what the stop did,
+/// and the command that goes on from here.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopReport {
+    pub signal: StopSignal,
+    /// A second signal cut the grace short (SIGKILL at once).
+    pub grace_cut: bool,
+    /// Tasks left `cancelled`: not failures; a plain run looks at them afresh.
+    pub cancelled: Vec<String>,
+    /// Acceptance checks the stop ended or kept from starting.
+    pub acceptance_stopped: Vec<String>,
+    /// The command that goes on: `engine run PLAN`.
+    pub next: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub goal_id: GoalId,
@@ -101,6 +116,9 @@ pub struct RunReport {
     pub settled_not_run: Vec<OperationId>,
     /// Acceptance criteria with no `check`: stated, never verified.
     pub acceptance_unchecked: Vec<String>,
+    /// A person stopped the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReport>,
 }
 
 impl Runner<'_> {
@@ -176,7 +194,9 @@ impl Runner<'_> {
             budget_exhausted: self.stops.budget.is_some(),
             failed_tasks: failed.len(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
+            stopped: self.stop.signal(),
         });
+        let stopped = self.stop_report(&tasks)?;
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
@@ -185,8 +205,12 @@ impl Runner<'_> {
         });
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let dirty = self.cache.take_dirty();
+        let stop_event = stopped.as_ref().map(|s| json!(s));
         self.ledger.write(Durability::Normal, |tx| {
             tx.put_file_states(&dirty)?;
+            if let Some(data) = stop_event {
+                tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data))?;
+            }
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
@@ -211,6 +235,20 @@ impl Runner<'_> {
                 .filter(|a| a.check.is_none())
                 .map(|a| a.id.clone())
                 .collect(),
+            stopped,
         })
+    }
+
+    /// What a person's stop did, if one came.
+    fn stop_report(&mut self, tasks: &[TaskLine]) -> Result<Option<StopReport>> {
+        let Some(signal) = self.stop.signal() else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(StopReport {
+            signal,
+            grace_cut: self.stop.grace_cut,
+            cancelled: tasks.iter().filter(|t| t.state == TaskState::Cancelled).map(|t| t.task_ref.clone()).collect(),
+            acceptance_stopped: std::mem::take(&mut self.acceptance_stopped),
+            next: format!("engine run {plan_path}"),
+        }))
     }
 }
