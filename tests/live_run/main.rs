@@ -10,3 +10,4 @@ mod common;
 mod progress;
 mod pty;
 mod signals;
+mod terminal;
