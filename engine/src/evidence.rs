@@ -196,6 +196,9 @@ pub enum StopEnd {
     Dropped,
     /// It had not started when the stop came.
     NotStarted,
+    /// Its provider was asked to cancel it (an MCP task: `tasks/cancel`)
+    /// and the call ended after that.
+    CancelAsked,
 }
 
 impl StopEnd {
@@ -205,6 +208,7 @@ impl StopEnd {
             StopEnd::Killed => "killed",
             StopEnd::Dropped => "dropped",
             StopEnd::NotStarted => "not_started",
+            StopEnd::CancelAsked => "cancel_asked",
         }
     }
 }

@@ -265,3 +265,40 @@ fn a_stopped_repair_leaves_the_failure_it_was() {
     ws.engine_json(&["run", "plan.json"]).expect_code(1);
     assert_eq!(ws.attempts_of("T1").len(), 2, "the plain run sent nothing");
 }
+
+#[test]
+fn an_mcp_task_in_flight_is_cancelled_at_the_server_and_its_effect_never_happens() {
+    let ws = Ws::new();
+    let server = mcp_server_command(&ws.mcp_log(), &["--tasks"]);
+    let plan = serde_json::json!({
+        "version": 1,
+        "goal": {"id": "g", "statement": "rendered", "acceptance": []},
+        "providers": {"tools": {"kind": "mcp", "command": server, "observe_tool": "operation_status"}},
+        "tasks": [{"ref": "M", "title": "render later", "provider": "tools", "effect": "external",
+                   "action": {"tool": "render_later", "arguments": {"doc": "M", "ms": 4000}}}],
+    });
+    ws.write_plan("plan.json", &plan);
+    let mut engine = spawn_run(&ws);
+    wait_until(SOON, "the call to be dispatched", || {
+        let db = Ledger::try_open(&ws.store())?;
+        db.attempts().iter().any(|a| a.state == "dispatched").then_some(())
+    });
+    // The server answers `tools/call` with its task id at once; give the
+    // answer a moment to arrive.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    send(engine.pid(), libc::SIGINT);
+    let out = engine.wait(SOON);
+    out.expect_code(130);
+    let a = &ws.attempts()[0];
+    let detail = format!("{a:?}\n{}", out.describe());
+    // `tasks/cancel` reached the server, which cancelled the task; the
+    // target, observed, shows no effect: cancelled, not unknown.
+    assert_eq!(a.state, "cancelled", "{detail}");
+    assert_eq!(ws.ledger().task_state("M"), "cancelled", "{detail}");
+    let stopped = evidence_of(&ws, a.id, "stopped");
+    assert_eq!(stopped[0]["end"], "cancel_asked", "{stopped:?}");
+    assert_eq!(evidence_of(&ws, a.id, "observation").len(), 1, "the target was observed before `cancelled`");
+    // Past the moment the task would have done its effect.
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    assert!(ws.mcp_deliveries().is_empty(), "the cancelled task did its effect: {detail}");
+}

@@ -130,6 +130,9 @@ struct InFlight {
     /// The provider's name for an accepted request (an MCP task), kept so
     /// a person's stop can cancel it.
     handle: Option<Handle>,
+    /// A person's stop asked the provider to cancel the request: whatever
+    /// answer comes after is the stop's doing, not the provider's own.
+    cancel_asked: bool,
     /// The task running its call or its validations, to stop waiting for.
     work: Option<tokio::task::AbortHandle>,
     /// The call runs in no process group of its own (HTTP, MCP): a stop
@@ -147,6 +150,7 @@ impl InFlight {
             before: None,
             process: None,
             handle: None,
+            cancel_asked: false,
             work: None,
             processless: false,
             validating: false,
@@ -461,10 +465,13 @@ impl<'l> Runner<'l> {
             }
             Msg::Finished { attempt_id, outcome, level } => {
                 failpoint::hit("after_receipt");
-                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
-                if let Some(end) = level.end() {
-                    // Its process group was ended by a person's stop: not an
-                    // answer of the provider's own.
+                let flight = self.flight(attempt_id)?;
+                let cancel_asked = flight.cancel_asked.then_some(StopEnd::CancelAsked);
+                let task = self.task(&flight.task_ref)?.clone();
+                if let Some(end) = level.end().or(cancel_asked) {
+                    // Its process group was ended, or its provider asked to
+                    // cancel it, by a person's stop: not an answer of the
+                    // provider's own.
                     return self.call_stopped(attempt_id, &task, Some(outcome), end).await;
                 }
                 match self.outcome(attempt_id, &task, outcome).await? {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use providers::{Outcome, Receipt};
+use providers::{Handle, Outcome, Receipt};
 use serde_json::json;
 
 use super::in_doubt::observed;
@@ -71,13 +71,20 @@ impl Runner<'_> {
     }
 
     /// Ask each provider that named an accepted request (an MCP task) to
-    /// cancel it; its call then ends with the provider's answer.
-    fn cancel_handles(&self) -> Result<()> {
-        for (&attempt_id, f) in &self.in_flight {
-            let (Some(handle), Ok(task)) = (f.handle.clone(), self.task(&f.task_ref)) else { continue };
+    /// cancel it; its call then ends with the provider's answer, recorded
+    /// as stopped (`StopEnd::CancelAsked`), not as the provider's own.
+    fn cancel_handles(&mut self) -> Result<()> {
+        let handles: Vec<(AttemptId, Handle)> =
+            self.in_flight.iter().filter_map(|(&id, f)| Some((id, f.handle.clone()?))).collect();
+        for (attempt_id, handle) in handles {
+            let Some(task_ref) = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone()) else { continue };
+            let Ok(task) = self.task(&task_ref) else { continue };
             let Some(provider) = self.providers.get(&task.provider).cloned() else { continue };
             let attempt = self.ledger.read().attempt(attempt_id)?;
             let call = self.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
+            if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                f.cancel_asked = true;
+            }
             tokio::spawn(async move {
                 // The provider's answer arrives as the call's own outcome; a
                 // provider that cannot cancel leaves the call to the grace.
