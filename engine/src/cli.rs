@@ -139,6 +139,12 @@ enum Command {
         no_run: bool,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Raise a budget, as your recorded act: `--raise max_revisions=5`
+        /// (any of deadline_seconds, max_attempts_per_task,
+        /// max_provider_calls, max_cost, max_revisions; repeatable). With
+        /// the plan unchanged, only the raise is recorded.
+        #[arg(long, value_name = "NAME=VALUE")]
+        raise: Vec<String>,
         #[command(flatten)]
         show: Show,
     },
@@ -323,9 +329,15 @@ fn dispatch(cli: Cli) -> Result<Output> {
             };
             Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
-        Command::Revise { plan, reason, no_run, jobs, show } => {
+        Command::Revise { plan, reason, no_run, jobs, raise, show } => {
+            let raises = raise
+                .iter()
+                .map(|r| crate::decide::raise::parse(r).map_err(|e| Error::usage(format!("--raise {e}"))))
+                .collect::<Result<Vec<_>>>()?;
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let request = ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, progress };
+            let actor = commands::os_user();
+            let request =
+                ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, raises, actor, progress };
             let r = commands::revise::revise(request)?;
             Ok(report::revise::render(&r))
         }

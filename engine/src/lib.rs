@@ -5,6 +5,7 @@
 //! validation → classification → ledger. See ARCHITECTURE.md for the map
 //! and its invariants.
 
+pub mod budgets;
 pub mod checkpoint;
 pub mod cli;
 pub mod clock;

@@ -13,11 +13,14 @@
 //! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
+//! - `raise`: a person's raise of a budget, and the way out of an
+//!   exhausted one.
 
 pub mod budget;
 pub mod classify;
 pub mod gate;
 pub mod in_doubt;
+pub mod raise;
 pub mod repair;
 pub mod retry;
 pub mod reuse;

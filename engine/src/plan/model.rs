@@ -104,7 +104,9 @@ pub struct Budgets {
     /// (counted exactly, in millionths).
     #[serde(default)]
     pub max_cost: f64,
-    /// Wall clock from the goal's first run.
+    /// Wall clock of one run of work: no call is sent later than this
+    /// after the start of a `run`, `repair`, `retry` or `revise` command
+    /// (the next command starts afresh).
     #[serde(default = "default_deadline")]
     pub deadline_seconds: u64,
 }

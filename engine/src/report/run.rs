@@ -65,13 +65,18 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     }
     if r.code != Some(Code::BudgetExhausted) {
         if let Some(b) = &r.budget {
-            out.push(format!("BUDGET_EXHAUSTED: {b}"));
+            out.push(format!("BUDGET_EXHAUSTED: {b}{}", way_out(r)));
         }
     }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
         out.push(format!("failed task(s): {} (see `engine explain REF`)", r.failed.join(", ")));
     }
     out
+}
+
+/// `; <the way out>` of an exhausted budget (its command), if known.
+fn way_out(r: &RunReport) -> String {
+    r.way_out.as_deref().map(|w| format!("; {w}")).unwrap_or_default()
 }
 
 fn final_line(r: &RunReport) -> String {
@@ -105,7 +110,7 @@ fn final_line(r: &RunReport) -> String {
                 .join(", ")
         ),
         Some(Code::BudgetExhausted) => match &r.budget {
-            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),
+            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),
             None => "BUDGET_EXHAUSTED".into(),
         },
         _ if !r.failed.is_empty() => {

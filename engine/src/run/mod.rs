@@ -39,7 +39,7 @@ use crate::evidence::{Classification, StopEnd};
 use crate::failpoint;
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::limits::{OUTPUT_BYTES_MAX, RUN_MESSAGES_MAX};
-use crate::plan::{Plan, ProviderSpec, Task};
+use crate::plan::{Budgets, Plan, ProviderSpec, Task};
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::Intent;
 use crate::store::events::{Event, EventKind};
@@ -197,6 +197,10 @@ struct Runner<'l> {
     progress: Arc<dyn Sink>,
     /// When each task this run started began, for its duration.
     started: HashMap<String, Instant>,
+    /// The budgets in force: the plan's, raised by a person's raises.
+    budgets: Budgets,
+    /// When this run of work began: `deadline_seconds` counts from here.
+    began_ms: i64,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -248,6 +252,8 @@ impl<'l> Runner<'l> {
             acceptance_stopped: Vec::new(),
             progress,
             started: HashMap::new(),
+            budgets: Budgets::default(),
+            began_ms: crate::clock::now_ms(),
         }
     }
 
@@ -255,6 +261,8 @@ impl<'l> Runner<'l> {
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
         self.write_event(Durability::Normal, EventKind::RunStarted, None, None, data)?;
+        let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
+        self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }

@@ -111,6 +111,9 @@ pub struct RunReport {
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,
+    /// The way out of the exhausted budget: the exact command to type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub way_out: Option<String>,
     pub awaiting_approval: Vec<Awaiting>,
     /// Operations a person settled as not run and nobody has re-sent.
     pub settled_not_run: Vec<OperationId>,
@@ -225,6 +228,7 @@ impl Runner<'_> {
             unknown,
             failed,
             budget: self.stops.budget.clone(),
+            way_out: self.way_out()?,
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self
@@ -237,6 +241,13 @@ impl Runner<'_> {
                 .collect(),
             stopped,
         })
+    }
+
+    /// The way out of an exhausted budget, if one stopped the run.
+    fn way_out(&self) -> Result<Option<String>> {
+        let Some(exhausted) = &self.stops.budget else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(crate::decide::raise::way_out(exhausted, &plan_path)))
     }
 
     /// What a person's stop did, if one came.

@@ -100,7 +100,7 @@ impl Runner<'_> {
     fn gate(&mut self, call: &Call) -> Result<Applied> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let plan_digest = self.plan.digests.plan.clone();
-        let budgets = self.plan.file.budgets.clone();
+        let (budgets, began_ms) = (self.budgets.clone(), self.began_ms);
         let task_ref = call.task.task_ref.as_str();
         self.ledger.write(Durability::Full, |tx| {
             let goal = tx.goal(&goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
@@ -127,7 +127,8 @@ impl Runner<'_> {
                     attempts_of_task: tx.attempt_count(&goal_id, revision, task_ref)?,
                     provider_calls: used.calls,
                     cost: used.cost,
-                    elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
+                    // The deadline bounds this run of work, not the goal's life.
+                    elapsed_seconds: ((now_ms() - began_ms).max(0) / 1000) as u64,
                 },
                 call_cost: call.task.cost(),
                 approval: ApprovalFacts {

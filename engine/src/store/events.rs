@@ -75,6 +75,8 @@ event_kinds! {
     // A person's acts.
     ApprovalRecorded = "approval_recorded",
     Settled = "settled",
+    /// A person raised a budget (`engine revise --raise NAME=VALUE`).
+    BudgetRaised = "budget_raised",
 }
 
 impl std::fmt::Display for EventKind {
