@@ -79,7 +79,7 @@ fn sigint_ends_the_provider_group_records_cancelled_and_the_next_run_runs_it_aga
 
     // The report shows the cancelled task and attempt, and what it claims.
     let page = ws.root().join("report.html");
-    ws.engine(&["report", "--html", &arg(&page)]).expect_code(0);
+    ws.engine(&["report", "--html", arg(&page)]).expect_code(0);
     let page = std::fs::read_to_string(page).expect("report page");
     assert!(page.contains("st-cancelled") && page.contains("as-cancelled"), "the report styles cancelled");
     assert!(page.contains("a person stopped the run while it was in flight"), "the legend says what it claims");
