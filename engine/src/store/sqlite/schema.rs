@@ -291,7 +291,8 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
 /// the state CHECKs. Widening a CHECK changes no stored row, so the table
 /// definitions are edited in place (SQLite's documented procedure for
 /// changes that leave the content as it is: `writable_schema`, then the
-/// schema reloaded and its cookie moved on by a throwaway table, so every
+/// schema reloaded and its cookie moved on by a throwaway view — a view
+/// takes no page, so no free page is left behind — so every
 /// other connection reloads it too) rather than rebuilt: a rebuild would
 /// have to copy every column another migration may have added. A definition
 /// that is not the expected one fails the migration (`json()` of text that
@@ -311,8 +312,8 @@ UPDATE sqlite_master
    SET sql = replace(sql, '''effect_unknown'',''awaiting_approval'')', '''effect_unknown'',''awaiting_approval'',''cancelled'')')
  WHERE type = 'table' AND name = 'tasks';
 PRAGMA writable_schema = RESET;
-CREATE TABLE migration_4_schema_cookie (x);
-DROP TABLE migration_4_schema_cookie;
+CREATE VIEW migration_4_schema_cookie AS SELECT 1;
+DROP VIEW migration_4_schema_cookie;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
@@ -394,6 +395,9 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'migration_4_schema_cookie'", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, 0);
+        // No page left free behind it (a zeroed free page would go unnoticed).
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+        assert_eq!(free, 0);
     }
 
     #[test]
