@@ -259,7 +259,24 @@ impl Runner<'_> {
             grace_cut: self.stop.grace_cut,
             cancelled: tasks.iter().filter(|t| t.state == TaskState::Cancelled).map(|t| t.task_ref.clone()).collect(),
             acceptance_stopped: std::mem::take(&mut self.acceptance_stopped),
-            next: format!("engine run {plan_path}"),
+            next: self.next_after_stop(tasks, &plan_path),
         }))
+    }
+
+    /// The command that goes on after a person's stop: a stopped repair
+    /// left its task the failure it was, and only `engine repair` runs it
+    /// again; otherwise a plain run.
+    fn next_after_stop(&self, tasks: &[TaskLine], plan_path: &str) -> String {
+        let stopped_repair = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Failed)
+            .find_map(|t| self.asked.repairs.get(&t.task_ref).map(|rep| (&t.task_ref, rep)));
+        match stopped_repair {
+            Some((task_ref, rep)) => {
+                let forced = rep.classification.as_ref().is_some_and(|c| crate::decide::repair::needs_force(c.class));
+                format!("engine repair {task_ref}{}", if forced { " --force --note TEXT" } else { "" })
+            }
+            None => format!("engine run {plan_path}"),
+        }
     }
 }
