@@ -283,6 +283,11 @@ impl Command {
     }
 }
 
+/// `--raise NAME=VALUE`, checked (`decide::raise`).
+fn parse_raise(arg: &str) -> Result<crate::decide::raise::Raise> {
+    crate::decide::raise::parse(arg).map_err(|e| Error::usage(format!("--raise {e}")).at(format!("--raise {arg}")))
+}
+
 fn dispatch(cli: Cli) -> Result<Output> {
     let Cli { json, store, workspace, command } = cli;
     let at = Places { store, workspace };
@@ -330,16 +335,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
             Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
         Command::Revise { plan, reason, no_run, jobs, raise, show } => {
-            let raises = raise
-                .iter()
-                .map(|r| crate::decide::raise::parse(r).map_err(|e| Error::usage(format!("--raise {e}"))))
-                .collect::<Result<Vec<_>>>()?;
+            let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
             let actor = commands::os_user();
             let request =
                 ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, raises, actor, progress };
-            let r = commands::revise::revise(request)?;
-            Ok(report::revise::render(&r))
+            Ok(report::revise::render(&commands::revise::revise(request)?))
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Explain { task_ref, goal } => {

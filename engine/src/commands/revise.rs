@@ -26,7 +26,7 @@ use crate::run::{self, Asked, RunReport};
 use crate::state::{GoalState, TaskState};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
-use crate::store::{Durability, LedgerRead, LedgerTx, Store};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx, Store};
 
 pub struct ReviseRequest {
     pub plan_path: PathBuf,
@@ -122,36 +122,52 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
             record_raises(tx, &goal_id, g.active_revision, &report.raised, reason, actor)
         })?;
     } else {
-        let prev_file = within_max_revisions(&*read, &g, &plan, &prev, &report.raised, &req.plan_path)?;
-        let goal_changed = prev.goal_contract != plan.digests.goal_contract;
-        let mut cache = FileCache::from_states(read.file_states()?);
-        let decisions = decide_all(&*read, &plan, &goal_id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
-        let revision = g.active_revision.next();
-        let new = NewRevision {
-            goal_id: &goal_id,
-            revision,
-            parent: Some(g.active_revision),
-            plan_digest: &plan.digests.plan,
-            goal_contract: &plan.digests.goal_contract,
-            plan_json: &register::plan_json(&plan)?,
-            plan_path: &req.plan_path.display().to_string(),
-            workspace: &plan.workspace.display().to_string(),
-            reason: Some(&req.reason),
-        };
-        let dirty = cache.take_dirty();
-        let (raises, actor) = (&report.raised, req.actor.as_str());
-        ledger.write(Durability::Full, |tx| {
-            record_raises(tx, &goal_id, revision, raises, &req.reason, actor)?;
-            record(tx, &plan, &new, goal_changed, &decisions, &dirty)
-        })?;
-        (report.revision, report.goal_contract_changed, report.decisions) = (revision, goal_changed, decisions);
-        report.goal_contract_digest = plan.digests.goal_contract.clone();
+        record_new_revision(&mut ledger, &req, &plan, &g, &prev, &mut report)?;
     }
     if !req.no_run {
         let revision = report.revision;
         report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default(), req.progress)?);
     }
     Ok(report)
+}
+
+/// Decide every task against the active revision, then record the new
+/// revision, its decisions and the raises that come with it in one
+/// transaction.
+fn record_new_revision(
+    ledger: &mut LeaseGuard,
+    req: &ReviseRequest,
+    plan: &Plan,
+    g: &GoalRecord,
+    prev: &RevisionRecord,
+    report: &mut ReviseReport,
+) -> Result<()> {
+    let read = ledger.read();
+    let prev_file = within_max_revisions(&*read, g, plan, prev, &report.raised, &req.plan_path)?;
+    let goal_changed = prev.goal_contract != plan.digests.goal_contract;
+    let mut cache = FileCache::from_states(read.file_states()?);
+    let decisions = decide_all(&*read, plan, &g.id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
+    let revision = g.active_revision.next();
+    let new = NewRevision {
+        goal_id: &g.id,
+        revision,
+        parent: Some(g.active_revision),
+        plan_digest: &plan.digests.plan,
+        goal_contract: &plan.digests.goal_contract,
+        plan_json: &register::plan_json(plan)?,
+        plan_path: &req.plan_path.display().to_string(),
+        workspace: &plan.workspace.display().to_string(),
+        reason: Some(&req.reason),
+    };
+    let dirty = cache.take_dirty();
+    let (raises, actor) = (&report.raised, req.actor.as_str());
+    ledger.write(Durability::Full, |tx| {
+        record_raises(tx, &g.id, revision, raises, &req.reason, actor)?;
+        record(tx, plan, &new, goal_changed, &decisions, &dirty)
+    })?;
+    (report.revision, report.goal_contract_changed, report.decisions) = (revision, goal_changed, decisions);
+    report.goal_contract_digest = plan.digests.goal_contract.clone();
+    Ok(())
 }
 
 /// The raises asked for, each checked against the limit in force (with

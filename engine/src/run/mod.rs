@@ -384,15 +384,24 @@ impl<'l> Runner<'l> {
             // Tasks that did not start were stopped, not blocked.
             return Ok(());
         }
-        // Whatever could not start waits on something: say what.
-        let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
+        self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Whatever could not start waits on something: say what.
+    fn mark_blocked(
+        &mut self,
+        order: &[String],
+        scheduler: &Scheduler,
+        waits_for_retry: &HashSet<String>,
+    ) -> Result<()> {
+        let view = View { order, states: &self.states, waits_for_retry };
         let mut blocked = Vec::new();
         for (p, r) in order.iter().enumerate() {
             if self.state(r) == TaskState::Pending {
                 let waits: Vec<String> = scheduler
                     .waits_on(p, &view)
                     .into_iter()
-                    .map(|d| format!("{} ({})", order[d], view.state(d)))
+                    .filter_map(|d| Some(format!("{} ({})", order.get(d)?, view.state(d))))
                     .collect();
                 if !waits.is_empty() {
                     blocked.push((r.clone(), waits));
