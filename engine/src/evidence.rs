@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::EvidenceId;
 use crate::state::FailureClass;
+use crate::state::StopSignal;
 
 /// A bounded excerpt of captured output plus the blob that holds all of
 /// what was kept.
@@ -36,6 +37,9 @@ pub enum UnknownReason {
     ResponseLost,
     /// The engine's deadline fired after the request was handed over.
     DeadlineAfterDispatch,
+    /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) after the
+    /// request was handed over.
+    StoppedAfterDispatch,
 }
 
 impl From<LostReason> for UnknownReason {
@@ -53,13 +57,19 @@ impl UnknownReason {
             UnknownReason::EngineRestarted => "engine_restarted",
             UnknownReason::ResponseLost => "response_lost",
             UnknownReason::DeadlineAfterDispatch => "deadline_after_dispatch",
+            UnknownReason::StoppedAfterDispatch => "stopped_after_dispatch",
         }
     }
 
     pub fn parse(s: &str) -> Option<UnknownReason> {
-        [UnknownReason::EngineRestarted, UnknownReason::ResponseLost, UnknownReason::DeadlineAfterDispatch]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            UnknownReason::EngineRestarted,
+            UnknownReason::ResponseLost,
+            UnknownReason::DeadlineAfterDispatch,
+            UnknownReason::StoppedAfterDispatch,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 }
 
@@ -166,6 +176,55 @@ pub enum Evidence {
     ProtectedPathsNotObserved { message: String },
     /// A re-observation of the target.
     Observation { observation: providers::Observation },
+    /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) while this was in
+    /// flight: a provider call, or a validation (`check_id`). Never a
+    /// failure and never a pass; no classification rule reads it.
+    Stopped {
+        signal: StopSignal,
+        what: StoppedWhat,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check_id: Option<String>,
+        end: StopEnd,
+    },
+}
+
+/// What a person's stop reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoppedWhat {
+    ProviderCall,
+    Validation,
+}
+
+/// How a stopped call or check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopEnd {
+    /// Its process group got SIGTERM and ended within the grace.
+    Terminated,
+    /// Its process group got SIGKILL (the grace ran out, or a second signal
+    /// cut it short).
+    Killed,
+    /// No process of its own (HTTP, MCP): the engine stopped waiting for
+    /// its answer.
+    Dropped,
+    /// It had not started when the stop came.
+    NotStarted,
+    /// Its provider was asked to cancel it (an MCP task: `tasks/cancel`)
+    /// and the call ended after that.
+    CancelAsked,
+}
+
+impl StopEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopEnd::Terminated => "terminated",
+            StopEnd::Killed => "killed",
+            StopEnd::Dropped => "dropped",
+            StopEnd::NotStarted => "not_started",
+            StopEnd::CancelAsked => "cancel_asked",
+        }
+    }
 }
 
 impl Evidence {
@@ -182,6 +241,7 @@ impl Evidence {
             Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
             Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
             Evidence::Observation { .. } => "observation",
+            Evidence::Stopped { .. } => "stopped",
         }
     }
 }

@@ -138,6 +138,16 @@ pub const GOALS_LISTED_MAX: i64 = 1_000;
 /// between SIGTERM and SIGKILL when the next writer ends its group.
 pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);
 
+/// A person stopped a run (SIGINT, SIGTERM, SIGHUP): its providers' and
+/// checks' process groups get this long between SIGTERM and SIGKILL (a
+/// second signal cuts it short), and calls without a process (HTTP, MCP)
+/// this long to answer before the engine stops waiting for them.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// After SIGKILL, how long a stopped run waits for its calls and checks to
+/// report before it records them as stopped without an answer.
+pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(10);
+
 // ------------------------------------------------------------ the store
 
 /// How long a writer waits for another connection's lock (a reader's

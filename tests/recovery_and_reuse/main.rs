@@ -8,6 +8,7 @@ mod support;
 mod helpers;
 
 mod agent_claims;
+mod budget_raise;
 mod budgets;
 mod classify_rules;
 mod constraints;

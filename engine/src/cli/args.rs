@@ -120,6 +120,8 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Show a goal: its revision, every task's state, what waits on a person, budgets used.
     #[command(after_help = "Examples:\n  engine status\n  engine status --goal money-totals --json")]
@@ -232,6 +234,8 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// A new attempt of a failed task in the same plan, with the failure evidence handed to its provider.
     #[command(
@@ -259,10 +263,12 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Record a new plan revision (goal or tasks changed), show which tasks are reused and why, then run it.
     #[command(
-        after_help = "Examples:\n  engine revise plan.json --reason \"T3 posts to the new endpoint\"\n  engine revise plan.json --reason \"drop T4\" --no-run"
+        after_help = "Examples:\n  engine revise plan.json --reason \"T3 posts to the new endpoint\"\n  engine revise plan.json --reason \"drop T4\" --no-run\n  engine revise plan.json --reason \"two more tries\" --raise max_attempts_per_task=5"
     )]
     Revise {
         /// The changed plan file.
@@ -277,6 +283,14 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Raise a budget, as your recorded act (repeatable): any of
+        /// deadline_seconds, max_attempts_per_task, max_provider_calls,
+        /// max_cost, max_revisions, above the limit in force. With the plan
+        /// unchanged, only the raise is recorded.
+        #[arg(long, value_name = "NAME=VALUE")]
+        raise: Vec<String>,
+        #[command(flatten)]
+        show: Show,
     },
     /// Print the JSON Schema of the plan file.
     #[command(
@@ -328,6 +342,27 @@ pub enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<PathBuf>,
     },
+}
+
+/// How a run shows its progress (on stderr; stdout keeps the summary).
+#[derive(Debug, Args)]
+pub struct Show {
+    /// `auto`: a live view on a terminal, plain lines elsewhere; `plain`:
+    /// one line per task start and end, always.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    /// Print only the summary.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressMode {
+    /// A live view on a terminal, plain lines elsewhere.
+    Auto,
+    /// One line per task start and end.
+    Plain,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

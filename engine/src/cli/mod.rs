@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 
-pub use args::{Cli, Command, GraphFormat, OutcomeArg, Shell};
+pub use args::{Cli, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
 
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
@@ -45,6 +45,14 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.global.json;
+    if cli.command.runs_work() {
+        // From here on a person's Ctrl-C, SIGTERM or SIGHUP is the run's to
+        // act on: it ends its providers and records them, then exits.
+        if let Err(e) = crate::signals::catch() {
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            return e.code.exit_code();
+        }
+    }
     match dispatch(cli) {
         Ok(out) => {
             if json {
@@ -52,7 +60,7 @@ pub fn main() -> i32 {
             } else if !out.text.is_empty() {
                 emit(&report::escape::for_terminal(&out.text));
             }
-            out.exit_code
+            stopped_exit(out.exit_code)
         }
         Err(e) => {
             if json {
@@ -65,6 +73,41 @@ pub fn main() -> i32 {
             e.code.exit_code()
         }
     }
+}
+
+/// A stop signal the run did not act on (it came after the run ended, or
+/// the command ran nothing) still ends the process as that signal would.
+fn stopped_exit(exit_code: i32) -> i32 {
+    match crate::signals::received() {
+        Some(signal) if exit_code != signal.exit_code() => {
+            eprintln!("engine: {signal} received after the command had done its work; nothing was stopped");
+            signal.exit_code()
+        }
+        _ => exit_code,
+    }
+}
+
+impl Command {
+    /// The commands that run work, and so catch a person's stop signals.
+    fn runs_work(&self) -> bool {
+        matches!(self, Command::Run { .. } | Command::Retry { .. } | Command::Repair { .. } | Command::Revise { .. })
+    }
+}
+
+impl Show {
+    fn sink(&self) -> std::sync::Arc<dyn crate::run::progress::Sink> {
+        let mode = match (self.quiet, self.progress) {
+            (true, _) => report::progress::Mode::Quiet,
+            (false, ProgressMode::Auto) => report::progress::Mode::Auto,
+            (false, ProgressMode::Plain) => report::progress::Mode::Plain,
+        };
+        report::progress::sink(mode)
+    }
+}
+
+/// `--raise NAME=VALUE`, checked (`decide::raise`).
+fn parse_raise(arg: &str) -> Result<crate::decide::raise::Raise> {
+    crate::decide::raise::parse(arg).map_err(|e| Error::usage(format!("--raise {e}")).at(format!("--raise {arg}")))
 }
 
 fn dispatch(cli: Cli) -> Result<Output> {
@@ -81,31 +124,33 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Schema => Ok(schema()),
         Command::Completions { shell } => Ok(shipped::completions(shell)),
         Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
-        Command::Run { plan, jobs } => {
-            let options =
-                RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
+        Command::Run { plan, jobs, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let options = RunOptions { plan_path: plan, workspace, store, jobs, progress };
             Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
             settle(&at, OperationId::new(operation_id), settlement_outcome(outcome), &note, actor, evidence.as_deref())
         }
         Command::Approve { operation_id, note, actor } => approve(&at, OperationId::new(operation_id), &note, actor),
-        Command::Retry { operation_id, jobs } => {
-            let report =
-                commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
+        Command::Retry { operation_id, jobs, show } => {
+            let op = OperationId::new(operation_id);
+            let report = commands::retry::retry(at.existing()?, &op, jobs_or_default(jobs), show.sink())?;
             Ok(report::run::render(&report))
         }
-        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, show } => {
             let force_note = if force { note } else { None };
-            let (goal, jobs) = (goal.map(GoalId::new), jobs_or_default(jobs));
-            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs };
+            let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
+            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
             Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
         }
-        Command::Revise { plan, reason, no_run, jobs } => {
-            let (workspace, store, jobs) = (at.workspace, at.store, jobs_or_default(jobs));
-            let r =
-                commands::revise::revise(ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs })?;
-            Ok(report::revise::render(&r))
+        Command::Revise { plan, reason, no_run, jobs, raise, show } => {
+            let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let actor = commands::os_user();
+            let request =
+                ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, raises, actor, progress };
+            Ok(report::revise::render(&commands::revise::revise(request)?))
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),

@@ -219,7 +219,9 @@ pub struct Budgets {
     /// a `cost` needs this raised.
     #[serde(default)]
     pub max_cost: f64,
-    /// Seconds of wall clock from the goal's first run. Default: 3600.
+    /// Wall clock of one run of work: no call is sent later than this
+    /// after the start of a `run`, `repair`, `retry` or `revise` command
+    /// (the next command starts afresh).
     #[serde(default = "default_deadline")]
     pub deadline_seconds: u64,
 }

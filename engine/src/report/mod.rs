@@ -12,6 +12,7 @@ pub mod init;
 pub mod log;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod revise;
 pub mod run;
 pub mod standing;

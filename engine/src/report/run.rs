@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::{ConstraintLine, RunReport, TaskLine};
+use crate::run::{ConstraintLine, RunReport, StopReport, TaskLine};
 use crate::state::{FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
@@ -104,13 +104,18 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     }
     if r.code != Some(Code::BudgetExhausted) {
         if let Some(b) = &r.budget {
-            out.push(format!("BUDGET_EXHAUSTED: {b}"));
+            out.push(format!("BUDGET_EXHAUSTED: {b}{}", way_out(r)));
         }
     }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
         out.push(format!("failed task(s): {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
     }
     out
+}
+
+/// `; <the way out>` of an exhausted budget (its command), if known.
+fn way_out(r: &RunReport) -> String {
+    r.way_out.as_deref().map(|w| format!("; {w}")).unwrap_or_default()
 }
 
 /// A constraint and exactly what this run verified of it.
@@ -175,6 +180,9 @@ fn satisfied_line(r: &RunReport) -> String {
 }
 
 fn final_line(r: &RunReport) -> String {
+    if let Some(stop) = &r.stopped {
+        return stopped_line(stop);
+    }
     let broken: Vec<&str> =
         r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
     match r.code {
@@ -208,7 +216,7 @@ fn final_line(r: &RunReport) -> String {
                 .join(", ")
         ),
         Some(Code::BudgetExhausted) => match &r.budget {
-            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),
+            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),
             None => "BUDGET_EXHAUSTED".into(),
         },
         _ if !r.failed.is_empty() => {
@@ -224,4 +232,20 @@ fn final_line(r: &RunReport) -> String {
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),
     }
+}
+
+/// A run a person stopped: what the stop did, and the command that goes on.
+fn stopped_line(s: &StopReport) -> String {
+    let mut line = format!("stopped by {}: nothing new was started", s.signal);
+    if s.grace_cut {
+        line.push_str(" (a second signal: SIGKILL at once)");
+    }
+    if !s.cancelled.is_empty() {
+        line.push_str(&format!("; cancelled, not failed: {}", s.cancelled.join(", ")));
+    }
+    if !s.acceptance_stopped.is_empty() {
+        line.push_str(&format!("; acceptance checks stopped: {}", s.acceptance_stopped.join(", ")));
+    }
+    line.push_str(&format!("; go on with `{}`", s.next));
+    line
 }

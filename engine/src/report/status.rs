@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::Output;
-use crate::clock::{now_ms, utc};
+use crate::clock::utc;
 use crate::decide::spend::spending_command;
 use crate::error::{Error, Result};
 use crate::ids::GoalId;
@@ -240,16 +240,15 @@ fn budgets(
     tasks: &[TaskRecord],
     text: &mut String,
 ) -> Result<Value> {
-    let b = &plan.budgets;
+    let b = &crate::budgets::in_force(ledger, &g.id, g.active_revision, &plan.budgets)?;
     let used = ledger.budget_use(&g.id)?;
     let (calls, cost) = (used.calls, used.cost);
-    let elapsed = ((now_ms() - g.first_run_at_ms).max(0) / 1000) as u64;
     let mut max_attempts_used = 0;
     for t in tasks {
         max_attempts_used = max_attempts_used.max(ledger.attempt_count(&g.id, g.active_revision, &t.task_ref)?);
     }
     text.push_str(&format!(
-        "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {elapsed}s of {}s\n",
+        "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {}s per run (from the start of each run, repair, retry or revise)\n",
         b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision.get() - 1, b.max_revisions, b.deadline_seconds
     ));
     Ok(json!({
@@ -257,6 +256,6 @@ fn budgets(
         "max_cost": {"used": cost, "limit": b.max_cost},
         "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
         "max_revisions": {"used": g.active_revision.get() - 1, "limit": b.max_revisions},
-        "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
+        "deadline_seconds": {"limit": b.deadline_seconds, "per": "run"},
     }))
 }

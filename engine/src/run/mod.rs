@@ -14,19 +14,22 @@ mod constraints;
 mod fresh;
 mod in_doubt;
 pub mod orphans;
+pub mod progress;
 pub mod provider;
 mod reconcile;
 mod record;
 mod report;
 mod start;
+pub mod stop;
+mod stopped;
 mod tools;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use providers::process::ProcessId;
-use providers::{Call, Outcome, Progress, Provider};
+use providers::{Call, Handle, Outcome, Progress, Provider};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -34,11 +37,11 @@ use crate::checkpoint::{self, Checkpoint, FileCache};
 use crate::decide::budget::Exhausted;
 use crate::decide::scheduler::{self, Candidates, Scheduler};
 use crate::error::{Code, Error, Result};
-use crate::evidence::Classification;
+use crate::evidence::{Classification, StopEnd};
 use crate::failpoint;
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::limits::{OUTPUT_BYTES_MAX, RUN_MESSAGES_MAX};
-use crate::plan::{Plan, ProviderSpec, Task};
+use crate::plan::{Budgets, Plan, ProviderSpec, Task};
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::Intent;
 use crate::store::events::{Event, EventKind};
@@ -48,7 +51,9 @@ use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
 pub use constraints::Tally;
 pub use fresh::completion;
-pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, TaskLine, UnknownOp};
+use progress::{Sink, Update};
+pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+use stop::{Level, Stop, StopEvent};
 pub use tools::list_now as list_tools_now;
 
 /// What a person asked of this run, beyond running the plan.
@@ -73,17 +78,20 @@ pub struct Repair {
 }
 
 /// Run revision `revision` of `plan` under `ledger`'s lease, on a
-/// current-thread runtime.
+/// current-thread runtime, telling `progress` what happens as it happens.
 pub fn execute(
     ledger: &mut LeaseGuard,
     plan: Plan,
     revision: Revision,
     jobs: usize,
     asked: Asked,
+    progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked);
-    rt.block_on(runner.run())
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, progress);
+    let report = rt.block_on(runner.run());
+    runner.progress.update(&Update::Ended);
+    report
 }
 
 /// Messages from in-flight work to the coordinator.
@@ -92,9 +100,11 @@ enum Msg {
         attempt_id: AttemptId,
         progress: Progress,
     },
+    /// The call's outcome, and how far a person's stop reached its process.
     Finished {
         attempt_id: AttemptId,
         outcome: Outcome,
+        level: Level,
     },
     /// An attempt's validations ran, then the goal's constraint checks.
     Validated {
@@ -126,12 +136,42 @@ struct InFlight {
     /// The protected paths it is judged against (also in the ledger, by
     /// its intent's `protected_at_intent`).
     protected: Option<Checkpoint>,
+    /// The provider's name for an accepted request (an MCP task), kept so
+    /// a person's stop can cancel it.
+    handle: Option<Handle>,
+    /// A person's stop asked the provider to cancel the request: whatever
+    /// answer comes after is the stop's doing, not the provider's own.
+    cancel_asked: bool,
+    /// The task running its call or its validations, to stop waiting for.
+    work: Option<tokio::task::AbortHandle>,
+    /// The call runs in no process group of its own (HTTP, MCP): a stop
+    /// past its grace stops waiting for it.
+    processless: bool,
+    /// The provider answered; its validations run.
+    validating: bool,
 }
 
 impl InFlight {
     fn new(intent: Intent, task_ref: &str) -> InFlight {
-        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None, protected: None }
+        InFlight {
+            intent,
+            task_ref: task_ref.to_string(),
+            before: None,
+            process: None,
+            protected: None,
+            handle: None,
+            cancel_asked: false,
+            work: None,
+            processless: false,
+            validating: false,
+        }
     }
+}
+
+/// What woke the coordinator.
+enum Wake {
+    Msg(Option<Msg>),
+    Stop(StopEvent),
 }
 
 /// What the run ends waiting on, besides failed tasks.
@@ -169,6 +209,18 @@ struct Runner<'l> {
     cache: FileCache,
     tx: mpsc::Sender<Msg>,
     rx: mpsc::Receiver<Msg>,
+    /// A person's stop (SIGINT, SIGTERM, SIGHUP) and the process groups it
+    /// reaches.
+    stop: Stop,
+    /// Acceptance checks a person's stop ended before they finished.
+    acceptance_stopped: Vec<String>,
+    progress: Arc<dyn Sink>,
+    /// When each task this run started began, for its duration.
+    started: HashMap<String, Instant>,
+    /// The budgets in force: the plan's, raised by a person's raises.
+    budgets: Budgets,
+    /// When this run of work began: `deadline_seconds` counts from here.
+    began_ms: i64,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -188,7 +240,14 @@ impl Candidates for View<'_> {
 }
 
 impl<'l> Runner<'l> {
-    fn new(ledger: &'l mut LeaseGuard, plan: Plan, revision: Revision, jobs: usize, asked: Asked) -> Self {
+    fn new(
+        ledger: &'l mut LeaseGuard,
+        plan: Plan,
+        revision: Revision,
+        jobs: usize,
+        asked: Asked,
+        progress: Arc<dyn Sink>,
+    ) -> Self {
         let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
@@ -215,6 +274,12 @@ impl<'l> Runner<'l> {
             cache: FileCache::default(),
             tx,
             rx,
+            stop: Stop::new(stop::Groups::default()),
+            acceptance_stopped: Vec::new(),
+            progress,
+            started: HashMap::new(),
+            budgets: Budgets::default(),
+            began_ms: crate::clock::now_ms(),
         }
     }
 
@@ -222,6 +287,8 @@ impl<'l> Runner<'l> {
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
         self.write_event(Durability::Normal, EventKind::RunStarted, None, None, data)?;
+        let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
+        self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }
@@ -239,6 +306,9 @@ impl<'l> Runner<'l> {
         self.states_at_start = self.states.clone();
         self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
+        let complete = self.states.values().filter(|s| s.is_complete()).count();
+        let (goal, revision, total) = (&self.goal_id, self.revision, self.plan.file.tasks.len());
+        self.progress.update(&Update::Began { goal, revision, total, complete });
         self.reconcile().await?;
         self.refresh_completions()?;
         self.schedule().await?;
@@ -281,7 +351,8 @@ impl<'l> Runner<'l> {
 
     /// Run every task whose dependencies are complete, `jobs` at a time; a
     /// refused call (plan changed, operation conflict) stops new work, but
-    /// what is already in flight is drained so its receipts are kept.
+    /// what is already in flight is drained so its receipts are kept. A
+    /// person's stop also stops new work, and ends what is in flight.
     async fn schedule(&mut self) -> Result<()> {
         let order: Vec<String> = self.plan.order.iter().map(|&i| self.plan.file.tasks[i].task_ref.clone()).collect();
         self.look_afresh(&order)?;
@@ -297,7 +368,11 @@ impl<'l> Runner<'l> {
         let mut scheduler = Scheduler::new(deps);
         let mut refused: Option<Error> = None;
         loop {
-            while self.stops.budget.is_none() && refused.is_none() && self.in_flight.len() < self.jobs {
+            while !self.stopping().await?
+                && self.stops.budget.is_none()
+                && refused.is_none()
+                && self.in_flight.len() < self.jobs
+            {
                 let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
                 let Some(p) = scheduler.next(&view) else { break };
                 match self.start(&order[p]).await {
@@ -309,11 +384,23 @@ impl<'l> Runner<'l> {
             if self.in_flight.is_empty() {
                 break;
             }
-            let msg = self.rx.recv().await.ok_or_else(|| Error::internal("the run's message channel closed"))?;
-            let task_ref = self.in_flight.get(&msg.attempt_id()).map(|f| f.task_ref.clone());
+            let wake = tokio::select! {
+                msg = self.rx.recv() => Wake::Msg(msg),
+                event = self.stop.next() => Wake::Stop(event),
+            };
+            let msg = match wake {
+                Wake::Msg(msg) => msg.ok_or_else(|| Error::internal("the run's message channel closed"))?,
+                Wake::Stop(event) => {
+                    self.on_stop(event).await?;
+                    continue;
+                }
+            };
+            let attempt_id = msg.attempt_id();
+            let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
-            if let Some(r) = task_ref.filter(|r| self.state(r).is_complete()) {
-                if let Some(&p) = position.get(r.as_str()) {
+            if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
+                self.ended(&r)?;
+                if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
                     scheduler.completed(p);
                 }
             }
@@ -321,15 +408,28 @@ impl<'l> Runner<'l> {
         if let Some(e) = refused {
             return Err(e);
         }
-        // Whatever could not start waits on something: say what.
-        let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
+        if self.stop.active() {
+            // Tasks that did not start were stopped, not blocked.
+            return Ok(());
+        }
+        self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Whatever could not start waits on something: say what.
+    fn mark_blocked(
+        &mut self,
+        order: &[String],
+        scheduler: &Scheduler,
+        waits_for_retry: &HashSet<String>,
+    ) -> Result<()> {
+        let view = View { order, states: &self.states, waits_for_retry };
         let mut blocked = Vec::new();
         for (p, r) in order.iter().enumerate() {
             if self.state(r) == TaskState::Pending {
                 let waits: Vec<String> = scheduler
                     .waits_on(p, &view)
                     .into_iter()
-                    .map(|d| format!("{} ({})", order[d], view.state(d)))
+                    .filter_map(|d| Some(format!("{} ({})", order.get(d)?, view.state(d))))
                     .collect();
                 if !waits.is_empty() {
                     blocked.push((r.clone(), waits));
@@ -401,13 +501,28 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
-            // An MCP task handle: not yet kept in the ledger (no plan can ask
-            // for a task-augmented call yet), so nothing to record.
-            Msg::Progress { progress: Progress::Handle { .. }, .. } => {}
-            Msg::Finished { attempt_id, outcome } => {
+            // An MCP task handle: not yet kept in the ledger, only in memory,
+            // so that a person's stop can cancel the task.
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, .. } } => {
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.handle = Some(handle);
+                }
+            }
+            Msg::Finished { attempt_id, outcome, level } => {
                 failpoint::hit("after_receipt");
-                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                let flight = self.flight(attempt_id)?;
+                let cancel_asked = flight.cancel_asked.then_some(StopEnd::CancelAsked);
+                let task = self.task(&flight.task_ref)?.clone();
+                if let Some(end) = level.end().or(cancel_asked) {
+                    // Its process group was ended, or its provider asked to
+                    // cancel it, by a person's stop: not an answer of the
+                    // provider's own.
+                    return self.call_stopped(attempt_id, &task, Some(outcome), end).await;
+                }
                 match self.outcome(attempt_id, &task, outcome).await? {
+                    record::Next::Validate if self.stop.active() => {
+                        self.validations_stopped(attempt_id, &task, Vec::new(), StopEnd::NotStarted)?;
+                    }
                     record::Next::Validate => self.start_validations(attempt_id, &task).await?,
                     record::Next::Done => {
                         self.in_flight.remove(&attempt_id);
@@ -416,6 +531,10 @@ impl<'l> Runner<'l> {
             }
             Msg::Validated { attempt_id, runs, constraint_runs } => {
                 let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                if runs.iter().chain(&constraint_runs).any(|r| r.stopped.is_some()) {
+                    let runs = runs.into_iter().chain(constraint_runs).collect();
+                    return self.validations_stopped(attempt_id, &task, runs, StopEnd::NotStarted);
+                }
                 let protected = self.judge_protected(attempt_id, &task).await?;
                 let flight = self
                     .in_flight
@@ -437,21 +556,26 @@ impl<'l> Runner<'l> {
     /// then the goal's constraint checks (on the same path).
     async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
         let before = self.observe_checkpoint(task).await.ok().map(|cp| cp.with_context(self.tool_context(task)));
-        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
-            f.before = before;
-        }
+        self.progress.update(&Update::Validating { task_ref: &task.task_ref });
         let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
         let constraint_specs = self.guard.checks.clone();
         let tx = self.tx.clone();
-        let workspace = self.plan.workspace.clone();
-        let op = self.operation_of(&task.task_ref).to_string();
-        let secrets = self.secrets.clone();
-        tokio::spawn(async move {
-            let runs =
-                checks::run_checks(specs, workspace.clone(), op.clone(), OUTPUT_BYTES_MAX, secrets.clone()).await;
-            let constraint_runs = checks::run_checks(constraint_specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
+        let at = checks::Place {
+            workspace: self.plan.workspace.clone(),
+            operation_id: self.operation_of(&task.task_ref).to_string(),
+            secrets: self.secrets.clone(),
+            groups: self.stop.groups.clone(),
+        };
+        let work = tokio::spawn(async move {
+            let runs = checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await;
+            let constraint_runs = checks::run_checks(constraint_specs, &at, OUTPUT_BYTES_MAX).await;
             let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
         });
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.before = before;
+            f.validating = true;
+            f.work = Some(work.abort_handle());
+        }
         Ok(())
     }
 
@@ -487,24 +611,66 @@ impl<'l> Runner<'l> {
         self.plan.digests.tasks.get(task_ref).map_or("", |d| d.operation_id.as_str())
     }
 
-    /// When every task is complete: the goal's constraint checks once more
-    /// (the state the goal would be judged in: a revision whose every task
-    /// is reused runs no attempt), then its acceptance checks.
+    /// When every task is complete (and no person stopped the run): the
+    /// goal's constraint checks once more (the state the goal would be
+    /// judged in: a revision whose every task is reused runs no attempt),
+    /// then its acceptance checks. A stop ends the one running and skips the
+    /// rest, and those are recorded as stopped, never as failed.
     async fn acceptance(&mut self) -> Result<Option<Vec<AcceptanceLine>>> {
         if !self.states.values().all(|s| s.is_complete()) {
             return Ok(None);
         }
-        if !self.guard.checks.is_empty() {
-            let op = format!("constraints:{}", self.goal_id);
-            let (ws, secrets) = (self.plan.workspace.clone(), self.secrets.clone());
-            let runs = checks::run_checks(self.guard.checks.clone(), ws, op, OUTPUT_BYTES_MAX, secrets).await;
-            self.record_goal_constraints(runs)?;
+        let specs: Vec<checks::CheckSpec> =
+            self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
+        if self.stopping().await? {
+            self.acceptance_stopped = specs.into_iter().map(|c| c.id).collect();
+            return Ok(None);
         }
-        let specs = self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
-        let op = format!("acceptance:{}", self.goal_id);
-        let runs =
-            checks::run_checks(specs, self.plan.workspace.clone(), op, OUTPUT_BYTES_MAX, self.secrets.clone()).await;
-        self.record_acceptance(runs).map(Some)
+        self.progress.update(&Update::Accepting { checks: specs.len() });
+        let place = |operation_id: String| checks::Place {
+            workspace: self.plan.workspace.clone(),
+            operation_id,
+            secrets: self.secrets.clone(),
+            groups: self.stop.groups.clone(),
+        };
+        let (at_constraints, at) =
+            (place(format!("constraints:{}", self.goal_id)), place(format!("acceptance:{}", self.goal_id)));
+        let constraint_specs = self.guard.checks.clone();
+        let ids: Vec<String> = specs.iter().map(|c| c.id.clone()).collect();
+        let mut work = tokio::spawn(async move {
+            let constraint_runs = checks::run_checks(constraint_specs, &at_constraints, OUTPUT_BYTES_MAX).await;
+            (constraint_runs, checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await)
+        });
+        let runs = loop {
+            let wake = tokio::select! {
+                runs = &mut work => Ok(runs),
+                event = self.stop.next() => Err(event),
+            };
+            match wake {
+                Ok(runs) => break runs.ok(),
+                Err(StopEvent::GiveUp) => {
+                    work.abort();
+                    self.on_stop(StopEvent::GiveUp).await?;
+                    break None;
+                }
+                Err(event) => self.on_stop(event).await?,
+            }
+        };
+        let Some((constraint_runs, runs)) = runs.filter(|(c, _)| c.iter().all(|r| r.stopped.is_none())) else {
+            // A stop ended a constraint check: nothing of the goal's end is judged.
+            self.acceptance_stopped = ids;
+            return Ok(None);
+        };
+        if !constraint_runs.is_empty() {
+            self.record_goal_constraints(constraint_runs)?;
+        }
+        let (done, stopped): (Vec<CheckRun>, Vec<CheckRun>) = runs.into_iter().partition(|r| r.stopped.is_none());
+        let lines = self.record_acceptance(done)?;
+        if stopped.is_empty() {
+            return Ok(Some(lines));
+        }
+        self.acceptance_stopped = stopped.into_iter().map(|r| r.id).collect();
+        Ok(None)
     }
 
     /// The call as the provider receives it. An agent gets, on stdin, the

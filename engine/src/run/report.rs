@@ -12,7 +12,7 @@ use crate::decide::verdict::{self, Verdict};
 use crate::error::{Code, Result};
 use crate::evidence::UnknownReason;
 use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
-use crate::state::{AttemptState, GoalState, TaskState};
+use crate::state::{AttemptState, GoalState, StopSignal, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::Durability;
@@ -109,6 +109,21 @@ pub struct AcceptanceLine {
     pub passed: bool,
 }
 
+/// A run a person stopped (SIGINT, SIGTERM, SIGHUP): what the stop did,
+/// and the command that goes on from here.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopReport {
+    pub signal: StopSignal,
+    /// A second signal cut the grace short (SIGKILL at once).
+    pub grace_cut: bool,
+    /// Tasks left `cancelled`: not failures; a plain run looks at them afresh.
+    pub cancelled: Vec<String>,
+    /// Acceptance checks the stop ended or kept from starting.
+    pub acceptance_stopped: Vec<String>,
+    /// The command that goes on: `engine run PLAN`.
+    pub next: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub goal_id: GoalId,
@@ -127,6 +142,9 @@ pub struct RunReport {
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,
+    /// The way out of the exhausted budget: the exact command to type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub way_out: Option<String>,
     pub awaiting_approval: Vec<Awaiting>,
     /// Operations a person settled as not run and nobody has re-sent.
     pub settled_not_run: Vec<OperationId>,
@@ -136,6 +154,9 @@ pub struct RunReport {
     pub acceptance_checks: usize,
     /// The goal's constraints, in the plan's order.
     pub constraints: Vec<ConstraintLine>,
+    /// A person stopped the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReport>,
 }
 
 impl Runner<'_> {
@@ -257,7 +278,9 @@ impl Runner<'_> {
             failed_tasks: failed.len(),
             constraints_violated: self.tally.goal_checks.values().filter(|passed| !**passed).count(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
+            stopped: self.stop.signal(),
         });
+        let stopped = self.stop_report(&tasks)?;
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
@@ -266,8 +289,12 @@ impl Runner<'_> {
         });
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let dirty = self.cache.take_dirty();
+        let stop_event = stopped.as_ref().map(|s| json!(s));
         self.ledger.write(Durability::Normal, |tx| {
             tx.put_file_states(&dirty)?;
+            if let Some(data) = stop_event {
+                tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data))?;
+            }
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
@@ -284,6 +311,7 @@ impl Runner<'_> {
             unknown,
             failed,
             budget: self.stops.budget.clone(),
+            way_out: self.way_out()?,
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self
@@ -296,6 +324,44 @@ impl Runner<'_> {
                 .collect(),
             acceptance_checks: self.plan.goal().acceptance.iter().filter(|a| a.check.is_some()).count(),
             constraints: self.constraint_lines(),
+            stopped,
         })
+    }
+
+    /// The way out of an exhausted budget, if one stopped the run.
+    fn way_out(&self) -> Result<Option<String>> {
+        let Some(exhausted) = &self.stops.budget else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(crate::decide::raise::way_out(exhausted, &plan_path)))
+    }
+
+    /// What a person's stop did, if one came.
+    fn stop_report(&mut self, tasks: &[TaskLine]) -> Result<Option<StopReport>> {
+        let Some(signal) = self.stop.signal() else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(StopReport {
+            signal,
+            grace_cut: self.stop.grace_cut,
+            cancelled: tasks.iter().filter(|t| t.state == TaskState::Cancelled).map(|t| t.task_ref.clone()).collect(),
+            acceptance_stopped: std::mem::take(&mut self.acceptance_stopped),
+            next: self.next_after_stop(tasks, &plan_path),
+        }))
+    }
+
+    /// The command that goes on after a person's stop: a stopped repair
+    /// left its task the failure it was, and only `engine repair` runs it
+    /// again; otherwise a plain run.
+    fn next_after_stop(&self, tasks: &[TaskLine], plan_path: &str) -> String {
+        let stopped_repair = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Failed)
+            .find_map(|t| self.asked.repairs.get(&t.task_ref).map(|rep| (&t.task_ref, rep)));
+        match stopped_repair {
+            Some((task_ref, rep)) => {
+                let forced = rep.classification.as_ref().is_some_and(|c| crate::decide::repair::needs_force(c.class));
+                format!("engine repair {task_ref}{}", if forced { " --force --note TEXT" } else { "" })
+            }
+            None => format!("engine run {plan_path}"),
+        }
     }
 }

@@ -5,7 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::{InFlight, Msg, Repair, Runner};
+use super::progress::Update;
+use super::{stop, InFlight, Msg, Repair, Runner};
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::decide::budget::Usage;
@@ -13,7 +14,7 @@ use crate::decide::gate::{self, ApprovalFacts, Decision, Missing, OpenApproval};
 use crate::error::{Code, Error, Result};
 use crate::failpoint;
 use crate::ids::{OperationId, RequestDigest};
-use crate::plan::Task;
+use crate::plan::{ProviderSpec, Task};
 use crate::state::{AttemptKind, TaskState};
 use crate::store::acts::PendingRequest;
 use crate::store::attempts::{Intent, NewIntent};
@@ -103,7 +104,7 @@ impl Runner<'_> {
     fn gate(&mut self, call: &Call) -> Result<Applied> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let plan_digest = self.plan.digests.plan.clone();
-        let budgets = self.plan.file.budgets.clone();
+        let (budgets, began_ms) = (self.budgets.clone(), self.began_ms);
         let task_ref = call.task.task_ref.as_str();
         self.ledger.write(Durability::Full, |tx| {
             let goal = tx.goal(&goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
@@ -130,7 +131,8 @@ impl Runner<'_> {
                     attempts_of_task: tx.attempt_count(&goal_id, revision, task_ref)?,
                     provider_calls: used.calls,
                     cost: used.cost,
-                    elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
+                    // The deadline bounds this run of work, not the goal's life.
+                    elapsed_seconds: ((now_ms() - began_ms).max(0) / 1000) as u64,
                 },
                 call_cost: call.task.cost(),
                 approval: ApprovalFacts {
@@ -177,7 +179,8 @@ impl Runner<'_> {
     }
 
     /// The intent is committed: hand the call over, and let the provider's
-    /// progress and answer come back as messages.
+    /// progress and answer come back as messages (its process group kept
+    /// where a person's stop reaches it).
     fn dispatch(&mut self, call: &Call, intent: Intent, try_no: i64) -> Result<()> {
         let task_ref = call.task.task_ref.clone();
         self.states.insert(task_ref.clone(), TaskState::Running);
@@ -189,29 +192,27 @@ impl Runner<'_> {
             .get(&call.task.provider)
             .cloned()
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
-        let tx = self.tx.clone();
+        let processless = !matches!(self.plan.provider_of(call.task), ProviderSpec::Command { .. });
+        let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let attempt_id = intent.attempt_id();
-        let mut flight = InFlight::new(intent, &task_ref);
-        flight.protected = call.protected.clone();
-        self.in_flight.insert(attempt_id, flight);
-        tokio::spawn(async move {
-            let (ptx, mut prx) = providers::progress_channel();
-            let fut = provider.dispatch(&provider_call, ptx);
-            tokio::pin!(fut);
-            let outcome = loop {
-                tokio::select! {
-                    Some(progress) = prx.recv() => {
-                        let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
-                    }
-                    outcome = &mut fut => break outcome,
+        let work = tokio::spawn(async move {
+            let forward = |progress| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
                 }
             };
-            // Progress sent just before completion must still come first.
-            while let Ok(progress) = prx.try_recv() {
-                let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
-            }
-            let _ = tx.send(Msg::Finished { attempt_id, outcome }).await;
+            let (outcome, level) = stop::watched(provider.as_ref(), &provider_call, &groups, forward).await;
+            let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
         });
+        let mut flight = InFlight::new(intent, &task_ref);
+        flight.protected = call.protected.clone();
+        flight.work = Some(work.abort_handle());
+        flight.processless = processless;
+        self.in_flight.insert(attempt_id, flight);
+        self.started.insert(task_ref.clone(), std::time::Instant::now());
+        let title = call.task.title.as_str();
+        self.progress.update(&Update::TaskStarted { task_ref: &task_ref, title, try_no });
         Ok(())
     }
 }

@@ -38,6 +38,11 @@ event_kinds! {
     RevisionRecorded = "revision_recorded",
     RunStarted = "run_started",
     RunFinished = "run_finished",
+    /// A person's signal (SIGINT, SIGTERM, SIGHUP) stopped new dispatches
+    /// and sent SIGTERM to the process groups in flight.
+    RunStopping = "run_stopping",
+    /// The stop is over: what it cancelled, kept or left unknown.
+    RunStopped = "run_stopped",
     AcceptanceChecked = "acceptance_checked",
     /// The goal's constraint checks, run before its acceptance checks.
     ConstraintsChecked = "constraints_checked",
@@ -66,9 +71,17 @@ event_kinds! {
     Reconciling = "reconciling",
     RerunAfterRestart = "rerun_after_restart",
     SupersededAttemptReconciled = "superseded_attempt_reconciled",
+    /// A person's stop ended an attempt's call: cancelled, or its observed
+    /// effect kept as the receipt.
+    AttemptCancelled = "attempt_cancelled",
+    /// A person's stop ended an attempt's validations: its receipt is kept
+    /// for the next run to judge.
+    ValidationsStopped = "validations_stopped",
     // A person's acts.
     ApprovalRecorded = "approval_recorded",
     Settled = "settled",
+    /// A person raised a budget (`engine revise --raise NAME=VALUE`).
+    BudgetRaised = "budget_raised",
 }
 
 impl std::fmt::Display for EventKind {

@@ -133,10 +133,13 @@ pub struct Budgets {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Deadline {
+    /// `deadline_seconds` in force: it bounds each run of work (from the
+    /// start of each `run`, `repair`, `retry` or `revise`), not the goal.
     pub limit_seconds: i64,
-    pub first_run_at_ms: i64,
-    /// `first_run_at_ms` + the limit.
-    pub ends_at_ms: i64,
+    /// When the last run of this revision began, if one did.
+    pub last_run_at_ms: Option<i64>,
+    /// `last_run_at_ms` + the limit: no call of that run was sent after.
+    pub ends_at_ms: Option<i64>,
     /// The latest time recorded on an attempt or check of this revision
     /// (not "now": a report of the same ledger is the same report).
     pub last_activity_at_ms: Option<i64>,

@@ -12,7 +12,7 @@ use super::{timeline, waiting, words};
 use crate::decide::reuse::Decision;
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
-use crate::plan::{PlanFile, Task};
+use crate::plan::{Budgets as PlanBudgets, PlanFile, Task};
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ApprovalRecord, SettlementRecord};
 use crate::store::attempts::AttemptRecord;
@@ -372,7 +372,15 @@ fn budgets(
     lowest_max_revisions: i64,
     last_activity_at_ms: Option<i64>,
 ) -> Result<Budgets> {
-    let b = &plan.budgets;
+    let raises = crate::budgets::raises(l, &g.id)?;
+    let b = &crate::decide::raise::in_force(&plan.budgets, &raises);
+    let lowest_max_revisions = crate::decide::raise::in_force(
+        &PlanBudgets { max_revisions: u32::try_from(lowest_max_revisions).unwrap_or(u32::MAX), ..plan.budgets.clone() },
+        &raises,
+    )
+    .max_revisions
+    .into();
+    let last_run_at_ms = runs(l, &g.id, number)?.last().map(|r| r.started_at_ms);
     let most = tasks
         .iter()
         .map(|t| t.report.attempts.iter().filter(|a| a.revision == number).count() as i64)
@@ -390,8 +398,8 @@ fn budgets(
         revisions: Used { used: g.active_revision.get() - 1, limit: lowest_max_revisions },
         deadline: Deadline {
             limit_seconds,
-            first_run_at_ms: g.first_run_at_ms,
-            ends_at_ms: g.first_run_at_ms.saturating_add(limit_seconds.saturating_mul(1000)),
+            last_run_at_ms,
+            ends_at_ms: last_run_at_ms.map(|t| t.saturating_add(limit_seconds.saturating_mul(1000))),
             last_activity_at_ms,
         },
     })

@@ -64,7 +64,11 @@ pub const TASK_STATES: &[(&str, &str)] = &[
     ("pending", "not started in this revision"),
     ("ready", "may start"),
     ("running", "an attempt is in flight (or its run stopped before it ended)"),
-    ("cancelled", "a person stopped the run"),
+    (
+        "cancelled",
+        "a person stopped the run while it was in flight; effect none or local runs again on the next plain run \
+         (not: that no effect happened, or that it failed)",
+    ),
 ];
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::escape::{attr, text};
-use super::{duration, state_class, time};
+use super::{state_class, time};
 use crate::evidence::Evidence;
 use crate::report::document::{waiting::shell_word, words::TASK_STATES, ReportDocument};
 
@@ -140,9 +140,9 @@ fn constraints(doc: &ReportDocument, out: &mut String) {
 fn budgets(doc: &ReportDocument, out: &mut String) {
     let b = &doc.budgets;
     let d = &b.deadline;
-    let last = match d.last_activity_at_ms {
-        Some(t) => format!("; last activity of this revision {} after the first run", duration(t - d.first_run_at_ms)),
-        None => String::new(),
+    let last = match (d.last_run_at_ms, d.ends_at_ms) {
+        (Some(began), Some(ends)) => format!("; the last run began at {} (its deadline: {})", time(began), time(ends)),
+        _ => String::new(),
     };
     let _ = write!(
         out,
@@ -151,7 +151,7 @@ fn budgets(doc: &ReportDocument, out: &mut String) {
          <tr><td>cost (goal-wide)</td><td>{} of {}</td></tr>\
          <tr><td>attempts of one task (most, this revision)</td><td>{} of {}</td></tr>\
          <tr><td>revisions after the first</td><td>{} of {}</td></tr>\
-         <tr><td>deadline</td><td>{} s from the first run at {} (ends {}){last}</td></tr></table></section>",
+         <tr><td>deadline</td><td>{} s per run, from the start of each run, repair, retry or revise{last}</td></tr></table></section>",
         b.provider_calls.used,
         b.provider_calls.limit,
         b.cost.used,
@@ -161,8 +161,6 @@ fn budgets(doc: &ReportDocument, out: &mut String) {
         b.revisions.used,
         b.revisions.limit,
         d.limit_seconds,
-        time(d.first_run_at_ms),
-        time(d.ends_at_ms)
     );
 }
 
