@@ -177,6 +177,12 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
     },
+    /// Work the engine does itself, with no process and no I/O of its own
+    /// (a testing and benchmarking aid): each task's `action` is
+    /// `{"op": "noop"}` or `{"op": "sleep", "ms": N}`. Its calls go through
+    /// the same intent, receipt, validation and classification as any
+    /// provider's; the task's declared `effect` still governs them.
+    Builtin {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

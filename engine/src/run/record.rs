@@ -2,7 +2,7 @@
 //! receipts, evidence, claims, classifications and states — each outcome in
 //! one transaction.
 
-use providers::{Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
+use providers::{BuiltinReceipt, Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
 use serde_json::{json, Value};
 
 use super::checks::CheckRun;
@@ -104,6 +104,7 @@ impl Runner<'_> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
         let spec = self.plan.provider_of(task).clone();
+        // A builtin cut short did nothing outside the engine: a plain timeout.
         let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
         let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
         let verdict = self.ledger.write(Durability::Full, |tx| {
@@ -290,6 +291,7 @@ fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Resu
         Receipt::Command(r) => command_answer(tx, r)?,
         Receipt::Http(r) => http_answer(tx, r)?,
         Receipt::Mcp(r) => mcp_answer(tx, r)?,
+        Receipt::Builtin(r) => builtin_answer(r),
     };
     if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
@@ -378,6 +380,16 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
         });
     }
     Ok(Answer { ok: r.tool_error.is_none(), evidence: list, claim: None, receipt })
+}
+
+/// The builtin provider's answer: no output to keep, so no blob; the
+/// receipt says which op ran and how long it took.
+fn builtin_answer(r: &BuiltinReceipt) -> Answer {
+    let receipt = json!({
+        "builtin": r.op, "exit": null, "http_status": null, "timed_out": r.timed_out, "duration_ms": r.duration_ms,
+    });
+    let evidence = vec![Evidence::BuiltinResult { op: r.op, timed_out: r.timed_out, duration_ms: r.duration_ms }];
+    Answer { ok: !r.timed_out, evidence, claim: None, receipt }
 }
 
 /// The ledger side of an unknown outcome, inside the caller's transaction.
