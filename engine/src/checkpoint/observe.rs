@@ -27,8 +27,10 @@ pub fn observe(
         let mut expander = workspace::Expander::new(workspace_dir)?;
         for input in &task.inputs {
             for rel in expander.expand(input)? {
-                let digest =
-                    cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
+                let known = expander.metadata_of(&rel);
+                let digest = cache
+                    .digest_known(&workspace_dir.join(&rel), known)
+                    .map_err(|e| format!("cannot read input {rel}: {e}"))?;
                 files.insert(rel, digest);
             }
         }
