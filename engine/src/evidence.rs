@@ -145,6 +145,9 @@ pub enum Evidence {
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or
     /// JSON-RPC `error`); `stderr` is the server's.
     ToolResult { is_error: bool, body: Output, stderr: Output, duration_ms: u64 },
+    /// The builtin provider's answer (`noop`, `sleep`): nothing left the
+    /// engine; `timed_out` when the call's deadline cut a sleep short.
+    BuiltinResult { op: providers::builtin::Op, timed_out: bool, duration_ms: u64 },
     /// One validation or acceptance check.
     CheckResult {
         check_id: String,
@@ -237,6 +240,7 @@ impl Evidence {
             Evidence::ProcessExit { .. } => "process_exit",
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
+            Evidence::BuiltinResult { .. } => "builtin_result",
             Evidence::CheckResult { .. } => "check_result",
             Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
             Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",

@@ -26,12 +26,15 @@ pub fn expand_input(workspace: &Path, pattern: &str) -> Result<Vec<String>, Stri
 pub struct Expander {
     root: PathBuf,
     dirs: HashMap<PathBuf, PathBuf>,
+    /// The metadata of the regular files expanded from a literal path (not
+    /// symlinks: theirs is the link's), by relative path.
+    files: HashMap<String, std::fs::Metadata>,
 }
 
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        Ok(Expander { root, dirs: HashMap::new() })
+        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new() })
     }
 
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
@@ -76,6 +79,12 @@ impl Expander {
         Ok(out)
     }
 
+    /// The metadata `expand` read of `rel`, a regular file named by a
+    /// literal input (a later read need not `statx` it again).
+    pub fn metadata_of(&mut self, rel: &str) -> Option<std::fs::Metadata> {
+        self.files.remove(rel)
+    }
+
     fn collect(&mut self, path: &Path, out: &mut Vec<String>) -> Result<(), String> {
         self.collect_known(path, None, out)
     }
@@ -87,8 +96,12 @@ impl Expander {
         meta: Option<std::fs::Metadata>,
         out: &mut Vec<String>,
     ) -> Result<(), String> {
+        let file = meta.as_ref().filter(|m| m.file_type().is_file()).cloned();
         let (_real, is_dir) = self.check_inside_known(path, meta)?;
         let rel = relative(&self.root, path)?;
+        if let Some(m) = file {
+            self.files.insert(rel.clone(), m);
+        }
         if rel.split('/').next() == Some(STORE_DIR) {
             return Ok(());
         }
@@ -230,6 +243,22 @@ pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_literal_regular_file_keeps_the_metadata_its_expansion_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::write(w.join("a.txt"), "abc").unwrap();
+        std::os::unix::fs::symlink("a.txt", w.join("link.txt")).unwrap();
+        let mut e = Expander::new(w).unwrap();
+        assert_eq!(e.expand("a.txt").unwrap(), vec!["a.txt"]);
+        assert_eq!(e.metadata_of("a.txt").map(|m| m.len()), Some(3));
+        assert!(e.metadata_of("a.txt").is_none(), "taken once");
+        assert_eq!(e.expand("link.txt").unwrap(), vec!["link.txt"]);
+        assert!(e.metadata_of("link.txt").is_none(), "a symlink's own metadata is not its target's");
+        assert_eq!(e.expand("*.txt").unwrap(), vec!["a.txt", "link.txt"]);
+        assert!(e.metadata_of("a.txt").is_none(), "a glob's matches are read again");
+    }
 
     #[test]
     fn literal_glob_and_folder_expand_sorted() {

@@ -7,6 +7,7 @@
 //! back. Deciding what that *means* (success, failure class, unknown effect)
 //! is the engine's job.
 
+pub mod builtin;
 pub mod capture;
 pub mod command;
 pub mod http;
@@ -121,6 +122,16 @@ pub enum Receipt {
     Command(CommandReceipt),
     Http(HttpReceipt),
     Mcp(McpReceipt),
+    Builtin(BuiltinReceipt),
+}
+
+/// The builtin provider's answer: what it did, and whether the call's
+/// deadline cut a sleep short.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BuiltinReceipt {
+    pub op: builtin::Op,
+    pub timed_out: bool,
+    pub duration_ms: u64,
 }
 
 /// A local program's end: how it exited and what it printed.

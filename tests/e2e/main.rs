@@ -6,6 +6,7 @@ mod support;
 
 mod agent_output;
 mod architecture;
+mod builtin;
 mod commands;
 mod common;
 mod core;

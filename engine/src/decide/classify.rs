@@ -111,7 +111,9 @@ const RULES: &[Rule] = &[
     Rule {
         name: "engine_deadline_after_dispatch",
         class: FailureClass::Timeout,
-        matches: |e| matches!(e, Evidence::ProcessExit { timed_out: true, .. }),
+        matches: |e| {
+            matches!(e, Evidence::ProcessExit { timed_out: true, .. } | Evidence::BuiltinResult { timed_out: true, .. })
+        },
     },
     Rule {
         name: "killed_by_signal",

@@ -87,7 +87,7 @@ fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
 
 fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
     match spec {
-        ProviderSpec::Command { .. } => Ok(()),
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => Ok(()),
         ProviderSpec::Http { endpoint, observe, hosts } => {
             bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
             if let Some(o) = observe {

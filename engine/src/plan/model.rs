@@ -367,6 +367,12 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tools: Option<Vec<String>>,
     },
+    /// Work the engine does itself, with no process and no I/O of its own
+    /// (a testing and benchmarking aid): each task's `action` is
+    /// `{"op": "noop"}` or `{"op": "sleep", "ms": N}`. Its calls go through
+    /// the same intent, receipt, validation and classification as any
+    /// provider's; the task's declared `effect` still governs them.
+    Builtin {},
 }
 
 /// The protocol a command provider speaks.

@@ -145,7 +145,7 @@ fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
                 tool_allowed(name, tools.as_deref(), t, &format!("$.providers.{name}.observe_tool"))?;
             }
         }
-        ProviderSpec::Command { .. } => {}
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => {}
     }
     Ok(())
 }
@@ -282,6 +282,7 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
         ProviderSpec::Command { .. } => &["run"],
         ProviderSpec::Http { .. } => &["body", "method", "headers"],
         ProviderSpec::Mcp { .. } => &["tool", "arguments"],
+        ProviderSpec::Builtin {} => &["op", "ms"],
     };
     if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(Error::new(
@@ -324,6 +325,10 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             Ok(())
         }
+        ProviderSpec::Builtin {} => providers::builtin::Op::parse(&task.action).map(|_| ()).map_err(|e| {
+            let place = if e.path.is_empty() { format!("{at}.action") } else { format!("{at}.action.{}", e.path) };
+            Error::new(Code::PlanInvalid, e.message).at(place)
+        }),
         ProviderSpec::Mcp { .. } => {
             let tool = obj.get("tool").and_then(|t| t.as_str()).unwrap_or("");
             if tool.trim().is_empty() {
@@ -345,6 +350,7 @@ fn kind_name(spec: &ProviderSpec) -> &'static str {
         ProviderSpec::Command { .. } => "command",
         ProviderSpec::Http { .. } => "http",
         ProviderSpec::Mcp { .. } => "mcp",
+        ProviderSpec::Builtin {} => "builtin",
     }
 }
 

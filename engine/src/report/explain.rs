@@ -162,6 +162,7 @@ fn describe(e: &Evidence) -> String {
             push_outputs(&mut s, &[("result", body), ("server stderr", stderr)]);
             s.trim_end().to_string()
         }
+        Evidence::BuiltinResult { op, timed_out, duration_ms } => builtin_text(op, *timed_out, *duration_ms),
         Evidence::CheckResult {
             check_id,
             exit,
@@ -218,6 +219,16 @@ pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
         ));
     }
     s
+}
+
+/// How a builtin call ended, in words (shared with the HTML report).
+pub(super) fn builtin_text(op: &providers::builtin::Op, timed_out: bool, duration_ms: u64) -> String {
+    let what = match op {
+        providers::builtin::Op::Noop => "builtin noop".to_string(),
+        providers::builtin::Op::Sleep { ms } => format!("builtin sleep of {ms} ms"),
+    };
+    let cut = if timed_out { " (engine deadline hit; the sleep was cut short)" } else { "" };
+    format!("{what} answered in {duration_ms} ms{cut}")
 }
 
 fn compact(v: &Value) -> String {

@@ -49,6 +49,11 @@ impl Guard {
         !self.protected.is_empty()
     }
 
+    /// Nothing to judge after an attempt: no protected path, no check.
+    pub fn is_empty(&self) -> bool {
+        self.protected.is_empty() && self.checks.is_empty()
+    }
+
     fn protected(&self) -> Vec<Protected<'_>> {
         self.protected.iter().map(|(id, globs)| Protected { id, globs }).collect()
     }

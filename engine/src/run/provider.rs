@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use providers::builtin::BuiltinProvider;
 use providers::command::CommandProvider;
 use providers::http::HttpProvider;
 use providers::mcp::McpProvider;
@@ -60,5 +61,6 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
         ProviderSpec::Mcp { command, observe_tool, .. } => {
             Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
         }
+        ProviderSpec::Builtin {} => Arc::new(BuiltinProvider),
     }
 }

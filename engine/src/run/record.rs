@@ -2,7 +2,7 @@
 //! receipts, evidence, claims, classifications and states — each outcome in
 //! one transaction.
 
-use providers::{Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
+use providers::{BuiltinReceipt, Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
 use serde_json::{json, Value};
 
 use super::checks::CheckRun;
@@ -116,21 +116,32 @@ impl Runner<'_> {
                 // follow it, and the next attempt would start on whatever
                 // this one left); an ok answer is judged after its validations.
                 let protected = self.judge_protected(attempt_id, task).await?;
-                self.received(attempt_id, task, receipt, protected)
+                self.received(attempt_id, task, receipt, protected).await
             }
         }
     }
 
-    fn received(
+    async fn received(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
         receipt: Receipt,
         protected: Vec<Evidence>,
     ) -> Result<Next> {
+        // A task without validations, in a goal without checkable
+        // constraints, is judged by its receipt alone: its checkpoint is
+        // observed now and its success committed with the receipt, one
+        // transaction fewer per step (there is nothing to judge between the
+        // two). A constraint's check or protected paths still take the
+        // validation path, which runs and judges them.
+        let unchecked = match task.validations.is_empty() && self.guard.is_empty() {
+            true => Some(self.observe_checkpoint(task).await.map(|cp| cp.with_context(self.tool_context(task)))),
+            false => None,
+        };
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
         let spec = self.plan.provider_of(task).clone();
+        // A builtin cut short did nothing outside the engine: a plain timeout.
         let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
         let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
         let verdict = self.ledger.write(Durability::Full, |tx| {
@@ -144,7 +155,11 @@ impl Runner<'_> {
             let e = Event::goal(EventKind::ReceiptRecorded, &goal_id, revision, answer.receipt);
             tx.append_event(&e.task(&task.task_ref).attempt(attempt_id))?;
             if answer.ok {
-                return Ok(Verdict::Validate);
+                let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
+                return match &unchecked {
+                    Some(observed) => succeeded_unchecked(tx, key, attempt_id, observed).map(|()| Verdict::Succeeded),
+                    None => Ok(Verdict::Validate),
+                };
             }
             if timed_out_unsafe {
                 // The engine's deadline killed an external-effect command
@@ -165,6 +180,10 @@ impl Runner<'_> {
         failpoint::hit("after_receipt_commit");
         match verdict {
             Verdict::Validate => Ok(Next::Validate),
+            Verdict::Succeeded => {
+                self.states.insert(task.task_ref.clone(), TaskState::Succeeded);
+                Ok(Next::Done)
+            }
             Verdict::Unknown(attempt) => {
                 let reason = UnknownReason::DeadlineAfterDispatch;
                 self.note_unknown(&attempt, reason, AttemptState::ReceiptRecorded);
@@ -339,6 +358,8 @@ impl Runner<'_> {
 /// How a receipt's transaction ended.
 enum Verdict {
     Validate,
+    /// No validations: succeeded with the receipt.
+    Succeeded,
     Unknown(Box<AttemptRecord>),
     Failed,
 }
@@ -350,6 +371,7 @@ fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Resu
         Receipt::Command(r) => command_answer(tx, r)?,
         Receipt::Http(r) => http_answer(tx, r)?,
         Receipt::Mcp(r) => mcp_answer(tx, r)?,
+        Receipt::Builtin(r) => builtin_answer(r),
     };
     if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
@@ -440,6 +462,16 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     Ok(Answer { ok: r.tool_error.is_none(), evidence: list, claim: None, receipt })
 }
 
+/// The builtin provider's answer: no output to keep, so no blob; the
+/// receipt says which op ran and how long it took.
+fn builtin_answer(r: &BuiltinReceipt) -> Answer {
+    let receipt = json!({
+        "builtin": r.op, "exit": null, "http_status": null, "timed_out": r.timed_out, "duration_ms": r.duration_ms,
+    });
+    let evidence = vec![Evidence::BuiltinResult { op: r.op, timed_out: r.timed_out, duration_ms: r.duration_ms }];
+    Answer { ok: !r.timed_out, evidence, claim: None, receipt }
+}
+
 /// The ledger side of an unknown outcome, inside the caller's transaction.
 pub(super) fn unknown_in_tx(
     tx: &mut dyn LedgerTx,
@@ -501,6 +533,23 @@ fn succeeded(
         tx.append_event(&event(EventKind::CompletionNotReusable, json!({"why": why, "first_changed": path})))?;
     }
     Ok(())
+}
+
+/// A task without validations succeeds on its receipt, with the
+/// checkpoint observed at the receipt (reusable only if it was observed).
+fn succeeded_unchecked(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    attempt_id: AttemptId,
+    observed: &std::result::Result<Checkpoint, String>,
+) -> Result<()> {
+    match observed {
+        Ok(cp) => {
+            tx.put_checkpoint(cp)?;
+            succeeded(tx, key, attempt_id, Some(&cp.digest), &[], None)
+        }
+        Err(_) => succeeded(tx, key, attempt_id, None, &[], Some("inputs could not be observed before validation")),
+    }
 }
 
 fn check_evidence(tx: &mut dyn LedgerTx, run: &CheckRun, checkpoint: Option<&str>) -> Result<Evidence> {

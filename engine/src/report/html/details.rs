@@ -193,6 +193,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             ),
             vec![("stdout", stdout), ("stderr", stderr)],
         ),
+        Evidence::BuiltinResult { op, timed_out, duration_ms } => {
+            (crate::report::explain::builtin_text(op, *timed_out, *duration_ms), Vec::new())
+        }
         Evidence::HttpResponse { status, body, duration_ms } => {
             (format!("HTTP {status} in {}", duration(*duration_ms as i64)), vec![("body", body)])
         }

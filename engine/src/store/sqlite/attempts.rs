@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -94,8 +94,8 @@ impl Sql<'_> {
         params: &[&dyn rusqlite::ToSql],
     ) -> Result<()> {
         let sql = format!(
-            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND state IN ({})",
-            words(&AttemptState::sources(to), AttemptState::as_str)
+            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND {}",
+            one_of("state", &AttemptState::sources(to), AttemptState::as_str)
         );
         let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id, &to];
         all.extend_from_slice(params);

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
@@ -177,8 +177,8 @@ impl GoalsWrite for Sql<'_> {
 
     fn set_goal_state(&mut self, id: &GoalId, state: GoalState, seq: Seq) -> Result<()> {
         let sql = format!(
-            "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND state IN ({})",
-            words(&GoalState::sources(state), GoalState::as_str)
+            "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND {}",
+            one_of("state", &GoalState::sources(state), GoalState::as_str)
         );
         if exec(self.conn, &sql, params![id, state, seq])? == 1 {
             return Ok(());
@@ -216,8 +216,8 @@ impl GoalsWrite for Sql<'_> {
     fn set_task_state(&mut self, key: TaskKey, state: TaskState, detail: &Value) -> Result<()> {
         let sql = format!(
             "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3
-               AND state IN ({})",
-            words(&TaskState::sources(state), TaskState::as_str)
+               AND {}",
+            one_of("state", &TaskState::sources(state), TaskState::as_str)
         );
         let (goal, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
         if exec(self.conn, &sql, params![goal, revision, task_ref, state, detail.to_string()])? == 1 {
