@@ -11,8 +11,10 @@ use clap::builder::PossibleValue;
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Seq};
+use crate::once::{self, Given};
 use crate::plan::Plan;
 use crate::report::{self, emit, Output};
+use crate::run::orphans::take_lease;
 use crate::state::SettlementOutcome;
 use crate::store::{self, Store};
 
@@ -22,7 +24,7 @@ pub struct Cli {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// The ledger file (default: <workspace>/.engine/engine.db; or $ENGINE_STORE).
+    /// The ledger file (default: the workspace's store in ~/.local/state/engine/stores/; or $ENGINE_STORE).
     #[arg(long, global = true, value_name = "PATH")]
     store: Option<PathBuf>,
     /// The workspace folder (default: the plan file's folder, else the current folder).
@@ -87,20 +89,33 @@ enum Command {
         /// A file kept with the settlement as evidence.
         #[arg(long, value_name = "FILE")]
         evidence: Option<PathBuf>,
+        /// Given again, the same command gives its first answer and does nothing new.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// A person's approval of the exact pending request; consumed by one call.
     Approve {
         operation_id: String,
         #[arg(long)]
         note: String,
+        /// Who approves (default: the OS user).
         #[arg(long)]
         actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// Re-send a settled-not-run or retryable operation (same operation id, next try).
     Retry {
         operation_id: String,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Who asks (default: the OS user).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// A new attempt of a failed task in the same plan, with the failure evidence handed to its provider.
     Repair {
@@ -122,6 +137,12 @@ enum Command {
         goal: Option<String>,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Who asks (default: the OS user).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// Record a new plan revision (goal or tasks changed); shows which tasks are reused and why, then runs.
     Revise {
@@ -133,6 +154,12 @@ enum Command {
         no_run: bool,
         #[arg(long)]
         jobs: Option<usize>,
+        /// Who asks (default: the OS user).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// Print the JSON Schema of the plan file.
     Schema,
@@ -228,26 +255,48 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
             Ok(report::run::render(&commands::run::run(options)?))
         }
-        Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            let mut ledger = at.lease()?;
-            let actor = actor.unwrap_or_else(commands::os_user);
+        Command::Settle { operation_id, outcome, note, actor, evidence, request_id } => {
+            let person = commands::person::who(actor.as_deref());
+            let args = json!({"operation_id": operation_id, "outcome": outcome.as_str(), "note": note, "actor": actor,
+                "evidence": evidence_digest(evidence.as_deref())?});
+            let given = Given::new(request_id, "settle", args, &person)?;
             let op = OperationId::new(operation_id);
-            let s = commands::settle::settle(&mut ledger, &op, outcome, &note, &actor, evidence.as_deref())?;
-            Ok(report::acts::settled(&s))
+            let store = at.existing()?;
+            commands::settle::permitted(&*store.read(), &op, &person)?;
+            once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+                let said =
+                    commands::settle::Said { outcome, note: &note, person: &person, evidence: evidence.as_deref() };
+                Ok(report::acts::settled(&commands::settle::settle(ledger, &op, said, id)?))
+            })
         }
-        Command::Approve { operation_id, note, actor } => {
-            let mut ledger = at.lease()?;
-            let actor = actor.unwrap_or_else(commands::os_user);
-            let a = commands::approve::record(&mut ledger, &OperationId::new(operation_id), &note, &actor)?;
-            Ok(report::acts::approved(&a, &actor))
+        Command::Approve { operation_id, note, actor, request_id } => {
+            let person = commands::person::who(actor.as_deref());
+            let args = json!({"operation_id": operation_id, "note": note, "actor": actor});
+            let given = Given::new(request_id, "approve", args, &person)?;
+            let op = OperationId::new(operation_id);
+            let store = at.existing()?;
+            commands::approve::permitted(&*store.read(), &op, &person)?;
+            once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+                Ok(report::acts::approved(&commands::approve::record(ledger, &op, &note, &person, id)?))
+            })
         }
-        Command::Retry { operation_id, jobs } => {
-            let report =
-                commands::retry::retry(at.existing()?, &OperationId::new(operation_id), jobs_or_default(jobs))?;
-            Ok(report::run::render(&report))
+        Command::Retry { operation_id, jobs, actor, request_id } => {
+            let person = commands::person::who(actor.as_deref());
+            let args = json!({"operation_id": operation_id, "actor": actor});
+            let given = Given::new(request_id, "retry", args, &person)?;
+            let op = OperationId::new(operation_id);
+            let store = at.existing()?;
+            commands::retry::permitted(&*store.read(), &op, &person)?;
+            once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+                Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs_or_default(jobs), &person, id)?))
+            })
         }
-        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs } => {
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, actor, request_id } => {
+            let person = commands::person::who(actor.as_deref());
             let force_note = if force { note } else { None };
+            let args = json!({"task_ref": task_ref, "instruction": instruction, "provider": provider,
+                "force_note": force_note, "goal": goal, "actor": actor});
+            let given = Given::new(request_id, "repair", args, &person)?;
             let request = RepairRequest {
                 goal: goal.map(GoalId::new),
                 task_ref,
@@ -256,13 +305,25 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 force_note,
                 jobs: jobs_or_default(jobs),
             };
-            Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
+            let store = at.existing()?;
+            commands::repair::permitted(&*store.read(), request.goal.as_ref(), &person)?;
+            once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+                Ok(report::run::render(&commands::repair::repair(ledger, request, &person, id)?))
+            })
         }
-        Command::Revise { plan, reason, no_run, jobs } => {
-            let (workspace, store, jobs) = (at.workspace, at.store, jobs_or_default(jobs));
-            let r =
-                commands::revise::revise(ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs })?;
-            Ok(report::revise::render(&r))
+        Command::Revise { plan, reason, no_run, jobs, actor, request_id } => {
+            let person = commands::person::who(actor.as_deref());
+            let loaded = Plan::load(&plan, at.workspace.as_deref())?;
+            let args = json!({"plan": plan, "plan_digest": loaded.digests.plan, "reason": reason, "no_run": no_run,
+                "actor": actor});
+            let given = Given::new(request_id, "revise", args, &person)?;
+            let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
+            let store = Store::open_rw(&location.path)?;
+            commands::revise::permitted(&*store.read(), &loaded, &person)?;
+            let req = ReviseRequest { plan_path: plan, reason, no_run, jobs: jobs_or_default(jobs) };
+            once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+                Ok(report::revise::render(&commands::revise::revise(ledger, loaded, req, &person, id)?))
+            })
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Explain { task_ref, goal } => {
@@ -278,7 +339,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
             };
             report::goal_report::run(&at.reader()?, &options)
         }
-        Command::Verify => verify(&at.store_path()),
+        Command::Verify => verify(&at.store_path()?),
         Command::Log { follow, after } => report::log::render(&at.reader()?, Seq(after), follow, json),
     }
 }
@@ -311,43 +372,45 @@ fn jobs_or_default(jobs: Option<usize>) -> usize {
     jobs.unwrap_or_else(default_jobs)
 }
 
-/// Where the store is: `--store`, `$ENGINE_STORE`, or the workspace's.
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the nearest
+/// workspace's (`store::location`).
 struct Places {
     store: Option<PathBuf>,
     workspace: Option<PathBuf>,
 }
 
 impl Places {
-    fn store_path(&self) -> PathBuf {
-        let ws = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        store::resolve_path(self.store.as_deref(), &ws)
+    fn store_path(&self) -> Result<PathBuf> {
+        Ok(commands::existing_store(self.store.as_deref(), self.workspace.as_deref())?.path)
     }
 
+    /// The store, for reading (status, log, explain, report).
     fn reader(&self) -> Result<Store> {
-        open_ro(self.store.as_deref(), self.workspace.as_deref())
+        let path = self.store_path()?;
+        Store::open_ro(&path)?.ok_or_else(|| {
+            Error::usage(format!(
+                "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+                path.display()
+            ))
+        })
     }
 
     fn existing(&self) -> Result<Store> {
         commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
     }
-
-    /// The existing store, its lease taken (a person's act writes).
-    fn lease(&self) -> Result<store::LeaseGuard> {
-        crate::run::orphans::take_lease(self.existing()?)
-    }
 }
 
-/// Open the store for reading: `--store`, `$ENGINE_STORE`, or the
-/// workspace's (the current folder unless `--workspace`).
-fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let path = store::resolve_path(flag, &ws);
-    Store::open_ro(&path)?.ok_or_else(|| {
-        Error::usage(format!(
-            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-            path.display()
-        ))
-    })
+/// A file handed in as evidence, by its content (the same path with other
+/// bytes is another command).
+fn evidence_digest(path: Option<&Path>) -> Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    // Over the bound, `settle` refuses it with the size; nothing to digest.
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > crate::limits::EVIDENCE_BYTES_MAX) {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::usage(format!("cannot read evidence file: {e}")).at(path.display().to_string()))?;
+    Ok(Some(crate::digest::content(&bytes)))
 }
 
 fn default_jobs() -> usize {

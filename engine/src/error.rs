@@ -40,6 +40,15 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a person's act in the store is not on the act
+    /// chain (inserted or edited by anything but the engine); the row is
+    /// named and nothing acts on it.
+    StoreTampered,
+    /// SPEC's additions: a `--request-id` already used for another command.
+    RequestIdConflict,
+    /// SPEC's additions: the plan's `people` does not list this operating
+    /// system user for this act; nothing is recorded.
+    NotPermitted,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -71,6 +80,9 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::StoreTampered => "STORE_TAMPERED",
+            Code::RequestIdConflict => "REQUEST_ID_CONFLICT",
+            Code::NotPermitted => "NOT_PERMITTED",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -96,6 +108,9 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::StoreTampered
+            | Code::RequestIdConflict
+            | Code::NotPermitted
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle

@@ -17,6 +17,7 @@ pub mod evidence;
 pub mod failpoint;
 pub mod ids;
 pub mod limits;
+pub mod once;
 pub mod plan;
 pub mod report;
 pub mod run;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use providers::sandbox::Sandbox;
 use serde_json::json;
 
 use super::{Checkpoint, FileCache};
@@ -14,10 +15,12 @@ use crate::workspace;
 
 /// Observe a task's checkpoint now, through `cache`. `secrets` are the
 /// plan's secret variable names: their values are recorded only as digests.
+/// Context commands run in `sandbox`.
 pub fn observe(
     workspace_dir: &Path,
     task: &Task,
     secrets: &[String],
+    sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
@@ -40,7 +43,7 @@ pub fn observe(
                     v
                 }
             }
-            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv),
+            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv, sandbox),
         };
         context.insert(name.clone(), value);
     }

@@ -12,21 +12,22 @@ use serde_json::json;
 use super::register;
 use crate::checkpoint::{self, FileCache, FileState};
 use crate::decide::budget::BudgetName;
+use crate::decide::people;
 use crate::decide::reuse::{self, Candidate, Decision};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Plan, PlanFile, Task};
-use crate::run::{self, Asked, RunReport};
+use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::state::{GoalState, TaskState};
+use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::GoalRecord;
 use crate::store::goals::{NewRevision, TaskKey};
-use crate::store::{Durability, LedgerRead, LedgerTx, Store};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
+use providers::sandbox::Sandbox;
 
 pub struct ReviseRequest {
     pub plan_path: PathBuf,
-    pub workspace: Option<PathBuf>,
-    pub store: Option<PathBuf>,
     pub reason: String,
     pub no_run: bool,
     pub jobs: usize,
@@ -48,29 +49,42 @@ pub struct ReviseReport {
     pub goal_contract_changed: bool,
     pub goal_contract_digest: String,
     pub decisions: Vec<TaskDecision>,
+    pub person: Person,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
 
-pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
+/// May `person` record this revision? Only one the lists in force allow
+/// may change who may act (`people`).
+pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person) -> Result<()> {
+    let goal_id = GoalId::new(&plan.goal().id);
+    if read.goal(&goal_id)?.is_none() {
+        return Ok(());
+    }
+    let now = super::active_plan(read, &goal_id)?.people;
+    people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user).map_err(super::not_permitted)
+}
+
+/// Record revision n+1 of the plan's goal (with the person's request and
+/// `request_id` in the same transaction), then run it unless `no_run`.
+pub fn revise(
+    ledger: &mut LeaseGuard,
+    plan: Plan,
+    req: ReviseRequest,
+    person: &Person,
+    request_id: Option<&NewRequestId>,
+) -> Result<ReviseReport> {
     if req.reason.trim().is_empty() {
         return Err(Error::usage("a revision needs a reason (--reason TEXT)"));
     }
-    let plan = Plan::load(&req.plan_path, req.workspace.as_deref())?;
-    let store_path = crate::store::resolve_path(req.store.as_deref(), &plan.workspace);
-    if std::fs::symlink_metadata(&store_path).is_err() {
-        return Err(Error::usage(format!(
-            "no store at {}: `engine run` registers the goal first",
-            store_path.display()
-        )));
-    }
-    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let goal_id = GoalId::new(&plan.goal().id);
+    let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
     let read = ledger.read();
     let (g, prev_file, prev_contract) = revisable(&*read, &plan, &goal_id)?;
     let goal_changed = prev_contract != plan.digests.goal_contract;
     let mut cache = FileCache::from_states(read.file_states()?);
-    let decisions = decide_all(&*read, &plan, &goal_id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
+    let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed };
+    let decisions = decide_all(&*read, &plan, &goal_id, &prev, &sandboxes.checks(), &mut cache)?;
 
     let revision = g.active_revision.next();
     let new = NewRevision {
@@ -85,7 +99,14 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         reason: Some(&req.reason),
     };
     let dirty = cache.take_dirty();
-    ledger.write(Durability::Full, |tx| record(tx, &plan, &new, goal_changed, &decisions, &dirty))?;
+    ledger.write(Durability::Full, |tx| {
+        record(tx, &plan, &new, (goal_changed, person), &decisions, &dirty)?;
+        record_ask(tx, &new, person)?;
+        match request_id {
+            Some(r) => tx.insert_request_id(r),
+            None => Ok(()),
+        }
+    })?;
     let mut report = ReviseReport {
         goal_id: goal_id.clone(),
         from_revision: g.active_revision,
@@ -94,12 +115,35 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         goal_contract_changed: goal_changed,
         goal_contract_digest: plan.digests.goal_contract.clone(),
         decisions,
+        person: person.clone(),
         run: None,
     };
     if !req.no_run {
-        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default())?);
+        report.run = Some(run::execute(ledger, plan, revision, req.jobs, Asked::default(), sandboxes)?);
     }
     Ok(report)
+}
+
+/// The person's request for the revision, on the act chain.
+fn record_ask(tx: &mut dyn LedgerTx, new: &NewRevision, person: &Person) -> Result<()> {
+    let said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest});
+    let ask = NewAsk {
+        kind: AskKind::Revise,
+        goal_id: new.goal_id,
+        revision: new.revision,
+        task_ref: None,
+        operation_id: None,
+        person,
+        data: &said,
+    };
+    tx.insert_ask(&ask).map(|_| ())
+}
+
+/// The revision a new one is decided against.
+pub struct Previous<'a> {
+    pub revision: Revision,
+    pub file: &'a PlanFile,
+    pub goal_changed: bool,
 }
 
 /// The goal's active revision, if a new one may follow it: the plan
@@ -140,7 +184,7 @@ fn record(
     tx: &mut dyn LedgerTx,
     plan: &Plan,
     new: &NewRevision,
-    goal_changed: bool,
+    (goal_changed, person): (bool, &Person),
     decisions: &[TaskDecision],
     dirty: &[FileState],
 ) -> Result<()> {
@@ -159,7 +203,7 @@ fn record(
     let data = json!({
         "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
         "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
-        "decisions": decisions,
+        "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
     });
     let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
     tx.put_file_states(dirty)?;
@@ -188,11 +232,11 @@ pub fn decide_all(
     ledger: &dyn LedgerRead,
     plan: &Plan,
     goal_id: &GoalId,
-    prev_revision: Revision,
-    prev_file: &PlanFile,
-    goal_changed: bool,
+    prev: &Previous,
+    sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Vec<TaskDecision>> {
+    let (prev_revision, prev_file, goal_changed) = (prev.revision, prev.file, prev.goal_changed);
     let mut runs: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(plan.order.len());
     let then: std::collections::HashMap<&str, &Task> =
@@ -211,7 +255,7 @@ pub fn decide_all(
             completion.as_ref(),
             &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
             upstream,
-            || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+            || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache),
         );
         if !decision.is_reuse() {
             runs.insert(task.task_ref.clone());

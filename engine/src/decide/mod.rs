@@ -12,12 +12,17 @@
 //! - `reuse`: may a completed task's result stand?
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
+//! - `people`: may this operating-system user do this person's act?
+//! - `request_id`: is a command given under a `--request-id` new, a repeat,
+//!   or a conflict?
 
 pub mod budget;
 pub mod classify;
 pub mod gate;
 pub mod in_doubt;
+pub mod people;
 pub mod repair;
+pub mod request_id;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;

@@ -104,8 +104,14 @@ pub fn goal_contract_digest(goal: &Goal) -> String {
 }
 
 /// The provider as the task's meaning sees it: its name and its config.
+/// The sandbox is left out: it changes where the provider may write, not
+/// what it is asked, so opening a cache folder never makes a new operation.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
-    json!({ "name": name, "config": spec })
+    let mut config = json!(spec);
+    if let Some(c) = config.as_object_mut() {
+        c.remove("sandbox");
+    }
+    json!({ "name": name, "config": config })
 }
 
 /// Provider identity and config, action, effect, inputs (sorted),

@@ -30,6 +30,10 @@ pub struct PlanFile {
     /// redacted from captured output and recorded only as digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Who may do each of a person's acts, by operating-system user name
+    /// (default: any local user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub people: Option<People>,
 }
 
 impl PlanFile {
@@ -42,6 +46,7 @@ impl PlanFile {
             providers: self.providers.clone(),
             tasks: Vec::new(),
             secrets: self.secrets.clone(),
+            people: self.people.clone(),
         }
     }
 }
@@ -145,6 +150,58 @@ impl Default for Budgets {
     }
 }
 
+/// Who may do a person's acts: operating-system user names per act. An
+/// act without a list is open to any local user; an act whose list does
+/// not name the user is refused (`NOT_PERMITTED`) and recorded nowhere.
+/// `retry` covers `engine repair` too (both send a task's work again).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct People {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Vec<String>>,
+}
+
+impl People {
+    /// Each act that has a list, with its list, by its plan key.
+    pub fn lists(&self) -> Vec<(&'static str, &[String])> {
+        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry)]
+            .into_iter()
+            .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
+            .collect()
+    }
+}
+
+/// A provider's sandbox (docs/sandbox.md): `{"write": [paths]}` opens
+/// more paths for writing (absolute, `~` or `~/…`) besides the workspace
+/// and the temporary folder; `"none"` runs its processes unconfined.
+/// Not part of a task's meaning: it changes where a provider may write,
+/// not what it is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SandboxSpec {
+    Off(SandboxOff),
+    Confined(SandboxWrite),
+}
+
+/// `"sandbox": "none"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxOff {
+    None,
+}
+
+/// `"sandbox": {"write": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxWrite {
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
 /// How the engine reaches a provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -155,6 +212,8 @@ pub enum ProviderSpec {
         /// prints its report as the last stdout line.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<Protocol>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
     /// An HTTP service; each task's `action.body` is POSTed to `endpoint`.
     Http {
@@ -166,6 +225,9 @@ pub enum ProviderSpec {
         /// Hosts besides loopback this provider may contact.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// An HTTP provider starts no process; accepted for uniformity.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
     /// An MCP tool server over stdio, started per call (argv, no shell, in
     /// the workspace); each task's `action.tool` is called with
@@ -176,7 +238,33 @@ pub enum ProviderSpec {
         /// `structuredContent.state` is `present` or `absent`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
+}
+
+impl ProviderSpec {
+    /// The provider's sandbox as the plan states it (`None`: the default).
+    pub fn sandbox(&self) -> Option<&SandboxSpec> {
+        match self {
+            ProviderSpec::Command { sandbox, .. }
+            | ProviderSpec::Http { sandbox, .. }
+            | ProviderSpec::Mcp { sandbox, .. } => sandbox.as_ref(),
+        }
+    }
+
+    /// The paths it declares writable (none when unconfined or default).
+    pub fn declared_writes(&self) -> &[String] {
+        match self.sandbox() {
+            Some(SandboxSpec::Confined(w)) => &w.write,
+            _ => &[],
+        }
+    }
+
+    /// Does the plan opt this provider out (`"sandbox": "none"`)?
+    pub fn unconfined(&self) -> bool {
+        matches!(self.sandbox(), Some(SandboxSpec::Off(SandboxOff::None)))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

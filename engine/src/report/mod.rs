@@ -8,6 +8,7 @@ pub mod explain;
 pub mod goal_report;
 pub mod html;
 pub mod log;
+pub mod person_acts;
 pub mod plan;
 pub mod revise;
 pub mod run;

@@ -4,6 +4,8 @@
 use serde_json::{json, Value};
 
 use super::Output;
+use providers::sandbox::Status;
+
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::ids::GoalId;
@@ -25,12 +27,14 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
+    let machine = crate::run::sandboxes::machine_status()?;
     let mut text = format!(
-        "goal      {}  ({})\nrevision  {}\nstate     {}\n\n",
+        "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
         g.id,
         plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
         g.active_revision,
-        g.state
+        g.state,
+        store.path().display()
     );
     let rows = task_table(ledger, &g, &tasks, &mut text)?;
     let waiting = Waiting {
@@ -40,8 +44,12 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         not_run: ledger.latest_attempts_in_state(&g.id, g.active_revision, AttemptState::SettledNotRun)?,
     };
     waiting.describe(&store.live_holder()?, &mut text);
+    let acts = super::person_acts::of_goal(ledger, &g.id, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
+        "store": store.path(),
+        "sandbox": machine,
+        "acts": acts,
         "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
@@ -74,6 +82,12 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
             },
             None => "-".into(),
         };
+        // A sandbox weaker than enforced is said on the line itself.
+        let sandbox = last.and_then(|a| a.sandbox.as_ref()).filter(|s| !matches!(s, Status::Enforced { .. }));
+        let last_text = match sandbox {
+            Some(s) => format!("{last_text}  [sandbox {s}]"),
+            None => last_text,
+        };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}\n",
             super::pad(&t.task_ref, width),
@@ -82,7 +96,8 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
             last_text
         ));
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification,
+                "sandbox": a.sandbox}))}));
     }
     Ok(rows)
 }

@@ -70,6 +70,7 @@ pub async fn run_checks(
     operation_id: String,
     output_bytes_max: usize,
     secrets: Vec<String>,
+    sandbox: providers::sandbox::Sandbox,
 ) -> Vec<CheckRun> {
     let runner = CommandProvider { protocol: None };
     let mut out = Vec::with_capacity(checks.len());
@@ -84,6 +85,7 @@ pub async fn run_checks(
             stdin: None,
             env: Vec::new(),
             secrets: secrets.clone(),
+            sandbox: sandbox.clone(),
         };
         let (tx, _rx) = providers::progress_channel();
         let run = match runner.dispatch(&call, tx).await {

@@ -57,6 +57,7 @@ impl Runner<'_> {
         // Decide everything inside one snapshot, then write what went stale.
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
+        let sandbox = self.sandboxes.checks();
         let stale = self.ledger.snapshot(|ledger| {
             let mut rerun: HashSet<&str> = HashSet::new();
             let mut stale: Vec<(String, Value)> = Vec::new();
@@ -80,7 +81,7 @@ impl Runner<'_> {
                     done.as_ref(),
                     &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
                     upstream,
-                    || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+                    || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandbox, cache),
                 );
                 if let reuse::Decision::Run { refusal } = decision {
                     stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));

@@ -17,6 +17,7 @@ pub mod provider;
 mod reconcile;
 mod record;
 mod report;
+pub mod sandboxes;
 mod start;
 
 use std::collections::{HashMap, HashSet};
@@ -46,6 +47,7 @@ use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
 pub use fresh::completion;
 pub use report::{AcceptanceLine, Awaiting, RunReport, TaskLine, UnknownOp};
+pub use sandboxes::Sandboxes;
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
@@ -76,9 +78,10 @@ pub fn execute(
     revision: Revision,
     jobs: usize,
     asked: Asked,
+    sandboxes: Sandboxes,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked);
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, sandboxes);
     rt.block_on(runner.run())
 }
 
@@ -139,6 +142,8 @@ struct Runner<'l> {
     stops: Stops,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
+    /// Where each process the run starts may write.
+    sandboxes: Sandboxes,
     tx: mpsc::Sender<Msg>,
     rx: mpsc::Receiver<Msg>,
 }
@@ -160,7 +165,14 @@ impl Candidates for View<'_> {
 }
 
 impl<'l> Runner<'l> {
-    fn new(ledger: &'l mut LeaseGuard, plan: Plan, revision: Revision, jobs: usize, asked: Asked) -> Self {
+    fn new(
+        ledger: &'l mut LeaseGuard,
+        plan: Plan,
+        revision: Revision,
+        jobs: usize,
+        asked: Asked,
+        sandboxes: Sandboxes,
+    ) -> Self {
         let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
@@ -179,6 +191,7 @@ impl<'l> Runner<'l> {
             in_flight: HashMap::new(),
             stops: Stops::default(),
             cache: FileCache::default(),
+            sandboxes,
             tx,
             rx,
         }
@@ -266,7 +279,9 @@ impl<'l> Runner<'l> {
                 let Some(p) = scheduler.next(&view) else { break };
                 match self.start(&order[p]).await {
                     Ok(()) => {}
-                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => refused = Some(e),
+                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered) => {
+                        refused = Some(e)
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -406,8 +421,9 @@ impl<'l> Runner<'l> {
         let workspace = self.plan.workspace.clone();
         let op = self.operation_of(&task.task_ref).to_string();
         let secrets = self.secrets.clone();
+        let sandbox = self.sandboxes.validation(&task.provider);
         tokio::spawn(async move {
-            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
+            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets, sandbox).await;
             let _ = tx.send(Msg::Validated { attempt_id, runs }).await;
         });
         Ok(())
@@ -419,13 +435,14 @@ impl<'l> Runner<'l> {
     /// meanwhile. A checkpoint of a few small files is observed in place
     /// (`checkpoint::observes_quickly`: bounded, and cheaper than the hop).
     async fn observe_checkpoint(&mut self, task: &Task) -> std::result::Result<Checkpoint, String> {
+        let sandbox = self.sandboxes.checks();
         if checkpoint::observes_quickly(&self.plan.workspace, task) {
-            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache);
+            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &sandbox, &mut self.cache);
         }
         let (workspace, secrets) = (self.plan.workspace.clone(), self.plan.file.secrets.clone());
         let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
         let observed = tokio::task::spawn_blocking(move || {
-            let cp = checkpoint::observe(&workspace, &task, &secrets, &mut cache);
+            let cp = checkpoint::observe(&workspace, &task, &secrets, &sandbox, &mut cache);
             (cp, cache)
         })
         .await;
@@ -452,8 +469,9 @@ impl<'l> Runner<'l> {
         }
         let specs = self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
         let op = format!("acceptance:{}", self.goal_id);
-        let runs =
-            checks::run_checks(specs, self.plan.workspace.clone(), op, OUTPUT_BYTES_MAX, self.secrets.clone()).await;
+        let (workspace, secrets, sandbox) =
+            (self.plan.workspace.clone(), self.secrets.clone(), self.sandboxes.checks());
+        let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets, sandbox).await;
         self.record_acceptance(runs).map(Some)
     }
 
@@ -462,12 +480,13 @@ impl<'l> Runner<'l> {
     /// evidence and the person's instruction.
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
-            ProviderSpec::Command { protocol: Some(_) } => {
+            ProviderSpec::Command { protocol: Some(_), .. } => {
                 let mut doc = json!({
                     "goal": self.plan.goal(),
                     "task": task,
                     "operation_id": operation_id,
                     "try": try_no,
+                    "authority": agent_authority(),
                 });
                 if let Some(rep) = repair {
                     doc["repair"] = json!({
@@ -491,8 +510,22 @@ impl<'l> Runner<'l> {
             stdin,
             env: Vec::new(),
             secrets: self.secrets.clone(),
+            sandbox: self.sandboxes.provider(&task.provider),
         }
     }
+}
+
+/// What an agent is told of its authority (SPEC: what it prints is a
+/// claim; a person's acts come only through the engine's commands), so it
+/// has no reason to ask for an approval, a settlement or a retry in its
+/// output.
+pub fn agent_authority() -> Value {
+    json!({
+        "your_report": "recorded as a claim with authority `external_ai_message`: kept beside the evidence, never a cause, a verdict or a passed validation",
+        "claims_authority": "external_ai_message",
+        "a_persons_acts": ["approve", "settle", "retry", "repair", "revise"],
+        "how_they_happen": "only a person, through the engine's own commands (engine approve, engine settle, engine retry, engine repair, engine revise); nothing you print or write can approve, settle or retry anything, so do not ask for it in your output",
+    })
 }
 
 /// A task's state and the event that says so, inside the caller's

@@ -67,6 +67,9 @@ impl Runner<'_> {
         let mut to_validate = read.attempts_in_state(&self.goal_id, AttemptState::ReceiptRecorded)?;
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
             if !read.is_judged(a.id)? && self.states.get(&a.task_ref) == Some(&TaskState::Running) {
+                // The engine goes on only on a settlement the act chain
+                // vouches for (STORE_TAMPERED otherwise: nothing runs).
+                read.check_settled(a.id)?;
                 to_validate.push(a);
             }
         }

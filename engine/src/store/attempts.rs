@@ -3,6 +3,7 @@
 //! it finished.
 
 use providers::process::ProcessId;
+use providers::sandbox::Status;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -41,6 +42,9 @@ pub struct AttemptRecord {
     pub inputs_at_intent: Option<String>,
     /// A repair's instruction, if any.
     pub instruction: Option<String>,
+    /// The sandbox its provider process ran under (`None`: recorded before
+    /// the engine kept it).
+    pub sandbox: Option<Status>,
 }
 
 impl AttemptRecord {
@@ -110,6 +114,9 @@ pub struct NewIntent<'a> {
     pub cost: Cost,
     pub inputs_at_intent: Option<&'a str>,
     pub instruction: Option<&'a str>,
+    /// The sandbox the provider's process will run under, recorded with
+    /// the intent.
+    pub sandbox: &'a Status,
 }
 
 pub trait AttemptsRead {

@@ -13,6 +13,7 @@
 //! and migrations; `verify/` the checks of `engine verify`.
 mod acts;
 mod attempts;
+mod chain;
 mod columns;
 mod create;
 mod events;
@@ -220,4 +221,14 @@ impl Db {
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
     }
+}
+
+/// `store::located`: name the store in a damaged-store or full-disk error.
+pub(super) fn name_store(e: Error, path: &Path) -> Error {
+    located(e, path)
+}
+
+/// `Store::sweep_leftovers`: the temporary files of killed creations.
+pub(super) fn sweep_leftovers(path: &Path) {
+    create::sweep_leftovers(&StoreFiles::new(path));
 }
