@@ -262,6 +262,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let given = Given::new(request_id, "settle", args, &person)?;
             let op = OperationId::new(operation_id);
             let store = at.existing()?;
+            if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+                return Ok(first);
+            }
             commands::settle::permitted(&*store.read(), &op, &person)?;
             once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
                 let said =
@@ -275,6 +278,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let given = Given::new(request_id, "approve", args, &person)?;
             let op = OperationId::new(operation_id);
             let store = at.existing()?;
+            if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+                return Ok(first);
+            }
             commands::approve::permitted(&*store.read(), &op, &person)?;
             once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
                 Ok(report::acts::approved(&commands::approve::record(ledger, &op, &note, &person, id)?))
@@ -286,6 +292,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let given = Given::new(request_id, "retry", args, &person)?;
             let op = OperationId::new(operation_id);
             let store = at.existing()?;
+            if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+                return Ok(first);
+            }
             commands::retry::permitted(&*store.read(), &op, &person)?;
             once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
                 Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs_or_default(jobs), &person, id)?))
@@ -306,6 +315,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 jobs: jobs_or_default(jobs),
             };
             let store = at.existing()?;
+            if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+                return Ok(first);
+            }
             commands::repair::permitted(&*store.read(), request.goal.as_ref(), &person)?;
             once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
                 Ok(report::run::render(&commands::repair::repair(ledger, request, &person, id)?))
@@ -319,6 +331,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let given = Given::new(request_id, "revise", args, &person)?;
             let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
             let store = Store::open_rw(&location.path)?;
+            if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+                return Ok(first);
+            }
             commands::revise::permitted(&*store.read(), &loaded, &person)?;
             let req = ReviseRequest { plan_path: plan, reason, no_run, jobs: jobs_or_default(jobs) };
             once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {

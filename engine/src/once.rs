@@ -18,7 +18,7 @@ use crate::decide::request_id::{self, Judgement};
 use crate::error::{Code, Error, Result};
 use crate::report::Output;
 use crate::store::acts::{FirstResult, NewRequestId, Person, RequestIdRecord};
-use crate::store::{Durability, LeaseGuard};
+use crate::store::{Durability, LeaseGuard, LedgerRead};
 
 /// A request id as given, with the command it names.
 pub struct Given {
@@ -39,6 +39,20 @@ impl Given {
 
     fn new_id(&self) -> NewRequestId<'_> {
         NewRequestId { request_id: &self.id, fingerprint: &self.fingerprint, command: &self.command }
+    }
+}
+
+/// A request id given before, answered without looking at the command
+/// again: its first answer (a repeat) or `REQUEST_ID_CONFLICT`. Asked
+/// before the command's own checks (who may, what state), which the first
+/// command changed; `run` asks again under the lease.
+pub fn answered(read: &dyn LedgerRead, given: Option<&Given>) -> Result<Option<Output>> {
+    let Some(given) = given else { return Ok(None) };
+    let Some(r) = read.request_id(&given.id)? else { return Ok(None) };
+    match request_id::judge(Some(&r.fingerprint), &given.fingerprint) {
+        Judgement::Repeat => Ok(Some(repeat(&r))),
+        Judgement::Conflict => Err(conflict(&r)),
+        Judgement::New => Ok(None),
     }
 }
 
