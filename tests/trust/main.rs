@@ -14,3 +14,4 @@ mod common;
 mod acts;
 mod request_ids;
 mod sandbox;
+mod store_place;

@@ -96,11 +96,6 @@ pub const CHECKS: &[Check] = &[
         run: succeeded_validated,
     },
     Check {
-        name: "act_chain",
-        asserts: "every person's act (approval, settlement, retry, repair, revision) and every spending of an approval is on the act chain as recorded, and the chain is whole",
-        run: act_chain,
-    },
-    Check {
         name: "approvals",
         asserts: "an approval is consumed or voided at most once, by one attempt of its own operation and request",
         run: approvals,
@@ -119,6 +114,12 @@ pub const CHECKS: &[Check] = &[
         name: "goal_verdicts",
         asserts: "a satisfied goal has no unknown or unsettled outcome, every task complete, every acceptance check passed",
         run: goal_verdicts,
+    },
+    // Last: a more specific check names a bad row for what it is first.
+    Check {
+        name: "act_chain",
+        asserts: "every person's act (approval, settlement, retry, repair, revision) and every spending of an approval is on the act chain as recorded, and the chain is whole",
+        run: act_chain,
     },
 ];
 
