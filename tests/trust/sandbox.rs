@@ -202,3 +202,20 @@ fn the_agent_is_told_its_authority() {
     assert_eq!(authority["claims_authority"], "external_ai_message", "{call}");
     assert!(authority["how_they_happen"].as_str().unwrap().contains("only a person"), "{authority}");
 }
+
+/// A declared write path that holds the store would open it to the
+/// provider: the plan is refused at that path, before anything runs.
+#[test]
+fn a_declared_write_path_around_the_store_is_plan_invalid() {
+    let ws = Ws::new();
+    let outside = ws.state_home().join("outside.txt");
+    let around = ws.state_home();
+    ws.write_plan(
+        "plan.json",
+        &forger_plan(&ws, &outside, "sql", Some(json!({"write": ["/nonexistent-ok", arg(&around)]}))),
+    );
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(2, Some("PLAN_INVALID"));
+    assert_eq!(out.json()["error"]["place"], "$.providers.agent.sandbox.write[1]", "{}", out.describe());
+    assert!(!ws.side.join("forge.json").exists(), "nothing ran");
+}
