@@ -61,7 +61,16 @@ impl Sandboxes {
                 b = b.write(w);
             }
             let policy = b.build().map_err(|e| refused(e, name, declared, store))?;
-            policy.prepare_on(kernel).map_err(|e| refused(e, name, declared, store))
+            let mut tries = 0;
+            loop {
+                match policy.prepare_on(kernel) {
+                    Err(e) if tries < MAKER_WAITS && is_makers_second_name(&e, store) => {
+                        tries += 1;
+                        std::thread::sleep(MAKER_WAIT);
+                    }
+                    prepared => return prepared.map_err(|e| refused(e, name, declared, store)),
+                }
+            }
         };
         let checks = build(None, &[])?;
         let mut providers = BTreeMap::new();
@@ -96,6 +105,25 @@ impl Sandboxes {
     pub fn machine(&self) -> &Status {
         self.checks.status()
     }
+}
+
+/// How long to wait for an engine that is making the store to drop the
+/// temporary second name of its file (it links the new store into place,
+/// then unlinks the temporary name): a moment, never a stuck maker.
+const MAKER_WAIT: std::time::Duration = std::time::Duration::from_millis(25);
+const MAKER_WAITS: u32 = 40;
+
+/// A second name the sandbox refuses while a store maker's temporary name
+/// (`engine.db.new-PID-MS`) is beside the store: the store file and that
+/// name are one file until the maker unlinks it, by itself.
+fn is_makers_second_name(e: &PolicyError, store: &Path) -> bool {
+    let (PolicyError::HardLinked { path, .. }, Ok(store)) = (e, std::path::absolute(store)) else { return false };
+    let (Some(dir), Some(file)) = (store.parent(), store.file_name()) else { return false };
+    let prefix = format!("{}.new-", file.to_string_lossy());
+    let maker_beside = std::fs::read_dir(dir)
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
+        .unwrap_or(false);
+    maker_beside && path.parent() == Some(dir)
 }
 
 /// The kernel this run confines on (`ENGINE_SANDBOX=unavailable`: as if it
