@@ -99,6 +99,13 @@ impl Ws {
         self.store_dir().join("engine.db")
     }
 
+    /// The default store of the workspace folder `rel` inside this one
+    /// (a plan in a subfolder: its folder is its workspace).
+    pub fn store_of(&self, rel: &str) -> PathBuf {
+        let workspace = self.path(rel).canonicalize().expect("the workspace folder exists");
+        self.store_dir_of(&workspace).join("engine.db")
+    }
+
     /// A path for a store chosen with `--store` or `ENGINE_STORE`: outside
     /// the workspace and outside the temporary folder (where providers may
     /// write, so the engine refuses a store there).

@@ -219,3 +219,34 @@ fn a_declared_write_path_around_the_store_is_plan_invalid() {
     assert_eq!(out.json()["error"]["place"], "$.providers.agent.sandbox.write[1]", "{}", out.describe());
     assert!(!ws.side.join("forge.json").exists(), "nothing ran");
 }
+
+/// An MCP server is started by the run's tool listing, before the first
+/// intent, and the run's calls then go to it: it runs in its provider's
+/// sandbox (a declared write path open, anything else outside closed), not
+/// in the narrower one of acceptance checks.
+#[test]
+fn an_mcp_server_started_to_list_its_tools_runs_in_its_providers_sandbox() {
+    let ws = Ws::new();
+    let cache = ws.state_home().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let (opened, closed) = (cache.join("started.txt"), ws.state_home().join("closed.txt"));
+    let script = format!(
+        "{{ echo started >> '{}'; }} 2>/dev/null; {{ echo escaped > '{}'; }} 2>/dev/null; exec \"$@\"",
+        arg(&opened),
+        arg(&closed)
+    );
+    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
+    command.extend(mcp_server_command(&ws.mcp_log(), &[]));
+    let provider = json!({"kind": "mcp", "command": command, "sandbox": {"write": [arg(&cache)]}});
+    let task = crate::common::mcp_task("T1", "render", "local");
+    ws.write_plan("plan.json", &crate::common::plan("g", json!({"tools": provider}), vec![task]));
+    ws.engine_json(&["run", "plan.json"]).expect(0, None);
+
+    let inventory = ws.events_of("tool_inventory");
+    assert_eq!(inventory.len(), 1, "{inventory:?}");
+    assert!(inventory[0].2["tools"]["render"].is_string(), "the listing reached the server: {inventory:?}");
+    let started = std::fs::read_to_string(&opened).expect("the declared path is writable to the server");
+    assert_eq!(started.lines().count(), 1, "one server, started by the listing, took the call too");
+    assert!(!closed.exists(), "the server could write outside what its provider opens");
+    assert_eq!(ws.mcp_deliveries().len(), 1, "the call went to it");
+}

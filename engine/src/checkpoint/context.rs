@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn a_context_command_runs_in_the_sandbox_it_is_given() {
-        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap();
         let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&outside).unwrap();

@@ -34,6 +34,8 @@ pub struct Recorded {
     /// The request already held this unspent approval: nothing new was
     /// recorded.
     pub already_approved: bool,
+    /// The command whose call spends it.
+    pub spent_by: String,
 }
 
 /// What an approval of `operation_id` binds to.
@@ -89,7 +91,10 @@ pub fn record(
     }
     let read = ledger.read();
     let t = target(&*read, operation_id)?;
-    let plan_digest = read.revision(&t.goal_id, t.revision)?.plan_digest;
+    let row = read.revision(&t.goal_id, t.revision)?;
+    let asked_by = read.task(&t.goal_id, t.revision, &t.task_ref)?.and_then(|task| task.asked_by());
+    let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);
+    let plan_digest = row.plan_digest;
     let mut waiting = None;
     for a in read.open_approvals(operation_id)? {
         read.check_on_chain(ActRef::Approval(a.id))?;
@@ -107,6 +112,7 @@ pub fn record(
         plan_digest: plan_digest.clone(),
         person: person.clone(),
         already_approved,
+        spent_by: spent_by.clone(),
     };
     if let Some(id) = waiting {
         if let Some(r) = request_id {

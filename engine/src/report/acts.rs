@@ -44,19 +44,21 @@ pub fn settled(s: &Settled) -> Output {
 pub fn approved(a: &Recorded) -> Output {
     let text = if a.already_approved {
         format!(
-            "already approved; waiting for the call: approval {} of {} (task {}, request {}) is not spent yet, so nothing new was recorded; one approval pays for one call\n",
+            "already approved; waiting for the call: approval {} of {} (task {}, request {}) is not spent yet, so nothing new was recorded; one approval pays for one call: {}\n",
             a.approval_id,
             a.operation_id,
             a.task_ref,
-            super::short(a.request_digest.as_str())
+            super::short(a.request_digest.as_str()),
+            a.spent_by
         )
     } else {
         format!(
-            "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
+            "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request: {}\n",
             a.operation_id,
             a.task_ref,
             super::short(a.request_digest.as_str()),
-            who(&a.person)
+            who(&a.person),
+            a.spent_by
         )
     };
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }

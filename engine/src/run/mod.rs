@@ -10,6 +10,7 @@
 //! write happens in one place, in the order events really happened.
 
 mod checks;
+mod constraints;
 mod fresh;
 mod in_doubt;
 pub mod orphans;
@@ -19,8 +20,9 @@ mod record;
 mod report;
 pub mod sandboxes;
 mod start;
+mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,9 +47,11 @@ use crate::store::goals::TaskKey;
 use crate::store::LedgerTx;
 use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
+pub use constraints::Tally;
 pub use fresh::completion;
-pub use report::{AcceptanceLine, Awaiting, RunReport, TaskLine, UnknownOp};
+pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, TaskLine, UnknownOp};
 pub use sandboxes::Sandboxes;
+pub use tools::list_now as list_tools_now;
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
@@ -87,9 +91,20 @@ pub fn execute(
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Progress { attempt_id: AttemptId, progress: Progress },
-    Finished { attempt_id: AttemptId, outcome: Outcome },
-    Validated { attempt_id: AttemptId, runs: Vec<CheckRun> },
+    Progress {
+        attempt_id: AttemptId,
+        progress: Progress,
+    },
+    Finished {
+        attempt_id: AttemptId,
+        outcome: Outcome,
+    },
+    /// An attempt's validations ran, then the goal's constraint checks.
+    Validated {
+        attempt_id: AttemptId,
+        runs: Vec<CheckRun>,
+        constraint_runs: Vec<CheckRun>,
+    },
 }
 
 impl Msg {
@@ -111,11 +126,14 @@ struct InFlight {
     /// The provider process, once started: recorded with the dispatch, so
     /// an engine taking over after a crash can end its process group.
     process: Option<ProcessId>,
+    /// The protected paths it is judged against (also in the ledger, by
+    /// its intent's `protected_at_intent`).
+    protected: Option<Checkpoint>,
 }
 
 impl InFlight {
     fn new(intent: Intent, task_ref: &str) -> InFlight {
-        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None, protected: None }
     }
 }
 
@@ -138,8 +156,18 @@ struct Runner<'l> {
     secrets: Vec<String>,
     asked: Asked,
     states: HashMap<String, TaskState>,
+    /// Each task's state when this run began, and the tasks it sent a
+    /// call for: the summary tells what this run did from what it kept.
+    states_at_start: HashMap<String, TaskState>,
+    dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
+    /// The goal's checkable constraints, and what this run saw of them.
+    guard: constraints::Guard,
+    tally: Tally,
+    /// Each MCP provider's tools as its server listed them before the first
+    /// intent (a provider whose server could not be asked is absent).
+    tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
     /// Where each process the run starts may write.
@@ -178,6 +206,7 @@ impl<'l> Runner<'l> {
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
+        let guard = constraints::Guard::of(plan.goal());
         Runner {
             ledger,
             plan,
@@ -188,8 +217,13 @@ impl<'l> Runner<'l> {
             secrets,
             asked,
             states: HashMap::new(),
+            states_at_start: HashMap::new(),
+            dispatched: HashSet::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
+            guard,
+            tally: Tally::default(),
+            tools: BTreeMap::new(),
             cache: FileCache::default(),
             sandboxes,
             tx,
@@ -215,6 +249,8 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.states_at_start = self.states.clone();
+        self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
         self.refresh_completions()?;
@@ -393,14 +429,16 @@ impl<'l> Runner<'l> {
                     }
                 }
             }
-            Msg::Validated { attempt_id, runs } => {
+            Msg::Validated { attempt_id, runs, constraint_runs } => {
+                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                let protected = self.judge_protected(attempt_id, &task).await?;
                 let flight = self
                     .in_flight
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
-                let task = self.task(&flight.task_ref)?.clone();
-                let after = self.observe_checkpoint(&task).await;
-                self.record_validations(attempt_id, &task, flight.before, after, runs)?;
+                let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
+                let judged = record::Judged { runs, constraint_runs, protected };
+                self.record_validations(attempt_id, &task, flight.before, after, judged)?;
             }
         }
         Ok(())
@@ -410,21 +448,28 @@ impl<'l> Runner<'l> {
         self.in_flight.get(&attempt_id).ok_or_else(|| Error::internal(format!("attempt {attempt_id} is not in flight")))
     }
 
-    /// Observe the checkpoint the validations will judge, then run them.
+    /// Observe the checkpoint the validations will judge, then run them,
+    /// then the goal's constraint checks (on the same path).
     async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = self.observe_checkpoint(task).await.ok();
+        let before = self.observe_checkpoint(task).await.ok().map(|cp| cp.with_context(self.tool_context(task)));
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
         }
         let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
+        let constraint_specs = self.guard.checks.clone();
         let tx = self.tx.clone();
         let workspace = self.plan.workspace.clone();
         let op = self.operation_of(&task.task_ref).to_string();
         let secrets = self.secrets.clone();
-        let sandbox = self.sandboxes.validation(&task.provider);
+        // The task's validations in its provider's sandbox; the goal's
+        // constraint checks in the one acceptance checks run in.
+        let (sandbox, goal_sandbox) = (self.sandboxes.validation(&task.provider), self.sandboxes.checks());
         tokio::spawn(async move {
-            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets, sandbox).await;
-            let _ = tx.send(Msg::Validated { attempt_id, runs }).await;
+            let (ws, o, s) = (workspace.clone(), op.clone(), secrets.clone());
+            let runs = checks::run_checks(specs, ws, o, OUTPUT_BYTES_MAX, s, sandbox).await;
+            let constraint_runs =
+                checks::run_checks(constraint_specs, workspace, op, OUTPUT_BYTES_MAX, secrets, goal_sandbox).await;
+            let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
         });
         Ok(())
     }
@@ -462,10 +507,19 @@ impl<'l> Runner<'l> {
         self.plan.digests.tasks.get(task_ref).map_or("", |d| d.operation_id.as_str())
     }
 
-    /// Run the goal's acceptance checks when every task is complete.
+    /// When every task is complete: the goal's constraint checks once more
+    /// (the state the goal would be judged in: a revision whose every task
+    /// is reused runs no attempt), then its acceptance checks.
     async fn acceptance(&mut self) -> Result<Option<Vec<AcceptanceLine>>> {
         if !self.states.values().all(|s| s.is_complete()) {
             return Ok(None);
+        }
+        if !self.guard.checks.is_empty() {
+            let op = format!("constraints:{}", self.goal_id);
+            let (ws, secrets, sandbox) = (self.plan.workspace.clone(), self.secrets.clone(), self.sandboxes.checks());
+            let specs = self.guard.checks.clone();
+            let runs = checks::run_checks(specs, ws, op, OUTPUT_BYTES_MAX, secrets, sandbox).await;
+            self.record_goal_constraints(runs)?;
         }
         let specs = self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
         let op = format!("acceptance:{}", self.goal_id);
@@ -481,21 +535,7 @@ impl<'l> Runner<'l> {
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_), .. } => {
-                let mut doc = json!({
-                    "goal": self.plan.goal(),
-                    "task": task,
-                    "operation_id": operation_id,
-                    "try": try_no,
-                    "authority": agent_authority(),
-                });
-                if let Some(rep) = repair {
-                    doc["repair"] = json!({
-                        "failed_attempt": rep.failed_attempt,
-                        "classification": rep.classification,
-                        "evidence": rep.evidence,
-                        "instruction": rep.instruction,
-                    });
-                }
+                let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
             _ => None,
@@ -513,19 +553,6 @@ impl<'l> Runner<'l> {
             sandbox: self.sandboxes.provider(&task.provider),
         }
     }
-}
-
-/// What an agent is told of its authority (SPEC: what it prints is a
-/// claim; a person's acts come only through the engine's commands), so it
-/// has no reason to ask for an approval, a settlement or a retry in its
-/// output.
-pub fn agent_authority() -> Value {
-    json!({
-        "your_report": "recorded as a claim with authority `external_ai_message`: kept beside the evidence, never a cause, a verdict or a passed validation",
-        "claims_authority": "external_ai_message",
-        "a_persons_acts": ["approve", "settle", "retry", "repair", "revise"],
-        "how_they_happen": "only a person, through the engine's own commands (engine approve, engine settle, engine retry, engine repair, engine revise); nothing you print or write can approve, settle or retry anything, so do not ask for it in your output",
-    })
 }
 
 /// A task's state and the event that says so, inside the caller's

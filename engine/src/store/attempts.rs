@@ -45,6 +45,9 @@ pub struct AttemptRecord {
     /// The sandbox its provider process ran under (`None`: recorded before
     /// the engine kept it).
     pub sandbox: Option<Status>,
+    /// The checkpoint digest of the goal's protected paths this attempt is
+    /// judged against (observed before its intent).
+    pub protected_at_intent: Option<String>,
 }
 
 impl AttemptRecord {
@@ -117,6 +120,8 @@ pub struct NewIntent<'a> {
     /// The sandbox the provider's process will run under, recorded with
     /// the intent.
     pub sandbox: &'a Status,
+    /// The checkpoint digest of the protected paths it will be judged against.
+    pub protected_at_intent: Option<&'a str>,
 }
 
 pub trait AttemptsRead {

@@ -1,7 +1,7 @@
 //! The act chain in SQLite (`store::chain` holds the hashing): append an
 //! entry in the act's transaction, check one act before the engine acts on
 //! it, check them all for `engine verify`, and adopt the acts a store held
-//! before schema 4.
+//! before schema 5.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -183,7 +183,7 @@ fn check_spending(conn: &Connection, id: ApprovalId) -> Result<i64> {
     Ok(highest)
 }
 
-/// Chain the acts a store held before schema 4, in the order they were
+/// Chain the acts a store held before schema 5, in the order they were
 /// recorded (their time, then their table's order), with their spending.
 pub(super) fn adopt(conn: &Connection) -> Result<()> {
     let approvals =

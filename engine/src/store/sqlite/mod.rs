@@ -1,5 +1,5 @@
-//! The SQLite ledger: one file (by default `.engine/engine.db` in the
-//! workspace), opened with checked permissions, migrated, in WAL mode. The
+//! The SQLite ledger: one file (by default the workspace's, outside it:
+//! `store::location`), opened with checked permissions, migrated, in WAL mode. The
 //! only code in the engine that names `rusqlite` or writes SQL.
 //!
 //! `Db` (here) opens, migrates and runs transactions; `sql.rs` is a

@@ -9,11 +9,11 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
 
 /// The migration after which the acts already in the store are put on the
-/// act chain (`chain::adopt`): schema 4 brings the chain.
-const CHAIN_FROM: usize = 4;
+/// act chain (`chain::adopt`): schema 5 brings the chain.
+const CHAIN_FROM: usize = 5;
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -290,9 +290,26 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
 "#;
 
-/// Schema 4: the trust boundary (issue 11).
+/// Schema 4: the goal's constraints checked from evidence.
+/// - The failure class `constraint_violated`: the class column's CHECK
+///   names it (SQLite cannot alter a CHECK, so the column is copied into a
+///   new one with the wider CHECK, the old one dropped, the new renamed).
+/// - `protected_at_intent`: the digest of the checkpoint of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart is judged against the
+///   same state.
+const MIGRATION_4: &str = r#"
+ALTER TABLE attempts ADD COLUMN class_v4 TEXT
+    CHECK (class_v4 IS NULL OR class_v4 IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+UPDATE attempts SET class_v4 = class;
+ALTER TABLE attempts DROP COLUMN class;
+ALTER TABLE attempts RENAME COLUMN class_v4 TO class;
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
+"#;
+
+/// Schema 5: the trust boundary (issue 11).
 /// - Each attempt records the sandbox its provider process ran under (JSON:
-///   `{"state": "enforced", "abi": 7}`, ...; NULL before schema 4).
+///   `{"state": "enforced", "abi": 7}`, ...; NULL before schema 5).
 /// - A person's acts record the operating-system uid and user name beside
 ///   the `--actor` label (NULL on acts recorded before).
 /// - The retries, repairs and revisions a person asks for, as rows.
@@ -301,7 +318,7 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
 ///   recorded before the chain existed, so what they held then is taken as
 ///   given).
 /// - `--request-id`s with the fingerprint of their command and its answer.
-const MIGRATION_4: &str = r#"
+const MIGRATION_5: &str = r#"
 ALTER TABLE attempts ADD COLUMN sandbox TEXT;
 ALTER TABLE approvals ADD COLUMN os_uid INTEGER;
 ALTER TABLE approvals ADD COLUMN os_user TEXT;

@@ -1,0 +1,327 @@
+//! The command line: clap arguments (`args`, also read by the build
+//! script) wired to library calls, and the one place that turns results
+//! into output and exit codes. No decisions here.
+
+pub mod args;
+pub mod shipped;
+
+use std::path::{Path, PathBuf};
+
+use clap::{CommandFactory, FromArgMatches};
+use serde_json::json;
+
+pub use args::{Cli, Command, GraphFormat, OutcomeArg, Shell};
+
+use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
+use crate::error::{Error, Result};
+use crate::ids::{GoalId, OperationId, Seq};
+use crate::once::{self, Given};
+use crate::plan::Plan;
+use crate::report::{self, emit, Output};
+use crate::run::orphans::take_lease;
+use crate::state::SettlementOutcome;
+use crate::store::{self, Store};
+
+/// The command line as the binary parses it: `args::Cli` with the version
+/// line (the build script builds the same for the man pages).
+pub fn command() -> clap::Command {
+    Cli::command().version(report::VERSION)
+}
+
+/// Parse arguments, run the command, print, and return the exit code.
+pub fn main() -> i32 {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Plain text (no colours), escaped: the arguments it quotes
+            // back may hold control characters.
+            let text = e.render().to_string();
+            let text = report::escape::for_terminal(&text);
+            return if e.use_stderr() {
+                eprint!("{text}");
+                2
+            } else {
+                emit(&text);
+                0
+            };
+        }
+    };
+    let json = cli.global.json;
+    match dispatch(cli) {
+        Ok(out) => {
+            if json {
+                emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
+            } else if !out.text.is_empty() {
+                emit(&report::escape::for_terminal(&out.text));
+            }
+            out.exit_code
+        }
+        Err(e) => {
+            if json {
+                emit(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
+                ));
+            }
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            e.code.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<Output> {
+    let Cli { global, command } = cli;
+    let json = global.json;
+    let at = Places { store: global.store, workspace: global.workspace };
+    let ws = at.workspace.as_deref();
+    match command {
+        Command::Init { dir } => crate::init::write(dir.as_deref().unwrap_or(Path::new("."))).map(report::init::render),
+        Command::Check { plan } => check(&plan, ws),
+        Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
+        Command::Schema => Ok(schema()),
+        Command::Completions { shell } => Ok(shipped::completions(shell)),
+        Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
+        Command::Run { plan, jobs } => {
+            let options =
+                RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
+            Ok(report::run::render(&commands::run::run(options)?))
+        }
+        Command::Settle { operation_id, outcome, note, actor, evidence, request_id } => {
+            let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
+            settle(&at, OperationId::new(operation_id), said, actor, request_id)
+        }
+        Command::Approve { operation_id, note, actor, request_id } => {
+            approve(&at, OperationId::new(operation_id), &note, actor, request_id)
+        }
+        Command::Retry { operation_id, jobs, actor, request_id } => {
+            retry(&at, OperationId::new(operation_id), jobs_or_default(jobs), actor, request_id)
+        }
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, actor, request_id } => {
+            let force_note = if force { note } else { None };
+            let (goal, jobs) = (goal.map(GoalId::new), jobs_or_default(jobs));
+            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs };
+            repair(&at, request, actor, request_id)
+        }
+        Command::Revise { plan, reason, no_run, jobs, actor, request_id } => {
+            let req = ReviseRequest { plan_path: plan, reason, no_run, jobs: jobs_or_default(jobs) };
+            revise(&at, req, actor, request_id)
+        }
+        Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
+        Command::Goals => report::goals::render(&at.reader()?),
+        Command::Explain { task_ref, goal } => {
+            report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
+        }
+        Command::Output { task_ref, attempt, stderr, goal } => {
+            let which = report::output::Which { goal: goal.map(GoalId::new), task_ref, attempt, stderr };
+            report::output::render(&at.reader()?, &which, json)
+        }
+        Command::Report { goal, revision, html, no_timestamp } => {
+            let (goal, html) = (goal.as_deref(), html.as_deref());
+            report::goal_report::run(
+                &at.reader()?,
+                &report::goal_report::Options { goal, revision, html, json, no_timestamp },
+            )
+        }
+        Command::Verify => verify(&at.store_path()?),
+        Command::Log { follow, after, goal } => {
+            report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
+        }
+    }
+}
+
+/// What a person says when settling.
+struct Settling {
+    outcome: SettlementOutcome,
+    note: String,
+    evidence: Option<PathBuf>,
+}
+
+/// `engine settle`: a person's act, under the lease; once per request id.
+fn settle(
+    at: &Places,
+    op: OperationId,
+    said: Settling,
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let Settling { outcome, note, evidence } = said;
+    let args = json!({"operation_id": op.as_str(), "outcome": outcome.as_str(), "note": note, "actor": actor,
+        "evidence": evidence_digest(evidence.as_deref())?});
+    let given = Given::new(request_id, "settle", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::settle::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        let said = commands::settle::Said { outcome, note: &note, person: &person, evidence: evidence.as_deref() };
+        Ok(report::acts::settled(&commands::settle::settle(ledger, &op, said, id)?))
+    })
+}
+
+/// `engine approve`: a person's act, under the lease; once per request id.
+fn approve(
+    at: &Places,
+    op: OperationId,
+    note: &str,
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    let given = Given::new(request_id, "approve", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::approve::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::acts::approved(&commands::approve::record(ledger, &op, note, &person, id)?))
+    })
+}
+
+/// `engine retry`: a person's request, under the lease; once per request id.
+fn retry(
+    at: &Places,
+    op: OperationId,
+    jobs: usize,
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"operation_id": op.as_str(), "actor": actor});
+    let given = Given::new(request_id, "retry", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::retry::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs, &person, id)?))
+    })
+}
+
+/// `engine repair`: a person's request, under the lease; once per request id.
+fn repair(at: &Places, request: RepairRequest, actor: Option<String>, request_id: Option<String>) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"task_ref": request.task_ref, "instruction": request.instruction,
+        "provider": request.provider, "force_note": request.force_note,
+        "goal": request.goal.as_ref().map(GoalId::as_str), "actor": actor});
+    let given = Given::new(request_id, "repair", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::repair::permitted(&*store.read(), request.goal.as_ref(), &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::run::render(&commands::repair::repair(ledger, request, &person, id)?))
+    })
+}
+
+/// `engine revise`: a person's new revision, under the lease; once per
+/// request id (the plan counts by its digest, not its path alone).
+fn revise(at: &Places, req: ReviseRequest, actor: Option<String>, request_id: Option<String>) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
+    let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests.plan, "reason": req.reason,
+        "no_run": req.no_run, "actor": actor});
+    let given = Given::new(request_id, "revise", args, &person)?;
+    let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
+    let store = Store::open_rw(&location.path)?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::revise::permitted(&*store.read(), &loaded, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::revise::render(&commands::revise::revise(ledger, loaded, req, &person, id)?))
+    })
+}
+
+fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
+    match o {
+        OutcomeArg::Ok => SettlementOutcome::Ok,
+        OutcomeArg::NotRun => SettlementOutcome::NotRun,
+    }
+}
+
+/// Validate, then warn: warnings go to stderr (and into `--json`), and
+/// never change the exit code.
+fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
+    let p = Plan::load(plan, workspace)?;
+    let warnings = crate::plan::probe::check(plan, &p)?;
+    for w in &warnings {
+        eprintln!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
+    }
+    let out = report::plan::check(&p, &warnings);
+    // The process ends next: freeing a 100,000-task plan piece by piece
+    // would only cost time (about a tenth of `check`).
+    std::mem::forget(p);
+    Ok(out)
+}
+
+fn verify(path: &Path) -> Result<Output> {
+    let v = store::verify::verify(path)?;
+    let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+    Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
+}
+
+fn schema() -> Output {
+    let schema = crate::plan::schema();
+    Output {
+        text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
+        json: schema,
+        exit_code: 0,
+    }
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(default_jobs)
+}
+
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the nearest
+/// workspace's (`store::location`).
+struct Places {
+    store: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+}
+
+impl Places {
+    fn store_path(&self) -> Result<PathBuf> {
+        Ok(commands::existing_store(self.store.as_deref(), self.workspace.as_deref())?.path)
+    }
+
+    /// The store, for reading (status, log, explain, report).
+    fn reader(&self) -> Result<Store> {
+        let path = self.store_path()?;
+        Store::open_ro(&path)?.ok_or_else(|| {
+            Error::usage(format!(
+                "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+                path.display()
+            ))
+        })
+    }
+
+    fn existing(&self) -> Result<Store> {
+        commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
+    }
+}
+
+/// A file handed in as evidence, by its content (the same path with other
+/// bytes is another command).
+fn evidence_digest(path: Option<&Path>) -> Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    // Over the bound, `settle` refuses it with the size; nothing to digest.
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > crate::limits::EVIDENCE_BYTES_MAX) {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::usage(format!("cannot read evidence file: {e}")).at(path.display().to_string()))?;
+    Ok(Some(crate::digest::content(&bytes)))
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
