@@ -40,6 +40,15 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a person's act in the store is not on the act
+    /// chain (inserted or edited by anything but the engine); the row is
+    /// named and nothing acts on it.
+    StoreTampered,
+    /// SPEC's additions: a `--request-id` already used for another command.
+    RequestIdConflict,
+    /// SPEC's additions: the plan's `people` does not list this operating
+    /// system user for this act; nothing is recorded.
+    NotPermitted,
     /// SPEC's additions: a task names an MCP tool its provider's `tools`
     /// allow-list does not name (`engine check`).
     ToolNotAllowed,
@@ -77,6 +86,9 @@ impl Code {
         Code::StoreCorrupt,
         Code::SchemaTooNew,
         Code::StoreFull,
+        Code::StoreTampered,
+        Code::RequestIdConflict,
+        Code::NotPermitted,
         Code::ToolNotAllowed,
         Code::UnknownTool,
         Code::UsageError,
@@ -107,6 +119,9 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::StoreTampered => "STORE_TAMPERED",
+            Code::RequestIdConflict => "REQUEST_ID_CONFLICT",
+            Code::NotPermitted => "NOT_PERMITTED",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::UsageError => "USAGE_ERROR",
@@ -134,6 +149,9 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::StoreTampered
+            | Code::RequestIdConflict
+            | Code::NotPermitted
             | Code::ToolNotAllowed
             | Code::UnknownTool
             | Code::GoalRequired
@@ -258,14 +276,17 @@ mod tests {
             Code::StoreCorrupt => 19,
             Code::SchemaTooNew => 20,
             Code::StoreFull => 21,
-            Code::ToolNotAllowed => 22,
-            Code::UnknownTool => 23,
-            Code::UsageError => 24,
-            Code::Internal => 25,
+            Code::StoreTampered => 22,
+            Code::RequestIdConflict => 23,
+            Code::NotPermitted => 24,
+            Code::ToolNotAllowed => 25,
+            Code::UnknownTool => 26,
+            Code::UsageError => 27,
+            Code::Internal => 28,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 26);
+        assert_eq!(Code::ALL.len(), 29);
     }
 }

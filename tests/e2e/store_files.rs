@@ -25,7 +25,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
 fn a_file_that_is_not_a_database_is_store_corrupt() {
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan(vec![task("A", &["true"])]));
-    std::fs::create_dir(ws.store_dir()).unwrap();
+    std::fs::create_dir_all(ws.store_dir()).unwrap();
     std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(ws.store_dir()).unwrap().permissions(), 0o700);
     let junk = vec![0x42u8; 8192];
     std::fs::write(ws.store(), &junk).unwrap();

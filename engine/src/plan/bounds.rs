@@ -27,6 +27,21 @@ pub fn check(plan: &PlanFile) -> Result<()> {
     for (name, spec) in &plan.providers {
         identifier(name, &format!("$.providers{}", key(name)), "a provider name")?;
         provider_bounds(spec, &format!("$.providers{}", key(name)))?;
+        let writes = spec.declared_writes();
+        let at = format!("$.providers{}.sandbox.write", key(name));
+        count(writes.len(), SANDBOX_WRITES_MAX, &at, "sandbox write paths")?;
+        for (i, w) in writes.iter().enumerate() {
+            bytes(w, PATH_BYTES_MAX, &format!("{at}[{i}]"), "a sandbox write path")?;
+        }
+    }
+    if let Some(people) = &plan.people {
+        for (act, names) in people.lists() {
+            let at = format!("$.people.{act}");
+            count(names.len(), PEOPLE_MAX, &at, "user names")?;
+            for (i, n) in names.iter().enumerate() {
+                bytes(n, ID_BYTES_MAX, &format!("{at}[{i}]"), "a user name")?;
+            }
+        }
     }
     for (i, task) in plan.tasks.iter().enumerate() {
         task_bounds(task, &format!("$.tasks[{i}]"))?;
@@ -87,8 +102,8 @@ fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
 
 fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
     match spec {
-        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => Ok(()),
-        ProviderSpec::Http { endpoint, observe, hosts } => {
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin { .. } => Ok(()),
+        ProviderSpec::Http { endpoint, observe, hosts, .. } => {
             bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
             if let Some(o) = observe {
                 bytes(o, URL_BYTES_MAX, &format!("{at}.observe"), "an observe URL")?;
@@ -99,7 +114,7 @@ fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             Ok(())
         }
-        ProviderSpec::Mcp { command, observe_tool, tools } => {
+        ProviderSpec::Mcp { command, observe_tool, tools, .. } => {
             argv(command, &format!("{at}.command"))?;
             if let Some(t) = observe_tool {
                 bytes(t, ID_BYTES_MAX, &format!("{at}.observe_tool"), "a tool name")?;

@@ -42,6 +42,10 @@ pub struct PlanFile {
     /// digests in checkpoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Who may do each of a person's acts, by operating-system user name
+    /// (default: any local user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub people: Option<People>,
 }
 
 impl PlanFile {
@@ -55,6 +59,7 @@ impl PlanFile {
             providers: self.providers.clone(),
             tasks: Vec::new(),
             secrets: self.secrets.clone(),
+            people: self.people.clone(),
         }
     }
 }
@@ -314,6 +319,59 @@ impl Default for Budgets {
     }
 }
 
+/// Who may do a person's acts: operating-system user names per act. An
+/// act without a list is open to any local user; an act whose list does
+/// not name the user is refused (`NOT_PERMITTED`) and recorded nowhere.
+/// `retry` covers `engine repair` too (both send a task's work again).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct People {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Vec<String>>,
+}
+
+impl People {
+    /// Each act that has a list, with its list, by its plan key.
+    pub fn lists(&self) -> Vec<(&'static str, &[String])> {
+        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry)]
+            .into_iter()
+            .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
+            .collect()
+    }
+}
+
+/// A provider's sandbox (docs/sandbox.md): `{"write": [paths]}` opens
+/// more paths for writing (absolute, `~` or `~/…`) besides the workspace
+/// and the temporary folder; `"none"` runs its processes unconfined.
+/// Not part of a task's meaning: it changes where a provider may write,
+/// not what it is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SandboxSpec {
+    Off(SandboxOff),
+    Confined(SandboxWrite),
+}
+
+/// `"sandbox": "none"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxOff {
+    None,
+}
+
+/// `"sandbox": {"write": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxWrite {
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// How the engine reaches a provider.
 /// How the engine reaches a provider (`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -330,6 +388,8 @@ pub enum ProviderSpec {
         /// last stdout line (see docs/agent-json.md). Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<Protocol>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
     /// An HTTP service: each task's `action.body` is sent to `endpoint`
     /// (POST unless `action.method` says otherwise), with the headers
@@ -348,6 +408,9 @@ pub enum ProviderSpec {
         /// Hosts besides loopback this provider may contact. Default: none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// An HTTP provider starts no process; accepted for uniformity.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
     /// An MCP tool server over stdio: started by the first call of a run
     /// that needs it (in the workspace, no shell), then every call of the
@@ -362,6 +425,8 @@ pub enum ProviderSpec {
         /// Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
         /// The tools a plan may call on this server (an allow-list checked
         /// by `engine check`); absent: any tool the server offers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -373,6 +438,32 @@ pub enum ProviderSpec {
     /// the same intent, receipt, validation and classification as any
     /// provider's; the task's declared `effect` still governs them.
     Builtin {},
+}
+
+impl ProviderSpec {
+    /// The provider's sandbox as the plan states it (`None`: the default).
+    pub fn sandbox(&self) -> Option<&SandboxSpec> {
+        match self {
+            ProviderSpec::Command { sandbox, .. }
+            | ProviderSpec::Http { sandbox, .. }
+            | ProviderSpec::Mcp { sandbox, .. } => sandbox.as_ref(),
+            // No process of its own: the engine does the work.
+            ProviderSpec::Builtin {} => None,
+        }
+    }
+
+    /// The paths it declares writable (none when unconfined or default).
+    pub fn declared_writes(&self) -> &[String] {
+        match self.sandbox() {
+            Some(SandboxSpec::Confined(w)) => &w.write,
+            _ => &[],
+        }
+    }
+
+    /// Does the plan opt this provider out (`"sandbox": "none"`)?
+    pub fn unconfined(&self) -> bool {
+        matches!(self.sandbox(), Some(SandboxSpec::Off(SandboxOff::None)))
+    }
 }
 
 /// The protocol a command provider speaks.

@@ -27,7 +27,9 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     budgets(plan)?;
     for (name, spec) in &plan.providers {
         provider(name, spec)?;
+        sandbox_writes(name, spec)?;
     }
+    people(plan)?;
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
     for (i, task) in plan.tasks.iter().enumerate() {
         let at = format!("$.tasks[{i}]");
@@ -117,7 +119,7 @@ fn path_globs(list: &[String], at: &str, what: &str) -> Result<()> {
 
 fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
     match spec {
-        ProviderSpec::Http { endpoint, observe, hosts } => {
+        ProviderSpec::Http { endpoint, observe, hosts, .. } => {
             let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
             let p = providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
             p.check().map_err(|e| {
@@ -129,7 +131,7 @@ fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
                     .at(format!("$.providers.{name}.observe")));
             }
         }
-        ProviderSpec::Mcp { command, observe_tool, tools } => {
+        ProviderSpec::Mcp { command, observe_tool, tools, .. } => {
             non_empty_argv(command, &format!("$.providers.{name}.command"))?;
             if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
                 return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
@@ -146,6 +148,41 @@ fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
             }
         }
         ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => {}
+    }
+    Ok(())
+}
+
+/// A provider's declared writable paths: absolute, `~` or `~/…` (the
+/// sandbox expands `~` to the home folder when the run starts).
+fn sandbox_writes(name: &str, spec: &ProviderSpec) -> Result<()> {
+    for (i, w) in spec.declared_writes().iter().enumerate() {
+        let why = if w.is_empty() {
+            Some("is empty")
+        } else if w.starts_with('~') && w != "~" && !w.starts_with("~/") {
+            Some("~user is not supported; write the absolute path")
+        } else if !w.starts_with('~') && !w.starts_with('/') {
+            Some("must be absolute or start with ~/")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::new(Code::PlanInvalid, format!("sandbox write path {w:?} {why}"))
+                .at(format!("$.providers.{name}.sandbox.write[{i}]")));
+        }
+    }
+    Ok(())
+}
+
+/// `people`: every user name is a name (not empty, no whitespace).
+fn people(plan: &PlanFile) -> Result<()> {
+    let Some(people) = &plan.people else { return Ok(()) };
+    for (act, names) in people.lists() {
+        for (i, n) in names.iter().enumerate() {
+            if n.is_empty() || n.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(Error::new(Code::PlanInvalid, format!("{n:?} is not an operating-system user name"))
+                    .at(format!("$.people.{act}[{i}]")));
+            }
+        }
     }
     Ok(())
 }

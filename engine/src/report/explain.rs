@@ -48,8 +48,10 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
         attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
+    let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "completion": standing.map(|s| s.json), "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
+        "completion": standing.map(|s| s.json), "attempts": attempts_json, "acts": acts});
     Ok(Output { text, json, exit_code: 0 })
 }
 
@@ -64,6 +66,10 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
         a.state,
         utc(a.intent_at_ms)
     ));
+    match &a.sandbox {
+        Some(s) => text.push_str(&format!("  sandbox: {s}\n")),
+        None => text.push_str("  sandbox: not recorded (the attempt is older than the engine's sandbox)\n"),
+    }
     if let Some(d) = &a.dispatch_detail {
         text.push_str(&format!("  handed to the provider: {d}\n"));
     }

@@ -4,6 +4,8 @@
 use serde_json::{json, Value};
 
 use super::Output;
+use providers::sandbox::Status;
+
 use crate::clock::utc;
 use crate::decide::spend::spending_command;
 use crate::error::{Error, Result};
@@ -27,12 +29,14 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
+    let machine = crate::run::sandboxes::machine_status()?;
     let mut text = format!(
-        "goal      {}  ({})\nrevision  {}\nstate     {}\n\n",
+        "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
         g.id,
         plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
         g.active_revision,
-        g.state
+        g.state,
+        store.path().display()
     );
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
@@ -53,8 +57,12 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &mut text)?;
     waiting.describe(&store.live_holder()?, &mut text);
+    let acts = super::person_acts::of_goal(ledger, &g.id, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
+        "store": store.path(),
+        "sandbox": machine,
+        "acts": acts,
         "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
@@ -95,6 +103,12 @@ fn task_table(
             },
             None => "-".into(),
         };
+        // A sandbox weaker than enforced is said on the line itself.
+        let sandbox = last.and_then(|a| a.sandbox.as_ref()).filter(|s| !matches!(s, Status::Enforced { .. }));
+        let last_text = match sandbox {
+            Some(s) => format!("{last_text}  [sandbox {s}]"),
+            None => last_text,
+        };
         let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}{note}\n",
@@ -105,7 +119,8 @@ fn task_table(
         ));
         let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification})),
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification,
+                "sandbox": a.sandbox})),
             "completion": standing.as_ref().map(|s| &s.json)}));
         if let Some(s) = standing {
             standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));

@@ -154,6 +154,9 @@ impl Runner<'_> {
             stdin: None,
             env: Vec::new(),
             secrets: self.secrets.clone(),
+            // That revision's provider, confined as this run confines the
+            // provider of that name (or as its checks are, when it has none).
+            sandbox: self.sandboxes.provider(&task.provider),
         };
         let observation = match provider.observe(&call) {
             Some(fut) => Some(fut.await),

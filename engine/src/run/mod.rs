@@ -19,6 +19,7 @@ pub mod provider;
 mod reconcile;
 mod record;
 mod report;
+pub mod sandboxes;
 mod start;
 pub mod stop;
 mod stopped;
@@ -53,6 +54,7 @@ pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};
 pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+pub use sandboxes::Sandboxes;
 use stop::{Level, Stop, StopEvent};
 pub use tools::list_now as list_tools_now;
 
@@ -85,10 +87,11 @@ pub fn execute(
     revision: Revision,
     jobs: usize,
     asked: Asked,
+    sandboxes: Sandboxes,
     progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, progress);
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, sandboxes, progress);
     let report = rt.block_on(runner.run());
     runner.progress.update(&Update::Ended);
     report
@@ -207,6 +210,8 @@ struct Runner<'l> {
     tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
+    /// Where each process the run starts may write.
+    sandboxes: Sandboxes,
     tx: mpsc::Sender<Msg>,
     rx: mpsc::Receiver<Msg>,
     /// A person's stop (SIGINT, SIGTERM, SIGHUP) and the process groups it
@@ -246,6 +251,7 @@ impl<'l> Runner<'l> {
         revision: Revision,
         jobs: usize,
         asked: Asked,
+        sandboxes: Sandboxes,
         progress: Arc<dyn Sink>,
     ) -> Self {
         let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
@@ -272,6 +278,7 @@ impl<'l> Runner<'l> {
             tally: Tally::default(),
             tools: BTreeMap::new(),
             cache: FileCache::default(),
+            sandboxes,
             tx,
             rx,
             stop: Stop::new(stop::Groups::default()),
@@ -377,7 +384,9 @@ impl<'l> Runner<'l> {
                 let Some(p) = scheduler.next(&view) else { break };
                 match self.start(&order[p]).await {
                     Ok(()) => {}
-                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => refused = Some(e),
+                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered) => {
+                        refused = Some(e)
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -560,15 +569,19 @@ impl<'l> Runner<'l> {
         let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
         let constraint_specs = self.guard.checks.clone();
         let tx = self.tx.clone();
-        let at = checks::Place {
+        // The task's validations in its provider's sandbox; the goal's
+        // constraint checks in the one acceptance checks run in.
+        let place = |sandbox| checks::Place {
             workspace: self.plan.workspace.clone(),
             operation_id: self.operation_of(&task.task_ref).to_string(),
             secrets: self.secrets.clone(),
             groups: self.stop.groups.clone(),
+            sandbox,
         };
+        let (at, at_goal) = (place(self.sandboxes.validation(&task.provider)), place(self.sandboxes.checks()));
         let work = tokio::spawn(async move {
             let runs = checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await;
-            let constraint_runs = checks::run_checks(constraint_specs, &at, OUTPUT_BYTES_MAX).await;
+            let constraint_runs = checks::run_checks(constraint_specs, &at_goal, OUTPUT_BYTES_MAX).await;
             let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
         });
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
@@ -585,13 +598,14 @@ impl<'l> Runner<'l> {
     /// meanwhile. A checkpoint of a few small files is observed in place
     /// (`checkpoint::observes_quickly`: bounded, and cheaper than the hop).
     async fn observe_checkpoint(&mut self, task: &Task) -> std::result::Result<Checkpoint, String> {
+        let sandbox = self.sandboxes.checks();
         if checkpoint::observes_quickly(&self.plan.workspace, task) {
-            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache);
+            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &sandbox, &mut self.cache);
         }
         let (workspace, secrets) = (self.plan.workspace.clone(), self.plan.file.secrets.clone());
         let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
         let observed = tokio::task::spawn_blocking(move || {
-            let cp = checkpoint::observe(&workspace, &task, &secrets, &mut cache);
+            let cp = checkpoint::observe(&workspace, &task, &secrets, &sandbox, &mut cache);
             (cp, cache)
         })
         .await;
@@ -632,6 +646,7 @@ impl<'l> Runner<'l> {
             operation_id,
             secrets: self.secrets.clone(),
             groups: self.stop.groups.clone(),
+            sandbox: self.sandboxes.checks(),
         };
         let (at_constraints, at) =
             (place(format!("constraints:{}", self.goal_id)), place(format!("acceptance:{}", self.goal_id)));
@@ -678,7 +693,7 @@ impl<'l> Runner<'l> {
     /// evidence and the person's instruction.
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
-            ProviderSpec::Command { protocol: Some(_) } => {
+            ProviderSpec::Command { protocol: Some(_), .. } => {
                 let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
@@ -694,6 +709,7 @@ impl<'l> Runner<'l> {
             stdin,
             env: Vec::new(),
             secrets: self.secrets.clone(),
+            sandbox: self.sandboxes.provider(&task.provider),
         }
     }
 }

@@ -32,6 +32,7 @@ pub fn agent_request(
         "task": task,
         "operation_id": operation_id,
         "try": try_no,
+        "authority": agent_authority(),
     });
     if let Some(rep) = repair {
         doc["repair"] = json!({
@@ -44,14 +45,27 @@ pub fn agent_request(
     doc
 }
 
+/// What an agent is told of its authority (SPEC: what it prints is a
+/// claim; a person's acts come only through the engine's commands), so it
+/// has no reason to ask for an approval, a settlement or a retry in its
+/// output.
+pub fn agent_authority() -> Value {
+    json!({
+        "your_report": "recorded as a claim with authority `external_ai_message`: kept beside the evidence, never a cause, a verdict or a passed validation",
+        "claims_authority": "external_ai_message",
+        "a_persons_acts": ["approve", "settle", "retry", "repair", "revise"],
+        "how_they_happen": "only a person, through the engine's own commands (engine approve, engine settle, engine retry, engine repair, engine revise); nothing you print or write can approve, settle or retry anything, so do not ask for it in your output",
+    })
+}
+
 pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
     match spec {
-        ProviderSpec::Command { protocol } => Arc::new(CommandProvider {
+        ProviderSpec::Command { protocol, .. } => Arc::new(CommandProvider {
             protocol: protocol.map(|p| match p {
                 Protocol::AgentJson => "agent-json".to_string(),
             }),
         }),
-        ProviderSpec::Http { endpoint, observe, hosts } => Arc::new(
+        ProviderSpec::Http { endpoint, observe, hosts, .. } => Arc::new(
             // The plan's bare observe URL keeps its old meaning (404 is
             // absence) until the plan can say `absent_if` itself.
             HttpProvider::new(endpoint.clone())

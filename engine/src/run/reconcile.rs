@@ -68,6 +68,9 @@ impl Runner<'_> {
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
             let waiting = matches!(self.states.get(&a.task_ref), Some(TaskState::Running | TaskState::Cancelled));
             if !read.is_judged(a.id)? && waiting {
+                // The engine goes on only on a settlement the act chain
+                // vouches for (STORE_TAMPERED otherwise: nothing runs).
+                read.check_settled(a.id)?;
                 to_validate.push(a);
             }
         }

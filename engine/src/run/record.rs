@@ -373,7 +373,7 @@ fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Resu
         Receipt::Mcp(r) => mcp_answer(tx, r)?,
         Receipt::Builtin(r) => builtin_answer(r),
     };
-    if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
+    if let (ProviderSpec::Command { protocol: Some(_), .. }, Receipt::Command(r)) = (spec, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
         match agent_report(&r.stdout) {
             Ok(report) => {

@@ -3,6 +3,7 @@
 //! it finished.
 
 use providers::process::ProcessId;
+use providers::sandbox::Status;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -41,6 +42,9 @@ pub struct AttemptRecord {
     pub inputs_at_intent: Option<String>,
     /// A repair's instruction, if any.
     pub instruction: Option<String>,
+    /// The sandbox its provider process ran under (`None`: recorded before
+    /// the engine kept it).
+    pub sandbox: Option<Status>,
     /// The checkpoint digest of the goal's protected paths this attempt is
     /// judged against (observed before its intent).
     pub protected_at_intent: Option<String>,
@@ -113,6 +117,9 @@ pub struct NewIntent<'a> {
     pub cost: Cost,
     pub inputs_at_intent: Option<&'a str>,
     pub instruction: Option<&'a str>,
+    /// The sandbox the provider's process will run under, recorded with
+    /// the intent.
+    pub sandbox: &'a Status,
     /// The checkpoint digest of the protected paths it will be judged against.
     pub protected_at_intent: Option<&'a str>,
 }

@@ -13,8 +13,9 @@ use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
+use providers::sandbox::Status;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -45,6 +46,14 @@ fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classif
     }))
 }
 
+/// The sandbox status column (JSON), if recorded.
+fn sandbox_column(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Status>> {
+    let Some(text) = r.get::<_, Option<String>>(i)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
     let classification = classification_from_row(r)?;
     Ok(AttemptRecord {
@@ -70,7 +79,8 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         checkpoint: r.get(23)?,
         inputs_at_intent: r.get(24)?,
         instruction: r.get(25)?,
-        protected_at_intent: r.get(26)?,
+        sandbox: sandbox_column(r, 26)?,
+        protected_at_intent: r.get(27)?,
     })
 }
 
@@ -251,9 +261,9 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
         let generation = self.fence().generation();
         exec(self.conn,
-            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, i.protected_at_intent],
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, sandbox, protected_at_intent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15, ?16)",
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(
