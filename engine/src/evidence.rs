@@ -150,8 +150,53 @@ pub enum Evidence {
         #[serde(skip_serializing_if = "Option::is_none")]
         checkpoint: Option<String>,
     },
-    /// A re-observation of the target.
-    Observation { observation: providers::Observation },
+    /// A re-observation of the target: its verdict and summary, and for a
+    /// read-back the request, the answer and the rule that decided.
+    Observation {
+        observation: providers::Observation,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_back: Option<ReadBackRecord>,
+    },
+    /// The provider was asked about a request it had accepted, by the
+    /// handle it gave (an MCP task id), without sending it again.
+    HandleLookup { handle: providers::Handle, found: HandleFound, evidence: String },
+}
+
+/// A read-back as the ledger keeps it: what was asked (placeholders
+/// filled), what came back (its JSON as a blob, an excerpt beside it; none
+/// when nothing usable came back, and then why), and which rule decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadBackRecord {
+    pub request: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Output>,
+    pub decider: providers::Decider,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// What asking the provider about an accepted request found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandleFound {
+    /// The request ended and its answer was fetched: that is the receipt.
+    Answered,
+    /// The provider still works on it.
+    Running,
+    /// The provider does not know it (any more), or could not be asked.
+    Unknown,
+}
+
+impl HandleFound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandleFound::Answered => "answered",
+            HandleFound::Running => "running",
+            HandleFound::Unknown => "unknown",
+        }
+    }
 }
 
 impl Evidence {
@@ -166,6 +211,7 @@ impl Evidence {
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::CheckResult { .. } => "check_result",
             Evidence::Observation { .. } => "observation",
+            Evidence::HandleLookup { .. } => "handle_lookup",
         }
     }
 }

@@ -156,27 +156,61 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<Protocol>,
     },
-    /// An HTTP service; each task's `action.body` is POSTed to `endpoint`.
+    /// An HTTP service; each task's `action.body` is POSTed to `endpoint`
+    /// (`http://`, or `https://` verified against the system's roots and
+    /// `ca_file`).
     Http {
         endpoint: String,
-        /// URL template with `{operation_id}`: 200 = effect present,
-        /// 404 = absent, anything else = inconclusive.
+        /// The read-back for tasks that declare none: a URL template (200
+        /// is present; nothing is absent, so a 404 is inconclusive) or a
+        /// rule `{"url", "present_if", "absent_if"}` (see the task's
+        /// `observe`). Checked by the providers' own parser.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        observe: Option<String>,
+        #[schemars(schema_with = "super::observe::http_default_schema")]
+        observe: Option<serde_json::Value>,
         /// Hosts besides loopback this provider may contact.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
     },
-    /// An MCP tool server over stdio, started per call (argv, no shell, in
-    /// the workspace); each task's `action.tool` is called with
+    /// An MCP tool server, one per provider per run: over stdio (`command`:
+    /// argv, no shell, started in the workspace) or Streamable HTTP
+    /// (`url`); each task's `action.tool` is called with
     /// `action.arguments`, and `_meta` carries `operation_id` and `try`.
     Mcp {
-        command: Vec<String>,
+        /// argv of a stdio server (exactly one of `command`, `url`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<Vec<String>>,
+        /// A Streamable HTTP endpoint (`http://` or `https://`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
         /// A tool called with `{"operation_id": ...}` whose result's
         /// `structuredContent.state` is `present` or `absent`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        /// The read-back rule for tasks that declare none (instead of
+        /// `observe_tool`): `{"tool", "arguments", "present_if", "absent_if"}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(schema_with = "super::observe::mcp_rule_schema")]
+        observe: Option<serde_json::Value>,
+        /// Calls may be in flight together on this server (else they take turns).
+        #[serde(default, skip_serializing_if = "is_false")]
+        concurrent: bool,
+        /// Hosts besides loopback a `url` may name.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots, for an `https://` `url` (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
     },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -248,6 +282,16 @@ pub struct Task {
     /// recorded (`["python3", "--version"]`) or `{"env": "NAME"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+    /// How to read this task's effect back when its answer is lost,
+    /// instead of the provider's default: an HTTP rule `{"url",
+    /// "present_if", "absent_if"}` or an MCP rule `{"tool", "arguments",
+    /// "present_if", "absent_if"}`. Present only when `present_if`
+    /// matches, absent only when `absent_if` matches, otherwise
+    /// inconclusive. Not part of the task's meaning: it is how the engine
+    /// looks, not what it asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::observe::task_rule_schema")]
+    pub observe: Option<serde_json::Value>,
 }
 
 impl Task {

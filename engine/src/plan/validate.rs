@@ -8,6 +8,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
+use crate::plan::adapters::{self, Adapter};
 use crate::plan::model::{PlanFile, ProviderSpec, Task};
 use crate::workspace::lexically_inside;
 
@@ -25,8 +26,9 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     super::bounds::check(plan)?;
     goal(plan)?;
     budgets(plan)?;
+    let mut adapters = HashMap::with_capacity(plan.providers.len());
     for (name, spec) in &plan.providers {
-        provider(name, spec)?;
+        adapters.insert(name.as_str(), provider(name, spec)?);
     }
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
     for (i, task) in plan.tasks.iter().enumerate() {
@@ -39,6 +41,9 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
                 .at(format!("{at}.ref")));
         }
         self::task(plan, task, &at)?;
+        if let (Some(rule), Some(adapter)) = (&task.observe, adapters.get(task.provider.as_str())) {
+            adapters::check_task_rule(adapter.provider(), rule, &at)?;
+        }
     }
     topo_order(plan, &dependency_graph(plan, &index)?)
 }
@@ -60,30 +65,17 @@ fn goal(plan: &PlanFile) -> Result<()> {
     Ok(())
 }
 
-fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
-    match spec {
-        ProviderSpec::Http { endpoint, observe, hosts } => {
-            let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
-            let p = providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
-            p.check().map_err(|e| {
-                let field = e.path.split('.').next().unwrap_or("endpoint");
-                Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
-            })?;
-            if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
-                return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
-                    .at(format!("$.providers.{name}.observe")));
-            }
-        }
-        ProviderSpec::Mcp { command, observe_tool } => {
-            non_empty_argv(command, &format!("$.providers.{name}.command"))?;
-            if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
-                return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
-                    .at(format!("$.providers.{name}.observe_tool")));
-            }
-        }
-        ProviderSpec::Command { .. } => {}
+/// A provider's config, through the providers' own parser, and its URLs
+/// against the scheme and host policy; the files it names are read later,
+/// with the workspace (`Plan::from_file`). Returns the parsed adapter, which
+/// checks its tasks' read-back rules.
+fn provider(name: &str, spec: &ProviderSpec) -> Result<Adapter> {
+    if let ProviderSpec::Mcp { command: Some(command), .. } = spec {
+        non_empty_argv(command, &format!("$.providers.{name}.command"))?;
     }
-    Ok(())
+    let adapter = Adapter::parse(spec, None).map_err(|e| adapters::at_provider(name, e))?;
+    Adapter::check_urls(spec).map_err(|e| adapters::at_provider(name, e))?;
+    Ok(adapter)
 }
 
 /// One task's provider, action, validations, cost and inputs.

@@ -12,6 +12,7 @@
 mod checks;
 mod fresh;
 mod in_doubt;
+mod look;
 pub mod orphans;
 pub mod provider;
 mod reconcile;
@@ -78,8 +79,13 @@ pub fn execute(
     asked: Asked,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked);
-    rt.block_on(runner.run())
+    let providers = provider::build_all(&plan.file.providers, &plan.workspace)?;
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, providers);
+    let report = rt.block_on(runner.run());
+    // Every path out of the run ends what the providers kept for it (an
+    // MCP server's process group, an HTTP session), the failed ones too.
+    rt.block_on(provider::shutdown_all(&runner.providers));
+    report
 }
 
 /// Messages from in-flight work to the coordinator.
@@ -160,8 +166,14 @@ impl Candidates for View<'_> {
 }
 
 impl<'l> Runner<'l> {
-    fn new(ledger: &'l mut LeaseGuard, plan: Plan, revision: Revision, jobs: usize, asked: Asked) -> Self {
-        let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
+    fn new(
+        ledger: &'l mut LeaseGuard,
+        plan: Plan,
+        revision: Revision,
+        jobs: usize,
+        asked: Asked,
+        providers: HashMap<String, Arc<dyn Provider>>,
+    ) -> Self {
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
@@ -365,9 +377,9 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
-            // An MCP task handle: not yet kept in the ledger (no plan can ask
-            // for a task-augmented call yet), so nothing to record.
-            Msg::Progress { progress: Progress::Handle { .. }, .. } => {}
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, detail } } => {
+                self.record_handle(attempt_id, &handle, &detail)?;
+            }
             Msg::Finished { attempt_id, outcome } => {
                 failpoint::hit("after_receipt");
                 let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
@@ -388,6 +400,23 @@ impl<'l> Runner<'l> {
                 self.record_validations(attempt_id, &task, flight.before, after, runs)?;
             }
         }
+        Ok(())
+    }
+
+    /// The provider accepted the request and named it: committed durably,
+    /// on its own, the moment it arrives — an engine restarted after a
+    /// crash asks the provider about it by this name.
+    fn record_handle(&mut self, attempt_id: AttemptId, handle: &providers::Handle, detail: &str) -> Result<()> {
+        let flight = self.flight(attempt_id)?;
+        let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let data = json!({"handle": handle, "detail": detail});
+        self.ledger.write(Durability::Full, |tx| {
+            tx.record_handle(intent, handle)?;
+            let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data);
+            tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
+        })?;
+        failpoint::hit("after_handle");
         Ok(())
     }
 

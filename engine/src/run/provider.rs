@@ -1,32 +1,28 @@
-//! Building a provider adapter from its plan spec, and the requests and
-//! outputs the engine exchanges with it.
+//! The run's providers: one adapter per plan provider, built once for the
+//! run (so an MCP server serves every call and observation of the run),
+//! and shut down once at its end.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
-use providers::command::CommandProvider;
-use providers::http::HttpProvider;
-use providers::mcp::McpProvider;
-use providers::observe::HttpObserve;
 use providers::Provider;
 
-use crate::plan::{Protocol, ProviderSpec};
+use crate::error::Result;
+use crate::plan::{adapters, ProviderSpec};
 
-pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
-    match spec {
-        ProviderSpec::Command { protocol } => Arc::new(CommandProvider {
-            protocol: protocol.map(|p| match p {
-                Protocol::AgentJson => "agent-json".to_string(),
-            }),
-        }),
-        ProviderSpec::Http { endpoint, observe, hosts } => Arc::new(
-            // The plan's bare observe URL keeps its old meaning (404 is
-            // absence) until the plan can say `absent_if` itself.
-            HttpProvider::new(endpoint.clone())
-                .with_observe(observe.as_deref().map(HttpObserve::legacy_status_url))
-                .with_hosts(hosts.clone()),
-        ),
-        ProviderSpec::Mcp { command, observe_tool } => {
-            Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
-        }
+/// Build every provider of a validated plan.
+pub fn build_all(
+    specs: &std::collections::BTreeMap<String, ProviderSpec>,
+    workspace: &Path,
+) -> Result<HashMap<String, Arc<dyn Provider>>> {
+    specs.iter().map(|(name, spec)| Ok((name.clone(), adapters::build(name, spec, workspace)?))).collect()
+}
+
+/// End what each provider keeps for a run (an MCP server's process group,
+/// an HTTP session), once; the first a run ends on every path.
+pub async fn shutdown_all(providers: &HashMap<String, Arc<dyn Provider>>) {
+    for p in providers.values() {
+        p.shutdown().await;
     }
 }

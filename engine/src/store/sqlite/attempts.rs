@@ -13,8 +13,9 @@ use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
+use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -45,6 +46,14 @@ fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classif
     }))
 }
 
+/// The handle column: the provider's JSON for it.
+fn handle_from_row(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Handle>> {
+    let Some(text) = r.get::<_, Option<String>>(i)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
     let classification = classification_from_row(r)?;
     Ok(AttemptRecord {
@@ -70,6 +79,8 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         checkpoint: r.get(23)?,
         inputs_at_intent: r.get(24)?,
         instruction: r.get(25)?,
+        handle: handle_from_row(r, 26)?,
+        handle_at_ms: r.get(27)?,
     })
 }
 
@@ -271,6 +282,24 @@ impl AttemptsWrite for Sql<'_> {
             ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
             &[&now_ms(), &detail, &process],
         )
+    }
+
+    fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()> {
+        let id = intent.attempt_id();
+        let n = exec(
+            self.conn,
+            "UPDATE attempts SET handle = ?2, handle_at_ms = ?3 WHERE id = ?1 AND state = 'dispatched' AND handle IS NULL",
+            params![id, json_column(handle)?, now_ms()],
+        )?;
+        if n == 1 {
+            return Ok(());
+        }
+        let now: Option<AttemptState> =
+            qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        Err(Error::internal(format!(
+            "attempt {id}: a handle is recorded once, on a dispatched attempt; it is {}",
+            now.map_or("missing".to_string(), |s| s.to_string())
+        )))
     }
 
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {

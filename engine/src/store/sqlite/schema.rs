@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -284,6 +284,17 @@ CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id)
 INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
   SELECT json_extract(data, '$.operation_id'), goal_id, revision, task_ref, json_extract(data, '$.request_digest'), at_ms
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
+"#;
+
+/// Schema 4: the provider's own name for a request it accepted (an MCP
+/// task id, and the HTTP session it lives in), committed the moment it
+/// arrives, so an engine restarted after a crash asks the provider about
+/// that request instead of guessing. `dispatched` with a handle claims the
+/// provider accepted the request, not that it did the work.
+const MIGRATION_4: &str = r#"
+ALTER TABLE attempts ADD COLUMN handle TEXT
+    CHECK (handle IS NULL OR (json_valid(handle) AND json_extract(handle, '$.kind') IS NOT NULL));
+ALTER TABLE attempts ADD COLUMN handle_at_ms INTEGER;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
