@@ -189,6 +189,14 @@ pub enum HandleFound {
     Unknown,
 }
 
+/// A provider's handle in words: `MCP task T (session S)`.
+pub fn handle_words(h: &providers::Handle) -> String {
+    match h {
+        providers::Handle::McpTask { task_id, session: Some(s) } => format!("MCP task {task_id} (session {s})"),
+        providers::Handle::McpTask { task_id, session: None } => format!("MCP task {task_id}"),
+    }
+}
+
 impl HandleFound {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::record::output;
 use crate::decide::in_doubt::{self, Observed};
 use crate::error::Result;
-use crate::evidence::{Evidence, HandleFound, ReadBackRecord};
+use crate::evidence::{handle_words, Evidence, HandleFound, ReadBackRecord};
 use crate::store::LedgerTx;
 
 /// What looking found.
@@ -102,7 +102,7 @@ pub(super) async fn look(
         if let Some(fut) = provider.resume(call, h) {
             match fut.await {
                 Resumed::Receipt(receipt) => {
-                    let words = format!("{} ended; its answer is the receipt", describe(h));
+                    let words = format!("{} ended; its answer is the receipt", handle_words(h));
                     return Looked {
                         observed: Observed::Answered,
                         answer: Some(receipt),
@@ -121,14 +121,6 @@ pub(super) async fn look(
     };
     let observed = in_doubt::looked(by_handle.as_ref().map(|b| b.1), read_back.as_ref().map(|r| r.verdict));
     Looked { observed, answer: None, by_handle, read_back }
-}
-
-/// A handle in words.
-pub fn describe(h: &Handle) -> String {
-    match h {
-        Handle::McpTask { task_id, session: Some(s) } => format!("MCP task {task_id} (session {s})"),
-        Handle::McpTask { task_id, session: None } => format!("MCP task {task_id}"),
-    }
 }
 
 /// How long to wait for an accepted request when asking about it again:
