@@ -9,6 +9,7 @@
 //! tokio tasks that report back over a bounded channel, so every ledger
 //! write happens in one place, in the order events really happened.
 
+mod cancel;
 mod checks;
 mod fresh;
 mod in_doubt;
@@ -114,11 +115,16 @@ struct InFlight {
     /// The provider process, once started: recorded with the dispatch, so
     /// an engine taking over after a crash can end its process group.
     process: Option<ProcessId>,
+    /// The call as its provider (named) received it, while it is out.
+    call: Option<(String, Call)>,
+    /// The provider's name for the request once it accepted it (an MCP
+    /// task id): what a person's interrupt asks it to cancel.
+    handle: Option<providers::Handle>,
 }
 
 impl InFlight {
     fn new(intent: Intent, task_ref: &str) -> InFlight {
-        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None, call: None, handle: None }
     }
 }
 
@@ -416,6 +422,9 @@ impl<'l> Runner<'l> {
             let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data);
             tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
         })?;
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.handle = Some(handle.clone());
+        }
         failpoint::hit("after_handle");
         Ok(())
     }

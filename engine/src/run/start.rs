@@ -186,7 +186,9 @@ impl Runner<'_> {
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
         let tx = self.tx.clone();
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight::new(intent, &task_ref));
+        let mut flight = InFlight::new(intent, &task_ref);
+        flight.call = Some((call.task.provider.clone(), provider_call.clone()));
+        self.in_flight.insert(attempt_id, flight);
         tokio::spawn(async move {
             let (ptx, mut prx) = providers::progress_channel();
             let fut = provider.dispatch(&provider_call, ptx);

@@ -57,6 +57,8 @@ event_kinds! {
     HandleRecorded = "handle_recorded",
     /// A lost answer was fetched from the provider by the request's handle.
     AnsweredByHandle = "answered_by_handle",
+    /// A person's interrupt asked the provider to cancel an accepted request.
+    CancelRequested = "cancel_requested",
     ReceiptRecorded = "receipt_recorded",
     AttemptSucceeded = "attempt_succeeded",
     AttemptFailed = "attempt_failed",
