@@ -158,4 +158,12 @@ fn a_crash_after_the_task_id_over_stdio_is_unknown_the_server_died_with_its_task
     // `status` names the task, for the person who settles it.
     let status = ws.engine(&["status"]);
     assert!(status.stdout.contains(&format!("accepted as MCP task {task_id}")), "{}", status.stdout);
+    // So does the HTML report, with what asking about it found.
+    ws.engine(&["report", "--html", "report.html", "--no-timestamp"]).expect(0, None);
+    let html = ws.read("report.html");
+    assert!(html.contains(&format!("accepted by the provider as MCP task {task_id}")), "the handle in the report");
+    assert!(
+        html.contains(&format!("asked the provider about MCP task {task_id}: unknown")),
+        "the lookup in the report"
+    );
 }

@@ -89,6 +89,10 @@ fn a_crash_after_dispatch_is_read_back_present_and_the_write_is_not_sent_again()
         "{}",
         explain.stdout
     );
+    // The HTML report shows the read-back and its answer.
+    ws.engine(&["report", "--html", "report.html", "--no-timestamp"]).expect(0, None);
+    let html = ws.read("report.html");
+    assert!(html.contains("observed present: tools/call `read_text_file`"), "the read-back in the report");
 }
 
 #[test]
