@@ -187,11 +187,16 @@ pub fn research_task(task_ref: &str, topic: &str) -> Value {
            "validations": [{"id": "V1", "run": ["true"], "expect_exit": 0}]})
 }
 
+/// The receipt's answer (its stdout blob: an MCP result's JSON).
+pub fn receipt_answer(ws: &Ws, attempt_id: i64) -> Option<Value> {
+    let blob = ws.receipt_of(attempt_id)?["stdout_blob"].as_str()?.to_string();
+    let row = ws.ledger().blobs().into_iter().find(|b| b.digest == blob)?;
+    serde_json::from_slice(&row.data).ok()
+}
+
 /// The task id a receipt's MCP result names as its task
 /// (`_meta["io.modelcontextprotocol/related-task"].taskId`).
 pub fn related_task(ws: &Ws, attempt_id: i64) -> Option<String> {
-    let blob = ws.receipt_of(attempt_id)?["stdout_blob"].as_str()?.to_string();
-    let row = ws.ledger().blobs().into_iter().find(|b| b.digest == blob)?;
-    let v: Value = serde_json::from_slice(&row.data).ok()?;
+    let v = receipt_answer(ws, attempt_id)?;
     v["_meta"]["io.modelcontextprotocol/related-task"]["taskId"].as_str().map(str::to_string)
 }

@@ -167,3 +167,29 @@ fn a_crash_after_the_task_id_over_stdio_is_unknown_the_server_died_with_its_task
         "the lookup in the report"
     );
 }
+
+#[test]
+fn a_tool_without_task_support_is_called_plainly_beside_a_task_on_the_same_server() {
+    // `trigger-long-running-operation` declares no task support: no
+    // `params.task`, no handle, its answer the receipt; the research task
+    // next to it still runs as a task, on the one server of the run.
+    let ws = Ws::new();
+    let long = json!({"ref": "L1", "title": "a long operation", "provider": "ev", "effect": "none",
+                      "action": {"tool": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}});
+    let tasks = vec![long, research_task("T1", "tides")];
+    ws.write_plan("plan.json", &plan(json!({"ev": stdio(&ws)}), tasks));
+    ws.run().expect(0, None);
+    let long_calls = calls_of(&ws, "trigger-long-running-operation");
+    assert_eq!(long_calls.len(), 1, "{long_calls:?}");
+    assert!(long_calls[0]["params"].get("task").is_none(), "not task-augmented: {}", long_calls[0]);
+    let research = calls_of(&ws, "simulate-research-query");
+    assert!(research[0]["params"]["task"]["ttl"].is_number(), "{}", research[0]);
+    let by_ref = |r: &str| ws.attempts().into_iter().find(|a| a.task_ref == r).unwrap();
+    let (l1, t1) = (by_ref("L1"), by_ref("T1"));
+    assert_eq!((l1.state.as_str(), l1.handle.as_ref()), ("succeeded", None), "{l1:?}");
+    assert_eq!(t1.state, "succeeded");
+    assert!(t1.handle.is_some(), "{t1:?}");
+    let answer = receipt_answer(&ws, l1.id).unwrap();
+    assert!(answer.to_string().contains("Long running operation completed"), "{answer}");
+    assert_eq!(starts(&ws).len(), 1, "one server for both");
+}

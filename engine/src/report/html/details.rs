@@ -186,6 +186,16 @@ fn claims(a: &AttemptReport, out: &mut String) {
     out.push_str("</div>");
 }
 
+/// A re-observation's verdict and summary (a read-back's request, answer
+/// and deciding rule).
+fn observation_head(o: &providers::Observation) -> String {
+    match o {
+        providers::Observation::EffectPresent { evidence } => format!("observed present: {evidence}"),
+        providers::Observation::EffectAbsent { evidence } => format!("observed absent: {evidence}"),
+        providers::Observation::Inconclusive { evidence } => format!("inconclusive: {evidence}"),
+    }
+}
+
 fn evidence(e: &EvidenceItem, out: &mut String) {
     let (head, outputs): (String, Vec<(&str, &Output)>) = match &e.evidence {
         Evidence::ProcessExit { exit, timed_out, duration_ms, stdout, stderr } => (
@@ -233,14 +243,10 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             }
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
-        Evidence::Observation { observation, read_back } => {
-            let head = match observation {
-                providers::Observation::EffectPresent { evidence } => format!("observed present: {evidence}"),
-                providers::Observation::EffectAbsent { evidence } => format!("observed absent: {evidence}"),
-                providers::Observation::Inconclusive { evidence } => format!("inconclusive: {evidence}"),
-            };
-            (head, read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect())
-        }
+        Evidence::Observation { observation, read_back } => (
+            observation_head(observation),
+            read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect(),
+        ),
         Evidence::HandleLookup { handle, found, evidence } => (
             format!(
                 "asked the provider about {}: {} — {evidence}",
