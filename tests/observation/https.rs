@@ -1,8 +1,10 @@
 //! HTTPS end to end: a local TLS server with a certificate made here
 //! (self-signed). With the provider's `ca_file` the request goes through;
 //! without it the handshake fails, nothing is delivered and nothing was
-//! dispatched. A `ca_file` that cannot be read is refused at `engine
-//! check`, at its place.
+//! dispatched. The same for a remote MCP server (server-everything behind
+//! a TLS front): a task-augmented call over Streamable HTTP in TLS with the
+//! `ca_file`, nothing reaching the server without it. A `ca_file` that
+//! cannot be read is refused at `engine check`, at its place.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -142,4 +144,128 @@ fn a_ca_file_that_cannot_be_read_is_refused_at_check() {
     out.expect(2, Some("PLAN_INVALID"));
     assert_eq!(out.json()["error"]["place"], "$.providers.r.ca_file");
     assert!(server.requests.lock().unwrap().is_empty());
+}
+
+/// A TLS front on a loopback port for a plain TCP server (as a remote MCP
+/// server would sit behind one): it terminates TLS with a self-signed
+/// certificate and relays to `upstream`, keeping the plaintext clients
+/// sent, and counting failed handshakes.
+struct TlsFront {
+    port: u16,
+    pem: String,
+    plaintext: Arc<Mutex<Vec<u8>>>,
+    failed_handshakes: Arc<AtomicUsize>,
+}
+
+impl TlsFront {
+    fn start(upstream: u16) -> TlsFront {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let chain = vec![CertificateDer::from(cert.cert.der().to_vec())];
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let plaintext = Arc::new(Mutex::new(Vec::new()));
+        let failed_handshakes = Arc::new(AtomicUsize::new(0));
+        let (log, failed) = (Arc::clone(&plaintext), Arc::clone(&failed_handshakes));
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else { return };
+                    let (acceptor, log, failed) = (acceptor.clone(), Arc::clone(&log), Arc::clone(&failed));
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        };
+                        let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+                        relay(tls, server, log).await;
+                    });
+                }
+            });
+        });
+        TlsFront { port, pem: cert.cert.pem(), plaintext, failed_handshakes }
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.plaintext.lock().unwrap()).matches(needle).count()
+    }
+}
+
+/// Copy both ways until either side closes; what the client sent is logged.
+async fn relay(
+    client: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    server: tokio::net::TcpStream,
+    log: Arc<Mutex<Vec<u8>>>,
+) {
+    let (mut c_read, mut c_write) = tokio::io::split(client);
+    let (mut s_read, mut s_write) = server.into_split();
+    let up = async move {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match c_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    log.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if s_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = s_write.shutdown().await;
+    };
+    let down = async move {
+        let _ = tokio::io::copy(&mut s_read, &mut c_write).await;
+        let _ = c_write.shutdown().await;
+    };
+    tokio::join!(up, down);
+}
+
+#[test]
+fn a_remote_mcp_server_over_https_is_reached_with_ca_file_and_not_without_it() {
+    let ev = Everything::start();
+    let front = TlsFront::start(ev.port);
+    let provider = |ca: Option<&str>| {
+        let mut p = json!({"kind": "mcp", "url": format!("https://localhost:{}/mcp", front.port)});
+        if let Some(c) = ca {
+            p["ca_file"] = json!(c);
+        }
+        json!({"ev": p})
+    };
+
+    // With the CA file: a task-augmented call over Streamable HTTP in TLS,
+    // its task id (and session) committed, its result the receipt.
+    let ws = Ws::new();
+    ws.write("certs/ca.pem", &front.pem);
+    ws.write_plan("plan.json", &plan(provider(Some("certs/ca.pem")), vec![research_task("T1", "reefs")]));
+    ws.run().expect(0, None);
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str()), (1, "succeeded"), "{a:?}");
+    let handle = a[0].handle.clone().expect("the task id on the attempt");
+    assert!(handle["session"].is_string(), "{handle}");
+    assert_eq!(related_task(&ws, a[0].id).as_deref(), handle["task_id"].as_str());
+    assert_eq!(front.count(r#""method":"tools/call""#), 1, "one tools/call, inside TLS");
+    assert_eq!(front.failed_handshakes.load(Ordering::SeqCst), 0);
+
+    // Without it: the handshake fails; the server received nothing, and the
+    // attempt is a failure before dispatch, not an unknown.
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &plan(provider(None), vec![research_task("T1", "reefs")]));
+    ws.run().expect(1, None);
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str()), (1, "failed"), "{a:?}");
+    assert_eq!((a[0].dispatched_at_ms, a[0].handle.as_ref()), (None, None), "nothing dispatched");
+    assert_eq!(a[0].class(), "environment", "{a:?}");
+    assert!(front.failed_handshakes.load(Ordering::SeqCst) >= 1);
+    assert_eq!(front.count(r#""method":"tools/call""#), 1, "nothing more reached the server");
 }
