@@ -193,3 +193,38 @@ fn a_tool_without_task_support_is_called_plainly_beside_a_task_on_the_same_serve
     assert!(answer.to_string().contains("Long running operation completed"), "{answer}");
     assert_eq!(starts(&ws).len(), 1, "one server for both");
 }
+
+/// The order the ledger saw, for two research tasks: the kinds of their
+/// `dispatched` and `receipt_recorded` events, as `(kind, task)`.
+fn dispatches_and_receipts(ws: &Ws) -> Vec<(String, String)> {
+    ws.ledger()
+        .events()
+        .into_iter()
+        .filter(|e| e.kind == "dispatched" || e.kind == "receipt_recorded")
+        .map(|e| (e.kind, e.task_ref.unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn calls_to_one_server_take_turns_unless_it_is_declared_concurrent() {
+    for concurrent in [false, true] {
+        let ev = Everything::start();
+        let ws = Ws::new();
+        let mut provider = json!({"kind": "mcp", "url": format!("http://127.0.0.1:{}/mcp", ev.port)});
+        if concurrent {
+            provider["concurrent"] = json!(true);
+        }
+        let tasks = vec![research_task("T1", "tides"), research_task("T2", "reefs")];
+        ws.write_plan("plan.json", &plan(json!({"ev": provider}), tasks));
+        ws.engine_json(&["run", "plan.json", "--jobs", "2"]).expect(0, None);
+        let order = dispatches_and_receipts(&ws);
+        let kinds: Vec<&str> = order.iter().map(|(k, _)| k.as_str()).collect();
+        let want = match concurrent {
+            // Both out at once: the second left before the first answered.
+            true => ["dispatched", "dispatched", "receipt_recorded", "receipt_recorded"],
+            // One request at a time, start to receipt.
+            false => ["dispatched", "receipt_recorded", "dispatched", "receipt_recorded"],
+        };
+        assert_eq!(kinds, want, "concurrent: {concurrent}: {order:?}");
+    }
+}
