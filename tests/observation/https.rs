@@ -269,3 +269,31 @@ fn a_remote_mcp_server_over_https_is_reached_with_ca_file_and_not_without_it() {
     assert!(front.failed_handshakes.load(Ordering::SeqCst) >= 1);
     assert_eq!(front.count(r#""method":"tools/call""#), 1, "nothing more reached the server");
 }
+
+#[test]
+fn a_read_back_over_https_trusts_the_same_ca_file() {
+    let server = TlsServer::start();
+    let ws = Ws::new();
+    ws.write("certs/ca.pem", &server.pem);
+    let provider = json!({"kind": "http", "endpoint": format!("https://localhost:{}/render", server.port),
+                          "ca_file": "certs/ca.pem"});
+    let rule = json!({"url": format!("https://localhost:{}/notes/{{operation_id}}", server.port),
+                      "present_if": {"status": [200], "json": {"/ok": true}}, "absent_if": {"status": [404]}});
+    let task = json!({"ref": "T1", "provider": "r", "effect": "external", "action": {"body": {"doc": "T1"}},
+                      "observe": rule});
+    ws.write_plan("plan.json", &plan(json!({"r": provider}), vec![task]));
+    assert!(ws.run_fp("after_dispatch").killed());
+    let op = ws.op_of("T1");
+    wait_until(std::time::Duration::from_secs(10), "the request delivered", || {
+        (server.requests.lock().unwrap().len() == 1).then_some(())
+    });
+    ws.run().expect(0, None);
+    let reqs = server.requests.lock().unwrap().clone();
+    assert_eq!(reqs.len(), 2, "the POST once, then the read-back: {reqs:?}");
+    assert!(reqs[0].starts_with("POST /render "), "{}", reqs[0]);
+    assert!(reqs[1].starts_with(&format!("GET /notes/{op} ")), "{}", reqs[1]);
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str()), (1, "succeeded"), "{a:?}");
+    assert_eq!(ws.receipt_of(a[0].id).unwrap()["read_back"]["decided_by"], "present_if");
+    assert_eq!(server.failed_handshakes.load(Ordering::SeqCst), 0);
+}
