@@ -2,7 +2,8 @@
 //! three outcomes (server-filesystem, the receiver), one MCP server per
 //! provider per run, MCP tasks over stdio and Streamable HTTP with their
 //! task id committed before the result and asked about after a crash
-//! (server-everything), HTTPS with and without a `ca_file` (a local TLS
+//! (server-everything; their edges — a failed task, a deadline — with the
+//! project's fixture), HTTPS with and without a `ca_file` (a local TLS
 //! server), and the plan fields `engine check` reads through the
 //! providers' parsers. Every test judges from what the server really
 //! received (a `tee` of its stdin, a tap in front of its port, the
@@ -14,6 +15,7 @@ mod support;
 mod common;
 mod everything;
 mod filesystem;
+mod fixture_tasks;
 mod http_readback;
 mod https;
 mod plan_check;
