@@ -54,19 +54,25 @@ fn a_task_that_fails_is_a_classified_tool_error_and_keeps_its_handle() {
 #[test]
 fn a_task_past_its_deadline_is_cancelled_and_read_back_without_a_second_call() {
     let ws = Ws::new();
-    let task = render_later(json!({"ms": 30_000}), Some(1));
-    ws.write_plan("plan.json", &plan(json!({"fx": fixture(&ws)}), vec![task]));
+    // A first call starts the server, so the deadline (2 s) times the
+    // task, not a loaded machine's start-up.
+    let warm =
+        json!({"ref": "T0", "provider": "fx", "effect": "none", "action": {"tool": "wait", "arguments": {"ms": 1}}});
+    let mut task = render_later(json!({"ms": 60_000}), Some(2));
+    task["depends_on"] = json!(["T0"]);
+    ws.write_plan("plan.json", &plan(json!({"fx": fixture(&ws)}), vec![warm, task]));
     ws.run().expect(1, None);
     let m = methods(&ws);
-    assert_eq!(m.iter().filter(|x| *x == "tools/call").count(), 2, "the call and the read-back: {m:?}");
+    let calls: Vec<Value> = sent(&ws).into_iter().filter(|x| x["method"] == "tools/call").collect();
+    let names: Vec<&str> = calls.iter().filter_map(|c| c["params"]["name"].as_str()).collect();
+    assert_eq!(names, ["wait", "render_later", "operation_status"], "the work once, then only a look: {m:?}");
     let cancels: Vec<Value> = sent(&ws).into_iter().filter(|x| x["method"] == "tasks/cancel").collect();
     assert_eq!(cancels.len(), 1, "{m:?}");
-    let a = ws.attempts();
+    let a: Vec<Attempt> = ws.attempts().into_iter().filter(|a| a.task_ref == "T1").collect();
     assert_eq!((a.len(), a[0].state.as_str()), (1, "failed"), "{a:?}");
+    assert!(a[0].dispatched_at_ms.is_some(), "it was dispatched: {a:?}");
     let task_id = a[0].handle.as_ref().and_then(|h| h["task_id"].as_str()).unwrap_or_default().to_string();
     assert_eq!(cancels[0]["params"]["taskId"], task_id.as_str(), "the task the ledger names was cancelled");
     assert_eq!((a[0].class(), a[0].rule()), ("provider_unavailable", "observed_effect_absent"), "{a:?}");
     assert!(ws.mcp_deliveries().is_empty(), "cancelled before its effect");
-    let calls: Vec<Value> = sent(&ws).into_iter().filter(|x| x["method"] == "tools/call").collect();
-    assert_eq!(calls[1]["params"]["name"], "operation_status", "the second call only looked");
 }
