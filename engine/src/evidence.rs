@@ -149,7 +149,21 @@ pub enum Evidence {
         stderr: Output,
         #[serde(skip_serializing_if = "Option::is_none")]
         checkpoint: Option<String>,
+        /// A goal constraint's check (`check_id` is the constraint's id),
+        /// not a task's validation.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        of_constraint: bool,
     },
+    /// Files under a goal constraint's protected paths that changed between
+    /// the observation before an attempt and the one after it, its
+    /// validations and the constraint checks — and that its task's
+    /// `may_change` does not allow. Every such path, with both digests.
+    ProtectedPathChanged { changes: Vec<PathChange> },
+    /// The goal's protected paths could not be observed before or after an
+    /// attempt, so whether it changed them cannot be told. Not an engine
+    /// error of the call (the call was sent, and counts), not a violation
+    /// (nothing was seen to change): the attempt is not judged clean.
+    ProtectedPathsNotObserved { message: String },
     /// A re-observation of the target: its verdict and summary, and for a
     /// read-back the request, the answer and the rule that decided.
     Observation {
@@ -218,8 +232,32 @@ impl Evidence {
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::CheckResult { .. } => "check_result",
+            Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
+            Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
             Evidence::Observation { .. } => "observation",
             Evidence::HandleLookup { .. } => "handle_lookup",
+        }
+    }
+}
+
+/// One protected file that changed in an attempt's window: its content
+/// digest before and after (`None`: absent — so a creation has no `before`,
+/// a deletion no `after`), and the constraints whose `protect` covers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathChange {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub constraints: Vec<String>,
+}
+
+impl PathChange {
+    /// `changed`, `created` or `deleted`.
+    pub fn what(&self) -> &'static str {
+        match (&self.before, &self.after) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "deleted",
+            _ => "changed",
         }
     }
 }

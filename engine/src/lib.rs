@@ -16,6 +16,7 @@ pub mod error;
 pub mod evidence;
 pub mod failpoint;
 pub mod ids;
+pub mod init;
 pub mod limits;
 pub mod plan;
 pub mod report;

@@ -37,6 +37,14 @@ impl Expander {
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
         lexically_inside(pattern).map_err(str::to_string)?;
         let mut out = Vec::new();
+        // `dir/**` is everything under `dir`, but the glob crate yields only
+        // the folders below `dir` for it, never the files directly in `dir`:
+        // expanded as the folder `dir` (or the folders a glob `dir` names).
+        let (pattern, everything_under) = match pattern.strip_suffix("/**") {
+            Some(dir) if !dir.is_empty() => (dir, true),
+            _ if pattern == "**" => (".", true),
+            _ => (pattern, false),
+        };
         if pattern.contains(['*', '?', '[']) {
             // The workspace's own path is literal: a folder named `a[1]` is
             // not a character class.
@@ -55,7 +63,9 @@ impl Expander {
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
                 self.check_inside(&path)?;
-                out.push(normalize(pattern));
+                if !everything_under {
+                    out.push(normalize(pattern));
+                }
             }
         }
         if out.len() > INPUT_FILES_MAX {
@@ -233,6 +243,23 @@ mod tests {
         assert_eq!(expand_input(w, "src").unwrap(), vec!["src/a.py", "src/b.py", "src/sub/c.txt"]);
         assert_eq!(expand_input(w, "./src//a.py").unwrap(), vec!["src/a.py"]);
         assert_eq!(expand_input(w, "new/file.txt").unwrap(), vec!["new/file.txt"]);
+    }
+
+    #[test]
+    fn everything_under_a_folder_includes_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("tests/unit")).unwrap();
+        std::fs::write(w.join("tests/a.py"), "a").unwrap();
+        std::fs::write(w.join("tests/unit/b.py"), "b").unwrap();
+        std::fs::write(w.join("top.txt"), "t").unwrap();
+        let all = vec!["tests/a.py".to_string(), "tests/unit/b.py".to_string()];
+        assert_eq!(expand_input(w, "tests/**").unwrap(), all);
+        assert_eq!(expand_input(w, "./tests/**").unwrap(), all);
+        assert_eq!(expand_input(w, "tes*/**").unwrap(), all);
+        assert_eq!(expand_input(w, "tests/**/*.py").unwrap(), all);
+        assert_eq!(expand_input(w, "**").unwrap(), vec!["tests/a.py", "tests/unit/b.py", "top.txt"]);
+        assert_eq!(expand_input(w, "missing/**").unwrap(), Vec::<String>::new(), "nothing under an absent folder");
     }
 
     #[test]

@@ -137,6 +137,40 @@ fn a_crash_after_the_task_id_was_committed_is_reconciled_from_tasks_get_without_
     assert_eq!(lookup.2["found"], "answered");
 }
 
+/// An answer fetched by its handle after a crash is judged like any answer,
+/// against the goal's protected paths as they were stored with its intent
+/// (issue 14): a protected file changed while the engine was down fails the
+/// attempt as `constraint_violated`, and nothing is called twice.
+#[test]
+fn an_answer_by_handle_is_judged_against_the_protected_paths_of_its_intent() {
+    let ev = Everything::start();
+    let tap = Tap::new(ev.port);
+    let ws = Ws::new();
+    ws.write("locked.txt", "as it was\n");
+    let mut p = plan(json!({"ev": http(&tap)}), vec![research_task("T1", "tides")]);
+    p["goal"]["constraints"] =
+        json!([{"id": "C1", "statement": "locked.txt is not edited", "protect": ["locked.txt"]}]);
+    ws.write_plan("plan.json", &p);
+    let first = ws.run_fp("after_handle");
+    assert!(first.killed(), "expected the failpoint's SIGKILL\n{}", first.describe());
+    ws.write("locked.txt", "edited while the engine was down\n");
+
+    let second = ws.run();
+    second.expect(1, None);
+    assert_eq!(tap.count(TOOLS_CALL), 1, "no second tools/call");
+    let a = ws.attempts();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(ws.receipt_of(a[0].id).unwrap()["source"], "handle");
+    assert_eq!(a[0].state, "failed", "{a:?}");
+    let class = a[0].classification.as_ref().expect("classified");
+    assert_eq!(
+        (class["class"].as_str(), class["rule"].as_str()),
+        (Some("constraint_violated"), Some("protected_path_changed"))
+    );
+    let changed = ws.evidence(a[0].id).into_iter().find(|e| e.1 == "protected_path_changed").expect("its evidence");
+    assert_eq!(changed.2["changes"][0]["path"], "locked.txt", "{}", changed.2);
+}
+
 #[test]
 fn a_crash_after_the_task_id_over_stdio_is_unknown_the_server_died_with_its_tasks() {
     let ws = Ws::new();

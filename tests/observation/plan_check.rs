@@ -129,3 +129,32 @@ fn a_tasks_observe_is_not_part_of_its_meaning_or_its_operation() {
     }
     assert_ne!(before["plan_digest"], after["plan_digest"], "the plan itself changed (a run asks for a revision)");
 }
+
+/// Tool authority (issue 14) covers the read-back too: with a `tools`
+/// allow-list, the tool an `observe` rule calls — the provider's default or
+/// a task's — must be on it (`TOOL_NOT_ALLOWED` at its place), like the
+/// tasks' tools; and the allow-list is the engine's, so a remote server's
+/// config with one still goes through the providers' parser.
+#[test]
+fn a_read_back_tool_must_be_on_the_tools_allow_list() {
+    let rule = |tool: &str| json!({"tool": tool, "present_if": {"text_contains": "x"}});
+    let listed = |extra: Value| {
+        let mut m = json!({"tools": ["write", "read_text_file"]});
+        for (k, v) in extra.as_object().unwrap() {
+            m[k] = v.clone();
+        }
+        mcp(m)
+    };
+    let task = json!({"ref": "T1", "provider": "m", "action": {"tool": "write"}});
+    let out = check(listed(json!({"observe": rule("stat")})), task.clone());
+    out.expect(2, Some("TOOL_NOT_ALLOWED"));
+    assert_eq!(out.json()["error"]["place"], "$.providers.m.observe.tool", "{}", out.describe());
+    let out = check(listed(json!({})), mcp_task(rule("stat")));
+    out.expect(2, Some("TOOL_NOT_ALLOWED"));
+    assert_eq!(out.json()["error"]["place"], "$.tasks[0].observe.tool", "{}", out.describe());
+
+    check(listed(json!({"observe": rule("read_text_file")})), task.clone()).expect(0, None);
+    check(listed(json!({})), mcp_task(rule("read_text_file"))).expect(0, None);
+    let remote = listed(json!({"url": "https://mcp.internal/mcp", "hosts": ["mcp.internal"]}));
+    check(remote, task).expect(0, None);
+}

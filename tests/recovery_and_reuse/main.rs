@@ -10,6 +10,7 @@ mod helpers;
 mod agent_claims;
 mod budgets;
 mod classify_rules;
+mod constraints;
 mod money;
 mod repair;
 mod reuse_property;

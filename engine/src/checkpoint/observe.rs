@@ -4,10 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::json;
-
 use super::{Checkpoint, FileCache};
-use crate::digest::{Digester, Kind};
 use crate::limits::{OBSERVE_INLINE_BYTES_MAX, OBSERVE_INLINE_FILES_MAX};
 use crate::plan::{ContextSource, Task};
 use crate::workspace;
@@ -44,8 +41,7 @@ pub fn observe(
         };
         context.insert(name.clone(), value);
     }
-    let digest = Digester::new(Kind::Checkpoint).json("files", &json!(files)).json("context", &json!(context)).finish();
-    Ok(Checkpoint { files, context, digest })
+    Ok(Checkpoint::of(files, context))
 }
 
 /// Is observing `task` now quick and bounded, so that the coordinator may

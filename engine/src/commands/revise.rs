@@ -3,7 +3,7 @@
 //! decided `reuse` or `run` (`decide::reuse`, with the first refusing
 //! reason) before anything runs, and the table is shown.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -13,6 +13,7 @@ use super::register;
 use crate::checkpoint::{self, FileCache, FileState};
 use crate::decide::budget::BudgetName;
 use crate::decide::reuse::{self, Candidate, Decision};
+use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Plan, PlanFile, Task};
@@ -48,6 +49,8 @@ pub struct ReviseReport {
     pub goal_contract_changed: bool,
     pub goal_contract_digest: String,
     pub decisions: Vec<TaskDecision>,
+    /// The plan file the revision was recorded from.
+    pub plan_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
@@ -70,7 +73,11 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
     let (g, prev_file, prev_contract) = revisable(&*read, &plan, &goal_id)?;
     let goal_changed = prev_contract != plan.digests.goal_contract;
     let mut cache = FileCache::from_states(read.file_states()?);
-    let decisions = decide_all(&*read, &plan, &goal_id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
+    let secrets: Vec<String> =
+        plan.file.secrets.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty()).collect();
+    let listed = run::list_tools_now(&plan, &secrets)?;
+    let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed };
+    let decisions = decide_all(&*read, &plan, &goal_id, prev, &listed, &mut cache)?;
 
     let revision = g.active_revision.next();
     let new = NewRevision {
@@ -94,6 +101,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         goal_contract_changed: goal_changed,
         goal_contract_digest: plan.digests.goal_contract.clone(),
         decisions,
+        plan_path: req.plan_path.display().to_string(),
         run: None,
     };
     if !req.no_run {
@@ -182,17 +190,25 @@ fn lowest_max_revisions(ledger: &dyn LedgerRead, goal_id: &GoalId, active: Revis
     Ok(lowest)
 }
 
-/// Decide every task of `plan` against revision `prev_revision`, in
-/// dependency order.
+/// The revision a new one is decided against.
+pub struct Previous<'a> {
+    pub revision: Revision,
+    pub file: &'a PlanFile,
+    /// Its goal contract differs from the new plan's.
+    pub goal_changed: bool,
+}
+
+/// Decide every task of `plan` against the previous revision, in
+/// dependency order; `listed`: the MCP servers' tool inventories now.
 pub fn decide_all(
     ledger: &dyn LedgerRead,
     plan: &Plan,
     goal_id: &GoalId,
-    prev_revision: Revision,
-    prev_file: &PlanFile,
-    goal_changed: bool,
+    prev: Previous,
+    listed: &BTreeMap<String, Inventory>,
     cache: &mut FileCache,
 ) -> Result<Vec<TaskDecision>> {
+    let Previous { revision: prev_revision, file: prev_file, goal_changed } = prev;
     let mut runs: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(plan.order.len());
     let then: std::collections::HashMap<&str, &Task> =
@@ -203,15 +219,19 @@ pub fn decide_all(
         let completion = if goal_changed {
             None
         } else {
-            run::completion(ledger, goal_id, prev_revision, then.get(task.task_ref.as_str()).copied(), &task.task_ref)?
+            let then = then.get(task.task_ref.as_str()).map(|t| (*t, prev_file.providers.get(&t.provider)));
+            run::completion(ledger, goal_id, prev_revision, then, &task.task_ref)?
         };
         let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
         let decision = reuse::decide(
             goal_changed,
             completion.as_ref(),
-            &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+            &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
             upstream,
-            || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+            || {
+                let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                Ok(cp.with_context(tools::context_of(&plan.file, task, listed)))
+            },
         );
         if !decision.is_reuse() {
             runs.insert(task.task_ref.clone());

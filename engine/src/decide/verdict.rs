@@ -20,8 +20,14 @@ pub struct Facts {
     pub approval_stale: bool,
     pub budget_exhausted: bool,
     pub failed_tasks: usize,
+    /// Goal constraints whose check failed when it ran before the
+    /// acceptance checks. (An attempt that broke a constraint failed its
+    /// task: that is `failed_tasks`.)
+    pub constraints_violated: usize,
     /// The acceptance checks' result; `None` when they did not run (some
-    /// task is not complete).
+    /// task is not complete). A goal that declares no acceptance check has
+    /// `Some(true)`: SPEC's exit 0 says "acceptance checks passed", and
+    /// none failed — the run's words say that nothing was checked.
     pub acceptance_passed: Option<bool>,
 }
 
@@ -52,7 +58,8 @@ pub fn verdict(f: &Facts) -> Verdict {
     if f.budget_exhausted {
         return stop(GoalState::Open, Code::BudgetExhausted);
     }
-    let (goal_state, exit_code) = if f.failed_tasks > 0 || f.acceptance_passed == Some(false) {
+    let broken = f.failed_tasks > 0 || f.constraints_violated > 0 || f.acceptance_passed == Some(false);
+    let (goal_state, exit_code) = if broken {
         (GoalState::Failed, EXIT_TASK_FAILED)
     } else if f.acceptance_passed == Some(true) {
         (GoalState::Satisfied, EXIT_SATISFIED)
@@ -110,6 +117,7 @@ mod tests {
             approval_stale: false,
             budget_exhausted: true,
             failed_tasks: 1,
+            constraints_violated: 1,
             acceptance_passed: None,
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
@@ -118,5 +126,15 @@ mod tests {
         let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
         assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
+    }
+
+    #[test]
+    fn never_satisfied_with_a_violated_constraint() {
+        let broken = Facts { constraints_violated: 1, ..satisfied() };
+        assert_eq!(verdict(&broken), Verdict { goal_state: GoalState::Failed, code: None, exit_code: 1 });
+        // Whatever else holds: acceptance passed, no task failed.
+        assert_ne!(verdict(&broken).goal_state, GoalState::Satisfied);
+        // A stop that needs a person still comes first.
+        assert_eq!(verdict(&Facts { unknown: 1, ..broken }).exit_code, 3);
     }
 }

@@ -28,7 +28,7 @@ impl Adapter {
     /// against `workspace` (kept as written when there is none: the
     /// structural check never reads it).
     pub fn parse(spec: &ProviderSpec, workspace: Option<&Path>) -> std::result::Result<Adapter, ConfigError> {
-        let mut config = serde_json::to_value(spec).map_err(|e| ConfigError::new("", e.to_string()))?;
+        let mut config = provider_config(spec)?;
         if let (Some(ws), Some(Value::String(ca))) = (workspace, config.get_mut("ca_file")) {
             *ca = resolve(ws, ca).to_string_lossy().into_owned();
         }
@@ -46,7 +46,7 @@ impl Adapter {
     /// The checks that read nothing: URLs against the scheme and host
     /// policy (a bare observe URL's placeholders included).
     pub fn check_urls(spec: &ProviderSpec) -> std::result::Result<(), ConfigError> {
-        let mut config = serde_json::to_value(spec).map_err(|e| ConfigError::new("", e.to_string()))?;
+        let mut config = provider_config(spec)?;
         if let Some(obj) = config.as_object_mut() {
             obj.remove("ca_file");
         }
@@ -72,6 +72,17 @@ impl Adapter {
             Adapter::Mcp(p) => Arc::new(p),
         }
     }
+}
+
+/// A provider's spec as the providers' parser reads it: without the
+/// engine's own `tools` allow-list (checked by `engine check` and before
+/// the run, never the server's business).
+fn provider_config(spec: &ProviderSpec) -> std::result::Result<Value, ConfigError> {
+    let mut config = serde_json::to_value(spec).map_err(|e| ConfigError::new("", e.to_string()))?;
+    if let (ProviderSpec::Mcp { .. }, Some(obj)) = (spec, config.as_object_mut()) {
+        obj.remove("tools");
+    }
+    Ok(config)
 }
 
 /// A path of the plan, relative to the workspace unless absolute.
@@ -136,6 +147,13 @@ mod tests {
         assert_eq!(at_provider("m", e).place.as_deref(), Some("$.providers.m"));
         let e = Adapter::check_urls(&spec(json!({"kind": "mcp", "url": "https://far.example/mcp"}))).unwrap_err();
         assert_eq!(e.path, "url");
+    }
+
+    #[test]
+    fn the_tools_allow_list_is_the_engines_not_the_servers() {
+        let s = spec(json!({"kind": "mcp", "command": ["srv"], "tools": ["read_file"]}));
+        assert!(Adapter::parse(&s, None).is_ok());
+        assert!(Adapter::check_urls(&s).is_ok());
     }
 
     #[test]

@@ -7,7 +7,10 @@ pub mod digests;
 pub mod load;
 pub mod model;
 mod observe;
+pub mod probe;
+pub mod suggest;
 pub mod validate;
+pub mod warnings;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -36,12 +36,20 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     if let Some((code, detail)) = task.stale() {
         text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
+    let row = ledger.revision(&g.id, g.active_revision)?;
+    let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let standing = super::standing::of_task(&*ledger, &g.id, g.active_revision, &plan, task_ref, task.state)?;
+    if let Some(s) = &standing {
+        text.push_str(&s.text);
+        text.push('\n');
+    }
     let mut attempts_json = Vec::new();
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
         attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "completion": standing.map(|s| s.json), "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
 }
 
@@ -168,9 +176,11 @@ fn describe(e: &Evidence) -> String {
             stdout,
             stderr,
             checkpoint,
+            of_constraint,
         } => {
             let mut s = format!(
-                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *of_constraint { "constraint check" } else { "check" },
                 if *passed { "passed" } else { "FAILED" },
                 exit_text(exit),
                 if *timed_out { ", deadline hit" } else { "" }
@@ -191,6 +201,7 @@ fn describe(e: &Evidence) -> String {
             }
             s
         }
+        Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
         Evidence::Observation { observation, read_back } => observation_words(observation, read_back.as_ref()),
         Evidence::HandleLookup { handle, found, evidence } => format!(
             "asked the provider about {}: {} — {evidence}",
@@ -217,6 +228,24 @@ fn observation_words(o: &providers::Observation, read_back: Option<&crate::evide
         push_outputs(&mut s, &[("answer", answer)]);
     }
     s.trim_end().to_string()
+}
+
+/// Every protected path an attempt changed, with its digests before and
+/// after (`absent` for a file that was not there).
+pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
+    let digest = |d: &Option<String>| d.as_deref().map_or("absent".to_string(), |d| super::short(d).to_string());
+    let mut s = format!("{} protected path(s) changed during the attempt:", changes.len());
+    for c in changes {
+        s.push_str(&format!(
+            "\n    {} {} (constraint {}): {} -> {}",
+            c.what(),
+            c.path,
+            c.constraints.join(", "),
+            digest(&c.before),
+            digest(&c.after)
+        ));
+    }
+    s
 }
 
 fn compact(v: &Value) -> String {

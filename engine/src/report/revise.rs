@@ -25,7 +25,7 @@ pub fn render(r: &ReviseReport) -> Output {
             out.exit_code
         }
         None => {
-            text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
+            text.push_str(&format!("not run (--no-run): `engine run {}` runs this revision\n", r.plan_path));
             0
         }
     };

@@ -1,5 +1,6 @@
-//! Running validation and acceptance checks: argv commands in the
-//! workspace, judged by exit code, with bounded captured output.
+//! Running validation, constraint and acceptance checks: argv commands in
+//! the workspace, judged by exit code, with bounded captured output. One
+//! path for all three, so whatever confines one confines them all.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,15 +10,18 @@ use providers::{Call, Captured, ExitStatus, Outcome, Provider, Receipt};
 use serde_json::json;
 
 use crate::limits::CHECK_TIMEOUT_DEFAULT;
-use crate::plan::model::{Acceptance, Validation};
+use crate::plan::model::{Acceptance, Check, Validation};
 
-/// A check to run (a task validation or a goal acceptance check).
+/// A check to run (a task validation, a goal constraint's check, or a goal
+/// acceptance check).
 #[derive(Debug, Clone)]
 pub struct CheckSpec {
     pub id: String,
     pub run: Vec<String>,
     pub expect_exit: i32,
     pub timeout: Option<Duration>,
+    /// A goal constraint's check (`id` is the constraint's).
+    pub of_constraint: bool,
 }
 
 impl CheckSpec {
@@ -27,6 +31,18 @@ impl CheckSpec {
             run: v.run.clone(),
             expect_exit: v.expect_exit,
             timeout: v.timeout_seconds.map(Duration::from_secs),
+            of_constraint: false,
+        }
+    }
+
+    /// A goal constraint's check.
+    pub fn of_constraint(id: &str, c: &Check) -> CheckSpec {
+        CheckSpec {
+            id: id.to_string(),
+            run: c.run.clone(),
+            expect_exit: c.expect_exit,
+            timeout: c.timeout_seconds.map(Duration::from_secs),
+            of_constraint: true,
         }
     }
 
@@ -37,6 +53,7 @@ impl CheckSpec {
             run: c.run.clone(),
             expect_exit: c.expect_exit,
             timeout: c.timeout_seconds.map(Duration::from_secs),
+            of_constraint: false,
         })
     }
 }
@@ -45,6 +62,7 @@ impl CheckSpec {
 #[derive(Debug, Clone)]
 pub struct CheckRun {
     pub id: String,
+    pub of_constraint: bool,
     pub expect_exit: i32,
     pub exit: Option<ExitStatus>,
     pub timed_out: bool,
@@ -89,6 +107,7 @@ pub async fn run_checks(
         let run = match runner.dispatch(&call, tx).await {
             Outcome::Received(Receipt::Command(r)) => CheckRun {
                 id: check.id,
+                of_constraint: check.of_constraint,
                 expect_exit: check.expect_exit,
                 exit: r.exit,
                 timed_out: r.timed_out,
@@ -98,6 +117,7 @@ pub async fn run_checks(
             },
             Outcome::NotDispatched(nd) => CheckRun {
                 id: check.id,
+                of_constraint: check.of_constraint,
                 expect_exit: check.expect_exit,
                 exit: None,
                 timed_out: false,
@@ -107,6 +127,7 @@ pub async fn run_checks(
             },
             Outcome::Received(other) => CheckRun {
                 id: check.id,
+                of_constraint: check.of_constraint,
                 expect_exit: check.expect_exit,
                 exit: None,
                 timed_out: false,
@@ -116,6 +137,7 @@ pub async fn run_checks(
             },
             Outcome::Lost { detail, .. } => CheckRun {
                 id: check.id,
+                of_constraint: check.of_constraint,
                 expect_exit: check.expect_exit,
                 exit: None,
                 timed_out: false,

@@ -41,7 +41,7 @@ impl Runner<'_> {
         let ask_handle = reason != UnknownReason::DeadlineAfterDispatch;
         let looked = self.look(&attempt, task, ask_handle).await;
         let resolution = resolve(Situation::AnswerLost, task, &looked);
-        self.settle_lost(&attempt, task, resolution, reason, detail, looked)
+        self.settle_lost(&attempt, task, resolution, reason, detail, looked).await
     }
 
     /// Look at an attempt's operation with this revision's provider.
@@ -64,7 +64,7 @@ impl Runner<'_> {
 
     /// Record the resolution of an in-doubt attempt of this revision
     /// (`Abandoned` is the restart's own path, see `reconcile`).
-    pub(super) fn settle_lost(
+    pub(super) async fn settle_lost(
         &mut self,
         attempt: &AttemptRecord,
         task: &Task,
@@ -74,7 +74,7 @@ impl Runner<'_> {
         looked: Looked,
     ) -> Result<Next> {
         match resolution {
-            Resolution::Answer { .. } => self.answered(attempt, task, reason, looked),
+            Resolution::Answer { .. } => self.answered(attempt, task, reason, looked).await,
             Resolution::Receipt { .. } => {
                 self.receipt_from_observation(attempt, task, reason, detail, &looked)?;
                 failpoint::hit("after_receipt_commit");
@@ -97,8 +97,8 @@ impl Runner<'_> {
     }
 
     /// The provider's own answer, fetched by the handle: the receipt, judged
-    /// like any answer.
-    fn answered(
+    /// like any answer (its protected paths too).
+    async fn answered(
         &mut self,
         attempt: &AttemptRecord,
         task: &Task,
@@ -108,8 +108,9 @@ impl Runner<'_> {
         let Some(receipt) = looked.answer.clone() else {
             return Err(Error::internal("an answer by handle needs the answer"));
         };
+        let protected = self.judge_protected(attempt.id, task).await?;
         let via = super::record::Via { looked, why: reason };
-        self.received(attempt.id, task, receipt, Some(via))
+        self.received(attempt.id, task, receipt, Some(via), protected)
     }
 
     /// The target shows the effect: that is the receipt.

@@ -11,6 +11,7 @@
 
 mod cancel;
 mod checks;
+mod constraints;
 mod fresh;
 mod in_doubt;
 mod look;
@@ -20,8 +21,9 @@ mod reconcile;
 mod record;
 mod report;
 mod start;
+mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,8 +48,10 @@ use crate::store::goals::TaskKey;
 use crate::store::LedgerTx;
 use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
+pub use constraints::Tally;
 pub use fresh::completion;
-pub use report::{AcceptanceLine, Awaiting, RunReport, TaskLine, UnknownOp};
+pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, TaskLine, UnknownOp};
+pub use tools::list_now as list_tools_now;
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
@@ -91,9 +95,20 @@ pub fn execute(
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Progress { attempt_id: AttemptId, progress: Progress },
-    Finished { attempt_id: AttemptId, outcome: Outcome },
-    Validated { attempt_id: AttemptId, runs: Vec<CheckRun> },
+    Progress {
+        attempt_id: AttemptId,
+        progress: Progress,
+    },
+    Finished {
+        attempt_id: AttemptId,
+        outcome: Outcome,
+    },
+    /// An attempt's validations ran, then the goal's constraint checks.
+    Validated {
+        attempt_id: AttemptId,
+        runs: Vec<CheckRun>,
+        constraint_runs: Vec<CheckRun>,
+    },
 }
 
 impl Msg {
@@ -120,11 +135,22 @@ struct InFlight {
     /// The provider's name for the request once it accepted it (an MCP
     /// task id): what a person's interrupt asks it to cancel.
     handle: Option<providers::Handle>,
+    /// The protected paths it is judged against (also in the ledger, by
+    /// its intent's `protected_at_intent`).
+    protected: Option<Checkpoint>,
 }
 
 impl InFlight {
     fn new(intent: Intent, task_ref: &str) -> InFlight {
-        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None, call: None, handle: None }
+        InFlight {
+            intent,
+            task_ref: task_ref.to_string(),
+            before: None,
+            process: None,
+            call: None,
+            handle: None,
+            protected: None,
+        }
     }
 }
 
@@ -147,8 +173,18 @@ struct Runner<'l> {
     secrets: Vec<String>,
     asked: Asked,
     states: HashMap<String, TaskState>,
+    /// Each task's state when this run began, and the tasks it sent a
+    /// call for: the summary tells what this run did from what it kept.
+    states_at_start: HashMap<String, TaskState>,
+    dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
+    /// The goal's checkable constraints, and what this run saw of them.
+    guard: constraints::Guard,
+    tally: Tally,
+    /// Each MCP provider's tools as its server listed them before the first
+    /// intent (a provider whose server could not be asked is absent).
+    tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
     tx: mpsc::Sender<Msg>,
@@ -184,6 +220,7 @@ impl<'l> Runner<'l> {
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
+        let guard = constraints::Guard::of(plan.goal());
         Runner {
             ledger,
             plan,
@@ -194,8 +231,13 @@ impl<'l> Runner<'l> {
             secrets,
             asked,
             states: HashMap::new(),
+            states_at_start: HashMap::new(),
+            dispatched: HashSet::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
+            guard,
+            tally: Tally::default(),
+            tools: BTreeMap::new(),
             cache: FileCache::default(),
             tx,
             rx,
@@ -220,6 +262,8 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.states_at_start = self.states.clone();
+        self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
         self.refresh_completions()?;
@@ -396,14 +440,16 @@ impl<'l> Runner<'l> {
                     }
                 }
             }
-            Msg::Validated { attempt_id, runs } => {
+            Msg::Validated { attempt_id, runs, constraint_runs } => {
+                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                let protected = self.judge_protected(attempt_id, &task).await?;
                 let flight = self
                     .in_flight
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
-                let task = self.task(&flight.task_ref)?.clone();
-                let after = self.observe_checkpoint(&task).await;
-                self.record_validations(attempt_id, &task, flight.before, after, runs)?;
+                let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
+                let judged = record::Judged { runs, constraint_runs, protected };
+                self.record_validations(attempt_id, &task, flight.before, after, judged)?;
             }
         }
         Ok(())
@@ -433,20 +479,24 @@ impl<'l> Runner<'l> {
         self.in_flight.get(&attempt_id).ok_or_else(|| Error::internal(format!("attempt {attempt_id} is not in flight")))
     }
 
-    /// Observe the checkpoint the validations will judge, then run them.
+    /// Observe the checkpoint the validations will judge, then run them,
+    /// then the goal's constraint checks (on the same path).
     async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = self.observe_checkpoint(task).await.ok();
+        let before = self.observe_checkpoint(task).await.ok().map(|cp| cp.with_context(self.tool_context(task)));
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
         }
         let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
+        let constraint_specs = self.guard.checks.clone();
         let tx = self.tx.clone();
         let workspace = self.plan.workspace.clone();
         let op = self.operation_of(&task.task_ref).to_string();
         let secrets = self.secrets.clone();
         tokio::spawn(async move {
-            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
-            let _ = tx.send(Msg::Validated { attempt_id, runs }).await;
+            let runs =
+                checks::run_checks(specs, workspace.clone(), op.clone(), OUTPUT_BYTES_MAX, secrets.clone()).await;
+            let constraint_runs = checks::run_checks(constraint_specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
+            let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
         });
         Ok(())
     }
@@ -483,10 +533,18 @@ impl<'l> Runner<'l> {
         self.plan.digests.tasks.get(task_ref).map_or("", |d| d.operation_id.as_str())
     }
 
-    /// Run the goal's acceptance checks when every task is complete.
+    /// When every task is complete: the goal's constraint checks once more
+    /// (the state the goal would be judged in: a revision whose every task
+    /// is reused runs no attempt), then its acceptance checks.
     async fn acceptance(&mut self) -> Result<Option<Vec<AcceptanceLine>>> {
         if !self.states.values().all(|s| s.is_complete()) {
             return Ok(None);
+        }
+        if !self.guard.checks.is_empty() {
+            let op = format!("constraints:{}", self.goal_id);
+            let (ws, secrets) = (self.plan.workspace.clone(), self.secrets.clone());
+            let runs = checks::run_checks(self.guard.checks.clone(), ws, op, OUTPUT_BYTES_MAX, secrets).await;
+            self.record_goal_constraints(runs)?;
         }
         let specs = self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
         let op = format!("acceptance:{}", self.goal_id);
@@ -501,20 +559,7 @@ impl<'l> Runner<'l> {
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_) } => {
-                let mut doc = json!({
-                    "goal": self.plan.goal(),
-                    "task": task,
-                    "operation_id": operation_id,
-                    "try": try_no,
-                });
-                if let Some(rep) = repair {
-                    doc["repair"] = json!({
-                        "failed_attempt": rep.failed_attempt,
-                        "classification": rep.classification,
-                        "evidence": rep.evidence,
-                        "instruction": rep.instruction,
-                    });
-                }
+                let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
             _ => None,

@@ -1,15 +1,18 @@
 //! The run's providers: one adapter per plan provider, built once for the
 //! run (so an MCP server serves every call and observation of the run),
-//! and shut down once at its end.
+//! and shut down once at its end; and the document an agent reads.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use providers::Provider;
+use serde_json::{json, Value};
 
+use super::Repair;
 use crate::error::Result;
-use crate::plan::{adapters, ProviderSpec};
+use crate::ids::OperationId;
+use crate::plan::{adapters, Goal, ProviderSpec, Task};
 
 /// Build every provider of a validated plan.
 pub fn build_all(
@@ -25,4 +28,32 @@ pub async fn shutdown_all(providers: &HashMap<String, Arc<dyn Provider>>) {
     for p in providers.values() {
         p.shutdown().await;
     }
+}
+
+/// The document an `agent-json` provider reads on stdin (docs/agent-json.md):
+/// the goal, the task as the plan states it, the call's identity, and on a
+/// repair the failed attempt, its classification, its evidence and the
+/// person's instruction.
+pub fn agent_request(
+    goal: &Goal,
+    task: &Task,
+    operation_id: &OperationId,
+    try_no: u32,
+    repair: Option<&Repair>,
+) -> Value {
+    let mut doc = json!({
+        "goal": goal,
+        "task": task,
+        "operation_id": operation_id,
+        "try": try_no,
+    });
+    if let Some(rep) = repair {
+        doc["repair"] = json!({
+            "failed_attempt": rep.failed_attempt,
+            "classification": rep.classification,
+            "evidence": rep.evidence,
+            "instruction": rep.instruction,
+        });
+    }
+    doc
 }

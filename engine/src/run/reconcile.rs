@@ -52,7 +52,7 @@ impl Runner<'_> {
         self.write_event(Durability::Normal, EventKind::Reconciling, Some(&a.task_ref), Some(a.id), data)?;
         self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
         let detail = format!("engine restarted; last state {}", a.state);
-        match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, looked)? {
+        match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, looked).await? {
             Next::Validate => self.start_validations(a.id, &task).await?,
             Next::Done => {
                 self.in_flight.remove(&a.id);

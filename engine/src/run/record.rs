@@ -24,6 +24,21 @@ use crate::store::goals::TaskKey;
 use crate::store::Durability;
 use crate::store::LedgerTx;
 
+/// What judged an attempt after its receipt: its validations, the goal's
+/// constraint checks, and the evidence of its protected paths (empty when
+/// nothing protected changed).
+pub struct Judged {
+    pub runs: Vec<CheckRun>,
+    pub constraint_runs: Vec<CheckRun>,
+    pub protected: Vec<Evidence>,
+}
+
+impl Judged {
+    fn passed(&self) -> bool {
+        self.runs.iter().chain(&self.constraint_runs).all(CheckRun::passed) && self.protected.is_empty()
+    }
+}
+
 /// What the coordinator does next with an attempt.
 pub enum Next {
     Validate,
@@ -104,19 +119,27 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
             Outcome::Lost { reason, detail } => self.lost(attempt_id, task, reason.into(), detail).await,
-            Outcome::Received(receipt) => self.received(attempt_id, task, receipt, None),
+            Outcome::Received(receipt) => {
+                // Judged now in case the answer is a failure (no validations
+                // follow it, and the next attempt would start on whatever
+                // this one left); an ok answer is judged after its validations.
+                let protected = self.judge_protected(attempt_id, task).await?;
+                self.received(attempt_id, task, receipt, None, protected)
+            }
         }
     }
 
     /// A provider's answer: the receipt, its evidence, and the verdict on
-    /// the provider's own terms. `via`: it was fetched by the request's
-    /// handle after the answer was lost.
+    /// the provider's own terms, with the evidence of its protected paths.
+    /// `via`: it was fetched by the request's handle after the answer was
+    /// lost.
     pub(super) fn received(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
         receipt: Receipt,
         via: Option<Via>,
+        protected: Vec<Evidence>,
     ) -> Result<Next> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
@@ -149,6 +172,8 @@ impl Runner<'_> {
                 unknown_in_tx(tx, revision, &attempt, marker, reason)?;
                 return Ok(Verdict::Unknown(Box::new(attempt)));
             }
+            let mut recorded = recorded;
+            recorded.extend(insert_all(tx, &goal_id, revision, attempt_id, protected.clone())?);
             let c = classify_attempt(tx, attempt_id, &recorded)?;
             finish_failed(tx, TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref }, attempt_id, &c)?;
             Ok(Verdict::Failed)
@@ -162,6 +187,7 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
             Verdict::Failed => {
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
                 Ok(Next::Done)
             }
@@ -224,18 +250,19 @@ impl Runner<'_> {
     }
 
     /// Record a task's validation results, judged against the checkpoint
-    /// observed when they started; the completion is reusable only if the
-    /// inputs did not change while they ran.
+    /// observed when they started, with the goal's constraint checks and
+    /// its protected paths; the completion is reusable only if the inputs
+    /// did not change while they ran.
     pub(super) fn record_validations(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
         before: Option<Checkpoint>,
         after: std::result::Result<Checkpoint, String>,
-        runs: Vec<CheckRun>,
+        judged: Judged,
     ) -> Result<()> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-        let all_passed = runs.iter().all(CheckRun::passed);
+        let all_passed = judged.passed();
         let checkpoint = before.as_ref().map(|c| c.digest.clone());
         let change = match (&before, &after) {
             (Some(b), Ok(a)) if b.digest == a.digest => None,
@@ -243,12 +270,13 @@ impl Runner<'_> {
             (None, _) => Some("inputs could not be observed before validation".to_string()),
             (_, Err(e)) => Some(format!("inputs could not be observed after validation: {e}")),
         };
+        let mut verdict_evidence = Vec::new();
         self.ledger.write(Durability::Normal, |tx| {
             if let Some(cp) = &before {
                 tx.put_checkpoint(cp)?;
             }
             let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
-            for run in &runs {
+            for run in &judged.runs {
                 let e = check_evidence(tx, run, checkpoint.as_deref())?;
                 let evidence_id = tx.insert_evidence(&goal_id, revision, Some(attempt_id), &e)?;
                 tx.insert_check_result(&NewCheckResult {
@@ -263,8 +291,15 @@ impl Runner<'_> {
                     evidence_id,
                 })?;
             }
+            let mut constraint_evidence = Vec::with_capacity(judged.constraint_runs.len() + 1);
+            for run in &judged.constraint_runs {
+                constraint_evidence.push(check_evidence(tx, run, None)?);
+            }
+            constraint_evidence.extend(judged.protected.iter().cloned());
+            insert_all(tx, &goal_id, revision, attempt_id, constraint_evidence.clone())?;
+            verdict_evidence = constraint_evidence;
             if all_passed {
-                let passed: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+                let passed: Vec<&str> = judged.runs.iter().map(|r| r.id.as_str()).collect();
                 succeeded(tx, key, attempt_id, checkpoint.as_deref(), &passed, change.as_deref())
             } else {
                 let recorded = tx.evidence_of_attempt(attempt_id)?;
@@ -273,8 +308,29 @@ impl Runner<'_> {
                 finish_failed(tx, key, attempt_id, &c)
             }
         })?;
+        self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
+        Ok(())
+    }
+
+    /// The goal's constraint checks before the acceptance checks: evidence
+    /// of the goal (no attempt), an event, and the tally's verdict.
+    pub(super) fn record_goal_constraints(&mut self, runs: Vec<CheckRun>) -> Result<()> {
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.ledger.write(Durability::Normal, |tx| {
+            let mut results = Vec::with_capacity(runs.len());
+            for run in &runs {
+                let e = check_evidence(tx, run, None)?;
+                let evidence_id = tx.insert_evidence(&goal_id, revision, None, &e)?;
+                results.push(json!({"constraint": run.id, "passed": run.passed(), "evidence_id": evidence_id}));
+            }
+            tx.append_event(&Event::goal(EventKind::ConstraintsChecked, &goal_id, revision, json!(results)))?;
+            Ok(())
+        })?;
+        for run in &runs {
+            self.tally.goal_checks.insert(run.id.clone(), run.passed());
+        }
         Ok(())
     }
 
@@ -529,5 +585,6 @@ fn check_evidence(tx: &mut dyn LedgerTx, run: &CheckRun, checkpoint: Option<&str
         stdout,
         stderr,
         checkpoint: checkpoint.map(str::to_string),
+        of_constraint: run.of_constraint,
     })
 }

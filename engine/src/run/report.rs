@@ -69,10 +69,38 @@ pub struct Awaiting {
 pub struct TaskLine {
     pub task_ref: String,
     pub state: TaskState,
+    /// The operation the task's latest call is (a repair's own, if any).
+    pub operation_id: OperationId,
+    /// This run sent a call for it or changed its state; false: the state
+    /// is what an earlier run left (a completion kept, a failure not
+    /// repaired yet).
+    pub this_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// Succeeded on an attempt a person settled `ok`: its effect rests on
+    /// that settlement, not on the engine's observation.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub settled_by_person: bool,
+}
+
+/// One of the goal's constraints, and what this run verified of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConstraintLine {
+    /// `None`: a plain statement, not checked by the engine.
+    pub id: Option<String>,
+    pub statement: String,
+    /// It has protected paths (compared for `attempts_judged` attempts of
+    /// this run).
+    pub protects: bool,
+    pub attempts_judged: usize,
+    /// Its check's result before the acceptance checks (`None`: it has no
+    /// check, or the goal's end was not reached).
+    pub check_passed: Option<bool>,
+    pub has_check: bool,
+    /// The attempts of this run that broke it.
+    pub violated_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -85,6 +113,9 @@ pub struct AcceptanceLine {
 pub struct RunReport {
     pub goal_id: GoalId,
     pub revision: Revision,
+    /// The plan file the revision was recorded from (for the commands the
+    /// summary names).
+    pub plan_path: String,
     pub goal_state: GoalState,
     pub exit_code: i32,
     /// The stable code of the stop, when the run did not satisfy the goal.
@@ -101,6 +132,10 @@ pub struct RunReport {
     pub settled_not_run: Vec<OperationId>,
     /// Acceptance criteria with no `check`: stated, never verified.
     pub acceptance_unchecked: Vec<String>,
+    /// Acceptance criteria with a `check` (0: nothing checks the goal itself).
+    pub acceptance_checks: usize,
+    /// The goal's constraints, in the plan's order.
+    pub constraints: Vec<ConstraintLine>,
 }
 
 impl Runner<'_> {
@@ -118,6 +153,36 @@ impl Runner<'_> {
         Ok(unknown)
     }
 
+    /// Each of the goal's constraints, with what this run verified of it.
+    fn constraint_lines(&self) -> Vec<ConstraintLine> {
+        let t = &self.tally;
+        self.plan
+            .goal()
+            .constraints
+            .iter()
+            .map(|c| match c.checked() {
+                None => ConstraintLine {
+                    id: None,
+                    statement: c.statement().to_string(),
+                    protects: false,
+                    attempts_judged: 0,
+                    check_passed: None,
+                    has_check: false,
+                    violated_by: Vec::new(),
+                },
+                Some(k) => ConstraintLine {
+                    id: Some(k.id.clone()),
+                    statement: k.statement.clone(),
+                    protects: !k.protect.is_empty(),
+                    attempts_judged: if k.protect.is_empty() { 0 } else { t.attempts_judged },
+                    check_passed: t.goal_checks.get(&k.id).copied(),
+                    has_check: k.check.is_some(),
+                    violated_by: t.violated_by.get(&k.id).cloned().unwrap_or_default(),
+                },
+            })
+            .collect()
+    }
+
     /// Each task's line, in plan order.
     fn task_lines(&self) -> Result<Vec<TaskLine>> {
         let order: HashMap<&str, usize> = self
@@ -127,19 +192,34 @@ impl Runner<'_> {
             .enumerate()
             .map(|(pos, &i)| (self.plan.file.tasks[i].task_ref.as_str(), pos))
             .collect();
-        let mut tasks: Vec<TaskLine> = self
-            .ledger
-            .read()
-            .tasks(&self.goal_id, self.revision)?
-            .iter()
-            .map(|r| TaskLine {
+        let read = self.ledger.read();
+        let mut tasks = Vec::new();
+        for r in read.tasks(&self.goal_id, self.revision)? {
+            let settled_by_person = r.state == TaskState::Succeeded
+                && match read.completed_attempt(&self.goal_id, self.revision, &r.task_ref)? {
+                    Some(id) => read.attempt(id)?.state == AttemptState::SettledOk,
+                    None => false,
+                };
+            tasks.push(TaskLine {
                 task_ref: r.task_ref.clone(),
                 state: r.state,
+                operation_id: r.pending_operation().map_or_else(|| r.operation_id.clone(), OperationId::new),
+                this_run: self.dispatched.contains(&r.task_ref)
+                    || self.states_at_start.get(&r.task_ref) != Some(&r.state),
                 class: r.class().map(str::to_string),
                 why: r.why().map(str::to_string),
-            })
-            .collect();
+                settled_by_person,
+            });
+        }
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+        // A failed task's next step names the operation that failed (a
+        // repair's own, when a repair failed): few tasks, one read each.
+        for t in tasks.iter_mut().filter(|t| t.state == TaskState::Failed) {
+            let attempts = self.ledger.read().attempts_of_task(&self.goal_id, &t.task_ref)?;
+            if let Some(a) = attempts.iter().rev().find(|a| a.revision == self.revision) {
+                t.operation_id = a.operation_id.clone();
+            }
+        }
         Ok(tasks)
     }
 
@@ -175,6 +255,7 @@ impl Runner<'_> {
             approval_stale: awaiting.iter().any(|a| a.stale),
             budget_exhausted: self.stops.budget.is_some(),
             failed_tasks: failed.len(),
+            constraints_violated: self.tally.goal_checks.values().filter(|passed| !**passed).count(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
         });
         let summary = json!({
@@ -190,9 +271,11 @@ impl Runner<'_> {
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
         Ok(RunReport {
             goal_id: self.goal_id.clone(),
             revision: self.revision,
+            plan_path,
             goal_state,
             exit_code,
             code,
@@ -211,6 +294,8 @@ impl Runner<'_> {
                 .filter(|a| a.check.is_none())
                 .map(|a| a.id.clone())
                 .collect(),
+            acceptance_checks: self.plan.goal().acceptance.iter().filter(|a| a.check.is_some()).count(),
+            constraints: self.constraint_lines(),
         })
     }
 }

@@ -35,6 +35,8 @@ struct Call<'a> {
     /// What the inputs looked like when the engine decided to send: a
     /// later repair compares against it to tell new evidence from repetition.
     inputs_at_intent: Option<Checkpoint>,
+    /// The goal's protected paths the attempt will be judged against.
+    protected: Option<Checkpoint>,
 }
 
 /// What the gate's answer left to do outside its transaction.
@@ -60,6 +62,7 @@ impl Runner<'_> {
         };
         let retry = self.asked.retry.contains(&operation_id);
         let inputs_at_intent = self.observe_checkpoint(&task).await.ok();
+        let protected = self.protected_baseline(task_ref).await?;
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -78,6 +81,7 @@ impl Runner<'_> {
             kind,
             request,
             inputs_at_intent,
+            protected,
         };
         let applied = match self.gate(&call) {
             Ok(a) => a,
@@ -177,6 +181,7 @@ impl Runner<'_> {
     fn dispatch(&mut self, call: &Call, intent: Intent, try_no: i64) -> Result<()> {
         let task_ref = call.task.task_ref.clone();
         self.states.insert(task_ref.clone(), TaskState::Running);
+        self.dispatched.insert(task_ref.clone());
         failpoint::hit("after_intent");
         let provider_call = self.call_for(call.task, &call.operation_id, try_no as u32, call.repair);
         let provider = self
@@ -188,6 +193,7 @@ impl Runner<'_> {
         let attempt_id = intent.attempt_id();
         let mut flight = InFlight::new(intent, &task_ref);
         flight.call = Some((call.task.provider.clone(), provider_call.clone()));
+        flight.protected = call.protected.clone();
         self.in_flight.insert(attempt_id, flight);
         tokio::spawn(async move {
             let (ptx, mut prx) = providers::progress_channel();
@@ -241,7 +247,9 @@ fn apply(tx: &mut dyn LedgerTx, key: TaskKey, call: &Call, decision: Decision) -
         }
         Decision::AwaitApproval(missing) => {
             let why = missing.why();
-            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why});
+            // `asked_by`: which command's call waits, so `engine status` can
+            // name the command that spends the approval.
+            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
             tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
             tx.append_event(&event(EventKind::ApprovalRequired, detail))?;
             tx.insert_pending_request(&PendingRequest {
@@ -281,9 +289,10 @@ fn commit_intent(
         cost: call.task.cost(),
         inputs_at_intent: call.inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
         instruction: call.repair.and_then(|r| r.instruction.as_deref()),
+        protected_at_intent: call.protected.as_ref().map(|c| c.digest.as_str()),
     })?;
     let id = intent.attempt_id();
-    if let Some(cp) = &call.inputs_at_intent {
+    for cp in call.inputs_at_intent.iter().chain(&call.protected) {
         tx.put_checkpoint(cp)?;
     }
     if let Some(approval) = consume {

@@ -88,6 +88,9 @@ state_enum!(
         Environment = "environment",
         EffectUnknown = "effect_unknown",
         Unclassified = "unclassified",
+        /// A goal constraint the engine checks was broken: a protected path
+        /// changed, or a constraint's check failed.
+        ConstraintViolated = "constraint_violated",
     }
 );
 
@@ -135,6 +138,7 @@ impl FailureClass {
             FailureClass::Environment => "fix the environment, then retry",
             FailureClass::EffectUnknown => "settle",
             FailureClass::Unclassified => "a person decides",
+            FailureClass::ConstraintViolated => "repair",
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct AttemptRecord {
     /// MCP task id): what an engine asks about after a crash.
     pub handle: Option<Handle>,
     pub handle_at_ms: Option<i64>,
+    /// The checkpoint digest of the goal's protected paths this attempt is
+    /// judged against (observed before its intent).
+    pub protected_at_intent: Option<String>,
 }
 
 impl AttemptRecord {
@@ -115,6 +118,8 @@ pub struct NewIntent<'a> {
     pub cost: Cost,
     pub inputs_at_intent: Option<&'a str>,
     pub instruction: Option<&'a str>,
+    /// The checkpoint digest of the protected paths it will be judged against.
+    pub protected_at_intent: Option<&'a str>,
 }
 
 pub trait AttemptsRead {

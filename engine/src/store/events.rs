@@ -39,6 +39,11 @@ event_kinds! {
     RunStarted = "run_started",
     RunFinished = "run_finished",
     AcceptanceChecked = "acceptance_checked",
+    /// The goal's constraint checks, run before its acceptance checks.
+    ConstraintsChecked = "constraints_checked",
+    /// An MCP provider's tools (names and input-schema digests), listed
+    /// before the run's first intent.
+    ToolInventory = "tool_inventory",
     // A task.
     TaskState = "task_state",
     CompletionStale = "completion_stale",
@@ -126,6 +131,8 @@ pub struct EventRecord {
 pub trait EventsRead {
     /// Events after `after`, oldest first, at most `limit`.
     fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
+    /// The same, of one goal only.
+    fn goal_events_since(&self, goal: &GoalId, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
     /// The newest event of `kind` of a goal's revision.
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>>;
     /// A goal's events of one kind, oldest first (a report reads the reuse

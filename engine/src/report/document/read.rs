@@ -57,13 +57,11 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let waiting = waiting_list(l, &g.id, number == active, number, &tasks, &cx)?;
     let goal_spec = plan.goal.as_ref();
     let unchecked: Vec<String> = acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect();
-    let constraints: Vec<ConstraintLine> = goal_spec
-        .map(|x| {
-            x.constraints.iter().map(|c| ConstraintLine { statement: c.clone(), checked_by_engine: false }).collect()
-        })
-        .unwrap_or_default();
+    let constraints: Vec<ConstraintLine> =
+        goal_spec.map(|x| x.constraints.iter().map(ConstraintLine::of).collect()).unwrap_or_default();
     let checks = acceptance.len() - unchecked.len();
-    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, !constraints.is_empty());
+    let plain = constraints.iter().any(|c| !c.checked_by_engine);
+    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, plain);
     Ok(ReportDocument {
         format: FORMAT.into(),
         engine_version: crate::report::VERSION.into(),

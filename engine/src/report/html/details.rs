@@ -228,9 +228,11 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             stdout,
             stderr,
             checkpoint,
+            of_constraint,
         } => {
             let mut h = format!(
-                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *of_constraint { "constraint check" } else { "check" },
                 if *passed { "passed" } else { "FAILED" },
                 exit_text(exit),
                 if *timed_out { ", deadline hit" } else { "" }
@@ -243,6 +245,7 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             }
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
+        Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
         Evidence::Observation { observation, read_back } => (
             observation_head(observation),
             read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect(),

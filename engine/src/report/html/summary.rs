@@ -111,8 +111,28 @@ fn constraints(doc: &ReportDocument, out: &mut String) {
     }
     out.push_str("<section id=\"constraints\"><h2>Constraints</h2><ul>");
     for c in &doc.goal.constraints {
-        let _ =
-            write!(out, "<li>{} <span class=\"unverified\">not checked by the engine</span></li>", text(&c.statement));
+        let Some(id) = c.id.as_deref().filter(|_| c.checked_by_engine) else {
+            let _ = write!(
+                out,
+                "<li>{} <span class=\"unverified\">not checked by the engine</span></li>",
+                text(&c.statement)
+            );
+            continue;
+        };
+        let mut how = Vec::new();
+        if !c.protect.is_empty() {
+            how.push(format!("no attempt may change <code>{}</code>", text(&c.protect.join(", "))));
+        }
+        if let Some(run) = &c.check {
+            how.push(format!("check <code>{}</code> after every attempt's validations", text(&run.join(" "))));
+        }
+        let _ = write!(
+            out,
+            "<li><code>{}</code> {} <span>checked by the engine: {}</span></li>",
+            text(id),
+            text(&c.statement),
+            how.join("; ")
+        );
     }
     out.push_str("</ul></section>");
 }

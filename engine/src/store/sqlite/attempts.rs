@@ -15,7 +15,7 @@ use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, handle, handle_at_ms";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -79,8 +79,9 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         checkpoint: r.get(23)?,
         inputs_at_intent: r.get(24)?,
         instruction: r.get(25)?,
-        handle: handle_from_row(r, 26)?,
-        handle_at_ms: r.get(27)?,
+        protected_at_intent: r.get(26)?,
+        handle: handle_from_row(r, 27)?,
+        handle_at_ms: r.get(28)?,
     })
 }
 
@@ -261,9 +262,9 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
         let generation = self.fence().generation();
         exec(self.conn,
-            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction],
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15)",
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Revision, Seq};
 use crate::state::{GoalState, Lifecycle, TaskState};
 use crate::store::goals::{
-    ActiveTask, BudgetUse, GoalRecord, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord, TaskKey, TaskRecord,
+    ActiveTask, BudgetUse, GoalRecord, GoalSummary, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord,
+    TaskKey, TaskRecord,
 };
 
 const TASK_COLUMNS: &str = "task_ref, state, operation_id, request_digest, meaning, dependencies, detail";
@@ -44,6 +45,32 @@ impl GoalsRead for Sql<'_> {
             Some(id) => self.goal(&id),
             None => Ok(None),
         }
+    }
+
+    fn goal_summaries(&self, limit: i64) -> Result<Vec<GoalSummary>> {
+        rows(
+            self.conn,
+            "SELECT g.id, g.state, g.active_revision,
+                    COALESCE(json_extract(r.plan_json, '$.goal.statement'), ''), g.first_run_at_ms,
+                    COALESCE((SELECT e.at_ms FROM events e WHERE e.seq = g.updated_seq), g.first_run_at_ms)
+             FROM goals g LEFT JOIN revisions r ON r.goal_id = g.id AND r.revision = g.active_revision
+             ORDER BY g.updated_seq DESC, g.rowid DESC LIMIT ?1",
+            [limit],
+            |r| {
+                Ok(GoalSummary {
+                    id: r.get(0)?,
+                    state: r.get(1)?,
+                    active_revision: r.get(2)?,
+                    statement: r.get(3)?,
+                    first_run_at_ms: r.get(4)?,
+                    updated_at_ms: r.get(5)?,
+                })
+            },
+        )
+    }
+
+    fn goal_count(&self) -> Result<i64> {
+        qrow(self.conn, "SELECT count(*) FROM goals", [], |r| r.get(0)).map_err(Into::into)
     }
 
     fn revision(&self, goal: &GoalId, revision: Revision) -> Result<RevisionRecord> {

@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -286,12 +286,29 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
 "#;
 
-/// Schema 4: the provider's own name for a request it accepted (an MCP
+/// Schema 4: the goal's constraints checked from evidence.
+/// - The failure class `constraint_violated`: the class column's CHECK
+///   names it (SQLite cannot alter a CHECK, so the column is copied into a
+///   new one with the wider CHECK, the old one dropped, the new renamed).
+/// - `protected_at_intent`: the digest of the checkpoint of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart is judged against the
+///   same state.
+const MIGRATION_4: &str = r#"
+ALTER TABLE attempts ADD COLUMN class_v4 TEXT
+    CHECK (class_v4 IS NULL OR class_v4 IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+UPDATE attempts SET class_v4 = class;
+ALTER TABLE attempts DROP COLUMN class;
+ALTER TABLE attempts RENAME COLUMN class_v4 TO class;
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
+"#;
+
+/// Schema 5: the provider's own name for a request it accepted (an MCP
 /// task id, and the HTTP session it lives in), committed the moment it
 /// arrives, so an engine restarted after a crash asks the provider about
 /// that request instead of guessing. `dispatched` with a handle claims the
 /// provider accepted the request, not that it did the work.
-const MIGRATION_4: &str = r#"
+const MIGRATION_5: &str = r#"
 ALTER TABLE attempts ADD COLUMN handle TEXT
     CHECK (handle IS NULL OR (json_valid(handle) AND json_extract(handle, '$.kind') IS NOT NULL));
 ALTER TABLE attempts ADD COLUMN handle_at_ms INTEGER;
