@@ -77,6 +77,9 @@ pub const SECRETS_MAX: usize = 1000;
 /// A URL (HTTP endpoint, observe template).
 pub const URL_BYTES_MAX: usize = 8 * 1024;
 
+/// A read-back rule (`observe`, a task's or a provider's), as JSON.
+pub const OBSERVE_RULE_BYTES_MAX: usize = 64 * 1024;
+
 /// A task's, validation's or check's `timeout_seconds` (30 days).
 pub const TIMEOUT_SECONDS_MAX: u64 = 30 * 24 * 3600;
 

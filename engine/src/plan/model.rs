@@ -394,37 +394,67 @@ pub enum ProviderSpec {
     /// An HTTP service: each task's `action.body` is sent to `endpoint`
     /// (POST unless `action.method` says otherwise), with the headers
     /// `Idempotency-Key` (the operation id) and `Engine-Try`. A 2xx answer
-    /// is success.
+    /// is success. `https://` is verified against the system's roots and
+    /// `ca_file`.
     Http {
         /// The URL (`http://` or `https://`). Only loopback hosts unless
         /// `hosts` lists more.
         endpoint: String,
-        /// A URL with `{operation_id}` the engine reads to learn whether an
-        /// operation whose answer was lost took effect: 200 means present,
-        /// 404 absent, anything else inconclusive. Default: none (a lost
-        /// answer is then `effect_unknown`).
+        /// The read-back for tasks that declare none, so an operation whose
+        /// answer was lost can be looked up: a URL template with
+        /// `{operation_id}` (200 is present; nothing is absent, so a 404 is
+        /// inconclusive) or a rule `{"url", "present_if", "absent_if"}` (see
+        /// the task's `observe`). Checked by the providers' own parser.
+        /// Default: none (a lost answer is then `effect_unknown`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        observe: Option<String>,
+        #[schemars(schema_with = "super::observe::http_default_schema")]
+        observe: Option<serde_json::Value>,
         /// Hosts besides loopback this provider may contact. Default: none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
         /// An HTTP provider starts no process; accepted for uniformity.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxSpec>,
     },
-    /// An MCP tool server over stdio: started by the first call of a run
-    /// that needs it (in the workspace, no shell), then every call of the
-    /// run goes to it. Each task's `action.tool` is called with
+    /// An MCP tool server, one per provider per run: over stdio (`command`:
+    /// argv, no shell, started in the workspace by the first call of a run
+    /// that needs it) or Streamable HTTP (`url`); every call of the run
+    /// goes to it. Each task's `action.tool` is called with
     /// `action.arguments`; `_meta` carries `operation_id` and `try`.
     Mcp {
-        /// The server's program and arguments.
-        command: Vec<String>,
+        /// The server's program and arguments, for a stdio server (exactly
+        /// one of `command`, `url`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<Vec<String>>,
+        /// A Streamable HTTP endpoint (`http://` or `https://`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
         /// A tool the engine calls with `{"operation_id": ...}` to learn
         /// whether an operation whose answer was lost took effect: its
         /// result's `structuredContent.state` is `present` or `absent`.
         /// Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        /// The read-back rule for tasks that declare none (instead of
+        /// `observe_tool`): `{"tool", "arguments", "present_if", "absent_if"}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(schema_with = "super::observe::mcp_rule_schema")]
+        observe: Option<serde_json::Value>,
+        /// Calls may be in flight together on this server (else they take
+        /// turns). Default: false.
+        #[serde(default, skip_serializing_if = "is_false")]
+        concurrent: bool,
+        /// Hosts besides loopback a `url` may name. Default: none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots, for an `https://` `url` (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxSpec>,
         /// The tools a plan may call on this server (an allow-list checked
@@ -464,6 +494,10 @@ impl ProviderSpec {
     pub fn unconfined(&self) -> bool {
         matches!(self.sandbox(), Some(SandboxSpec::Off(SandboxOff::None)))
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The protocol a command provider speaks.
@@ -556,6 +590,16 @@ pub struct Task {
     /// (`{"env": "NAME"}`). Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+    /// How to read this task's effect back when its answer is lost,
+    /// instead of the provider's default: an HTTP rule `{"url",
+    /// "present_if", "absent_if"}` or an MCP rule `{"tool", "arguments",
+    /// "present_if", "absent_if"}`. Present only when `present_if`
+    /// matches, absent only when `absent_if` matches, otherwise
+    /// inconclusive. Not part of the task's meaning: it is how the engine
+    /// looks, not what it asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::observe::task_rule_schema")]
+    pub observe: Option<serde_json::Value>,
     /// Protected paths (paths or globs) this task is allowed to change: a
     /// change there by its attempts is no constraint violation. Part of the
     /// task's meaning.

@@ -13,6 +13,7 @@ mod checks;
 mod constraints;
 mod fresh;
 mod in_doubt;
+mod look;
 pub mod orphans;
 pub mod progress;
 pub mod provider;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use providers::process::ProcessId;
-use providers::{Call, Handle, Outcome, Progress, Provider};
+use providers::{Call, Outcome, Progress, Provider};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -91,8 +92,12 @@ pub fn execute(
     progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, sandboxes, progress);
+    let providers = provider::build_all(&plan.file.providers, &plan.workspace)?;
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, (providers, sandboxes), progress);
     let report = rt.block_on(runner.run());
+    // Every path out of the run ends what the providers kept for it (an
+    // MCP server's process group, an HTTP session), the failed ones too.
+    rt.block_on(provider::shutdown_all(&runner.providers));
     runner.progress.update(&Update::Ended);
     report
 }
@@ -136,12 +141,14 @@ struct InFlight {
     /// The provider process, once started: recorded with the dispatch, so
     /// an engine taking over after a crash can end its process group.
     process: Option<ProcessId>,
+    /// The call as its provider (named) received it, while it is out.
+    call: Option<(String, Call)>,
+    /// The provider's name for the request once it accepted it (an MCP
+    /// task id): what a person's interrupt asks it to cancel.
+    handle: Option<providers::Handle>,
     /// The protected paths it is judged against (also in the ledger, by
     /// its intent's `protected_at_intent`).
     protected: Option<Checkpoint>,
-    /// The provider's name for an accepted request (an MCP task), kept so
-    /// a person's stop can cancel it.
-    handle: Option<Handle>,
     /// A person's stop asked the provider to cancel the request: whatever
     /// answer comes after is the stop's doing, not the provider's own.
     cancel_asked: bool,
@@ -161,6 +168,7 @@ impl InFlight {
             task_ref: task_ref.to_string(),
             before: None,
             process: None,
+            call: None,
             protected: None,
             handle: None,
             cancel_asked: false,
@@ -251,10 +259,9 @@ impl<'l> Runner<'l> {
         revision: Revision,
         jobs: usize,
         asked: Asked,
-        sandboxes: Sandboxes,
+        (providers, sandboxes): (HashMap<String, Arc<dyn Provider>>, Sandboxes),
         progress: Arc<dyn Sink>,
     ) -> Self {
-        let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
@@ -510,12 +517,10 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
-            // An MCP task handle: not yet kept in the ledger, only in memory,
-            // so that a person's stop can cancel the task.
-            Msg::Progress { attempt_id, progress: Progress::Handle { handle, .. } } => {
-                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
-                    f.handle = Some(handle);
-                }
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, detail } } => {
+                // Committed before anything else of the call: what an engine
+                // asks about after a crash, and what a person's stop cancels.
+                self.record_handle(attempt_id, &handle, &detail)?;
             }
             Msg::Finished { attempt_id, outcome, level } => {
                 failpoint::hit("after_receipt");
@@ -554,6 +559,26 @@ impl<'l> Runner<'l> {
                 self.record_validations(attempt_id, &task, flight.before, after, judged)?;
             }
         }
+        Ok(())
+    }
+
+    /// The provider accepted the request and named it: committed durably,
+    /// on its own, the moment it arrives — an engine restarted after a
+    /// crash asks the provider about it by this name.
+    fn record_handle(&mut self, attempt_id: AttemptId, handle: &providers::Handle, detail: &str) -> Result<()> {
+        let flight = self.flight(attempt_id)?;
+        let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let data = json!({"handle": handle, "detail": detail});
+        self.ledger.write(Durability::Full, |tx| {
+            tx.record_handle(intent, handle)?;
+            let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data);
+            tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
+        })?;
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.handle = Some(handle.clone());
+        }
+        failpoint::hit("after_handle");
         Ok(())
     }
 

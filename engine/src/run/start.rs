@@ -205,6 +205,7 @@ impl Runner<'_> {
         let processless = !matches!(self.plan.provider_of(call.task), ProviderSpec::Command { .. });
         let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let attempt_id = intent.attempt_id();
+        let flight_call = (call.task.provider.clone(), provider_call.clone());
         let work = tokio::spawn(async move {
             let forward = |progress| {
                 let tx = tx.clone();
@@ -216,6 +217,7 @@ impl Runner<'_> {
             let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
         });
         let mut flight = InFlight::new(intent, &task_ref);
+        flight.call = Some(flight_call);
         flight.protected = call.protected.clone();
         flight.work = Some(work.abort_handle());
         flight.processless = processless;

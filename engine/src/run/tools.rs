@@ -70,10 +70,12 @@ pub fn list_now(plan: &Plan, secrets: &[String], sandboxes: &Sandboxes) -> Resul
         .filter(|u| plan.file.tasks.get(u.index).is_some_and(|t| t.effect != Effect::External))
         .map(|u| u.provider)
         .collect();
-    let asked: Vec<(String, Arc<dyn Provider>)> = named
-        .into_iter()
-        .filter_map(|n| plan.file.providers.get(n).map(|spec| (n.to_string(), super::provider::build(spec))))
-        .collect();
+    let mut asked: Vec<(String, Arc<dyn Provider>)> = Vec::with_capacity(named.len());
+    for n in named {
+        if let Some(spec) = plan.file.providers.get(n) {
+            asked.push((n.to_string(), crate::plan::adapters::build(n, spec, &plan.workspace)?));
+        }
+    }
     if asked.is_empty() {
         return Ok(BTreeMap::new());
     }

@@ -235,6 +235,8 @@ fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<Settl
         receipt_at_ms: l.receipt_at(a.id)?,
         finished_at_ms: a.finished_at_ms,
         dispatch_detail: a.dispatch_detail,
+        handle: a.handle,
+        handle_at_ms: a.handle_at_ms,
         unknown_reason: a.unknown_reason.map(|r| r.as_str().into()),
         instruction: a.instruction,
         classification: a.classification.map(|c| Classification {

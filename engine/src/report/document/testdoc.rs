@@ -30,6 +30,8 @@ pub fn attempt(id: i64, state: &str, stdout: &str) -> AttemptReport {
         receipt_at_ms: Some(1_000 * id + 400),
         finished_at_ms: Some(1_000 * id + 600),
         dispatch_detail: Some("pid 42".into()),
+        handle: None,
+        handle_at_ms: None,
         unknown_reason: None,
         instruction: None,
         classification: None,

@@ -14,8 +14,9 @@ use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent,
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::sandbox::Status;
+use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -48,6 +49,16 @@ fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classif
 
 /// The sandbox status column (JSON), if recorded.
 fn sandbox_column(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Status>> {
+    json_from_column(r, i)
+}
+
+/// The handle column: the provider's JSON for it.
+fn handle_from_row(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Handle>> {
+    json_from_column(r, i)
+}
+
+/// A nullable column holding JSON.
+fn json_from_column<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<T>> {
     let Some(text) = r.get::<_, Option<String>>(i)? else { return Ok(None) };
     serde_json::from_str(&text)
         .map(Some)
@@ -81,6 +92,8 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         instruction: r.get(25)?,
         sandbox: sandbox_column(r, 26)?,
         protected_at_intent: r.get(27)?,
+        handle: handle_from_row(r, 28)?,
+        handle_at_ms: r.get(29)?,
     })
 }
 
@@ -282,6 +295,24 @@ impl AttemptsWrite for Sql<'_> {
             ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
             &[&now_ms(), &detail, &process],
         )
+    }
+
+    fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()> {
+        let id = intent.attempt_id();
+        let n = exec(
+            self.conn,
+            "UPDATE attempts SET handle = ?2, handle_at_ms = ?3 WHERE id = ?1 AND state = 'dispatched' AND handle IS NULL",
+            params![id, json_column(handle)?, now_ms()],
+        )?;
+        if n == 1 {
+            return Ok(());
+        }
+        let now: Option<AttemptState> =
+            qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        Err(Error::internal(format!(
+            "attempt {id}: a handle is recorded once, on a dispatched attempt; it is {}",
+            now.map_or("missing".to_string(), |s| s.to_string())
+        )))
     }
 
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {

@@ -9,7 +9,8 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6];
+const MIGRATIONS: &[&str] =
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 6 brings the chain.
@@ -393,6 +394,17 @@ CREATE TABLE request_ids (
     output_text  TEXT,
     output_json  TEXT
 );
+"#;
+
+/// Schema 7: the provider's own name for a request it accepted (an MCP
+/// task id, and the HTTP session it lives in), committed the moment it
+/// arrives, so an engine restarted after a crash asks the provider about
+/// that request instead of guessing. `dispatched` with a handle claims the
+/// provider accepted the request, not that it did the work.
+const MIGRATION_7: &str = r#"
+ALTER TABLE attempts ADD COLUMN handle TEXT
+    CHECK (handle IS NULL OR (json_valid(handle) AND json_extract(handle, '$.kind') IS NOT NULL));
+ALTER TABLE attempts ADD COLUMN handle_at_ms INTEGER;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
