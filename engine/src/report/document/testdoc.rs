@@ -71,7 +71,7 @@ pub fn task(task_ref: &str, deps: &[&str], state: &str, attempts: Vec<AttemptRep
 
 pub fn doc(tasks: Vec<TaskReport>) -> ReportDocument {
     let attempts: Vec<AttemptReport> = tasks.iter().flat_map(|t| t.attempts.clone()).collect();
-    let (claims, does_not_claim) = words::goal_words("open", 0, &[], false);
+    let (claims, does_not_claim) = words::goal_words("open", 0, &[], false, &[]);
     ReportDocument {
         format: FORMAT.into(),
         engine_version: "test".into(),
