@@ -135,9 +135,7 @@ fn settled_ok_tasks(tasks: &[Task2], number: i64) -> Vec<String> {
     tasks
         .iter()
         .filter(|t| t.report.state == "succeeded")
-        .filter(|t| {
-            t.report.attempts.iter().filter(|a| a.revision == number).last().is_some_and(|a| a.state == "settled_ok")
-        })
+        .filter(|t| t.report.attempts.iter().rfind(|a| a.revision == number).is_some_and(|a| a.state == "settled_ok"))
         .map(|t| t.report.task_ref.clone())
         .collect()
 }
