@@ -96,8 +96,32 @@ def loadavg():
         return None
 
 
+# The engine refuses a store inside a folder its provider sandbox lets
+# providers write (the workspace, the temporary folder): a workspace's
+# store lives in a folder of its own under /var/tmp (the same disk here),
+# removed with the workspace.
+STORES = os.environ.get("BENCH_STORES") or "/var/tmp/engine-bench-stores"
+
+
+def satisfied_in(text):
+    """Did a run's summary end with the goal satisfied? A goal without an
+    acceptance check says `goal completed: …` (satisfied, nothing beyond
+    the tasks' own validations verified)."""
+    return "goal satisfied" in text or "goal completed:" in text
+
+
+def store_of(ws):
+    """The engine store of workspace `ws`, outside every folder a provider
+    may write."""
+    return os.path.join(STORES, os.path.basename(os.path.normpath(ws)), "engine.db")
+
+
+def drop_store(ws):
+    shutil.rmtree(os.path.dirname(store_of(ws)), ignore_errors=True)
+
+
 class Scratch:
-    """A fresh temporary folder, removed afterwards."""
+    """A fresh temporary folder (and its engine store), removed afterwards."""
 
     def __init__(self, base, prefix="engine-bench-"):
         self.base = base
@@ -109,6 +133,7 @@ class Scratch:
 
     def __exit__(self, *exc):
         shutil.rmtree(self.path, ignore_errors=True)
+        drop_store(self.path)
 
 
 def med(xs):

@@ -6,7 +6,7 @@ import os
 import shutil
 import time
 
-from common import Failed, Scratch, cpu_now, log, ratio, run_ok, summary, tail
+from common import Failed, Scratch, cpu_now, log, ratio, run_ok, summary, tail, store_of
 from plans import write_makefile, write_ninja, write_plan
 
 
@@ -42,7 +42,8 @@ def tools(args, shape, n, src):
     """(name, files to copy into the folder, argv) of every tool measured."""
     jobs = 1 if shape == "chain" else args.jobs
     out = [("engine", [(src["plan"], "plan.json")],
-            [args.engine, "run", "plan.json", "--jobs", str(args.jobs), "--store", "store/engine.db"]),
+            # The store's place follows the folder it runs in (common.store_of).
+            lambda ws: [args.engine, "run", "plan.json", "--jobs", str(args.jobs), "--store", store_of(ws)]),
            ("make", [(src["mk"], "Makefile")], ["make", "-r", "-R", "-s", f"-j{jobs}", "-f", "Makefile"])]
     if shutil.which("ninja"):
         out.append(("ninja", [(src["ninja"], "build.ninja")], ["ninja", "-j", str(jobs), "--quiet"]))
@@ -66,7 +67,8 @@ def bench_dag(args, shape, n, repeats, plans_dir):
                 for f, dest in files:
                     shutil.copy(f, os.path.join(ws, dest))
                 out = os.path.join(ws, "out")
-                wall, rss, cpu = run_ok(argv, ws, out, f"{name} {shape} N={n}")
+                cmd = argv(ws) if callable(argv) else argv
+                wall, rss, cpu = run_ok(cmd, ws, out, f"{name} {shape} N={n}")
                 if name == "engine" and r == 0:
                     said = open(out, errors="replace").read().count("succeeded")
                     if said < n:

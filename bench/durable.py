@@ -16,7 +16,7 @@ import os
 import sqlite3
 import time
 
-from common import Failed, Scratch, log, run_child, summary, tail
+from common import Failed, Scratch, log, run_child, summary, tail, store_of
 from plans import write_plan
 
 BUILTIN_MISSING = "engine lacks the builtin provider"
@@ -48,7 +48,7 @@ def engine_system(name, label, engine, provider, jobs, skip=None, standin=False)
     def argv_of(steps, ws):
         write_plan(os.path.join(ws, "plan.json"), "chain", steps, provider)
         return [engine, "run", "plan.json", "--jobs", str(jobs),
-                "--store", os.path.join(ws, "store", "engine.db")]
+                "--store", store_of(ws)]
 
     def check(steps, out):
         with open(out, errors="replace") as f:

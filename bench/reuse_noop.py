@@ -26,10 +26,9 @@ import sys
 import tempfile
 import time
 
-from common import run_child
+from common import drop_store, run_child, store_of, satisfied_in
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORE = os.path.join(".bench-store", "engine.db")  # under the tree's root
 
 
 def make_tree(root, tasks, files):
@@ -104,7 +103,7 @@ def dvc_env():
 
 def tools_for(root, engine, ninja=True, dvc=None, jobs=2):
     """The command line of each tool, run with cwd=root."""
-    tools = {"engine": [engine, "run", "plan.json", "--jobs", str(jobs), "--store", STORE],
+    tools = {"engine": [engine, "run", "plan.json", "--jobs", str(jobs), "--store", store_of(root)],
              "make": ["make", "-s", "-r", "-j%d" % jobs]}
     if ninja:
         tools["ninja"] = ["ninja", "-j%d" % jobs]
@@ -140,12 +139,12 @@ def measure(root, tools, repeats, log=lambda m: None):
         for name, cmd in tools.items():
             elapsed, _, out = timed(cmd, root)
             noop[name].append(elapsed)
-            if name == "engine" and "goal satisfied" not in out:
+            if name == "engine" and not satisfied_in(out):
                 sys.exit("engine no-op run did not end satisfied:\n" + out[-2000:])
         log("  no-op #%d: %s" % (r + 1, ", ".join("%s %.3fs" % (n, v[-1]) for n, v in noop.items())))
     # Then one more no-op each, under GNU time, for its peak RSS alone.
     rss = {name: timed(cmd, root, peak=True)[1] for name, cmd in tools.items()}
-    attempts, stale = ledger_counts(os.path.join(root, STORE))
+    attempts, stale = ledger_counts(store_of(root))
     med = {name: statistics.median(v) for name, v in noop.items()}
     return {"first_run_s": first, "noop_median_s": med, "noop_all_s": noop, "noop_rss_kb": rss,
             "ratio_engine_over": {name: med["engine"] / med[name] for name in med if name != "engine"},
@@ -184,6 +183,7 @@ def run(tasks, files, repeats, engine, dvc=None, tmpdir=None, log=lambda m: None
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        drop_store(root)
 
 
 def main():

@@ -5,7 +5,7 @@ reused, nothing dispatched); wall time and peak RSS of each."""
 import os
 import shutil
 
-from common import Failed, Scratch, log, run_ok, summary, tail
+from common import Failed, Scratch, log, run_ok, summary, tail, store_of, satisfied_in
 from plans import write_plan
 from reuse_noop import ledger_counts
 
@@ -38,7 +38,7 @@ def bench_run(args, n, repeats, provider, plans_dir):
     rec = {"shape": "dag", "n": n, "provider": provider, "jobs": args.jobs, "repeats": repeats}
     with Scratch(args.tmpdir) as ws:
         shutil.copy(src, os.path.join(ws, "plan.json"))
-        argv = [args.engine, "run", "plan.json", "--jobs", str(args.jobs), "--store", "store/engine.db"]
+        argv = [args.engine, "run", "plan.json", "--jobs", str(args.jobs), "--store", store_of(ws)]
         out = os.path.join(ws, "out")
         wall, rss, cpu = run_ok(argv, ws, out, f"engine run of {n} {provider} tasks")
         said = open(out, errors="replace").read().count("succeeded")
@@ -50,13 +50,13 @@ def bench_run(args, n, repeats, provider, plans_dir):
         for r in range(repeats):
             wall, rss, cpu = run_ok(argv, ws, out, f"no-op re-run of {n} {provider} tasks")
             text = open(out, errors="replace").read()
-            if "goal satisfied" not in text:
+            if not satisfied_in(text):
                 raise Failed(f"no-op re-run of {n} tasks did not end satisfied:\n{tail(out)}")
             walls.append(wall)
             rsss.append(rss)
             cpus.append(cpu)
             log(f"  scale no-op re-run N={n} #{r + 1}: {wall:7.2f}s, {rss / 1024:7.1f} MiB")
-        attempts, _ = ledger_counts(os.path.join(ws, "store", "engine.db"))
+        attempts, _ = ledger_counts(store_of(ws))
         if attempts != n:
             raise Failed(f"the no-op re-runs of {n} tasks dispatched again: {attempts} attempts")
         rec["noop_rerun"] = {"wall_s": summary(walls), "rss_kb": summary(rsss), "cpu_s": summary(cpus)}
