@@ -40,6 +40,9 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a worker's claim on a task expired and another
+    /// worker took it over; this worker writes nothing more about it.
+    StaleClaim,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -71,6 +74,7 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::StaleClaim => "STALE_CLAIM",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -89,7 +93,7 @@ impl Code {
             Code::ApprovalRequired | Code::ApprovalStale => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
-            Code::StaleGeneration | Code::StoreCorrupt | Code::Internal => 70,
+            Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
             Code::RepeatedFailureWithoutNewEvidence
             | Code::ProviderChangeRequiresRevision
             | Code::OperationConflict

@@ -7,7 +7,7 @@ use super::register;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::{self, Asked, RunReport};
-use crate::store::{self, Store, SCHEMA_VERSION};
+use crate::store::{self, Store};
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
@@ -21,7 +21,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let store_path = store::resolve_path(opts.store.as_deref(), &plan.workspace);
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
-    if Store::schema_version(&store_path)? == Some(SCHEMA_VERSION) {
+    if Store::is_current(&store_path)? {
         if let Some(existing) = Store::open_ro(&store_path)? {
             register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
         }

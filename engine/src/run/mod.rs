@@ -228,7 +228,7 @@ impl<'l> Runner<'l> {
     ) -> Result<()> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         self.ledger.write(d, |tx| {
-            let mut e = Event::goal(kind, &goal_id, revision, data);
+            let mut e = Event::goal(kind, &goal_id, revision, data.clone());
             e.task_ref = task_ref;
             e.attempt_id = attempt;
             tx.append_event(&e).map(|_| ())
@@ -238,7 +238,7 @@ impl<'l> Runner<'l> {
     fn set_task(&mut self, task_ref: &str, state: TaskState, detail: Value) -> Result<()> {
         let goal_id = self.goal_id.clone();
         let key = TaskKey { goal_id: &goal_id, revision: self.revision, task_ref };
-        self.ledger.write(Durability::Normal, |tx| set_task_in(tx, key, state, detail))?;
+        self.ledger.write(Durability::Normal, |tx| set_task_in(tx, key, state, detail.clone()))?;
         self.states.insert(task_ref.to_string(), state);
         Ok(())
     }
@@ -360,7 +360,7 @@ impl<'l> Runner<'l> {
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.ledger.write(Durability::Normal, |tx| {
                     tx.mark_dispatched(intent, &detail, process.as_ref())?;
-                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data);
+                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data.clone());
                     tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
                 })?;
                 failpoint::hit("after_dispatch");

@@ -158,7 +158,7 @@ impl Runner<'_> {
     ) -> Result<()> {
         let revision = self.revision;
         let attempt = self.ledger.read().attempt(attempt_id)?;
-        self.ledger.write(Durability::Full, |tx| unknown_in_tx(tx, revision, &attempt, list, reason))?;
+        self.ledger.write(Durability::Full, |tx| unknown_in_tx(tx, revision, &attempt, list.clone(), reason))?;
         self.note_unknown(&attempt, reason, attempt.state);
         Ok(())
     }

@@ -187,7 +187,7 @@ impl Runner<'_> {
         let dirty = self.cache.take_dirty();
         self.ledger.write(Durability::Normal, |tx| {
             tx.put_file_states(&dirty)?;
-            let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
+            let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary.clone()))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
         Ok(RunReport {
