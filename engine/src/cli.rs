@@ -8,6 +8,7 @@ use serde_json::json;
 
 use clap::builder::PossibleValue;
 
+use crate::commands::worker::{SubmitOptions, WorkerOptions};
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Seq};
@@ -22,7 +23,7 @@ pub struct Cli {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// The ledger file (default: <workspace>/.engine/engine.db; or $ENGINE_STORE).
+    /// The ledger file (default: <workspace>/.engine/engine.db; or $ENGINE_STORE), or a shared PostgreSQL ledger: postgres://USER@HOST:PORT/DB.
     #[arg(long, global = true, value_name = "PATH")]
     store: Option<PathBuf>,
     /// The workspace folder (default: the plan file's folder, else the current folder).
@@ -50,6 +51,17 @@ enum Command {
         /// Parallel ready tasks (default: number of CPUs).
         #[arg(long)]
         jobs: Option<usize>,
+    },
+    /// Shared (PostgreSQL) store: register the goal and its plan revision for workers, and return.
+    Submit { plan: PathBuf },
+    /// Shared (PostgreSQL) store: claim and run ready tasks of any open goal (or one), in this workspace.
+    Worker {
+        /// Parallel tasks of this worker (default: number of CPUs).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Work this goal only, and return its report once it is judged.
+        #[arg(long)]
+        goal: Option<String>,
     },
     /// Goal, revision, every task's state, pending unknowns, budgets used.
     Status {
@@ -227,6 +239,27 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let options =
                 RunOptions { plan_path: plan, workspace: at.workspace, store: at.store, jobs: jobs_or_default(jobs) };
             Ok(report::run::render(&commands::run::run(options)?))
+        }
+        Command::Submit { plan } => {
+            let options = SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store };
+            let s = commands::worker::submit(options)?;
+            let text = format!(
+                "goal {} (revision {}) submitted to {}: workers take it up (`engine worker --goal {}`)\n",
+                s.goal_id, s.revision, s.store, s.goal_id
+            );
+            Ok(Output { text, json: json!(s), exit_code: 0 })
+        }
+        Command::Worker { jobs, goal } => {
+            let options = WorkerOptions {
+                workspace: at.workspace,
+                store: at.store,
+                jobs: jobs_or_default(jobs),
+                goal: goal.map(GoalId::new),
+            };
+            match commands::worker::work(options)? {
+                Some(r) => Ok(report::run::render(&r)),
+                None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
+            }
         }
         Command::Settle { operation_id, outcome, note, actor, evidence } => {
             let mut ledger = at.lease()?;

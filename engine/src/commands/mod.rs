@@ -11,6 +11,7 @@ pub mod retry;
 pub mod revise;
 pub mod run;
 pub mod settle;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,7 @@ use crate::store::{self, Store};
 pub fn open_existing(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
     let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
     let path = store::resolve_path(flag, &ws);
-    if std::fs::symlink_metadata(&path).is_err() {
+    if !store::is_shared(&path) && std::fs::symlink_metadata(&path).is_err() {
         return Err(Error::usage(format!(
             "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
             path.display()

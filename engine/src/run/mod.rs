@@ -17,6 +17,7 @@ pub mod provider;
 mod reconcile;
 mod record;
 mod report;
+mod shared;
 mod start;
 
 use std::collections::{HashMap, HashSet};
@@ -134,6 +135,10 @@ struct Runner<'l> {
     /// Secret values (from the variables the plan names), for redaction.
     secrets: Vec<String>,
     asked: Asked,
+    /// A shared store: claims per task, other workers beside this one.
+    shared: bool,
+    /// Tasks this run took to the call site (never again in this run).
+    tried: HashSet<String>,
     states: HashMap<String, TaskState>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
@@ -166,6 +171,7 @@ impl<'l> Runner<'l> {
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
+        let shared = ledger.shared();
         Runner {
             ledger,
             plan,
@@ -175,6 +181,8 @@ impl<'l> Runner<'l> {
             providers,
             secrets,
             asked,
+            shared,
+            tried: HashSet::new(),
             states: HashMap::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
@@ -204,10 +212,21 @@ impl<'l> Runner<'l> {
         }
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
         self.reconcile().await?;
-        self.refresh_completions()?;
+        if !self.shared {
+            // On a shared store each worker sees its own workspace: a
+            // completion stands until a revision says otherwise.
+            self.refresh_completions()?;
+        }
         self.schedule().await?;
+        if self.shared && !self.hold_goal_claim().await? {
+            let report = self.report_judged();
+            self.release_if_idle(crate::store::GOAL_CLAIM)?;
+            return report;
+        }
         let acceptance = self.acceptance().await?;
-        self.finish(acceptance)
+        let report = self.finish(acceptance);
+        self.release_if_idle(crate::store::GOAL_CLAIM)?;
+        report
     }
 
     fn task(&self, task_ref: &str) -> Result<&Task> {
@@ -258,8 +277,11 @@ impl<'l> Runner<'l> {
                 depends_on.iter().filter_map(|d| position.get(d.as_str()).copied()).collect()
             })
             .collect();
-        let mut scheduler = Scheduler::new(deps);
+        let mut scheduler = Scheduler::new(deps.clone());
         let mut refused: Option<Error> = None;
+        // Shared store: the run ends only after a fresh look at the ledger
+        // found nothing to start and no other worker holding a task.
+        let mut looked_idle = false;
         loop {
             while self.stops.budget.is_none() && refused.is_none() && self.in_flight.len() < self.jobs {
                 let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
@@ -271,11 +293,35 @@ impl<'l> Runner<'l> {
                 }
             }
             if self.in_flight.is_empty() {
-                break;
+                if !self.shared || looked_idle || refused.is_some() || self.stops.budget.is_some() {
+                    break;
+                }
+                let elsewhere = self.ledger.held_elsewhere(&self.goal_id)?;
+                if !elsewhere.is_empty() {
+                    tokio::time::sleep(crate::limits::WORKER_POLL).await;
+                }
+                (scheduler, _) = self.poll(&order, &deps).await?;
+                looked_idle = elsewhere.is_empty();
+                continue;
             }
-            let msg = self.rx.recv().await.ok_or_else(|| Error::internal("the run's message channel closed"))?;
+            looked_idle = false;
+            let msg = if self.shared {
+                tokio::select! {
+                    msg = self.rx.recv() => msg,
+                    _ = tokio::time::sleep(crate::limits::WORKER_POLL), if self.in_flight.len() < self.jobs => {
+                        (scheduler, _) = self.poll(&order, &deps).await?;
+                        continue;
+                    }
+                }
+            } else {
+                self.rx.recv().await
+            };
+            let msg = msg.ok_or_else(|| Error::internal("the run's message channel closed"))?;
             let task_ref = self.in_flight.get(&msg.attempt_id()).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
+            if let Some(r) = &task_ref {
+                self.release_if_idle(r)?;
+            }
             if let Some(r) = task_ref.filter(|r| self.state(r).is_complete()) {
                 if let Some(&p) = position.get(r.as_str()) {
                     scheduler.completed(p);

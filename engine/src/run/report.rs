@@ -15,6 +15,7 @@ use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
+use crate::store::evidence::CheckScope;
 use crate::store::Durability;
 
 /// An operation whose outcome a person must settle.
@@ -153,6 +154,59 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// On a shared store, the goal another worker already judged: its
+    /// verdict as that worker recorded it (`run_finished`), nothing written.
+    pub(super) fn report_judged(&mut self) -> Result<RunReport> {
+        let unknown = self.unknown_ops()?;
+        let tasks = self.task_lines()?;
+        let read = self.ledger.read();
+        let goal = read.goal_or_latest(Some(&self.goal_id))?;
+        let finished = read.latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;
+        let exit_code = finished
+            .as_ref()
+            .and_then(|e| e.data.get("exit_code"))
+            .and_then(|c| c.as_i64())
+            .map_or(crate::error::EXIT_TASK_FAILED, |c| c as i32);
+        let acceptance = read
+            .latest_check_results(&self.goal_id, self.revision, CheckScope::Acceptance, None)?
+            .into_iter()
+            .map(|c| AcceptanceLine { id: c.check_id, passed: c.passed })
+            .collect();
+        let not_run = read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledNotRun)?;
+        let awaiting = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::AwaitingApproval)
+            .filter_map(|t| {
+                let d = self.plan.digests.tasks.get(&t.task_ref)?;
+                Some(Awaiting {
+                    operation_id: d.operation_id.clone(),
+                    task_ref: t.task_ref.clone(),
+                    request_digest: d.request.clone(),
+                    stale: false,
+                })
+            })
+            .collect();
+        Ok(RunReport {
+            goal_id: self.goal_id.clone(),
+            revision: self.revision,
+            goal_state: goal.state,
+            exit_code,
+            code: None,
+            failed: tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect(),
+            tasks,
+            acceptance,
+            unknown,
+            budget: None,
+            awaiting_approval: awaiting,
+            settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
+            acceptance_unchecked: self.unchecked_acceptance(),
+        })
+    }
+
+    fn unchecked_acceptance(&self) -> Vec<String> {
+        self.plan.goal().acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect()
+    }
+
     /// Decide the goal's state and the exit code from what the ledger now
     /// holds (the latest result of everything, in ledger order).
     pub(super) fn finish(&mut self, acceptance: Option<Vec<AcceptanceLine>>) -> Result<RunReport> {
@@ -203,14 +257,7 @@ impl Runner<'_> {
             budget: self.stops.budget.clone(),
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
-            acceptance_unchecked: self
-                .plan
-                .goal()
-                .acceptance
-                .iter()
-                .filter(|a| a.check.is_none())
-                .map(|a| a.id.clone())
-                .collect(),
+            acceptance_unchecked: self.unchecked_acceptance(),
         })
     }
 }

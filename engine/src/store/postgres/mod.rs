@@ -240,9 +240,17 @@ impl Pg {
         self.book.worker_id()
     }
 
-    /// The goals a worker may find work in: open ones, oldest first.
+    /// The goals a worker may find work in: open ones, oldest first, but
+    /// not one whose last event is a verdict (nothing happened since it
+    /// was judged: a person's act or a new submission comes first).
     pub fn open_goals(&self) -> Result<Vec<GoalId>> {
-        let rows = self.conn.query("SELECT id FROM goals WHERE state = 'open' ORDER BY created", p![])?;
+        let rows = self.conn.query(
+            "SELECT g.id FROM goals g WHERE g.state = 'open'
+               AND (SELECT e.kind FROM events e WHERE e.goal_id = g.id ORDER BY e.seq DESC LIMIT 1)
+                   IS DISTINCT FROM 'run_finished'
+             ORDER BY g.created",
+            p![],
+        )?;
         rows.iter().map(|r| sql::get(r, 0)).collect()
     }
 }
