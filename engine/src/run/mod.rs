@@ -139,6 +139,8 @@ struct Runner<'l> {
     shared: bool,
     /// Tasks this run took to the call site (never again in this run).
     tried: HashSet<String>,
+    /// A claim met another worker's since the last look at the ledger.
+    met_claim: bool,
     states: HashMap<String, TaskState>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
@@ -183,6 +185,7 @@ impl<'l> Runner<'l> {
             asked,
             shared,
             tried: HashSet::new(),
+            met_claim: false,
             states: HashMap::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
@@ -293,15 +296,21 @@ impl<'l> Runner<'l> {
                 }
             }
             if self.in_flight.is_empty() {
-                if !self.shared || looked_idle || refused.is_some() || self.stops.budget.is_some() {
+                if !self.shared || refused.is_some() || self.stops.budget.is_some() {
                     break;
                 }
-                let elsewhere = self.ledger.held_elsewhere(&self.goal_id)?;
-                if !elsewhere.is_empty() {
+                // Idle only if the last look found no task held elsewhere
+                // and no claim since then met another worker's.
+                if looked_idle && !self.met_claim {
+                    break;
+                }
+                self.met_claim = false;
+                let elsewhere;
+                (scheduler, elsewhere) = self.poll(&order, &deps).await?;
+                looked_idle = elsewhere.is_empty();
+                if !looked_idle {
                     tokio::time::sleep(crate::limits::WORKER_POLL).await;
                 }
-                (scheduler, _) = self.poll(&order, &deps).await?;
-                looked_idle = elsewhere.is_empty();
                 continue;
             }
             looked_idle = false;

@@ -32,7 +32,10 @@ impl Runner<'_> {
             return Ok(true);
         }
         match self.ledger.claim(&self.goal_id, task_ref)? {
-            Claimed::Elsewhere => Ok(false),
+            Claimed::Elsewhere => {
+                self.met_claim = true;
+                Ok(false)
+            }
             Claimed::Mine { generation, took_over } => {
                 if let Some(t) = took_over {
                     let data = json!({

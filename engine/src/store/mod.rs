@@ -170,8 +170,9 @@ impl Store {
     }
 
     /// Read inside one snapshot (one read transaction): every read in `f`
-    /// sees the same ledger.
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+    /// sees the same ledger. On a shared store `f` runs again when the
+    /// connection was lost in the middle (so it only reads).
+    pub fn snapshot<T>(&self, f: impl FnMut(&dyn LedgerRead) -> Result<T>) -> Result<T> {
         match &self.backend {
             Backend::Sqlite(db) => db.snapshot(f),
             Backend::Postgres(pg) => pg.snapshot(f),
@@ -279,7 +280,7 @@ impl LeaseGuard {
         self.store.read()
     }
 
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+    pub fn snapshot<T>(&self, f: impl FnMut(&dyn LedgerRead) -> Result<T>) -> Result<T> {
         self.store.snapshot(f)
     }
 

@@ -194,7 +194,9 @@ fn claim_in(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str, lease:
     };
     let (holder, generation, released, live): (String, i64, bool, bool) =
         (get(&row, 0)?, get(&row, 1)?, get(&row, 2)?, get(&row, 3)?);
-    if holder == me && !released && book.generation(goal, task_ref) == Some(generation) {
+    // This worker's own live claim (also one whose commit's answer was
+    // lost: worker ids are never shared, so it can only be this process's).
+    if holder == me && !released {
         conn.query(
             "UPDATE task_claims SET expires_at = now() + $3::float8 * interval '1 millisecond' WHERE goal_id = $1 AND task_ref = $2",
             p![goal.clone(), task_ref.to_string(), ms as f64],
@@ -204,7 +206,7 @@ fn claim_in(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str, lease:
     if live && !released && holder != me {
         return Ok(Claimed::Elsewhere);
     }
-    let took_over = (!released).then(|| TakenOver { worker_id: holder, generation });
+    let took_over = (!released).then_some(TakenOver { worker_id: holder, generation });
     let r = conn.query(
         "UPDATE task_claims SET worker_id = $3, generation = generation + 1, released = false,
            expires_at = now() + $4::float8 * interval '1 millisecond'
@@ -218,11 +220,13 @@ fn claim_in(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str, lease:
 /// Give a claim back (the task needs nothing more from this worker now).
 pub(super) fn release(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str) -> Result<()> {
     let key = (goal.clone(), task_ref.to_string());
-    let Some(generation) = book.forget(&key) else { return Ok(()) };
+    let Some(generation) = book.generation(goal, task_ref) else { return Ok(()) };
     conn.query(
         "UPDATE task_claims SET released = true WHERE goal_id = $1 AND task_ref = $2 AND worker_id = $3 AND generation = $4",
         p![goal.clone(), task_ref.to_string(), book.worker_id().to_string(), generation],
     )?;
+    // Forgotten only once released: a release lost on the way is sent again.
+    book.forget(&key);
     Ok(())
 }
 

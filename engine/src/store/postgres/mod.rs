@@ -121,18 +121,38 @@ impl Pg {
         PgSql::reader(&self.conn)
     }
 
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
-        self.conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-        let value = f(&self.reader());
-        match &value {
-            Ok(_) => {
-                self.conn.commit()?;
+    /// A read transaction, run again from the start when the connection
+    /// was lost in the middle of it.
+    pub fn snapshot<T>(&self, mut f: impl FnMut(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        self.again(|| {
+            self.conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            let value = f(&self.reader());
+            match &value {
+                Ok(_) => {
+                    self.conn.commit()?;
+                }
+                Err(_) => {
+                    let _ = self.conn.rollback();
+                }
             }
-            Err(_) => {
-                let _ = self.conn.rollback();
+            value
+        })
+    }
+
+    /// Run `f` (a read, a claim: its own transaction) again while it fails
+    /// on a lost connection or a serialization failure, with backoff, up
+    /// to `PG_WRITE_TRIES_MAX` times.
+    fn again<T>(&self, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match f() {
+                Err(e) if retryable(&e) && tries < PG_WRITE_TRIES_MAX => {
+                    std::thread::sleep(Duration::from_millis(20 * u64::from(tries)));
+                }
+                other => return other,
             }
         }
-        value
     }
 
     /// One transaction (see the module's comment for a lost commit).
@@ -174,10 +194,11 @@ impl Pg {
             return again_or(e);
         }
         let token = token();
+        // Every commit waits for its WAL flush, `Normal` ones too: a
+        // database server that crashes (not only the machine) loses an
+        // asynchronous commit, and workers act on each other's commits.
+        let _ = durability;
         let body = (|| -> std::result::Result<T, Error> {
-            if durability == Durability::Normal {
-                self.conn.query("SET LOCAL synchronous_commit TO off", p![])?;
-            }
             let value = f(&mut PgSql { conn: &self.conn, writer: Some(Writer::new(fence, &self.book)) })?;
             self.conn.query("INSERT INTO commit_tokens (token) VALUES ($1)", p![token.clone()])?;
             Ok(value)
@@ -224,16 +245,18 @@ impl Pg {
         claims::retire(&self.conn, &self.book)
     }
 
+    /// Claim a task (again after a lost connection: a claim whose commit
+    /// was lost but happened is found as this worker's own).
     pub fn claim(&mut self, goal: &GoalId, task_ref: &str) -> Result<Claimed> {
-        claims::claim(&self.conn, &self.book, goal, task_ref, self.lease)
+        self.again(|| claims::claim(&self.conn, &self.book, goal, task_ref, self.lease))
     }
 
     pub fn release_claim(&mut self, goal: &GoalId, task_ref: &str) -> Result<()> {
-        claims::release(&self.conn, &self.book, goal, task_ref)
+        self.again(|| claims::release(&self.conn, &self.book, goal, task_ref))
     }
 
     pub fn held_elsewhere(&self, goal: &GoalId) -> Result<HashSet<String>> {
-        claims::held_elsewhere(&self.conn, &self.book, goal)
+        self.again(|| claims::held_elsewhere(&self.conn, &self.book, goal))
     }
 
     pub fn worker_id(&self) -> &str {

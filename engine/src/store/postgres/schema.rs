@@ -270,7 +270,7 @@ pub fn version(conn: &Conn) -> Result<Option<i64>> {
         return Ok(None);
     }
     let rows = conn.query("SELECT version FROM schema_meta WHERE id = 1", p![])?;
-    Ok(rows.first().map(|r| r.try_get(0)).transpose().map_err(col)?)
+    rows.first().map(|r| r.try_get(0)).transpose().map_err(col)
 }
 
 fn col(e: tokio_postgres::Error) -> Error {
