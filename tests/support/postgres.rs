@@ -9,6 +9,8 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tempfile::TempDir;
@@ -155,9 +157,17 @@ impl Pg {
     }
 }
 
+impl Pg {
+    /// Stop the server (`-m immediate`) and remove its folder.
+    fn stop(&self) {
+        let _ = self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+        let _ = std::fs::remove_dir_all(self.tmp.path());
+    }
+}
+
 impl Drop for Pg {
     fn drop(&mut self) {
-        let _ = self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+        self.stop();
     }
 }
 
@@ -165,4 +175,32 @@ impl Drop for Pg {
 fn chown_postgres(dir: &Path) {
     let status = Command::new("chown").args(["postgres:", &dir.display().to_string()]).status();
     assert!(status.is_ok_and(|s| s.success()), "chown postgres {}", dir.display());
+}
+
+/// `ENGINE_TEST_STORE=postgres`: every workspace of this test process
+/// keeps its ledger on PostgreSQL instead of SQLite, so a suite written
+/// for SQLite runs unchanged against the shared store. One server per
+/// test process (started at the first workspace, stopped when the
+/// process exits), one new database per workspace; its URL. `None`
+/// unless the variable says `postgres`.
+pub fn test_store_database() -> Option<String> {
+    static SERVER: OnceLock<Pg> = OnceLock::new();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    if std::env::var("ENGINE_TEST_STORE").ok()? != "postgres" {
+        return None;
+    }
+    let pg = SERVER.get_or_init(|| {
+        let pg = Pg::start();
+        // SAFETY: registers a plain `extern "C"` function once; it only
+        // reads the server's static.
+        unsafe { libc::atexit(stop_test_server) };
+        pg
+    });
+    extern "C" fn stop_test_server() {
+        if let Some(pg) = SERVER.get() {
+            pg.stop();
+        }
+    }
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    Some(pg.database(&format!("ws_{}_{n}", std::process::id())))
 }

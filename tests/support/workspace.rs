@@ -23,6 +23,9 @@ pub struct Ws {
     pub dir: PathBuf,
     pub side: PathBuf,
     runs: AtomicUsize,
+    /// `ENGINE_TEST_STORE=postgres`: this workspace's ledger is a database
+    /// of its own on the test process's PostgreSQL server (its URL).
+    shared: Option<String>,
 }
 
 impl Ws {
@@ -36,7 +39,8 @@ impl Ws {
         // Canonical, so paths the engine reports compare equal.
         let dir = dir.canonicalize().expect("canonical workspace");
         let side = side.canonicalize().expect("canonical side folder");
-        Ws { tmp, dir, side, runs: AtomicUsize::new(0) }
+        let shared = super::postgres::test_store_database();
+        Ws { tmp, dir, side, runs: AtomicUsize::new(0), shared }
     }
 
     /// A workspace holding a copy of `fixtures/NAME` (never the source tree).
@@ -79,6 +83,9 @@ impl Ws {
     }
 
     pub fn store(&self) -> PathBuf {
+        if let Some(url) = &self.shared {
+            return PathBuf::from(url);
+        }
         self.store_dir().join("engine.db")
     }
 
@@ -91,6 +98,9 @@ impl Ws {
             if name.to_string_lossy().starts_with("ENGINE_") {
                 cmd.env_remove(&name);
             }
+        }
+        if let Some(url) = &self.shared {
+            cmd.env("ENGINE_STORE", url);
         }
         cmd.env("SIDE", &self.side).env("PYTHONDONTWRITEBYTECODE", "1").env("RUST_BACKTRACE", "1");
         cmd

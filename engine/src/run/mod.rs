@@ -35,7 +35,7 @@ use crate::decide::scheduler::{self, Candidates, Scheduler};
 use crate::error::{Code, Error, Result};
 use crate::evidence::Classification;
 use crate::failpoint;
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision, Seq};
 use crate::limits::{OUTPUT_BYTES_MAX, RUN_MESSAGES_MAX};
 use crate::plan::{Plan, ProviderSpec, Task};
 use crate::state::{AttemptState, TaskState};
@@ -141,6 +141,8 @@ struct Runner<'l> {
     tried: HashSet<String>,
     /// A claim met another worker's since the last look at the ledger.
     met_claim: bool,
+    /// The ledger position of this run's `run_started` event.
+    started_seq: Seq,
     states: HashMap<String, TaskState>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
@@ -186,6 +188,7 @@ impl<'l> Runner<'l> {
             shared,
             tried: HashSet::new(),
             met_claim: false,
+            started_seq: Seq(0),
             states: HashMap::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
@@ -198,7 +201,10 @@ impl<'l> Runner<'l> {
     async fn run(&mut self) -> Result<RunReport> {
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
-        self.write_event(Durability::Normal, EventKind::RunStarted, None, None, data)?;
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.started_seq = self.ledger.write(Durability::Normal, |tx| {
+            tx.append_event(&Event::goal(EventKind::RunStarted, &goal_id, revision, data.clone()))
+        })?;
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::Runner;
 use crate::decide::scheduler::{self, Scheduler};
 use crate::error::Result;
-use crate::state::{GoalState, TaskState};
+use crate::state::TaskState;
 use crate::store::events::EventKind;
 use crate::store::{Claimed, Durability, GOAL_CLAIM};
 
@@ -110,17 +110,13 @@ impl Runner<'_> {
     }
 
     /// Before the acceptance checks: hold the goal's own claim (waiting
-    /// while another worker judges it). `false`: another worker already
-    /// judged the goal since it was submitted; report, do not judge again.
+    /// while another worker judges it). `false`: another worker judged the
+    /// goal since this run started; report its verdict, do not judge again.
     pub(super) async fn hold_goal_claim(&mut self) -> Result<bool> {
         while !self.claim_for(GOAL_CLAIM)? {
             tokio::time::sleep(crate::limits::WORKER_POLL).await;
         }
-        let goal = self.ledger.read().goal(&self.goal_id)?;
         let last = self.ledger.read().latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;
-        let submitted = self.ledger.read().latest_event(&self.goal_id, self.revision, EventKind::GoalSubmitted)?;
-        let judged = goal.is_some_and(|g| g.state != GoalState::Open)
-            && last.is_some_and(|l| submitted.is_none_or(|s| l.seq > s.seq));
-        Ok(!judged)
+        Ok(!last.is_some_and(|l| l.seq > self.started_seq))
     }
 }
