@@ -58,7 +58,7 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
     }
     let plan = Plan::load(&req.plan_path, req.workspace.as_deref())?;
     let store_path = crate::store::resolve_path(req.store.as_deref(), &plan.workspace);
-    if std::fs::symlink_metadata(&store_path).is_err() {
+    if !crate::store::is_shared(&store_path) && std::fs::symlink_metadata(&store_path).is_err() {
         return Err(Error::usage(format!(
             "no store at {}: `engine run` registers the goal first",
             store_path.display()

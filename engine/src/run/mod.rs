@@ -373,18 +373,24 @@ impl<'l> Runner<'l> {
     fn look_afresh(&mut self, order: &[String]) -> Result<()> {
         let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
         for r in order {
-            let state = self.state(r);
-            let mut waited_try_settled = false;
-            if state == TaskState::EffectUnknown {
-                let task = self.ledger.read().task(&self.goal_id, self.revision, r)?;
-                if let Some(waited) = task.as_ref().and_then(|t| t.waits_on_attempt()) {
-                    let s = self.ledger.read().attempt(AttemptId(waited))?.state;
-                    waited_try_settled = !s.in_doubt() && s != AttemptState::EffectUnknown;
-                }
-            }
-            self.states.insert(r.clone(), scheduler::afresh(state, busy.contains(r), waited_try_settled));
+            let state = self.afresh(r, self.state(r), busy.contains(r))?;
+            self.states.insert(r.clone(), state);
         }
         Ok(())
+    }
+
+    /// A task's state as this run takes it up (`scheduler::afresh`), with
+    /// whether the earlier try it waits on was settled since.
+    fn afresh(&self, task_ref: &str, state: TaskState, busy: bool) -> Result<TaskState> {
+        let mut waited_try_settled = false;
+        if state == TaskState::EffectUnknown {
+            let task = self.ledger.read().task(&self.goal_id, self.revision, task_ref)?;
+            if let Some(waited) = task.as_ref().and_then(|t| t.waits_on_attempt()) {
+                let s = self.ledger.read().attempt(AttemptId(waited))?.state;
+                waited_try_settled = !s.in_doubt() && s != AttemptState::EffectUnknown;
+            }
+        }
+        Ok(scheduler::afresh(state, busy, waited_try_settled))
     }
 
     /// Tasks whose latest attempt a person settled as `not_run`: sent

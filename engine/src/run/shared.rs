@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use super::Runner;
-use crate::decide::scheduler::{self, Scheduler};
+use crate::decide::scheduler::Scheduler;
 use crate::error::Result;
 use crate::state::TaskState;
 use crate::store::events::EventKind;
@@ -69,7 +69,7 @@ impl Runner<'_> {
         self.reconcile_where(Some(task_ref)).await?;
         let now = self.ledger.read().task(&self.goal_id, self.revision, task_ref)?.map(|t| t.state);
         let busy = self.in_flight.values().any(|f| f.task_ref == task_ref);
-        let state = scheduler::afresh(now.unwrap_or(TaskState::Pending), busy, false);
+        let state = self.afresh(task_ref, now.unwrap_or(TaskState::Pending), busy)?;
         self.states.insert(task_ref.to_string(), state);
         let started = if !busy && matches!(state, TaskState::Pending | TaskState::AwaitingApproval) {
             self.tried.insert(task_ref.to_string());
@@ -96,7 +96,7 @@ impl Runner<'_> {
             let state = if elsewhere.contains(&row.task_ref) {
                 TaskState::Running
             } else {
-                scheduler::afresh(row.state, false, false)
+                self.afresh(&row.task_ref, row.state, false)?
             };
             self.states.insert(row.task_ref, state);
         }

@@ -125,7 +125,7 @@ pub(super) fn check(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str
     match (book.generation(goal, task_ref), now) {
         (Some(g), Some((w, rg, released, _))) if w == me && rg == g && !released => Ok(()),
         (Some(g), now) => Err(stale(goal, task_ref, g, now.map(|(w, rg, ..)| (w, rg)))),
-        (None, Some((w, rg, false, true))) if w != me => Err(Error::new(
+        (None, Some((w, rg, false, true))) if w != me && !gone_here(&w) => Err(Error::new(
             Code::StaleClaim,
             format!("task `{task_ref}` of goal `{goal}` is claimed by worker {w} (generation {rg}); this process writes nothing about it"),
         )
@@ -203,7 +203,7 @@ fn claim_in(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &str, lease:
         )?;
         return Ok(Claimed::Mine { generation, took_over: None });
     }
-    if live && !released && holder != me {
+    if live && !released && holder != me && !gone_here(&holder) {
         return Ok(Claimed::Elsewhere);
     }
     let took_over = (!released).then_some(TakenOver { worker_id: holder, generation });
@@ -233,10 +233,38 @@ pub(super) fn release(conn: &Conn, book: &ClaimBook, goal: &GoalId, task_ref: &s
 /// The tasks of a goal other live workers hold.
 pub(super) fn held_elsewhere(conn: &Conn, book: &ClaimBook, goal: &GoalId) -> Result<HashSet<String>> {
     let rows = conn.query(
-        "SELECT task_ref FROM task_claims WHERE goal_id = $1 AND NOT released AND expires_at > now() AND worker_id <> $2",
+        "SELECT task_ref, worker_id FROM task_claims
+          WHERE goal_id = $1 AND NOT released AND expires_at > now() AND worker_id <> $2",
         p![goal.clone(), book.worker_id().to_string()],
     )?;
-    rows.iter().map(|r| get(r, 0)).collect()
+    let mut held = HashSet::new();
+    for r in &rows {
+        let worker: String = get(r, 1)?;
+        if !gone_here(&worker) {
+            held.insert(get(r, 0)?);
+        }
+    }
+    Ok(held)
+}
+
+/// Is worker `id` (`host:pid:random`) a process of this host that is gone?
+/// Its claims are taken over at once, as SQLite's lease of a dead local
+/// engine is; another host's worker is waited out to its lease's end.
+fn gone_here(id: &str) -> bool {
+    let mut parts = id.rsplitn(3, ':');
+    let (_, pid, host) = (parts.next(), parts.next(), parts.next());
+    let (Some(pid), Some(host)) = (pid.and_then(|p| p.parse::<i64>().ok()), host) else { return false };
+    if pid == i64::from(std::process::id()) {
+        // This process's pid under another worker id: an earlier
+        // incarnation can only be gone (ids are never reused).
+        return host == crate::store::lease::hostname();
+    }
+    !crate::store::lease::is_alive(&crate::store::lease::Holder {
+        pid,
+        host: host.to_string(),
+        proc_start: None,
+        generation: 0,
+    })
 }
 
 /// Register this process as a worker.
