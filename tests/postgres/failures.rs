@@ -120,3 +120,18 @@ fn two_workers_racing_for_one_approval_make_exactly_one_call() {
     assert!(approvals[0].consumed_by.is_some(), "spent by the call: {approvals:?}");
     assert_eq!(ledger.attempts_of("PAY").len(), 1);
 }
+
+#[test]
+fn two_workers_never_pass_a_call_budget_together() {
+    let mut p = wide(8, 0.3);
+    p["budgets"]["max_provider_calls"] = json!(3);
+    let s = Shared::new(&p);
+    s.submit();
+    let mut racers = vec![s.worker("w1", 4, &[]), s.worker("w2", 4, &[])];
+    for w in &mut racers {
+        w.wait(RUN_DEADLINE).expect(5, Some("BUDGET_EXHAUSTED"));
+    }
+    let calls: usize = s.starts().values().sum();
+    assert_eq!(calls, 3, "the budget allows three calls in all: {:?}", s.starts());
+    assert_eq!(Ledger::open(Path::new(&s.url)).attempts().len(), 3);
+}

@@ -167,6 +167,11 @@ impl Runner<'_> {
             .and_then(|e| e.data.get("exit_code"))
             .and_then(|c| c.as_i64())
             .map_or(crate::error::EXIT_TASK_FAILED, |c| c as i32);
+        let code = finished
+            .as_ref()
+            .and_then(|e| e.data.get("code"))
+            .and_then(|c| c.as_str())
+            .and_then(crate::decide::verdict::code_named);
         let acceptance = read
             .latest_check_results(&self.goal_id, self.revision, CheckScope::Acceptance, None)?
             .into_iter()
@@ -191,7 +196,7 @@ impl Runner<'_> {
             revision: self.revision,
             goal_state: goal.state,
             exit_code,
-            code: None,
+            code,
             failed: tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect(),
             tasks,
             acceptance,
@@ -232,7 +237,7 @@ impl Runner<'_> {
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
         });
         let summary = json!({
-            "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
+            "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "budget": self.stops.budget,
