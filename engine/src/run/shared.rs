@@ -117,6 +117,6 @@ impl Runner<'_> {
             tokio::time::sleep(crate::limits::WORKER_POLL).await;
         }
         let last = self.ledger.read().latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;
-        Ok(!last.is_some_and(|l| l.seq > self.started_seq))
+        Ok(last.is_none_or(|l| l.seq <= self.started_seq))
     }
 }
