@@ -1,9 +1,29 @@
-//! Records the source commit the binary is built from (`engine --version`),
-//! with `+dirty` when the sources that build it (engine/, providers/,
-//! Cargo.toml, Cargo.lock) had uncommitted changes.
+//! Build-time work:
+//! - the source commit the binary is built from (`engine --version`), with
+//!   `+dirty` when the sources that build it (engine/, providers/,
+//!   Cargo.toml, Cargo.lock) had uncommitted changes;
+//! - the shell completions and the man pages, generated from the command
+//!   line's own definition (`src/cli/args.rs`, included here) into
+//!   OUT_DIR, where the binary embeds them (`engine completions`, `engine man`).
+use std::path::Path;
 use std::process::Command;
 
+#[allow(dead_code)]
+mod args {
+    include!("src/cli/args.rs");
+}
+
 fn main() {
+    let version = version_line();
+    println!("cargo:rustc-env=ENGINE_VERSION_LINE={version}");
+    println!("cargo:rerun-if-changed=engine/src/cli/args.rs");
+    let out = std::env::var_os("OUT_DIR").map(std::path::PathBuf::from).expect("cargo sets OUT_DIR");
+    if let Err(e) = generate(&out, &version) {
+        panic!("cannot write the completions and man pages into {}: {e}", out.display());
+    }
+}
+
+fn version_line() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -24,8 +44,6 @@ fn main() {
         "Cargo.lock",
     ])
     .is_some_and(|s| !s.is_empty());
-    let version = format!("{} ({}{})", env!("CARGO_PKG_VERSION"), commit, if dirty { "+dirty" } else { "" });
-    println!("cargo:rustc-env=ENGINE_VERSION_LINE={version}");
     if let Some(top) = git(&["rev-parse", "--show-toplevel"]) {
         // A commit moves HEAD and the index; an edit moves a source file
         // (cargo scans a watched folder for any change).
@@ -33,4 +51,40 @@ fn main() {
             println!("cargo:rerun-if-changed={top}/{path}");
         }
     }
+    format!("{} ({}{})", env!("CARGO_PKG_VERSION"), commit, if dirty { "+dirty" } else { "" })
+}
+
+/// The command line as the binary builds it (cli::command does the same).
+fn command(version: &str) -> clap::Command {
+    use clap::CommandFactory;
+    // clap takes a &'static str; the build script runs once.
+    args::Cli::command().version(&*Box::leak(version.to_string().into_boxed_str()))
+}
+
+fn generate(out: &Path, version: &str) -> std::io::Result<()> {
+    let completions = out.join("completions");
+    std::fs::create_dir_all(&completions)?;
+    for (shell, ours) in [
+        (clap_complete::Shell::Bash, args::Shell::Bash),
+        (clap_complete::Shell::Zsh, args::Shell::Zsh),
+        (clap_complete::Shell::Fish, args::Shell::Fish),
+    ] {
+        let path = clap_complete::generate_to(shell, &mut command(version), "engine", &completions)?;
+        assert_eq!(path.file_name().and_then(|n| n.to_str()), Some(ours.file_name()), "clap_complete renamed a file");
+    }
+    let man = out.join("man");
+    std::fs::create_dir_all(&man)?;
+    clap_mangen::generate_to(command(version), &man)?;
+    // The pages, for the binary to embed: (file name, its text).
+    let mut names: Vec<String> = std::fs::read_dir(&man)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".1"))
+        .collect();
+    names.sort();
+    let mut list = String::from("&[\n");
+    for n in &names {
+        list.push_str(&format!("    ({n:?}, include_str!(concat!(env!(\"OUT_DIR\"), \"/man/{n}\"))),\n"));
+    }
+    list.push_str("]\n");
+    std::fs::write(out.join("man_pages.rs"), list)
 }

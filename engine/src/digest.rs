@@ -15,6 +15,11 @@ pub enum Kind {
     Checkpoint,
     Plan,
     FailureFingerprint,
+    /// A task's meaning without its validations: tells a change to the
+    /// validations alone from a change to what the task does.
+    TaskMeaningCore,
+    /// An MCP tool's input schema, in a provider's tool inventory.
+    ToolSchema,
 }
 
 impl Kind {
@@ -28,6 +33,8 @@ impl Kind {
             Kind::Checkpoint => "engine 2026-11 checkpoint_digest v1",
             Kind::Plan => "engine 2026-11 plan_digest v1",
             Kind::FailureFingerprint => "engine 2026-11 failure_fingerprint v1",
+            Kind::TaskMeaningCore => "engine 2026-12 task_meaning_without_validations v1",
+            Kind::ToolSchema => "engine 2026-12 tool_schema_digest v1",
         }
     }
 }
@@ -87,7 +94,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 8] = [
+const KINDS: [Kind; 10] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -96,13 +103,15 @@ const KINDS: [Kind; 8] = [
     Kind::Checkpoint,
     Kind::Plan,
     Kind::FailureFingerprint,
+    Kind::TaskMeaningCore,
+    Kind::ToolSchema,
 ];
 
 /// Each kind's key, derived once from its context string (BLAKE3's
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 8]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 10]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

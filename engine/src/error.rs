@@ -43,6 +43,12 @@ pub enum Code {
     /// SPEC's additions: a worker's claim on a task expired and another
     /// worker took it over; this worker writes nothing more about it.
     StaleClaim,
+    /// SPEC's additions: a task names an MCP tool its provider's `tools`
+    /// allow-list does not name (`engine check`).
+    ToolNotAllowed,
+    /// SPEC's additions: a task names an MCP tool its server does not offer
+    /// (its `tools/list`, before the run's first intent).
+    UnknownTool,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -50,6 +56,37 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in SPEC's order then the engine's own.
+    pub const ALL: &'static [Code] = &[
+        Code::GoalRequired,
+        Code::PlanInvalid,
+        Code::PlanCycle,
+        Code::UnknownDependency,
+        Code::DuplicateTaskRef,
+        Code::UnknownProvider,
+        Code::InputOutsideWorkspace,
+        Code::PlanChanged,
+        Code::ExternalEffectUnknown,
+        Code::GoalOutcomeUnproven,
+        Code::ApprovalRequired,
+        Code::ApprovalStale,
+        Code::BudgetExhausted,
+        Code::RepeatedFailureWithoutNewEvidence,
+        Code::ProviderChangeRequiresRevision,
+        Code::OperationConflict,
+        Code::SettlementInvalid,
+        Code::StoreLocked,
+        Code::StaleGeneration,
+        Code::StoreCorrupt,
+        Code::SchemaTooNew,
+        Code::StoreFull,
+        Code::StaleClaim,
+        Code::ToolNotAllowed,
+        Code::UnknownTool,
+        Code::UsageError,
+        Code::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Code::GoalRequired => "GOAL_REQUIRED",
@@ -75,6 +112,8 @@ impl Code {
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
             Code::StaleClaim => "STALE_CLAIM",
+            Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
+            Code::UnknownTool => "UNKNOWN_TOOL",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -100,6 +139,8 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::ToolNotAllowed
+            | Code::UnknownTool
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -189,3 +230,48 @@ pub fn is_no_room(errno: i32) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::Code;
+
+    /// `ALL` lists every variant: the match below has no wildcard, so a new
+    /// variant fails to compile here until it is placed, and the count
+    /// catches one left out of the list.
+    #[test]
+    fn all_lists_every_code_once() {
+        let position = |c: Code| match c {
+            Code::GoalRequired => 0,
+            Code::PlanInvalid => 1,
+            Code::PlanCycle => 2,
+            Code::UnknownDependency => 3,
+            Code::DuplicateTaskRef => 4,
+            Code::UnknownProvider => 5,
+            Code::InputOutsideWorkspace => 6,
+            Code::PlanChanged => 7,
+            Code::ExternalEffectUnknown => 8,
+            Code::GoalOutcomeUnproven => 9,
+            Code::ApprovalRequired => 10,
+            Code::ApprovalStale => 11,
+            Code::BudgetExhausted => 12,
+            Code::RepeatedFailureWithoutNewEvidence => 13,
+            Code::ProviderChangeRequiresRevision => 14,
+            Code::OperationConflict => 15,
+            Code::SettlementInvalid => 16,
+            Code::StoreLocked => 17,
+            Code::StaleGeneration => 18,
+            Code::StoreCorrupt => 19,
+            Code::SchemaTooNew => 20,
+            Code::StoreFull => 21,
+            Code::StaleClaim => 22,
+            Code::ToolNotAllowed => 23,
+            Code::UnknownTool => 24,
+            Code::UsageError => 25,
+            Code::Internal => 26,
+        };
+        for (i, &c) in Code::ALL.iter().enumerate() {
+            assert_eq!(position(c), i, "{c} out of place in Code::ALL");
+        }
+        assert_eq!(Code::ALL.len(), 27);
+    }
+}

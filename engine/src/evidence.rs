@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::EvidenceId;
 use crate::state::FailureClass;
+use crate::state::StopSignal;
 
 /// A bounded excerpt of captured output plus the blob that holds all of
 /// what was kept.
@@ -36,6 +37,9 @@ pub enum UnknownReason {
     ResponseLost,
     /// The engine's deadline fired after the request was handed over.
     DeadlineAfterDispatch,
+    /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) after the
+    /// request was handed over.
+    StoppedAfterDispatch,
 }
 
 impl From<LostReason> for UnknownReason {
@@ -53,13 +57,19 @@ impl UnknownReason {
             UnknownReason::EngineRestarted => "engine_restarted",
             UnknownReason::ResponseLost => "response_lost",
             UnknownReason::DeadlineAfterDispatch => "deadline_after_dispatch",
+            UnknownReason::StoppedAfterDispatch => "stopped_after_dispatch",
         }
     }
 
     pub fn parse(s: &str) -> Option<UnknownReason> {
-        [UnknownReason::EngineRestarted, UnknownReason::ResponseLost, UnknownReason::DeadlineAfterDispatch]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            UnknownReason::EngineRestarted,
+            UnknownReason::ResponseLost,
+            UnknownReason::DeadlineAfterDispatch,
+            UnknownReason::StoppedAfterDispatch,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 }
 
@@ -135,6 +145,9 @@ pub enum Evidence {
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or
     /// JSON-RPC `error`); `stderr` is the server's.
     ToolResult { is_error: bool, body: Output, stderr: Output, duration_ms: u64 },
+    /// The builtin provider's answer (`noop`, `sleep`): nothing left the
+    /// engine; `timed_out` when the call's deadline cut a sleep short.
+    BuiltinResult { op: providers::builtin::Op, timed_out: bool, duration_ms: u64 },
     /// One validation or acceptance check.
     CheckResult {
         check_id: String,
@@ -149,9 +162,72 @@ pub enum Evidence {
         stderr: Output,
         #[serde(skip_serializing_if = "Option::is_none")]
         checkpoint: Option<String>,
+        /// A goal constraint's check (`check_id` is the constraint's id),
+        /// not a task's validation.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        of_constraint: bool,
     },
+    /// Files under a goal constraint's protected paths that changed between
+    /// the observation before an attempt and the one after it, its
+    /// validations and the constraint checks — and that its task's
+    /// `may_change` does not allow. Every such path, with both digests.
+    ProtectedPathChanged { changes: Vec<PathChange> },
+    /// The goal's protected paths could not be observed before or after an
+    /// attempt, so whether it changed them cannot be told. Not an engine
+    /// error of the call (the call was sent, and counts), not a violation
+    /// (nothing was seen to change): the attempt is not judged clean.
+    ProtectedPathsNotObserved { message: String },
     /// A re-observation of the target.
     Observation { observation: providers::Observation },
+    /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) while this was in
+    /// flight: a provider call, or a validation (`check_id`). Never a
+    /// failure and never a pass; no classification rule reads it.
+    Stopped {
+        signal: StopSignal,
+        what: StoppedWhat,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check_id: Option<String>,
+        end: StopEnd,
+    },
+}
+
+/// What a person's stop reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoppedWhat {
+    ProviderCall,
+    Validation,
+}
+
+/// How a stopped call or check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopEnd {
+    /// Its process group got SIGTERM and ended within the grace.
+    Terminated,
+    /// Its process group got SIGKILL (the grace ran out, or a second signal
+    /// cut it short).
+    Killed,
+    /// No process of its own (HTTP, MCP): the engine stopped waiting for
+    /// its answer.
+    Dropped,
+    /// It had not started when the stop came.
+    NotStarted,
+    /// Its provider was asked to cancel it (an MCP task: `tasks/cancel`)
+    /// and the call ended after that.
+    CancelAsked,
+}
+
+impl StopEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopEnd::Terminated => "terminated",
+            StopEnd::Killed => "killed",
+            StopEnd::Dropped => "dropped",
+            StopEnd::NotStarted => "not_started",
+            StopEnd::CancelAsked => "cancel_asked",
+        }
+    }
 }
 
 impl Evidence {
@@ -164,8 +240,34 @@ impl Evidence {
             Evidence::ProcessExit { .. } => "process_exit",
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
+            Evidence::BuiltinResult { .. } => "builtin_result",
             Evidence::CheckResult { .. } => "check_result",
+            Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
+            Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
             Evidence::Observation { .. } => "observation",
+            Evidence::Stopped { .. } => "stopped",
+        }
+    }
+}
+
+/// One protected file that changed in an attempt's window: its content
+/// digest before and after (`None`: absent — so a creation has no `before`,
+/// a deletion no `after`), and the constraints whose `protect` covers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathChange {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub constraints: Vec<String>,
+}
+
+impl PathChange {
+    /// `changed`, `created` or `deleted`.
+    pub fn what(&self) -> &'static str {
+        match (&self.before, &self.after) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "deleted",
+            _ => "changed",
         }
     }
 }

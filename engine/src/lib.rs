@@ -5,6 +5,7 @@
 //! validation → classification → ledger. See ARCHITECTURE.md for the map
 //! and its invariants.
 
+pub mod budgets;
 pub mod checkpoint;
 pub mod cli;
 pub mod clock;
@@ -16,10 +17,12 @@ pub mod error;
 pub mod evidence;
 pub mod failpoint;
 pub mod ids;
+pub mod init;
 pub mod limits;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod state;
 pub mod store;
 pub mod workspace;

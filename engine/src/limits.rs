@@ -50,6 +50,15 @@ pub const DEPENDENCIES_MAX: usize = 10_000;
 pub const VALIDATIONS_MAX: usize = 1000;
 pub const CONTEXT_MAX: usize = 1000;
 
+/// Per constraint: protected paths or globs; per task: `may_change` paths
+/// or globs.
+pub const PROTECT_PATHS_MAX: usize = 1000;
+pub const MAY_CHANGE_MAX: usize = 1000;
+
+/// An MCP provider's `tools` allow-list, and the tools a server's
+/// `tools/list` may name before the engine refuses its inventory.
+pub const TOOLS_MAX: usize = 4096;
+
 /// An input path or glob (Linux's `PATH_MAX`).
 pub const PATH_BYTES_MAX: usize = 4096;
 
@@ -121,9 +130,23 @@ pub const CHECK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 pub const LOG_PAGE_EVENTS: i64 = 10_000;
 pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
 
+/// Goals `engine goals` lists (the most recently changed first; it says
+/// how many more the store holds), and goal ids a "did you mean" reads.
+pub const GOALS_LISTED_MAX: i64 = 1_000;
+
 /// A provider process a stopped engine left running gets this long
 /// between SIGTERM and SIGKILL when the next writer ends its group.
 pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);
+
+/// A person stopped a run (SIGINT, SIGTERM, SIGHUP): its providers' and
+/// checks' process groups get this long between SIGTERM and SIGKILL (a
+/// second signal cuts it short), and calls without a process (HTTP, MCP)
+/// this long to answer before the engine stops waiting for them.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// After SIGKILL, how long a stopped run waits for its calls and checks to
+/// report before it records them as stopped without an answer.
+pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(10);
 
 // ------------------------------------------------------------ the store
 

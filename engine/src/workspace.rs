@@ -26,17 +26,28 @@ pub fn expand_input(workspace: &Path, pattern: &str) -> Result<Vec<String>, Stri
 pub struct Expander {
     root: PathBuf,
     dirs: HashMap<PathBuf, PathBuf>,
+    /// The metadata of the regular files expanded from a literal path (not
+    /// symlinks: theirs is the link's), by relative path.
+    files: HashMap<String, std::fs::Metadata>,
 }
 
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        Ok(Expander { root, dirs: HashMap::new() })
+        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new() })
     }
 
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
         lexically_inside(pattern).map_err(str::to_string)?;
         let mut out = Vec::new();
+        // `dir/**` is everything under `dir`, but the glob crate yields only
+        // the folders below `dir` for it, never the files directly in `dir`:
+        // expanded as the folder `dir` (or the folders a glob `dir` names).
+        let (pattern, everything_under) = match pattern.strip_suffix("/**") {
+            Some(dir) if !dir.is_empty() => (dir, true),
+            _ if pattern == "**" => (".", true),
+            _ => (pattern, false),
+        };
         if pattern.contains(['*', '?', '[']) {
             // The workspace's own path is literal: a folder named `a[1]` is
             // not a character class.
@@ -55,7 +66,9 @@ impl Expander {
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
                 self.check_inside(&path)?;
-                out.push(normalize(pattern));
+                if !everything_under {
+                    out.push(normalize(pattern));
+                }
             }
         }
         if out.len() > INPUT_FILES_MAX {
@@ -64,6 +77,12 @@ impl Expander {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// The metadata `expand` read of `rel`, a regular file named by a
+    /// literal input (a later read need not `statx` it again).
+    pub fn metadata_of(&mut self, rel: &str) -> Option<std::fs::Metadata> {
+        self.files.remove(rel)
     }
 
     fn collect(&mut self, path: &Path, out: &mut Vec<String>) -> Result<(), String> {
@@ -77,8 +96,12 @@ impl Expander {
         meta: Option<std::fs::Metadata>,
         out: &mut Vec<String>,
     ) -> Result<(), String> {
+        let file = meta.as_ref().filter(|m| m.file_type().is_file()).cloned();
         let (_real, is_dir) = self.check_inside_known(path, meta)?;
         let rel = relative(&self.root, path)?;
+        if let Some(m) = file {
+            self.files.insert(rel.clone(), m);
+        }
         if rel.split('/').next() == Some(STORE_DIR) {
             return Ok(());
         }
@@ -222,6 +245,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_literal_regular_file_keeps_the_metadata_its_expansion_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::write(w.join("a.txt"), "abc").unwrap();
+        std::os::unix::fs::symlink("a.txt", w.join("link.txt")).unwrap();
+        let mut e = Expander::new(w).unwrap();
+        assert_eq!(e.expand("a.txt").unwrap(), vec!["a.txt"]);
+        assert_eq!(e.metadata_of("a.txt").map(|m| m.len()), Some(3));
+        assert!(e.metadata_of("a.txt").is_none(), "taken once");
+        assert_eq!(e.expand("link.txt").unwrap(), vec!["link.txt"]);
+        assert!(e.metadata_of("link.txt").is_none(), "a symlink's own metadata is not its target's");
+        assert_eq!(e.expand("*.txt").unwrap(), vec!["a.txt", "link.txt"]);
+        assert!(e.metadata_of("a.txt").is_none(), "a glob's matches are read again");
+    }
+
+    #[test]
     fn literal_glob_and_folder_expand_sorted() {
         let dir = tempfile::tempdir().unwrap();
         let w = dir.path();
@@ -233,6 +272,23 @@ mod tests {
         assert_eq!(expand_input(w, "src").unwrap(), vec!["src/a.py", "src/b.py", "src/sub/c.txt"]);
         assert_eq!(expand_input(w, "./src//a.py").unwrap(), vec!["src/a.py"]);
         assert_eq!(expand_input(w, "new/file.txt").unwrap(), vec!["new/file.txt"]);
+    }
+
+    #[test]
+    fn everything_under_a_folder_includes_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("tests/unit")).unwrap();
+        std::fs::write(w.join("tests/a.py"), "a").unwrap();
+        std::fs::write(w.join("tests/unit/b.py"), "b").unwrap();
+        std::fs::write(w.join("top.txt"), "t").unwrap();
+        let all = vec!["tests/a.py".to_string(), "tests/unit/b.py".to_string()];
+        assert_eq!(expand_input(w, "tests/**").unwrap(), all);
+        assert_eq!(expand_input(w, "./tests/**").unwrap(), all);
+        assert_eq!(expand_input(w, "tes*/**").unwrap(), all);
+        assert_eq!(expand_input(w, "tests/**/*.py").unwrap(), all);
+        assert_eq!(expand_input(w, "**").unwrap(), vec!["tests/a.py", "tests/unit/b.py", "top.txt"]);
+        assert_eq!(expand_input(w, "missing/**").unwrap(), Vec::<String>::new(), "nothing under an absent folder");
     }
 
     #[test]

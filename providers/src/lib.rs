@@ -7,6 +7,7 @@
 //! back. Deciding what that *means* (success, failure class, unknown effect)
 //! is the engine's job.
 
+pub mod builtin;
 pub mod capture;
 pub mod command;
 pub mod http;
@@ -121,6 +122,16 @@ pub enum Receipt {
     Command(CommandReceipt),
     Http(HttpReceipt),
     Mcp(McpReceipt),
+    Builtin(BuiltinReceipt),
+}
+
+/// The builtin provider's answer: what it did, and whether the call's
+/// deadline cut a sleep short.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BuiltinReceipt {
+    pub op: builtin::Op,
+    pub timed_out: bool,
+    pub duration_ms: u64,
 }
 
 /// A local program's end: how it exited and what it printed.
@@ -243,6 +254,14 @@ pub enum Resumed {
     Inconclusive { evidence: String },
 }
 
+/// A tool a provider offers (an MCP server's `tools/list`): its name and
+/// the JSON Schema of its arguments as the server declared it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub input_schema: serde_json::Value,
+}
+
 /// What `Provider::cancel` got back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cancelled {
@@ -295,6 +314,14 @@ pub trait Provider: Send + Sync {
     /// A person stopped the run: cancel the request accepted under
     /// `handle`. `None`: this provider has no handles.
     fn cancel<'a>(&'a self, _call: &'a Call, _handle: &'a Handle) -> Option<BoxFuture<'a, Cancelled>> {
+        None
+    }
+
+    /// The tools this provider offers (an MCP server's `tools/list`,
+    /// starting the server if needed; nothing of any call is sent). `call`
+    /// gives the workspace, the deadline and the secrets, as for a call.
+    /// `None`: this provider has no tool inventory.
+    fn list_tools<'a>(&'a self, _call: &'a Call) -> Option<BoxFuture<'a, Result<Vec<Tool>, String>>> {
         None
     }
 

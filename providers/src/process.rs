@@ -141,6 +141,19 @@ pub fn end_groups(groups: &[ProcessId], grace: Duration) -> Vec<GroupEnd> {
     ends.into_iter().map(|e| e.unwrap_or(GroupEnd::NotRunning)).collect()
 }
 
+/// Send `signal` to every live member of a group this engine started and
+/// still watches (a person stopped the run); the pids signalled. A member
+/// is checked through a pidfd like `end_groups`' are, so a pid reused
+/// since is never signalled.
+pub fn signal_group(g: &ProcessId, signal: i32) -> Vec<u32> {
+    signal_members(g, signal)
+}
+
+/// Does any member of the group still run?
+pub fn group_running(g: &ProcessId) -> bool {
+    !members(g).is_empty()
+}
+
 /// `Some(Reused)` when the recorded pid is in use by another process.
 fn reused(g: &ProcessId) -> Option<GroupEnd> {
     let s = stat(g.pid)?;

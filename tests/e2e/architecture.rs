@@ -73,7 +73,7 @@ fn only_the_approve_path_writes_approvals() {
     // `approve::record` is reached from the CLI's `approve` command only.
     let record: Vec<String> =
         callers(&src, "approve::record").into_iter().filter(|f| f != "engine/src/commands/approve.rs").collect();
-    assert_eq!(record, vec!["engine/src/cli.rs"]);
+    assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
     // Only the call site consumes or voids one.
     assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/start.rs"]);
     assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/start.rs"]);
@@ -87,7 +87,7 @@ fn only_settle_writes_settlements() {
         vec!["engine/src/store/postgres/acts.rs", "engine/src/store/sqlite/acts.rs"]
     );
     assert_eq!(callers(&src, "insert_settlement"), vec!["engine/src/commands/settle.rs"]);
-    assert_eq!(callers(&src, "settle::settle"), vec!["engine/src/cli.rs"]);
+    assert_eq!(callers(&src, "settle::settle"), vec!["engine/src/cli/mod.rs"]);
 }
 
 #[test]

@@ -6,16 +6,20 @@ mod support;
 
 mod agent_output;
 mod architecture;
+mod builtin;
 mod commands;
 mod common;
 mod core;
 mod corruption;
+mod docs;
+mod first_hour;
 mod limits;
 mod orphans;
 /// The receiver fixture and unknown-outcome helpers, shared with that suite.
 #[path = "../unknown_outcomes/common.rs"]
 mod outcomes;
 mod plan_props;
+mod readme_tour;
 mod schema;
 mod store_creation;
 mod store_files;

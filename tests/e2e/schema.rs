@@ -8,7 +8,7 @@ use crate::common::*;
 const REGENERATE: &str = "regenerate it with: cargo run -q -p engine -- schema > engine/plan.schema.json";
 
 fn committed() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plan.schema.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/plan.schema.json");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}; {REGENERATE}", path.display()))
 }
 
@@ -29,7 +29,7 @@ fn engine_schema_prints_the_committed_schema() {
     assert!(out.stdout == committed(), "`engine schema` differs from engine/plan.schema.json; {REGENERATE}");
     // And the schema describes the plan file it claims to.
     let schema = out.json();
-    assert_eq!(schema["title"], "PlanFile");
+    assert_eq!(schema["title"], "engine plan file");
     for field in ["version", "goal", "budgets", "providers", "tasks"] {
         assert!(schema["properties"].get(field).is_some(), "schema lacks `{field}`");
     }

@@ -138,7 +138,10 @@ fn max_revisions_refuses_the_revision_itself() {
     ws.write_plan("plan.json", &p3);
     let doc = ws.json(&["revise", "plan.json", "--reason", "two"], 5);
     assert_eq!(doc["error"]["code"], "BUDGET_EXHAUSTED");
-    assert_eq!(doc["error"]["details"], json!({"budget": "max_revisions", "used": 1, "limit": 1}));
+    assert_eq!(
+        (&doc["error"]["details"]["budget"], &doc["error"]["details"]["used"], &doc["error"]["details"]["limit"]),
+        (&json!("max_revisions"), &json!(1), &json!(1))
+    );
     assert_eq!(ws.ledger().revisions().len(), 2);
     assert_eq!(ws.ledger().task_count(3), 0);
     assert_eq!(ws.ledger().goals_active_revision(), 2);
@@ -167,7 +170,10 @@ fn max_revisions_cannot_be_raised_in_steps() {
     set(&mut p4, "T1", "title", json!("fourth"));
     ws.write_plan("plan.json", &p4);
     let doc = ws.json(&["revise", "plan.json", "--reason", "three"], 5);
-    assert_eq!(doc["error"]["details"], json!({"budget": "max_revisions", "used": 2, "limit": 2}));
+    assert_eq!(
+        (&doc["error"]["details"]["budget"], &doc["error"]["details"]["used"], &doc["error"]["details"]["limit"]),
+        (&json!("max_revisions"), &json!(2), &json!(2))
+    );
     assert_eq!(ws.ledger().revisions().len(), 3);
 }
 

@@ -36,6 +36,7 @@ fn check(passed: bool) -> Evidence {
         stdout: out(""),
         stderr: out(""),
         checkpoint: Some("cp".into()),
+        of_constraint: false,
     }
 }
 fn http(status: u16) -> Evidence {

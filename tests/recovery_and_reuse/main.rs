@@ -8,8 +8,10 @@ mod support;
 mod helpers;
 
 mod agent_claims;
+mod budget_raise;
 mod budgets;
 mod classify_rules;
+mod constraints;
 mod money;
 mod repair;
 mod reuse_property;

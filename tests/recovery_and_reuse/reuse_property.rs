@@ -146,6 +146,7 @@ fn run_decide(c: &Case) -> Decision {
         attempt_id: AttemptId(42),
         task: old,
         meaning: "m".into(),
+        meaning_core: "k".into(),
         dependencies: "d".into(),
         checkpoint: c.has_checkpoint.then(|| cp("c1")),
         reusable: c.reusable,
@@ -160,13 +161,20 @@ fn run_decide(c: &Case) -> Decision {
             })
             .collect(),
     };
-    let meaning = if c.meaning_same { "m" } else { "m2" };
+    // The meaning digest covers the validations; its core does not. A case
+    // whose meaning is "the same" but whose set of validations differs has
+    // the same core and another meaning, as a real plan pair would.
+    let (meaning, core) = match (c.meaning_same, c.wanted == c.declared_then) {
+        (false, _) => ("m2", "k2"),
+        (true, true) => ("m", "k"),
+        (true, false) => ("m+", "k"),
+    };
     let deps = if c.deps_same { "d" } else { "d2" };
     let observed = c.observed;
     decide(
         c.goal_changed,
         c.has_completion.then_some(&completion),
-        &Candidate { task: &new, meaning, dependencies: deps },
+        &Candidate { task: &new, meaning, meaning_core: core, dependencies: deps },
         c.upstream_run.then_some("T0"),
         move || match observed {
             0 => Ok(cp("c1")),

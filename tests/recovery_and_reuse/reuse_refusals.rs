@@ -135,7 +135,9 @@ fn meaning_changed_names_the_field() {
         ("action", json!({"run": ["sh", "-c", "echo T1 >> \"$SIDE/calls.log\"; true; true"]}), "action"),
         ("effect", json!("none"), "effect"),
         ("inputs", json!(["a.txt", "b.txt"]), "inputs"),
-        ("validations", json!([validation("V1", "test -f a.txt"), validation("V9", "true")]), "validations"),
+        // The same validation id, another command (adding or removing one
+        // is VALIDATION_SET_CHANGED, below).
+        ("validations", json!([validation("V1", "test -f a.txt && test -d .")]), "validations"),
         ("idempotent", json!(true), "idempotent"),
     ];
     let mut current = p.clone();
@@ -274,15 +276,29 @@ fn validation_not_passed_when_no_checkpoint_was_bound_to_the_completion() {
 }
 
 #[test]
-fn validation_set_changed_is_preceded_by_meaning_changed() {
-    // SPEC puts validations in the task meaning digest, so a plan pair that
-    // changes the set of validation ids is refused as MEANING_CHANGED
-    // (field `validations`) before VALIDATION_SET_CHANGED is looked at; the
-    // latter is covered on the pure decision in `reuse_property`.
+fn a_change_to_the_set_of_validations_alone_is_validation_set_changed() {
+    // Validations are in the meaning digest; the decision compares the
+    // meaning without them first, so a plan pair that only adds, removes or
+    // renames validations is VALIDATION_SET_CHANGED (in SPEC's place), and
+    // one that edits a validation under the same id is MEANING_CHANGED.
     let (ws, p) = chain();
     let mut p2 = p.clone();
     set(&mut p2, "T1", "validations", json!([validation("V1b", "test -f a.txt")]));
     let rev = revise(&ws, &p2);
+    assert_eq!(decision(&rev, "T1"), run_("VALIDATION_SET_CHANGED"));
+    assert_eq!(decision_detail(&rev, "T1")["refusal"], json!({"reason": "VALIDATION_SET_CHANGED"}));
+    // T2 depends on T1, whose meaning changed: its dependencies changed.
+    assert_eq!(decision(&rev, "T2"), run_("DEPENDENCIES_CHANGED"));
+    ws.json(&["run", "plan.json"], 0);
+
+    let mut p3 = p2.clone();
+    set(&mut p3, "T1", "validations", json!([validation("V1b", "test -f a.txt"), validation("V2", "true")]));
+    assert_eq!(decision(&revise(&ws, &p3), "T1"), run_("VALIDATION_SET_CHANGED"));
+    ws.json(&["run", "plan.json"], 0);
+
+    let mut p4 = p3.clone();
+    set(&mut p4, "T1", "validations", json!([validation("V1b", "test -f a.txt"), validation("V2", "false || true")]));
+    let rev = revise(&ws, &p4);
     assert_eq!(decision(&rev, "T1"), run_("MEANING_CHANGED"));
     assert_eq!(decision_detail(&rev, "T1")["refusal"]["field"], "validations");
 }

@@ -16,9 +16,9 @@ use tempfile::TempDir;
 
 use super::process::wait_until;
 
-/// The repository root (engine/ is the package folder).
+/// The repository root (the engine package's manifest is there).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("engine/ has a parent").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The receiver fixture (`fixtures/receiver/receiver.py`): a real HTTP

@@ -17,3 +17,4 @@ mod mcp;
 mod provider_output;
 mod restart_observed;
 mod settle;
+mod tool_authority;

@@ -70,6 +70,18 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
     assert_eq!(ws.attempts()[0].state, "settled_ok");
     assert_eq!(ws.attempts().len(), 1);
     assert_eq!(rcv.tries_of(&op), vec![1], "settling ok re-sends nothing");
+    // The summary says the task rests on a person's word, never folds it
+    // into "every task succeeded".
+    assert_eq!(j["tasks"][0]["settled_by_person"], true, "{j:#}");
+    let text = ws.engine(&["run", "plan.json"]);
+    assert_eq!(text.code(), 0, "{}", text.describe());
+    assert!(
+        text.stdout.contains("T1 completed only on a person's settlement `settled_ok` (its effect was not verified"),
+        "{}",
+        text.describe()
+    );
+    assert!(!text.stdout.contains("every task succeeded"), "{}", text.describe());
+    assert_eq!(rcv.tries_of(&op), vec![1]);
 }
 
 #[test]

@@ -41,8 +41,14 @@ impl FileCache {
     /// The content digest of `path` (`None`: absent), from the cache when
     /// size, mtime and inode match and the entry is not racy.
     pub fn digest(&mut self, path: &Path) -> std::io::Result<Option<String>> {
+        self.digest_known(path, None)
+    }
+
+    /// As `digest`, with the file's metadata when the caller has just read
+    /// it (one `statx` per input file, not two).
+    pub fn digest_known(&mut self, path: &Path, known: Option<std::fs::Metadata>) -> std::io::Result<Option<String>> {
         use std::os::unix::fs::MetadataExt;
-        let meta = match std::fs::metadata(path) {
+        let meta = match known.map_or_else(|| std::fs::metadata(path), Ok) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),

@@ -8,13 +8,17 @@
 mod cache;
 mod context;
 mod observe;
+mod protect;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::{Digester, Kind};
+
 pub use cache::{FileCache, RACY_WINDOW_NS};
 pub use observe::{observe, observes_quickly};
+pub use protect::observe_protected;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -26,6 +30,26 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// A checkpoint of these files and context values, with its digest.
+    pub fn of(files: BTreeMap<String, Option<String>>, context: BTreeMap<String, String>) -> Checkpoint {
+        let digest = Digester::new(Kind::Checkpoint)
+            .json("files", &serde_json::json!(files))
+            .json("context", &serde_json::json!(context))
+            .finish();
+        Checkpoint { files, context, digest }
+    }
+
+    /// This checkpoint with `extra` context values added (a provider's
+    /// tool inventory entries), its digest recomputed.
+    pub fn with_context(self, extra: BTreeMap<String, String>) -> Checkpoint {
+        if extra.is_empty() {
+            return self;
+        }
+        let mut context = self.context;
+        context.extend(extra);
+        Checkpoint::of(self.files, context)
+    }
+
     /// The first path whose digest differs between two checkpoints.
     pub fn first_difference(&self, other: &Checkpoint) -> Option<String> {
         let mut paths: Vec<&String> = self.files.keys().chain(other.files.keys()).collect();

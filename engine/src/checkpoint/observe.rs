@@ -4,10 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::json;
-
 use super::{Checkpoint, FileCache};
-use crate::digest::{Digester, Kind};
 use crate::limits::{OBSERVE_INLINE_BYTES_MAX, OBSERVE_INLINE_FILES_MAX};
 use crate::plan::{ContextSource, Task};
 use crate::workspace;
@@ -21,12 +18,18 @@ pub fn observe(
     cache: &mut FileCache,
 ) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
-    let mut expander = workspace::Expander::new(workspace_dir)?;
-    for input in &task.inputs {
-        for rel in expander.expand(input)? {
-            let digest =
-                cache.digest(&workspace_dir.join(&rel)).map_err(|e| format!("cannot read input {rel}: {e}"))?;
-            files.insert(rel, digest);
+    // Resolving the workspace costs a `readlink` per path component: only
+    // when there is an input to expand under it.
+    if !task.inputs.is_empty() {
+        let mut expander = workspace::Expander::new(workspace_dir)?;
+        for input in &task.inputs {
+            for rel in expander.expand(input)? {
+                let known = expander.metadata_of(&rel);
+                let digest = cache
+                    .digest_known(&workspace_dir.join(&rel), known)
+                    .map_err(|e| format!("cannot read input {rel}: {e}"))?;
+                files.insert(rel, digest);
+            }
         }
     }
     let mut context = BTreeMap::new();
@@ -44,8 +47,7 @@ pub fn observe(
         };
         context.insert(name.clone(), value);
     }
-    let digest = Digester::new(Kind::Checkpoint).json("files", &json!(files)).json("context", &json!(context)).finish();
-    Ok(Checkpoint { files, context, digest })
+    Ok(Checkpoint::of(files, context))
 }
 
 /// Is observing `task` now quick and bounded, so that the coordinator may

@@ -25,6 +25,8 @@ pub struct Recorded {
     pub task_ref: String,
     pub request_digest: RequestDigest,
     pub plan_digest: String,
+    /// The command whose call spends it.
+    pub spent_by: String,
 }
 
 /// `engine approve`: record a person's approval of the pending request of
@@ -45,7 +47,10 @@ pub fn record(ledger: &mut LeaseGuard, operation_id: &OperationId, note: &str, a
         Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
             .at(operation_id.to_string())
     })?;
-    let plan_digest = read.revision(&goal_id, revision)?.plan_digest;
+    let row = read.revision(&goal_id, revision)?;
+    let asked_by = read.task(&goal_id, revision, &task_ref)?.and_then(|t| t.asked_by());
+    let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &task_ref, &row.plan_path);
+    let plan_digest = row.plan_digest;
     let approval_id = ledger.write(Durability::Full, |tx| {
         let id = tx.insert_approval(&NewApproval {
             operation_id,
@@ -79,5 +84,6 @@ pub fn record(ledger: &mut LeaseGuard, operation_id: &OperationId, note: &str, a
         task_ref,
         request_digest,
         plan_digest,
+        spent_by,
     })
 }

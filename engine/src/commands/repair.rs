@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -13,6 +14,7 @@ use crate::decide::repair::{failure_evidence, fingerprint, is_repetition, needs_
 use crate::error::{Code, Error, Result};
 use crate::ids::GoalId;
 use crate::plan::{digests, Plan, PlanFile, Task};
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, Repair, RunReport};
 use crate::state::{AttemptState, FailureClass, TaskState};
 use crate::store::attempts::AttemptRecord;
@@ -31,6 +33,8 @@ pub struct RepairRequest {
     /// class does not suggest repair.
     pub force_note: Option<String>,
     pub jobs: usize,
+    /// Where the run's progress goes (`run::progress`).
+    pub progress: Arc<dyn Sink>,
 }
 
 pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
@@ -98,7 +102,7 @@ pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
     let key = TaskKey { goal_id: &g.id, revision: g.active_revision, task_ref: &task.task_ref };
     record_request(&mut ledger, key, class, req.force_note.as_deref(), &rep)?;
     let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
-    run::execute(&mut ledger, plan, g.active_revision, req.jobs, asked)
+    run::execute(&mut ledger, plan, g.active_revision, req.jobs, asked, req.progress)
 }
 
 /// Repetition: the last two failures alike, and nothing new since.

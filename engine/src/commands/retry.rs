@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -16,6 +17,7 @@ use crate::evidence::Evidence;
 use crate::ids::OperationId;
 use crate::limits::RETRY_AFTER_WAIT_MAX_S;
 use crate::plan::{Plan, PlanFile};
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport};
 use crate::state::TaskState;
 use crate::store::attempts::AttemptRecord;
@@ -24,7 +26,7 @@ use crate::store::goals::TaskKey;
 use crate::store::LedgerRead;
 use crate::store::{Durability, Store};
 
-pub fn retry(store: Store, operation_id: &OperationId, jobs: usize) -> Result<RunReport> {
+pub fn retry(store: Store, operation_id: &OperationId, jobs: usize, progress: Arc<dyn Sink>) -> Result<RunReport> {
     let mut ledger = run::orphans::take_lease(store)?;
     let read = ledger.read();
     let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| {
@@ -72,7 +74,7 @@ pub fn retry(store: Store, operation_id: &OperationId, jobs: usize) -> Result<Ru
         tx.append_event(&e).map(|_| ())
     })?;
     let asked = Asked { retry: HashSet::from([operation_id.clone()]), ..Asked::default() };
-    run::execute(&mut ledger, plan, revision, jobs, asked)
+    run::execute(&mut ledger, plan, revision, jobs, asked, progress)
 }
 
 /// A provider that answered 429/503 with `Retry-After` is not asked again

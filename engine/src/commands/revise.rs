@@ -1,27 +1,33 @@
-//! `engine revise PLAN --reason TEXT`: a new plan revision of the same
-//! goal, linked to the one before, within `max_revisions`. Every task is
+//! `engine revise PLAN --reason TEXT [--raise NAME=VALUE]...`: a new plan
+//! revision of the same goal, linked to the one before, within
+//! `max_revisions` — and a person's raises of budgets, recorded as their
+//! act (with the plan unchanged, the raises alone). Every task is
 //! decided `reuse` or `run` (`decide::reuse`, with the first refusing
 //! reason) before anything runs, and the table is shown.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::json;
 
 use super::register;
+use crate::budgets;
 use crate::checkpoint::{self, FileCache, FileState};
-use crate::decide::budget::BudgetName;
+use crate::decide::budget::{BudgetName, Exhausted};
+use crate::decide::raise::{self, Raise};
 use crate::decide::reuse::{self, Candidate, Decision};
+use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Plan, PlanFile, Task};
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport};
 use crate::state::{GoalState, TaskState};
 use crate::store::events::{Event, EventKind};
-use crate::store::goals::GoalRecord;
-use crate::store::goals::{NewRevision, TaskKey};
-use crate::store::{Durability, LedgerRead, LedgerTx, Store};
+use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx, Store};
 
 pub struct ReviseRequest {
     pub plan_path: PathBuf,
@@ -30,6 +36,12 @@ pub struct ReviseRequest {
     pub reason: String,
     pub no_run: bool,
     pub jobs: usize,
+    /// Budgets a person raises with this revision (`--raise NAME=VALUE`).
+    pub raises: Vec<Raise>,
+    /// Who raises them (the OS user).
+    pub actor: String,
+    /// Where the run's progress goes (`run::progress`).
+    pub progress: Arc<dyn Sink>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -39,15 +51,29 @@ pub struct TaskDecision {
     pub decision: Decision,
 }
 
+/// A budget a person raised: from the limit in force to the new one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Raised {
+    pub budget: BudgetName,
+    pub from: f64,
+    pub to: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ReviseReport {
     pub goal_id: GoalId,
     pub from_revision: Revision,
+    /// The new revision; `from_revision` itself when only budgets were
+    /// raised (the plan is the same).
     pub revision: Revision,
     pub reason: String,
     pub goal_contract_changed: bool,
     pub goal_contract_digest: String,
     pub decisions: Vec<TaskDecision>,
+    /// The plan file the revision was recorded from.
+    pub plan_path: String,
+    pub raised: Vec<Raised>,
+    pub actor: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
@@ -67,71 +93,153 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let goal_id = GoalId::new(&plan.goal().id);
     let read = ledger.read();
-    let (g, prev_file, prev_contract) = revisable(&*read, &plan, &goal_id)?;
-    let goal_changed = prev_contract != plan.digests.goal_contract;
-    let mut cache = FileCache::from_states(read.file_states()?);
-    let decisions = decide_all(&*read, &plan, &goal_id, g.active_revision, &prev_file, goal_changed, &mut cache)?;
+    let g = read
+        .goal(&goal_id)?
+        .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
+    let prev = read.revision(&goal_id, g.active_revision)?;
+    let raised = raised(&*read, &g, &plan, &req.raises)?;
+    let same_plan = prev.plan_digest == plan.digests.plan;
+    if same_plan && raised.is_empty() {
+        return Err(Error::usage(format!(
+            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise \
+             (to raise a budget: --raise NAME=VALUE)",
+            g.active_revision
+        )));
+    }
+    let mut report = ReviseReport {
+        goal_id: goal_id.clone(),
+        from_revision: g.active_revision,
+        revision: g.active_revision,
+        reason: req.reason.clone(),
+        goal_contract_changed: false,
+        goal_contract_digest: prev.goal_contract.clone(),
+        decisions: Vec::new(),
+        plan_path: req.plan_path.display().to_string(),
+        raised,
+        actor: req.actor.clone(),
+        run: None,
+    };
+    if same_plan {
+        // Budgets raised, the plan unchanged: no new revision.
+        let (reason, actor) = (req.reason.as_str(), req.actor.as_str());
+        ledger.write(Durability::Full, |tx| {
+            record_raises(tx, &goal_id, g.active_revision, &report.raised, reason, actor)
+        })?;
+    } else {
+        record_new_revision(&mut ledger, &req, &plan, &g, &prev, &mut report)?;
+    }
+    if !req.no_run {
+        let revision = report.revision;
+        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default(), req.progress)?);
+    }
+    Ok(report)
+}
 
+/// Decide every task against the active revision, then record the new
+/// revision, its decisions and the raises that come with it in one
+/// transaction.
+fn record_new_revision(
+    ledger: &mut LeaseGuard,
+    req: &ReviseRequest,
+    plan: &Plan,
+    g: &GoalRecord,
+    prev: &RevisionRecord,
+    report: &mut ReviseReport,
+) -> Result<()> {
+    let read = ledger.read();
+    let prev_file = within_max_revisions(&*read, g, plan, prev, &report.raised, &req.plan_path)?;
+    let goal_changed = prev.goal_contract != plan.digests.goal_contract;
+    let mut cache = FileCache::from_states(read.file_states()?);
+    let secrets: Vec<String> =
+        plan.file.secrets.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty()).collect();
+    let listed = run::list_tools_now(plan, &secrets)?;
+    let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed };
+    let decisions = decide_all(&*read, plan, &g.id, prev, &listed, &mut cache)?;
     let revision = g.active_revision.next();
     let new = NewRevision {
-        goal_id: &goal_id,
+        goal_id: &g.id,
         revision,
         parent: Some(g.active_revision),
         plan_digest: &plan.digests.plan,
         goal_contract: &plan.digests.goal_contract,
-        plan_json: &register::plan_json(&plan)?,
+        plan_json: &register::plan_json(plan)?,
         plan_path: &req.plan_path.display().to_string(),
         workspace: &plan.workspace.display().to_string(),
         reason: Some(&req.reason),
     };
     let dirty = cache.take_dirty();
-    ledger.write(Durability::Full, |tx| record(tx, &plan, &new, goal_changed, &decisions, &dirty))?;
-    let mut report = ReviseReport {
-        goal_id: goal_id.clone(),
-        from_revision: g.active_revision,
-        revision,
-        reason: req.reason.clone(),
-        goal_contract_changed: goal_changed,
-        goal_contract_digest: plan.digests.goal_contract.clone(),
-        decisions,
-        run: None,
-    };
-    if !req.no_run {
-        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default())?);
-    }
-    Ok(report)
+    let (raises, actor) = (&report.raised, req.actor.as_str());
+    ledger.write(Durability::Full, |tx| {
+        record_raises(tx, &g.id, revision, raises, &req.reason, actor)?;
+        record(tx, plan, &new, goal_changed, &decisions, &dirty)
+    })?;
+    (report.revision, report.goal_contract_changed, report.decisions) = (revision, goal_changed, decisions);
+    report.goal_contract_digest = plan.digests.goal_contract.clone();
+    Ok(())
 }
 
-/// The goal's active revision, if a new one may follow it: the plan
-/// differs and `max_revisions` is not used up. With it, its plan file and
-/// goal contract digest.
-fn revisable(read: &dyn LedgerRead, plan: &Plan, goal_id: &GoalId) -> Result<(GoalRecord, PlanFile, String)> {
-    let g = read
-        .goal(goal_id)?
-        .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
-    let prev = read.revision(goal_id, g.active_revision)?;
-    if prev.plan_digest == plan.digests.plan {
-        return Err(Error::usage(format!(
-            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise",
-            g.active_revision
-        )));
+/// The raises asked for, each checked against the limit in force (with
+/// the new plan's budgets): a raise must go above it.
+fn raised(read: &dyn LedgerRead, g: &GoalRecord, plan: &Plan, asked: &[Raise]) -> Result<Vec<Raised>> {
+    let mut in_force = budgets::in_force(read, &g.id, g.active_revision, &plan.file.budgets)?;
+    let mut out = Vec::with_capacity(asked.len());
+    for r in asked {
+        raise::check(&in_force, r).map_err(Error::usage)?;
+        out.push(Raised { budget: r.budget, from: raise::limit_of(&in_force, r.budget), to: r.to });
+        in_force = raise::in_force(&in_force, std::slice::from_ref(r));
     }
+    Ok(out)
+}
+
+/// A person's raises, as events of the goal (read back by
+/// `budgets::raises`), with who raised them and why.
+fn record_raises(
+    tx: &mut dyn LedgerTx,
+    goal_id: &GoalId,
+    revision: Revision,
+    raised: &[Raised],
+    reason: &str,
+    actor: &str,
+) -> Result<()> {
+    for r in raised {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let data = json!({"budget": r.budget, "from": r.from, "to": r.to, "reason": reason,
+            "actor": actor, "uid": uid});
+        tx.append_event(&Event::goal(EventKind::BudgetRaised, goal_id, revision, data))?;
+    }
+    Ok(())
+}
+
+/// The active revision's plan file, if a new revision may follow it within
+/// `max_revisions`: the lowest any recorded revision set, or a person's
+/// raise (recorded, or asked for now) above it.
+fn within_max_revisions(
+    read: &dyn LedgerRead,
+    g: &GoalRecord,
+    plan: &Plan,
+    prev: &RevisionRecord,
+    raised: &[Raised],
+    plan_path: &std::path::Path,
+) -> Result<PlanFile> {
     let prev_file: PlanFile = serde_json::from_str(&prev.plan_json).map_err(|e| {
         Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", g.active_revision))
     })?;
-    // The lowest limit any recorded revision set bounds revisions: a plan
-    // cannot raise its own limit by revising itself, not even in steps.
+    let now: Vec<Raise> = raised.iter().map(|r| Raise { budget: r.budget, to: r.to }).collect();
+    let in_force = raise::in_force(&budgets::in_force(read, &g.id, g.active_revision, &plan.file.budgets)?, &now);
     let used = (g.active_revision.get() - 1).max(0) as u64;
-    let limit = lowest_max_revisions(read, goal_id, g.active_revision)?;
+    let limit = u64::from(in_force.max_revisions);
     if used >= limit {
         let budget = BudgetName::MaxRevisions;
+        let exhausted = Exhausted { budget, used: used as f64, limit: limit as f64, requested: 1.0 };
+        let out = raise::way_out(&exhausted, &plan_path.display().to_string());
         return Err(Error::new(
             Code::BudgetExhausted,
-            format!("{budget}: used {used} of {limit}; no new revision is recorded"),
+            format!("{budget}: used {used} of {limit}; no new revision is recorded; {out}"),
         )
-        .with_details(json!({"budget": budget, "used": used, "limit": limit})));
+        .with_details(json!({"budget": budget, "used": used, "limit": limit, "way_out": out})));
     }
-    Ok((g, prev_file, prev.goal_contract))
+    Ok(prev_file)
 }
 
 /// The new revision, its tasks as decided, the event with the decisions,
@@ -169,30 +277,25 @@ fn record(
     tx.set_goal_state(goal_id, state, seq)
 }
 
-/// The smallest `max_revisions` of revisions 1..=`active` of a goal.
-fn lowest_max_revisions(ledger: &dyn LedgerRead, goal_id: &GoalId, active: Revision) -> Result<u64> {
-    let mut lowest = u64::MAX;
-    for revision in 1..=active.get() {
-        let row = ledger.revision(goal_id, Revision(revision))?;
-        let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
-            Error::new(Code::StoreCorrupt, format!("stored plan of revision {revision} does not parse: {e}"))
-        })?;
-        lowest = lowest.min(file.budgets.max_revisions as u64);
-    }
-    Ok(lowest)
+/// The revision a new one is decided against.
+pub struct Previous<'a> {
+    pub revision: Revision,
+    pub file: &'a PlanFile,
+    /// Its goal contract differs from the new plan's.
+    pub goal_changed: bool,
 }
 
-/// Decide every task of `plan` against revision `prev_revision`, in
-/// dependency order.
+/// Decide every task of `plan` against the previous revision, in
+/// dependency order; `listed`: the MCP servers' tool inventories now.
 pub fn decide_all(
     ledger: &dyn LedgerRead,
     plan: &Plan,
     goal_id: &GoalId,
-    prev_revision: Revision,
-    prev_file: &PlanFile,
-    goal_changed: bool,
+    prev: Previous,
+    listed: &BTreeMap<String, Inventory>,
     cache: &mut FileCache,
 ) -> Result<Vec<TaskDecision>> {
+    let Previous { revision: prev_revision, file: prev_file, goal_changed } = prev;
     let mut runs: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(plan.order.len());
     let then: std::collections::HashMap<&str, &Task> =
@@ -203,15 +306,19 @@ pub fn decide_all(
         let completion = if goal_changed {
             None
         } else {
-            run::completion(ledger, goal_id, prev_revision, then.get(task.task_ref.as_str()).copied(), &task.task_ref)?
+            let then = then.get(task.task_ref.as_str()).map(|t| (*t, prev_file.providers.get(&t.provider)));
+            run::completion(ledger, goal_id, prev_revision, then, &task.task_ref)?
         };
         let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
         let decision = reuse::decide(
             goal_changed,
             completion.as_ref(),
-            &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+            &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
             upstream,
-            || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+            || {
+                let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                Ok(cp.with_context(tools::context_of(&plan.file, task, listed)))
+            },
         );
         if !decision.is_reuse() {
             runs.insert(task.task_ref.clone());

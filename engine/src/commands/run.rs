@@ -2,10 +2,12 @@
 //! goal's active revision), then run it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::register;
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport};
 use crate::store::{self, Store};
 
@@ -14,6 +16,8 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     pub store: Option<PathBuf>,
     pub jobs: usize,
+    /// Where the run's progress goes (`run::progress`).
+    pub progress: Arc<dyn Sink>,
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
@@ -28,5 +32,5 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     }
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
-    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default())
+    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), opts.progress)
 }

@@ -8,6 +8,7 @@
 //! with `--goal` it returns the goal's report once the goal is judged.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::register;
 use crate::error::{Code, Error, Result};
@@ -15,6 +16,7 @@ use crate::ids::{GoalId, Revision};
 use crate::limits::WORKER_POLL;
 use crate::plan::load::parse_plan;
 use crate::plan::Plan;
+use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport};
 use crate::store::goals::RevisionRecord;
 use crate::store::{self, LeaseGuard, Store};
@@ -58,6 +60,7 @@ pub struct WorkerOptions {
     pub store: Option<PathBuf>,
     pub jobs: usize,
     pub goal: Option<GoalId>,
+    pub progress: Arc<dyn Sink>,
 }
 
 /// Work until the goal given is judged (`--goal`), or for ever.
@@ -73,24 +76,28 @@ pub fn work(opts: WorkerOptions) -> Result<Option<RunReport>> {
             None => ledger.store().open_goals()?,
         };
         for goal in goals {
-            let report = work_goal(&mut ledger, &goal, &workspace, opts.jobs)?;
-            if opts.goal.is_some() {
+            let report = work_goal(&mut ledger, &goal, &workspace, &opts)?;
+            // A person's stop ends the worker, not only the goal it was on.
+            if opts.goal.is_some() || report.stopped.is_some() {
                 return Ok(Some(report));
             }
+        }
+        if crate::signals::received().is_some() {
+            return Ok(None);
         }
         std::thread::sleep(WORKER_POLL * 5);
     }
 }
 
 /// Run the goal's active revision as one of its workers.
-fn work_goal(ledger: &mut LeaseGuard, goal: &GoalId, workspace: &Path, jobs: usize) -> Result<RunReport> {
+fn work_goal(ledger: &mut LeaseGuard, goal: &GoalId, workspace: &Path, opts: &WorkerOptions) -> Result<RunReport> {
     let row = ledger
         .read()
         .goal(goal)?
         .ok_or_else(|| Error::usage(format!("no goal `{goal}` in this store: `engine submit PLAN` registers one")))?;
     let revision = ledger.read().revision(goal, row.active_revision)?;
     let plan = plan_of(&revision, workspace)?;
-    run::execute(ledger, plan, row.active_revision, jobs, Asked::default())
+    run::execute(ledger, plan, row.active_revision, opts.jobs, Asked::default(), opts.progress.clone())
 }
 
 /// The plan as the ledger recorded it, in this worker's workspace.

@@ -2,13 +2,13 @@
 //! after). A pure decision over the usage the ledger reports; cost is
 //! compared in integer micro-units, exactly.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cost::Cost;
 use crate::plan::model::Budgets;
 
 /// The budgets of SPEC.md, by their stable names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetName {
     DeadlineSeconds,
@@ -19,6 +19,18 @@ pub enum BudgetName {
 }
 
 impl BudgetName {
+    pub const ALL: [BudgetName; 5] = [
+        BudgetName::DeadlineSeconds,
+        BudgetName::MaxAttemptsPerTask,
+        BudgetName::MaxProviderCalls,
+        BudgetName::MaxCost,
+        BudgetName::MaxRevisions,
+    ];
+
+    pub fn parse(s: &str) -> Option<BudgetName> {
+        BudgetName::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             BudgetName::DeadlineSeconds => "deadline_seconds",

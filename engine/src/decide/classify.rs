@@ -3,9 +3,22 @@
 //! the evidence it used. Claims (what a provider or model *says* caused the
 //! failure) are never an input here: they cannot change a class.
 //!
-//! The rule table is `RULES`, in precedence order (SPEC.md "Failure
-//! classes"): provider-observed errors → engine direct errors → effect
-//! markers → process and validation evidence → `unclassified`.
+//! The rule table is `RULES`, in precedence order: a violated goal
+//! constraint first, then SPEC.md's "Failure classes" order:
+//! provider-observed errors → engine direct errors → effect markers →
+//! process and validation evidence → `unclassified`.
+//!
+//! Why a violated constraint comes first: its evidence is the engine's own
+//! observation of the goal's contract (a protected file's digests before
+//! and after the attempt, a constraint's check), not a statement about the
+//! call. Whatever else went wrong with the attempt — an exit code, a tool
+//! error, a failed validation — the workspace now breaks the goal, and
+//! that is what a person and a repair must see first: an agent that edits
+//! a protected test and then exits non-zero must not pass as a mere
+//! `provider_rejected`. Within it, a changed protected path outranks a
+//! failed check (the path is the more direct evidence; the check may fail
+//! because of it). Protected-path evidence is only recorded for attempts
+//! with a receipt, so it never meets an effect marker.
 
 pub use crate::evidence::Classification;
 use crate::evidence::{EngineErrorKind, Evidence, EvidenceSource, Recorded};
@@ -22,6 +35,16 @@ struct Rule {
 }
 
 const RULES: &[Rule] = &[
+    Rule {
+        name: "protected_path_changed",
+        class: FailureClass::ConstraintViolated,
+        matches: |e| matches!(e, Evidence::ProtectedPathChanged { .. }),
+    },
+    Rule {
+        name: "constraint_check_failed",
+        class: FailureClass::ConstraintViolated,
+        matches: |e| matches!(e, Evidence::CheckResult { passed: false, of_constraint: true, .. }),
+    },
     Rule {
         name: "http_rate_limited_or_unavailable",
         class: FailureClass::ProviderUnavailable,
@@ -88,7 +111,9 @@ const RULES: &[Rule] = &[
     Rule {
         name: "engine_deadline_after_dispatch",
         class: FailureClass::Timeout,
-        matches: |e| matches!(e, Evidence::ProcessExit { timed_out: true, .. }),
+        matches: |e| {
+            matches!(e, Evidence::ProcessExit { timed_out: true, .. } | Evidence::BuiltinResult { timed_out: true, .. })
+        },
     },
     Rule {
         name: "killed_by_signal",
@@ -113,7 +138,15 @@ const RULES: &[Rule] = &[
     Rule {
         name: "validation_check_failed",
         class: FailureClass::ValidationFailed,
-        matches: |e| matches!(e, Evidence::CheckResult { passed: false, .. }),
+        matches: |e| matches!(e, Evidence::CheckResult { passed: false, of_constraint: false, .. }),
+    },
+    // Last: an attempt whose protected paths could not be observed is not
+    // judged clean, but nothing says it broke a constraint either; any
+    // other evidence it has tells more. A person decides.
+    Rule {
+        name: "protected_paths_not_observed",
+        class: FailureClass::Unclassified,
+        matches: |e| matches!(e, Evidence::ProtectedPathsNotObserved { .. }),
     },
 ];
 
@@ -194,6 +227,25 @@ mod tests {
             stdout: out(),
             stderr: out(),
             checkpoint: None,
+            of_constraint: false,
+        }
+    }
+    fn constraint_check(passed: bool) -> Evidence {
+        let mut e = check(passed);
+        if let Evidence::CheckResult { check_id, of_constraint, .. } = &mut e {
+            *check_id = "C1".into();
+            *of_constraint = true;
+        }
+        e
+    }
+    fn protected_change() -> Evidence {
+        Evidence::ProtectedPathChanged {
+            changes: vec![crate::evidence::PathChange {
+                path: "tests/test_money.py".into(),
+                before: Some("aa".into()),
+                after: Some("bb".into()),
+                constraints: vec!["C1".into()],
+            }],
         }
     }
     fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
@@ -272,6 +324,38 @@ mod tests {
     }
 
     #[test]
+    fn a_violated_constraint_outranks_every_other_evidence() {
+        // An agent edited a protected test, and its validation passed.
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), check(true), protected_change()]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::ConstraintViolated, "protected_path_changed"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(3)]);
+        assert_eq!(c.next, "repair");
+        // ... and then exited non-zero, or its validation failed too.
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 1 }), false), check(false), protected_change()]));
+        assert_eq!(c.class, FailureClass::ConstraintViolated);
+        let pe = Evidence::ProviderError {
+            http_status: Some(400),
+            retry_after_seconds: None,
+            source: EvidenceSource::Tool,
+            excerpt: String::new(),
+        };
+        assert_eq!(classify(&rec(vec![pe.clone(), protected_change()])).class, FailureClass::ConstraintViolated);
+        // A changed path outranks a failed constraint check.
+        let c = classify(&rec(vec![constraint_check(false), protected_change()]));
+        assert_eq!((c.rule.as_str(), c.evidence_ids.clone()), ("protected_path_changed", vec![EvidenceId(2)]));
+        // A failed constraint check alone, beside a failed validation.
+        let c = classify(&rec(vec![check(false), constraint_check(false)]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::ConstraintViolated, "constraint_check_failed"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)]);
+        // Negative: a passing constraint check is no violation; a failed
+        // validation is still `validation_failed`.
+        let c = classify(&rec(vec![check(false), constraint_check(true)]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::ValidationFailed, "validation_check_failed"));
+        assert_eq!(classify(&rec(vec![constraint_check(true)])).class, FailureClass::Unclassified);
+        assert_eq!(classify(&rec(vec![pe])).class, FailureClass::ProviderRejected);
+    }
+
+    #[test]
     fn finds_assertion_lines() {
         let unittest = "F\n====\nFAIL: test_total (tests.test_money.T)\nTraceback...\nAssertionError: 300 != 3\n";
         assert_eq!(failing_assertion(unittest).as_deref(), Some("AssertionError: 300 != 3"));
@@ -281,5 +365,18 @@ mod tests {
         let cargo = "thread 'x' panicked at src/lib.rs:3:5:\nassertion `left == right` failed";
         assert!(failing_assertion(cargo).unwrap().contains("panicked at"));
         assert_eq!(failing_assertion("all good\nok\n"), None);
+    }
+
+    #[test]
+    fn protected_paths_not_observed_is_last_and_claims_no_violation() {
+        let unobserved = || Evidence::ProtectedPathsNotObserved { message: "unreadable".into() };
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), unobserved()]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::Unclassified, "protected_paths_not_observed"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)]);
+        // Any other evidence tells more.
+        let c = classify(&rec(vec![unobserved(), check(false)]));
+        assert_eq!(c.class, FailureClass::ValidationFailed);
+        let c = classify(&rec(vec![unobserved(), constraint_check(false)]));
+        assert_eq!(c.rule, "constraint_check_failed");
     }
 }

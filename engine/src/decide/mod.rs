@@ -7,18 +7,31 @@
 //!   an operation conflict, budgets, approval)?
 //! - `in_doubt`: what becomes of an attempt without a receipt?
 //! - `classify`: which failure class does the evidence show?
+//! - `constraints`: which protected files did an attempt change that its
+//!   task may not, judged against which state?
+//! - `tools`: does every MCP tool a task calls exist on its server, and
+//!   what of the server's inventory does a task's checkpoint carry?
 //! - `verdict`: the goal's state and exit code at the end of a run.
 //! - `scheduler`: which ready tasks start next.
 //! - `reuse`: may a completed task's result stand?
+//! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
+//! - `spend`: which command spends an approval a person gave.
+//! - `raise`: a person's raise of a budget, and the way out of an
+//!   exhausted one.
 
 pub mod budget;
 pub mod classify;
+pub mod constraints;
 pub mod gate;
 pub mod in_doubt;
+pub mod raise;
 pub mod repair;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;
+pub mod spend;
+pub mod stop;
+pub mod tools;
 pub mod verdict;

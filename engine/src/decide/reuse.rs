@@ -97,6 +97,8 @@ pub struct Completion {
     /// The earlier task definition (to name a changed field).
     pub task: Task,
     pub meaning: String,
+    /// Its meaning without the validations (`digests::meaning_core_digest`).
+    pub meaning_core: String,
     pub dependencies: String,
     /// The checkpoint its validations judged (`None`: not recorded).
     pub checkpoint: Option<Checkpoint>,
@@ -109,6 +111,7 @@ pub struct Completion {
 pub struct Candidate<'a> {
     pub task: &'a Task,
     pub meaning: &'a str,
+    pub meaning_core: &'a str,
     pub dependencies: &'a str,
 }
 
@@ -127,7 +130,9 @@ pub fn decide(
         return run(Refusal::GoalDigestChanged);
     }
     let Some(done) = completion else { return run(Refusal::NoPriorCompletion) };
-    if done.meaning != candidate.meaning {
+    // A change to the set of validations alone is VALIDATION_SET_CHANGED,
+    // decided in its place below; any other change is MEANING_CHANGED.
+    if done.meaning != candidate.meaning && !only_validation_set_differs(done, candidate) {
         return run(Refusal::MeaningChanged { field: changed_field(&done.task, candidate.task) });
     }
     if done.dependencies != candidate.dependencies {
@@ -159,6 +164,25 @@ pub fn decide(
             run(Refusal::CheckpointChanged { path: cp.first_difference(&now).unwrap_or_else(|| "(context)".into()) })
         }
         Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
+    }
+}
+
+/// Could this completion stand for a later revision that changes nothing
+/// (the same goal, task, dependencies and inputs)? `None` when it could;
+/// otherwise the reason it never will — an external effect, inputs that
+/// changed while its validations ran, a validation not bound to its
+/// checkpoint. What a later revision does change is decided then.
+pub fn standing(done: &Completion) -> Option<Refusal> {
+    let same = Candidate {
+        task: &done.task,
+        meaning: &done.meaning,
+        meaning_core: &done.meaning_core,
+        dependencies: &done.dependencies,
+    };
+    let unchanged = || done.checkpoint.clone().ok_or_else(|| "no checkpoint was recorded".to_string());
+    match decide(false, Some(done), &same, None, unchanged) {
+        Decision::Reuse { .. } => None,
+        Decision::Run { refusal } => Some(refusal),
     }
 }
 
@@ -203,11 +227,28 @@ fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpo
     Ok(cp)
 }
 
+/// Do two definitions of a task differ only in which validations they
+/// declare: the same meaning without validations, another set of
+/// validation ids, and every validation both declare unchanged?
+fn only_validation_set_differs(done: &Completion, candidate: &Candidate) -> bool {
+    if done.meaning_core != candidate.meaning_core {
+        return false;
+    }
+    let ids = |t: &Task| t.validations.iter().map(|v| v.id.clone()).collect::<BTreeSet<String>>();
+    if ids(&done.task) == ids(candidate.task) {
+        return false;
+    }
+    done.task
+        .validations
+        .iter()
+        .all(|then| candidate.task.validations.iter().all(|now| now.id != then.id || now == then))
+}
+
 /// The first meaning field that differs between two task definitions.
 pub fn changed_field(then: &Task, now: &Task) -> String {
     let a = serde_json::to_value(then).unwrap_or(Value::Null);
     let b = serde_json::to_value(now).unwrap_or(Value::Null);
-    for field in ["provider", "action", "effect", "inputs", "validations", "idempotent"] {
+    for field in ["provider", "action", "effect", "inputs", "validations", "idempotent", "may_change"] {
         if a.get(field) != b.get(field) {
             return field.to_string();
         }

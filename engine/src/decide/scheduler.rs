@@ -80,13 +80,18 @@ impl Scheduler {
 }
 
 /// A task's state as a new run looks at it: one that stopped earlier on a
-/// dependency, or was left running by a stopped engine, is pending again
+/// dependency, was left running by a stopped engine, or was cancelled by a
+/// person's stop, is pending again
 /// (unless this run is already working on it: `busy`); one held back by an
 /// earlier unknown try goes on once a person settled that try.
 pub fn afresh(state: TaskState, busy: bool, waited_try_settled: bool) -> TaskState {
     match state {
         TaskState::EffectUnknown if waited_try_settled => TaskState::Pending,
-        TaskState::Blocked | TaskState::Ready | TaskState::Running if !busy => TaskState::Pending,
+        // A task a person's stop cancelled runs again (its effect is one a
+        // new try may repeat, or the gate asks a person first).
+        TaskState::Blocked | TaskState::Ready | TaskState::Running | TaskState::Cancelled if !busy => {
+            TaskState::Pending
+        }
         other => other,
     }
 }
@@ -168,6 +173,8 @@ mod tests {
         assert_eq!(afresh(Blocked, false, false), Pending);
         assert_eq!(afresh(Running, false, false), Pending);
         assert_eq!(afresh(Running, true, false), Running, "its validations were resumed");
+        assert_eq!(afresh(Cancelled, false, false), Pending, "a person stopped it: it runs again");
+        assert_eq!(afresh(Cancelled, true, false), Cancelled, "its kept receipt is being judged");
         assert_eq!(afresh(EffectUnknown, false, false), EffectUnknown);
         assert_eq!(afresh(EffectUnknown, false, true), Pending, "the try it waited on was settled");
         for done in [Succeeded, Reused, Failed, AwaitingApproval, Pending] {

@@ -4,7 +4,7 @@
 //! needs a person's settlement first); the run's text names the others.
 
 use crate::error::{Code, EXIT_SATISFIED, EXIT_TASK_FAILED};
-use crate::state::GoalState;
+use crate::state::{GoalState, StopSignal};
 
 /// What the run ends on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,9 +20,18 @@ pub struct Facts {
     pub approval_stale: bool,
     pub budget_exhausted: bool,
     pub failed_tasks: usize,
+    /// Goal constraints whose check failed when it ran before the
+    /// acceptance checks. (An attempt that broke a constraint failed its
+    /// task: that is `failed_tasks`.)
+    pub constraints_violated: usize,
     /// The acceptance checks' result; `None` when they did not run (some
-    /// task is not complete).
+    /// task is not complete, or a person's stop came first). A goal that
+    /// declares no acceptance check has `Some(true)`: SPEC's exit 0 says
+    /// "acceptance checks passed", and none failed — the run's words say
+    /// that nothing was checked.
     pub acceptance_passed: Option<bool>,
+    /// A person stopped the run with this signal.
+    pub stopped: Option<StopSignal>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +46,18 @@ fn stop(goal_state: GoalState, code: Code) -> Verdict {
     Verdict { goal_state, code: Some(code), exit_code: code.exit_code() }
 }
 
+/// A run a person stopped exits as a process ended by its signal would
+/// (130, 143, 129), whatever else it waits on: the goal's state is still
+/// the ledger's, and the run's text names every other stop.
 pub fn verdict(f: &Facts) -> Verdict {
+    let v = verdict_of_ledger(f);
+    match f.stopped {
+        Some(signal) => Verdict { goal_state: v.goal_state, code: None, exit_code: signal.exit_code() },
+        None => v,
+    }
+}
+
+fn verdict_of_ledger(f: &Facts) -> Verdict {
     if f.unknown > 0 {
         return stop(GoalState::NeedsSettlement, Code::ExternalEffectUnknown);
     }
@@ -52,7 +72,8 @@ pub fn verdict(f: &Facts) -> Verdict {
     if f.budget_exhausted {
         return stop(GoalState::Open, Code::BudgetExhausted);
     }
-    let (goal_state, exit_code) = if f.failed_tasks > 0 || f.acceptance_passed == Some(false) {
+    let broken = f.failed_tasks > 0 || f.constraints_violated > 0 || f.acceptance_passed == Some(false);
+    let (goal_state, exit_code) = if broken {
         (GoalState::Failed, EXIT_TASK_FAILED)
     } else if f.acceptance_passed == Some(true) {
         (GoalState::Satisfied, EXIT_SATISFIED)
@@ -123,7 +144,9 @@ mod tests {
             approval_stale: false,
             budget_exhausted: true,
             failed_tasks: 1,
+            constraints_violated: 1,
             acceptance_passed: None,
+            stopped: None,
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
         assert_eq!(verdict(&Facts { unknown: 0, ..all }).code, Some(Code::GoalOutcomeUnproven));
@@ -131,5 +154,30 @@ mod tests {
         let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
         assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
+    }
+
+    #[test]
+    fn never_satisfied_with_a_violated_constraint() {
+        let broken = Facts { constraints_violated: 1, ..satisfied() };
+        assert_eq!(verdict(&broken), Verdict { goal_state: GoalState::Failed, code: None, exit_code: 1 });
+        // Whatever else holds: acceptance passed, no task failed.
+        assert_ne!(verdict(&broken).goal_state, GoalState::Satisfied);
+        // A stop that needs a person still comes first.
+        assert_eq!(verdict(&Facts { unknown: 1, ..broken }).exit_code, 3);
+    }
+
+    #[test]
+    fn a_stopped_run_exits_by_its_signal_and_keeps_the_ledgers_state() {
+        for (signal, exit) in [(StopSignal::Interrupt, 130), (StopSignal::Terminate, 143), (StopSignal::Hangup, 129)] {
+            let stopped = Some(signal);
+            let v = verdict(&Facts { stopped, ..Facts::default() });
+            assert_eq!(v, Verdict { goal_state: GoalState::Open, code: None, exit_code: exit });
+            // Whatever else it waits on, the exit code is the signal's; the
+            // goal's state is what the ledger says.
+            let v = verdict(&Facts { stopped, unknown: 1, failed_tasks: 1, ..Facts::default() });
+            assert_eq!(v, Verdict { goal_state: GoalState::NeedsSettlement, code: None, exit_code: exit });
+            let v = verdict(&Facts { stopped, failed_tasks: 1, ..Facts::default() });
+            assert_eq!((v.goal_state, v.exit_code), (GoalState::Failed, exit));
+        }
     }
 }

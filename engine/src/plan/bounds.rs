@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::error::{Code, Error, Result};
 use crate::limits::*;
-use crate::plan::model::{Acceptance, ContextSource, Goal, PlanFile, ProviderSpec, Task, Validation};
+use crate::plan::model::{
+    Acceptance, Check, CheckedConstraint, Constraint, ContextSource, Goal, PlanFile, ProviderSpec, Task, Validation,
+};
 
 pub fn check(plan: &PlanFile) -> Result<()> {
     count(plan.tasks.len(), TASKS_MAX, "$.tasks", "tasks")?;
@@ -41,7 +43,35 @@ fn goal_bounds(goal: &Goal) -> Result<()> {
     }
     count(goal.constraints.len(), CONSTRAINTS_MAX, "$.goal.constraints", "constraints")?;
     for (i, c) in goal.constraints.iter().enumerate() {
-        bytes(c, STATEMENT_BYTES_MAX, &format!("$.goal.constraints[{i}]"), "a constraint")?;
+        let at = format!("$.goal.constraints[{i}]");
+        match c {
+            Constraint::Statement(s) => bytes(s, STATEMENT_BYTES_MAX, &at, "a constraint")?,
+            Constraint::Checked(c) => constraint_bounds(c, &at)?,
+        }
+    }
+    Ok(())
+}
+
+fn constraint_bounds(c: &CheckedConstraint, at: &str) -> Result<()> {
+    identifier(&c.id, &format!("{at}.id"), "a constraint id")?;
+    bytes(&c.statement, STATEMENT_BYTES_MAX, &format!("{at}.statement"), "a constraint statement")?;
+    paths(&c.protect, PROTECT_PATHS_MAX, &format!("{at}.protect"), "protected paths")?;
+    if let Some(check) = &c.check {
+        check_bounds(check, &format!("{at}.check"))?;
+    }
+    Ok(())
+}
+
+fn check_bounds(check: &Check, at: &str) -> Result<()> {
+    argv(&check.run, &format!("{at}.run"))?;
+    timeout(check.timeout_seconds, &format!("{at}.timeout_seconds"))
+}
+
+/// A list of paths or globs: its count, and each one's bytes.
+fn paths(list: &[String], max: usize, at: &str, what: &str) -> Result<()> {
+    count(list.len(), max, at, what)?;
+    for (i, p) in list.iter().enumerate() {
+        bytes(p, PATH_BYTES_MAX, &format!("{at}[{i}]"), "a path")?;
     }
     Ok(())
 }
@@ -50,15 +80,14 @@ fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
     identifier(&a.id, &format!("{at}.id"), "an acceptance id")?;
     bytes(&a.statement, STATEMENT_BYTES_MAX, &format!("{at}.statement"), "an acceptance statement")?;
     if let Some(check) = &a.check {
-        argv(&check.run, &format!("{at}.check.run"))?;
-        timeout(check.timeout_seconds, &format!("{at}.check.timeout_seconds"))?;
+        check_bounds(check, &format!("{at}.check"))?;
     }
     Ok(())
 }
 
 fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
     match spec {
-        ProviderSpec::Command { .. } => Ok(()),
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => Ok(()),
         ProviderSpec::Http { endpoint, observe, hosts } => {
             bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
             if let Some(o) = observe {
@@ -70,10 +99,15 @@ fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             Ok(())
         }
-        ProviderSpec::Mcp { command, observe_tool } => {
+        ProviderSpec::Mcp { command, observe_tool, tools } => {
             argv(command, &format!("{at}.command"))?;
             if let Some(t) = observe_tool {
                 bytes(t, ID_BYTES_MAX, &format!("{at}.observe_tool"), "a tool name")?;
+            }
+            let tools = tools.as_deref().unwrap_or_default();
+            count(tools.len(), TOOLS_MAX, &format!("{at}.tools"), "tools")?;
+            for (i, t) in tools.iter().enumerate() {
+                bytes(t, ID_BYTES_MAX, &format!("{at}.tools[{i}]"), "a tool name")?;
             }
             Ok(())
         }
@@ -101,6 +135,7 @@ fn task_bounds(t: &Task, at: &str) -> Result<()> {
     for (i, input) in t.inputs.iter().enumerate() {
         bytes(input, PATH_BYTES_MAX, &format!("{at}.inputs[{i}]"), "an input path")?;
     }
+    paths(&t.may_change, MAY_CHANGE_MAX, &format!("{at}.may_change"), "`may_change` paths")?;
     count(t.depends_on.len(), DEPENDENCIES_MAX, &format!("{at}.depends_on"), "dependencies")?;
     for (i, d) in t.depends_on.iter().enumerate() {
         bytes(d, ID_BYTES_MAX, &format!("{at}.depends_on[{i}]"), "a task ref")?;

@@ -7,11 +7,15 @@ use serde_json::{json, Value};
 
 use crate::digest::{canonical_json, Digester, Kind};
 use crate::ids::{OperationId, RequestDigest};
-use crate::plan::model::{Goal, PlanFile, ProviderSpec, Task};
+use crate::plan::model::{Constraint, Goal, PlanFile, ProviderSpec, Task};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskDigests {
     pub meaning: String,
+    /// The meaning without the validations (`meaning_core`): not printed,
+    /// used to tell a change to the validations alone.
+    #[serde(skip)]
+    pub meaning_core: String,
     pub dependencies: String,
     pub request: RequestDigest,
     pub operation_id: OperationId,
@@ -48,6 +52,7 @@ impl PlanDigests {
                 let request = request_with(&identities[t.provider.as_str()], &t.action, None);
                 let digests = TaskDigests {
                     meaning: meanings[t.task_ref.as_str()].clone(),
+                    meaning_core: core_with(t, &identities[t.provider.as_str()]),
                     dependencies: dependency_digest(t, &meanings),
                     operation_id: operation_id(&goal.id, &t.task_ref, &request),
                     request,
@@ -66,6 +71,9 @@ pub fn plan_digest(file: &PlanFile) -> String {
     let mut head = serde_json::to_value(file.clone_without_tasks()).expect("a plan serializes");
     if let Some(obj) = head.as_object_mut() {
         obj.remove("tasks");
+        // For editors only: a plan that gains or changes its `$schema` is
+        // the same plan.
+        obj.remove("$schema");
     }
     let mut tasks: Vec<&Task> = file.tasks.iter().collect();
     tasks.sort_unstable_by(|a, b| a.task_ref.cmp(&b.task_ref));
@@ -91,45 +99,99 @@ fn is_sorted(v: &Value) -> bool {
     }
 }
 
-/// Statement, acceptance criteria (by id), constraints. Not the goal id.
+/// Statement, acceptance criteria (by id), constraints (in the order
+/// written; each plain statement as its string, each checkable one as an
+/// object of its kind: id, statement, protected paths sorted, check). Not
+/// the goal id. A goal of plain statements digests as it always did.
 pub fn goal_contract_digest(goal: &Goal) -> String {
     let mut acceptance: Vec<Value> =
         goal.acceptance.iter().map(|a| serde_json::to_value(a).expect("serializes")).collect();
     acceptance.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let constraints: Vec<Value> = goal.constraints.iter().map(constraint_contract).collect();
     Digester::new(Kind::GoalContract)
         .str("statement", &goal.statement)
         .json("acceptance", &Value::Array(acceptance))
-        .json("constraints", &json!(goal.constraints))
+        .json("constraints", &Value::Array(constraints))
         .finish()
 }
 
-/// The provider as the task's meaning sees it: its name and its config.
+/// One constraint as the goal contract sees it.
+fn constraint_contract(c: &Constraint) -> Value {
+    match c {
+        Constraint::Statement(s) => Value::String(s.clone()),
+        Constraint::Checked(c) => {
+            let mut protect = c.protect.clone();
+            protect.sort();
+            protect.dedup();
+            json!({"kind": "checked", "id": c.id, "statement": c.statement, "protect": protect, "check": c.check})
+        }
+    }
+}
+
+/// The provider as the task's meaning sees it: its name and its config —
+/// without an MCP provider's `tools` allow-list, which bounds what a plan
+/// may ask and is checked before anything runs; it changes neither what a
+/// task does nor the request it sends.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
-    json!({ "name": name, "config": spec })
+    let mut config = serde_json::to_value(spec).expect("a provider spec serializes");
+    if let (ProviderSpec::Mcp { .. }, Some(obj)) = (spec, config.as_object_mut()) {
+        obj.remove("tools");
+    }
+    json!({ "name": name, "config": config })
 }
 
 /// Provider identity and config, action, effect, inputs (sorted),
-/// validations (by id), idempotent flag. Not ref, title or depends_on.
+/// validations (by id), idempotent flag, and `may_change` (sorted) when it
+/// is declared. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
     meaning_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
 }
 
-/// `identity`: the provider identity's canonical JSON.
+/// The meaning without the validations (its own digest kind): equal for
+/// two definitions of a task that differ only in their validations.
+pub fn meaning_core_digest(task: &Task, spec: &ProviderSpec) -> String {
+    core_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
+}
+
+fn sorted(list: &[String]) -> Value {
+    let mut v = list.to_vec();
+    v.sort();
+    v.dedup();
+    json!(v)
+}
+
+/// `identity`: the provider identity's canonical JSON. A task without
+/// `may_change` digests as it did before the field existed.
 fn meaning_with(task: &Task, identity: &str) -> String {
-    let mut inputs = task.inputs.clone();
-    inputs.sort();
-    inputs.dedup();
     let mut validations: Vec<Value> =
         task.validations.iter().map(|v| serde_json::to_value(v).expect("serializes")).collect();
     validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-    Digester::new(Kind::TaskMeaning)
+    let d = Digester::new(Kind::TaskMeaning)
         .bytes("provider", identity.as_bytes())
         .json("action", &task.action)
         .str("effect", task.effect.as_str())
-        .json("inputs", &json!(inputs))
+        .json("inputs", &sorted(&task.inputs))
         .json("validations", &Value::Array(validations))
-        .str("idempotent", if task.idempotent { "true" } else { "false" })
-        .finish()
+        .str("idempotent", if task.idempotent { "true" } else { "false" });
+    with_may_change(d, task).finish()
+}
+
+fn core_with(task: &Task, identity: &str) -> String {
+    let d = Digester::new(Kind::TaskMeaningCore)
+        .bytes("provider", identity.as_bytes())
+        .json("action", &task.action)
+        .str("effect", task.effect.as_str())
+        .json("inputs", &sorted(&task.inputs))
+        .str("idempotent", if task.idempotent { "true" } else { "false" });
+    with_may_change(d, task).finish()
+}
+
+fn with_may_change(d: Digester, task: &Task) -> Digester {
+    if task.may_change.is_empty() {
+        d
+    } else {
+        d.json("may_change", &sorted(&task.may_change))
+    }
 }
 
 /// The sorted list of (dependency ref, its meaning digest).
@@ -169,4 +231,113 @@ pub fn operation_id(goal_id: &str, task_ref: &str, request_digest: &RequestDiges
         .str("request", request_digest.as_str())
         .finish();
     OperationId::new(format!("op_{}", &hex[..24]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan of the shape every plan had before checkable constraints,
+    /// `may_change` and `tools` (plain constraints, an MCP provider).
+    fn before() -> serde_json::Value {
+        json!({
+            "version": 1,
+            "goal": {
+                "id": "money-totals",
+                "statement": "total() returns the sum in cents of a list of price strings",
+                "acceptance": [{"id": "A1", "statement": "all money tests pass",
+                    "check": {"run": ["python3", "-m", "unittest", "-q"], "expect_exit": 0}}],
+                "constraints": ["test expectations are not edited", "no network"]
+            },
+            "providers": {
+                "sh": {"kind": "command"},
+                "fs": {"kind": "mcp", "command": ["node", "server.js"], "observe_tool": "stat"}
+            },
+            "tasks": [
+                {"ref": "T1", "title": "convert", "provider": "sh",
+                 "action": {"run": ["python3", "tools/apply.py", "cents"]},
+                 "effect": "local", "inputs": ["money.py", "tests/test_cents.py"],
+                 "validations": [{"id": "V1", "run": ["python3", "-m", "unittest"], "expect_exit": 0}]},
+                {"ref": "T2", "provider": "fs", "action": {"tool": "write_file", "arguments": {"path": "x"}},
+                 "effect": "external", "depends_on": ["T1"]}
+            ]
+        })
+    }
+
+    fn digests(v: serde_json::Value) -> PlanDigests {
+        let mut file: PlanFile = serde_json::from_value(v).unwrap();
+        file.tasks.iter_mut().for_each(|t| crate::digest::sort_keys(&mut t.action));
+        PlanDigests::compute(&file)
+    }
+
+    /// The figures `engine digest` printed for `before()` on main before
+    /// this change: stores of such plans keep their goals and reuse.
+    #[test]
+    fn digests_of_plans_without_the_new_fields_are_unchanged() {
+        let d = digests(before());
+        assert_eq!(d.plan, "4d8cc4df5dbbade71cc98c7a798bad5e6ad8df3bd158f1bf7677942ac2b3ed98");
+        assert_eq!(d.goal_contract, "c83e11596b02f57f54c003186e9225a4013434255df55df09a5ab61547d6817f");
+        let t1 = &d.tasks["T1"];
+        assert_eq!(t1.meaning, "7b4dc9e5d3d9a434bcac84bf5008cca787a80dcaf56e7169b751a578f2999bcc");
+        assert_eq!(t1.dependencies, "26bad650d99f0de475e99301e85cf8d5784bb2f04677b2bd554b8fd938264ff4");
+        assert_eq!(t1.request.as_str(), "38af4f96ae7ffe6afe8375219242b3823e408400ae79d2fa2241b92b8fc39bcf");
+        assert_eq!(t1.operation_id.as_str(), "op_891942b118141fe2318ba90f");
+        let t2 = &d.tasks["T2"];
+        assert_eq!(t2.meaning, "4d31519a39d5b5f911573f34826e1caa5d0a8e7317bf9502439e2f934a0896c5");
+        assert_eq!(t2.dependencies, "8266fba1b85a2ef537108d01285f691b94935c47609dddc86419b4841c443afd");
+        assert_eq!(t2.request.as_str(), "84e54907b1ded89de2fe16c9e531c2d73585547b27d50b7ec10fba5063b34753");
+        assert_eq!(t2.operation_id.as_str(), "op_5a23007b0ab183874788f6e0");
+    }
+
+    #[test]
+    fn constraint_kinds_are_part_of_the_goal_contract() {
+        let base = digests(before()).goal_contract;
+        let with = |c: serde_json::Value| {
+            let mut p = before();
+            p["goal"]["constraints"] = c;
+            digests(p).goal_contract
+        };
+        let protect = json!([{"id": "C1", "statement": "test expectations are not edited", "protect": ["tests/**"]}]);
+        let a = with(protect.clone());
+        assert_ne!(a, base);
+        assert_ne!(a, with(json!(["test expectations are not edited"])), "a statement is not a checked constraint");
+        // The order protected globs are written in is not meaning; the globs are.
+        let two = |g: serde_json::Value| with(json!([{"id": "C1", "statement": "s", "protect": g}]));
+        assert_eq!(two(json!(["a", "b"])), two(json!(["b", "a", "a"])));
+        assert_ne!(two(json!(["a"])), two(json!(["a", "b"])));
+        let check = json!([{"id": "C1", "statement": "test expectations are not edited", "protect": ["tests/**"],
+                            "check": {"run": ["true"], "expect_exit": 0}}]);
+        assert_ne!(with(check), a, "a check is part of the contract");
+        let renamed = json!([{"id": "C2", "statement": "test expectations are not edited", "protect": ["tests/**"]}]);
+        assert_ne!(with(renamed), a);
+    }
+
+    #[test]
+    fn may_change_is_meaning_and_validations_are_not_core() {
+        let base = digests(before());
+        let mut p = before();
+        p["tasks"][0]["may_change"] = json!(["tests/**"]);
+        let d = digests(p);
+        assert_ne!(d.tasks["T1"].meaning, base.tasks["T1"].meaning);
+        assert_ne!(d.tasks["T1"].meaning_core, base.tasks["T1"].meaning_core);
+        assert_eq!(d.tasks["T1"].request, base.tasks["T1"].request, "may_change is not sent");
+
+        let mut p = before();
+        p["tasks"][0]["validations"] = json!([]);
+        let d = digests(p);
+        assert_ne!(d.tasks["T1"].meaning, base.tasks["T1"].meaning);
+        assert_eq!(d.tasks["T1"].meaning_core, base.tasks["T1"].meaning_core, "validations alone");
+        assert_ne!(d.tasks["T1"].meaning_core, d.tasks["T1"].meaning, "its own digest kind");
+    }
+
+    #[test]
+    fn a_tools_allow_list_changes_neither_meaning_nor_request() {
+        let base = digests(before());
+        let mut p = before();
+        p["providers"]["fs"]["tools"] = json!(["write_file", "stat"]);
+        let d = digests(p);
+        assert_eq!(d.tasks["T2"].meaning, base.tasks["T2"].meaning);
+        assert_eq!(d.tasks["T2"].operation_id, base.tasks["T2"].operation_id);
+        assert_ne!(d.plan, base.plan, "the plan file did change");
+    }
 }

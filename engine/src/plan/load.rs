@@ -94,7 +94,9 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
             } else {
                 unknown_field_place(path, &inner.to_string())
             };
-            return Err(Error::new(Code::PlanInvalid, strip_position(&inner.to_string())).at(place));
+            let message = strip_position(&inner.to_string());
+            let message = format!("{message}{}", unknown_field_hint(&message));
+            return Err(Error::new(Code::PlanInvalid, message).at(place));
         }
     };
     // Trailing garbage after the document is an error too.
@@ -129,6 +131,14 @@ fn unknown_field_place(path: String, msg: &str) -> String {
     }
 }
 
+/// "did you mean" for an unknown field, from the fields serde expected.
+fn unknown_field_hint(msg: &str) -> String {
+    let Some(field) = msg.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()) else {
+        return String::new();
+    };
+    super::suggest::did_you_mean(field, super::suggest::expected_in_serde_message(msg))
+}
+
 /// serde_json appends " at line L column C"; the place already says so.
 fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
@@ -148,6 +158,17 @@ mod tests {
         assert_eq!(e.code, Code::PlanInvalid);
         assert_eq!(e.place.as_deref(), Some("$.tasks[0].colour"));
         assert!(e.message.contains("colour"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_misspelt_field_gets_a_suggestion() {
+        let e =
+            parse_plan(br#"{"version":1,"tasks":[{"ref":"a","provider":"p","action":{},"efect":"none"}]}"#, "p.json")
+                .unwrap_err();
+        assert_eq!(e.place.as_deref(), Some("$.tasks[0].efect"));
+        assert!(e.message.ends_with("; did you mean `effect`?"), "{}", e.message);
+        let e = parse_plan(br#"{"version":1,"tasks":[],"budget":{}}"#, "p.json").unwrap_err();
+        assert!(e.message.ends_with("; did you mean `budgets`?"), "{}", e.message);
     }
 
     #[test]

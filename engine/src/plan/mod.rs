@@ -5,7 +5,10 @@ pub mod bounds;
 pub mod digests;
 pub mod load;
 pub mod model;
+pub mod probe;
+pub mod suggest;
 pub mod validate;
+pub mod warnings;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

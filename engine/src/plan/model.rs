@@ -1,6 +1,8 @@
 //! The plan file's types, exactly as a person writes them. serde reads them
 //! with `deny_unknown_fields`; schemars derives the shipped JSON Schema from
-//! the same types, so the two cannot drift.
+//! the same types, so the two cannot drift. Their `///` comments are the
+//! schema's descriptions: they are written for the plan's author (what a
+//! field does, its default), never about the code.
 
 use std::collections::BTreeMap;
 
@@ -9,25 +11,35 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost::Cost;
 
-/// A plan file, `"version": 1`.
+/// An `engine` plan file: one goal, and the tasks (a DAG) that reach it,
+/// each done by a provider. Unknown fields are refused (`PLAN_INVALID`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "engine plan file")]
 pub struct PlanFile {
-    /// Must be 1.
+    /// The JSON Schema this file follows, for editors (`engine schema`
+    /// prints it). Not part of the plan's meaning: changing it changes no
+    /// digest.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// The plan format's version: 1.
     pub version: u32,
-    /// Required; `Option` only so a missing goal gets `GOAL_REQUIRED`
-    /// rather than a generic parse error (serde reads a missing `Option`
-    /// field as `None`; the schema says it is required).
+    /// What the plan is for. Required (`GOAL_REQUIRED` without it).
+    // An `Option` so that a missing goal is GOAL_REQUIRED rather than a
+    // generic parse error; the schema says it is required.
     #[schemars(schema_with = "required_goal")]
     pub goal: Option<Goal>,
+    /// Limits on the work done for the goal. Every one has a default.
     #[serde(default)]
     pub budgets: Budgets,
-    /// Providers by name.
+    /// The providers tasks name, by name: how the engine reaches each.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSpec>,
+    /// The tasks, in any order: `depends_on` makes the graph.
     pub tasks: Vec<Task>,
-    /// Names of environment variables whose values are secrets: they are
-    /// redacted from captured output and recorded only as digests.
+    /// Names of environment variables whose values are secrets: redacted
+    /// (`[REDACTED]`) from all captured output, and recorded only as
+    /// digests in checkpoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
 }
@@ -36,6 +48,7 @@ impl PlanFile {
     /// Everything but the tasks (cheap even for a 100,000-task plan).
     pub fn clone_without_tasks(&self) -> PlanFile {
         PlanFile {
+            schema: self.schema.clone(),
             version: self.version,
             goal: self.goal.clone(),
             budgets: self.budgets.clone(),
@@ -46,23 +59,109 @@ impl PlanFile {
     }
 }
 
+/// The goal: what must be true when the work is done. Its statement,
+/// acceptance criteria and constraints make the goal contract digest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Goal {
+    /// The goal's id in the store (1-128 of `A-Z a-z 0-9 _ . : / -`).
+    /// Every run of a plan with this id is the same goal.
     pub id: String,
+    /// What must be true, in a sentence.
     pub statement: String,
+    /// The criteria; one with a `check` is verified by running it after
+    /// every task completed. Without any check, nothing but the tasks' own
+    /// validations judges the goal. Default: none.
     #[serde(default)]
     pub acceptance: Vec<Acceptance>,
+    /// Rules the work must keep (handed to agents with the goal): plain
+    /// statements (recorded, not checked by the engine) and checkable
+    /// constraints (`protect`, `check`). Default: none.
     #[serde(default)]
-    pub constraints: Vec<String>,
+    pub constraints: Vec<Constraint>,
 }
 
-/// One acceptance criterion of the goal; `check` makes it machine-checkable.
+/// One of the goal's constraints: a plain statement the engine records but
+/// does not check, or a checkable one.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Constraint {
+    /// Recorded in the goal contract, reported as not checked by the engine.
+    Statement(String),
+    /// Checked by the engine from evidence: its protected paths before and
+    /// after every attempt, its check after every attempt's validations.
+    Checked(CheckedConstraint),
+}
+
+/// A constraint the engine checks: at least one of `protect` and `check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedConstraint {
+    pub id: String,
+    pub statement: String,
+    /// Workspace-relative paths or globs no attempt may change, create or
+    /// delete (unless its task's `may_change` allows it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protect: Vec<String>,
+    /// A command run after every attempt's validations and before the
+    /// acceptance checks; its exit code is the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+impl Constraint {
+    /// The checkable constraint, if this is one.
+    pub fn checked(&self) -> Option<&CheckedConstraint> {
+        match self {
+            Constraint::Statement(_) => None,
+            Constraint::Checked(c) => Some(c),
+        }
+    }
+
+    pub fn statement(&self) -> &str {
+        match self {
+            Constraint::Statement(s) => s,
+            Constraint::Checked(c) => &c.statement,
+        }
+    }
+}
+
+/// A string is a statement; an object is a checkable constraint, read with
+/// its own field errors (an untagged enum would only say "no variant
+/// matched", without the place).
+impl<'de> Deserialize<'de> for Constraint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = Constraint;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a statement (string) or {\"id\", \"statement\", \"protect\", \"check\"}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Constraint, E> {
+                Ok(Constraint::Statement(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Constraint, E> {
+                Ok(Constraint::Statement(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Constraint, A::Error> {
+                CheckedConstraint::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Constraint::Checked)
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
+/// One acceptance criterion of the goal; `check` makes it verified.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Acceptance {
+    /// The criterion's id, unique in the goal.
     pub id: String,
+    /// What it asks, in a sentence.
     pub statement: String,
+    /// The command that verifies it. Without one, the criterion is stated
+    /// and never verified (the run's summary says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
 }
@@ -71,46 +170,116 @@ pub struct Acceptance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Check {
-    /// argv, run without a shell, in the workspace.
+    /// The program and its arguments (no shell), run in the workspace.
     pub run: Vec<String>,
+    /// The exit code that means "passed". Default: 0.
     #[serde(default)]
     pub expect_exit: i32,
+    /// Seconds before the check is killed and counted as failed. Default: 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
 }
 
-/// A task's validation: a check with a stable id.
+/// A task's validation: a command run after the provider answered, whose
+/// exit code decides whether the task succeeded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Validation {
+    /// The validation's id, unique in the task (reuse compares them).
     pub id: String,
+    /// The program and its arguments (no shell), run in the workspace.
     pub run: Vec<String>,
+    /// The exit code that means "passed". Default: 0.
     #[serde(default)]
     pub expect_exit: i32,
+    /// Seconds before the validation is killed and counted as failed. Default: 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
 }
 
+/// Limits on the work done for the goal. A call that would pass one is
+/// not sent: the run stops with `BUDGET_EXHAUSTED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budgets {
+    /// Attempts of one task in one revision (runs, repairs, retries).
+    /// At least 1. Default: 3.
     #[serde(default = "default_attempts")]
     pub max_attempts_per_task: u32,
+    /// Revisions of the goal after the first (`engine revise`). The lowest
+    /// value any revision set holds: a plan cannot raise it. Default: 3.
     #[serde(default = "default_revisions")]
     pub max_revisions: u32,
+    /// Provider calls for the goal, in all revisions; a call whose outcome
+    /// is unknown counts. Default: 100.
     #[serde(default = "default_calls")]
     pub max_provider_calls: u64,
-    /// Sum of `cost` of dispatched calls, unknown outcomes included
-    /// (counted exactly, in millionths).
+    /// The sum of the `cost` of the goal's calls, unknown outcomes
+    /// included, counted exactly in millionths. Default: 0, so a task with
+    /// a `cost` needs this raised.
     #[serde(default)]
     pub max_cost: f64,
-    /// Wall clock from the goal's first run.
+    /// Wall clock of one run of work: no call is sent later than this
+    /// after the start of a `run`, `repair`, `retry` or `revise` command
+    /// (the next command starts afresh).
     #[serde(default = "default_deadline")]
     pub deadline_seconds: u64,
 }
 
 fn required_goal(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
     gen.subschema_for::<Goal>()
+}
+
+/// A task's `action` in the schema: one of the shapes a provider kind
+/// reads (the plan names its provider, so the schema cannot pick one by
+/// kind; `engine check` does).
+fn action_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+    use schemars::schema::{Schema, SchemaObject, SubschemaValidation};
+    let one_of =
+        vec![gen.subschema_for::<CommandAction>(), gen.subschema_for::<HttpAction>(), gen.subschema_for::<McpAction>()];
+    Schema::Object(SchemaObject {
+        subschemas: Some(Box::new(SubschemaValidation { one_of: Some(one_of), ..Default::default() })),
+        ..Default::default()
+    })
+}
+
+/// The action of a task whose provider is a `command`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // the schema's shape only; `validate` reads actions
+struct CommandAction {
+    /// The program and its arguments (no shell), run in the workspace.
+    run: Vec<String>,
+}
+
+/// The action of a task whose provider is `http`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct HttpAction {
+    /// The request body: a JSON value, sent as JSON.
+    body: serde_json::Value,
+    /// The HTTP method. Default: POST.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    method: Option<String>,
+    /// Extra request headers, name to value. Default: none.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
+    headers: Option<BTreeMap<String, String>>,
+}
+
+/// The action of a task whose provider is `mcp`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct McpAction {
+    /// The name of the tool to call.
+    tool: String,
+    /// The tool's arguments. Default: `{}`.
+    #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    arguments: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 fn default_attempts() -> u32 {
@@ -145,55 +314,87 @@ impl Default for Budgets {
     }
 }
 
-/// How the engine reaches a provider.
+/// How the engine reaches a provider (`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(rename = "Provider")]
 pub enum ProviderSpec {
-    /// A local program; argv comes from each task's `action.run`.
+    /// A local program, started once per call in the workspace, in its own
+    /// process group, with `ENGINE_OPERATION_ID` and `ENGINE_TRY` set. Its
+    /// program and arguments are each task's `action.run`. It succeeded
+    /// when it exits 0.
     Command {
-        /// `agent-json`: the program gets a JSON document on stdin and
-        /// prints its report as the last stdout line.
+        /// `agent-json`: the program is an agent. It gets one JSON document
+        /// on stdin (goal, task, operation_id, try, and on a repair the
+        /// failure evidence) and prints its report, a JSON object, as its
+        /// last stdout line (see docs/agent-json.md). Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<Protocol>,
     },
-    /// An HTTP service; each task's `action.body` is POSTed to `endpoint`.
+    /// An HTTP service: each task's `action.body` is sent to `endpoint`
+    /// (POST unless `action.method` says otherwise), with the headers
+    /// `Idempotency-Key` (the operation id) and `Engine-Try`. A 2xx answer
+    /// is success.
     Http {
+        /// The URL (`http://` or `https://`). Only loopback hosts unless
+        /// `hosts` lists more.
         endpoint: String,
-        /// URL template with `{operation_id}`: 200 = effect present,
-        /// 404 = absent, anything else = inconclusive.
+        /// A URL with `{operation_id}` the engine reads to learn whether an
+        /// operation whose answer was lost took effect: 200 means present,
+        /// 404 absent, anything else inconclusive. Default: none (a lost
+        /// answer is then `effect_unknown`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe: Option<String>,
-        /// Hosts besides loopback this provider may contact.
+        /// Hosts besides loopback this provider may contact. Default: none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
     },
-    /// An MCP tool server over stdio, started per call (argv, no shell, in
-    /// the workspace); each task's `action.tool` is called with
-    /// `action.arguments`, and `_meta` carries `operation_id` and `try`.
+    /// An MCP tool server over stdio: started by the first call of a run
+    /// that needs it (in the workspace, no shell), then every call of the
+    /// run goes to it. Each task's `action.tool` is called with
+    /// `action.arguments`; `_meta` carries `operation_id` and `try`.
     Mcp {
+        /// The server's program and arguments.
         command: Vec<String>,
-        /// A tool called with `{"operation_id": ...}` whose result's
-        /// `structuredContent.state` is `present` or `absent`.
+        /// A tool the engine calls with `{"operation_id": ...}` to learn
+        /// whether an operation whose answer was lost took effect: its
+        /// result's `structuredContent.state` is `present` or `absent`.
+        /// Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        /// The tools a plan may call on this server (an allow-list checked
+        /// by `engine check`); absent: any tool the server offers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
     },
+    /// Work the engine does itself, with no process and no I/O of its own
+    /// (a testing and benchmarking aid): each task's `action` is
+    /// `{"op": "noop"}` or `{"op": "sleep", "ms": N}`. Its calls go through
+    /// the same intent, receipt, validation and classification as any
+    /// provider's; the task's declared `effect` still governs them.
+    Builtin {},
 }
 
+/// The protocol a command provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Protocol {
+    /// A JSON document on stdin, a JSON report as the last stdout line.
     AgentJson,
 }
 
-/// What a task's work changes.
+/// What a task's work changes. Default: `external`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
-    /// Reads only; safe to re-run.
+    /// Reads only: safe to run again, and run again after a crash.
     None,
-    /// Changes files in the workspace; re-observable through checkpoints.
+    /// Changes files in the workspace: judged again through the checkpoint
+    /// of its inputs.
     Local,
-    /// Changes something outside; needs a receipt or a re-observation.
+    /// Changes something outside the workspace: a repeat (repair, retry,
+    /// re-run) needs a person's approval, and a lost answer is never
+    /// re-sent without one.
     #[default]
     External,
 }
@@ -212,42 +413,63 @@ impl Effect {
     }
 }
 
+/// One task: a call of a provider, then its validations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Task {
+    /// The task's name in the plan, unique (1-128 of `A-Z a-z 0-9 _ . : / -`).
     #[serde(rename = "ref")]
     pub task_ref: String,
+    /// A title for people. Default: empty.
     #[serde(default)]
     pub title: String,
+    /// The name of a provider in `providers`.
     pub provider: String,
-    /// Provider-specific: `{"run": [...]}` for commands, `{"body": ...}` for
-    /// HTTP, `{"tool": ..., "arguments": {...}}` for MCP.
+    /// What to ask the provider, in the shape its kind reads.
+    #[schemars(schema_with = "action_schema")]
     pub action: serde_json::Value,
+    /// What the work changes. Default: `external`, the careful assumption:
+    /// every repeat of it then needs a person's approval.
     #[serde(default)]
     pub effect: Effect,
-    /// Workspace-relative paths or globs whose content the task depends on.
+    /// Workspace paths, folders or globs whose content the task depends on;
+    /// their digests make the task's checkpoint. Default: none.
     #[serde(default)]
     pub inputs: Vec<String>,
+    /// Refs of the tasks that must complete first. Default: none.
     #[serde(default)]
     pub depends_on: Vec<String>,
+    /// Commands that judge the provider's work; the task succeeded only if
+    /// every one passed. Default: none.
     #[serde(default)]
     pub validations: Vec<Validation>,
-    /// The provider deduplicates repeats of the same operation id.
+    /// The provider deduplicates repeats of the same operation id, so the
+    /// engine may send it again after a crash. Default: false.
     #[serde(default)]
     pub idempotent: bool,
-    /// Cost per call, budgeted against `max_cost` (counted exactly, in
-    /// millionths: 0 or at least 0.000001, at most 10^12).
+    /// The cost of one call, counted against `budgets.max_cost` (0, or
+    /// 0.000001 to 10^12). A task with a cost needs an approval for every
+    /// repeat. Default: 0.
     #[serde(default)]
     pub cost: f64,
+    /// Seconds before the call is stopped. Default: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
-    /// Gate even the first call behind a person's approval.
+    /// Every call, the first too, waits on a person's `engine approve`.
+    /// Default: false.
     #[serde(default)]
     pub requires_approval: bool,
-    /// Context values recorded in the checkpoint: a command whose stdout is
-    /// recorded (`["python3", "--version"]`) or `{"env": "NAME"}`.
+    /// Named values recorded in the task's checkpoint, so a change in them
+    /// makes the task run again: a command whose output is the value
+    /// (`["python3", "--version"]`) or an environment variable
+    /// (`{"env": "NAME"}`). Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+    /// Protected paths (paths or globs) this task is allowed to change: a
+    /// change there by its attempts is no constraint violation. Part of the
+    /// task's meaning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub may_change: Vec<String>,
 }
 
 impl Task {
@@ -263,9 +485,16 @@ impl Task {
     }
 }
 
+/// Where a context value comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ContextSource {
+    /// A command (program and arguments, no shell, 30 s at most); its
+    /// trimmed stdout is the value.
     Command(Vec<String>),
-    Env { env: String },
+    /// An environment variable's value.
+    Env {
+        /// The variable's name.
+        env: String,
+    },
 }

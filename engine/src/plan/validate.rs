@@ -8,7 +8,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
-use crate::plan::model::{PlanFile, ProviderSpec, Task};
+use crate::plan::model::{CheckedConstraint, PlanFile, ProviderSpec, Task};
 use crate::workspace::lexically_inside;
 
 /// Validate everything but the filesystem; returns task indices in a
@@ -57,6 +57,61 @@ fn goal(plan: &PlanFile) -> Result<()> {
             non_empty_argv(&check.run, &format!("$.goal.acceptance[{i}].check.run"))?;
         }
     }
+    let checked = goal.constraints.iter().enumerate().filter_map(|(i, c)| c.checked().map(|c| (i, c)));
+    let mut ids = HashSet::new();
+    for (i, c) in checked {
+        let at = format!("$.goal.constraints[{i}]");
+        if !ids.insert(c.id.as_str()) {
+            return Err(
+                Error::new(Code::PlanInvalid, format!("constraint id `{}` is used twice", c.id)).at(format!("{at}.id"))
+            );
+        }
+        constraint(c, &at)?;
+    }
+    Ok(())
+}
+
+/// A checkable constraint: an id, a statement, and something to check.
+fn constraint(c: &CheckedConstraint, at: &str) -> Result<()> {
+    if c.id.trim().is_empty() {
+        return Err(Error::new(Code::PlanInvalid, "constraint id is empty").at(format!("{at}.id")));
+    }
+    if c.statement.trim().is_empty() {
+        return Err(Error::new(Code::PlanInvalid, "constraint statement is empty").at(format!("{at}.statement")));
+    }
+    if c.protect.is_empty() && c.check.is_none() {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!(
+                "constraint `{}` has neither `protect` nor `check`: the engine would check nothing; \
+                 write a constraint it does not check as a plain string",
+                c.id
+            ),
+        )
+        .at(at.to_string()));
+    }
+    path_globs(&c.protect, &format!("{at}.protect"), &format!("protected path of constraint `{}`", c.id))?;
+    if let Some(check) = &c.check {
+        non_empty_argv(&check.run, &format!("{at}.check.run"))?;
+    }
+    Ok(())
+}
+
+/// Paths or globs that must name places inside the workspace.
+fn path_globs(list: &[String], at: &str, what: &str) -> Result<()> {
+    for (j, p) in list.iter().enumerate() {
+        let here = format!("{at}[{j}]");
+        if p.trim().is_empty() {
+            return Err(Error::new(Code::PlanInvalid, format!("{what} is empty")).at(here));
+        }
+        lexically_inside(p)
+            .map_err(|why| Error::new(Code::InputOutsideWorkspace, format!("{what} `{p}` {why}")).at(here.clone()))?;
+        if p.contains(['*', '?', '[']) {
+            glob::Pattern::new(p).map_err(|e| {
+                Error::new(Code::PlanInvalid, format!("{what} `{p}` is not a valid glob: {}", e.msg)).at(here.clone())
+            })?;
+        }
+    }
     Ok(())
 }
 
@@ -74,14 +129,23 @@ fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
                     .at(format!("$.providers.{name}.observe")));
             }
         }
-        ProviderSpec::Mcp { command, observe_tool } => {
+        ProviderSpec::Mcp { command, observe_tool, tools } => {
             non_empty_argv(command, &format!("$.providers.{name}.command"))?;
             if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
                 return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
                     .at(format!("$.providers.{name}.observe_tool")));
             }
+            let allowed = tools.as_deref().unwrap_or_default();
+            if let Some(j) = allowed.iter().position(|t| t.trim().is_empty()) {
+                return Err(
+                    Error::new(Code::PlanInvalid, "a tool name is empty").at(format!("$.providers.{name}.tools[{j}]"))
+                );
+            }
+            if let Some(t) = observe_tool {
+                tool_allowed(name, tools.as_deref(), t, &format!("$.providers.{name}.observe_tool"))?;
+            }
         }
-        ProviderSpec::Command { .. } => {}
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => {}
     }
     Ok(())
 }
@@ -91,11 +155,24 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     let spec = plan.providers.get(&task.provider).ok_or_else(|| {
         Error::new(
             Code::UnknownProvider,
-            format!("task `{}` names provider `{}`, which `providers` does not declare", task.task_ref, task.provider),
+            format!(
+                "task `{}` names provider `{}`, which `providers` does not declare{}",
+                task.task_ref,
+                task.provider,
+                super::suggest::did_you_mean(&task.provider, plan.providers.keys().map(String::as_str))
+            ),
         )
         .at(format!("{at}.provider"))
     })?;
     action_shape(task, spec, at)?;
+    if let (ProviderSpec::Mcp { tools, .. }, Some(tool)) = (spec, task.action.get("tool").and_then(|t| t.as_str())) {
+        tool_allowed(&task.provider, tools.as_deref(), tool, &format!("{at}.action.tool"))?;
+    }
+    path_globs(
+        &task.may_change,
+        &format!("{at}.may_change"),
+        &format!("`may_change` path of task `{}`", task.task_ref),
+    )?;
     unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
     for (j, v) in task.validations.iter().enumerate() {
         non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
@@ -121,6 +198,20 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     Ok(())
 }
 
+/// A tool the plan calls on an MCP provider with a `tools` allow-list must
+/// be on it (no list: any tool the server offers, checked before the run).
+fn tool_allowed(provider: &str, allowed: Option<&[String]>, tool: &str, at: &str) -> Result<()> {
+    match allowed {
+        Some(list) if !list.iter().any(|t| t == tool) => Err(Error::new(
+            Code::ToolNotAllowed,
+            format!("tool `{tool}` is not in provider `{provider}`'s `tools` allow-list {list:?}"),
+        )
+        .at(at.to_string())
+        .with_details(serde_json::json!({"provider": provider, "tool": tool, "allowed": list}))),
+        _ => Ok(()),
+    }
+}
+
 /// The tasks as a graph, an edge from each dependency to its dependant.
 fn dependency_graph(plan: &PlanFile, index: &HashMap<&str, usize>) -> Result<DiGraph<usize, ()>> {
     let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(plan.tasks.len(), plan.tasks.len());
@@ -131,7 +222,11 @@ fn dependency_graph(plan: &PlanFile, index: &HashMap<&str, usize>) -> Result<DiG
             let &d = index.get(dep.as_str()).ok_or_else(|| {
                 Error::new(
                     Code::UnknownDependency,
-                    format!("task `{}` depends on `{dep}`, which is not a task of this plan", task.task_ref),
+                    format!(
+                        "task `{}` depends on `{dep}`, which is not a task of this plan{}",
+                        task.task_ref,
+                        super::suggest::did_you_mean(dep, index.keys().copied())
+                    ),
                 )
                 .at(format!("$.tasks[{i}].depends_on[{j}]"))
             })?;
@@ -187,11 +282,16 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
         ProviderSpec::Command { .. } => &["run"],
         ProviderSpec::Http { .. } => &["body", "method", "headers"],
         ProviderSpec::Mcp { .. } => &["tool", "arguments"],
+        ProviderSpec::Builtin {} => &["op", "ms"],
     };
     if let Some(key) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(Error::new(
             Code::PlanInvalid,
-            format!("unknown field `{key}` for a {} provider's action, expected one of {allowed:?}", kind_name(spec)),
+            format!(
+                "unknown field `{key}` for a {} provider's action, expected one of {allowed:?}{}",
+                kind_name(spec),
+                super::suggest::did_you_mean(key, allowed.iter().copied())
+            ),
         )
         .at(format!("{at}.action.{key}")));
     }
@@ -225,6 +325,10 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             }
             Ok(())
         }
+        ProviderSpec::Builtin {} => providers::builtin::Op::parse(&task.action).map(|_| ()).map_err(|e| {
+            let place = if e.path.is_empty() { format!("{at}.action") } else { format!("{at}.action.{}", e.path) };
+            Error::new(Code::PlanInvalid, e.message).at(place)
+        }),
         ProviderSpec::Mcp { .. } => {
             let tool = obj.get("tool").and_then(|t| t.as_str()).unwrap_or("");
             if tool.trim().is_empty() {
@@ -246,6 +350,7 @@ fn kind_name(spec: &ProviderSpec) -> &'static str {
         ProviderSpec::Command { .. } => "command",
         ProviderSpec::Http { .. } => "http",
         ProviderSpec::Mcp { .. } => "mcp",
+        ProviderSpec::Builtin {} => "builtin",
     }
 }
 

@@ -17,11 +17,12 @@ pub fn settled(s: &Settled) -> Output {
 
 pub fn approved(a: &Recorded, actor: &str) -> Output {
     let text = format!(
-        "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request\n",
+        "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request: {}\n",
         a.operation_id,
         a.task_ref,
         super::short(a.request_digest.as_str()),
-        actor
+        actor,
+        a.spent_by
     );
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }
 }

@@ -36,12 +36,20 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     if let Some((code, detail)) = task.stale() {
         text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
+    let row = ledger.revision(&g.id, g.active_revision)?;
+    let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let standing = super::standing::of_task(&*ledger, &g.id, g.active_revision, &plan, task_ref, task.state)?;
+    if let Some(s) = &standing {
+        text.push_str(&s.text);
+        text.push('\n');
+    }
     let mut attempts_json = Vec::new();
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
         attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "completion": standing.map(|s| s.json), "attempts": attempts_json});
     Ok(Output { text, json, exit_code: 0 })
 }
 
@@ -154,6 +162,7 @@ fn describe(e: &Evidence) -> String {
             push_outputs(&mut s, &[("result", body), ("server stderr", stderr)]);
             s.trim_end().to_string()
         }
+        Evidence::BuiltinResult { op, timed_out, duration_ms } => builtin_text(op, *timed_out, *duration_ms),
         Evidence::CheckResult {
             check_id,
             exit,
@@ -164,9 +173,11 @@ fn describe(e: &Evidence) -> String {
             stdout,
             stderr,
             checkpoint,
+            of_constraint,
         } => {
             let mut s = format!(
-                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *of_constraint { "constraint check" } else { "check" },
                 if *passed { "passed" } else { "FAILED" },
                 exit_text(exit),
                 if *timed_out { ", deadline hit" } else { "" }
@@ -187,8 +198,37 @@ fn describe(e: &Evidence) -> String {
             }
             s
         }
+        Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
         other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
     }
+}
+
+/// Every protected path an attempt changed, with its digests before and
+/// after (`absent` for a file that was not there).
+pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
+    let digest = |d: &Option<String>| d.as_deref().map_or("absent".to_string(), |d| super::short(d).to_string());
+    let mut s = format!("{} protected path(s) changed during the attempt:", changes.len());
+    for c in changes {
+        s.push_str(&format!(
+            "\n    {} {} (constraint {}): {} -> {}",
+            c.what(),
+            c.path,
+            c.constraints.join(", "),
+            digest(&c.before),
+            digest(&c.after)
+        ));
+    }
+    s
+}
+
+/// How a builtin call ended, in words (shared with the HTML report).
+pub(super) fn builtin_text(op: &providers::builtin::Op, timed_out: bool, duration_ms: u64) -> String {
+    let what = match op {
+        providers::builtin::Op::Noop => "builtin noop".to_string(),
+        providers::builtin::Op::Sleep { ms } => format!("builtin sleep of {ms} ms"),
+    };
+    let cut = if timed_out { " (engine deadline hit; the sleep was cut short)" } else { "" };
+    format!("{what} answered in {duration_ms} ms{cut}")
 }
 
 fn compact(v: &Value) -> String {

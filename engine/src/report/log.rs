@@ -1,11 +1,11 @@
-//! `engine log [--follow]`: the event log in ledger order.
+//! `engine log [--follow] [--goal ID]`: the event log in ledger order.
 
 use serde_json::json;
 
 use super::Output;
 use crate::clock::utc;
 use crate::error::Result;
-use crate::ids::Seq;
+use crate::ids::{GoalId, Seq};
 use crate::limits::{LOG_FOLLOW_POLL, LOG_PAGE_EVENTS};
 use crate::store::events::EventRecord;
 use crate::store::Store;
@@ -30,12 +30,24 @@ fn line(e: &EventRecord) -> String {
     s
 }
 
-pub fn render(store: &Store, after: Seq, follow: bool, as_json: bool) -> Result<Output> {
+/// One page of events after `cursor`: every goal's, or one goal's.
+fn page(store: &Store, goal: Option<&GoalId>, cursor: Seq) -> Result<Vec<EventRecord>> {
+    match goal {
+        Some(g) => store.read().goal_events_since(g, cursor, LOG_PAGE_EVENTS),
+        None => store.read().events_since(cursor, LOG_PAGE_EVENTS),
+    }
+}
+
+pub fn render(store: &Store, after: Seq, goal: Option<&GoalId>, follow: bool, as_json: bool) -> Result<Output> {
+    if let Some(g) = goal {
+        // A misspelt id would otherwise follow nothing, forever.
+        store.read().goal_or_latest(Some(g))?;
+    }
     if !follow {
         let mut all = Vec::new();
         let mut cursor = after;
         loop {
-            let page = store.read().events_since(cursor, LOG_PAGE_EVENTS)?;
+            let page = page(store, goal, cursor)?;
             let Some(last) = page.last() else { break };
             cursor = last.seq;
             all.extend(page);
@@ -46,7 +58,7 @@ pub fn render(store: &Store, after: Seq, follow: bool, as_json: bool) -> Result<
     // --follow: print as events arrive, one JSON object per line with --json.
     let mut cursor = after;
     loop {
-        for e in store.read().events_since(cursor, LOG_PAGE_EVENTS)? {
+        for e in page(store, goal, cursor)? {
             cursor = e.seq;
             let text = if as_json {
                 serde_json::to_string(&e).map_err(|e| crate::error::Error::internal(format!("event JSON: {e}")))?

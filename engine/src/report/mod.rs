@@ -6,11 +6,16 @@ pub mod document;
 pub mod escape;
 pub mod explain;
 pub mod goal_report;
+pub mod goals;
 pub mod html;
+pub mod init;
 pub mod log;
+pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod revise;
 pub mod run;
+pub mod standing;
 pub mod status;
 
 /// `engine --version`: the package version and the source commit.

@@ -3,22 +3,33 @@
 use serde_json::json;
 
 use super::Output;
+use crate::plan::warnings::Warning;
 use crate::plan::Plan;
 
-pub fn check(p: &Plan) -> Output {
+pub fn check(p: &Plan, warnings: &[Warning]) -> Output {
     let goal = p.goal();
-    let text = format!(
-        "plan ok: goal `{}`, {} task(s), {} provider(s), {} acceptance check(s)\n",
+    let checks = goal.acceptance.iter().filter(|a| a.check.is_some()).count();
+    let mut text = format!(
+        "plan ok: goal `{}`, {} task(s), {} provider(s), {checks} acceptance check(s)",
         goal.id,
         p.file.tasks.len(),
         p.file.providers.len(),
-        goal.acceptance.len()
     );
+    if !warnings.is_empty() {
+        text.push_str(&format!(", {} warning(s) (on stderr)", warnings.len()));
+    }
+    text.push('\n');
     Output {
         text,
-        json: json!({"ok": true, "goal_id": goal.id, "tasks": p.file.tasks.len(), "order": p.order.iter().map(|&i| &p.file.tasks[i].task_ref).collect::<Vec<_>>()}),
+        json: json!({"ok": true, "goal_id": goal.id, "tasks": p.file.tasks.len(),
+            "order": p.order.iter().map(|&i| &p.file.tasks[i].task_ref).collect::<Vec<_>>(), "warnings": warnings}),
         exit_code: 0,
     }
+}
+
+/// One warning as stderr shows it.
+pub fn warning_line(w: &Warning) -> String {
+    format!("warning: {}: {} (at {})", w.code, w.message, w.path)
 }
 
 pub fn digests(p: &Plan) -> Output {

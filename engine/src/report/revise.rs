@@ -3,20 +3,36 @@
 
 use serde_json::json;
 
+use super::escape::for_terminal;
 use super::Output;
 use crate::commands::revise::{ReviseReport, TaskDecision};
 use crate::decide::reuse::Decision;
 
 pub fn render(r: &ReviseReport) -> Output {
-    let mut text = format!(
-        "goal {}: revision {} recorded (from {}){}\nreason: {}\n",
-        r.goal_id,
-        r.revision,
-        r.from_revision,
-        if r.goal_contract_changed { "; the goal contract changed" } else { "" },
-        r.reason
-    );
-    text.push_str(&decisions_table(&r.decisions));
+    let mut text = if r.revision == r.from_revision {
+        format!("goal {}: no new revision (the plan is the same as revision {})\n", r.goal_id, r.revision)
+    } else {
+        format!(
+            "goal {}: revision {} recorded (from {}){}\n",
+            r.goal_id,
+            r.revision,
+            r.from_revision,
+            if r.goal_contract_changed { "; the goal contract changed" } else { "" },
+        )
+    };
+    text.push_str(&format!("reason: {}\n", for_terminal(&r.reason)));
+    for raised in &r.raised {
+        text.push_str(&format!(
+            "budget raised by {}: {} {} -> {}\n",
+            for_terminal(&r.actor),
+            raised.budget,
+            raised.from,
+            raised.to
+        ));
+    }
+    if !r.decisions.is_empty() {
+        text.push_str(&decisions_table(&r.decisions));
+    }
     let exit_code = match &r.run {
         Some(run) => {
             let out = super::run::render(run);
@@ -25,7 +41,7 @@ pub fn render(r: &ReviseReport) -> Output {
             out.exit_code
         }
         None => {
-            text.push_str("not run (--no-run): `engine run PLAN` runs this revision\n");
+            text.push_str(&format!("not run (--no-run): `engine run {}` runs this revision\n", r.plan_path));
             0
         }
     };

@@ -5,21 +5,21 @@ use serde_json::json;
 
 use super::Output;
 use crate::error::{Code, EXIT_TASK_FAILED};
-use crate::run::RunReport;
-use crate::state::GoalState;
+use crate::run::{ConstraintLine, RunReport, StopReport, TaskLine};
+use crate::state::{FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     for t in &r.tasks {
-        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), t.state));
-        if let Some(class) = &t.class {
-            text.push_str(&format!("  {class}"));
-        }
-        if let Some(why) = &t.why {
-            text.push_str(&format!(" ({why})"));
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t, &r.plan_path)));
+        if t.settled_by_person {
+            text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
         }
         text.push('\n');
+    }
+    for c in &r.constraints {
+        text.push_str(&format!("  {}\n", constraint_line(c)));
     }
     for a in &r.acceptance {
         text.push_str(&format!("  acceptance {}  {}\n", a.id, if a.passed { "passed" } else { "FAILED" }));
@@ -38,6 +38,45 @@ pub fn render(r: &RunReport) -> Output {
         text.push_str(&format!("  also: {also}\n"));
     }
     Output { text, json: json!(r), exit_code: r.exit_code }
+}
+
+/// A task's line after its ref: its state as this run left it, and for
+/// a task this run did not run, that it did not (`kept`, `reused`,
+/// `failed earlier`) — never `succeeded` for work it did not do.
+fn task_words(t: &TaskLine, plan_path: &str) -> String {
+    let class = t.class.as_deref().map(|c| format!("  {c}")).unwrap_or_default();
+    let why = t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
+    match (t.this_run, t.state) {
+        (false, TaskState::Succeeded) => "kept  (succeeded in an earlier run; not run this time)".into(),
+        (false, TaskState::Reused) => "reused  (from an earlier revision; not run this time)".into(),
+        (false, TaskState::Failed) => {
+            format!("failed earlier{class}{why}: {}", next_for_failure(t, plan_path))
+        }
+        (_, state) => format!("{state}{class}{why}"),
+    }
+}
+
+/// The command that acts on a failed task, by its class.
+fn next_for_failure(t: &TaskLine, plan_path: &str) -> String {
+    let class = t.class.as_deref().and_then(FailureClass::parse);
+    match class {
+        Some(FailureClass::ValidationFailed | FailureClass::ConstraintViolated | FailureClass::Killed) | None => {
+            format!("engine repair {}", t.task_ref)
+        }
+        Some(FailureClass::ProviderRejected) => format!("engine revise {plan_path} --reason TEXT"),
+        Some(FailureClass::ProviderUnavailable | FailureClass::Timeout | FailureClass::Environment) => {
+            format!("engine retry {}", t.operation_id)
+        }
+        Some(FailureClass::EffectUnknown) => {
+            format!("engine settle {} --outcome ok|not_run --note TEXT", t.operation_id)
+        }
+        Some(FailureClass::Unclassified) => format!("engine explain {} (a person decides)", t.task_ref),
+    }
+}
+
+/// `engine explain T1`, `engine explain T2`: one per failed task.
+fn explain_each(refs: &[String]) -> String {
+    refs.iter().map(|r| format!("`engine explain {r}`")).collect::<Vec<_>>().join(", ")
 }
 
 /// Stops besides the one the exit code reports (SPEC: every stop names
@@ -65,53 +104,148 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
     }
     if r.code != Some(Code::BudgetExhausted) {
         if let Some(b) = &r.budget {
-            out.push(format!("BUDGET_EXHAUSTED: {b}"));
+            out.push(format!("BUDGET_EXHAUSTED: {b}{}", way_out(r)));
         }
     }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
-        out.push(format!("failed task(s): {} (see `engine explain REF`)", r.failed.join(", ")));
+        out.push(format!("failed task(s): {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
     }
     out
 }
 
-fn final_line(r: &RunReport) -> String {
-    match r.code {
-        None if r.goal_state == GoalState::Satisfied && r.acceptance_unchecked.is_empty() => {
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left".into()
-        }
-        None if r.goal_state == GoalState::Satisfied => format!(
-            "goal satisfied: every task succeeded or was reused, every acceptance check passed, no unknown outcome left; \
-             acceptance criteria without a check were not verified: {}",
+/// `; <the way out>` of an exhausted budget (its command), if known.
+fn way_out(r: &RunReport) -> String {
+    r.way_out.as_deref().map(|w| format!("; {w}")).unwrap_or_default()
+}
+
+/// A constraint and exactly what this run verified of it.
+fn constraint_line(c: &ConstraintLine) -> String {
+    let Some(id) = &c.id else {
+        return format!("constraint {:?}  not checked by the engine (a plain statement)", c.statement);
+    };
+    if !c.violated_by.is_empty() {
+        return format!("constraint {id}  VIOLATED by {}", c.violated_by.join(", "));
+    }
+    let mut said = Vec::new();
+    if c.protects {
+        said.push(match c.attempts_judged {
+            0 => "no attempt ran in this run, so its protected paths were not compared".to_string(),
+            n => format!("no protected path changed in the {n} attempt(s) judged in this run (beyond `may_change`)"),
+        });
+    }
+    if c.has_check {
+        said.push(
+            match c.check_passed {
+                Some(true) => "its check passed before the acceptance checks",
+                Some(false) => "its check FAILED before the acceptance checks",
+                None => "its check did not run at the goal's end (not every task completed)",
+            }
+            .to_string(),
+        );
+    }
+    format!("constraint {id}  {}", said.join("; "))
+}
+
+/// The tasks' part of a satisfied run's line: a task that succeeded on a
+/// person's settlement is named, never folded into "every task succeeded".
+fn tasks_part(r: &RunReport) -> String {
+    let settled: Vec<&str> = r.tasks.iter().filter(|t| t.settled_by_person).map(|t| t.task_ref.as_str()).collect();
+    if settled.is_empty() {
+        return "every task succeeded or was reused".into();
+    }
+    let rest = if settled.len() == r.tasks.len() { "" } else { ", every other task succeeded or was reused" };
+    format!(
+        "{} completed only on a person's settlement `settled_ok` (its effect was not verified by the engine){rest}",
+        settled.join(", ")
+    )
+}
+
+fn satisfied_line(r: &RunReport) -> String {
+    let tasks = tasks_part(r);
+    let mut line = if r.acceptance_checks == 0 {
+        format!(
+            "goal completed: {tasks} and no unknown outcome is left; no acceptance check is declared, so nothing \
+             beyond the tasks' own validations was verified"
+        )
+    } else {
+        format!("goal satisfied: {tasks}, every acceptance check passed, no unknown outcome left")
+    };
+    if !r.acceptance_unchecked.is_empty() {
+        line.push_str(&format!(
+            "; acceptance criteria without a check were not verified: {}",
             r.acceptance_unchecked.join(", ")
-        ),
+        ));
+    }
+    line
+}
+
+fn final_line(r: &RunReport) -> String {
+    if let Some(stop) = &r.stopped {
+        return stopped_line(stop);
+    }
+    let broken: Vec<&str> =
+        r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
+    match r.code {
+        None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
         Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
             r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
         ),
         Some(Code::GoalOutcomeUnproven) => format!(
-            "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with `engine retry OPERATION_ID`)",
-            r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")
+            "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with {})",
+            r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "),
+            r.settled_not_run.iter().map(|o| format!("`engine retry {o}`")).collect::<Vec<_>>().join(", ")
         ),
         Some(code @ (Code::ApprovalRequired | Code::ApprovalStale)) => format!(
-            "{code}: waiting on a person's approval of {} (give it with `engine approve OPERATION_ID --note TEXT`)",
+            "{code}: waiting on a person's approval of {} (give it with {})",
             r.awaiting_approval
                 .iter()
-                .map(|u| format!("{} ({}, request {})", u.operation_id, u.task_ref, super::short(u.request_digest.as_str())))
+                .map(|u| format!(
+                    "{} ({}, request {})",
+                    u.operation_id,
+                    u.task_ref,
+                    super::short(u.request_digest.as_str())
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.awaiting_approval
+                .iter()
+                .map(|u| format!("`engine approve {} --note TEXT`", u.operation_id))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
         Some(Code::BudgetExhausted) => match &r.budget {
-            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit"),
+            Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),
             None => "BUDGET_EXHAUSTED".into(),
         },
         _ if !r.failed.is_empty() => {
-            format!("stopped: task(s) failed: {} (see `engine explain REF`)", r.failed.join(", "))
+            format!("stopped: task(s) failed: {} (see {})", r.failed.join(", "), explain_each(&r.failed))
         }
+        _ if !broken.is_empty() => format!(
+            "goal not satisfied: constraint(s) violated: {} (the check failed before the acceptance checks)",
+            broken.join(", ")
+        ),
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
             "goal not satisfied: acceptance check(s) failed: {}",
             r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),
     }
+}
+
+/// A run a person stopped: what the stop did, and the command that goes on.
+fn stopped_line(s: &StopReport) -> String {
+    let mut line = format!("stopped by {}: nothing new was started", s.signal);
+    if s.grace_cut {
+        line.push_str(" (a second signal: SIGKILL at once)");
+    }
+    if !s.cancelled.is_empty() {
+        line.push_str(&format!("; cancelled, not failed: {}", s.cancelled.join(", ")));
+    }
+    if !s.acceptance_stopped.is_empty() {
+        line.push_str(&format!("; acceptance checks stopped: {}", s.acceptance_stopped.join(", ")));
+    }
+    line.push_str(&format!("; go on with `{}`", s.next));
+    line
 }

@@ -4,11 +4,13 @@
 use serde_json::{json, Value};
 
 use super::Output;
-use crate::clock::now_ms;
+use crate::clock::utc;
+use crate::decide::spend::spending_command;
 use crate::error::{Error, Result};
 use crate::ids::GoalId;
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
+use crate::store::acts::ApprovalRecord;
 use crate::store::attempts::AttemptRecord;
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{Holder, LedgerRead, Store};
@@ -32,13 +34,24 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         g.active_revision,
         g.state
     );
-    let rows = task_table(ledger, &g, &tasks, &mut text)?;
     let waiting = Waiting {
+        plan_path: rev.plan_path.clone(),
+        approvals: ledger
+            .approvals_of_goal(&g.id)?
+            .into_iter()
+            .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
+            .collect(),
         unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
         in_doubt: ledger.attempts_in_doubt(&g.id)?,
         awaiting: tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect(),
         not_run: ledger.latest_attempts_in_state(&g.id, g.active_revision, AttemptState::SettledNotRun)?,
     };
+    // A task whose approval was given keeps its ledger state until the call
+    // spends it; its row says so, so `awaiting_approval` is not read as
+    // "nobody approved".
+    let approved: Vec<&str> =
+        waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
+    let rows = task_table(ledger, &g, &plan, &tasks, &approved, &mut text)?;
     waiting.describe(&store.live_holder()?, &mut text);
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -46,8 +59,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
-        "awaiting_approval": waiting.awaiting.iter().map(|t| json!({"task_ref": t.task_ref,
-            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)), "why": t.detail.get("why")})).collect::<Vec<_>>(),
+        "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t)).collect::<Vec<_>>(),
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
         "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
         "budgets": budgets,
@@ -55,9 +67,18 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     Ok(Output { text, json, exit_code: 0 })
 }
 
-/// One line per task (appended to `text`) and its JSON row.
-fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], text: &mut String) -> Result<Vec<Value>> {
+/// One line per task (appended to `text`) and its JSON row; then, for each
+/// succeeded or reused task, whether a later revision could reuse it.
+fn task_table(
+    ledger: &dyn LedgerRead,
+    g: &GoalRecord,
+    plan: &PlanFile,
+    tasks: &[TaskRecord],
+    approved: &[&str],
+    text: &mut String,
+) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
+    let mut standings = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in tasks {
@@ -74,21 +95,36 @@ fn task_table(ledger: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord], tex
             },
             None => "-".into(),
         };
+        let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
         text.push_str(&format!(
-            "  {}  {:<18}  {:>8}  {}\n",
+            "  {}  {:<18}  {:>8}  {}{note}\n",
             super::pad(&t.task_ref, width),
             t.state.as_str(),
             attempts.len(),
             last_text
         ));
+        let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification}))}));
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification})),
+            "completion": standing.as_ref().map(|s| &s.json)}));
+        if let Some(s) = standing {
+            standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
+        }
+    }
+    if !standings.is_empty() {
+        text.push_str("\ncompletions (what a later revision may reuse):\n");
+        text.extend(standings);
     }
     Ok(rows)
 }
 
 /// The operations that wait on a person or on the next run.
 struct Waiting<'t> {
+    /// The plan file of the active revision (the command that spends an
+    /// approval given for a plain run names it).
+    plan_path: String,
+    /// Approvals given and not yet spent or voided.
+    approvals: Vec<ApprovalRecord>,
     unknown: Vec<AttemptRecord>,
     in_doubt: Vec<AttemptRecord>,
     awaiting: Vec<&'t TaskRecord>,
@@ -103,15 +139,26 @@ impl Waiting<'_> {
             || !self.awaiting.is_empty()
             || !self.not_run.is_empty()
         {
-            text.push_str("\noperations not settled:\n");
+            text.push_str("\nwaiting on a person or on the next run:\n");
         }
         for t in &self.awaiting {
             let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-            let why = t.why().unwrap_or("approval required");
-            text.push_str(&format!(
-                "  {op}  task {}  awaiting_approval ({why})  -> engine approve {op} --note TEXT\n",
-                t.task_ref
-            ));
+            let line = match self.approval_for(t) {
+                Some(a) => format!(
+                    "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet  -> spend it with: {}\n",
+                    t.task_ref,
+                    a.actor,
+                    a.id,
+                    utc(a.at_ms),
+                    self.spending_command(t)
+                ),
+                None => format!(
+                    "  {op}  task {}  awaiting_approval ({})  -> engine approve {op} --note TEXT\n",
+                    t.task_ref,
+                    t.why().unwrap_or("approval required")
+                ),
+            };
+            text.push_str(&line);
         }
         for a in &self.not_run {
             text.push_str(&format!(
@@ -139,6 +186,38 @@ impl Waiting<'_> {
     }
 }
 
+impl Waiting<'_> {
+    /// The approval given for the request `t` waits on, not spent yet.
+    fn approval_for(&self, t: &TaskRecord) -> Option<&ApprovalRecord> {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        let request = t.detail.get("request_digest").and_then(Value::as_str);
+        self.approvals
+            .iter()
+            .rev()
+            .find(|a| a.operation_id.as_str() == op && request.is_none_or(|r| a.request_digest.as_str() == r))
+    }
+
+    /// The command whose call spends the approval: the one that asked.
+    fn spending_command(&self, t: &TaskRecord) -> String {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        spending_command(t.asked_by(), op, &t.task_ref, &self.plan_path)
+    }
+
+    fn awaiting_json(&self, t: &TaskRecord) -> Value {
+        let approval = self.approval_for(t);
+        json!({
+            "task_ref": t.task_ref,
+            "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)),
+            "why": t.detail.get("why"),
+            "approval": approval.map(|a| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms)})),
+            "next": match approval {
+                Some(_) => self.spending_command(t),
+                None => format!("engine approve {} --note TEXT", t.pending_operation().unwrap_or(t.operation_id.as_str())),
+            },
+        })
+    }
+}
+
 /// Who is answerable for an attempt without a receipt.
 fn in_doubt_note(a: &AttemptRecord, live: &Option<Holder>) -> String {
     match live {
@@ -161,16 +240,15 @@ fn budgets(
     tasks: &[TaskRecord],
     text: &mut String,
 ) -> Result<Value> {
-    let b = &plan.budgets;
+    let b = &crate::budgets::in_force(ledger, &g.id, g.active_revision, &plan.budgets)?;
     let used = ledger.budget_use(&g.id)?;
     let (calls, cost) = (used.calls, used.cost);
-    let elapsed = ((now_ms() - g.first_run_at_ms).max(0) / 1000) as u64;
     let mut max_attempts_used = 0;
     for t in tasks {
         max_attempts_used = max_attempts_used.max(ledger.attempt_count(&g.id, g.active_revision, &t.task_ref)?);
     }
     text.push_str(&format!(
-        "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {elapsed}s of {}s\n",
+        "\nbudgets\n  provider calls        {calls} of {}\n  cost                  {cost} of {}\n  attempts (most/task)  {max_attempts_used} of {}\n  revisions             {} of {}\n  deadline              {}s per run (from the start of each run, repair, retry or revise)\n",
         b.max_provider_calls, b.max_cost, b.max_attempts_per_task, g.active_revision.get() - 1, b.max_revisions, b.deadline_seconds
     ));
     Ok(json!({
@@ -178,6 +256,6 @@ fn budgets(
         "max_cost": {"used": cost, "limit": b.max_cost},
         "max_attempts_per_task": {"used": max_attempts_used, "limit": b.max_attempts_per_task},
         "max_revisions": {"used": g.active_revision.get() - 1, "limit": b.max_revisions},
-        "deadline_seconds": {"used": elapsed, "limit": b.deadline_seconds},
+        "deadline_seconds": {"limit": b.deadline_seconds, "per": "run"},
     }))
 }

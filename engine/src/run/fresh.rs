@@ -13,29 +13,31 @@ use crate::checkpoint;
 use crate::decide::reuse::{self, Candidate, Completion, ValidationResult};
 use crate::error::Result;
 use crate::ids::{GoalId, Revision};
-use crate::plan::{Effect, Task};
+use crate::plan::{digests, Effect, ProviderSpec, Task};
 use crate::state::TaskState;
 use crate::store::events::EventKind;
 use crate::store::Durability;
 use crate::store::LedgerRead;
 
 /// The completion of `task_ref` in `revision`, as a reuse decision weighs
-/// it; `task_then`: the task as that revision defined it (`None`: it had
-/// no such task).
+/// it; `task_then`: the task as that revision defined it, with its
+/// provider's spec then (`None`: it had no such task).
 pub fn completion(
     ledger: &dyn LedgerRead,
     goal: &GoalId,
     revision: Revision,
-    task_then: Option<&Task>,
+    task_then: Option<(&Task, Option<&ProviderSpec>)>,
     task_ref: &str,
 ) -> Result<Option<Completion>> {
-    let Some(task) = task_then else { return Ok(None) };
+    let Some((task, spec)) = task_then else { return Ok(None) };
     let Some(done) = ledger.completion(goal, revision, task_ref)? else { return Ok(None) };
     Ok(Some(Completion {
         revision: done.revision,
         attempt_id: done.attempt_id,
         task: task.clone(),
         meaning: done.meaning,
+        // No provider then: nothing to compare with, so the core differs.
+        meaning_core: spec.map(|s| digests::meaning_core_digest(task, s)).unwrap_or_default(),
         dependencies: done.dependencies,
         checkpoint: done.checkpoint,
         reusable: done.reusable,
@@ -55,6 +57,8 @@ pub fn completion(
 impl Runner<'_> {
     pub(super) fn refresh_completions(&mut self) -> Result<()> {
         // Decide everything inside one snapshot, then write what went stale.
+        let tool_context: std::collections::HashMap<&str, _> =
+            self.plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), self.tool_context(t))).collect();
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
         let stale = self.ledger.snapshot(|ledger| {
@@ -73,14 +77,22 @@ impl Runner<'_> {
                     continue;
                 }
                 let Some(d) = plan.digests.tasks.get(r) else { continue };
-                let done = completion(ledger, goal_id, revision, Some(task), r)?;
+                let done = completion(ledger, goal_id, revision, Some((task, Some(plan.provider_of(task)))), r)?;
                 let upstream = task.depends_on.iter().find(|d| rerun.contains(d.as_str())).map(String::as_str);
                 let decision = reuse::decide(
                     false,
                     done.as_ref(),
-                    &Candidate { task, meaning: &d.meaning, dependencies: &d.dependencies },
+                    &Candidate {
+                        task,
+                        meaning: &d.meaning,
+                        meaning_core: &d.meaning_core,
+                        dependencies: &d.dependencies,
+                    },
                     upstream,
-                    || checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache),
+                    || {
+                        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                        Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
+                    },
                 );
                 if let reuse::Decision::Run { refusal } = decision {
                     stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));

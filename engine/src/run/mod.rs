@@ -10,22 +10,27 @@
 //! write happens in one place, in the order events really happened.
 
 mod checks;
+mod constraints;
 mod fresh;
 mod in_doubt;
 pub mod orphans;
+pub mod progress;
 pub mod provider;
 mod reconcile;
 mod record;
 mod report;
 mod shared;
 mod start;
+pub mod stop;
+mod stopped;
+mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use providers::process::ProcessId;
-use providers::{Call, Outcome, Progress, Provider};
+use providers::{Call, Handle, Outcome, Progress, Provider};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -33,11 +38,11 @@ use crate::checkpoint::{self, Checkpoint, FileCache};
 use crate::decide::budget::Exhausted;
 use crate::decide::scheduler::{self, Candidates, Scheduler};
 use crate::error::{Code, Error, Result};
-use crate::evidence::Classification;
+use crate::evidence::{Classification, StopEnd};
 use crate::failpoint;
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision, Seq};
 use crate::limits::{OUTPUT_BYTES_MAX, RUN_MESSAGES_MAX};
-use crate::plan::{Plan, ProviderSpec, Task};
+use crate::plan::{Budgets, Plan, ProviderSpec, Task};
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::Intent;
 use crate::store::events::{Event, EventKind};
@@ -45,8 +50,12 @@ use crate::store::goals::TaskKey;
 use crate::store::LedgerTx;
 use crate::store::{Durability, LeaseGuard};
 use checks::CheckRun;
+pub use constraints::Tally;
 pub use fresh::completion;
-pub use report::{AcceptanceLine, Awaiting, RunReport, TaskLine, UnknownOp};
+use progress::{Sink, Update};
+pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+use stop::{Level, Stop, StopEvent};
+pub use tools::list_now as list_tools_now;
 
 /// What a person asked of this run, beyond running the plan.
 #[derive(Debug, Default)]
@@ -70,24 +79,40 @@ pub struct Repair {
 }
 
 /// Run revision `revision` of `plan` under `ledger`'s lease, on a
-/// current-thread runtime.
+/// current-thread runtime, telling `progress` what happens as it happens.
 pub fn execute(
     ledger: &mut LeaseGuard,
     plan: Plan,
     revision: Revision,
     jobs: usize,
     asked: Asked,
+    progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked);
-    rt.block_on(runner.run())
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, progress);
+    let report = rt.block_on(runner.run());
+    runner.progress.update(&Update::Ended);
+    report
 }
 
 /// Messages from in-flight work to the coordinator.
 enum Msg {
-    Progress { attempt_id: AttemptId, progress: Progress },
-    Finished { attempt_id: AttemptId, outcome: Outcome },
-    Validated { attempt_id: AttemptId, runs: Vec<CheckRun> },
+    Progress {
+        attempt_id: AttemptId,
+        progress: Progress,
+    },
+    /// The call's outcome, and how far a person's stop reached its process.
+    Finished {
+        attempt_id: AttemptId,
+        outcome: Outcome,
+        level: Level,
+    },
+    /// An attempt's validations ran, then the goal's constraint checks.
+    Validated {
+        attempt_id: AttemptId,
+        runs: Vec<CheckRun>,
+        constraint_runs: Vec<CheckRun>,
+    },
 }
 
 impl Msg {
@@ -109,12 +134,47 @@ struct InFlight {
     /// The provider process, once started: recorded with the dispatch, so
     /// an engine taking over after a crash can end its process group.
     process: Option<ProcessId>,
+    /// The protected paths it is judged against (also in the ledger, by
+    /// its intent's `protected_at_intent`).
+    protected: Option<Checkpoint>,
+    /// The provider's name for an accepted request (an MCP task), kept so
+    /// a person's stop can cancel it.
+    handle: Option<Handle>,
+    /// A person's stop asked the provider to cancel the request: whatever
+    /// answer comes after is the stop's doing, not the provider's own.
+    cancel_asked: bool,
+    /// The task running its call or its validations, to stop waiting for.
+    work: Option<tokio::task::AbortHandle>,
+    /// The call runs in no process group of its own (HTTP, MCP): a stop
+    /// past its grace stops waiting for it.
+    processless: bool,
+    /// The provider answered; its validations run.
+    validating: bool,
 }
 
 impl InFlight {
     fn new(intent: Intent, task_ref: &str) -> InFlight {
-        InFlight { intent, task_ref: task_ref.to_string(), before: None, process: None }
+        InFlight {
+            intent,
+            task_ref: task_ref.to_string(),
+            before: None,
+            process: None,
+            protected: None,
+            handle: None,
+            cancel_asked: false,
+            work: None,
+            processless: false,
+            validating: false,
+        }
     }
+}
+
+/// What woke the coordinator.
+enum Wake {
+    Msg(Option<Msg>),
+    Stop(StopEvent),
+    /// Time to look at a shared ledger again.
+    Poll,
 }
 
 /// What the run ends waiting on, besides failed tasks.
@@ -144,12 +204,34 @@ struct Runner<'l> {
     /// The ledger position of this run's `run_started` event.
     started_seq: Seq,
     states: HashMap<String, TaskState>,
+    /// Each task's state when this run began, and the tasks it sent a
+    /// call for: the summary tells what this run did from what it kept.
+    states_at_start: HashMap<String, TaskState>,
+    dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
     stops: Stops,
+    /// The goal's checkable constraints, and what this run saw of them.
+    guard: constraints::Guard,
+    tally: Tally,
+    /// Each MCP provider's tools as its server listed them before the first
+    /// intent (a provider whose server could not be asked is absent).
+    tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
     tx: mpsc::Sender<Msg>,
     rx: mpsc::Receiver<Msg>,
+    /// A person's stop (SIGINT, SIGTERM, SIGHUP) and the process groups it
+    /// reaches.
+    stop: Stop,
+    /// Acceptance checks a person's stop ended before they finished.
+    acceptance_stopped: Vec<String>,
+    progress: Arc<dyn Sink>,
+    /// When each task this run started began, for its duration.
+    started: HashMap<String, Instant>,
+    /// The budgets in force: the plan's, raised by a person's raises.
+    budgets: Budgets,
+    /// When this run of work began: `deadline_seconds` counts from here.
+    began_ms: i64,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -169,13 +251,21 @@ impl Candidates for View<'_> {
 }
 
 impl<'l> Runner<'l> {
-    fn new(ledger: &'l mut LeaseGuard, plan: Plan, revision: Revision, jobs: usize, asked: Asked) -> Self {
+    fn new(
+        ledger: &'l mut LeaseGuard,
+        plan: Plan,
+        revision: Revision,
+        jobs: usize,
+        asked: Asked,
+        progress: Arc<dyn Sink>,
+    ) -> Self {
         let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
         let shared = ledger.shared();
+        let guard = constraints::Guard::of(plan.goal());
         Runner {
             ledger,
             plan,
@@ -190,11 +280,22 @@ impl<'l> Runner<'l> {
             met_claim: false,
             started_seq: Seq(0),
             states: HashMap::new(),
+            states_at_start: HashMap::new(),
+            dispatched: HashSet::new(),
             in_flight: HashMap::new(),
             stops: Stops::default(),
+            guard,
+            tally: Tally::default(),
+            tools: BTreeMap::new(),
             cache: FileCache::default(),
             tx,
             rx,
+            stop: Stop::new(stop::Groups::default()),
+            acceptance_stopped: Vec::new(),
+            progress,
+            started: HashMap::new(),
+            budgets: Budgets::default(),
+            began_ms: crate::clock::now_ms(),
         }
     }
 
@@ -205,6 +306,8 @@ impl<'l> Runner<'l> {
         self.started_seq = self.ledger.write(Durability::Normal, |tx| {
             tx.append_event(&Event::goal(EventKind::RunStarted, &goal_id, revision, data.clone()))
         })?;
+        let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
+        self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
             self.states.insert(row.task_ref, row.state);
         }
@@ -219,7 +322,12 @@ impl<'l> Runner<'l> {
                 ),
             ));
         }
+        self.states_at_start = self.states.clone();
+        self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
+        let complete = self.states.values().filter(|s| s.is_complete()).count();
+        let (goal, revision, total) = (&self.goal_id, self.revision, self.plan.file.tasks.len());
+        self.progress.update(&Update::Began { goal, revision, total, complete });
         self.reconcile().await?;
         if !self.shared {
             // On a shared store each worker sees its own workspace: a
@@ -273,7 +381,8 @@ impl<'l> Runner<'l> {
 
     /// Run every task whose dependencies are complete, `jobs` at a time; a
     /// refused call (plan changed, operation conflict) stops new work, but
-    /// what is already in flight is drained so its receipts are kept.
+    /// what is already in flight is drained so its receipts are kept. A
+    /// person's stop also stops new work, and ends what is in flight.
     async fn schedule(&mut self) -> Result<()> {
         let order: Vec<String> = self.plan.order.iter().map(|&i| self.plan.file.tasks[i].task_ref.clone()).collect();
         self.look_afresh(&order)?;
@@ -292,7 +401,11 @@ impl<'l> Runner<'l> {
         // found nothing to start and no other worker holding a task.
         let mut looked_idle = false;
         loop {
-            while self.stops.budget.is_none() && refused.is_none() && self.in_flight.len() < self.jobs {
+            while !self.stopping().await?
+                && self.stops.budget.is_none()
+                && refused.is_none()
+                && self.in_flight.len() < self.jobs
+            {
                 let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
                 let Some(p) = scheduler.next(&view) else { break };
                 match self.start(&order[p]).await {
@@ -302,43 +415,44 @@ impl<'l> Runner<'l> {
                 }
             }
             if self.in_flight.is_empty() {
-                if !self.shared || refused.is_some() || self.stops.budget.is_some() {
+                if !self.shared || refused.is_some() || self.stops.budget.is_some() || self.stop.active() {
                     break;
                 }
-                // Idle only if the last look found no task held elsewhere
-                // and no claim since then met another worker's.
-                if looked_idle && !self.met_claim {
-                    break;
-                }
-                self.met_claim = false;
-                let elsewhere;
-                (scheduler, elsewhere) = self.poll(&order, &deps).await?;
-                looked_idle = elsewhere.is_empty();
-                if !looked_idle {
-                    tokio::time::sleep(crate::limits::WORKER_POLL).await;
+                match self.idle_look(&order, &deps, &mut looked_idle).await? {
+                    Some(fresh) => scheduler = fresh,
+                    None => break,
                 }
                 continue;
             }
             looked_idle = false;
-            let msg = if self.shared {
-                tokio::select! {
-                    msg = self.rx.recv() => msg,
-                    _ = tokio::time::sleep(crate::limits::WORKER_POLL), if self.in_flight.len() < self.jobs => {
-                        (scheduler, _) = self.poll(&order, &deps).await?;
-                        continue;
-                    }
-                }
-            } else {
-                self.rx.recv().await
+            // A shared store's run looks at the ledger while it waits (other
+            // workers' completions make dependents ready).
+            let poll_due = self.shared && self.in_flight.len() < self.jobs && !self.stop.active();
+            let wake = tokio::select! {
+                msg = self.rx.recv() => Wake::Msg(msg),
+                event = self.stop.next() => Wake::Stop(event),
+                _ = tokio::time::sleep(crate::limits::WORKER_POLL), if poll_due => Wake::Poll,
             };
-            let msg = msg.ok_or_else(|| Error::internal("the run's message channel closed"))?;
-            let task_ref = self.in_flight.get(&msg.attempt_id()).map(|f| f.task_ref.clone());
+            let msg = match wake {
+                Wake::Msg(msg) => msg.ok_or_else(|| Error::internal("the run's message channel closed"))?,
+                Wake::Stop(event) => {
+                    self.on_stop(event).await?;
+                    continue;
+                }
+                Wake::Poll => {
+                    (scheduler, _) = self.poll(&order, &deps).await?;
+                    continue;
+                }
+            };
+            let attempt_id = msg.attempt_id();
+            let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
             if let Some(r) = &task_ref {
                 self.release_if_idle(r)?;
             }
-            if let Some(r) = task_ref.filter(|r| self.state(r).is_complete()) {
-                if let Some(&p) = position.get(r.as_str()) {
+            if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
+                self.ended(&r)?;
+                if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
                     scheduler.completed(p);
                 }
             }
@@ -346,15 +460,28 @@ impl<'l> Runner<'l> {
         if let Some(e) = refused {
             return Err(e);
         }
-        // Whatever could not start waits on something: say what.
-        let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
+        if self.stop.active() {
+            // Tasks that did not start were stopped, not blocked.
+            return Ok(());
+        }
+        self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Whatever could not start waits on something: say what.
+    fn mark_blocked(
+        &mut self,
+        order: &[String],
+        scheduler: &Scheduler,
+        waits_for_retry: &HashSet<String>,
+    ) -> Result<()> {
+        let view = View { order, states: &self.states, waits_for_retry };
         let mut blocked = Vec::new();
         for (p, r) in order.iter().enumerate() {
             if self.state(r) == TaskState::Pending {
                 let waits: Vec<String> = scheduler
                     .waits_on(p, &view)
                     .into_iter()
-                    .map(|d| format!("{} ({})", order[d], view.state(d)))
+                    .filter_map(|d| Some(format!("{} ({})", order.get(d)?, view.state(d))))
                     .collect();
                 if !waits.is_empty() {
                     blocked.push((r.clone(), waits));
@@ -432,27 +559,48 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
-            // An MCP task handle: not yet kept in the ledger (no plan can ask
-            // for a task-augmented call yet), so nothing to record.
-            Msg::Progress { progress: Progress::Handle { .. }, .. } => {}
-            Msg::Finished { attempt_id, outcome } => {
+            // An MCP task handle: not yet kept in the ledger, only in memory,
+            // so that a person's stop can cancel the task.
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, .. } } => {
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.handle = Some(handle);
+                }
+            }
+            Msg::Finished { attempt_id, outcome, level } => {
                 failpoint::hit("after_receipt");
-                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                let flight = self.flight(attempt_id)?;
+                let cancel_asked = flight.cancel_asked.then_some(StopEnd::CancelAsked);
+                let task = self.task(&flight.task_ref)?.clone();
+                if let Some(end) = level.end().or(cancel_asked) {
+                    // Its process group was ended, or its provider asked to
+                    // cancel it, by a person's stop: not an answer of the
+                    // provider's own.
+                    return self.call_stopped(attempt_id, &task, Some(outcome), end).await;
+                }
                 match self.outcome(attempt_id, &task, outcome).await? {
+                    record::Next::Validate if self.stop.active() => {
+                        self.validations_stopped(attempt_id, &task, Vec::new(), StopEnd::NotStarted)?;
+                    }
                     record::Next::Validate => self.start_validations(attempt_id, &task).await?,
                     record::Next::Done => {
                         self.in_flight.remove(&attempt_id);
                     }
                 }
             }
-            Msg::Validated { attempt_id, runs } => {
+            Msg::Validated { attempt_id, runs, constraint_runs } => {
+                let task = self.task(&self.flight(attempt_id)?.task_ref)?.clone();
+                if runs.iter().chain(&constraint_runs).any(|r| r.stopped.is_some()) {
+                    let runs = runs.into_iter().chain(constraint_runs).collect();
+                    return self.validations_stopped(attempt_id, &task, runs, StopEnd::NotStarted);
+                }
+                let protected = self.judge_protected(attempt_id, &task).await?;
                 let flight = self
                     .in_flight
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
-                let task = self.task(&flight.task_ref)?.clone();
-                let after = self.observe_checkpoint(&task).await;
-                self.record_validations(attempt_id, &task, flight.before, after, runs)?;
+                let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
+                let judged = record::Judged { runs, constraint_runs, protected };
+                self.record_validations(attempt_id, &task, flight.before, after, judged)?;
             }
         }
         Ok(())
@@ -462,21 +610,30 @@ impl<'l> Runner<'l> {
         self.in_flight.get(&attempt_id).ok_or_else(|| Error::internal(format!("attempt {attempt_id} is not in flight")))
     }
 
-    /// Observe the checkpoint the validations will judge, then run them.
+    /// Observe the checkpoint the validations will judge, then run them,
+    /// then the goal's constraint checks (on the same path).
     async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = self.observe_checkpoint(task).await.ok();
+        let before = self.observe_checkpoint(task).await.ok().map(|cp| cp.with_context(self.tool_context(task)));
+        self.progress.update(&Update::Validating { task_ref: &task.task_ref });
+        let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
+        let constraint_specs = self.guard.checks.clone();
+        let tx = self.tx.clone();
+        let at = checks::Place {
+            workspace: self.plan.workspace.clone(),
+            operation_id: self.operation_of(&task.task_ref).to_string(),
+            secrets: self.secrets.clone(),
+            groups: self.stop.groups.clone(),
+        };
+        let work = tokio::spawn(async move {
+            let runs = checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await;
+            let constraint_runs = checks::run_checks(constraint_specs, &at, OUTPUT_BYTES_MAX).await;
+            let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
+        });
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
+            f.validating = true;
+            f.work = Some(work.abort_handle());
         }
-        let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
-        let tx = self.tx.clone();
-        let workspace = self.plan.workspace.clone();
-        let op = self.operation_of(&task.task_ref).to_string();
-        let secrets = self.secrets.clone();
-        tokio::spawn(async move {
-            let runs = checks::run_checks(specs, workspace, op, OUTPUT_BYTES_MAX, secrets).await;
-            let _ = tx.send(Msg::Validated { attempt_id, runs }).await;
-        });
         Ok(())
     }
 
@@ -512,16 +669,66 @@ impl<'l> Runner<'l> {
         self.plan.digests.tasks.get(task_ref).map_or("", |d| d.operation_id.as_str())
     }
 
-    /// Run the goal's acceptance checks when every task is complete.
+    /// When every task is complete (and no person stopped the run): the
+    /// goal's constraint checks once more (the state the goal would be
+    /// judged in: a revision whose every task is reused runs no attempt),
+    /// then its acceptance checks. A stop ends the one running and skips the
+    /// rest, and those are recorded as stopped, never as failed.
     async fn acceptance(&mut self) -> Result<Option<Vec<AcceptanceLine>>> {
         if !self.states.values().all(|s| s.is_complete()) {
             return Ok(None);
         }
-        let specs = self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
-        let op = format!("acceptance:{}", self.goal_id);
-        let runs =
-            checks::run_checks(specs, self.plan.workspace.clone(), op, OUTPUT_BYTES_MAX, self.secrets.clone()).await;
-        self.record_acceptance(runs).map(Some)
+        let specs: Vec<checks::CheckSpec> =
+            self.plan.goal().acceptance.iter().filter_map(checks::CheckSpec::of_acceptance).collect();
+        if self.stopping().await? {
+            self.acceptance_stopped = specs.into_iter().map(|c| c.id).collect();
+            return Ok(None);
+        }
+        self.progress.update(&Update::Accepting { checks: specs.len() });
+        let place = |operation_id: String| checks::Place {
+            workspace: self.plan.workspace.clone(),
+            operation_id,
+            secrets: self.secrets.clone(),
+            groups: self.stop.groups.clone(),
+        };
+        let (at_constraints, at) =
+            (place(format!("constraints:{}", self.goal_id)), place(format!("acceptance:{}", self.goal_id)));
+        let constraint_specs = self.guard.checks.clone();
+        let ids: Vec<String> = specs.iter().map(|c| c.id.clone()).collect();
+        let mut work = tokio::spawn(async move {
+            let constraint_runs = checks::run_checks(constraint_specs, &at_constraints, OUTPUT_BYTES_MAX).await;
+            (constraint_runs, checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await)
+        });
+        let runs = loop {
+            let wake = tokio::select! {
+                runs = &mut work => Ok(runs),
+                event = self.stop.next() => Err(event),
+            };
+            match wake {
+                Ok(runs) => break runs.ok(),
+                Err(StopEvent::GiveUp) => {
+                    work.abort();
+                    self.on_stop(StopEvent::GiveUp).await?;
+                    break None;
+                }
+                Err(event) => self.on_stop(event).await?,
+            }
+        };
+        let Some((constraint_runs, runs)) = runs.filter(|(c, _)| c.iter().all(|r| r.stopped.is_none())) else {
+            // A stop ended a constraint check: nothing of the goal's end is judged.
+            self.acceptance_stopped = ids;
+            return Ok(None);
+        };
+        if !constraint_runs.is_empty() {
+            self.record_goal_constraints(constraint_runs)?;
+        }
+        let (done, stopped): (Vec<CheckRun>, Vec<CheckRun>) = runs.into_iter().partition(|r| r.stopped.is_none());
+        let lines = self.record_acceptance(done)?;
+        if stopped.is_empty() {
+            return Ok(Some(lines));
+        }
+        self.acceptance_stopped = stopped.into_iter().map(|r| r.id).collect();
+        Ok(None)
     }
 
     /// The call as the provider receives it. An agent gets, on stdin, the
@@ -530,20 +737,7 @@ impl<'l> Runner<'l> {
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
             ProviderSpec::Command { protocol: Some(_) } => {
-                let mut doc = json!({
-                    "goal": self.plan.goal(),
-                    "task": task,
-                    "operation_id": operation_id,
-                    "try": try_no,
-                });
-                if let Some(rep) = repair {
-                    doc["repair"] = json!({
-                        "failed_attempt": rep.failed_attempt,
-                        "classification": rep.classification,
-                        "evidence": rep.evidence,
-                        "instruction": rep.instruction,
-                    });
-                }
+                let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
             _ => None,

@@ -3,13 +3,46 @@
 
 use std::sync::Arc;
 
+use providers::builtin::BuiltinProvider;
 use providers::command::CommandProvider;
 use providers::http::HttpProvider;
 use providers::mcp::McpProvider;
 use providers::observe::HttpObserve;
 use providers::Provider;
 
-use crate::plan::{Protocol, ProviderSpec};
+use serde_json::{json, Value};
+
+use super::Repair;
+use crate::ids::OperationId;
+use crate::plan::{Goal, Protocol, ProviderSpec, Task};
+
+/// The document an `agent-json` provider reads on stdin (docs/agent-json.md):
+/// the goal, the task as the plan states it, the call's identity, and on a
+/// repair the failed attempt, its classification, its evidence and the
+/// person's instruction.
+pub fn agent_request(
+    goal: &Goal,
+    task: &Task,
+    operation_id: &OperationId,
+    try_no: u32,
+    repair: Option<&Repair>,
+) -> Value {
+    let mut doc = json!({
+        "goal": goal,
+        "task": task,
+        "operation_id": operation_id,
+        "try": try_no,
+    });
+    if let Some(rep) = repair {
+        doc["repair"] = json!({
+            "failed_attempt": rep.failed_attempt,
+            "classification": rep.classification,
+            "evidence": rep.evidence,
+            "instruction": rep.instruction,
+        });
+    }
+    doc
+}
 
 pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
     match spec {
@@ -25,8 +58,9 @@ pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
                 .with_observe(observe.as_deref().map(HttpObserve::legacy_status_url))
                 .with_hosts(hosts.clone()),
         ),
-        ProviderSpec::Mcp { command, observe_tool } => {
+        ProviderSpec::Mcp { command, observe_tool, .. } => {
             Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
         }
+        ProviderSpec::Builtin {} => Arc::new(BuiltinProvider),
     }
 }

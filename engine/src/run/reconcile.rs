@@ -85,7 +85,8 @@ impl Runner<'_> {
         let read = self.ledger.read();
         let mut to_validate = read.attempts_in_state(&self.goal_id, AttemptState::ReceiptRecorded)?;
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
-            if !read.is_judged(a.id)? && self.states.get(&a.task_ref) == Some(&TaskState::Running) {
+            let waiting = matches!(self.states.get(&a.task_ref), Some(TaskState::Running | TaskState::Cancelled));
+            if !read.is_judged(a.id)? && waiting {
                 to_validate.push(a);
             }
         }
@@ -97,6 +98,11 @@ impl Runner<'_> {
                 continue;
             }
             let Some(task) = self.plan.task(&a.task_ref).cloned() else { continue };
+            if self.state(&a.task_ref) != TaskState::Running {
+                // A person's stop ended its validations: judged now.
+                let detail = json!({"attempt_id": a.id, "why": "judging the receipt a stopped run kept"});
+                self.set_task(&a.task_ref, TaskState::Running, detail)?;
+            }
             self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
             self.states.insert(a.task_ref.clone(), TaskState::Running);
             self.start_validations(a.id, &task).await?;

@@ -2,7 +2,7 @@
 //! receipts, evidence, claims, classifications and states — each outcome in
 //! one transaction.
 
-use providers::{Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
+use providers::{BuiltinReceipt, Captured, CommandReceipt, ExitStatus, HttpReceipt, McpReceipt, Outcome, Receipt};
 use serde_json::{json, Value};
 
 use super::checks::CheckRun;
@@ -22,6 +22,21 @@ use crate::store::evidence::{CheckScope, NewCheckResult};
 use crate::store::goals::TaskKey;
 use crate::store::Durability;
 use crate::store::LedgerTx;
+
+/// What judged an attempt after its receipt: its validations, the goal's
+/// constraint checks, and the evidence of its protected paths (empty when
+/// nothing protected changed).
+pub struct Judged {
+    pub runs: Vec<CheckRun>,
+    pub constraint_runs: Vec<CheckRun>,
+    pub protected: Vec<Evidence>,
+}
+
+impl Judged {
+    fn passed(&self) -> bool {
+        self.runs.iter().chain(&self.constraint_runs).all(CheckRun::passed) && self.protected.is_empty()
+    }
+}
 
 /// What the coordinator does next with an attempt.
 pub enum Next {
@@ -96,14 +111,37 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
             Outcome::Lost { reason, detail } => self.lost(attempt_id, task, reason.into(), detail).await,
-            Outcome::Received(receipt) => self.received(attempt_id, task, receipt),
+            Outcome::Received(receipt) => {
+                // Judged now in case the answer is a failure (no validations
+                // follow it, and the next attempt would start on whatever
+                // this one left); an ok answer is judged after its validations.
+                let protected = self.judge_protected(attempt_id, task).await?;
+                self.received(attempt_id, task, receipt, protected).await
+            }
         }
     }
 
-    fn received(&mut self, attempt_id: AttemptId, task: &Task, receipt: Receipt) -> Result<Next> {
+    async fn received(
+        &mut self,
+        attempt_id: AttemptId,
+        task: &Task,
+        receipt: Receipt,
+        protected: Vec<Evidence>,
+    ) -> Result<Next> {
+        // A task without validations, in a goal without checkable
+        // constraints, is judged by its receipt alone: its checkpoint is
+        // observed now and its success committed with the receipt, one
+        // transaction fewer per step (there is nothing to judge between the
+        // two). A constraint's check or protected paths still take the
+        // validation path, which runs and judges them.
+        let unchecked = match task.validations.is_empty() && self.guard.is_empty() {
+            true => Some(self.observe_checkpoint(task).await.map(|cp| cp.with_context(self.tool_context(task)))),
+            false => None,
+        };
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
         let spec = self.plan.provider_of(task).clone();
+        // A builtin cut short did nothing outside the engine: a plain timeout.
         let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
         let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
         let verdict = self.ledger.write(Durability::Full, |tx| {
@@ -117,7 +155,11 @@ impl Runner<'_> {
             let e = Event::goal(EventKind::ReceiptRecorded, &goal_id, revision, answer.receipt);
             tx.append_event(&e.task(&task.task_ref).attempt(attempt_id))?;
             if answer.ok {
-                return Ok(Verdict::Validate);
+                let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
+                return match &unchecked {
+                    Some(observed) => succeeded_unchecked(tx, key, attempt_id, observed).map(|()| Verdict::Succeeded),
+                    None => Ok(Verdict::Validate),
+                };
             }
             if timed_out_unsafe {
                 // The engine's deadline killed an external-effect command
@@ -129,6 +171,8 @@ impl Runner<'_> {
                 unknown_in_tx(tx, revision, &attempt, marker, reason)?;
                 return Ok(Verdict::Unknown(Box::new(attempt)));
             }
+            let mut recorded = recorded;
+            recorded.extend(insert_all(tx, &goal_id, revision, attempt_id, protected.clone())?);
             let c = classify_attempt(tx, attempt_id, &recorded)?;
             finish_failed(tx, TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref }, attempt_id, &c)?;
             Ok(Verdict::Failed)
@@ -136,12 +180,17 @@ impl Runner<'_> {
         failpoint::hit("after_receipt_commit");
         match verdict {
             Verdict::Validate => Ok(Next::Validate),
+            Verdict::Succeeded => {
+                self.states.insert(task.task_ref.clone(), TaskState::Succeeded);
+                Ok(Next::Done)
+            }
             Verdict::Unknown(attempt) => {
                 let reason = UnknownReason::DeadlineAfterDispatch;
                 self.note_unknown(&attempt, reason, AttemptState::ReceiptRecorded);
                 Ok(Next::Done)
             }
             Verdict::Failed => {
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
                 Ok(Next::Done)
             }
@@ -195,18 +244,19 @@ impl Runner<'_> {
     }
 
     /// Record a task's validation results, judged against the checkpoint
-    /// observed when they started; the completion is reusable only if the
-    /// inputs did not change while they ran.
+    /// observed when they started, with the goal's constraint checks and
+    /// its protected paths; the completion is reusable only if the inputs
+    /// did not change while they ran.
     pub(super) fn record_validations(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
         before: Option<Checkpoint>,
         after: std::result::Result<Checkpoint, String>,
-        runs: Vec<CheckRun>,
+        judged: Judged,
     ) -> Result<()> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-        let all_passed = runs.iter().all(CheckRun::passed);
+        let all_passed = judged.passed();
         let checkpoint = before.as_ref().map(|c| c.digest.clone());
         let change = match (&before, &after) {
             (Some(b), Ok(a)) if b.digest == a.digest => None,
@@ -214,12 +264,13 @@ impl Runner<'_> {
             (None, _) => Some("inputs could not be observed before validation".to_string()),
             (_, Err(e)) => Some(format!("inputs could not be observed after validation: {e}")),
         };
+        let mut verdict_evidence = Vec::new();
         self.ledger.write(Durability::Normal, |tx| {
             if let Some(cp) = &before {
                 tx.put_checkpoint(cp)?;
             }
             let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
-            for run in &runs {
+            for run in &judged.runs {
                 let e = check_evidence(tx, run, checkpoint.as_deref())?;
                 let evidence_id = tx.insert_evidence(&goal_id, revision, Some(attempt_id), &e)?;
                 tx.insert_check_result(&NewCheckResult {
@@ -234,8 +285,15 @@ impl Runner<'_> {
                     evidence_id,
                 })?;
             }
+            let mut constraint_evidence = Vec::with_capacity(judged.constraint_runs.len() + 1);
+            for run in &judged.constraint_runs {
+                constraint_evidence.push(check_evidence(tx, run, None)?);
+            }
+            constraint_evidence.extend(judged.protected.iter().cloned());
+            insert_all(tx, &goal_id, revision, attempt_id, constraint_evidence.clone())?;
+            verdict_evidence = constraint_evidence;
             if all_passed {
-                let passed: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+                let passed: Vec<&str> = judged.runs.iter().map(|r| r.id.as_str()).collect();
                 succeeded(tx, key, attempt_id, checkpoint.as_deref(), &passed, change.as_deref())
             } else {
                 let recorded = tx.evidence_of_attempt(attempt_id)?;
@@ -244,8 +302,29 @@ impl Runner<'_> {
                 finish_failed(tx, key, attempt_id, &c)
             }
         })?;
+        self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
+        Ok(())
+    }
+
+    /// The goal's constraint checks before the acceptance checks: evidence
+    /// of the goal (no attempt), an event, and the tally's verdict.
+    pub(super) fn record_goal_constraints(&mut self, runs: Vec<CheckRun>) -> Result<()> {
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.ledger.write(Durability::Normal, |tx| {
+            let mut results = Vec::with_capacity(runs.len());
+            for run in &runs {
+                let e = check_evidence(tx, run, None)?;
+                let evidence_id = tx.insert_evidence(&goal_id, revision, None, &e)?;
+                results.push(json!({"constraint": run.id, "passed": run.passed(), "evidence_id": evidence_id}));
+            }
+            tx.append_event(&Event::goal(EventKind::ConstraintsChecked, &goal_id, revision, json!(results)))?;
+            Ok(())
+        })?;
+        for run in &runs {
+            self.tally.goal_checks.insert(run.id.clone(), run.passed());
+        }
         Ok(())
     }
 
@@ -279,6 +358,8 @@ impl Runner<'_> {
 /// How a receipt's transaction ended.
 enum Verdict {
     Validate,
+    /// No validations: succeeded with the receipt.
+    Succeeded,
     Unknown(Box<AttemptRecord>),
     Failed,
 }
@@ -290,6 +371,7 @@ fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Resu
         Receipt::Command(r) => command_answer(tx, r)?,
         Receipt::Http(r) => http_answer(tx, r)?,
         Receipt::Mcp(r) => mcp_answer(tx, r)?,
+        Receipt::Builtin(r) => builtin_answer(r),
     };
     if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
@@ -380,6 +462,16 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     Ok(Answer { ok: r.tool_error.is_none(), evidence: list, claim: None, receipt })
 }
 
+/// The builtin provider's answer: no output to keep, so no blob; the
+/// receipt says which op ran and how long it took.
+fn builtin_answer(r: &BuiltinReceipt) -> Answer {
+    let receipt = json!({
+        "builtin": r.op, "exit": null, "http_status": null, "timed_out": r.timed_out, "duration_ms": r.duration_ms,
+    });
+    let evidence = vec![Evidence::BuiltinResult { op: r.op, timed_out: r.timed_out, duration_ms: r.duration_ms }];
+    Answer { ok: !r.timed_out, evidence, claim: None, receipt }
+}
+
 /// The ledger side of an unknown outcome, inside the caller's transaction.
 pub(super) fn unknown_in_tx(
     tx: &mut dyn LedgerTx,
@@ -443,6 +535,23 @@ fn succeeded(
     Ok(())
 }
 
+/// A task without validations succeeds on its receipt, with the
+/// checkpoint observed at the receipt (reusable only if it was observed).
+fn succeeded_unchecked(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    attempt_id: AttemptId,
+    observed: &std::result::Result<Checkpoint, String>,
+) -> Result<()> {
+    match observed {
+        Ok(cp) => {
+            tx.put_checkpoint(cp)?;
+            succeeded(tx, key, attempt_id, Some(&cp.digest), &[], None)
+        }
+        Err(_) => succeeded(tx, key, attempt_id, None, &[], Some("inputs could not be observed before validation")),
+    }
+}
+
 fn check_evidence(tx: &mut dyn LedgerTx, run: &CheckRun, checkpoint: Option<&str>) -> Result<Evidence> {
     let stdout = output(tx, &run.stdout)?;
     let mut stderr = output(tx, &run.stderr)?;
@@ -460,5 +569,6 @@ fn check_evidence(tx: &mut dyn LedgerTx, run: &CheckRun, checkpoint: Option<&str
         stdout,
         stderr,
         checkpoint: checkpoint.map(str::to_string),
+        of_constraint: run.of_constraint,
     })
 }

@@ -12,7 +12,7 @@ use crate::decide::verdict::{self, Verdict};
 use crate::error::{Code, Result};
 use crate::evidence::UnknownReason;
 use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
-use crate::state::{AttemptState, GoalState, TaskState};
+use crate::state::{AttemptState, GoalState, StopSignal, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::evidence::CheckScope;
@@ -70,10 +70,38 @@ pub struct Awaiting {
 pub struct TaskLine {
     pub task_ref: String,
     pub state: TaskState,
+    /// The operation the task's latest call is (a repair's own, if any).
+    pub operation_id: OperationId,
+    /// This run sent a call for it or changed its state; false: the state
+    /// is what an earlier run left (a completion kept, a failure not
+    /// repaired yet).
+    pub this_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// Succeeded on an attempt a person settled `ok`: its effect rests on
+    /// that settlement, not on the engine's observation.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub settled_by_person: bool,
+}
+
+/// One of the goal's constraints, and what this run verified of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConstraintLine {
+    /// `None`: a plain statement, not checked by the engine.
+    pub id: Option<String>,
+    pub statement: String,
+    /// It has protected paths (compared for `attempts_judged` attempts of
+    /// this run).
+    pub protects: bool,
+    pub attempts_judged: usize,
+    /// Its check's result before the acceptance checks (`None`: it has no
+    /// check, or the goal's end was not reached).
+    pub check_passed: Option<bool>,
+    pub has_check: bool,
+    /// The attempts of this run that broke it.
+    pub violated_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -82,10 +110,28 @@ pub struct AcceptanceLine {
     pub passed: bool,
 }
 
+/// A run a person stopped (SIGINT, SIGTERM, SIGHUP): what the stop did,
+/// and the command that goes on from here.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopReport {
+    pub signal: StopSignal,
+    /// A second signal cut the grace short (SIGKILL at once).
+    pub grace_cut: bool,
+    /// Tasks left `cancelled`: not failures; a plain run looks at them afresh.
+    pub cancelled: Vec<String>,
+    /// Acceptance checks the stop ended or kept from starting.
+    pub acceptance_stopped: Vec<String>,
+    /// The command that goes on: `engine run PLAN`.
+    pub next: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub goal_id: GoalId,
     pub revision: Revision,
+    /// The plan file the revision was recorded from (for the commands the
+    /// summary names).
+    pub plan_path: String,
     pub goal_state: GoalState,
     pub exit_code: i32,
     /// The stable code of the stop, when the run did not satisfy the goal.
@@ -97,11 +143,21 @@ pub struct RunReport {
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,
+    /// The way out of the exhausted budget: the exact command to type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub way_out: Option<String>,
     pub awaiting_approval: Vec<Awaiting>,
     /// Operations a person settled as not run and nobody has re-sent.
     pub settled_not_run: Vec<OperationId>,
     /// Acceptance criteria with no `check`: stated, never verified.
     pub acceptance_unchecked: Vec<String>,
+    /// Acceptance criteria with a `check` (0: nothing checks the goal itself).
+    pub acceptance_checks: usize,
+    /// The goal's constraints, in the plan's order.
+    pub constraints: Vec<ConstraintLine>,
+    /// A person stopped the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReport>,
 }
 
 impl Runner<'_> {
@@ -119,6 +175,36 @@ impl Runner<'_> {
         Ok(unknown)
     }
 
+    /// Each of the goal's constraints, with what this run verified of it.
+    fn constraint_lines(&self) -> Vec<ConstraintLine> {
+        let t = &self.tally;
+        self.plan
+            .goal()
+            .constraints
+            .iter()
+            .map(|c| match c.checked() {
+                None => ConstraintLine {
+                    id: None,
+                    statement: c.statement().to_string(),
+                    protects: false,
+                    attempts_judged: 0,
+                    check_passed: None,
+                    has_check: false,
+                    violated_by: Vec::new(),
+                },
+                Some(k) => ConstraintLine {
+                    id: Some(k.id.clone()),
+                    statement: k.statement.clone(),
+                    protects: !k.protect.is_empty(),
+                    attempts_judged: if k.protect.is_empty() { 0 } else { t.attempts_judged },
+                    check_passed: t.goal_checks.get(&k.id).copied(),
+                    has_check: k.check.is_some(),
+                    violated_by: t.violated_by.get(&k.id).cloned().unwrap_or_default(),
+                },
+            })
+            .collect()
+    }
+
     /// Each task's line, in plan order.
     fn task_lines(&self) -> Result<Vec<TaskLine>> {
         let order: HashMap<&str, usize> = self
@@ -128,19 +214,34 @@ impl Runner<'_> {
             .enumerate()
             .map(|(pos, &i)| (self.plan.file.tasks[i].task_ref.as_str(), pos))
             .collect();
-        let mut tasks: Vec<TaskLine> = self
-            .ledger
-            .read()
-            .tasks(&self.goal_id, self.revision)?
-            .iter()
-            .map(|r| TaskLine {
+        let read = self.ledger.read();
+        let mut tasks = Vec::new();
+        for r in read.tasks(&self.goal_id, self.revision)? {
+            let settled_by_person = r.state == TaskState::Succeeded
+                && match read.completed_attempt(&self.goal_id, self.revision, &r.task_ref)? {
+                    Some(id) => read.attempt(id)?.state == AttemptState::SettledOk,
+                    None => false,
+                };
+            tasks.push(TaskLine {
                 task_ref: r.task_ref.clone(),
                 state: r.state,
+                operation_id: r.pending_operation().map_or_else(|| r.operation_id.clone(), OperationId::new),
+                this_run: self.dispatched.contains(&r.task_ref)
+                    || self.states_at_start.get(&r.task_ref) != Some(&r.state),
                 class: r.class().map(str::to_string),
                 why: r.why().map(str::to_string),
-            })
-            .collect();
+                settled_by_person,
+            });
+        }
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+        // A failed task's next step names the operation that failed (a
+        // repair's own, when a repair failed): few tasks, one read each.
+        for t in tasks.iter_mut().filter(|t| t.state == TaskState::Failed) {
+            let attempts = self.ledger.read().attempts_of_task(&self.goal_id, &t.task_ref)?;
+            if let Some(a) = attempts.iter().rev().find(|a| a.revision == self.revision) {
+                t.operation_id = a.operation_id.clone();
+            }
+        }
         Ok(tasks)
     }
 
@@ -159,14 +260,20 @@ impl Runner<'_> {
     pub(super) fn report_judged(&mut self) -> Result<RunReport> {
         let unknown = self.unknown_ops()?;
         let tasks = self.task_lines()?;
+        // A person's stop of this worker still ends it as its signal would.
+        let stopped = self.stop_report(&tasks)?;
         let read = self.ledger.read();
         let goal = read.goal_or_latest(Some(&self.goal_id))?;
+        let plan_path = read.revision(&self.goal_id, self.revision)?.plan_path;
         let finished = read.latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;
-        let exit_code = finished
-            .as_ref()
-            .and_then(|e| e.data.get("exit_code"))
-            .and_then(|c| c.as_i64())
-            .map_or(crate::error::EXIT_TASK_FAILED, |c| c as i32);
+        let exit_code = match &stopped {
+            Some(s) => s.signal.exit_code(),
+            None => finished
+                .as_ref()
+                .and_then(|e| e.data.get("exit_code"))
+                .and_then(|c| c.as_i64())
+                .map_or(crate::error::EXIT_TASK_FAILED, |c| c as i32),
+        };
         let code = finished
             .as_ref()
             .and_then(|e| e.data.get("code"))
@@ -191,9 +298,11 @@ impl Runner<'_> {
                 })
             })
             .collect();
+        drop(read);
         Ok(RunReport {
             goal_id: self.goal_id.clone(),
             revision: self.revision,
+            plan_path,
             goal_state: goal.state,
             exit_code,
             code,
@@ -202,14 +311,22 @@ impl Runner<'_> {
             acceptance,
             unknown,
             budget: None,
+            way_out: None,
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
+            acceptance_checks: self.acceptance_checks(),
+            constraints: self.constraint_lines(),
+            stopped,
         })
     }
 
     fn unchecked_acceptance(&self) -> Vec<String> {
         self.plan.goal().acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect()
+    }
+
+    fn acceptance_checks(&self) -> usize {
+        self.plan.goal().acceptance.iter().filter(|a| a.check.is_some()).count()
     }
 
     /// Decide the goal's state and the exit code from what the ledger now
@@ -234,8 +351,11 @@ impl Runner<'_> {
             approval_stale: awaiting.iter().any(|a| a.stale),
             budget_exhausted: self.stops.budget.is_some(),
             failed_tasks: failed.len(),
+            constraints_violated: self.tally.goal_checks.values().filter(|passed| !**passed).count(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
+            stopped: self.stop.signal(),
         });
+        let stopped = self.stop_report(&tasks)?;
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
@@ -244,14 +364,20 @@ impl Runner<'_> {
         });
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let dirty = self.cache.take_dirty();
+        let stop_event = stopped.as_ref().map(|s| json!(s));
         self.ledger.write(Durability::Normal, |tx| {
             tx.put_file_states(&dirty)?;
+            if let Some(data) = &stop_event {
+                tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data.clone()))?;
+            }
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary.clone()))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
         Ok(RunReport {
             goal_id: self.goal_id.clone(),
             revision: self.revision,
+            plan_path,
             goal_state,
             exit_code,
             code,
@@ -260,9 +386,50 @@ impl Runner<'_> {
             unknown,
             failed,
             budget: self.stops.budget.clone(),
+            way_out: self.way_out()?,
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
+            acceptance_checks: self.acceptance_checks(),
+            constraints: self.constraint_lines(),
+            stopped,
         })
+    }
+
+    /// The way out of an exhausted budget, if one stopped the run.
+    fn way_out(&self) -> Result<Option<String>> {
+        let Some(exhausted) = &self.stops.budget else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(crate::decide::raise::way_out(exhausted, &plan_path)))
+    }
+
+    /// What a person's stop did, if one came.
+    fn stop_report(&mut self, tasks: &[TaskLine]) -> Result<Option<StopReport>> {
+        let Some(signal) = self.stop.signal() else { return Ok(None) };
+        let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
+        Ok(Some(StopReport {
+            signal,
+            grace_cut: self.stop.grace_cut,
+            cancelled: tasks.iter().filter(|t| t.state == TaskState::Cancelled).map(|t| t.task_ref.clone()).collect(),
+            acceptance_stopped: std::mem::take(&mut self.acceptance_stopped),
+            next: self.next_after_stop(tasks, &plan_path),
+        }))
+    }
+
+    /// The command that goes on after a person's stop: a stopped repair
+    /// left its task the failure it was, and only `engine repair` runs it
+    /// again; otherwise a plain run.
+    fn next_after_stop(&self, tasks: &[TaskLine], plan_path: &str) -> String {
+        let stopped_repair = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Failed)
+            .find_map(|t| self.asked.repairs.get(&t.task_ref).map(|rep| (&t.task_ref, rep)));
+        match stopped_repair {
+            Some((task_ref, rep)) => {
+                let forced = rep.classification.as_ref().is_some_and(|c| crate::decide::repair::needs_force(c.class));
+                format!("engine repair {task_ref}{}", if forced { " --force --note TEXT" } else { "" })
+            }
+            None => format!("engine run {plan_path}"),
+        }
     }
 }

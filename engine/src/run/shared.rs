@@ -109,11 +109,43 @@ impl Runner<'_> {
         Ok((fresh, elsewhere))
     }
 
+    /// Nothing of this run in flight: look at the ledger again. `None`:
+    /// the run is idle (the last look found no task held elsewhere and no
+    /// claim since met another worker's); else the fresh scheduler, after a
+    /// poll interval (cut short by a person's stop) when others hold tasks.
+    pub(super) async fn idle_look(
+        &mut self,
+        order: &[String],
+        deps: &[Vec<usize>],
+        looked_idle: &mut bool,
+    ) -> Result<Option<Scheduler>> {
+        if *looked_idle && !self.met_claim {
+            return Ok(None);
+        }
+        self.met_claim = false;
+        let (fresh, elsewhere) = self.poll(order, deps).await?;
+        *looked_idle = elsewhere.is_empty();
+        if !*looked_idle {
+            let stop = tokio::select! {
+                _ = tokio::time::sleep(crate::limits::WORKER_POLL) => None,
+                event = self.stop.next() => Some(event),
+            };
+            if let Some(event) = stop {
+                self.on_stop(event).await?;
+            }
+        }
+        Ok(Some(fresh))
+    }
+
     /// Before the acceptance checks: hold the goal's own claim (waiting
     /// while another worker judges it). `false`: another worker judged the
     /// goal since this run started; report its verdict, do not judge again.
     pub(super) async fn hold_goal_claim(&mut self) -> Result<bool> {
         while !self.claim_for(GOAL_CLAIM)? {
+            if self.stop.active() {
+                // A stopped worker does not wait for another one's verdict.
+                return Ok(false);
+            }
             tokio::time::sleep(crate::limits::WORKER_POLL).await;
         }
         let last = self.ledger.read().latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;

@@ -5,7 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::{InFlight, Msg, Repair, Runner};
+use super::progress::Update;
+use super::{stop, InFlight, Msg, Repair, Runner};
 use crate::checkpoint::Checkpoint;
 use crate::clock::now_ms;
 use crate::decide::budget::Usage;
@@ -13,7 +14,7 @@ use crate::decide::gate::{self, ApprovalFacts, Decision, Missing, OpenApproval};
 use crate::error::{Code, Error, Result};
 use crate::failpoint;
 use crate::ids::{OperationId, RequestDigest};
-use crate::plan::Task;
+use crate::plan::{ProviderSpec, Task};
 use crate::state::{AttemptKind, TaskState};
 use crate::store::acts::PendingRequest;
 use crate::store::attempts::{Intent, NewIntent};
@@ -35,6 +36,8 @@ struct Call<'a> {
     /// What the inputs looked like when the engine decided to send: a
     /// later repair compares against it to tell new evidence from repetition.
     inputs_at_intent: Option<Checkpoint>,
+    /// The goal's protected paths the attempt will be judged against.
+    protected: Option<Checkpoint>,
 }
 
 /// What the gate's answer left to do outside its transaction.
@@ -68,6 +71,7 @@ impl Runner<'_> {
         };
         let retry = self.asked.retry.contains(&operation_id);
         let inputs_at_intent = self.observe_checkpoint(&task).await.ok();
+        let protected = self.protected_baseline(task_ref).await?;
         let request = match &repair {
             Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
             None => json!({ "provider": task.provider, "action": task.action }),
@@ -86,6 +90,7 @@ impl Runner<'_> {
             kind,
             request,
             inputs_at_intent,
+            protected,
         };
         let applied = match self.gate(&call) {
             Ok(a) => a,
@@ -107,7 +112,7 @@ impl Runner<'_> {
     fn gate(&mut self, call: &Call) -> Result<Applied> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let plan_digest = self.plan.digests.plan.clone();
-        let budgets = self.plan.file.budgets.clone();
+        let (budgets, began_ms) = (self.budgets.clone(), self.began_ms);
         let task_ref = call.task.task_ref.as_str();
         self.ledger.write(Durability::Full, |tx| {
             let goal = tx.goal(&goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
@@ -134,7 +139,8 @@ impl Runner<'_> {
                     attempts_of_task: tx.attempt_count(&goal_id, revision, task_ref)?,
                     provider_calls: used.calls,
                     cost: used.cost,
-                    elapsed_seconds: ((now_ms() - goal.first_run_at_ms).max(0) / 1000) as u64,
+                    // The deadline bounds this run of work, not the goal's life.
+                    elapsed_seconds: ((now_ms() - began_ms).max(0) / 1000) as u64,
                 },
                 call_cost: call.task.cost(),
                 approval: ApprovalFacts {
@@ -181,10 +187,12 @@ impl Runner<'_> {
     }
 
     /// The intent is committed: hand the call over, and let the provider's
-    /// progress and answer come back as messages.
+    /// progress and answer come back as messages (its process group kept
+    /// where a person's stop reaches it).
     fn dispatch(&mut self, call: &Call, intent: Intent, try_no: i64) -> Result<()> {
         let task_ref = call.task.task_ref.clone();
         self.states.insert(task_ref.clone(), TaskState::Running);
+        self.dispatched.insert(task_ref.clone());
         failpoint::hit("after_intent");
         let provider_call = self.call_for(call.task, &call.operation_id, try_no as u32, call.repair);
         let provider = self
@@ -192,27 +200,27 @@ impl Runner<'_> {
             .get(&call.task.provider)
             .cloned()
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
-        let tx = self.tx.clone();
+        let processless = !matches!(self.plan.provider_of(call.task), ProviderSpec::Command { .. });
+        let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let attempt_id = intent.attempt_id();
-        self.in_flight.insert(attempt_id, InFlight::new(intent, &task_ref));
-        tokio::spawn(async move {
-            let (ptx, mut prx) = providers::progress_channel();
-            let fut = provider.dispatch(&provider_call, ptx);
-            tokio::pin!(fut);
-            let outcome = loop {
-                tokio::select! {
-                    Some(progress) = prx.recv() => {
-                        let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
-                    }
-                    outcome = &mut fut => break outcome,
+        let work = tokio::spawn(async move {
+            let forward = |progress| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
                 }
             };
-            // Progress sent just before completion must still come first.
-            while let Ok(progress) = prx.try_recv() {
-                let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
-            }
-            let _ = tx.send(Msg::Finished { attempt_id, outcome }).await;
+            let (outcome, level) = stop::watched(provider.as_ref(), &provider_call, &groups, forward).await;
+            let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
         });
+        let mut flight = InFlight::new(intent, &task_ref);
+        flight.protected = call.protected.clone();
+        flight.work = Some(work.abort_handle());
+        flight.processless = processless;
+        self.in_flight.insert(attempt_id, flight);
+        self.started.insert(task_ref.clone(), std::time::Instant::now());
+        let title = call.task.title.as_str();
+        self.progress.update(&Update::TaskStarted { task_ref: &task_ref, title, try_no });
         Ok(())
     }
 }
@@ -247,7 +255,9 @@ fn apply(tx: &mut dyn LedgerTx, key: TaskKey, call: &Call, decision: Decision) -
         }
         Decision::AwaitApproval(missing) => {
             let why = missing.why();
-            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why});
+            // `asked_by`: which command's call waits, so `engine status` can
+            // name the command that spends the approval.
+            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
             tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
             tx.append_event(&event(EventKind::ApprovalRequired, detail))?;
             tx.insert_pending_request(&PendingRequest {
@@ -287,9 +297,10 @@ fn commit_intent(
         cost: call.task.cost(),
         inputs_at_intent: call.inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
         instruction: call.repair.and_then(|r| r.instruction.as_deref()),
+        protected_at_intent: call.protected.as_ref().map(|c| c.digest.as_str()),
     })?;
     let id = intent.attempt_id();
-    if let Some(cp) = &call.inputs_at_intent {
+    for cp in call.inputs_at_intent.iter().chain(&call.protected) {
         tx.put_checkpoint(cp)?;
     }
     if let Some(approval) = consume {

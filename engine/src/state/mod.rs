@@ -51,6 +51,11 @@ state_enum!(
         /// try, which is safe only because the effect is `none` (or the task
         /// is idempotent). Claims nothing about whether it ran.
         Abandoned = "abandoned",
+        /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) while this
+        /// call was in flight, and its effect is `none` or `local`, or it
+        /// was never handed over: its process group was ended. Not a
+        /// failure; the task runs again on the next plain run.
+        Cancelled = "cancelled",
     }
 );
 
@@ -65,6 +70,9 @@ state_enum!(
         Blocked = "blocked",
         EffectUnknown = "effect_unknown",
         AwaitingApproval = "awaiting_approval",
+        /// A person stopped the run while the task was in flight. Not a
+        /// failure; a plain run looks at it afresh.
+        Cancelled = "cancelled",
     }
 );
 
@@ -88,6 +96,9 @@ state_enum!(
         Environment = "environment",
         EffectUnknown = "effect_unknown",
         Unclassified = "unclassified",
+        /// A goal constraint the engine checks was broken: a protected path
+        /// changed, or a constraint's check failed.
+        ConstraintViolated = "constraint_violated",
     }
 );
 
@@ -135,6 +146,67 @@ impl FailureClass {
             FailureClass::Environment => "fix the environment, then retry",
             FailureClass::EffectUnknown => "settle",
             FailureClass::Unclassified => "a person decides",
+            FailureClass::ConstraintViolated => "repair",
         }
+    }
+}
+
+/// A signal that stops a run, and the exit code it ends with (128 + its
+/// number, as a shell reports a process ended by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopSignal {
+    #[serde(rename = "SIGINT")]
+    Interrupt,
+    #[serde(rename = "SIGTERM")]
+    Terminate,
+    #[serde(rename = "SIGHUP")]
+    Hangup,
+}
+
+impl StopSignal {
+    pub const ALL: [StopSignal; 3] = [StopSignal::Interrupt, StopSignal::Terminate, StopSignal::Hangup];
+
+    pub fn number(self) -> i32 {
+        match self {
+            StopSignal::Interrupt => libc::SIGINT,
+            StopSignal::Terminate => libc::SIGTERM,
+            StopSignal::Hangup => libc::SIGHUP,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
+        }
+    }
+
+    /// 130, 143, 129.
+    pub fn exit_code(self) -> i32 {
+        128 + self.number()
+    }
+
+    pub fn of_number(n: i32) -> Option<StopSignal> {
+        StopSignal::ALL.into_iter().find(|s| s.number() == n)
+    }
+}
+
+impl std::fmt::Display for StopSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod stop_signal_tests {
+    use super::StopSignal;
+
+    #[test]
+    fn exit_codes_are_128_plus_the_signal() {
+        let codes: Vec<(&str, i32)> = StopSignal::ALL.iter().map(|s| (s.name(), s.exit_code())).collect();
+        assert_eq!(codes, vec![("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)]);
+        assert_eq!(serde_json::to_value(StopSignal::Hangup).unwrap(), "SIGHUP");
+        assert_eq!(StopSignal::of_number(libc::SIGUSR1), None);
     }
 }

@@ -51,9 +51,9 @@ impl std::fmt::Display for Refused {
     }
 }
 
-/// An attempt is born `intent_recorded`; a receipt, an observation or a
-/// person's settlement moves it on; `succeeded`, `failed`,
-/// `settled_not_run` and `abandoned` are final.
+/// An attempt is born `intent_recorded`; a receipt, an observation, a
+/// person's settlement or a person's stop moves it on; `succeeded`,
+/// `failed`, `settled_not_run`, `abandoned` and `cancelled` are final.
 impl Lifecycle for A {
     const NOUN: &'static str = "attempt";
     const ALL: &'static [A] = A::ALL;
@@ -62,8 +62,12 @@ impl Lifecycle for A {
         match self {
             // Handed over, answered (a receipt, or one from observation),
             // refused before dispatch, observed absent, or left in doubt.
-            A::IntentRecorded => &[A::Dispatched, A::ReceiptRecorded, A::Failed, A::EffectUnknown, A::Abandoned],
-            A::Dispatched => &[A::ReceiptRecorded, A::Failed, A::EffectUnknown, A::Abandoned],
+            // A person's stop cancels it (never handed over, or its effect is
+            // one a new try may repeat).
+            A::IntentRecorded => {
+                &[A::Dispatched, A::ReceiptRecorded, A::Failed, A::EffectUnknown, A::Abandoned, A::Cancelled]
+            }
+            A::Dispatched => &[A::ReceiptRecorded, A::Failed, A::EffectUnknown, A::Abandoned, A::Cancelled],
             // Judged by its validations; a deadline that cut an external
             // command part-way makes it unknown.
             A::ReceiptRecorded => &[A::Succeeded, A::Failed, A::EffectUnknown],
@@ -72,7 +76,7 @@ impl Lifecycle for A {
             // A person's `ok` stands in for the receipt; the validations
             // may still fail it (a pass leaves it `settled_ok`).
             A::SettledOk => &[A::Failed],
-            A::Succeeded | A::Failed | A::SettledNotRun | A::Abandoned => &[],
+            A::Succeeded | A::Failed | A::SettledNotRun | A::Abandoned | A::Cancelled => &[],
         }
     }
 }
@@ -93,11 +97,21 @@ impl Lifecycle for T {
             T::Pending => {
                 &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked, T::Reused, T::Failed]
             }
-            // Answered and judged; left in doubt; or run again.
-            T::Running => {
-                &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked, T::Succeeded, T::Failed]
-            }
-            T::Blocked | T::AwaitingApproval => CALL_SITE,
+            // Answered and judged; left in doubt; run again; or stopped by a
+            // person.
+            T::Running => &[
+                T::Pending,
+                T::Running,
+                T::AwaitingApproval,
+                T::EffectUnknown,
+                T::Blocked,
+                T::Succeeded,
+                T::Failed,
+                T::Cancelled,
+            ],
+            // A cancelled task is looked at afresh by the next run, like a
+            // blocked one (its kept receipt judged: `running`).
+            T::Blocked | T::AwaitingApproval | T::Cancelled => CALL_SITE,
             // A person settled it (`ok`: judged next; `not_run`: pending a
             // retry), or the try it waited on was settled.
             T::EffectUnknown => CALL_SITE,
@@ -147,7 +161,7 @@ mod tests {
 
     #[test]
     fn attempt_moves_are_exactly_these() {
-        assert_eq!(pairs::<A>().len(), 81);
+        assert_eq!(pairs::<A>().len(), 100);
         assert_eq!(
             allowed::<A>(),
             names(&[
@@ -156,10 +170,12 @@ mod tests {
                 ("intent_recorded", "failed"),
                 ("intent_recorded", "effect_unknown"),
                 ("intent_recorded", "abandoned"),
+                ("intent_recorded", "cancelled"),
                 ("dispatched", "receipt_recorded"),
                 ("dispatched", "failed"),
                 ("dispatched", "effect_unknown"),
                 ("dispatched", "abandoned"),
+                ("dispatched", "cancelled"),
                 ("receipt_recorded", "succeeded"),
                 ("receipt_recorded", "failed"),
                 ("receipt_recorded", "effect_unknown"),
@@ -181,27 +197,31 @@ mod tests {
         }
         // The negative space, named: nothing leaves a final state, nothing
         // returns to `intent_recorded`, only a person leaves an unknown.
-        for fin in [A::Succeeded, A::Failed, A::SettledNotRun, A::Abandoned] {
+        for fin in [A::Succeeded, A::Failed, A::SettledNotRun, A::Abandoned, A::Cancelled] {
             assert!(A::ALL.iter().all(|&to| !fin.may_become(to)), "{fin} is final");
         }
         assert!(A::ALL.iter().all(|&from| !from.may_become(A::IntentRecorded)));
         assert_eq!(A::sources(A::SettledOk), vec![A::EffectUnknown]);
         assert_eq!(A::sources(A::SettledNotRun), vec![A::EffectUnknown]);
         assert!(!A::EffectUnknown.may_become(A::ReceiptRecorded), "an unknown never becomes a receipt by itself");
+        // Only an attempt in flight is cancelled; a receipt is kept, never cancelled.
+        assert_eq!(A::sources(A::Cancelled), vec![A::IntentRecorded, A::Dispatched]);
     }
 
     #[test]
     fn task_moves_are_exactly_these() {
-        assert_eq!(pairs::<T>().len(), 81);
+        assert_eq!(pairs::<T>().len(), 100);
         let waiting = ["pending", "running", "awaiting_approval", "effect_unknown", "blocked"];
         let mut want: Vec<(&str, &str)> = Vec::new();
         for to in ["pending", "running", "awaiting_approval", "effect_unknown", "blocked", "reused", "failed"] {
             want.push(("pending", to));
         }
-        for to in ["pending", "running", "succeeded", "failed", "blocked", "effect_unknown", "awaiting_approval"] {
+        for to in
+            ["pending", "running", "succeeded", "failed", "blocked", "effect_unknown", "awaiting_approval", "cancelled"]
+        {
             want.push(("running", to));
         }
-        for from in ["blocked", "awaiting_approval", "effect_unknown"] {
+        for from in ["blocked", "awaiting_approval", "effect_unknown", "cancelled"] {
             for to in waiting {
                 want.push((from, to));
             }
@@ -226,6 +246,10 @@ mod tests {
         // Only a running task's validations make it succeed; only a revision reuses.
         assert_eq!(T::sources(T::Succeeded), vec![T::Running]);
         assert_eq!(T::sources(T::Reused), vec![T::Pending]);
+        // Only a task in flight is cancelled; a cancelled one never succeeds
+        // or fails without running again.
+        assert_eq!(T::sources(T::Cancelled), vec![T::Running]);
+        assert!(!T::Cancelled.may_become(T::Succeeded) && !T::Cancelled.may_become(T::Failed));
         // A finished task runs again only through `pending`.
         for done in [T::Succeeded, T::Reused, T::Failed] {
             assert_eq!(done.next(), &[T::Pending], "{done}");

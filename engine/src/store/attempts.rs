@@ -41,6 +41,9 @@ pub struct AttemptRecord {
     pub inputs_at_intent: Option<String>,
     /// A repair's instruction, if any.
     pub instruction: Option<String>,
+    /// The checkpoint digest of the goal's protected paths this attempt is
+    /// judged against (observed before its intent).
+    pub protected_at_intent: Option<String>,
 }
 
 impl AttemptRecord {
@@ -110,6 +113,8 @@ pub struct NewIntent<'a> {
     pub cost: Cost,
     pub inputs_at_intent: Option<&'a str>,
     pub instruction: Option<&'a str>,
+    /// The checkpoint digest of the protected paths it will be judged against.
+    pub protected_at_intent: Option<&'a str>,
 }
 
 pub trait AttemptsRead {

@@ -40,7 +40,17 @@ event_kinds! {
     RevisionRecorded = "revision_recorded",
     RunStarted = "run_started",
     RunFinished = "run_finished",
+    /// A person's signal (SIGINT, SIGTERM, SIGHUP) stopped new dispatches
+    /// and sent SIGTERM to the process groups in flight.
+    RunStopping = "run_stopping",
+    /// The stop is over: what it cancelled, kept or left unknown.
+    RunStopped = "run_stopped",
     AcceptanceChecked = "acceptance_checked",
+    /// The goal's constraint checks, run before its acceptance checks.
+    ConstraintsChecked = "constraints_checked",
+    /// An MCP provider's tools (names and input-schema digests), listed
+    /// before the run's first intent.
+    ToolInventory = "tool_inventory",
     // A task.
     TaskState = "task_state",
     CompletionStale = "completion_stale",
@@ -63,9 +73,17 @@ event_kinds! {
     Reconciling = "reconciling",
     RerunAfterRestart = "rerun_after_restart",
     SupersededAttemptReconciled = "superseded_attempt_reconciled",
+    /// A person's stop ended an attempt's call: cancelled, or its observed
+    /// effect kept as the receipt.
+    AttemptCancelled = "attempt_cancelled",
+    /// A person's stop ended an attempt's validations: its receipt is kept
+    /// for the next run to judge.
+    ValidationsStopped = "validations_stopped",
     // A person's acts.
     ApprovalRecorded = "approval_recorded",
     Settled = "settled",
+    /// A person raised a budget (`engine revise --raise NAME=VALUE`).
+    BudgetRaised = "budget_raised",
 }
 
 impl std::fmt::Display for EventKind {
@@ -122,6 +140,8 @@ pub struct EventRecord {
 pub trait EventsRead {
     /// Events after `after`, oldest first, at most `limit`.
     fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
+    /// The same, of one goal only.
+    fn goal_events_since(&self, goal: &GoalId, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;
     /// The newest event of `kind` of a goal's revision.
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>>;
     /// A goal's events of one kind, oldest first (a report reads the reuse

@@ -83,6 +83,8 @@ pub struct TimedEvidence {
 
 pub trait EvidenceRead {
     fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>>;
+    /// A blob's bytes, by its digest.
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>>;
     /// Every piece of evidence of one attempt, in ledger order, with its time.
     fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>>;
     /// One piece of evidence by id (an acceptance check's has no attempt).

@@ -18,6 +18,19 @@ pub struct GoalRecord {
     pub first_run_at_ms: i64,
 }
 
+/// A goal as `engine goals` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalSummary {
+    pub id: GoalId,
+    pub state: GoalState,
+    pub active_revision: Revision,
+    /// The active revision's goal statement.
+    pub statement: String,
+    pub first_run_at_ms: i64,
+    /// When the goal last changed (its latest event that moved it).
+    pub updated_at_ms: i64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RevisionRecord {
     pub goal_id: GoalId,
@@ -81,6 +94,11 @@ impl TaskRecord {
         self.detail.get("reused_from").and_then(|p| p.get("attempt_id")).and_then(Value::as_i64)
     }
 
+    /// The kind of call that waits on an approval (recorded with it).
+    pub fn asked_by(&self) -> Option<crate::state::AttemptKind> {
+        self.detail_str("asked_by").and_then(crate::state::AttemptKind::parse)
+    }
+
     /// The operation it waits on (a repair's own, when it has one).
     pub fn pending_operation(&self) -> Option<&str> {
         self.detail_str("operation_id")
@@ -133,6 +151,10 @@ pub trait GoalsRead {
     fn goal(&self, id: &GoalId) -> Result<Option<GoalRecord>>;
     /// The goal most recently touched (for commands run without `--goal`).
     fn latest_goal(&self) -> Result<Option<GoalRecord>>;
+    /// Up to `limit` goals, the most recently changed first.
+    fn goal_summaries(&self, limit: i64) -> Result<Vec<GoalSummary>>;
+    /// How many goals the store holds.
+    fn goal_count(&self) -> Result<i64>;
     fn revision(&self, goal: &GoalId, revision: Revision) -> Result<RevisionRecord>;
     /// One revision's plan digest, without reading its plan.
     fn revision_plan_digest(&self, goal: &GoalId, revision: Revision) -> Result<String>;

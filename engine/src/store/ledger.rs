@@ -22,7 +22,11 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + ActsRead + Event
             None => self.latest_goal()?,
         };
         row.ok_or_else(|| match goal {
-            Some(id) => Error::usage(format!("no goal `{id}` in this store")),
+            Some(id) => {
+                let known = self.goal_summaries(crate::limits::GOALS_LISTED_MAX).unwrap_or_default();
+                let hint = crate::plan::suggest::did_you_mean(id.as_str(), known.iter().map(|g| g.id.as_str()));
+                Error::usage(format!("no goal `{id}` in this store{hint} (`engine goals` lists them)"))
+            }
             None => Error::usage("this store has no goal yet: run `engine run PLAN` first"),
         })
     }

@@ -47,6 +47,18 @@ enum Ended {
 }
 
 impl McpProvider {
+    /// `tools/list` on the live server (started if needed), on our turn.
+    pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<Vec<crate::Tool>, String> {
+        let deadline = call.timeout.map(|d| Instant::now() + d);
+        let Some(_turn) = self.session.permit(deadline).await else {
+            return Err("deadline passed while waiting for an earlier call to the same MCP server".into());
+        };
+        let live = self.session.live(call, deadline).await.map_err(|nd| redacted(nd, &call.secrets).message)?;
+        let tools = live.tools(deadline).await;
+        live.link.pump_stderr();
+        tools.map_err(|m| jsonrpc::redact_str(format!("{m}{}", self.session.hub.tail()), &call.secrets))
+    }
+
     pub(super) async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
         let started = Instant::now();
         let (tool, arguments) = match parse_request(&call.request) {

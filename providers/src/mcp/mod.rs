@@ -266,6 +266,10 @@ impl Provider for McpProvider {
         Some(Box::pin(self.cancel_inner(call, handle)))
     }
 
+    fn list_tools<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Result<Vec<crate::Tool>, String>>> {
+        Some(Box::pin(self.list_tools_inner(call)))
+    }
+
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.session.shutdown())
     }

@@ -26,6 +26,8 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Bound on the pages of one `tools/list`.
 const TOOL_PAGES_MAX: usize = 20;
+/// Bound on the tools one server may list (more is refused, not cut).
+pub const TOOLS_MAX: usize = 4096;
 /// Bound on calls in flight to a server declared `concurrent`.
 const CONCURRENT_CALLS_MAX: usize = 64;
 
@@ -43,7 +45,15 @@ pub(crate) struct Live {
     pub protocol: String,
     /// The server declared `tasks.requests.tools.call`.
     pub tasks: bool,
-    tools: OnceCell<HashMap<String, TaskSupport>>,
+    /// Its `tools/list`, asked once per server start.
+    tools: OnceCell<HashMap<String, Listed>>,
+}
+
+/// One tool as the server listed it.
+#[derive(Debug, Clone)]
+struct Listed {
+    input_schema: Value,
+    support: TaskSupport,
 }
 
 pub(crate) struct Session {
@@ -157,11 +167,23 @@ impl Live {
             return Ok(TaskSupport::Forbidden);
         }
         let tools = self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await?;
-        Ok(tools.get(tool).copied().unwrap_or(TaskSupport::Forbidden))
+        Ok(tools.get(tool).map_or(TaskSupport::Forbidden, |t| t.support))
+    }
+
+    /// Every tool the server offers, with its input schema, sorted by name
+    /// (asks `tools/list` once per server start).
+    pub async fn tools(&self, deadline: Option<Instant>) -> Result<Vec<crate::Tool>, String> {
+        let tools = self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await?;
+        let mut out: Vec<crate::Tool> = tools
+            .iter()
+            .map(|(name, t)| crate::Tool { name: name.clone(), input_schema: t.input_schema.clone() })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 }
 
-async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<String, TaskSupport>, String> {
+async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<String, Listed>, String> {
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     for _ in 0..TOOL_PAGES_MAX {
@@ -180,7 +202,11 @@ async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<St
                 Some("optional") => TaskSupport::Optional,
                 _ => TaskSupport::Forbidden,
             };
-            tools.insert(name.to_string(), support);
+            let input_schema = t.get("inputSchema").cloned().unwrap_or(Value::Null);
+            tools.insert(name.to_string(), Listed { input_schema, support });
+            if tools.len() > TOOLS_MAX {
+                return Err(format!("tools/list: more than {TOOLS_MAX} tools"));
+            }
         }
         cursor = result.get("nextCursor").and_then(Value::as_str).map(str::to_string);
         if cursor.is_none() {

@@ -125,3 +125,32 @@ async fn after_a_lost_answer_a_new_run_reads_the_effect_back() {
     assert_eq!(before, after, "the read-back wrote nothing");
     assert_eq!(std::fs::read_to_string(ws.join("starts.log")).unwrap(), "started\nstarted\n");
 }
+
+/// `tools/list` through the provider API: the server's tools with their
+/// input schemas, on the one server process the calls then use.
+#[tokio::test]
+async fn list_tools_names_every_tool_with_its_input_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let p = provider(&ws);
+    let listing = call(&ws, "tools/list", json!({}));
+    let tools = p.list_tools(&listing).expect("an MCP provider has an inventory").await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    for want in ["read_text_file", "write_file", "list_directory"] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "sorted by name");
+    let write_tool = tools.iter().find(|t| t.name == "write_file").unwrap();
+    assert_eq!(write_tool.input_schema["type"], "object", "{}", write_tool.input_schema);
+    assert!(write_tool.input_schema["properties"]["path"].is_object(), "{}", write_tool.input_schema);
+    // Listed once per server start: asking again is the same, no new start.
+    assert_eq!(p.list_tools(&listing).unwrap().await.unwrap(), tools);
+    receipt(go(&p, &write(&ws, "op-a", "hello op-a")).await.0);
+    assert_eq!(p.server_starts(), 1);
+    // A command provider has no inventory.
+    let cmd = providers::command::CommandProvider { protocol: None };
+    assert!(cmd.list_tools(&listing).is_none());
+    p.shutdown().await;
+}

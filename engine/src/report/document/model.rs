@@ -59,9 +59,28 @@ pub struct AcceptanceLine {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConstraintLine {
+    /// A checkable constraint's id (`null` for a plain statement).
+    pub id: Option<String>,
     pub statement: String,
-    /// Always `false` today: constraints are recorded, not checked.
+    /// `false` for a plain statement: recorded, not checked.
     pub checked_by_engine: bool,
+    /// The paths no attempt may change (globs).
+    pub protect: Vec<String>,
+    /// The check's argv, run after every attempt's validations.
+    pub check: Option<Vec<String>>,
+}
+
+impl ConstraintLine {
+    pub fn of(c: &crate::plan::Constraint) -> ConstraintLine {
+        let checked = c.checked();
+        ConstraintLine {
+            id: checked.map(|c| c.id.clone()),
+            statement: c.statement().to_string(),
+            checked_by_engine: checked.is_some(),
+            protect: checked.map(|c| c.protect.clone()).unwrap_or_default(),
+            check: checked.and_then(|c| c.check.as_ref()).map(|k| k.run.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,10 +133,13 @@ pub struct Budgets {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Deadline {
+    /// `deadline_seconds` in force: it bounds each run of work (from the
+    /// start of each `run`, `repair`, `retry` or `revise`), not the goal.
     pub limit_seconds: i64,
-    pub first_run_at_ms: i64,
-    /// `first_run_at_ms` + the limit.
-    pub ends_at_ms: i64,
+    /// When the last run of this revision began, if one did.
+    pub last_run_at_ms: Option<i64>,
+    /// `last_run_at_ms` + the limit: no call of that run was sent after.
+    pub ends_at_ms: Option<i64>,
     /// The latest time recorded on an attempt or check of this revision
     /// (not "now": a report of the same ledger is the same report).
     pub last_activity_at_ms: Option<i64>,

@@ -12,7 +12,7 @@ use super::{timeline, waiting, words};
 use crate::decide::reuse::Decision;
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
-use crate::plan::{PlanFile, Task};
+use crate::plan::{Budgets as PlanBudgets, PlanFile, Task};
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ApprovalRecord, SettlementRecord};
 use crate::store::attempts::AttemptRecord;
@@ -57,13 +57,11 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let waiting = waiting_list(l, &g.id, number == active, number, &tasks, &cx)?;
     let goal_spec = plan.goal.as_ref();
     let unchecked: Vec<String> = acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect();
-    let constraints: Vec<ConstraintLine> = goal_spec
-        .map(|x| {
-            x.constraints.iter().map(|c| ConstraintLine { statement: c.clone(), checked_by_engine: false }).collect()
-        })
-        .unwrap_or_default();
+    let constraints: Vec<ConstraintLine> =
+        goal_spec.map(|x| x.constraints.iter().map(ConstraintLine::of).collect()).unwrap_or_default();
     let checks = acceptance.len() - unchecked.len();
-    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, !constraints.is_empty());
+    let plain = constraints.iter().any(|c| !c.checked_by_engine);
+    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, plain);
     Ok(ReportDocument {
         format: FORMAT.into(),
         engine_version: crate::report::VERSION.into(),
@@ -374,7 +372,15 @@ fn budgets(
     lowest_max_revisions: i64,
     last_activity_at_ms: Option<i64>,
 ) -> Result<Budgets> {
-    let b = &plan.budgets;
+    let raises = crate::budgets::raises(l, &g.id)?;
+    let b = &crate::decide::raise::in_force(&plan.budgets, &raises);
+    let lowest_max_revisions = crate::decide::raise::in_force(
+        &PlanBudgets { max_revisions: u32::try_from(lowest_max_revisions).unwrap_or(u32::MAX), ..plan.budgets.clone() },
+        &raises,
+    )
+    .max_revisions
+    .into();
+    let last_run_at_ms = runs(l, &g.id, number)?.last().map(|r| r.started_at_ms);
     let most = tasks
         .iter()
         .map(|t| t.report.attempts.iter().filter(|a| a.revision == number).count() as i64)
@@ -392,8 +398,8 @@ fn budgets(
         revisions: Used { used: g.active_revision.get() - 1, limit: lowest_max_revisions },
         deadline: Deadline {
             limit_seconds,
-            first_run_at_ms: g.first_run_at_ms,
-            ends_at_ms: g.first_run_at_ms.saturating_add(limit_seconds.saturating_mul(1000)),
+            last_run_at_ms,
+            ends_at_ms: last_run_at_ms.map(|t| t.saturating_add(limit_seconds.saturating_mul(1000))),
             last_activity_at_ms,
         },
     })

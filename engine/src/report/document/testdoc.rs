@@ -100,7 +100,12 @@ pub fn doc(tasks: Vec<TaskReport>) -> ReportDocument {
             cost: Used { used: 0.0, limit: 0.0 },
             attempts_per_task: Used { used: 1, limit: 3 },
             revisions: Used { used: 0, limit: 3 },
-            deadline: Deadline { limit_seconds: 60, first_run_at_ms: 0, ends_at_ms: 60_000, last_activity_at_ms: None },
+            deadline: Deadline {
+                limit_seconds: 60,
+                last_run_at_ms: Some(0),
+                ends_at_ms: Some(60_000),
+                last_activity_at_ms: None,
+            },
         },
         tasks,
         waiting: Vec::new(),

@@ -4,7 +4,8 @@
 
 /// `(claims, does_not_claim)` for a goal `state` with `checks` acceptance
 /// checks; `unchecked` names the criteria without a check, and
-/// `constraints` says whether the goal has any (none is checked).
+/// `constraints` says whether the goal has plain-statement constraints
+/// (the engine does not check those).
 pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints: bool) -> (String, String) {
     let mut not = match state {
         "satisfied" => vec!["that an external effect still holds now".to_string()],
@@ -21,7 +22,7 @@ pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints:
             ));
         }
         if constraints {
-            not.push("that the constraints were kept (the engine does not check them)".to_string());
+            not.push("that the plain-statement constraints were kept (the engine does not check them)".to_string());
         }
     }
     let claims = match state {
@@ -31,7 +32,9 @@ pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints:
         "satisfied" => "every task succeeded or was reused and no unknown outcome is left; the goal has no \
                         acceptance check, so nothing checked the goal itself"
             .to_string(),
-        "failed" => "a task failed with classified evidence, or an acceptance check failed".to_string(),
+        "failed" => "a task failed with classified evidence (a violated constraint included), a goal constraint's \
+                     check failed, or an acceptance check failed"
+            .to_string(),
         "needs_settlement" => {
             "an operation may or may not have taken effect and observation could not tell: a person must settle it"
                 .to_string()
@@ -61,7 +64,11 @@ pub const TASK_STATES: &[(&str, &str)] = &[
     ("pending", "not started in this revision"),
     ("ready", "may start"),
     ("running", "an attempt is in flight (or its run stopped before it ended)"),
-    ("cancelled", "a person stopped the run"),
+    (
+        "cancelled",
+        "a person stopped the run while it was in flight; effect none or local runs again on the next plain run \
+         (not: that no effect happened, or that it failed)",
+    ),
 ];
 
 #[cfg(test)]

@@ -193,6 +193,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             ),
             vec![("stdout", stdout), ("stderr", stderr)],
         ),
+        Evidence::BuiltinResult { op, timed_out, duration_ms } => {
+            (crate::report::explain::builtin_text(op, *timed_out, *duration_ms), Vec::new())
+        }
         Evidence::HttpResponse { status, body, duration_ms } => {
             (format!("HTTP {status} in {}", duration(*duration_ms as i64)), vec![("body", body)])
         }
@@ -214,9 +217,11 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             stdout,
             stderr,
             checkpoint,
+            of_constraint,
         } => {
             let mut h = format!(
-                "check {check_id}: {} (exit {}, expected {expect_exit}{})",
+                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+                if *of_constraint { "constraint check" } else { "check" },
                 if *passed { "passed" } else { "FAILED" },
                 exit_text(exit),
                 if *timed_out { ", deadline hit" } else { "" }
@@ -229,6 +234,7 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             }
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
+        Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
         other => (serde_json::to_string(other).unwrap_or_default(), Vec::new()),
     };
     let _ = write!(

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::escape::{attr, text};
-use super::{duration, state_class, time};
+use super::{state_class, time};
 use crate::evidence::Evidence;
 use crate::report::document::{waiting::shell_word, words::TASK_STATES, ReportDocument};
 
@@ -111,8 +111,28 @@ fn constraints(doc: &ReportDocument, out: &mut String) {
     }
     out.push_str("<section id=\"constraints\"><h2>Constraints</h2><ul>");
     for c in &doc.goal.constraints {
-        let _ =
-            write!(out, "<li>{} <span class=\"unverified\">not checked by the engine</span></li>", text(&c.statement));
+        let Some(id) = c.id.as_deref().filter(|_| c.checked_by_engine) else {
+            let _ = write!(
+                out,
+                "<li>{} <span class=\"unverified\">not checked by the engine</span></li>",
+                text(&c.statement)
+            );
+            continue;
+        };
+        let mut how = Vec::new();
+        if !c.protect.is_empty() {
+            how.push(format!("no attempt may change <code>{}</code>", text(&c.protect.join(", "))));
+        }
+        if let Some(run) = &c.check {
+            how.push(format!("check <code>{}</code> after every attempt's validations", text(&run.join(" "))));
+        }
+        let _ = write!(
+            out,
+            "<li><code>{}</code> {} <span>checked by the engine: {}</span></li>",
+            text(id),
+            text(&c.statement),
+            how.join("; ")
+        );
     }
     out.push_str("</ul></section>");
 }
@@ -120,9 +140,9 @@ fn constraints(doc: &ReportDocument, out: &mut String) {
 fn budgets(doc: &ReportDocument, out: &mut String) {
     let b = &doc.budgets;
     let d = &b.deadline;
-    let last = match d.last_activity_at_ms {
-        Some(t) => format!("; last activity of this revision {} after the first run", duration(t - d.first_run_at_ms)),
-        None => String::new(),
+    let last = match (d.last_run_at_ms, d.ends_at_ms) {
+        (Some(began), Some(ends)) => format!("; the last run began at {} (its deadline: {})", time(began), time(ends)),
+        _ => String::new(),
     };
     let _ = write!(
         out,
@@ -131,7 +151,7 @@ fn budgets(doc: &ReportDocument, out: &mut String) {
          <tr><td>cost (goal-wide)</td><td>{} of {}</td></tr>\
          <tr><td>attempts of one task (most, this revision)</td><td>{} of {}</td></tr>\
          <tr><td>revisions after the first</td><td>{} of {}</td></tr>\
-         <tr><td>deadline</td><td>{} s from the first run at {} (ends {}){last}</td></tr></table></section>",
+         <tr><td>deadline</td><td>{} s per run, from the start of each run, repair, retry or revise{last}</td></tr></table></section>",
         b.provider_calls.used,
         b.provider_calls.limit,
         b.cost.used,
@@ -141,8 +161,6 @@ fn budgets(doc: &ReportDocument, out: &mut String) {
         b.revisions.used,
         b.revisions.limit,
         d.limit_seconds,
-        time(d.first_run_at_ms),
-        time(d.ends_at_ms)
     );
 }
 

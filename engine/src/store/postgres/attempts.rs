@@ -16,7 +16,7 @@ use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent,
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Vec<T>> {
@@ -60,6 +60,7 @@ pub(super) fn attempt_from_row(r: &Row) -> Result<AttemptRecord> {
         checkpoint: get(r, 23)?,
         inputs_at_intent: get(r, 24)?,
         instruction: get(r, 25)?,
+        protected_at_intent: get(r, 26)?,
     })
 }
 
@@ -215,8 +216,8 @@ impl AttemptsWrite for PgSql<'_> {
             .unwrap_or(self.fence().generation());
         let id: AttemptId = self
             .v(
-                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'intent_recorded', $11, $12, $13, $14) RETURNING id",
+                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'intent_recorded', $11, $12, $13, $14, $15) RETURNING id",
                 p![
                     i.goal_id.clone(),
                     i.revision,
@@ -231,7 +232,8 @@ impl AttemptsWrite for PgSql<'_> {
                     generation,
                     now_ms(),
                     i.inputs_at_intent.map(str::to_string),
-                    i.instruction.map(str::to_string)
+                    i.instruction.map(str::to_string),
+                    i.protected_at_intent.map(str::to_string)
                 ],
             )?
             .ok_or_else(|| Error::internal("an insert returned no id"))?;

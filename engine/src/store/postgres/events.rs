@@ -32,6 +32,14 @@ impl EventsRead for PgSql<'_> {
         rows.iter().map(event_from_row).collect()
     }
 
+    fn goal_events_since(&self, goal: &GoalId, after: Seq, limit: i64) -> Result<Vec<EventRecord>> {
+        let rows = self.q(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE goal_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"),
+            p![goal.clone(), after, limit],
+        )?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>> {
         self.q1(
             &format!(

@@ -35,6 +35,10 @@ impl EvidenceRead for PgSql<'_> {
         rows.iter().map(parse_timed).collect()
     }
 
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>> {
+        self.v("SELECT data FROM blobs WHERE digest = $1", p![digest.to_string()])
+    }
+
     fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>> {
         self.q1("SELECT id, at_ms, data FROM evidence WHERE id = $1", p![id])?.map(|r| parse_timed(&r)).transpose()
     }

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Revision, Seq};
 use crate::state::{GoalState, Lifecycle, TaskState};
 use crate::store::goals::{
-    ActiveTask, BudgetUse, GoalRecord, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord, TaskKey, TaskRecord,
+    ActiveTask, BudgetUse, GoalRecord, GoalSummary, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord,
+    TaskKey, TaskRecord,
 };
 
 const TASK_COLUMNS: &str = "task_ref, state, operation_id, request_digest, meaning, dependencies, detail";
@@ -51,6 +52,33 @@ impl GoalsRead for PgSql<'_> {
         )?
         .map(|r| goal_from_row(&r))
         .transpose()
+    }
+
+    fn goal_summaries(&self, limit: i64) -> Result<Vec<GoalSummary>> {
+        let rows = self.q(
+            "SELECT g.id, g.state, g.active_revision,
+                    COALESCE(r.plan_json::json -> 'goal' ->> 'statement', ''), g.first_run_at_ms,
+                    COALESCE((SELECT e.at_ms FROM events e WHERE e.seq = g.updated_seq), g.first_run_at_ms)
+             FROM goals g LEFT JOIN revisions r ON r.goal_id = g.id AND r.revision = g.active_revision
+             ORDER BY g.updated_seq DESC, g.created DESC LIMIT $1",
+            p![limit],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(GoalSummary {
+                    id: get(r, 0)?,
+                    state: get(r, 1)?,
+                    active_revision: get(r, 2)?,
+                    statement: get(r, 3)?,
+                    first_run_at_ms: get(r, 4)?,
+                    updated_at_ms: get(r, 5)?,
+                })
+            })
+            .collect()
+    }
+
+    fn goal_count(&self) -> Result<i64> {
+        self.v("SELECT count(*) FROM goals", p![])?.ok_or_else(|| Error::internal("count(*) returned no row"))
     }
 
     fn revision(&self, goal: &GoalId, revision: Revision) -> Result<RevisionRecord> {

@@ -44,7 +44,7 @@ impl Inspect for PgSql<'_> {
 
     fn all_attempts(&self) -> Result<Vec<AttemptRecord>> {
         let rows = self.q(
-            "SELECT id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction FROM attempts ORDER BY id",
+            "SELECT id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent FROM attempts ORDER BY id",
             p![],
         )?;
         rows.iter().map(attempt_from_row).collect()

@@ -16,7 +16,7 @@ use super::client::{p, Conn};
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -259,6 +259,31 @@ CREATE TABLE outputs (
     size       BIGINT NOT NULL,
     PRIMARY KEY (attempt_id, path)
 );
+"#;
+
+/// Schema 2: what SQLite's schemas 4 and 5 brought, in one step.
+/// - The failure class `constraint_violated` (a violated constraint of the
+///   goal) is allowed by the class CHECK.
+/// - `attempts.protected_at_intent`: the checkpoint digest of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart or a takeover is judged
+///   against the same state.
+/// - `cancelled`, the state of an attempt and of a task a person stopped,
+///   is allowed by the state CHECKs.
+///
+/// PostgreSQL alters a CHECK in place: each is dropped by the name it was
+/// given (`<table>_<column>_check`) and added again, wider; no row is copied.
+const MIGRATION_2: &str = r#"
+ALTER TABLE attempts DROP CONSTRAINT attempts_class_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_class_check
+    CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
+ALTER TABLE attempts DROP CONSTRAINT attempts_state_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_state_check
+    CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned','cancelled'));
+ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+ALTER TABLE tasks ADD CONSTRAINT tasks_state_check
+    CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval','cancelled'));
 "#;
 
 /// The schema version of the database, `None` when the engine never made

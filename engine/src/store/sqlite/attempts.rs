@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -14,7 +14,7 @@ use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent,
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -70,6 +70,7 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         checkpoint: r.get(23)?,
         inputs_at_intent: r.get(24)?,
         instruction: r.get(25)?,
+        protected_at_intent: r.get(26)?,
     })
 }
 
@@ -93,8 +94,8 @@ impl Sql<'_> {
         params: &[&dyn rusqlite::ToSql],
     ) -> Result<()> {
         let sql = format!(
-            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND state IN ({})",
-            words(&AttemptState::sources(to), AttemptState::as_str)
+            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND {}",
+            one_of("state", &AttemptState::sources(to), AttemptState::as_str)
         );
         let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id, &to];
         all.extend_from_slice(params);
@@ -250,9 +251,9 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
         let generation = self.fence().generation();
         exec(self.conn,
-            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction],
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15)",
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(

@@ -35,6 +35,15 @@ impl EventsRead for Sql<'_> {
         )
     }
 
+    fn goal_events_since(&self, goal: &GoalId, after: Seq, limit: i64) -> Result<Vec<EventRecord>> {
+        rows(
+            self.conn,
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE goal_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"),
+            params![goal, after, limit],
+            event_from_row,
+        )
+    }
+
     fn latest_event(&self, goal: &GoalId, revision: Revision, kind: EventKind) -> Result<Option<EventRecord>> {
         Ok(qrow(
             self.conn,

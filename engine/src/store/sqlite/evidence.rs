@@ -45,6 +45,10 @@ impl EvidenceRead for Sql<'_> {
         list.into_iter().map(parse_timed).collect()
     }
 
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>> {
+        Ok(qrow(self.conn, "SELECT data FROM blobs WHERE digest = ?1", [digest], |r| r.get(0)).optional()?)
+    }
+
     fn evidence_by_id(&self, id: EvidenceId) -> Result<Option<TimedEvidence>> {
         let row =
             qrow(self.conn, "SELECT id, at_ms, data FROM evidence WHERE id = ?1", [id], timed_from_row).optional()?;

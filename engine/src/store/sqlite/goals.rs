@@ -3,14 +3,15 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, refusal, rows, words, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Revision, Seq};
 use crate::state::{GoalState, Lifecycle, TaskState};
 use crate::store::goals::{
-    ActiveTask, BudgetUse, GoalRecord, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord, TaskKey, TaskRecord,
+    ActiveTask, BudgetUse, GoalRecord, GoalSummary, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord,
+    TaskKey, TaskRecord,
 };
 
 const TASK_COLUMNS: &str = "task_ref, state, operation_id, request_digest, meaning, dependencies, detail";
@@ -44,6 +45,32 @@ impl GoalsRead for Sql<'_> {
             Some(id) => self.goal(&id),
             None => Ok(None),
         }
+    }
+
+    fn goal_summaries(&self, limit: i64) -> Result<Vec<GoalSummary>> {
+        rows(
+            self.conn,
+            "SELECT g.id, g.state, g.active_revision,
+                    COALESCE(json_extract(r.plan_json, '$.goal.statement'), ''), g.first_run_at_ms,
+                    COALESCE((SELECT e.at_ms FROM events e WHERE e.seq = g.updated_seq), g.first_run_at_ms)
+             FROM goals g LEFT JOIN revisions r ON r.goal_id = g.id AND r.revision = g.active_revision
+             ORDER BY g.updated_seq DESC, g.rowid DESC LIMIT ?1",
+            [limit],
+            |r| {
+                Ok(GoalSummary {
+                    id: r.get(0)?,
+                    state: r.get(1)?,
+                    active_revision: r.get(2)?,
+                    statement: r.get(3)?,
+                    first_run_at_ms: r.get(4)?,
+                    updated_at_ms: r.get(5)?,
+                })
+            },
+        )
+    }
+
+    fn goal_count(&self) -> Result<i64> {
+        qrow(self.conn, "SELECT count(*) FROM goals", [], |r| r.get(0)).map_err(Into::into)
     }
 
     fn revision(&self, goal: &GoalId, revision: Revision) -> Result<RevisionRecord> {
@@ -150,8 +177,8 @@ impl GoalsWrite for Sql<'_> {
 
     fn set_goal_state(&mut self, id: &GoalId, state: GoalState, seq: Seq) -> Result<()> {
         let sql = format!(
-            "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND state IN ({})",
-            words(&GoalState::sources(state), GoalState::as_str)
+            "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND {}",
+            one_of("state", &GoalState::sources(state), GoalState::as_str)
         );
         if exec(self.conn, &sql, params![id, state, seq])? == 1 {
             return Ok(());
@@ -189,8 +216,8 @@ impl GoalsWrite for Sql<'_> {
     fn set_task_state(&mut self, key: TaskKey, state: TaskState, detail: &Value) -> Result<()> {
         let sql = format!(
             "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3
-               AND state IN ({})",
-            words(&TaskState::sources(state), TaskState::as_str)
+               AND {}",
+            one_of("state", &TaskState::sources(state), TaskState::as_str)
         );
         let (goal, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
         if exec(self.conn, &sql, params![goal, revision, task_ref, state, detail.to_string()])? == 1 {

@@ -197,11 +197,13 @@ impl Db {
 
     fn set_durability(&mut self, durability: Durability) -> Result<()> {
         if durability != self.durability {
-            let mode = match durability {
-                Durability::Full => "FULL",
-                Durability::Normal => "NORMAL",
+            // Switched twice per task (intents and receipts are `Full`):
+            // a cached statement, not a parse each time.
+            let pragma = match durability {
+                Durability::Full => "PRAGMA synchronous = FULL",
+                Durability::Normal => "PRAGMA synchronous = NORMAL",
             };
-            self.conn.execute_batch(&format!("PRAGMA synchronous = {mode}"))?;
+            self.conn.prepare_cached(pragma)?.execute([])?;
             self.durability = durability;
         }
         Ok(())

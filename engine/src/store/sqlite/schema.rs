@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -286,6 +286,53 @@ INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
 "#;
 
+/// Schema 4: the goal's constraints checked from evidence.
+/// - The failure class `constraint_violated`: the class column's CHECK
+///   names it (SQLite cannot alter a CHECK, so the column is copied into a
+///   new one with the wider CHECK, the old one dropped, the new renamed).
+/// - `protected_at_intent`: the digest of the checkpoint of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart is judged against the
+///   same state.
+const MIGRATION_4: &str = r#"
+ALTER TABLE attempts ADD COLUMN class_v4 TEXT
+    CHECK (class_v4 IS NULL OR class_v4 IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+UPDATE attempts SET class_v4 = class;
+ALTER TABLE attempts DROP COLUMN class;
+ALTER TABLE attempts RENAME COLUMN class_v4 TO class;
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
+"#;
+
+/// Schema 5: `cancelled`, the state of an attempt and of a task a person
+/// stopped (SIGINT, SIGTERM, SIGHUP while it was in flight), is allowed by
+/// the state CHECKs. Widening a CHECK changes no stored row, so the table
+/// definitions are edited in place (SQLite's documented procedure for
+/// changes that leave the content as it is: `writable_schema`, then the
+/// schema reloaded and its cookie moved on by a throwaway view — a view
+/// takes no page, so no free page is left behind — so every
+/// other connection reloads it too) rather than rebuilt: a rebuild would
+/// have to copy every column another migration may have added. A definition
+/// that is not the expected one fails the migration (`json()` of text that
+/// is not JSON is an error), and the whole transaction rolls back.
+const MIGRATION_5: &str = r#"
+SELECT CASE WHEN instr(sql, '''settled_not_run'',''abandoned'')') > 0 THEN 1
+            ELSE json('migration 5: the attempts state CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'attempts';
+SELECT CASE WHEN instr(sql, '''effect_unknown'',''awaiting_approval'')') > 0 THEN 1
+            ELSE json('migration 5: the tasks state CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'tasks';
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master
+   SET sql = replace(sql, '''settled_not_run'',''abandoned'')', '''settled_not_run'',''abandoned'',''cancelled'')')
+ WHERE type = 'table' AND name = 'attempts';
+UPDATE sqlite_master
+   SET sql = replace(sql, '''effect_unknown'',''awaiting_approval'')', '''effect_unknown'',''awaiting_approval'',''cancelled'')')
+ WHERE type = 'table' AND name = 'tasks';
+PRAGMA writable_schema = RESET;
+CREATE VIEW migration_5_schema_cookie AS SELECT 1;
+DROP VIEW migration_5_schema_cookie;
+"#;
+
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
 /// The version is read again under the write lock, so of two engines
 /// migrating the same store the second finds nothing left to do.
@@ -322,4 +369,67 @@ fn too_new(conn: &Connection) -> Result<i64> {
         ));
     }
     Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(conn: &Connection, table: &str, state: &str) -> rusqlite::Result<usize> {
+        match table {
+            "tasks" => conn.execute(
+                "INSERT INTO tasks (goal_id, revision, task_ref, state, meaning, dependencies, operation_id, request_digest)
+                 VALUES ('g', 1, ?1, ?2, 'm', 'd', 'op', 'r')",
+                [format!("T-{state}"), state.to_string()],
+            ),
+            _ => conn.execute(
+                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, state, generation, intent_at_ms)
+                 VALUES ('g', 1, 'T', ?1, 1, 'run', 'r', '{}', 'none', ?2, 1, 0)",
+                [format!("op-{state}"), state.to_string()],
+            ),
+        }
+    }
+
+    #[test]
+    fn migration_5_widens_the_state_checks_and_nothing_else() {
+        let conn = Connection::open_in_memory().unwrap();
+        // Rows without their goal and revision: only the CHECKs are tested.
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        conn.execute_batch(&format!("{MIGRATION_1}{MIGRATION_2}{MIGRATION_3}PRAGMA user_version = 3;")).unwrap();
+        for table in ["tasks", "attempts"] {
+            assert!(insert(&conn, table, "cancelled").is_err(), "schema 3 has no `cancelled` {table}");
+        }
+        migrate(&conn).unwrap();
+        assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), SCHEMA_VERSION);
+        for table in ["tasks", "attempts"] {
+            insert(&conn, table, "cancelled").unwrap_or_else(|e| panic!("{table}: {e}"));
+            let e = insert(&conn, table, "canceled").unwrap_err().to_string();
+            assert!(e.contains("CHECK constraint failed"), "{table}: {e}");
+        }
+        let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(ok, "ok");
+        let left: i64 = conn
+            .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'migration_5_schema_cookie'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
+        // No page left free behind it (a zeroed free page would go unnoticed).
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+        assert_eq!(free, 0);
+    }
+
+    #[test]
+    fn migration_5_refuses_a_table_it_does_not_recognise() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("{MIGRATION_1}{MIGRATION_2}{MIGRATION_3}PRAGMA user_version = 3;")).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = replace(sql, '''abandoned'')', '''abandoned'', ''other'')')
+              WHERE name = 'attempts';
+             PRAGMA writable_schema = RESET;",
+        )
+        .unwrap();
+        let e = migrate(&conn).unwrap_err();
+        assert!(e.to_string().contains("malformed JSON") || e.to_string().contains("JSON"), "{e}");
+        assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3, "rolled back");
+    }
 }

@@ -1,0 +1,303 @@
+//! The command line: clap arguments (`args`, also read by the build
+//! script) wired to library calls, and the one place that turns results
+//! into output and exit codes. No decisions here.
+
+pub mod args;
+pub mod shipped;
+
+use std::path::{Path, PathBuf};
+
+use clap::{CommandFactory, FromArgMatches};
+use serde_json::json;
+
+pub use args::{Cli, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
+
+use crate::commands::worker::{SubmitOptions, WorkerOptions};
+use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
+use crate::error::{Error, Result};
+use crate::ids::{GoalId, OperationId, Seq};
+use crate::plan::Plan;
+use crate::report::{self, emit, Output};
+use crate::state::SettlementOutcome;
+use crate::store::{self, Store};
+
+/// The command line as the binary parses it: `args::Cli` with the version
+/// line (the build script builds the same for the man pages).
+pub fn command() -> clap::Command {
+    Cli::command().version(report::VERSION)
+}
+
+/// Parse arguments, run the command, print, and return the exit code.
+pub fn main() -> i32 {
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Plain text (no colours), escaped: the arguments it quotes
+            // back may hold control characters.
+            let text = e.render().to_string();
+            let text = report::escape::for_terminal(&text);
+            return if e.use_stderr() {
+                eprint!("{text}");
+                2
+            } else {
+                emit(&text);
+                0
+            };
+        }
+    };
+    let json = cli.global.json;
+    if cli.command.runs_work() {
+        // From here on a person's Ctrl-C, SIGTERM or SIGHUP is the run's to
+        // act on: it ends its providers and records them, then exits.
+        if let Err(e) = crate::signals::catch() {
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            return e.code.exit_code();
+        }
+    }
+    match dispatch(cli) {
+        Ok(out) => {
+            if json {
+                emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
+            } else if !out.text.is_empty() {
+                emit(&report::escape::for_terminal(&out.text));
+            }
+            stopped_exit(out.exit_code)
+        }
+        Err(e) => {
+            if json {
+                emit(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
+                ));
+            }
+            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            e.code.exit_code()
+        }
+    }
+}
+
+/// A stop signal the run did not act on (it came after the run ended, or
+/// the command ran nothing) still ends the process as that signal would.
+fn stopped_exit(exit_code: i32) -> i32 {
+    match crate::signals::received() {
+        Some(signal) if exit_code != signal.exit_code() => {
+            eprintln!("engine: {signal} received after the command had done its work; nothing was stopped");
+            signal.exit_code()
+        }
+        _ => exit_code,
+    }
+}
+
+impl Command {
+    /// The commands that run work, and so catch a person's stop signals.
+    fn runs_work(&self) -> bool {
+        matches!(self, Command::Run { .. } | Command::Worker { .. } | Command::Retry { .. } | Command::Repair { .. } | Command::Revise { .. })
+    }
+}
+
+impl Show {
+    fn sink(&self) -> std::sync::Arc<dyn crate::run::progress::Sink> {
+        let mode = match (self.quiet, self.progress) {
+            (true, _) => report::progress::Mode::Quiet,
+            (false, ProgressMode::Auto) => report::progress::Mode::Auto,
+            (false, ProgressMode::Plain) => report::progress::Mode::Plain,
+        };
+        report::progress::sink(mode)
+    }
+}
+
+/// `--raise NAME=VALUE`, checked (`decide::raise`).
+fn parse_raise(arg: &str) -> Result<crate::decide::raise::Raise> {
+    crate::decide::raise::parse(arg).map_err(|e| Error::usage(format!("--raise {e}")).at(format!("--raise {arg}")))
+}
+
+fn dispatch(cli: Cli) -> Result<Output> {
+    let Cli { global, command } = cli;
+    let json = global.json;
+    let at = Places { store: global.store, workspace: global.workspace };
+    let ws = at.workspace.as_deref();
+    match command {
+        Command::Init { dir } => crate::init::write(dir.as_deref().unwrap_or(Path::new("."))).map(report::init::render),
+        Command::Check { plan } => check(&plan, ws),
+        Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
+        Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
+        Command::Schema => Ok(schema()),
+        Command::Completions { shell } => Ok(shipped::completions(shell)),
+        Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
+        Command::Run { plan, jobs, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let options = RunOptions { plan_path: plan, workspace, store, jobs, progress };
+            Ok(report::run::render(&commands::run::run(options)?))
+        }
+        Command::Submit { plan } => submit(SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store }),
+        Command::Worker { jobs, goal, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let options = WorkerOptions { workspace, store, jobs, goal: goal.map(GoalId::new), progress };
+            match commands::worker::work(options)? {
+                Some(r) => Ok(report::run::render(&r)),
+                None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
+            }
+        }
+        Command::Settle { operation_id, outcome, note, actor, evidence } => {
+            settle(&at, OperationId::new(operation_id), settlement_outcome(outcome), &note, actor, evidence.as_deref())
+        }
+        Command::Approve { operation_id, note, actor } => approve(&at, OperationId::new(operation_id), &note, actor),
+        Command::Retry { operation_id, jobs, show } => {
+            let op = OperationId::new(operation_id);
+            let report = commands::retry::retry(at.existing()?, &op, jobs_or_default(jobs), show.sink())?;
+            Ok(report::run::render(&report))
+        }
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, show } => {
+            let force_note = if force { note } else { None };
+            let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
+            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
+            Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
+        }
+        Command::Revise { plan, reason, no_run, jobs, raise, show } => {
+            let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let actor = commands::os_user();
+            let request =
+                ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, raises, actor, progress };
+            Ok(report::revise::render(&commands::revise::revise(request)?))
+        }
+        Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
+        Command::Goals => report::goals::render(&at.reader()?),
+        Command::Explain { task_ref, goal } => {
+            report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
+        }
+        Command::Output { task_ref, attempt, stderr, goal } => {
+            let which = report::output::Which { goal: goal.map(GoalId::new), task_ref, attempt, stderr };
+            report::output::render(&at.reader()?, &which, json)
+        }
+        Command::Report { goal, revision, html, no_timestamp } => {
+            let (goal, html) = (goal.as_deref(), html.as_deref());
+            report::goal_report::run(
+                &at.reader()?,
+                &report::goal_report::Options { goal, revision, html, json, no_timestamp },
+            )
+        }
+        Command::Verify => verify(&at.store_path()),
+        Command::Log { follow, after, goal } => {
+            report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
+        }
+    }
+}
+
+/// `engine submit`: the goal registered on a shared store, for workers.
+fn submit(options: SubmitOptions) -> Result<Output> {
+    let s = commands::worker::submit(options)?;
+    let text = format!(
+        "goal {} (revision {}) submitted to {}: workers take it up (`engine worker --goal {}`)\n",
+        s.goal_id, s.revision, s.store, s.goal_id
+    );
+    Ok(Output { text, json: json!(s), exit_code: 0 })
+}
+
+/// `engine settle`: a person's act, under the lease.
+fn settle(
+    at: &Places,
+    op: OperationId,
+    outcome: SettlementOutcome,
+    note: &str,
+    actor: Option<String>,
+    evidence: Option<&Path>,
+) -> Result<Output> {
+    let mut ledger = at.lease()?;
+    let actor = actor.unwrap_or_else(commands::os_user);
+    let s = commands::settle::settle(&mut ledger, &op, outcome, note, &actor, evidence)?;
+    Ok(report::acts::settled(&s))
+}
+
+/// `engine approve`: a person's act, under the lease.
+fn approve(at: &Places, op: OperationId, note: &str, actor: Option<String>) -> Result<Output> {
+    let mut ledger = at.lease()?;
+    let actor = actor.unwrap_or_else(commands::os_user);
+    let a = commands::approve::record(&mut ledger, &op, note, &actor)?;
+    Ok(report::acts::approved(&a, &actor))
+}
+
+fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
+    match o {
+        OutcomeArg::Ok => SettlementOutcome::Ok,
+        OutcomeArg::NotRun => SettlementOutcome::NotRun,
+    }
+}
+
+/// Validate, then warn: warnings go to stderr (and into `--json`), and
+/// never change the exit code.
+fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
+    let p = Plan::load(plan, workspace)?;
+    let warnings = crate::plan::probe::check(plan, &p)?;
+    for w in &warnings {
+        eprintln!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
+    }
+    let out = report::plan::check(&p, &warnings);
+    // The process ends next: freeing a 100,000-task plan piece by piece
+    // would only cost time (about a tenth of `check`).
+    std::mem::forget(p);
+    Ok(out)
+}
+
+fn verify(path: &Path) -> Result<Output> {
+    let v = store::verify::verify(path)?;
+    let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
+    Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })
+}
+
+fn schema() -> Output {
+    let schema = crate::plan::schema();
+    Output {
+        text: format!("{}\n", serde_json::to_string_pretty(&schema).expect("serializes")),
+        json: schema,
+        exit_code: 0,
+    }
+}
+
+fn jobs_or_default(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(default_jobs)
+}
+
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the workspace's.
+struct Places {
+    store: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+}
+
+impl Places {
+    fn store_path(&self) -> PathBuf {
+        let ws = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        store::resolve_path(self.store.as_deref(), &ws)
+    }
+
+    fn reader(&self) -> Result<Store> {
+        open_ro(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    fn existing(&self) -> Result<Store> {
+        commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
+    }
+
+    /// The existing store, its lease taken (a person's act writes).
+    fn lease(&self) -> Result<store::LeaseGuard> {
+        crate::run::orphans::take_lease(self.existing()?)
+    }
+}
+
+/// Open the store for reading: `--store`, `$ENGINE_STORE`, or the
+/// workspace's (the current folder unless `--workspace`).
+fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
+    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let path = store::resolve_path(flag, &ws);
+    Store::open_ro(&path)?.ok_or_else(|| {
+        Error::usage(format!(
+            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+            path.display()
+        ))
+    })
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

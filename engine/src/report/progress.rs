@@ -1,0 +1,266 @@
+//! What a person sees while a run goes on, on stderr (stdout keeps the
+//! summary, and `--json`'s one document, unchanged):
+//!
+//! - on a terminal, a live view (`indicatif`): a line per running task
+//!   (ref, title, elapsed), a `[complete/total]` counter with the goal's
+//!   elapsed time, and each task that comes to rest printed above it with
+//!   its state, duration and, for a failure, its class;
+//! - elsewhere (a pipe, a file, a CI log), or with `--progress plain`, one
+//!   plain line per task start and end, as it happens;
+//! - with `--quiet`, nothing (the summary only).
+//!
+//! Colour only on a terminal, and never when `NO_COLOR` is set. Every
+//! string from a plan or a provider passes `escape::for_terminal`.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use console::Style;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::escape::for_terminal;
+use crate::run::progress::{Silent, Sink, Update};
+use crate::state::TaskState;
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A live view on a terminal, plain lines elsewhere.
+    Auto,
+    /// Plain lines, terminal or not.
+    Plain,
+    /// Nothing: the summary only.
+    Quiet,
+}
+
+/// The sink for `mode`, writing to stderr.
+pub fn sink(mode: Mode) -> Arc<dyn Sink> {
+    let terminal = std::io::stderr().is_terminal();
+    match mode {
+        Mode::Quiet => Arc::new(Silent),
+        Mode::Auto if terminal => Arc::new(Live::new(colour_wanted())),
+        Mode::Auto | Mode::Plain => Arc::new(Plain::new()),
+    }
+}
+
+/// `NO_COLOR` set to anything but the empty string turns colour off
+/// (no-color.org).
+fn colour_wanted() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `[mm:ss]` since the run began.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("[{:02}:{:02}]", s / 60, s % 60)
+}
+
+/// A duration as a person reads it: `0.4s`, `12.0s`, `3m 05s`.
+pub fn took(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 60_000 {
+        format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
+    } else {
+        format!("{}m {:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// The line for a task that came to rest (without the clock).
+fn ended_line(task_ref: &str, state: TaskState, class: Option<&str>, d: Duration) -> String {
+    let task_ref = for_terminal(task_ref);
+    match class {
+        Some(class) => format!("{task_ref} {state}: {class} ({})", took(d)),
+        None => format!("{task_ref} {state} ({})", took(d)),
+    }
+}
+
+/// The line for a plain view, if this update has one (without the clock).
+pub fn plain_line(u: &Update) -> Option<String> {
+    Some(match u {
+        Update::Began { goal, revision, total, complete } => {
+            format!("goal {} (revision {revision}): {total} task(s), {complete} complete", for_terminal(goal.as_str()))
+        }
+        Update::TaskStarted { task_ref, title, try_no } => {
+            format!("{} started: {} (try {try_no})", for_terminal(task_ref), for_terminal(title))
+        }
+        Update::Validating { .. } | Update::Ended => return None,
+        Update::TaskEnded { task_ref, state, class, took, .. } => {
+            ended_line(task_ref, *state, class.map(|c| c.as_str()), *took)
+        }
+        Update::Accepting { checks } => format!("acceptance: {checks} check(s) running"),
+        Update::Stopping { signal, in_flight, groups, grace } => format!(
+            "{signal}: stopping — nothing new starts; {in_flight} in flight, SIGTERM to {groups} process group(s); \
+             SIGKILL in {}s (a second Ctrl-C: now)",
+            grace.as_secs()
+        ),
+        Update::Killing { groups, by_signal } => format!(
+            "SIGKILL to {groups} process group(s){}",
+            if *by_signal { " (second signal)" } else { " (grace over)" }
+        ),
+    })
+}
+
+/// One line per task start and end, as it happens.
+struct Plain {
+    began: Instant,
+}
+
+impl Plain {
+    fn new() -> Plain {
+        Plain { began: Instant::now() }
+    }
+}
+
+impl Sink for Plain {
+    fn update(&self, u: &Update) {
+        if let Some(line) = plain_line(u) {
+            // A closed stderr is not worth failing the run over.
+            let _ = writeln!(std::io::stderr().lock(), "{} {line}", clock(self.began.elapsed()));
+        }
+    }
+}
+
+/// The live view: a header with the counter and the goal's elapsed time,
+/// a line per running task, and each finished task printed above.
+struct Live {
+    multi: MultiProgress,
+    header: ProgressBar,
+    running: Mutex<HashMap<String, ProgressBar>>,
+    colour: bool,
+}
+
+const TICK: Duration = Duration::from_millis(200);
+
+impl Live {
+    fn new(colour: bool) -> Live {
+        console::set_colors_enabled_stderr(colour);
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let header = multi.add(ProgressBar::new(0));
+        let style = ProgressStyle::with_template("[{pos}/{len}] {prefix} {msg} {elapsed_precise}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        header.set_style(style);
+        header.enable_steady_tick(TICK);
+        Live { multi, header, running: Mutex::new(HashMap::new()), colour }
+    }
+
+    fn task_bar(&self, task_ref: &str, title: &str) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        let style = ProgressStyle::with_template("  {spinner} {prefix} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        bar.set_style(style);
+        bar.set_prefix(for_terminal(task_ref).into_owned());
+        bar.set_message(for_terminal(title).into_owned());
+        bar.enable_steady_tick(TICK);
+        bar
+    }
+
+    fn style(&self, state: TaskState) -> Style {
+        let style = match state {
+            TaskState::Succeeded | TaskState::Reused => Style::new().green(),
+            TaskState::Failed => Style::new().red(),
+            TaskState::EffectUnknown | TaskState::AwaitingApproval => Style::new().yellow(),
+            _ => Style::new().dim(),
+        };
+        style.force_styling(self.colour)
+    }
+
+    fn line(&self, text: &str) {
+        // Printed above the bars; on a terminal that went away, nothing.
+        let _ = self.multi.println(text);
+    }
+}
+
+impl Sink for Live {
+    fn update(&self, u: &Update) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match u {
+            Update::Began { goal, revision, total, complete } => {
+                self.header.set_length(*total as u64);
+                self.header.set_position(*complete as u64);
+                self.header.set_prefix(format!("goal {} r{revision}", for_terminal(goal.as_str())));
+            }
+            Update::TaskStarted { task_ref, title, .. } => {
+                let bar = self.task_bar(task_ref, title);
+                if let Some(old) = running.insert(task_ref.to_string(), bar) {
+                    old.finish_and_clear();
+                }
+            }
+            Update::Validating { task_ref } => {
+                if let Some(bar) = running.get(*task_ref) {
+                    bar.set_message(format!("{} — validating", bar.message()));
+                }
+            }
+            Update::TaskEnded { task_ref, state, class, took, .. } => {
+                if let Some(bar) = running.remove(*task_ref) {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                if state.is_complete() {
+                    self.header.inc(1);
+                }
+                let text = ended_line(task_ref, *state, class.map(|c| c.as_str()), *took);
+                self.line(&self.style(*state).apply_to(text).to_string());
+            }
+            Update::Ended => {
+                for (_, bar) in running.drain() {
+                    bar.finish_and_clear();
+                }
+                self.header.finish_and_clear();
+                let _ = self.multi.clear();
+            }
+            other => {
+                if let Some(text) = plain_line(other) {
+                    self.line(&text);
+                }
+                if let Update::Stopping { signal, .. } = other {
+                    self.header.set_message(format!("stopping ({signal})"));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::GoalId;
+    use crate::state::{FailureClass, StopSignal};
+
+    #[test]
+    fn plain_lines_say_what_happened_and_escape_what_the_plan_said() {
+        let goal = GoalId::new("g");
+        let began = Update::Began { goal: &goal, revision: crate::ids::Revision(2), total: 3, complete: 1 };
+        assert_eq!(plain_line(&began).unwrap(), "goal g (revision 2): 3 task(s), 1 complete");
+        let started = Update::TaskStarted { task_ref: "T1", title: "write \x1b[2Jtotal()", try_no: 1 };
+        assert_eq!(plain_line(&started).unwrap(), "T1 started: write \\x1b[2Jtotal() (try 1)");
+        let failed = Update::TaskEnded {
+            task_ref: "T2",
+            title: "t",
+            state: TaskState::Failed,
+            class: Some(FailureClass::ValidationFailed),
+            took: Duration::from_millis(1234),
+        };
+        assert_eq!(plain_line(&failed).unwrap(), "T2 failed: validation_failed (1.2s)");
+        let done = Update::TaskEnded {
+            task_ref: "T1",
+            title: "t",
+            state: TaskState::Succeeded,
+            class: None,
+            took: Duration::from_millis(61_500),
+        };
+        assert_eq!(plain_line(&done).unwrap(), "T1 succeeded (1m 01s)");
+        let stop =
+            Update::Stopping { signal: StopSignal::Interrupt, in_flight: 2, groups: 1, grace: Duration::from_secs(5) };
+        assert!(plain_line(&stop).unwrap().starts_with("SIGINT: stopping"));
+        assert_eq!(plain_line(&Update::Ended), None);
+    }
+
+    #[test]
+    fn clock_and_durations() {
+        assert_eq!(clock(Duration::from_millis(65_900)), "[01:05]");
+        assert_eq!(took(Duration::from_millis(400)), "0.4s");
+        assert_eq!(took(Duration::from_secs(185)), "3m 05s");
+    }
+}

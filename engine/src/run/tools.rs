@@ -1,0 +1,146 @@
+//! Tool authority before the run's first intent: each MCP server the plan
+//! calls is asked for its tools (`tools/list`, on the provider the run's
+//! calls then use), the inventory is recorded (names and input-schema
+//! digests), and a task calling a tool its server does not offer stops the
+//! run with `UNKNOWN_TOOL` before anything is sent. The comparisons are
+//! `decide::tools`; this is the I/O around them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use providers::{Call, Provider};
+use serde_json::json;
+
+use super::Runner;
+use crate::decide::tools::{self, Inventory};
+use crate::error::{Code, Error, Result};
+use crate::limits::OUTPUT_BYTES_MAX;
+use crate::plan::{Effect, Plan};
+use crate::store::events::EventKind;
+use crate::store::Durability;
+
+/// How long one server may take to start and list its tools.
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask each of `providers` for its tools: name → inventory, or why it
+/// could not be asked.
+pub async fn inventories(
+    providers: &[(String, Arc<dyn Provider>)],
+    call: &Call,
+) -> BTreeMap<String, std::result::Result<Inventory, String>> {
+    let mut out = BTreeMap::new();
+    for (name, provider) in providers {
+        let Some(listing) = provider.list_tools(call) else { continue };
+        let inv = listing
+            .await
+            .map(|list| list.iter().map(|t| (t.name.clone(), tools::schema_digest(&t.input_schema))).collect());
+        out.insert(name.clone(), inv);
+    }
+    out
+}
+
+/// The call a listing is made under: no operation, nothing sent but
+/// `tools/list`.
+pub fn listing_call(workspace: &std::path::Path, secrets: &[String]) -> Call {
+    Call {
+        operation_id: "tools/list".into(),
+        try_no: 1,
+        request: serde_json::Value::Null,
+        workspace: workspace.to_path_buf(),
+        timeout: Some(LIST_TIMEOUT),
+        output_bytes_max: OUTPUT_BYTES_MAX,
+        stdin: None,
+        env: Vec::new(),
+        secrets: secrets.to_vec(),
+    }
+}
+
+/// Outside a run (`engine revise`): the inventories of the MCP servers
+/// whose tasks a revision may reuse (effect `none` or `local`: an external
+/// effect is never reused), each server started for this and ended after.
+/// A server that could not be asked is absent.
+pub fn list_now(plan: &Plan, secrets: &[String]) -> Result<BTreeMap<String, Inventory>> {
+    let named: BTreeSet<&str> = tools::uses(&plan.file)
+        .iter()
+        .filter(|u| plan.file.tasks.get(u.index).is_some_and(|t| t.effect != Effect::External))
+        .map(|u| u.provider)
+        .collect();
+    let asked: Vec<(String, Arc<dyn Provider>)> = named
+        .into_iter()
+        .filter_map(|n| plan.file.providers.get(n).map(|spec| (n.to_string(), super::provider::build(spec))))
+        .collect();
+    if asked.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let call = listing_call(&plan.workspace, secrets);
+    let listed = rt.block_on(async {
+        let listed = inventories(&asked, &call).await;
+        for (_, p) in &asked {
+            p.shutdown().await;
+        }
+        listed
+    });
+    Ok(listed.into_iter().filter_map(|(name, inv)| inv.ok().map(|i| (name, i))).collect())
+}
+
+impl Runner<'_> {
+    /// List the tools of every MCP server a task calls, record each
+    /// inventory, and refuse the run if a task calls a tool its server does
+    /// not offer (no intent, no call).
+    pub(super) async fn check_tools(&mut self) -> Result<()> {
+        let named: BTreeSet<String> = tools::uses(&self.plan.file).iter().map(|u| u.provider.to_string()).collect();
+        let asked: Vec<(String, Arc<dyn Provider>)> =
+            named.into_iter().filter_map(|n| self.providers.get(&n).cloned().map(|p| (n, p))).collect();
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let call = listing_call(&self.plan.workspace, &self.secrets);
+        for (provider, listed) in inventories(&asked, &call).await {
+            let data = match &listed {
+                Ok(inv) => json!({"provider": provider, "tools": inv}),
+                Err(why) => json!({"provider": provider, "error": why}),
+            };
+            self.write_event(Durability::Normal, EventKind::ToolInventory, None, None, data)?;
+            if let Ok(inv) = listed {
+                self.tools.insert(provider, inv);
+            }
+        }
+        match self.unknown_tool() {
+            Some(refusal) => self.refuse_unknown_tool(refusal),
+            None => Ok(()),
+        }
+    }
+
+    /// The first task calling a tool its server did not list, as an error.
+    fn unknown_tool(&self) -> Option<(String, Error)> {
+        let uses = tools::uses(&self.plan.file);
+        let unknown = tools::first_unknown(&uses, &self.tools)?;
+        let offered: Vec<&String> = self.tools.get(unknown.provider).map(|i| i.keys().collect()).unwrap_or_default();
+        let message = format!(
+            "task `{}` calls tool `{}`, which MCP provider `{}` does not offer (its tools/list: {offered:?}); \
+             nothing was sent",
+            unknown.task_ref, unknown.tool, unknown.provider
+        );
+        let details = json!({"task_ref": unknown.task_ref, "provider": unknown.provider, "tool": unknown.tool,
+            "offered": offered});
+        let error = Error::new(Code::UnknownTool, message)
+            .at(format!("$.tasks[{}].action.tool", unknown.index))
+            .with_details(details);
+        Some((unknown.task_ref.to_string(), error))
+    }
+
+    /// Say in the ledger why the run stops, then stop.
+    fn refuse_unknown_tool(&mut self, (task_ref, error): (String, Error)) -> Result<()> {
+        let data = json!({"code": error.code, "message": error.message, "details": error.details});
+        self.write_event(Durability::Normal, EventKind::CallRefused, Some(&task_ref), None, data)?;
+        Err(error)
+    }
+
+    /// The inventory entries `task`'s checkpoint carries (see
+    /// `decide::tools::context_of`).
+    pub(super) fn tool_context(&self, task: &crate::plan::Task) -> BTreeMap<String, String> {
+        tools::context_of(&self.plan.file, task, &self.tools)
+    }
+}

@@ -1,0 +1,211 @@
+//! The repository explains itself: every error code, warning code, command,
+//! flag and plan field is in `docs/`, every command is in `engine --help`
+//! with an example in its own `--help`, and nothing user-facing points
+//! outside the repository.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use clap::CommandFactory;
+use engine::cli::args::Cli;
+use engine::error::Code;
+use engine::plan::warnings::WarningCode;
+use serde_json::Value;
+
+use crate::common::*;
+
+fn doc(name: &str) -> String {
+    fs::read_to_string(repo_root().join("docs").join(name)).unwrap_or_else(|e| panic!("docs/{name}: {e}"))
+}
+
+/// Every page of docs/, together.
+fn all_docs() -> String {
+    let mut text = String::new();
+    for entry in fs::read_dir(repo_root().join("docs")).expect("docs/") {
+        let path = entry.expect("a docs entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            text.push_str(&fs::read_to_string(&path).expect("a docs page"));
+        }
+    }
+    text
+}
+
+fn subcommands() -> Vec<clap::Command> {
+    Cli::command().get_subcommands().filter(|c| c.get_name() != "help").cloned().collect()
+}
+
+/// The part of commands.md about `engine NAME`: from its heading to the next.
+fn command_section(commands_md: &str, name: &str) -> Option<String> {
+    let heading = format!("### `engine {name}");
+    let start = commands_md.find(&heading)?;
+    let rest = &commands_md[start..];
+    let end = rest[heading.len()..].find("\n### ").map_or(rest.len(), |i| i + heading.len());
+    Some(rest[..end].to_string())
+}
+
+#[test]
+fn every_error_code_is_documented_with_its_exit_code() {
+    let codes_md = doc("codes.md");
+    let mut missing = Vec::new();
+    for code in Code::ALL {
+        let row = format!("| `{}` | {} |", code.as_str(), code.exit_code());
+        if !codes_md.contains(&row) {
+            missing.push(row);
+        }
+    }
+    assert!(missing.is_empty(), "docs/codes.md lacks these rows (code, exit): {missing:#?}");
+}
+
+#[test]
+fn every_warning_code_is_documented() {
+    let codes_md = doc("codes.md");
+    let missing: Vec<_> =
+        WarningCode::ALL.iter().map(|w| w.as_str()).filter(|w| !codes_md.contains(&format!("| `{w}` |"))).collect();
+    assert!(missing.is_empty(), "docs/codes.md lacks warning codes {missing:?}");
+}
+
+#[test]
+fn every_command_and_flag_is_in_the_commands_reference() {
+    let commands_md = doc("commands.md");
+    let mut missing = Vec::new();
+    for cmd in subcommands() {
+        let name = cmd.get_name();
+        let Some(section) = command_section(&commands_md, name) else {
+            missing.push(format!("### `engine {name}` heading"));
+            continue;
+        };
+        for arg in cmd.get_arguments().filter(|a| !a.is_global_set()) {
+            let shown = match arg.get_long() {
+                Some(long) => format!("--{long}"),
+                None => arg.get_value_names().and_then(|v| v.first()).map(|v| v.to_string()).unwrap_or_default(),
+            };
+            if !section.contains(&shown) {
+                missing.push(format!("engine {name}: {shown}"));
+            }
+        }
+    }
+    for global in ["--json", "--store", "--workspace"] {
+        if !commands_md.contains(&format!("| `{global}")) {
+            missing.push(format!("global {global}"));
+        }
+    }
+    assert!(missing.is_empty(), "docs/commands.md lacks: {missing:#?}");
+}
+
+#[test]
+fn every_command_is_in_help_with_an_example() {
+    let ws = Ws::new();
+    let top = ws.engine(&["--help"]);
+    top.expect_code(0);
+    for cmd in subcommands() {
+        let name = cmd.get_name();
+        assert!(top.stdout.contains(&format!("  {name} ")), "`engine --help` lists {name}\n{}", top.stdout);
+        let own = ws.engine(&[name, "--help"]);
+        own.expect_code(0);
+        assert!(own.stdout.contains("Example"), "`engine {name} --help` has an example\n{}", own.stdout);
+        assert!(own.stdout.contains(&format!("engine {name}")), "its example runs `engine {name}`\n{}", own.stdout);
+        // Every argument is described, not just named.
+        for arg in cmd.get_arguments() {
+            assert!(arg.get_help().is_some(), "engine {name}: argument {} has no description", arg.get_id());
+        }
+    }
+}
+
+/// Every property name anywhere in the plan's JSON Schema.
+fn schema_fields(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            if let Some(Value::Object(props)) = map.get("properties") {
+                out.extend(props.keys().cloned());
+            }
+            map.values().for_each(|child| schema_fields(child, out));
+        }
+        Value::Array(items) => items.iter().for_each(|child| schema_fields(child, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_plan_field_is_in_the_plan_reference() {
+    let plan_md = doc("plan.md");
+    let mut fields = BTreeSet::new();
+    schema_fields(&serde_json::to_value(engine::plan::schema()).expect("the schema"), &mut fields);
+    assert!(fields.len() > 30, "the schema has its fields: {fields:?}");
+    let missing: Vec<_> = fields.iter().filter(|f| !plan_md.contains(&format!("`{f}`"))).collect();
+    assert!(missing.is_empty(), "docs/plan.md lacks plan fields {missing:?}");
+}
+
+#[test]
+fn every_state_and_failure_class_is_documented() {
+    use engine::state::{AttemptState, FailureClass, GoalState, TaskState};
+    let states_md = doc("states.md");
+    let mut words: Vec<&str> = Vec::new();
+    words.extend(AttemptState::ALL.iter().map(|s| s.as_str()));
+    words.extend(TaskState::ALL.iter().map(|s| s.as_str()));
+    words.extend(GoalState::ALL.iter().map(|s| s.as_str()));
+    words.extend(FailureClass::ALL.iter().map(|s| s.as_str()));
+    // The re-run summary's word for a task it did not run.
+    words.push("kept");
+    let missing: Vec<_> = words.iter().filter(|w| !states_md.contains(&format!("`{w}`"))).collect();
+    assert!(missing.is_empty(), "docs/states.md lacks {missing:?}");
+}
+
+#[test]
+fn the_repository_explains_itself_without_outside_links() {
+    let mut texts = vec![("README.md".to_string(), fs::read_to_string(repo_root().join("README.md")).unwrap())];
+    texts.push(("docs/".to_string(), all_docs()));
+    for (name, text) in texts {
+        assert!(!text.contains("../shared"), "{name} points outside the repository (../shared)");
+    }
+    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    assert!(readme.contains("(docs/README.md)"), "the README links to the reference");
+    // Every page the index names exists, and every page is in the index.
+    let index = doc("README.md");
+    for entry in fs::read_dir(repo_root().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") && name != "README.md" {
+            assert!(index.contains(&format!("]({name})")), "docs/README.md lists {name}");
+        }
+    }
+}
+
+/// The keys an `agent-json` agent really receives are the ones
+/// docs/agent-json.md documents, on a first call and on a repair.
+#[test]
+fn the_agent_request_is_what_the_docs_describe() {
+    let ws = Ws::new();
+    let agent = "cat >> requests.jsonl; echo >> requests.jsonl; echo '{\"status\": \"done\", \"summary\": \"s\"}'";
+    let mut t = task("write", &["sh", "-c", agent]);
+    t["provider"] = serde_json::json!("agent");
+    t["effect"] = serde_json::json!("local");
+    t["validations"] = serde_json::json!([{"id": "V1", "run": ["test", "-e", "ok"]}]);
+    let mut p = plan(vec![t]);
+    p["providers"]["agent"] = serde_json::json!({"kind": "command", "protocol": "agent-json"});
+    ws.write_plan("plan.json", &p);
+    ws.engine(&["run", "plan.json"]).expect_code(1);
+    ws.write("ok", "");
+    ws.engine(&["repair", "write", "--instruction", "make ok"]).expect_code(0);
+
+    let text = ws.read("requests.jsonl");
+    let requests: Vec<Value> =
+        text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(requests.len(), 2, "one request per call, each on one line:\n{text}");
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
+    let first: BTreeSet<String> = ["goal", "task", "operation_id", "try"].map(String::from).into();
+    assert_eq!(keys(&requests[0]), first);
+    let mut repair_keys = first.clone();
+    repair_keys.insert("repair".into());
+    assert_eq!(keys(&requests[1]), repair_keys);
+    let repair = &requests[1]["repair"];
+    assert_eq!(repair["instruction"], "make ok");
+    assert_eq!(repair["classification"]["class"], "validation_failed");
+
+    let agent_md = doc("agent-json.md");
+    let documented = |k: &String| agent_md.contains(&format!("| `{k}` |"));
+    for k in keys(&requests[1]).iter().chain(keys(repair).iter()).chain(keys(&requests[0]["task"]).iter()) {
+        assert!(documented(k) || agent_md.contains(&format!("`{k}`")), "docs/agent-json.md lacks `{k}`");
+    }
+    for k in keys(&requests[1]).iter().chain(keys(repair).iter()) {
+        assert!(documented(k), "docs/agent-json.md has no row for `{k}`");
+    }
+}
