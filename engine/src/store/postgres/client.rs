@@ -242,10 +242,11 @@ fn run(rt: &tokio::runtime::Runtime, client: &Option<Client>, sql: &str, params:
     }
 }
 
-/// The server is going away (admin shutdown, crash shutdown): the
+/// The server is going away (admin shutdown, crash shutdown) or ended the
+/// session (idle in a transaction past its timeout, 25P03): the
 /// connection is as good as lost.
 fn is_shutdown(e: &tokio_postgres::Error) -> bool {
-    e.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
+    e.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08") || c.code() == "25P03")
 }
 
 async fn connect(config: &tokio_postgres::Config) -> std::result::Result<Client, String> {

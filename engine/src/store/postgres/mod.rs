@@ -74,8 +74,20 @@ pub(super) struct Pg {
 impl Pg {
     fn connect(url: &str) -> Result<(Conn, tokio_postgres::Config, String)> {
         let place = redact(url);
-        let config: tokio_postgres::Config =
+        let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| Error::usage(format!("not a PostgreSQL URL: {e}")).at(place.clone()))?;
+        // A worker stopped (SIGSTOP, a frozen VM) inside a transaction would
+        // hold its row locks, the claim's among them, for ever: the server
+        // ends such a session once it has been idle in its transaction for a
+        // lease, so a takeover can go on; the stopped worker then finds its
+        // commit lost (in doubt, checked by its commit token) and its claim
+        // taken over.
+        let idle = format!("-c idle_in_transaction_session_timeout={}", claims::lease_duration().as_millis());
+        let options = match config.get_options() {
+            Some(given) => format!("{given} {idle}"),
+            None => idle,
+        };
+        config.options(&options);
         let conn = Conn::open(config.clone()).map_err(|e| e.at(place.clone()))?;
         Ok((conn, config, place))
     }
