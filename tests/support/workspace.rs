@@ -111,6 +111,16 @@ impl Ws {
         self.run_command(self.command(args))
     }
 
+    /// `engine verify` passes on the workspace's store; on a PostgreSQL
+    /// test store, it says plainly that it checks SQLite stores only.
+    pub fn verify(&self) {
+        let out = self.engine(&["--json", "verify"]);
+        match &self.shared {
+            None => out.expect_code(0),
+            Some(_) => out.expect(2, Some("USAGE_ERROR")),
+        };
+    }
+
     /// `engine --json ARGS`.
     pub fn engine_json(&self, args: &[&str]) -> Out {
         self.engine_fp(args, None)

@@ -95,6 +95,15 @@ pub fn is_shared(location: &Path) -> bool {
     location.to_str().is_some_and(postgres::is_url)
 }
 
+/// Where a store is, as errors name it (a URL's password left out).
+pub fn display_place(location: &Path) -> String {
+    if is_shared(location) {
+        postgres::redact(url(location))
+    } else {
+        location.display().to_string()
+    }
+}
+
 fn url(location: &Path) -> &str {
     location.to_str().unwrap_or_default()
 }
