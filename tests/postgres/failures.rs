@@ -1,5 +1,5 @@
-//! Workers that die, stop, or lose their database — and two that race
-//! for one approval.
+//! Workers that die, stop (SIGSTOP, or a person's SIGINT), or lose their
+//! database — and two that race for one approval.
 
 use std::path::Path;
 use std::time::Duration;
@@ -138,4 +138,33 @@ fn two_workers_never_pass_a_call_budget_together() {
     let calls: usize = s.starts().values().sum();
     assert_eq!(calls, 3, "the budget allows three calls in all: {:?}", s.starts());
     assert_eq!(Ledger::open(Path::new(&s.url)).attempts().len(), 3);
+}
+
+#[test]
+fn a_worker_stopped_by_a_person_cancels_its_task_gives_its_claim_back_and_another_runs_it() {
+    let s = Shared::new(&plan(vec![task("A", "none", 5.0, &[])]));
+    s.submit();
+    let mut first = s.worker("w1", 1, &[]);
+    s.wait_started("A");
+    signal(first.pid(), libc::SIGINT);
+    // The stop ends the provider's process group and records the attempt
+    // as a person's stop: exit 130, as after Ctrl-C in `engine run`.
+    let out = first.wait(RUN_DEADLINE);
+    out.expect_code(130);
+    let ledger = Ledger::open(Path::new(&s.url));
+    let a: Vec<String> = ledger.attempts_of("A").into_iter().map(|a| a.state).collect();
+    assert_eq!(a, ["cancelled"], "{}", out.describe());
+    assert_eq!(ledger.events_of("run_stopped").len(), 1);
+    assert!(!s.calls().iter().any(|c| c.0 == "A" && c.1 == "end"), "the stopped call did not run on");
+
+    // The stopped worker gave its claim back: the next worker takes the
+    // task at once (no takeover after a lease) and runs it again.
+    let out = s.worker("w2", 1, &[]).wait(RUN_DEADLINE);
+    out.expect_code(0);
+    let ledger = Ledger::open(Path::new(&s.url));
+    assert!(ledger.events_of("claim_taken_over").is_empty(), "{:?}", ledger.events_of("claim_taken_over"));
+    let a: Vec<String> = ledger.attempts_of("A").into_iter().map(|a| a.state).collect();
+    assert_eq!(a, ["cancelled", "succeeded"]);
+    assert_eq!(s.starts().get("A"), Some(&2));
+    assert_eq!(ledger.goal_state(), "satisfied");
 }

@@ -91,7 +91,14 @@ fn stopped_exit(exit_code: i32) -> i32 {
 impl Command {
     /// The commands that run work, and so catch a person's stop signals.
     fn runs_work(&self) -> bool {
-        matches!(self, Command::Run { .. } | Command::Worker { .. } | Command::Retry { .. } | Command::Repair { .. } | Command::Revise { .. })
+        matches!(
+            self,
+            Command::Run { .. }
+                | Command::Worker { .. }
+                | Command::Retry { .. }
+                | Command::Repair { .. }
+                | Command::Revise { .. }
+        )
     }
 }
 
