@@ -19,6 +19,14 @@ fn engine_run_on_postgres_is_a_worker_and_every_reading_command_works() {
     log.expect_code(0);
     assert!(log.stdout.contains("goal_submitted"), "{}", log.stdout);
     s.engine(&["report", "--json"]).expect_code(0);
+    let goals = s.engine(&["--json", "goals"]);
+    goals.expect_code(0);
+    assert!(goals.stdout.contains(GOAL) && goals.stdout.contains("every task once"), "{}", goals.stdout);
+    let log = s.engine(&["--json", "log", "--goal", GOAL]);
+    log.expect_code(0);
+    assert!(log.stdout.contains("run_finished"), "{}", log.stdout);
+    let output = s.engine(&["output", "A"]);
+    output.expect_code(0);
     // A second run of the same plan: registered already, nothing to do.
     let again = s.engine(&["--json", "run", "plan.json"]);
     again.expect_code(0);
