@@ -3,10 +3,10 @@
 processes on one goal of 64 independent tasks that each sleep 200 ms,
 against SQLite's `engine run` on the same plan.
 
-Stand-in: the tasks are `command` tasks running `sleep 0.2` (the `builtin`
-provider's `sleep` op is not on this branch), so each task's figure
-includes a process spawn. Each worker runs one task at a time
-(`--jobs 1`), so the ideal is 64 x 0.2 s / workers.
+The tasks are `builtin` tasks (`{"op": "sleep", "ms": 200}`): no process
+is spawned, so each figure is the engine's and the ledger's own cost.
+Each worker runs one task at a time (`--jobs 1`), so the ideal is
+64 x 0.2 s / workers.
 
     bench/workers.py [--engine PATH] [--tasks 64] [--sleep 0.2] [--workers 1,2,4]
 
@@ -77,9 +77,9 @@ def plan(tasks, sleep):
                  "constraints": []},
         "budgets": {"max_attempts_per_task": 3, "max_revisions": 3, "max_provider_calls": 100000,
                     "max_cost": 0, "deadline_seconds": 3600},
-        "providers": {"sh": {"kind": "command"}},
-        "tasks": [{"ref": f"T{i:03}", "title": f"T{i:03}", "provider": "sh", "effect": "none", "inputs": [],
-                   "action": {"run": ["sleep", str(sleep)]}} for i in range(tasks)],
+        "providers": {"b": {"kind": "builtin"}},
+        "tasks": [{"ref": f"T{i:03}", "title": f"T{i:03}", "provider": "b", "effect": "none", "inputs": [],
+                   "action": {"op": "sleep", "ms": round(sleep * 1000)}} for i in range(tasks)],
     }
 
 
@@ -143,7 +143,7 @@ def main():
         finally:
             server.stop()
         one = next((w for label, n, w in rows if n == 1 and label.startswith("PostgreSQL")), None)
-        print(f"{a.tasks} tasks of `sleep {a.sleep}` (command stand-in), engine {a.engine}, "
+        print(f"{a.tasks} tasks of `builtin sleep {round(a.sleep * 1000)} ms`, engine {a.engine}, "
               f"load average {os.getloadavg()[0]:.2f}\n")
         print("| store, workers | wall (s) | tasks/s | per-task overhead (ms) | speed-up vs 1 PG worker |")
         print("| --- | --- | --- | --- | --- |")
