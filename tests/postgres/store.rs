@@ -55,3 +55,46 @@ fn a_worker_needs_a_shared_store_and_an_unreachable_one_is_a_clear_error() {
     gone.expect(2, Some("USAGE_ERROR"));
     assert!(gone.stdout.contains("cannot connect to PostgreSQL"), "{}", gone.stdout);
 }
+
+/// A ledger at schema 1 (this branch's first release) is migrated to 2 by
+/// the next writing command, in place, its rows kept: the class
+/// `constraint_violated`, `attempts.protected_at_intent` and the state
+/// `cancelled` are then accepted, and the old rows read as before.
+#[test]
+fn a_schema_1_ledger_is_migrated_to_2_with_its_rows() {
+    let s = Shared::new(&plan(vec![task("A", "none", 0.0, &[])]));
+    s.engine(&["--json", "run", "plan.json"]).expect_code(0);
+    // Take the ledger back to schema 1 exactly: the CHECKs as they were,
+    // no protected_at_intent.
+    s.pg.psql(
+        "ledger",
+        "ALTER TABLE attempts DROP CONSTRAINT attempts_class_check;
+         ALTER TABLE attempts ADD CONSTRAINT attempts_class_check CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified'));
+         ALTER TABLE attempts DROP COLUMN protected_at_intent;
+         ALTER TABLE attempts DROP CONSTRAINT attempts_state_check;
+         ALTER TABLE attempts ADD CONSTRAINT attempts_state_check CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned'));
+         ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+         ALTER TABLE tasks ADD CONSTRAINT tasks_state_check CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval'));
+         UPDATE schema_meta SET version = 1;",
+    );
+    // A reader never migrates: it names the command that does.
+    let read = s.engine(&["--json", "status"]);
+    read.expect(2, Some("USAGE_ERROR"));
+    assert!(read.stdout.contains("schema version 1"), "{}", read.describe());
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "1");
+
+    // A writing command migrates, and keeps every row.
+    s.engine(&["--json", "run", "plan.json"]).expect_code(0);
+    s.engine(&["--json", "status"]).expect_code(0);
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "2");
+    assert_eq!(s.pg.psql("ledger", "SELECT count(*) FROM attempts WHERE state = 'succeeded'"), "1");
+    s.pg.psql(
+        "ledger",
+        "BEGIN;
+         UPDATE attempts SET state = 'cancelled', class = 'constraint_violated', protected_at_intent = 'd';
+         UPDATE tasks SET state = 'cancelled';
+         ROLLBACK;",
+    );
+    let refused = s.pg.try_psql("ledger", "UPDATE tasks SET state = 'canceled'");
+    assert!(refused.contains("tasks_state_check"), "{refused}");
+}

@@ -146,6 +146,13 @@ impl Pg {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// `psql -c SQL` that may fail: what it printed, stdout and stderr.
+    pub fn try_psql(&self, db: &str, sql: &str) -> String {
+        let port = self.port.to_string();
+        let out = self.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", db, "-Atq", "-c", sql]);
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }
+
     /// Crash the server (`pg_ctl stop -m immediate`: no clean shutdown,
     /// recovery at the next start), wait `down`, start it again.
     pub fn crash_and_restart(&self, down: Duration) {
