@@ -425,25 +425,7 @@ impl<'l> Runner<'l> {
                 continue;
             }
             looked_idle = false;
-            // A shared store's run looks at the ledger while it waits (other
-            // workers' completions make dependents ready).
-            let poll_due = self.shared && self.in_flight.len() < self.jobs && !self.stop.active();
-            let wake = tokio::select! {
-                msg = self.rx.recv() => Wake::Msg(msg),
-                event = self.stop.next() => Wake::Stop(event),
-                _ = tokio::time::sleep(crate::limits::WORKER_POLL), if poll_due => Wake::Poll,
-            };
-            let msg = match wake {
-                Wake::Msg(msg) => msg.ok_or_else(|| Error::internal("the run's message channel closed"))?,
-                Wake::Stop(event) => {
-                    self.on_stop(event).await?;
-                    continue;
-                }
-                Wake::Poll => {
-                    (scheduler, _) = self.poll(&order, &deps).await?;
-                    continue;
-                }
-            };
+            let Some(msg) = self.next_msg(&mut scheduler, &order, &deps).await? else { continue };
             let attempt_id = msg.attempt_id();
             let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
@@ -465,6 +447,34 @@ impl<'l> Runner<'l> {
             return Ok(());
         }
         self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Wait for the next message of a call in flight. `None`: a person's
+    /// stop, or (on a shared store, where other workers' completions make
+    /// dependents ready) a look at the ledger, came first.
+    async fn next_msg(
+        &mut self,
+        scheduler: &mut Scheduler,
+        order: &[String],
+        deps: &[Vec<usize>],
+    ) -> Result<Option<Msg>> {
+        let poll_due = self.shared && self.in_flight.len() < self.jobs && !self.stop.active();
+        let wake = tokio::select! {
+            msg = self.rx.recv() => Wake::Msg(msg),
+            event = self.stop.next() => Wake::Stop(event),
+            _ = tokio::time::sleep(crate::limits::WORKER_POLL), if poll_due => Wake::Poll,
+        };
+        match wake {
+            Wake::Msg(msg) => msg.map(Some).ok_or_else(|| Error::internal("the run's message channel closed")),
+            Wake::Stop(event) => {
+                self.on_stop(event).await?;
+                Ok(None)
+            }
+            Wake::Poll => {
+                (*scheduler, _) = self.poll(order, deps).await?;
+                Ok(None)
+            }
+        }
     }
 
     /// Whatever could not start waits on something: say what.
