@@ -137,7 +137,8 @@ def bad_plan_check(code, family, mutate, detail):
             c.expect(code in s.stderr, "`engine %s` names %s on stderr" % (cmd, code))
         s = c.engine("--json", "run", "bad.json", cwd=ws, expect=2)
         c.expect_eq(s.json().get("error", {}).get("code"), code, "--json error.code")
-        c.expect(not (ws / ".engine").exists(), "no store was created (nothing was registered or run)")
+        c.expect(not (ws / ".engine").exists(), "no store was created in the workspace")
+        c.engine("status", cwd=ws, expect=2)  # and none where the store lives: nothing was registered
         c.expect_eq(c.suite.tree_digest(ws)["digest"], before["digest"], "workspace digest before and after (no task ran)")
     fn.__name__ = "bad_plan_" + code.lower()
     return fn

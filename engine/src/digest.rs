@@ -15,6 +15,10 @@ pub enum Kind {
     Checkpoint,
     Plan,
     FailureFingerprint,
+    /// A link of the chain over a person's acts (`store::chain`).
+    ActChain,
+    /// A command and its arguments, as a `--request-id` binds them.
+    RequestFingerprint,
     /// A task's meaning without its validations: tells a change to the
     /// validations alone from a change to what the task does.
     TaskMeaningCore,
@@ -33,6 +37,8 @@ impl Kind {
             Kind::Checkpoint => "engine 2026-11 checkpoint_digest v1",
             Kind::Plan => "engine 2026-11 plan_digest v1",
             Kind::FailureFingerprint => "engine 2026-11 failure_fingerprint v1",
+            Kind::ActChain => "engine 2026-12 act chain v1",
+            Kind::RequestFingerprint => "engine 2026-12 request fingerprint v1",
             Kind::TaskMeaningCore => "engine 2026-12 task_meaning_without_validations v1",
             Kind::ToolSchema => "engine 2026-12 tool_schema_digest v1",
         }
@@ -94,7 +100,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 12] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -103,6 +109,8 @@ const KINDS: [Kind; 10] = [
     Kind::Checkpoint,
     Kind::Plan,
     Kind::FailureFingerprint,
+    Kind::ActChain,
+    Kind::RequestFingerprint,
     Kind::TaskMeaningCore,
     Kind::ToolSchema,
 ];
@@ -111,7 +119,7 @@ const KINDS: [Kind; 10] = [
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 10]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 12]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

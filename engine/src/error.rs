@@ -43,6 +43,15 @@ pub enum Code {
     /// SPEC's additions: a worker's claim on a task expired and another
     /// worker took it over; this worker writes nothing more about it.
     StaleClaim,
+    /// SPEC's additions: a person's act in the store is not on the act
+    /// chain (inserted or edited by anything but the engine); the row is
+    /// named and nothing acts on it.
+    StoreTampered,
+    /// SPEC's additions: a `--request-id` already used for another command.
+    RequestIdConflict,
+    /// SPEC's additions: the plan's `people` does not list this operating
+    /// system user for this act; nothing is recorded.
+    NotPermitted,
     /// SPEC's additions: a task names an MCP tool its provider's `tools`
     /// allow-list does not name (`engine check`).
     ToolNotAllowed,
@@ -81,6 +90,9 @@ impl Code {
         Code::SchemaTooNew,
         Code::StoreFull,
         Code::StaleClaim,
+        Code::StoreTampered,
+        Code::RequestIdConflict,
+        Code::NotPermitted,
         Code::ToolNotAllowed,
         Code::UnknownTool,
         Code::UsageError,
@@ -112,6 +124,9 @@ impl Code {
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
             Code::StaleClaim => "STALE_CLAIM",
+            Code::StoreTampered => "STORE_TAMPERED",
+            Code::RequestIdConflict => "REQUEST_ID_CONFLICT",
+            Code::NotPermitted => "NOT_PERMITTED",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::UsageError => "USAGE_ERROR",
@@ -139,6 +154,9 @@ impl Code {
             | Code::SettlementInvalid
             | Code::SchemaTooNew
             | Code::StoreFull
+            | Code::StoreTampered
+            | Code::RequestIdConflict
+            | Code::NotPermitted
             | Code::ToolNotAllowed
             | Code::UnknownTool
             | Code::GoalRequired
@@ -264,14 +282,17 @@ mod tests {
             Code::SchemaTooNew => 20,
             Code::StoreFull => 21,
             Code::StaleClaim => 22,
-            Code::ToolNotAllowed => 23,
-            Code::UnknownTool => 24,
-            Code::UsageError => 25,
-            Code::Internal => 26,
+            Code::StoreTampered => 23,
+            Code::RequestIdConflict => 24,
+            Code::NotPermitted => 25,
+            Code::ToolNotAllowed => 26,
+            Code::UnknownTool => 27,
+            Code::UsageError => 28,
+            Code::Internal => 29,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 27);
+        assert_eq!(Code::ALL.len(), 30);
     }
 }

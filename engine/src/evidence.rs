@@ -177,8 +177,16 @@ pub enum Evidence {
     /// error of the call (the call was sent, and counts), not a violation
     /// (nothing was seen to change): the attempt is not judged clean.
     ProtectedPathsNotObserved { message: String },
-    /// A re-observation of the target.
-    Observation { observation: providers::Observation },
+    /// A re-observation of the target: its verdict and summary, and for a
+    /// read-back the request, the answer and the rule that decided.
+    Observation {
+        observation: providers::Observation,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_back: Option<ReadBackRecord>,
+    },
+    /// The provider was asked about a request it had accepted, by the
+    /// handle it gave (an MCP task id), without sending it again.
+    HandleLookup { handle: providers::Handle, found: HandleFound, evidence: String },
     /// A person stopped the run (SIGINT, SIGTERM, SIGHUP) while this was in
     /// flight: a provider call, or a validation (`check_id`). Never a
     /// failure and never a pass; no classification rule reads it.
@@ -189,6 +197,51 @@ pub enum Evidence {
         check_id: Option<String>,
         end: StopEnd,
     },
+}
+
+/// A read-back as the ledger keeps it: what was asked (placeholders
+/// filled), what came back (its JSON as a blob, an excerpt beside it; none
+/// when nothing usable came back, and then why), and which rule decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadBackRecord {
+    pub request: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Output>,
+    pub decider: providers::Decider,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// What asking the provider about an accepted request found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandleFound {
+    /// The request ended and its answer was fetched: that is the receipt.
+    Answered,
+    /// The provider still works on it.
+    Running,
+    /// The provider does not know it (any more), or could not be asked.
+    Unknown,
+}
+
+/// A provider's handle in words: `MCP task T (session S)`.
+pub fn handle_words(h: &providers::Handle) -> String {
+    match h {
+        providers::Handle::McpTask { task_id, session: Some(s) } => format!("MCP task {task_id} (session {s})"),
+        providers::Handle::McpTask { task_id, session: None } => format!("MCP task {task_id}"),
+    }
+}
+
+impl HandleFound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandleFound::Answered => "answered",
+            HandleFound::Running => "running",
+            HandleFound::Unknown => "unknown",
+        }
+    }
 }
 
 /// What a person's stop reached.
@@ -246,6 +299,7 @@ impl Evidence {
             Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
             Evidence::Observation { .. } => "observation",
             Evidence::Stopped { .. } => "stopped",
+            Evidence::HandleLookup { .. } => "handle_lookup",
         }
     }
 }

@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 pub const POINTS: &[&str] = &[
     "after_intent",
     "after_dispatch",
+    "after_handle",
     "after_receipt",
     "after_receipt_commit",
     "store_built",

@@ -19,6 +19,7 @@ pub mod failpoint;
 pub mod ids;
 pub mod init;
 pub mod limits;
+pub mod once;
 pub mod plan;
 pub mod report;
 pub mod run;

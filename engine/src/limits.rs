@@ -77,8 +77,18 @@ pub const SECRETS_MAX: usize = 1000;
 /// A URL (HTTP endpoint, observe template).
 pub const URL_BYTES_MAX: usize = 8 * 1024;
 
+/// A read-back rule (`observe`, a task's or a provider's), as JSON.
+pub const OBSERVE_RULE_BYTES_MAX: usize = 64 * 1024;
+
 /// A task's, validation's or check's `timeout_seconds` (30 days).
 pub const TIMEOUT_SECONDS_MAX: u64 = 30 * 24 * 3600;
+
+/// Paths a provider declares writable (`"sandbox": {"write": [...]}`);
+/// each is bounded by `PATH_BYTES_MAX`.
+pub const SANDBOX_WRITES_MAX: usize = 256;
+
+/// User names in each list of `people` (each bounded by `ID_BYTES_MAX`).
+pub const PEOPLE_MAX: usize = 1000;
 
 // ------------------------------------------------------------ a run
 
@@ -157,6 +167,14 @@ pub const STORE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection (every statement the engine
 /// runs fits, so none is parsed twice).
 pub const STORE_STATEMENTS_CACHED: usize = 256;
+
+/// `--request-id`: its bytes (a UUID is 36; room for a caller's own
+/// scheme, never for a document).
+pub const REQUEST_ID_BYTES_MAX: usize = 256;
+
+/// Ancestors of the current folder searched for a store (a path of at
+/// most `PATH_BYTES_MAX` bytes has fewer).
+pub const STORE_SEARCH_DEPTH_MAX: usize = 2048;
 
 /// How long giving the lease back waits for a reader holding the WAL back
 /// before it gives up on folding the WAL in (a checkpoint that could not

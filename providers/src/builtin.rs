@@ -117,6 +117,7 @@ mod tests {
             stdin: None,
             env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: crate::sandbox::Sandbox::disabled(),
         }
     }
 

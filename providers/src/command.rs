@@ -11,6 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::capture::Bounded;
+use crate::sandbox::Status;
 use crate::{
     BoxFuture, Call, CommandReceipt, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress,
     ProgressSender, Provider, Receipt,
@@ -94,20 +95,29 @@ pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
     }
     // Set last so the idempotency identity cannot be overridden.
     cmd.env("ENGINE_OPERATION_ID", &call.operation_id).env("ENGINE_TRY", call.try_no.to_string());
+    // Last of the hooks: confined from here to exec, and everything after.
+    call.sandbox.apply(cmd.as_std_mut());
     cmd
 }
 
-fn spawn_error(prog: &str, e: &io::Error) -> Outcome {
-    Outcome::NotDispatched(spawn_failure(prog, e))
+fn spawn_error(prog: &str, e: &io::Error, sandbox: &Status) -> Outcome {
+    Outcome::NotDispatched(spawn_failure(prog, e, sandbox))
 }
 
-pub(crate) fn spawn_failure(prog: &str, e: &io::Error) -> NotDispatched {
+/// A process that could not be started; when it was to run confined, the
+/// message says so (a refusal to confine shows as the spawn's errno).
+pub(crate) fn spawn_failure(prog: &str, e: &io::Error, sandbox: &Status) -> NotDispatched {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => NotDispatchedKind::ExecutableMissing,
         io::ErrorKind::PermissionDenied => NotDispatchedKind::PermissionDenied,
         _ => NotDispatchedKind::Other,
     };
-    NotDispatched { kind, message: format!("cannot start `{prog}`: {e}") }
+    let message = if sandbox.is_confined() && e.kind() != io::ErrorKind::NotFound {
+        format!("cannot start `{prog}` in the sandbox ({sandbox}): {e}")
+    } else {
+        format!("cannot start `{prog}`: {e}")
+    };
+    NotDispatched { kind, message }
 }
 
 /// SIGKILL a whole process group (pgid = the leader's pid).
@@ -149,7 +159,7 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     let started = Instant::now();
     let child = match build_command(call, &argv).spawn() {
         Ok(c) => c,
-        Err(e) => return spawn_error(&argv[0], &e),
+        Err(e) => return spawn_error(&argv[0], &e, call.sandbox.status()),
     };
     // pgid == pid because of process_group(0).
     // `None` only once the child was reaped, which nothing here has done:
@@ -249,6 +259,7 @@ mod tests {
             stdin: None,
             env: vec![],
             secrets: vec![],
+            sandbox: crate::sandbox::Sandbox::disabled(),
         }
     }
 
@@ -266,6 +277,30 @@ mod tests {
 
     fn sh(dir: &Path, script: &str) -> Call {
         call(dir, &["sh", "-c", script])
+    }
+
+    /// The call's sandbox binds the process it starts: the workspace is
+    /// writable, a folder outside it (and outside the temporary folder) is
+    /// not, and the same script unconfined writes both.
+    #[tokio::test]
+    async fn the_calls_sandbox_confines_the_process() {
+        let root = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR").to_string() + "/../target").unwrap();
+        let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let script = format!("echo in > in.txt; echo out > {}/out.txt", outside.display());
+        let policy =
+            crate::sandbox::Policy::builder(&ws).temp_dirs([]).protect(root.path().join("store")).build().unwrap();
+        let mut c = sh(&ws, &script);
+        c.sandbox = policy.prepare().unwrap();
+        assert!(c.sandbox.status().is_confined(), "this machine must enforce Landlock: {}", c.sandbox.status());
+        let r = receipt(go(&c).await);
+        assert_ne!(r.exit, Some(ExitStatus::Code { code: 0 }));
+        assert!(r.stderr.text.contains("Permission denied"), "{}", r.stderr.text);
+        assert!(ws.join("in.txt").exists() && !outside.join("out.txt").exists());
+        let r = receipt(go(&sh(&ws, &script)).await);
+        assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
+        assert!(outside.join("out.txt").exists());
     }
 
     #[tokio::test]

@@ -58,6 +58,10 @@ pub struct Call {
     pub env: Vec<(String, String)>,
     /// Literal secret values to redact from captured output.
     pub secrets: Vec<String>,
+    /// The sandbox every process this call starts runs in. No default:
+    /// whoever builds a call chooses (`Sandbox::disabled()` only where the
+    /// plan opts out, or in a test of something else).
+    pub sandbox: sandbox::Sandbox,
 }
 
 /// Where a provider reports progress: a bounded channel with room for

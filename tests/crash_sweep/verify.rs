@@ -9,7 +9,7 @@ use crate::common::{Receiver, Ws};
 use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
-const CHECKS: usize = 18;
+const CHECKS: usize = 19;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
     let ran = kill::run(ws, &["verify"], Kill::Never);
@@ -46,12 +46,7 @@ fn a_store_the_engine_made_passes_every_check() {
 fn prints_the_number_of_checks() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "text");
-    let out = std::process::Command::new(crate::common::ENGINE)
-        .current_dir(&inst.ws.dir)
-        .arg("verify")
-        .env_remove("ENGINE_STORE")
-        .output()
-        .unwrap();
+    let out = inst.ws.command(&["verify"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.starts_with(&format!("store verified: {CHECKS} checks")), "{text}");

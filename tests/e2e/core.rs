@@ -816,8 +816,10 @@ fn intent_is_committed_before_the_provider_starts() {
 #[test]
 fn provider_env_has_operation_and_try_but_never_the_store() {
     let ws = Ws::new();
-    let store_dir = ws.root().join("elsewhere");
-    let store = store_dir.join("engine.db");
+    // Outside the workspace and the temporary folder (a store a provider
+    // could write is refused).
+    let store = ws.outside_store("elsewhere");
+    let store_dir = store.parent().unwrap().to_path_buf();
     ws.write_plan("plan.json", &plan(vec![task("e", &["sh", "-c", "env > env.txt"])]));
     let mut cmd = ws.command(&["run", "plan.json"]);
     cmd.env("ENGINE_STORE", &store).env("ENGINE_SOMETHING_ELSE", "internal");
@@ -877,8 +879,8 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     let elsewhere = ws.root().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
 
-    // (a) `.engine/engine.db` is a symlink to a file elsewhere.
-    fs::create_dir(ws.store_dir()).unwrap();
+    // (a) the store file is a symlink to a file elsewhere.
+    fs::create_dir_all(ws.store_dir()).unwrap();
     fs::set_permissions(ws.store_dir(), fs::Permissions::from_mode(0o700)).unwrap();
     let target = elsewhere.join("target.db");
     fs::write(&target, b"").unwrap();
@@ -899,9 +901,9 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     assert_ne!(out.code(), 0, "{out:?}");
     assert!(!dangling.exists(), "the engine created a file through a dangling symlink");
 
-    // (c) the `.engine` folder itself is a symlink.
+    // (c) the store's folder itself is a symlink.
     fs::remove_file(ws.store()).unwrap();
-    fs::remove_dir(ws.store_dir()).unwrap();
+    fs::remove_dir_all(ws.store_dir()).unwrap();
     let real = elsewhere.join("real-dir");
     fs::create_dir(&real).unwrap();
     std::os::unix::fs::symlink(&real, ws.store_dir()).unwrap();
@@ -910,7 +912,10 @@ fn store_symlinks_are_refused_and_nothing_is_written_through_them() {
     assert!(fs::read_dir(&real).unwrap().next().is_none(), "nothing written in the symlinked folder");
 
     // (d) `--store` and `ENGINE_STORE` naming a symlink.
-    let link = ws.root().join("link.db");
+    // (Where a store may be: outside the workspace and the temporary folder.)
+    let links = ws.state_home().join("links");
+    fs::create_dir(&links).unwrap();
+    let link = links.join("link.db");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let out = ws.engine(&["run", "plan.json", "--store", link.to_str().unwrap()]);
     assert_ne!(out.code(), 0, "{out:?}");

@@ -191,7 +191,7 @@ fn the_agent_request_is_what_the_docs_describe() {
         text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(requests.len(), 2, "one request per call, each on one line:\n{text}");
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
-    let first: BTreeSet<String> = ["goal", "task", "operation_id", "try"].map(String::from).into();
+    let first: BTreeSet<String> = ["goal", "task", "operation_id", "try", "authority"].map(String::from).into();
     assert_eq!(keys(&requests[0]), first);
     let mut repair_keys = first.clone();
     repair_keys.insert("repair".into());
@@ -202,7 +202,9 @@ fn the_agent_request_is_what_the_docs_describe() {
 
     let agent_md = doc("agent-json.md");
     let documented = |k: &String| agent_md.contains(&format!("| `{k}` |"));
-    for k in keys(&requests[1]).iter().chain(keys(repair).iter()).chain(keys(&requests[0]["task"]).iter()) {
+    let authority = &requests[0]["authority"];
+    let all = keys(&requests[1]).into_iter().chain(keys(repair)).chain(keys(&requests[0]["task"]));
+    for k in all.chain(keys(authority)).collect::<Vec<_>>().iter() {
         assert!(documented(k) || agent_md.contains(&format!("`{k}`")), "docs/agent-json.md lacks `{k}`");
     }
     for k in keys(&requests[1]).iter().chain(keys(repair).iter()) {

@@ -24,8 +24,11 @@ fn init_writes_a_starter_that_runs_to_satisfied_and_never_overwrites() {
     let run = ws.engine(&["run", "first/plan.json"]);
     assert_eq!(run.code(), 0, "{}", run.describe());
     assert!(run.stdout.contains("goal satisfied"), "{}", run.stdout);
-    let status = ws.engine(&["--json", "status", "--store", "first/.engine/engine.db"]);
+    // The plan's folder is its workspace; its store is outside it.
+    let status = ws.engine(&["--json", "status", "--workspace", "first"]);
     assert_eq!(status.json()["goal"]["state"], "satisfied", "{}", status.stdout);
+    assert_eq!(status.json()["store"], ws.store_of("first").display().to_string(), "{}", status.stdout);
+    assert!(!ws.path("first/.engine").exists(), "nothing of the store in the workspace");
     // The agent really ran and saw its request (operation id, try).
     let summary = ws.read("first/summary.md");
     assert!(summary.contains("hello, world") && summary.contains("op_") && summary.contains("try 1"), "{summary}");

@@ -175,7 +175,7 @@ fn a_workspace_path_with_glob_characters_is_literal() {
     // The input was expanded: changing it makes the completion stale.
     std::fs::write(odd.join("in.txt"), "changed").unwrap();
     ws.engine(&["run", "a[1]/plan.json", "--json"]).expect_code(0);
-    let rows = attempts(&Ledger::open(&odd.join(".engine/engine.db")));
+    let rows = attempts(&Ledger::open(&ws.store_dir_of(&odd).join("engine.db")));
     assert_eq!(rows.len(), 2, "T1 ran again after its input changed: {rows:?}");
 }
 

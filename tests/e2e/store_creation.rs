@@ -19,7 +19,8 @@ fn one_task_plan(ws: &Ws) {
 /// temporary files of a creation must not outlive the next run.
 fn leftovers(ws: &Ws) -> Vec<String> {
     let Ok(dir) = std::fs::read_dir(ws.store_dir()) else { return vec![] };
-    let keep = ["engine.db", "engine.db-wal", "engine.db-shm", "engine.db.mark"];
+    // `workspace`: which workspace the store belongs to (made with it).
+    let keep = ["engine.db", "engine.db-wal", "engine.db-shm", "engine.db.mark", "workspace"];
     let mut names: Vec<String> = dir
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !keep.contains(&n.as_str()))
@@ -76,7 +77,7 @@ fn kills_at_random_moments_of_creation_never_block_the_next_run() {
 fn a_hot_journal_left_by_a_killed_creation_is_rolled_back_by_the_next_writer() {
     let ws = Ws::new();
     one_task_plan(&ws);
-    std::fs::create_dir(ws.store_dir()).unwrap();
+    std::fs::create_dir_all(ws.store_dir()).unwrap();
     std::fs::set_permissions(ws.store_dir(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let mut db = vec![0u8; 4096];
     db[..16].copy_from_slice(b"SQLite format 3\0");

@@ -141,12 +141,17 @@ fn engine_errors() {
 
 #[test]
 fn observed_effect_absent() {
-    let absent = Evidence::Observation { observation: providers::Observation::EffectAbsent { evidence: "404".into() } };
+    let absent = Evidence::Observation {
+        observation: providers::Observation::EffectAbsent { evidence: "404".into() },
+        read_back: None,
+    };
     let (class, rule, ..) = cl(vec![absent, marker(false)]);
     assert_eq!((class, rule.as_str()), (C::ProviderUnavailable, "observed_effect_absent"));
     // Negative: an inconclusive observation leaves the marker in charge.
-    let present =
-        Evidence::Observation { observation: providers::Observation::EffectPresent { evidence: "200".into() } };
+    let present = Evidence::Observation {
+        observation: providers::Observation::EffectPresent { evidence: "200".into() },
+        read_back: None,
+    };
     assert_eq!(cl(vec![present, marker(false)]).0, C::EffectUnknown);
 }
 

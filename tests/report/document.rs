@@ -2,11 +2,8 @@
 //! plan, read against the ledger's own records; the same ledger gives the
 //! same bytes.
 
-use std::process::Command;
-
 use serde_json::{json, Value};
 
-use crate::common::ENGINE;
 use crate::scenario::{self, MIXED_STATES};
 
 fn task<'a>(doc: &'a Value, task_ref: &str) -> &'a Value {
@@ -136,7 +133,7 @@ fn an_earlier_revision_is_reported_as_it_was_and_a_missing_one_is_refused() {
     refused.expect(2, Some("USAGE_ERROR"));
     assert!(refused.stderr.contains("revisions 1 to 2"), "{}", refused.describe());
     // Neither --html nor --json: say which.
-    let out = Command::new(ENGINE).current_dir(&m.ws.dir).arg("report").env_remove("ENGINE_STORE").output().unwrap();
+    let out = m.ws.command(&["report"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--html FILE"));
 }
@@ -146,8 +143,8 @@ fn the_same_ledger_gives_the_same_bytes() {
     let m = scenario::mixed();
     let dir = &m.ws.dir;
     let report = |args: &[&str], env: Option<&str>| {
-        let mut cmd = Command::new(ENGINE);
-        cmd.current_dir(dir).arg("report").args(args).env_remove("SOURCE_DATE_EPOCH").env_remove("ENGINE_STORE");
+        let mut cmd = m.ws.command(&["report"]);
+        cmd.current_dir(dir).args(args).env_remove("SOURCE_DATE_EPOCH");
         if let Some(e) = env {
             cmd.env("SOURCE_DATE_EPOCH", e);
         }

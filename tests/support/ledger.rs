@@ -45,6 +45,8 @@ pub struct Attempt {
     pub checkpoint: Option<String>,
     pub instruction: Option<String>,
     pub cost: f64,
+    /// The provider's handle for the request (an MCP task), as its JSON.
+    pub handle: Option<Value>,
 }
 
 impl Attempt {
@@ -68,6 +70,7 @@ impl Attempt {
             checkpoint: a.checkpoint,
             instruction: a.instruction,
             cost: a.cost.units(),
+            handle: a.handle.map(|h| json!(h)),
         }
     }
 

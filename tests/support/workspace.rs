@@ -1,10 +1,13 @@
 //! A temporary workspace per test, and the engine run in it.
 //!
-//! Layout: `root()` is the temp dir (outputs, stores placed elsewhere,
-//! anything that must stay outside the workspace); `dir` = `root/ws` is the
-//! workspace the plans live in; `side` = `root/side` is where a test's
-//! providers write what must never be a task input (call logs, stdin
-//! dumps; `$SIDE` in their environment).
+//! Layout: `root()` is the temp dir (outputs, anything that must stay
+//! outside the workspace); `dir` = `root/ws` is the workspace the plans
+//! live in; `side` = `root/side` is where a test's providers write what
+//! must never be a task input (call logs, stdin dumps; `$SIDE` in their
+//! environment). The root is under the system's temporary folder, which
+//! the provider sandbox lets providers write; so the engine's state folder
+//! (`XDG_STATE_HOME`, where the store lives by default) is a second temp
+//! dir under cargo's target folder, which no provider may write.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,6 +23,7 @@ use super::process::{Out, Running, ENGINE, RUN_DEADLINE};
 
 pub struct Ws {
     tmp: TempDir,
+    state: TempDir,
     pub dir: PathBuf,
     pub side: PathBuf,
     runs: AtomicUsize,
@@ -40,7 +44,7 @@ impl Ws {
         let dir = dir.canonicalize().expect("canonical workspace");
         let side = side.canonicalize().expect("canonical side folder");
         let shared = super::postgres::test_store_database();
-        Ws { tmp, dir, side, runs: AtomicUsize::new(0), shared }
+        Ws { tmp, state: state_dir(), dir, side, runs: AtomicUsize::new(0), shared }
     }
 
     /// A workspace holding a copy of `fixtures/NAME` (never the source tree).
@@ -77,16 +81,43 @@ impl Ws {
         self.write(rel, serde_json::to_string_pretty(plan).expect("plan serializes"))
     }
 
-    /// The default store: `<workspace>/.engine/engine.db`.
-    pub fn store_dir(&self) -> PathBuf {
-        self.path(".engine")
+    /// The engine's state folder in this test (`XDG_STATE_HOME`).
+    pub fn state_home(&self) -> PathBuf {
+        self.state.path().canonicalize().expect("canonical state folder")
     }
 
+    /// The default store's folder: the workspace's, in the state folder.
+    pub fn store_dir(&self) -> PathBuf {
+        self.store_dir_of(&self.dir)
+    }
+
+    /// The default store's folder of another (canonical) workspace folder
+    /// run in this test's state folder.
+    pub fn store_dir_of(&self, workspace: &Path) -> PathBuf {
+        let stores = self.state_home().join("engine").join("stores");
+        stores.join(engine::store::location::key(workspace))
+    }
+
+    /// The default store (what `engine status --json` reports as `store`).
     pub fn store(&self) -> PathBuf {
         if let Some(url) = &self.shared {
             return PathBuf::from(url);
         }
         self.store_dir().join("engine.db")
+    }
+
+    /// The default store of the workspace folder `rel` inside this one
+    /// (a plan in a subfolder: its folder is its workspace).
+    pub fn store_of(&self, rel: &str) -> PathBuf {
+        let workspace = self.path(rel).canonicalize().expect("the workspace folder exists");
+        self.store_dir_of(&workspace).join("engine.db")
+    }
+
+    /// A path for a store chosen with `--store` or `ENGINE_STORE`: outside
+    /// the workspace and outside the temporary folder (where providers may
+    /// write, so the engine refuses a store there).
+    pub fn outside_store(&self, name: &str) -> PathBuf {
+        self.state_home().join(name).join("engine.db")
     }
 
     /// The engine, run in the workspace, with no inherited `ENGINE_*`
@@ -103,6 +134,7 @@ impl Ws {
             cmd.env("ENGINE_STORE", url);
         }
         cmd.env("SIDE", &self.side).env("PYTHONDONTWRITEBYTECODE", "1").env("RUST_BACKTRACE", "1");
+        cmd.env("XDG_STATE_HOME", self.state_home());
         cmd
     }
 
@@ -303,6 +335,12 @@ impl Default for Ws {
     fn default() -> Self {
         Ws::new()
     }
+}
+
+/// A state folder for one test: under cargo's target folder, never under
+/// the system's temporary folder (providers may write there).
+pub fn state_dir() -> TempDir {
+    tempfile::Builder::new().prefix("engine-state-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("state temp dir")
 }
 
 /// `path` as a `&str` for argv.

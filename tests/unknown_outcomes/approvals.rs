@@ -94,8 +94,14 @@ fn a_consumed_approval_does_not_allow_a_second_retry_of_a_settled_not_run_op() {
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }
 
+/// An approval row edited by hand (as if given for another request, then
+/// for another plan) is no longer what the act chain holds: refused with
+/// `STORE_TAMPERED` before the gate weighs it, nothing dispatched, nothing
+/// consumed. Put back as it was, it allows the call. (Which approvals the
+/// gate finds stale is `decide::gate`'s unit tests: an edit can no longer
+/// make one.)
 #[test]
-fn an_approval_for_another_request_or_plan_is_stale() {
+fn an_approval_edited_by_hand_is_refused_until_put_back() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
     ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
@@ -103,21 +109,14 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     let approval = approve(&ws, &op);
     let row = ws.ledger().approval(approval);
     let (request_digest, plan_digest) = (row.request_digest.to_string(), row.plan_digest);
-
-    // Operation ids embed the request digest (goal + task ref + request),
-    // so a changed request arrives under a different operation id and
-    // cannot even find this approval. To exercise the call-site check
-    // itself we rewrite the approval row as if it had been given for
-    // another request (then for another plan) under this operation id.
     let other = "0".repeat(64);
     for (column, good) in [("request_digest", &request_digest), ("plan_digest", &plan_digest)] {
         ws.tamper(&format!("UPDATE approvals SET {column} = '{other}' WHERE id = {approval}"));
         let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
-        out.expect(4, Some("APPROVAL_STALE"));
-        assert!(out.json()["awaiting_approval"][0]["stale"].as_bool().unwrap(), "{}", out.describe());
-        assert_eq!(ws.task_state("T1"), "awaiting_approval");
-        assert_eq!(ws.attempts().len(), 1, "nothing dispatched on a stale approval ({column})");
-        assert_eq!(approvals(&ws), vec![(approval, None)], "a stale approval is not consumed");
+        out.expect(2, Some("STORE_TAMPERED"));
+        assert!(out.stdout.contains(&format!("approvals row {approval}")), "{}", out.describe());
+        assert_eq!(ws.attempts().len(), 1, "nothing dispatched on an edited approval ({column})");
+        assert_eq!(approvals(&ws), vec![(approval, None)], "an edited approval is not consumed");
         assert_eq!(rcv.tries_of(&op), vec![1]);
         ws.tamper(&format!("UPDATE approvals SET {column} = '{good}' WHERE id = {approval}"));
     }
@@ -127,17 +126,22 @@ fn an_approval_for_another_request_or_plan_is_stale() {
     assert_eq!(rcv.tries_of(&op), vec![1, 2]);
 }
 
+/// An edited approval beside a real one: the run stops on the edited row
+/// (named) rather than pick around it; neither is spent.
 #[test]
-fn a_stale_approval_does_not_hide_a_newer_matching_one() {
+fn an_edited_approval_stops_the_call_even_beside_a_real_one() {
     let rcv = Receiver::start(&[]);
     let (ws, op) = unknown_op(&rcv);
     ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "not on the target"]).expect(0, None);
     let stale = approve(&ws, &op);
     ws.tamper(&format!("UPDATE approvals SET plan_digest = '{}' WHERE id = {stale}", "0".repeat(64)));
-    let fresh = approve(&ws, &op);
-    ws.engine_json(&["retry", &op, "--jobs", "1"]).expect(0, None);
-    assert_eq!(approvals(&ws), vec![(stale, None), (fresh, Some(2))], "the matching approval is the one consumed");
-    assert_eq!(rcv.tries_of(&op), vec![1, 2]);
+    let out = ws.engine_json(&["approve", &op, "--note", "a person looked at this exact request"]);
+    out.expect(2, Some("STORE_TAMPERED"));
+    let out = ws.engine_json(&["retry", &op, "--jobs", "1"]);
+    out.expect(2, Some("STORE_TAMPERED"));
+    assert!(out.stdout.contains(&format!("approvals row {stale}")), "{}", out.describe());
+    assert_eq!(approvals(&ws), vec![(stale, None)]);
+    assert_eq!(rcv.tries_of(&op), vec![1]);
 }
 
 /// An approval given ahead of a call that needed none is voided by that

@@ -181,7 +181,7 @@ fn every_stop_is_named_not_only_the_first() {
         ),
     );
     rcv.control(json!({"mode": "drop", "times": 1}));
-    let out = std::process::Command::new(ENGINE).args(["run", "plan.json"]).current_dir(&ws.dir).output().unwrap();
+    let out = ws.command(&["run", "plan.json"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("EXTERNAL_EFFECT_UNKNOWN"), "{text}");

@@ -14,11 +14,15 @@ pub fn goal(id: &str) -> Value {
     ]})
 }
 
-/// The receiver as provider `r`, with or without its observation URL.
+/// The receiver as provider `r`, with or without its observation rule.
+/// The receiver's `/operations/{key}` answers 404 for a key it never
+/// received: these tests rely on that as absence, so the rule declares it
+/// (a bare URL would make a 404 inconclusive).
 pub fn http_provider(rcv: &Receiver, observe: bool) -> Value {
     let mut p = json!({"kind": "http", "endpoint": format!("{}/render", rcv.base())});
     if observe {
-        p["observe"] = json!(format!("{}/operations/{{operation_id}}", rcv.base()));
+        p["observe"] = json!({"url": format!("{}/operations/{{operation_id}}", rcv.base()),
+                              "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
     }
     p
 }

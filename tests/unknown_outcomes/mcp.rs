@@ -29,14 +29,7 @@ fn tool_call_succeeds_with_identity_in_meta() {
     let kinds: Vec<String> = ws.evidence(a[0].id).into_iter().map(|e| e.1).collect();
     assert_eq!(kinds.first().map(String::as_str), Some("tool_result"), "{kinds:?}");
     // `explain` (human form) describes the tool's answer.
-    let mut cmd = std::process::Command::new(ENGINE);
-    cmd.current_dir(&ws.dir).args(["explain", "T1"]);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("ENGINE_") {
-            cmd.env_remove(k);
-        }
-    }
-    let explain = cmd.output().unwrap();
+    let explain = ws.command(&["explain", "T1"]).output().unwrap();
     let text = String::from_utf8_lossy(&explain.stdout);
     assert!(explain.status.success() && text.contains("MCP tool answered in"), "{text}");
 }

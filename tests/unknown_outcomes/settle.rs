@@ -81,6 +81,13 @@ fn settle_ok_lets_the_task_validate_and_the_goal_be_satisfied() {
         text.describe()
     );
     assert!(!text.stdout.contains("every task succeeded"), "{}", text.describe());
+    // The report document (and so its HTML page) says the same.
+    let report = ws.engine_json(&["report", "--json", "--no-timestamp"]);
+    report.expect(0, None);
+    let claims = report.json()["goal"]["claims"].as_str().unwrap_or_default().to_string();
+    assert!(claims.starts_with("T1 completed only on a person's settlement `settled_ok`"), "{claims}");
+    let not = report.json()["goal"]["does_not_claim"].as_str().unwrap_or_default().to_string();
+    assert!(not.contains("verified the effect of T1"), "{not}");
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use providers::command::CommandProvider;
+use providers::sandbox::Sandbox;
 use providers::{Call, Outcome, Provider, Receipt};
 use serde_json::json;
 
@@ -15,11 +16,11 @@ use crate::limits::{CONTEXT_COMMAND_TIMEOUT, CONTEXT_OUTPUT_BYTES_MAX, CONTEXT_V
 /// The command's trimmed stdout (its stderr when stdout is empty), at most
 /// `CONTEXT_VALUE_CHARS_MAX` characters; or `error: ...` when it could not
 /// run or did not finish in time. The exit code is not part of it.
-pub fn command_value(workspace_dir: &Path, argv: &[String]) -> String {
-    value_within(workspace_dir, argv, CONTEXT_COMMAND_TIMEOUT)
+pub fn command_value(workspace_dir: &Path, argv: &[String], sandbox: &Sandbox) -> String {
+    value_within(workspace_dir, argv, sandbox, CONTEXT_COMMAND_TIMEOUT)
 }
 
-fn value_within(workspace_dir: &Path, argv: &[String], timeout: Duration) -> String {
+fn value_within(workspace_dir: &Path, argv: &[String], sandbox: &Sandbox, timeout: Duration) -> String {
     if argv.is_empty() {
         return "error: empty argv".into();
     }
@@ -33,6 +34,7 @@ fn value_within(workspace_dir: &Path, argv: &[String], timeout: Duration) -> Str
         stdin: None,
         env: Vec::new(),
         secrets: Vec::new(),
+        sandbox: sandbox.clone(),
     };
     match run(call) {
         Outcome::Received(Receipt::Command(r)) if r.timed_out => {
@@ -80,6 +82,24 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    /// For the tests of something else than the sandbox.
+    fn command_value(d: &Path, argv: &[String]) -> String {
+        super::command_value(d, argv, &Sandbox::disabled())
+    }
+
+    #[test]
+    fn a_context_command_runs_in_the_sandbox_it_is_given() {
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap();
+        let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let policy = providers::sandbox::Policy::builder(&ws).temp_dirs([]).build().unwrap();
+        let sandbox = policy.prepare().unwrap();
+        let script = format!("echo x > {}/y 2>/dev/null && echo wrote || echo refused", outside.display());
+        assert_eq!(super::command_value(&ws, &argv(&["sh", "-c", &script]), &sandbox), "refused");
+        assert_eq!(command_value(&ws, &argv(&["sh", "-c", &script])), "wrote");
+    }
+
     #[test]
     fn the_value_is_trimmed_stdout_or_else_stderr() {
         let d = tempfile::tempdir().unwrap();
@@ -103,7 +123,8 @@ mod tests {
     fn a_command_that_does_not_finish_is_ended_at_its_deadline() {
         let d = tempfile::tempdir().unwrap();
         let started = std::time::Instant::now();
-        let v = value_within(d.path(), &argv(&["sh", "-c", "echo partial; sleep 30"]), Duration::from_secs(1));
+        let none = Sandbox::disabled();
+        let v = value_within(d.path(), &argv(&["sh", "-c", "echo partial; sleep 30"]), &none, Duration::from_secs(1));
         assert_eq!(v, "error: timed out after 1s");
         assert!(started.elapsed() < Duration::from_secs(10), "the engine did not wait it out");
     }

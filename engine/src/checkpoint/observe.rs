@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use providers::sandbox::Sandbox;
+
 use super::{Checkpoint, FileCache};
 use crate::limits::{OBSERVE_INLINE_BYTES_MAX, OBSERVE_INLINE_FILES_MAX};
 use crate::plan::{ContextSource, Task};
@@ -11,10 +13,12 @@ use crate::workspace;
 
 /// Observe a task's checkpoint now, through `cache`. `secrets` are the
 /// plan's secret variable names: their values are recorded only as digests.
+/// Context commands run in `sandbox`.
 pub fn observe(
     workspace_dir: &Path,
     task: &Task,
     secrets: &[String],
+    sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
@@ -43,7 +47,7 @@ pub fn observe(
                     v
                 }
             }
-            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv),
+            ContextSource::Command(argv) => super::context::command_value(workspace_dir, argv, sandbox),
         };
         context.insert(name.clone(), value);
     }

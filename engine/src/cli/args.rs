@@ -47,8 +47,9 @@ pub struct Global {
     #[arg(long, global = true)]
     pub json: bool,
     /// The ledger: a SQLite file, or a shared PostgreSQL ledger
-    /// (postgres://USER@HOST:PORT/DB). Default: $ENGINE_STORE, else
-    /// .engine/engine.db in the workspace.
+    /// (postgres://USER@HOST:PORT/DB). Default: $ENGINE_STORE, else the
+    /// workspace's store under ${XDG_STATE_HOME:-~/.local/state}/engine/stores/
+    /// (outside the workspace, where no task can write).
     #[arg(long, global = true, value_name = "PATH")]
     pub store: Option<PathBuf>,
     /// The workspace folder: where tasks run and inputs are read. Default: the
@@ -218,7 +219,7 @@ pub enum Command {
         long_about = "Record a person's settlement of an operation whose outcome the engine could not \
             establish (`effect_unknown`): `ok` (it took effect) or `not_run` (it did not). Runs \
             nothing; an operation settled `not_run` is sent again only by `engine retry`.",
-        after_help = "Examples:\n  engine settle op_3f2a9c0d1e2b4c5d6e7f8091 --outcome ok --note \"the invoice is in the billing system\"\n  engine settle op_3f2a9c0d1e2b4c5d6e7f8091 --outcome not_run --note \"not in the receiver's log\" --evidence log.txt"
+        after_help = "Examples:\n  engine settle op_3f2a9c0d1e2b4c5d6e7f8091 --outcome ok --note \"the invoice is in the billing system\"\n  engine settle op_3f2a9c0d1e2b4c5d6e7f8091 --outcome not_run --note \"not in the receiver's log\" --evidence log.txt\n  engine settle op_3f2a9c0d1e2b4c5d6e7f8091 --outcome ok --note \"paid\" --request-id ticket-4711   # safe to repeat"
     )]
     Settle {
         /// The operation id (`op_` and 24 hex digits), as `engine status` shows it.
@@ -236,6 +237,10 @@ pub enum Command {
         /// A file kept with the settlement as evidence.
         #[arg(long, value_name = "FILE")]
         evidence: Option<PathBuf>,
+        /// Given again, the same command gives its first answer and does nothing new;
+        /// the same id with other arguments is REQUEST_ID_CONFLICT.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// Approve the exact request an operation waits on (a person's act); consumed by one call.
     #[command(
@@ -256,6 +261,10 @@ pub enum Command {
         /// Who approves. Default: the OS user.
         #[arg(long, value_name = "NAME")]
         actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new;
+        /// the same id with other arguments is REQUEST_ID_CONFLICT.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
     },
     /// Send an operation again: one settled `not_run`, or one that failed retryably (same operation id, next try).
     #[command(after_help = "Example:\n  engine retry op_3f2a9c0d1e2b4c5d6e7f8091")]
@@ -266,6 +275,14 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
+        /// `people` does not name them for this act.
+        #[arg(long, value_name = "NAME")]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new;
+        /// the same id with other arguments is REQUEST_ID_CONFLICT.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
         #[command(flatten)]
         show: Show,
     },
@@ -295,6 +312,14 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
+        /// `people` does not name them for this act.
+        #[arg(long, value_name = "NAME")]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new;
+        /// the same id with other arguments is REQUEST_ID_CONFLICT.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
         #[command(flatten)]
         show: Show,
     },
@@ -315,6 +340,14 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
+        /// `people` does not name them for this act.
+        #[arg(long, value_name = "NAME")]
+        actor: Option<String>,
+        /// Given again, the same command gives its first answer and does nothing new;
+        /// the same id with other arguments is REQUEST_ID_CONFLICT.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
         /// Raise a budget, as your recorded act (repeatable): any of
         /// deadline_seconds, max_attempts_per_task, max_provider_calls,
         /// max_cost, max_revisions, above the limit in force. With the plan

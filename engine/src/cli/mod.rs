@@ -16,8 +16,10 @@ use crate::commands::worker::{SubmitOptions, WorkerOptions};
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Seq};
+use crate::once::{self, Given};
 use crate::plan::Plan;
 use crate::report::{self, emit, Output};
+use crate::run::orphans::take_lease;
 use crate::state::SettlementOutcome;
 use crate::store::{self, Store};
 
@@ -146,28 +148,27 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
             }
         }
-        Command::Settle { operation_id, outcome, note, actor, evidence } => {
-            settle(&at, OperationId::new(operation_id), settlement_outcome(outcome), &note, actor, evidence.as_deref())
+        Command::Settle { operation_id, outcome, note, actor, evidence, request_id } => {
+            let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
+            settle(&at, OperationId::new(operation_id), said, actor, request_id)
         }
-        Command::Approve { operation_id, note, actor } => approve(&at, OperationId::new(operation_id), &note, actor),
-        Command::Retry { operation_id, jobs, show } => {
-            let op = OperationId::new(operation_id);
-            let report = commands::retry::retry(at.existing()?, &op, jobs_or_default(jobs), show.sink())?;
-            Ok(report::run::render(&report))
+        Command::Approve { operation_id, note, actor, request_id } => {
+            approve(&at, OperationId::new(operation_id), &note, actor, request_id)
         }
-        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, show } => {
+        Command::Retry { operation_id, jobs, actor, request_id, show } => {
+            retry(&at, OperationId::new(operation_id), (jobs_or_default(jobs), show.sink()), actor, request_id)
+        }
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, actor, request_id, show } => {
             let force_note = if force { note } else { None };
             let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
             let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
-            Ok(report::run::render(&commands::repair::repair(at.existing()?, request)?))
+            repair(&at, request, actor, request_id)
         }
-        Command::Revise { plan, reason, no_run, jobs, raise, show } => {
+        Command::Revise { plan, reason, no_run, jobs, actor, request_id, raise, show } => {
             let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
-            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let actor = commands::os_user();
-            let request =
-                ReviseRequest { plan_path: plan, workspace, store, reason, no_run, jobs, raises, actor, progress };
-            Ok(report::revise::render(&commands::revise::revise(request)?))
+            let (jobs, progress) = (jobs_or_default(jobs), show.sink());
+            let req = ReviseRequest { plan_path: plan, reason, no_run, jobs, raises, progress };
+            revise(&at, req, (actor, request_id), &raise)
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),
@@ -185,7 +186,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
                 &report::goal_report::Options { goal, revision, html, json, no_timestamp },
             )
         }
-        Command::Verify => verify(&at.store_path()),
+        Command::Verify => verify(&at.store_path()?),
         Command::Log { follow, after, goal } => {
             report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
         }
@@ -202,27 +203,118 @@ fn submit(options: SubmitOptions) -> Result<Output> {
     Ok(Output { text, json: json!(s), exit_code: 0 })
 }
 
-/// `engine settle`: a person's act, under the lease.
+/// What a person says when settling.
+struct Settling {
+    outcome: SettlementOutcome,
+    note: String,
+    evidence: Option<PathBuf>,
+}
+
+/// `engine settle`: a person's act, under the lease; once per request id.
 fn settle(
     at: &Places,
     op: OperationId,
-    outcome: SettlementOutcome,
-    note: &str,
+    said: Settling,
     actor: Option<String>,
-    evidence: Option<&Path>,
+    request_id: Option<String>,
 ) -> Result<Output> {
-    let mut ledger = at.lease()?;
-    let actor = actor.unwrap_or_else(commands::os_user);
-    let s = commands::settle::settle(&mut ledger, &op, outcome, note, &actor, evidence)?;
-    Ok(report::acts::settled(&s))
+    let person = commands::person::who(actor.as_deref());
+    let Settling { outcome, note, evidence } = said;
+    let args = json!({"operation_id": op.as_str(), "outcome": outcome.as_str(), "note": note, "actor": actor,
+        "evidence": evidence_digest(evidence.as_deref())?});
+    let given = Given::new(request_id, "settle", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::settle::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        let said = commands::settle::Said { outcome, note: &note, person: &person, evidence: evidence.as_deref() };
+        Ok(report::acts::settled(&commands::settle::settle(ledger, &op, said, id)?))
+    })
 }
 
-/// `engine approve`: a person's act, under the lease.
-fn approve(at: &Places, op: OperationId, note: &str, actor: Option<String>) -> Result<Output> {
-    let mut ledger = at.lease()?;
-    let actor = actor.unwrap_or_else(commands::os_user);
-    let a = commands::approve::record(&mut ledger, &op, note, &actor)?;
-    Ok(report::acts::approved(&a, &actor))
+/// `engine approve`: a person's act, under the lease; once per request id.
+fn approve(
+    at: &Places,
+    op: OperationId,
+    note: &str,
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    let given = Given::new(request_id, "approve", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::approve::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::acts::approved(&commands::approve::record(ledger, &op, note, &person, id)?))
+    })
+}
+
+/// `engine retry`: a person's request, under the lease; once per request id.
+fn retry(
+    at: &Places,
+    op: OperationId,
+    (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"operation_id": op.as_str(), "actor": actor});
+    let given = Given::new(request_id, "retry", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::retry::permitted(&*store.read(), &op, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs, &person, id, progress.clone())?))
+    })
+}
+
+/// `engine repair`: a person's request, under the lease; once per request id.
+fn repair(at: &Places, request: RepairRequest, actor: Option<String>, request_id: Option<String>) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"task_ref": request.task_ref, "instruction": request.instruction,
+        "provider": request.provider, "force_note": request.force_note,
+        "goal": request.goal.as_ref().map(GoalId::as_str), "actor": actor});
+    let given = Given::new(request_id, "repair", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::repair::permitted(&*store.read(), request.goal.as_ref(), &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::run::render(&commands::repair::repair(ledger, request, &person, id)?))
+    })
+}
+
+/// `engine revise`: a person's new revision, under the lease; once per
+/// request id (the plan counts by its digest, not its path alone).
+fn revise(
+    at: &Places,
+    req: ReviseRequest,
+    (actor, request_id): (Option<String>, Option<String>),
+    raise: &[String],
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
+    let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests.plan, "reason": req.reason,
+        "no_run": req.no_run, "actor": actor, "raise": raise});
+    let given = Given::new(request_id, "revise", args, &person)?;
+    let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
+    let store = Store::open_rw(&location.path)?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::revise::permitted(&*store.read(), &loaded, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::revise::render(&commands::revise::revise(ledger, loaded, req, &person, id)?))
+    })
 }
 
 fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
@@ -272,43 +364,45 @@ fn jobs_or_default(jobs: Option<usize>) -> usize {
     jobs.unwrap_or_else(default_jobs)
 }
 
-/// Where the store is: `--store`, `$ENGINE_STORE`, or the workspace's.
+/// Where the store is: `--store`, `$ENGINE_STORE`, or the nearest
+/// workspace's (`store::location`).
 struct Places {
     store: Option<PathBuf>,
     workspace: Option<PathBuf>,
 }
 
 impl Places {
-    fn store_path(&self) -> PathBuf {
-        let ws = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        store::resolve_path(self.store.as_deref(), &ws)
+    fn store_path(&self) -> Result<PathBuf> {
+        Ok(commands::existing_store(self.store.as_deref(), self.workspace.as_deref())?.path)
     }
 
+    /// The store, for reading (status, log, explain, report).
     fn reader(&self) -> Result<Store> {
-        open_ro(self.store.as_deref(), self.workspace.as_deref())
+        let path = self.store_path()?;
+        Store::open_ro(&path)?.ok_or_else(|| {
+            Error::usage(format!(
+                "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
+                path.display()
+            ))
+        })
     }
 
     fn existing(&self) -> Result<Store> {
         commands::open_existing(self.store.as_deref(), self.workspace.as_deref())
     }
-
-    /// The existing store, its lease taken (a person's act writes).
-    fn lease(&self) -> Result<store::LeaseGuard> {
-        crate::run::orphans::take_lease(self.existing()?)
-    }
 }
 
-/// Open the store for reading: `--store`, `$ENGINE_STORE`, or the
-/// workspace's (the current folder unless `--workspace`).
-fn open_ro(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let path = store::resolve_path(flag, &ws);
-    Store::open_ro(&path)?.ok_or_else(|| {
-        Error::usage(format!(
-            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-            path.display()
-        ))
-    })
+/// A file handed in as evidence, by its content (the same path with other
+/// bytes is another command).
+fn evidence_digest(path: Option<&Path>) -> Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    // Over the bound, `settle` refuses it with the size; nothing to digest.
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > crate::limits::EVIDENCE_BYTES_MAX) {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::usage(format!("cannot read evidence file: {e}")).at(path.display().to_string()))?;
+    Ok(Some(crate::digest::content(&bytes)))
 }
 
 fn default_jobs() -> usize {

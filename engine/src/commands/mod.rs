@@ -1,10 +1,13 @@
 //! The commands that change the ledger, one module each: `run` (with
 //! `register`, which records a goal and its plan), `revise`, `repair`,
-//! `retry`, and a person's acts, `approve` and `settle`. Each opens the
-//! store, takes the lease (given back on every return path by the
-//! `LeaseGuard`), does its part, and hands the run itself to `run/`.
+//! `retry`, and a person's acts, `approve` and `settle`. Each works under
+//! a lease its caller took (the `LeaseGuard` gives it back on every return
+//! path), does its part, and hands the run itself to `run/`. A person's
+//! act checks who may do it (`permitted`, before the lease: a refused act
+//! is recorded nowhere) and records who did it (`person`).
 
 pub mod approve;
+pub mod person;
 pub mod register;
 pub mod repair;
 pub mod retry;
@@ -15,27 +18,88 @@ pub mod worker;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-use crate::store::{self, Store};
+use crate::decide::people::{self, Act};
+use crate::error::{Code, Error, Result};
+use crate::ids::GoalId;
+use crate::plan::model::People;
+use crate::plan::{Plan, PlanFile};
+use crate::run::Sandboxes;
+use crate::store::acts::Person;
+use crate::store::location::{self, Chosen, Location};
+use crate::store::{LedgerRead, Store};
+
+/// The store a command without a plan works on: `--store`, `ENGINE_STORE`,
+/// or the nearest store of `workspace` (default: the current folder) or a
+/// folder above it. `None` when there is none.
+pub fn find_store(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Option<Location>> {
+    let start = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    let found = Location::find(flag, &start)?;
+    if let Some(l) = &found {
+        l.prepare(false)?;
+    }
+    Ok(found)
+}
+
+/// The existing store of a command without a plan, or a usage error that
+/// says where it looked (and about an old store inside the workspace).
+pub fn existing_store(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Location> {
+    find_store(flag, workspace)?.ok_or_else(|| {
+        let start = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        location::not_found(&start, "run `engine run PLAN` first (or pass --store / --workspace)")
+    })
+}
 
 /// Open an existing store for writing (settle, approve, retry, repair):
 /// never creates one.
 pub fn open_existing(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    let ws = workspace.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let path = store::resolve_path(flag, &ws);
-    if !store::is_shared(&path) && std::fs::symlink_metadata(&path).is_err() {
-        return Err(Error::usage(format!(
-            "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-            path.display()
-        )));
-    }
-    Store::open_rw(&path)
+    Store::open_rw(&existing_store(flag, workspace)?.path)
 }
 
-/// The OS user, for `--actor`'s default.
-pub fn os_user() -> String {
-    std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        format!("uid:{}", unsafe { libc::getuid() })
+/// The store of a command with a plan (`run`, `revise`) and the plan's
+/// sandboxes, prepared before anything is written: a store a provider
+/// could write is refused here. `create`: the store may be made (`run`).
+pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<Location> {
+    let at = Location::for_workspace(flag, &plan.workspace)?;
+    let exists = at.shared() || std::fs::symlink_metadata(&at.path).is_ok();
+    if !exists {
+        let old = plan.workspace.join(location::LEGACY_DIR).join(crate::store::STORE_FILE);
+        if matches!(at.chosen, Chosen::Default { .. }) && std::fs::symlink_metadata(&old).is_ok() {
+            return Err(Error::usage(format!(
+                "workspace {} has no store yet{}",
+                plan.workspace.display(),
+                location::legacy_hint(&old)
+            ))
+            .at(old.display().to_string()));
+        }
+        if !create {
+            return Err(Error::usage(format!(
+                "no store at {}: `engine run` registers the goal first",
+                at.path.display()
+            )));
+        }
+    }
+    Sandboxes::check(plan, &at.path)?;
+    at.sweep_leftovers();
+    at.prepare(create)?;
+    Ok(at)
+}
+
+/// A goal's active plan, as recorded.
+pub fn active_plan(read: &dyn LedgerRead, goal: &GoalId) -> Result<PlanFile> {
+    let g = read.goal(goal)?.ok_or_else(|| Error::internal(format!("goal {goal} vanished")))?;
+    let row = read.revision(goal, g.active_revision)?;
+    serde_json::from_str(&row.plan_json).map_err(|e| {
+        Error::new(Code::StoreCorrupt, format!("stored plan of {goal} r{} does not parse: {e}", g.active_revision))
     })
+}
+
+/// May `person` do `act` on `goal`? The goal's active plan's `people`
+/// decides (`NOT_PERMITTED` otherwise; nothing is recorded).
+pub fn permitted(read: &dyn LedgerRead, goal: &GoalId, act: Act, person: &Person) -> Result<()> {
+    let people: Option<People> = active_plan(read, goal)?.people;
+    people::permitted(people.as_ref(), act, &person.user).map_err(not_permitted)
+}
+
+pub fn not_permitted(r: people::Refused) -> Error {
+    Error::new(Code::NotPermitted, r.message()).at(format!("$.people.{}", r.act.key()))
 }

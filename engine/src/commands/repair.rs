@@ -10,18 +10,20 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::checkpoint::{self, FileCache};
+use crate::decide::people::Act;
 use crate::decide::repair::{failure_evidence, fingerprint, is_repetition, needs_force};
 use crate::error::{Code, Error, Result};
 use crate::ids::GoalId;
 use crate::plan::{digests, Plan, PlanFile, Task};
 use crate::run::progress::Sink;
-use crate::run::{self, Asked, Repair, RunReport};
+use crate::run::{self, Asked, Repair, RunReport, Sandboxes};
 use crate::state::{AttemptState, FailureClass, TaskState};
+use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
 use crate::store::LedgerRead;
-use crate::store::{Durability, LeaseGuard, Store};
+use crate::store::{Durability, LeaseGuard};
 
 pub struct RepairRequest {
     pub goal: Option<GoalId>,
@@ -37,8 +39,18 @@ pub struct RepairRequest {
     pub progress: Arc<dyn Sink>,
 }
 
-pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
-    let mut ledger = run::orphans::take_lease(store)?;
+/// May `person` repair a task of `goal` (the plan's `people.retry`)?
+pub fn permitted(read: &dyn LedgerRead, goal: Option<&GoalId>, person: &Person) -> Result<()> {
+    let g = read.goal_or_latest(goal)?;
+    super::permitted(read, &g.id, Act::Retry, person)
+}
+
+pub fn repair(
+    ledger: &mut LeaseGuard,
+    req: RepairRequest,
+    person: &Person,
+    request_id: Option<&NewRequestId>,
+) -> Result<RunReport> {
     let read = ledger.read();
     let g = read.goal_or_latest(req.goal.as_ref())?;
     let row = read.revision(&g.id, g.active_revision)?;
@@ -85,7 +97,8 @@ pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
         ))
         .at(task.task_ref.clone()));
     }
-    refuse_repetition(&*read, &plan, &task, &attempts, &last, req.instruction.as_deref())?;
+    let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
+    refuse_repetition(&*read, &plan, &task, &attempts, &last, req.instruction.as_deref(), &sandboxes)?;
 
     let spec = plan.provider_of(&task);
     let request_digest = digests::request_digest(&task.provider, spec, &task.action, req.instruction.as_deref());
@@ -100,9 +113,10 @@ pub fn repair(store: Store, req: RepairRequest) -> Result<RunReport> {
         evidence: json!(evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>()),
     };
     let key = TaskKey { goal_id: &g.id, revision: g.active_revision, task_ref: &task.task_ref };
-    record_request(&mut ledger, key, class, req.force_note.as_deref(), &rep)?;
+    let said = Said { class, forced: req.force_note.as_deref(), person, request_id };
+    record_request(ledger, key, &said, &rep)?;
     let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
-    run::execute(&mut ledger, plan, g.active_revision, req.jobs, asked, req.progress)
+    run::execute(ledger, plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)
 }
 
 /// Repetition: the last two failures alike, and nothing new since.
@@ -113,6 +127,7 @@ fn refuse_repetition(
     attempts: &[AttemptRecord],
     last: &AttemptRecord,
     instruction: Option<&str>,
+    sandboxes: &Sandboxes,
 ) -> Result<()> {
     let failed: Vec<&AttemptRecord> = attempts.iter().filter(|a| a.state == AttemptState::Failed).collect();
     let fps: Vec<String> = failed
@@ -125,7 +140,9 @@ fn refuse_repetition(
         })
         .collect::<Result<_>>()?;
     let mut cache = FileCache::from_states(read.file_states()?);
-    let inputs_now = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &mut cache).ok().map(|c| c.digest);
+    let inputs_now = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandboxes.checks(), &mut cache)
+        .ok()
+        .map(|c| c.digest);
     let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
     let pair = match fps.as_slice() {
         [a, b] => Some((a.as_str(), b.as_str())),
@@ -148,21 +165,44 @@ fn refuse_repetition(
     .with_details(json!({"fingerprint": fp, "attempts": failed.iter().rev().take(2).map(|a| a.id).collect::<Vec<_>>()})))
 }
 
-/// The task goes back to pending, and the request is logged with why.
-fn record_request(
-    ledger: &mut LeaseGuard,
-    key: TaskKey,
+/// What the person asked, besides the repair itself.
+struct Said<'a> {
     class: FailureClass,
-    forced: Option<&str>,
-    rep: &Repair,
-) -> Result<()> {
-    ledger.write(Durability::Normal, |tx| {
+    forced: Option<&'a str>,
+    person: &'a Person,
+    request_id: Option<&'a NewRequestId<'a>>,
+}
+
+/// The task goes back to pending, and the person's request is recorded
+/// (on the act chain) and logged with why, in one transaction.
+fn record_request(ledger: &mut LeaseGuard, key: TaskKey, said: &Said, rep: &Repair) -> Result<()> {
+    ledger.write(Durability::Full, |tx| {
         tx.set_task_state(key, TaskState::Pending, &json!({"repair_of": rep.failed_attempt}))?;
+        let what = json!({
+            "failed_attempt": rep.failed_attempt, "class": said.class, "instruction": rep.instruction,
+            "forced": said.forced,
+        });
+        let ask = NewAsk {
+            kind: AskKind::Repair,
+            goal_id: key.goal_id,
+            revision: key.revision,
+            task_ref: Some(key.task_ref),
+            operation_id: Some(&rep.operation_id),
+            person: said.person,
+            data: &what,
+        };
+        let ask_id = tx.insert_ask(&ask)?;
+        let p = said.person;
         let data = json!({
-            "failed_attempt": rep.failed_attempt, "class": class, "instruction": rep.instruction,
-            "forced": forced, "operation_id": rep.operation_id,
+            "failed_attempt": rep.failed_attempt, "class": said.class, "instruction": rep.instruction,
+            "forced": said.forced, "operation_id": rep.operation_id, "ask_id": ask_id,
+            "actor": p.actor, "uid": p.uid, "user": p.user,
         });
         let e = Event::goal(EventKind::RepairRequested, key.goal_id, key.revision, data).task(key.task_ref);
-        tx.append_event(&e).map(|_| ())
+        tx.append_event(&e)?;
+        match said.request_id {
+            Some(r) => tx.insert_request_id(r),
+            None => Ok(()),
+        }
     })
 }

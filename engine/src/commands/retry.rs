@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::clock::{now_ms, utc};
+use crate::decide::people::Act;
 use crate::decide::retry::{self, LatestTry, Refusal};
 use crate::error::{Code, Error, Result};
 use crate::evidence::Evidence;
@@ -18,21 +19,35 @@ use crate::ids::OperationId;
 use crate::limits::RETRY_AFTER_WAIT_MAX_S;
 use crate::plan::{Plan, PlanFile};
 use crate::run::progress::Sink;
-use crate::run::{self, Asked, RunReport};
+use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::state::TaskState;
+use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
-use crate::store::LedgerRead;
-use crate::store::{Durability, Store};
+use crate::store::{Durability, LeaseGuard, LedgerRead};
 
-pub fn retry(store: Store, operation_id: &OperationId, jobs: usize, progress: Arc<dyn Sink>) -> Result<RunReport> {
-    let mut ledger = run::orphans::take_lease(store)?;
+/// May `person` retry `operation_id` (`NOT_PERMITTED` otherwise)?
+pub fn permitted(read: &dyn LedgerRead, operation_id: &OperationId, person: &Person) -> Result<()> {
+    let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| not_active(operation_id))?;
+    super::permitted(read, &task.goal_id, Act::Retry, person)
+}
+
+fn not_active(operation_id: &OperationId) -> Error {
+    Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
+        .at(operation_id.to_string())
+}
+
+pub fn retry(
+    ledger: &mut LeaseGuard,
+    operation_id: &OperationId,
+    jobs: usize,
+    person: &Person,
+    request_id: Option<&NewRequestId>,
+    progress: Arc<dyn Sink>,
+) -> Result<RunReport> {
     let read = ledger.read();
-    let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| {
-        Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
-            .at(operation_id.to_string())
-    })?;
+    let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| not_active(operation_id))?;
     let (goal_id, revision, task_ref) = (task.goal_id, task.revision, task.task_ref);
     let attempts = read.attempts_of_task(&goal_id, &task_ref)?;
     let latest = attempts.iter().rev().find(|a| a.operation_id == *operation_id).cloned();
@@ -58,6 +73,11 @@ pub fn retry(store: Store, operation_id: &OperationId, jobs: usize, progress: Ar
             .at(operation_id.to_string()))
         }
     }
+    if let Some(a) = latest.as_ref().filter(|a| a.state.is_settled()) {
+        // A person's settlement is what allows this re-send: only one the
+        // act chain vouches for.
+        read.check_settled(a.id)?;
+    }
     if let Some(a) = &latest {
         honour_retry_after(&*read, a)?;
     }
@@ -66,15 +86,32 @@ pub fn retry(store: Store, operation_id: &OperationId, jobs: usize, progress: Ar
         Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}"))
     })?;
     let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
-    ledger.write(Durability::Normal, |tx| {
+    let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
+    let after_try = latest.as_ref().map(|a| a.try_no);
+    ledger.write(Durability::Full, |tx| {
         let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };
         tx.set_task_state(key, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
-        let data = json!({"operation_id": operation_id, "after_try": latest.as_ref().map(|a| a.try_no)});
-        let e = Event::goal(EventKind::RetryRequested, &goal_id, revision, data).task(&task_ref);
-        tx.append_event(&e).map(|_| ())
+        let said = json!({"after_try": after_try});
+        let ask = NewAsk {
+            kind: AskKind::Retry,
+            goal_id: &goal_id,
+            revision,
+            task_ref: Some(&task_ref),
+            operation_id: Some(operation_id),
+            person,
+            data: &said,
+        };
+        let ask_id = tx.insert_ask(&ask)?;
+        let data = json!({"operation_id": operation_id, "after_try": after_try, "ask_id": ask_id,
+            "actor": person.actor, "uid": person.uid, "user": person.user});
+        tx.append_event(&Event::goal(EventKind::RetryRequested, &goal_id, revision, data).task(&task_ref))?;
+        match request_id {
+            Some(r) => tx.insert_request_id(r),
+            None => Ok(()),
+        }
     })?;
     let asked = Asked { retry: HashSet::from([operation_id.clone()]), ..Asked::default() };
-    run::execute(&mut ledger, plan, revision, jobs, asked, progress)
+    run::execute(ledger, plan, revision, jobs, asked, sandboxes, progress)
 }
 
 /// A provider that answered 429/503 with `Retry-After` is not asked again

@@ -16,6 +16,7 @@ use super::register;
 use crate::budgets;
 use crate::checkpoint::{self, FileCache, FileState};
 use crate::decide::budget::{BudgetName, Exhausted};
+use crate::decide::people;
 use crate::decide::raise::{self, Raise};
 use crate::decide::reuse::{self, Candidate, Decision};
 use crate::decide::tools::{self, Inventory};
@@ -23,23 +24,21 @@ use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
-use crate::run::{self, Asked, RunReport};
+use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::state::{GoalState, TaskState};
+use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
-use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx, Store};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
+use providers::sandbox::Sandbox;
 
 pub struct ReviseRequest {
     pub plan_path: PathBuf,
-    pub workspace: Option<PathBuf>,
-    pub store: Option<PathBuf>,
     pub reason: String,
     pub no_run: bool,
     pub jobs: usize,
     /// Budgets a person raises with this revision (`--raise NAME=VALUE`).
     pub raises: Vec<Raise>,
-    /// Who raises them (the OS user).
-    pub actor: String,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
 }
@@ -70,28 +69,39 @@ pub struct ReviseReport {
     pub goal_contract_changed: bool,
     pub goal_contract_digest: String,
     pub decisions: Vec<TaskDecision>,
+    pub person: Person,
     /// The plan file the revision was recorded from.
     pub plan_path: String,
     pub raised: Vec<Raised>,
-    pub actor: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
 
-pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
+/// May `person` record this revision? Only one the lists in force allow
+/// may change who may act (`people`).
+pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person) -> Result<()> {
+    let goal_id = GoalId::new(&plan.goal().id);
+    if read.goal(&goal_id)?.is_none() {
+        return Ok(());
+    }
+    let now = super::active_plan(read, &goal_id)?.people;
+    people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user).map_err(super::not_permitted)
+}
+
+/// Record revision n+1 of the plan's goal (with the person's request and
+/// `request_id` in the same transaction), then run it unless `no_run`.
+pub fn revise(
+    ledger: &mut LeaseGuard,
+    plan: Plan,
+    req: ReviseRequest,
+    person: &Person,
+    request_id: Option<&NewRequestId>,
+) -> Result<ReviseReport> {
     if req.reason.trim().is_empty() {
         return Err(Error::usage("a revision needs a reason (--reason TEXT)"));
     }
-    let plan = Plan::load(&req.plan_path, req.workspace.as_deref())?;
-    let store_path = crate::store::resolve_path(req.store.as_deref(), &plan.workspace);
-    if !crate::store::is_shared(&store_path) && std::fs::symlink_metadata(&store_path).is_err() {
-        return Err(Error::usage(format!(
-            "no store at {}: `engine run` registers the goal first",
-            store_path.display()
-        )));
-    }
-    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let goal_id = GoalId::new(&plan.goal().id);
+    let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
     let read = ledger.read();
     let g = read
         .goal(&goal_id)?
@@ -114,23 +124,28 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
         goal_contract_changed: false,
         goal_contract_digest: prev.goal_contract.clone(),
         decisions: Vec::new(),
+        person: person.clone(),
         plan_path: req.plan_path.display().to_string(),
         raised,
-        actor: req.actor.clone(),
         run: None,
     };
     if same_plan {
         // Budgets raised, the plan unchanged: no new revision.
-        let (reason, actor) = (req.reason.as_str(), req.actor.as_str());
+        let (raised, reason) = (&report.raised, req.reason.as_str());
         ledger.write(Durability::Full, |tx| {
-            record_raises(tx, &goal_id, g.active_revision, &report.raised, reason, actor)
+            record_raises(tx, &goal_id, g.active_revision, raised, reason, person)?;
+            match request_id {
+                Some(r) => tx.insert_request_id(r),
+                None => Ok(()),
+            }
         })?;
     } else {
-        record_new_revision(&mut ledger, &req, &plan, &g, &prev, &mut report)?;
+        let who = (person, request_id);
+        record_new_revision(ledger, (&req, &plan, &sandboxes), &g, &prev, who, &mut report)?;
     }
     if !req.no_run {
-        let revision = report.revision;
-        report.run = Some(run::execute(&mut ledger, plan, revision, req.jobs, Asked::default(), req.progress)?);
+        let (revision, progress) = (report.revision, req.progress.clone());
+        report.run = Some(run::execute(ledger, plan, revision, req.jobs, Asked::default(), sandboxes, progress)?);
     }
     Ok(report)
 }
@@ -140,10 +155,10 @@ pub fn revise(req: ReviseRequest) -> Result<ReviseReport> {
 /// transaction.
 fn record_new_revision(
     ledger: &mut LeaseGuard,
-    req: &ReviseRequest,
-    plan: &Plan,
+    (req, plan, sandboxes): (&ReviseRequest, &Plan, &Sandboxes),
     g: &GoalRecord,
     prev: &RevisionRecord,
+    (person, request_id): (&Person, Option<&NewRequestId>),
     report: &mut ReviseReport,
 ) -> Result<()> {
     let read = ledger.read();
@@ -152,9 +167,9 @@ fn record_new_revision(
     let mut cache = FileCache::from_states(read.file_states()?);
     let secrets: Vec<String> =
         plan.file.secrets.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty()).collect();
-    let listed = run::list_tools_now(plan, &secrets)?;
+    let listed = run::list_tools_now(plan, &secrets, sandboxes)?;
     let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed };
-    let decisions = decide_all(&*read, plan, &g.id, prev, &listed, &mut cache)?;
+    let decisions = decide_all(&*read, plan, &g.id, prev, &listed, &sandboxes.checks(), &mut cache)?;
     let revision = g.active_revision.next();
     let new = NewRevision {
         goal_id: &g.id,
@@ -168,14 +183,34 @@ fn record_new_revision(
         reason: Some(&req.reason),
     };
     let dirty = cache.take_dirty();
-    let (raises, actor) = (&report.raised, req.actor.as_str());
+    let raises = &report.raised;
     ledger.write(Durability::Full, |tx| {
-        record_raises(tx, &g.id, revision, raises, &req.reason, actor)?;
-        record(tx, plan, &new, goal_changed, &decisions, &dirty)
+        record_raises(tx, &g.id, revision, raises, &req.reason, person)?;
+        record(tx, plan, &new, (goal_changed, person), &decisions, &dirty)?;
+        record_ask(tx, &new, person)?;
+        match request_id {
+            Some(r) => tx.insert_request_id(r),
+            None => Ok(()),
+        }
     })?;
     (report.revision, report.goal_contract_changed, report.decisions) = (revision, goal_changed, decisions);
     report.goal_contract_digest = plan.digests.goal_contract.clone();
     Ok(())
+}
+
+/// The person's request for the revision, on the act chain.
+fn record_ask(tx: &mut dyn LedgerTx, new: &NewRevision, person: &Person) -> Result<()> {
+    let said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest});
+    let ask = NewAsk {
+        kind: AskKind::Revise,
+        goal_id: new.goal_id,
+        revision: new.revision,
+        task_ref: None,
+        operation_id: None,
+        person,
+        data: &said,
+    };
+    tx.insert_ask(&ask).map(|_| ())
 }
 
 /// The raises asked for, each checked against the limit in force (with
@@ -199,13 +234,11 @@ fn record_raises(
     revision: Revision,
     raised: &[Raised],
     reason: &str,
-    actor: &str,
+    person: &Person,
 ) -> Result<()> {
     for r in raised {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::getuid() };
         let data = json!({"budget": r.budget, "from": r.from, "to": r.to, "reason": reason,
-            "actor": actor, "uid": uid});
+            "actor": person.actor, "uid": person.uid, "user": person.user});
         tx.append_event(&Event::goal(EventKind::BudgetRaised, goal_id, revision, data))?;
     }
     Ok(())
@@ -248,7 +281,7 @@ fn record(
     tx: &mut dyn LedgerTx,
     plan: &Plan,
     new: &NewRevision,
-    goal_changed: bool,
+    (goal_changed, person): (bool, &Person),
     decisions: &[TaskDecision],
     dirty: &[FileState],
 ) -> Result<()> {
@@ -267,7 +300,7 @@ fn record(
     let data = json!({
         "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
         "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
-        "decisions": decisions,
+        "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
     });
     let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
     tx.put_file_states(dirty)?;
@@ -293,6 +326,7 @@ pub fn decide_all(
     goal_id: &GoalId,
     prev: Previous,
     listed: &BTreeMap<String, Inventory>,
+    sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Vec<TaskDecision>> {
     let Previous { revision: prev_revision, file: prev_file, goal_changed } = prev;
@@ -316,7 +350,7 @@ pub fn decide_all(
             &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
             upstream,
             || {
-                let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
                 Ok(cp.with_context(tools::context_of(&plan.file, task, listed)))
             },
         );

@@ -8,8 +8,8 @@ use super::register;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::progress::Sink;
-use crate::run::{self, Asked, RunReport};
-use crate::store::{self, Store};
+use crate::run::{self, Asked, RunReport, Sandboxes};
+use crate::store::Store;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
@@ -22,7 +22,10 @@ pub struct RunOptions {
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
     let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
-    let store_path = store::resolve_path(opts.store.as_deref(), &plan.workspace);
+    // The store's place and the sandbox first: a store a provider could
+    // write is refused before it is made.
+    let at = super::store_for_plan(opts.store.as_deref(), &plan, true)?;
+    let store_path = at.path;
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
     if Store::is_current(&store_path)? {
@@ -31,6 +34,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
         }
     }
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
+    let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
     let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
-    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), opts.progress)
+    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
+        .map_err(|e| crate::store::located(e, &store_path))
 }

@@ -9,11 +9,12 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::decide::people::Act;
 use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, OperationId};
 use crate::limits::EVIDENCE_BYTES_MAX;
 use crate::state::{AttemptState, GoalState, TaskState};
-use crate::store::acts::NewSettlement;
+use crate::store::acts::{NewRequestId, NewSettlement, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
@@ -28,18 +29,31 @@ pub struct Settled {
     pub task_ref: String,
     pub goal_id: GoalId,
     pub outcome: Outcome,
-    pub actor: String,
+    pub person: Person,
     pub next: String,
+}
+
+/// May `person` settle `operation_id` (`NOT_PERMITTED` otherwise)?
+pub fn permitted(read: &dyn LedgerRead, operation_id: &OperationId, person: &Person) -> Result<()> {
+    let a = target(read, operation_id)?;
+    super::permitted(read, &a.goal_id, Act::Settle, person)
+}
+
+/// What a person says in `engine settle`.
+pub struct Said<'a> {
+    pub outcome: Outcome,
+    pub note: &'a str,
+    pub person: &'a Person,
+    pub evidence: Option<&'a Path>,
 }
 
 pub fn settle(
     ledger: &mut LeaseGuard,
     operation_id: &OperationId,
-    outcome: Outcome,
-    note: &str,
-    actor: &str,
-    evidence: Option<&Path>,
+    said: Said,
+    request_id: Option<&NewRequestId>,
 ) -> Result<Settled> {
+    let Said { outcome, note, person, evidence } = said;
     if note.trim().is_empty() {
         return Err(Error::new(
             Code::SettlementInvalid,
@@ -66,15 +80,21 @@ pub fn settle(
             }
         }
     };
-    let act = Act { operation_id, outcome, actor, note, evidence: evidence_bytes.as_deref() };
-    ledger.write(Durability::Full, |tx| record(tx, &a, &act, to, task_state, &next))?;
+    let act = Recorded { operation_id, outcome, person, note, evidence: evidence_bytes.as_deref() };
+    ledger.write(Durability::Full, |tx| {
+        record(tx, &a, &act, to, task_state, &next)?;
+        match request_id {
+            Some(r) => tx.insert_request_id(r),
+            None => Ok(()),
+        }
+    })?;
     Ok(Settled {
         operation_id: operation_id.clone(),
         attempt_id: a.id,
         task_ref: a.task_ref,
         goal_id: a.goal_id,
         outcome,
-        actor: actor.into(),
+        person: person.clone(),
         next,
     })
 }
@@ -106,11 +126,11 @@ fn settled(outcome: Outcome) -> AttemptState {
     }
 }
 
-/// What the person said.
-struct Act<'a> {
+/// What the person said, as recorded.
+struct Recorded<'a> {
     operation_id: &'a OperationId,
     outcome: Outcome,
-    actor: &'a str,
+    person: &'a Person,
     note: &'a str,
     evidence: Option<&'a [u8]>,
 }
@@ -120,7 +140,7 @@ struct Act<'a> {
 fn record(
     tx: &mut dyn LedgerTx,
     a: &AttemptRecord,
-    act: &Act,
+    act: &Recorded,
     to: AttemptState,
     task_state: TaskState,
     next: &str,
@@ -130,17 +150,17 @@ fn record(
         attempt_id: a.id,
         operation_id: act.operation_id,
         outcome: act.outcome,
-        actor: act.actor,
+        person: act.person,
         note: act.note,
         evidence_blob: blob.as_deref(),
     })?;
     tx.settle_attempt(a.id, to)?;
     let key = TaskKey { goal_id: &a.goal_id, revision: a.revision, task_ref: &a.task_ref };
-    let detail = json!({"attempt_id": a.id, "settled": act.outcome.as_str(), "by": act.actor, "next": next});
+    let detail = json!({"attempt_id": a.id, "settled": act.outcome.as_str(), "by": act.person.actor, "next": next});
     tx.set_task_state(key, task_state, &detail)?;
     let data = json!({
-        "operation_id": act.operation_id, "try": a.try_no, "outcome": act.outcome.as_str(), "actor": act.actor,
-        "note": act.note, "evidence_blob": blob, "verified_by_engine": false,
+        "operation_id": act.operation_id, "try": a.try_no, "outcome": act.outcome.as_str(), "actor": act.person.actor,
+        "uid": act.person.uid, "user": act.person.user, "note": act.note, "evidence_blob": blob, "verified_by_engine": false,
     });
     let seq = tx
         .append_event(&Event::goal(EventKind::Settled, &a.goal_id, a.revision, data).task(&a.task_ref).attempt(a.id))?;

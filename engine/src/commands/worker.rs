@@ -37,7 +37,7 @@ pub struct Submitted {
 
 /// The store a worker or a submission needs: a shared one.
 fn shared_store(flag: Option<&Path>, workspace: &Path) -> Result<PathBuf> {
-    let path = store::resolve_path(flag, workspace);
+    let path = crate::store::location::Location::for_workspace(flag, workspace)?.path;
     if !store::is_shared(&path) {
         return Err(Error::usage(format!(
             "workers share a PostgreSQL store: pass --store postgres://USER@HOST:PORT/DB (or set ENGINE_STORE); {} is a single-writer SQLite file, for which `engine run` is the way",
@@ -97,7 +97,8 @@ fn work_goal(ledger: &mut LeaseGuard, goal: &GoalId, workspace: &Path, opts: &Wo
         .ok_or_else(|| Error::usage(format!("no goal `{goal}` in this store: `engine submit PLAN` registers one")))?;
     let revision = ledger.read().revision(goal, row.active_revision)?;
     let plan = plan_of(&revision, workspace)?;
-    run::execute(ledger, plan, row.active_revision, opts.jobs, Asked::default(), opts.progress.clone())
+    let sandboxes = run::Sandboxes::prepare(&plan, ledger.path())?;
+    run::execute(ledger, plan, row.active_revision, opts.jobs, Asked::default(), sandboxes, opts.progress.clone())
 }
 
 /// The plan as the ledger recorded it, in this worker's workspace.

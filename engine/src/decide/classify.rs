@@ -96,7 +96,9 @@ const RULES: &[Rule] = &[
     Rule {
         name: "observed_effect_absent",
         class: FailureClass::ProviderUnavailable,
-        matches: |e| matches!(e, Evidence::Observation { observation: providers::Observation::EffectAbsent { .. } }),
+        matches: |e| {
+            matches!(e, Evidence::Observation { observation: providers::Observation::EffectAbsent { .. }, .. })
+        },
     },
     Rule {
         name: "lost_answer_safe_to_resend",

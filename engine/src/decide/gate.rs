@@ -10,8 +10,9 @@
 //! 4. a budget would be passed → `BUDGET_EXHAUSTED`;
 //! 5. the call needs a person's approval and has none for this exact
 //!    request and plan → `APPROVAL_REQUIRED` (or `APPROVAL_STALE`);
-//! 6. otherwise: go — consuming the approval it needed, or voiding any it
-//!    did not need (an approval never waits for a later repeat).
+//! 6. otherwise: go — consuming the approval it needed (and voiding the
+//!    operation's other open ones), or voiding any it did not need: an
+//!    approval never waits for a later repeat, and one call spends one.
 
 use crate::cost::Cost;
 use crate::decide::budget::{self, Exhausted, Usage};
@@ -136,7 +137,12 @@ pub fn decide(f: &Facts) -> Decision {
         return Decision::Go { consume: None, void: f.approval.open.iter().map(|a| a.id).collect() };
     }
     match find(f.approval.open, f.request_digest, f.plan_digest) {
-        Ok(id) => Decision::Go { consume: Some(id), void: Vec::new() },
+        // One call spends one approval; any other open one of the operation
+        // goes with it, so no second approval waits to pay for a later try.
+        Ok(id) => Decision::Go {
+            consume: Some(id),
+            void: f.approval.open.iter().map(|a| a.id).filter(|other| *other != id).collect(),
+        },
         Err(missing) => Decision::AwaitApproval(missing),
     }
 }

@@ -17,6 +17,9 @@
 //! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
+//! - `people`: may this operating-system user do this person's act?
+//! - `request_id`: is a command given under a `--request-id` new, a repeat,
+//!   or a conflict?
 //! - `spend`: which command spends an approval a person gave.
 //! - `raise`: a person's raise of a budget, and the way out of an
 //!   exhausted one.
@@ -26,8 +29,10 @@ pub mod classify;
 pub mod constraints;
 pub mod gate;
 pub mod in_doubt;
+pub mod people;
 pub mod raise;
 pub mod repair;
+pub mod request_id;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;

@@ -49,7 +49,9 @@ pub fn needs_observation(reached: Reached, effect: Effect, idempotent: bool) -> 
 pub fn resolve(reached: Reached, effect: Effect, idempotent: bool, observed: Observed) -> Stopped {
     match (reached, observed) {
         (Reached::NotDispatched, _) => Stopped::Cancelled,
-        (_, Observed::Present) => Stopped::Receipt,
+        // The provider's own answer came (fetched by its handle), or the
+        // effect was read back present: kept as the receipt.
+        (_, Observed::Present | Observed::Answered) => Stopped::Receipt,
         _ if effect != Effect::External || idempotent => Stopped::Cancelled,
         (_, Observed::Absent) => Stopped::Cancelled,
         _ => Stopped::Unknown,

@@ -27,6 +27,21 @@ pub fn check(plan: &PlanFile) -> Result<()> {
     for (name, spec) in &plan.providers {
         identifier(name, &format!("$.providers{}", key(name)), "a provider name")?;
         provider_bounds(spec, &format!("$.providers{}", key(name)))?;
+        let writes = spec.declared_writes();
+        let at = format!("$.providers{}.sandbox.write", key(name));
+        count(writes.len(), SANDBOX_WRITES_MAX, &at, "sandbox write paths")?;
+        for (i, w) in writes.iter().enumerate() {
+            bytes(w, PATH_BYTES_MAX, &format!("{at}[{i}]"), "a sandbox write path")?;
+        }
+    }
+    if let Some(people) = &plan.people {
+        for (act, names) in people.lists() {
+            let at = format!("$.people.{act}");
+            count(names.len(), PEOPLE_MAX, &at, "user names")?;
+            for (i, n) in names.iter().enumerate() {
+                bytes(n, ID_BYTES_MAX, &format!("{at}[{i}]"), "a user name")?;
+            }
+        }
     }
     for (i, task) in plan.tasks.iter().enumerate() {
         task_bounds(task, &format!("$.tasks[{i}]"))?;
@@ -87,31 +102,68 @@ fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
 
 fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
     match spec {
-        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => Ok(()),
-        ProviderSpec::Http { endpoint, observe, hosts } => {
+        ProviderSpec::Command { .. } | ProviderSpec::Builtin { .. } => Ok(()),
+        ProviderSpec::Http { endpoint, observe, hosts, ca_file, .. } => {
             bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
-            if let Some(o) = observe {
-                bytes(o, URL_BYTES_MAX, &format!("{at}.observe"), "an observe URL")?;
+            match observe {
+                Some(Value::String(url)) => bytes(url, URL_BYTES_MAX, &format!("{at}.observe"), "an observe URL")?,
+                Some(rule) => rule_bounds(rule, &format!("{at}.observe"))?,
+                None => {}
             }
-            count(hosts.len(), PROVIDERS_MAX, &format!("{at}.hosts"), "hosts")?;
-            for (i, h) in hosts.iter().enumerate() {
-                bytes(h, URL_BYTES_MAX, &format!("{at}.hosts[{i}]"), "a host")?;
-            }
-            Ok(())
+            reach_bounds(hosts, ca_file.as_deref(), at)
         }
-        ProviderSpec::Mcp { command, observe_tool, tools } => {
-            argv(command, &format!("{at}.command"))?;
+        ProviderSpec::Mcp { command, url, observe_tool, observe, hosts, ca_file, tools, .. } => {
+            if let Some(command) = command {
+                argv(command, &format!("{at}.command"))?;
+            }
+            if let Some(url) = url {
+                bytes(url, URL_BYTES_MAX, &format!("{at}.url"), "a URL")?;
+            }
             if let Some(t) = observe_tool {
                 bytes(t, ID_BYTES_MAX, &format!("{at}.observe_tool"), "a tool name")?;
+            }
+            if let Some(rule) = observe {
+                rule_bounds(rule, &format!("{at}.observe"))?;
             }
             let tools = tools.as_deref().unwrap_or_default();
             count(tools.len(), TOOLS_MAX, &format!("{at}.tools"), "tools")?;
             for (i, t) in tools.iter().enumerate() {
                 bytes(t, ID_BYTES_MAX, &format!("{at}.tools[{i}]"), "a tool name")?;
             }
-            Ok(())
+            reach_bounds(hosts, ca_file.as_deref(), at)
         }
     }
+}
+
+/// The hosts a provider may contact and the CA file it trusts.
+fn reach_bounds(hosts: &[String], ca_file: Option<&str>, at: &str) -> Result<()> {
+    count(hosts.len(), PROVIDERS_MAX, &format!("{at}.hosts"), "hosts")?;
+    for (i, h) in hosts.iter().enumerate() {
+        bytes(h, URL_BYTES_MAX, &format!("{at}.hosts[{i}]"), "a host")?;
+    }
+    if let Some(p) = ca_file {
+        bytes(p, PATH_BYTES_MAX, &format!("{at}.ca_file"), "a ca_file path")?;
+    }
+    Ok(())
+}
+
+/// A read-back rule (a provider's default or a task's): its nesting, its
+/// size as JSON, and its URL. It sits 4 deep (document, `providers` or
+/// `tasks`, the provider or task, the rule).
+fn rule_bounds(rule: &Value, at: &str) -> Result<()> {
+    depth(rule, 4, at)?;
+    let size = serde_json::to_string(rule).map_or(usize::MAX, |t| t.len());
+    if size > OBSERVE_RULE_BYTES_MAX {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!("an observe rule of {size} bytes as JSON; the limit is {OBSERVE_RULE_BYTES_MAX}"),
+        )
+        .at(at.to_string()));
+    }
+    if let Some(url) = rule.get("url").and_then(Value::as_str) {
+        bytes(url, URL_BYTES_MAX, &format!("{at}.url"), "an observe URL")?;
+    }
+    Ok(())
 }
 
 fn task_bounds(t: &Task, at: &str) -> Result<()> {
@@ -145,6 +197,9 @@ fn task_bounds(t: &Task, at: &str) -> Result<()> {
         validation_bounds(v, &format!("{at}.validations[{i}]"))?;
     }
     timeout(t.timeout_seconds, &format!("{at}.timeout_seconds"))?;
+    if let Some(rule) = &t.observe {
+        rule_bounds(rule, &format!("{at}.observe"))?;
+    }
     context_bounds(&t.context, &format!("{at}.context"))
 }
 

@@ -129,13 +129,18 @@ fn constraint_contract(c: &Constraint) -> Value {
 }
 
 /// The provider as the task's meaning sees it: its name and its config —
+/// without its sandbox (it changes where the provider may write, not what
+/// it is asked, so opening a cache folder never makes a new operation), and
 /// without an MCP provider's `tools` allow-list, which bounds what a plan
 /// may ask and is checked before anything runs; it changes neither what a
 /// task does nor the request it sends.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
     let mut config = serde_json::to_value(spec).expect("a provider spec serializes");
-    if let (ProviderSpec::Mcp { .. }, Some(obj)) = (spec, config.as_object_mut()) {
-        obj.remove("tools");
+    if let Some(obj) = config.as_object_mut() {
+        obj.remove("sandbox");
+        if let ProviderSpec::Mcp { .. } = spec {
+            obj.remove("tools");
+        }
     }
     json!({ "name": name, "config": config })
 }

@@ -1,10 +1,12 @@
 //! Plan files: the model, loading with exact error places, structural
 //! validation, and the digests that give tasks and goals their identity.
 
+pub mod adapters;
 pub mod bounds;
 pub mod digests;
 pub mod load;
 pub mod model;
+mod observe;
 pub mod probe;
 pub mod suggest;
 pub mod validate;
@@ -55,6 +57,9 @@ impl Plan {
         // order keys were written in is not meaning.
         for task in &mut file.tasks {
             crate::digest::sort_keys(&mut task.action);
+            if let Some(rule) = &mut task.observe {
+                crate::digest::sort_keys(rule);
+            }
         }
         let order = validate::validate_structure(&file)?;
         let mut expander = workspace::Expander::new(&workspace).map_err(|why| {
@@ -71,6 +76,9 @@ impl Plan {
                     .at(format!("$.tasks[{i}].inputs[{j}]"))
                 })?;
             }
+        }
+        for (name, spec) in &file.providers {
+            adapters::check_files(name, spec, &workspace)?;
         }
         let index = file.tasks.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect();
         let digests = PlanDigests::compute(&file);

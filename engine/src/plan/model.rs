@@ -42,6 +42,10 @@ pub struct PlanFile {
     /// digests in checkpoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Who may do each of a person's acts, by operating-system user name
+    /// (default: any local user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub people: Option<People>,
 }
 
 impl PlanFile {
@@ -55,6 +59,7 @@ impl PlanFile {
             providers: self.providers.clone(),
             tasks: Vec::new(),
             secrets: self.secrets.clone(),
+            people: self.people.clone(),
         }
     }
 }
@@ -314,6 +319,59 @@ impl Default for Budgets {
     }
 }
 
+/// Who may do a person's acts: operating-system user names per act. An
+/// act without a list is open to any local user; an act whose list does
+/// not name the user is refused (`NOT_PERMITTED`) and recorded nowhere.
+/// `retry` covers `engine repair` too (both send a task's work again).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct People {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Vec<String>>,
+}
+
+impl People {
+    /// Each act that has a list, with its list, by its plan key.
+    pub fn lists(&self) -> Vec<(&'static str, &[String])> {
+        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry)]
+            .into_iter()
+            .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
+            .collect()
+    }
+}
+
+/// A provider's sandbox (docs/sandbox.md): `{"write": [paths]}` opens
+/// more paths for writing (absolute, `~` or `~/…`) besides the workspace
+/// and the temporary folder; `"none"` runs its processes unconfined.
+/// Not part of a task's meaning: it changes where a provider may write,
+/// not what it is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SandboxSpec {
+    Off(SandboxOff),
+    Confined(SandboxWrite),
+}
+
+/// `"sandbox": "none"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxOff {
+    None,
+}
+
+/// `"sandbox": {"write": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxWrite {
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// How the engine reaches a provider.
 /// How the engine reaches a provider (`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -330,38 +388,75 @@ pub enum ProviderSpec {
         /// last stdout line (see docs/agent-json.md). Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<Protocol>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
     /// An HTTP service: each task's `action.body` is sent to `endpoint`
     /// (POST unless `action.method` says otherwise), with the headers
     /// `Idempotency-Key` (the operation id) and `Engine-Try`. A 2xx answer
-    /// is success.
+    /// is success. `https://` is verified against the system's roots and
+    /// `ca_file`.
     Http {
         /// The URL (`http://` or `https://`). Only loopback hosts unless
         /// `hosts` lists more.
         endpoint: String,
-        /// A URL with `{operation_id}` the engine reads to learn whether an
-        /// operation whose answer was lost took effect: 200 means present,
-        /// 404 absent, anything else inconclusive. Default: none (a lost
-        /// answer is then `effect_unknown`).
+        /// The read-back for tasks that declare none, so an operation whose
+        /// answer was lost can be looked up: a URL template with
+        /// `{operation_id}` (200 is present; nothing is absent, so a 404 is
+        /// inconclusive) or a rule `{"url", "present_if", "absent_if"}` (see
+        /// the task's `observe`). Checked by the providers' own parser.
+        /// Default: none (a lost answer is then `effect_unknown`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        observe: Option<String>,
+        #[schemars(schema_with = "super::observe::http_default_schema")]
+        observe: Option<serde_json::Value>,
         /// Hosts besides loopback this provider may contact. Default: none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
+        /// An HTTP provider starts no process; accepted for uniformity.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
     },
-    /// An MCP tool server over stdio: started by the first call of a run
-    /// that needs it (in the workspace, no shell), then every call of the
-    /// run goes to it. Each task's `action.tool` is called with
+    /// An MCP tool server, one per provider per run: over stdio (`command`:
+    /// argv, no shell, started in the workspace by the first call of a run
+    /// that needs it) or Streamable HTTP (`url`); every call of the run
+    /// goes to it. Each task's `action.tool` is called with
     /// `action.arguments`; `_meta` carries `operation_id` and `try`.
     Mcp {
-        /// The server's program and arguments.
-        command: Vec<String>,
+        /// The server's program and arguments, for a stdio server (exactly
+        /// one of `command`, `url`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<Vec<String>>,
+        /// A Streamable HTTP endpoint (`http://` or `https://`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
         /// A tool the engine calls with `{"operation_id": ...}` to learn
         /// whether an operation whose answer was lost took effect: its
         /// result's `structuredContent.state` is `present` or `absent`.
         /// Default: none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         observe_tool: Option<String>,
+        /// The read-back rule for tasks that declare none (instead of
+        /// `observe_tool`): `{"tool", "arguments", "present_if", "absent_if"}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(schema_with = "super::observe::mcp_rule_schema")]
+        observe: Option<serde_json::Value>,
+        /// Calls may be in flight together on this server (else they take
+        /// turns). Default: false.
+        #[serde(default, skip_serializing_if = "is_false")]
+        concurrent: bool,
+        /// Hosts besides loopback a `url` may name. Default: none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
+        /// A PEM file of CA certificates trusted besides the system's
+        /// roots, for an `https://` `url` (relative to the workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxSpec>,
         /// The tools a plan may call on this server (an allow-list checked
         /// by `engine check`); absent: any tool the server offers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -373,6 +468,36 @@ pub enum ProviderSpec {
     /// the same intent, receipt, validation and classification as any
     /// provider's; the task's declared `effect` still governs them.
     Builtin {},
+}
+
+impl ProviderSpec {
+    /// The provider's sandbox as the plan states it (`None`: the default).
+    pub fn sandbox(&self) -> Option<&SandboxSpec> {
+        match self {
+            ProviderSpec::Command { sandbox, .. }
+            | ProviderSpec::Http { sandbox, .. }
+            | ProviderSpec::Mcp { sandbox, .. } => sandbox.as_ref(),
+            // No process of its own: the engine does the work.
+            ProviderSpec::Builtin {} => None,
+        }
+    }
+
+    /// The paths it declares writable (none when unconfined or default).
+    pub fn declared_writes(&self) -> &[String] {
+        match self.sandbox() {
+            Some(SandboxSpec::Confined(w)) => &w.write,
+            _ => &[],
+        }
+    }
+
+    /// Does the plan opt this provider out (`"sandbox": "none"`)?
+    pub fn unconfined(&self) -> bool {
+        matches!(self.sandbox(), Some(SandboxSpec::Off(SandboxOff::None)))
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The protocol a command provider speaks.
@@ -465,6 +590,16 @@ pub struct Task {
     /// (`{"env": "NAME"}`). Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub context: BTreeMap<String, ContextSource>,
+    /// How to read this task's effect back when its answer is lost,
+    /// instead of the provider's default: an HTTP rule `{"url",
+    /// "present_if", "absent_if"}` or an MCP rule `{"tool", "arguments",
+    /// "present_if", "absent_if"}`. Present only when `present_if`
+    /// matches, absent only when `absent_if` matches, otherwise
+    /// inconclusive. Not part of the task's meaning: it is how the engine
+    /// looks, not what it asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::observe::task_rule_schema")]
+    pub observe: Option<serde_json::Value>,
     /// Protected paths (paths or globs) this task is allowed to change: a
     /// change there by its attempts is no constraint violation. Part of the
     /// task's meaning.

@@ -5,9 +5,11 @@
 use std::collections::{HashMap, HashSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
+use serde_json::Value;
 
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
+use crate::plan::adapters::{self, Adapter};
 use crate::plan::model::{CheckedConstraint, PlanFile, ProviderSpec, Task};
 use crate::workspace::lexically_inside;
 
@@ -25,9 +27,12 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     super::bounds::check(plan)?;
     goal(plan)?;
     budgets(plan)?;
+    let mut adapters = HashMap::with_capacity(plan.providers.len());
     for (name, spec) in &plan.providers {
-        provider(name, spec)?;
+        adapters.insert(name.as_str(), provider(name, spec)?);
+        sandbox_writes(name, spec)?;
     }
+    people(plan)?;
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
     for (i, task) in plan.tasks.iter().enumerate() {
         let at = format!("$.tasks[{i}]");
@@ -39,6 +44,14 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
                 .at(format!("{at}.ref")));
         }
         self::task(plan, task, &at)?;
+        if let (Some(rule), Some(adapter)) = (&task.observe, adapters.get(task.provider.as_str())) {
+            adapters::check_task_rule(adapter.provider(), rule, &at)?;
+            if let (Some(ProviderSpec::Mcp { tools, .. }), Some(tool)) =
+                (plan.providers.get(&task.provider), rule.get("tool").and_then(Value::as_str))
+            {
+                tool_allowed(&task.provider, tools.as_deref(), tool, &format!("{at}.observe.tool"))?;
+            }
+        }
     }
     topo_order(plan, &dependency_graph(plan, &index)?)
 }
@@ -115,37 +128,68 @@ fn path_globs(list: &[String], at: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn provider(name: &str, spec: &ProviderSpec) -> Result<()> {
-    match spec {
-        ProviderSpec::Http { endpoint, observe, hosts } => {
-            let rule = observe.as_deref().map(providers::observe::HttpObserve::legacy_status_url);
-            let p = providers::http::HttpProvider::new(endpoint.clone()).with_observe(rule).with_hosts(hosts.clone());
-            p.check().map_err(|e| {
-                let field = e.path.split('.').next().unwrap_or("endpoint");
-                Error::new(Code::PlanInvalid, e.to_string()).at(format!("$.providers.{name}.{field}"))
-            })?;
-            if observe.as_ref().is_some_and(|o| !o.contains("{operation_id}")) {
-                return Err(Error::new(Code::PlanInvalid, "observe: URL must contain {operation_id}")
-                    .at(format!("$.providers.{name}.observe")));
+/// A provider's config, through the providers' own parser, and its URLs
+/// against the scheme and host policy; the files it names are read later,
+/// with the workspace (`Plan::from_file`). Returns the parsed adapter, which
+/// checks its tasks' read-back rules.
+fn provider(name: &str, spec: &ProviderSpec) -> Result<Adapter> {
+    if let ProviderSpec::Mcp { command: Some(command), .. } = spec {
+        non_empty_argv(command, &format!("$.providers.{name}.command"))?;
+    }
+    let adapter = Adapter::parse(spec, None).map_err(|e| adapters::at_provider(name, e))?;
+    Adapter::check_urls(spec).map_err(|e| adapters::at_provider(name, e))?;
+    if let ProviderSpec::Mcp { observe_tool, observe, tools, .. } = spec {
+        allow_list(name, tools.as_deref(), observe_tool.as_deref(), observe.as_ref())?;
+    }
+    Ok(adapter)
+}
+
+/// An MCP provider's `tools` allow-list: no empty name, and the tool its
+/// read-back calls (`observe_tool`, or its `observe` rule's `tool`) on it.
+fn allow_list(name: &str, tools: Option<&[String]>, observe_tool: Option<&str>, observe: Option<&Value>) -> Result<()> {
+    if let Some(j) = tools.unwrap_or_default().iter().position(|t| t.trim().is_empty()) {
+        return Err(Error::new(Code::PlanInvalid, "a tool name is empty").at(format!("$.providers.{name}.tools[{j}]")));
+    }
+    if let Some(t) = observe_tool {
+        tool_allowed(name, tools, t, &format!("$.providers.{name}.observe_tool"))?;
+    }
+    if let Some(t) = observe.and_then(|r| r.get("tool")).and_then(Value::as_str) {
+        tool_allowed(name, tools, t, &format!("$.providers.{name}.observe.tool"))?;
+    }
+    Ok(())
+}
+
+/// A provider's declared writable paths: absolute, `~` or `~/…` (the
+/// sandbox expands `~` to the home folder when the run starts).
+fn sandbox_writes(name: &str, spec: &ProviderSpec) -> Result<()> {
+    for (i, w) in spec.declared_writes().iter().enumerate() {
+        let why = if w.is_empty() {
+            Some("is empty")
+        } else if w.starts_with('~') && w != "~" && !w.starts_with("~/") {
+            Some("~user is not supported; write the absolute path")
+        } else if !w.starts_with('~') && !w.starts_with('/') {
+            Some("must be absolute or start with ~/")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::new(Code::PlanInvalid, format!("sandbox write path {w:?} {why}"))
+                .at(format!("$.providers.{name}.sandbox.write[{i}]")));
+        }
+    }
+    Ok(())
+}
+
+/// `people`: every user name is a name (not empty, no whitespace).
+fn people(plan: &PlanFile) -> Result<()> {
+    let Some(people) = &plan.people else { return Ok(()) };
+    for (act, names) in people.lists() {
+        for (i, n) in names.iter().enumerate() {
+            if n.is_empty() || n.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(Error::new(Code::PlanInvalid, format!("{n:?} is not an operating-system user name"))
+                    .at(format!("$.people.{act}[{i}]")));
             }
         }
-        ProviderSpec::Mcp { command, observe_tool, tools } => {
-            non_empty_argv(command, &format!("$.providers.{name}.command"))?;
-            if observe_tool.as_deref().is_some_and(|t| t.trim().is_empty()) {
-                return Err(Error::new(Code::PlanInvalid, "`observe_tool` is empty")
-                    .at(format!("$.providers.{name}.observe_tool")));
-            }
-            let allowed = tools.as_deref().unwrap_or_default();
-            if let Some(j) = allowed.iter().position(|t| t.trim().is_empty()) {
-                return Err(
-                    Error::new(Code::PlanInvalid, "a tool name is empty").at(format!("$.providers.{name}.tools[{j}]"))
-                );
-            }
-            if let Some(t) = observe_tool {
-                tool_allowed(name, tools.as_deref(), t, &format!("$.providers.{name}.observe_tool"))?;
-            }
-        }
-        ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => {}
     }
     Ok(())
 }

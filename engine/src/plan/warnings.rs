@@ -79,7 +79,7 @@ pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) ->
     let mut out = goal_warnings(plan);
     let mut programs = ProgramCheck { probe, seen: Default::default(), out: Vec::new() };
     for (name, spec) in &plan.providers {
-        if let ProviderSpec::Mcp { command, .. } = spec {
+        if let ProviderSpec::Mcp { command: Some(command), .. } = spec {
             programs.check(command, &format!("$.providers.{name}.command[0]"), &format!("provider `{name}`"));
         }
     }

@@ -1,28 +1,65 @@
 //! What `engine approve` and `engine settle` print: a person's act, as
-//! recorded — a person's word, never the engine's verification.
+//! recorded — a person's word, never the engine's verification — and who
+//! gave it (the `--actor` label and the operating-system user).
 
 use serde_json::json;
 
 use super::Output;
 use crate::commands::approve::Recorded;
 use crate::commands::settle::Settled;
+use crate::store::acts::Person;
+
+/// `alice` or `ops on call (user alice, uid 1000)`.
+pub fn who(p: &Person) -> String {
+    if p.actor == p.user {
+        format!("{} (uid {})", p.user, p.uid)
+    } else {
+        format!("{} (user {}, uid {})", p.actor, p.user, p.uid)
+    }
+}
+
+/// An act's `actor`, `user` and `uid` as recorded (the last two absent on
+/// acts recorded before the engine kept them).
+pub fn who_recorded(actor: &str, user: Option<&str>, uid: Option<u32>) -> String {
+    match (user, uid) {
+        (Some(user), Some(uid)) if user == actor => format!("{user} (uid {uid})"),
+        (Some(user), Some(uid)) => format!("{actor} (user {user}, uid {uid})"),
+        _ => format!("{actor} (operating-system user not recorded)"),
+    }
+}
 
 pub fn settled(s: &Settled) -> Output {
     let text = format!(
         "settled {} (task {}, attempt {}) as {} by {} — recorded as a person's word, not verified by the engine; {}\n",
-        s.operation_id, s.task_ref, s.attempt_id, s.outcome, s.actor, s.next
+        s.operation_id,
+        s.task_ref,
+        s.attempt_id,
+        s.outcome,
+        who(&s.person),
+        s.next
     );
     Output { text, json: json!({"ok": true, "settlement": s}), exit_code: 0 }
 }
 
-pub fn approved(a: &Recorded, actor: &str) -> Output {
-    let text = format!(
-        "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request: {}\n",
-        a.operation_id,
-        a.task_ref,
-        super::short(a.request_digest.as_str()),
-        actor,
-        a.spent_by
-    );
+pub fn approved(a: &Recorded) -> Output {
+    let text = if a.already_approved {
+        format!(
+            "already approved; waiting for the call: approval {} of {} (task {}, request {}) is not spent yet, so nothing new was recorded; one approval pays for one call: {}\n",
+            a.approval_id,
+            a.operation_id,
+            a.task_ref,
+            super::short(a.request_digest.as_str()),
+            a.spent_by
+        )
+    } else {
+        format!(
+            "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request: {}\n",
+            a.operation_id,
+            a.task_ref,
+            super::short(a.request_digest.as_str()),
+            who(&a.person),
+            a.spent_by
+        )
+    };
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }
 }

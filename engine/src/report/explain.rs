@@ -48,8 +48,10 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     for a in ledger.attempts_of_task(&g.id, task_ref)? {
         attempts_json.push(attempt(&*ledger, &a, &mut text)?);
     }
+    let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
-        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse, "completion": standing.map(|s| s.json), "attempts": attempts_json});
+        "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
+        "completion": standing.map(|s| s.json), "attempts": attempts_json, "acts": acts});
     Ok(Output { text, json, exit_code: 0 })
 }
 
@@ -64,8 +66,16 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
         a.state,
         utc(a.intent_at_ms)
     ));
+    match &a.sandbox {
+        Some(s) => text.push_str(&format!("  sandbox: {s}\n")),
+        None => text.push_str("  sandbox: not recorded (the attempt is older than the engine's sandbox)\n"),
+    }
     if let Some(d) = &a.dispatch_detail {
         text.push_str(&format!("  handed to the provider: {d}\n"));
+    }
+    if let Some(h) = &a.handle {
+        let at = a.handle_at_ms.map(utc).unwrap_or_default();
+        text.push_str(&format!("  accepted by the provider as {} at {at}\n", crate::evidence::handle_words(h)));
     }
     if let Some(reason) = &a.unknown_reason {
         text.push_str(&format!("  no receipt: {reason}\n"));
@@ -199,8 +209,32 @@ fn describe(e: &Evidence) -> String {
             s
         }
         Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
+        Evidence::Observation { observation, read_back } => observation_words(observation, read_back.as_ref()),
+        Evidence::HandleLookup { handle, found, evidence } => format!(
+            "asked the provider about {}: {} — {evidence}",
+            crate::evidence::handle_words(handle),
+            found.as_str()
+        ),
         other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
     }
+}
+
+/// A re-observation: its summary (request, answer, verdict, deciding
+/// rule) and, for a read-back, the answer's excerpt.
+fn observation_words(o: &providers::Observation, read_back: Option<&crate::evidence::ReadBackRecord>) -> String {
+    let (verdict, summary) = match o {
+        providers::Observation::EffectPresent { evidence } => ("present", evidence),
+        providers::Observation::EffectAbsent { evidence } => ("absent", evidence),
+        providers::Observation::Inconclusive { evidence } => ("inconclusive", evidence),
+    };
+    let mut s = match read_back {
+        Some(_) => format!("read back: {summary}"),
+        None => format!("observed {verdict}: {summary}"),
+    };
+    if let Some(answer) = read_back.and_then(|r| r.answer.as_ref()) {
+        push_outputs(&mut s, &[("answer", answer)]);
+    }
+    s.trim_end().to_string()
 }
 
 /// Every protected path an attempt changed, with its digests before and

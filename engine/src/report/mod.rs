@@ -11,6 +11,7 @@ pub mod html;
 pub mod init;
 pub mod log;
 pub mod output;
+pub mod person_acts;
 pub mod plan;
 pub mod progress;
 pub mod revise;

@@ -24,7 +24,7 @@ pub fn render(r: &ReviseReport) -> Output {
     for raised in &r.raised {
         text.push_str(&format!(
             "budget raised by {}: {} {} -> {}\n",
-            for_terminal(&r.actor),
+            for_terminal(&r.person.actor),
             raised.budget,
             raised.from,
             raised.to

@@ -4,6 +4,8 @@
 use serde_json::{json, Value};
 
 use super::Output;
+use providers::sandbox::Status;
+
 use crate::clock::utc;
 use crate::decide::spend::spending_command;
 use crate::error::{Error, Result};
@@ -27,12 +29,14 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
+    let machine = crate::run::sandboxes::machine_status()?;
     let mut text = format!(
-        "goal      {}  ({})\nrevision  {}\nstate     {}\n\n",
+        "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
         g.id,
         plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
         g.active_revision,
-        g.state
+        g.state,
+        store.path().display()
     );
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
@@ -53,15 +57,20 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &mut text)?;
     waiting.describe(&store.live_holder()?, &mut text);
+    let acts = super::person_acts::of_goal(ledger, &g.id, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
+        "store": store.path(),
+        "sandbox": machine,
+        "acts": acts,
         "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
-            "request_digest": a.request_digest, "reason": a.unknown_reason})).collect::<Vec<_>>(),
+            "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})).collect::<Vec<_>>(),
         "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t)).collect::<Vec<_>>(),
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
-        "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state})).collect::<Vec<_>>(),
+        "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
+            "handle": a.handle})).collect::<Vec<_>>(),
         "budgets": budgets,
     });
     Ok(Output { text, json, exit_code: 0 })
@@ -95,6 +104,12 @@ fn task_table(
             },
             None => "-".into(),
         };
+        // A sandbox weaker than enforced is said on the line itself.
+        let sandbox = last.and_then(|a| a.sandbox.as_ref()).filter(|s| !matches!(s, Status::Enforced { .. }));
+        let last_text = match sandbox {
+            Some(s) => format!("{last_text}  [sandbox {s}]"),
+            None => last_text,
+        };
         let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}{note}\n",
@@ -105,7 +120,8 @@ fn task_table(
         ));
         let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification})),
+            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification,
+                "sandbox": a.sandbox, "handle": a.handle})),
             "completion": standing.as_ref().map(|s| &s.json)}));
         if let Some(s) = standing {
             standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
@@ -168,22 +184,33 @@ impl Waiting<'_> {
         }
         for a in &self.unknown {
             text.push_str(&format!(
-                "  {}  task {}  try {}  effect_unknown ({})  -> engine settle {} --outcome ok|not_run --note TEXT\n",
+                "  {}  task {}  try {}  effect_unknown ({}){}  -> engine settle {} --outcome ok|not_run --note TEXT\n",
                 a.operation_id,
                 a.task_ref,
                 a.try_no,
                 a.unknown_reason.map_or("?", |r| r.as_str()),
+                accepted_as(a),
                 a.operation_id
             ));
         }
         for a in &self.in_doubt {
             let note = in_doubt_note(a, live);
             text.push_str(&format!(
-                "  {}  task {}  try {}  {} ({note})\n",
-                a.operation_id, a.task_ref, a.try_no, a.state
+                "  {}  task {}  try {}  {}{} ({note})\n",
+                a.operation_id,
+                a.task_ref,
+                a.try_no,
+                a.state,
+                accepted_as(a)
             ));
         }
     }
+}
+
+/// The provider's own name for the request, when it accepted one (so a
+/// person settling it can ask the provider about it).
+fn accepted_as(a: &AttemptRecord) -> String {
+    a.handle.as_ref().map(|h| format!(", accepted as {}", crate::evidence::handle_words(h))).unwrap_or_default()
 }
 
 impl Waiting<'_> {

@@ -98,6 +98,8 @@ pub struct Place {
     pub operation_id: String,
     pub secrets: Vec<String>,
     pub groups: Groups,
+    /// The Landlock sandbox the check's process runs in.
+    pub sandbox: providers::sandbox::Sandbox,
 }
 
 /// Run `checks` one after another; once a person's stop began, the rest
@@ -120,6 +122,7 @@ pub async fn run_checks(checks: Vec<CheckSpec>, at: &Place, output_bytes_max: us
             stdin: None,
             env: Vec::new(),
             secrets: at.secrets.clone(),
+            sandbox: at.sandbox.clone(),
         };
         let (outcome, level) = stop::watched(&runner, &call, &at.groups, |_| async {}).await;
         out.push(CheckRun::of(check, outcome, level.end()));

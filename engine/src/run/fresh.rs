@@ -61,6 +61,7 @@ impl Runner<'_> {
             self.plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), self.tool_context(t))).collect();
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
+        let sandbox = self.sandboxes.checks();
         let stale = self.ledger.snapshot(|ledger| {
             let mut rerun: HashSet<&str> = HashSet::new();
             let mut stale: Vec<(String, Value)> = Vec::new();
@@ -90,7 +91,7 @@ impl Runner<'_> {
                     },
                     upstream,
                     || {
-                        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, cache)?;
+                        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandbox, cache)?;
                         Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
                     },
                 );

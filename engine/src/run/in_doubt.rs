@@ -1,15 +1,18 @@
-//! Applying `decide::in_doubt` to an attempt without a receipt: observe the
-//! target first (where the provider can), ask the resolver, record its
-//! answer. The same path serves a lost answer, a restart, and an attempt
-//! of a superseded revision.
+//! Applying `decide::in_doubt` to an attempt without a receipt: look first
+//! (its handle, then its read-back rule: `look`), ask the resolver, record
+//! its answer. The same path serves a lost answer, a restart, and an
+//! attempt of a superseded revision.
 
-use providers::Observation;
+use std::time::Duration;
+
 use serde_json::json;
 
+use super::look::{self, Looked};
 use super::record::Next;
 use super::Runner;
+use crate::clock::now_ms;
 use crate::decide::classify;
-use crate::decide::in_doubt::{self, Facts, Observed, Resolution, Situation};
+use crate::decide::in_doubt::{self, Facts, Resolution, Situation};
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, UnknownReason};
 use crate::failpoint;
@@ -22,19 +25,11 @@ use crate::store::goals::TaskKey;
 use crate::store::Durability;
 use crate::store::LedgerTx;
 
-/// What an observation found, as the resolver weighs it.
-pub(super) fn observed(o: Option<&Observation>) -> Observed {
-    match o {
-        Some(Observation::EffectPresent { .. }) => Observed::Present,
-        Some(Observation::EffectAbsent { .. }) => Observed::Absent,
-        Some(Observation::Inconclusive { .. }) => Observed::Inconclusive,
-        None => Observed::NotObservable,
-    }
-}
-
 impl Runner<'_> {
-    /// Dispatched, no receipt: observe first; only an observation or a
-    /// safe effect settles it, otherwise the outcome is unknown.
+    /// Dispatched, no receipt: look first; only a look or a safe effect
+    /// settles it, otherwise the outcome is unknown. A request whose
+    /// deadline passed was cancelled by its provider (an MCP task gets
+    /// `tasks/cancel`): asking about it by its handle would only hear that.
     pub(super) async fn lost(
         &mut self,
         attempt_id: crate::ids::AttemptId,
@@ -43,52 +38,78 @@ impl Runner<'_> {
         detail: String,
     ) -> Result<Next> {
         let attempt = self.ledger.read().attempt(attempt_id)?;
-        let observation = self.observe(&attempt, task).await;
-        let resolution = resolve(Situation::AnswerLost, task, observation.as_ref());
-        self.settle_lost(&attempt, task, resolution, reason, detail, observation)
+        let ask_handle = reason != UnknownReason::DeadlineAfterDispatch;
+        let looked = self.look(&attempt, task, ask_handle).await;
+        let resolution = resolve(Situation::AnswerLost, task, &looked);
+        self.settle_lost(&attempt, task, resolution, reason, detail, looked).await
     }
 
-    /// Re-observe an attempt's operation with this revision's provider, if
-    /// it can (`None` if not).
-    pub(super) async fn observe(&self, attempt: &AttemptRecord, task: &Task) -> Option<Observation> {
-        let call = self.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
-        let provider = self.providers.get(&task.provider)?.clone();
-        let fut = provider.observe(&call)?;
-        Some(fut.await)
+    /// Look at an attempt's operation with this revision's provider.
+    pub(super) async fn look(&self, attempt: &AttemptRecord, task: &Task, ask_handle: bool) -> Looked {
+        let Some(provider) = self.providers.get(&task.provider).cloned() else { return Looked::nothing() };
+        let mut call = self.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
+        let goal_left = self.goal_time_left();
+        call.timeout = look::resume_wait(call.timeout, attempt.dispatched_at_ms, goal_left, now_ms());
+        let handle = attempt.handle.as_ref().filter(|_| ask_handle);
+        look::look(provider.as_ref(), &call, handle, task.observe.as_ref()).await
+    }
+
+    /// What is left of this run of work's wall-clock budget
+    /// (`deadline_seconds` from the start of the command, raises included).
+    fn goal_time_left(&self) -> Duration {
+        let used_ms = (now_ms() - self.began_ms).max(0) as u64;
+        Duration::from_secs(self.budgets.deadline_seconds).saturating_sub(Duration::from_millis(used_ms))
     }
 
     /// Record the resolution of an in-doubt attempt of this revision
     /// (`Abandoned` is the restart's own path, see `reconcile`).
-    pub(super) fn settle_lost(
+    pub(super) async fn settle_lost(
         &mut self,
         attempt: &AttemptRecord,
         task: &Task,
         resolution: Resolution,
         reason: UnknownReason,
         detail: String,
-        observation: Option<Observation>,
+        looked: Looked,
     ) -> Result<Next> {
-        let mut list: Vec<Evidence> =
-            observation.iter().cloned().map(|o| Evidence::Observation { observation: o }).collect();
         match resolution {
+            Resolution::Answer { .. } => self.answered(attempt, task, reason, looked).await,
             Resolution::Receipt { .. } => {
-                self.receipt_from_observation(attempt, task, reason, detail, observation)?;
+                self.receipt_from_observation(attempt, task, reason, detail, &looked)?;
                 failpoint::hit("after_receipt_commit");
                 Ok(Next::Validate)
             }
             Resolution::Failed { marker } => {
-                if marker {
-                    list.push(Evidence::EffectMarker { reason, safe_to_resend: true });
-                }
-                self.fail_with(attempt.id, task, list, Durability::Full, false)?;
+                let list = match marker {
+                    true => vec![Evidence::EffectMarker { reason, safe_to_resend: true }],
+                    false => Vec::new(),
+                };
+                self.fail_with(attempt.id, task, Some(&looked), list, Durability::Full, false)?;
                 Ok(Next::Done)
             }
             Resolution::Unknown | Resolution::Abandoned { .. } => {
-                list.push(Evidence::EffectMarker { reason, safe_to_resend: false });
-                self.mark_unknown(attempt.id, list, reason)?;
+                let list = vec![Evidence::EffectMarker { reason, safe_to_resend: false }];
+                self.mark_unknown(attempt.id, Some(&looked), list, reason)?;
                 Ok(Next::Done)
             }
         }
+    }
+
+    /// The provider's own answer, fetched by the handle: the receipt, judged
+    /// like any answer (its protected paths too).
+    async fn answered(
+        &mut self,
+        attempt: &AttemptRecord,
+        task: &Task,
+        reason: UnknownReason,
+        looked: Looked,
+    ) -> Result<Next> {
+        let Some(receipt) = looked.answer.clone() else {
+            return Err(Error::internal("an answer by handle needs the answer"));
+        };
+        let protected = self.judge_protected(attempt.id, task).await?;
+        let via = super::record::Via { looked, why: reason };
+        self.received(attempt.id, task, receipt, Some(via), protected).await
     }
 
     /// The target shows the effect: that is the receipt.
@@ -98,99 +119,98 @@ impl Runner<'_> {
         task: &Task,
         reason: UnknownReason,
         detail: String,
-        observation: Option<Observation>,
+        looked: &Looked,
     ) -> Result<()> {
-        let Some(Observation::EffectPresent { evidence }) = observation else {
-            return Err(Error::internal("a receipt from observation needs an observed effect"));
-        };
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = attempt.intent();
         self.ledger.write(Durability::Full, |tx| {
-            let obs = Evidence::Observation { observation: Observation::EffectPresent { evidence: evidence.clone() } };
-            tx.insert_evidence(&goal_id, revision, Some(attempt.id), &obs)?;
-            let receipt =
-                json!({"source": "observation", "lost": reason.as_str(), "detail": detail, "evidence": evidence});
+            for e in looked.evidence(tx)? {
+                tx.insert_evidence(&goal_id, revision, Some(attempt.id), &e)?;
+            }
+            let receipt = json!({"source": "observation", "lost": reason.as_str(), "detail": detail,
+                                 "evidence": looked.summary(), "read_back": looked.decided()});
             tx.insert_receipt(intent, &receipt)?;
-            let data = json!({"why_observed": reason.as_str()});
+            let data = json!({"why_observed": reason.as_str(), "read_back": looked.summary()});
             let e = Event::goal(EventKind::ObservedEffectPresent, &goal_id, revision, data);
             tx.append_event(&e.task(&task.task_ref).attempt(attempt.id)).map(|_| ())
         })
     }
 
     /// An attempt of an earlier revision left without a receipt. Its
-    /// revision no longer runs, so it is never re-sent. Observed first,
-    /// with that revision's provider, where it can be.
+    /// revision no longer runs, so it is never re-sent. Looked at first,
+    /// with that revision's provider and rule, where it can be.
     pub(super) async fn superseded_in_doubt(&mut self, a: &AttemptRecord) -> Result<()> {
-        let (effect, idempotent, observation) = self.observe_superseded(a).await?;
+        let (effect, idempotent, looked) = self.look_superseded(a).await?;
         let resolution = in_doubt::resolve(Facts {
             situation: Situation::Superseded,
             effect,
             idempotent,
-            observed: observed(observation.as_ref()),
+            observed: looked.observed,
         });
-        self.ledger.write(Durability::Full, |tx| record_superseded(tx, a, resolution, observation.as_ref()))
+        self.ledger.write(Durability::Full, |tx| record_superseded(tx, a, resolution, &looked))
     }
 
-    /// Observe an earlier revision's operation with that revision's
-    /// provider; also its task's effect and idempotence then (an effect of
-    /// `external` if the task is gone from that plan).
-    async fn observe_superseded(&self, a: &AttemptRecord) -> Result<(crate::plan::Effect, bool, Option<Observation>)> {
+    /// Look at an earlier revision's operation with that revision's
+    /// provider (built for this look, shut down after it) and task rule;
+    /// also its task's effect and idempotence then (an effect of `external`
+    /// if the task is gone from that plan).
+    async fn look_superseded(&self, a: &AttemptRecord) -> Result<(crate::plan::Effect, bool, Looked)> {
         let row = self.ledger.read().revision(&self.goal_id, a.revision)?;
         let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
             Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", a.revision))
         })?;
         let Some(task) = file.tasks.iter().find(|t| t.task_ref == a.task_ref) else {
-            return Ok((a.effect, false, None));
+            return Ok((a.effect, false, Looked::nothing()));
         };
-        let Some(spec) = file.providers.get(&task.provider) else { return Ok((a.effect, task.idempotent, None)) };
-        let provider = super::provider::build(spec);
+        let Some(spec) = file.providers.get(&task.provider) else {
+            return Ok((a.effect, task.idempotent, Looked::nothing()));
+        };
+        let workspace = std::path::PathBuf::from(&row.workspace);
+        // A provider that no longer builds (its CA file gone) cannot look.
+        let Ok(provider) = crate::plan::adapters::build(&task.provider, spec, &workspace) else {
+            return Ok((a.effect, task.idempotent, Looked::nothing()));
+        };
         let call = providers::Call {
             operation_id: a.operation_id.to_string(),
             try_no: a.try_no as u32,
             request: task.action.clone(),
-            workspace: std::path::PathBuf::from(&row.workspace),
-            timeout: None,
+            workspace,
+            timeout: look::resume_wait(
+                task.timeout_seconds.map(Duration::from_secs),
+                a.dispatched_at_ms,
+                self.goal_time_left(),
+                now_ms(),
+            ),
             output_bytes_max: OUTPUT_BYTES_MAX,
             stdin: None,
             env: Vec::new(),
             secrets: self.secrets.clone(),
+            // That revision's provider, confined as this run confines the
+            // provider of that name (or as its checks are, when it has none).
+            sandbox: self.sandboxes.provider(&task.provider),
         };
-        let observation = match provider.observe(&call) {
-            Some(fut) => Some(fut.await),
-            None => None,
-        };
-        Ok((a.effect, task.idempotent, observation))
+        let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;
+        provider.shutdown().await;
+        Ok((a.effect, task.idempotent, looked))
     }
 }
 
 /// The resolver's answer for an in-doubt attempt of this revision's task.
-pub(super) fn resolve(situation: Situation, task: &Task, observation: Option<&Observation>) -> Resolution {
-    in_doubt::resolve(Facts {
-        situation,
-        effect: task.effect,
-        idempotent: task.idempotent,
-        observed: observed(observation),
-    })
+pub(super) fn resolve(situation: Situation, task: &Task, looked: &Looked) -> Resolution {
+    in_doubt::resolve(Facts { situation, effect: task.effect, idempotent: task.idempotent, observed: looked.observed })
 }
 
 /// A superseded revision's in-doubt attempt, resolved, in one transaction.
-fn record_superseded(
-    tx: &mut dyn LedgerTx,
-    a: &AttemptRecord,
-    resolution: Resolution,
-    observation: Option<&Observation>,
-) -> Result<()> {
-    if let Some(o) = observation {
-        tx.insert_evidence(&a.goal_id, a.revision, Some(a.id), &Evidence::Observation { observation: o.clone() })?;
+fn record_superseded(tx: &mut dyn LedgerTx, a: &AttemptRecord, resolution: Resolution, looked: &Looked) -> Result<()> {
+    for e in looked.evidence(tx)? {
+        tx.insert_evidence(&a.goal_id, a.revision, Some(a.id), &e)?;
     }
     let reason = UnknownReason::EngineRestarted;
     let now = match resolution {
+        Resolution::Answer { .. } => super::record::answer_kept(tx, a, looked)?,
         Resolution::Receipt { .. } => {
-            let evidence = match observation {
-                Some(Observation::EffectPresent { evidence }) => evidence.clone(),
-                _ => String::new(),
-            };
-            let receipt = json!({"source": "observation", "lost": reason.as_str(), "evidence": evidence});
+            let receipt = json!({"source": "observation", "lost": reason.as_str(), "evidence": looked.summary(),
+                                 "read_back": looked.decided()});
             tx.insert_receipt(a.intent(), &receipt)?;
             AttemptState::ReceiptRecorded
         }
@@ -215,7 +235,7 @@ fn record_superseded(
     };
     let data = json!({
         "operation_id": a.operation_id, "try": a.try_no, "last_state": a.state, "now": now,
-        "observed": observation.is_some(),
+        "observed": looked.looked(),
         "why": "left without a receipt by a stopped engine; its revision is no longer active, so it is never re-sent",
     });
     let e = Event::goal(EventKind::SupersededAttemptReconciled, &a.goal_id, a.revision, data);

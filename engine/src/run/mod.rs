@@ -13,12 +13,14 @@ mod checks;
 mod constraints;
 mod fresh;
 mod in_doubt;
+mod look;
 pub mod orphans;
 pub mod progress;
 pub mod provider;
 mod reconcile;
 mod record;
 mod report;
+pub mod sandboxes;
 mod shared;
 mod start;
 pub mod stop;
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use providers::process::ProcessId;
-use providers::{Call, Handle, Outcome, Progress, Provider};
+use providers::{Call, Outcome, Progress, Provider};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -54,6 +56,7 @@ pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};
 pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+pub use sandboxes::Sandboxes;
 use stop::{Level, Stop, StopEvent};
 pub use tools::list_now as list_tools_now;
 
@@ -86,11 +89,16 @@ pub fn execute(
     revision: Revision,
     jobs: usize,
     asked: Asked,
+    sandboxes: Sandboxes,
     progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, progress);
+    let providers = provider::build_all(&plan.file.providers, &plan.workspace)?;
+    let mut runner = Runner::new(ledger, plan, revision, jobs.max(1), asked, (providers, sandboxes), progress);
     let report = rt.block_on(runner.run());
+    // Every path out of the run ends what the providers kept for it (an
+    // MCP server's process group, an HTTP session), the failed ones too.
+    rt.block_on(provider::shutdown_all(&runner.providers));
     runner.progress.update(&Update::Ended);
     report
 }
@@ -134,12 +142,14 @@ struct InFlight {
     /// The provider process, once started: recorded with the dispatch, so
     /// an engine taking over after a crash can end its process group.
     process: Option<ProcessId>,
+    /// The call as its provider (named) received it, while it is out.
+    call: Option<(String, Call)>,
+    /// The provider's name for the request once it accepted it (an MCP
+    /// task id): what a person's interrupt asks it to cancel.
+    handle: Option<providers::Handle>,
     /// The protected paths it is judged against (also in the ledger, by
     /// its intent's `protected_at_intent`).
     protected: Option<Checkpoint>,
-    /// The provider's name for an accepted request (an MCP task), kept so
-    /// a person's stop can cancel it.
-    handle: Option<Handle>,
     /// A person's stop asked the provider to cancel the request: whatever
     /// answer comes after is the stop's doing, not the provider's own.
     cancel_asked: bool,
@@ -159,6 +169,7 @@ impl InFlight {
             task_ref: task_ref.to_string(),
             before: None,
             process: None,
+            call: None,
             protected: None,
             handle: None,
             cancel_asked: false,
@@ -218,6 +229,8 @@ struct Runner<'l> {
     tools: BTreeMap<String, crate::decide::tools::Inventory>,
     /// File-state cache for checkpoints; flushed when the run finishes.
     cache: FileCache,
+    /// Where each process the run starts may write.
+    sandboxes: Sandboxes,
     tx: mpsc::Sender<Msg>,
     rx: mpsc::Receiver<Msg>,
     /// A person's stop (SIGINT, SIGTERM, SIGHUP) and the process groups it
@@ -257,9 +270,9 @@ impl<'l> Runner<'l> {
         revision: Revision,
         jobs: usize,
         asked: Asked,
+        (providers, sandboxes): (HashMap<String, Arc<dyn Provider>>, Sandboxes),
         progress: Arc<dyn Sink>,
     ) -> Self {
-        let providers = plan.file.providers.iter().map(|(name, spec)| (name.clone(), provider::build(spec))).collect();
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
@@ -288,6 +301,7 @@ impl<'l> Runner<'l> {
             tally: Tally::default(),
             tools: BTreeMap::new(),
             cache: FileCache::default(),
+            sandboxes,
             tx,
             rx,
             stop: Stop::new(stop::Groups::default()),
@@ -410,7 +424,9 @@ impl<'l> Runner<'l> {
                 let Some(p) = scheduler.next(&view) else { break };
                 match self.start(&order[p]).await {
                     Ok(()) => {}
-                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => refused = Some(e),
+                    Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered) => {
+                        refused = Some(e)
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -569,12 +585,10 @@ impl<'l> Runner<'l> {
                 })?;
                 failpoint::hit("after_dispatch");
             }
-            // An MCP task handle: not yet kept in the ledger, only in memory,
-            // so that a person's stop can cancel the task.
-            Msg::Progress { attempt_id, progress: Progress::Handle { handle, .. } } => {
-                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
-                    f.handle = Some(handle);
-                }
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, detail } } => {
+                // Committed before anything else of the call: what an engine
+                // asks about after a crash, and what a person's stop cancels.
+                self.record_handle(attempt_id, &handle, &detail)?;
             }
             Msg::Finished { attempt_id, outcome, level } => {
                 failpoint::hit("after_receipt");
@@ -616,6 +630,26 @@ impl<'l> Runner<'l> {
         Ok(())
     }
 
+    /// The provider accepted the request and named it: committed durably,
+    /// on its own, the moment it arrives — an engine restarted after a
+    /// crash asks the provider about it by this name.
+    fn record_handle(&mut self, attempt_id: AttemptId, handle: &providers::Handle, detail: &str) -> Result<()> {
+        let flight = self.flight(attempt_id)?;
+        let (task_ref, intent) = (flight.task_ref.clone(), flight.intent);
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let data = json!({"handle": handle, "detail": detail});
+        self.ledger.write(Durability::Full, |tx| {
+            tx.record_handle(intent, handle)?;
+            let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data.clone());
+            tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
+        })?;
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.handle = Some(handle.clone());
+        }
+        failpoint::hit("after_handle");
+        Ok(())
+    }
+
     fn flight(&self, attempt_id: AttemptId) -> Result<&InFlight> {
         self.in_flight.get(&attempt_id).ok_or_else(|| Error::internal(format!("attempt {attempt_id} is not in flight")))
     }
@@ -628,15 +662,19 @@ impl<'l> Runner<'l> {
         let specs = task.validations.iter().map(checks::CheckSpec::of_validation).collect();
         let constraint_specs = self.guard.checks.clone();
         let tx = self.tx.clone();
-        let at = checks::Place {
+        // The task's validations in its provider's sandbox; the goal's
+        // constraint checks in the one acceptance checks run in.
+        let place = |sandbox| checks::Place {
             workspace: self.plan.workspace.clone(),
             operation_id: self.operation_of(&task.task_ref).to_string(),
             secrets: self.secrets.clone(),
             groups: self.stop.groups.clone(),
+            sandbox,
         };
+        let (at, at_goal) = (place(self.sandboxes.validation(&task.provider)), place(self.sandboxes.checks()));
         let work = tokio::spawn(async move {
             let runs = checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await;
-            let constraint_runs = checks::run_checks(constraint_specs, &at, OUTPUT_BYTES_MAX).await;
+            let constraint_runs = checks::run_checks(constraint_specs, &at_goal, OUTPUT_BYTES_MAX).await;
             let _ = tx.send(Msg::Validated { attempt_id, runs, constraint_runs }).await;
         });
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
@@ -653,13 +691,14 @@ impl<'l> Runner<'l> {
     /// meanwhile. A checkpoint of a few small files is observed in place
     /// (`checkpoint::observes_quickly`: bounded, and cheaper than the hop).
     async fn observe_checkpoint(&mut self, task: &Task) -> std::result::Result<Checkpoint, String> {
+        let sandbox = self.sandboxes.checks();
         if checkpoint::observes_quickly(&self.plan.workspace, task) {
-            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &mut self.cache);
+            return checkpoint::observe(&self.plan.workspace, task, &self.plan.file.secrets, &sandbox, &mut self.cache);
         }
         let (workspace, secrets) = (self.plan.workspace.clone(), self.plan.file.secrets.clone());
         let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
         let observed = tokio::task::spawn_blocking(move || {
-            let cp = checkpoint::observe(&workspace, &task, &secrets, &mut cache);
+            let cp = checkpoint::observe(&workspace, &task, &secrets, &sandbox, &mut cache);
             (cp, cache)
         })
         .await;
@@ -700,6 +739,7 @@ impl<'l> Runner<'l> {
             operation_id,
             secrets: self.secrets.clone(),
             groups: self.stop.groups.clone(),
+            sandbox: self.sandboxes.checks(),
         };
         let (at_constraints, at) =
             (place(format!("constraints:{}", self.goal_id)), place(format!("acceptance:{}", self.goal_id)));
@@ -746,7 +786,7 @@ impl<'l> Runner<'l> {
     /// evidence and the person's instruction.
     fn call_for(&self, task: &Task, operation_id: &OperationId, try_no: u32, repair: Option<&Repair>) -> Call {
         let stdin = match self.plan.provider_of(task) {
-            ProviderSpec::Command { protocol: Some(_) } => {
+            ProviderSpec::Command { protocol: Some(_), .. } => {
                 let doc = provider::agent_request(self.plan.goal(), task, operation_id, try_no, repair);
                 serde_json::to_vec(&doc).ok()
             }
@@ -762,6 +802,7 @@ impl<'l> Runner<'l> {
             stdin,
             env: Vec::new(),
             secrets: self.secrets.clone(),
+            sandbox: self.sandboxes.provider(&task.provider),
         }
     }
 }

@@ -1,20 +1,34 @@
-//! Building a provider adapter from its plan spec, and the requests and
-//! outputs the engine exchanges with it.
+//! The run's providers: one adapter per plan provider, built once for the
+//! run (so an MCP server serves every call and observation of the run),
+//! and shut down once at its end; and the document an agent reads.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
-use providers::builtin::BuiltinProvider;
-use providers::command::CommandProvider;
-use providers::http::HttpProvider;
-use providers::mcp::McpProvider;
-use providers::observe::HttpObserve;
 use providers::Provider;
-
 use serde_json::{json, Value};
 
 use super::Repair;
+use crate::error::Result;
 use crate::ids::OperationId;
-use crate::plan::{Goal, Protocol, ProviderSpec, Task};
+use crate::plan::{adapters, Goal, ProviderSpec, Task};
+
+/// Build every provider of a validated plan.
+pub fn build_all(
+    specs: &std::collections::BTreeMap<String, ProviderSpec>,
+    workspace: &Path,
+) -> Result<HashMap<String, Arc<dyn Provider>>> {
+    specs.iter().map(|(name, spec)| Ok((name.clone(), adapters::build(name, spec, workspace)?))).collect()
+}
+
+/// End what each provider keeps for a run (an MCP server's process group,
+/// an HTTP session), once; the first a run ends on every path.
+pub async fn shutdown_all(providers: &HashMap<String, Arc<dyn Provider>>) {
+    for p in providers.values() {
+        p.shutdown().await;
+    }
+}
 
 /// The document an `agent-json` provider reads on stdin (docs/agent-json.md):
 /// the goal, the task as the plan states it, the call's identity, and on a
@@ -32,6 +46,7 @@ pub fn agent_request(
         "task": task,
         "operation_id": operation_id,
         "try": try_no,
+        "authority": agent_authority(),
     });
     if let Some(rep) = repair {
         doc["repair"] = json!({
@@ -44,23 +59,15 @@ pub fn agent_request(
     doc
 }
 
-pub fn build(spec: &ProviderSpec) -> Arc<dyn Provider> {
-    match spec {
-        ProviderSpec::Command { protocol } => Arc::new(CommandProvider {
-            protocol: protocol.map(|p| match p {
-                Protocol::AgentJson => "agent-json".to_string(),
-            }),
-        }),
-        ProviderSpec::Http { endpoint, observe, hosts } => Arc::new(
-            // The plan's bare observe URL keeps its old meaning (404 is
-            // absence) until the plan can say `absent_if` itself.
-            HttpProvider::new(endpoint.clone())
-                .with_observe(observe.as_deref().map(HttpObserve::legacy_status_url))
-                .with_hosts(hosts.clone()),
-        ),
-        ProviderSpec::Mcp { command, observe_tool, .. } => {
-            Arc::new(McpProvider::stdio(command.clone(), observe_tool.clone()))
-        }
-        ProviderSpec::Builtin {} => Arc::new(BuiltinProvider),
-    }
+/// What an agent is told of its authority (SPEC: what it prints is a
+/// claim; a person's acts come only through the engine's commands), so it
+/// has no reason to ask for an approval, a settlement or a retry in its
+/// output.
+pub fn agent_authority() -> Value {
+    json!({
+        "your_report": "recorded as a claim with authority `external_ai_message`: kept beside the evidence, never a cause, a verdict or a passed validation",
+        "claims_authority": "external_ai_message",
+        "a_persons_acts": ["approve", "settle", "retry", "repair", "revise"],
+        "how_they_happen": "only a person, through the engine's own commands (engine approve, engine settle, engine retry, engine repair, engine revise); nothing you print or write can approve, settle or retry anything, so do not ask for it in your output",
+    })
 }

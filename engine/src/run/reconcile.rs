@@ -6,11 +6,12 @@
 use serde_json::json;
 
 use super::in_doubt::resolve;
+use super::look::Looked;
 use super::record::Next;
 use super::{InFlight, Runner};
 use crate::decide::in_doubt::{Resolution, Situation};
 use crate::error::Result;
-use crate::evidence::{Evidence, UnknownReason};
+use crate::evidence::UnknownReason;
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
@@ -53,13 +54,14 @@ impl Runner<'_> {
     /// An attempt of this revision the engine stopped in the middle of.
     async fn restarted(&mut self, a: &AttemptRecord) -> Result<()> {
         let Some(task) = self.plan.task(&a.task_ref).cloned() else { return Ok(()) };
-        // Observation comes before any re-send, even of a safe effect: if
-        // the target shows the effect, that is the receipt.
-        let observation = self.observe(a, &task).await;
-        let resolution = resolve(Situation::Restarted, &task, observation.as_ref());
+        // Looking comes before any re-send, even of a safe effect: the
+        // provider's answer by the request's handle, or the effect read
+        // back, is the receipt.
+        let looked = self.look(a, &task, true).await;
+        let resolution = resolve(Situation::Restarted, &task, &looked);
         if let Resolution::Abandoned { .. } = resolution {
             let revision = self.revision;
-            self.ledger.write(Durability::Full, |tx| abandon(tx, revision, a, observation.as_ref()))?;
+            self.ledger.write(Durability::Full, |tx| abandon(tx, revision, a, &looked))?;
             self.states.insert(a.task_ref.clone(), TaskState::Pending);
             return Ok(());
         }
@@ -69,7 +71,7 @@ impl Runner<'_> {
         self.write_event(Durability::Normal, EventKind::Reconciling, Some(&a.task_ref), Some(a.id), data)?;
         self.in_flight.insert(a.id, InFlight::new(a.intent(), &a.task_ref));
         let detail = format!("engine restarted; last state {}", a.state);
-        match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, observation)? {
+        match self.settle_lost(a, &task, resolution, UnknownReason::EngineRestarted, detail, looked).await? {
             Next::Validate => self.start_validations(a.id, &task).await?,
             Next::Done => {
                 self.in_flight.remove(&a.id);
@@ -87,6 +89,9 @@ impl Runner<'_> {
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
             let waiting = matches!(self.states.get(&a.task_ref), Some(TaskState::Running | TaskState::Cancelled));
             if !read.is_judged(a.id)? && waiting {
+                // The engine goes on only on a settlement the act chain
+                // vouches for (STORE_TAMPERED otherwise: nothing runs).
+                read.check_settled(a.id)?;
                 to_validate.push(a);
             }
         }
@@ -113,14 +118,9 @@ impl Runner<'_> {
 
 /// Given up for a new try: safe, because the effect is `none` or the task
 /// idempotent (and observation did not find it); the try keeps counting.
-fn abandon(
-    tx: &mut dyn LedgerTx,
-    revision: crate::ids::Revision,
-    a: &AttemptRecord,
-    observation: Option<&providers::Observation>,
-) -> Result<()> {
-    if let Some(o) = observation {
-        tx.insert_evidence(&a.goal_id, revision, Some(a.id), &Evidence::Observation { observation: o.clone() })?;
+fn abandon(tx: &mut dyn LedgerTx, revision: crate::ids::Revision, a: &AttemptRecord, looked: &Looked) -> Result<()> {
+    for e in looked.evidence(tx)? {
+        tx.insert_evidence(&a.goal_id, revision, Some(a.id), &e)?;
     }
     tx.finish_attempt(a.id, AttemptState::Abandoned, None, Some(UnknownReason::EngineRestarted))?;
     let key = TaskKey { goal_id: &a.goal_id, revision, task_ref: &a.task_ref };

@@ -6,6 +6,7 @@ use providers::{BuiltinReceipt, Captured, CommandReceipt, ExitStatus, HttpReceip
 use serde_json::{json, Value};
 
 use super::checks::CheckRun;
+use super::look::Looked;
 use super::{AcceptanceLine, Runner, UnknownOp};
 use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
@@ -42,6 +43,13 @@ impl Judged {
 pub enum Next {
     Validate,
     Done,
+}
+
+/// An answer that came by the request's handle, after it was lost: what
+/// looking found, and why the engine had to look.
+pub struct Via {
+    pub looked: Looked,
+    pub why: UnknownReason,
 }
 
 /// Store captured output as a blob and keep an excerpt beside it.
@@ -106,7 +114,7 @@ impl Runner<'_> {
             Outcome::NotDispatched(nd) => {
                 // Nothing was handed over: the call does not count against the budgets.
                 let e = Evidence::EngineError { error: EngineErrorKind::from(nd.kind), message: nd.message };
-                self.fail_with(attempt_id, task, vec![e], Durability::Full, true)?;
+                self.fail_with(attempt_id, task, None, vec![e], Durability::Full, true)?;
                 failpoint::hit("after_receipt_commit");
                 Ok(Next::Done)
             }
@@ -116,16 +124,21 @@ impl Runner<'_> {
                 // follow it, and the next attempt would start on whatever
                 // this one left); an ok answer is judged after its validations.
                 let protected = self.judge_protected(attempt_id, task).await?;
-                self.received(attempt_id, task, receipt, protected).await
+                self.received(attempt_id, task, receipt, None, protected).await
             }
         }
     }
 
-    async fn received(
+    /// A provider's answer: the receipt, its evidence, and the verdict on
+    /// the provider's own terms, with the evidence of its protected paths.
+    /// `via`: it was fetched by the request's handle after the answer was
+    /// lost.
+    pub(super) async fn received(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
         receipt: Receipt,
+        via: Option<Via>,
         protected: Vec<Evidence>,
     ) -> Result<Next> {
         // A task without validations, in a goal without checkable
@@ -140,12 +153,15 @@ impl Runner<'_> {
         };
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         let intent = self.flight(attempt_id)?.intent;
-        let spec = self.plan.provider_of(task).clone();
+        let agent_json = matches!(self.plan.provider_of(task), ProviderSpec::Command { protocol: Some(_), .. });
         // A builtin cut short did nothing outside the engine: a plain timeout.
         let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
         let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
         let verdict = self.ledger.write(Durability::Full, |tx| {
-            let answer = answer(tx, &spec, &receipt)?;
+            let mut answer = answer(tx, agent_json, &receipt)?;
+            if let Some(via) = &via {
+                resumed(tx, &goal_id, revision, &task.task_ref, attempt_id, via, &mut answer)?;
+            }
             if let Some(report) = &answer.claim {
                 // Everything an agent says is a claim, never a verdict.
                 tx.insert_claim(attempt_id, "external_ai_message", report)?;
@@ -202,12 +218,17 @@ impl Runner<'_> {
     pub(super) fn mark_unknown(
         &mut self,
         attempt_id: AttemptId,
+        looked: Option<&Looked>,
         list: Vec<Evidence>,
         reason: UnknownReason,
     ) -> Result<()> {
         let revision = self.revision;
         let attempt = self.ledger.read().attempt(attempt_id)?;
-        self.ledger.write(Durability::Full, |tx| unknown_in_tx(tx, revision, &attempt, list.clone(), reason))?;
+        self.ledger.write(Durability::Full, |tx| {
+            let mut all = looked.map(|l| l.evidence(tx)).transpose()?.unwrap_or_default();
+            all.extend(list.clone());
+            unknown_in_tx(tx, revision, &attempt, all, reason)
+        })?;
         self.note_unknown(&attempt, reason, attempt.state);
         Ok(())
     }
@@ -218,11 +239,13 @@ impl Runner<'_> {
         self.stops.unknown.push(UnknownOp::of(attempt, last_state, Some(reason)));
     }
 
-    /// Record evidence, classify from all of the attempt's evidence, fail it.
+    /// Record evidence (what looking found first), classify from all of
+    /// the attempt's evidence, fail it.
     pub(super) fn fail_with(
         &mut self,
         attempt_id: AttemptId,
         task: &Task,
+        looked: Option<&Looked>,
         list: Vec<Evidence>,
         d: Durability,
         never_dispatched: bool,
@@ -232,7 +255,9 @@ impl Runner<'_> {
             if never_dispatched {
                 tx.uncount_call(attempt_id)?;
             }
-            for e in &list {
+            let mut all = looked.map(|l| l.evidence(tx)).transpose()?.unwrap_or_default();
+            all.extend(list.clone());
+            for e in &all {
                 tx.insert_evidence(&goal_id, revision, Some(attempt_id), e)?;
             }
             let recorded = tx.evidence_of_attempt(attempt_id)?;
@@ -364,16 +389,56 @@ enum Verdict {
     Failed,
 }
 
+/// An answer fetched by the request's handle: what looking found goes in
+/// first, the receipt says how it came, and the event names the handle.
+fn resumed(
+    tx: &mut dyn LedgerTx,
+    goal_id: &GoalId,
+    revision: Revision,
+    task_ref: &str,
+    attempt_id: AttemptId,
+    via: &Via,
+    answer: &mut Answer,
+) -> Result<()> {
+    let looks = via.looked.evidence(tx)?;
+    insert_all(tx, goal_id, revision, attempt_id, looks)?;
+    let handle = via.looked.by_handle.as_ref().map(|(h, ..)| json!(h));
+    answer.receipt["source"] = json!("handle");
+    answer.receipt["lost"] = json!(via.why.as_str());
+    answer.receipt["handle"] = handle.clone().unwrap_or(Value::Null);
+    let data = json!({"handle": handle, "why_asked": via.why.as_str()});
+    let e = Event::goal(EventKind::AnsweredByHandle, goal_id, revision, data);
+    tx.append_event(&e.task(task_ref).attempt(attempt_id)).map(|_| ())
+}
+
+/// A superseded revision's attempt whose answer came by its handle: the
+/// receipt is kept (its revision no longer runs, so it is not judged); an
+/// answer that is a failure on the provider's own terms fails it.
+pub(super) fn answer_kept(tx: &mut dyn LedgerTx, a: &AttemptRecord, looked: &Looked) -> Result<AttemptState> {
+    let Some(receipt) = &looked.answer else { return Err(crate::error::Error::internal("no answer to keep")) };
+    let mut answer = answer(tx, false, receipt)?;
+    answer.receipt["source"] = json!("handle");
+    answer.receipt["lost"] = json!(UnknownReason::EngineRestarted.as_str());
+    tx.insert_receipt(a.intent(), &answer.receipt)?;
+    let recorded = insert_all(tx, &a.goal_id, a.revision, a.id, answer.evidence)?;
+    if answer.ok {
+        return Ok(AttemptState::ReceiptRecorded);
+    }
+    let c = classify_attempt(tx, a.id, &recorded)?;
+    tx.finish_attempt(a.id, AttemptState::Failed, Some(&c), None)?;
+    Ok(AttemptState::Failed)
+}
+
 /// Read a provider's answer by its kind: a process's exit, an HTTP status,
 /// an MCP tool result; an agent's report on top of a command's.
-fn answer(tx: &mut dyn LedgerTx, spec: &ProviderSpec, receipt: &Receipt) -> Result<Answer> {
+fn answer(tx: &mut dyn LedgerTx, agent_json: bool, receipt: &Receipt) -> Result<Answer> {
     let mut answer = match receipt {
         Receipt::Command(r) => command_answer(tx, r)?,
         Receipt::Http(r) => http_answer(tx, r)?,
         Receipt::Mcp(r) => mcp_answer(tx, r)?,
         Receipt::Builtin(r) => builtin_answer(r),
     };
-    if let (ProviderSpec::Command { protocol: Some(_) }, Receipt::Command(r)) = (spec, receipt) {
+    if let (true, Receipt::Command(r)) = (agent_json, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
         match agent_report(&r.stdout) {
             Ok(report) => {

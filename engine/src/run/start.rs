@@ -3,6 +3,7 @@
 //! same transaction — and only once the intent is committed, hand the call
 //! to the provider.
 
+use providers::sandbox::Status;
 use serde_json::{json, Value};
 
 use super::progress::Update;
@@ -16,7 +17,7 @@ use crate::failpoint;
 use crate::ids::{OperationId, RequestDigest};
 use crate::plan::{ProviderSpec, Task};
 use crate::state::{AttemptKind, TaskState};
-use crate::store::acts::PendingRequest;
+use crate::store::acts::{ActRef, PendingRequest};
 use crate::store::attempts::{Intent, NewIntent};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
@@ -36,6 +37,8 @@ struct Call<'a> {
     /// What the inputs looked like when the engine decided to send: a
     /// later repair compares against it to tell new evidence from repetition.
     inputs_at_intent: Option<Checkpoint>,
+    /// The sandbox its provider's process runs under, recorded with the intent.
+    sandbox: Status,
     /// The goal's protected paths the attempt will be judged against.
     protected: Option<Checkpoint>,
 }
@@ -90,11 +93,12 @@ impl Runner<'_> {
             kind,
             request,
             inputs_at_intent,
+            sandbox: self.sandboxes.provider(&task.provider).status().clone(),
             protected,
         };
         let applied = match self.gate(&call) {
             Ok(a) => a,
-            Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict) => {
+            Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered) => {
                 // Nothing was dispatched; say why in the ledger before stopping.
                 let data = json!({"operation_id": call.operation_id, "code": e.code, "message": e.message});
                 self.write_event(Durability::Normal, EventKind::CallRefused, Some(task_ref), None, data)?;
@@ -125,6 +129,12 @@ impl Runner<'_> {
                 .into_iter()
                 .map(|a| OpenApproval { id: a.id, request_digest: a.request_digest, plan_digest: a.plan_digest })
                 .collect();
+            // A person's approval only if the act chain vouches for it:
+            // a row written by anything else stops the run here, and
+            // nothing is dispatched (STORE_TAMPERED names the row).
+            for a in &open {
+                tx.check_on_chain(ActRef::Approval(a.id))?;
+            }
             let (always, paid_or_external) = ApprovalFacts::of_task(call.task);
             let facts = gate::Facts {
                 revision,
@@ -203,6 +213,7 @@ impl Runner<'_> {
         let processless = !matches!(self.plan.provider_of(call.task), ProviderSpec::Command { .. });
         let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let attempt_id = intent.attempt_id();
+        let flight_call = (call.task.provider.clone(), provider_call.clone());
         let work = tokio::spawn(async move {
             let forward = |progress| {
                 let tx = tx.clone();
@@ -214,6 +225,7 @@ impl Runner<'_> {
             let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
         });
         let mut flight = InFlight::new(intent, &task_ref);
+        flight.call = Some(flight_call);
         flight.protected = call.protected.clone();
         flight.work = Some(work.abort_handle());
         flight.processless = processless;
@@ -297,6 +309,7 @@ fn commit_intent(
         cost: call.task.cost(),
         inputs_at_intent: call.inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
         instruction: call.repair.and_then(|r| r.instruction.as_deref()),
+        sandbox: &call.sandbox,
         protected_at_intent: call.protected.as_ref().map(|c| c.digest.as_str()),
     })?;
     let id = intent.attempt_id();

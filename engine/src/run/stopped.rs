@@ -10,7 +10,7 @@ use std::time::Duration;
 use providers::{Handle, Outcome, Receipt};
 use serde_json::json;
 
-use super::in_doubt::observed;
+use super::look::Looked;
 use super::progress::Update;
 use super::record::{self, unknown_in_tx};
 use super::stop::StopEvent;
@@ -125,15 +125,17 @@ impl Runner<'_> {
         let attempt = self.ledger.read().attempt(attempt_id)?;
         let reached =
             if attempt.state == AttemptState::IntentRecorded { Reached::NotDispatched } else { Reached::Dispatched };
-        let observation = if stop::needs_observation(reached, task.effect, task.idempotent) {
-            self.observe(&attempt, task).await
+        // Read back only: the request was just cancelled or cut off, so
+        // asking by its handle would find what the stop did.
+        let looked = if stop::needs_observation(reached, task.effect, task.idempotent) {
+            self.look(&attempt, task, false).await
         } else {
-            None
+            Looked::nothing()
         };
-        let resolved = stop::resolve(reached, task.effect, task.idempotent, observed(observation.as_ref()));
+        let resolved = stop::resolve(reached, task.effect, task.idempotent, looked.observed);
+        let observation = looked.observation();
         let signal = self.stop.signal().unwrap_or(StopSignal::Interrupt);
         let mut list = vec![Evidence::Stopped { signal, what: StoppedWhat::ProviderCall, check_id: None, end }];
-        list.extend(observation.clone().map(|o| Evidence::Observation { observation: o }));
         let receipt = match outcome {
             Some(Outcome::Received(Receipt::Command(r))) => Some(r),
             _ => None,
@@ -145,7 +147,9 @@ impl Runner<'_> {
                 list.push(Evidence::EffectMarker { reason, safe_to_resend: false });
                 self.ledger.write(Durability::Full, |tx| {
                     process_exit(tx, &attempt, receipt.as_ref())?;
-                    unknown_in_tx(tx, revision, &attempt, list.clone(), reason)
+                    let mut list = list.clone();
+                    list.extend(looked.evidence(tx)?);
+                    unknown_in_tx(tx, revision, &attempt, list, reason)
                 })?;
                 self.states.insert(task.task_ref.clone(), TaskState::EffectUnknown);
                 let op = super::UnknownOp::of(&attempt, attempt.state, Some(reason));
@@ -157,8 +161,8 @@ impl Runner<'_> {
                 let detail = self.cancelled_detail(&attempt, signal, kept);
                 self.ledger.write(Durability::Full, |tx| {
                     process_exit(tx, &attempt, receipt.as_ref())?;
-                    for e in &list {
-                        tx.insert_evidence(&attempt.goal_id, revision, Some(attempt.id), e)?;
+                    for e in list.iter().cloned().chain(looked.evidence(tx)?) {
+                        tx.insert_evidence(&attempt.goal_id, revision, Some(attempt.id), &e)?;
                     }
                     if kept {
                         let data = json!({"source": "observation", "stopped": signal, "evidence": observation});

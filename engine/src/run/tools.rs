@@ -12,7 +12,7 @@ use std::time::Duration;
 use providers::{Call, Provider};
 use serde_json::json;
 
-use super::Runner;
+use super::{Runner, Sandboxes};
 use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::limits::OUTPUT_BYTES_MAX;
@@ -24,14 +24,17 @@ use crate::store::Durability;
 const LIST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Ask each of `providers` for its tools: name → inventory, or why it
-/// could not be asked.
+/// could not be asked. Each server starts in its provider's sandbox (the
+/// one its calls then run in).
 pub async fn inventories(
     providers: &[(String, Arc<dyn Provider>)],
     call: &Call,
+    sandboxes: &Sandboxes,
 ) -> BTreeMap<String, std::result::Result<Inventory, String>> {
     let mut out = BTreeMap::new();
     for (name, provider) in providers {
-        let Some(listing) = provider.list_tools(call) else { continue };
+        let call = Call { sandbox: sandboxes.provider(name), ..call.clone() };
+        let Some(listing) = provider.list_tools(&call) else { continue };
         let inv = listing
             .await
             .map(|list| list.iter().map(|t| (t.name.clone(), tools::schema_digest(&t.input_schema))).collect());
@@ -41,8 +44,8 @@ pub async fn inventories(
 }
 
 /// The call a listing is made under: no operation, nothing sent but
-/// `tools/list`.
-pub fn listing_call(workspace: &std::path::Path, secrets: &[String]) -> Call {
+/// `tools/list` (`inventories` gives each provider its own sandbox).
+pub fn listing_call(workspace: &std::path::Path, secrets: &[String], sandboxes: &Sandboxes) -> Call {
     Call {
         operation_id: "tools/list".into(),
         try_no: 1,
@@ -53,6 +56,7 @@ pub fn listing_call(workspace: &std::path::Path, secrets: &[String]) -> Call {
         stdin: None,
         env: Vec::new(),
         secrets: secrets.to_vec(),
+        sandbox: sandboxes.checks(),
     }
 }
 
@@ -60,23 +64,25 @@ pub fn listing_call(workspace: &std::path::Path, secrets: &[String]) -> Call {
 /// whose tasks a revision may reuse (effect `none` or `local`: an external
 /// effect is never reused), each server started for this and ended after.
 /// A server that could not be asked is absent.
-pub fn list_now(plan: &Plan, secrets: &[String]) -> Result<BTreeMap<String, Inventory>> {
+pub fn list_now(plan: &Plan, secrets: &[String], sandboxes: &Sandboxes) -> Result<BTreeMap<String, Inventory>> {
     let named: BTreeSet<&str> = tools::uses(&plan.file)
         .iter()
         .filter(|u| plan.file.tasks.get(u.index).is_some_and(|t| t.effect != Effect::External))
         .map(|u| u.provider)
         .collect();
-    let asked: Vec<(String, Arc<dyn Provider>)> = named
-        .into_iter()
-        .filter_map(|n| plan.file.providers.get(n).map(|spec| (n.to_string(), super::provider::build(spec))))
-        .collect();
+    let mut asked: Vec<(String, Arc<dyn Provider>)> = Vec::with_capacity(named.len());
+    for n in named {
+        if let Some(spec) = plan.file.providers.get(n) {
+            asked.push((n.to_string(), crate::plan::adapters::build(n, spec, &plan.workspace)?));
+        }
+    }
     if asked.is_empty() {
         return Ok(BTreeMap::new());
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let call = listing_call(&plan.workspace, secrets);
+    let call = listing_call(&plan.workspace, secrets, sandboxes);
     let listed = rt.block_on(async {
-        let listed = inventories(&asked, &call).await;
+        let listed = inventories(&asked, &call, sandboxes).await;
         for (_, p) in &asked {
             p.shutdown().await;
         }
@@ -96,8 +102,8 @@ impl Runner<'_> {
         if asked.is_empty() {
             return Ok(());
         }
-        let call = listing_call(&self.plan.workspace, &self.secrets);
-        for (provider, listed) in inventories(&asked, &call).await {
+        let call = listing_call(&self.plan.workspace, &self.secrets, &self.sandboxes);
+        for (provider, listed) in inventories(&asked, &call, &self.sandboxes).await {
             let data = match &listed {
                 Ok(inv) => json!({"provider": provider, "tools": inv}),
                 Err(why) => json!({"provider": provider, "error": why}),

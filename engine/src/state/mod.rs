@@ -125,6 +125,11 @@ impl AttemptState {
     pub fn in_doubt(self) -> bool {
         matches!(self, AttemptState::IntentRecorded | AttemptState::Dispatched)
     }
+
+    /// A person settled its unknown outcome (`settled_ok`, `settled_not_run`).
+    pub fn is_settled(self) -> bool {
+        matches!(self, AttemptState::SettledOk | AttemptState::SettledNotRun)
+    }
 }
 
 impl TaskState {

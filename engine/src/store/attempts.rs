@@ -3,6 +3,8 @@
 //! it finished.
 
 use providers::process::ProcessId;
+use providers::sandbox::Status;
+use providers::Handle;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -41,6 +43,13 @@ pub struct AttemptRecord {
     pub inputs_at_intent: Option<String>,
     /// A repair's instruction, if any.
     pub instruction: Option<String>,
+    /// The sandbox its provider process ran under (`None`: recorded before
+    /// the engine kept it).
+    pub sandbox: Option<Status>,
+    /// The provider's own name for the request, once it accepted it (an
+    /// MCP task id): what an engine asks about after a crash.
+    pub handle: Option<Handle>,
+    pub handle_at_ms: Option<i64>,
     /// The checkpoint digest of the goal's protected paths this attempt is
     /// judged against (observed before its intent).
     pub protected_at_intent: Option<String>,
@@ -113,6 +122,9 @@ pub struct NewIntent<'a> {
     pub cost: Cost,
     pub inputs_at_intent: Option<&'a str>,
     pub instruction: Option<&'a str>,
+    /// The sandbox the provider's process will run under, recorded with
+    /// the intent.
+    pub sandbox: &'a Status,
     /// The checkpoint digest of the protected paths it will be judged against.
     pub protected_at_intent: Option<&'a str>,
 }
@@ -165,6 +177,9 @@ pub trait AttemptsWrite {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent>;
     /// Handed over; `process`: the provider process it runs in, if any.
     fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()>;
+    /// The provider accepted the dispatched request under `handle`: its
+    /// own durable write, once per attempt.
+    fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()>;
     /// The provider's answer (or an observation standing in for it).
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()>;
     /// Through the attempt's transition table; with its classification

@@ -65,6 +65,10 @@ event_kinds! {
     IntentRecorded = "intent_recorded",
     // An attempt.
     Dispatched = "dispatched",
+    /// The provider accepted the request under its own name (an MCP task id).
+    HandleRecorded = "handle_recorded",
+    /// A lost answer was fetched from the provider by the request's handle.
+    AnsweredByHandle = "answered_by_handle",
     ReceiptRecorded = "receipt_recorded",
     AttemptSucceeded = "attempt_succeeded",
     AttemptFailed = "attempt_failed",

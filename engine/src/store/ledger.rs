@@ -3,13 +3,13 @@
 //! (a task's completion) are provided methods here, so a backend can
 //! answer them in one query instead.
 
-use super::acts::{ActsRead, ActsWrite};
+use super::acts::{ActRef, ActsRead, ActsWrite};
 use super::attempts::{AttemptsRead, AttemptsWrite};
 use super::events::{EventsRead, EventsWrite};
 use super::evidence::{CheckScope, CompletionRecord, EvidenceRead, EvidenceWrite};
 use super::goals::{GoalRecord, GoalsRead, GoalsWrite};
 use super::Fence;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
 
@@ -29,6 +29,26 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + ActsRead + Event
             }
             None => Error::usage("this store has no goal yet: run `engine run PLAN` first"),
         })
+    }
+
+    /// A settled attempt's settlement, vouched for by the act chain: a
+    /// person's settlement is what lets the engine act on an unknown
+    /// outcome, so an attempt marked settled without one (or with one off
+    /// the chain) is `STORE_TAMPERED`.
+    fn check_settled(&self, attempt: AttemptId) -> Result<()> {
+        let settlements = self.settlements_of_attempt(attempt)?;
+        if settlements.is_empty() {
+            let row = format!("attempts row {attempt}");
+            return Err(Error::new(
+                Code::StoreTampered,
+                format!("{row} is settled, but no person's settlement of it is recorded: it was written by something other than the engine; nothing acts on it"),
+            )
+            .at(row));
+        }
+        for s in settlements {
+            self.check_on_chain(ActRef::Settlement(s.id))?;
+        }
+        Ok(())
     }
 
     /// The completion of `task_ref` in `revision`, as a reuse decision

@@ -20,12 +20,14 @@
 
 pub mod acts;
 pub mod attempts;
+pub mod chain;
 pub mod events;
 pub mod evidence;
 pub mod goals;
 pub mod inspect;
 pub mod lease;
 mod ledger;
+pub mod location;
 mod postgres;
 mod sqlite;
 
@@ -66,16 +68,10 @@ pub enum Durability {
     Full,
 }
 
-/// Where the store lives: `--store`, then `ENGINE_STORE`, then
-/// `<workspace>/.engine/engine.db`.
-pub fn resolve_path(flag: Option<&Path>, workspace: &Path) -> PathBuf {
-    if let Some(p) = flag {
-        return p.to_path_buf();
-    }
-    if let Some(p) = std::env::var_os("ENGINE_STORE").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    workspace.join(crate::workspace::STORE_DIR).join(STORE_FILE)
+/// A damaged-store or full-disk error that names no place yet, naming the
+/// store at `path` (a read deep inside a run does not know it).
+pub fn located(e: crate::error::Error, path: &Path) -> crate::error::Error {
+    sqlite::name_store(e, path)
 }
 
 /// An opened ledger. Reads only; [`Store::lease`] makes it a writer.
@@ -130,6 +126,15 @@ impl Store {
             sqlite::Db::open_ro(path)?.map(Backend::Sqlite)
         };
         Ok(backend.map(|backend| Store { backend, location: path.to_path_buf() }))
+    }
+
+    /// Remove what creations of the store at `path` killed midway left
+    /// (every writer's open does it too; the sandbox, prepared before the
+    /// store is opened, refuses a store folder holding such a second name).
+    pub fn sweep_leftovers(path: &Path) {
+        if !is_shared(path) {
+            sqlite::sweep_leftovers(path)
+        }
     }
 
     /// The schema version of an existing store, read without touching it

@@ -278,6 +278,7 @@ mod tests {
             stdin: None,
             env: vec![],
             secrets: vec![],
+            sandbox: crate::sandbox::Sandbox::disabled(),
         }
     }
 

@@ -66,7 +66,7 @@ impl StdioLink {
         }
         let mut cmd = provider_command(call, command);
         cmd.env_remove("ENGINE_OPERATION_ID").env_remove("ENGINE_TRY").stdin(std::process::Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| spawn_failure(prog, &e))?;
+        let mut child = cmd.spawn().map_err(|e| spawn_failure(prog, &e, call.sandbox.status()))?;
         let other = |m: &str| NotDispatched { kind: NotDispatchedKind::Other, message: format!("`{prog}`: {m}") };
         let (Some(pgid), Some(stdin), Some(stdout), Some(err)) =
             (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())

@@ -49,6 +49,7 @@ impl Env {
             stdin: None,
             env: vec![],
             secrets: vec![],
+            sandbox: crate::sandbox::Sandbox::disabled(),
         }
     }
 

@@ -50,6 +50,7 @@ pub fn call(workspace: &Path, operation_id: &str, request: Value) -> Call {
         stdin: None,
         env: vec![],
         secrets: vec![],
+        sandbox: providers::sandbox::Sandbox::disabled(),
     }
 }
 

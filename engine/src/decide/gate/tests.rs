@@ -158,7 +158,21 @@ fn an_approval_is_needed_always_or_for_a_paid_or_external_repeat() {
 #[test]
 fn the_matching_approval_is_consumed_even_behind_a_stale_one() {
     let open = [approval(9, "request-digest", "old-plan"), approval(4, "request-digest", PLAN)];
-    assert_eq!(decide_with(&[Stop::Approval], &open), Decision::Go { consume: Some(ApprovalId(4)), void: vec![] });
+    assert_eq!(
+        decide_with(&[Stop::Approval], &open),
+        Decision::Go { consume: Some(ApprovalId(4)), void: vec![ApprovalId(9)] }
+    );
+}
+
+#[test]
+fn one_call_spends_one_approval_and_the_others_go_with_it() {
+    // Two approvals of the same request (a person approved twice): the call
+    // spends the newest and voids the other, so no later try is paid for.
+    let open = [approval(7, "request-digest", PLAN), approval(3, "request-digest", PLAN)];
+    assert_eq!(
+        decide_with(&[Stop::Approval], &open),
+        Decision::Go { consume: Some(ApprovalId(7)), void: vec![ApprovalId(3)] }
+    );
 }
 
 #[test]

@@ -207,6 +207,10 @@ pub struct AttemptReport {
     pub receipt_at_ms: Option<i64>,
     pub finished_at_ms: Option<i64>,
     pub dispatch_detail: Option<String>,
+    /// The provider's own name for the request once it accepted it (an
+    /// MCP task id), and when it was recorded.
+    pub handle: Option<providers::Handle>,
+    pub handle_at_ms: Option<i64>,
     pub unknown_reason: Option<String>,
     pub instruction: Option<String>,
     pub classification: Option<Classification>,

@@ -61,7 +61,8 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
         goal_spec.map(|x| x.constraints.iter().map(ConstraintLine::of).collect()).unwrap_or_default();
     let checks = acceptance.len() - unchecked.len();
     let plain = constraints.iter().any(|c| !c.checked_by_engine);
-    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, plain);
+    let settled = settled_ok_tasks(&tasks, number);
+    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, plain, &settled);
     Ok(ReportDocument {
         format: FORMAT.into(),
         engine_version: crate::report::VERSION.into(),
@@ -126,6 +127,17 @@ fn runs(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<Vec<RunLine
         .filter(|e| e.revision == Some(Revision(number)))
         .map(|e| RunLine { started_at_ms: e.at_ms, jobs: e.data.get("jobs").and_then(Value::as_i64) })
         .collect())
+}
+
+/// The tasks that succeeded only on a person's `settled_ok`: their latest
+/// attempt of the revision is the settlement.
+fn settled_ok_tasks(tasks: &[Task2], number: i64) -> Vec<String> {
+    tasks
+        .iter()
+        .filter(|t| t.report.state == "succeeded")
+        .filter(|t| t.report.attempts.iter().rfind(|a| a.revision == number).is_some_and(|a| a.state == "settled_ok"))
+        .map(|t| t.report.task_ref.clone())
+        .collect()
 }
 
 /// A task's report with what the waiting list needs from its ledger row.
@@ -235,6 +247,8 @@ fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<Settl
         receipt_at_ms: l.receipt_at(a.id)?,
         finished_at_ms: a.finished_at_ms,
         dispatch_detail: a.dispatch_detail,
+        handle: a.handle,
+        handle_at_ms: a.handle_at_ms,
         unknown_reason: a.unknown_reason.map(|r| r.as_str().into()),
         instruction: a.instruction,
         classification: a.classification.map(|c| Classification {

@@ -30,6 +30,8 @@ pub fn attempt(id: i64, state: &str, stdout: &str) -> AttemptReport {
         receipt_at_ms: Some(1_000 * id + 400),
         finished_at_ms: Some(1_000 * id + 600),
         dispatch_detail: Some("pid 42".into()),
+        handle: None,
+        handle_at_ms: None,
         unknown_reason: None,
         instruction: None,
         classification: None,
@@ -69,7 +71,7 @@ pub fn task(task_ref: &str, deps: &[&str], state: &str, attempts: Vec<AttemptRep
 
 pub fn doc(tasks: Vec<TaskReport>) -> ReportDocument {
     let attempts: Vec<AttemptReport> = tasks.iter().flat_map(|t| t.attempts.clone()).collect();
-    let (claims, does_not_claim) = words::goal_words("open", 0, &[], false);
+    let (claims, does_not_claim) = words::goal_words("open", 0, &[], false, &[]);
     ReportDocument {
         format: FORMAT.into(),
         engine_version: "test".into(),

@@ -3,10 +3,17 @@
 //! checks passed, no unknown outcome left"). Pure.
 
 /// `(claims, does_not_claim)` for a goal `state` with `checks` acceptance
-/// checks; `unchecked` names the criteria without a check, and
-/// `constraints` says whether the goal has plain-statement constraints
-/// (the engine does not check those).
-pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints: bool) -> (String, String) {
+/// checks; `unchecked` names the criteria without a check, `constraints`
+/// says whether the goal has plain-statement constraints (the engine does
+/// not check those), and `settled` names the tasks that completed only on
+/// a person's `settled_ok`.
+pub fn goal_words(
+    state: &str,
+    checks: usize,
+    unchecked: &[String],
+    constraints: bool,
+    settled: &[String],
+) -> (String, String) {
     let mut not = match state {
         "satisfied" => vec!["that an external effect still holds now".to_string()],
         "failed" => vec!["that a retry or a repair would help, or that the goal cannot be met".to_string()],
@@ -24,14 +31,17 @@ pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints:
         if constraints {
             not.push("that the plain-statement constraints were kept (the engine does not check them)".to_string());
         }
-    }
-    let claims = match state {
-        "satisfied" if checks > 0 => {
-            "every task succeeded or was reused, every acceptance check passed, no unknown outcome left".to_string()
+        if !settled.is_empty() {
+            not.push(format!("that the engine verified the effect of {} (a person settled it)", settled.join(", ")));
         }
-        "satisfied" => "every task succeeded or was reused and no unknown outcome is left; the goal has no \
-                        acceptance check, so nothing checked the goal itself"
-            .to_string(),
+    }
+    let tasks = tasks_words(settled);
+    let claims = match state {
+        "satisfied" if checks > 0 => format!("{tasks}, every acceptance check passed, no unknown outcome left"),
+        "satisfied" => format!(
+            "{tasks} and no unknown outcome is left; the goal has no acceptance check, so nothing checked the goal \
+             itself"
+        ),
         "failed" => "a task failed with classified evidence (a violated constraint included), a goal constraint's \
                      check failed, or an acceptance check failed"
             .to_string(),
@@ -45,6 +55,19 @@ pub fn goal_words(state: &str, checks: usize, unchecked: &[String], constraints:
         other => format!("the ledger records the state `{other}`"),
     };
     (claims, not.join("; "))
+}
+
+/// The tasks' part of a satisfied goal's claim: a task that completed on
+/// a person's settlement is named, never folded into "every task succeeded".
+fn tasks_words(settled: &[String]) -> String {
+    if settled.is_empty() {
+        return "every task succeeded or was reused".to_string();
+    }
+    format!(
+        "{} completed only on a person's settlement `settled_ok` (its effect was not verified by the engine), \
+         every other task succeeded or was reused",
+        settled.join(", ")
+    )
 }
 
 /// What a task state claims, for the legend (SPEC's task states).
@@ -77,19 +100,27 @@ mod tests {
 
     #[test]
     fn satisfied_without_checks_never_says_every_check_passed() {
-        let (claims, _) = goal_words("satisfied", 0, &[], false);
+        let (claims, _) = goal_words("satisfied", 0, &[], false, &[]);
         assert!(!claims.contains("check passed"), "{claims}");
         assert!(claims.contains("no acceptance check"), "{claims}");
-        let (claims, _) = goal_words("satisfied", 2, &[], false);
+        let (claims, _) = goal_words("satisfied", 2, &[], false, &[]);
         assert!(claims.contains("every acceptance check passed"), "{claims}");
     }
 
     #[test]
+    fn a_task_settled_ok_is_named_never_folded_into_every_task_succeeded() {
+        let (claims, not) = goal_words("satisfied", 1, &[], false, &["T2".to_string()]);
+        assert!(claims.starts_with("T2 completed only on a person's settlement"), "{claims}");
+        assert!(!claims.starts_with("every task succeeded"), "{claims}");
+        assert!(not.contains("verified the effect of T2"), "{not}");
+    }
+
+    #[test]
     fn unchecked_criteria_and_constraints_are_named_as_not_verified() {
-        let (_, not) = goal_words("satisfied", 1, &["A2".to_string()], true);
+        let (_, not) = goal_words("satisfied", 1, &["A2".to_string()], true, &[]);
         assert!(not.contains("not verified: A2"), "{not}");
         assert!(not.contains("does not check them"), "{not}");
-        let (claims, not) = goal_words("needs_settlement", 1, &[], false);
+        let (claims, not) = goal_words("needs_settlement", 1, &[], false, &[]);
         assert!(claims.contains("a person must settle"), "{claims}");
         assert!(not.contains("re-sending it is safe"), "{not}");
     }

@@ -152,6 +152,10 @@ fn times(a: &AttemptReport, out: &mut String) {
         let detail = a.dispatch_detail.as_deref().map(|d| format!(" ({})", text(d))).unwrap_or_default();
         parts.push(format!("handed to the provider {}{detail}", time(d)));
     }
+    if let Some(h) = &a.handle {
+        let at = a.handle_at_ms.map(|t| format!(" {}", time(t))).unwrap_or_default();
+        parts.push(format!("accepted by the provider as {}{at}", text(&crate::evidence::handle_words(h))));
+    }
     match a.receipt_at_ms {
         Some(r) => parts.push(format!("receipt {}", time(r))),
         None => parts.push("<b>no receipt</b>".to_string()),
@@ -180,6 +184,16 @@ fn claims(a: &AttemptReport, out: &mut String) {
         );
     }
     out.push_str("</div>");
+}
+
+/// A re-observation's verdict and summary (a read-back's request, answer
+/// and deciding rule).
+fn observation_head(o: &providers::Observation) -> String {
+    match o {
+        providers::Observation::EffectPresent { evidence } => format!("observed present: {evidence}"),
+        providers::Observation::EffectAbsent { evidence } => format!("observed absent: {evidence}"),
+        providers::Observation::Inconclusive { evidence } => format!("inconclusive: {evidence}"),
+    }
 }
 
 fn evidence(e: &EvidenceItem, out: &mut String) {
@@ -235,6 +249,18 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
         Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
+        Evidence::Observation { observation, read_back } => (
+            observation_head(observation),
+            read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect(),
+        ),
+        Evidence::HandleLookup { handle, found, evidence } => (
+            format!(
+                "asked the provider about {}: {} — {evidence}",
+                crate::evidence::handle_words(handle),
+                found.as_str()
+            ),
+            Vec::new(),
+        ),
         other => (serde_json::to_string(other).unwrap_or_default(), Vec::new()),
     };
     let _ = write!(

@@ -120,7 +120,7 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
 fn a_goal_without_acceptance_checks_never_says_every_check_passed() {
     let mut d = doc(vec![task("T1", &[], "succeeded", vec![attempt(1, "succeeded", "")])]);
     d.goal.state = "satisfied".into();
-    (d.goal.claims, d.goal.does_not_claim) = words::goal_words("satisfied", 0, &[], false);
+    (d.goal.claims, d.goal.does_not_claim) = words::goal_words("satisfied", 0, &[], false, &[]);
     let page = render(&d);
     assert!(!page.contains("every acceptance check passed"));
     assert!(page.contains("nothing checks the goal itself"));

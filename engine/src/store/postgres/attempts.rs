@@ -8,15 +8,16 @@ use super::client::{p, Param};
 use super::sql::{get, json_text, refusal, words, PgSql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
+use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent, sandbox, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Vec<T>> {
@@ -61,7 +62,18 @@ pub(super) fn attempt_from_row(r: &Row) -> Result<AttemptRecord> {
         inputs_at_intent: get(r, 24)?,
         instruction: get(r, 25)?,
         protected_at_intent: get(r, 26)?,
+        sandbox: json_column(r, 27)?,
+        handle: json_column(r, 28)?,
+        handle_at_ms: get(r, 29)?,
     })
+}
+
+/// A nullable column holding JSON (the sandbox status, the handle).
+fn json_column<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Option<T>> {
+    let Some(text) = get::<Option<String>>(r, i)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("an attempt's JSON column does not parse: {e}")))
 }
 
 impl PgSql<'_> {
@@ -216,8 +228,8 @@ impl AttemptsWrite for PgSql<'_> {
             .unwrap_or(self.fence().generation());
         let id: AttemptId = self
             .v(
-                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'intent_recorded', $11, $12, $13, $14, $15) RETURNING id",
+                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent, sandbox)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'intent_recorded', $11, $12, $13, $14, $15, $16) RETURNING id",
                 p![
                     i.goal_id.clone(),
                     i.revision,
@@ -233,7 +245,8 @@ impl AttemptsWrite for PgSql<'_> {
                     now_ms(),
                     i.inputs_at_intent.map(str::to_string),
                     i.instruction.map(str::to_string),
-                    i.protected_at_intent.map(str::to_string)
+                    i.protected_at_intent.map(str::to_string),
+                    json_text("a sandbox status", i.sandbox)?
                 ],
             )?
             .ok_or_else(|| Error::internal("an insert returned no id"))?;
@@ -255,6 +268,24 @@ impl AttemptsWrite for PgSql<'_> {
             ", dispatched_at_ms = $3, dispatch_detail = $4, process = $5",
             p![now_ms(), detail.to_string(), process],
         )
+    }
+
+    fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()> {
+        let id = intent.attempt_id();
+        self.fence_attempt(id)?;
+        let done = self.q(
+            "UPDATE attempts SET handle = $2, handle_at_ms = $3
+             WHERE id = $1 AND state = 'dispatched' AND handle IS NULL RETURNING 1",
+            p![id, json_text("a handle", handle)?, now_ms()],
+        )?;
+        if done.len() == 1 {
+            return Ok(());
+        }
+        let now: Option<String> = self.v("SELECT state FROM attempts WHERE id = $1", p![id])?;
+        Err(Error::internal(format!(
+            "attempt {id}: a handle is recorded once, on a dispatched attempt; it is {}",
+            now.as_deref().unwrap_or("missing")
+        )))
     }
 
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {

@@ -17,6 +17,7 @@
 
 mod acts;
 mod attempts;
+mod chain;
 pub(super) mod claims;
 pub(super) mod client;
 mod columns;

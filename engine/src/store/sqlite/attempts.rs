@@ -13,8 +13,10 @@ use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
+use providers::sandbox::Status;
+use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent";
+const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -45,6 +47,24 @@ fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classif
     }))
 }
 
+/// The sandbox status column (JSON), if recorded.
+fn sandbox_column(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Status>> {
+    json_from_column(r, i)
+}
+
+/// The handle column: the provider's JSON for it.
+fn handle_from_row(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Handle>> {
+    json_from_column(r, i)
+}
+
+/// A nullable column holding JSON.
+fn json_from_column<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<T>> {
+    let Some(text) = r.get::<_, Option<String>>(i)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
     let classification = classification_from_row(r)?;
     Ok(AttemptRecord {
@@ -70,7 +90,10 @@ fn attempt_from_row(r: &rusqlite::Row) -> rusqlite::Result<AttemptRecord> {
         checkpoint: r.get(23)?,
         inputs_at_intent: r.get(24)?,
         instruction: r.get(25)?,
-        protected_at_intent: r.get(26)?,
+        sandbox: sandbox_column(r, 26)?,
+        protected_at_intent: r.get(27)?,
+        handle: handle_from_row(r, 28)?,
+        handle_at_ms: r.get(29)?,
     })
 }
 
@@ -251,9 +274,9 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_intent(&mut self, i: &NewIntent) -> Result<Intent> {
         let generation = self.fence().generation();
         exec(self.conn,
-            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, protected_at_intent)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, i.protected_at_intent],
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, sandbox, protected_at_intent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15, ?16)",
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(
@@ -272,6 +295,24 @@ impl AttemptsWrite for Sql<'_> {
             ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
             &[&now_ms(), &detail, &process],
         )
+    }
+
+    fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()> {
+        let id = intent.attempt_id();
+        let n = exec(
+            self.conn,
+            "UPDATE attempts SET handle = ?2, handle_at_ms = ?3 WHERE id = ?1 AND state = 'dispatched' AND handle IS NULL",
+            params![id, json_column(handle)?, now_ms()],
+        )?;
+        if n == 1 {
+            return Ok(());
+        }
+        let now: Option<AttemptState> =
+            qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        Err(Error::internal(format!(
+            "attempt {id}: a handle is recorded once, on a dispatched attempt; it is {}",
+            now.map_or("missing".to_string(), |s| s.to_string())
+        )))
     }
 
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {

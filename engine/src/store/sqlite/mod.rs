@@ -1,5 +1,5 @@
-//! The SQLite ledger: one file (by default `.engine/engine.db` in the
-//! workspace), opened with checked permissions, migrated, in WAL mode. The
+//! The SQLite ledger: one file (by default the workspace's, outside it:
+//! `store::location`), opened with checked permissions, migrated, in WAL mode. The
 //! only code in the engine that names `rusqlite` or writes SQL.
 //!
 //! `Db` (here) opens, migrates and runs transactions; `sql.rs` is a
@@ -13,6 +13,7 @@
 //! and migrations; `verify/` the checks of `engine verify`.
 mod acts;
 mod attempts;
+mod chain;
 mod columns;
 mod create;
 mod events;
@@ -222,4 +223,14 @@ impl Db {
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
     }
+}
+
+/// `store::located`: name the store in a damaged-store or full-disk error.
+pub(super) fn name_store(e: Error, path: &Path) -> Error {
+    located(e, path)
+}
+
+/// `Store::sweep_leftovers`: the temporary files of killed creations.
+pub(super) fn sweep_leftovers(path: &Path) {
+    create::sweep_leftovers(&StoreFiles::new(path));
 }

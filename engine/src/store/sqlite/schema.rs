@@ -9,7 +9,12 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
+const MIGRATIONS: &[&str] =
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7];
+
+/// The migration after which the acts already in the store are put on the
+/// act chain (`chain::adopt`): schema 6 brings the chain.
+const CHAIN_FROM: usize = 6;
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -333,6 +338,75 @@ CREATE VIEW migration_5_schema_cookie AS SELECT 1;
 DROP VIEW migration_5_schema_cookie;
 "#;
 
+/// Schema 6: the trust boundary (issue 11).
+/// - Each attempt records the sandbox its provider process ran under (JSON:
+///   `{"state": "enforced", "abi": 7}`, ...; NULL before schema 6).
+/// - A person's acts record the operating-system uid and user name beside
+///   the `--actor` label (NULL on acts recorded before).
+/// - The retries, repairs and revisions a person asks for, as rows.
+/// - The act chain over all of them, append-only (`store::chain`); the
+///   acts already in the store are chained when it is migrated (they were
+///   recorded before the chain existed, so what they held then is taken as
+///   given).
+/// - `--request-id`s with the fingerprint of their command and its answer.
+const MIGRATION_6: &str = r#"
+ALTER TABLE attempts ADD COLUMN sandbox TEXT;
+ALTER TABLE approvals ADD COLUMN os_uid INTEGER;
+ALTER TABLE approvals ADD COLUMN os_user TEXT;
+ALTER TABLE settlements ADD COLUMN os_uid INTEGER;
+ALTER TABLE settlements ADD COLUMN os_user TEXT;
+
+CREATE TABLE person_requests (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind          TEXT NOT NULL CHECK (kind IN ('retry','repair','revise')),
+    goal_id       TEXT NOT NULL,
+    revision      INTEGER NOT NULL,
+    task_ref      TEXT,
+    operation_id  TEXT,
+    actor         TEXT NOT NULL,
+    os_uid        INTEGER NOT NULL,
+    os_user       TEXT NOT NULL,
+    data          TEXT NOT NULL,
+    at_ms         INTEGER NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+
+CREATE TABLE act_chain (
+    seq      INTEGER PRIMARY KEY CHECK (seq >= 1),
+    kind     TEXT NOT NULL CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided')),
+    row_id   INTEGER NOT NULL,
+    content  TEXT NOT NULL,          -- canonical JSON of the act as recorded
+    prev     TEXT NOT NULL,
+    hash     TEXT NOT NULL,
+    UNIQUE (kind, row_id)
+);
+CREATE TRIGGER act_chain_append_only_update BEFORE UPDATE ON act_chain
+BEGIN SELECT RAISE(ABORT, 'the act chain is append-only'); END;
+CREATE TRIGGER act_chain_append_only_delete BEFORE DELETE ON act_chain
+BEGIN SELECT RAISE(ABORT, 'the act chain is append-only'); END;
+
+CREATE TABLE request_ids (
+    request_id   TEXT PRIMARY KEY,
+    fingerprint  TEXT NOT NULL,
+    command      TEXT NOT NULL,      -- JSON: the command and its arguments, as first given
+    at_ms        INTEGER NOT NULL,
+    exit_code    INTEGER,            -- NULL until the first command finished
+    output_text  TEXT,
+    output_json  TEXT
+);
+"#;
+
+/// Schema 7: the provider's own name for a request it accepted (an MCP
+/// task id, and the HTTP session it lives in), committed the moment it
+/// arrives, so an engine restarted after a crash asks the provider about
+/// that request instead of guessing. `dispatched` with a handle claims the
+/// provider accepted the request, not that it did the work.
+const MIGRATION_7: &str = r#"
+ALTER TABLE attempts ADD COLUMN handle TEXT
+    CHECK (handle IS NULL OR (json_valid(handle) AND json_extract(handle, '$.kind') IS NOT NULL));
+ALTER TABLE attempts ADD COLUMN handle_at_ms INTEGER;
+"#;
+
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
 /// The version is read again under the write lock, so of two engines
 /// migrating the same store the second finds nothing left to do.
@@ -345,6 +419,9 @@ pub fn migrate(conn: &Connection) -> Result<()> {
         let version = too_new(conn)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
+            if i + 1 == CHAIN_FROM {
+                super::chain::adopt(conn)?;
+            }
         }
         Ok(())
     })();

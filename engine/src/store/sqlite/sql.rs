@@ -78,6 +78,12 @@ impl From<rusqlite::Error> for Error {
             {
                 Error::new(Code::StoreCorrupt, format!("store is corrupt: {e}"))
             }
+            // The engine's own SQL, on a schema whose version it checked,
+            // names a column or table the store lacks: the schema's text
+            // was damaged or edited outside the engine.
+            rusqlite::Error::SqlInputError { .. } => {
+                Error::new(Code::StoreCorrupt, format!("the store's schema does not match its version: {e}"))
+            }
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => Error::new(
                 Code::StoreFull,
                 format!("the store's disk is full ({e}); the transaction that did not fit was rolled back whole"),

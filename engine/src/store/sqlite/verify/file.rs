@@ -55,8 +55,16 @@ const TABLES: &[&str] = &[
     "approvals",
     "store_meta",
     "pending_requests",
+    "person_requests",
+    "act_chain",
+    "request_ids",
 ];
-const TRIGGERS: &[&str] = &["events_append_only_update", "events_append_only_delete"];
+const TRIGGERS: &[&str] = &[
+    "events_append_only_update",
+    "events_append_only_delete",
+    "act_chain_append_only_update",
+    "act_chain_append_only_delete",
+];
 
 pub(super) fn schema_present(ctx: &mut Ctx) -> Result<Option<Finding>> {
     let version: i64 = ctx.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -80,7 +88,10 @@ pub(super) fn schema_present(ctx: &mut Ctx) -> Result<Option<Finding>> {
     }
     for t in TRIGGERS {
         if !present("trigger", t)? {
-            return Ok(found(format!("trigger {t}"), "is missing: the event log is no longer append-only"));
+            return Ok(found(
+                format!("trigger {t}"),
+                "is missing: the event log or the act chain is no longer append-only",
+            ));
         }
     }
     Ok(None)

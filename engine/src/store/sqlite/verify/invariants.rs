@@ -82,6 +82,8 @@ pub(super) fn attempt_traces(ctx: &mut Ctx) -> Result<Option<Finding>> {
                SELECT a.id AS id, {ATTEMPT} AS entry, CASE
                  WHEN a.state = 'dispatched' AND a.dispatched_at_ms IS NULL THEN 'is dispatched without a dispatch time'
                  WHEN a.state = 'intent_recorded' AND a.dispatched_at_ms IS NOT NULL THEN 'has a dispatch time but is still intent_recorded'
+                 WHEN a.handle IS NOT NULL AND (a.dispatched_at_ms IS NULL OR a.handle_at_ms IS NULL)
+                   THEN 'holds a provider handle but was never dispatched'
                  WHEN a.state = 'receipt_recorded' AND r.attempt_id IS NULL THEN 'is receipt_recorded without a receipt'
                  WHEN a.state = 'succeeded' AND r.attempt_id IS NULL THEN 'succeeded without a receipt'
                  WHEN r.attempt_id IS NOT NULL AND a.state IN ('intent_recorded', 'dispatched', 'abandoned')

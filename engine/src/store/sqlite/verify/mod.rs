@@ -115,6 +115,12 @@ pub const CHECKS: &[Check] = &[
         asserts: "a satisfied goal has no unknown or unsettled outcome, every task complete, every acceptance check passed",
         run: goal_verdicts,
     },
+    // Last: a more specific check names a bad row for what it is first.
+    Check {
+        name: "act_chain",
+        asserts: "every person's act (approval, settlement, retry, repair, revision) and every spending of an approval is on the act chain as recorded, and the chain is whole",
+        run: act_chain,
+    },
 ];
 
 /// What `engine verify` reports when every check passed.
@@ -158,8 +164,16 @@ pub fn verify(path: &Path) -> Result<Verified> {
     Ok(Verified { store: path.to_path_buf(), checks: passed })
 }
 
+/// The act chain, entry by entry, and every act against its entry.
+fn act_chain(ctx: &mut Ctx) -> Result<Option<Finding>> {
+    Ok(super::chain::first_problem(&ctx.conn)?.and_then(|(entry, problem)| found(entry, problem)))
+}
+
+/// A broken act chain is tampering (`STORE_TAMPERED`, exit 2); anything
+/// else is damage (`STORE_CORRUPT`).
 fn corrupt(path: &Path, check: &Check, f: &Finding, passed: &[&str]) -> Error {
-    Error::new(Code::StoreCorrupt, format!("check `{}` failed: {}: {}", check.name, f.entry, f.problem))
+    let code = if check.name == "act_chain" { Code::StoreTampered } else { Code::StoreCorrupt };
+    Error::new(code, format!("check `{}` failed: {}: {}", check.name, f.entry, f.problem))
         .at(path.display().to_string())
         .with_details(json!({"check": check.name, "entry": f.entry, "problem": f.problem, "passed": passed}))
 }

@@ -1,0 +1,127 @@
+//! Who may do a person's act: the plan's `people` lists operating-system
+//! user names per act (default: any local user). `retry` covers a repair
+//! too: both send a task's work again. A refused act is recorded nowhere.
+
+use crate::plan::model::People;
+
+/// A person's act that `people` can restrict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Approve,
+    Settle,
+    Retry,
+}
+
+impl Act {
+    pub const ALL: [Act; 3] = [Act::Approve, Act::Settle, Act::Retry];
+
+    /// The plan key (`people.approve`, ...).
+    pub fn key(self) -> &'static str {
+        match self {
+            Act::Approve => "approve",
+            Act::Settle => "settle",
+            Act::Retry => "retry",
+        }
+    }
+
+    fn list(self, people: &People) -> Option<&[String]> {
+        match self {
+            Act::Approve => people.approve.as_deref(),
+            Act::Settle => people.settle.as_deref(),
+            Act::Retry => people.retry.as_deref(),
+        }
+    }
+}
+
+/// Why an act was refused: who tried, and who may.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub act: Act,
+    pub user: String,
+    pub allowed: Vec<String>,
+}
+
+impl Refused {
+    pub fn message(&self) -> String {
+        format!(
+            "user `{}` may not {}: the plan's `people.{}` allows only {}; nothing was recorded",
+            self.user,
+            self.act.key(),
+            self.act.key(),
+            if self.allowed.is_empty() { "nobody".to_string() } else { self.allowed.join(", ") }
+        )
+    }
+}
+
+/// May `user` do `act` under `people` (the goal's active plan's)?
+pub fn permitted(people: Option<&People>, act: Act, user: &str) -> Result<(), Refused> {
+    match people.and_then(|p| act.list(p)) {
+        Some(list) if !list.iter().any(|u| u == user) => {
+            Err(Refused { act, user: user.to_string(), allowed: list.to_vec() })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A revision that changes who may do an act must come from someone the
+/// lists in force allow to do it: otherwise anyone could revise the plan
+/// to name themselves.
+pub fn may_change(now: Option<&People>, next: Option<&People>, user: &str) -> Result<(), Refused> {
+    let empty = People::default();
+    let (now_p, next_p) = (now.unwrap_or(&empty), next.unwrap_or(&empty));
+    for act in Act::ALL {
+        if act.list(now_p) != act.list(next_p) {
+            permitted(now, act, user)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn people(approve: Option<&[&str]>, settle: Option<&[&str]>, retry: Option<&[&str]>) -> People {
+        let v = |l: Option<&[&str]>| l.map(|l| l.iter().map(|s| s.to_string()).collect());
+        People { approve: v(approve), settle: v(settle), retry: v(retry) }
+    }
+
+    #[test]
+    fn without_a_list_any_user_may_act() {
+        for act in Act::ALL {
+            assert_eq!(permitted(None, act, "mallory"), Ok(()));
+            assert_eq!(permitted(Some(&People::default()), act, "mallory"), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_list_admits_exactly_its_names_per_act() {
+        let p = people(Some(&["alice"]), Some(&["alice", "bob"]), Some(&["alice"]));
+        assert_eq!(permitted(Some(&p), Act::Approve, "alice"), Ok(()));
+        assert_eq!(permitted(Some(&p), Act::Settle, "bob"), Ok(()));
+        let r = permitted(Some(&p), Act::Retry, "bob").unwrap_err();
+        assert_eq!((r.act, r.user.as_str(), r.allowed.clone()), (Act::Retry, "bob", vec!["alice".to_string()]));
+        assert!(r.message().contains("people.retry") && r.message().contains("alice"), "{}", r.message());
+        // Names match exactly: no prefix, no case folding.
+        assert!(permitted(Some(&p), Act::Approve, "alic").is_err());
+        assert!(permitted(Some(&p), Act::Approve, "Alice").is_err());
+        // An empty list admits nobody.
+        let nobody = people(Some(&[]), None, None);
+        assert!(permitted(Some(&nobody), Act::Approve, "alice").unwrap_err().message().contains("nobody"));
+        assert_eq!(permitted(Some(&nobody), Act::Settle, "alice"), Ok(()));
+    }
+
+    #[test]
+    fn changing_a_list_takes_someone_it_admits_now() {
+        let now = people(Some(&["alice"]), None, Some(&["alice"]));
+        let widened = people(Some(&["alice", "bob"]), None, Some(&["alice"]));
+        assert_eq!(may_change(Some(&now), Some(&widened), "alice"), Ok(()));
+        assert_eq!(may_change(Some(&now), Some(&widened), "bob").unwrap_err().act, Act::Approve);
+        // Dropping the lists is a change too.
+        assert!(may_change(Some(&now), None, "bob").is_err());
+        // Unchanged lists: anyone may revise the rest of the plan.
+        assert_eq!(may_change(Some(&now), Some(&now), "bob"), Ok(()));
+        // No lists yet: anyone may add them.
+        assert_eq!(may_change(None, Some(&now), "bob"), Ok(()));
+    }
+}

@@ -1,0 +1,116 @@
+//! A person's acts on a goal — approvals, settlements, and the retries,
+//! repairs and revisions a person asked for — each with who gave it: the
+//! `--actor` label and the operating-system user and uid the engine ran
+//! as. For `engine status` (the goal's latest) and `engine explain` (a
+//! task's).
+
+use serde_json::{json, Value};
+
+use super::acts::who_recorded;
+use crate::clock::utc;
+use crate::error::Result;
+use crate::ids::GoalId;
+use crate::store::LedgerRead;
+
+/// The acts `engine status` lists: the latest this many (all of a task's
+/// in `explain`, which is bounded by its attempts).
+pub const ACTS_SHOWN_MAX: usize = 20;
+
+/// One act, as shown.
+struct Line {
+    at_ms: i64,
+    task_ref: Option<String>,
+    text: String,
+    json: Value,
+}
+
+fn lines(ledger: &dyn LedgerRead, goal: &GoalId) -> Result<Vec<Line>> {
+    let mut out = Vec::new();
+    for a in ledger.approvals_of_goal(goal)? {
+        let fate = match (a.consumed_by, a.voided_by) {
+            (Some(by), _) => format!("spent by attempt {by}"),
+            (None, Some(by)) => format!("voided by attempt {by}"),
+            (None, None) => "not spent yet".to_string(),
+        };
+        out.push(Line {
+            at_ms: a.at_ms,
+            task_ref: Some(a.task_ref.clone()),
+            text: format!(
+                "approval {} of {} (task {}) by {}, {fate}",
+                a.id,
+                a.operation_id,
+                a.task_ref,
+                who_recorded(&a.actor, a.user.as_deref(), a.uid)
+            ),
+            json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
+                "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
+                "consumed_by": a.consumed_by, "voided_by": a.voided_by}),
+        });
+    }
+    for s in ledger.settlements_of_goal(goal)? {
+        let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
+        out.push(Line {
+            at_ms: s.at_ms,
+            task_ref: Some(task_ref.clone()),
+            text: format!(
+                "settlement of {} (task {task_ref}, attempt {}) as {} by {}",
+                s.operation_id,
+                s.attempt_id,
+                s.outcome,
+                who_recorded(&s.actor, s.user.as_deref(), s.uid)
+            ),
+            json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id,
+                "task_ref": task_ref, "outcome": s.outcome, "actor": s.actor, "user": s.user, "uid": s.uid,
+                "note": s.note, "at_ms": s.at_ms}),
+        });
+    }
+    for a in ledger.asks_of_goal(goal)? {
+        let what = match (&a.task_ref, &a.operation_id) {
+            (Some(t), Some(op)) => format!("{} of task {t} ({op})", a.kind.as_str()),
+            (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
+            _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
+        };
+        out.push(Line {
+            at_ms: a.at_ms,
+            task_ref: a.task_ref.clone(),
+            text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
+            json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
+                "operation_id": a.operation_id, "actor": a.actor, "user": a.user, "uid": a.uid, "data": a.data,
+                "at_ms": a.at_ms}),
+        });
+    }
+    out.sort_by_key(|l| l.at_ms);
+    Ok(out)
+}
+
+/// The goal's latest acts (appended to `text` under a heading) and their
+/// JSON, with how many there are in all.
+pub fn of_goal(ledger: &dyn LedgerRead, goal: &GoalId, text: &mut String) -> Result<Value> {
+    let all = lines(ledger, goal)?;
+    let skip = all.len().saturating_sub(ACTS_SHOWN_MAX);
+    if !all.is_empty() {
+        text.push_str("\na person's acts");
+        if skip > 0 {
+            text.push_str(&format!(" (the latest {ACTS_SHOWN_MAX} of {})", all.len()));
+        }
+        text.push('\n');
+    }
+    let shown: Vec<&Line> = all.iter().skip(skip).collect();
+    for l in &shown {
+        text.push_str(&format!("  {}  {}\n", utc(l.at_ms), l.text));
+    }
+    Ok(json!({"count": all.len(), "latest": shown.iter().map(|l| l.json.clone()).collect::<Vec<_>>()}))
+}
+
+/// A task's acts, in words (appended to `text`) and as JSON.
+pub fn of_task(ledger: &dyn LedgerRead, goal: &GoalId, task_ref: &str, text: &mut String) -> Result<Value> {
+    let mine: Vec<Line> =
+        lines(ledger, goal)?.into_iter().filter(|l| l.task_ref.as_deref() == Some(task_ref)).collect();
+    if !mine.is_empty() {
+        text.push_str("\na person's acts\n");
+    }
+    for l in &mine {
+        text.push_str(&format!("  {}  {}\n", utc(l.at_ms), l.text));
+    }
+    Ok(json!(mine.iter().map(|l| l.json.clone()).collect::<Vec<_>>()))
+}

@@ -1,0 +1,17 @@
+//! Issue 11, the trust boundary, driven through the real binary: provider
+//! processes cannot reach the ledger (sandbox, store place), a person's
+//! acts can be neither forged (act chain, `STORE_TAMPERED`) nor doubled
+//! (`--request-id`, one approval per call), and only the people a plan
+//! names may act (`NOT_PERMITTED`).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+/// The receiver fixture and its plans, shared with that suite.
+#[path = "../unknown_outcomes/common.rs"]
+mod common;
+
+mod acts;
+mod request_ids;
+mod sandbox;
+mod store_place;
