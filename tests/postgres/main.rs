@@ -7,4 +7,5 @@ mod support;
 mod common;
 mod failures;
 mod store;
+mod trust;
 mod workers;

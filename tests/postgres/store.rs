@@ -56,16 +56,25 @@ fn a_worker_needs_a_shared_store_and_an_unreachable_one_is_a_clear_error() {
     assert!(gone.stdout.contains("cannot connect to PostgreSQL"), "{}", gone.stdout);
 }
 
-/// A ledger at schema 1 (this branch's first release) is migrated to 2 by
-/// the next writing command, in place, its rows kept: the class
+/// What schema 3 added, taken out again: a ledger at schema 2.
+const SCHEMA_3_UNDONE: &str =
+    "DROP TABLE act_chain; DROP FUNCTION act_chain_append_only(); DROP TABLE request_ids; DROP TABLE person_requests;
+     ALTER TABLE attempts DROP COLUMN sandbox, DROP COLUMN handle, DROP COLUMN handle_at_ms;
+     ALTER TABLE approvals DROP COLUMN os_uid, DROP COLUMN os_user;
+     ALTER TABLE settlements DROP COLUMN os_uid, DROP COLUMN os_user;
+     UPDATE schema_meta SET version = 2;";
+
+/// A ledger at schema 1 (this branch's first release) is migrated to the
+/// current schema by the next writing command, in place, its rows kept: the class
 /// `constraint_violated`, `attempts.protected_at_intent` and the state
 /// `cancelled` are then accepted, and the old rows read as before.
 #[test]
-fn a_schema_1_ledger_is_migrated_to_2_with_its_rows() {
+fn a_schema_1_ledger_is_migrated_with_its_rows() {
     let s = Shared::new(&plan(vec![task("A", "none", 0.0, &[])]));
     s.engine(&["--json", "run", "plan.json"]).expect_code(0);
-    // Take the ledger back to schema 1 exactly: the CHECKs as they were,
-    // no protected_at_intent.
+    // Take the ledger back to schema 1 exactly: nothing of schema 3, the
+    // CHECKs as they were, no protected_at_intent.
+    s.pg.psql("ledger", SCHEMA_3_UNDONE);
     s.pg.psql(
         "ledger",
         "ALTER TABLE attempts DROP CONSTRAINT attempts_class_check;
@@ -86,7 +95,7 @@ fn a_schema_1_ledger_is_migrated_to_2_with_its_rows() {
     // A writing command migrates, and keeps every row.
     s.engine(&["--json", "run", "plan.json"]).expect_code(0);
     s.engine(&["--json", "status"]).expect_code(0);
-    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "2");
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "3");
     assert_eq!(s.pg.psql("ledger", "SELECT count(*) FROM attempts WHERE state = 'succeeded'"), "1");
     s.pg.psql(
         "ledger",
@@ -97,4 +106,39 @@ fn a_schema_1_ledger_is_migrated_to_2_with_its_rows() {
     );
     let refused = s.pg.try_psql("ledger", "UPDATE tasks SET state = 'canceled'");
     assert!(refused.contains("tasks_state_check"), "{refused}");
+}
+
+/// Schema 3 (SQLite's 6 and 7) taken back out: a ledger at schema 2 with
+/// an approval already spent and a settlement is migrated by the next
+/// writing command, its acts adopted onto the act chain in the order they
+/// were recorded (so they are not refused as tampered), the new columns
+/// and tables there with their CHECKs.
+#[test]
+fn a_schema_2_ledger_is_migrated_to_3_and_its_acts_adopted() {
+    let mut t = task("PAY", "external", 0.0, &[]);
+    t["requires_approval"] = serde_json::json!(true);
+    let s = Shared::new(&plan(vec![t]));
+    let asked = s.engine(&["--json", "run", "plan.json"]);
+    asked.expect(4, Some("APPROVAL_REQUIRED"));
+    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
+    s.engine(&["--json", "run", "plan.json"]).expect_code(0);
+    s.pg.psql("ledger", SCHEMA_3_UNDONE);
+    let read = s.engine(&["--json", "status"]);
+    read.expect(2, Some("USAGE_ERROR"));
+    assert!(read.stdout.contains("schema version 2"), "{}", read.describe());
+
+    s.engine(&["--json", "run", "plan.json"]).expect_code(0);
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "3");
+    assert_eq!(
+        s.pg.psql("ledger", "SELECT string_agg(kind, ',' ORDER BY seq) FROM act_chain"),
+        "approval,approval_spent"
+    );
+    assert_eq!(s.pg.psql("ledger", "SELECT count(*) FROM attempts WHERE handle IS NULL AND sandbox IS NULL"), "1");
+    // The adopted approval is vouched for: reading the goal's acts works.
+    s.engine(&["--json", "status"]).expect_code(0);
+    let refused = s.pg.try_psql("ledger", "UPDATE attempts SET handle = '{\"no\": 1}'");
+    assert!(refused.contains("attempts_handle_check"), "{refused}");
+    let refused = s.pg.try_psql("ledger", "INSERT INTO person_requests (kind, goal_id, revision, actor, os_uid, os_user, data, at_ms) SELECT 'undo', goal_id, revision, 'a', 0, 'u', '{}', 1 FROM revisions");
+    assert!(refused.contains("person_requests_kind_check"), "{refused}");
 }

@@ -17,7 +17,7 @@ use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::Handle;
 
-const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent, sandbox, handle, handle_at_ms";
+pub(super) const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent, sandbox, handle, handle_at_ms";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Vec<T>> {

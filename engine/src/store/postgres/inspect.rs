@@ -1,7 +1,7 @@
 //! The whole ledger, listed, in PostgreSQL.
 
 use super::acts::{approval_from_row, settlement_from_row, APPROVAL_COLUMNS, SETTLEMENT_COLUMNS};
-use super::attempts::attempt_from_row;
+use super::attempts::{attempt_from_row, ATTEMPT_COLUMNS};
 use super::client::p;
 use super::sql::{get, json, PgSql};
 use crate::checkpoint::Checkpoint;
@@ -43,10 +43,7 @@ impl Inspect for PgSql<'_> {
     }
 
     fn all_attempts(&self) -> Result<Vec<AttemptRecord>> {
-        let rows = self.q(
-            "SELECT id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent FROM attempts ORDER BY id",
-            p![],
-        )?;
+        let rows = self.q(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts ORDER BY id"), p![])?;
         rows.iter().map(attempt_from_row).collect()
     }
 
