@@ -184,6 +184,22 @@ fn chown_postgres(dir: &Path) {
     assert!(status.is_ok_and(|s| s.success()), "chown postgres {}", dir.display());
 }
 
+/// The test process's server under `ENGINE_TEST_STORE=postgres`.
+static SERVER: OnceLock<Pg> = OnceLock::new();
+
+/// SQL straight into a test workspace's PostgreSQL ledger (`url`), as
+/// something holding the database's credentials could write it, not
+/// through the engine; the rows it changed.
+pub fn tamper_test_store(url: &str, sql: &str) -> usize {
+    let pg = SERVER.get().expect("the test store's server is running");
+    let db = url.rsplit('/').next().expect("a database in the URL");
+    let port = pg.port.to_string();
+    let out = pg.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", db, "-At", "-c", sql]);
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    said.lines().last().and_then(|l| l.split_whitespace().last()).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
 /// `ENGINE_TEST_STORE=postgres`: every workspace of this test process
 /// keeps its ledger on PostgreSQL instead of SQLite, so a suite written
 /// for SQLite runs unchanged against the shared store. One server per
@@ -191,7 +207,6 @@ fn chown_postgres(dir: &Path) {
 /// process exits), one new database per workspace; its URL. `None`
 /// unless the variable says `postgres`.
 pub fn test_store_database() -> Option<String> {
-    static SERVER: OnceLock<Pg> = OnceLock::new();
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     if std::env::var("ENGINE_TEST_STORE").ok()? != "postgres" {
         return None;

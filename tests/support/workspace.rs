@@ -318,8 +318,12 @@ impl Ws {
         self.ledger().claims(attempt_id)
     }
 
-    /// Write the store directly (see `ledger::tamper`).
+    /// Write the store directly, as something holding its file or its
+    /// database credentials could (see `ledger::tamper`).
     pub fn tamper(&self, sql: &str) -> usize {
+        if let Some(url) = &self.shared {
+            return super::postgres::tamper_test_store(url, sql);
+        }
         ledger::tamper(&self.store(), sql)
     }
 
