@@ -40,6 +40,9 @@ pub enum Code {
     /// SPEC's additions: the store's disk (or quota, or file size limit) is
     /// full; the transaction that did not fit was rolled back whole.
     StoreFull,
+    /// SPEC's additions: a worker's claim on a task expired and another
+    /// worker took it over; this worker writes nothing more about it.
+    StaleClaim,
     /// SPEC's additions: a person's act in the store is not on the act
     /// chain (inserted or edited by anything but the engine); the row is
     /// named and nothing acts on it.
@@ -86,6 +89,7 @@ impl Code {
         Code::StoreCorrupt,
         Code::SchemaTooNew,
         Code::StoreFull,
+        Code::StaleClaim,
         Code::StoreTampered,
         Code::RequestIdConflict,
         Code::NotPermitted,
@@ -119,6 +123,7 @@ impl Code {
             Code::StoreCorrupt => "STORE_CORRUPT",
             Code::SchemaTooNew => "SCHEMA_TOO_NEW",
             Code::StoreFull => "STORE_FULL",
+            Code::StaleClaim => "STALE_CLAIM",
             Code::StoreTampered => "STORE_TAMPERED",
             Code::RequestIdConflict => "REQUEST_ID_CONFLICT",
             Code::NotPermitted => "NOT_PERMITTED",
@@ -142,7 +147,7 @@ impl Code {
             Code::ApprovalRequired | Code::ApprovalStale => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
-            Code::StaleGeneration | Code::StoreCorrupt | Code::Internal => 70,
+            Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
             Code::RepeatedFailureWithoutNewEvidence
             | Code::ProviderChangeRequiresRevision
             | Code::OperationConflict
@@ -276,17 +281,18 @@ mod tests {
             Code::StoreCorrupt => 19,
             Code::SchemaTooNew => 20,
             Code::StoreFull => 21,
-            Code::StoreTampered => 22,
-            Code::RequestIdConflict => 23,
-            Code::NotPermitted => 24,
-            Code::ToolNotAllowed => 25,
-            Code::UnknownTool => 26,
-            Code::UsageError => 27,
-            Code::Internal => 28,
+            Code::StaleClaim => 22,
+            Code::StoreTampered => 23,
+            Code::RequestIdConflict => 24,
+            Code::NotPermitted => 25,
+            Code::ToolNotAllowed => 26,
+            Code::UnknownTool => 27,
+            Code::UsageError => 28,
+            Code::Internal => 29,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 29);
+        assert_eq!(Code::ALL.len(), 30);
     }
 }

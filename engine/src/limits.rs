@@ -180,3 +180,42 @@ pub const STORE_SEARCH_DEPTH_MAX: usize = 2048;
 /// before it gives up on folding the WAL in (a checkpoint that could not
 /// finish loses nothing).
 pub const RELEASE_CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
+
+// ------------------------------------------------------- the PostgreSQL store
+
+/// One attempt to connect to PostgreSQL.
+pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a lost connection is tried again (backoff from 50 ms doubling
+/// to 2 s) before the command gives up.
+pub const PG_RECONNECT_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// One statement; past it the connection is taken for lost (a row lock a
+/// live worker holds is released within one of its transactions).
+pub const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A write transaction is run again at most this many times after its
+/// connection was lost before its commit, or after a serialization
+/// failure; never after a commit that is known to have happened.
+pub const PG_WRITE_TRIES_MAX: u32 = 5;
+
+/// A task claim's lease unless `ENGINE_CLAIM_LEASE_MS` says otherwise; a
+/// worker renews its claims every third of it.
+pub const CLAIM_LEASE_DEFAULT: Duration = Duration::from_secs(30);
+
+/// Bounds of `ENGINE_CLAIM_LEASE_MS`.
+pub const CLAIM_LEASE_MIN: Duration = Duration::from_millis(500);
+pub const CLAIM_LEASE_MAX: Duration = Duration::from_secs(3600);
+
+/// How often a worker looks at the ledger for work other workers freed or
+/// finished while it has nothing of its own to do.
+pub const WORKER_POLL: Duration = Duration::from_millis(100);
+
+/// Commit tokens (what tells a commit in doubt) are kept this long.
+pub const COMMIT_TOKEN_KEEP: Duration = Duration::from_secs(3600);
+
+/// Declared outputs a task may leave in the ledger: files, bytes per
+/// file, bytes in all (per task attempt).
+pub const OUTPUT_FILES_MAX: usize = 1_000;
+pub const OUTPUT_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+pub const OUTPUT_TASK_BYTES_MAX: u64 = 256 * 1024 * 1024;

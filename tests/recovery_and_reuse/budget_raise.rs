@@ -53,7 +53,7 @@ fn calls_exhausted_names_the_raise_and_the_raise_alone_lets_the_run_go_on() {
     assert!(ev[0]["actor"].as_str().is_some_and(|a| !a.is_empty()), "{ev:?}");
     let status = ws.json(&["status"], 0);
     assert_eq!(status["budgets"]["max_provider_calls"], json!({"used": 3, "limit": 4}));
-    ws.engine(&["verify"]).expect_code(0);
+    ws.verify();
 }
 
 #[test]

@@ -233,5 +233,5 @@ fn an_attempt_whose_protected_paths_cannot_be_observed_is_not_judged_clean() {
     assert!(explained(&ws, "T1").contains("could not be observed"));
     let status = ws.json(&["status"], 0);
     assert_eq!(status["budgets"]["max_provider_calls"]["used"], 1, "{status:#}");
-    ws.json(&["verify"], 0);
+    ws.verify();
 }

@@ -22,6 +22,7 @@ pub mod fixtures;
 pub mod kill;
 pub mod ledger;
 pub mod person;
+pub mod postgres;
 pub mod process;
 pub mod reference;
 pub mod rng;

@@ -27,6 +27,9 @@ pub struct Ws {
     pub dir: PathBuf,
     pub side: PathBuf,
     runs: AtomicUsize,
+    /// `ENGINE_TEST_STORE=postgres`: this workspace's ledger is a database
+    /// of its own on the test process's PostgreSQL server (its URL).
+    shared: Option<String>,
 }
 
 impl Ws {
@@ -40,7 +43,8 @@ impl Ws {
         // Canonical, so paths the engine reports compare equal.
         let dir = dir.canonicalize().expect("canonical workspace");
         let side = side.canonicalize().expect("canonical side folder");
-        Ws { tmp, state: state_dir(), dir, side, runs: AtomicUsize::new(0) }
+        let shared = super::postgres::test_store_database();
+        Ws { tmp, state: state_dir(), dir, side, runs: AtomicUsize::new(0), shared }
     }
 
     /// A workspace holding a copy of `fixtures/NAME` (never the source tree).
@@ -96,6 +100,9 @@ impl Ws {
 
     /// The default store (what `engine status --json` reports as `store`).
     pub fn store(&self) -> PathBuf {
+        if let Some(url) = &self.shared {
+            return PathBuf::from(url);
+        }
         self.store_dir().join("engine.db")
     }
 
@@ -123,6 +130,9 @@ impl Ws {
                 cmd.env_remove(&name);
             }
         }
+        if let Some(url) = &self.shared {
+            cmd.env("ENGINE_STORE", url);
+        }
         cmd.env("SIDE", &self.side).env("PYTHONDONTWRITEBYTECODE", "1").env("RUST_BACKTRACE", "1");
         cmd.env("XDG_STATE_HOME", self.state_home());
         cmd
@@ -131,6 +141,16 @@ impl Ws {
     /// `engine ARGS`, to completion (within `RUN_DEADLINE`).
     pub fn engine(&self, args: &[&str]) -> Out {
         self.run_command(self.command(args))
+    }
+
+    /// `engine verify` passes on the workspace's store; on a PostgreSQL
+    /// test store, it says plainly that it checks SQLite stores only.
+    pub fn verify(&self) {
+        let out = self.engine(&["--json", "verify"]);
+        match &self.shared {
+            None => out.expect_code(0),
+            Some(_) => out.expect(2, Some("USAGE_ERROR")),
+        };
     }
 
     /// `engine --json ARGS`.
@@ -298,8 +318,12 @@ impl Ws {
         self.ledger().claims(attempt_id)
     }
 
-    /// Write the store directly (see `ledger::tamper`).
+    /// Write the store directly, as something holding its file or its
+    /// database credentials could (see `ledger::tamper`).
     pub fn tamper(&self, sql: &str) -> usize {
+        if let Some(url) = &self.shared {
+            return super::postgres::tamper_test_store(url, sql);
+        }
         ledger::tamper(&self.store(), sql)
     }
 

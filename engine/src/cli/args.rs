@@ -46,9 +46,10 @@ pub struct Global {
     /// {"ok": false, "error": {...}}).
     #[arg(long, global = true)]
     pub json: bool,
-    /// The ledger file. Default: $ENGINE_STORE, else the workspace's store
-    /// under ${XDG_STATE_HOME:-~/.local/state}/engine/stores/ (outside the
-    /// workspace, where no task can write).
+    /// The ledger: a SQLite file, or a shared PostgreSQL ledger
+    /// (postgres://USER@HOST:PORT/DB). Default: $ENGINE_STORE, else the
+    /// workspace's store under ${XDG_STATE_HOME:-~/.local/state}/engine/stores/
+    /// (outside the workspace, where no task can write).
     #[arg(long, global = true, value_name = "PATH")]
     pub store: Option<PathBuf>,
     /// The workspace folder: where tasks run and inputs are read. Default: the
@@ -121,6 +122,37 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        #[command(flatten)]
+        show: Show,
+    },
+    /// Shared (PostgreSQL) store: register the goal and its plan revision for workers, and return.
+    #[command(
+        long_about = "Register the goal and its plan revision on a shared PostgreSQL store (or check that \
+            the plan is the goal's active revision: a changed plan is PLAN_CHANGED) and mark the goal \
+            open for workers; runs nothing. `engine worker` on any machine takes its ready tasks up.",
+        after_help = "Example:\n  engine submit plan.json --store postgres://engine@db.internal:5432/engine"
+    )]
+    Submit {
+        /// The plan file.
+        #[arg(value_name = "PLAN")]
+        plan: PathBuf,
+    },
+    /// Shared (PostgreSQL) store: claim and run ready tasks of any open goal (or one), in this workspace.
+    #[command(
+        long_about = "Claim ready tasks of any open goal on a shared PostgreSQL store (or of --goal only), \
+            each under a lease with a heartbeat and a fencing generation, run them in this worker's \
+            --workspace and record their receipts. Without --goal a worker works until it is stopped; \
+            with --goal it returns that goal's report once the goal is judged.",
+        after_help = "Examples:\n  engine worker --store postgres://engine@db.internal:5432/engine --jobs 4\n  \
+            engine worker --goal money-totals --workspace /srv/checkout"
+    )]
+    Worker {
+        /// How many ready tasks this worker runs at once. Default: the number of CPUs.
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        /// Work this goal only, and return its report once it is judged.
+        #[arg(long, value_name = "ID")]
+        goal: Option<String>,
         #[command(flatten)]
         show: Show,
     },

@@ -12,6 +12,7 @@ use serde_json::json;
 
 pub use args::{Cli, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
 
+use crate::commands::worker::{SubmitOptions, WorkerOptions};
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Seq};
@@ -92,7 +93,14 @@ fn stopped_exit(exit_code: i32) -> i32 {
 impl Command {
     /// The commands that run work, and so catch a person's stop signals.
     fn runs_work(&self) -> bool {
-        matches!(self, Command::Run { .. } | Command::Retry { .. } | Command::Repair { .. } | Command::Revise { .. })
+        matches!(
+            self,
+            Command::Run { .. }
+                | Command::Worker { .. }
+                | Command::Retry { .. }
+                | Command::Repair { .. }
+                | Command::Revise { .. }
+        )
     }
 }
 
@@ -130,6 +138,15 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
             let options = RunOptions { plan_path: plan, workspace, store, jobs, progress };
             Ok(report::run::render(&commands::run::run(options)?))
+        }
+        Command::Submit { plan } => submit(SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store }),
+        Command::Worker { jobs, goal, show } => {
+            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+            let options = WorkerOptions { workspace, store, jobs, goal: goal.map(GoalId::new), progress };
+            match commands::worker::work(options)? {
+                Some(r) => Ok(report::run::render(&r)),
+                None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
+            }
         }
         Command::Settle { operation_id, outcome, note, actor, evidence, request_id } => {
             let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
@@ -174,6 +191,16 @@ fn dispatch(cli: Cli) -> Result<Output> {
             report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
         }
     }
+}
+
+/// `engine submit`: the goal registered on a shared store, for workers.
+fn submit(options: SubmitOptions) -> Result<Output> {
+    let s = commands::worker::submit(options)?;
+    let text = format!(
+        "goal {} (revision {}) submitted to {}: workers take it up (`engine worker --goal {}`)\n",
+        s.goal_id, s.revision, s.store, s.goal_id
+    );
+    Ok(Output { text, json: json!(s), exit_code: 0 })
 }
 
 /// What a person says when settling.
@@ -313,6 +340,12 @@ fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
 }
 
 fn verify(path: &Path) -> Result<Output> {
+    if store::is_shared(path) {
+        return Err(Error::usage(
+            "engine verify checks a SQLite store file; a shared PostgreSQL ledger is not checked by it (docs/postgres.md)",
+        )
+        .at(store::display_place(path)));
+    }
     let v = store::verify::verify(path)?;
     let text = format!("store verified: {} checks ({})\n", v.checks.len(), v.store.display());
     Ok(Output { text, json: json!({"ok": true, "store": v.store, "checks": v.checks}), exit_code: 0 })

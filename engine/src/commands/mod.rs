@@ -14,6 +14,7 @@ pub mod retry;
 pub mod revise;
 pub mod run;
 pub mod settle;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 
@@ -59,7 +60,7 @@ pub fn open_existing(flag: Option<&Path>, workspace: Option<&Path>) -> Result<St
 /// could write is refused here. `create`: the store may be made (`run`).
 pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<Location> {
     let at = Location::for_workspace(flag, &plan.workspace)?;
-    let exists = std::fs::symlink_metadata(&at.path).is_ok();
+    let exists = at.shared() || std::fs::symlink_metadata(&at.path).is_ok();
     if !exists {
         let old = plan.workspace.join(location::LEGACY_DIR).join(crate::store::STORE_FILE);
         if matches!(at.chosen, Chosen::Default { .. }) && std::fs::symlink_metadata(&old).is_ok() {

@@ -44,9 +44,29 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
 /// Register the goal and its first revision, or check that the plan is the
 /// goal's active revision (`PLAN_CHANGED` otherwise).
 pub fn register(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path) -> Result<Revision> {
-    if let Some(revision) = check_unchanged(&*ledger.read(), plan, plan_path)? {
-        return Ok(revision);
+    let revision = match check_unchanged(&*ledger.read(), plan, plan_path)? {
+        Some(revision) => revision,
+        None => register_new(ledger, plan, plan_path)?,
+    };
+    if ledger.shared() {
+        submitted(ledger, plan, revision)?;
     }
+    Ok(revision)
+}
+
+/// On a shared store: the goal is open for workers again (a verdict an
+/// earlier round recorded is not this round's).
+fn submitted(ledger: &mut LeaseGuard, plan: &Plan, revision: Revision) -> Result<()> {
+    let goal_id = GoalId::new(&plan.goal().id);
+    let worker = ledger.worker_id().unwrap_or_default().to_string();
+    ledger.write(Durability::Full, |tx| {
+        let data = json!({"plan_digest": plan.digests.plan, "by": worker});
+        let seq = tx.append_event(&Event::goal(EventKind::GoalSubmitted, &goal_id, revision, data))?;
+        tx.set_goal_state(&goal_id, crate::state::GoalState::Open, seq)
+    })
+}
+
+fn register_new(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path) -> Result<Revision> {
     let goal = plan.goal();
     let goal_id = GoalId::new(&goal.id);
     let plan_json = plan_json(plan)?;

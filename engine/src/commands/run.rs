@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
-use crate::store::{Store, SCHEMA_VERSION};
+use crate::store::Store;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
@@ -28,7 +28,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let store_path = at.path;
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
-    if Store::schema_version(&store_path)? == Some(SCHEMA_VERSION) {
+    if Store::is_current(&store_path)? {
         if let Some(existing) = Store::open_ro(&store_path)? {
             register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
         }

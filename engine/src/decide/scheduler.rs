@@ -58,6 +58,14 @@ impl Scheduler {
         None
     }
 
+    /// Task `p` was started elsewhere (an earlier look of the same run):
+    /// not a candidate any more.
+    pub fn mark_started(&mut self, p: usize) {
+        if let Some(s) = self.started.get_mut(p) {
+            *s = true;
+        }
+    }
+
     /// Task `p` completed: its dependents are candidates again.
     pub fn completed(&mut self, p: usize) {
         if let Some(list) = self.dependents.get(p) {

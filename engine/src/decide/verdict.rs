@@ -83,6 +83,19 @@ fn verdict_of_ledger(f: &Facts) -> Verdict {
     Verdict { goal_state, code: None, exit_code }
 }
 
+/// A verdict's code from its stable string (as a recorded verdict holds it).
+pub fn code_named(name: &str) -> Option<Code> {
+    [
+        Code::ExternalEffectUnknown,
+        Code::GoalOutcomeUnproven,
+        Code::ApprovalRequired,
+        Code::ApprovalStale,
+        Code::BudgetExhausted,
+    ]
+    .into_iter()
+    .find(|c| c.as_str() == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@ mod reconcile;
 mod record;
 mod report;
 pub mod sandboxes;
+mod shared;
 mod start;
 pub mod stop;
 mod stopped;
@@ -41,7 +42,7 @@ use crate::decide::scheduler::{self, Candidates, Scheduler};
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, StopEnd};
 use crate::failpoint;
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision, Seq};
 use crate::limits::{OUTPUT_BYTES_MAX, RUN_MESSAGES_MAX};
 use crate::plan::{Budgets, Plan, ProviderSpec, Task};
 use crate::state::{AttemptState, TaskState};
@@ -183,6 +184,8 @@ impl InFlight {
 enum Wake {
     Msg(Option<Msg>),
     Stop(StopEvent),
+    /// Time to look at a shared ledger again.
+    Poll,
 }
 
 /// What the run ends waiting on, besides failed tasks.
@@ -203,6 +206,14 @@ struct Runner<'l> {
     /// Secret values (from the variables the plan names), for redaction.
     secrets: Vec<String>,
     asked: Asked,
+    /// A shared store: claims per task, other workers beside this one.
+    shared: bool,
+    /// Tasks this run took to the call site (never again in this run).
+    tried: HashSet<String>,
+    /// A claim met another worker's since the last look at the ledger.
+    met_claim: bool,
+    /// The ledger position of this run's `run_started` event.
+    started_seq: Seq,
     states: HashMap<String, TaskState>,
     /// Each task's state when this run began, and the tasks it sent a
     /// call for: the summary tells what this run did from what it kept.
@@ -266,6 +277,7 @@ impl<'l> Runner<'l> {
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
+        let shared = ledger.shared();
         let guard = constraints::Guard::of(plan.goal());
         Runner {
             ledger,
@@ -276,6 +288,10 @@ impl<'l> Runner<'l> {
             providers,
             secrets,
             asked,
+            shared,
+            tried: HashSet::new(),
+            met_claim: false,
+            started_seq: Seq(0),
             states: HashMap::new(),
             states_at_start: HashMap::new(),
             dispatched: HashSet::new(),
@@ -300,7 +316,10 @@ impl<'l> Runner<'l> {
     async fn run(&mut self) -> Result<RunReport> {
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
-        self.write_event(Durability::Normal, EventKind::RunStarted, None, None, data)?;
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        self.started_seq = self.ledger.write(Durability::Normal, |tx| {
+            tx.append_event(&Event::goal(EventKind::RunStarted, &goal_id, revision, data.clone()))
+        })?;
         let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
@@ -324,10 +343,21 @@ impl<'l> Runner<'l> {
         let (goal, revision, total) = (&self.goal_id, self.revision, self.plan.file.tasks.len());
         self.progress.update(&Update::Began { goal, revision, total, complete });
         self.reconcile().await?;
-        self.refresh_completions()?;
+        if !self.shared {
+            // On a shared store each worker sees its own workspace: a
+            // completion stands until a revision says otherwise.
+            self.refresh_completions()?;
+        }
         self.schedule().await?;
+        if self.shared && !self.hold_goal_claim().await? {
+            let report = self.report_judged();
+            self.release_if_idle(crate::store::GOAL_CLAIM)?;
+            return report;
+        }
         let acceptance = self.acceptance().await?;
-        self.finish(acceptance)
+        let report = self.finish(acceptance);
+        self.release_if_idle(crate::store::GOAL_CLAIM)?;
+        report
     }
 
     fn task(&self, task_ref: &str) -> Result<&Task> {
@@ -348,7 +378,7 @@ impl<'l> Runner<'l> {
     ) -> Result<()> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
         self.ledger.write(d, |tx| {
-            let mut e = Event::goal(kind, &goal_id, revision, data);
+            let mut e = Event::goal(kind, &goal_id, revision, data.clone());
             e.task_ref = task_ref;
             e.attempt_id = attempt;
             tx.append_event(&e).map(|_| ())
@@ -358,7 +388,7 @@ impl<'l> Runner<'l> {
     fn set_task(&mut self, task_ref: &str, state: TaskState, detail: Value) -> Result<()> {
         let goal_id = self.goal_id.clone();
         let key = TaskKey { goal_id: &goal_id, revision: self.revision, task_ref };
-        self.ledger.write(Durability::Normal, |tx| set_task_in(tx, key, state, detail))?;
+        self.ledger.write(Durability::Normal, |tx| set_task_in(tx, key, state, detail.clone()))?;
         self.states.insert(task_ref.to_string(), state);
         Ok(())
     }
@@ -379,8 +409,11 @@ impl<'l> Runner<'l> {
                 depends_on.iter().filter_map(|d| position.get(d.as_str()).copied()).collect()
             })
             .collect();
-        let mut scheduler = Scheduler::new(deps);
+        let mut scheduler = Scheduler::new(deps.clone());
         let mut refused: Option<Error> = None;
+        // Shared store: the run ends only after a fresh look at the ledger
+        // found nothing to start and no other worker holding a task.
+        let mut looked_idle = false;
         loop {
             while !self.stopping().await?
                 && self.stops.budget.is_none()
@@ -398,22 +431,23 @@ impl<'l> Runner<'l> {
                 }
             }
             if self.in_flight.is_empty() {
-                break;
-            }
-            let wake = tokio::select! {
-                msg = self.rx.recv() => Wake::Msg(msg),
-                event = self.stop.next() => Wake::Stop(event),
-            };
-            let msg = match wake {
-                Wake::Msg(msg) => msg.ok_or_else(|| Error::internal("the run's message channel closed"))?,
-                Wake::Stop(event) => {
-                    self.on_stop(event).await?;
-                    continue;
+                if !self.shared || refused.is_some() || self.stops.budget.is_some() || self.stop.active() {
+                    break;
                 }
-            };
+                match self.idle_look(&order, &deps, &mut looked_idle).await? {
+                    Some(fresh) => scheduler = fresh,
+                    None => break,
+                }
+                continue;
+            }
+            looked_idle = false;
+            let Some(msg) = self.next_msg(&mut scheduler, &order, &deps).await? else { continue };
             let attempt_id = msg.attempt_id();
             let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
             self.handle(msg).await?;
+            if let Some(r) = &task_ref {
+                self.release_if_idle(r)?;
+            }
             if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
                 self.ended(&r)?;
                 if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
@@ -429,6 +463,34 @@ impl<'l> Runner<'l> {
             return Ok(());
         }
         self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Wait for the next message of a call in flight. `None`: a person's
+    /// stop, or (on a shared store, where other workers' completions make
+    /// dependents ready) a look at the ledger, came first.
+    async fn next_msg(
+        &mut self,
+        scheduler: &mut Scheduler,
+        order: &[String],
+        deps: &[Vec<usize>],
+    ) -> Result<Option<Msg>> {
+        let poll_due = self.shared && self.in_flight.len() < self.jobs && !self.stop.active();
+        let wake = tokio::select! {
+            msg = self.rx.recv() => Wake::Msg(msg),
+            event = self.stop.next() => Wake::Stop(event),
+            _ = tokio::time::sleep(crate::limits::WORKER_POLL), if poll_due => Wake::Poll,
+        };
+        match wake {
+            Wake::Msg(msg) => msg.map(Some).ok_or_else(|| Error::internal("the run's message channel closed")),
+            Wake::Stop(event) => {
+                self.on_stop(event).await?;
+                Ok(None)
+            }
+            Wake::Poll => {
+                (*scheduler, _) = self.poll(order, deps).await?;
+                Ok(None)
+            }
+        }
     }
 
     /// Whatever could not start waits on something: say what.
@@ -464,18 +526,24 @@ impl<'l> Runner<'l> {
     fn look_afresh(&mut self, order: &[String]) -> Result<()> {
         let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
         for r in order {
-            let state = self.state(r);
-            let mut waited_try_settled = false;
-            if state == TaskState::EffectUnknown {
-                let task = self.ledger.read().task(&self.goal_id, self.revision, r)?;
-                if let Some(waited) = task.as_ref().and_then(|t| t.waits_on_attempt()) {
-                    let s = self.ledger.read().attempt(AttemptId(waited))?.state;
-                    waited_try_settled = !s.in_doubt() && s != AttemptState::EffectUnknown;
-                }
-            }
-            self.states.insert(r.clone(), scheduler::afresh(state, busy.contains(r), waited_try_settled));
+            let state = self.afresh(r, self.state(r), busy.contains(r))?;
+            self.states.insert(r.clone(), state);
         }
         Ok(())
+    }
+
+    /// A task's state as this run takes it up (`scheduler::afresh`), with
+    /// whether the earlier try it waits on was settled since.
+    fn afresh(&self, task_ref: &str, state: TaskState, busy: bool) -> Result<TaskState> {
+        let mut waited_try_settled = false;
+        if state == TaskState::EffectUnknown {
+            let task = self.ledger.read().task(&self.goal_id, self.revision, task_ref)?;
+            if let Some(waited) = task.as_ref().and_then(|t| t.waits_on_attempt()) {
+                let s = self.ledger.read().attempt(AttemptId(waited))?.state;
+                waited_try_settled = !s.in_doubt() && s != AttemptState::EffectUnknown;
+            }
+        }
+        Ok(scheduler::afresh(state, busy, waited_try_settled))
     }
 
     /// Tasks whose latest attempt a person settled as `not_run`: sent
@@ -512,7 +580,7 @@ impl<'l> Runner<'l> {
                 let (goal_id, revision) = (self.goal_id.clone(), self.revision);
                 self.ledger.write(Durability::Normal, |tx| {
                     tx.mark_dispatched(intent, &detail, process.as_ref())?;
-                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data);
+                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data.clone());
                     tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
                 })?;
                 failpoint::hit("after_dispatch");
@@ -572,7 +640,7 @@ impl<'l> Runner<'l> {
         let data = json!({"handle": handle, "detail": detail});
         self.ledger.write(Durability::Full, |tx| {
             tx.record_handle(intent, handle)?;
-            let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data);
+            let e = Event::goal(EventKind::HandleRecorded, &goal_id, revision, data.clone());
             tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
         })?;
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {

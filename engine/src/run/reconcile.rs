@@ -21,15 +21,34 @@ use crate::store::LedgerTx;
 
 impl Runner<'_> {
     pub(super) async fn reconcile(&mut self) -> Result<()> {
+        self.reconcile_where(None).await
+    }
+
+    /// Reconcile the attempts of one task (`only`) or of every task. On a
+    /// shared store, only those of tasks no other live worker holds, each
+    /// under its task's claim (taken over from a dead worker if need be);
+    /// attempts this run has in flight are its own business.
+    pub(super) async fn reconcile_where(&mut self, only: Option<&str>) -> Result<()> {
+        let skip = self.ledger.held_elsewhere(&self.goal_id)?;
         let in_doubt = self.ledger.read().attempts_in_doubt(&self.goal_id)?;
         for a in in_doubt {
+            let mine = only.is_none_or(|t| t == a.task_ref);
+            if !mine || skip.contains(&a.task_ref) || self.in_flight.contains_key(&a.id) {
+                continue;
+            }
+            if !self.claim_for(&a.task_ref)? {
+                continue;
+            }
             if a.revision != self.revision {
                 self.superseded_in_doubt(&a).await?;
             } else {
                 self.restarted(&a).await?;
             }
+            if only.is_none() {
+                self.release_if_idle(&a.task_ref)?;
+            }
         }
-        self.judge_unjudged().await
+        self.judge_unjudged(only, &skip).await
     }
 
     /// An attempt of this revision the engine stopped in the middle of.
@@ -64,7 +83,7 @@ impl Runner<'_> {
     /// A receipt was committed (or a person settled `ok`) but validations
     /// never finished: judge now — once: an attempt already being judged
     /// (its receipt just came from an observation) is not judged twice.
-    async fn judge_unjudged(&mut self) -> Result<()> {
+    async fn judge_unjudged(&mut self, only: Option<&str>, skip: &std::collections::HashSet<String>) -> Result<()> {
         let read = self.ledger.read();
         let mut to_validate = read.attempts_in_state(&self.goal_id, AttemptState::ReceiptRecorded)?;
         for a in read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledOk)? {
@@ -78,6 +97,9 @@ impl Runner<'_> {
         }
         for a in to_validate {
             if a.revision != self.revision || self.in_flight.contains_key(&a.id) {
+                continue;
+            }
+            if only.is_some_and(|t| t != a.task_ref) || skip.contains(&a.task_ref) || !self.claim_for(&a.task_ref)? {
                 continue;
             }
             let Some(task) = self.plan.task(&a.task_ref).cloned() else { continue };

@@ -226,7 +226,7 @@ impl Runner<'_> {
         let attempt = self.ledger.read().attempt(attempt_id)?;
         self.ledger.write(Durability::Full, |tx| {
             let mut all = looked.map(|l| l.evidence(tx)).transpose()?.unwrap_or_default();
-            all.extend(list);
+            all.extend(list.clone());
             unknown_in_tx(tx, revision, &attempt, all, reason)
         })?;
         self.note_unknown(&attempt, reason, attempt.state);
@@ -256,7 +256,7 @@ impl Runner<'_> {
                 tx.uncount_call(attempt_id)?;
             }
             let mut all = looked.map(|l| l.evidence(tx)).transpose()?.unwrap_or_default();
-            all.extend(list);
+            all.extend(list.clone());
             for e in &all {
                 tx.insert_evidence(&goal_id, revision, Some(attempt_id), e)?;
             }

@@ -15,6 +15,7 @@ use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, GoalState, StopSignal, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
+use crate::store::evidence::CheckScope;
 use crate::store::Durability;
 
 /// An operation whose outcome a person must settle.
@@ -254,6 +255,80 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// On a shared store, the goal another worker already judged: its
+    /// verdict as that worker recorded it (`run_finished`), nothing written.
+    pub(super) fn report_judged(&mut self) -> Result<RunReport> {
+        let unknown = self.unknown_ops()?;
+        let tasks = self.task_lines()?;
+        // A person's stop of this worker still ends it as its signal would.
+        let stopped = self.stop_report(&tasks)?;
+        let read = self.ledger.read();
+        let goal = read.goal_or_latest(Some(&self.goal_id))?;
+        let plan_path = read.revision(&self.goal_id, self.revision)?.plan_path;
+        let finished = read.latest_event(&self.goal_id, self.revision, EventKind::RunFinished)?;
+        let exit_code = match &stopped {
+            Some(s) => s.signal.exit_code(),
+            None => finished
+                .as_ref()
+                .and_then(|e| e.data.get("exit_code"))
+                .and_then(|c| c.as_i64())
+                .map_or(crate::error::EXIT_TASK_FAILED, |c| c as i32),
+        };
+        let code = finished
+            .as_ref()
+            .and_then(|e| e.data.get("code"))
+            .and_then(|c| c.as_str())
+            .and_then(crate::decide::verdict::code_named);
+        let acceptance = read
+            .latest_check_results(&self.goal_id, self.revision, CheckScope::Acceptance, None)?
+            .into_iter()
+            .map(|c| AcceptanceLine { id: c.check_id, passed: c.passed })
+            .collect();
+        let not_run = read.latest_attempts_in_state(&self.goal_id, self.revision, AttemptState::SettledNotRun)?;
+        let awaiting = tasks
+            .iter()
+            .filter(|t| t.state == TaskState::AwaitingApproval)
+            .filter_map(|t| {
+                let d = self.plan.digests.tasks.get(&t.task_ref)?;
+                Some(Awaiting {
+                    operation_id: d.operation_id.clone(),
+                    task_ref: t.task_ref.clone(),
+                    request_digest: d.request.clone(),
+                    stale: false,
+                })
+            })
+            .collect();
+        drop(read);
+        Ok(RunReport {
+            goal_id: self.goal_id.clone(),
+            revision: self.revision,
+            plan_path,
+            goal_state: goal.state,
+            exit_code,
+            code,
+            failed: tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect(),
+            tasks,
+            acceptance,
+            unknown,
+            budget: None,
+            way_out: None,
+            awaiting_approval: awaiting,
+            settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
+            acceptance_unchecked: self.unchecked_acceptance(),
+            acceptance_checks: self.acceptance_checks(),
+            constraints: self.constraint_lines(),
+            stopped,
+        })
+    }
+
+    fn unchecked_acceptance(&self) -> Vec<String> {
+        self.plan.goal().acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect()
+    }
+
+    fn acceptance_checks(&self) -> usize {
+        self.plan.goal().acceptance.iter().filter(|a| a.check.is_some()).count()
+    }
+
     /// Decide the goal's state and the exit code from what the ledger now
     /// holds (the latest result of everything, in ledger order).
     pub(super) fn finish(&mut self, acceptance: Option<Vec<AcceptanceLine>>) -> Result<RunReport> {
@@ -282,7 +357,7 @@ impl Runner<'_> {
         });
         let stopped = self.stop_report(&tasks)?;
         let summary = json!({
-            "goal_state": goal_state, "exit_code": exit_code, "failed": failed,
+            "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "budget": self.stops.budget,
@@ -292,10 +367,10 @@ impl Runner<'_> {
         let stop_event = stopped.as_ref().map(|s| json!(s));
         self.ledger.write(Durability::Normal, |tx| {
             tx.put_file_states(&dirty)?;
-            if let Some(data) = stop_event {
-                tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data))?;
+            if let Some(data) = &stop_event {
+                tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data.clone()))?;
             }
-            let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary))?;
+            let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary.clone()))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
         })?;
         let plan_path = self.ledger.read().revision(&self.goal_id, self.revision)?.plan_path;
@@ -314,15 +389,8 @@ impl Runner<'_> {
             way_out: self.way_out()?,
             awaiting_approval: awaiting,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
-            acceptance_unchecked: self
-                .plan
-                .goal()
-                .acceptance
-                .iter()
-                .filter(|a| a.check.is_none())
-                .map(|a| a.id.clone())
-                .collect(),
-            acceptance_checks: self.plan.goal().acceptance.iter().filter(|a| a.check.is_some()).count(),
+            acceptance_unchecked: self.unchecked_acceptance(),
+            acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines(),
             stopped,
         })

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use providers::sandbox::{Kernel, Origin, Policy, PolicyError, Sandbox, Status, Unavailable};
+use providers::sandbox::{Kernel, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable};
 
 use crate::error::{Code, Error, Result};
 use crate::plan::Plan;
@@ -36,15 +36,10 @@ impl Sandboxes {
     /// store's files have one name each) waits for the lease, when no other
     /// engine is making the store.
     pub fn check(plan: &Plan, store: &Path) -> Result<()> {
-        let store_dir = std::path::absolute(store)?.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut all: Vec<(Option<&str>, &[String])> = vec![(None, &[])];
         all.extend(plan.file.providers.iter().map(|(name, spec)| (Some(name.as_str()), spec.declared_writes())));
         for (name, declared) in all {
-            let mut b = Policy::builder(&plan.workspace).protect(&store_dir);
-            for w in declared {
-                b = b.write(w);
-            }
-            b.build().map_err(|e| refused(e, name, declared, store))?;
+            policy(plan, store, declared)?.build().map_err(|e| refused(e, name, declared, store))?;
         }
         Ok(())
     }
@@ -54,13 +49,8 @@ impl Sandboxes {
     /// the kernel confines less than everything.
     pub fn prepare(plan: &Plan, store: &Path) -> Result<Sandboxes> {
         let kernel = kernel()?;
-        let store_dir = std::path::absolute(store)?.parent().map(Path::to_path_buf).unwrap_or_default();
         let build = |name: Option<&str>, declared: &[String]| -> Result<Sandbox> {
-            let mut b = Policy::builder(&plan.workspace).protect(&store_dir);
-            for w in declared {
-                b = b.write(w);
-            }
-            let policy = b.build().map_err(|e| refused(e, name, declared, store))?;
+            let policy = policy(plan, store, declared)?.build().map_err(|e| refused(e, name, declared, store))?;
             let mut tries = 0;
             loop {
                 match policy.prepare_on(kernel) {
@@ -105,6 +95,21 @@ impl Sandboxes {
     pub fn machine(&self) -> &Status {
         self.checks.status()
     }
+}
+
+/// The policy of a process of `plan` that may write `declared`, with the
+/// folder of the store at `store` protected. A shared store
+/// (`postgres://…`) is not a path: no folder of this machine holds it, so
+/// there is nothing to protect and no overlap to refuse.
+fn policy(plan: &Plan, store: &Path, declared: &[String]) -> Result<PolicyBuilder> {
+    let mut b = Policy::builder(&plan.workspace);
+    if !crate::store::is_shared(store) {
+        b = b.protect(std::path::absolute(store)?.parent().map(Path::to_path_buf).unwrap_or_default());
+    }
+    for w in declared {
+        b = b.write(w);
+    }
+    Ok(b)
 }
 
 /// How long to wait for an engine that is making the store to drop the

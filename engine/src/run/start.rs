@@ -50,8 +50,16 @@ enum Applied {
 }
 
 impl Runner<'_> {
-    /// Decide and, if the gate allows, commit the intent and dispatch.
+    /// Decide and, if the gate allows, commit the intent and dispatch (on
+    /// a shared store, under the task's claim: `shared::start_shared`).
     pub(super) async fn start(&mut self, task_ref: &str) -> Result<()> {
+        if self.shared {
+            return self.start_shared(task_ref).await;
+        }
+        self.start_claimed(task_ref).await
+    }
+
+    pub(super) async fn start_claimed(&mut self, task_ref: &str) -> Result<()> {
         let task = self.task(task_ref)?.clone();
         let repair = self.asked.repairs.get(task_ref).cloned();
         let digests = self

@@ -32,9 +32,11 @@ macro_rules! event_kinds {
 event_kinds! {
     // The store itself.
     LeaseTakenOver = "lease_taken_over",
+    ClaimTakenOver = "claim_taken_over",
     ProviderProcessesEnded = "provider_processes_ended",
     // A goal and its revisions.
     GoalRegistered = "goal_registered",
+    GoalSubmitted = "goal_submitted",
     RevisionRecorded = "revision_recorded",
     RunStarted = "run_started",
     RunFinished = "run_finished",

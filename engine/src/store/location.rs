@@ -102,12 +102,22 @@ impl Location {
         Ok(None)
     }
 
+    /// A shared PostgreSQL store (`postgres://…`): not a path, so none of
+    /// the file rules (its folder, its `workspace` file, a `.gitignore`)
+    /// applies to it.
+    pub fn shared(&self) -> bool {
+        super::is_shared(&self.path)
+    }
+
     /// Before a default store is opened: its `workspace` file must name
     /// the workspace it was found for (`create`: write it when missing,
     /// with the store's folders made 0700). Before an explicit store is
     /// opened for writing inside a git worktree: a `.gitignore` of `*`
     /// beside it, so the ledger is never committed by accident.
     pub fn prepare(&self, create: bool) -> Result<()> {
+        if self.shared() {
+            return Ok(());
+        }
         match &self.chosen {
             Chosen::Default { workspace } => self.claim(workspace, create),
             Chosen::Flag | Chosen::Env if create => ignore_in_git(&self.path),
@@ -119,6 +129,9 @@ impl Location {
     /// left behind (their second names would keep the sandbox from
     /// protecting the folder).
     pub fn sweep_leftovers(&self) {
+        if self.shared() {
+            return;
+        }
         if let Some(dir) = self.path.parent().filter(|d| d.is_dir()) {
             super::Store::sweep_leftovers(&self.path);
             if matches!(self.chosen, Chosen::Default { .. }) {

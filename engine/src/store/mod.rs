@@ -10,10 +10,13 @@
 //! transaction, begun by checking the writer's [`Fence`], then the closure,
 //! then the commit. Without a lease there is no write at all.
 //!
-//! `sqlite` is the one implementation: the only code in the engine that
-//! names `rusqlite` or writes SQL. Another backend (a ledger shared by
-//! workers on several machines) implements the same traits; nothing outside
-//! this folder assumes one process or one file.
+//! Two implementations, the only code in the engine that writes SQL:
+//! `sqlite` (one file, one writer at a time: the default) and `postgres`
+//! (a ledger shared by workers on several machines, `--store
+//! postgres://…`). Nothing outside this folder assumes one process or one
+//! file: a writer asks its guard to `claim` a task before it works on it
+//! (always granted on SQLite, whose lease covers the whole store; a
+//! per-task lease with a fencing generation on PostgreSQL).
 
 pub mod acts;
 pub mod attempts;
@@ -25,6 +28,7 @@ pub mod inspect;
 pub mod lease;
 mod ledger;
 pub mod location;
+mod postgres;
 mod sqlite;
 
 /// `engine verify`: check a store and name the first bad thing. The checks
@@ -36,7 +40,7 @@ pub mod verify {
 }
 
 use std::ops::Deref;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 pub use acts::{ActsRead, ActsWrite};
@@ -47,6 +51,7 @@ pub use goals::{GoalsRead, GoalsWrite};
 pub use inspect::Inspect;
 pub use lease::{Fence, Holder};
 pub use ledger::{LedgerRead, LedgerTx};
+pub use postgres::claims::{Claimed, TakenOver, GOAL_CLAIM};
 
 pub const STORE_FILE: &str = "engine.db";
 
@@ -71,92 +76,193 @@ pub fn located(e: crate::error::Error, path: &Path) -> crate::error::Error {
 
 /// An opened ledger. Reads only; [`Store::lease`] makes it a writer.
 pub struct Store {
-    db: sqlite::Db,
+    backend: Backend,
+    /// Where it is, as given (a path, or a PostgreSQL URL).
+    location: PathBuf,
+}
+
+enum Backend {
+    Sqlite(sqlite::Db),
+    Postgres(postgres::Pg),
+}
+
+/// Is this store location a PostgreSQL URL (`postgres://…`)?
+pub fn is_shared(location: &Path) -> bool {
+    location.to_str().is_some_and(postgres::is_url)
+}
+
+/// Where a store is, as errors name it (a URL's password left out).
+pub fn display_place(location: &Path) -> String {
+    if is_shared(location) {
+        postgres::redact(url(location))
+    } else {
+        location.display().to_string()
+    }
+}
+
+fn url(location: &Path) -> &str {
+    location.to_str().unwrap_or_default()
 }
 
 impl Store {
     /// Open (creating if needed) for writing. The folder is made 0700 and
-    /// the file 0600; a symlink or another user's file is refused.
+    /// the file 0600; a symlink or another user's file is refused. A
+    /// PostgreSQL store gets its tables created or migrated.
     pub fn open_rw(path: &Path) -> Result<Store> {
-        Ok(Store { db: sqlite::Db::open_rw(path)? })
+        let backend = if is_shared(path) {
+            Backend::Postgres(postgres::Pg::open_rw(url(path))?)
+        } else {
+            Backend::Sqlite(sqlite::Db::open_rw(path)?)
+        };
+        Ok(Store { backend, location: path.to_path_buf() })
     }
 
     /// Open an existing store for reading only (status, log, explain).
     /// `Ok(None)` when there is no store yet. A reader never migrates.
     pub fn open_ro(path: &Path) -> Result<Option<Store>> {
-        Ok(sqlite::Db::open_ro(path)?.map(|db| Store { db }))
+        let backend = if is_shared(path) {
+            postgres::Pg::open_ro(url(path))?.map(Backend::Postgres)
+        } else {
+            sqlite::Db::open_ro(path)?.map(Backend::Sqlite)
+        };
+        Ok(backend.map(|backend| Store { backend, location: path.to_path_buf() }))
     }
 
     /// Remove what creations of the store at `path` killed midway left
     /// (every writer's open does it too; the sandbox, prepared before the
     /// store is opened, refuses a store folder holding such a second name).
     pub fn sweep_leftovers(path: &Path) {
-        sqlite::sweep_leftovers(path)
+        if !is_shared(path) {
+            sqlite::sweep_leftovers(path)
+        }
     }
 
-    /// The schema version of an existing store file, read without touching
-    /// it (`None`: no file there).
+    /// The schema version of an existing store, read without touching it
+    /// (`None`: no store there).
     pub fn schema_version(path: &Path) -> Result<Option<i64>> {
-        sqlite::Db::schema_version(path)
+        if is_shared(path) {
+            postgres::Pg::schema_version(url(path))
+        } else {
+            sqlite::Db::schema_version(path)
+        }
     }
 
+    /// Is the store at `path` at this engine's schema version?
+    pub fn is_current(path: &Path) -> Result<bool> {
+        let current = if is_shared(path) { postgres::SCHEMA_VERSION } else { SCHEMA_VERSION };
+        Ok(Store::schema_version(path)? == Some(current))
+    }
+
+    /// Where the store is: its file, or its URL without the password.
     pub fn path(&self) -> &Path {
-        self.db.path()
+        match &self.backend {
+            Backend::Sqlite(db) => db.path(),
+            Backend::Postgres(pg) => Path::new(pg.place()),
+        }
+    }
+
+    /// Is this a ledger shared by workers (claims per task)?
+    pub fn shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
     }
 
     /// The ledger, for reading.
     pub fn read(&self) -> ReadView<'_> {
-        ReadView { inner: self.db.reader() }
+        ReadView { inner: self.view() }
     }
 
     /// The whole ledger, listed (see `inspect`).
     pub fn inspect(&self) -> InspectView<'_> {
-        InspectView { inner: self.db.reader() }
+        InspectView { inner: self.view() }
+    }
+
+    fn view(&self) -> View<'_> {
+        match &self.backend {
+            Backend::Sqlite(db) => View::Sqlite(db.reader()),
+            Backend::Postgres(pg) => View::Postgres(pg.reader()),
+        }
     }
 
     /// Read inside one snapshot (one read transaction): every read in `f`
-    /// sees the same ledger.
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
-        self.db.snapshot(f)
+    /// sees the same ledger. On a shared store `f` runs again when the
+    /// connection was lost in the middle (so it only reads).
+    pub fn snapshot<T>(&self, f: impl FnMut(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.snapshot(f),
+            Backend::Postgres(pg) => pg.snapshot(f),
+        }
     }
 
     /// The live holder of the lease, if any (for readers to say whether an
-    /// in-doubt attempt is still in flight).
+    /// in-doubt attempt is still in flight). A shared store has none.
     pub fn live_holder(&self) -> Result<Option<Holder>> {
-        self.db.live_holder()
+        match &self.backend {
+            Backend::Sqlite(db) => db.live_holder(),
+            Backend::Postgres(_) => Ok(None),
+        }
     }
 
     /// Take the single-writer lease (`STORE_LOCKED` while another live
     /// engine holds it; a dead holder's lease is taken over and logged).
+    /// On a shared store: register as a worker, whose claims a heartbeat
+    /// keeps alive.
     pub fn lease(mut self) -> Result<LeaseGuard> {
-        let acquired = self.db.acquire_lease()?;
+        let acquired = match &mut self.backend {
+            Backend::Sqlite(db) => db.acquire_lease()?,
+            Backend::Postgres(pg) => pg.acquire_lease()?,
+        };
         Ok(LeaseGuard { store: self, fence: acquired.fence, took_over: acquired.took_over })
     }
+
+    /// The goals a worker may find work in (a shared store's open goals).
+    pub fn open_goals(&self) -> Result<Vec<crate::ids::GoalId>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(Vec::new()),
+            Backend::Postgres(pg) => pg.open_goals(),
+        }
+    }
+
+    /// Where the store is, as the command was given it.
+    pub fn location(&self) -> &Path {
+        &self.location
+    }
+}
+
+/// A backend's view of the ledger.
+enum View<'a> {
+    Sqlite(sqlite::Sql<'a>),
+    Postgres(postgres::PgSql<'a>),
 }
 
 /// The ledger as a reader sees it: every read of [`LedgerRead`], no write.
 pub struct ReadView<'a> {
-    inner: sqlite::Sql<'a>,
+    inner: View<'a>,
 }
 
 impl<'a> Deref for ReadView<'a> {
     type Target = dyn LedgerRead + 'a;
 
     fn deref(&self) -> &Self::Target {
-        &self.inner
+        match &self.inner {
+            View::Sqlite(s) => s,
+            View::Postgres(p) => p,
+        }
     }
 }
 
 /// The ledger as a whole: every record, listed; no write.
 pub struct InspectView<'a> {
-    inner: sqlite::Sql<'a>,
+    inner: View<'a>,
 }
 
 impl<'a> Deref for InspectView<'a> {
     type Target = dyn Inspect + 'a;
 
     fn deref(&self) -> &Self::Target {
-        &self.inner
+        match &self.inner {
+            View::Sqlite(s) => s,
+            View::Postgres(p) => p,
+        }
     }
 }
 
@@ -188,22 +294,78 @@ impl LeaseGuard {
         self.store.read()
     }
 
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+    pub fn snapshot<T>(&self, f: impl FnMut(&dyn LedgerRead) -> Result<T>) -> Result<T> {
         self.store.snapshot(f)
     }
 
     /// Run `f` in one transaction: begin, check that this writer's fence
     /// still holds (`STALE_GENERATION` otherwise: a superseded writer
     /// writes nothing), `f`, commit.
-    pub fn write<T>(&mut self, durability: Durability, f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>) -> Result<T> {
-        self.store.db.write(self.fence, durability, f)
+    ///
+    /// `f` may run more than once on a shared store: when the connection
+    /// was lost before the commit (or the commit's answer was lost and it
+    /// did not happen), the transaction runs again from the start, on
+    /// fresh reads. So `f` does ledger reads and writes only.
+    pub fn write<T>(&mut self, durability: Durability, f: impl FnMut(&mut dyn LedgerTx) -> Result<T>) -> Result<T> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.write(self.fence, durability, f),
+            Backend::Postgres(pg) => pg.write(self.fence, durability, f),
+        }
+    }
+
+    /// Is this a shared store (claims per task)?
+    pub fn shared(&self) -> bool {
+        self.store.shared()
+    }
+
+    /// Claim a task before working on it. On SQLite the store's lease
+    /// covers every task: always this writer's. On a shared store, a
+    /// per-task lease (`SKIP LOCKED`): `Elsewhere` when another live
+    /// worker holds it; an expired one is taken over (its generation + 1).
+    pub fn claim(&mut self, goal: &crate::ids::GoalId, task_ref: &str) -> Result<Claimed> {
+        match &mut self.store.backend {
+            Backend::Sqlite(_) => Ok(Claimed::Mine { generation: self.fence.generation(), took_over: None }),
+            Backend::Postgres(pg) => pg.claim(goal, task_ref),
+        }
+    }
+
+    /// Give a task's claim back (nothing more to do on it for now).
+    pub fn release_claim(&mut self, goal: &crate::ids::GoalId, task_ref: &str) -> Result<()> {
+        match &mut self.store.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(pg) => pg.release_claim(goal, task_ref),
+        }
+    }
+
+    /// The tasks of a goal other live workers hold (none on SQLite).
+    pub fn held_elsewhere(&self, goal: &crate::ids::GoalId) -> Result<std::collections::HashSet<String>> {
+        match &self.store.backend {
+            Backend::Sqlite(_) => Ok(Default::default()),
+            Backend::Postgres(pg) => pg.held_elsewhere(goal),
+        }
+    }
+
+    /// This writer's name on a shared store (host, pid, a random part).
+    pub fn worker_id(&self) -> Option<&str> {
+        match &self.store.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(pg) => Some(pg.worker_id()),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 }
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         // Nothing to report to on this path; a lease left behind is taken
-        // over by the next engine once this process is gone.
-        let _ = self.store.db.release_lease(self.fence);
+        // over by the next engine once this process is gone (claims on a
+        // shared store expire).
+        let _ = match &mut self.store.backend {
+            Backend::Sqlite(db) => db.release_lease(self.fence),
+            Backend::Postgres(pg) => pg.release_lease(),
+        };
     }
 }

@@ -163,7 +163,7 @@ impl Db {
         &mut self,
         fence: Fence,
         durability: Durability,
-        f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>,
+        f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
         let result = self.write_counted(fence, durability, f);
         result.map_err(|e| located(sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
@@ -173,7 +173,7 @@ impl Db {
         &mut self,
         fence: Fence,
         durability: Durability,
-        f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>,
+        mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
         self.set_durability(durability)?;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

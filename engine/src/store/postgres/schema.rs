@@ -1,0 +1,448 @@
+//! The ledger's schema on PostgreSQL and its migrations, versioned like
+//! SQLite's: `schema_meta.version` holds the version; a database newer
+//! than this binary is refused (`SCHEMA_TOO_NEW`); a migration is never
+//! edited once released. Migrating takes an advisory lock in its
+//! transaction, so of several engines starting at once one migrates and
+//! the others find nothing left to do.
+//!
+//! The tables are SQLite's schema 3 with PostgreSQL's types (`BIGINT`
+//! ids from identity columns, `BYTEA` blobs, `BOOLEAN` flags), plus what
+//! workers on several machines need: `workers` (who is alive), `claims`
+//! (a lease per task with its fencing generation), `commit_tokens` (what
+//! tells whether a commit whose answer was lost happened) and `outputs`
+//! (a task's declared output files, content-addressed in `blobs`).
+
+use super::client::{p, Conn};
+use crate::error::{Code, Error, Result};
+
+/// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+
+/// The migration after which the acts already in the store are put on the
+/// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
+const CHAIN_FROM: usize = 3;
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock key migrations take (any fixed number; "engine" in ASCII).
+const MIGRATION_LOCK: i64 = 0x656e_6769_6e65;
+
+const MIGRATION_1: &str = r#"
+CREATE TABLE events (
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at_ms      BIGINT NOT NULL,
+    goal_id    TEXT,
+    revision   BIGINT,
+    task_ref   TEXT,
+    attempt_id BIGINT,
+    kind       TEXT NOT NULL,
+    data       TEXT NOT NULL
+);
+CREATE INDEX events_by_goal_kind ON events(goal_id, kind, seq);
+CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'events are append-only'; END $$;
+CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+  FOR EACH ROW EXECUTE FUNCTION events_append_only();
+
+CREATE TABLE blobs (
+    digest  TEXT PRIMARY KEY,
+    size    BIGINT NOT NULL,
+    data    BYTEA NOT NULL
+);
+
+CREATE TABLE goals (
+    id               TEXT PRIMARY KEY,
+    active_revision  BIGINT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('open','satisfied','failed','needs_settlement')),
+    first_run_at_ms  BIGINT NOT NULL,
+    updated_seq      BIGINT NOT NULL,
+    calls_used       BIGINT NOT NULL DEFAULT 0,
+    cost_used_micros BIGINT NOT NULL DEFAULT 0,
+    created          BIGINT GENERATED ALWAYS AS IDENTITY
+);
+
+CREATE TABLE revisions (
+    goal_id        TEXT NOT NULL REFERENCES goals(id),
+    revision       BIGINT NOT NULL,
+    parent         BIGINT,
+    plan_digest    TEXT NOT NULL,
+    goal_contract  TEXT NOT NULL,
+    plan_json      TEXT NOT NULL,
+    plan_path      TEXT NOT NULL,
+    workspace      TEXT NOT NULL,
+    reason         TEXT,
+    created_at_ms  BIGINT NOT NULL,
+    PRIMARY KEY (goal_id, revision)
+);
+
+CREATE TABLE tasks (
+    goal_id        TEXT NOT NULL,
+    revision       BIGINT NOT NULL,
+    task_ref       TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval')),
+    meaning        TEXT NOT NULL,
+    dependencies   TEXT NOT NULL,
+    operation_id   TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    detail         TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (goal_id, revision, task_ref),
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+CREATE INDEX tasks_by_operation ON tasks(operation_id);
+
+CREATE TABLE attempts (
+    id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    goal_id          TEXT NOT NULL,
+    revision         BIGINT NOT NULL,
+    task_ref         TEXT NOT NULL,
+    operation_id     TEXT NOT NULL,
+    try_no           BIGINT NOT NULL CHECK (try_no >= 1),
+    kind             TEXT NOT NULL,
+    request_digest   TEXT NOT NULL,
+    request_json     TEXT NOT NULL,
+    effect           TEXT NOT NULL,
+    cost_micros      BIGINT NOT NULL DEFAULT 0 CHECK (cost_micros >= 0),
+    state            TEXT NOT NULL CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned')),
+    generation       BIGINT NOT NULL,
+    intent_at_ms     BIGINT NOT NULL,
+    dispatched_at_ms BIGINT,
+    dispatch_detail  TEXT,
+    finished_at_ms   BIGINT,
+    class            TEXT CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified')),
+    class_rule       TEXT,
+    class_evidence_ids TEXT,
+    class_claim_ids  TEXT,
+    class_next       TEXT,
+    unknown_reason   TEXT,
+    reusable         BOOLEAN,
+    checkpoint       TEXT,
+    inputs_at_intent TEXT,
+    instruction      TEXT,
+    process          TEXT,
+    UNIQUE (operation_id, try_no),
+    FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
+);
+CREATE INDEX attempts_by_task ON attempts(goal_id, revision, task_ref, id);
+CREATE INDEX attempts_by_goal_task ON attempts(goal_id, task_ref);
+CREATE INDEX attempts_by_state ON attempts(state);
+
+CREATE TABLE receipts (
+    attempt_id BIGINT PRIMARY KEY REFERENCES attempts(id),
+    at_ms      BIGINT NOT NULL,
+    data       TEXT NOT NULL
+);
+
+CREATE TABLE evidence (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    goal_id    TEXT NOT NULL,
+    revision   BIGINT,
+    attempt_id BIGINT REFERENCES attempts(id),
+    kind       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    at_ms      BIGINT NOT NULL
+);
+CREATE INDEX evidence_by_attempt ON evidence(attempt_id);
+
+CREATE TABLE claims (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    attempt_id BIGINT NOT NULL REFERENCES attempts(id),
+    authority  TEXT NOT NULL,
+    data       TEXT NOT NULL
+);
+
+CREATE TABLE check_results (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    goal_id     TEXT NOT NULL,
+    revision    BIGINT NOT NULL,
+    scope       TEXT NOT NULL CHECK (scope IN ('validation','acceptance')),
+    task_ref    TEXT,
+    attempt_id  BIGINT REFERENCES attempts(id),
+    check_id    TEXT NOT NULL,
+    passed      BOOLEAN NOT NULL,
+    checkpoint  TEXT,
+    evidence_id BIGINT NOT NULL REFERENCES evidence(id)
+);
+CREATE INDEX check_results_by_task ON check_results(goal_id, revision, task_ref, check_id, id);
+
+CREATE TABLE checkpoints (
+    digest TEXT PRIMARY KEY,
+    data   TEXT NOT NULL
+);
+
+-- The file-state cache is per machine: keyed by host as well as path.
+CREATE TABLE file_cache (
+    host         TEXT NOT NULL,
+    path         TEXT NOT NULL,
+    size         BIGINT NOT NULL,
+    mtime_ns     BIGINT NOT NULL,
+    ctime_ns     BIGINT NOT NULL,
+    inode        BIGINT NOT NULL,
+    dev          BIGINT NOT NULL,
+    digest       TEXT NOT NULL,
+    hashed_at_ns BIGINT NOT NULL,
+    PRIMARY KEY (host, path)
+);
+
+CREATE TABLE settlements (
+    id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    attempt_id    BIGINT NOT NULL REFERENCES attempts(id),
+    operation_id  TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('ok','not_run')),
+    actor         TEXT NOT NULL,
+    note          TEXT NOT NULL CHECK (length(note) > 0),
+    evidence_blob TEXT,
+    at_ms         BIGINT NOT NULL
+);
+
+CREATE TABLE approvals (
+    id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    operation_id   TEXT NOT NULL,
+    goal_id        TEXT NOT NULL,
+    revision       BIGINT NOT NULL,
+    task_ref       TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    plan_digest    TEXT NOT NULL,
+    actor          TEXT NOT NULL,
+    note           TEXT NOT NULL CHECK (length(note) > 0),
+    at_ms          BIGINT NOT NULL,
+    consumed_by    BIGINT REFERENCES attempts(id),
+    voided_by      BIGINT REFERENCES attempts(id)
+);
+CREATE INDEX approvals_by_operation ON approvals(operation_id);
+
+CREATE TABLE pending_requests (
+    id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    operation_id   TEXT NOT NULL,
+    goal_id        TEXT NOT NULL,
+    revision       BIGINT NOT NULL,
+    task_ref       TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    asked_at_ms    BIGINT NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id);
+
+-- A process that writes: a worker (or a person's command). Its heartbeat
+-- renews its claims; nothing reads liveness from here but people.
+CREATE TABLE workers (
+    id          TEXT PRIMARY KEY,
+    host        TEXT NOT NULL,
+    pid         BIGINT NOT NULL,
+    started_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    seen_at     TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- A lease per task (task_ref '' is a goal's acceptance and verdict).
+-- `generation` is the fencing token: every takeover adds one, and every
+-- write about the task checks it in its own transaction.
+CREATE TABLE task_claims (
+    goal_id     TEXT NOT NULL REFERENCES goals(id),
+    task_ref    TEXT NOT NULL,
+    worker_id   TEXT NOT NULL,
+    generation  BIGINT NOT NULL CHECK (generation >= 1),
+    expires_at  TIMESTAMPTZ NOT NULL,
+    released    BOOLEAN NOT NULL DEFAULT false,
+    PRIMARY KEY (goal_id, task_ref)
+);
+CREATE INDEX task_claims_by_worker ON task_claims(worker_id) WHERE NOT released;
+
+-- One row per write transaction, written inside it: after a connection
+-- lost during COMMIT, its presence says the commit happened.
+CREATE TABLE commit_tokens (
+    token TEXT PRIMARY KEY,
+    at    TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- A succeeded attempt's declared outputs: path, mode and content digest
+-- (the bytes in `blobs`).
+CREATE TABLE outputs (
+    attempt_id BIGINT NOT NULL REFERENCES attempts(id),
+    path       TEXT NOT NULL,
+    mode       BIGINT NOT NULL,
+    digest     TEXT NOT NULL REFERENCES blobs(digest),
+    size       BIGINT NOT NULL,
+    PRIMARY KEY (attempt_id, path)
+);
+"#;
+
+/// Schema 2: what SQLite's schemas 4 and 5 brought, in one step.
+/// - The failure class `constraint_violated` (a violated constraint of the
+///   goal) is allowed by the class CHECK.
+/// - `attempts.protected_at_intent`: the checkpoint digest of the goal's
+///   protected paths an attempt is judged against (observed before its
+///   intent), so an attempt judged after a restart or a takeover is judged
+///   against the same state.
+/// - `cancelled`, the state of an attempt and of a task a person stopped,
+///   is allowed by the state CHECKs.
+///
+/// PostgreSQL alters a CHECK in place: each is dropped by the name it was
+/// given (`<table>_<column>_check`) and added again, wider; no row is copied.
+const MIGRATION_2: &str = r#"
+ALTER TABLE attempts DROP CONSTRAINT attempts_class_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_class_check
+    CHECK (class IS NULL OR class IN ('validation_failed','provider_rejected','provider_unavailable','timeout','killed','environment','effect_unknown','unclassified','constraint_violated'));
+ALTER TABLE attempts ADD COLUMN protected_at_intent TEXT;
+ALTER TABLE attempts DROP CONSTRAINT attempts_state_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_state_check
+    CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned','cancelled'));
+ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+ALTER TABLE tasks ADD CONSTRAINT tasks_state_check
+    CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval','cancelled'));
+"#;
+
+/// Schema 3: SQLite's schemas 6 (the trust boundary, issue 11) and 7 (the
+/// provider's handle of a request, issue 15), with the same columns,
+/// tables and CHECKs:
+/// - the sandbox an attempt's provider process ran under (JSON);
+/// - the operating-system uid and user of a person's acts;
+/// - the retries, repairs and revisions a person asks for (`person_requests`);
+/// - the act chain over all of them, append-only (a trigger refuses an
+///   UPDATE or DELETE); the acts already in the store are chained when it
+///   is migrated;
+/// - `--request-id`s with the fingerprint of their command and its answer;
+/// - an attempt's handle (JSON with a `kind`) and when it was recorded.
+const MIGRATION_3: &str = r#"
+ALTER TABLE attempts ADD COLUMN sandbox TEXT;
+ALTER TABLE approvals ADD COLUMN os_uid BIGINT;
+ALTER TABLE approvals ADD COLUMN os_user TEXT;
+ALTER TABLE settlements ADD COLUMN os_uid BIGINT;
+ALTER TABLE settlements ADD COLUMN os_user TEXT;
+
+CREATE TABLE person_requests (
+    id            BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    kind          TEXT NOT NULL CHECK (kind IN ('retry','repair','revise')),
+    goal_id       TEXT NOT NULL,
+    revision      BIGINT NOT NULL,
+    task_ref      TEXT,
+    operation_id  TEXT,
+    actor         TEXT NOT NULL,
+    os_uid        BIGINT NOT NULL,
+    os_user       TEXT NOT NULL,
+    data          TEXT NOT NULL,
+    at_ms         BIGINT NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
+
+CREATE TABLE act_chain (
+    seq      BIGINT PRIMARY KEY CHECK (seq >= 1),
+    kind     TEXT NOT NULL CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided')),
+    row_id   BIGINT NOT NULL,
+    content  TEXT NOT NULL,
+    prev     TEXT NOT NULL,
+    hash     TEXT NOT NULL,
+    UNIQUE (kind, row_id)
+);
+CREATE FUNCTION act_chain_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the act chain is append-only'; END;
+$$;
+CREATE TRIGGER act_chain_append_only BEFORE UPDATE OR DELETE ON act_chain
+    FOR EACH ROW EXECUTE FUNCTION act_chain_append_only();
+
+CREATE TABLE request_ids (
+    request_id   TEXT PRIMARY KEY,
+    fingerprint  TEXT NOT NULL,
+    command      TEXT NOT NULL,
+    at_ms        BIGINT NOT NULL,
+    exit_code    INTEGER,
+    output_text  TEXT,
+    output_json  TEXT
+);
+
+ALTER TABLE attempts ADD COLUMN handle TEXT
+    CHECK (handle IS NULL OR (handle::jsonb ->> 'kind') IS NOT NULL);
+ALTER TABLE attempts ADD COLUMN handle_at_ms BIGINT;
+"#;
+
+/// The schema version of the database, `None` when the engine never made
+/// its tables there.
+pub fn version(conn: &Conn) -> Result<Option<i64>> {
+    let rows = conn.query("SELECT to_regclass('schema_meta') IS NOT NULL", p![])?;
+    let exists: bool = rows.first().map(|r| r.try_get(0)).transpose().map_err(col)?.unwrap_or(false);
+    if !exists {
+        return Ok(None);
+    }
+    let rows = conn.query("SELECT version FROM schema_meta WHERE id = 1", p![])?;
+    rows.first().map(|r| r.try_get(0)).transpose().map_err(col)
+}
+
+fn col(e: tokio_postgres::Error) -> Error {
+    Error::new(Code::StoreCorrupt, format!("the store's schema_meta does not read: {e}"))
+}
+
+/// Refuse a database newer than this engine.
+pub fn refuse_newer(version: Option<i64>, place: &str) -> Result<()> {
+    match version {
+        Some(v) if v > SCHEMA_VERSION => Err(Error::new(
+            Code::SchemaTooNew,
+            format!("the store has schema version {v}; this engine knows up to {SCHEMA_VERSION}. Use a newer engine."),
+        )
+        .at(place.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// Bring the schema up to `SCHEMA_VERSION` in one transaction, under the
+/// migration lock; the version is read again under it.
+pub fn migrate(conn: &Conn, place: &str) -> Result<()> {
+    let before = version(conn)?;
+    refuse_newer(before, place)?;
+    if before == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    conn.begin("BEGIN")?;
+    let applied = (|| -> Result<()> {
+        conn.query("SELECT pg_advisory_xact_lock($1)", p![MIGRATION_LOCK])?;
+        conn.query(
+            "CREATE TABLE IF NOT EXISTS schema_meta (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL,
+               store_id TEXT NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text))",
+            p![],
+        )?;
+        let now = version(conn)?.unwrap_or(0);
+        refuse_newer(Some(now), place)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(now.max(0) as usize) {
+            batch(conn, sql)?;
+            conn.query(
+                "INSERT INTO schema_meta (id, version) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET version = $1",
+                p![(i + 1) as i64],
+            )?;
+            if i + 1 == CHAIN_FROM {
+                super::chain::adopt(&super::sql::PgSql::reader(conn))?;
+            }
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => {
+            conn.commit()?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = conn.rollback();
+            Err(e)
+        }
+    }
+}
+
+/// A migration's statements, one at a time (the extended protocol takes
+/// one statement per query). Statements end with `;` at a line's end; a
+/// function body between `$$` keeps its own.
+fn batch(conn: &Conn, sql: &str) -> Result<()> {
+    let mut stmt = String::new();
+    let mut in_body = false;
+    for line in sql.lines() {
+        if line.trim_start().starts_with("--") {
+            continue;
+        }
+        in_body ^= line.matches("$$").count() % 2 == 1;
+        stmt.push_str(line);
+        stmt.push('\n');
+        if !in_body && line.trim_end().ends_with(';') {
+            conn.query(stmt.trim().trim_end_matches(';'), p![])?;
+            stmt.clear();
+        }
+    }
+    if !stmt.trim().is_empty() {
+        conn.query(stmt.trim(), p![])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Plans and workers for the shared-store tests.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::postgres::Pg;
+use crate::support::{Running, Ws};
+
+pub const GOAL: &str = "wide";
+
+/// A server, a database, and a workspace holding the plan.
+pub struct Shared {
+    pub pg: Pg,
+    pub url: String,
+    pub ws: Ws,
+}
+
+impl Shared {
+    pub fn new(plan: &Value) -> Shared {
+        let pg = Pg::start();
+        let url = pg.database("ledger");
+        let ws = Ws::new();
+        ws.write_plan("plan.json", plan);
+        Shared { pg, url, ws }
+    }
+
+    /// `engine ARGS --store URL` in the plan's workspace.
+    pub fn engine(&self, args: &[&str]) -> crate::support::Out {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--store", &self.url]);
+        self.ws.engine(&all)
+    }
+
+    pub fn submit(&self) {
+        self.engine(&["--json", "submit", "plan.json"]).expect_code(0);
+    }
+
+    /// A worker's own workspace (a checkout of its own, outside the plan's).
+    pub fn workspace(&self, name: &str) -> PathBuf {
+        let dir = self.ws.root().join(name);
+        std::fs::create_dir_all(&dir).expect("worker workspace");
+        dir
+    }
+
+    /// `engine --json worker --goal GOAL --jobs N` in workspace `name`.
+    pub fn worker(&self, name: &str, jobs: usize, env: &[(&str, &str)]) -> Running {
+        let dir = self.workspace(name);
+        let jobs = jobs.to_string();
+        let dir = dir.display().to_string();
+        let mut cmd = self.ws.command(&[
+            "--json",
+            "worker",
+            "--goal",
+            GOAL,
+            "--jobs",
+            &jobs,
+            "--store",
+            &self.url,
+            "--workspace",
+            &dir,
+        ]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.ws.spawn(cmd)
+    }
+
+    /// Every provider call in `$SIDE/calls.log`: (task, phase, worker pid).
+    pub fn calls(&self) -> Vec<(String, String, i32)> {
+        std::fs::read_to_string(self.ws.side.join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some((w.next()?.to_string(), w.next()?.to_string(), w.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// How many times each task's provider started.
+    pub fn starts(&self) -> BTreeMap<String, usize> {
+        let mut n = BTreeMap::new();
+        for (t, phase, _) in self.calls() {
+            if phase == "start" {
+                *n.entry(t).or_insert(0) += 1;
+            }
+        }
+        n
+    }
+
+    pub fn wait_started(&self, task: &str) {
+        crate::support::wait_until(Duration::from_secs(30), &format!("{task} started"), || {
+            self.starts().contains_key(task).then_some(())
+        });
+    }
+}
+
+/// A command that logs its start (with its parent: the worker), sleeps,
+/// and logs its end.
+pub fn logged(task: &str, sleep_s: f64) -> Value {
+    json!([
+        "sh",
+        "-c",
+        format!(
+        "echo \"$0 start $PPID\" >> \"$SIDE/calls.log\"; sleep {sleep_s}; echo \"$0 end $PPID\" >> \"$SIDE/calls.log\""
+    ),
+        task
+    ])
+}
+
+pub fn task(r: &str, effect: &str, sleep_s: f64, deps: &[&str]) -> Value {
+    json!({"ref": r, "title": r, "provider": "sh", "action": {"run": logged(r, sleep_s)},
+           "effect": effect, "inputs": [], "depends_on": deps})
+}
+
+pub fn plan(tasks: Vec<Value>) -> Value {
+    json!({
+        "version": 1,
+        "goal": {"id": GOAL, "statement": "every task once",
+                 "acceptance": [{"id": "A1", "statement": "runs", "check": {"run": ["true"], "expect_exit": 0}}],
+                 "constraints": []},
+        "budgets": {"max_attempts_per_task": 3, "max_revisions": 3, "max_provider_calls": 1000, "max_cost": 0, "deadline_seconds": 3600},
+        "providers": {"sh": {"kind": "command"}},
+        "tasks": tasks
+    })
+}
+
+/// `n` independent tasks and one that depends on them all.
+pub fn wide(n: usize, sleep_s: f64) -> Value {
+    let mut tasks: Vec<Value> = (0..n).map(|i| task(&format!("T{i:02}"), "none", sleep_s, &[])).collect();
+    let refs: Vec<String> = (0..n).map(|i| format!("T{i:02}")).collect();
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+    tasks.push(task("Z", "none", 0.0, &refs));
+    plan(tasks)
+}

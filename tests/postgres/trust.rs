@@ -1,0 +1,75 @@
+//! A person's acts on the PostgreSQL ledger: a row the engine did not
+//! write (SQL straight into the table, as a provider holding the
+//! database's credentials could) is `STORE_TAMPERED` and never spent; the
+//! act chain gives the same verdicts as on SQLite.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::common::{plan, task, Shared};
+use crate::support::{Ledger, RUN_DEADLINE};
+
+/// A task that needs a person's approval, asked once by a worker; its
+/// operation id.
+fn asked() -> (Shared, String) {
+    let mut t = task("PAY", "external", 0.0, &[]);
+    t["requires_approval"] = json!(true);
+    let s = Shared::new(&plan(vec![t]));
+    s.submit();
+    let asked = s.worker("w0", 1, &[]).wait(RUN_DEADLINE);
+    asked.expect(4, Some("APPROVAL_REQUIRED"));
+    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    (s, op)
+}
+
+/// An approval inserted with SQL, bound exactly to the pending request and
+/// the active plan (what `engine approve` would have written, without the
+/// act chain's entry): the worker refuses it naming its row, dispatches
+/// nothing, records no intent, and the row stays unspent.
+#[test]
+fn a_hand_inserted_approval_is_store_tampered_and_never_spent() {
+    let (s, op) = asked();
+    s.pg.psql(
+        "ledger",
+        &format!(
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user)
+             SELECT p.operation_id, p.goal_id, p.revision, p.task_ref, p.request_digest, r.plan_digest, 'me', 'forged', 1, 0, 'root'
+             FROM pending_requests p JOIN revisions r ON r.goal_id = p.goal_id AND r.revision = p.revision
+             WHERE p.operation_id = '{op}'"
+        ),
+    );
+    let forged = s.pg.psql("ledger", "SELECT max(id) FROM approvals");
+    s.submit();
+    let out = s.worker("w1", 1, &[]).wait(RUN_DEADLINE);
+    out.expect(2, Some("STORE_TAMPERED"));
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains(&format!("approvals row {forged}")), "{}", out.describe());
+    assert_eq!(s.starts().get("PAY"), None, "nothing dispatched");
+    let ledger = Ledger::open(Path::new(&s.url));
+    assert!(ledger.attempts_of("PAY").is_empty(), "no intent was recorded");
+    let approvals = ledger.approvals();
+    assert_eq!(approvals.len(), 1);
+    assert!(approvals.iter().all(|a| a.consumed_by.is_none() && a.voided_by.is_none()), "never spent: {approvals:?}");
+}
+
+/// A real approval is on the chain and is spent by exactly one call; the
+/// chain is append-only (an UPDATE or DELETE of an entry is refused by the
+/// database), and an approval row edited afterwards is refused when a
+/// person's act would rely on it.
+#[test]
+fn a_real_approval_is_chained_and_spent_and_the_chain_is_append_only() {
+    let (s, op) = asked();
+    s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
+    s.submit();
+    s.worker("w1", 1, &[]).wait(RUN_DEADLINE).expect_code(0);
+    assert_eq!(s.starts().get("PAY"), Some(&1), "one approval, one call");
+    let kinds = s.pg.psql("ledger", "SELECT string_agg(kind, ',' ORDER BY seq) FROM act_chain");
+    assert_eq!(kinds, "approval,approval_spent");
+    let approval = Ledger::open(Path::new(&s.url)).approvals().remove(0);
+    assert!(approval.uid.is_some() && approval.user.is_some(), "who acted is recorded: {approval:?}");
+    for sql in ["UPDATE act_chain SET content = '{}'", "DELETE FROM act_chain"] {
+        let refused = s.pg.try_psql("ledger", sql);
+        assert!(refused.contains("append-only"), "{sql}: {refused}");
+    }
+}

@@ -1,0 +1,228 @@
+//! A real PostgreSQL server for a test: the machine's server binaries
+//! (`initdb`, `pg_ctl` under `/usr/lib/postgresql/*/bin`, or
+//! `$ENGINE_TEST_PG_BIN`), a data folder in a temporary folder, listening
+//! on a free loopback port only. Run as an unprivileged user: as root,
+//! through `runuser -u postgres` (PostgreSQL refuses to run as root).
+//! Stopped (`-m immediate`) and removed on drop. `.ci/run` installs the
+//! `postgresql` package when the binaries are missing.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+pub struct Pg {
+    tmp: TempDir,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+/// The newest server binaries on the machine.
+fn server_bin() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ENGINE_TEST_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => bin,
+        None => panic!(
+            "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (or $ENGINE_TEST_PG_BIN): \
+             `.ci/run` installs the `postgresql` package"
+        ),
+    }
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    l.local_addr().expect("its address").port()
+}
+
+impl Pg {
+    /// Start a fresh server (a new cluster; its superuser is `engine`,
+    /// trusted on loopback only).
+    pub fn start() -> Pg {
+        let bin = server_bin();
+        let tmp = tempfile::Builder::new().prefix("engine-pg-").tempdir().expect("temp dir");
+        // SAFETY: geteuid has no preconditions.
+        let as_postgres = unsafe { libc::geteuid() } == 0;
+        if as_postgres {
+            chown_postgres(tmp.path());
+        }
+        let pg = Pg { tmp, bin, port: 0, as_postgres };
+        let init = pg.run(
+            "initdb",
+            &["-D", &pg.data(), "-U", "engine", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"],
+        );
+        assert!(init.status.success(), "initdb failed: {}", String::from_utf8_lossy(&init.stderr));
+        let mut pg = pg;
+        for _ in 0..5 {
+            pg.port = free_port();
+            if pg.try_start() {
+                pg.wait_ready();
+                return pg;
+            }
+        }
+        panic!("PostgreSQL did not start: {}", pg.log());
+    }
+
+    fn data(&self) -> String {
+        self.tmp.path().join("data").display().to_string()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let exe = self.bin.join(tool);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        };
+        cmd.current_dir(self.tmp.path()).stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Output {
+        self.command(tool).args(args).output().unwrap_or_else(|e| panic!("cannot run {tool}: {e}"))
+    }
+
+    fn try_start(&self) -> bool {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=100",
+            self.port,
+            self.tmp.path().display()
+        );
+        let log = self.tmp.path().join("server.log").display().to_string();
+        let out = self.run("pg_ctl", &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "-t", "30", "start"]);
+        out.status.success()
+    }
+
+    fn wait_ready(&self) {
+        let port = self.port.to_string();
+        for _ in 0..300 {
+            let out = self.run("pg_isready", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", "postgres"]);
+            if out.status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("PostgreSQL never became ready: {}", self.log());
+    }
+
+    /// A new, empty database; its URL.
+    pub fn database(&self, name: &str) -> String {
+        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.url(name)
+    }
+
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://engine@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Run SQL with `psql` (what the engine's own commands cannot stage).
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        let port = self.port.to_string();
+        let out = self.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", db, "-Atq", "-c", sql]);
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// `psql -c SQL` that may fail: what it printed, stdout and stderr.
+    pub fn try_psql(&self, db: &str, sql: &str) -> String {
+        let port = self.port.to_string();
+        let out = self.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", db, "-Atq", "-c", sql]);
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }
+
+    /// Crash the server (`pg_ctl stop -m immediate`: no clean shutdown,
+    /// recovery at the next start), wait `down`, start it again.
+    pub fn crash_and_restart(&self, down: Duration) {
+        let out = self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(down);
+        assert!(self.try_start(), "PostgreSQL did not start again: {}", self.log());
+        self.wait_ready();
+    }
+}
+
+impl Pg {
+    /// Stop the server (`-m immediate`) and remove its folder.
+    fn stop(&self) {
+        let _ = self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+        let _ = std::fs::remove_dir_all(self.tmp.path());
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Give the folder to the `postgres` user (the server refuses root).
+fn chown_postgres(dir: &Path) {
+    let status = Command::new("chown").args(["postgres:", &dir.display().to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "chown postgres {}", dir.display());
+}
+
+/// The test process's server under `ENGINE_TEST_STORE=postgres`.
+static SERVER: OnceLock<Pg> = OnceLock::new();
+
+/// SQL straight into a test workspace's PostgreSQL ledger (`url`), as
+/// something holding the database's credentials could write it, not
+/// through the engine; the rows it changed.
+pub fn tamper_test_store(url: &str, sql: &str) -> usize {
+    let pg = SERVER.get().expect("the test store's server is running");
+    let db = url.rsplit('/').next().expect("a database in the URL");
+    let port = pg.port.to_string();
+    let out = pg.run("psql", &["-h", "127.0.0.1", "-p", &port, "-U", "engine", "-d", db, "-At", "-c", sql]);
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    said.lines().last().and_then(|l| l.split_whitespace().last()).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// `ENGINE_TEST_STORE=postgres`: every workspace of this test process
+/// keeps its ledger on PostgreSQL instead of SQLite, so a suite written
+/// for SQLite runs unchanged against the shared store. One server per
+/// test process (started at the first workspace, stopped when the
+/// process exits), one new database per workspace; its URL. `None`
+/// unless the variable says `postgres`.
+pub fn test_store_database() -> Option<String> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    if std::env::var("ENGINE_TEST_STORE").ok()? != "postgres" {
+        return None;
+    }
+    let pg = SERVER.get_or_init(|| {
+        let pg = Pg::start();
+        // SAFETY: registers a plain `extern "C"` function once; it only
+        // reads the server's static.
+        unsafe { libc::atexit(stop_test_server) };
+        pg
+    });
+    extern "C" fn stop_test_server() {
+        if let Some(pg) = SERVER.get() {
+            pg.stop();
+        }
+    }
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    Some(pg.database(&format!("ws_{}_{n}", std::process::id())))
+}
