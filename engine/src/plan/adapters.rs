@@ -30,7 +30,7 @@ impl Adapter {
     /// against `workspace` (kept as written when there is none: the
     /// structural check never reads it).
     pub fn parse(spec: &ProviderSpec, workspace: Option<&Path>) -> std::result::Result<Adapter, ConfigError> {
-        let mut config = provider_config(spec)?;
+        let mut config = spec.provider_config();
         if let (Some(ws), Some(Value::String(ca))) = (workspace, config.get_mut("ca_file")) {
             *ca = resolve(ws, ca).to_string_lossy().into_owned();
         }
@@ -49,7 +49,7 @@ impl Adapter {
     /// The checks that read nothing: URLs against the scheme and host
     /// policy (a bare observe URL's placeholders included).
     pub fn check_urls(spec: &ProviderSpec) -> std::result::Result<(), ConfigError> {
-        let mut config = provider_config(spec)?;
+        let mut config = spec.provider_config();
         if let Some(obj) = config.as_object_mut() {
             obj.remove("ca_file");
         }
@@ -77,21 +77,6 @@ impl Adapter {
             Adapter::Mcp(p) => Arc::new(p),
         }
     }
-}
-
-/// A provider's spec as the providers' parser reads it: without the
-/// engine's own `tools` allow-list (checked by `engine check` and before
-/// the run, never the server's business) and `sandbox` (the engine applies
-/// it to the processes it starts).
-fn provider_config(spec: &ProviderSpec) -> std::result::Result<Value, ConfigError> {
-    let mut config = serde_json::to_value(spec).map_err(|e| ConfigError::new("", e.to_string()))?;
-    if let Some(obj) = config.as_object_mut() {
-        obj.remove("sandbox");
-        if let ProviderSpec::Mcp { .. } = spec {
-            obj.remove("tools");
-        }
-    }
-    Ok(config)
 }
 
 /// A path of the plan, relative to the workspace unless absolute.

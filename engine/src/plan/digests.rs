@@ -135,14 +135,7 @@ fn constraint_contract(c: &Constraint) -> Value {
 /// may ask and is checked before anything runs; it changes neither what a
 /// task does nor the request it sends.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
-    let mut config = serde_json::to_value(spec).expect("a provider spec serializes");
-    if let Some(obj) = config.as_object_mut() {
-        obj.remove("sandbox");
-        if let ProviderSpec::Mcp { .. } = spec {
-            obj.remove("tools");
-        }
-    }
-    json!({ "name": name, "config": config })
+    json!({ "name": name, "config": spec.provider_config() })
 }
 
 /// Provider identity and config, action, effect, inputs (sorted),

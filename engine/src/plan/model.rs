@@ -471,6 +471,25 @@ pub enum ProviderSpec {
 }
 
 impl ProviderSpec {
+    /// The provider's config as the providers' parser reads it and as a
+    /// task's meaning sees it: without `sandbox` (the engine applies it to
+    /// the processes it starts; it changes where a provider may write, not
+    /// what it is asked) and without an MCP provider's `tools` allow-list
+    /// (the engine's own check before anything runs, never the server's
+    /// business).
+    pub fn provider_config(&self) -> serde_json::Value {
+        // A derived `Serialize` of strings, numbers and string-keyed maps
+        // cannot fail; `Null` would only make a parse fail with its place.
+        let mut config = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = config.as_object_mut() {
+            obj.remove("sandbox");
+            if let ProviderSpec::Mcp { .. } = self {
+                obj.remove("tools");
+            }
+        }
+        config
+    }
+
     /// The provider's sandbox as the plan states it (`None`: the default).
     pub fn sandbox(&self) -> Option<&SandboxSpec> {
         match self {
