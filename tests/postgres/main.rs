@@ -8,4 +8,5 @@ mod common;
 mod failures;
 mod store;
 mod trust;
+mod verify;
 mod workers;

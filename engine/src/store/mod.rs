@@ -31,13 +31,7 @@ pub mod location;
 mod postgres;
 mod sqlite;
 
-/// `engine verify`: check a store and name the first bad thing. The checks
-/// read the SQLite file itself (its integrity, foreign keys, schema) and
-/// restate the ledger's invariants as queries, so they live with the
-/// SQLite implementation; this is their public face.
-pub mod verify {
-    pub use super::sqlite::verify::{verify, Finding, Verified, CHECKS};
-}
+pub mod verify;
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};

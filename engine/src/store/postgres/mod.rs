@@ -27,6 +27,7 @@ mod goals;
 mod inspect;
 mod schema;
 mod sql;
+pub(super) mod verify;
 
 use std::collections::HashSet;
 use std::sync::Arc;
