@@ -113,3 +113,46 @@ fn a_disabled_append_only_trigger_is_found() {
     assert_eq!(e["details"]["check"], "schema", "{}", out.describe());
     assert_eq!(e["details"]["entry"], "trigger act_chain_append_only", "{}", out.describe());
 }
+
+/// Damage the shared checks must name on PostgreSQL as on SQLite (the
+/// same SQL): (what is done to a copy of a healthy ledger, the check that
+/// fails, words its finding contains). Each case on its own copy
+/// (`CREATE DATABASE … TEMPLATE ledger`).
+const DAMAGE: &[(&str, &str, &str)] = &[
+    ("UPDATE evidence SET data = '{\"kind\": 7}' WHERE id = (SELECT min(id) FROM evidence)", "json_columns", "evidence "),
+    ("UPDATE attempts SET request_json = '{' WHERE task_ref = 'B'", "json_columns", "`request_json` is not JSON"),
+    ("UPDATE blobs SET data = 'x'::bytea, size = 1", "blobs", "hash to"),
+    ("UPDATE revisions SET plan_json = replace(plan_json, 'every task once', 'every task twice')", "plan_digests", "revision 1"),
+    ("UPDATE attempts SET generation = 99 WHERE task_ref = 'B'", "lease_generation", "generation 99, newer than its task's claim's"),
+    ("UPDATE goals SET cost_used_micros = 5", "budget_counters", "recount"),
+    ("UPDATE attempts SET try_no = 2 WHERE task_ref = 'B'", "tries_contiguous", "has tries 2, not 1 to 2"),
+    ("UPDATE attempts SET state = 'dispatched' WHERE task_ref = 'B'", "attempt_traces", "has a receipt but is dispatched"),
+    ("UPDATE attempts SET state = 'settled_ok' WHERE task_ref = 'B'", "settlements", "without a settlement"),
+    ("UPDATE approvals SET voided_by = consumed_by", "approvals", "is both consumed"),
+    ("UPDATE attempts SET state = 'effect_unknown' WHERE task_ref = 'PAY'; UPDATE tasks SET state = 'pending' WHERE task_ref = 'PAY'",
+     "task_follows_attempt", "is effect_unknown but its task is pending"),
+    ("UPDATE check_results SET passed = false WHERE scope = 'acceptance'", "goal_verdicts", "acceptance check A1"),
+    ("UPDATE tasks SET state = 'blocked' WHERE task_ref = 'B'", "goal_verdicts", "task B is blocked"),
+];
+
+#[test]
+fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
+    let s = approved_and_run();
+    let mut failures = Vec::new();
+    for (i, (sql, check, words)) in DAMAGE.iter().enumerate() {
+        let db = format!("damaged_{i}");
+        s.pg.psql("postgres", &format!("CREATE DATABASE {db} TEMPLATE ledger"));
+        s.pg.psql(&db, sql);
+        let out = s.ws.engine(&["--json", "verify", "--store", &s.pg.url(&db)]);
+        let doc = out.json();
+        let error = &doc["error"];
+        let ok = out.code() == 70
+            && error["code"] == "STORE_CORRUPT"
+            && error["details"]["check"] == *check
+            && error["message"].as_str().is_some_and(|m| m.contains(words));
+        if !ok {
+            failures.push(format!("{sql}\n  expected check {check} naming {words:?}, got exit {}: {doc}", out.code()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
