@@ -16,7 +16,9 @@
 //! postgres://…`). Nothing outside this folder assumes one process or one
 //! file: a writer asks its guard to `claim` a task before it works on it
 //! (always granted on SQLite, whose lease covers the whole store; a
-//! per-task lease with a fencing generation on PostgreSQL).
+//! per-task lease with a fencing generation on PostgreSQL). Besides them,
+//! `verify` (`engine verify`'s checks) restates the ledger's invariants
+//! once, in read-only SQL both backends read alike, through `VerifyDb`.
 
 pub mod acts;
 pub mod attempts;
@@ -30,7 +32,6 @@ mod ledger;
 pub mod location;
 mod postgres;
 mod sqlite;
-
 pub mod verify;
 
 use std::ops::Deref;
