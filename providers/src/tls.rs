@@ -21,7 +21,8 @@ const CA_FILE_CERTS_MAX: usize = 256;
 const CA_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// The system's roots, loaded once per process (a few hundred certificates).
-fn system_roots() -> &'static [CertificateDer<'static>] {
+/// (The engine's TLS to PostgreSQL trusts the same.)
+pub fn system_roots() -> &'static [CertificateDer<'static>] {
     static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
     // Unreadable system stores are skipped (`errors`): a private CA in
     // `ca_file` still works without them.

@@ -7,5 +7,7 @@ mod support;
 mod common;
 mod failures;
 mod store;
+mod tls;
 mod trust;
+mod verify;
 mod workers;

@@ -20,6 +20,8 @@ pub struct Pg {
     bin: PathBuf,
     port: u16,
     as_postgres: bool,
+    /// Started with `ssl=on` and a `hostssl`-only `pg_hba.conf`.
+    tls: bool,
 }
 
 /// The newest server binaries on the machine.
@@ -56,6 +58,17 @@ impl Pg {
     /// Start a fresh server (a new cluster; its superuser is `engine`,
     /// trusted on loopback only).
     pub fn start() -> Pg {
+        Pg::start_with(None)
+    }
+
+    /// A fresh server that takes TLS connections only (`ssl=on`, the
+    /// certificate and key given as PEM, and a `pg_hba.conf` whose only
+    /// TCP entry is `hostssl`; a plaintext connection is rejected).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Pg {
+        Pg::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Pg {
         let bin = server_bin();
         let tmp = tempfile::Builder::new().prefix("engine-pg-").tempdir().expect("temp dir");
         // SAFETY: geteuid has no preconditions.
@@ -63,12 +76,15 @@ impl Pg {
         if as_postgres {
             chown_postgres(tmp.path());
         }
-        let pg = Pg { tmp, bin, port: 0, as_postgres };
+        let pg = Pg { tmp, bin, port: 0, as_postgres, tls: tls.is_some() };
         let init = pg.run(
             "initdb",
             &["-D", &pg.data(), "-U", "engine", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"],
         );
         assert!(init.status.success(), "initdb failed: {}", String::from_utf8_lossy(&init.stderr));
+        if let Some((cert, key)) = tls {
+            pg.install_tls(cert, key);
+        }
         let mut pg = pg;
         for _ in 0..5 {
             pg.port = free_port();
@@ -78,6 +94,26 @@ impl Pg {
             }
         }
         panic!("PostgreSQL did not start: {}", pg.log());
+    }
+
+    /// The server's certificate and key beside its data, readable by the
+    /// server's user only; TCP connections must use TLS.
+    fn install_tls(&self, cert: &str, key: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        for (name, pem) in [("server.crt", cert), ("server.key", key)] {
+            let path = self.tmp.path().join(name);
+            std::fs::write(&path, pem).expect("write the server's TLS files");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            if self.as_postgres {
+                chown_postgres(&path);
+            }
+        }
+        let hba = "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\n";
+        std::fs::write(self.tmp.path().join("data").join("pg_hba.conf"), hba).expect("write pg_hba.conf");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     fn data(&self) -> String {
@@ -106,11 +142,15 @@ impl Pg {
     }
 
     fn try_start(&self) -> bool {
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=100",
             self.port,
             self.tmp.path().display()
         );
+        if self.tls {
+            let dir = self.tmp.path().display();
+            opts.push_str(&format!(" -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key"));
+        }
         let log = self.tmp.path().join("server.log").display().to_string();
         let out = self.run("pg_ctl", &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "-t", "30", "start"]);
         out.status.success()

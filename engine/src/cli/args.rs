@@ -382,7 +382,9 @@ pub enum Command {
         no_timestamp: bool,
     },
     /// Check the store: SQLite's integrity, foreign keys, then the ledger's own invariants; read-only.
-    #[command(after_help = "Examples:\n  engine verify\n  engine verify --store /backups/engine.db --json")]
+    #[command(
+        after_help = "Examples:\n  engine verify\n  engine verify --store /backups/engine.db --json\n  engine verify --store 'postgres://engine@db:5432/ledger?sslmode=verify-full'"
+    )]
     Verify,
     /// Print the shell completions for bash, zsh or fish.
     #[command(

@@ -16,7 +16,9 @@
 //! postgres://…`). Nothing outside this folder assumes one process or one
 //! file: a writer asks its guard to `claim` a task before it works on it
 //! (always granted on SQLite, whose lease covers the whole store; a
-//! per-task lease with a fencing generation on PostgreSQL).
+//! per-task lease with a fencing generation on PostgreSQL). Besides them,
+//! `verify` (`engine verify`'s checks) restates the ledger's invariants
+//! once, in read-only SQL both backends read alike, through `VerifyDb`.
 
 pub mod acts;
 pub mod attempts;
@@ -30,14 +32,7 @@ mod ledger;
 pub mod location;
 mod postgres;
 mod sqlite;
-
-/// `engine verify`: check a store and name the first bad thing. The checks
-/// read the SQLite file itself (its integrity, foreign keys, schema) and
-/// restate the ledger's invariants as queries, so they live with the
-/// SQLite implementation; this is their public face.
-pub mod verify {
-    pub use super::sqlite::verify::{verify, Finding, Verified, CHECKS};
-}
+pub mod verify;
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};

@@ -1,11 +1,11 @@
-//! The act chain in PostgreSQL (`store::chain` holds the hashing, the same
-//! as on SQLite, so both give the same verdicts): append an entry in the
-//! act's transaction, check one act before the engine acts on it, check
-//! them all, and adopt the acts a store held before schema 3. Appends
+//! The act chain in PostgreSQL (`store::chain` holds the hashing and the
+//! verdicts, the same as on SQLite, so both give the same verdicts):
+//! append an entry in the act's transaction, read the rows the verdicts
+//! walk (`ChainRows`), and adopt the acts a store held before schema 3. Appends
 //! take a transaction-scoped advisory lock first: workers on several
 //! machines append one after another, each after the last entry.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::acts::{
@@ -16,7 +16,7 @@ use super::sql::{get, PgSql};
 use crate::error::{Code, Error, Result};
 use crate::ids::ApprovalId;
 use crate::store::acts::{ActRef, ApprovalRecord, AskRecord, SettlementRecord};
-use crate::store::chain::{self as links, Entry, EntryKind};
+use crate::store::chain::{self as links, ChainRows, Entry, EntryKind};
 
 const ENTRY_COLUMNS: &str = "seq, kind, row_id, content, prev, hash";
 
@@ -47,18 +47,15 @@ fn must<T>(found: Option<T>, what: &str, id: i64) -> Result<T> {
 }
 
 pub(super) fn approval(db: &PgSql, id: ApprovalId) -> Result<ApprovalRecord> {
-    let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1");
-    must(one(db, &sql, id.get(), approval_from_row)?, "approval", id.get())
+    must(ChainRows::approval(db, id)?, "approval", id.get())
 }
 
 pub(super) fn settlement(db: &PgSql, id: i64) -> Result<SettlementRecord> {
-    let sql = format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements s WHERE s.id = $1");
-    must(one(db, &sql, id, settlement_from_row)?, "settlement", id)
+    must(ChainRows::settlement(db, id)?, "settlement", id)
 }
 
 pub(super) fn ask(db: &PgSql, id: i64) -> Result<AskRecord> {
-    let sql = format!("SELECT {ASK_COLUMNS} FROM person_requests WHERE id = $1");
-    must(one(db, &sql, id, ask_from_row)?, "person request", id)
+    must(ChainRows::ask(db, id)?, "person request", id)
 }
 
 fn last(db: &PgSql) -> Result<Option<Entry>> {
@@ -85,120 +82,48 @@ pub(super) fn append(db: &PgSql, kind: EntryKind, row_id: i64, content: Value) -
     Ok(e)
 }
 
-fn entry_of(db: &PgSql, kind: EntryKind, row_id: i64) -> Result<Option<Entry>> {
-    let sql = format!("SELECT {ENTRY_COLUMNS} FROM act_chain WHERE kind = $1 AND row_id = $2");
-    db.q1(&sql, p![kind.as_str().to_string(), row_id])?.map(|r| entry_from_row(&r)).transpose()
+/// The walk (`store::chain::walk`) reads the PostgreSQL rows through this.
+impl ChainRows for PgSql<'_> {
+    fn entry_of(&self, kind: EntryKind, row_id: i64) -> Result<Option<Entry>> {
+        let sql = format!("SELECT {ENTRY_COLUMNS} FROM act_chain WHERE kind = $1 AND row_id = $2");
+        self.q1(&sql, p![kind.as_str().to_string(), row_id])?.map(|r| entry_from_row(&r)).transpose()
+    }
+
+    fn entries(&self, through: Option<i64>) -> Result<Vec<Entry>> {
+        let sql = format!("SELECT {ENTRY_COLUMNS} FROM act_chain WHERE seq <= $1 ORDER BY seq");
+        self.q(&sql, p![through.unwrap_or(i64::MAX)])?.iter().map(entry_from_row).collect()
+    }
+
+    fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>> {
+        one(self, &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"), id.get(), approval_from_row)
+    }
+
+    fn settlement(&self, id: i64) -> Result<Option<SettlementRecord>> {
+        one(self, &format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements s WHERE s.id = $1"), id, settlement_from_row)
+    }
+
+    fn ask(&self, id: i64) -> Result<Option<AskRecord>> {
+        one(self, &format!("SELECT {ASK_COLUMNS} FROM person_requests WHERE id = $1"), id, ask_from_row)
+    }
+
+    fn acts(&self) -> Result<Vec<ActRef>> {
+        let ids = |sql: &str| -> Result<Vec<i64>> { self.q(sql, p![])?.iter().map(|r| get(r, 0)).collect() };
+        let mut acts: Vec<ActRef> = Vec::new();
+        acts.extend(ids("SELECT id FROM approvals ORDER BY id")?.into_iter().map(|i| ActRef::Approval(ApprovalId(i))));
+        acts.extend(ids("SELECT id FROM settlements ORDER BY id")?.into_iter().map(ActRef::Settlement));
+        acts.extend(ids("SELECT id FROM person_requests ORDER BY id")?.into_iter().map(ActRef::Ask));
+        Ok(acts)
+    }
 }
 
-fn entries_through(db: &PgSql, seq: i64) -> Result<Vec<Entry>> {
-    let sql = format!("SELECT {ENTRY_COLUMNS} FROM act_chain WHERE seq <= $1 ORDER BY seq");
-    db.q(&sql, p![seq])?.iter().map(entry_from_row).collect()
-}
-
-/// A row the chain does not vouch for: `STORE_TAMPERED`, naming it.
-fn tampered(table: &str, row_id: i64, problem: &str) -> Error {
-    let row = format!("{table} row {row_id}");
-    Error::new(
-        Code::StoreTampered,
-        format!("{row} {problem}: it was written by something other than the engine; nothing acts on it (`engine verify` checks the whole store)"),
-    )
-    .at(row.clone())
-    .with_details(json!({"table": table, "row_id": row_id, "problem": problem}))
-}
-
-/// The act as its row holds it now: the content its entry must carry.
-fn content_now(db: &PgSql, act: ActRef) -> Result<Option<(EntryKind, i64, Value)>> {
-    let found = match act {
-        ActRef::Approval(id) => {
-            one(db, &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"), id.get(), approval_from_row)?
-                .map(|a| (EntryKind::Approval, id.get(), links::approval_content(&a)))
-        }
-        ActRef::Settlement(id) => one(
-            db,
-            &format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements s WHERE s.id = $1"),
-            id,
-            settlement_from_row,
-        )?
-        .map(|s| (EntryKind::Settlement, id, links::settlement_content(&s))),
-        ActRef::Ask(id) => {
-            one(db, &format!("SELECT {ASK_COLUMNS} FROM person_requests WHERE id = $1"), id, ask_from_row)?
-                .map(|a| (links::ask_kind(a.kind), id, links::ask_content(&a)))
-        }
-    };
-    Ok(found)
-}
-
-/// Is this act on the chain as recorded, with the chain whole up to its
-/// entry (and, for an approval, the entries of its spending), and do the
-/// row and the chain agree on whether an approval was spent?
+/// Is this act on the chain as recorded (`store::chain::check`)?
 pub(super) fn check(db: &PgSql, act: ActRef) -> Result<()> {
-    let (table, row_id) = where_of(act);
-    let through = check_row(db, act)?;
-    if let Some((seq, why)) = links::first_broken(&entries_through(db, through)?) {
-        return Err(tampered(table, row_id, &format!("is on an act chain whose entry {seq} {why}")));
-    }
-    Ok(())
+    links::check(db, act)
 }
 
-fn where_of(act: ActRef) -> (&'static str, i64) {
-    match act {
-        ActRef::Approval(id) => ("approvals", id.get()),
-        ActRef::Settlement(id) => ("settlements", id),
-        ActRef::Ask(id) => ("person_requests", id),
-    }
-}
-
-/// The row against its entry (and an approval's spending against theirs);
-/// the highest entry it involves.
-fn check_row(db: &PgSql, act: ActRef) -> Result<i64> {
-    let (table, row_id) = where_of(act);
-    let Some((kind, _, now)) = content_now(db, act)? else {
-        return Err(tampered(table, row_id, "is missing"));
-    };
-    let entry = entry_of(db, kind, row_id)?.ok_or_else(|| tampered(table, row_id, "is not on the act chain"))?;
-    if entry.content != now {
-        return Err(tampered(table, row_id, &format!("differs from its act chain entry {}", entry.seq)));
-    }
-    let mut through = entry.seq;
-    if let ActRef::Approval(id) = act {
-        through = through.max(check_spending(db, id)?);
-    }
-    Ok(through)
-}
-
-/// The row's `consumed_by` / `voided_by` against the chain's spending
-/// entries; the highest entry seen (0: none).
-fn check_spending(db: &PgSql, id: ApprovalId) -> Result<i64> {
-    let row = approval(db, id)?;
-    let mut highest = 0;
-    for (kind, by, word) in
-        [(EntryKind::ApprovalSpent, row.consumed_by, "consumed"), (EntryKind::ApprovalVoided, row.voided_by, "voided")]
-    {
-        match (entry_of(db, kind, id.get())?, by) {
-            (None, None) => {}
-            (Some(e), Some(by)) if e.content == links::spent_content(id, by) => highest = highest.max(e.seq),
-            (Some(e), _) => {
-                return Err(tampered(
-                    "approvals",
-                    id.get(),
-                    &format!(
-                        "says it was {word} by {}, but act chain entry {} says {}",
-                        by.map_or("no call".into(), |b| format!("attempt {b}")),
-                        e.seq,
-                        e.content["attempt_id"]
-                    ),
-                ))
-            }
-            (None, Some(by)) => {
-                return Err(tampered(
-                    "approvals",
-                    id.get(),
-                    &format!("says it was {word} by attempt {by}, which the act chain does not record"),
-                ))
-            }
-        }
-    }
-    Ok(highest)
+/// `engine verify`'s act chain check (`store::chain::first_problem`).
+pub(super) fn first_problem(db: &PgSql) -> Result<Option<(String, String)>> {
+    links::first_problem(db)
 }
 
 /// Chain the acts a store held before schema 3, in the order they were
@@ -214,24 +139,8 @@ pub(super) fn adopt(db: &PgSql) -> Result<()> {
         .iter()
         .map(settlement_from_row)
         .collect::<Result<Vec<_>>>()?;
-    let mut acts: Vec<(i64, u8, i64, EntryKind, Value)> = Vec::new();
-    for a in &approvals {
-        acts.push((a.at_ms, 0, a.id.get(), EntryKind::Approval, links::approval_content(a)));
-    }
-    for s in &settlements {
-        acts.push((s.at_ms, 1, s.id, EntryKind::Settlement, links::settlement_content(s)));
-    }
-    acts.sort_by_key(|(at, table, id, _, _)| (*at, *table, *id));
-    for (_, _, row_id, kind, content) in acts {
+    for (kind, row_id, content) in links::adoption(&approvals, &settlements) {
         append(db, kind, row_id, content)?;
-    }
-    for a in &approvals {
-        if let Some(by) = a.consumed_by {
-            append(db, EntryKind::ApprovalSpent, a.id.get(), links::spent_content(a.id, by))?;
-        }
-        if let Some(by) = a.voided_by {
-            append(db, EntryKind::ApprovalVoided, a.id.get(), links::spent_content(a.id, by))?;
-        }
     }
     Ok(())
 }

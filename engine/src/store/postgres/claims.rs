@@ -293,7 +293,7 @@ pub(super) struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn start(config: tokio_postgres::Config, book: Arc<ClaimBook>, lease: Duration) -> Result<Heartbeat> {
+    pub fn start(config: super::client::Target, book: Arc<ClaimBook>, lease: Duration) -> Result<Heartbeat> {
         let conn = Conn::open(config)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

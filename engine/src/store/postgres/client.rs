@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row};
 
+use super::tls::Tls;
+
 use crate::error::{Error, Result};
 use crate::limits::{PG_CONNECT_TIMEOUT, PG_RECONNECT_WAIT_MAX, PG_STATEMENT_TIMEOUT};
 
@@ -90,6 +92,14 @@ struct Request {
     reply: mpsc::Sender<Answer>,
 }
 
+/// Where to connect, and how (plain or TLS): what every connection of a
+/// store is opened with, the heartbeat's included.
+#[derive(Clone)]
+pub(super) struct Target {
+    pub config: tokio_postgres::Config,
+    pub tls: Tls,
+}
+
 /// A handle to the connection's thread. Dropping it ends the thread.
 pub(super) struct Conn {
     tx: Option<mpsc::Sender<Request>>,
@@ -99,7 +109,7 @@ pub(super) struct Conn {
 impl Conn {
     /// Start the thread and connect once (an unreachable server is an
     /// error now, not at the first statement).
-    pub fn open(config: tokio_postgres::Config) -> Result<Conn> {
+    pub fn open(config: Target) -> Result<Conn> {
         let (tx, rx) = mpsc::channel::<Request>();
         let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<(), String>>();
         let thread = std::thread::Builder::new()
@@ -151,11 +161,7 @@ impl Drop for Conn {
 }
 
 /// The connection's thread: one runtime, one client, one statement at a time.
-fn serve(
-    config: tokio_postgres::Config,
-    rx: mpsc::Receiver<Request>,
-    ready: mpsc::Sender<std::result::Result<(), String>>,
-) {
+fn serve(config: Target, rx: mpsc::Receiver<Request>, ready: mpsc::Sender<std::result::Result<(), String>>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -207,7 +213,7 @@ fn connected(client: &Option<Client>) -> bool {
 /// if the connection turns out lost, so connect again and send it once more.
 fn fresh(
     rt: &tokio::runtime::Runtime,
-    config: &tokio_postgres::Config,
+    config: &Target,
     client: &mut Option<Client>,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -249,23 +255,48 @@ fn is_shutdown(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08") || c.code() == "25P03")
 }
 
-async fn connect(config: &tokio_postgres::Config) -> std::result::Result<Client, String> {
-    let connecting = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(NoTls)).await;
-    let (client, connection) = match connecting {
-        Err(_) => return Err(format!("no answer within {} s", PG_CONNECT_TIMEOUT.as_secs())),
-        Ok(Err(e)) => return Err(e.to_string()),
-        Ok(Ok(pair)) => pair,
+async fn connect(target: &Target) -> std::result::Result<Client, String> {
+    let config = &target.config;
+    let timed_out = || format!("no answer within {} s", PG_CONNECT_TIMEOUT.as_secs());
+    // The connection's task ends when the connection does; the client then
+    // reports closed.
+    let client = match &target.tls {
+        Tls::Off => {
+            let (client, connection) = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(NoTls))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| said(&e))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            client
+        }
+        Tls::On(tls) => {
+            let (client, connection) = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(tls.clone()))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| said(&e))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            client
+        }
     };
-    tokio::spawn(async move {
-        // Ends when the connection does; the client then reports closed.
-        let _ = connection.await;
-    });
     Ok(client)
+}
+
+/// A connection error with its cause (a TLS handshake's reason is in the
+/// source: `invalid peer certificate: UnknownIssuer`).
+fn said(e: &tokio_postgres::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) if !e.to_string().contains(&cause.to_string()) => format!("{e}: {cause}"),
+        _ => e.to_string(),
+    }
 }
 
 /// Connect again with exponential backoff (50 ms doubling to 2 s), for
 /// at most `PG_RECONNECT_WAIT_MAX`; `None` if the server stayed away.
-async fn reconnect(config: &tokio_postgres::Config) -> Option<Client> {
+async fn reconnect(config: &Target) -> Option<Client> {
     let deadline = Instant::now() + PG_RECONNECT_WAIT_MAX;
     let mut delay = Duration::from_millis(50);
     loop {

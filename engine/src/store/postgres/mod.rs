@@ -27,13 +27,15 @@ mod goals;
 mod inspect;
 mod schema;
 mod sql;
+mod tls;
+pub(super) mod verify;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use claims::{ClaimBook, Claimed, Heartbeat};
-use client::{p, Conn, Failure};
+use client::{p, Conn, Failure, Target};
 pub(super) use sql::PgSql;
 use sql::Writer;
 
@@ -50,22 +52,32 @@ pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
-/// The URL without its password, for messages and `status`.
+/// The URL without its password (in the user part, or a `password=`
+/// query parameter), for messages and `status`. The user part ends at the
+/// last `@` before the query, so a password holding `@` or `/` is hidden
+/// whole.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some((auth, host)) => (Some(auth), host),
-        None => (None, rest),
+    let (before, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
     };
-    match auth.map(|a| a.split_once(':').map_or(a, |(user, _)| user)) {
-        Some(user) => format!("{scheme}://{user}@{host}"),
-        None => format!("{scheme}://{host}"),
+    let place = match before.rsplit_once('@') {
+        Some((auth, host)) => format!("{}@{host}", auth.split_once(':').map_or(auth, |(user, _)| user)),
+        None => before.to_string(),
+    };
+    let kept: Vec<&str> =
+        query.unwrap_or_default().split('&').filter(|p| !p.is_empty() && !p.starts_with("password=")).collect();
+    if kept.is_empty() {
+        format!("{scheme}://{place}")
+    } else {
+        format!("{scheme}://{place}?{}", kept.join("&"))
     }
 }
 
 pub(super) struct Pg {
     conn: Conn,
-    config: tokio_postgres::Config,
+    target: Target,
     place: String,
     book: Arc<ClaimBook>,
     lease: Duration,
@@ -73,10 +85,13 @@ pub(super) struct Pg {
 }
 
 impl Pg {
-    fn connect(url: &str) -> Result<(Conn, tokio_postgres::Config, String)> {
+    fn connect(url: &str) -> Result<(Conn, Target, String)> {
         let place = redact(url);
+        let asked = tls::asked(url).map_err(|e| e.at(place.clone()))?;
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| Error::usage(format!("not a PostgreSQL URL: {e}")).at(place.clone()))?;
+            asked.rest.parse().map_err(|e| Error::usage(format!("not a PostgreSQL URL: {e}")).at(place.clone()))?;
+        config.ssl_mode(asked.mode.ssl_mode());
+        let tls = tls::connector(&asked.mode, asked.rootcert.as_deref()).map_err(|e| e.at(place.clone()))?;
         // A worker stopped (SIGSTOP, a frozen VM) inside a transaction would
         // hold its row locks, the claim's among them, for ever: the server
         // ends such a session once it has been idle in its transaction for a
@@ -89,13 +104,14 @@ impl Pg {
             None => idle,
         };
         config.options(&options);
-        let conn = Conn::open(config.clone()).map_err(|e| e.at(place.clone()))?;
-        Ok((conn, config, place))
+        let target = Target { config, tls };
+        let conn = Conn::open(target.clone()).map_err(|e| e.at(place.clone()))?;
+        Ok((conn, target, place))
     }
 
-    fn new(conn: Conn, config: tokio_postgres::Config, place: String) -> Pg {
+    fn new(conn: Conn, target: Target, place: String) -> Pg {
         let book = Arc::new(ClaimBook::new(worker_id()));
-        Pg { conn, config, place, book, lease: claims::lease_duration(), heartbeat: None }
+        Pg { conn, target, place, book, lease: claims::lease_duration(), heartbeat: None }
     }
 
     /// Open for writing: the schema is created or migrated first (a newer
@@ -249,7 +265,7 @@ impl Pg {
     /// Become a worker: registered, with a heartbeat for its claims.
     pub fn acquire_lease(&mut self) -> Result<Acquired> {
         claims::register(&self.conn, &self.book)?;
-        self.heartbeat = Some(Heartbeat::start(self.config.clone(), self.book.clone(), self.lease)?);
+        self.heartbeat = Some(Heartbeat::start(self.target.clone(), self.book.clone(), self.lease)?);
         Ok(Acquired { fence: Fence::new(0), took_over: None })
     }
 
@@ -328,4 +344,22 @@ fn token() -> String {
     let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     blake3::hash(format!("{random:?}/{nanos}/{}", std::process::id()).as_bytes()).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_password_is_never_in_the_place() {
+        for (url, place) in [
+            ("postgres://u:pw@h:5/db", "postgres://u@h:5/db"),
+            ("postgres://u:p@ss/w@h/db?sslmode=verify-full", "postgres://u@h/db?sslmode=verify-full"),
+            ("postgres://u@h/db?password=pw&sslmode=require", "postgres://u@h/db?sslmode=require"),
+            ("postgres://u:pw@h/db?sslrootcert=/a@b/ca.pem", "postgres://u@h/db?sslrootcert=/a@b/ca.pem"),
+            ("postgresql://h/db?password=pw", "postgresql://h/db"),
+        ] {
+            assert_eq!(redact(url), place, "{url}");
+        }
+    }
 }

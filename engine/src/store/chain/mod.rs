@@ -12,10 +12,14 @@
 //! What it does not do: without a secret, a process that can write the
 //! store can also rebuild the chain. The sandbox keeps provider processes
 //! from writing the store (the protection); the chain is the detection of
-//! anything else that did. Pure: building contents and checking links; the
-//! SQLite side reads and appends.
+//! anything else that did. Here: building contents and checking links
+//! (pure), and in `walk` the verdicts over a store's rows — one walk for
+//! both backends, which only read rows (`ChainRows`) and append.
 
 use serde_json::{json, Value};
+
+mod walk;
+pub use walk::{adoption, check, first_problem, ChainRows};
 
 use super::acts::{ApprovalRecord, AskRecord, SettlementRecord};
 use crate::digest::{canonical_json, Digester, Kind};

@@ -1,0 +1,158 @@
+//! `engine verify` on the PostgreSQL ledger: the same named checks as on
+//! SQLite over one read-only snapshot; a SQLite file's own checks are
+//! reported as not applicable (never as passed); a row written with SQL
+//! instead of by the engine is named, with SQLite's exit codes.
+
+use serde_json::json;
+
+use crate::common::{plan, task, Shared};
+use crate::support::RUN_DEADLINE;
+
+/// A goal that needed a person's approval, approved and run to its verdict:
+/// the ledger holds an approval spent by one call (two act chain entries).
+fn approved_and_run() -> Shared {
+    let mut t = task("PAY", "external", 0.0, &[]);
+    t["requires_approval"] = json!(true);
+    let s = Shared::new(&plan(vec![t, task("B", "none", 0.0, &["PAY"])]));
+    s.submit();
+    let asked = s.worker("w0", 1, &[]).wait(RUN_DEADLINE);
+    asked.expect(4, Some("APPROVAL_REQUIRED"));
+    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
+    s.submit();
+    s.worker("w1", 1, &[]).wait(RUN_DEADLINE).expect_code(0);
+    assert_eq!(
+        s.pg.psql("ledger", "SELECT string_agg(kind, ',' ORDER BY seq) FROM act_chain"),
+        "approval,approval_spent"
+    );
+    s
+}
+
+const SQLITE_ONLY: [&str; 3] = ["no_hot_journal", "sqlite_integrity", "foreign_keys"];
+
+#[test]
+fn a_healthy_ledger_passes_and_sqlite_only_checks_are_not_applicable() {
+    let s = approved_and_run();
+    let out = s.engine(&["--json", "verify"]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["backend"], "postgres", "{v}");
+    let passed: Vec<&str> = v["checks"].as_array().unwrap().iter().filter_map(|c| c.as_str()).collect();
+    let skipped: Vec<&str> =
+        v["not_applicable"].as_array().unwrap().iter().filter_map(|c| c["check"].as_str()).collect();
+    assert_eq!(skipped, SQLITE_ONLY, "{v}");
+    for name in
+        ["schema", "lease_generation", "budget_counters", "attempt_traces", "approvals", "goal_verdicts", "act_chain"]
+    {
+        assert!(passed.contains(&name), "{name} ran and passed: {v}");
+    }
+    assert!(SQLITE_ONLY.iter().all(|n| !passed.contains(n)), "not applicable is not passed: {v}");
+    let text = s.engine(&["verify"]);
+    text.expect_code(0);
+    assert!(text.stdout.contains("not applicable on postgres: sqlite_integrity"), "{}", text.stdout);
+}
+
+#[test]
+fn an_edited_approval_row_is_named_as_tampered() {
+    let s = approved_and_run();
+    let id = s.pg.psql("ledger", "SELECT id FROM approvals");
+    s.pg.psql("ledger", &format!("UPDATE approvals SET note = 'approved twice' WHERE id = {id}"));
+    let out = s.engine(&["--json", "verify"]);
+    out.expect(2, Some("STORE_TAMPERED"));
+    let e = &out.json()["error"];
+    assert_eq!(e["details"]["check"], "act_chain", "{}", out.describe());
+    assert_eq!(e["details"]["entry"], format!("approvals row {id}"), "{}", out.describe());
+    assert!(
+        e["details"]["problem"].as_str().unwrap().contains("differs from its act chain entry 1"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// A copy of the real approval inserted with SQL (unspent, so no other
+/// invariant minds it): only the act chain can tell, and it names the row.
+#[test]
+fn a_hand_inserted_approval_row_is_named_as_tampered() {
+    let s = approved_and_run();
+    s.pg.psql(
+        "ledger",
+        "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user)
+         SELECT operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, 'forged', at_ms, os_uid, os_user
+         FROM approvals",
+    );
+    let id = s.pg.psql("ledger", "SELECT max(id) FROM approvals");
+    let out = s.engine(&["--json", "verify"]);
+    out.expect(2, Some("STORE_TAMPERED"));
+    let e = &out.json()["error"];
+    assert_eq!(e["details"]["check"], "act_chain", "{}", out.describe());
+    assert_eq!(e["details"]["entry"], format!("approvals row {id}"), "{}", out.describe());
+    assert_eq!(e["details"]["problem"], "is not on the act chain", "{}", out.describe());
+}
+
+/// A shared (non-chain) invariant, checked on PostgreSQL with the same SQL
+/// as on SQLite: a goal's counters against a recount of its attempts.
+#[test]
+fn a_budget_counter_edited_by_hand_is_store_corrupt() {
+    let s = approved_and_run();
+    s.pg.psql("ledger", "UPDATE goals SET calls_used = calls_used + 5");
+    let out = s.engine(&["--json", "verify"]);
+    out.expect(70, Some("STORE_CORRUPT"));
+    let e = &out.json()["error"];
+    assert_eq!(e["details"]["check"], "budget_counters", "{}", out.describe());
+    assert_eq!(e["details"]["entry"], "goal wide", "{}", out.describe());
+}
+
+/// A disabled append-only trigger is found by the schema check.
+#[test]
+fn a_disabled_append_only_trigger_is_found() {
+    let s = approved_and_run();
+    s.pg.psql("ledger", "ALTER TABLE act_chain DISABLE TRIGGER act_chain_append_only");
+    let out = s.engine(&["--json", "verify"]);
+    out.expect(70, Some("STORE_CORRUPT"));
+    let e = &out.json()["error"];
+    assert_eq!(e["details"]["check"], "schema", "{}", out.describe());
+    assert_eq!(e["details"]["entry"], "trigger act_chain_append_only", "{}", out.describe());
+}
+
+/// Damage the shared checks must name on PostgreSQL as on SQLite (the
+/// same SQL): (what is done to a copy of a healthy ledger, the check that
+/// fails, words its finding contains). Each case on its own copy
+/// (`CREATE DATABASE … TEMPLATE ledger`).
+const DAMAGE: &[(&str, &str, &str)] = &[
+    ("UPDATE evidence SET data = '{\"kind\": 7}' WHERE id = (SELECT min(id) FROM evidence)", "json_columns", "evidence "),
+    ("UPDATE attempts SET request_json = '{' WHERE task_ref = 'B'", "json_columns", "`request_json` is not JSON"),
+    ("UPDATE blobs SET data = 'x'::bytea, size = 1", "blobs", "hash to"),
+    ("UPDATE revisions SET plan_json = replace(plan_json, 'every task once', 'every task twice')", "plan_digests", "revision 1"),
+    ("UPDATE attempts SET generation = 99 WHERE task_ref = 'B'", "lease_generation", "generation 99, newer than its task's claim's"),
+    ("UPDATE goals SET cost_used_micros = 5", "budget_counters", "recount"),
+    ("UPDATE attempts SET try_no = 2 WHERE task_ref = 'B'", "tries_contiguous", "has tries 2, not 1 to 2"),
+    ("UPDATE attempts SET state = 'dispatched' WHERE task_ref = 'B'", "attempt_traces", "has a receipt but is dispatched"),
+    ("UPDATE attempts SET state = 'settled_ok' WHERE task_ref = 'B'", "settlements", "without a settlement"),
+    ("UPDATE approvals SET voided_by = consumed_by", "approvals", "is both consumed"),
+    ("UPDATE attempts SET state = 'effect_unknown' WHERE task_ref = 'PAY'; UPDATE tasks SET state = 'pending' WHERE task_ref = 'PAY'",
+     "task_follows_attempt", "is effect_unknown but its task is pending"),
+    ("UPDATE check_results SET passed = false WHERE scope = 'acceptance'", "goal_verdicts", "acceptance check A1"),
+    ("UPDATE tasks SET state = 'blocked' WHERE task_ref = 'B'", "goal_verdicts", "task B is blocked"),
+];
+
+#[test]
+fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
+    let s = approved_and_run();
+    let mut failures = Vec::new();
+    for (i, (sql, check, words)) in DAMAGE.iter().enumerate() {
+        let db = format!("damaged_{i}");
+        s.pg.psql("postgres", &format!("CREATE DATABASE {db} TEMPLATE ledger"));
+        s.pg.psql(&db, sql);
+        let out = s.ws.engine(&["--json", "verify", "--store", &s.pg.url(&db)]);
+        let doc = out.json();
+        let error = &doc["error"];
+        let ok = out.code() == 70
+            && error["code"] == "STORE_CORRUPT"
+            && error["details"]["check"] == *check
+            && error["message"].as_str().is_some_and(|m| m.contains(words));
+        if !ok {
+            failures.push(format!("{sql}\n  expected check {check} naming {words:?}, got exit {}: {doc}", out.code()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
