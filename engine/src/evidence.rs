@@ -101,6 +101,9 @@ pub enum EngineErrorKind {
     BadRequest,
     ConnectionRefused,
     TimeoutBeforeDispatch,
+    /// A succeeded attempt's declared `outputs` passed a bound of
+    /// `limits.rs`: the engine did not keep them, so the task failed.
+    OutputsOverLimit,
     Other,
 }
 

@@ -89,6 +89,11 @@ const RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "outputs_over_limit",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::EngineError { error: EngineErrorKind::OutputsOverLimit, .. }),
+    },
+    Rule {
         name: "engine_error",
         class: FailureClass::Environment,
         matches: |e| matches!(e, Evidence::EngineError { .. }),

@@ -14,7 +14,9 @@ mod constraints;
 mod fresh;
 mod in_doubt;
 mod look;
+mod materialize;
 pub mod orphans;
+mod outputs;
 pub mod progress;
 pub mod provider;
 mod reconcile;
@@ -624,7 +626,13 @@ impl<'l> Runner<'l> {
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
                 let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
                 let judged = record::Judged { runs, constraint_runs, protected };
-                self.record_validations(attempt_id, &task, flight.before, after, judged)?;
+                // Outputs are read only from an attempt that passed: a
+                // failed one keeps none.
+                let kept = match judged.passed() {
+                    true => self.collect_outputs(&task).await,
+                    false => None,
+                };
+                self.record_validations(attempt_id, &task, flight.before, after, (judged, kept))?;
             }
         }
         Ok(())

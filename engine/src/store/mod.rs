@@ -28,6 +28,7 @@ pub mod inspect;
 pub mod lease;
 mod ledger;
 pub mod location;
+pub mod outputs;
 mod postgres;
 mod sqlite;
 
@@ -51,6 +52,7 @@ pub use goals::{GoalsRead, GoalsWrite};
 pub use inspect::Inspect;
 pub use lease::{Fence, Holder};
 pub use ledger::{LedgerRead, LedgerTx};
+pub use outputs::{OutputsRead, OutputsWrite};
 pub use postgres::claims::{Claimed, TakenOver, GOAL_CLAIM};
 
 pub const STORE_FILE: &str = "engine.db";
