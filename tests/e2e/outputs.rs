@@ -101,7 +101,8 @@ fn outputs_over_the_file_limit_fail_the_task_naming_the_task_and_the_limit() {
     let a = &ws.attempts_of("MANY")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "environment", "outputs_over_limit"));
     let evidence = ws.evidence(a.id);
-    let error = evidence.iter().find(|(_, kind, _)| kind == "engine_error").expect("the engine's error");
+    let error = evidence.iter().find(|(_, kind, _)| kind == "outputs_not_kept").expect("the evidence");
+    assert_eq!(error.2["limit"], "OUTPUT_FILES_MAX");
     let message = error.2["message"].as_str().unwrap_or_default();
     assert!(message.contains("`MANY`") && message.contains("OUTPUT_FILES_MAX"), "{message}");
     assert!(ws.ledger().outputs_of(a.id).is_empty(), "nothing kept");

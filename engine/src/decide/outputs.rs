@@ -37,6 +37,15 @@ pub enum OverLimit {
 }
 
 impl OverLimit {
+    /// The limit's name in `limits.rs` (stable: evidence carries it).
+    pub fn limit(&self) -> &'static str {
+        match self {
+            OverLimit::Files { .. } => "OUTPUT_FILES_MAX",
+            OverLimit::FileBytes { .. } => "OUTPUT_FILE_BYTES_MAX",
+            OverLimit::TaskBytes { .. } => "OUTPUT_TASK_BYTES_MAX",
+        }
+    }
+
     /// What people read, naming the task and the limit.
     pub fn message(&self, task_ref: &str) -> String {
         match self {

@@ -16,7 +16,7 @@ use super::materialize::{self, Wanted};
 use super::Runner;
 use crate::decide::outputs::{upstream_with_outputs, Bounds, OverLimit, Tally};
 use crate::error::{Code, Error, Result};
-use crate::evidence::{EngineErrorKind, Evidence};
+use crate::evidence::Evidence;
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::plan::Task;
 use crate::state::TaskState;
@@ -49,12 +49,12 @@ impl Kept {
 pub fn collect(root: &Path, task_ref: &str, patterns: &[String], bounds: Bounds) -> Kept {
     match read_all(root, patterns, bounds) {
         Ok(files) => Kept::Files(files),
-        Err(Refusal::Over(over)) => Kept::Refused(Evidence::EngineError {
-            error: EngineErrorKind::OutputsOverLimit,
+        Err(Refusal::Over(over)) => Kept::Refused(Evidence::OutputsNotKept {
+            limit: Some(over.limit().to_string()),
             message: over.message(task_ref),
         }),
-        Err(Refusal::Unreadable(why)) => Kept::Refused(Evidence::EngineError {
-            error: EngineErrorKind::Other,
+        Err(Refusal::Unreadable(why)) => Kept::Refused(Evidence::OutputsNotKept {
+            limit: None,
             message: format!("the `outputs` of task `{task_ref}` could not be read: {why}"),
         }),
     }
@@ -134,8 +134,8 @@ impl Runner<'_> {
         let (root, task_ref, patterns) = (self.plan.workspace.clone(), task.task_ref.clone(), task.outputs.clone());
         let read = tokio::task::spawn_blocking(move || collect(&root, &task_ref, &patterns, Bounds::ENGINE)).await;
         Some(read.unwrap_or_else(|e| {
-            Kept::Refused(Evidence::EngineError {
-                error: EngineErrorKind::Other,
+            Kept::Refused(Evidence::OutputsNotKept {
+                limit: None,
                 message: format!("reading the `outputs` of task `{}` failed: {e}", task.task_ref),
             })
         }))
