@@ -178,3 +178,22 @@ fn a_bad_output_pattern_is_refused_at_check_with_its_path() {
     out.expect(2, Some("PLAN_INVALID"));
     assert!(out.stdout.contains("$.tasks[0].outputs"), "{}", out.describe());
 }
+
+#[test]
+fn the_goal_s_acceptance_checks_see_the_outputs() {
+    let ws = Ws::new();
+    let mut p = plan(vec![build(json!(["dist/out.txt"]))]);
+    p["goal"]["acceptance"] = json!([{"id": "built", "statement": "the file is built",
+                                      "check": {"run": ["sh", "-c", "test \"$(cat dist/out.txt)\" = built"]}}]);
+    ws.write_plan("plan.json", &p);
+    ws.run().expect_code(0);
+    std::fs::remove_dir_all(ws.path("dist")).unwrap();
+    // `A` stands (nothing it reads changed); the goal is judged again on
+    // its kept output, written back before the checks.
+    ws.run().expect_code(0);
+    assert_eq!(ws.attempts_of("A").len(), 1);
+    assert_eq!(ws.read("dist/out.txt"), "built\n");
+    let written = ws.events_of("outputs_materialized");
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!((written[0].0.as_deref(), &written[0].2["for"]), (None, &json!("acceptance")));
+}

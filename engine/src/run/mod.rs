@@ -741,6 +741,9 @@ impl<'l> Runner<'l> {
             self.acceptance_stopped = specs.into_iter().map(|c| c.id).collect();
             return Ok(None);
         }
+        // The checks may read what the tasks made, on whichever worker
+        // judges the goal.
+        self.materialize_for_acceptance()?;
         self.progress.update(&Update::Accepting { checks: specs.len() });
         let place = |operation_id: String| checks::Place {
             workspace: self.plan.workspace.clone(),

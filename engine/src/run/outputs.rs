@@ -32,14 +32,14 @@ pub enum Kept {
     Files(Vec<(OutputFile, Vec<u8>)>),
     /// Not kept: the evidence the task fails on (a bound passed, or a file
     /// that could not be read).
-    Refused(Evidence),
+    Refused(Box<Evidence>),
 }
 
 impl Kept {
     /// The evidence a refusal fails the attempt with.
     pub fn refusal(&self) -> Option<&Evidence> {
         match self {
-            Kept::Refused(e) => Some(e),
+            Kept::Refused(e) => Some(&**e),
             Kept::Files(_) => None,
         }
     }
@@ -49,14 +49,14 @@ impl Kept {
 pub fn collect(root: &Path, task_ref: &str, patterns: &[String], bounds: Bounds) -> Kept {
     match read_all(root, patterns, bounds) {
         Ok(files) => Kept::Files(files),
-        Err(Refusal::Over(over)) => Kept::Refused(Evidence::OutputsNotKept {
+        Err(Refusal::Over(over)) => Kept::Refused(Box::new(Evidence::OutputsNotKept {
             limit: Some(over.limit().to_string()),
             message: over.message(task_ref),
-        }),
-        Err(Refusal::Unreadable(why)) => Kept::Refused(Evidence::OutputsNotKept {
+        })),
+        Err(Refusal::Unreadable(why)) => Kept::Refused(Box::new(Evidence::OutputsNotKept {
             limit: None,
             message: format!("the `outputs` of task `{task_ref}` could not be read: {why}"),
-        }),
+        })),
     }
 }
 
@@ -134,10 +134,10 @@ impl Runner<'_> {
         let (root, task_ref, patterns) = (self.plan.workspace.clone(), task.task_ref.clone(), task.outputs.clone());
         let read = tokio::task::spawn_blocking(move || collect(&root, &task_ref, &patterns, Bounds::ENGINE)).await;
         Some(read.unwrap_or_else(|e| {
-            Kept::Refused(Evidence::OutputsNotKept {
+            Kept::Refused(Box::new(Evidence::OutputsNotKept {
                 limit: None,
                 message: format!("reading the `outputs` of task `{}` failed: {e}", task.task_ref),
-            })
+            }))
         }))
     }
 
@@ -147,15 +147,30 @@ impl Runner<'_> {
     /// anything is written.
     pub(super) fn materialize_upstream(&mut self, task: &Task) -> Result<()> {
         let upstream = upstream_with_outputs(&self.plan.file.tasks, &self.plan.order, &task.task_ref);
+        let upstream: Vec<String> = upstream.into_iter().map(str::to_string).collect();
+        self.materialize_from(&upstream, Some(&task.task_ref))
+    }
+
+    /// Before the goal's acceptance checks: every task's outputs, so a
+    /// check that reads them sees them on whichever worker judges the goal.
+    pub(super) fn materialize_for_acceptance(&mut self) -> Result<()> {
+        let tasks = self.plan.order.iter().filter_map(|&i| self.plan.file.tasks.get(i));
+        let all: Vec<String> = tasks.filter(|t| !t.outputs.is_empty()).map(|t| t.task_ref.clone()).collect();
+        self.materialize_from(&all, None)
+    }
+
+    /// The outputs of `upstream` (in order: a later one wins a path) in
+    /// this workspace, for `task_ref` (`None`: the goal's checks).
+    fn materialize_from(&mut self, upstream: &[String], task_ref: Option<&str>) -> Result<()> {
         if upstream.is_empty() {
             return Ok(());
         }
         let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
         let read = self.ledger.read();
-        for r in &upstream {
+        for r in upstream {
             let Some(attempt) = completed_by(&*read, &self.goal_id, self.revision, r)? else { continue };
             for file in read.outputs_of_attempt(attempt)? {
-                wanted.insert(file.path.clone(), Wanted { file, from: r.to_string() });
+                wanted.insert(file.path.clone(), Wanted { file, from: r.clone() });
             }
         }
         let wanted: Vec<Wanted> = wanted.into_values().collect();
@@ -163,22 +178,22 @@ impl Runner<'_> {
         drop(read);
         let done = match done {
             Ok(d) => d,
-            Err(e) => return Err(self.refused(task, e)),
+            Err(e) => return Err(self.refused(task_ref, e)),
         };
         if done.files == 0 {
             return Ok(());
         }
         let data = json!({
             "files": done.files, "bytes": done.bytes, "left_alone": done.left_alone, "paths": done.paths,
-            "from": upstream,
+            "from": upstream, "for": task_ref.unwrap_or("acceptance"),
         });
-        self.write_event(Durability::Normal, EventKind::OutputsMaterialized, Some(&task.task_ref), None, data)
+        self.write_event(Durability::Normal, EventKind::OutputsMaterialized, task_ref, None, data)
     }
 
     /// Say in the ledger why nothing was started, then stop with `e`.
-    fn refused(&mut self, task: &Task, e: Error) -> Error {
+    fn refused(&mut self, task_ref: Option<&str>, e: Error) -> Error {
         let data = json!({"code": e.code, "message": e.message, "place": e.place, "why": "outputs_not_materialized"});
-        match self.write_event(Durability::Normal, EventKind::CallRefused, Some(&task.task_ref), None, data) {
+        match self.write_event(Durability::Normal, EventKind::CallRefused, task_ref, None, data) {
             Ok(()) => e,
             Err(w) if w.code == Code::StaleClaim => w,
             Err(_) => e,
