@@ -84,3 +84,25 @@ fn an_output_blob_edited_with_sql_is_refused_and_nothing_is_written() {
     assert!(ledger.attempts_of("B").is_empty(), "B was never sent");
     assert!(ledger.events_of("call_refused").iter().any(|e| e.0.as_deref() == Some("B")));
 }
+
+#[test]
+fn outputs_over_a_bound_fail_the_task_on_the_shared_store_too() {
+    let many = json!({
+        "ref": "MANY", "provider": "sh", "effect": "local", "outputs": ["many/**"],
+        "action": {"run": ["sh", "-c", "mkdir -p many && for i in $(seq 0 1000); do : > many/$i; done"]},
+    });
+    let after = json!({"ref": "AFTER", "provider": "sh", "effect": "none", "depends_on": ["MANY"], "action": {"run": ["true"]}});
+    let s = Shared::new(&plan(vec![many, after]));
+    s.submit();
+    s.worker("w1", 1, &[]).wait(RUN_DEADLINE).expect_code(1);
+    let ledger = Ledger::open(Path::new(&s.url));
+    let a = &ledger.attempts_of("MANY")[0];
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "environment", "outputs_over_limit"));
+    let evidence = ledger.evidence(a.id);
+    let not_kept = evidence.iter().find(|(_, k, _)| k == "outputs_not_kept").expect("the evidence");
+    assert_eq!(not_kept.2["limit"], "OUTPUT_FILES_MAX");
+    assert!(not_kept.2["message"].as_str().unwrap_or_default().contains("`MANY`"), "{:?}", not_kept.2);
+    assert!(ledger.outputs_of(a.id).is_empty(), "nothing kept");
+    assert_eq!(s.pg.psql("ledger", "SELECT count(*) FROM outputs"), "0");
+    assert!(ledger.attempts_of("AFTER").is_empty(), "its dependent never ran");
+}
