@@ -104,28 +104,34 @@ impl Tally {
 }
 
 /// The tasks whose outputs `task_ref`'s run needs: every ancestor (a
-/// dependency, a dependency's dependency, …) that declares `outputs`, in
-/// the order given (the plan's dependency order), so that when two write
-/// the same path the one nearer the task is written last.
-pub fn upstream_with_outputs<'a>(tasks: &'a [Task], order: &[usize], task_ref: &str) -> Vec<&'a str> {
-    let by_ref: HashMap<&str, &Task> = tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
+/// dependency, a dependency's dependency, …) that declares `outputs`,
+/// dependencies before their dependents (a depth-first walk, each task
+/// after everything it depends on), so that when two write the same path
+/// the one nearer the task comes last and wins. `index`: ref → position
+/// in `tasks`. Walks the ancestors only: O(ancestors) per call.
+pub fn upstream_with_outputs<'a>(tasks: &'a [Task], index: &HashMap<String, usize>, task_ref: &str) -> Vec<&'a str> {
+    let task = |r: &str| index.get(r).and_then(|&i| tasks.get(i));
     let mut seen: HashSet<&str> = HashSet::new();
-    let mut stack: Vec<&str> = by_ref.get(task_ref).map(|t| deps(t)).unwrap_or_default();
-    while let Some(r) = stack.pop() {
-        if seen.insert(r) {
-            stack.extend(by_ref.get(r).map(|t| deps(t)).unwrap_or_default());
-        }
+    let mut out = Vec::new();
+    // (task, whether its dependencies were pushed already)
+    let mut stack: Vec<(&'a Task, bool)> = Vec::new();
+    if let Some(t) = task(task_ref) {
+        stack.extend(t.depends_on.iter().rev().filter_map(|d| task(d)).map(|t| (t, false)));
     }
-    order
-        .iter()
-        .filter_map(|&i| tasks.get(i))
-        .filter(|t| !t.outputs.is_empty() && seen.contains(t.task_ref.as_str()))
-        .map(|t| t.task_ref.as_str())
-        .collect()
-}
-
-fn deps(t: &Task) -> Vec<&str> {
-    t.depends_on.iter().map(String::as_str).collect()
+    while let Some((t, expanded)) = stack.pop() {
+        if expanded {
+            if !t.outputs.is_empty() {
+                out.push(t.task_ref.as_str());
+            }
+            continue;
+        }
+        if !seen.insert(t.task_ref.as_str()) {
+            continue;
+        }
+        stack.push((t, true));
+        stack.extend(t.depends_on.iter().rev().filter_map(|d| task(d)).map(|d| (d, false)));
+    }
+    out
 }
 
 /// What the workspace holds at an output's path, as far as the decision
@@ -194,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn every_ancestor_with_outputs_in_plan_order() {
+    fn every_ancestor_with_outputs_dependencies_first() {
         let tasks = vec![
             task("A", &[], &["a/**"]),
             task("B", &["A"], &[]),
@@ -202,11 +208,24 @@ mod tests {
             task("D", &["C"], &[]),
             task("E", &[], &["e"]),
         ];
-        let order = [0, 1, 2, 3, 4];
-        assert_eq!(upstream_with_outputs(&tasks, &order, "D"), vec!["A", "C"], "transitive, not E");
-        assert_eq!(upstream_with_outputs(&tasks, &order, "B"), vec!["A"]);
-        assert!(upstream_with_outputs(&tasks, &order, "A").is_empty(), "not itself");
-        assert!(upstream_with_outputs(&tasks, &order, "nope").is_empty());
+        let index: HashMap<String, usize> = tasks.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect();
+        assert_eq!(upstream_with_outputs(&tasks, &index, "D"), vec!["A", "C"], "transitive, not E");
+        assert_eq!(upstream_with_outputs(&tasks, &index, "B"), vec!["A"]);
+        assert!(upstream_with_outputs(&tasks, &index, "A").is_empty(), "not itself");
+        assert!(upstream_with_outputs(&tasks, &index, "nope").is_empty());
+        // A diamond: each once, every dependency before its dependents.
+        let diamond = vec![
+            task("R", &[], &["r"]),
+            task("L", &["R"], &["l"]),
+            task("M", &["R"], &["m"]),
+            task("J", &["M", "L"], &["j"]),
+            task("END", &["J", "R"], &[]),
+        ];
+        let index: HashMap<String, usize> = diamond.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect();
+        let up = upstream_with_outputs(&diamond, &index, "END");
+        assert_eq!(up.len(), 4, "{up:?}");
+        let at = |r: &str| up.iter().position(|u| *u == r).unwrap();
+        assert!(at("R") < at("L") && at("R") < at("M") && at("L") < at("J") && at("M") < at("J"), "{up:?}");
     }
 
     #[test]

@@ -247,6 +247,9 @@ struct Runner<'l> {
     budgets: Budgets,
     /// When this run of work began: `deadline_seconds` counts from here.
     began_ms: i64,
+    /// Does any task declare `outputs`? (Else nothing is materialized, at
+    /// no cost per task.)
+    outputs_declared: bool,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -281,6 +284,7 @@ impl<'l> Runner<'l> {
         let goal_id = GoalId::new(&plan.goal().id);
         let shared = ledger.shared();
         let guard = constraints::Guard::of(plan.goal());
+        let outputs_declared = plan.file.tasks.iter().any(|t| !t.outputs.is_empty());
         Runner {
             ledger,
             plan,
@@ -312,6 +316,7 @@ impl<'l> Runner<'l> {
             started: HashMap::new(),
             budgets: Budgets::default(),
             began_ms: crate::clock::now_ms(),
+            outputs_declared,
         }
     }
 

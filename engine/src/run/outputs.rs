@@ -142,11 +142,14 @@ impl Runner<'_> {
     }
 
     /// Before `task` runs: every upstream task's recorded outputs in this
-    /// workspace (nearer upstream tasks win a path both declare), an event
+    /// workspace (of two declaring one path, the one that depends on the other wins), an event
     /// saying what was written. A tampered blob is `STORE_TAMPERED` before
     /// anything is written.
     pub(super) fn materialize_upstream(&mut self, task: &Task) -> Result<()> {
-        let upstream = upstream_with_outputs(&self.plan.file.tasks, &self.plan.order, &task.task_ref);
+        if !self.outputs_declared {
+            return Ok(());
+        }
+        let upstream = upstream_with_outputs(&self.plan.file.tasks, &self.plan.index, &task.task_ref);
         let upstream: Vec<String> = upstream.into_iter().map(str::to_string).collect();
         self.materialize_from(&upstream, Some(&task.task_ref))
     }
@@ -154,6 +157,9 @@ impl Runner<'_> {
     /// Before the goal's acceptance checks: every task's outputs, so a
     /// check that reads them sees them on whichever worker judges the goal.
     pub(super) fn materialize_for_acceptance(&mut self) -> Result<()> {
+        if !self.outputs_declared {
+            return Ok(());
+        }
         let tasks = self.plan.order.iter().filter_map(|&i| self.plan.file.tasks.get(i));
         let all: Vec<String> = tasks.filter(|t| !t.outputs.is_empty()).map(|t| t.task_ref.clone()).collect();
         self.materialize_from(&all, None)
