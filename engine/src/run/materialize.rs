@@ -158,7 +158,9 @@ fn write_file(target: &Path, w: &Wanted, bytes: &[u8]) -> Result<()> {
     let parent = target.parent().ok_or_else(|| refused(w, "has no folder"))?;
     fs::create_dir_all(parent).map_err(io)?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.engine-{}.tmp", std::process::id()));
+    // Unique among writers sharing a folder (a shared filesystem): pid and time.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = parent.join(format!(".{name}.engine-{}-{nanos}.tmp", std::process::id()));
     let written = (|| -> std::io::Result<()> {
         let mut f = OpenOptions::new().write(true).create_new(true).mode(w.file.mode()).open(&tmp)?;
         f.write_all(bytes)?;

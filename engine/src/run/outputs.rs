@@ -142,9 +142,9 @@ impl Runner<'_> {
     }
 
     /// Before `task` runs: every upstream task's recorded outputs in this
-    /// workspace (of two declaring one path, the one that depends on the other wins), an event
-    /// saying what was written. A tampered blob is `STORE_TAMPERED` before
-    /// anything is written.
+    /// workspace (of two declaring one path, the one that depends on the
+    /// other wins), an event saying what was written. A tampered blob is
+    /// `STORE_TAMPERED` before anything is written.
     pub(super) fn materialize_upstream(&mut self, task: &Task) -> Result<()> {
         if !self.outputs_declared {
             return Ok(());
