@@ -148,6 +148,16 @@ pub enum Evidence {
     /// The builtin provider's answer (`noop`, `sleep`): nothing left the
     /// engine; `timed_out` when the call's deadline cut a sleep short.
     BuiltinResult { op: providers::builtin::Op, timed_out: bool, duration_ms: u64 },
+    /// An attempt that passed every check declared `outputs` the engine
+    /// could not keep: over a bound of `limits.rs` (`limit` names it:
+    /// `OUTPUT_FILES_MAX`, `OUTPUT_FILE_BYTES_MAX`, `OUTPUT_TASK_BYTES_MAX`),
+    /// or a file that could not be read (`limit` is absent). The task fails
+    /// on it: a success is never recorded without its outputs.
+    OutputsNotKept {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<String>,
+        message: String,
+    },
     /// One validation or acceptance check.
     CheckResult {
         check_id: String,
@@ -294,6 +304,7 @@ impl Evidence {
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::BuiltinResult { .. } => "builtin_result",
+            Evidence::OutputsNotKept { .. } => "outputs_not_kept",
             Evidence::CheckResult { .. } => "check_result",
             Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
             Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",

@@ -55,6 +55,9 @@ pub const CONTEXT_MAX: usize = 1000;
 pub const PROTECT_PATHS_MAX: usize = 1000;
 pub const MAY_CHANGE_MAX: usize = 1000;
 
+/// Per task: `outputs` paths or globs.
+pub const OUTPUT_PATTERNS_MAX: usize = 1000;
+
 /// An MCP provider's `tools` allow-list, and the tools a server's
 /// `tools/list` may name before the engine refuses its inventory.
 pub const TOOLS_MAX: usize = 4096;
@@ -214,8 +217,11 @@ pub const WORKER_POLL: Duration = Duration::from_millis(100);
 /// Commit tokens (what tells a commit in doubt) are kept this long.
 pub const COMMIT_TOKEN_KEEP: Duration = Duration::from_secs(3600);
 
-/// Declared outputs a task may leave in the ledger: files, bytes per
-/// file, bytes in all (per task attempt).
+/// Declared outputs a task may leave in the ledger, per succeeded attempt:
+/// files, bytes of one file, bytes in all. More fails the task (class
+/// `environment`, rule `outputs_over_limit`, naming the task and the
+/// limit): its outputs are read into memory and committed in the
+/// transaction that records its success, so they are kept small.
 pub const OUTPUT_FILES_MAX: usize = 1_000;
 pub const OUTPUT_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 pub const OUTPUT_TASK_BYTES_MAX: u64 = 256 * 1024 * 1024;

@@ -18,6 +18,7 @@ mod orphans;
 /// The receiver fixture and unknown-outcome helpers, shared with that suite.
 #[path = "../unknown_outcomes/common.rs"]
 mod outcomes;
+mod outputs;
 mod plan_props;
 mod readme_tour;
 mod schema;

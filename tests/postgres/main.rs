@@ -6,6 +6,7 @@ mod support;
 
 mod common;
 mod failures;
+mod outputs;
 mod store;
 mod tls;
 mod trust;

@@ -267,6 +267,12 @@ impl Ledger {
         ok("blobs", self.store.inspect().blobs())
     }
 
+    /// The outputs a succeeded attempt recorded, by path.
+    pub fn outputs_of(&self, attempt_id: i64) -> Vec<engine::store::outputs::OutputFile> {
+        use engine::store::OutputsRead;
+        ok("outputs", self.store.read().outputs_of_attempt(engine::ids::AttemptId(attempt_id)))
+    }
+
     pub fn lease(&self) -> LeaseRow {
         ok("lease", self.store.inspect().lease()).expect("a lease row")
     }

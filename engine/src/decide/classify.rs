@@ -89,6 +89,16 @@ const RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "outputs_over_limit",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::OutputsNotKept { limit: Some(_), .. }),
+    },
+    Rule {
+        name: "outputs_unreadable",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::OutputsNotKept { limit: None, .. }),
+    },
+    Rule {
         name: "engine_error",
         class: FailureClass::Environment,
         matches: |e| matches!(e, Evidence::EngineError { .. }),

@@ -23,12 +23,16 @@
 //! - `spend`: which command spends an approval a person gave.
 //! - `raise`: a person's raise of a budget, and the way out of an
 //!   exhausted one.
+//! - `outputs`: do a task's output files fit their bounds; which upstream
+//!   tasks' outputs a task needs; is a file in the workspace the one the
+//!   ledger holds.
 
 pub mod budget;
 pub mod classify;
 pub mod constraints;
 pub mod gate;
 pub mod in_doubt;
+pub mod outputs;
 pub mod people;
 pub mod raise;
 pub mod repair;

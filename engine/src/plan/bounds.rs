@@ -188,6 +188,7 @@ fn task_bounds(t: &Task, at: &str) -> Result<()> {
         bytes(input, PATH_BYTES_MAX, &format!("{at}.inputs[{i}]"), "an input path")?;
     }
     paths(&t.may_change, MAY_CHANGE_MAX, &format!("{at}.may_change"), "`may_change` paths")?;
+    paths(&t.outputs, OUTPUT_PATTERNS_MAX, &format!("{at}.outputs"), "`outputs` paths")?;
     count(t.depends_on.len(), DEPENDENCIES_MAX, &format!("{at}.depends_on"), "dependencies")?;
     for (i, d) in t.depends_on.iter().enumerate() {
         bytes(d, ID_BYTES_MAX, &format!("{at}.depends_on[{i}]"), "a task ref")?;

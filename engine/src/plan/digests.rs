@@ -139,8 +139,8 @@ pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
 }
 
 /// Provider identity and config, action, effect, inputs (sorted),
-/// validations (by id), idempotent flag, and `may_change` (sorted) when it
-/// is declared. Not ref, title or depends_on.
+/// validations (by id), idempotent flag, and `may_change` and `outputs`
+/// (sorted) when they are declared. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
     meaning_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
 }
@@ -184,11 +184,14 @@ fn core_with(task: &Task, identity: &str) -> String {
     with_may_change(d, task).finish()
 }
 
+/// `may_change` and `outputs`, each only when declared: a task without
+/// them digests as it did before the fields existed.
 fn with_may_change(d: Digester, task: &Task) -> Digester {
-    if task.may_change.is_empty() {
+    let d = if task.may_change.is_empty() { d } else { d.json("may_change", &sorted(&task.may_change)) };
+    if task.outputs.is_empty() {
         d
     } else {
-        d.json("may_change", &sorted(&task.may_change))
+        d.json("outputs", &sorted(&task.outputs))
     }
 }
 
@@ -308,6 +311,27 @@ mod tests {
         assert_ne!(with(check), a, "a check is part of the contract");
         let renamed = json!([{"id": "C2", "statement": "test expectations are not edited", "protect": ["tests/**"]}]);
         assert_ne!(with(renamed), a);
+    }
+
+    #[test]
+    fn outputs_are_meaning_and_an_empty_list_digests_as_before() {
+        let base = digests(before());
+        let mut p = before();
+        p["tasks"][0]["outputs"] = json!([]);
+        assert_eq!(digests(p).tasks["T1"].meaning, base.tasks["T1"].meaning, "no outputs: the old digest");
+        let with = |o: serde_json::Value| {
+            let mut p = before();
+            p["tasks"][0]["outputs"] = o;
+            digests(p)
+        };
+        let d = with(json!(["dist/**"]));
+        assert_ne!(d.tasks["T1"].meaning, base.tasks["T1"].meaning);
+        assert_ne!(d.tasks["T1"].meaning_core, base.tasks["T1"].meaning_core);
+        assert_eq!(d.tasks["T1"].request, base.tasks["T1"].request, "outputs are not sent");
+        assert_eq!(with(json!(["a", "b"])).tasks["T1"].meaning, with(json!(["b", "a", "a"])).tasks["T1"].meaning);
+        let mut p = before();
+        p["tasks"][0]["may_change"] = json!(["dist/**"]);
+        assert_ne!(digests(p).tasks["T1"].meaning, d.tasks["T1"].meaning, "not the same field as may_change");
     }
 
     #[test]

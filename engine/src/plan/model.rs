@@ -624,6 +624,14 @@ pub struct Task {
     /// task's meaning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub may_change: Vec<String>,
+    /// Workspace-relative paths or globs (`dist/**`) of the files this
+    /// task makes for the tasks after it: once it succeeds, the engine
+    /// keeps their content in the ledger and writes them, digest-checked,
+    /// into the workspace of any worker that runs a task depending on it
+    /// (directly or through others). Part of the task's meaning.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<String>,
 }
 
 impl Task {

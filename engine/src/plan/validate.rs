@@ -217,6 +217,7 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
         &format!("{at}.may_change"),
         &format!("`may_change` path of task `{}`", task.task_ref),
     )?;
+    path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
     unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
     for (j, v) in task.validations.iter().enumerate() {
         non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;

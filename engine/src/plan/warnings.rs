@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::plan::model::{PlanFile, ProviderSpec, Task};
 
+mod handoff;
+
 macro_rules! warning_codes {
     ($($(#[$m:meta])* $variant:ident = $s:literal),+ $(,)?) => {
         /// The stable code of each warning (scripts match on them).
@@ -40,6 +42,11 @@ warning_codes! {
     NoAcceptanceCheck = "NO_ACCEPTANCE_CHECK",
     /// An acceptance criterion without `check`: stated, never verified.
     AcceptanceUnchecked = "ACCEPTANCE_UNCHECKED",
+    /// A task's input is a path an upstream task evidently writes (its
+    /// command names it, or its `may_change` covers it) without declaring
+    /// it in `outputs`: workers in separate workspaces may run the task
+    /// without the file.
+    OutputUndeclared = "OUTPUT_UNDECLARED",
 }
 
 impl Serialize for WarningCode {
@@ -97,6 +104,7 @@ pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) ->
         task_programs(plan, task, i, &mut programs);
     }
     out.extend(programs.finish());
+    out.extend(handoff::warnings(plan));
     out
 }
 

@@ -14,7 +14,9 @@ mod constraints;
 mod fresh;
 mod in_doubt;
 mod look;
+mod materialize;
 pub mod orphans;
+mod outputs;
 pub mod progress;
 pub mod provider;
 mod reconcile;
@@ -245,6 +247,9 @@ struct Runner<'l> {
     budgets: Budgets,
     /// When this run of work began: `deadline_seconds` counts from here.
     began_ms: i64,
+    /// Does any task declare `outputs`? (Else nothing is materialized, at
+    /// no cost per task.)
+    outputs_declared: bool,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -279,6 +284,7 @@ impl<'l> Runner<'l> {
         let goal_id = GoalId::new(&plan.goal().id);
         let shared = ledger.shared();
         let guard = constraints::Guard::of(plan.goal());
+        let outputs_declared = plan.file.tasks.iter().any(|t| !t.outputs.is_empty());
         Runner {
             ledger,
             plan,
@@ -310,6 +316,7 @@ impl<'l> Runner<'l> {
             started: HashMap::new(),
             budgets: Budgets::default(),
             began_ms: crate::clock::now_ms(),
+            outputs_declared,
         }
     }
 
@@ -624,7 +631,13 @@ impl<'l> Runner<'l> {
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
                 let after = self.observe_checkpoint(&task).await.map(|cp| cp.with_context(self.tool_context(&task)));
                 let judged = record::Judged { runs, constraint_runs, protected };
-                self.record_validations(attempt_id, &task, flight.before, after, judged)?;
+                // Outputs are read only from an attempt that passed: a
+                // failed one keeps none.
+                let kept = match judged.passed() {
+                    true => self.collect_outputs(&task).await,
+                    false => None,
+                };
+                self.record_validations(attempt_id, &task, flight.before, after, (judged, kept))?;
             }
         }
         Ok(())
@@ -733,6 +746,9 @@ impl<'l> Runner<'l> {
             self.acceptance_stopped = specs.into_iter().map(|c| c.id).collect();
             return Ok(None);
         }
+        // The checks may read what the tasks made, on whichever worker
+        // judges the goal.
+        self.materialize_for_acceptance()?;
         self.progress.update(&Update::Accepting { checks: specs.len() });
         let place = |operation_id: String| checks::Place {
             workspace: self.plan.workspace.clone(),

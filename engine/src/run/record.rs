@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::checks::CheckRun;
 use super::look::Looked;
+use super::outputs::{self, Kept};
 use super::{AcceptanceLine, Runner, UnknownOp};
 use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
@@ -34,7 +35,7 @@ pub struct Judged {
 }
 
 impl Judged {
-    fn passed(&self) -> bool {
+    pub fn passed(&self) -> bool {
         self.runs.iter().chain(&self.constraint_runs).all(CheckRun::passed) && self.protected.is_empty()
     }
 }
@@ -147,7 +148,9 @@ impl Runner<'_> {
         // transaction fewer per step (there is nothing to judge between the
         // two). A constraint's check or protected paths still take the
         // validation path, which runs and judges them.
-        let unchecked = match task.validations.is_empty() && self.guard.is_empty() {
+        // A task with declared outputs takes the validation path too: its
+        // outputs are read after its receipt, then committed with its success.
+        let unchecked = match task.validations.is_empty() && self.guard.is_empty() && task.outputs.is_empty() {
             true => Some(self.observe_checkpoint(task).await.map(|cp| cp.with_context(self.tool_context(task)))),
             false => None,
         };
@@ -278,10 +281,11 @@ impl Runner<'_> {
         task: &Task,
         before: Option<Checkpoint>,
         after: std::result::Result<Checkpoint, String>,
-        judged: Judged,
+        (judged, kept): (Judged, Option<Kept>),
     ) -> Result<()> {
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-        let all_passed = judged.passed();
+        let refusal = kept.as_ref().and_then(Kept::refusal).cloned();
+        let all_passed = judged.passed() && refusal.is_none();
         let checkpoint = before.as_ref().map(|c| c.digest.clone());
         let change = match (&before, &after) {
             (Some(b), Ok(a)) if b.digest == a.digest => None,
@@ -319,8 +323,14 @@ impl Runner<'_> {
             verdict_evidence = constraint_evidence;
             if all_passed {
                 let passed: Vec<&str> = judged.runs.iter().map(|r| r.id.as_str()).collect();
+                if let Some(kept) = &kept {
+                    outputs::record(tx, (&goal_id, revision, &task.task_ref), attempt_id, kept)?;
+                }
                 succeeded(tx, key, attempt_id, checkpoint.as_deref(), &passed, change.as_deref())
             } else {
+                if let Some(e) = &refusal {
+                    tx.insert_evidence(&goal_id, revision, Some(attempt_id), e)?;
+                }
                 let recorded = tx.evidence_of_attempt(attempt_id)?;
                 let c = classify_attempt(tx, attempt_id, &recorded)?;
                 tx.set_attempt_checkpoint(attempt_id, checkpoint.as_deref(), false)?;

@@ -73,6 +73,8 @@ impl Runner<'_> {
             None => (digests.operation_id.clone(), digests.request.clone()),
         };
         let retry = self.asked.retry.contains(&operation_id);
+        // Upstream outputs first: they are among the inputs observed next.
+        self.materialize_upstream(&task)?;
         let inputs_at_intent = self.observe_checkpoint(&task).await.ok();
         let protected = self.protected_baseline(task_ref).await?;
         let request = match &repair {

@@ -71,6 +71,12 @@ event_kinds! {
     AnsweredByHandle = "answered_by_handle",
     ReceiptRecorded = "receipt_recorded",
     AttemptSucceeded = "attempt_succeeded",
+    /// A succeeded attempt's declared outputs, kept in the ledger with
+    /// its success (files, bytes).
+    OutputsRecorded = "outputs_recorded",
+    /// Upstream tasks' outputs written into this workspace before a task
+    /// ran (files written, bytes, files already right and left alone).
+    OutputsMaterialized = "outputs_materialized",
     AttemptFailed = "attempt_failed",
     EffectUnknown = "effect_unknown",
     ObservedEffectPresent = "observed_effect_present",

@@ -8,13 +8,14 @@ use super::attempts::{AttemptsRead, AttemptsWrite};
 use super::events::{EventsRead, EventsWrite};
 use super::evidence::{CheckScope, CompletionRecord, EvidenceRead, EvidenceWrite};
 use super::goals::{GoalRecord, GoalsRead, GoalsWrite};
+use super::outputs::{OutputsRead, OutputsWrite};
 use super::Fence;
 use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
 
 /// Every read of the ledger.
-pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + ActsRead + EventsRead {
+pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + OutputsRead + ActsRead + EventsRead {
     /// The goal a command names (`--goal`), or the one most recently run.
     fn goal_or_latest(&self, goal: Option<&GoalId>) -> Result<GoalRecord> {
         let row = match goal {
@@ -85,7 +86,9 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + ActsRead + Event
 }
 
 /// Every write of the ledger, inside one transaction begun under a fence.
-pub trait LedgerTx: LedgerRead + GoalsWrite + AttemptsWrite + EvidenceWrite + ActsWrite + EventsWrite {
+pub trait LedgerTx:
+    LedgerRead + GoalsWrite + AttemptsWrite + EvidenceWrite + OutputsWrite + ActsWrite + EventsWrite
+{
     /// The right this transaction writes under (stamped on each intent).
     fn fence(&self) -> Fence;
 }

@@ -30,6 +30,7 @@ pub mod inspect;
 pub mod lease;
 mod ledger;
 pub mod location;
+pub mod outputs;
 mod postgres;
 mod sqlite;
 pub mod verify;
@@ -46,6 +47,7 @@ pub use goals::{GoalsRead, GoalsWrite};
 pub use inspect::Inspect;
 pub use lease::{Fence, Holder};
 pub use ledger::{LedgerRead, LedgerTx};
+pub use outputs::{OutputsRead, OutputsWrite};
 pub use postgres::claims::{Claimed, TakenOver, GOAL_CLAIM};
 
 pub const STORE_FILE: &str = "engine.db";

@@ -25,6 +25,7 @@ mod events;
 mod evidence;
 mod goals;
 mod inspect;
+mod outputs;
 mod schema;
 mod sql;
 mod tls;

@@ -16,7 +16,7 @@ use super::client::{p, Conn};
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
@@ -351,6 +351,15 @@ CREATE TABLE request_ids (
 ALTER TABLE attempts ADD COLUMN handle TEXT
     CHECK (handle IS NULL OR (handle::jsonb ->> 'kind') IS NOT NULL);
 ALTER TABLE attempts ADD COLUMN handle_at_ms BIGINT;
+"#;
+
+/// Schema 4: SQLite's schema 8. The `outputs` table has been here since
+/// schema 1; it now gets SQLite's CHECKs (a mode of `0644` or `0755`, a
+/// size of at least 0, a path), as the engine starts writing it.
+const MIGRATION_4: &str = r#"
+ALTER TABLE outputs ADD CONSTRAINT outputs_mode_check CHECK (mode IN (420, 493));
+ALTER TABLE outputs ADD CONSTRAINT outputs_size_check CHECK (size >= 0);
+ALTER TABLE outputs ADD CONSTRAINT outputs_path_check CHECK (length(path) > 0);
 "#;
 
 /// The schema version of the database, `None` when the engine never made

@@ -25,6 +25,7 @@ mod inspect;
 mod lease;
 pub mod mark;
 mod open;
+mod outputs;
 mod schema;
 mod sql;
 pub mod verify;

@@ -10,7 +10,7 @@ use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
 const MIGRATIONS: &[&str] =
-    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7];
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7, MIGRATION_8];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 6 brings the chain.
@@ -405,6 +405,22 @@ const MIGRATION_7: &str = r#"
 ALTER TABLE attempts ADD COLUMN handle TEXT
     CHECK (handle IS NULL OR (json_valid(handle) AND json_extract(handle, '$.kind') IS NOT NULL));
 ALTER TABLE attempts ADD COLUMN handle_at_ms INTEGER;
+"#;
+
+/// Schema 8: a succeeded attempt's declared outputs (a task's `outputs`):
+/// each file's path, content digest (its bytes in `blobs`, kept once per
+/// content), size and mode (`0644`, or `0755` for an executable), written
+/// in the transaction that records the success. The same table as
+/// PostgreSQL's, with its CHECKs.
+const MIGRATION_8: &str = r#"
+CREATE TABLE outputs (
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+    path       TEXT NOT NULL CHECK (length(path) > 0),
+    mode       INTEGER NOT NULL CHECK (mode IN (420, 493)),
+    digest     TEXT NOT NULL REFERENCES blobs(digest),
+    size       INTEGER NOT NULL CHECK (size >= 0),
+    PRIMARY KEY (attempt_id, path)
+);
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.

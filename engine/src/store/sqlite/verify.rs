@@ -115,6 +115,7 @@ const TABLES: &[&str] = &[
     "person_requests",
     "act_chain",
     "request_ids",
+    "outputs",
 ];
 const TRIGGERS: &[&str] = &[
     "events_append_only_update",
