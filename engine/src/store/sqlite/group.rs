@@ -116,3 +116,77 @@ impl Db {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::mark::Mark;
+    use crate::error::Error;
+    use crate::ids::Seq;
+    use crate::store::events::{Event, EventKind};
+    use crate::store::{Durability, LeaseGuard, Store};
+
+    fn event(tx: &mut dyn crate::store::LedgerTx, n: i64) -> crate::error::Result<()> {
+        tx.append_event(&Event::store(EventKind::RunStopping, json!({"n": n}))).map(|_| ())
+    }
+
+    /// The store's commit count and the count its mark holds.
+    fn commits(ledger: &LeaseGuard) -> (i64, i64) {
+        let conn = rusqlite::Connection::open(ledger.path()).unwrap();
+        let store: i64 = conn.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0)).unwrap();
+        let mark = Mark::read(&super::super::files::StoreFiles::new(ledger.path()).mark).unwrap().unwrap();
+        (store, mark.commits)
+    }
+
+    fn written(ledger: &LeaseGuard) -> Vec<i64> {
+        let events = ledger.read().events_since(Seq(0), 100).unwrap();
+        events.iter().filter(|e| e.kind == EventKind::RunStopping).filter_map(|e| e.data["n"].as_i64()).collect()
+    }
+
+    fn opened() -> (tempfile::TempDir, LeaseGuard) {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Store::open_rw(&dir.path().join("store/engine.db")).unwrap().lease().unwrap();
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_group_commits_once_and_a_failed_write_in_it_is_rolled_back_alone() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        ledger.begin_group();
+        ledger.write(Durability::Full, |tx| event(tx, 1)).unwrap();
+        let failed = ledger.write(Durability::Full, |tx| {
+            event(tx, 2)?;
+            Err::<(), _>(Error::internal("refused after writing"))
+        });
+        assert!(failed.is_err());
+        ledger.write(Durability::Normal, |tx| event(tx, 3)).unwrap();
+        assert_eq!(commits(&ledger).0, before, "nothing committed before the group's commit");
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![1, 3], "the failed write alone is gone");
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one commit, recorded in the mark (it was Full)");
+        // After the group, each write commits on its own again.
+        ledger.write(Durability::Full, |tx| event(tx, 4)).unwrap();
+        assert_eq!(commits(&ledger), (before + 2, before + 2));
+    }
+
+    #[test]
+    fn a_full_write_meeting_a_normal_group_commits_it_first() {
+        let (_dir, mut ledger) = opened();
+        let (before, marked) = commits(&ledger);
+        ledger.begin_group();
+        ledger.write(Durability::Normal, |tx| event(tx, 1)).unwrap();
+        assert_eq!(commits(&ledger).0, before);
+        ledger.write(Durability::Full, |tx| event(tx, 2)).unwrap();
+        // The Normal part is committed (not in the mark: it was not flushed).
+        assert_eq!(commits(&ledger), (before + 1, marked));
+        ledger.commit_group().unwrap();
+        assert_eq!(commits(&ledger), (before + 2, before + 2));
+        assert_eq!(written(&ledger), vec![1, 2]);
+        // An empty group commits nothing.
+        ledger.begin_group();
+        ledger.commit_group().unwrap();
+        assert_eq!(commits(&ledger).0, before + 2);
+    }
+}
