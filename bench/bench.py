@@ -232,9 +232,9 @@ def parse_args():
     ap.add_argument("--system-seconds", type=float, default=300.0,
                     help="a durable-step system stops repeating at an N once its runs there took this long "
                          "(default 300; at least one repeat)")
-    ap.add_argument("--step-commits", type=int, default=2,
-                    help="fsync'd commits one engine step needs (the floor = this x one SQLite commit); default 2: "
-                         "the intent and the receipt")
+    ap.add_argument("--step-commits", type=int, default=1,
+                    help="fsync'd commits one engine step needs (the floor = this x one SQLite commit); default 1: "
+                         "in a chain a step's receipt shares its commit with the next step's intent (group commit)")
     ap.add_argument("--dag-sizes", type=ints, default=[1000], help="N of the process DAGs (default 1000)")
     ap.add_argument("--scale-size", type=int, default=100_000, help="tasks of the scale plans (default 100,000)")
     ap.add_argument("--repeats", type=int, help="repeats of every timed figure (default 5 at N <= 1,000 and 3 above; "

@@ -70,7 +70,7 @@ def target_rows(res):
     rows = []
     sizes = sorted({r["n"] for r in res.get("durable") or []})
     floor = res.get("floor")
-    commits = res["args"].get("step_commits", 2)
+    commits = res["args"].get("step_commits", 1)
     for n in sizes:
         eng, why = per_step(durable_row(res, "engine", n))
         for key, system, name in (("vs_dbos", "dbos", "DBOS"), ("vs_langgraph", "langgraph", "LangGraph chain"),
@@ -244,7 +244,7 @@ def markdown(res):
                      "per step = (wall at N+1 steps − wall at 1 step) / N, paired within each repeat.\n\n"
                      + durable_table(res))
     if res.get("floor"):
-        parts.append("## (b) The disk's floor\n\n" + floor_table(res["floor"], res["args"].get("step_commits", 2)))
+        parts.append("## (b) The disk's floor\n\n" + floor_table(res["floor"], res["args"].get("step_commits", 1)))
     if res.get("dag"):
         parts.append("## (c) Process DAG\n\nN tasks that each exec `true`; chain one at a time, fan-out "
                      f"(one root, N−1 leaves) with --jobs {res['args']['jobs']}; bare = a spawn loop in the "

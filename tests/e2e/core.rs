@@ -769,6 +769,52 @@ json.dump({"attempts": rows, "operation_id": os.environ.get("ENGINE_OPERATION_ID
            "try": os.environ.get("ENGINE_TRY")}, open("probe.json", "w"))
 "#;
 
+/// PROBE, written to the file named by its second argument, with each
+/// attempt's task.
+const PROBE_TASKS: &str = r#"
+import json, os, sqlite3, sys
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+rows = db.execute(
+    "SELECT a.task_ref, a.state, a.operation_id,"
+    " (SELECT COUNT(*) FROM receipts r WHERE r.attempt_id = a.id) FROM attempts a").fetchall()
+json.dump({"attempts": rows, "operation_id": os.environ.get("ENGINE_OPERATION_ID")}, open(sys.argv[2], "w"))
+"#;
+
+/// Group commit (issue 16): a finished task's receipt and the intents of
+/// the tasks it makes ready share one commit. Each dependent's provider,
+/// the moment it starts, finds its own intent committed (and no receipt of
+/// it), and the receipt and success of the task it waited on.
+#[test]
+fn grouped_intents_are_committed_before_their_providers_start() {
+    let ws = Ws::new();
+    ws.write("probe.py", PROBE_TASKS);
+    let store = ws.store();
+    let leaf = |r: &str| {
+        let script = format!("python3 probe.py \"$0\" probe-{r}.json || exit 7");
+        let mut t = task(r, &["sh", "-c", &script, store.to_str().unwrap()]);
+        t["depends_on"] = json!(["a"]);
+        t
+    };
+    ws.write_plan("plan.json", &plan(vec![task("a", &["true"]), leaf("b"), leaf("c")]));
+    ws.engine(&["run", "plan.json", "--jobs", "2"]).expect_code(0);
+    for r in ["b", "c"] {
+        let probe: Value = serde_json::from_str(&fs::read_to_string(ws.path(&format!("probe-{r}.json"))).unwrap())
+            .unwrap_or_else(|e| panic!("probe of {r}: {e}"));
+        let rows = probe["attempts"].as_array().unwrap();
+        let row = |t: &str| rows.iter().find(|row| row[0] == t).unwrap_or_else(|| panic!("no attempt of {t}: {probe}"));
+        let own = row(r);
+        assert!(own[1] == "intent_recorded" || own[1] == "dispatched", "{r}'s own intent, committed: {probe}");
+        assert_eq!(own[2], probe["operation_id"], "{probe}");
+        assert_eq!(own[3], 0, "no receipt of {r} before it ran: {probe}");
+        let a = row("a");
+        assert_eq!((&a[1], &a[3]), (&json!("succeeded"), &json!(1)), "a's receipt and success, committed: {probe}");
+    }
+    let db = ws.ledger();
+    for r in ["a", "b", "c"] {
+        assert_eq!(db.task_state(r), "succeeded");
+    }
+}
+
 #[test]
 fn intent_is_committed_before_the_provider_starts() {
     let ws = Ws::new();

@@ -13,6 +13,8 @@
 //!   what of the server's inventory does a task's checkpoint carry?
 //! - `verdict`: the goal's state and exit code at the end of a run.
 //! - `scheduler`: which ready tasks start next.
+//! - `group`: may a message's records share one commit with the intents
+//!   that follow (group commit)?
 //! - `reuse`: may a completed task's result stand?
 //! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
@@ -31,6 +33,7 @@ pub mod budget;
 pub mod classify;
 pub mod constraints;
 pub mod gate;
+pub mod group;
 pub mod in_doubt;
 pub mod outputs;
 pub mod people;

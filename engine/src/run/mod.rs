@@ -12,6 +12,7 @@
 mod checks;
 mod constraints;
 mod fresh;
+mod group;
 mod in_doubt;
 mod look;
 mod materialize;
@@ -222,6 +223,8 @@ struct Runner<'l> {
     states_at_start: HashMap<String, TaskState>,
     dispatched: HashSet<String>,
     in_flight: HashMap<AttemptId, InFlight>,
+    /// What waits for the open group's commit (`group.rs`).
+    held: group::Waiting,
     stops: Stops,
     /// The goal's checkable constraints, and what this run saw of them.
     guard: constraints::Guard,
@@ -302,6 +305,7 @@ impl<'l> Runner<'l> {
             states_at_start: HashMap::new(),
             dispatched: HashSet::new(),
             in_flight: HashMap::new(),
+            held: group::Waiting::default(),
             stops: Stops::default(),
             guard,
             tally: Tally::default(),
@@ -422,6 +426,9 @@ impl<'l> Runner<'l> {
         // found nothing to start and no other worker holding a task.
         let mut looked_idle = false;
         loop {
+            // The intents of this round share one commit with the records
+            // of the messages just handled; their calls wait for it.
+            self.begin_group();
             while !self.stopping().await?
                 && self.stops.budget.is_none()
                 && refused.is_none()
@@ -437,6 +444,7 @@ impl<'l> Runner<'l> {
                     Err(e) => return Err(e),
                 }
             }
+            self.flush()?;
             if self.in_flight.is_empty() {
                 if !self.shared || refused.is_some() || self.stops.budget.is_some() || self.stop.active() {
                     break;
@@ -449,19 +457,13 @@ impl<'l> Runner<'l> {
             }
             looked_idle = false;
             let Some(msg) = self.next_msg(&mut scheduler, &order, &deps).await? else { continue };
-            let attempt_id = msg.attempt_id();
-            let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
-            self.handle(msg).await?;
-            if let Some(r) = &task_ref {
-                self.release_if_idle(r)?;
-            }
-            if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
-                self.ended(&r)?;
-                if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
-                    scheduler.completed(p);
-                }
+            self.take(msg, &mut scheduler, &position).await?;
+            // Messages already waiting join the same group when they may.
+            while let Ok(msg) = self.rx.try_recv() {
+                self.take(msg, &mut scheduler, &position).await?;
             }
         }
+        self.flush()?;
         if let Some(e) = refused {
             return Err(e);
         }
@@ -470,6 +472,26 @@ impl<'l> Runner<'l> {
             return Ok(());
         }
         self.mark_blocked(&order, &scheduler, &waits_for_retry)
+    }
+
+    /// Handle one message of a call in flight, in the open group or on
+    /// its own (`group_for`); a task that left the flight completes in the
+    /// scheduler.
+    async fn take(&mut self, msg: Msg, scheduler: &mut Scheduler, position: &HashMap<&str, usize>) -> Result<()> {
+        self.group_for(&msg)?;
+        let attempt_id = msg.attempt_id();
+        let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
+        self.handle(msg).await?;
+        if let Some(r) = &task_ref {
+            self.release_if_idle(r)?;
+        }
+        if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
+            if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
+                scheduler.completed(p);
+            }
+            self.note_ended(r)?;
+        }
+        Ok(())
     }
 
     /// Wait for the next message of a call in flight. `None`: a person's

@@ -13,7 +13,6 @@ use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
 use crate::error::Result;
 use crate::evidence::{self, EngineErrorKind, Evidence, EvidenceSource, Output, Recorded, UnknownReason};
-use crate::failpoint;
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::limits::{EXCERPT_BYTES_MAX, EXCERPT_LINES_MAX};
 use crate::plan::{Effect, ProviderSpec, Task};
@@ -116,7 +115,7 @@ impl Runner<'_> {
                 // Nothing was handed over: the call does not count against the budgets.
                 let e = Evidence::EngineError { error: EngineErrorKind::from(nd.kind), message: nd.message };
                 self.fail_with(attempt_id, task, None, vec![e], Durability::Full, true)?;
-                failpoint::hit("after_receipt_commit");
+                self.hit_committed("after_receipt_commit");
                 Ok(Next::Done)
             }
             Outcome::Lost { reason, detail } => self.lost(attempt_id, task, reason.into(), detail).await,
@@ -196,7 +195,7 @@ impl Runner<'_> {
             finish_failed(tx, TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref }, attempt_id, &c)?;
             Ok(Verdict::Failed)
         })?;
-        failpoint::hit("after_receipt_commit");
+        self.hit_committed("after_receipt_commit");
         match verdict {
             Verdict::Validate => Ok(Next::Validate),
             Verdict::Succeeded => {

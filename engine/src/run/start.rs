@@ -198,14 +198,14 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// The intent is committed: hand the call over, and let the provider's
-    /// progress and answer come back as messages (its process group kept
-    /// where a person's stop reaches it).
+    /// The intent is recorded: the call is held until the intent's commit
+    /// (`group::flush`), then handed over, and the provider's progress and
+    /// answer come back as messages (its process group kept where a
+    /// person's stop reaches it).
     fn dispatch(&mut self, call: &Call, intent: Intent, try_no: i64) -> Result<()> {
         let task_ref = call.task.task_ref.clone();
         self.states.insert(task_ref.clone(), TaskState::Running);
         self.dispatched.insert(task_ref.clone());
-        failpoint::hit("after_intent");
         let provider_call = self.call_for(call.task, &call.operation_id, try_no as u32, call.repair);
         let provider = self
             .providers
@@ -213,9 +213,21 @@ impl Runner<'_> {
             .cloned()
             .ok_or_else(|| Error::internal(format!("no provider `{}`", call.task.provider)))?;
         let processless = !matches!(self.plan.provider_of(call.task), ProviderSpec::Command { .. });
-        let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let attempt_id = intent.attempt_id();
-        let flight_call = (call.task.provider.clone(), provider_call.clone());
+        let mut flight = InFlight::new(intent, &task_ref);
+        flight.call = Some((call.task.provider.clone(), provider_call.clone()));
+        flight.protected = call.protected.clone();
+        flight.processless = processless;
+        self.in_flight.insert(attempt_id, flight);
+        self.held.calls.push(Held { attempt_id, provider, call: provider_call, try_no });
+        Ok(())
+    }
+
+    /// Hand a held call over, its intent committed.
+    pub(super) fn send(&mut self, held: Held) {
+        failpoint::hit("after_intent");
+        let Held { attempt_id, provider, call, try_no } = held;
+        let (tx, groups) = (self.tx.clone(), self.stop.groups.clone());
         let work = tokio::spawn(async move {
             let forward = |progress| {
                 let tx = tx.clone();
@@ -223,20 +235,24 @@ impl Runner<'_> {
                     let _ = tx.send(Msg::Progress { attempt_id, progress }).await;
                 }
             };
-            let (outcome, level) = stop::watched(provider.as_ref(), &provider_call, &groups, forward).await;
+            let (outcome, level) = stop::watched(provider.as_ref(), &call, &groups, forward).await;
             let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
         });
-        let mut flight = InFlight::new(intent, &task_ref);
-        flight.call = Some(flight_call);
-        flight.protected = call.protected.clone();
+        let Some(flight) = self.in_flight.get_mut(&attempt_id) else { return };
         flight.work = Some(work.abort_handle());
-        flight.processless = processless;
-        self.in_flight.insert(attempt_id, flight);
+        let task_ref = flight.task_ref.clone();
         self.started.insert(task_ref.clone(), std::time::Instant::now());
-        let title = call.task.title.as_str();
+        let title = self.plan.task(&task_ref).map_or("", |t| t.title.as_str());
         self.progress.update(&Update::TaskStarted { task_ref: &task_ref, title, try_no });
-        Ok(())
     }
+}
+
+/// A call whose intent is recorded, held until its commit.
+pub(super) struct Held {
+    attempt_id: crate::ids::AttemptId,
+    provider: std::sync::Arc<dyn providers::Provider>,
+    call: providers::Call,
+    try_no: i64,
 }
 
 /// The gate's decision, recorded in the intent's transaction.

@@ -32,6 +32,9 @@ impl Runner<'_> {
     /// now (nothing new is dispatched from here on).
     pub(super) async fn stopping(&mut self) -> Result<bool> {
         if self.stop.pending() {
+            // What the open group holds is committed (and its calls sent)
+            // before a stop acts on the calls in flight.
+            self.flush()?;
             let signal = crate::signals::received().unwrap_or(StopSignal::Interrupt);
             self.on_stop(StopEvent::Begin(signal)).await?;
         }

@@ -310,6 +310,28 @@ impl LeaseGuard {
         }
     }
 
+    /// Gather the writes from here on into one transaction, committed by
+    /// [`LeaseGuard::commit_group`] (`Full` if any of them is): a step's
+    /// receipt and the intents of the tasks it makes ready share one flush.
+    /// The caller acts on none of them before that commit. Each write of
+    /// the group is still whole or absent (a failed one is rolled back
+    /// alone). On PostgreSQL every write commits on its own as before: a
+    /// write there may run again after a lost connection, which a group of
+    /// closures already run cannot.
+    pub fn begin_group(&mut self) {
+        if let Backend::Sqlite(db) = &mut self.store.backend {
+            db.begin_group()
+        }
+    }
+
+    /// Commit the open group (nothing if none is open or nothing was written).
+    pub fn commit_group(&mut self) -> Result<()> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.commit_group(self.fence.generation()),
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
     /// Is this a shared store (claims per task)?
     pub fn shared(&self) -> bool {
         self.store.shared()

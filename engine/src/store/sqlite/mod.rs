@@ -20,6 +20,7 @@ mod events;
 mod evidence;
 pub mod files;
 mod goals;
+mod group;
 pub mod identity;
 mod inspect;
 mod lease;
@@ -54,6 +55,8 @@ pub(super) struct Db {
     durability: Durability,
     /// The mark, open for updates while this process holds the lease.
     mark: Option<MarkFile>,
+    /// Writes gathered into one commit (`group.rs`), while a group is open.
+    group: Option<group::Group>,
 }
 
 impl Db {
@@ -93,7 +96,7 @@ impl Db {
             let id = facts.store_id.ok_or_else(|| Error::internal("a migrated store without its identity"))?;
             MarkFile::create(&files.mark, &Mark::new(&id)).map_err(|e| located(e, path))?;
         }
-        Ok(Db { conn, files, durability: Durability::Normal, mark: None })
+        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None })
     }
 
     /// Open an existing store for reading only (status, log, explain).
@@ -116,7 +119,7 @@ impl Db {
             .at(path.display().to_string()));
         }
         configure(&conn)?;
-        let db = Db { conn, files, durability: Durability::Normal, mark: None };
+        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None };
         if let Verdict::Marked { unclean, changed } = verdict {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
@@ -147,6 +150,10 @@ impl Db {
 
     /// Run `f` inside one read transaction (one snapshot).
     pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            // Inside this writer's open group: its transaction is the snapshot.
+            return f(&self.reader());
+        }
         self.conn.execute_batch("BEGIN DEFERRED")?;
         let value = f(&self.reader());
         self.conn.execute_batch("COMMIT")?;
@@ -166,7 +173,10 @@ impl Db {
         durability: Durability,
         f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
-        let result = self.write_counted(fence, durability, f);
+        let result = match self.group.is_some() {
+            true => self.write_grouped(fence, durability, f),
+            false => self.write_counted(fence, durability, f),
+        };
         result.map_err(|e| located(sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
     }
 
@@ -217,6 +227,9 @@ impl Db {
     }
 
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
+        // A group left open by a run that ended in an error: committed, as
+        // a crash right after it would have left it.
+        self.commit_group(fence.generation())?;
         self.set_durability(Durability::Full)?;
         lease::release(&mut self.conn, &self.files, &mut self.mark, fence)
     }

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, OpenFlags, Transaction};
+use rusqlite::{Connection, OpenFlags};
 
 use super::files::{check_owned_dir, check_owned_file, StoreFiles};
 use super::identity;
@@ -18,7 +18,7 @@ use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
 /// Count one more committed write transaction; the new count.
 /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`, which SQLite
 /// runs through a temporary b-tree each time (every transaction pays it).
-pub(super) fn count_commit(tx: &Transaction) -> Result<i64> {
+pub(super) fn count_commit(tx: &Connection) -> Result<i64> {
     tx.prepare_cached("UPDATE store_meta SET commits = commits + 1 WHERE id = 1")?.execute([])?;
     Ok(tx.prepare_cached("SELECT commits FROM store_meta WHERE id = 1")?.query_row([], |r| r.get(0))?)
 }

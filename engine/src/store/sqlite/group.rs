@@ -1,0 +1,192 @@
+//! Group commit: several `write`s in one transaction, committed once.
+//!
+//! The run loop opens a group when what it is about to write may share a
+//! commit (`decide::group`): a finished task's receipt and the intents of
+//! the tasks it makes ready. Each `write` of the group runs in a savepoint
+//! of one `BEGIN IMMEDIATE` transaction — a write whose closure fails is
+//! rolled back alone, as its own transaction would have been — and
+//! `commit_group` commits them together and records the commit in the
+//! mark, once. SQLite takes `synchronous` only between transactions, so a
+//! group is begun at its first write's durability, and a `Full` write
+//! meeting a `Normal` group commits that group first and begins a `Full`
+//! one: a group commits `synchronous=FULL` whenever one of its writes asked
+//! for it, and a `Normal` one never pays a flush. Nothing the
+//! writes say may be acted on before that commit: the caller holds back
+//! its dispatches until `commit_group` returned.
+
+use super::open::count_commit;
+use super::{lease, Db, Sql};
+use crate::error::{Error, Result};
+use crate::store::lease::Fence;
+use crate::store::{Durability, LedgerTx};
+
+/// An open group: whether its transaction has begun (at its first write),
+/// and the durability it began with.
+pub(super) struct Group {
+    begun: bool,
+    durability: Durability,
+}
+
+impl Db {
+    /// Gather the writes from here on into one commit (until `commit_group`).
+    pub fn begin_group(&mut self) {
+        if self.group.is_none() {
+            self.group = Some(Group { begun: false, durability: Durability::Normal });
+        }
+    }
+
+    /// One write of the group: a savepoint in the group's transaction (begun
+    /// by the first write, under the write lock, the fence checked once —
+    /// no other writer can move the lease while the lock is held).
+    pub(super) fn write_grouped<T>(
+        &mut self,
+        fence: Fence,
+        durability: Durability,
+        mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
+    ) -> Result<T> {
+        let Some(group) = &self.group else { return Err(Error::internal("a grouped write without a group")) };
+        if group.begun && group.durability == Durability::Normal && durability == Durability::Full {
+            // SQLite takes `synchronous` only outside a transaction: what
+            // the group holds so far commits as it would have on its own,
+            // and a `Full` group begins with this write.
+            self.commit_open(fence.generation())?;
+            self.begin_group();
+        }
+        if !self.group.as_ref().is_some_and(|g| g.begun) {
+            self.set_durability(durability)?;
+            self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            self.group = Some(Group { begun: true, durability });
+            if let Err(e) = lease::check_fence(&self.conn, fence) {
+                self.abandon_group();
+                return Err(e);
+            }
+        }
+        self.conn.prepare_cached("SAVEPOINT grouped")?.execute([])?;
+        let value = f(&mut Sql::writer(&self.conn, fence));
+        if self.conn.is_autocommit() {
+            // SQLite rolled the whole transaction back (a full disk, an I/O
+            // error): every write of the group is gone, none was acted on.
+            self.group = None;
+            return Err(value.err().unwrap_or_else(|| Error::internal("the grouped transaction ended early")));
+        }
+        if value.is_err() {
+            self.conn.prepare_cached("ROLLBACK TO grouped")?.execute([])?;
+        }
+        self.conn.prepare_cached("RELEASE grouped")?.execute([])?;
+        value
+    }
+
+    /// Commit the group's writes as one transaction (nothing when none was
+    /// written); from here on every write commits on its own again.
+    pub fn commit_group(&mut self, generation: i64) -> Result<()> {
+        let committed = self.commit_open(generation);
+        committed.map_err(|e| super::located(super::sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
+    }
+
+    fn commit_open(&mut self, generation: i64) -> Result<()> {
+        let Some(group) = self.group.take() else { return Ok(()) };
+        if !group.begun {
+            return Ok(());
+        }
+        let committed = self.commit_begun(group.durability, generation);
+        if committed.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        committed
+    }
+
+    fn commit_begun(&mut self, durability: Durability, generation: i64) -> Result<()> {
+        if self.conn.is_autocommit() {
+            return Err(Error::internal("the grouped transaction ended before its commit"));
+        }
+        let commits = count_commit(&self.conn)?;
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        if durability == Durability::Full {
+            self.mark_commit(commits, generation)?;
+        }
+        crate::failpoint::committed();
+        Ok(())
+    }
+
+    /// Drop an open group's writes (its fence no longer holds).
+    fn abandon_group(&mut self) {
+        self.group = None;
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::mark::Mark;
+    use crate::error::Error;
+    use crate::ids::Seq;
+    use crate::store::events::{Event, EventKind};
+    use crate::store::{Durability, LeaseGuard, Store};
+
+    fn event(tx: &mut dyn crate::store::LedgerTx, n: i64) -> crate::error::Result<()> {
+        tx.append_event(&Event::store(EventKind::RunStopping, json!({"n": n}))).map(|_| ())
+    }
+
+    /// The store's commit count and the count its mark holds.
+    fn commits(ledger: &LeaseGuard) -> (i64, i64) {
+        let conn = rusqlite::Connection::open(ledger.path()).unwrap();
+        let store: i64 = conn.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0)).unwrap();
+        let mark = Mark::read(&super::super::files::StoreFiles::new(ledger.path()).mark).unwrap().unwrap();
+        (store, mark.commits)
+    }
+
+    fn written(ledger: &LeaseGuard) -> Vec<i64> {
+        let events = ledger.read().events_since(Seq(0), 100).unwrap();
+        events.iter().filter(|e| e.kind == EventKind::RunStopping).filter_map(|e| e.data["n"].as_i64()).collect()
+    }
+
+    fn opened() -> (tempfile::TempDir, LeaseGuard) {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Store::open_rw(&dir.path().join("store/engine.db")).unwrap().lease().unwrap();
+        (dir, ledger)
+    }
+
+    #[test]
+    fn a_group_commits_once_and_a_failed_write_in_it_is_rolled_back_alone() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        ledger.begin_group();
+        ledger.write(Durability::Full, |tx| event(tx, 1)).unwrap();
+        let failed = ledger.write(Durability::Full, |tx| {
+            event(tx, 2)?;
+            Err::<(), _>(Error::internal("refused after writing"))
+        });
+        assert!(failed.is_err());
+        ledger.write(Durability::Normal, |tx| event(tx, 3)).unwrap();
+        assert_eq!(commits(&ledger).0, before, "nothing committed before the group's commit");
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![1, 3], "the failed write alone is gone");
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one commit, recorded in the mark (it was Full)");
+        // After the group, each write commits on its own again.
+        ledger.write(Durability::Full, |tx| event(tx, 4)).unwrap();
+        assert_eq!(commits(&ledger), (before + 2, before + 2));
+    }
+
+    #[test]
+    fn a_full_write_meeting_a_normal_group_commits_it_first() {
+        let (_dir, mut ledger) = opened();
+        let (before, marked) = commits(&ledger);
+        ledger.begin_group();
+        ledger.write(Durability::Normal, |tx| event(tx, 1)).unwrap();
+        assert_eq!(commits(&ledger).0, before);
+        ledger.write(Durability::Full, |tx| event(tx, 2)).unwrap();
+        // The Normal part is committed (not in the mark: it was not flushed).
+        assert_eq!(commits(&ledger), (before + 1, marked));
+        ledger.commit_group().unwrap();
+        assert_eq!(commits(&ledger), (before + 2, before + 2));
+        assert_eq!(written(&ledger), vec![1, 2]);
+        // An empty group commits nothing.
+        ledger.begin_group();
+        ledger.commit_group().unwrap();
+        assert_eq!(commits(&ledger).0, before + 2);
+    }
+}
