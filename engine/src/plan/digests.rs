@@ -83,20 +83,12 @@ pub fn plan_digest(file: &PlanFile) -> String {
         // A typed task serializes its fields in a fixed order; its one
         // free-form field (`action`) has sorted keys (`Plan::from_file`),
         // its context is a BTreeMap: so these bytes are canonical for it.
-        debug_assert!(is_sorted(&t.action), "action keys are sorted at load");
+        debug_assert!(crate::digest::is_sorted(&t.action), "action keys are sorted at load");
         buf.clear();
         serde_json::to_writer(&mut buf, t).expect("a task serializes");
         d = d.bytes("task", &buf);
     }
     d.finish()
-}
-
-fn is_sorted(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) && m.values().all(is_sorted),
-        Value::Array(items) => items.iter().all(is_sorted),
-        _ => true,
-    }
 }
 
 /// Statement, acceptance criteria (by id), constraints (in the order
