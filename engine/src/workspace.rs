@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 /// The engine's own folder inside a workspace; never an input.
@@ -108,14 +108,15 @@ impl Expander {
                 self.collect(&path, None, &mut out)?;
             }
         } else {
-            let path = self.root.join(normalize(pattern));
-            if let Some(kind) = self.kind(&path) {
+            let rel = normalize(pattern);
+            let path = under(&self.root, &rel);
+            if let Some(kind) = self.kind(&path, Some(&rel)) {
                 self.collect(&path, Some(kind), &mut out)?;
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
                 self.check_inside(&path, None)?;
                 if !everything_under {
-                    out.push(normalize(pattern));
+                    out.push(rel);
                 }
             }
         }
@@ -137,14 +138,19 @@ impl Expander {
     /// `Expander` that observes keeps a regular file's metadata for
     /// `metadata_of`; one that checks reads the kind from the listing of
     /// the folder.
-    fn kind(&mut self, path: &Path) -> Option<Kind> {
+    /// `rel`: the path relative to the workspace, when the caller has it.
+    fn kind(&mut self, path: &Path, rel: Option<&str>) -> Option<Kind> {
         if let Some(listed) = self.listed_kind(path) {
             return listed;
         }
         let meta = std::fs::symlink_metadata(path).ok()?;
         let kind = Kind::of(meta.file_type());
         if kind == Kind::File && self.listings.is_none() {
-            if let Ok(rel) = relative(&self.root, path) {
+            let rel = match rel {
+                Some(r) => Ok(r.to_string()),
+                None => relative(&self.root, path),
+            };
+            if let Ok(rel) = rel {
                 self.files.insert(rel, meta);
             }
         }
@@ -162,7 +168,7 @@ impl Expander {
 
     /// `kind`: the path's kind, when the caller has it.
     fn collect(&mut self, path: &Path, kind: Option<Kind>, out: &mut Vec<String>) -> Result<(), String> {
-        let (_real, is_dir) = self.check_inside(path, kind)?;
+        let is_dir = self.check_inside(path, kind)?;
         let rel = relative(&self.root, path)?;
         if rel.split('/').next() == Some(STORE_DIR) {
             self.files.remove(&rel);
@@ -202,8 +208,10 @@ impl Expander {
             return Ok(real.clone());
         }
         let real = match (dir.parent(), dir.file_name()) {
-            (Some(parent), Some(name)) if is_below(dir, &self.root) && self.kind(dir) == Some(Kind::Dir) => {
-                self.real_dir(parent)?.join(name)
+            (Some(parent), Some(name)) if is_below(dir, &self.root) && self.kind(dir, None) == Some(Kind::Dir) => {
+                let mut real = self.real_dir(parent)?;
+                real.push(name);
+                real
             }
             _ => std::fs::canonicalize(dir).map_err(|e| format!("cannot be resolved: {e}"))?,
         };
@@ -211,36 +219,54 @@ impl Expander {
         Ok(real)
     }
 
+    /// Does folder `dir` resolve inside the workspace? (No copy of its real
+    /// path once it is known.)
+    fn dir_inside(&mut self, dir: &Path) -> Result<bool, String> {
+        if dir.as_os_str() == self.root.as_os_str() {
+            return Ok(true);
+        }
+        if let Some(real) = self.dirs.get(dir.as_os_str()) {
+            return Ok(is_below(real, &self.root));
+        }
+        let real = self.real_dir(dir)?;
+        Ok(is_below(&real, &self.root))
+    }
+
     /// Resolve `path` (following symlinks, as far as it exists) and require
-    /// the result to be inside the workspace. Returns the resolved path and
-    /// whether it is a folder. `kind`: the path's, when the caller has it.
-    fn check_inside(&mut self, path: &Path, kind: Option<Kind>) -> Result<(PathBuf, bool), String> {
+    /// the result to be inside the workspace. Returns whether it resolves
+    /// to a folder. `kind`: the path's, when the caller has it.
+    fn check_inside(&mut self, path: &Path, kind: Option<Kind>) -> Result<bool, String> {
+        if path.as_os_str() == self.root.as_os_str() {
+            return Ok(true);
+        }
         let kind = match kind {
             Some(k) => Some(k),
-            None => self.kind(path),
+            None => self.kind(path, None),
         };
-        let (real, is_dir) = match kind {
-            // Not a symlink itself: its real path is its folder's plus its name.
-            Some(k) if k != Kind::Symlink => match (path.parent(), path.file_name()) {
-                (Some(parent), Some(name)) => (self.real_dir(parent)?.join(name), k == Kind::Dir),
-                _ => {
-                    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
-                    let is_dir = real.is_dir();
-                    (real, is_dir)
-                }
-            },
-            Some(_) => {
+        let (inside, is_dir, real) = match (kind, path.parent(), path.file_name()) {
+            // Not a symlink itself: inside when its folder is (its real path
+            // is its folder's plus its name).
+            (Some(k), Some(parent), Some(_)) if k != Kind::Symlink => (self.dir_inside(parent)?, k == Kind::Dir, None),
+            (Some(_), _, _) => {
                 let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
-                let is_dir = real.is_dir();
-                (real, is_dir)
+                (is_below(&real, &self.root), real.is_dir(), Some(real))
             }
-            None => (resolve_absent(path)?, false),
+            (None, _, _) => {
+                let real = resolve_absent(path)?;
+                (is_below(&real, &self.root), false, Some(real))
+            }
         };
-        if is_below(&real, &self.root) {
-            Ok((real, is_dir))
-        } else {
-            Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+        if inside {
+            return Ok(is_dir);
         }
+        let real = match real {
+            Some(r) => r,
+            None => match (path.parent(), path.file_name()) {
+                (Some(parent), Some(name)) => self.real_dir(parent)?.join(name),
+                _ => path.to_path_buf(),
+            },
+        };
+        Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
     }
 }
 
@@ -288,8 +314,37 @@ fn is_below(path: &Path, root: &Path) -> bool {
 }
 
 fn relative(root: &Path, path: &Path) -> Result<String, String> {
-    let rel = path.strip_prefix(root).map_err(|_| format!("{} is outside the workspace", path.display()))?;
-    Ok(rel.to_string_lossy().replace('\\', "/"))
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    // The common case, as bytes: `path` is `root` + `/` + the rest.
+    let fast = p.strip_prefix(r).and_then(|rest| match rest {
+        [] => Some(rest),
+        _ if r.ends_with(b"/") => Some(rest),
+        [b'/', tail @ ..] if !tail.starts_with(b"/") => Some(tail),
+        _ => None,
+    });
+    let rel = match fast {
+        Some(rest) => String::from_utf8_lossy(rest),
+        None => path
+            .strip_prefix(root)
+            .map_err(|_| format!("{} is outside the workspace", path.display()))?
+            .to_string_lossy(),
+    };
+    Ok(if rel.contains('\\') { rel.replace('\\', "/") } else { rel.into_owned() })
+}
+
+/// `root`/`rel` (a normalized relative path), without `Path::join`'s
+/// per-component look at what it appends.
+pub fn under(root: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        return root.to_path_buf();
+    }
+    let mut bytes = Vec::with_capacity(root.as_os_str().len() + 1 + rel.len());
+    bytes.extend_from_slice(root.as_os_str().as_bytes());
+    if !bytes.ends_with(b"/") {
+        bytes.push(b'/');
+    }
+    bytes.extend_from_slice(rel.as_bytes());
+    PathBuf::from(OsString::from_vec(bytes))
 }
 
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).

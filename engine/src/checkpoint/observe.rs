@@ -47,7 +47,7 @@ pub fn observe_with(
             for rel in expander.expand(input)? {
                 let known = expander.metadata_of(&rel);
                 let digest = cache
-                    .digest_known(&workspace_dir.join(&rel), known)
+                    .digest_known(&workspace::under(workspace_dir, &rel), known)
                     .map_err(|e| format!("cannot read input {rel}: {e}"))?;
                 files.insert(rel, digest);
             }
