@@ -34,9 +34,13 @@ pub struct Expander {
     /// The metadata of the regular files expanded from a literal path (not
     /// symlinks: theirs is the link's), by relative path.
     files: HashMap<String, std::fs::Metadata>,
-    /// Checking only (`Expander::checking`): each folder's listing, so a
-    /// name's kind costs no `statx` of its own.
-    listings: Option<HashMap<OsString, Option<Listing>>>,
+    /// Each folder's listing (`None`: too large or unreadable), so a
+    /// folder's kind costs no `statx` of its own — nor, when checking
+    /// only, a file's.
+    listings: HashMap<OsString, Option<Listing>>,
+    /// Checking only (`Expander::checking`): files' kinds come from the
+    /// listings too, and no metadata is kept.
+    checking: bool,
 }
 
 /// What a name is, without following it.
@@ -72,7 +76,7 @@ const LISTING_NAMES_MAX: usize = 4096;
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new(), listings: None })
+        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new(), listings: HashMap::new(), checking: false })
     }
 
     /// An `Expander` that only checks (a plan load): the kind of a literal
@@ -81,7 +85,7 @@ impl Expander {
     /// observes the files themselves later, each once.
     pub fn checking(workspace: &Path) -> Result<Expander, String> {
         let mut e = Expander::new(workspace)?;
-        e.listings = Some(HashMap::new());
+        e.checking = true;
         Ok(e)
     }
 
@@ -140,12 +144,14 @@ impl Expander {
     /// the folder.
     /// `rel`: the path relative to the workspace, when the caller has it.
     fn kind(&mut self, path: &Path, rel: Option<&str>) -> Option<Kind> {
-        if let Some(listed) = self.listed_kind(path) {
-            return listed;
+        if self.checking {
+            if let Some(listed) = self.listed_kind(path) {
+                return listed;
+            }
         }
         let meta = std::fs::symlink_metadata(path).ok()?;
         let kind = Kind::of(meta.file_type());
-        if kind == Kind::File && self.listings.is_none() {
+        if kind == Kind::File && !self.checking {
             let rel = match rel {
                 Some(r) => Ok(r.to_string()),
                 None => relative(&self.root, path),
@@ -157,12 +163,21 @@ impl Expander {
         Some(kind)
     }
 
-    /// The kind of `path` from its folder's listing: `None` when this
-    /// `Expander` does not list, or the folder could not be listed whole.
+    /// The kind of a folder on the way to an input: from its parent's
+    /// listing (a task folder among a thousand costs no `statx`), else
+    /// looked at alone.
+    fn dir_kind(&mut self, dir: &Path) -> Option<Kind> {
+        match self.listed_kind(dir) {
+            Some(listed) => listed,
+            None => std::fs::symlink_metadata(dir).ok().map(|m| Kind::of(m.file_type())),
+        }
+    }
+
+    /// The kind of `path` from its folder's listing: `None` when the
+    /// folder could not be listed whole.
     fn listed_kind(&mut self, path: &Path) -> Option<Option<Kind>> {
-        let listings = self.listings.as_mut()?;
         let (dir, name) = (path.parent()?, path.file_name()?);
-        let listing = listings.entry(dir.as_os_str().to_os_string()).or_insert_with(|| list(dir));
+        let listing = self.listings.entry(dir.as_os_str().to_os_string()).or_insert_with(|| list(dir));
         Some(listing.as_ref()?.get(name).copied())
     }
 
@@ -208,7 +223,7 @@ impl Expander {
             return Ok(real.clone());
         }
         let real = match (dir.parent(), dir.file_name()) {
-            (Some(parent), Some(name)) if is_below(dir, &self.root) && self.kind(dir, None) == Some(Kind::Dir) => {
+            (Some(parent), Some(name)) if is_below(dir, &self.root) && self.dir_kind(dir) == Some(Kind::Dir) => {
                 let mut real = self.real_dir(parent)?;
                 real.push(name);
                 real
