@@ -12,7 +12,7 @@ use rusqlite::params;
 
 use super::sql::{one_of, rows, Sql};
 use crate::checkpoint::Checkpoint;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
 use crate::store::evidence::{CheckResultRecord, CheckScope, CompletionRecord};
@@ -75,7 +75,14 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
     }
     let mut out = HashMap::new();
     for (task, attempt_id) in picked {
-        let Some(a) = attempts.get(&attempt_id) else { continue };
+        // As `completion` reading it alone: an attempt a task names but
+        // the ledger lacks is an error, never "no completion".
+        let Some(a) = attempts.get(&attempt_id) else {
+            return Err(Error::internal(format!(
+                "store error: attempt {attempt_id} of task {} is not in the ledger",
+                task.task_ref
+            )));
+        };
         if !DONE.contains(&a.state) {
             continue;
         }
