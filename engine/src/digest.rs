@@ -49,7 +49,14 @@ impl Kind {
 /// numbers and strings as serde_json writes them.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = Vec::new();
-    write_canonical(value, &mut out);
+    if is_sorted(value) {
+        // Already in canonical order (an action sorted at load, a map
+        // built from a BTreeMap): serde_json writes the same bytes without
+        // a sorted copy of every object.
+        serde_json::to_writer(&mut out, value).expect("a JSON value serializes");
+    } else {
+        write_canonical(value, &mut out);
+    }
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
@@ -80,6 +87,15 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         other => serde_json::to_writer(&mut *out, other).expect("a scalar serializes"),
+    }
+}
+
+/// Is every object's key order already sorted (by UTF-8 bytes)?
+pub fn is_sorted(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.keys().zip(m.keys().skip(1)).all(|(a, b)| a < b) && m.values().all(is_sorted),
+        Value::Array(items) => items.iter().all(is_sorted),
+        _ => true,
     }
 }
 
@@ -146,6 +162,14 @@ impl Digester {
         self.bytes(name, c.as_bytes())
     }
 
+    /// A typed value whose serialization is canonical JSON already (its
+    /// maps are `BTreeMap`s of strings, its fields in a fixed order), written
+    /// without building a `Value` first.
+    pub fn serialized<T: serde::Serialize>(self, name: &str, value: &T) -> Self {
+        let bytes = serde_json::to_vec(value).expect("a typed value serializes");
+        self.bytes(name, &bytes)
+    }
+
     pub fn finish(self) -> String {
         self.0.finalize().to_hex().to_string()
     }
@@ -165,6 +189,22 @@ mod tests {
     fn canonical_sorts_keys_and_drops_whitespace() {
         let a: Value = serde_json::from_str(r#"{ "b": 1, "a": {"d": [1, 2], "c": "x"} }"#).unwrap();
         assert_eq!(canonical_json(&a), r#"{"a":{"c":"x","d":[1,2]},"b":1}"#);
+    }
+
+    #[test]
+    fn sorted_and_unsorted_values_write_the_same_canonical_bytes() {
+        let text = r#"{"b":[{"z":1,"y":"\u0001é\"q"}],"a":{"d":null,"c":1.5}}"#;
+        let unsorted: Value = serde_json::from_str(text).unwrap();
+        let mut sorted = unsorted.clone();
+        sort_keys(&mut sorted);
+        assert!(!is_sorted(&unsorted) && is_sorted(&sorted));
+        assert_eq!(canonical_json(&unsorted), canonical_json(&sorted));
+        assert_eq!(canonical_json(&sorted), r#"{"a":{"c":1.5,"d":null},"b":[{"y":"\u0001é\"q","z":1}]}"#);
+        // A BTreeMap serialized directly is the canonical JSON of its Value.
+        let files: std::collections::BTreeMap<String, Option<String>> =
+            [("b\"x".to_string(), None), ("a/é".to_string(), Some("d".to_string()))].into_iter().collect();
+        let via_value = Digester::new(Kind::Checkpoint).json("files", &json!(files)).finish();
+        assert_eq!(Digester::new(Kind::Checkpoint).serialized("files", &files).finish(), via_value);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! by an absolute path, or through a symlink.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 /// The engine's own folder inside a workspace; never an input.
@@ -20,21 +22,71 @@ pub fn expand_input(workspace: &Path, pattern: &str) -> Result<Vec<String>, Stri
 }
 
 /// Expands inputs under one workspace, resolving each folder's real path
-/// once (a task's ten files in one folder cost one `realpath`, not ten).
-/// Short-lived on purpose: a folder swapped for a symlink later is seen by
-/// the next `Expander`.
+/// once, one level at a time: a folder that is not a symlink is its
+/// parent's real path plus its name, so a task's ten files in one folder
+/// cost no `realpath` at all, and a folder already resolved costs nothing.
+/// Short-lived on purpose (one plan load, one pass over a run's tasks): a
+/// folder swapped for a symlink later is seen by the next `Expander`.
 pub struct Expander {
     root: PathBuf,
-    dirs: HashMap<PathBuf, PathBuf>,
+    /// Real paths of the folders met, by their path's bytes.
+    dirs: HashMap<OsString, PathBuf>,
     /// The metadata of the regular files expanded from a literal path (not
     /// symlinks: theirs is the link's), by relative path.
     files: HashMap<String, std::fs::Metadata>,
+    /// Each folder's listing (`None`: too large or unreadable), so a
+    /// folder's kind costs no `statx` of its own — nor, when checking
+    /// only, a file's.
+    listings: HashMap<OsString, Option<Listing>>,
+    /// Checking only (`Expander::checking`): files' kinds come from the
+    /// listings too, and no metadata is kept.
+    checking: bool,
 }
+
+/// What a name is, without following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+impl Kind {
+    fn of(t: std::fs::FileType) -> Kind {
+        if t.is_symlink() {
+            Kind::Symlink
+        } else if t.is_dir() {
+            Kind::Dir
+        } else if t.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// A folder's names and their kinds (from the listing's `d_type`).
+type Listing = HashMap<OsString, Kind>;
+
+/// A folder with more names than this is not listed: its names are looked
+/// at one by one, as a literal input under a huge folder should be.
+const LISTING_NAMES_MAX: usize = 4096;
 
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new() })
+        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new(), listings: HashMap::new(), checking: false })
+    }
+
+    /// An `Expander` that only checks (a plan load): the kind of a literal
+    /// input comes from its folder's listing — one read per folder instead
+    /// of a `statx` per file — and no file's metadata is kept. The run
+    /// observes the files themselves later, each once.
+    pub fn checking(workspace: &Path) -> Result<Expander, String> {
+        let mut e = Expander::new(workspace)?;
+        e.checking = true;
+        Ok(e)
     }
 
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
@@ -57,17 +109,18 @@ impl Expander {
             let paths = glob::glob_with(&full, opts).map_err(|e| format!("is not a valid glob: {e}"))?;
             for entry in paths {
                 let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
-                self.collect(&path, &mut out)?;
+                self.collect(&path, None, &mut out)?;
             }
         } else {
-            let path = self.root.join(normalize(pattern));
-            if let Ok(meta) = std::fs::symlink_metadata(&path) {
-                self.collect_known(&path, Some(meta), &mut out)?;
+            let rel = normalize(pattern);
+            let path = under(&self.root, &rel);
+            if let Some(kind) = self.kind(&path, Some(&rel)) {
+                self.collect(&path, Some(kind), &mut out)?;
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
-                self.check_inside(&path)?;
+                self.check_inside(&path, None)?;
                 if !everything_under {
-                    out.push(normalize(pattern));
+                    out.push(rel);
                 }
             }
         }
@@ -85,24 +138,55 @@ impl Expander {
         self.files.remove(rel)
     }
 
-    fn collect(&mut self, path: &Path, out: &mut Vec<String>) -> Result<(), String> {
-        self.collect_known(path, None, out)
+    /// What `path` is, not followed (`None`: absent or unreadable). An
+    /// `Expander` that observes keeps a regular file's metadata for
+    /// `metadata_of`; one that checks reads the kind from the listing of
+    /// the folder.
+    /// `rel`: the path relative to the workspace, when the caller has it.
+    fn kind(&mut self, path: &Path, rel: Option<&str>) -> Option<Kind> {
+        if self.checking {
+            if let Some(listed) = self.listed_kind(path) {
+                return listed;
+            }
+        }
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        let kind = Kind::of(meta.file_type());
+        if kind == Kind::File && !self.checking {
+            let rel = match rel {
+                Some(r) => Ok(r.to_string()),
+                None => relative(&self.root, path),
+            };
+            if let Ok(rel) = rel {
+                self.files.insert(rel, meta);
+            }
+        }
+        Some(kind)
     }
 
-    /// `meta`: the path's `symlink_metadata`, when the caller has it.
-    fn collect_known(
-        &mut self,
-        path: &Path,
-        meta: Option<std::fs::Metadata>,
-        out: &mut Vec<String>,
-    ) -> Result<(), String> {
-        let file = meta.as_ref().filter(|m| m.file_type().is_file()).cloned();
-        let (_real, is_dir) = self.check_inside_known(path, meta)?;
-        let rel = relative(&self.root, path)?;
-        if let Some(m) = file {
-            self.files.insert(rel.clone(), m);
+    /// The kind of a folder on the way to an input: from its parent's
+    /// listing (a task folder among a thousand costs no `statx`), else
+    /// looked at alone.
+    fn dir_kind(&mut self, dir: &Path) -> Option<Kind> {
+        match self.listed_kind(dir) {
+            Some(listed) => listed,
+            None => std::fs::symlink_metadata(dir).ok().map(|m| Kind::of(m.file_type())),
         }
+    }
+
+    /// The kind of `path` from its folder's listing: `None` when the
+    /// folder could not be listed whole.
+    fn listed_kind(&mut self, path: &Path) -> Option<Option<Kind>> {
+        let (dir, name) = (path.parent()?, path.file_name()?);
+        let listing = self.listings.entry(dir.as_os_str().to_os_string()).or_insert_with(|| list(dir));
+        Some(listing.as_ref()?.get(name).copied())
+    }
+
+    /// `kind`: the path's kind, when the caller has it.
+    fn collect(&mut self, path: &Path, kind: Option<Kind>, out: &mut Vec<String>) -> Result<(), String> {
+        let is_dir = self.check_inside(path, kind)?;
+        let rel = relative(&self.root, path)?;
         if rel.split('/').next() == Some(STORE_DIR) {
+            self.files.remove(&rel);
             return Ok(());
         }
         if is_dir {
@@ -115,9 +199,11 @@ impl Expander {
                 if entry.file_type().is_dir() {
                     continue;
                 }
-                self.check_inside_known(p, None)?;
+                self.check_inside(p, None)?;
                 let rel = relative(&self.root, p)?;
-                if rel.split('/').next() != Some(STORE_DIR) {
+                if rel.split('/').next() == Some(STORE_DIR) {
+                    self.files.remove(&rel);
+                } else {
                     out.push(rel);
                 }
             }
@@ -127,74 +213,153 @@ impl Expander {
         Ok(())
     }
 
-    /// The real path of a folder, resolved once per `Expander`.
+    /// The real path of a folder, resolved once per `Expander`, one level
+    /// at a time (a `realpath` only where a symlink is met).
     fn real_dir(&mut self, dir: &Path) -> Result<PathBuf, String> {
-        if let Some(real) = self.dirs.get(dir) {
+        if dir.as_os_str() == self.root.as_os_str() {
+            return Ok(self.root.clone());
+        }
+        if let Some(real) = self.dirs.get(dir.as_os_str()) {
             return Ok(real.clone());
         }
-        let real = std::fs::canonicalize(dir).map_err(|e| format!("cannot be resolved: {e}"))?;
-        self.dirs.insert(dir.to_path_buf(), real.clone());
+        let real = match (dir.parent(), dir.file_name()) {
+            (Some(parent), Some(name)) if is_below(dir, &self.root) && self.dir_kind(dir) == Some(Kind::Dir) => {
+                let mut real = self.real_dir(parent)?;
+                real.push(name);
+                real
+            }
+            _ => std::fs::canonicalize(dir).map_err(|e| format!("cannot be resolved: {e}"))?,
+        };
+        self.dirs.insert(dir.as_os_str().to_os_string(), real.clone());
         Ok(real)
     }
 
-    /// Resolve `path` (following symlinks, as far as it exists) and require
-    /// the result to be inside the workspace. Returns the resolved path.
-    fn check_inside(&mut self, path: &Path) -> Result<PathBuf, String> {
-        self.check_inside_known(path, None).map(|(real, _)| real)
+    /// Does folder `dir` resolve inside the workspace? (No copy of its real
+    /// path once it is known.)
+    fn dir_inside(&mut self, dir: &Path) -> Result<bool, String> {
+        if dir.as_os_str() == self.root.as_os_str() {
+            return Ok(true);
+        }
+        if let Some(real) = self.dirs.get(dir.as_os_str()) {
+            return Ok(is_below(real, &self.root));
+        }
+        let real = self.real_dir(dir)?;
+        Ok(is_below(&real, &self.root))
     }
 
-    /// As `check_inside`, also saying whether the resolved path is a folder.
-    fn check_inside_known(&mut self, path: &Path, meta: Option<std::fs::Metadata>) -> Result<(PathBuf, bool), String> {
-        let meta = match meta {
-            Some(m) => Ok(m),
-            None => std::fs::symlink_metadata(path),
-        };
-        let (real, is_dir) = match meta {
-            // Not a symlink itself: its real path is its folder's plus its name.
-            Ok(meta) if !meta.file_type().is_symlink() => match (path.parent(), path.file_name()) {
-                (Some(parent), Some(name)) => (self.real_dir(parent)?.join(name), meta.is_dir()),
-                _ => {
-                    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
-                    let is_dir = real.is_dir();
-                    (real, is_dir)
-                }
-            },
-            Ok(_) => {
-                let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
-                let is_dir = real.is_dir();
-                (real, is_dir)
-            }
-            Err(_) => {
-                // Resolve the longest existing ancestor; the rest cannot be a symlink.
-                let mut existing = path.to_path_buf();
-                let mut rest = Vec::new();
-                while std::fs::symlink_metadata(&existing).is_err() {
-                    match (existing.file_name(), existing.parent()) {
-                        (Some(name), Some(parent)) => {
-                            rest.push(name.to_os_string());
-                            existing = parent.to_path_buf();
-                        }
-                        _ => break,
-                    }
-                }
-                let mut real = std::fs::canonicalize(&existing).map_err(|e| format!("cannot be resolved: {e}"))?;
-                for name in rest.into_iter().rev() {
-                    real.push(name);
-                }
-                (real, false)
-            }
-        };
-        if real.starts_with(&self.root) {
-            Ok((real, is_dir))
-        } else {
-            Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+    /// Resolve `path` (following symlinks, as far as it exists) and require
+    /// the result to be inside the workspace. Returns whether it resolves
+    /// to a folder. `kind`: the path's, when the caller has it.
+    fn check_inside(&mut self, path: &Path, kind: Option<Kind>) -> Result<bool, String> {
+        if path.as_os_str() == self.root.as_os_str() {
+            return Ok(true);
         }
+        let kind = match kind {
+            Some(k) => Some(k),
+            None => self.kind(path, None),
+        };
+        let (inside, is_dir, real) = match (kind, path.parent(), path.file_name()) {
+            // Not a symlink itself: inside when its folder is (its real path
+            // is its folder's plus its name).
+            (Some(k), Some(parent), Some(_)) if k != Kind::Symlink => (self.dir_inside(parent)?, k == Kind::Dir, None),
+            (Some(_), _, _) => {
+                let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
+                (is_below(&real, &self.root), real.is_dir(), Some(real))
+            }
+            (None, _, _) => {
+                let real = resolve_absent(path)?;
+                (is_below(&real, &self.root), false, Some(real))
+            }
+        };
+        if inside {
+            return Ok(is_dir);
+        }
+        let real = match real {
+            Some(r) => r,
+            None => match (path.parent(), path.file_name()) {
+                (Some(parent), Some(name)) => self.real_dir(parent)?.join(name),
+                _ => path.to_path_buf(),
+            },
+        };
+        Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
     }
 }
 
+/// The names of `dir` and their kinds, or `None` when it cannot be listed
+/// or holds more than `LISTING_NAMES_MAX` names. A name whose kind the
+/// listing does not say (`DT_UNKNOWN`) costs the `lstat` std makes for it.
+fn list(dir: &Path) -> Option<Listing> {
+    let mut names = HashMap::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        if names.len() == LISTING_NAMES_MAX {
+            return None;
+        }
+        names.insert(entry.file_name(), Kind::of(entry.file_type().ok()?));
+    }
+    Some(names)
+}
+
+/// The real path of a path that does not exist: its longest existing
+/// ancestor resolved, the rest appended (it cannot be a symlink).
+fn resolve_absent(path: &Path) -> Result<PathBuf, String> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).map_err(|e| format!("cannot be resolved: {e}"))?;
+    for name in rest.into_iter().rev() {
+        real.push(name);
+    }
+    Ok(real)
+}
+
+/// `path` is `root` or below it, compared as bytes (both are built from
+/// the resolved root, so no component needs normalizing).
+fn is_below(path: &Path, root: &Path) -> bool {
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    p.strip_prefix(r).is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/") || r.ends_with(b"/"))
+}
+
 fn relative(root: &Path, path: &Path) -> Result<String, String> {
-    let rel = path.strip_prefix(root).map_err(|_| format!("{} is outside the workspace", path.display()))?;
-    Ok(rel.to_string_lossy().replace('\\', "/"))
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    // The common case, as bytes: `path` is `root` + `/` + the rest.
+    let fast = p.strip_prefix(r).and_then(|rest| match rest {
+        [] => Some(rest),
+        _ if r.ends_with(b"/") => Some(rest),
+        [b'/', tail @ ..] if !tail.starts_with(b"/") => Some(tail),
+        _ => None,
+    });
+    let rel = match fast {
+        Some(rest) => String::from_utf8_lossy(rest),
+        None => path
+            .strip_prefix(root)
+            .map_err(|_| format!("{} is outside the workspace", path.display()))?
+            .to_string_lossy(),
+    };
+    Ok(if rel.contains('\\') { rel.replace('\\', "/") } else { rel.into_owned() })
+}
+
+/// `root`/`rel` (a normalized relative path), without `Path::join`'s
+/// per-component look at what it appends.
+pub fn under(root: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        return root.to_path_buf();
+    }
+    let mut bytes = Vec::with_capacity(root.as_os_str().len() + 1 + rel.len());
+    bytes.extend_from_slice(root.as_os_str().as_bytes());
+    if !bytes.ends_with(b"/") {
+        bytes.push(b'/');
+    }
+    bytes.extend_from_slice(rel.as_bytes());
+    PathBuf::from(OsString::from_vec(bytes))
 }
 
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).
@@ -257,7 +422,8 @@ mod tests {
         assert_eq!(e.expand("link.txt").unwrap(), vec!["link.txt"]);
         assert!(e.metadata_of("link.txt").is_none(), "a symlink's own metadata is not its target's");
         assert_eq!(e.expand("*.txt").unwrap(), vec!["a.txt", "link.txt"]);
-        assert!(e.metadata_of("a.txt").is_none(), "a glob's matches are read again");
+        assert_eq!(e.metadata_of("a.txt").map(|m| m.len()), Some(3), "a glob's regular files keep theirs too");
+        assert!(e.metadata_of("link.txt").is_none());
     }
 
     #[test]
@@ -305,6 +471,35 @@ mod tests {
         assert!(expand_input(w, "out/not-yet").unwrap_err().contains("symlink"));
         assert!(expand_input(w, "a/../../x").is_err());
         assert!(expand_input(w, "a/../x").unwrap_err().contains("`..`"));
+    }
+
+    /// Both kinds of `Expander` (observing: `lstat` per name; checking:
+    /// each folder's listing) draw the boundary alike, at any depth.
+    #[test]
+    fn checking_and_observing_refuse_the_same_escapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("a/b/real")).unwrap();
+        std::fs::write(w.join("a/b/real/f.txt"), "f").unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), w.join("a/b/out")).unwrap();
+        std::os::unix::fs::symlink("real", w.join("a/b/in")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), w.join("a/b/real/leak.txt")).unwrap();
+        for mut e in [Expander::new(w).unwrap(), Expander::checking(w).unwrap()] {
+            assert_eq!(e.expand("a/b/real/f.txt").unwrap(), vec!["a/b/real/f.txt"]);
+            assert_eq!(e.expand("a/b/in/f.txt").unwrap(), vec!["a/b/in/f.txt"], "a link that stays inside");
+            assert!(e.expand("a/b/out/secret").unwrap_err().contains("symlink"));
+            assert!(e.expand("a/b/out/not-yet").unwrap_err().contains("symlink"));
+            assert!(e.expand("a/b/real/leak.txt").unwrap_err().contains("symlink"), "a linked file");
+            assert!(e.expand("a/b/real/*").unwrap_err().contains("symlink"));
+            assert!(e.expand("a/b").unwrap_err().contains("outside the workspace"));
+            assert_eq!(e.expand("a/b/real/new.txt").unwrap(), vec!["a/b/real/new.txt"]);
+        }
+        // Only the observing one keeps what it read of a file.
+        let mut checking = Expander::checking(w).unwrap();
+        checking.expand("a/b/real/f.txt").unwrap();
+        assert!(checking.metadata_of("a/b/real/f.txt").is_none());
     }
 
     #[test]

@@ -11,6 +11,13 @@ fn build() -> Ws {
     for f in ["1", "2", "4"] {
         ws.write(&format!("in{f}.txt"), f);
     }
+    ws.write_plan("plan.json", &plan("rerun", tasks("true")));
+    ws.json(&["run", "plan.json"], 0);
+    ws
+}
+
+/// The tasks of `build`, T4 running `t4`.
+fn tasks(t4: &str) -> Vec<serde_json::Value> {
     let mut tasks = Vec::new();
     for (r, inputs, deps) in [
         ("T1", vec!["in1.txt"], vec![]),
@@ -18,15 +25,13 @@ fn build() -> Ws {
         ("T3", vec![], vec!["T2"]),
         ("T4", vec!["in4.txt"], vec![]),
     ] {
-        let mut t = sh_task(r, "true");
+        let mut t = sh_task(r, if r == "T4" { t4 } else { "true" });
         t["inputs"] = json!(inputs);
         t["depends_on"] = json!(deps);
         t["validations"] = json!([validation("V", "true")]);
         tasks.push(t);
     }
-    ws.write_plan("plan.json", &plan("rerun", tasks));
-    ws.json(&["run", "plan.json"], 0);
-    ws
+    tasks
 }
 
 #[test]
@@ -74,4 +79,32 @@ fn a_rerun_after_an_edit_made_within_the_same_second_is_still_seen() {
     ws.write("in1.txt", "Y");
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.calls("T1"), 3);
+}
+
+/// The reuse pass reads every completion of a revision at once; what it
+/// reads is exactly what reading each task's completion alone gives —
+/// succeeded tasks, tasks reused from an earlier revision (their
+/// provenance followed to the original attempt), checkpoints and the
+/// latest validation results alike.
+#[test]
+fn completions_read_at_once_equal_each_read_alone() {
+    let ws = build();
+    // Revision 2 changes T4 alone: T1..T3 are reused from revision 1.
+    ws.write_plan("plan.json", &plan("rerun", tasks("echo changed")));
+    ws.json(&["revise", "plan.json", "--reason", "T4 changes"], 0);
+    let agree = |ws: &Ws| {
+        let ledger = ws.ledger();
+        for revision in [1, 2] {
+            let (at_once, alone) = ledger.completions_both_ways("rerun", revision);
+            assert_eq!(at_once.len(), 4, "revision {revision}: {at_once:#?}");
+            assert_eq!(at_once, alone, "revision {revision}");
+        }
+    };
+    agree(&ws);
+    let reused = ws.ledger().completions_both_ways("rerun", 2).0;
+    assert!(reused.iter().filter(|c| c.contains("revision: Revision(1)")).count() >= 3, "{reused:#?}");
+    // After an edited input re-runs T1..T3 in revision 2: their new attempts.
+    ws.write("in1.txt", "1, edited");
+    ws.json(&["run", "plan.json"], 0);
+    agree(&ws);
 }

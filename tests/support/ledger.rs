@@ -129,6 +129,26 @@ impl Ledger {
         self.attempts().into_iter().filter(|a| a.task_ref == task_ref).collect()
     }
 
+    /// Every completion of `revision`, read at once (`completions`) and
+    /// task by task (`completion`), each as its `Debug` text by task ref:
+    /// the two reads must agree record for record.
+    pub fn completions_both_ways(&self, goal: &str, revision: i64) -> (Vec<String>, Vec<String>) {
+        let (read, goal, revision) = (self.store.read(), GoalId::new(goal), Revision(revision));
+        let mut at_once: Vec<String> = ok("completions", read.completions(&goal, revision))
+            .into_iter()
+            .map(|(r, c)| format!("{r}: {c:?}"))
+            .collect();
+        at_once.sort();
+        let mut alone = Vec::new();
+        for t in ok("tasks", read.tasks(&goal, revision)) {
+            if let Some(c) = ok("completion", read.completion(&goal, revision, &t.task_ref)) {
+                alone.push(format!("{}: {c:?}", t.task_ref));
+            }
+        }
+        alone.sort();
+        (at_once, alone)
+    }
+
     pub fn attempt(&self, id: i64) -> Attempt {
         Attempt::of(ok("attempt", self.store.read().attempt(AttemptId(id))))
     }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::{Digester, Kind};
 
 pub use cache::{FileCache, RACY_WINDOW_NS};
-pub use observe::{observe, observes_quickly};
+pub use observe::{observe, observe_with, observes_quickly};
 pub use protect::observe_protected;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,10 +32,8 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// A checkpoint of these files and context values, with its digest.
     pub fn of(files: BTreeMap<String, Option<String>>, context: BTreeMap<String, String>) -> Checkpoint {
-        let digest = Digester::new(Kind::Checkpoint)
-            .json("files", &serde_json::json!(files))
-            .json("context", &serde_json::json!(context))
-            .finish();
+        let digest =
+            Digester::new(Kind::Checkpoint).serialized("files", &files).serialized("context", &context).finish();
         Checkpoint { files, context, digest }
     }
 

@@ -21,16 +21,33 @@ pub fn observe(
     sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Checkpoint, String> {
-    let mut files = BTreeMap::new();
     // Resolving the workspace costs a `readlink` per path component: only
     // when there is an input to expand under it.
+    let mut expander = None;
+    observe_with(&mut expander, workspace_dir, task, secrets, sandbox, cache)
+}
+
+/// As `observe`, through `expander` (made on first need): one `Expander`
+/// for a pass over many tasks resolves the workspace and each folder once.
+pub fn observe_with(
+    expander: &mut Option<workspace::Expander>,
+    workspace_dir: &Path,
+    task: &Task,
+    secrets: &[String],
+    sandbox: &Sandbox,
+    cache: &mut FileCache,
+) -> Result<Checkpoint, String> {
+    let mut files = BTreeMap::new();
     if !task.inputs.is_empty() {
-        let mut expander = workspace::Expander::new(workspace_dir)?;
+        let expander = match expander {
+            Some(e) => e,
+            None => expander.insert(workspace::Expander::new(workspace_dir)?),
+        };
         for input in &task.inputs {
             for rel in expander.expand(input)? {
                 let known = expander.metadata_of(&rel);
                 let digest = cache
-                    .digest_known(&workspace_dir.join(&rel), known)
+                    .digest_known(&workspace::under(workspace_dir, &rel), known)
                     .map_err(|e| format!("cannot read input {rel}: {e}"))?;
                 files.insert(rel, digest);
             }

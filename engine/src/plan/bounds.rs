@@ -5,6 +5,7 @@
 //! without a bound.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 
 use serde_json::Value;
 
@@ -19,19 +20,19 @@ pub fn check(plan: &PlanFile) -> Result<()> {
     count(plan.providers.len(), PROVIDERS_MAX, "$.providers", "providers")?;
     count(plan.secrets.len(), SECRETS_MAX, "$.secrets", "secret names")?;
     for (i, name) in plan.secrets.iter().enumerate() {
-        bytes(name, ID_BYTES_MAX, &format!("$.secrets[{i}]"), "a secret's name")?;
+        bytes(name, ID_BYTES_MAX, format_args!("$.secrets[{i}]"), "a secret's name")?;
     }
     if let Some(goal) = &plan.goal {
         goal_bounds(goal)?;
     }
     for (name, spec) in &plan.providers {
-        identifier(name, &format!("$.providers{}", key(name)), "a provider name")?;
-        provider_bounds(spec, &format!("$.providers{}", key(name)))?;
+        identifier(name, format_args!("$.providers{}", key(name)), "a provider name")?;
+        provider_bounds(spec, format_args!("$.providers{}", key(name)))?;
         let writes = spec.declared_writes();
         let at = format!("$.providers{}.sandbox.write", key(name));
         count(writes.len(), SANDBOX_WRITES_MAX, &at, "sandbox write paths")?;
         for (i, w) in writes.iter().enumerate() {
-            bytes(w, PATH_BYTES_MAX, &format!("{at}[{i}]"), "a sandbox write path")?;
+            bytes(w, PATH_BYTES_MAX, format_args!("{at}[{i}]"), "a sandbox write path")?;
         }
     }
     if let Some(people) = &plan.people {
@@ -39,12 +40,12 @@ pub fn check(plan: &PlanFile) -> Result<()> {
             let at = format!("$.people.{act}");
             count(names.len(), PEOPLE_MAX, &at, "user names")?;
             for (i, n) in names.iter().enumerate() {
-                bytes(n, ID_BYTES_MAX, &format!("{at}[{i}]"), "a user name")?;
+                bytes(n, ID_BYTES_MAX, format_args!("{at}[{i}]"), "a user name")?;
             }
         }
     }
     for (i, task) in plan.tasks.iter().enumerate() {
-        task_bounds(task, &format!("$.tasks[{i}]"))?;
+        task_bounds(task, format_args!("$.tasks[{i}]"))?;
     }
     Ok(())
 }
@@ -54,7 +55,7 @@ fn goal_bounds(goal: &Goal) -> Result<()> {
     bytes(&goal.statement, STATEMENT_BYTES_MAX, "$.goal.statement", "the goal statement")?;
     count(goal.acceptance.len(), ACCEPTANCE_MAX, "$.goal.acceptance", "acceptance criteria")?;
     for (i, a) in goal.acceptance.iter().enumerate() {
-        acceptance_bounds(a, &format!("$.goal.acceptance[{i}]"))?;
+        acceptance_bounds(a, format_args!("$.goal.acceptance[{i}]"))?;
     }
     count(goal.constraints.len(), CONSTRAINTS_MAX, "$.goal.constraints", "constraints")?;
     for (i, c) in goal.constraints.iter().enumerate() {
@@ -67,68 +68,68 @@ fn goal_bounds(goal: &Goal) -> Result<()> {
     Ok(())
 }
 
-fn constraint_bounds(c: &CheckedConstraint, at: &str) -> Result<()> {
-    identifier(&c.id, &format!("{at}.id"), "a constraint id")?;
-    bytes(&c.statement, STATEMENT_BYTES_MAX, &format!("{at}.statement"), "a constraint statement")?;
-    paths(&c.protect, PROTECT_PATHS_MAX, &format!("{at}.protect"), "protected paths")?;
+fn constraint_bounds(c: &CheckedConstraint, at: impl Display + Copy) -> Result<()> {
+    identifier(&c.id, format_args!("{at}.id"), "a constraint id")?;
+    bytes(&c.statement, STATEMENT_BYTES_MAX, format_args!("{at}.statement"), "a constraint statement")?;
+    paths(&c.protect, PROTECT_PATHS_MAX, format_args!("{at}.protect"), "protected paths")?;
     if let Some(check) = &c.check {
-        check_bounds(check, &format!("{at}.check"))?;
+        check_bounds(check, format_args!("{at}.check"))?;
     }
     Ok(())
 }
 
-fn check_bounds(check: &Check, at: &str) -> Result<()> {
-    argv(&check.run, &format!("{at}.run"))?;
-    timeout(check.timeout_seconds, &format!("{at}.timeout_seconds"))
+fn check_bounds(check: &Check, at: impl Display + Copy) -> Result<()> {
+    argv(&check.run, format_args!("{at}.run"))?;
+    timeout(check.timeout_seconds, format_args!("{at}.timeout_seconds"))
 }
 
 /// A list of paths or globs: its count, and each one's bytes.
-fn paths(list: &[String], max: usize, at: &str, what: &str) -> Result<()> {
+fn paths(list: &[String], max: usize, at: impl Display + Copy, what: impl Display + Copy) -> Result<()> {
     count(list.len(), max, at, what)?;
     for (i, p) in list.iter().enumerate() {
-        bytes(p, PATH_BYTES_MAX, &format!("{at}[{i}]"), "a path")?;
+        bytes(p, PATH_BYTES_MAX, format_args!("{at}[{i}]"), "a path")?;
     }
     Ok(())
 }
 
-fn acceptance_bounds(a: &Acceptance, at: &str) -> Result<()> {
-    identifier(&a.id, &format!("{at}.id"), "an acceptance id")?;
-    bytes(&a.statement, STATEMENT_BYTES_MAX, &format!("{at}.statement"), "an acceptance statement")?;
+fn acceptance_bounds(a: &Acceptance, at: impl Display + Copy) -> Result<()> {
+    identifier(&a.id, format_args!("{at}.id"), "an acceptance id")?;
+    bytes(&a.statement, STATEMENT_BYTES_MAX, format_args!("{at}.statement"), "an acceptance statement")?;
     if let Some(check) = &a.check {
-        check_bounds(check, &format!("{at}.check"))?;
+        check_bounds(check, format_args!("{at}.check"))?;
     }
     Ok(())
 }
 
-fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
+fn provider_bounds(spec: &ProviderSpec, at: impl Display + Copy) -> Result<()> {
     match spec {
         ProviderSpec::Command { .. } | ProviderSpec::Builtin { .. } => Ok(()),
         ProviderSpec::Http { endpoint, observe, hosts, ca_file, .. } => {
-            bytes(endpoint, URL_BYTES_MAX, &format!("{at}.endpoint"), "an endpoint")?;
+            bytes(endpoint, URL_BYTES_MAX, format_args!("{at}.endpoint"), "an endpoint")?;
             match observe {
-                Some(Value::String(url)) => bytes(url, URL_BYTES_MAX, &format!("{at}.observe"), "an observe URL")?,
-                Some(rule) => rule_bounds(rule, &format!("{at}.observe"))?,
+                Some(Value::String(url)) => bytes(url, URL_BYTES_MAX, format_args!("{at}.observe"), "an observe URL")?,
+                Some(rule) => rule_bounds(rule, format_args!("{at}.observe"))?,
                 None => {}
             }
             reach_bounds(hosts, ca_file.as_deref(), at)
         }
         ProviderSpec::Mcp { command, url, observe_tool, observe, hosts, ca_file, tools, .. } => {
             if let Some(command) = command {
-                argv(command, &format!("{at}.command"))?;
+                argv(command, format_args!("{at}.command"))?;
             }
             if let Some(url) = url {
-                bytes(url, URL_BYTES_MAX, &format!("{at}.url"), "a URL")?;
+                bytes(url, URL_BYTES_MAX, format_args!("{at}.url"), "a URL")?;
             }
             if let Some(t) = observe_tool {
-                bytes(t, ID_BYTES_MAX, &format!("{at}.observe_tool"), "a tool name")?;
+                bytes(t, ID_BYTES_MAX, format_args!("{at}.observe_tool"), "a tool name")?;
             }
             if let Some(rule) = observe {
-                rule_bounds(rule, &format!("{at}.observe"))?;
+                rule_bounds(rule, format_args!("{at}.observe"))?;
             }
             let tools = tools.as_deref().unwrap_or_default();
-            count(tools.len(), TOOLS_MAX, &format!("{at}.tools"), "tools")?;
+            count(tools.len(), TOOLS_MAX, format_args!("{at}.tools"), "tools")?;
             for (i, t) in tools.iter().enumerate() {
-                bytes(t, ID_BYTES_MAX, &format!("{at}.tools[{i}]"), "a tool name")?;
+                bytes(t, ID_BYTES_MAX, format_args!("{at}.tools[{i}]"), "a tool name")?;
             }
             reach_bounds(hosts, ca_file.as_deref(), at)
         }
@@ -136,13 +137,13 @@ fn provider_bounds(spec: &ProviderSpec, at: &str) -> Result<()> {
 }
 
 /// The hosts a provider may contact and the CA file it trusts.
-fn reach_bounds(hosts: &[String], ca_file: Option<&str>, at: &str) -> Result<()> {
-    count(hosts.len(), PROVIDERS_MAX, &format!("{at}.hosts"), "hosts")?;
+fn reach_bounds(hosts: &[String], ca_file: Option<&str>, at: impl Display + Copy) -> Result<()> {
+    count(hosts.len(), PROVIDERS_MAX, format_args!("{at}.hosts"), "hosts")?;
     for (i, h) in hosts.iter().enumerate() {
-        bytes(h, URL_BYTES_MAX, &format!("{at}.hosts[{i}]"), "a host")?;
+        bytes(h, URL_BYTES_MAX, format_args!("{at}.hosts[{i}]"), "a host")?;
     }
     if let Some(p) = ca_file {
-        bytes(p, PATH_BYTES_MAX, &format!("{at}.ca_file"), "a ca_file path")?;
+        bytes(p, PATH_BYTES_MAX, format_args!("{at}.ca_file"), "a ca_file path")?;
     }
     Ok(())
 }
@@ -150,7 +151,7 @@ fn reach_bounds(hosts: &[String], ca_file: Option<&str>, at: &str) -> Result<()>
 /// A read-back rule (a provider's default or a task's): its nesting, its
 /// size as JSON, and its URL. It sits 4 deep (document, `providers` or
 /// `tasks`, the provider or task, the rule).
-fn rule_bounds(rule: &Value, at: &str) -> Result<()> {
+fn rule_bounds(rule: &Value, at: impl Display + Copy) -> Result<()> {
     depth(rule, 4, at)?;
     let size = serde_json::to_string(rule).map_or(usize::MAX, |t| t.len());
     if size > OBSERVE_RULE_BYTES_MAX {
@@ -161,84 +162,84 @@ fn rule_bounds(rule: &Value, at: &str) -> Result<()> {
         .at(at.to_string()));
     }
     if let Some(url) = rule.get("url").and_then(Value::as_str) {
-        bytes(url, URL_BYTES_MAX, &format!("{at}.url"), "an observe URL")?;
+        bytes(url, URL_BYTES_MAX, format_args!("{at}.url"), "an observe URL")?;
     }
     Ok(())
 }
 
-fn task_bounds(t: &Task, at: &str) -> Result<()> {
-    identifier(&t.task_ref, &format!("{at}.ref"), "a task ref")?;
-    bytes(&t.title, TITLE_BYTES_MAX, &format!("{at}.title"), "a title")?;
-    bytes(&t.provider, ID_BYTES_MAX, &format!("{at}.provider"), "a provider name")?;
+fn task_bounds(t: &Task, at: impl Display + Copy) -> Result<()> {
+    identifier(&t.task_ref, format_args!("{at}.ref"), "a task ref")?;
+    bytes(&t.title, TITLE_BYTES_MAX, format_args!("{at}.title"), "a title")?;
+    bytes(&t.provider, ID_BYTES_MAX, format_args!("{at}.provider"), "a provider name")?;
     // The task object sits 3 deep (document, `tasks`, the task).
-    depth(&t.action, 4, &format!("{at}.action"))?;
+    depth(&t.action, 4, format_args!("{at}.action"))?;
     if let Some(run) = t.action.get("run").and_then(Value::as_array) {
-        count(run.len(), ARGV_ITEMS_MAX, &format!("{at}.action.run"), "arguments")?;
+        count(run.len(), ARGV_ITEMS_MAX, format_args!("{at}.action.run"), "arguments")?;
         for (i, arg) in run.iter().enumerate() {
             if let Some(s) = arg.as_str() {
-                bytes(s, ARG_BYTES_MAX, &format!("{at}.action.run[{i}]"), "an argument")?;
+                bytes(s, ARG_BYTES_MAX, format_args!("{at}.action.run[{i}]"), "an argument")?;
             }
         }
     }
     if let Some(tool) = t.action.get("tool").and_then(Value::as_str) {
-        bytes(tool, ID_BYTES_MAX, &format!("{at}.action.tool"), "a tool name")?;
+        bytes(tool, ID_BYTES_MAX, format_args!("{at}.action.tool"), "a tool name")?;
     }
-    count(t.inputs.len(), INPUTS_MAX, &format!("{at}.inputs"), "inputs")?;
+    count(t.inputs.len(), INPUTS_MAX, format_args!("{at}.inputs"), "inputs")?;
     for (i, input) in t.inputs.iter().enumerate() {
-        bytes(input, PATH_BYTES_MAX, &format!("{at}.inputs[{i}]"), "an input path")?;
+        bytes(input, PATH_BYTES_MAX, format_args!("{at}.inputs[{i}]"), "an input path")?;
     }
-    paths(&t.may_change, MAY_CHANGE_MAX, &format!("{at}.may_change"), "`may_change` paths")?;
-    paths(&t.outputs, OUTPUT_PATTERNS_MAX, &format!("{at}.outputs"), "`outputs` paths")?;
-    count(t.depends_on.len(), DEPENDENCIES_MAX, &format!("{at}.depends_on"), "dependencies")?;
+    paths(&t.may_change, MAY_CHANGE_MAX, format_args!("{at}.may_change"), "`may_change` paths")?;
+    paths(&t.outputs, OUTPUT_PATTERNS_MAX, format_args!("{at}.outputs"), "`outputs` paths")?;
+    count(t.depends_on.len(), DEPENDENCIES_MAX, format_args!("{at}.depends_on"), "dependencies")?;
     for (i, d) in t.depends_on.iter().enumerate() {
-        bytes(d, ID_BYTES_MAX, &format!("{at}.depends_on[{i}]"), "a task ref")?;
+        bytes(d, ID_BYTES_MAX, format_args!("{at}.depends_on[{i}]"), "a task ref")?;
     }
-    count(t.validations.len(), VALIDATIONS_MAX, &format!("{at}.validations"), "validations")?;
+    count(t.validations.len(), VALIDATIONS_MAX, format_args!("{at}.validations"), "validations")?;
     for (i, v) in t.validations.iter().enumerate() {
-        validation_bounds(v, &format!("{at}.validations[{i}]"))?;
+        validation_bounds(v, format_args!("{at}.validations[{i}]"))?;
     }
-    timeout(t.timeout_seconds, &format!("{at}.timeout_seconds"))?;
+    timeout(t.timeout_seconds, format_args!("{at}.timeout_seconds"))?;
     if let Some(rule) = &t.observe {
-        rule_bounds(rule, &format!("{at}.observe"))?;
+        rule_bounds(rule, format_args!("{at}.observe"))?;
     }
-    context_bounds(&t.context, &format!("{at}.context"))
+    context_bounds(&t.context, format_args!("{at}.context"))
 }
 
-fn validation_bounds(v: &Validation, at: &str) -> Result<()> {
-    identifier(&v.id, &format!("{at}.id"), "a validation id")?;
-    argv(&v.run, &format!("{at}.run"))?;
-    timeout(v.timeout_seconds, &format!("{at}.timeout_seconds"))
+fn validation_bounds(v: &Validation, at: impl Display + Copy) -> Result<()> {
+    identifier(&v.id, format_args!("{at}.id"), "a validation id")?;
+    argv(&v.run, format_args!("{at}.run"))?;
+    timeout(v.timeout_seconds, format_args!("{at}.timeout_seconds"))
 }
 
-fn context_bounds(context: &BTreeMap<String, ContextSource>, at: &str) -> Result<()> {
+fn context_bounds(context: &BTreeMap<String, ContextSource>, at: impl Display + Copy) -> Result<()> {
     count(context.len(), CONTEXT_MAX, at, "context values")?;
     for (name, source) in context {
         let here = format!("{at}{}", key(name));
         identifier(name, &here, "a context name")?;
         match source {
             ContextSource::Command(run) => argv(run, &here)?,
-            ContextSource::Env { env } => bytes(env, ID_BYTES_MAX, &format!("{here}.env"), "a variable name")?,
+            ContextSource::Env { env } => bytes(env, ID_BYTES_MAX, format_args!("{here}.env"), "a variable name")?,
         }
     }
     Ok(())
 }
 
-fn argv(run: &[String], at: &str) -> Result<()> {
+fn argv(run: &[String], at: impl Display + Copy) -> Result<()> {
     count(run.len(), ARGV_ITEMS_MAX, at, "arguments")?;
     for (i, arg) in run.iter().enumerate() {
-        bytes(arg, ARG_BYTES_MAX, &format!("{at}[{i}]"), "an argument")?;
+        bytes(arg, ARG_BYTES_MAX, format_args!("{at}[{i}]"), "an argument")?;
     }
     Ok(())
 }
 
-fn count(n: usize, max: usize, at: &str, what: &str) -> Result<()> {
+fn count(n: usize, max: usize, at: impl Display + Copy, what: impl Display + Copy) -> Result<()> {
     if n > max {
         return Err(Error::new(Code::PlanInvalid, format!("{n} {what}; the limit is {max}")).at(at.to_string()));
     }
     Ok(())
 }
 
-fn bytes(s: &str, max: usize, at: &str, what: &str) -> Result<()> {
+fn bytes(s: &str, max: usize, at: impl Display + Copy, what: impl Display + Copy) -> Result<()> {
     if s.len() > max {
         return Err(Error::new(
             Code::PlanInvalid,
@@ -249,7 +250,7 @@ fn bytes(s: &str, max: usize, at: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn timeout(seconds: Option<u64>, at: &str) -> Result<()> {
+fn timeout(seconds: Option<u64>, at: impl Display + Copy) -> Result<()> {
     match seconds {
         Some(s) if s > TIMEOUT_SECONDS_MAX => Err(Error::new(
             Code::PlanInvalid,
@@ -262,7 +263,7 @@ fn timeout(seconds: Option<u64>, at: &str) -> Result<()> {
 
 /// Identifiers: bounded, and only `[A-Za-z0-9_.:/-]`, led by a letter or
 /// digit. Blank ones are left to the structural checks, which say "empty".
-fn identifier(s: &str, at: &str, what: &str) -> Result<()> {
+fn identifier(s: &str, at: impl Display + Copy, what: impl Display + Copy) -> Result<()> {
     if s.trim().is_empty() {
         return Ok(());
     }
@@ -287,15 +288,15 @@ fn identifier(s: &str, at: &str, what: &str) -> Result<()> {
 
 /// Containers nested in `v`, which sits `level` deep; the first one past
 /// `PLAN_DEPTH_MAX` is named by its path.
-fn depth(v: &Value, level: usize, at: &str) -> Result<()> {
+fn depth(v: &Value, level: usize, at: impl Display + Copy) -> Result<()> {
     let container = matches!(v, Value::Object(_) | Value::Array(_));
     if container && level > PLAN_DEPTH_MAX {
         return Err(Error::new(Code::PlanInvalid, format!("JSON nested {level} deep; the limit is {PLAN_DEPTH_MAX}"))
             .at(at.to_string()));
     }
     match v {
-        Value::Object(m) => m.iter().try_for_each(|(k, v)| depth(v, level + 1, &format!("{at}{}", key(k)))),
-        Value::Array(a) => a.iter().enumerate().try_for_each(|(i, v)| depth(v, level + 1, &format!("{at}[{i}]"))),
+        Value::Object(m) => m.iter().try_for_each(|(k, v)| depth(v, level + 1, format_args!("{at}{}", key(k)))),
+        Value::Array(a) => a.iter().enumerate().try_for_each(|(i, v)| depth(v, level + 1, format_args!("{at}[{i}]"))),
         _ => Ok(()),
     }
 }

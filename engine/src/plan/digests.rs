@@ -40,19 +40,19 @@ impl PlanDigests {
             .iter()
             .map(|(name, spec)| (name.as_str(), canonical_json(&provider_identity(name, spec))))
             .collect();
-        let meanings: HashMap<&str, String> = file
-            .tasks
-            .iter()
-            .map(|t| (t.task_ref.as_str(), meaning_with(t, &identities[t.provider.as_str()])))
-            .collect();
+        // Each task's canonical parts once, shared by its three digests.
+        let parts: Vec<Parts> = file.tasks.iter().map(|t| Parts::of(t, &identities[t.provider.as_str()])).collect();
+        let meanings: HashMap<&str, String> =
+            file.tasks.iter().zip(&parts).map(|(t, p)| (t.task_ref.as_str(), meaning_of(t, p))).collect();
         let tasks = file
             .tasks
             .iter()
-            .map(|t| {
-                let request = request_with(&identities[t.provider.as_str()], &t.action, None);
+            .zip(&parts)
+            .map(|(t, p)| {
+                let request = request_of(p, None);
                 let digests = TaskDigests {
                     meaning: meanings[t.task_ref.as_str()].clone(),
-                    meaning_core: core_with(t, &identities[t.provider.as_str()]),
+                    meaning_core: core_of(t, p),
                     dependencies: dependency_digest(t, &meanings),
                     operation_id: operation_id(&goal.id, &t.task_ref, &request),
                     request,
@@ -83,20 +83,12 @@ pub fn plan_digest(file: &PlanFile) -> String {
         // A typed task serializes its fields in a fixed order; its one
         // free-form field (`action`) has sorted keys (`Plan::from_file`),
         // its context is a BTreeMap: so these bytes are canonical for it.
-        debug_assert!(is_sorted(&t.action), "action keys are sorted at load");
+        debug_assert!(crate::digest::is_sorted(&t.action), "action keys are sorted at load");
         buf.clear();
         serde_json::to_writer(&mut buf, t).expect("a task serializes");
         d = d.bytes("task", &buf);
     }
     d.finish()
-}
-
-fn is_sorted(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) && m.values().all(is_sorted),
-        Value::Array(items) => items.iter().all(is_sorted),
-        _ => true,
-    }
 }
 
 /// Statement, acceptance criteria (by id), constraints (in the order
@@ -142,56 +134,86 @@ pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
 /// validations (by id), idempotent flag, and `may_change` and `outputs`
 /// (sorted) when they are declared. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
-    meaning_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
+    let identity = canonical_json(&provider_identity(&task.provider, spec));
+    meaning_of(task, &Parts::of(task, &identity))
 }
 
 /// The meaning without the validations (its own digest kind): equal for
 /// two definitions of a task that differ only in their validations.
 pub fn meaning_core_digest(task: &Task, spec: &ProviderSpec) -> String {
-    core_with(task, &canonical_json(&provider_identity(&task.provider, spec)))
+    let identity = canonical_json(&provider_identity(&task.provider, spec));
+    core_of(task, &Parts::of(task, &identity))
 }
 
-fn sorted(list: &[String]) -> Value {
-    let mut v = list.to_vec();
-    v.sort();
+/// A task's fields as the canonical JSON its digests take them in, each
+/// written once (three digests share the action, two the inputs).
+struct Parts<'a> {
+    /// The provider identity's canonical JSON.
+    identity: &'a str,
+    action: String,
+    /// Sorted and without repeats.
+    inputs: String,
+    /// `None` when the task declares none: it then digests as it did
+    /// before the field existed.
+    may_change: Option<String>,
+    /// The same for `outputs`.
+    outputs: Option<String>,
+}
+
+impl<'a> Parts<'a> {
+    fn of(task: &Task, identity: &'a str) -> Parts<'a> {
+        Parts {
+            identity,
+            action: canonical_json(&task.action),
+            inputs: sorted(&task.inputs),
+            may_change: (!task.may_change.is_empty()).then(|| sorted(&task.may_change)),
+            outputs: (!task.outputs.is_empty()).then(|| sorted(&task.outputs)),
+        }
+    }
+}
+
+/// A list of strings as canonical JSON: sorted, without repeats.
+fn sorted(list: &[String]) -> String {
+    let mut v: Vec<&str> = list.iter().map(String::as_str).collect();
+    v.sort_unstable();
     v.dedup();
-    json!(v)
+    serde_json::to_string(&v).unwrap_or_default()
 }
 
-/// `identity`: the provider identity's canonical JSON. A task without
-/// `may_change` digests as it did before the field existed.
-fn meaning_with(task: &Task, identity: &str) -> String {
+fn meaning_of(task: &Task, p: &Parts) -> String {
     let mut validations: Vec<Value> =
         task.validations.iter().map(|v| serde_json::to_value(v).expect("serializes")).collect();
     validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let d = Digester::new(Kind::TaskMeaning)
-        .bytes("provider", identity.as_bytes())
-        .json("action", &task.action)
+        .bytes("provider", p.identity.as_bytes())
+        .bytes("action", p.action.as_bytes())
         .str("effect", task.effect.as_str())
-        .json("inputs", &sorted(&task.inputs))
+        .bytes("inputs", p.inputs.as_bytes())
         .json("validations", &Value::Array(validations))
         .str("idempotent", if task.idempotent { "true" } else { "false" });
-    with_may_change(d, task).finish()
+    with_may_change(d, p).finish()
 }
 
-fn core_with(task: &Task, identity: &str) -> String {
+fn core_of(task: &Task, p: &Parts) -> String {
     let d = Digester::new(Kind::TaskMeaningCore)
-        .bytes("provider", identity.as_bytes())
-        .json("action", &task.action)
+        .bytes("provider", p.identity.as_bytes())
+        .bytes("action", p.action.as_bytes())
         .str("effect", task.effect.as_str())
-        .json("inputs", &sorted(&task.inputs))
+        .bytes("inputs", p.inputs.as_bytes())
         .str("idempotent", if task.idempotent { "true" } else { "false" });
-    with_may_change(d, task).finish()
+    with_may_change(d, p).finish()
 }
 
 /// `may_change` and `outputs`, each only when declared: a task without
 /// them digests as it did before the fields existed.
-fn with_may_change(d: Digester, task: &Task) -> Digester {
-    let d = if task.may_change.is_empty() { d } else { d.json("may_change", &sorted(&task.may_change)) };
-    if task.outputs.is_empty() {
-        d
-    } else {
-        d.json("outputs", &sorted(&task.outputs))
+fn with_may_change(d: Digester, p: &Parts) -> Digester {
+    let d = match &p.may_change {
+        Some(list) => d.bytes("may_change", list.as_bytes()),
+        None => d,
+    };
+    match &p.outputs {
+        Some(list) => d.bytes("outputs", list.as_bytes()),
+        None => d,
     }
 }
 
@@ -212,11 +234,16 @@ pub fn dependency_digest(task: &Task, meanings: &HashMap<&str, String>) -> Strin
 /// The exact request sent: provider identity, action, and a repair's
 /// instruction when there is one (a new instruction is a new request).
 pub fn request_digest(provider: &str, spec: &ProviderSpec, action: &Value, instruction: Option<&str>) -> RequestDigest {
-    request_with(&canonical_json(&provider_identity(provider, spec)), action, instruction)
+    request_with(&canonical_json(&provider_identity(provider, spec)), &canonical_json(action), instruction)
 }
 
-fn request_with(identity: &str, action: &Value, instruction: Option<&str>) -> RequestDigest {
-    let mut d = Digester::new(Kind::Request).bytes("provider", identity.as_bytes()).json("action", action);
+fn request_of(p: &Parts, instruction: Option<&str>) -> RequestDigest {
+    request_with(p.identity, &p.action, instruction)
+}
+
+/// `identity` and `action`: canonical JSON.
+fn request_with(identity: &str, action: &str, instruction: Option<&str>) -> RequestDigest {
+    let mut d = Digester::new(Kind::Request).bytes("provider", identity.as_bytes()).bytes("action", action.as_bytes());
     if let Some(text) = instruction {
         d = d.str("instruction", text);
     }

@@ -83,6 +83,11 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
         )
         .at(file.to_string()));
     }
+    // The plain parse first: tracking the JSON path of every value costs
+    // as much as the parse itself, and only an error needs its place.
+    if let Ok(plan) = serde_json::from_slice::<PlanFile>(bytes) {
+        return Ok(plan);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let plan: PlanFile = match serde_path_to_error::deserialize(&mut de) {
         Ok(plan) => plan,

@@ -62,7 +62,7 @@ impl Plan {
             }
         }
         let order = validate::validate_structure(&file)?;
-        let mut expander = workspace::Expander::new(&workspace).map_err(|why| {
+        let mut expander = workspace::Expander::checking(&workspace).map_err(|why| {
             Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}"))
                 .at(workspace.display().to_string())
         })?;

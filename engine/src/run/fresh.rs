@@ -16,6 +16,7 @@ use crate::ids::{GoalId, Revision};
 use crate::plan::{digests, Effect, ProviderSpec, Task};
 use crate::state::TaskState;
 use crate::store::events::EventKind;
+use crate::store::evidence::CompletionRecord;
 use crate::store::Durability;
 use crate::store::LedgerRead;
 
@@ -31,13 +32,20 @@ pub fn completion(
 ) -> Result<Option<Completion>> {
     let Some((task, spec)) = task_then else { return Ok(None) };
     let Some(done) = ledger.completion(goal, revision, task_ref)? else { return Ok(None) };
-    Ok(Some(Completion {
+    // No provider then: nothing to compare with, so the core differs.
+    let meaning_core = spec.map(|s| digests::meaning_core_digest(task, s)).unwrap_or_default();
+    Ok(Some(weighed(done, task, meaning_core)))
+}
+
+/// A recorded completion as the reuse decision weighs it: `task` and
+/// `meaning_core` are the task as the completion's revision defined it.
+fn weighed(done: CompletionRecord, task: &Task, meaning_core: String) -> Completion {
+    Completion {
         revision: done.revision,
         attempt_id: done.attempt_id,
         task: task.clone(),
         meaning: done.meaning,
-        // No provider then: nothing to compare with, so the core differs.
-        meaning_core: spec.map(|s| digests::meaning_core_digest(task, s)).unwrap_or_default(),
+        meaning_core,
         dependencies: done.dependencies,
         checkpoint: done.checkpoint,
         reusable: done.reusable,
@@ -51,7 +59,7 @@ pub fn completion(
                 evidence_id: c.evidence_id,
             })
             .collect(),
-    }))
+    }
 }
 
 impl Runner<'_> {
@@ -63,6 +71,11 @@ impl Runner<'_> {
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
         let sandbox = self.sandboxes.checks();
         let stale = self.ledger.snapshot(|ledger| {
+            // Every completion of the revision in one read, not five per task.
+            let mut completions = ledger.completions(goal_id, revision)?;
+            // One expander for the pass: the workspace and each folder
+            // resolved once, not once per task.
+            let mut expander = None;
             let mut rerun: HashSet<&str> = HashSet::new();
             let mut stale: Vec<(String, Value)> = Vec::new();
             for &i in &plan.order {
@@ -78,7 +91,9 @@ impl Runner<'_> {
                     continue;
                 }
                 let Some(d) = plan.digests.tasks.get(r) else { continue };
-                let done = completion(ledger, goal_id, revision, Some((task, Some(plan.provider_of(task)))), r)?;
+                // The completion is of this revision's task, with this
+                // provider: its core meaning is the one computed at load.
+                let done = completions.remove(r).map(|c| weighed(c, task, d.meaning_core.clone()));
                 let upstream = task.depends_on.iter().find(|d| rerun.contains(d.as_str())).map(String::as_str);
                 let decision = reuse::decide(
                     false,
@@ -91,7 +106,8 @@ impl Runner<'_> {
                     },
                     upstream,
                     || {
-                        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandbox, cache)?;
+                        let (secrets, workspace) = (&plan.file.secrets, &plan.workspace);
+                        let cp = checkpoint::observe_with(&mut expander, workspace, task, secrets, &sandbox, cache)?;
                         Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
                     },
                 );

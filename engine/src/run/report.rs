@@ -216,12 +216,11 @@ impl Runner<'_> {
             .collect();
         let read = self.ledger.read();
         let mut tasks = Vec::new();
+        // Every task's completed attempt in one read, not two per task.
+        let completed = read.completed_attempts(&self.goal_id, self.revision)?;
         for r in read.tasks(&self.goal_id, self.revision)? {
             let settled_by_person = r.state == TaskState::Succeeded
-                && match read.completed_attempt(&self.goal_id, self.revision, &r.task_ref)? {
-                    Some(id) => read.attempt(id)?.state == AttemptState::SettledOk,
-                    None => false,
-                };
+                && completed.get(&r.task_ref).is_some_and(|&(_, state)| state == AttemptState::SettledOk);
             tasks.push(TaskLine {
                 task_ref: r.task_ref.clone(),
                 state: r.state,

@@ -15,6 +15,7 @@ mod acts;
 mod attempts;
 mod chain;
 mod columns;
+mod completions;
 mod create;
 mod events;
 mod evidence;

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 use crate::state::Lifecycle;
 use crate::store::lease::Fence;
-use crate::store::{LedgerRead, LedgerTx};
+use crate::store::LedgerTx;
 
 /// A connection, or a transaction on it, seen through the ledger's traits.
 /// Writes are reachable only as `&mut dyn LedgerTx`, which `Db::write`
@@ -17,8 +17,6 @@ pub(in crate::store) struct Sql<'c> {
     pub(super) conn: &'c Connection,
     fence: Option<Fence>,
 }
-
-impl LedgerRead for Sql<'_> {}
 
 impl LedgerTx for Sql<'_> {
     fn fence(&self) -> Fence {
