@@ -328,8 +328,7 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
         engine: plan.engine,
         error: 0,
     };
-    let stack = Stack::new()?;
-    let (pid, pidfd) = clone_blocked(&stack, &mut shared)?;
+    let (pid, pidfd) = with_stack(|stack| clone_blocked(stack, &mut shared))?;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
     // writes `error` any more.
     let error = unsafe { std::ptr::read_volatile(&shared.error) };
@@ -389,7 +388,23 @@ fn wait_blocking(pid: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
-/// An mmap'd stack for one child, with a guard page at its low end.
+/// Run `f` with this thread's child stack, made at its first spawn. One
+/// per thread is enough: with CLONE_VFORK the thread waits until its child
+/// has left the stack (exec'd or exited) before it can spawn again.
+fn with_stack<R>(f: impl FnOnce(&Stack) -> io::Result<R>) -> io::Result<R> {
+    thread_local! {
+        static STACK: std::cell::RefCell<Option<Stack>> = const { std::cell::RefCell::new(None) };
+    }
+    STACK.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        match &*slot {
+            Some(stack) => f(stack),
+            None => f(slot.insert(Stack::new()?)),
+        }
+    })
+}
+
+/// An mmap'd stack for children, with a guard page at its low end.
 struct Stack {
     base: *mut libc::c_void,
 }
@@ -426,8 +441,8 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`; the child that used it has
-        // exec'd or exited.
+        // SAFETY: the mapping made in `new`; every child that used it has
+        // exec'd or exited (the thread ends).
         unsafe { libc::munmap(self.base, STACK_BYTES) };
     }
 }
@@ -598,8 +613,13 @@ mod tests {
         // SAFETY: fcntl on a descriptor we own: inheritable, as a careless
         // library might leave one.
         assert_eq!(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) }, 0);
-        let (status, _, err) = output(sh(&format!("echo leaked >&{}", file.as_raw_fd()))).await;
-        assert!(!status.success() && err.contains("Bad file descriptor"), "{err}");
+        let fd = file.as_raw_fd();
+        let (status, out, err) = output(sh(&format!("test -e /proc/$$/fd/{fd} && echo open || echo closed"))).await;
+        assert!(status.success(), "{err}");
+        assert_eq!(out, "closed\n", "descriptor {fd} leaked into the child");
+        // The same probe sees a descriptor that is meant to be there.
+        let (_, out, _) = output(sh("test -e /proc/$$/fd/2 && echo open || echo closed")).await;
+        assert_eq!(out, "open\n");
     }
 
     #[tokio::test]
