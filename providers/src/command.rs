@@ -3,12 +3,10 @@
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
 use crate::capture::Bounded;
 use crate::sandbox::Status;
@@ -61,43 +59,31 @@ fn parse_argv(request: &Value) -> Option<Vec<String>> {
     }
 }
 
-fn build_command(call: &Call, argv: &[String]) -> Command {
-    let mut cmd = provider_command(call, argv);
-    cmd.stdin(if call.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd
-}
-
-/// A provider process: argv (no shell) in the workspace, in its own process
-/// group, dying with the engine, stdout and stderr piped, the parent's
-/// environment minus every `ENGINE_*` variable, then `call.env`, then the
-/// idempotency identity. The caller sets stdin.
-pub(crate) fn provider_command(call: &Call, argv: &[String]) -> Command {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(&call.workspace)
-        // Own process group (pgid = child pid), so a timeout can kill the
-        // whole tree, grandchildren included.
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    crate::process::die_with_engine(&mut cmd);
-    // Inherit the parent env minus everything engine-internal (ENGINE_STORE
-    // above all: a provider never sees the store path).
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("ENGINE_") {
-            cmd.env_remove(&name);
-        }
-    }
+/// Start a provider process: argv (no shell) in the workspace, in its own
+/// process group, dying with the engine, confined by the call's sandbox,
+/// stdout and stderr piped, stdin piped when `piped_stdin` (else
+/// `/dev/null`). Its environment: the parent's minus every `ENGINE_*`
+/// variable (`ENGINE_STORE` above all: a provider never sees the store
+/// path), then `call.env`, then — when `identity` — the idempotency
+/// identity, set last so it cannot be overridden.
+pub(crate) fn provider_spawn(
+    call: &Call,
+    argv: &[String],
+    identity: bool,
+    piped_stdin: bool,
+) -> io::Result<crate::spawn::Child> {
+    let mut env = crate::spawn::inherited_env();
+    env.retain(|name, _| !name.to_string_lossy().starts_with("ENGINE_"));
     for (k, v) in &call.env {
         if k != "ENGINE_STORE" {
-            cmd.env(k, v);
+            env.insert(k.into(), v.into());
         }
     }
-    // Set last so the idempotency identity cannot be overridden.
-    cmd.env("ENGINE_OPERATION_ID", &call.operation_id).env("ENGINE_TRY", call.try_no.to_string());
-    // Last of the hooks: confined from here to exec, and everything after.
-    call.sandbox.apply(cmd.as_std_mut());
-    cmd
+    if identity {
+        env.insert("ENGINE_OPERATION_ID".into(), call.operation_id.clone().into());
+        env.insert("ENGINE_TRY".into(), call.try_no.to_string().into());
+    }
+    crate::spawn::spawn(crate::spawn::Spec { argv, env, cwd: &call.workspace, piped_stdin, sandbox: &call.sandbox })
 }
 
 fn spawn_error(prog: &str, e: &io::Error, sandbox: &Status) -> Outcome {
@@ -157,14 +143,12 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     }
 
     let started = Instant::now();
-    let child = match build_command(call, &argv).spawn() {
+    let child = match provider_spawn(call, &argv, true, call.stdin.is_some()) {
         Ok(c) => c,
         Err(e) => return spawn_error(&argv[0], &e, call.sandbox.status()),
     };
-    // pgid == pid because of process_group(0).
-    // `None` only once the child was reaped, which nothing here has done:
-    // still, it started, so the effect may have happened.
-    let Some(pid) = child.id() else { return started_unwatched(&progress, &argv[0]) };
+    // pgid == pid: the child made its own group.
+    let pid = child.id();
     if let Some(process) = crate::process::ProcessId::leader(pid) {
         let _ = progress.try_send(Progress::Spawned { process });
     }
@@ -177,7 +161,7 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
 /// within the call's timeout (killing its group past it), and make the
 /// receipt.
 async fn watch(
-    mut child: tokio::process::Child,
+    mut child: crate::spawn::Child,
     pid: u32,
     call: &Call,
     started: Instant,

@@ -16,6 +16,7 @@ pub mod observe;
 pub mod process;
 mod readback;
 pub mod sandbox;
+mod spawn;
 #[cfg(test)]
 mod test_support;
 pub mod tls;

@@ -1,7 +1,12 @@
 //! Provider processes beyond one call: who they are (pid, process group and
-//! start time, so a pid reused later is never taken for one), how they die
-//! with the engine that started them, and how a later engine ends the ones
-//! a dead engine left running.
+//! start time, so a pid reused later is never taken for one), and how a
+//! later engine ends the ones a dead engine left running. (How one dies
+//! with the engine that started it: `PR_SET_PDEATHSIG`, set by the child in
+//! `crate::spawn`. The signal fires when the *thread* that spawned the
+//! child exits: the engine spawns providers from its runtime's one thread,
+//! the thread that runs the whole command, so that is when the engine
+//! exits. Only the direct child is covered; what it started is ended by
+//! the next engine through the recorded process group, `end_groups`.)
 //!
 //! Linux: identities come from `/proc/PID/stat`; signals go through a pidfd
 //! where the kernel has them, so a process that exits between the check
@@ -47,36 +52,6 @@ fn stat(pid: u32) -> Option<Stat> {
         pgrp: fields.get(2)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
-}
-
-/// Make a provider process die with the engine (Linux: `PR_SET_PDEATHSIG`).
-///
-/// The signal fires when the *thread* that spawned the child exits: the
-/// engine spawns providers from its runtime's one thread, the thread that
-/// runs the whole command, so that is when the engine exits. Only the
-/// direct child is covered; what it started is ended by the next engine
-/// through the recorded process group (`end_groups`).
-pub fn die_with_engine(cmd: &mut tokio::process::Command) {
-    #[cfg(target_os = "linux")]
-    {
-        let engine = std::process::id();
-        // SAFETY: the closure runs in the child between fork and exec and
-        // only makes async-signal-safe syscalls (prctl, getppid).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The engine died before prctl: no signal will come.
-                if libc::getppid() as u32 != engine {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
 }
 
 /// What ending one recorded group found.

@@ -12,7 +12,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use providers::command::CommandProvider;
 use providers::sandbox::{Kernel, Origin, Policy, PolicyError, Sandbox, Status, Unavailable};
+use providers::{Call, ExitStatus, Outcome, Provider, Receipt};
 
 /// A workspace, a store folder beside it (outside every writable path), a
 /// private temporary folder and a plain folder outside.
@@ -69,7 +71,34 @@ def append(p, text="forged\n"):
 
 /// Run a python script (after `PRELUDE`) under `sandbox`, in the workspace,
 /// with `args` as `sys.argv[1:]`; returns each attempt's label → result.
+/// It runs as every provider process does: started by the command provider
+/// (`clone(CLONE_VM | CLONE_VFORK)`, the child restricting itself).
 fn py(sandbox: &Sandbox, cwd: &Path, script: &str, args: &[&Path]) -> HashMap<String, String> {
+    let mut run = vec!["python3".to_owned(), "-c".to_owned(), format!("{PRELUDE}\n{script}")];
+    run.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+    let call = Call {
+        operation_id: "op".into(),
+        try_no: 1,
+        request: serde_json::json!({ "run": run }),
+        workspace: cwd.to_path_buf(),
+        timeout: Some(std::time::Duration::from_secs(60)),
+        output_bytes_max: 1 << 20,
+        stdin: None,
+        env: vec![],
+        secrets: vec![],
+        sandbox: sandbox.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (tx, _rx) = providers::progress_channel();
+    let outcome = rt.block_on(CommandProvider::default().dispatch(&call, tx));
+    let Outcome::Received(Receipt::Command(r)) = outcome else { panic!("python not started: {outcome:?}") };
+    assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }), "python failed: {}", r.stderr.text);
+    lines(&r.stdout.text)
+}
+
+/// [`py`] through `std::process::Command` with [`Sandbox::apply`] (a
+/// `pre_exec` hook after `fork`), the API for callers outside this crate.
+fn py_std(sandbox: &Sandbox, cwd: &Path, script: &str, args: &[&Path]) -> HashMap<String, String> {
     let mut cmd = Command::new("python3");
     cmd.arg("-c").arg(format!("{PRELUDE}\n{script}")).args(args).current_dir(cwd);
     sandbox.apply(&mut cmd);
@@ -79,10 +108,11 @@ fn py(sandbox: &Sandbox, cwd: &Path, script: &str, args: &[&Path]) -> HashMap<St
 }
 
 fn results(out: &Output) -> HashMap<String, String> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_owned(), v.to_owned())))
-        .collect()
+    lines(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn lines(text: &str) -> HashMap<String, String> {
+    text.lines().filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_owned(), v.to_owned()))).collect()
 }
 
 fn is_root() -> bool {
@@ -260,8 +290,11 @@ fn an_inherited_store_descriptor_is_closed_before_exec() {
     fs::copy(&l.db, &decoy).unwrap();
     let held = open_inheritable(&decoy);
     let fd = PathBuf::from(std::os::fd::AsRawFd::as_raw_fd(&held).to_string());
-    let control = py(&Sandbox::disabled(), &l.ws, script, &[&fd]);
+    let control = py_std(&Sandbox::disabled(), &l.ws, script, &[&fd]);
     assert_eq!(control["inherited"], "OK", "unconfined, the leaked descriptor writes: {control:?}");
+    // A provider process never inherits it, even one the plan opts out.
+    let r = py(&Sandbox::disabled(), &l.ws, script, &[&fd]);
+    assert_eq!(r["inherited"], "ERR EBADF", "{r:?}");
     drop(held);
 
     let before = fs::read(&l.db).unwrap();
@@ -269,6 +302,8 @@ fn an_inherited_store_descriptor_is_closed_before_exec() {
     let fd = PathBuf::from(std::os::fd::AsRawFd::as_raw_fd(&held).to_string());
     let r = py(&confined(&l), &l.ws, script, &[&fd]);
     assert_eq!(r["inherited"], "ERR EBADF", "{r:?}");
+    let r = py_std(&confined(&l), &l.ws, script, &[&fd]);
+    assert_eq!(r["inherited"], "ERR EBADF", "the pre_exec hook closes it too: {r:?}");
     assert_eq!(fs::read(&l.db).unwrap(), before, "the store changed");
     drop(held);
 }
@@ -534,6 +569,45 @@ async fn tokio_commands_from_many_threads_are_confined() {
     for t in tasks {
         let out = t.await.unwrap();
         assert!(!out.status.success() && out.stdout.is_empty(), "{out:?}");
+    }
+    for i in 0..24 {
+        assert_eq!(fs::read_to_string(l.ws.join(format!("out-{i}"))).unwrap(), format!("{i}\n"));
+    }
+    assert_eq!(fs::read(&l.db).unwrap(), before, "the store changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn provider_processes_started_from_many_threads_are_confined() {
+    // The command provider's spawn shares the engine's memory until exec
+    // (CLONE_VM | CLONE_VFORK): many at once from several threads must
+    // each be confined, and each write its own output.
+    let l = layout();
+    let sandbox = confined(&l);
+    let before = fs::read(&l.db).unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let script = "echo $2 > \"out-$2\"; echo forged >> \"$1\" 2>/dev/null && echo wrote; echo \"done $2\"";
+        let call = Call {
+            operation_id: format!("op-{i}"),
+            try_no: 1,
+            request: serde_json::json!({ "run": ["sh", "-c", script, "sh", l.db, i.to_string()] }),
+            workspace: l.ws.clone(),
+            timeout: Some(std::time::Duration::from_secs(60)),
+            output_bytes_max: 1 << 20,
+            stdin: None,
+            env: vec![],
+            secrets: vec![],
+            sandbox: sandbox.clone(),
+        };
+        tasks.push(tokio::spawn(async move {
+            let (tx, _rx) = providers::progress_channel();
+            (i, CommandProvider::default().dispatch(&call, tx).await)
+        }));
+    }
+    for t in tasks {
+        let (i, outcome) = t.await.unwrap();
+        let Outcome::Received(Receipt::Command(r)) = outcome else { panic!("{outcome:?}") };
+        assert_eq!(r.stdout.text, format!("done {i}\n"), "{r:?}");
     }
     for i in 0..24 {
         assert_eq!(fs::read_to_string(l.ws.join(format!("out-{i}"))).unwrap(), format!("{i}\n"));

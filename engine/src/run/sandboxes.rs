@@ -119,11 +119,14 @@ const MAKER_WAIT: std::time::Duration = std::time::Duration::from_millis(25);
 const MAKER_WAITS: u32 = 40;
 
 /// A second name the sandbox refuses while a store maker's temporary name
-/// (`engine.db.new-PID-MS`) is beside the store: the store file and that
-/// name are one file until the maker unlinks it, by itself.
+/// is beside the file: the maker links `engine.db.new-PID-MS` into place as
+/// `engine.db`, and `engine.db.mark.new-PID-MS` as `engine.db.mark`, then
+/// unlinks the temporary name, by itself. Both files count: an engine that
+/// prepares its sandboxes between the mark's link and unlink saw the mark
+/// with two names and refused to start.
 fn is_makers_second_name(e: &PolicyError, store: &Path) -> bool {
     let (PolicyError::HardLinked { path, .. }, Ok(store)) = (e, std::path::absolute(store)) else { return false };
-    let (Some(dir), Some(file)) = (store.parent(), store.file_name()) else { return false };
+    let (Some(dir), Some(file)) = (store.parent(), path.file_name()) else { return false };
     let prefix = format!("{}.new-", file.to_string_lossy());
     let maker_beside = std::fs::read_dir(dir)
         .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
@@ -192,5 +195,27 @@ fn refused(e: PolicyError, provider: Option<&str>, declared: &[String], store: &
             Error::usage(format!("the provider sandbox cannot be set up: {e}")).at(store.display().to_string())
         }
         PolicyError::Ruleset { .. } => Error::internal(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_makers_temporary_name_of_the_store_or_its_mark_is_waited_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("engine.db");
+        let linked = |name: &str| PolicyError::HardLinked { path: dir.path().join(name), links: 2 };
+        for name in ["engine.db", "engine.db.mark"] {
+            assert!(!is_makers_second_name(&linked(name), &store), "{name}: no maker beside it");
+            let tmp = dir.path().join(format!("{name}.new-1-2"));
+            std::fs::write(&tmp, b"").unwrap();
+            assert!(is_makers_second_name(&linked(name), &store), "{name}: its maker's temporary name");
+            std::fs::remove_file(&tmp).unwrap();
+        }
+        // A maker's name beside another file says nothing about this one.
+        std::fs::write(dir.path().join("engine.db.new-1-2"), b"").unwrap();
+        assert!(!is_makers_second_name(&linked("engine.db.mark"), &store));
     }
 }

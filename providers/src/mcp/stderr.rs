@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::unix::AsyncFd;
-use tokio::process::ChildStderr;
+use tokio::net::unix::pipe;
 
 use crate::capture::Bounded;
 use crate::Captured;
@@ -117,16 +117,9 @@ impl Drop for Sink {
 /// A server's stderr pipe, readable without blocking.
 pub(crate) type StderrFd = Arc<AsyncFd<OwnedFd>>;
 
-/// Make the pipe pollable (tokio hands it over in blocking mode).
-pub(crate) fn pollable(stderr: ChildStderr) -> io::Result<StderrFd> {
-    let fd = stderr.into_owned_fd()?;
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+/// Make the pipe pollable by itself (it is read outside tokio's pipe type).
+pub(crate) fn pollable(stderr: pipe::Receiver) -> io::Result<StderrFd> {
+    let fd = stderr.into_nonblocking_fd()?;
     // SAFETY: `fd` is an open pipe we own; the AsyncFd owns it from here
     // on and nothing else closes or replaces it.
     Ok(Arc::new(unsafe { AsyncFd::register(fd)? }))
@@ -149,12 +142,7 @@ mod tests {
 
     #[tokio::test]
     async fn sinks_get_what_happened_while_attached() {
-        let mut child = tokio::process::Command::new("sh")
-            .args(["-c", "echo one >&2; read x; echo two >&2; read y; echo three >&2"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = crate::spawn::sh("echo one >&2; read x; echo two >&2; read y; echo three >&2");
         let mut stdin = child.stdin.take().unwrap();
         let fd = pollable(child.stderr.take().unwrap()).unwrap();
         let hub = Arc::new(StderrHub::default());

@@ -14,17 +14,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::jsonrpc::{self, Answer, Kind, RpcEnd};
 use super::stderr::{self, StderrHub};
-use crate::command::{kill_group, provider_command, spawn_failure, REAP_AFTER_KILL};
+use crate::command::{kill_group, provider_spawn, spawn_failure, REAP_AFTER_KILL};
+use crate::spawn::Child;
 use crate::{Call, NotDispatched, NotDispatchedKind};
 
 type Pending = Arc<Mutex<PendingMap>>;
-type Stdin = Arc<tokio::sync::Mutex<Option<ChildStdin>>>;
+type Stdin = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
 
 #[derive(Default)]
 struct PendingMap {
@@ -64,12 +65,12 @@ impl StdioLink {
                 message: format!("workspace {} is not a directory; `{prog}` not started", call.workspace.display()),
             });
         }
-        let mut cmd = provider_command(call, command);
-        cmd.env_remove("ENGINE_OPERATION_ID").env_remove("ENGINE_TRY").stdin(std::process::Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| spawn_failure(prog, &e, call.sandbox.status()))?;
+        // No per-call identity: the server outlives one call.
+        let mut child =
+            provider_spawn(call, command, false, true).map_err(|e| spawn_failure(prog, &e, call.sandbox.status()))?;
         let other = |m: &str| NotDispatched { kind: NotDispatchedKind::Other, message: format!("`{prog}`: {m}") };
-        let (Some(pgid), Some(stdin), Some(stdout), Some(err)) =
-            (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let pgid = child.id();
+        let (Some(stdin), Some(stdout), Some(err)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(other("started without its pipes"));
         };
@@ -88,7 +89,7 @@ impl StdioLink {
         Ok(link.start_readers(stdout, stderr_fd, call.output_bytes_max))
     }
 
-    fn start_readers(mut self, stdout: ChildStdout, fd: stderr::StderrFd, line_max: usize) -> Self {
+    fn start_readers(mut self, stdout: pipe::Receiver, fd: stderr::StderrFd, line_max: usize) -> Self {
         let reader = Reader {
             stdout: BufReader::new(stdout),
             line_max,
@@ -230,7 +231,7 @@ fn line_of(msg: &Value) -> Vec<u8> {
 /// The stdout side: routes answers to their requests, answers the
 /// server's own requests, skips notifications.
 struct Reader {
-    stdout: BufReader<ChildStdout>,
+    stdout: BufReader<pipe::Receiver>,
     line_max: usize,
     pending: Pending,
     stdin: Stdin,

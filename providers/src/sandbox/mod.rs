@@ -1,5 +1,7 @@
-//! The sandbox every provider process runs in: Landlock, applied between
-//! `fork` and `exec`.
+//! The sandbox every provider process runs in: Landlock, applied by the
+//! child between its creation and `exec` (`crate::spawn` for provider
+//! processes; [`Sandbox::apply`], a `pre_exec` hook, for a
+//! `std::process::Command`).
 //!
 //! A provider may read and execute anything the user can (toolchains live in
 //! home folders), and write only in the workspace, the temporary folder, a
@@ -226,6 +228,13 @@ impl Sandbox {
 
     pub fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// The ruleset's descriptor, for a child to restrict itself with
+    /// (`crate::spawn`); `None` when nothing is to be applied. Valid while
+    /// this sandbox lives.
+    pub(crate) fn ruleset_fd(&self) -> Option<RawFd> {
+        self.ruleset.as_ref().map(|r| r.as_raw_fd())
     }
 
     /// Confine the process `cmd` will start (and everything it starts): a
