@@ -9,7 +9,7 @@ use crate::common::{Receiver, Ws};
 use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
-const CHECKS: usize = 19;
+const CHECKS: usize = 20;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
     let ran = kill::run(ws, &["verify"], Kill::Never);

@@ -197,3 +197,23 @@ fn the_goal_s_acceptance_checks_see_the_outputs() {
     assert_eq!(written.len(), 1, "{written:?}");
     assert_eq!((written[0].0.as_deref(), &written[0].2["for"]), (None, &json!("acceptance")));
 }
+
+#[test]
+fn verify_names_a_kept_output_that_disagrees_with_its_blob() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &plan(vec![build(json!(["dist/out.txt"])), read()]));
+    ws.run().expect_code(0);
+    ws.verify();
+    assert_eq!(ws.tamper("UPDATE outputs SET size = size + 1 WHERE path = 'dist/out.txt'"), 1);
+    let out = ws.engine(&["--json", "verify"]);
+    out.expect(70, Some("STORE_CORRUPT"));
+    let details = &out.json()["error"]["details"];
+    assert_eq!(details["check"], "outputs_kept", "{}", out.describe());
+    let entry = details["entry"].as_str().unwrap_or_default();
+    assert!(entry.contains("task A") && entry.ends_with("output dist/out.txt"), "{}", out.describe());
+    assert!(
+        details["problem"].as_str().unwrap_or_default().contains("records 7 bytes, its blob holds 6"),
+        "{}",
+        out.describe()
+    );
+}

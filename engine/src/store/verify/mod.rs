@@ -131,6 +131,11 @@ pub const CHECKS: &[Check] = &[
         asserts: "a satisfied goal has no unknown or unsettled outcome, every task complete, every acceptance check passed",
         run: Run::Ledger(goal_verdicts),
     },
+    Check {
+        name: "outputs_kept",
+        asserts: "every kept output names a blob of its size and belongs to a succeeded attempt",
+        run: Run::Ledger(outputs_kept),
+    },
     // Last: a more specific check names a bad row for what it is first.
     Check {
         name: "act_chain",
