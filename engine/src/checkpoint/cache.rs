@@ -99,7 +99,7 @@ impl FileCache {
 /// held in memory whole). Opened without blocking and checked again on the
 /// open handle: a path swapped for a FIFO after it was looked at is
 /// refused, never waited on.
-fn hash_regular_file(path: &Path) -> std::io::Result<String> {
+pub fn hash_regular_file(path: &Path) -> std::io::Result<String> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     if !file.metadata()?.is_file() {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{Digester, Kind};
 
-pub use cache::{FileCache, RACY_WINDOW_NS};
+pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
 pub use observe::{observe, observe_with, observes_quickly};
 pub use protect::observe_protected;
 

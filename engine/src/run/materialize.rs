@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::checkpoint::hash_regular_file;
 use crate::decide::outputs::{place, Place, Present};
 use crate::error::{Code, Error, Result};
 use crate::store::outputs::OutputFile;
@@ -117,15 +118,8 @@ fn present(target: &Path, w: &Wanted) -> Result<Present> {
     if !meta.file_type().is_file() {
         return Ok(Present::Other);
     }
-    let digest = file_digest(target).map_err(|e| refused(w, &format!("cannot be read ({e})")))?;
+    let digest = hash_regular_file(target).map_err(|e| refused(w, &format!("cannot be read ({e})")))?;
     Ok(Present::File { digest })
-}
-
-/// A file's content digest, streamed (the blobs' digest: plain BLAKE3).
-pub fn file_digest(path: &Path) -> std::io::Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    std::io::copy(&mut fs::File::open(path)?, &mut hasher)?;
-    Ok(hasher.finalize().to_hex().to_string())
 }
 
 /// The blob's bytes, refused unless they are what its digest says.
@@ -172,7 +166,7 @@ fn write_file(target: &Path, w: &Wanted, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
         return Err(io(e));
     }
-    let after = file_digest(target).map_err(io)?;
+    let after = hash_regular_file(target).map_err(io)?;
     if after != w.file.digest {
         return Err(refused(w, &format!("read back as {after}, not the {} written", w.file.digest)));
     }
