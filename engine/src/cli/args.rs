@@ -275,14 +275,8 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
-        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
-        /// `people` does not name them for this act.
-        #[arg(long, value_name = "NAME")]
-        actor: Option<String>,
-        /// Given again, the same command gives its first answer and does nothing new;
-        /// the same id with other arguments is REQUEST_ID_CONFLICT.
-        #[arg(long, value_name = "ID")]
-        request_id: Option<String>,
+        #[command(flatten)]
+        asker: Asker,
         #[command(flatten)]
         show: Show,
     },
@@ -312,14 +306,8 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
-        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
-        /// `people` does not name them for this act.
-        #[arg(long, value_name = "NAME")]
-        actor: Option<String>,
-        /// Given again, the same command gives its first answer and does nothing new;
-        /// the same id with other arguments is REQUEST_ID_CONFLICT.
-        #[arg(long, value_name = "ID")]
-        request_id: Option<String>,
+        #[command(flatten)]
+        asker: Asker,
         #[command(flatten)]
         show: Show,
     },
@@ -340,14 +328,8 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
-        /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
-        /// `people` does not name them for this act.
-        #[arg(long, value_name = "NAME")]
-        actor: Option<String>,
-        /// Given again, the same command gives its first answer and does nothing new;
-        /// the same id with other arguments is REQUEST_ID_CONFLICT.
-        #[arg(long, value_name = "ID")]
-        request_id: Option<String>,
+        #[command(flatten)]
+        asker: Asker,
         /// Raise a budget, as your recorded act (repeatable): any of
         /// deadline_seconds, max_attempts_per_task, max_provider_calls,
         /// max_cost, max_revisions, above the limit in force. With the plan
@@ -409,6 +391,20 @@ pub enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<PathBuf>,
     },
+}
+
+/// Who asks for a person's act that starts work (retry, repair, revise),
+/// and the request id that makes asking again safe.
+#[derive(Debug, Args)]
+pub struct Asker {
+    /// Who asks. Default: the OS user. Refused (NOT_PERMITTED) when the plan's
+    /// `people` does not name them for this act.
+    #[arg(long, value_name = "NAME")]
+    pub actor: Option<String>,
+    /// Given again, the same command gives its first answer and does nothing new;
+    /// the same id with other arguments is REQUEST_ID_CONFLICT.
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
 }
 
 /// How a run shows its progress (on stderr; stdout keeps the summary).

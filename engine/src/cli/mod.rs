@@ -155,20 +155,24 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Approve { operation_id, note, actor, request_id } => {
             approve(&at, OperationId::new(operation_id), &note, actor, request_id)
         }
-        Command::Retry { operation_id, jobs, actor, request_id, show } => {
-            retry(&at, OperationId::new(operation_id), (jobs_or_default(jobs), show.sink()), actor, request_id)
-        }
-        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, actor, request_id, show } => {
+        Command::Retry { operation_id, jobs, asker, show } => retry(
+            &at,
+            OperationId::new(operation_id),
+            (jobs_or_default(jobs), show.sink()),
+            asker.actor,
+            asker.request_id,
+        ),
+        Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, asker, show } => {
             let force_note = if force { note } else { None };
             let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
             let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
-            repair(&at, request, actor, request_id)
+            repair(&at, request, asker.actor, asker.request_id)
         }
-        Command::Revise { plan, reason, no_run, jobs, actor, request_id, raise, show } => {
+        Command::Revise { plan, reason, no_run, jobs, asker, raise, show } => {
             let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
             let (jobs, progress) = (jobs_or_default(jobs), show.sink());
             let req = ReviseRequest { plan_path: plan, reason, no_run, jobs, raises, progress };
-            revise(&at, req, (actor, request_id), &raise)
+            revise(&at, req, (asker.actor, asker.request_id), &raise)
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),
