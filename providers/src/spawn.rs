@@ -29,12 +29,18 @@
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
 //! unblocks them.
+//!
+//! What the parent prepares is cheap to prepare again: the environment is
+//! the engine's, read once ([`environ`]), and the program's path is found
+//! once per `PATH` and name ([`search`]).
 
-use std::collections::BTreeMap;
-use std::ffi::{CString, OsStr, OsString};
+mod environ;
+mod search;
+
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -46,12 +52,14 @@ use tokio::net::unix::pipe;
 
 use crate::sandbox::Sandbox;
 
-/// What a process to start is: argv (no shell), its whole environment,
-/// its working folder, whether its stdin is a pipe (else `/dev/null`), and
-/// the sandbox it runs in. Stdout and stderr are always pipes.
+/// What a process to start is: argv (no shell), the variables set over
+/// the engine's environment (which it inherits without any `ENGINE_*`
+/// variable; a name set twice keeps its last value), its working folder,
+/// whether its stdin is a pipe (else `/dev/null`), and the sandbox it runs
+/// in. Stdout and stderr are always pipes.
 pub(crate) struct Spec<'a> {
     pub argv: &'a [String],
-    pub env: BTreeMap<OsString, OsString>,
+    pub env: Vec<(OsString, OsString)>,
     pub cwd: &'a Path,
     pub piped_stdin: bool,
     pub sandbox: &'a Sandbox,
@@ -143,11 +151,6 @@ fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
 }
 
-/// The environment a child of this process gets by default, as a map.
-pub(crate) fn inherited_env() -> BTreeMap<OsString, OsString> {
-    std::env::vars_os().collect()
-}
-
 /// Start `spec`. Must be called within a tokio runtime (the pipes and the
 /// pidfd are registered with its reactor). An error means nothing runs: the
 /// program was not found or not executable, or the sandbox or
@@ -230,12 +233,12 @@ fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
 }
 
 /// Everything the child reads, prepared (and allocated) by the parent.
-/// The child only reads it, and writes `error`.
+/// The child only reads it, and writes `error` and `ran`.
 struct Plan {
-    /// Where to look for the program, in order (the `PATH` search).
-    paths: Vec<CString>,
+    /// Where to look for the program (the `PATH` search).
+    program: search::Program,
     argv: Vec<CString>,
-    envp: Vec<CString>,
+    env: environ::Environ,
     cwd: CString,
     /// `/bin/sh` and the arguments, for a file the kernel cannot execute
     /// (`ENOEXEC`: a script without `#!`), as `execvp` does; slot 1 is the
@@ -248,17 +251,11 @@ struct Plan {
 impl Plan {
     fn new(spec: &Spec<'_>) -> io::Result<Plan> {
         let prog = spec.argv.first().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let env_path = spec.env.get(OsStr::new("PATH")).map(OsString::as_os_str);
-        let envp = spec.env.iter().map(|(k, v)| {
-            let mut kv = k.clone().into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstring(kv)
-        });
+        let env = environ::Environ::new(&spec.env)?;
         Ok(Plan {
-            paths: search_path(prog, env_path).into_iter().map(cstring).collect::<io::Result<_>>()?,
+            program: search::Program::new(prog, env.get(b"PATH"))?,
             argv: spec.argv.iter().map(|a| cstring(a.clone().into_bytes())).collect::<io::Result<_>>()?,
-            envp: envp.collect::<io::Result<_>>()?,
+            env,
             cwd: cstring(spec.cwd.as_os_str().as_bytes().to_vec())?,
             sh: cstring(b"/bin/sh".to_vec())?,
             ruleset: spec.sandbox.ruleset_fd(),
@@ -271,27 +268,17 @@ fn cstring(bytes: Vec<u8>) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
 }
 
-/// The files `execvp` would try for `prog`: itself when it names a path,
-/// else each `PATH` entry joined with it (an empty entry is the working
-/// folder; no `PATH`: `/bin:/usr/bin`, glibc's default).
-fn search_path(prog: &str, path: Option<&OsStr>) -> Vec<Vec<u8>> {
-    if prog.contains('/') {
-        return vec![prog.as_bytes().to_vec()];
-    }
-    let path = path.map(OsStr::as_bytes).unwrap_or(b"/bin:/usr/bin");
-    path.split(|&b| b == b':')
-        .map(|dir| match dir {
-            b"" => prog.as_bytes().to_vec(),
-            dir => [dir, b"/", prog.as_bytes()].concat(),
-        })
-        .collect()
-}
-
 /// The raw pointers the child passes to `execve`, and where it reports.
 #[repr(C)]
 struct Shared {
     paths: *const *const libc::c_char,
     paths_len: usize,
+    /// The path to try first (the one that executed last time), or
+    /// `paths_len` for none.
+    found: usize,
+    /// The index in `paths` of the file the child tried last: the one that
+    /// executed, once it did.
+    ran: usize,
     argv: *const *const libc::c_char,
     /// `[sh, (path), argv[1..], NULL]`; the child fills slot 1.
     sh_argv: *mut *const libc::c_char,
@@ -309,16 +296,19 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
-/// its pid and pidfd, or its error.
+/// its pid and pidfd, or its error. The file that executed is remembered.
 fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
-    let paths = pointers(&plan.paths);
+    let candidates = plan.program.candidates.clone();
+    let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
-    let envp = pointers(&plan.envp);
+    let envp = plan.env.pointers();
     let mut sh_argv: Vec<*const libc::c_char> = vec![plan.sh.as_ptr(), std::ptr::null()];
     sh_argv.extend(argv.iter().skip(1));
     let mut shared = Shared {
         paths: paths.as_ptr(),
-        paths_len: plan.paths.len(),
+        paths_len: candidates.len(),
+        found: plan.program.found.unwrap_or(candidates.len()),
+        ran: candidates.len(),
         argv: argv.as_ptr(),
         sh_argv: sh_argv.as_mut_ptr(),
         envp: envp.as_ptr(),
@@ -330,8 +320,9 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
     };
     let (pid, pidfd) = with_stack(|stack| clone_blocked(stack, &mut shared))?;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
-    // writes `error` any more.
-    let error = unsafe { std::ptr::read_volatile(&shared.error) };
+    // writes `error` or `ran` any more.
+    let (error, ran) = unsafe { (std::ptr::read_volatile(&shared.error), std::ptr::read_volatile(&shared.ran)) };
+    plan.program.remember((error == 0).then_some(ran));
     if error != 0 {
         // It exited: reap it now, so no zombie is left.
         let _ = wait_blocking(pid);
@@ -523,23 +514,24 @@ unsafe fn default_signals() {
 
 /// Try each candidate as `execvp` does: go on past a missing one, remember
 /// a refused one; a file that is not an executable format runs with
-/// `/bin/sh`. Returns only on failure, with the errno to report.
+/// `/bin/sh`. The one that executed last time is tried first; if it fails
+/// as a search would go on past it, the whole search is made. Returns only
+/// on failure, with the errno to report.
 unsafe fn exec(s: &mut Shared) -> libc::c_int {
+    if s.found < s.paths_len {
+        if let Failed::Stop(e) = exec_one(s, s.found) {
+            return e;
+        }
+    }
     let mut denied = false;
     let mut last = libc::ENOENT;
     for i in 0..s.paths_len {
-        let path = *s.paths.add(i);
-        libc::execve(path, s.argv, s.envp);
-        last = errno();
-        if last == libc::ENOEXEC {
-            *s.sh_argv.add(1) = path;
-            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
-            return errno();
-        }
-        match last {
-            libc::EACCES => denied = true,
-            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-            _ => return last,
+        match exec_one(s, i) {
+            Failed::GoOn(e) => {
+                denied |= e == libc::EACCES;
+                last = e;
+            }
+            Failed::Stop(e) => return e,
         }
     }
     if denied {
@@ -549,13 +541,39 @@ unsafe fn exec(s: &mut Shared) -> libc::c_int {
     }
 }
 
+/// How one candidate failed to execute: a search goes on past it (the
+/// file or a folder is missing, or refused), or stops with this errno.
+enum Failed {
+    GoOn(libc::c_int),
+    Stop(libc::c_int),
+}
+
+/// `execve` candidate `i` (with `/bin/sh` when the kernel cannot execute
+/// it); returns only when it failed.
+unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
+    let path = *s.paths.add(i);
+    std::ptr::write_volatile(&mut s.ran, i);
+    libc::execve(path, s.argv, s.envp);
+    match errno() {
+        libc::ENOEXEC => {
+            *s.sh_argv.add(1) = path;
+            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
+            Failed::Stop(errno())
+        }
+        e @ (libc::EACCES | libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
+            Failed::GoOn(e)
+        }
+        e => Failed::Stop(e),
+    }
+}
+
 /// `sh -c script` in this process's working folder, unconfined, stdin
 /// piped: for tests.
 #[cfg(test)]
 pub(crate) fn sh(script: &str) -> Child {
     let argv = ["sh".to_owned(), "-c".to_owned(), script.to_owned()];
     let cwd = std::env::current_dir().unwrap();
-    let spec = Spec { argv: &argv, env: inherited_env(), cwd: &cwd, piped_stdin: true, sandbox: &Sandbox::disabled() };
+    let spec = Spec { argv: &argv, env: Vec::new(), cwd: &cwd, piped_stdin: true, sandbox: &Sandbox::disabled() };
     spawn(spec).unwrap()
 }
 
@@ -572,7 +590,7 @@ mod tests {
     }
 
     fn spec<'a>(argv: &'a [String], cwd: &'a Path, sandbox: &'a Sandbox) -> Spec<'a> {
-        Spec { argv, env: inherited_env(), cwd, piped_stdin: false, sandbox }
+        Spec { argv, env: Vec::new(), cwd, piped_stdin: false, sandbox }
     }
 
     fn strings(v: &[&str]) -> Vec<String> {
@@ -638,7 +656,7 @@ mod tests {
         let argv = strings(&["hello", "a b"]);
         let mut s = spec(&argv, dir.path(), &none);
         let path = format!("{0}/absent:{0}/noexec:{0}/bin", dir.path().display());
-        s.env.insert("PATH".into(), path.into());
+        s.env.push(("PATH".into(), path.into()));
         let (status, out, _) = output(spawn(s).unwrap()).await;
         assert!(status.success());
         assert_eq!(out, "hello a b\n");
@@ -652,6 +670,59 @@ mod tests {
         let gone = dir.path().join("gone");
         let e = spawn(spec(&strings(&["true"]), &gone, &none)).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "a missing working folder: {e}");
+    }
+
+    fn program(dir: &Path, name: &str, says: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), format!("#!/bin/sh\necho {says}\n")).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// What `prog` prints when started under `path`, or the spawn's error.
+    async fn run_under(prog: &str, path: &str, cwd: &Path) -> io::Result<String> {
+        let argv = strings(&[prog]);
+        let none = Sandbox::disabled();
+        let mut s = spec(&argv, cwd, &none);
+        s.env.push(("PATH".into(), path.into()));
+        Ok(output(spawn(s)?).await.1)
+    }
+
+    #[tokio::test]
+    async fn the_file_found_is_remembered_and_searched_again_once_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a, b, c] = ["a", "b", "c"].map(|d| dir.path().join(d));
+        let path = format!("{}:{}:{}", a.display(), b.display(), c.display());
+        program(&a, "prog", "a", 0o644); // not executable: skipped, as execvp does
+        program(&b, "prog", "b", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "b\n", "found in the second folder");
+        let remembered = search::Program::new("prog", Some(path.as_bytes())).unwrap();
+        assert_eq!(remembered.found, Some(1), "the second candidate executed");
+        // Made executable since, the earlier file is not seen while the
+        // remembered one executes (a shell's command hash does the same).
+        program(&a, "prog", "a", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "b\n");
+        // The remembered file gone: the whole search again.
+        std::fs::remove_file(b.join("prog")).unwrap();
+        program(&c, "prog", "c", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "a\n");
+        // Refused, and nothing else to run: EACCES, as execvp reports it,
+        // each time.
+        program(&a, "prog", "a", 0o644);
+        std::fs::remove_file(c.join("prog")).unwrap();
+        for _ in 0..2 {
+            let e = run_under("prog", &path, dir.path()).await.err().unwrap();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        }
+        assert_eq!(search::Program::new("prog", Some(path.as_bytes())).unwrap().found, None);
+        let e = run_under("prog", &format!("{}", c.display()), dir.path()).await.err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        // A name with a `/` is not searched: relative to the working folder.
+        program(&c, "prog", "c", 0o755);
+        assert_eq!(run_under("c/prog", &path, dir.path()).await.unwrap(), "c\n");
+        assert_eq!(run_under("./prog", &path, &c).await.unwrap(), "c\n");
+        let e = run_under("b/prog", &path, dir.path()).await.err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
     }
 
     #[test]
@@ -685,16 +756,5 @@ mod tests {
         assert!(status.success());
         // SAFETY: signal 0 only checks for existence.
         assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "{pid} is still a zombie");
-    }
-
-    #[test]
-    fn the_path_search_is_execvps() {
-        fn p(s: &str) -> Option<&OsStr> {
-            Some(OsStr::new(s))
-        }
-        let v = |xs: &[&str]| xs.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
-        assert_eq!(search_path("./x", p("/bin")), v(&["./x"]));
-        assert_eq!(search_path("x", p("/a::/b")), v(&["/a/x", "x", "/b/x"]));
-        assert_eq!(search_path("x", None), v(&["/bin/x", "/usr/bin/x"]));
     }
 }
