@@ -180,11 +180,13 @@ async fn watch(
             let _ = w.shutdown().await;
         }
     };
-    // Done when the child exited AND both pipes hit EOF (a grandchild may
-    // still be writing after the child exits).
+    // Done when both pipes hit EOF (a grandchild may still be writing
+    // after the child exits) AND the child exited. Its output ends when it
+    // exits, most often: waiting only then usually finds it exited, with
+    // no pidfd to watch.
     let finished = async {
-        let (_, _, _, st) = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed, child.wait());
-        st
+        let _ = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed);
+        child.wait().await
     };
     let result = match call.timeout {
         Some(d) => tokio::time::timeout(d, finished).await.ok(),

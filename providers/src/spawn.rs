@@ -28,7 +28,7 @@
 //! All signals are blocked in the calling thread across the `clone`, so no
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
-//! unblocks them.
+//! unblocks them (which ones: [`signals`], read by the parent).
 //!
 //! What the parent prepares is cheap to prepare again: the environment is
 //! the engine's, read once ([`environ`]), and the program's path is found
@@ -36,6 +36,9 @@
 
 mod environ;
 mod search;
+mod signals;
+
+pub use signals::handlers_changed;
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -70,13 +73,22 @@ pub(crate) struct Spec<'a> {
 /// by a later spawn (no zombie piles up).
 pub(crate) struct Child {
     pid: u32,
-    /// Readable once the process exited; `None` on a kernel without
-    /// `CLONE_PIDFD` (before 5.2), where `wait` polls.
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    /// Readable once the process exited: opened by the first `wait` that
+    /// finds it running (most children of a short task have exited by the
+    /// time their output ended, and need none). `Unavailable` on a kernel
+    /// without `pidfd_open` (before 5.3), where `wait` polls.
+    pidfd: Pidfd,
     status: Option<ExitStatus>,
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
+}
+
+/// A child's pidfd, registered with the reactor once it is needed.
+enum Pidfd {
+    NotYet,
+    Open(AsyncFd<OwnedFd>),
+    Unavailable,
 }
 
 /// How often `wait` looks without a pidfd.
@@ -99,9 +111,12 @@ impl Child {
             if let Some(status) = self.try_wait()? {
                 return Ok(status);
             }
+            if let Pidfd::NotYet = self.pidfd {
+                self.pidfd = open_pidfd(self.pid)?;
+            }
             match &self.pidfd {
-                Some(fd) => fd.readable().await?.clear_ready(),
-                None => tokio::time::sleep(POLL).await,
+                Pidfd::Open(fd) => fd.readable().await?.clear_ready(),
+                _ => tokio::time::sleep(POLL).await,
             }
         }
     }
@@ -141,6 +156,24 @@ fn reap(pid: u32) -> io::Result<Option<ExitStatus>> {
     }
 }
 
+/// A pidfd for a child not reaped yet (so its pid cannot name another
+/// process), registered with the reactor.
+fn open_pidfd(pid: u32) -> io::Result<Pidfd> {
+    // SAFETY: plain syscall on an integer.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as libc::c_int;
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOSYS) => Ok(Pidfd::Unavailable),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
+    Ok(Pidfd::Open(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? }))
+}
+
 /// Children dropped while they still ran.
 fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
     static ORPHANS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -167,15 +200,11 @@ pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
     let (out_parent, out_child) = pipe_pair()?;
     let (err_parent, err_child) = pipe_pair()?;
     let fds = [stdin_child.as_raw_fd(), out_child.as_raw_fd(), err_child.as_raw_fd()];
-    let (pid, pidfd) = start(plan, fds)?;
+    let pid = start(plan, fds)?;
     drop((stdin_child, out_child, err_child));
-    let mut child = Child { pid, pidfd: None, status: None, stdin: None, stdout: None, stderr: None };
+    let mut child = Child { pid, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
-    if let Some(fd) = pidfd {
-        // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
-        child.pidfd = Some(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? });
-    }
     child.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(out_parent)?)?);
     child.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(err_parent)?)?);
     if let Some(w) = stdin_parent {
@@ -221,13 +250,12 @@ fn dev_null() -> io::Result<OwnedFd> {
     NULL.get_or_init(|| fd).try_clone()
 }
 
+/// The parent's end of a pipe just made: its only status flag is
+/// `O_NONBLOCK` (the child's end stays blocking).
 fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(fd)
 }
@@ -287,6 +315,8 @@ struct Shared {
     fds: [RawFd; 3],
     ruleset: RawFd,
     engine: libc::pid_t,
+    /// The signals to set back to their default (bit `n - 1`: signal `n`).
+    reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
     error: libc::c_int,
 }
@@ -296,8 +326,8 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
-/// its pid and pidfd, or its error. The file that executed is remembered.
-fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
+/// its pid, or its error. The file that executed is remembered.
+fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<u32> {
     let candidates = plan.program.candidates.clone();
     let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
@@ -316,9 +346,10 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
         fds,
         ruleset: plan.ruleset.unwrap_or(-1),
         engine: plan.engine,
+        reset_signals: signals::to_reset(),
         error: 0,
     };
-    let (pid, pidfd) = with_stack(|stack| clone_blocked(stack, &mut shared))?;
+    let pid = with_stack(|stack| clone_blocked(stack, &mut shared))?;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
     // writes `error` or `ran` any more.
     let (error, ran) = unsafe { (std::ptr::read_volatile(&shared.error), std::ptr::read_volatile(&shared.ran)) };
@@ -328,14 +359,13 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
         let _ = wait_blocking(pid);
         return Err(io::Error::from_raw_os_error(error));
     }
-    Ok((pid as u32, pidfd))
+    Ok(pid as u32)
 }
 
-/// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` with every signal blocked
-/// in this thread across it. Without `CLONE_PIDFD` (a kernel before 5.2):
-/// once more without, and no pidfd.
-fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
-    let base = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+/// `clone(CLONE_VM | CLONE_VFORK)` with every signal blocked in this
+/// thread across it.
+fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<libc::pid_t> {
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     let arg = shared as *mut Shared as *mut libc::c_void;
     // SAFETY: sigset operations on locals; the mask is restored below.
     let old = unsafe {
@@ -345,26 +375,17 @@ fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<(libc::pid_t,
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
-    let mut pidfd: libc::c_int = -1;
     // SAFETY: `child` only makes system calls on what `shared` points to,
     // which outlives the call: with CLONE_VFORK this thread is suspended
     // until the child exec'd or exited. The stack is ours and unused.
-    let mut pid = unsafe { libc::clone(child, stack.top(), base | libc::CLONE_PIDFD, arg, &mut pidfd) };
-    let mut error = io::Error::last_os_error();
-    if pid < 0 && error.raw_os_error() == Some(libc::EINVAL) {
-        // SAFETY: as above.
-        pid = unsafe { libc::clone(child, stack.top(), base, arg) };
-        error = io::Error::last_os_error();
-        pidfd = -1;
-    }
+    let pid = unsafe { libc::clone(child, stack.top(), flags, arg) };
+    let error = io::Error::last_os_error();
     // SAFETY: restoring the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if pid < 0 {
         return Err(error);
     }
-    // SAFETY: the kernel returned a new pidfd that nothing else owns.
-    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
-    Ok((pid, pidfd))
+    Ok(pid)
 }
 
 fn wait_blocking(pid: libc::pid_t) -> io::Result<()> {
@@ -467,7 +488,7 @@ fn errno() -> libc::c_int {
 /// sandbox: the child's state before `exec`; `Err(errno)` on a refusal.
 unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
     let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
-    default_signals();
+    default_signals(s.reset_signals);
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     check(libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()))?;
@@ -491,22 +512,14 @@ unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
     Ok(())
 }
 
-/// Signals are 1 to 64 on Linux.
-const NSIG: libc::c_int = 65;
-
-/// Every signal the engine handles back to its default, and SIGPIPE too
-/// (the Rust runtime ignores it; a provider expects the default). The
-/// child has its own copy of the handlers (no CLONE_SIGHAND).
-unsafe fn default_signals() {
+/// The signals of `mask` (every one the engine handles, and SIGPIPE) back
+/// to their default. The child has its own copy of the handlers (no
+/// CLONE_SIGHAND).
+unsafe fn default_signals(mask: u64) {
     let mut dfl: libc::sigaction = std::mem::zeroed();
     dfl.sa_sigaction = libc::SIG_DFL;
-    for sig in 1..NSIG {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            continue; // SIGKILL, SIGSTOP, glibc's own: nothing to reset
-        }
-        let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
-        if handled || sig == libc::SIGPIPE {
+    for sig in 1..signals::NSIG {
+        if mask & (1u64 << (sig - 1)) != 0 {
             libc::sigaction(sig, &dfl, std::ptr::null_mut());
         }
     }
