@@ -191,15 +191,21 @@ fn reap_orphans() {
 pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
     reap_orphans();
     let plan = Plan::new(&spec)?;
+    // The child's stdin: a pipe's read end, or the process's one
+    // `/dev/null` (the child `dup2`s it; the parent keeps its own).
     let (stdin_child, stdin_parent) = if spec.piped_stdin {
         let (r, w) = pipe_pair()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
-        (dev_null()?, None)
+        (None, None)
+    };
+    let stdin_fd = match &stdin_child {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
     };
     let (out_parent, out_child) = pipe_pair()?;
     let (err_parent, err_child) = pipe_pair()?;
-    let fds = [stdin_child.as_raw_fd(), out_child.as_raw_fd(), err_child.as_raw_fd()];
+    let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
     let pid = start(plan, fds)?;
     drop((stdin_child, out_child, err_child));
     let mut child = Child { pid, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
@@ -239,15 +245,16 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }
 
-/// `/dev/null` for a child's stdin, opened once.
-fn dev_null() -> io::Result<OwnedFd> {
+/// `/dev/null` for a child's stdin, opened once (close-on-exec, above
+/// stderr) and kept open for the rest of the process.
+fn dev_null() -> io::Result<RawFd> {
     static NULL: OnceLock<OwnedFd> = OnceLock::new();
     if let Some(fd) = NULL.get() {
-        return fd.try_clone();
+        return Ok(fd.as_raw_fd());
     }
     let file = std::fs::File::open("/dev/null")?;
     let fd = above_stdio(OwnedFd::from(file))?;
-    NULL.get_or_init(|| fd).try_clone()
+    Ok(NULL.get_or_init(|| fd).as_raw_fd())
 }
 
 /// The parent's end of a pipe just made: its only status flag is
