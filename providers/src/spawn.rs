@@ -18,10 +18,11 @@
 //! Why a user can accept hand-written code here: it buys about 1 ms of CPU
 //! per provider process (a third of a short task's cost), and it keeps
 //! every guarantee, each tested below and in `providers/tests/sandbox.rs`.
-//! It is this one file; the child runs one function ([`child`]) that makes
-//! only system calls on data the parent prepared — it allocates nothing,
-//! takes no lock, never unwinds, and writes to shared memory only its own
-//! error number — and it does exactly what the `pre_exec` hooks did
+//! It is this file and its three helpers; the child runs one function
+//! ([`child`]) that makes only system calls on data the parent prepared —
+//! it allocates nothing, takes no lock, never unwinds, and writes to shared
+//! memory only its own error number, which candidate it tries, and the
+//! path in the `/bin/sh` fallback's argv — and it does exactly what the `pre_exec` hooks did
 //! (`sandbox::confine_self`, and `PR_SET_PDEATHSIG`), plus what the
 //! standard library does for a spawned child (stdio, process group,
 //! working directory, a clean signal state, the `PATH` search of `execvp`).
