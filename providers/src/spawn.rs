@@ -295,9 +295,16 @@ impl Plan {
             cwd: cstring(spec.cwd.as_os_str().as_bytes().to_vec())?,
             sh: cstring(b"/bin/sh".to_vec())?,
             ruleset: spec.sandbox.ruleset_fd(),
-            engine: std::process::id() as libc::pid_t,
+            engine: engine_pid(),
         })
     }
+}
+
+/// This process's pid, asked once (a `getpid` per spawn otherwise): it
+/// never forks a process that goes on to start providers.
+fn engine_pid() -> libc::pid_t {
+    static PID: OnceLock<libc::pid_t> = OnceLock::new();
+    *PID.get_or_init(|| std::process::id() as libc::pid_t)
 }
 
 fn cstring(bytes: Vec<u8>) -> io::Result<CString> {
