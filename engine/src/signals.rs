@@ -41,6 +41,8 @@ pub fn catch() -> Result<()> {
                 };
                 registered.map_err(|e| format!("cannot catch {s}: {e}"))?;
             }
+            // A provider process resets these before it unblocks them.
+            providers::signal_handlers_changed();
             Ok(())
         })
         .clone()

@@ -62,7 +62,8 @@ fn parse_argv(request: &Value) -> Option<Vec<String>> {
 /// Start a provider process: argv (no shell) in the workspace, in its own
 /// process group, dying with the engine, confined by the call's sandbox,
 /// stdout and stderr piped, stdin piped when `piped_stdin` (else
-/// `/dev/null`). Its environment: the parent's minus every `ENGINE_*`
+/// `/dev/null`). Its environment: the engine's (read at its first provider
+/// start: the engine does not change its own) minus every `ENGINE_*`
 /// variable (`ENGINE_STORE` above all: a provider never sees the store
 /// path), then `call.env`, then — when `identity` — the idempotency
 /// identity, set last so it cannot be overridden.
@@ -72,16 +73,11 @@ pub(crate) fn provider_spawn(
     identity: bool,
     piped_stdin: bool,
 ) -> io::Result<crate::spawn::Child> {
-    let mut env = crate::spawn::inherited_env();
-    env.retain(|name, _| !name.to_string_lossy().starts_with("ENGINE_"));
-    for (k, v) in &call.env {
-        if k != "ENGINE_STORE" {
-            env.insert(k.into(), v.into());
-        }
-    }
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::with_capacity(call.env.len() + 2);
+    env.extend(call.env.iter().filter(|(k, _)| k != "ENGINE_STORE").map(|(k, v)| (k.into(), v.into())));
     if identity {
-        env.insert("ENGINE_OPERATION_ID".into(), call.operation_id.clone().into());
-        env.insert("ENGINE_TRY".into(), call.try_no.to_string().into());
+        env.push(("ENGINE_OPERATION_ID".into(), call.operation_id.clone().into()));
+        env.push(("ENGINE_TRY".into(), call.try_no.to_string().into()));
     }
     crate::spawn::spawn(crate::spawn::Spec { argv, env, cwd: &call.workspace, piped_stdin, sandbox: &call.sandbox })
 }
@@ -184,11 +180,13 @@ async fn watch(
             let _ = w.shutdown().await;
         }
     };
-    // Done when the child exited AND both pipes hit EOF (a grandchild may
-    // still be writing after the child exits).
+    // Done when both pipes hit EOF (a grandchild may still be writing
+    // after the child exits) AND the child exited. Its output ends when it
+    // exits, most often: waiting only then usually finds it exited, with
+    // no pidfd to watch.
     let finished = async {
-        let (_, _, _, st) = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed, child.wait());
-        st
+        let _ = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed);
+        child.wait().await
     };
     let result = match call.timeout {
         Some(d) => tokio::time::timeout(d, finished).await.ok(),

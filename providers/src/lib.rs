@@ -32,6 +32,10 @@ use tokio::sync::mpsc;
 pub use capture::Captured;
 pub use observe::{ConfigError, Decider, Verdict};
 pub use readback::ReadBack;
+/// A process that installs a signal handler after it started a provider
+/// process calls this, so the next one resets that signal before it
+/// unblocks it (see `spawn::signals`).
+pub use spawn::handlers_changed as signal_handlers_changed;
 
 /// A boxed future, so `Provider` stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -43,7 +43,8 @@ struct Stat {
 }
 
 fn stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; STAT_BYTES_MAX];
+    let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name (field 2) may hold spaces and ')'; fields after the
     // last ')' are fixed: 3 state, 5 pgrp, 22 starttime.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
@@ -52,6 +53,30 @@ fn stat(pid: u32) -> Option<Stat> {
         pgrp: fields.get(2)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
+}
+
+/// `/proc/PID/stat` is one line of 52 numbers and a name of at most 64
+/// bytes; 1 KiB holds it (a longer one is refused, not cut).
+const STAT_BYTES_MAX: usize = 1024;
+
+/// A small file read whole into `buf`: an `open`, a `read` (a `/proc` file
+/// is made whole at its first read), another only if the first one filled
+/// the buffer, and a `close`; `None` if it does not fit or is not UTF-8.
+fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut len = 0;
+    loop {
+        let n = file.read(buf.get_mut(len..)?).ok()?;
+        len += n;
+        if n == 0 || buf.get(len - 1) == Some(&b'\n') {
+            break;
+        }
+        if len == buf.len() {
+            return None;
+        }
+    }
+    std::str::from_utf8(buf.get(..len)?).ok()
 }
 
 /// What ending one recorded group found.

@@ -18,23 +18,33 @@
 //! Why a user can accept hand-written code here: it buys about 1 ms of CPU
 //! per provider process (a third of a short task's cost), and it keeps
 //! every guarantee, each tested below and in `providers/tests/sandbox.rs`.
-//! It is this one file; the child runs one function ([`child`]) that makes
-//! only system calls on data the parent prepared — it allocates nothing,
-//! takes no lock, never unwinds, and writes to shared memory only its own
-//! error number — and it does exactly what the `pre_exec` hooks did
+//! It is this file and its three helpers; the child runs one function
+//! ([`child`]) that makes only system calls on data the parent prepared —
+//! it allocates nothing, takes no lock, never unwinds, and writes to shared
+//! memory only its own error number, which candidate it tries, and the
+//! path in the `/bin/sh` fallback's argv — and it does exactly what the `pre_exec` hooks did
 //! (`sandbox::confine_self`, and `PR_SET_PDEATHSIG`), plus what the
 //! standard library does for a spawned child (stdio, process group,
 //! working directory, a clean signal state, the `PATH` search of `execvp`).
 //! All signals are blocked in the calling thread across the `clone`, so no
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
-//! unblocks them.
+//! unblocks them (which ones: [`signals`], read by the parent).
+//!
+//! What the parent prepares is cheap to prepare again: the environment is
+//! the engine's, read once ([`environ`]), and the program's path is found
+//! once per `PATH` and name ([`search`]).
 
-use std::collections::BTreeMap;
-use std::ffi::{CString, OsStr, OsString};
+mod environ;
+mod search;
+mod signals;
+
+pub use signals::handlers_changed;
+
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -46,12 +56,14 @@ use tokio::net::unix::pipe;
 
 use crate::sandbox::Sandbox;
 
-/// What a process to start is: argv (no shell), its whole environment,
-/// its working folder, whether its stdin is a pipe (else `/dev/null`), and
-/// the sandbox it runs in. Stdout and stderr are always pipes.
+/// What a process to start is: argv (no shell), the variables set over
+/// the engine's environment (which it inherits without any `ENGINE_*`
+/// variable; a name set twice keeps its last value), its working folder,
+/// whether its stdin is a pipe (else `/dev/null`), and the sandbox it runs
+/// in. Stdout and stderr are always pipes.
 pub(crate) struct Spec<'a> {
     pub argv: &'a [String],
-    pub env: BTreeMap<OsString, OsString>,
+    pub env: Vec<(OsString, OsString)>,
     pub cwd: &'a Path,
     pub piped_stdin: bool,
     pub sandbox: &'a Sandbox,
@@ -62,13 +74,22 @@ pub(crate) struct Spec<'a> {
 /// by a later spawn (no zombie piles up).
 pub(crate) struct Child {
     pid: u32,
-    /// Readable once the process exited; `None` on a kernel without
-    /// `CLONE_PIDFD` (before 5.2), where `wait` polls.
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    /// Readable once the process exited: opened by the first `wait` that
+    /// finds it running (most children of a short task have exited by the
+    /// time their output ended, and need none). `Unavailable` on a kernel
+    /// without `pidfd_open` (before 5.3), where `wait` polls.
+    pidfd: Pidfd,
     status: Option<ExitStatus>,
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
+}
+
+/// A child's pidfd, registered with the reactor once it is needed.
+enum Pidfd {
+    NotYet,
+    Open(AsyncFd<OwnedFd>),
+    Unavailable,
 }
 
 /// How often `wait` looks without a pidfd.
@@ -91,9 +112,12 @@ impl Child {
             if let Some(status) = self.try_wait()? {
                 return Ok(status);
             }
+            if let Pidfd::NotYet = self.pidfd {
+                self.pidfd = open_pidfd(self.pid)?;
+            }
             match &self.pidfd {
-                Some(fd) => fd.readable().await?.clear_ready(),
-                None => tokio::time::sleep(POLL).await,
+                Pidfd::Open(fd) => fd.readable().await?.clear_ready(),
+                _ => tokio::time::sleep(POLL).await,
             }
         }
     }
@@ -133,6 +157,24 @@ fn reap(pid: u32) -> io::Result<Option<ExitStatus>> {
     }
 }
 
+/// A pidfd for a child not reaped yet (so its pid cannot name another
+/// process), registered with the reactor.
+fn open_pidfd(pid: u32) -> io::Result<Pidfd> {
+    // SAFETY: plain syscall on an integer.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as libc::c_int;
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOSYS) => Ok(Pidfd::Unavailable),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
+    Ok(Pidfd::Open(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? }))
+}
+
 /// Children dropped while they still ran.
 fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
     static ORPHANS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -143,11 +185,6 @@ fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
 }
 
-/// The environment a child of this process gets by default, as a map.
-pub(crate) fn inherited_env() -> BTreeMap<OsString, OsString> {
-    std::env::vars_os().collect()
-}
-
 /// Start `spec`. Must be called within a tokio runtime (the pipes and the
 /// pidfd are registered with its reactor). An error means nothing runs: the
 /// program was not found or not executable, or the sandbox or
@@ -155,24 +192,26 @@ pub(crate) fn inherited_env() -> BTreeMap<OsString, OsString> {
 pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
     reap_orphans();
     let plan = Plan::new(&spec)?;
+    // The child's stdin: a pipe's read end, or the process's one
+    // `/dev/null` (the child `dup2`s it; the parent keeps its own).
     let (stdin_child, stdin_parent) = if spec.piped_stdin {
         let (r, w) = pipe_pair()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
-        (dev_null()?, None)
+        (None, None)
+    };
+    let stdin_fd = match &stdin_child {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
     };
     let (out_parent, out_child) = pipe_pair()?;
     let (err_parent, err_child) = pipe_pair()?;
-    let fds = [stdin_child.as_raw_fd(), out_child.as_raw_fd(), err_child.as_raw_fd()];
-    let (pid, pidfd) = start(plan, fds)?;
+    let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
+    let pid = start(plan, fds)?;
     drop((stdin_child, out_child, err_child));
-    let mut child = Child { pid, pidfd: None, status: None, stdin: None, stdout: None, stderr: None };
+    let mut child = Child { pid, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
-    if let Some(fd) = pidfd {
-        // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
-        child.pidfd = Some(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? });
-    }
     child.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(out_parent)?)?);
     child.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(err_parent)?)?);
     if let Some(w) = stdin_parent {
@@ -207,35 +246,35 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }
 
-/// `/dev/null` for a child's stdin, opened once.
-fn dev_null() -> io::Result<OwnedFd> {
+/// `/dev/null` for a child's stdin, opened once (close-on-exec, above
+/// stderr) and kept open for the rest of the process.
+fn dev_null() -> io::Result<RawFd> {
     static NULL: OnceLock<OwnedFd> = OnceLock::new();
     if let Some(fd) = NULL.get() {
-        return fd.try_clone();
+        return Ok(fd.as_raw_fd());
     }
     let file = std::fs::File::open("/dev/null")?;
     let fd = above_stdio(OwnedFd::from(file))?;
-    NULL.get_or_init(|| fd).try_clone()
+    Ok(NULL.get_or_init(|| fd).as_raw_fd())
 }
 
+/// The parent's end of a pipe just made: its only status flag is
+/// `O_NONBLOCK` (the child's end stays blocking).
 fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(fd)
 }
 
 /// Everything the child reads, prepared (and allocated) by the parent.
-/// The child only reads it, and writes `error`.
+/// The child only reads it, and writes `error` and `ran`.
 struct Plan {
-    /// Where to look for the program, in order (the `PATH` search).
-    paths: Vec<CString>,
+    /// Where to look for the program (the `PATH` search).
+    program: search::Program,
     argv: Vec<CString>,
-    envp: Vec<CString>,
+    env: environ::Environ,
     cwd: CString,
     /// `/bin/sh` and the arguments, for a file the kernel cannot execute
     /// (`ENOEXEC`: a script without `#!`), as `execvp` does; slot 1 is the
@@ -248,43 +287,28 @@ struct Plan {
 impl Plan {
     fn new(spec: &Spec<'_>) -> io::Result<Plan> {
         let prog = spec.argv.first().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let env_path = spec.env.get(OsStr::new("PATH")).map(OsString::as_os_str);
-        let envp = spec.env.iter().map(|(k, v)| {
-            let mut kv = k.clone().into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstring(kv)
-        });
+        let env = environ::Environ::new(&spec.env)?;
         Ok(Plan {
-            paths: search_path(prog, env_path).into_iter().map(cstring).collect::<io::Result<_>>()?,
+            program: search::Program::new(prog, env.get(b"PATH"))?,
             argv: spec.argv.iter().map(|a| cstring(a.clone().into_bytes())).collect::<io::Result<_>>()?,
-            envp: envp.collect::<io::Result<_>>()?,
+            env,
             cwd: cstring(spec.cwd.as_os_str().as_bytes().to_vec())?,
             sh: cstring(b"/bin/sh".to_vec())?,
             ruleset: spec.sandbox.ruleset_fd(),
-            engine: std::process::id() as libc::pid_t,
+            engine: engine_pid(),
         })
     }
+}
+
+/// This process's pid, asked once (a `getpid` per spawn otherwise): it
+/// never forks a process that goes on to start providers.
+fn engine_pid() -> libc::pid_t {
+    static PID: OnceLock<libc::pid_t> = OnceLock::new();
+    *PID.get_or_init(|| std::process::id() as libc::pid_t)
 }
 
 fn cstring(bytes: Vec<u8>) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
-}
-
-/// The files `execvp` would try for `prog`: itself when it names a path,
-/// else each `PATH` entry joined with it (an empty entry is the working
-/// folder; no `PATH`: `/bin:/usr/bin`, glibc's default).
-fn search_path(prog: &str, path: Option<&OsStr>) -> Vec<Vec<u8>> {
-    if prog.contains('/') {
-        return vec![prog.as_bytes().to_vec()];
-    }
-    let path = path.map(OsStr::as_bytes).unwrap_or(b"/bin:/usr/bin");
-    path.split(|&b| b == b':')
-        .map(|dir| match dir {
-            b"" => prog.as_bytes().to_vec(),
-            dir => [dir, b"/", prog.as_bytes()].concat(),
-        })
-        .collect()
 }
 
 /// The raw pointers the child passes to `execve`, and where it reports.
@@ -292,6 +316,12 @@ fn search_path(prog: &str, path: Option<&OsStr>) -> Vec<Vec<u8>> {
 struct Shared {
     paths: *const *const libc::c_char,
     paths_len: usize,
+    /// The path to try first (the one that executed last time), or
+    /// `paths_len` for none.
+    found: usize,
+    /// The index in `paths` of the file the child tried last: the one that
+    /// executed, once it did.
+    ran: usize,
     argv: *const *const libc::c_char,
     /// `[sh, (path), argv[1..], NULL]`; the child fills slot 1.
     sh_argv: *mut *const libc::c_char,
@@ -300,6 +330,8 @@ struct Shared {
     fds: [RawFd; 3],
     ruleset: RawFd,
     engine: libc::pid_t,
+    /// The signals to set back to their default (bit `n - 1`: signal `n`).
+    reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
     error: libc::c_int,
 }
@@ -309,16 +341,19 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
-/// its pid and pidfd, or its error.
-fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
-    let paths = pointers(&plan.paths);
+/// its pid, or its error. The file that executed is remembered.
+fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<u32> {
+    let candidates = plan.program.candidates.clone();
+    let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
-    let envp = pointers(&plan.envp);
+    let envp = plan.env.pointers();
     let mut sh_argv: Vec<*const libc::c_char> = vec![plan.sh.as_ptr(), std::ptr::null()];
     sh_argv.extend(argv.iter().skip(1));
     let mut shared = Shared {
         paths: paths.as_ptr(),
-        paths_len: plan.paths.len(),
+        paths_len: candidates.len(),
+        found: plan.program.found.unwrap_or(candidates.len()),
+        ran: candidates.len(),
         argv: argv.as_ptr(),
         sh_argv: sh_argv.as_mut_ptr(),
         envp: envp.as_ptr(),
@@ -326,25 +361,26 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<(u32, Option<OwnedFd>)> {
         fds,
         ruleset: plan.ruleset.unwrap_or(-1),
         engine: plan.engine,
+        reset_signals: signals::to_reset(),
         error: 0,
     };
-    let (pid, pidfd) = with_stack(|stack| clone_blocked(stack, &mut shared))?;
+    let pid = with_stack(|stack| clone_blocked(stack, &mut shared))?;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
-    // writes `error` any more.
-    let error = unsafe { std::ptr::read_volatile(&shared.error) };
+    // writes `error` or `ran` any more.
+    let (error, ran) = unsafe { (std::ptr::read_volatile(&shared.error), std::ptr::read_volatile(&shared.ran)) };
+    plan.program.remember((error == 0).then_some(ran));
     if error != 0 {
         // It exited: reap it now, so no zombie is left.
         let _ = wait_blocking(pid);
         return Err(io::Error::from_raw_os_error(error));
     }
-    Ok((pid as u32, pidfd))
+    Ok(pid as u32)
 }
 
-/// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` with every signal blocked
-/// in this thread across it. Without `CLONE_PIDFD` (a kernel before 5.2):
-/// once more without, and no pidfd.
-fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
-    let base = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+/// `clone(CLONE_VM | CLONE_VFORK)` with every signal blocked in this
+/// thread across it.
+fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<libc::pid_t> {
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     let arg = shared as *mut Shared as *mut libc::c_void;
     // SAFETY: sigset operations on locals; the mask is restored below.
     let old = unsafe {
@@ -354,26 +390,17 @@ fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<(libc::pid_t,
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
-    let mut pidfd: libc::c_int = -1;
     // SAFETY: `child` only makes system calls on what `shared` points to,
     // which outlives the call: with CLONE_VFORK this thread is suspended
     // until the child exec'd or exited. The stack is ours and unused.
-    let mut pid = unsafe { libc::clone(child, stack.top(), base | libc::CLONE_PIDFD, arg, &mut pidfd) };
-    let mut error = io::Error::last_os_error();
-    if pid < 0 && error.raw_os_error() == Some(libc::EINVAL) {
-        // SAFETY: as above.
-        pid = unsafe { libc::clone(child, stack.top(), base, arg) };
-        error = io::Error::last_os_error();
-        pidfd = -1;
-    }
+    let pid = unsafe { libc::clone(child, stack.top(), flags, arg) };
+    let error = io::Error::last_os_error();
     // SAFETY: restoring the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if pid < 0 {
         return Err(error);
     }
-    // SAFETY: the kernel returned a new pidfd that nothing else owns.
-    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
-    Ok((pid, pidfd))
+    Ok(pid)
 }
 
 fn wait_blocking(pid: libc::pid_t) -> io::Result<()> {
@@ -476,7 +503,7 @@ fn errno() -> libc::c_int {
 /// sandbox: the child's state before `exec`; `Err(errno)` on a refusal.
 unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
     let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
-    default_signals();
+    default_signals(s.reset_signals);
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     check(libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()))?;
@@ -500,22 +527,14 @@ unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
     Ok(())
 }
 
-/// Signals are 1 to 64 on Linux.
-const NSIG: libc::c_int = 65;
-
-/// Every signal the engine handles back to its default, and SIGPIPE too
-/// (the Rust runtime ignores it; a provider expects the default). The
-/// child has its own copy of the handlers (no CLONE_SIGHAND).
-unsafe fn default_signals() {
+/// The signals of `mask` (every one the engine handles, and SIGPIPE) back
+/// to their default. The child has its own copy of the handlers (no
+/// CLONE_SIGHAND).
+unsafe fn default_signals(mask: u64) {
     let mut dfl: libc::sigaction = std::mem::zeroed();
     dfl.sa_sigaction = libc::SIG_DFL;
-    for sig in 1..NSIG {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            continue; // SIGKILL, SIGSTOP, glibc's own: nothing to reset
-        }
-        let handled = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
-        if handled || sig == libc::SIGPIPE {
+    for sig in 1..signals::NSIG {
+        if mask & (1u64 << (sig - 1)) != 0 {
             libc::sigaction(sig, &dfl, std::ptr::null_mut());
         }
     }
@@ -523,23 +542,24 @@ unsafe fn default_signals() {
 
 /// Try each candidate as `execvp` does: go on past a missing one, remember
 /// a refused one; a file that is not an executable format runs with
-/// `/bin/sh`. Returns only on failure, with the errno to report.
+/// `/bin/sh`. The one that executed last time is tried first; if it fails
+/// as a search would go on past it, the whole search is made. Returns only
+/// on failure, with the errno to report.
 unsafe fn exec(s: &mut Shared) -> libc::c_int {
+    if s.found < s.paths_len {
+        if let Failed::Stop(e) = exec_one(s, s.found) {
+            return e;
+        }
+    }
     let mut denied = false;
     let mut last = libc::ENOENT;
     for i in 0..s.paths_len {
-        let path = *s.paths.add(i);
-        libc::execve(path, s.argv, s.envp);
-        last = errno();
-        if last == libc::ENOEXEC {
-            *s.sh_argv.add(1) = path;
-            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
-            return errno();
-        }
-        match last {
-            libc::EACCES => denied = true,
-            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-            _ => return last,
+        match exec_one(s, i) {
+            Failed::GoOn(e) => {
+                denied |= e == libc::EACCES;
+                last = e;
+            }
+            Failed::Stop(e) => return e,
         }
     }
     if denied {
@@ -549,13 +569,39 @@ unsafe fn exec(s: &mut Shared) -> libc::c_int {
     }
 }
 
+/// How one candidate failed to execute: a search goes on past it (the
+/// file or a folder is missing, or refused), or stops with this errno.
+enum Failed {
+    GoOn(libc::c_int),
+    Stop(libc::c_int),
+}
+
+/// `execve` candidate `i` (with `/bin/sh` when the kernel cannot execute
+/// it); returns only when it failed.
+unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
+    let path = *s.paths.add(i);
+    std::ptr::write_volatile(&mut s.ran, i);
+    libc::execve(path, s.argv, s.envp);
+    match errno() {
+        libc::ENOEXEC => {
+            *s.sh_argv.add(1) = path;
+            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
+            Failed::Stop(errno())
+        }
+        e @ (libc::EACCES | libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
+            Failed::GoOn(e)
+        }
+        e => Failed::Stop(e),
+    }
+}
+
 /// `sh -c script` in this process's working folder, unconfined, stdin
 /// piped: for tests.
 #[cfg(test)]
 pub(crate) fn sh(script: &str) -> Child {
     let argv = ["sh".to_owned(), "-c".to_owned(), script.to_owned()];
     let cwd = std::env::current_dir().unwrap();
-    let spec = Spec { argv: &argv, env: inherited_env(), cwd: &cwd, piped_stdin: true, sandbox: &Sandbox::disabled() };
+    let spec = Spec { argv: &argv, env: Vec::new(), cwd: &cwd, piped_stdin: true, sandbox: &Sandbox::disabled() };
     spawn(spec).unwrap()
 }
 
@@ -572,7 +618,7 @@ mod tests {
     }
 
     fn spec<'a>(argv: &'a [String], cwd: &'a Path, sandbox: &'a Sandbox) -> Spec<'a> {
-        Spec { argv, env: inherited_env(), cwd, piped_stdin: false, sandbox }
+        Spec { argv, env: Vec::new(), cwd, piped_stdin: false, sandbox }
     }
 
     fn strings(v: &[&str]) -> Vec<String> {
@@ -638,7 +684,7 @@ mod tests {
         let argv = strings(&["hello", "a b"]);
         let mut s = spec(&argv, dir.path(), &none);
         let path = format!("{0}/absent:{0}/noexec:{0}/bin", dir.path().display());
-        s.env.insert("PATH".into(), path.into());
+        s.env.push(("PATH".into(), path.into()));
         let (status, out, _) = output(spawn(s).unwrap()).await;
         assert!(status.success());
         assert_eq!(out, "hello a b\n");
@@ -652,6 +698,59 @@ mod tests {
         let gone = dir.path().join("gone");
         let e = spawn(spec(&strings(&["true"]), &gone, &none)).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "a missing working folder: {e}");
+    }
+
+    fn program(dir: &Path, name: &str, says: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), format!("#!/bin/sh\necho {says}\n")).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// What `prog` prints when started under `path`, or the spawn's error.
+    async fn run_under(prog: &str, path: &str, cwd: &Path) -> io::Result<String> {
+        let argv = strings(&[prog]);
+        let none = Sandbox::disabled();
+        let mut s = spec(&argv, cwd, &none);
+        s.env.push(("PATH".into(), path.into()));
+        Ok(output(spawn(s)?).await.1)
+    }
+
+    #[tokio::test]
+    async fn the_file_found_is_remembered_and_searched_again_once_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a, b, c] = ["a", "b", "c"].map(|d| dir.path().join(d));
+        let path = format!("{}:{}:{}", a.display(), b.display(), c.display());
+        program(&a, "prog", "a", 0o644); // not executable: skipped, as execvp does
+        program(&b, "prog", "b", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "b\n", "found in the second folder");
+        let remembered = search::Program::new("prog", Some(path.as_bytes())).unwrap();
+        assert_eq!(remembered.found, Some(1), "the second candidate executed");
+        // Made executable since, the earlier file is not seen while the
+        // remembered one executes (a shell's command hash does the same).
+        program(&a, "prog", "a", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "b\n");
+        // The remembered file gone: the whole search again.
+        std::fs::remove_file(b.join("prog")).unwrap();
+        program(&c, "prog", "c", 0o755);
+        assert_eq!(run_under("prog", &path, dir.path()).await.unwrap(), "a\n");
+        // Refused, and nothing else to run: EACCES, as execvp reports it,
+        // each time.
+        program(&a, "prog", "a", 0o644);
+        std::fs::remove_file(c.join("prog")).unwrap();
+        for _ in 0..2 {
+            let e = run_under("prog", &path, dir.path()).await.err().unwrap();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        }
+        assert_eq!(search::Program::new("prog", Some(path.as_bytes())).unwrap().found, None);
+        let e = run_under("prog", &format!("{}", c.display()), dir.path()).await.err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        // A name with a `/` is not searched: relative to the working folder.
+        program(&c, "prog", "c", 0o755);
+        assert_eq!(run_under("c/prog", &path, dir.path()).await.unwrap(), "c\n");
+        assert_eq!(run_under("./prog", &path, &c).await.unwrap(), "c\n");
+        let e = run_under("b/prog", &path, dir.path()).await.err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
     }
 
     #[test]
@@ -685,16 +784,5 @@ mod tests {
         assert!(status.success());
         // SAFETY: signal 0 only checks for existence.
         assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "{pid} is still a zombie");
-    }
-
-    #[test]
-    fn the_path_search_is_execvps() {
-        fn p(s: &str) -> Option<&OsStr> {
-            Some(OsStr::new(s))
-        }
-        let v = |xs: &[&str]| xs.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
-        assert_eq!(search_path("./x", p("/bin")), v(&["./x"]));
-        assert_eq!(search_path("x", p("/a::/b")), v(&["/a/x", "x", "/b/x"]));
-        assert_eq!(search_path("x", None), v(&["/bin/x", "/usr/bin/x"]));
     }
 }
