@@ -89,16 +89,7 @@ impl Db {
             self.begin_group();
         }
         if !self.group.as_ref().is_some_and(|g| g.begun) {
-            self.set_durability(durability)?;
-            self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-            if let Some(group) = self.group.as_mut() {
-                group.begun = true;
-                group.durability = durability;
-            }
-            if let Err(e) = lease::check_fence(&self.conn, fence) {
-                self.abandon_group();
-                return Err(e);
-            }
+            return self.write_first(fence, durability, f);
         }
         self.conn.prepare_cached("SAVEPOINT grouped")?.execute([])?;
         let value = f(&mut Sql::writer(&self.conn, fence));
@@ -112,6 +103,37 @@ impl Db {
             self.conn.prepare_cached("ROLLBACK TO grouped")?.execute([])?;
         }
         self.conn.prepare_cached("RELEASE grouped")?.execute([])?;
+        value
+    }
+
+    /// The group's first write begins its transaction, which is then this
+    /// write's alone: a failed one is rolled back with it (no savepoint
+    /// needed) and the group begins again at its next write.
+    fn write_first<T>(
+        &mut self,
+        fence: Fence,
+        durability: Durability,
+        mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
+    ) -> Result<T> {
+        self.set_durability(durability)?;
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        if let Err(e) = lease::check_fence(&self.conn, fence) {
+            self.abandon_group();
+            return Err(e);
+        }
+        let value = f(&mut Sql::writer(&self.conn, fence));
+        if value.is_err() && !self.conn.is_autocommit() {
+            self.conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        if self.conn.is_autocommit() {
+            // Rolled back (by this write's failure, or by SQLite itself):
+            // nothing of the group is written yet.
+            return value;
+        }
+        if let Some(group) = self.group.as_mut() {
+            group.begun = true;
+            group.durability = durability;
+        }
         value
     }
 
@@ -253,5 +275,23 @@ mod tests {
         ledger.commit_group().unwrap();
         assert_eq!(written(&ledger), vec![1, 2, 3, 4]);
         assert_eq!(commits(&ledger), (before + 3, before + 2), "committed, not flushed: not in the mark");
+    }
+
+    #[test]
+    fn a_failed_first_write_of_a_group_leaves_nothing_and_the_group_goes_on() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        ledger.begin_group();
+        let failed = ledger.write(Durability::Normal, |tx| {
+            event(tx, 1)?;
+            Err::<(), _>(Error::internal("refused after writing"))
+        });
+        assert!(failed.is_err());
+        ledger.write(Durability::Full, |tx| event(tx, 2)).unwrap();
+        ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
+        assert_eq!(commits(&ledger).0, before, "nothing committed before the group's commit");
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![2, 3]);
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one Full commit: the failed write began nothing");
     }
 }
