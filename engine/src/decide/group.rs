@@ -11,9 +11,13 @@
 //! provider about a lost answer by its handle, ending a stopped call) is
 //! recorded and committed on its own first, as before; so is a request's
 //! handle, which must be durable the moment it arrives (an engine restarted
-//! after a crash asks the provider by it, and the call is out meanwhile),
-//! and so is the dispatch record: a crash once the answer is back must find
-//! the call recorded as handed over (`dispatched`), as before.
+//! after a crash asks the provider by it, and the call is out meanwhile).
+//!
+//! The dispatch record (`dispatched`, `synchronous=NORMAL`) joins the group
+//! only when losing it to a crash changes nothing (`dispatch_may_wait`);
+//! otherwise it is committed on its own the moment it arrives, as before.
+
+use crate::plan::model::Effect;
 
 /// What a provider's call came back with, as far as grouping cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +35,9 @@ pub enum Answer {
 pub enum Handling {
     /// A provider process started (kept in memory until its dispatch is recorded).
     Spawned,
-    /// The provider has the call: the dispatch record.
-    Dispatched,
+    /// The provider has the call: the dispatch record (`may_wait`: see
+    /// `dispatch_may_wait`).
+    Dispatched { may_wait: bool },
     /// The provider named the request.
     Handle,
     /// The call ended. `stopped`: a person's stop reached it. `judged_by_receipt`:
@@ -47,13 +52,28 @@ pub enum Handling {
 pub fn shares_commit(h: Handling) -> bool {
     match h {
         Handling::Spawned => true,
-        Handling::Dispatched | Handling::Handle => false,
+        Handling::Dispatched { may_wait } => may_wait,
+        Handling::Handle => false,
         Handling::Finished { stopped: true, .. } => false,
         Handling::Finished { answer: Answer::Received, judged_by_receipt, .. } => judged_by_receipt,
         Handling::Finished { answer: Answer::NotDispatched, .. } => true,
         Handling::Finished { answer: Answer::Lost, .. } => false,
         Handling::Validated { stopped } => !stopped,
     }
+}
+
+/// May a call's dispatch record wait for the group's commit instead of
+/// committing on its own? A crash before that commit loses it: the call is
+/// found `intent_recorded`, with no dispatch time and no provider process.
+/// That changes nothing only for a free task whose effect is `none` and
+/// whose call started no process. Recovery treats an attempt without its
+/// receipt alike in either state (looks, then resolves it by what it found
+/// and the task's effect), and what a dispatch time alone decides does not
+/// apply to such a task: the approval of a repeat (paid or external work
+/// only), the state an unknown outcome is reported from (an effect `none`
+/// is never left unknown), the process group a later engine ends.
+pub fn dispatch_may_wait(effect: Effect, paid: bool, process_recorded: bool) -> bool {
+    effect == Effect::None && !paid && !process_recorded
 }
 
 #[cfg(test)]
@@ -85,8 +105,24 @@ mod tests {
     }
 
     #[test]
-    fn a_requests_handle_and_its_dispatch_are_committed_the_moment_they_arrive() {
+    fn a_requests_handle_and_a_dispatch_that_may_not_wait_are_committed_the_moment_they_arrive() {
         assert!(!shares_commit(Handling::Handle));
-        assert!(!shares_commit(Handling::Dispatched));
+        assert!(!shares_commit(Handling::Dispatched { may_wait: false }));
+        assert!(shares_commit(Handling::Dispatched { may_wait: true }));
+    }
+
+    #[test]
+    fn only_a_dispatch_whose_loss_changes_nothing_may_wait() {
+        assert!(dispatch_may_wait(Effect::None, false, false));
+        // Its process group is ended after a crash by this record.
+        assert!(!dispatch_may_wait(Effect::None, false, true));
+        // A repeat of paid work needs an approval when an earlier try was
+        // sent: an attempt found absent and failed counts by its dispatch time.
+        assert!(!dispatch_may_wait(Effect::None, true, false));
+        for effect in [Effect::Local, Effect::External] {
+            for (paid, process) in [(false, false), (true, false), (false, true)] {
+                assert!(!dispatch_may_wait(effect, paid, process), "{effect:?}");
+            }
+        }
     }
 }

@@ -7,11 +7,16 @@
 //! without receipts: in doubt, as a kill right after an intent's own commit
 //! always did. The recovery rules do not change.
 
+use serde_json::json;
+
 use super::start::Held;
 use super::{Msg, Runner};
 use crate::decide::group::{self, Answer, Handling};
 use crate::error::Result;
 use crate::failpoint;
+use crate::ids::AttemptId;
+use crate::store::events::{Event, EventKind};
+use crate::store::{Durability, LedgerTx};
 use providers::{Outcome, Progress};
 
 /// What waits for the open group's commit.
@@ -80,11 +85,48 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// May this call's dispatch record wait for the open group's commit
+    /// (`decide::group::dispatch_may_wait`)?
+    pub(super) fn dispatch_may_wait(&self, attempt_id: AttemptId) -> bool {
+        let Some(flight) = self.in_flight.get(&attempt_id) else { return false };
+        let Some(task) = self.plan.task(&flight.task_ref) else { return false };
+        group::dispatch_may_wait(task.effect, !task.cost().is_zero(), flight.process.is_some())
+    }
+
+    /// Record that the provider has the call: at once, or (when it may
+    /// wait) in the open group's transaction, with its next write or its
+    /// commit — the crash point `after_dispatch` follows that commit.
+    pub(super) fn record_dispatched(&mut self, attempt_id: AttemptId, detail: String) -> Result<()> {
+        let may_wait = self.dispatch_may_wait(attempt_id);
+        let flight = self.flight(attempt_id)?;
+        let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process);
+        let mut data = json!({"detail": detail});
+        if let Some(p) = process {
+            data["process"] = json!(p);
+        }
+        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
+        let write = move |tx: &mut dyn LedgerTx| {
+            tx.mark_dispatched(intent, &detail, process.as_ref())?;
+            let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data.clone());
+            tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
+        };
+        if !may_wait {
+            self.ledger.write(Durability::Normal, write)?;
+            failpoint::hit("after_dispatch");
+            return Ok(());
+        }
+        self.ledger.write_later(write)?;
+        self.hit_committed("after_dispatch");
+        Ok(())
+    }
+
     /// The message, as far as grouping cares.
     fn handling(&self, msg: &Msg) -> Handling {
         match msg {
             Msg::Progress { progress: Progress::Spawned { .. }, .. } => Handling::Spawned,
-            Msg::Progress { progress: Progress::Dispatched { .. }, .. } => Handling::Dispatched,
+            Msg::Progress { attempt_id, progress: Progress::Dispatched { .. } } => {
+                Handling::Dispatched { may_wait: self.dispatch_may_wait(*attempt_id) }
+            }
             Msg::Progress { progress: Progress::Handle { .. }, .. } => Handling::Handle,
             Msg::Finished { attempt_id, outcome, level } => {
                 let flight = self.in_flight.get(attempt_id);

@@ -600,19 +600,7 @@ impl<'l> Runner<'l> {
                 }
             }
             Msg::Progress { attempt_id, progress: Progress::Dispatched { detail } } => {
-                let flight = self.flight(attempt_id)?;
-                let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process);
-                let mut data = json!({"detail": detail});
-                if let Some(p) = process {
-                    data["process"] = json!(p);
-                }
-                let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-                self.ledger.write(Durability::Normal, |tx| {
-                    tx.mark_dispatched(intent, &detail, process.as_ref())?;
-                    let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data.clone());
-                    tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
-                })?;
-                failpoint::hit("after_dispatch");
+                self.record_dispatched(attempt_id, detail)?;
             }
             Msg::Progress { attempt_id, progress: Progress::Handle { handle, detail } } => {
                 // Committed before anything else of the call: what an engine

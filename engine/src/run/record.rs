@@ -589,7 +589,7 @@ fn succeeded(
     change: Option<&str>,
 ) -> Result<()> {
     let reusable = change.is_none();
-    if tx.attempt(attempt_id)?.state != AttemptState::SettledOk {
+    if tx.attempt_state(attempt_id)? != AttemptState::SettledOk {
         tx.finish_attempt(attempt_id, AttemptState::Succeeded, None, None)?;
     }
     tx.set_attempt_checkpoint(attempt_id, checkpoint, reusable)?;

@@ -131,6 +131,8 @@ pub struct NewIntent<'a> {
 
 pub trait AttemptsRead {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord>;
+    /// An attempt's state alone (not its whole row).
+    fn attempt_state(&self, id: AttemptId) -> Result<AttemptState>;
     /// A task's attempts in every revision, oldest first.
     fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>>;
     /// Attempts left between intent and receipt: their outcome is in doubt.

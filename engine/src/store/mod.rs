@@ -327,8 +327,24 @@ impl LeaseGuard {
     /// Commit the open group (nothing if none is open or nothing was written).
     pub fn commit_group(&mut self) -> Result<()> {
         match &mut self.store.backend {
-            Backend::Sqlite(db) => db.commit_group(self.fence.generation()),
+            Backend::Sqlite(db) => db.commit_group(self.fence),
             Backend::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// A `synchronous=NORMAL` write that may wait for the open group: on
+    /// SQLite it is written into the group's transaction just before the
+    /// group's next write, or at its commit, adding no commit of its own;
+    /// without an open group (and on PostgreSQL) it is written now. Until
+    /// the group's commit the ledger does not show it: the caller reads
+    /// nothing it changes before then.
+    pub fn write_later(
+        &mut self,
+        mut write: impl FnMut(&mut dyn LedgerTx) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.write_later(self.fence, Box::new(write)),
+            Backend::Postgres(pg) => pg.write(self.fence, Durability::Normal, &mut write),
         }
     }
 

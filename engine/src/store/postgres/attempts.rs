@@ -109,6 +109,11 @@ impl AttemptsRead for PgSql<'_> {
         attempt_from_row(&r)
     }
 
+    fn attempt_state(&self, id: AttemptId) -> Result<AttemptState> {
+        let state: Option<AttemptState> = self.v("SELECT state FROM attempts WHERE id = $1", p![id])?;
+        state.ok_or_else(|| Error::internal(format!("attempt {id} is not in the ledger")))
+    }
+
     fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
         self.attempts_where("goal_id = $1 AND task_ref = $2", p![goal.clone(), task_ref.to_string()])
     }

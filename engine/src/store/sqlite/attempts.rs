@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -107,22 +107,19 @@ impl Sql<'_> {
         )
     }
 
-    /// Move an attempt through the transition table, setting `extra`
-    /// columns (`?3`...) in the same statement.
+    /// Move an attempt through the transition table by `moves` (its
+    /// statement for each target state), setting its `extra` columns
+    /// (`?3`...) in the same statement.
     fn move_attempt(
         &self,
         id: AttemptId,
         to: AttemptState,
-        extra: &str,
+        moves: &Guarded<AttemptState>,
         params: &[&dyn rusqlite::ToSql],
     ) -> Result<()> {
-        let sql = format!(
-            "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND {}",
-            one_of("state", &AttemptState::sources(to), AttemptState::as_str)
-        );
         let mut all: Vec<&dyn rusqlite::ToSql> = vec![&id, &to];
         all.extend_from_slice(params);
-        if exec(self.conn, &sql, all.as_slice())? == 1 {
+        if exec(self.conn, moves.sql(to)?, all.as_slice())? == 1 {
             return Ok(());
         }
         let now: Option<AttemptState> =
@@ -131,9 +128,36 @@ impl Sql<'_> {
     }
 }
 
+/// `UPDATE attempts SET state = ?2{extra} WHERE id = ?1` from a state the
+/// transition table allows.
+fn move_sql(to: AttemptState, extra: &str) -> String {
+    format!(
+        "UPDATE attempts SET state = ?2{extra} WHERE id = ?1 AND {}",
+        one_of("state", &AttemptState::sources(to), AttemptState::as_str)
+    )
+}
+
+/// A move setting the state alone (a receipt, a settlement).
+static MOVE: Guarded<AttemptState> = Guarded::new(|to| move_sql(to, ""));
+/// The move to `dispatched`, with the dispatch's columns.
+static DISPATCH: Guarded<AttemptState> =
+    Guarded::new(|to| move_sql(to, ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5"));
+/// A final move, with the classification's columns.
+static FINISH: Guarded<AttemptState> = Guarded::new(|to| {
+    move_sql(
+        to,
+        ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
+               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
+    )
+});
+
 impl AttemptsRead for Sql<'_> {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
         Ok(qrow(self.conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
+    }
+
+    fn attempt_state(&self, id: AttemptId) -> Result<AttemptState> {
+        Ok(qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0))?)
     }
 
     fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
@@ -289,12 +313,7 @@ impl AttemptsWrite for Sql<'_> {
 
     fn mark_dispatched(&mut self, intent: Intent, detail: &str, process: Option<&ProcessId>) -> Result<()> {
         let process = process.map(json_column).transpose()?;
-        self.move_attempt(
-            intent.attempt_id(),
-            AttemptState::Dispatched,
-            ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5",
-            &[&now_ms(), &detail, &process],
-        )
+        self.move_attempt(intent.attempt_id(), AttemptState::Dispatched, &DISPATCH, &[&now_ms(), &detail, &process])
     }
 
     fn record_handle(&mut self, intent: Intent, handle: &Handle) -> Result<()> {
@@ -317,7 +336,7 @@ impl AttemptsWrite for Sql<'_> {
 
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {
         let id = intent.attempt_id();
-        self.move_attempt(id, AttemptState::ReceiptRecorded, "", &[])?;
+        self.move_attempt(id, AttemptState::ReceiptRecorded, &MOVE, &[])?;
         exec(
             self.conn,
             "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
@@ -343,17 +362,11 @@ impl AttemptsWrite for Sql<'_> {
         );
         // An abandoned attempt keeps counting: it may have gone out before
         // the engine stopped (only a call refused before dispatch is uncounted).
-        self.move_attempt(
-            id,
-            to,
-            ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
-               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
-            &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason],
-        )
+        self.move_attempt(id, to, &FINISH, &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason])
     }
 
     fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()> {
-        self.move_attempt(id, to, "", &[])
+        self.move_attempt(id, to, &MOVE, &[])
     }
 
     fn uncount_call(&mut self, id: AttemptId) -> Result<()> {

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, one_of, qrow, refusal, rows, Sql};
+use super::sql::{exec, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
@@ -176,11 +176,13 @@ impl GoalsWrite for Sql<'_> {
     }
 
     fn set_goal_state(&mut self, id: &GoalId, state: GoalState, seq: Seq) -> Result<()> {
-        let sql = format!(
-            "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND {}",
-            one_of("state", &GoalState::sources(state), GoalState::as_str)
-        );
-        if exec(self.conn, &sql, params![id, state, seq])? == 1 {
+        static MOVE: Guarded<GoalState> = Guarded::new(|to| {
+            format!(
+                "UPDATE goals SET state = ?2, updated_seq = ?3 WHERE id = ?1 AND {}",
+                one_of("state", &GoalState::sources(to), GoalState::as_str)
+            )
+        });
+        if exec(self.conn, MOVE.sql(state)?, params![id, state, seq])? == 1 {
             return Ok(());
         }
         let now: Option<GoalState> =
@@ -214,13 +216,15 @@ impl GoalsWrite for Sql<'_> {
     }
 
     fn set_task_state(&mut self, key: TaskKey, state: TaskState, detail: &Value) -> Result<()> {
-        let sql = format!(
-            "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3
+        static MOVE: Guarded<TaskState> = Guarded::new(|to| {
+            format!(
+                "UPDATE tasks SET state = ?4, detail = ?5 WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3
                AND {}",
-            one_of("state", &TaskState::sources(state), TaskState::as_str)
-        );
+                one_of("state", &TaskState::sources(to), TaskState::as_str)
+            )
+        });
         let (goal, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
-        if exec(self.conn, &sql, params![goal, revision, task_ref, state, detail.to_string()])? == 1 {
+        if exec(self.conn, MOVE.sql(state)?, params![goal, revision, task_ref, state, detail.to_string()])? == 1 {
             return Ok(());
         }
         let now: Option<TaskState> = qrow(

@@ -13,6 +13,13 @@
 //! for it, and a `Normal` one never pays a flush. Nothing the
 //! writes say may be acted on before that commit: the caller holds back
 //! its dispatches until `commit_group` returned.
+//!
+//! A write the caller lets wait (`write_later`, `synchronous=NORMAL`) is
+//! held in memory and written, in order, into the group's transaction just
+//! before its next write (at that write's durability, so it never splits a
+//! `Full` group) or at its commit: it adds no transaction of its own. Until
+//! then the ledger does not show it, so the caller reads nothing it changes
+//! before the group's commit.
 
 use super::open::count_commit;
 use super::{lease, Db, Sql};
@@ -20,19 +27,45 @@ use crate::error::{Error, Result};
 use crate::store::lease::Fence;
 use crate::store::{Durability, LedgerTx};
 
+/// A write held for the group's next write or its commit.
+pub(crate) type Held = Box<dyn FnMut(&mut dyn LedgerTx) -> Result<()> + Send>;
+
 /// An open group: whether its transaction has begun (at its first write),
-/// and the durability it began with.
+/// the durability it began with, and the writes held for it.
 pub(super) struct Group {
     begun: bool,
     durability: Durability,
+    held: Vec<Held>,
 }
 
 impl Db {
     /// Gather the writes from here on into one commit (until `commit_group`).
     pub fn begin_group(&mut self) {
         if self.group.is_none() {
-            self.group = Some(Group { begun: false, durability: Durability::Normal });
+            self.group = Some(Group { begun: false, durability: Durability::Normal, held: Vec::new() });
         }
+    }
+
+    /// A `Normal` write that may wait: held for the open group's next
+    /// write or its commit, else written now.
+    pub fn write_later(&mut self, fence: Fence, write: Held) -> Result<()> {
+        match &mut self.group {
+            Some(group) => {
+                group.held.push(write);
+                Ok(())
+            }
+            None => self.write(fence, Durability::Normal, write),
+        }
+    }
+
+    /// The held writes, into the group's transaction at `durability`.
+    fn write_held(&mut self, fence: Fence, durability: Durability) -> Result<()> {
+        let held = self.group.as_mut().map(|g| std::mem::take(&mut g.held)).unwrap_or_default();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let mut held = held;
+        self.write_grouped(fence, durability, |tx| held.iter_mut().try_for_each(|write| write(tx)))
     }
 
     /// One write of the group: a savepoint in the group's transaction (begun
@@ -44,22 +77,19 @@ impl Db {
         durability: Durability,
         mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
+        if self.group.as_ref().is_some_and(|g| !g.held.is_empty()) {
+            self.write_held(fence, durability)?;
+        }
         let Some(group) = &self.group else { return Err(Error::internal("a grouped write without a group")) };
         if group.begun && group.durability == Durability::Normal && durability == Durability::Full {
             // SQLite takes `synchronous` only outside a transaction: what
             // the group holds so far commits as it would have on its own,
             // and a `Full` group begins with this write.
-            self.commit_open(fence.generation())?;
+            self.commit_open(fence)?;
             self.begin_group();
         }
         if !self.group.as_ref().is_some_and(|g| g.begun) {
-            self.set_durability(durability)?;
-            self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-            self.group = Some(Group { begun: true, durability });
-            if let Err(e) = lease::check_fence(&self.conn, fence) {
-                self.abandon_group();
-                return Err(e);
-            }
+            return self.write_first(fence, durability, f);
         }
         self.conn.prepare_cached("SAVEPOINT grouped")?.execute([])?;
         let value = f(&mut Sql::writer(&self.conn, fence));
@@ -76,19 +106,51 @@ impl Db {
         value
     }
 
+    /// The group's first write begins its transaction, which is then this
+    /// write's alone: a failed one is rolled back with it (no savepoint
+    /// needed) and the group begins again at its next write.
+    fn write_first<T>(
+        &mut self,
+        fence: Fence,
+        durability: Durability,
+        mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
+    ) -> Result<T> {
+        self.set_durability(durability)?;
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        if let Err(e) = lease::check_fence(&self.conn, fence) {
+            self.abandon_group();
+            return Err(e);
+        }
+        let value = f(&mut Sql::writer(&self.conn, fence));
+        if value.is_err() && !self.conn.is_autocommit() {
+            self.conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        if self.conn.is_autocommit() {
+            // Rolled back (by this write's failure, or by SQLite itself):
+            // nothing of the group is written yet.
+            return value;
+        }
+        if let Some(group) = self.group.as_mut() {
+            group.begun = true;
+            group.durability = durability;
+        }
+        value
+    }
+
     /// Commit the group's writes as one transaction (nothing when none was
     /// written); from here on every write commits on its own again.
-    pub fn commit_group(&mut self, generation: i64) -> Result<()> {
-        let committed = self.commit_open(generation);
+    pub fn commit_group(&mut self, fence: Fence) -> Result<()> {
+        let committed = self.commit_open(fence);
         committed.map_err(|e| super::located(super::sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
     }
 
-    fn commit_open(&mut self, generation: i64) -> Result<()> {
+    fn commit_open(&mut self, fence: Fence) -> Result<()> {
+        self.write_held(fence, Durability::Normal)?;
         let Some(group) = self.group.take() else { return Ok(()) };
         if !group.begun {
             return Ok(());
         }
-        let committed = self.commit_begun(group.durability, generation);
+        let committed = self.commit_begun(group.durability, fence.generation());
         if committed.is_err() && !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
@@ -188,5 +250,48 @@ mod tests {
         ledger.begin_group();
         ledger.commit_group().unwrap();
         assert_eq!(commits(&ledger).0, before + 2);
+    }
+
+    #[test]
+    fn a_write_that_may_wait_rides_the_groups_next_write_or_its_commit() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        // No group open: written now, a commit of its own (not flushed).
+        ledger.write_later(|tx| event(tx, 1)).unwrap();
+        assert_eq!(commits(&ledger).0, before + 1);
+        assert_eq!(written(&ledger), vec![1]);
+        // In a group: held, then written before the group's next write, in
+        // its transaction, at that write's durability (one Full commit).
+        ledger.begin_group();
+        ledger.write_later(|tx| event(tx, 2)).unwrap();
+        assert_eq!(written(&ledger), vec![1], "held, not yet written");
+        ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![1, 2, 3], "in the order they were asked for");
+        assert_eq!(commits(&ledger), (before + 2, before + 2), "one commit, Full");
+        // Held alone until the commit: written and committed then, Normal.
+        ledger.begin_group();
+        ledger.write_later(|tx| event(tx, 4)).unwrap();
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![1, 2, 3, 4]);
+        assert_eq!(commits(&ledger), (before + 3, before + 2), "committed, not flushed: not in the mark");
+    }
+
+    #[test]
+    fn a_failed_first_write_of_a_group_leaves_nothing_and_the_group_goes_on() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        ledger.begin_group();
+        let failed = ledger.write(Durability::Normal, |tx| {
+            event(tx, 1)?;
+            Err::<(), _>(Error::internal("refused after writing"))
+        });
+        assert!(failed.is_err());
+        ledger.write(Durability::Full, |tx| event(tx, 2)).unwrap();
+        ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
+        assert_eq!(commits(&ledger).0, before, "nothing committed before the group's commit");
+        ledger.commit_group().unwrap();
+        assert_eq!(written(&ledger), vec![2, 3]);
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one Full commit: the failed write began nothing");
     }
 }

@@ -230,7 +230,7 @@ impl Db {
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
         // A group left open by a run that ended in an error: committed, as
         // a crash right after it would have left it.
-        self.commit_group(fence.generation())?;
+        self.commit_group(fence)?;
         self.set_durability(Durability::Full)?;
         lease::release(&mut self.conn, &self.files, &mut self.mark, fence)
     }

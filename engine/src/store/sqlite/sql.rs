@@ -3,6 +3,8 @@
 //! `evidence.rs`, `acts.rs`, `events.rs`, `inspect.rs`), and the helpers
 //! those implementations share.
 
+use std::sync::OnceLock;
+
 use rusqlite::Connection;
 
 use crate::error::{Code, Error, Result};
@@ -56,6 +58,33 @@ pub(super) fn one_of<S: Copy>(column: &str, states: &[S], word: fn(S) -> &'stati
     }
     let terms: Vec<String> = states.iter().map(|&s| format!("{column} = '{}'", word(s))).collect();
     format!("({})", terms.join(" OR "))
+}
+
+/// The text of one guarded state change for every target state, built
+/// once: `build(to)` is the statement moving a row to `to` from the
+/// states the transition table allows (`one_of`). Building it at every
+/// move (a `format!`, the sources, an `OR` chain) cost about 5% of a
+/// `builtin` step's instructions (callgrind).
+pub(super) struct Guarded<S: 'static> {
+    build: fn(S) -> String,
+    built: OnceLock<Vec<String>>,
+}
+
+impl<S: Lifecycle> Guarded<S> {
+    pub(super) const fn new(build: fn(S) -> String) -> Self {
+        Guarded { build, built: OnceLock::new() }
+    }
+
+    /// The statement moving a row to `to`.
+    pub(super) fn sql(&self, to: S) -> Result<&str> {
+        let built = self.built.get_or_init(|| S::ALL.iter().map(|&s| (self.build)(s)).collect());
+        S::ALL
+            .iter()
+            .position(|&s| s == to)
+            .and_then(|i| built.get(i))
+            .map(String::as_str)
+            .ok_or_else(|| Error::internal(format!("no guarded statement moves a row to {to}")))
+    }
 }
 
 /// Why a guarded state change changed no row: the table refused the move
