@@ -10,7 +10,7 @@ use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
 const MIGRATIONS: &[&str] =
-    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7, MIGRATION_8];
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7, MIGRATION_8, MIGRATION_9];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 6 brings the chain.
@@ -420,6 +420,21 @@ CREATE TABLE outputs (
     digest     TEXT NOT NULL REFERENCES blobs(digest),
     size       INTEGER NOT NULL CHECK (size >= 0),
     PRIMARY KEY (attempt_id, path)
+);
+"#;
+
+/// Schema 9: the plan cache (`plan::cache`): per plan file's bytes (their
+/// key), the revision they were registered as and what the full plan load
+/// derived from them, sealed. A cache: a row lost or refused only means
+/// the full path next time.
+const MIGRATION_9: &str = r#"
+CREATE TABLE plan_cache (
+    file_key  TEXT PRIMARY KEY,
+    goal_id   TEXT NOT NULL,
+    revision  INTEGER NOT NULL,
+    body      TEXT NOT NULL CHECK (json_valid(body)),
+    seal      TEXT NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
 );
 "#;
 
