@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use super::register;
 use crate::error::Result;
-use crate::plan::cache::CachedPlan;
 use crate::plan::Plan;
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::store::location::Location;
-use crate::store::{Durability, Store};
+use crate::store::Store;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
@@ -46,11 +45,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     }
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
-    let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
-    if !from_cache && !ledger.shared() {
-        let row = CachedPlan::new(&key, revision, &plan.file, &plan.order, &plan.digests);
-        ledger.write(Durability::Normal, |tx| tx.put_cached_plan(&row))?;
-    }
+    let full = (!from_cache).then_some(key.as_str());
+    let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
     run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
         .map_err(|e| crate::store::located(e, &store_path))
 }

@@ -9,8 +9,17 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] =
-    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7, MIGRATION_8, MIGRATION_9];
+const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+    MIGRATION_6,
+    MIGRATION_7,
+    MIGRATION_8,
+    MIGRATION_9,
+];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 6 brings the chain.
