@@ -25,8 +25,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let source = Plan::read(&opts.plan_path, opts.workspace.as_deref())?;
     let key = source.key.clone();
     // The store's plan cache may vouch for these exact bytes (`plan::cache`).
-    let existing = existing_store(opts.store.as_deref(), &source.workspace);
-    let cached = existing.as_ref().and_then(|(_, s)| s.read().cached_plan(&key).ok().flatten());
+    let cached = Location::for_workspace(opts.store.as_deref(), &source.workspace)
+        .ok()
+        .and_then(|at| Store::peek_cached_plan(&at.path, &key));
     let (plan, from_cache) = Plan::checked(source, cached.as_ref())?;
     // The store's place and the sandbox first: a store a provider could
     // write is refused before it is made.
@@ -35,11 +36,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
     if Store::is_current(&store_path)? {
-        let existing = match existing {
-            Some((path, store)) if path == store_path => Some(store),
-            _ => Store::open_ro(&store_path)?,
-        };
-        if let Some(existing) = existing {
+        if let Some(existing) = Store::open_ro(&store_path)? {
             register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
         }
     }
@@ -49,16 +46,4 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
     run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
         .map_err(|e| crate::store::located(e, &store_path))
-}
-
-/// The existing, current store of this workspace, opened for reading —
-/// `None` when there is none or it cannot be read now (the full path
-/// follows, and the usual checks report any problem in their order).
-fn existing_store(flag: Option<&std::path::Path>, workspace: &std::path::Path) -> Option<(PathBuf, Store)> {
-    let at = Location::for_workspace(flag, workspace).ok()?;
-    if at.shared() || !Store::is_current(&at.path).ok()? {
-        return None;
-    }
-    let store = Store::open_ro(&at.path).ok()??;
-    Some((at.path, store))
 }

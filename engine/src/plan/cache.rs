@@ -4,7 +4,7 @@
 //! so a re-run of the same bytes skips that work.
 //!
 //! The key is a BLAKE3 of the file's exact bytes and of this engine's
-//! version (a newer engine may compute digests differently): a changed
+//! build (another build may validate or digest differently): a changed
 //! byte is another key, and a plan with another key takes the full path —
 //! parse, every check, every digest. A row is sealed (a keyed BLAKE3 of
 //! its key, goal, revision and body), so an edit of one of its fields —
@@ -48,9 +48,15 @@ struct Body {
     tasks: Vec<[String; 6]>,
 }
 
-/// The cache key of a plan file's bytes, under this engine's version.
+/// The cache key of a plan file's bytes, under this engine's build: its
+/// version line (version and commit) and a hash of the sources that decide
+/// a plan's validity and digests (`build.rs`).
 pub fn file_key(bytes: &[u8]) -> String {
-    Digester::new(Kind::PlanFile).str("engine", env!("CARGO_PKG_VERSION")).bytes("plan", bytes).finish()
+    Digester::new(Kind::PlanFile)
+        .str("engine", env!("ENGINE_VERSION_LINE"))
+        .str("sources", env!("ENGINE_PLAN_SOURCES"))
+        .bytes("plan", bytes)
+        .finish()
 }
 
 fn seal(key: &str, goal_id: &GoalId, revision: Revision, body: &str) -> String {
