@@ -82,3 +82,23 @@ fn a_plan_changed_by_one_byte_is_validated_in_full_though_its_revision_is_cached
     let doc = ws.json(&["run", "plan.json"], 2);
     assert_eq!(doc["error"]["code"], "PLAN_CHANGED", "{doc:#}");
 }
+
+#[test]
+fn the_bytes_of_a_revision_left_behind_are_refused_though_their_row_is_kept() {
+    let ws = build();
+    let first = ws.read("plan.json");
+    // Revision 2: T2 runs something else; its first run keeps its own row.
+    ws.write("plan.json", first.replace("echo T2", "echo T2; true"));
+    ws.json(&["revise", "plan.json", "--reason", "T2 changes", "--no-run"], 0);
+    ws.json(&["run", "plan.json"], 0);
+    let rows = cache_rows(&ws);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.contains(&(key_of(&ws, "plan.json"), 2)), "{rows:?}");
+    // Revision 1's bytes again: their row vouches for their digests, and
+    // those are not the active revision's.
+    ws.write("plan.json", &first);
+    let attempts = ws.attempt_count();
+    let doc = ws.json(&["run", "plan.json"], 2);
+    assert_eq!(doc["error"]["code"], "PLAN_CHANGED", "{doc:#}");
+    assert_eq!(ws.attempt_count(), attempts, "nothing ran");
+}
