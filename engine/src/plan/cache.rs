@@ -35,8 +35,17 @@ pub struct CachedPlan {
     pub seal: String,
 }
 
+/// `Body` as it is written: borrowed from the plan's digests, no copy.
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    plan: &'a str,
+    goal_contract: &'a str,
+    order: &'a [usize],
+    tasks: Vec<[&'a str; 6]>,
+}
+
 /// What the full path derived from the bytes.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Body {
     plan: String,
@@ -74,25 +83,19 @@ impl CachedPlan {
         let tasks = file
             .tasks
             .iter()
-            .map(|t| {
-                let d = digests.tasks.get(&t.task_ref);
-                let field = |f: fn(&TaskDigests) -> String| d.map(f).unwrap_or_default();
-                [
-                    t.task_ref.clone(),
-                    field(|d| d.meaning.clone()),
-                    field(|d| d.meaning_core.clone()),
-                    field(|d| d.dependencies.clone()),
-                    field(|d| d.request.as_str().to_string()),
-                    field(|d| d.operation_id.as_str().to_string()),
-                ]
+            .map(|t| match digests.tasks.get(&t.task_ref) {
+                Some(d) => [
+                    t.task_ref.as_str(),
+                    &d.meaning,
+                    &d.meaning_core,
+                    &d.dependencies,
+                    d.request.as_str(),
+                    d.operation_id.as_str(),
+                ],
+                None => [t.task_ref.as_str(), "", "", "", "", ""],
             })
             .collect();
-        let body = Body {
-            plan: digests.plan.clone(),
-            goal_contract: digests.goal_contract.clone(),
-            order: order.to_vec(),
-            tasks,
-        };
+        let body = BodyRef { plan: &digests.plan, goal_contract: &digests.goal_contract, order, tasks };
         let body = serde_json::to_string(&body).unwrap_or_default();
         let goal_id = GoalId::new(file.goal.as_ref().map_or("", |g| g.id.as_str()));
         CachedPlan { key: key.to_string(), seal: seal(key, &goal_id, revision, &body), goal_id, revision, body }
