@@ -2,6 +2,10 @@
 //! - the source commit the binary is built from (`engine --version`), with
 //!   `+dirty` when the sources that build it (engine/, providers/,
 //!   Cargo.toml, Cargo.lock) had uncommitted changes;
+//! - a hash of the sources that decide what a plan file's bytes mean (the
+//!   plan module, digests, limits, ids): part of the plan cache's key, so a
+//!   build that validates or digests differently never trusts a row an
+//!   earlier build wrote, even between commits;
 //! - the shell completions and the man pages, generated from the command
 //!   line's own definition (`src/cli/args.rs`, included here) into
 //!   OUT_DIR, where the binary embeds them (`engine completions`, `engine man`).
@@ -17,6 +21,7 @@ fn main() {
     let version = version_line();
     println!("cargo:rustc-env=ENGINE_VERSION_LINE={version}");
     println!("cargo:rerun-if-changed=engine/src/cli/args.rs");
+    println!("cargo:rustc-env=ENGINE_PLAN_SOURCES={}", plan_sources());
     let out = std::env::var_os("OUT_DIR").map(std::path::PathBuf::from).expect("cargo sets OUT_DIR");
     if let Err(e) = generate(&out, &version) {
         panic!("cannot write the completions and man pages into {}: {e}", out.display());
@@ -52,6 +57,34 @@ fn version_line() -> String {
         }
     }
     format!("{} ({}{})", env!("CARGO_PKG_VERSION"), commit, if dirty { "+dirty" } else { "" })
+}
+
+/// A hash of every file that decides a plan's validity and digests.
+fn plan_sources() -> String {
+    use std::hash::{Hash, Hasher};
+    let mut files: Vec<std::path::PathBuf> = ["engine/src/digest.rs", "engine/src/limits.rs", "engine/src/ids.rs"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .collect();
+    let mut dirs = vec![std::path::PathBuf::from("engine/src/plan")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        f.hash(&mut h);
+        std::fs::read(f).unwrap_or_default().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
 }
 
 /// The command line as the binary builds it (cli::command does the same).

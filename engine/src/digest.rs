@@ -24,6 +24,10 @@ pub enum Kind {
     TaskMeaningCore,
     /// An MCP tool's input schema, in a provider's tool inventory.
     ToolSchema,
+    /// A plan file's bytes, as the plan cache keys them (`plan::cache`).
+    PlanFile,
+    /// The seal over a plan cache row (`plan::cache`).
+    PlanCacheSeal,
 }
 
 impl Kind {
@@ -41,6 +45,8 @@ impl Kind {
             Kind::RequestFingerprint => "engine 2026-12 request fingerprint v1",
             Kind::TaskMeaningCore => "engine 2026-12 task_meaning_without_validations v1",
             Kind::ToolSchema => "engine 2026-12 tool_schema_digest v1",
+            Kind::PlanFile => "engine 2026-12 plan file bytes v1",
+            Kind::PlanCacheSeal => "engine 2026-12 plan cache seal v1",
         }
     }
 }
@@ -116,7 +122,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 14] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -129,13 +135,15 @@ const KINDS: [Kind; 12] = [
     Kind::RequestFingerprint,
     Kind::TaskMeaningCore,
     Kind::ToolSchema,
+    Kind::PlanFile,
+    Kind::PlanCacheSeal,
 ];
 
 /// Each kind's key, derived once from its context string (BLAKE3's
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 12]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 14]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

@@ -2,7 +2,7 @@
 //! folders) to files, refusing anything that leaves the workspace — by `..`,
 //! by an absolute path, or through a symlink.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
@@ -76,7 +76,13 @@ const LISTING_NAMES_MAX: usize = 4096;
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        Ok(Expander { root, dirs: HashMap::new(), files: HashMap::new(), listings: HashMap::new(), checking: false })
+        Ok(Expander {
+            root,
+            dirs: HashMap::default(),
+            files: HashMap::default(),
+            listings: HashMap::default(),
+            checking: false,
+        })
     }
 
     /// An `Expander` that only checks (a plan load): the kind of a literal
@@ -177,8 +183,12 @@ impl Expander {
     /// folder could not be listed whole.
     fn listed_kind(&mut self, path: &Path) -> Option<Option<Kind>> {
         let (dir, name) = (path.parent()?, path.file_name()?);
-        let listing = self.listings.entry(dir.as_os_str().to_os_string()).or_insert_with(|| list(dir));
-        Some(listing.as_ref()?.get(name).copied())
+        // Looked up by reference first: a folder listed already costs no
+        // copy of its path.
+        if !self.listings.contains_key(dir.as_os_str()) {
+            self.listings.insert(dir.as_os_str().to_os_string(), list(dir));
+        }
+        Some(self.listings.get(dir.as_os_str())?.as_ref()?.get(name).copied())
     }
 
     /// `kind`: the path's kind, when the caller has it.
@@ -289,7 +299,7 @@ impl Expander {
 /// or holds more than `LISTING_NAMES_MAX` names. A name whose kind the
 /// listing does not say (`DT_UNKNOWN`) costs the `lstat` std makes for it.
 fn list(dir: &Path) -> Option<Listing> {
-    let mut names = HashMap::new();
+    let mut names = HashMap::default();
     for entry in std::fs::read_dir(dir).ok()? {
         let entry = entry.ok()?;
         if names.len() == LISTING_NAMES_MAX {

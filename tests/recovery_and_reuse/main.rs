@@ -13,6 +13,7 @@ mod budgets;
 mod classify_rules;
 mod constraints;
 mod money;
+mod plan_cache;
 mod repair;
 mod reuse_property;
 mod reuse_refusals;

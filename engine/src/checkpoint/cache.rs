@@ -2,7 +2,7 @@
 //! an unchanged file is not hashed again. Loaded from and flushed to the
 //! ledger by its caller; it knows nothing of the ledger itself.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::path::Path;
 
 use super::FileState;
@@ -57,10 +57,11 @@ impl FileCache {
             // A FIFO or device would block or never end: inputs are files.
             return Err(std::io::Error::other("not a regular file"));
         }
-        let key = path.to_string_lossy().into_owned();
+        // Borrowed for the lookup: a hit copies no path.
+        let key = path.to_string_lossy();
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
         let ctime_ns = meta.ctime() * 1_000_000_000 + meta.ctime_nsec();
-        if let Some(e) = self.entries.get(&key) {
+        if let Some(e) = self.entries.get(key.as_ref()) {
             // Settled: neither the content time nor the inode's change time
             // is within the racy window of when it was hashed.
             if e.size == meta.len()
@@ -77,6 +78,7 @@ impl FileCache {
         self.misses += 1;
         let hashed_at_ns = now_ns();
         let digest = hash_regular_file(path)?;
+        let key = key.into_owned();
         self.entries.insert(
             key.clone(),
             FileState {

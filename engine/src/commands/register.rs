@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
+use crate::plan::cache::CachedPlan;
 use crate::plan::Plan;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{NewRevision, NewTask};
@@ -42,11 +43,21 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
 }
 
 /// Register the goal and its first revision, or check that the plan is the
-/// goal's active revision (`PLAN_CHANGED` otherwise).
-pub fn register(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path) -> Result<Revision> {
+/// goal's active revision (`PLAN_CHANGED` otherwise). `key`: the plan
+/// file's cache key (`plan::cache`) when the plan was loaded in full — its
+/// plan cache row is kept with the registration (or, for a goal registered
+/// already, in a commit of its own).
+pub fn register(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path, key: Option<&str>) -> Result<Revision> {
+    // A shared store keeps no plan cache.
+    let key = key.filter(|_| !ledger.shared());
     let revision = match check_unchanged(&*ledger.read(), plan, plan_path)? {
-        Some(revision) => revision,
-        None => register_new(ledger, plan, plan_path)?,
+        Some(revision) => {
+            if let Some(row) = key.map(|k| cache_row(k, plan, revision)) {
+                ledger.write(Durability::Normal, |tx| tx.put_cached_plan(&row))?;
+            }
+            revision
+        }
+        None => register_new(ledger, plan, plan_path, key.map(|k| cache_row(k, plan, Revision::FIRST)))?,
     };
     if ledger.shared() {
         submitted(ledger, plan, revision)?;
@@ -66,7 +77,16 @@ fn submitted(ledger: &mut LeaseGuard, plan: &Plan, revision: Revision) -> Result
     })
 }
 
-fn register_new(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path) -> Result<Revision> {
+fn cache_row(key: &str, plan: &Plan, revision: Revision) -> CachedPlan {
+    CachedPlan::new(key, revision, &plan.file, &plan.order, &plan.digests)
+}
+
+fn register_new(
+    ledger: &mut LeaseGuard,
+    plan: &Plan,
+    plan_path: &Path,
+    cached: Option<CachedPlan>,
+) -> Result<Revision> {
     let goal = plan.goal();
     let goal_id = GoalId::new(&goal.id);
     let plan_json = plan_json(plan)?;
@@ -88,7 +108,11 @@ fn register_new(ledger: &mut LeaseGuard, plan: &Plan, plan_path: &Path) -> Resul
             workspace: &plan.workspace.display().to_string(),
             reason: None,
         })?;
-        insert_tasks(tx, plan, Revision::FIRST)
+        insert_tasks(tx, plan, Revision::FIRST)?;
+        match &cached {
+            Some(row) => tx.put_cached_plan(row),
+            None => Ok(()),
+        }
     })?;
     Ok(Revision::FIRST)
 }

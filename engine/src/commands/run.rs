@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
+use crate::store::location::Location;
 use crate::store::Store;
 
 pub struct RunOptions {
@@ -21,7 +22,13 @@ pub struct RunOptions {
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
-    let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
+    let source = Plan::read(&opts.plan_path, opts.workspace.as_deref())?;
+    let key = source.key.clone();
+    // The store's plan cache may vouch for these exact bytes (`plan::cache`).
+    let cached = Location::for_workspace(opts.store.as_deref(), &source.workspace)
+        .ok()
+        .and_then(|at| Store::peek_cached_plan(&at.path, &key));
+    let (plan, from_cache) = Plan::checked(source, cached.as_ref())?;
     // The store's place and the sandbox first: a store a provider could
     // write is refused before it is made.
     let at = super::store_for_plan(opts.store.as_deref(), &plan, true)?;
@@ -35,7 +42,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     }
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
-    let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
+    let full = (!from_cache).then_some(key.as_str());
+    let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
     run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
         .map_err(|e| crate::store::located(e, &store_path))
 }

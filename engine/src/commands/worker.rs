@@ -51,7 +51,7 @@ pub fn submit(opts: SubmitOptions) -> Result<Submitted> {
     let plan = Plan::load(&opts.plan_path, opts.workspace.as_deref())?;
     let path = shared_store(opts.store.as_deref(), &plan.workspace)?;
     let mut ledger = Store::open_rw(&path)?.lease()?;
-    let revision = register::register(&mut ledger, &plan, &opts.plan_path)?;
+    let revision = register::register(&mut ledger, &plan, &opts.plan_path, None)?;
     Ok(Submitted { goal_id: GoalId::new(&plan.goal().id), revision, store: ledger.path().display().to_string() })
 }
 

@@ -3,6 +3,7 @@
 
 pub mod adapters;
 pub mod bounds;
+pub mod cache;
 pub mod digests;
 pub mod load;
 pub mod model;
@@ -20,8 +21,10 @@ use crate::workspace;
 pub use digests::PlanDigests;
 pub use model::*;
 
-/// A plan that passed every check. Only `Plan::load` builds one, so holding
-/// a `Plan` means: parsed, structurally valid, inputs inside the workspace.
+/// A plan that passed every check. Only `Plan::load`, `Plan::from_file` and
+/// `Plan::checked` build one, so holding a `Plan` means: parsed,
+/// structurally valid (now, or its exact bytes earlier, by this engine's
+/// version: the plan cache), inputs inside the workspace.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub file: PlanFile,
@@ -33,8 +36,22 @@ pub struct Plan {
     pub digests: PlanDigests,
 }
 
+/// A plan file read and parsed, not yet checked: its bytes' cache key
+/// (`cache::file_key`) and the resolved workspace beside it.
+pub struct Source {
+    pub file: PlanFile,
+    pub workspace: PathBuf,
+    pub key: String,
+}
+
 impl Plan {
     pub fn load(path: &Path, workspace: Option<&Path>) -> Result<Plan> {
+        let source = Plan::read(path, workspace)?;
+        Plan::from_file(source.file, source.workspace)
+    }
+
+    /// Read and parse a plan file; nothing checked beyond the parse.
+    pub fn read(path: &Path, workspace: Option<&Path>) -> Result<Source> {
         let bytes = load::read_plan_bytes(path)?;
         let file = load::parse_plan(&bytes, &path.display().to_string())?;
         let workspace = match workspace {
@@ -49,40 +66,33 @@ impl Plan {
             Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {e}"))
                 .at(workspace.display().to_string())
         })?;
-        Plan::from_file(file, workspace)
+        Ok(Source { file, workspace, key: cache::file_key(&bytes) })
     }
 
     pub fn from_file(mut file: PlanFile, workspace: PathBuf) -> Result<Plan> {
-        // Free-form JSON (actions) in canonical key order from here on: the
-        // order keys were written in is not meaning.
-        for task in &mut file.tasks {
-            crate::digest::sort_keys(&mut task.action);
-            if let Some(rule) = &mut task.observe {
-                crate::digest::sort_keys(rule);
-            }
-        }
+        sort_free_form(&mut file);
         let order = validate::validate_structure(&file)?;
-        let mut expander = workspace::Expander::checking(&workspace).map_err(|why| {
-            Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}"))
-                .at(workspace.display().to_string())
-        })?;
-        for (i, task) in file.tasks.iter().enumerate() {
-            for (j, input) in task.inputs.iter().enumerate() {
-                expander.expand(input).map_err(|why| {
-                    Error::new(
-                        Code::InputOutsideWorkspace,
-                        format!("input `{input}` of task `{}` {why}", task.task_ref),
-                    )
-                    .at(format!("$.tasks[{i}].inputs[{j}]"))
-                })?;
-            }
-        }
-        for (name, spec) in &file.providers {
-            adapters::check_files(name, spec, &workspace)?;
-        }
-        let index = file.tasks.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect();
+        check_files(&file, &workspace)?;
+        let index = index_of(&file);
         let digests = PlanDigests::compute(&file);
         Ok(Plan { file, workspace, order, index, digests })
+    }
+
+    /// The plan of `source`: when `cached` (the plan cache's row for its
+    /// key) vouches for these bytes (`CachedPlan::derived`), the order and
+    /// digests the full path derived from them before are taken from it,
+    /// and only what depends on the file system now — inputs inside the
+    /// workspace, providers' files — is checked again; otherwise the full
+    /// path. The flag says whether the cache was used.
+    pub fn checked(mut source: Source, cached: Option<&cache::CachedPlan>) -> Result<(Plan, bool)> {
+        let Some((order, digests)) = cached.and_then(|c| c.derived(&source.key, &source.file)) else {
+            return Ok((Plan::from_file(source.file, source.workspace)?, false));
+        };
+        sort_free_form(&mut source.file);
+        let Source { file, workspace, .. } = source;
+        check_files(&file, &workspace)?;
+        let index = index_of(&file);
+        Ok((Plan { file, workspace, order, index, digests }, true))
     }
 
     pub fn goal(&self) -> &Goal {
@@ -96,6 +106,42 @@ impl Plan {
     pub fn provider_of(&self, task: &Task) -> &ProviderSpec {
         &self.file.providers[&task.provider]
     }
+}
+
+/// Free-form JSON (actions, observe rules) in canonical key order from
+/// here on: the order keys were written in is not meaning.
+fn sort_free_form(file: &mut PlanFile) {
+    for task in &mut file.tasks {
+        crate::digest::sort_keys(&mut task.action);
+        if let Some(rule) = &mut task.observe {
+            crate::digest::sort_keys(rule);
+        }
+    }
+}
+
+/// What the file system decides: every literal input inside the
+/// workspace, every provider's files readable.
+fn check_files(file: &PlanFile, workspace: &Path) -> Result<()> {
+    let mut expander = workspace::Expander::checking(workspace).map_err(|why| {
+        Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}"))
+            .at(workspace.display().to_string())
+    })?;
+    for (i, task) in file.tasks.iter().enumerate() {
+        for (j, input) in task.inputs.iter().enumerate() {
+            expander.expand(input).map_err(|why| {
+                Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
+                    .at(format!("$.tasks[{i}].inputs[{j}]"))
+            })?;
+        }
+    }
+    for (name, spec) in &file.providers {
+        adapters::check_files(name, spec, workspace)?;
+    }
+    Ok(())
+}
+
+fn index_of(file: &PlanFile) -> HashMap<String, usize> {
+    file.tasks.iter().enumerate().map(|(i, t)| (t.task_ref.clone(), i)).collect()
 }
 
 /// The JSON Schema of the plan file, derived from the same types serde reads.

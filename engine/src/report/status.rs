@@ -22,8 +22,10 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let ledger: &dyn LedgerRead = &*view;
     let g = ledger.goal_or_latest(goal)?;
     let rev = ledger.revision(&g.id, g.active_revision)?;
-    let plan: PlanFile = serde_json::from_str(&rev.plan_json)
-        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let plan: PlanFile = serde_json::from_str(&rev.plan_json).map_err(|e| {
+        Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}"))
+            .at(store.path().display().to_string())
+    })?;
     let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
     let mut tasks = ledger.tasks(&g.id, g.active_revision)?;
     let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();

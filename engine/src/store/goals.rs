@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::cost::Cost;
 use crate::error::Result;
 use crate::ids::{GoalId, OperationId, RequestDigest, Revision, Seq};
+use crate::plan::cache::CachedPlan;
 use crate::plan::digests::TaskDigests;
 use crate::state::{GoalState, TaskState};
 
@@ -161,6 +162,12 @@ pub trait GoalsRead {
     fn tasks(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRecord>>;
     fn task(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<TaskRecord>>;
     fn active_task_of_operation(&self, op: &OperationId) -> Result<Option<ActiveTask>>;
+    /// The plan cache's row for a plan file's key (`plan::cache`). A
+    /// backend that keeps no plan cache (PostgreSQL) has none: every plan
+    /// load there takes the full path.
+    fn cached_plan(&self, _key: &str) -> Result<Option<CachedPlan>> {
+        Ok(None)
+    }
     /// The counters.
     fn budget_use(&self, goal: &GoalId) -> Result<BudgetUse>;
     /// The same, recounted from the attempts themselves (the counters'
@@ -174,6 +181,11 @@ pub trait GoalsWrite {
     fn set_goal_state(&mut self, id: &GoalId, state: GoalState, seq: Seq) -> Result<()>;
     fn set_active_revision(&mut self, id: &GoalId, revision: Revision) -> Result<()>;
     fn insert_revision(&mut self, r: &NewRevision) -> Result<()>;
+    /// Keep (or replace) the plan cache's row for its key; a backend that
+    /// keeps no plan cache writes nothing.
+    fn put_cached_plan(&mut self, _row: &CachedPlan) -> Result<()> {
+        Ok(())
+    }
     /// Born `pending`.
     fn insert_task(&mut self, t: &NewTask) -> Result<()>;
     /// Through the task's transition table; `detail` says why.

@@ -144,6 +144,18 @@ impl Store {
         }
     }
 
+    /// The plan cache's row for `key` in the store at `path`, read without
+    /// touching any of its files (`None`: no store, a shared one, or a row
+    /// that cannot be read — the plan then takes the full path). Whatever
+    /// it returns is judged by its seal (`plan::cache`), and the store is
+    /// opened and checked as usual before anything else trusts it.
+    pub fn peek_cached_plan(path: &Path, key: &str) -> Option<crate::plan::cache::CachedPlan> {
+        if is_shared(path) {
+            return None;
+        }
+        sqlite::Db::peek_cached_plan(path, key)
+    }
+
     /// Is the store at `path` at this engine's schema version?
     pub fn is_current(path: &Path) -> Result<bool> {
         let current = if is_shared(path) { postgres::SCHEMA_VERSION } else { SCHEMA_VERSION };

@@ -8,6 +8,7 @@ use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
 use crate::ids::{GoalId, OperationId, Revision, Seq};
+use crate::plan::cache::CachedPlan;
 use crate::state::{GoalState, Lifecycle, TaskState};
 use crate::store::goals::{
     ActiveTask, BudgetUse, GoalRecord, GoalSummary, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord,
@@ -108,6 +109,24 @@ impl GoalsRead for Sql<'_> {
         .ok_or_else(|| Error::internal(format!("goal {goal} has no revision {revision}")))
     }
 
+    fn cached_plan(&self, key: &str) -> Result<Option<CachedPlan>> {
+        Ok(qrow(
+            self.conn,
+            "SELECT file_key, goal_id, revision, body, seal FROM plan_cache WHERE file_key = ?1",
+            [key],
+            |r| {
+                Ok(CachedPlan {
+                    key: r.get(0)?,
+                    goal_id: GoalId::new(r.get::<_, String>(1)?),
+                    revision: r.get(2)?,
+                    body: r.get(3)?,
+                    seal: r.get(4)?,
+                })
+            },
+        )
+        .optional()?)
+    }
+
     fn tasks(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRecord>> {
         rows(
             self.conn,
@@ -166,6 +185,15 @@ impl GoalsRead for Sql<'_> {
 }
 
 impl GoalsWrite for Sql<'_> {
+    fn put_cached_plan(&mut self, row: &CachedPlan) -> Result<()> {
+        exec(
+            self.conn,
+            "INSERT OR REPLACE INTO plan_cache (file_key, goal_id, revision, body, seal) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![row.key, row.goal_id, row.revision, row.body, row.seal],
+        )?;
+        Ok(())
+    }
+
     fn insert_goal(&mut self, id: &GoalId, revision: Revision, seq: Seq) -> Result<()> {
         exec(
             self.conn,

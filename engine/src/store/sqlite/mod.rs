@@ -37,7 +37,7 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::lease::{Acquired, Fence, Holder};
-use super::{Durability, LedgerRead, LedgerTx};
+use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
 use files::{check_owned_file, StoreFiles};
 use identity::Verdict;
@@ -139,6 +139,32 @@ impl Db {
         let path = &files.db.clone();
         let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
         Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
+    }
+
+    /// `Store::peek_cached_plan`: the store file opened `immutable` (no
+    /// lock, no shared-memory index, no WAL: a refused plan must leave every
+    /// file of the store as it was, and a reader's index updates would not).
+    /// A clean release folds the WAL into the file before its last commit,
+    /// so the rows a finished run wrote are there; one that is not (a live
+    /// writer's, a damaged file) is simply not found or fails its seal.
+    pub fn peek_cached_plan(path: &Path, key: &str) -> Option<crate::plan::cache::CachedPlan> {
+        use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+        const URI_PATH: &AsciiSet = &CONTROLS.add(b'%').add(b'?').add(b'#');
+        let files = StoreFiles::new(path);
+        if !files.db_exists() || check_owned_file(&files.db).is_err() {
+            return None;
+        }
+        let uri = format!("file:{}?immutable=1", utf8_percent_encode(files.db.to_str()?, URI_PATH));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(uri, flags).ok()?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ok()?;
+        if version != schema::SCHEMA_VERSION {
+            return None;
+        }
+        Sql::reader(&conn).cached_plan(key).ok().flatten()
     }
 
     pub fn path(&self) -> &Path {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_7,
     MIGRATION_8,
     MIGRATION_9,
+    MIGRATION_10,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -467,6 +468,22 @@ UPDATE sqlite_master
 PRAGMA writable_schema = RESET;
 CREATE VIEW migration_9_schema_cookie AS SELECT 1;
 DROP VIEW migration_9_schema_cookie;
+"#;
+
+/// Schema 10: the plan cache (`plan::cache`): per plan file's bytes (their
+/// key), the revision they were registered as and what the full plan load
+/// derived from them, sealed (the seal, not a CHECK, vouches for the body:
+/// parsing 300 KB of JSON at every first run is what it would cost). A
+/// cache: a row lost or refused only means the full path next time.
+const MIGRATION_10: &str = r#"
+CREATE TABLE plan_cache (
+    file_key  TEXT PRIMARY KEY,
+    goal_id   TEXT NOT NULL,
+    revision  INTEGER NOT NULL,
+    body      TEXT NOT NULL,
+    seal      TEXT NOT NULL,
+    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
+);
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.

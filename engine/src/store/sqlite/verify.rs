@@ -116,6 +116,7 @@ const TABLES: &[&str] = &[
     "act_chain",
     "request_ids",
     "outputs",
+    "plan_cache",
 ];
 const TRIGGERS: &[&str] = &[
     "events_append_only_update",
