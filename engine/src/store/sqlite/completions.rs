@@ -38,13 +38,13 @@ pub(super) fn completed_attempts(
     revision: Revision,
 ) -> Result<HashMap<String, (AttemptId, AttemptState)>> {
     let done = one_of("a.state", &DONE, AttemptState::as_str);
-    let done_b = one_of("b.state", &DONE, AttemptState::as_str);
     let found = rows(
         sql.conn,
         &format!(
-            "SELECT a.task_ref, a.id, a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
-               AND a.id = (SELECT MAX(b.id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision
-                           AND b.task_ref = a.task_ref AND {done_b})"
+            // One pass over the index: SQLite takes a bare column (`state`)
+            // from the row whose `MAX(id)` it is.
+            "SELECT a.task_ref, MAX(a.id), a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
+               GROUP BY a.task_ref"
         ),
         params![goal, revision],
         |r| Ok((r.get::<_, String>(0)?, (r.get::<_, AttemptId>(1)?, r.get::<_, AttemptState>(2)?))),
