@@ -3,7 +3,7 @@
 //! by an absolute path, or through a symlink.
 
 use foldhash::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -182,7 +182,8 @@ impl Expander {
     /// The kind of `path` from its folder's listing: `None` when the
     /// folder could not be listed whole.
     fn listed_kind(&mut self, path: &Path) -> Option<Option<Kind>> {
-        let (dir, name) = (path.parent()?, path.file_name()?);
+        let (dir, name) = parent_and_name(path);
+        let (dir, name) = (dir?, name?);
         // Looked up by reference first: a folder listed already costs no
         // copy of its path.
         if !self.listings.contains_key(dir.as_os_str()) {
@@ -242,7 +243,7 @@ impl Expander {
         if let Some(real) = self.dirs.get(dir.as_os_str()) {
             return Ok(real.clone());
         }
-        let real = match (dir.parent(), dir.file_name()) {
+        let real = match parent_and_name(dir) {
             (Some(parent), Some(name)) if is_below(dir, &self.root) && self.dir_kind(dir) == Some(Kind::Dir) => {
                 let mut real = self.real_dir(parent)?;
                 real.push(name);
@@ -278,7 +279,8 @@ impl Expander {
             Some(k) => Some(k),
             None => self.kind(path, None),
         };
-        let (inside, is_dir, real) = match (kind, path.parent(), path.file_name()) {
+        let (parent, name) = parent_and_name(path);
+        let (inside, is_dir, real) = match (kind, parent, name) {
             // Not a symlink itself: inside when its folder is (its real path
             // is its folder's plus its name).
             (Some(k), Some(parent), Some(_)) if k != Kind::Symlink => (self.dir_inside(parent)?, k == Kind::Dir, None),
@@ -367,6 +369,22 @@ fn relative(root: &Path, path: &Path) -> Result<String, String> {
     Ok(if rel.contains('\\') { rel.replace('\\', "/") } else { rel.into_owned() })
 }
 
+/// `(path.parent(), path.file_name())`, read from the bytes when the last
+/// `/` plainly splits them (the paths an `Expander` builds are normalized),
+/// from `Path`'s components otherwise.
+fn parent_and_name(path: &Path) -> (Option<&Path>, Option<&OsStr>) {
+    let b = path.as_os_str().as_bytes();
+    if let Some(i) = b.iter().rposition(|&c| c == b'/') {
+        let (dir, name) = (&b[..i], &b[i + 1..]);
+        let plain = |x: &[u8]| !x.is_empty() && x != b"." && x != b"..";
+        let dir_plain = plain(dir) && !dir.ends_with(b"/") && !dir.ends_with(b"/.") && !dir.ends_with(b"/..");
+        if plain(name) && dir_plain && dir != b"." {
+            return (Some(Path::new(OsStr::from_bytes(dir))), Some(OsStr::from_bytes(name)));
+        }
+    }
+    (path.parent(), path.file_name())
+}
+
 /// `rel`'s first component is the store's folder (`STORE_DIR`).
 fn in_store_dir(rel: &str) -> bool {
     rel.strip_prefix(STORE_DIR).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -445,6 +463,42 @@ mod tests {
     /// The byte-level reading of an input: what `Path::components` read
     /// before (absolute, `..` after how many names), and `normalize`'s
     /// fast path equal to its slow one.
+    #[test]
+    fn parent_and_name_are_paths_own() {
+        let cases = [
+            "/",
+            "/a",
+            "/a/b",
+            "/a/b/c.txt",
+            "a",
+            "a/b",
+            "./a",
+            "a/./b",
+            "a/.",
+            "a/..",
+            "a//b",
+            "a/b/",
+            "//a",
+            "/a/../b",
+            "/a/b/..",
+            ".",
+            "..",
+            "../a",
+            "/.a/b",
+            "/a/.b",
+            "a/b/./c",
+            "a/b/../c",
+            "",
+            "a/./x/b",
+            "/a/b/.",
+            "/a/b/c/",
+        ];
+        for c in cases {
+            let p = Path::new(c);
+            assert_eq!(parent_and_name(p), (p.parent(), p.file_name()), "{c:?}");
+        }
+    }
+
     #[test]
     fn lexically_inside_and_normalize_read_as_path_components_do() {
         use std::path::Component;
