@@ -408,7 +408,7 @@ pub fn under(root: &Path, rel: &str) -> PathBuf {
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).
 fn normalize(pattern: &str) -> String {
     // The common case: nothing to drop (`..` is refused before this).
-    if !pattern.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+    if !pattern.as_bytes().split(|&b| b == b'/').any(|p| p.is_empty() || p == b"." || p == b"..") {
         return pattern.to_string();
     }
     let mut parts: Vec<&str> = Vec::new();
@@ -436,13 +436,13 @@ pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
         return Err("is an absolute path");
     }
     let mut depth: i64 = 0;
-    for part in input.split('/') {
+    for part in input.as_bytes().split(|&b| b == b'/') {
         match part {
-            "" | "." => {}
+            b"" | b"." => {}
             // Any `..` is refused, not only one that climbs out: after a
             // symlinked folder, `link/..` is not the folder it reads as, so
             // the checkpoint would cover another file than the one named.
-            ".." => {
+            b".." => {
                 depth -= 1;
                 return Err(if depth < 0 {
                     "climbs out of the workspace with `..`"
