@@ -3,9 +3,9 @@
 //! by an absolute path, or through a symlink.
 
 use foldhash::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The engine's own folder inside a workspace; never an input.
 pub const STORE_DIR: &str = ".engine";
@@ -115,13 +115,13 @@ impl Expander {
             let paths = glob::glob_with(&full, opts).map_err(|e| format!("is not a valid glob: {e}"))?;
             for entry in paths {
                 let path = entry.map_err(|e| format!("cannot be read: {e}"))?;
-                self.collect(&path, None, &mut out)?;
+                self.collect(&path, None, None, &mut out)?;
             }
         } else {
             let rel = normalize(pattern);
             let path = under(&self.root, &rel);
             if let Some(kind) = self.kind(&path, Some(&rel)) {
-                self.collect(&path, Some(kind), &mut out)?;
+                self.collect(&path, Some(kind), Some(rel), &mut out)?;
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
                 self.check_inside(&path, None)?;
@@ -182,7 +182,8 @@ impl Expander {
     /// The kind of `path` from its folder's listing: `None` when the
     /// folder could not be listed whole.
     fn listed_kind(&mut self, path: &Path) -> Option<Option<Kind>> {
-        let (dir, name) = (path.parent()?, path.file_name()?);
+        let (dir, name) = parent_and_name(path);
+        let (dir, name) = (dir?, name?);
         // Looked up by reference first: a folder listed already costs no
         // copy of its path.
         if !self.listings.contains_key(dir.as_os_str()) {
@@ -191,11 +192,21 @@ impl Expander {
         Some(self.listings.get(dir.as_os_str())?.as_ref()?.get(name).copied())
     }
 
-    /// `kind`: the path's kind, when the caller has it.
-    fn collect(&mut self, path: &Path, kind: Option<Kind>, out: &mut Vec<String>) -> Result<(), String> {
+    /// `kind`: the path's kind, and `rel` its path relative to the
+    /// workspace, when the caller has them.
+    fn collect(
+        &mut self,
+        path: &Path,
+        kind: Option<Kind>,
+        rel: Option<String>,
+        out: &mut Vec<String>,
+    ) -> Result<(), String> {
         let is_dir = self.check_inside(path, kind)?;
-        let rel = relative(&self.root, path)?;
-        if rel.split('/').next() == Some(STORE_DIR) {
+        let rel = match rel {
+            Some(rel) => rel,
+            None => relative(&self.root, path)?,
+        };
+        if in_store_dir(&rel) {
             self.files.remove(&rel);
             return Ok(());
         }
@@ -211,7 +222,7 @@ impl Expander {
                 }
                 self.check_inside(p, None)?;
                 let rel = relative(&self.root, p)?;
-                if rel.split('/').next() == Some(STORE_DIR) {
+                if in_store_dir(&rel) {
                     self.files.remove(&rel);
                 } else {
                     out.push(rel);
@@ -232,7 +243,7 @@ impl Expander {
         if let Some(real) = self.dirs.get(dir.as_os_str()) {
             return Ok(real.clone());
         }
-        let real = match (dir.parent(), dir.file_name()) {
+        let real = match parent_and_name(dir) {
             (Some(parent), Some(name)) if is_below(dir, &self.root) && self.dir_kind(dir) == Some(Kind::Dir) => {
                 let mut real = self.real_dir(parent)?;
                 real.push(name);
@@ -268,7 +279,8 @@ impl Expander {
             Some(k) => Some(k),
             None => self.kind(path, None),
         };
-        let (inside, is_dir, real) = match (kind, path.parent(), path.file_name()) {
+        let (parent, name) = parent_and_name(path);
+        let (inside, is_dir, real) = match (kind, parent, name) {
             // Not a symlink itself: inside when its folder is (its real path
             // is its folder's plus its name).
             (Some(k), Some(parent), Some(_)) if k != Kind::Symlink => (self.dir_inside(parent)?, k == Kind::Dir, None),
@@ -357,6 +369,27 @@ fn relative(root: &Path, path: &Path) -> Result<String, String> {
     Ok(if rel.contains('\\') { rel.replace('\\', "/") } else { rel.into_owned() })
 }
 
+/// `(path.parent(), path.file_name())`, read from the bytes when the last
+/// `/` plainly splits them (the paths an `Expander` builds are normalized),
+/// from `Path`'s components otherwise.
+fn parent_and_name(path: &Path) -> (Option<&Path>, Option<&OsStr>) {
+    let b = path.as_os_str().as_bytes();
+    if let Some(i) = b.iter().rposition(|&c| c == b'/') {
+        let (dir, name) = (&b[..i], &b[i + 1..]);
+        let plain = |x: &[u8]| !x.is_empty() && x != b"." && x != b"..";
+        let dir_plain = plain(dir) && !dir.ends_with(b"/") && !dir.ends_with(b"/.") && !dir.ends_with(b"/..");
+        if plain(name) && dir_plain && dir != b"." {
+            return (Some(Path::new(OsStr::from_bytes(dir))), Some(OsStr::from_bytes(name)));
+        }
+    }
+    (path.parent(), path.file_name())
+}
+
+/// `rel`'s first component is the store's folder (`STORE_DIR`).
+fn in_store_dir(rel: &str) -> bool {
+    rel.strip_prefix(STORE_DIR).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// `root`/`rel` (a normalized relative path), without `Path::join`'s
 /// per-component look at what it appends.
 pub fn under(root: &Path, rel: &str) -> PathBuf {
@@ -374,6 +407,10 @@ pub fn under(root: &Path, rel: &str) -> PathBuf {
 
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).
 fn normalize(pattern: &str) -> String {
+    // The common case: nothing to drop (`..` is refused before this).
+    if !pattern.as_bytes().split(|&b| b == b'/').any(|p| p.is_empty() || p == b"." || p == b"..") {
+        return pattern.to_string();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in pattern.split('/') {
         match part {
@@ -392,15 +429,20 @@ pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
     if input.is_empty() {
         return Err("is empty");
     }
-    let path = Path::new(input);
+    // As `Path::components` reads it on Unix, without building each
+    // component: a leading `/` is the root; empty and `.` parts are
+    // skipped; every other part but `..` is a name.
+    if input.starts_with('/') {
+        return Err("is an absolute path");
+    }
     let mut depth: i64 = 0;
-    for c in path.components() {
-        match c {
-            Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
+    for part in input.as_bytes().split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
             // Any `..` is refused, not only one that climbs out: after a
             // symlinked folder, `link/..` is not the folder it reads as, so
             // the checkpoint would cover another file than the one named.
-            Component::ParentDir => {
+            b".." => {
                 depth -= 1;
                 return Err(if depth < 0 {
                     "climbs out of the workspace with `..`"
@@ -408,8 +450,7 @@ pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
                     "uses `..`; name the path without it"
                 });
             }
-            Component::CurDir => {}
-            Component::Normal(_) => depth += 1,
+            _ => depth += 1,
         }
     }
     Ok(())
@@ -418,6 +459,111 @@ pub fn lexically_inside(input: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-level reading of an input: what `Path::components` read
+    /// before (absolute, `..` after how many names), and `normalize`'s
+    /// fast path equal to its slow one.
+    #[test]
+    fn parent_and_name_are_paths_own() {
+        let cases = [
+            "/",
+            "/a",
+            "/a/b",
+            "/a/b/c.txt",
+            "a",
+            "a/b",
+            "./a",
+            "a/./b",
+            "a/.",
+            "a/..",
+            "a//b",
+            "a/b/",
+            "//a",
+            "/a/../b",
+            "/a/b/..",
+            ".",
+            "..",
+            "../a",
+            "/.a/b",
+            "/a/.b",
+            "a/b/./c",
+            "a/b/../c",
+            "",
+            "a/./x/b",
+            "/a/b/.",
+            "/a/b/c/",
+        ];
+        for c in cases {
+            let p = Path::new(c);
+            assert_eq!(parent_and_name(p), (p.parent(), p.file_name()), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn lexically_inside_and_normalize_read_as_path_components_do() {
+        use std::path::Component;
+        fn by_components(input: &str) -> Result<(), &'static str> {
+            if input.is_empty() {
+                return Err("is empty");
+            }
+            let mut depth: i64 = 0;
+            for c in Path::new(input).components() {
+                match c {
+                    Component::Prefix(_) | Component::RootDir => return Err("is an absolute path"),
+                    Component::ParentDir => {
+                        depth -= 1;
+                        return Err(if depth < 0 {
+                            "climbs out of the workspace with `..`"
+                        } else {
+                            "uses `..`; name the path without it"
+                        });
+                    }
+                    Component::CurDir => {}
+                    Component::Normal(_) => depth += 1,
+                }
+            }
+            Ok(())
+        }
+        let cases = [
+            "",
+            "/",
+            "/a",
+            "//a",
+            "a",
+            "a/b",
+            "./a",
+            "a/./b",
+            "a//b",
+            "a/",
+            "a/.",
+            ".",
+            "./",
+            "..",
+            "../a",
+            "a/..",
+            "a/../b",
+            "./..",
+            "a/b/../..",
+            ".../a",
+            "a/..b",
+            "..a",
+            "a\\..",
+            "a/./../b",
+            "./././a",
+            "a/b/c.txt",
+        ];
+        for c in cases {
+            assert_eq!(lexically_inside(c), by_components(c), "{c:?}");
+            if lexically_inside(c).is_ok() {
+                let slow: Vec<&str> = c.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+                assert_eq!(normalize(c), slow.join("/"), "{c:?}");
+            }
+        }
+        assert!(in_store_dir(STORE_DIR));
+        assert!(in_store_dir(&format!("{STORE_DIR}/x")));
+        assert!(!in_store_dir(&format!("{STORE_DIR}x/y")));
+        assert!(!in_store_dir(&format!("a/{STORE_DIR}")));
+    }
 
     #[test]
     fn a_literal_regular_file_keeps_the_metadata_its_expansion_read() {

@@ -29,11 +29,48 @@ pub struct Checkpoint {
     pub digest: String,
 }
 
+/// `serde_json::to_vec(map)` of a map of strings to strings or nulls, the
+/// same bytes, written straight when no key or value needs escaping (the
+/// common case: paths and hex digests); otherwise serde_json writes it.
+fn string_map_json<V: Serialize>(map: &BTreeMap<String, V>, value: impl Fn(&V) -> Option<&str>) -> Vec<u8> {
+    let plain = |s: &str| !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+    let mut len = 2;
+    for (k, v) in map {
+        match value(v) {
+            Some(v) if plain(k) && plain(v) => len += k.len() + v.len() + 6,
+            None if plain(k) => len += k.len() + 8,
+            _ => return serde_json::to_vec(map).expect("a map of strings serializes"),
+        }
+    }
+    let mut out = Vec::with_capacity(len);
+    out.push(b'{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b"\":");
+        match value(v) {
+            Some(v) => {
+                out.push(b'"');
+                out.extend_from_slice(v.as_bytes());
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b'}');
+    out
+}
+
 impl Checkpoint {
     /// A checkpoint of these files and context values, with its digest.
     pub fn of(files: BTreeMap<String, Option<String>>, context: BTreeMap<String, String>) -> Checkpoint {
-        let digest =
-            Digester::new(Kind::Checkpoint).serialized("files", &files).serialized("context", &context).finish();
+        let digest = Digester::new(Kind::Checkpoint)
+            .bytes("files", &string_map_json(&files, |v| v.as_deref()))
+            .bytes("context", &string_map_json(&context, |v| Some(v.as_str())))
+            .finish();
         Checkpoint { files, context, digest }
     }
 
@@ -79,4 +116,30 @@ pub struct FileState {
     pub dev: u64,
     pub digest: String,
     pub hashed_at_ns: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checkpoint's digest input is `serde_json::to_vec`'s bytes,
+    /// whether written straight or (a name to escape) by serde_json.
+    #[test]
+    fn string_map_json_is_serde_jsons_bytes() {
+        let names =
+            ["", "a", "src/t0000/f00.txt", "quote\"d", "back\\slash", "tab\there", "nl\n", "é ü \u{7f}", "\u{1}"];
+        for k in names {
+            for v in names {
+                let files: BTreeMap<String, Option<String>> =
+                    [(k.to_string(), Some(v.to_string())), (format!("{k}z"), None), ("b".into(), Some("c".into()))]
+                        .into_iter()
+                        .collect();
+                assert_eq!(string_map_json(&files, |v| v.as_deref()), serde_json::to_vec(&files).unwrap());
+                let context: BTreeMap<String, String> = [(k.to_string(), v.to_string())].into_iter().collect();
+                assert_eq!(string_map_json(&context, |v| Some(v.as_str())), serde_json::to_vec(&context).unwrap());
+            }
+        }
+        let empty: BTreeMap<String, String> = BTreeMap::new();
+        assert_eq!(string_map_json(&empty, |v| Some(v.as_str())), b"{}".to_vec());
+    }
 }

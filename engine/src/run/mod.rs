@@ -333,8 +333,8 @@ impl<'l> Runner<'l> {
         })?;
         let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
-        for row in self.ledger.read().tasks(&self.goal_id, self.revision)? {
-            self.states.insert(row.task_ref, row.state);
+        for (task_ref, state) in self.ledger.read().task_states(&self.goal_id, self.revision)? {
+            self.states.insert(task_ref, state);
         }
         // Every task of the plan has its row: the scheduler reads states by
         // the plan's refs and must never meet one the ledger lacks.

@@ -71,6 +71,11 @@ pub struct TaskRecord {
     pub detail: Value,
 }
 
+/// The attempt a reused task's `detail` names as its result's.
+pub(crate) fn reused_from_attempt(detail: &Value) -> Option<i64> {
+    detail.get("reused_from").and_then(|p| p.get("attempt_id")).and_then(Value::as_i64)
+}
+
 impl TaskRecord {
     fn detail_str(&self, key: &str) -> Option<&str> {
         self.detail.get(key).and_then(Value::as_str)
@@ -92,7 +97,7 @@ impl TaskRecord {
 
     /// The attempt a reused task's result comes from.
     pub fn reused_from_attempt(&self) -> Option<i64> {
-        self.detail.get("reused_from").and_then(|p| p.get("attempt_id")).and_then(Value::as_i64)
+        reused_from_attempt(&self.detail)
     }
 
     /// The kind of call that waits on an approval (recorded with it).
@@ -160,6 +165,11 @@ pub trait GoalsRead {
     /// One revision's plan digest, without reading its plan.
     fn revision_plan_digest(&self, goal: &GoalId, revision: Revision) -> Result<String>;
     fn tasks(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRecord>>;
+    /// Each task's ref and state, nothing else (a run's start reads no
+    /// more: the rows' other columns and their JSON detail stay unread).
+    fn task_states(&self, goal: &GoalId, revision: Revision) -> Result<Vec<(String, TaskState)>> {
+        Ok(self.tasks(goal, revision)?.into_iter().map(|t| (t.task_ref, t.state)).collect())
+    }
     fn task(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<TaskRecord>>;
     fn active_task_of_operation(&self, op: &OperationId) -> Result<Option<ActiveTask>>;
     /// The plan cache's row for a plan file's key (`plan::cache`). A

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::params;
+use serde_json::Value;
 
 use super::sql::{one_of, rows, Sql};
 use crate::checkpoint::Checkpoint;
@@ -16,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
 use crate::store::evidence::{CheckResultRecord, CheckScope, CompletionRecord};
-use crate::store::{GoalsRead, LedgerRead};
+use crate::store::goals::reused_from_attempt;
+use crate::store::LedgerRead;
 
 const DONE: [AttemptState; 2] = [AttemptState::Succeeded, AttemptState::SettledOk];
 
@@ -36,13 +38,13 @@ pub(super) fn completed_attempts(
     revision: Revision,
 ) -> Result<HashMap<String, (AttemptId, AttemptState)>> {
     let done = one_of("a.state", &DONE, AttemptState::as_str);
-    let done_b = one_of("b.state", &DONE, AttemptState::as_str);
     let found = rows(
         sql.conn,
         &format!(
-            "SELECT a.task_ref, a.id, a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
-               AND a.id = (SELECT MAX(b.id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision
-                           AND b.task_ref = a.task_ref AND {done_b})"
+            // One pass over the index: SQLite takes a bare column (`state`)
+            // from the row whose `MAX(id)` it is.
+            "SELECT a.task_ref, MAX(a.id), a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
+               GROUP BY a.task_ref"
         ),
         params![goal, revision],
         |r| Ok((r.get::<_, String>(0)?, (r.get::<_, AttemptId>(1)?, r.get::<_, AttemptState>(2)?))),
@@ -55,10 +57,10 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
     let completed = completed_attempts(sql, goal, revision)?;
     // Each task's attempt, as `LedgerRead::completion` picks it.
     let mut picked = Vec::new();
-    for task in sql.tasks(goal, revision)? {
+    for task in task_rows(sql, goal, revision)? {
         let attempt_id = match task.state {
             TaskState::Succeeded => completed.get(&task.task_ref).map(|&(id, _)| id),
-            TaskState::Reused => task.reused_from_attempt().map(AttemptId),
+            TaskState::Reused => task.detail.as_ref().and_then(reused_from_attempt).map(AttemptId),
             _ => None,
         };
         if let Some(id) = attempt_id {
@@ -67,7 +69,15 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
     }
     let attempts = attempts_by_id(sql, picked.iter().map(|(_, id)| *id))?;
     let digests: BTreeSet<&str> = attempts.values().filter_map(|a| a.checkpoint.as_deref()).collect();
-    let checkpoints = checkpoints_by_digest(sql, &digests)?;
+    let mut checkpoints = checkpoints_by_digest(sql, &digests)?;
+    // How many picked attempts name each checkpoint: the last to take one
+    // moves it out instead of copying it.
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for a in picked.iter().filter_map(|(_, id)| attempts.get(id)) {
+        if let Some(d) = a.checkpoint.as_deref() {
+            *uses.entry(d).or_default() += 1;
+        }
+    }
     let revisions: BTreeSet<Revision> = attempts.values().map(|a| a.revision).collect();
     let mut validations = HashMap::new();
     for r in revisions {
@@ -86,7 +96,15 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
         if !DONE.contains(&a.state) {
             continue;
         }
-        let checkpoint = a.checkpoint.as_deref().and_then(|d| checkpoints.get(d)).cloned();
+        let checkpoint = a.checkpoint.as_deref().and_then(|d| {
+            let left = uses.get_mut(d)?;
+            *left -= 1;
+            if *left == 0 {
+                checkpoints.remove(d)
+            } else {
+                checkpoints.get(d).cloned()
+            }
+        });
         let of_task = validations.get(&a.revision).and_then(|v| v.get(&task.task_ref)).cloned().unwrap_or_default();
         let record = CompletionRecord {
             revision: a.revision,
@@ -100,6 +118,38 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
         out.insert(task.task_ref, record);
     }
     Ok(out)
+}
+
+/// The columns of a task row a completion needs.
+struct TaskRow {
+    task_ref: String,
+    state: TaskState,
+    meaning: String,
+    dependencies: String,
+    /// Only a reused task's (it names the attempt its result is from):
+    /// no other row's JSON is parsed.
+    detail: Option<Value>,
+}
+
+/// The task rows of the revision, as `GoalsRead::tasks` reads them but
+/// only the columns a completion needs.
+fn task_rows(sql: &Sql, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRow>> {
+    rows(
+        sql.conn,
+        "SELECT task_ref, state, meaning, dependencies, CASE WHEN state = ?3 THEN detail END FROM tasks
+         WHERE goal_id = ?1 AND revision = ?2",
+        params![goal, revision, TaskState::Reused.as_str()],
+        |r| {
+            let detail: Option<String> = r.get(4)?;
+            Ok(TaskRow {
+                task_ref: r.get(0)?,
+                state: r.get(1)?,
+                meaning: r.get(2)?,
+                dependencies: r.get(3)?,
+                detail: detail.map(|d| serde_json::from_str(&d).unwrap_or(Value::Null)),
+            })
+        },
+    )
 }
 
 /// The attempts `ids` name (one query: the ids as a JSON array).

@@ -136,6 +136,15 @@ impl GoalsRead for Sql<'_> {
         )
     }
 
+    fn task_states(&self, goal: &GoalId, revision: Revision) -> Result<Vec<(String, TaskState)>> {
+        rows(
+            self.conn,
+            "SELECT task_ref, state FROM tasks WHERE goal_id = ?1 AND revision = ?2",
+            params![goal, revision],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
     fn task(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<TaskRecord>> {
         Ok(qrow(
             self.conn,
