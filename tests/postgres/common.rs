@@ -116,6 +116,20 @@ pub fn task(r: &str, effect: &str, sleep_s: f64, deps: &[&str]) -> Value {
            "effect": effect, "inputs": [], "depends_on": deps})
 }
 
+/// A task `PAY` (paid external work) that needs a person's approval, with
+/// `more` tasks beside it, submitted and asked once by worker `w0`: the
+/// store and the operation id to approve.
+pub fn approval_asked(more: Vec<Value>) -> (Shared, String) {
+    let mut t = task("PAY", "external", 0.0, &[]);
+    t["requires_approval"] = json!(true);
+    let s = Shared::new(&plan([vec![t], more].concat()));
+    s.submit();
+    let asked = s.worker("w0", 1, &[]).wait(crate::support::RUN_DEADLINE);
+    asked.expect(4, Some("APPROVAL_REQUIRED"));
+    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    (s, op)
+}
+
 pub fn plan(tasks: Vec<Value>) -> Value {
     json!({
         "version": 1,

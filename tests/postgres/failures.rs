@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{plan, task, wide, Shared};
+use crate::common::{approval_asked, plan, task, wide, Shared};
 use crate::support::{Ledger, RUN_DEADLINE};
 
 /// The lease the first worker's claims get: short, so a test waits little.
@@ -103,13 +103,7 @@ fn postgres_restarted_during_a_run_loses_no_record_and_duplicates_nothing() {
 
 #[test]
 fn two_workers_racing_for_one_approval_make_exactly_one_call() {
-    let mut t = task("PAY", "external", 0.0, &[]);
-    t["requires_approval"] = json!(true);
-    let s = Shared::new(&plan(vec![t]));
-    s.submit();
-    let asked = s.worker("w0", 1, &[]).wait(RUN_DEADLINE);
-    asked.expect(4, Some("APPROVAL_REQUIRED"));
-    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    let (s, op) = approval_asked(vec![]);
     s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
     s.submit();
 

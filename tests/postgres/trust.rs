@@ -5,23 +5,8 @@
 
 use std::path::Path;
 
-use serde_json::json;
-
-use crate::common::{plan, task, Shared};
+use crate::common::approval_asked;
 use crate::support::{Ledger, RUN_DEADLINE};
-
-/// A task that needs a person's approval, asked once by a worker; its
-/// operation id.
-fn asked() -> (Shared, String) {
-    let mut t = task("PAY", "external", 0.0, &[]);
-    t["requires_approval"] = json!(true);
-    let s = Shared::new(&plan(vec![t]));
-    s.submit();
-    let asked = s.worker("w0", 1, &[]).wait(RUN_DEADLINE);
-    asked.expect(4, Some("APPROVAL_REQUIRED"));
-    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
-    (s, op)
-}
 
 /// An approval inserted with SQL, bound exactly to the pending request and
 /// the active plan (what `engine approve` would have written, without the
@@ -29,7 +14,7 @@ fn asked() -> (Shared, String) {
 /// nothing, records no intent, and the row stays unspent.
 #[test]
 fn a_hand_inserted_approval_is_store_tampered_and_never_spent() {
-    let (s, op) = asked();
+    let (s, op) = approval_asked(vec![]);
     s.pg.psql(
         "ledger",
         &format!(
@@ -59,7 +44,7 @@ fn a_hand_inserted_approval_is_store_tampered_and_never_spent() {
 /// person's act would rely on it.
 #[test]
 fn a_real_approval_is_chained_and_spent_and_the_chain_is_append_only() {
-    let (s, op) = asked();
+    let (s, op) = approval_asked(vec![]);
     s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
     s.submit();
     s.worker("w1", 1, &[]).wait(RUN_DEADLINE).expect_code(0);

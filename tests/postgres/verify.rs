@@ -3,21 +3,13 @@
 //! reported as not applicable (never as passed); a row written with SQL
 //! instead of by the engine is named, with SQLite's exit codes.
 
-use serde_json::json;
-
-use crate::common::{plan, task, Shared};
+use crate::common::{approval_asked, task, Shared};
 use crate::support::RUN_DEADLINE;
 
 /// A goal that needed a person's approval, approved and run to its verdict:
 /// the ledger holds an approval spent by one call (two act chain entries).
 fn approved_and_run() -> Shared {
-    let mut t = task("PAY", "external", 0.0, &[]);
-    t["requires_approval"] = json!(true);
-    let s = Shared::new(&plan(vec![t, task("B", "none", 0.0, &["PAY"])]));
-    s.submit();
-    let asked = s.worker("w0", 1, &[]).wait(RUN_DEADLINE);
-    asked.expect(4, Some("APPROVAL_REQUIRED"));
-    let op = asked.json()["awaiting_approval"][0]["operation_id"].as_str().expect("the operation").to_string();
+    let (s, op) = approval_asked(vec![task("B", "none", 0.0, &["PAY"])]);
     s.engine(&["approve", &op, "--note", "pay once"]).expect_code(0);
     s.submit();
     s.worker("w1", 1, &[]).wait(RUN_DEADLINE).expect_code(0);

@@ -14,8 +14,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, NoTls, Row, Socket};
 
 use super::tls::Tls;
 
@@ -256,32 +257,27 @@ fn is_shutdown(e: &tokio_postgres::Error) -> bool {
 }
 
 async fn connect(target: &Target) -> std::result::Result<Client, String> {
-    let config = &target.config;
-    let timed_out = || format!("no answer within {} s", PG_CONNECT_TIMEOUT.as_secs());
-    // The connection's task ends when the connection does; the client then
-    // reports closed.
-    let client = match &target.tls {
-        Tls::Off => {
-            let (client, connection) = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(NoTls))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| said(&e))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            client
-        }
-        Tls::On(tls) => {
-            let (client, connection) = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(tls.clone()))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| said(&e))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            client
-        }
-    };
+    match &target.tls {
+        Tls::Off => connect_with(&target.config, NoTls).await,
+        Tls::On(tls) => connect_with(&target.config, tls.clone()).await,
+    }
+}
+
+/// Connect through `tls` (plaintext or rustls), bounded by the connect
+/// timeout. The connection's task ends when the connection does; the
+/// client then reports closed.
+async fn connect_with<T>(config: &tokio_postgres::Config, tls: T) -> std::result::Result<Client, String>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = tokio::time::timeout(PG_CONNECT_TIMEOUT, config.connect(tls))
+        .await
+        .map_err(|_| format!("no answer within {} s", PG_CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| said(&e))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
     Ok(client)
 }
 
