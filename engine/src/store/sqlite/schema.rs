@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_8,
     MIGRATION_9,
     MIGRATION_10,
+    MIGRATION_11,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -484,6 +485,18 @@ CREATE TABLE plan_cache (
     seal      TEXT NOT NULL,
     FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
 );
+"#;
+
+/// Schema 11: the event kinds read by goal (budget raises at every run's
+/// start, a run's start and finish, revisions recorded) each get a partial
+/// index of their own rows (`sqlite::events`): a run no longer reads the
+/// whole event log to find a goal's budget raises, and the events a step
+/// writes touch no index page.
+const MIGRATION_11: &str = r#"
+CREATE INDEX events_budget_raised ON events (goal_id, seq) WHERE kind = 'budget_raised';
+CREATE INDEX events_run_started ON events (goal_id, seq) WHERE kind = 'run_started';
+CREATE INDEX events_run_finished ON events (goal_id, seq) WHERE kind = 'run_finished';
+CREATE INDEX events_revision_recorded ON events (goal_id, seq) WHERE kind = 'revision_recorded';
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
