@@ -82,6 +82,10 @@ pub fn plain_line(u: &Update) -> Option<String> {
         Update::Began { goal, revision, total, complete } => {
             format!("goal {} (revision {revision}): {total} task(s), {complete} complete", for_terminal(goal.as_str()))
         }
+        // A task without a title is named by its ref alone.
+        Update::TaskStarted { task_ref, title: "", try_no } => {
+            format!("{} started (try {try_no})", for_terminal(task_ref))
+        }
         Update::TaskStarted { task_ref, title, try_no } => {
             format!("{} started: {} (try {try_no})", for_terminal(task_ref), for_terminal(title))
         }
@@ -235,6 +239,8 @@ mod tests {
         assert_eq!(plain_line(&began).unwrap(), "goal g (revision 2): 3 task(s), 1 complete");
         let started = Update::TaskStarted { task_ref: "T1", title: "write \x1b[2Jtotal()", try_no: 1 };
         assert_eq!(plain_line(&started).unwrap(), "T1 started: write \\x1b[2Jtotal() (try 1)");
+        let untitled = Update::TaskStarted { task_ref: "T1", title: "", try_no: 2 };
+        assert_eq!(plain_line(&untitled).unwrap(), "T1 started (try 2)");
         let failed = Update::TaskEnded {
             task_ref: "T2",
             title: "t",
