@@ -116,7 +116,7 @@ pub fn repair(
     let said = Said { class, forced: req.force_note.as_deref(), person, request_id };
     record_request(ledger, key, &said, &rep)?;
     let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
-    run::execute(ledger, plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)
+    run::execute(ledger, &plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)
 }
 
 /// Repetition: the last two failures alike, and nothing new since.

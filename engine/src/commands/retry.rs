@@ -111,7 +111,7 @@ pub fn retry(
         }
     })?;
     let asked = Asked { retry: HashSet::from([operation_id.clone()]), ..Asked::default() };
-    run::execute(ledger, plan, revision, jobs, asked, sandboxes, progress)
+    run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
 }
 
 /// A provider that answered 429/503 with `Retry-After` is not asked again

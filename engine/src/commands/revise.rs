@@ -145,7 +145,7 @@ pub fn revise(
     }
     if !req.no_run {
         let (revision, progress) = (report.revision, req.progress.clone());
-        report.run = Some(run::execute(ledger, plan, revision, req.jobs, Asked::default(), sandboxes, progress)?);
+        report.run = Some(run::execute(ledger, &plan, revision, req.jobs, Asked::default(), sandboxes, progress)?);
     }
     Ok(report)
 }

@@ -44,6 +44,11 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
     let full = (!from_cache).then_some(key.as_str());
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
-    run::execute(&mut ledger, plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
-        .map_err(|e| crate::store::located(e, &store_path))
+    let report = run::execute(&mut ledger, &plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
+        .map_err(|e| crate::store::located(e, &store_path));
+    // `engine run` ends its process after this: the plan's memory goes with
+    // it, instead of being freed one string at a time (1,000 tasks of ten
+    // inputs: 5 M instructions, 2% of a no-op re-run).
+    std::mem::forget(plan);
+    report
 }

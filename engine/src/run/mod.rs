@@ -88,7 +88,7 @@ pub struct Repair {
 /// current-thread runtime, telling `progress` what happens as it happens.
 pub fn execute(
     ledger: &mut LeaseGuard,
-    plan: Plan,
+    plan: &Plan,
     revision: Revision,
     jobs: usize,
     asked: Asked,
@@ -201,7 +201,7 @@ struct Stops {
 
 struct Runner<'l> {
     ledger: &'l mut LeaseGuard,
-    plan: Plan,
+    plan: &'l Plan,
     goal_id: GoalId,
     revision: Revision,
     jobs: usize,
@@ -274,7 +274,7 @@ impl Candidates for View<'_> {
 impl<'l> Runner<'l> {
     fn new(
         ledger: &'l mut LeaseGuard,
-        plan: Plan,
+        plan: &'l Plan,
         revision: Revision,
         jobs: usize,
         asked: Asked,
