@@ -42,6 +42,11 @@ pub struct Expander {
     /// Checking only (`Expander::checking`): files' kinds come from the
     /// listings too, and no metadata is kept.
     checking: bool,
+    /// `literal_file`'s path, its allocation kept from one file to the next.
+    scratch: PathBuf,
+    /// The folder `literal_file` last found inside (empty: none yet): a
+    /// task's files in one folder cost no lookup after the first.
+    inside: PathBuf,
 }
 
 /// What a name is, without following it.
@@ -83,6 +88,8 @@ impl Expander {
             files: HashMap::default(),
             listings: HashMap::default(),
             checking: false,
+            scratch: PathBuf::new(),
+            inside: PathBuf::new(),
         })
     }
 
@@ -111,8 +118,8 @@ impl Expander {
     /// `expand`, each file with the metadata its expansion read (a regular
     /// file's; `None` for a symlink or an absent file), appended to `out`.
     /// A plain literal path naming a regular file in a folder known to be
-    /// inside costs one `statx` and one lookup (`literal_file`); anything
-    /// else — refusals included — takes the general way.
+    /// inside costs one `statx` (`literal_file`); anything else — refusals
+    /// included — takes the general way.
     pub fn expand_observed(&mut self, pattern: &str, out: &mut Vec<(String, Option<Metadata>)>) -> Result<(), String> {
         if !self.checking {
             if let Some(found) = self.literal_file(pattern) {
@@ -138,14 +145,30 @@ impl Expander {
         if !is_plain(pattern) || in_store_dir(pattern) {
             return None;
         }
-        let path = under(&self.root, pattern);
-        let meta = std::fs::symlink_metadata(&path).ok()?;
+        let mut path = std::mem::take(&mut self.scratch);
+        under_into(&mut path, &self.root, pattern);
+        let found = self.regular_inside(&path).map(|meta| (pattern.to_string(), Some(meta)));
+        self.scratch = path;
+        found
+    }
+
+    /// `path`'s metadata when it is a regular file whose folder resolves
+    /// inside the workspace.
+    fn regular_inside(&mut self, path: &Path) -> Option<Metadata> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
         if !meta.file_type().is_file() {
             return None;
         }
-        let (dir, _) = parent_and_name(&path);
-        let inside = self.dir_inside(dir?).ok()?;
-        inside.then(|| (pattern.to_string(), Some(meta)))
+        let dir = parent_and_name(path).0?;
+        if dir.as_os_str() != self.inside.as_os_str() {
+            if !self.dir_inside(dir).ok()? {
+                return None;
+            }
+            let known = self.inside.as_mut_os_string();
+            known.clear();
+            known.push(dir.as_os_str());
+        }
+        Some(meta)
     }
 
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
@@ -466,6 +489,17 @@ pub fn under(root: &Path, rel: &str) -> PathBuf {
     }
     bytes.extend_from_slice(rel.as_bytes());
     PathBuf::from(OsString::from_vec(bytes))
+}
+
+/// `under`, written into `path` (its allocation reused).
+fn under_into(path: &mut PathBuf, root: &Path, rel: &str) {
+    let buf = path.as_mut_os_string();
+    buf.clear();
+    buf.push(root.as_os_str());
+    if !root.as_os_str().as_bytes().ends_with(b"/") {
+        buf.push("/");
+    }
+    buf.push(rel);
 }
 
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).
