@@ -4,6 +4,7 @@
 
 use foldhash::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::fs::Metadata;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,7 @@ pub struct Expander {
     dirs: HashMap<OsString, PathBuf>,
     /// The metadata of the regular files expanded from a literal path (not
     /// symlinks: theirs is the link's), by relative path.
-    files: HashMap<String, std::fs::Metadata>,
+    files: HashMap<String, Metadata>,
     /// Each folder's listing (`None`: too large or unreadable), so a
     /// folder's kind costs no `statx` of its own — nor, when checking
     /// only, a file's.
@@ -41,6 +42,11 @@ pub struct Expander {
     /// Checking only (`Expander::checking`): files' kinds come from the
     /// listings too, and no metadata is kept.
     checking: bool,
+    /// `literal_file`'s path, its allocation kept from one file to the next.
+    scratch: PathBuf,
+    /// The folder `literal_file` last found inside (empty: none yet): a
+    /// task's files in one folder cost no lookup after the first.
+    inside: PathBuf,
 }
 
 /// What a name is, without following it.
@@ -82,6 +88,8 @@ impl Expander {
             files: HashMap::default(),
             listings: HashMap::default(),
             checking: false,
+            scratch: PathBuf::new(),
+            inside: PathBuf::new(),
         })
     }
 
@@ -93,6 +101,74 @@ impl Expander {
         let mut e = Expander::new(workspace)?;
         e.checking = true;
         Ok(e)
+    }
+
+    /// Check `pattern` as a plan load does (`Expander::checking`): kinds
+    /// from the folders' listings, nothing kept of any file. One
+    /// `Expander` may check some inputs and observe others.
+    pub fn check(&mut self, pattern: &str) -> Result<(), String> {
+        let observing = !std::mem::replace(&mut self.checking, true);
+        let checked = self.expand(pattern).map(drop);
+        if observing {
+            self.checking = false;
+        }
+        checked
+    }
+
+    /// `expand`, each file with the metadata its expansion read (a regular
+    /// file's; `None` for a symlink or an absent file), appended to `out`.
+    /// A plain literal path naming a regular file in a folder known to be
+    /// inside costs one `statx` (`literal_file`); anything else — refusals
+    /// included — takes the general way.
+    pub fn expand_observed(&mut self, pattern: &str, out: &mut Vec<(String, Option<Metadata>)>) -> Result<(), String> {
+        if !self.checking {
+            if let Some(found) = self.literal_file(pattern) {
+                out.push(found);
+                return Ok(());
+            }
+        }
+        for rel in self.expand(pattern)? {
+            let meta = self.files.remove(&rel);
+            out.push((rel, meta));
+        }
+        Ok(())
+    }
+
+    /// The general way's answer for a plain literal path (`is_plain`) that
+    /// names a regular file whose folder resolves inside the workspace, or
+    /// `None`: the file is not one (absent, a symlink, a folder), its folder
+    /// is outside, or the path is not plain. Equal to `expand`'s by
+    /// construction: a regular file is inside when its folder is
+    /// (`check_inside`), and its relative path is the pattern itself
+    /// (`normalize` of a plain path).
+    fn literal_file(&mut self, pattern: &str) -> Option<(String, Option<Metadata>)> {
+        if !is_plain(pattern) || in_store_dir(pattern) {
+            return None;
+        }
+        let mut path = std::mem::take(&mut self.scratch);
+        under_into(&mut path, &self.root, pattern);
+        let found = self.regular_inside(&path).map(|meta| (pattern.to_string(), Some(meta)));
+        self.scratch = path;
+        found
+    }
+
+    /// `path`'s metadata when it is a regular file whose folder resolves
+    /// inside the workspace.
+    fn regular_inside(&mut self, path: &Path) -> Option<Metadata> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        let dir = parent_and_name(path).0?;
+        if dir.as_os_str() != self.inside.as_os_str() {
+            if !self.dir_inside(dir).ok()? {
+                return None;
+            }
+            let known = self.inside.as_mut_os_string();
+            known.clear();
+            known.push(dir.as_os_str());
+        }
+        Some(meta)
     }
 
     pub fn expand(&mut self, pattern: &str) -> Result<Vec<String>, String> {
@@ -140,7 +216,7 @@ impl Expander {
 
     /// The metadata `expand` read of `rel`, a regular file named by a
     /// literal input (a later read need not `statx` it again).
-    pub fn metadata_of(&mut self, rel: &str) -> Option<std::fs::Metadata> {
+    pub fn metadata_of(&mut self, rel: &str) -> Option<Metadata> {
         self.files.remove(rel)
     }
 
@@ -385,6 +461,16 @@ fn parent_and_name(path: &Path) -> (Option<&Path>, Option<&OsStr>) {
     (path.parent(), path.file_name())
 }
 
+/// A literal relative path with nothing to normalize: not empty, not
+/// absolute, no glob character, no empty, `.` or `..` part (so
+/// `lexically_inside` accepts it and `normalize` returns it as it is).
+fn is_plain(pattern: &str) -> bool {
+    let b = pattern.as_bytes();
+    !b.is_empty()
+        && !b.iter().any(|c| matches!(c, b'*' | b'?' | b'['))
+        && b.split(|&c| c == b'/').all(|part| !part.is_empty() && part != b"." && part != b"..")
+}
+
 /// `rel`'s first component is the store's folder (`STORE_DIR`).
 fn in_store_dir(rel: &str) -> bool {
     rel.strip_prefix(STORE_DIR).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -403,6 +489,17 @@ pub fn under(root: &Path, rel: &str) -> PathBuf {
     }
     bytes.extend_from_slice(rel.as_bytes());
     PathBuf::from(OsString::from_vec(bytes))
+}
+
+/// `under`, written into `path` (its allocation reused).
+fn under_into(path: &mut PathBuf, root: &Path, rel: &str) {
+    let buf = path.as_mut_os_string();
+    buf.clear();
+    buf.push(root.as_os_str());
+    if !root.as_os_str().as_bytes().ends_with(b"/") {
+        buf.push("/");
+    }
+    buf.push(rel);
 }
 
 /// `./a//b` → `a/b`; `a/../b` → `b` (lexically; already checked inside).
@@ -656,6 +753,80 @@ mod tests {
         let mut checking = Expander::checking(w).unwrap();
         checking.expand("a/b/real/f.txt").unwrap();
         assert!(checking.metadata_of("a/b/real/f.txt").is_none());
+    }
+
+    /// `expand_observed`'s fast way for a literal file answers as the
+    /// general way (`expand`, then `metadata_of`) does, refusals included:
+    /// the same files, the same metadata, the same error.
+    #[test]
+    fn a_literal_files_fast_expansion_equals_the_general_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("a/real")).unwrap();
+        std::fs::create_dir_all(w.join(STORE_DIR)).unwrap();
+        std::fs::write(w.join("top.txt"), "t").unwrap();
+        std::fs::write(w.join("a/real/f.txt"), "ff").unwrap();
+        std::fs::write(w.join(format!("{STORE_DIR}/x")), "x").unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), w.join("a/out")).unwrap();
+        std::os::unix::fs::symlink("real", w.join("a/in")).unwrap();
+        std::os::unix::fs::symlink("f.txt", w.join("a/real/link.txt")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), w.join("a/real/leak.txt")).unwrap();
+        let cases = [
+            "top.txt",
+            "a/real/f.txt",
+            "a/in/f.txt",
+            "a/real/link.txt",
+            "a/real/leak.txt",
+            "a/out/secret",
+            "a/out/not-yet",
+            "a/real/absent.txt",
+            "absent/deeper.txt",
+            "a/real",
+            "a/real/",
+            "./a/real/f.txt",
+            "a//real/f.txt",
+            "a/real/./f.txt",
+            "a/real/../real/f.txt",
+            "../x",
+            "/etc/passwd",
+            STORE_DIR,
+            ".engine/x",
+            "a/real/*.txt",
+            "a/real/**",
+            "",
+        ];
+        type Answer = Result<Vec<(String, Option<(u64, u64)>)>, String>;
+        let seen = |m: Option<Metadata>| m.map(|m| (std::os::unix::fs::MetadataExt::ino(&m), m.len()));
+        // Twice over one `Expander` each: first with no folder known, then
+        // with every folder resolved already.
+        let (mut fast, mut general) = (Expander::new(w).unwrap(), Expander::new(w).unwrap());
+        for round in 0..2 {
+            for c in cases {
+                let mut out = Vec::new();
+                let got: Answer =
+                    fast.expand_observed(c, &mut out).map(|()| out.into_iter().map(|(r, m)| (r, seen(m))).collect());
+                let want: Answer = general
+                    .expand(c)
+                    .map(|rels| rels.into_iter().map(|r| (r.clone(), seen(general.metadata_of(&r)))).collect());
+                assert_eq!(got, want, "{c:?}, round {round}");
+            }
+        }
+        let mut out = Vec::new();
+        fast.expand_observed("a/real/f.txt", &mut out).unwrap();
+        assert_eq!(seen(out.pop().and_then(|(_, m)| m)).map(|(_, len)| len), Some(2), "the file's own metadata");
+        // Checking and observing share one `Expander` and refuse alike.
+        let mut both = Expander::new(w).unwrap();
+        for c in cases {
+            let mut out = Vec::new();
+            let checked = both.check(c);
+            let observed = both.expand_observed(c, &mut out).map(drop);
+            assert_eq!(checked, observed, "{c:?}");
+        }
+        let mut checking = Expander::new(w).unwrap();
+        assert_eq!(checking.check("a/real/f.txt"), Ok(()));
+        assert!(checking.metadata_of("a/real/f.txt").is_none(), "a check keeps nothing");
     }
 
     #[test]

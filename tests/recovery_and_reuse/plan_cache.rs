@@ -102,3 +102,78 @@ fn the_bytes_of_a_revision_left_behind_are_refused_though_their_row_is_kept() {
     assert_eq!(doc["error"]["code"], "PLAN_CHANGED", "{doc:#}");
     assert_eq!(ws.attempt_count(), attempts, "nothing ran");
 }
+
+/// What a refused run must leave as it was: every task's state, every
+/// attempt, every event (a lease-taker writes one only when it ends a
+/// left-over process or takes over a lease: neither happens here).
+fn ledger_now(ws: &Ws) -> (Vec<String>, usize, Vec<String>) {
+    let states = ["T1", "T2"].iter().map(|t| ws.task_state(t)).collect();
+    let events = ws.events().into_iter().map(|e| e.kind).collect();
+    (states, ws.attempt_count(), events)
+}
+
+/// A re-run of the same bytes (a plan cache hit) after input `rel` of task
+/// T2 (`$.tasks[1].inputs[0]`) was made to lead out of the workspace: the
+/// load left the inputs to the run, and the run refuses it as the load
+/// would, before it writes or sends anything.
+fn refused_on_a_cached_rerun(ws: &Ws, rel: &str) {
+    let rows = cache_rows(ws);
+    let before = ledger_now(ws);
+    let calls = [ws.calls("T1"), ws.calls("T2")];
+    let out = ws.engine(&["run", "plan.json", "--json"]);
+    assert_eq!(out.code(), 2, "{}", out.describe());
+    let doc = out.json();
+    assert_eq!(doc["error"]["code"], "INPUT_OUTSIDE_WORKSPACE", "{doc:#}");
+    assert_eq!(doc["error"]["place"], "$.tasks[1].inputs[0]", "{doc:#}");
+    let message = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with(&format!("input `{rel}` of task `T2` resolves through a symlink")), "{doc:#}");
+    assert!(message.ends_with("outside the workspace"), "{doc:#}");
+    assert_eq!(ledger_now(ws), before, "no state, attempt or run event written");
+    assert_eq!([ws.calls("T1"), ws.calls("T2")], calls, "nothing dispatched");
+    assert_eq!(cache_rows(ws), rows, "the same bytes: a cache hit, no new row");
+    // `engine check` refuses it at load, with the same error.
+    let checked = ws.engine(&["check", "plan.json", "--json"]);
+    assert_eq!(checked.code(), 2, "{}", checked.describe());
+    assert_eq!(checked.json()["error"], doc["error"], "the load's refusal and the run's are one");
+}
+
+#[test]
+fn a_complete_tasks_input_turned_into_a_symlink_out_refuses_the_cached_rerun() {
+    let ws = build();
+    assert_eq!([ws.task_state("T1"), ws.task_state("T2")], ["succeeded", "succeeded"]);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("b.txt"), "b").unwrap();
+    std::fs::remove_file(ws.path("b.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("b.txt"), ws.path("b.txt")).unwrap();
+    refused_on_a_cached_rerun(&ws, "b.txt");
+    // Back inside: the same bytes run again, every task reused.
+    std::fs::remove_file(ws.path("b.txt")).unwrap();
+    ws.write("b.txt", "b");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!([ws.calls("T1"), ws.calls("T2")], [1, 1]);
+    ws.verify();
+}
+
+#[test]
+fn a_never_completed_tasks_folder_turned_into_a_symlink_out_refuses_the_cached_rerun() {
+    // T1 fails, so T2 (after it) never runs: its input is checked, not
+    // observed.
+    let ws = Ws::new();
+    ws.write("a.txt", "a");
+    ws.write("d/b.txt", "b");
+    let mut t1 = sh_task("T1", "exit 1");
+    t1["inputs"] = json!(["a.txt"]);
+    let mut t2 = sh_task("T2", "true");
+    t2["inputs"] = json!(["d/b.txt"]);
+    t2["depends_on"] = json!(["T1"]);
+    ws.write_plan("plan.json", &plan("cached", vec![t1, t2]));
+    let first = ws.engine(&["run", "plan.json", "--json"]);
+    assert_ne!(first.code(), 0, "{}", first.describe());
+    assert_eq!(ws.calls("T2"), 0);
+    assert_ne!(ws.task_state("T2"), "succeeded");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("b.txt"), "b").unwrap();
+    std::fs::remove_dir_all(ws.path("d")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path("d")).unwrap();
+    refused_on_a_cached_rerun(&ws, "d/b.txt");
+}

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::digest::{Digester, Kind};
 
 pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
-pub use observe::{observe, observe_with, observes_quickly};
+pub use observe::{expand_inputs, observe, observe_expanded, observe_with, observes_quickly, Expanded};
 pub use protect::observe_protected;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

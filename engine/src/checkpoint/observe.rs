@@ -37,21 +37,51 @@ pub fn observe_with(
     sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Checkpoint, String> {
-    let mut files = BTreeMap::new();
-    if !task.inputs.is_empty() {
+    let expanded = if task.inputs.is_empty() {
+        Expanded::default()
+    } else {
         let expander = match expander {
             Some(e) => e,
             None => expander.insert(workspace::Expander::new(workspace_dir)?),
         };
-        for input in &task.inputs {
-            for rel in expander.expand(input)? {
-                let known = expander.metadata_of(&rel);
-                let digest = cache
-                    .digest_known(&workspace::under(workspace_dir, &rel), known)
-                    .map_err(|e| format!("cannot read input {rel}: {e}"))?;
-                files.insert(rel, digest);
-            }
-        }
+        expand_inputs(expander, task).map_err(|(_, why)| why)?
+    };
+    observe_expanded(expanded, workspace_dir, task, secrets, sandbox, cache)
+}
+
+/// A task's inputs expanded to files, each with the metadata its
+/// expansion read (`Expander::expand_observed`): what observing them
+/// hashes, through the file-state cache.
+#[derive(Debug, Default)]
+pub struct Expanded(Vec<(String, Option<std::fs::Metadata>)>);
+
+/// Expand every input of `task` through `expander`; an input that cannot
+/// be expanded (one leading out of the workspace among them) is refused
+/// with its index in `task.inputs`.
+pub fn expand_inputs(expander: &mut workspace::Expander, task: &Task) -> Result<Expanded, (usize, String)> {
+    let mut files = Vec::with_capacity(task.inputs.len());
+    for (j, input) in task.inputs.iter().enumerate() {
+        expander.expand_observed(input, &mut files).map_err(|why| (j, why))?;
+    }
+    Ok(Expanded(files))
+}
+
+/// Observe a task's checkpoint from its inputs' expansion (`expand_inputs`)
+/// made now, as `observe` does.
+pub fn observe_expanded(
+    expanded: Expanded,
+    workspace_dir: &Path,
+    task: &Task,
+    secrets: &[String],
+    sandbox: &Sandbox,
+    cache: &mut FileCache,
+) -> Result<Checkpoint, String> {
+    let mut files = BTreeMap::new();
+    for (rel, known) in expanded.0 {
+        let digest = cache
+            .digest_known(&workspace::under(workspace_dir, &rel), known)
+            .map_err(|e| format!("cannot read input {rel}: {e}"))?;
+        files.insert(rel, digest);
     }
     let mut context = BTreeMap::new();
     for (name, source) in &task.context {

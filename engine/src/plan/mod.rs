@@ -24,7 +24,8 @@ pub use model::*;
 /// A plan that passed every check. Only `Plan::load`, `Plan::from_file` and
 /// `Plan::checked` build one, so holding a `Plan` means: parsed,
 /// structurally valid (now, or its exact bytes earlier, by this engine's
-/// version: the plan cache), inputs inside the workspace.
+/// version: the plan cache), providers' files readable, and its inputs
+/// inside the workspace — or, says `inputs`, still to be checked.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub file: PlanFile,
@@ -34,6 +35,21 @@ pub struct Plan {
     pub order: Vec<usize>,
     pub index: HashMap<String, usize>,
     pub digests: PlanDigests,
+    /// Were the inputs found inside the workspace at load?
+    pub inputs: Inputs,
+}
+
+/// Whether a plan's inputs were checked against the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inputs {
+    /// At load: before anything was registered or run.
+    Checked,
+    /// Not yet: the plan cache vouched for the plan file's bytes, so the
+    /// revision is registered already and nothing is written before the
+    /// run. The run checks them under the lease, before it writes anything
+    /// (`run::inputs`), in the same expansion of each input that observes
+    /// the complete tasks' checkpoints: one look at the workspace, not two.
+    ToCheck,
 }
 
 /// A plan file read and parsed, not yet checked: its bytes' cache key
@@ -75,24 +91,25 @@ impl Plan {
         check_files(&file, &workspace)?;
         let index = index_of(&file);
         let digests = PlanDigests::compute(&file);
-        Ok(Plan { file, workspace, order, index, digests })
+        Ok(Plan { file, workspace, order, index, digests, inputs: Inputs::Checked })
     }
 
     /// The plan of `source`: when `cached` (the plan cache's row for its
     /// key) vouches for these bytes (`CachedPlan::derived`), the order and
     /// digests the full path derived from them before are taken from it,
-    /// and only what depends on the file system now — inputs inside the
-    /// workspace, providers' files — is checked again; otherwise the full
-    /// path. The flag says whether the cache was used.
+    /// the providers' files are checked again, and the inputs are left to
+    /// the run (`Inputs::ToCheck`: the file system may have changed since,
+    /// and the run's first look at the workspace checks them); otherwise
+    /// the full path. The flag says whether the cache was used.
     pub fn checked(mut source: Source, cached: Option<&cache::CachedPlan>) -> Result<(Plan, bool)> {
         let Some((order, digests)) = cached.and_then(|c| c.derived(&source.key, &source.file)) else {
             return Ok((Plan::from_file(source.file, source.workspace)?, false));
         };
         sort_free_form(&mut source.file);
         let Source { file, workspace, .. } = source;
-        check_files(&file, &workspace)?;
+        check_providers(&file, &workspace)?;
         let index = index_of(&file);
-        Ok((Plan { file, workspace, order, index, digests }, true))
+        Ok((Plan { file, workspace, order, index, digests, inputs: Inputs::ToCheck }, true))
     }
 
     pub fn goal(&self) -> &Goal {
@@ -122,22 +139,36 @@ fn sort_free_form(file: &mut PlanFile) {
 /// What the file system decides: every literal input inside the
 /// workspace, every provider's files readable.
 fn check_files(file: &PlanFile, workspace: &Path) -> Result<()> {
-    let mut expander = workspace::Expander::checking(workspace).map_err(|why| {
-        Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}"))
-            .at(workspace.display().to_string())
-    })?;
+    let mut expander = workspace::Expander::checking(workspace).map_err(|why| workspace_unusable(workspace, &why))?;
     for (i, task) in file.tasks.iter().enumerate() {
         for (j, input) in task.inputs.iter().enumerate() {
-            expander.expand(input).map_err(|why| {
-                Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))
-                    .at(format!("$.tasks[{i}].inputs[{j}]"))
-            })?;
+            expander.expand(input).map_err(|why| input_refused(file, i, j, &why))?;
         }
     }
+    check_providers(file, workspace)
+}
+
+fn check_providers(file: &PlanFile, workspace: &Path) -> Result<()> {
     for (name, spec) in &file.providers {
         adapters::check_files(name, spec, workspace)?;
     }
     Ok(())
+}
+
+/// The workspace could not be resolved to look at its inputs.
+pub fn workspace_unusable(workspace: &Path, why: &str) -> Error {
+    Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {why}")).at(workspace.display().to_string())
+}
+
+/// Input `j` of task `i` is refused (`why`: the workspace's reason): the
+/// same error whether the load checks it or the run (`Inputs::ToCheck`).
+pub fn input_refused(file: &PlanFile, i: usize, j: usize, why: &str) -> Error {
+    let (task, input) = match file.tasks.get(i) {
+        Some(t) => (t.task_ref.as_str(), t.inputs.get(j).map(String::as_str).unwrap_or_default()),
+        None => ("", ""),
+    };
+    Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{task}` {why}"))
+        .at(format!("$.tasks[{i}].inputs[{j}]"))
 }
 
 fn index_of(file: &PlanFile) -> HashMap<String, usize> {

@@ -67,6 +67,9 @@ impl Runner<'_> {
         // Decide everything inside one snapshot, then write what went stale.
         let tool_context: std::collections::HashMap<&str, _> =
             self.plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), self.tool_context(t))).collect();
+        // The first look's expansions, when it made them and nothing ran
+        // since (`inputs.rs`): each input resolved once a run.
+        let mut looked = self.first_look.take().unwrap_or_default();
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
         let sandbox = self.sandboxes.checks();
@@ -107,7 +110,12 @@ impl Runner<'_> {
                     upstream,
                     || {
                         let (secrets, workspace) = (&plan.file.secrets, &plan.workspace);
-                        let cp = checkpoint::observe_with(&mut expander, workspace, task, secrets, &sandbox, cache)?;
+                        let cp = match looked.remove(&i) {
+                            Some(expanded) => {
+                                checkpoint::observe_expanded(expanded, workspace, task, secrets, &sandbox, cache)?
+                            }
+                            None => checkpoint::observe_with(&mut expander, workspace, task, secrets, &sandbox, cache)?,
+                        };
                         Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
                     },
                 );

@@ -14,6 +14,7 @@ mod constraints;
 mod fresh;
 mod group;
 mod in_doubt;
+mod inputs;
 mod look;
 mod materialize;
 pub mod orphans;
@@ -253,6 +254,9 @@ struct Runner<'l> {
     /// Does any task declare `outputs`? (Else nothing is materialized, at
     /// no cost per task.)
     outputs_declared: bool,
+    /// What the first look at the workspace read of the complete tasks'
+    /// inputs, for the reuse pass (`inputs.rs`).
+    first_look: Option<inputs::FirstLook>,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -321,10 +325,15 @@ impl<'l> Runner<'l> {
             budgets: Budgets::default(),
             began_ms: crate::clock::now_ms(),
             outputs_declared,
+            first_look: None,
         }
     }
 
     async fn run(&mut self) -> Result<RunReport> {
+        self.read_states()?;
+        // Inputs the load left to the run are refused before it writes
+        // anything, as the load would have refused them.
+        self.check_inputs()?;
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
@@ -333,20 +342,6 @@ impl<'l> Runner<'l> {
         })?;
         let raises = crate::budgets::raises(&*self.ledger.read(), &self.goal_id)?;
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
-        for (task_ref, state) in self.ledger.read().task_states(&self.goal_id, self.revision)? {
-            self.states.insert(task_ref, state);
-        }
-        // Every task of the plan has its row: the scheduler reads states by
-        // the plan's refs and must never meet one the ledger lacks.
-        if let Some(t) = self.plan.file.tasks.iter().find(|t| !self.states.contains_key(&t.task_ref)) {
-            return Err(Error::new(
-                Code::StoreCorrupt,
-                format!(
-                    "task `{}` of goal `{}` revision {} has no row in the ledger",
-                    t.task_ref, self.goal_id, self.revision
-                ),
-            ));
-        }
         self.states_at_start = self.states.clone();
         self.check_tools().await?;
         self.cache = FileCache::from_states(self.ledger.read().file_states()?);
@@ -369,6 +364,25 @@ impl<'l> Runner<'l> {
         let report = self.finish(acceptance);
         self.release_if_idle(crate::store::GOAL_CLAIM)?;
         report
+    }
+
+    /// Each task's state as the ledger has it when the run begins.
+    fn read_states(&mut self) -> Result<()> {
+        for (task_ref, state) in self.ledger.read().task_states(&self.goal_id, self.revision)? {
+            self.states.insert(task_ref, state);
+        }
+        // Every task of the plan has its row: the scheduler reads states by
+        // the plan's refs and must never meet one the ledger lacks.
+        if let Some(t) = self.plan.file.tasks.iter().find(|t| !self.states.contains_key(&t.task_ref)) {
+            return Err(Error::new(
+                Code::StoreCorrupt,
+                format!(
+                    "task `{}` of goal `{}` revision {} has no row in the ledger",
+                    t.task_ref, self.goal_id, self.revision
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn task(&self, task_ref: &str) -> Result<&Task> {

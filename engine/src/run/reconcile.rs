@@ -39,6 +39,7 @@ impl Runner<'_> {
             if !self.claim_for(&a.task_ref)? {
                 continue;
             }
+            self.forget_first_look();
             if a.revision != self.revision {
                 self.superseded_in_doubt(&a).await?;
             } else {
@@ -103,6 +104,7 @@ impl Runner<'_> {
                 continue;
             }
             let Some(task) = self.plan.task(&a.task_ref).cloned() else { continue };
+            self.forget_first_look();
             if self.state(&a.task_ref) != TaskState::Running {
                 // A person's stop ended its validations: judged now.
                 let detail = json!({"attempt_id": a.id, "why": "judging the receipt a stopped run kept"});

@@ -102,6 +102,7 @@ impl Runner<'_> {
         if asked.is_empty() {
             return Ok(());
         }
+        self.forget_first_look();
         let call = listing_call(&self.plan.workspace, &self.secrets, &self.sandboxes);
         for (provider, listed) in inventories(&asked, &call, &self.sandboxes).await {
             let data = match &listed {
