@@ -24,6 +24,7 @@ impl Runner<'_> {
     /// error (INPUT_OUTSIDE_WORKSPACE at `$.tasks[i].inputs[j]`). A task
     /// the reuse pass will observe is expanded as observing does (a `statx`
     /// per file, kept); any other only checked (its folders' listings).
+    /// Called once, at the run's start.
     pub(super) fn check_inputs(&mut self) -> Result<()> {
         if self.plan.inputs == Inputs::Checked {
             return Ok(());
@@ -45,7 +46,6 @@ impl Runner<'_> {
                 expander.check(input).map_err(|why| plan::input_refused(&self.plan.file, i, j, &why))?;
             }
         }
-        self.plan.inputs = Inputs::Checked;
         self.first_look = Some(looked);
         Ok(())
     }
