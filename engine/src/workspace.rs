@@ -47,6 +47,13 @@ pub struct Expander {
     /// The folder `literal_file` last found inside (empty: none yet): a
     /// task's files in one folder cost no lookup after the first.
     inside: PathBuf,
+    /// The process's working folder is the workspace (as `getcwd` names
+    /// it when the `Expander` is made): `literal_file` looks at a file by
+    /// its relative path, which the kernel walks from there — three names
+    /// for `src/t0001/f00.txt`, not also every name of the workspace's own
+    /// path (a no-op re-run's most frequent kernel work after `statx`
+    /// itself). The engine never changes its working folder.
+    at_cwd: bool,
 }
 
 /// What a name is, without following it.
@@ -82,6 +89,7 @@ const LISTING_NAMES_MAX: usize = 4096;
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
+        let at_cwd = std::env::current_dir().is_ok_and(|cwd| cwd == root);
         Ok(Expander {
             root,
             dirs: HashMap::default(),
@@ -90,6 +98,7 @@ impl Expander {
             checking: false,
             scratch: PathBuf::new(),
             inside: PathBuf::new(),
+            at_cwd,
         })
     }
 
@@ -147,15 +156,15 @@ impl Expander {
         }
         let mut path = std::mem::take(&mut self.scratch);
         under_into(&mut path, &self.root, pattern);
-        let found = self.regular_inside(&path).map(|meta| (pattern.to_string(), Some(meta)));
+        let found = self.regular_inside(&path, pattern).map(|meta| (pattern.to_string(), Some(meta)));
         self.scratch = path;
         found
     }
 
     /// `path`'s metadata when it is a regular file whose folder resolves
-    /// inside the workspace.
-    fn regular_inside(&mut self, path: &Path) -> Option<Metadata> {
-        let meta = std::fs::symlink_metadata(path).ok()?;
+    /// inside the workspace; `rel` is `path` relative to the workspace.
+    fn regular_inside(&mut self, path: &Path, rel: &str) -> Option<Metadata> {
+        let meta = if self.at_cwd { std::fs::symlink_metadata(rel) } else { std::fs::symlink_metadata(path) }.ok()?;
         if !meta.file_type().is_file() {
             return None;
         }
@@ -827,6 +836,50 @@ mod tests {
         let mut checking = Expander::new(w).unwrap();
         assert_eq!(checking.check("a/real/f.txt"), Ok(()));
         assert!(checking.metadata_of("a/real/f.txt").is_none(), "a check keeps nothing");
+    }
+
+    #[test]
+    fn a_file_looked_at_from_the_working_folder_is_the_file_under_the_root() {
+        // A workspace that is the test's working folder (the package's),
+        // its fixture in a folder below it.
+        let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+        let dir = tempfile::Builder::new().prefix(".expander-at-cwd").tempdir_in(&cwd).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        let base = w.strip_prefix(&cwd).unwrap().to_str().unwrap().to_string();
+        std::fs::create_dir_all(w.join("a/real")).unwrap();
+        std::fs::write(w.join("top.txt"), "t").unwrap();
+        std::fs::write(w.join("a/real/f.txt"), "ff").unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), w.join("a/out")).unwrap();
+        std::os::unix::fs::symlink("real", w.join("a/in")).unwrap();
+        std::os::unix::fs::symlink("f.txt", w.join("a/real/link.txt")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), w.join("a/real/leak.txt")).unwrap();
+        let cases = ["top.txt", "a/real/f.txt", "a/in/f.txt", "a/real/link.txt", "a/real/leak.txt", "a/out/secret"];
+        let cases = cases.iter().chain(&["a/real/absent.txt", "a/real", "a/real/*.txt"]);
+        type Answer = Result<Vec<(String, Option<(u64, u64)>)>, String>;
+        let seen = |m: Option<Metadata>| m.map(|m| (std::os::unix::fs::MetadataExt::ino(&m), m.len()));
+        let mut from_cwd = Expander::new(&cwd).unwrap();
+        assert!(from_cwd.at_cwd, "the working folder is the workspace");
+        let mut from_root = Expander::new(&cwd).unwrap();
+        from_root.at_cwd = false;
+        for c in cases {
+            let pattern = format!("{base}/{c}");
+            let mut answers: Vec<Answer> = Vec::new();
+            for e in [&mut from_cwd, &mut from_root] {
+                let mut out = Vec::new();
+                answers.push(
+                    e.expand_observed(&pattern, &mut out)
+                        .map(|()| out.into_iter().map(|(r, m)| (r, seen(m))).collect()),
+                );
+            }
+            assert_eq!(answers[0], answers[1], "{pattern}");
+        }
+        let mut out = Vec::new();
+        from_cwd.expand_observed(&format!("{base}/a/real/f.txt"), &mut out).unwrap();
+        let f = std::fs::metadata(w.join("a/real/f.txt")).unwrap();
+        assert_eq!(seen(out.pop().and_then(|(_, m)| m)), seen(Some(f)), "the file's own metadata");
+        assert!(!Expander::new(w).unwrap().at_cwd, "another folder than the working one");
     }
 
     #[test]
