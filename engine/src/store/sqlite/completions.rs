@@ -12,7 +12,7 @@ use rusqlite::params;
 use serde_json::Value;
 
 use super::sql::{one_of, rows, Sql};
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::RecordedCheckpoint;
 use crate::error::{Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
@@ -169,8 +169,9 @@ fn attempts_by_id(sql: &Sql, ids: impl Iterator<Item = AttemptId>) -> Result<Has
 }
 
 /// The checkpoints of `digests` (one query). One that does not parse is
-/// absent, as `checkpoint` has it.
-fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<HashMap<String, Checkpoint>> {
+/// absent, as `checkpoint` has it; one that does is checked, not parsed
+/// (reuse compares its digest, and reads its files only on a difference).
+fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<HashMap<String, RecordedCheckpoint>> {
     let list = serde_json::Value::from(digests.iter().copied().collect::<Vec<&str>>()).to_string();
     let found = rows(
         sql.conn,
@@ -178,7 +179,7 @@ fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<HashMap<
         [list],
         |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
     )?;
-    Ok(found.into_iter().filter_map(|(d, data)| Some((d, serde_json::from_str(&data).ok()?))).collect())
+    Ok(found.into_iter().filter_map(|(d, data)| Some((d, RecordedCheckpoint::from_json(data)?))).collect())
 }
 
 /// The latest result of each validation of each task of `revision`, by
