@@ -35,8 +35,7 @@ impl FileCache {
     /// The entries this process hashed since the last call: what to write
     /// back to the ledger.
     pub fn take_dirty(&mut self) -> Vec<FileState> {
-        let mut out: Vec<FileState> =
-            self.dirty.drain().filter_map(|p| Some(self.entries.get(&p)?.state(p))).collect();
+        let mut out: Vec<FileState> = self.dirty.drain().filter_map(|p| Some(self.entries.get(&p)?.state(p))).collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
