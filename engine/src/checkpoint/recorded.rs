@@ -11,14 +11,16 @@ use serde::Deserialize;
 
 use super::Checkpoint;
 
-/// A recorded checkpoint: its digest, and its JSON or its parsed form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A recorded checkpoint: its digest, and its JSON or its parsed form
+/// (which of the two is not part of what it is: both compare and print as
+/// the checkpoint they hold).
+#[derive(Clone)]
 pub struct RecordedCheckpoint {
     digest: String,
     body: Body,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 enum Body {
     /// Checked to parse as a `Checkpoint`; parsed when its files are read.
     Json(String),
@@ -53,6 +55,23 @@ impl RecordedCheckpoint {
             Body::Json(json) => serde_json::from_str::<Checkpoint>(json).ok()?.first_difference(now),
             Body::Parsed(cp) => cp.first_difference(now),
         }
+    }
+}
+
+impl PartialEq for RecordedCheckpoint {
+    fn eq(&self, other: &RecordedCheckpoint) -> bool {
+        self.digest == other.digest && self.checkpoint() == other.checkpoint()
+    }
+}
+
+impl Eq for RecordedCheckpoint {}
+
+impl fmt::Debug for RecordedCheckpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordedCheckpoint")
+            .field("digest", &self.digest)
+            .field("checkpoint", &self.checkpoint())
+            .finish()
     }
 }
 
@@ -172,6 +191,11 @@ mod tests {
         assert_eq!(recorded.first_difference(&now), Some("b".into()));
         assert_eq!(RecordedCheckpoint::from(then.clone()).first_difference(&now), Some("b".into()));
         assert_eq!(recorded.first_difference(&then), None);
-        assert_eq!(recorded.checkpoint(), Some(then));
+        assert_eq!(recorded.checkpoint(), Some(then.clone()));
+        // Read as JSON or made from a checkpoint: the same, to compare and to print.
+        let made = RecordedCheckpoint::from(then);
+        assert_eq!(recorded, made);
+        assert_eq!(format!("{recorded:?}"), format!("{made:?}"));
+        assert_ne!(recorded, RecordedCheckpoint::from(now));
     }
 }
