@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine::checkpoint::Checkpoint;
+use engine::checkpoint::{Checkpoint, RecordedCheckpoint};
 use engine::decide::reuse::{decide, Candidate, Completion, Decision, ValidationResult};
 use engine::ids::{AttemptId, EvidenceId, Revision};
 use engine::plan::{Effect, Task};
@@ -144,11 +144,15 @@ fn run_decide(c: &Case) -> Decision {
     let completion = Completion {
         revision: Revision(1),
         attempt_id: AttemptId(42),
-        task: old,
+        task: &old,
         meaning: "m".into(),
         meaning_core: "k".into(),
         dependencies: "d".into(),
-        checkpoint: c.has_checkpoint.then(|| cp("c1")),
+        // As the ledger reads it: its JSON, parsed only on a difference.
+        checkpoint: c
+            .has_checkpoint
+            .then(|| RecordedCheckpoint::from_json(serde_json::to_string(&cp("c1")).unwrap()))
+            .flatten(),
         reusable: c.reusable,
         validations: c
             .results

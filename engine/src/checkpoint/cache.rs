@@ -14,7 +14,9 @@ pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 #[derive(Debug, Default)]
 pub struct FileCache {
-    entries: HashMap<String, FileState>,
+    /// By path: the path is the key only (a `FileState`'s own is moved
+    /// into it, not copied, when the ledger's states are loaded).
+    entries: HashMap<String, Seen>,
     dirty: HashSet<String>,
     pub hits: u64,
     pub misses: u64,
@@ -27,13 +29,13 @@ fn now_ns() -> i64 {
 impl FileCache {
     /// A cache holding what the ledger remembers.
     pub fn from_states(states: Vec<FileState>) -> FileCache {
-        FileCache { entries: states.into_iter().map(|s| (s.path.clone(), s)).collect(), ..Default::default() }
+        FileCache { entries: states.into_iter().map(Seen::of).collect(), ..Default::default() }
     }
 
     /// The entries this process hashed since the last call: what to write
     /// back to the ledger.
     pub fn take_dirty(&mut self) -> Vec<FileState> {
-        let mut out: Vec<FileState> = self.dirty.drain().filter_map(|p| self.entries.get(&p).cloned()).collect();
+        let mut out: Vec<FileState> = self.dirty.drain().filter_map(|p| Some(self.entries.get(&p)?.state(p))).collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
@@ -81,8 +83,7 @@ impl FileCache {
         let key = key.into_owned();
         self.entries.insert(
             key.clone(),
-            FileState {
-                path: key.clone(),
+            Seen {
                 size: meta.len(),
                 mtime_ns,
                 ctime_ns,
@@ -94,6 +95,38 @@ impl FileCache {
         );
         self.dirty.insert(key);
         Ok(Some(digest))
+    }
+}
+
+/// A `FileState` without its path (the cache's key).
+#[derive(Debug, Clone)]
+struct Seen {
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    inode: u64,
+    dev: u64,
+    digest: String,
+    hashed_at_ns: i64,
+}
+
+impl Seen {
+    fn of(s: FileState) -> (String, Seen) {
+        let FileState { path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns } = s;
+        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns })
+    }
+
+    fn state(&self, path: String) -> FileState {
+        FileState {
+            path,
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            inode: self.inode,
+            dev: self.dev,
+            digest: self.digest.clone(),
+            hashed_at_ns: self.hashed_at_ns,
+        }
     }
 }
 
@@ -161,6 +194,38 @@ mod tests {
         let now = cache.digest(&f).unwrap();
         assert_ne!(now, good, "a changed file must never come back from the cache");
         assert_eq!(cache.hits, 1);
+    }
+
+    /// What the ledger remembered answers a lookup; what was hashed comes
+    /// back whole (its path too) to be written back, and nothing else.
+    #[test]
+    fn loaded_states_answer_and_hashed_ones_come_back_whole() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+        std::fs::write(&a, "a").unwrap();
+        std::fs::write(&b, "b").unwrap();
+        let m = std::fs::metadata(&a).unwrap();
+        let remembered = FileState {
+            path: a.to_string_lossy().into_owned(),
+            size: m.len(),
+            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            inode: m.ino(),
+            dev: m.dev(),
+            digest: "remembered".into(),
+            hashed_at_ns: now_ns() + 10 * RACY_WINDOW_NS,
+        };
+        let mut cache = FileCache::from_states(vec![remembered]);
+        assert_eq!(cache.digest(&a).unwrap().as_deref(), Some("remembered"));
+        assert_eq!((cache.hits, cache.misses), (1, 0));
+        let hashed = cache.digest(&b).unwrap();
+        let dirty = cache.take_dirty();
+        assert_eq!(dirty.len(), 1);
+        assert_eq!(dirty[0].path, b.to_string_lossy());
+        assert_eq!(Some(dirty[0].digest.clone()), hashed);
+        assert_eq!(dirty[0].size, 1);
+        assert!(cache.take_dirty().is_empty());
     }
 
     #[test]

@@ -3,12 +3,14 @@
 //! Validations are judged against a checkpoint; reuse compares them.
 //!
 //! This file holds the data (pure); `observe` reads the workspace through
-//! `cache`, the file-state cache that spares re-hashing unchanged files.
+//! `cache`, the file-state cache that spares re-hashing unchanged files;
+//! `recorded` is a stored checkpoint as reuse reads it (its digest first).
 
 mod cache;
 mod context;
 mod observe;
 mod protect;
+mod recorded;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,7 @@ use crate::digest::{Digester, Kind};
 pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
 pub use observe::{expand_inputs, observe, observe_expanded, observe_with, observes_quickly, Expanded};
 pub use protect::observe_protected;
+pub use recorded::RecordedCheckpoint;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {

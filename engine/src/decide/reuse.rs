@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, RecordedCheckpoint};
 use crate::ids::{AttemptId, EvidenceId, Revision};
 use crate::plan::model::{Effect, Task};
 
@@ -91,17 +91,19 @@ pub struct ValidationResult {
 
 /// A completed task of the earlier revision, as the ledger recorded it.
 #[derive(Debug, Clone)]
-pub struct Completion {
+pub struct Completion<'a> {
     pub revision: Revision,
     pub attempt_id: AttemptId,
-    /// The earlier task definition (to name a changed field).
-    pub task: Task,
+    /// The earlier task definition (to name a changed field), borrowed
+    /// from the plan that defined it.
+    pub task: &'a Task,
     pub meaning: String,
     /// Its meaning without the validations (`digests::meaning_core_digest`).
     pub meaning_core: String,
     pub dependencies: String,
-    /// The checkpoint its validations judged (`None`: not recorded).
-    pub checkpoint: Option<Checkpoint>,
+    /// The checkpoint its validations judged (`None`: not recorded); its
+    /// files are read only to name a difference.
+    pub checkpoint: Option<RecordedCheckpoint>,
     /// False when its inputs changed while its validations ran.
     pub reusable: bool,
     pub validations: Vec<ValidationResult>,
@@ -120,7 +122,7 @@ pub struct Candidate<'a> {
 /// if every cheaper condition holds).
 pub fn decide(
     goal_changed: bool,
-    completion: Option<&Completion>,
+    completion: Option<&Completion<'_>>,
     candidate: &Candidate,
     upstream_run: Option<&str>,
     observe: impl FnOnce() -> Result<Checkpoint, String>,
@@ -133,7 +135,7 @@ pub fn decide(
     // A change to the set of validations alone is VALIDATION_SET_CHANGED,
     // decided in its place below; any other change is MEANING_CHANGED.
     if done.meaning != candidate.meaning && !only_validation_set_differs(done, candidate) {
-        return run(Refusal::MeaningChanged { field: changed_field(&done.task, candidate.task) });
+        return run(Refusal::MeaningChanged { field: changed_field(done.task, candidate.task) });
     }
     if done.dependencies != candidate.dependencies {
         return run(Refusal::DependenciesChanged);
@@ -152,11 +154,11 @@ pub fn decide(
         return run(Refusal::CheckpointChanged { path: "(inputs changed while its validations ran)".into() });
     }
     match observe() {
-        Ok(now) if now.digest == cp.digest => Decision::Reuse {
+        Ok(now) if now.digest == cp.digest() => Decision::Reuse {
             provenance: Provenance {
                 revision: done.revision,
                 attempt_id: done.attempt_id,
-                checkpoint: cp.digest.clone(),
+                checkpoint: cp.digest().to_string(),
                 evidence_ids: done.validations.iter().map(|v| v.evidence_id).collect(),
             },
         },
@@ -172,14 +174,19 @@ pub fn decide(
 /// otherwise the reason it never will — an external effect, inputs that
 /// changed while its validations ran, a validation not bound to its
 /// checkpoint. What a later revision does change is decided then.
-pub fn standing(done: &Completion) -> Option<Refusal> {
+pub fn standing(done: &Completion<'_>) -> Option<Refusal> {
     let same = Candidate {
-        task: &done.task,
+        task: done.task,
         meaning: &done.meaning,
         meaning_core: &done.meaning_core,
         dependencies: &done.dependencies,
     };
-    let unchanged = || done.checkpoint.clone().ok_or_else(|| "no checkpoint was recorded".to_string());
+    let unchanged = || {
+        done.checkpoint
+            .as_ref()
+            .and_then(RecordedCheckpoint::checkpoint)
+            .ok_or_else(|| "no checkpoint was recorded".to_string())
+    };
     match decide(false, Some(done), &same, None, unchanged) {
         Decision::Reuse { .. } => None,
         Decision::Run { refusal } => Some(refusal),
@@ -189,7 +196,7 @@ pub fn standing(done: &Completion) -> Option<Refusal> {
 /// The completion's validations are the ones the task declares now, each
 /// with a latest result that passed on the completion's checkpoint: that
 /// checkpoint, or the first reason they are not.
-fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpoint, Refusal> {
+fn validations_hold<'d>(done: &'d Completion<'_>, task: &Task) -> Result<&'d RecordedCheckpoint, Refusal> {
     let wanted: BTreeSet<&str> = task.validations.iter().map(|v| v.id.as_str()).collect();
     let have: BTreeSet<&str> = done.validations.iter().map(|v| v.id.as_str()).collect();
     let declared_then: BTreeSet<&str> = done.task.validations.iter().map(|v| v.id.as_str()).collect();
@@ -217,7 +224,7 @@ fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpo
                 why: "its latest result is a failure".into(),
             });
         }
-        if v.checkpoint.as_deref() != Some(cp.digest.as_str()) {
+        if v.checkpoint.as_deref() != Some(cp.digest()) {
             return Err(Refusal::ValidationNotPassed {
                 validation: v.id.clone(),
                 why: "its latest pass is not bound to the completion's checkpoint".into(),
@@ -230,12 +237,12 @@ fn validations_hold<'d>(done: &'d Completion, task: &Task) -> Result<&'d Checkpo
 /// Do two definitions of a task differ only in which validations they
 /// declare: the same meaning without validations, another set of
 /// validation ids, and every validation both declare unchanged?
-fn only_validation_set_differs(done: &Completion, candidate: &Candidate) -> bool {
+fn only_validation_set_differs(done: &Completion<'_>, candidate: &Candidate) -> bool {
     if done.meaning_core != candidate.meaning_core {
         return false;
     }
     let ids = |t: &Task| t.validations.iter().map(|v| v.id.clone()).collect::<BTreeSet<String>>();
-    if ids(&done.task) == ids(candidate.task) {
+    if ids(done.task) == ids(candidate.task) {
         return false;
     }
     done.task

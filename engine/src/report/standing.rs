@@ -55,7 +55,7 @@ pub fn of_task(
             text: format!(
                 "completion ({basis}): reusable by a later revision while its goal, meaning, dependencies and inputs \
                  still match checkpoint {}",
-                done.checkpoint.as_ref().map_or("?", |c| super::short(&c.digest))
+                done.checkpoint.as_ref().map_or("?", |c| super::short(c.digest()))
             ),
             json: json!({"reusable": true, "completion": provenance}),
         },

@@ -23,13 +23,13 @@ use crate::store::LedgerRead;
 /// The completion of `task_ref` in `revision`, as a reuse decision weighs
 /// it; `task_then`: the task as that revision defined it, with its
 /// provider's spec then (`None`: it had no such task).
-pub fn completion(
+pub fn completion<'t>(
     ledger: &dyn LedgerRead,
     goal: &GoalId,
     revision: Revision,
-    task_then: Option<(&Task, Option<&ProviderSpec>)>,
+    task_then: Option<(&'t Task, Option<&ProviderSpec>)>,
     task_ref: &str,
-) -> Result<Option<Completion>> {
+) -> Result<Option<Completion<'t>>> {
     let Some((task, spec)) = task_then else { return Ok(None) };
     let Some(done) = ledger.completion(goal, revision, task_ref)? else { return Ok(None) };
     // No provider then: nothing to compare with, so the core differs.
@@ -39,11 +39,11 @@ pub fn completion(
 
 /// A recorded completion as the reuse decision weighs it: `task` and
 /// `meaning_core` are the task as the completion's revision defined it.
-fn weighed(done: CompletionRecord, task: &Task, meaning_core: String) -> Completion {
+fn weighed(done: CompletionRecord, task: &Task, meaning_core: String) -> Completion<'_> {
     Completion {
         revision: done.revision,
         attempt_id: done.attempt_id,
-        task: task.clone(),
+        task,
         meaning: done.meaning,
         meaning_core,
         dependencies: done.dependencies,

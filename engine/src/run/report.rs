@@ -216,19 +216,26 @@ impl Runner<'_> {
             .collect();
         let read = self.ledger.read();
         let mut tasks = Vec::new();
-        // Every task's completed attempt in one read, not two per task.
-        let completed = read.completed_attempts(&self.goal_id, self.revision)?;
-        for r in read.tasks(&self.goal_id, self.revision)? {
+        // Every task's completed attempt in one read, not two per task;
+        // read only when a person settled an attempt of this revision `ok`
+        // (otherwise no task's completed attempt can be such a one).
+        let settled = read.attempts_in_state(&self.goal_id, AttemptState::SettledOk)?;
+        let completed = if settled.iter().any(|a| a.revision == self.revision) {
+            read.completed_attempts(&self.goal_id, self.revision)?
+        } else {
+            HashMap::new()
+        };
+        for r in read.task_summaries(&self.goal_id, self.revision)? {
             let settled_by_person = r.state == TaskState::Succeeded
                 && completed.get(&r.task_ref).is_some_and(|&(_, state)| state == AttemptState::SettledOk);
             tasks.push(TaskLine {
-                task_ref: r.task_ref.clone(),
-                state: r.state,
-                operation_id: r.pending_operation().map_or_else(|| r.operation_id.clone(), OperationId::new),
                 this_run: self.dispatched.contains(&r.task_ref)
                     || self.states_at_start.get(&r.task_ref) != Some(&r.state),
-                class: r.class().map(str::to_string),
-                why: r.why().map(str::to_string),
+                task_ref: r.task_ref,
+                state: r.state,
+                operation_id: r.pending_operation.map_or(r.operation_id, OperationId::new),
+                class: r.class,
+                why: r.why,
                 settled_by_person,
             });
         }

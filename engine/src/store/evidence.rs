@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checkpoint::{Checkpoint, FileState};
+use crate::checkpoint::{Checkpoint, FileState, RecordedCheckpoint};
 use crate::error::Result;
 use crate::evidence::{Evidence, Recorded};
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
@@ -64,8 +64,9 @@ pub struct CompletionRecord {
     pub attempt_id: AttemptId,
     pub meaning: String,
     pub dependencies: String,
-    /// The checkpoint its validations judged, if it was recorded.
-    pub checkpoint: Option<Checkpoint>,
+    /// The checkpoint its validations judged, if it was recorded (and
+    /// parses as one).
+    pub checkpoint: Option<RecordedCheckpoint>,
     /// Its inputs did not change while its validations ran.
     pub reusable: bool,
     /// The latest result of each of its validations.

@@ -11,6 +11,9 @@ use crate::plan::cache::CachedPlan;
 use crate::plan::digests::TaskDigests;
 use crate::state::{GoalState, TaskState};
 
+mod summary;
+pub use summary::TaskSummary;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct GoalRecord {
     pub id: GoalId,
@@ -169,6 +172,11 @@ pub trait GoalsRead {
     /// more: the rows' other columns and their JSON detail stay unread).
     fn task_states(&self, goal: &GoalId, revision: Revision) -> Result<Vec<(String, TaskState)>> {
         Ok(self.tasks(goal, revision)?.into_iter().map(|t| (t.task_ref, t.state)).collect())
+    }
+    /// Each task as a run's report lists it (a backend reads only the
+    /// columns and detail words it shows).
+    fn task_summaries(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskSummary>> {
+        Ok(self.tasks(goal, revision)?.iter().map(TaskSummary::of).collect())
     }
     fn task(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<Option<TaskRecord>>;
     fn active_task_of_operation(&self, op: &OperationId) -> Result<Option<ActiveTask>>;

@@ -12,6 +12,7 @@ use super::evidence::{CheckScope, CompletionRecord, EvidenceRead, EvidenceWrite}
 use super::goals::{GoalRecord, GoalsRead, GoalsWrite};
 use super::outputs::{OutputsRead, OutputsWrite};
 use super::Fence;
+use crate::checkpoint::RecordedCheckpoint;
 use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
@@ -71,7 +72,7 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + OutputsRead + Ac
             return Ok(None);
         }
         let checkpoint = match &a.checkpoint {
-            Some(digest) => self.checkpoint(digest)?,
+            Some(digest) => self.checkpoint(digest)?.map(RecordedCheckpoint::from),
             None => None,
         };
         let validations = self.latest_check_results(goal, a.revision, CheckScope::Validation, Some(task_ref))?;

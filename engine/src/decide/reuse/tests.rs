@@ -18,15 +18,15 @@ fn cp(digest: &str, content: &str) -> Checkpoint {
     }
 }
 
-fn completion(t: &Task) -> Completion {
+fn completion(t: &Task) -> Completion<'_> {
     Completion {
         revision: Revision(1),
         attempt_id: AttemptId(7),
-        task: t.clone(),
+        task: t,
         meaning: "m".into(),
         meaning_core: "k".into(),
         dependencies: "d".into(),
-        checkpoint: Some(cp("c1", "x")),
+        checkpoint: Some(cp("c1", "x").into()),
         reusable: true,
         validations: vec![ValidationResult {
             id: "V1".into(),
@@ -217,4 +217,25 @@ fn standing_names_why_a_completion_is_never_reusable() {
     let mut none = completion(&t);
     none.checkpoint = None;
     assert_eq!(standing(&none).map(|r| r.code()), Some("VALIDATION_NOT_PASSED"));
+}
+
+/// A checkpoint read from the ledger as its JSON decides as the parsed one
+/// does: reused on the same digest, the first differing path named on
+/// another, and standing (which compares it with itself) reusable.
+#[test]
+fn a_recorded_checkpoint_read_as_json_decides_as_a_parsed_one() {
+    let t = task(Effect::Local);
+    let then = cp("c1", "x");
+    let mut c = completion(&t);
+    c.checkpoint = RecordedCheckpoint::from_json(serde_json::to_string(&then).unwrap());
+    assert!(c.checkpoint.is_some());
+    let cand = Candidate { task: &t, meaning: "m", meaning_core: "k", dependencies: "d" };
+    assert!(decide(false, Some(&c), &cand, None, || Ok(cp("c1", "x"))).is_reuse());
+    assert_eq!(
+        decide(false, Some(&c), &cand, None, || Ok(cp("c2", "y"))),
+        Decision::Run { refusal: Refusal::CheckpointChanged { path: "a.txt".into() } }
+    );
+    assert_eq!(standing(&c), None);
+    // A stored checkpoint that does not parse is no checkpoint at all.
+    assert!(RecordedCheckpoint::from_json(r#"{"files":{},"digest":"c1"}"#.into()).is_none());
 }

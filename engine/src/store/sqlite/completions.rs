@@ -4,15 +4,19 @@
 //! validations) were most of a no-op re-run's ledger time. Here: the task
 //! rows, the completed attempts, their attempts' few columns, their
 //! checkpoints and the validations of each revision they belong to — a
-//! handful of queries per revision, whatever the number of tasks.
+//! handful of queries per revision, whatever the number of tasks. The
+//! maps in between hash with foldhash (a few thousand lookups a pass;
+//! std's SipHash was a tenth of this read's instructions).
 
 use std::collections::{BTreeSet, HashMap};
+
+use foldhash::HashMap as FastMap;
 
 use rusqlite::params;
 use serde_json::Value;
 
 use super::sql::{one_of, rows, Sql};
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::RecordedCheckpoint;
 use crate::error::{Error, Result};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::state::{AttemptState, TaskState};
@@ -36,7 +40,7 @@ pub(super) fn completed_attempts(
     sql: &Sql,
     goal: &GoalId,
     revision: Revision,
-) -> Result<HashMap<String, (AttemptId, AttemptState)>> {
+) -> Result<FastMap<String, (AttemptId, AttemptState)>> {
     let done = one_of("a.state", &DONE, AttemptState::as_str);
     let found = rows(
         sql.conn,
@@ -72,18 +76,18 @@ pub(super) fn completions(sql: &Sql, goal: &GoalId, revision: Revision) -> Resul
     let mut checkpoints = checkpoints_by_digest(sql, &digests)?;
     // How many picked attempts name each checkpoint: the last to take one
     // moves it out instead of copying it.
-    let mut uses: HashMap<&str, usize> = HashMap::new();
+    let mut uses: FastMap<&str, usize> = FastMap::default();
     for a in picked.iter().filter_map(|(_, id)| attempts.get(id)) {
         if let Some(d) = a.checkpoint.as_deref() {
             *uses.entry(d).or_default() += 1;
         }
     }
     let revisions: BTreeSet<Revision> = attempts.values().map(|a| a.revision).collect();
-    let mut validations = HashMap::new();
+    let mut validations = FastMap::default();
     for r in revisions {
         validations.insert(r, validations_of_revision(sql, goal, r)?);
     }
-    let mut out = HashMap::new();
+    let mut out = HashMap::with_capacity(picked.len());
     for (task, attempt_id) in picked {
         // As `completion` reading it alone: an attempt a task names but
         // the ledger lacks is an error, never "no completion".
@@ -153,7 +157,7 @@ fn task_rows(sql: &Sql, goal: &GoalId, revision: Revision) -> Result<Vec<TaskRow
 }
 
 /// The attempts `ids` name (one query: the ids as a JSON array).
-fn attempts_by_id(sql: &Sql, ids: impl Iterator<Item = AttemptId>) -> Result<HashMap<AttemptId, Done>> {
+fn attempts_by_id(sql: &Sql, ids: impl Iterator<Item = AttemptId>) -> Result<FastMap<AttemptId, Done>> {
     let ids: Vec<i64> = ids.map(|id| id.0).collect();
     let list = serde_json::Value::from(ids).to_string();
     let found = rows(
@@ -169,8 +173,9 @@ fn attempts_by_id(sql: &Sql, ids: impl Iterator<Item = AttemptId>) -> Result<Has
 }
 
 /// The checkpoints of `digests` (one query). One that does not parse is
-/// absent, as `checkpoint` has it.
-fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<HashMap<String, Checkpoint>> {
+/// absent, as `checkpoint` has it; one that does is checked, not parsed
+/// (reuse compares its digest, and reads its files only on a difference).
+fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<FastMap<String, RecordedCheckpoint>> {
     let list = serde_json::Value::from(digests.iter().copied().collect::<Vec<&str>>()).to_string();
     let found = rows(
         sql.conn,
@@ -178,7 +183,7 @@ fn checkpoints_by_digest(sql: &Sql, digests: &BTreeSet<&str>) -> Result<HashMap<
         [list],
         |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
     )?;
-    Ok(found.into_iter().filter_map(|(d, data)| Some((d, serde_json::from_str(&data).ok()?))).collect())
+    Ok(found.into_iter().filter_map(|(d, data)| Some((d, RecordedCheckpoint::from_json(data)?))).collect())
 }
 
 /// The latest result of each validation of each task of `revision`, by
@@ -187,7 +192,7 @@ fn validations_of_revision(
     sql: &Sql,
     goal: &GoalId,
     revision: Revision,
-) -> Result<HashMap<String, Vec<CheckResultRecord>>> {
+) -> Result<FastMap<String, Vec<CheckResultRecord>>> {
     let found = rows(
         sql.conn,
         "SELECT c.task_ref, c.id, c.check_id, c.passed, c.attempt_id, c.checkpoint, c.evidence_id FROM check_results c
@@ -208,7 +213,7 @@ fn validations_of_revision(
             Ok((r.get::<_, String>(0)?, record))
         },
     )?;
-    let mut out: HashMap<String, Vec<CheckResultRecord>> = HashMap::new();
+    let mut out: FastMap<String, Vec<CheckResultRecord>> = FastMap::default();
     for (task_ref, record) in found {
         out.entry(task_ref).or_default().push(record);
     }
@@ -221,7 +226,7 @@ impl LedgerRead for Sql<'_> {
         goal: &GoalId,
         revision: Revision,
     ) -> Result<HashMap<String, (AttemptId, AttemptState)>> {
-        completed_attempts(self, goal, revision)
+        Ok(completed_attempts(self, goal, revision)?.into_iter().collect())
     }
 
     fn completions(&self, goal: &GoalId, revision: Revision) -> Result<HashMap<String, CompletionRecord>> {

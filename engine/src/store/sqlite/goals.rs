@@ -12,7 +12,7 @@ use crate::plan::cache::CachedPlan;
 use crate::state::{GoalState, Lifecycle, TaskState};
 use crate::store::goals::{
     ActiveTask, BudgetUse, GoalRecord, GoalSummary, GoalsRead, GoalsWrite, NewRevision, NewTask, RevisionRecord,
-    TaskKey, TaskRecord,
+    TaskKey, TaskRecord, TaskSummary,
 };
 
 const TASK_COLUMNS: &str = "task_ref, state, operation_id, request_digest, meaning, dependencies, detail";
@@ -142,6 +142,18 @@ impl GoalsRead for Sql<'_> {
             "SELECT task_ref, state FROM tasks WHERE goal_id = ?1 AND revision = ?2",
             params![goal, revision],
             |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    fn task_summaries(&self, goal: &GoalId, revision: Revision) -> Result<Vec<TaskSummary>> {
+        rows(
+            self.conn,
+            "SELECT task_ref, state, operation_id, detail FROM tasks WHERE goal_id = ?1 AND revision = ?2",
+            params![goal, revision],
+            |r| {
+                let detail = r.get_ref(3)?.as_str()?;
+                Ok(TaskSummary::from_row(r.get(0)?, r.get(1)?, r.get(2)?, detail))
+            },
         )
     }
 
