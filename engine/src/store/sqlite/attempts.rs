@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, one_of, qrow, refusal, rows, Guarded, Sql};
+use super::sql::{exec, json_text, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -148,6 +148,16 @@ static FINISH: Guarded<AttemptState> = Guarded::new(|to| {
         to,
         ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
                class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
+    )
+});
+
+/// The move to `succeeded`: FINISH's columns with no classification, and
+/// the checkpoint the success judged (one statement where there were two).
+static SUCCEED: Guarded<AttemptState> = Guarded::new(|to| {
+    move_sql(
+        to,
+        ", finished_at_ms = ?3, class = NULL, class_rule = NULL, class_evidence_ids = NULL, class_claim_ids = NULL,
+               class_next = NULL, checkpoint = ?4, reusable = ?5",
     )
 });
 
@@ -300,7 +310,7 @@ impl AttemptsWrite for Sql<'_> {
         exec(self.conn,
             "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, sandbox, protected_at_intent)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15, ?16)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, json_text("request", &i.request_json)?, i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(
@@ -340,7 +350,7 @@ impl AttemptsWrite for Sql<'_> {
         exec(
             self.conn,
             "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
-            params![id, now_ms(), data.to_string()],
+            params![id, now_ms(), json_text("receipt", data)?],
         )?;
         Ok(())
     }
@@ -363,6 +373,10 @@ impl AttemptsWrite for Sql<'_> {
         // An abandoned attempt keeps counting: it may have gone out before
         // the engine stopped (only a call refused before dispatch is uncounted).
         self.move_attempt(id, to, &FINISH, &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason])
+    }
+
+    fn succeed_attempt(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
+        self.move_attempt(id, AttemptState::Succeeded, &SUCCEED, &[&now_ms(), &checkpoint, &reusable])
     }
 
     fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()> {

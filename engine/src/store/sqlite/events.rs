@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, rows, Sql};
+use super::sql::{exec, json_text, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::ids::{GoalId, Revision, Seq};
@@ -76,7 +76,7 @@ impl EventsWrite for Sql<'_> {
 pub(super) fn append(conn: &rusqlite::Connection, e: &Event) -> Result<Seq> {
     exec(conn,
         "INSERT INTO events (at_ms, goal_id, revision, task_ref, attempt_id, kind, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, e.data.to_string()],
+        params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, json_text("event data", &e.data)?],
     )?;
     Ok(Seq(conn.last_insert_rowid()))
 }
