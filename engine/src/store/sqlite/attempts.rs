@@ -161,6 +161,28 @@ static SUCCEED: Guarded<AttemptState> = Guarded::new(|to| {
     )
 });
 
+/// A task's first attempt that may still be unsettled, in any revision.
+/// `MIN(id)`, not `ORDER BY id LIMIT 1`: `attempts_by_task` holds a task's
+/// attempts in revision order, so an `ORDER BY id` would sort them in a
+/// temporary b-tree at every intent; the states as comparisons joined by
+/// `OR`, not an `IN` list, which SQLite builds as a temporary table (see
+/// `one_of`).
+pub(super) const FIRST_UNSETTLED: &str = "SELECT id, state FROM attempts WHERE id = (
+   SELECT MIN(id) FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
+      AND (state = 'effect_unknown' OR state = 'intent_recorded' OR state = 'dispatched'))";
+
+/// How many attempts a task has in one revision.
+pub(super) const ATTEMPT_COUNT: &str =
+    "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3";
+
+/// Whether any attempt of a task, in any revision, was or may have been
+/// sent (the states as `OR`ed comparisons: see `FIRST_UNSETTLED`).
+pub(super) const PRIOR_DISPATCH: &str = "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
+   AND (dispatched_at_ms IS NOT NULL
+        OR state = 'abandoned' OR state = 'effect_unknown' OR state = 'settled_ok' OR state = 'settled_not_run'
+        OR state = 'receipt_recorded' OR state = 'succeeded'
+        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))";
+
 impl AttemptsRead for Sql<'_> {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
         Ok(qrow(self.conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
@@ -212,14 +234,7 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>> {
-        Ok(qrow(
-            self.conn,
-            "SELECT id, state FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
-               AND state IN ('effect_unknown','intent_recorded','dispatched') ORDER BY id LIMIT 1",
-            params![goal, task_ref],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
+        Ok(qrow(self.conn, FIRST_UNSETTLED, params![goal, task_ref], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
@@ -233,25 +248,12 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64> {
-        let n: i64 = qrow(
-            self.conn,
-            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
-            params![goal, revision, task_ref],
-            |r| r.get(0),
-        )?;
+        let n: i64 = qrow(self.conn, ATTEMPT_COUNT, params![goal, revision, task_ref], |r| r.get(0))?;
         Ok(n.max(0) as u64)
     }
 
     fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool> {
-        Ok(qrow(
-            self.conn,
-            "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
-               AND (dispatched_at_ms IS NOT NULL
-                    OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')
-                    OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))",
-            params![goal, task_ref],
-            |r| r.get(0),
-        )?)
+        Ok(qrow(self.conn, PRIOR_DISPATCH, params![goal, task_ref], |r| r.get(0))?)
     }
 
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>> {
