@@ -590,9 +590,10 @@ fn succeeded(
 ) -> Result<()> {
     let reusable = change.is_none();
     if tx.attempt_state(attempt_id)? != AttemptState::SettledOk {
-        tx.finish_attempt(attempt_id, AttemptState::Succeeded, None, None)?;
+        tx.succeed_attempt(attempt_id, checkpoint, reusable)?;
+    } else {
+        tx.set_attempt_checkpoint(attempt_id, checkpoint, reusable)?;
     }
-    tx.set_attempt_checkpoint(attempt_id, checkpoint, reusable)?;
     let detail = json!({"attempt_id": attempt_id, "checkpoint": checkpoint, "reusable": reusable});
     tx.set_task_state(key, TaskState::Succeeded, &detail)?;
     let event = |kind, data| Event::goal(kind, key.goal_id, key.revision, data).task(key.task_ref).attempt(attempt_id);

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, one_of, qrow, refusal, rows, Guarded, Sql};
+use super::sql::{exec, json_text, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
@@ -151,6 +151,38 @@ static FINISH: Guarded<AttemptState> = Guarded::new(|to| {
     )
 });
 
+/// The move to `succeeded`: FINISH's columns with no classification, and
+/// the checkpoint the success judged (one statement where there were two).
+static SUCCEED: Guarded<AttemptState> = Guarded::new(|to| {
+    move_sql(
+        to,
+        ", finished_at_ms = ?3, class = NULL, class_rule = NULL, class_evidence_ids = NULL, class_claim_ids = NULL,
+               class_next = NULL, checkpoint = ?4, reusable = ?5",
+    )
+});
+
+/// A task's first attempt that may still be unsettled, in any revision.
+/// `MIN(id)`, not `ORDER BY id LIMIT 1`: `attempts_by_task` holds a task's
+/// attempts in revision order, so an `ORDER BY id` would sort them in a
+/// temporary b-tree at every intent; the states as comparisons joined by
+/// `OR`, not an `IN` list, which SQLite builds as a temporary table (see
+/// `one_of`).
+pub(super) const FIRST_UNSETTLED: &str = "SELECT id, state FROM attempts WHERE id = (
+   SELECT MIN(id) FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
+      AND (state = 'effect_unknown' OR state = 'intent_recorded' OR state = 'dispatched'))";
+
+/// How many attempts a task has in one revision.
+pub(super) const ATTEMPT_COUNT: &str =
+    "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3";
+
+/// Whether any attempt of a task, in any revision, was or may have been
+/// sent (the states as `OR`ed comparisons: see `FIRST_UNSETTLED`).
+pub(super) const PRIOR_DISPATCH: &str = "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
+   AND (dispatched_at_ms IS NOT NULL
+        OR state = 'abandoned' OR state = 'effect_unknown' OR state = 'settled_ok' OR state = 'settled_not_run'
+        OR state = 'receipt_recorded' OR state = 'succeeded'
+        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))";
+
 impl AttemptsRead for Sql<'_> {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
         Ok(qrow(self.conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
@@ -202,14 +234,7 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>> {
-        Ok(qrow(
-            self.conn,
-            "SELECT id, state FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
-               AND state IN ('effect_unknown','intent_recorded','dispatched') ORDER BY id LIMIT 1",
-            params![goal, task_ref],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
+        Ok(qrow(self.conn, FIRST_UNSETTLED, params![goal, task_ref], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
@@ -223,25 +248,12 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64> {
-        let n: i64 = qrow(
-            self.conn,
-            "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3",
-            params![goal, revision, task_ref],
-            |r| r.get(0),
-        )?;
+        let n: i64 = qrow(self.conn, ATTEMPT_COUNT, params![goal, revision, task_ref], |r| r.get(0))?;
         Ok(n.max(0) as u64)
     }
 
     fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool> {
-        Ok(qrow(
-            self.conn,
-            "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
-               AND (dispatched_at_ms IS NOT NULL
-                    OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')
-                    OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))",
-            params![goal, task_ref],
-            |r| r.get(0),
-        )?)
+        Ok(qrow(self.conn, PRIOR_DISPATCH, params![goal, task_ref], |r| r.get(0))?)
     }
 
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>> {
@@ -300,7 +312,7 @@ impl AttemptsWrite for Sql<'_> {
         exec(self.conn,
             "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms, inputs_at_intent, instruction, sandbox, protected_at_intent)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'intent_recorded', ?11, ?12, ?13, ?14, ?15, ?16)",
-            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, i.request_json.to_string(), i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
+            params![i.goal_id, i.revision, i.task_ref, i.operation_id, i.try_no, i.kind, i.request_digest, json_text("request", &i.request_json)?, i.effect, i.cost.micros(), generation, now_ms(), i.inputs_at_intent, i.instruction, json_column(i.sandbox)?, i.protected_at_intent],
         )?;
         let id = AttemptId(self.conn.last_insert_rowid());
         exec(
@@ -340,7 +352,7 @@ impl AttemptsWrite for Sql<'_> {
         exec(
             self.conn,
             "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
-            params![id, now_ms(), data.to_string()],
+            params![id, now_ms(), json_text("receipt", data)?],
         )?;
         Ok(())
     }
@@ -363,6 +375,10 @@ impl AttemptsWrite for Sql<'_> {
         // An abandoned attempt keeps counting: it may have gone out before
         // the engine stopped (only a call refused before dispatch is uncounted).
         self.move_attempt(id, to, &FINISH, &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason])
+    }
+
+    fn succeed_attempt(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
+        self.move_attempt(id, AttemptState::Succeeded, &SUCCEED, &[&now_ms(), &checkpoint, &reusable])
     }
 
     fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()> {

@@ -34,6 +34,16 @@ struct Done {
     reusable: Option<bool>,
 }
 
+/// One pass over the index `attempts_by_task` in task order: SQLite takes
+/// a bare column (`state`) from the row whose `MAX(id)` it is.
+pub(super) fn completed_sql() -> String {
+    let done = one_of("a.state", &DONE, AttemptState::as_str);
+    format!(
+        "SELECT a.task_ref, MAX(a.id), a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
+           GROUP BY a.task_ref"
+    )
+}
+
 /// `completed_attempt` for every task of the revision, with each
 /// attempt's state: one query (the latest done attempt of each task).
 pub(super) fn completed_attempts(
@@ -41,18 +51,9 @@ pub(super) fn completed_attempts(
     goal: &GoalId,
     revision: Revision,
 ) -> Result<FastMap<String, (AttemptId, AttemptState)>> {
-    let done = one_of("a.state", &DONE, AttemptState::as_str);
-    let found = rows(
-        sql.conn,
-        &format!(
-            // One pass over the index: SQLite takes a bare column (`state`)
-            // from the row whose `MAX(id)` it is.
-            "SELECT a.task_ref, MAX(a.id), a.state FROM attempts a WHERE a.goal_id = ?1 AND a.revision = ?2 AND {done}
-               GROUP BY a.task_ref"
-        ),
-        params![goal, revision],
-        |r| Ok((r.get::<_, String>(0)?, (r.get::<_, AttemptId>(1)?, r.get::<_, AttemptState>(2)?))),
-    )?;
+    let found = rows(sql.conn, &completed_sql(), params![goal, revision], |r| {
+        Ok((r.get::<_, String>(0)?, (r.get::<_, AttemptId>(1)?, r.get::<_, AttemptState>(2)?)))
+    })?;
     Ok(found.into_iter().collect())
 }
 

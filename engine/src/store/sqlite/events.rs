@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, rows, Sql};
+use super::sql::{exec, json_text, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::ids::{GoalId, Revision, Seq};
@@ -55,7 +55,7 @@ impl EventsRead for Sql<'_> {
 
 // The kinds looked up by goal (`latest_event`, `events_of_goal`: budget
 // raises, runs started and finished, revisions recorded) are read once per
-// run or per report, never per step. Each has a partial index (schema 11)
+// run or per report, never per step. Each has a partial index (schema 12)
 // holding only its own rows: the lookup reads those few rows instead of the
 // whole log, and no other event costs an index page when it is written.
 // The kind is written into the SQL, not bound: SQLite picks a partial
@@ -83,7 +83,7 @@ impl EventsWrite for Sql<'_> {
 pub(super) fn append(conn: &rusqlite::Connection, e: &Event) -> Result<Seq> {
     exec(conn,
         "INSERT INTO events (at_ms, goal_id, revision, task_ref, attempt_id, kind, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, e.data.to_string()],
+        params![now_ms(), e.goal_id, e.revision, e.task_ref, e.attempt_id, e.kind, json_text("event data", &e.data)?],
     )?;
     Ok(Seq(conn.last_insert_rowid()))
 }
@@ -94,7 +94,7 @@ mod tests {
 
     use super::*;
 
-    /// The kinds read by goal, each with its partial index (schema 11).
+    /// The kinds read by goal, each with its partial index (schema 12).
     const LOOKED_UP: [(EventKind, &str); 4] = [
         (EventKind::BudgetRaised, "events_budget_raised"),
         (EventKind::RunStarted, "events_run_started"),

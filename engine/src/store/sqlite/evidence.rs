@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, qrow, rows, Sql};
+use super::sql::{exec, json_text, qrow, rows, Sql};
 use crate::checkpoint::{Checkpoint, FileState};
 use crate::clock::now_ms;
 use crate::digest;
@@ -14,10 +14,6 @@ use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 use crate::store::evidence::{
     CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
 };
-
-fn json_text<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::internal(format!("{what} does not serialize: {e}")))
-}
 
 fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -161,7 +157,7 @@ impl EvidenceWrite for Sql<'_> {
         exec(
             self.conn,
             "INSERT INTO claims (attempt_id, authority, data) VALUES (?1, ?2, ?3)",
-            params![attempt, authority, data.to_string()],
+            params![attempt, authority, json_text("claim", data)?],
         )?;
         Ok(self.conn.last_insert_rowid())
     }

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::sql::{exec, one_of, qrow, refusal, rows, Guarded, Sql};
+use super::sql::{exec, json_text, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Error, Result};
@@ -273,7 +273,12 @@ impl GoalsWrite for Sql<'_> {
             )
         });
         let (goal, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
-        if exec(self.conn, MOVE.sql(state)?, params![goal, revision, task_ref, state, detail.to_string()])? == 1 {
+        if exec(
+            self.conn,
+            MOVE.sql(state)?,
+            params![goal, revision, task_ref, state, json_text("task detail", detail)?],
+        )? == 1
+        {
             return Ok(());
         }
         let now: Option<TaskState> = qrow(

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_9,
     MIGRATION_10,
     MIGRATION_11,
+    MIGRATION_12,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -487,12 +488,26 @@ CREATE TABLE plan_cache (
 );
 "#;
 
-/// Schema 11: the event kinds read by goal (budget raises at every run's
+/// Schema 11: one index of a task's attempts where there were two. Every
+/// intent wrote an entry into both `attempts_by_task` (goal, revision,
+/// task, id) and `attempts_by_goal_task` (goal, task): a page each in the
+/// step's WAL commit. Keyed (goal, task, revision, id), the one index
+/// serves both kinds of lookup — a task's attempts in one revision (its
+/// count, its latest) and across revisions (an earlier dispatch, an
+/// unsettled attempt, `verify`'s repeats) — and a revision's completions
+/// read it in task order as before.
+const MIGRATION_11: &str = r#"
+DROP INDEX attempts_by_goal_task;
+DROP INDEX attempts_by_task;
+CREATE INDEX attempts_by_task ON attempts(goal_id, task_ref, revision, id);
+"#;
+
+/// Schema 12: the event kinds read by goal (budget raises at every run's
 /// start, a run's start and finish, revisions recorded) each get a partial
 /// index of their own rows (`sqlite::events`): a run no longer reads the
 /// whole event log to find a goal's budget raises, and the events a step
 /// writes touch no index page.
-const MIGRATION_11: &str = r#"
+const MIGRATION_12: &str = r#"
 CREATE INDEX events_budget_raised ON events (goal_id, seq) WHERE kind = 'budget_raised';
 CREATE INDEX events_run_started ON events (goal_id, seq) WHERE kind = 'run_started';
 CREATE INDEX events_run_finished ON events (goal_id, seq) WHERE kind = 'run_finished';
@@ -559,6 +574,17 @@ mod tests {
         }
     }
 
+    /// `migrate`, stopped at `version`.
+    fn migrate_to(conn: &Connection, version: usize) {
+        let from: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        for (i, sql) in MIGRATIONS[..version].iter().enumerate().skip(from as usize) {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1)).unwrap();
+            if i + 1 == CHAIN_FROM {
+                super::super::chain::adopt(conn).unwrap();
+            }
+        }
+    }
+
     #[test]
     fn migration_5_widens_the_state_checks_and_nothing_else() {
         let conn = Connection::open_in_memory().unwrap();
@@ -568,6 +594,11 @@ mod tests {
         for table in ["tasks", "attempts"] {
             assert!(insert(&conn, table, "cancelled").is_err(), "schema 3 has no `cancelled` {table}");
         }
+        // No page left free behind them (a zeroed free page would go
+        // unnoticed); schema 11 drops two indexes, whose pages it frees.
+        migrate_to(&conn, 10);
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+        assert_eq!(free, 0);
         migrate(&conn).unwrap();
         assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), SCHEMA_VERSION);
         for table in ["tasks", "attempts"] {
@@ -581,9 +612,6 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'migration_5_schema_cookie'", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, 0);
-        // No page left free behind it (a zeroed free page would go unnoticed).
-        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
-        assert_eq!(free, 0);
     }
 
     /// How many temporary b-trees `sql` opens when it runs (`EXPLAIN`).
@@ -606,6 +634,11 @@ mod tests {
         for sql in [state_move, task_move, classed] {
             assert!(ephemeral_tables(&conn, sql) > 0, "schema 8 builds one for its CHECK: {sql}");
         }
+        // No page left free behind them (a zeroed free page would go
+        // unnoticed); schema 11 drops two indexes, whose pages it frees.
+        migrate_to(&conn, 10);
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+        assert_eq!(free, 0);
         migrate(&conn).unwrap();
         assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), SCHEMA_VERSION);
         for sql in [state_move, task_move, classed] {
@@ -631,8 +664,6 @@ mod tests {
         assert!(set_class(Some("timed_out")).unwrap_err().to_string().contains("CHECK constraint failed"));
         let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(ok, "ok");
-        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
-        assert_eq!(free, 0);
     }
 
     #[test]
@@ -665,5 +696,99 @@ mod tests {
         let e = migrate(&conn).unwrap_err();
         assert!(e.to_string().contains("malformed JSON") || e.to_string().contains("JSON"), "{e}");
         assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3, "rolled back");
+    }
+
+    /// `EXPLAIN QUERY PLAN`'s details of `sql`.
+    fn query_plan(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<String> {
+        let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        st.query_map(params, |r| r.get(3)).unwrap().map(|r| r.unwrap()).collect()
+    }
+
+    /// Every row of `sql`, every column as SQLite holds it.
+    fn answer(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<Vec<rusqlite::types::Value>> {
+        let mut st = conn.prepare(sql).unwrap();
+        let n = st.column_count();
+        st.query_map(params, |r| (0..n).map(|i| r.get(i)).collect()).unwrap().map(|r| r.unwrap()).collect()
+    }
+
+    #[test]
+    fn migration_11_keeps_one_index_for_every_lookup_of_a_tasks_attempts() {
+        use super::super::attempts::{ATTEMPT_COUNT, FIRST_UNSETTLED, PRIOR_DISPATCH};
+        use super::super::completions::completed_sql;
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        let to_10: String = MIGRATIONS[..10].concat();
+        conn.execute_batch(&format!("{to_10}PRAGMA user_version = 10;")).unwrap();
+        // Two goals, two revisions, tasks with attempts in one or both.
+        let rows = [
+            ("g", 1, "T", "succeeded", Some(5)),
+            ("g", 1, "U", "failed", Some(6)),
+            ("g", 2, "T", "dispatched", Some(7)),
+            ("g", 2, "T", "intent_recorded", None),
+            ("g", 2, "U", "succeeded", Some(8)),
+            ("h", 1, "T", "effect_unknown", None),
+            ("g", 2, "V", "intent_recorded", None),
+        ];
+        for (i, (goal, revision, task, state, dispatched)) in rows.into_iter().enumerate() {
+            conn.execute(
+                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest,
+                   request_json, effect, state, generation, intent_at_ms, dispatched_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, 1, 'run', 'r', '{}', 'none', ?5, 1, 0, ?6)",
+                rusqlite::params![goal, revision, task, format!("op-{i}"), state, dispatched],
+            )
+            .unwrap();
+        }
+        let completed = completed_sql();
+        let lookups: [(&str, &[&dyn rusqlite::ToSql]); 10] = [
+            (FIRST_UNSETTLED, &[&"g", &"T"]),
+            (FIRST_UNSETTLED, &[&"h", &"T"]),
+            (FIRST_UNSETTLED, &[&"g", &"U"]),
+            (PRIOR_DISPATCH, &[&"g", &"T"]),
+            (PRIOR_DISPATCH, &[&"g", &"V"]),
+            (ATTEMPT_COUNT, &[&"g", &2, &"T"]),
+            (ATTEMPT_COUNT, &[&"g", &1, &"V"]),
+            (&completed, &[&"g", &1]),
+            (&completed, &[&"g", &2]),
+            (&completed, &[&"h", &1]),
+        ];
+        let before: Vec<_> = lookups.iter().map(|(sql, p)| answer(&conn, sql, p)).collect();
+        migrate(&conn).unwrap();
+        assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), SCHEMA_VERSION);
+        let indexes = answer(&conn, "SELECT name FROM pragma_index_list('attempts') ORDER BY name", &[]);
+        let names: Vec<String> = indexes.into_iter().map(|r| format!("{:?}", r[0])).collect();
+        assert_eq!(
+            names,
+            ["Text(\"attempts_by_state\")", "Text(\"attempts_by_task\")", "Text(\"sqlite_autoindex_attempts_1\")"]
+        );
+        let columns: Vec<String> =
+            answer(&conn, "SELECT name FROM pragma_index_info('attempts_by_task') ORDER BY seqno", &[])
+                .into_iter()
+                .map(|r| format!("{:?}", r[0]))
+                .collect();
+        assert_eq!(columns, ["Text(\"goal_id\")", "Text(\"task_ref\")", "Text(\"revision\")", "Text(\"id\")"]);
+        for ((sql, p), before) in lookups.iter().zip(before) {
+            assert_eq!(answer(&conn, sql, p), before, "the same answer: {sql}");
+            let plan = query_plan(&conn, sql, p);
+            let on_attempts: Vec<&String> =
+                plan.iter().filter(|d| d.contains(" a ") || d.contains(" attempts ")).collect();
+            assert!(!on_attempts.is_empty(), "{plan:?}");
+            // Every step on `attempts` a search: through the index, or by
+            // the id it found.
+            let by_task = |d: &&String| d.contains("INDEX attempts_by_task (goal_id=?");
+            assert!(on_attempts.iter().any(by_task), "{sql}: {plan:?}");
+            for step in on_attempts {
+                let by_id = step.contains("INTEGER PRIMARY KEY (rowid=?)");
+                assert!(step.starts_with("SEARCH") && (by_task(&step) || by_id), "{sql}: {plan:?}");
+            }
+            // No sort and no constant list in a temporary b-tree.
+            assert!(plan.iter().all(|d| !d.contains("TEMP B-TREE")), "{sql}: {plan:?}");
+            assert_eq!(
+                ephemeral_tables(&conn, &sql.replace("?1", "'g'").replace("?2", "1").replace("?3", "'T'")),
+                0,
+                "{sql}"
+            );
+        }
+        let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(ok, "ok");
     }
 }
