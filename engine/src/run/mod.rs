@@ -330,6 +330,8 @@ impl<'l> Runner<'l> {
     }
 
     async fn run(&mut self) -> Result<RunReport> {
+        // The file-state cache is read while the inputs are looked at.
+        let cache_rows = self.ledger.file_states_beside();
         self.read_states()?;
         // Inputs the load left to the run are refused before it writes
         // anything, as the load would have refused them.
@@ -344,7 +346,13 @@ impl<'l> Runner<'l> {
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         self.states_at_start = self.states.clone();
         self.check_tools().await?;
-        self.cache = FileCache::from_states(self.ledger.read().file_states()?);
+        // Read in line when the side read is not there or failed (its
+        // error, if any, is met again here).
+        let states = match cache_rows.map(std::thread::JoinHandle::join) {
+            Some(Ok(Ok(states))) => states,
+            _ => self.ledger.read().file_states()?,
+        };
+        self.cache = FileCache::from_states(states);
         let complete = self.states.values().filter(|s| s.is_complete()).count();
         let (goal, revision, total) = (&self.goal_id, self.revision, self.plan.file.tasks.len());
         self.progress.update(&Update::Began { goal, revision, total, complete });

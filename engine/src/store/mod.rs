@@ -307,6 +307,19 @@ impl LeaseGuard {
         self.store.snapshot(f)
     }
 
+    /// The file-state cache's rows, read beside the caller: on SQLite on a
+    /// thread and a connection of their own, so that a run's first look at
+    /// the workspace and this read overlap; `None` on PostgreSQL (the
+    /// caller reads them in line). The rows are a cache — each vouches for
+    /// itself by its file's metadata — so any committed version of them
+    /// serves, and this read need not share the caller's snapshot.
+    pub fn file_states_beside(&self) -> Option<std::thread::JoinHandle<Result<Vec<crate::checkpoint::FileState>>>> {
+        match &self.store.backend {
+            Backend::Sqlite(db) => Some(db.file_states_beside()),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Run `f` in one transaction: begin, check that this writer's fence
     /// still holds (`STALE_GENERATION` otherwise: a superseded writer
     /// writes nothing), `f`, commit.

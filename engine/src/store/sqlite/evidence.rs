@@ -202,3 +202,34 @@ impl EvidenceWrite for Sql<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::checkpoint::FileState;
+    use crate::store::{Durability, EvidenceRead, EvidenceWrite, Store};
+
+    #[test]
+    fn the_file_states_read_beside_are_the_ones_read_in_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Store::open_rw(&dir.path().join("store/engine.db")).unwrap().lease().unwrap();
+        let state = |i: u64| FileState {
+            path: format!("src/f{i}.txt"),
+            size: i,
+            mtime_ns: 10 + i as i64,
+            ctime_ns: 20 + i as i64,
+            inode: 100 + i,
+            dev: 7,
+            digest: format!("{i:064x}"),
+            hashed_at_ns: 1_000 + i as i64,
+        };
+        let states: Vec<FileState> = (0..50).map(state).collect();
+        ledger.write(Durability::Normal, |tx| tx.put_file_states(&states)).unwrap();
+        // Committed by this writer, read through another connection.
+        let mut beside = ledger.file_states_beside().expect("SQLite reads beside").join().unwrap().unwrap();
+        let mut in_line = ledger.read().file_states().unwrap();
+        in_line.sort_by(|a, b| a.path.cmp(&b.path));
+        beside.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(beside, in_line);
+        assert_eq!(in_line.len(), 50);
+    }
+}
