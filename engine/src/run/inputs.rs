@@ -6,11 +6,13 @@
 //! for a task complete now, the reuse pass's observation (`fresh.rs`).
 
 use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
 
 use super::Runner;
 use crate::checkpoint::{self, Expanded};
 use crate::error::Result;
-use crate::plan::{self, Effect, Inputs};
+use crate::plan::{self, Effect, Inputs, Task};
 use crate::workspace::Expander;
 
 /// What the first look read of each complete task's inputs, by the task's
@@ -24,27 +26,37 @@ impl Runner<'_> {
     /// error (INPUT_OUTSIDE_WORKSPACE at `$.tasks[i].inputs[j]`). A task
     /// the reuse pass will observe is expanded as observing does (a `statx`
     /// per file, kept); any other only checked (its folders' listings).
+    /// Many inputs are looked at in two halves on two threads (`halves`):
+    /// the look is mostly `statx`, and two of them run side by side.
     /// Called once, at the run's start.
     pub(super) fn check_inputs(&mut self) -> Result<()> {
         if self.plan.inputs == Inputs::Checked {
             return Ok(());
         }
+        let tasks = &self.plan.file.tasks;
+        let observed: Vec<bool> = tasks
+            .iter()
+            .map(|task| {
+                !self.shared
+                    && task.effect != Effect::External
+                    && self.states.get(&task.task_ref).is_some_and(|s| s.is_complete())
+            })
+            .collect();
         let workspace = &self.plan.workspace;
-        let mut expander = Expander::new(workspace).map_err(|why| plan::workspace_unusable(workspace, &why))?;
-        let mut looked = FirstLook::new();
-        for (i, task) in self.plan.file.tasks.iter().enumerate() {
-            let observed = !self.shared
-                && task.effect != Effect::External
-                && self.states.get(&task.task_ref).is_some_and(|s| s.is_complete());
-            if observed {
-                let expanded = checkpoint::expand_inputs(&mut expander, task)
-                    .map_err(|(j, why)| plan::input_refused(&self.plan.file, i, j, &why))?;
-                looked.insert(i, expanded);
-                continue;
-            }
-            for (j, input) in task.inputs.iter().enumerate() {
-                expander.check(input).map_err(|why| plan::input_refused(&self.plan.file, i, j, &why))?;
-            }
+        let (first, second) = halves(tasks);
+        let (first, second) = std::thread::scope(|s| {
+            let second = (!second.is_empty()).then(|| s.spawn(|| look(workspace, tasks, &observed, second)));
+            let first = look(workspace, tasks, &observed, first);
+            (first, second.map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
+        });
+        // The first refusal in the plan's order: the first half's, if any.
+        let refused = |r: Refused| match r {
+            Refused::Workspace(why) => plan::workspace_unusable(workspace, &why),
+            Refused::Input { task, input, why } => plan::input_refused(&self.plan.file, task, input, &why),
+        };
+        let mut looked = first.map_err(refused)?;
+        if let Some(second) = second {
+            looked.extend(second.map_err(refused)?);
         }
         self.first_look = Some(looked);
         Ok(())
@@ -55,5 +67,120 @@ impl Runner<'_> {
     /// the files may be stale, so the reuse pass observes them afresh.
     pub(super) fn forget_first_look(&mut self) {
         self.first_look = None;
+    }
+}
+
+/// Why the first look refused a run.
+enum Refused {
+    Workspace(String),
+    Input { task: usize, input: usize, why: String },
+}
+
+/// Below this many inputs in all, the first look stays on one thread (a
+/// thread's start would cost more than it saves).
+const SPLIT_INPUTS_MIN: usize = 512;
+
+/// The plan's tasks in two ranges of about as many inputs each (the
+/// second empty when there are few).
+fn halves(tasks: &[Task]) -> (Range<usize>, Range<usize>) {
+    let total: usize = tasks.iter().map(|t| t.inputs.len()).sum();
+    if total < SPLIT_INPUTS_MIN {
+        return (0..tasks.len(), tasks.len()..tasks.len());
+    }
+    let mut seen = 0;
+    let mid = tasks
+        .iter()
+        .position(|t| {
+            seen += t.inputs.len();
+            seen >= total / 2
+        })
+        .map_or(tasks.len(), |i| i + 1);
+    (0..mid, mid..tasks.len())
+}
+
+/// Look at the inputs of `tasks[range]` through an `Expander` of its own:
+/// a task observed next (`observed[i]`) expanded and kept, any other
+/// checked; the first refusal in the range's order ends the look.
+fn look(workspace: &Path, tasks: &[Task], observed: &[bool], range: Range<usize>) -> Result<FirstLook, Refused> {
+    let mut expander = Expander::new(workspace).map_err(Refused::Workspace)?;
+    let mut looked = FirstLook::new();
+    for i in range {
+        let task = &tasks[i];
+        if observed[i] {
+            let expanded = checkpoint::expand_inputs(&mut expander, task).map_err(|(input, why)| Refused::Input {
+                task: i,
+                input,
+                why,
+            })?;
+            looked.insert(i, expanded);
+            continue;
+        }
+        for (j, input) in task.inputs.iter().enumerate() {
+            expander.check(input).map_err(|why| Refused::Input { task: i, input: j, why })?;
+        }
+    }
+    Ok(looked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tasks(inputs: &[usize]) -> Vec<Task> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let inputs: Vec<String> = (0..n).map(|j| format!("t{i}/f{j}")).collect();
+                serde_json::from_value(serde_json::json!({
+                    "ref": format!("t{i}"), "provider": "sh", "action": {"run": ["true"]}, "inputs": inputs,
+                }))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_inputs_split_in_two_halves_of_about_as_many_and_few_stay_whole() {
+        assert_eq!(halves(&tasks(&[10; 4])), (0..4, 4..4), "40 inputs: one thread");
+        assert_eq!(halves(&tasks(&[])), (0..0, 0..0));
+        assert_eq!(halves(&tasks(&[10; 100])), (0..50, 50..100));
+        assert_eq!(halves(&tasks(&[600, 1, 1])), (0..1, 1..3), "one large task first");
+        assert_eq!(halves(&tasks(&[1, 1, 600])), (0..3, 3..3), "one large task last: all in the first");
+        let (a, b) = halves(&tasks(&[3, 9, 1, 200, 50, 400, 7]));
+        assert_eq!((a.start, a.end, b.end), (0, 6, 7));
+    }
+
+    #[test]
+    fn each_half_refuses_at_its_own_first_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        let plan = tasks(&[300, 300]);
+        for t in &plan {
+            for rel in &t.inputs {
+                let p = w.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, "x").unwrap();
+            }
+        }
+        let observed = vec![true, false];
+        let look_all = |plan: &[Task]| {
+            let (a, b) = halves(plan);
+            assert!(!b.is_empty(), "two halves");
+            (look(w, plan, &observed, a), look(w, plan, &observed, b))
+        };
+        let (a, b) = look_all(&plan);
+        assert!(a.is_ok_and(|l| l.contains_key(&0)), "the observed task's files kept");
+        assert!(b.is_ok_and(|l| l.is_empty()), "a checked task keeps nothing");
+        // A file of each half turned into a link out: each half names its own.
+        for (i, j) in [(1, 7), (0, 42)] {
+            let p = w.join(&plan[i].inputs[j]);
+            std::fs::remove_file(&p).unwrap();
+            std::os::unix::fs::symlink(outside.path(), &p).unwrap();
+        }
+        let (a, b) = look_all(&plan);
+        assert!(matches!(a, Err(Refused::Input { task: 0, input: 42, .. })));
+        assert!(matches!(b, Err(Refused::Input { task: 1, input: 7, .. })));
     }
 }

@@ -206,7 +206,7 @@ impl EvidenceWrite for Sql<'_> {
 #[cfg(test)]
 mod tests {
     use crate::checkpoint::FileState;
-    use crate::store::{Durability, EvidenceRead, EvidenceWrite, Store};
+    use crate::store::{Durability, Store};
 
     #[test]
     fn the_file_states_read_beside_are_the_ones_read_in_line() {
