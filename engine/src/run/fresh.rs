@@ -70,12 +70,17 @@ impl Runner<'_> {
         // The first look's expansions, when it made them and nothing ran
         // since (`inputs.rs`): each input resolved once a run.
         let mut looked = self.first_look.take().unwrap_or_default();
+        // The completions read at the run's start, when nothing ran since.
+        let mut read_early = self.completions_read.take();
         let (plan, goal_id, revision, states, cache) =
             (&self.plan, &self.goal_id, self.revision, &self.states, &mut self.cache);
         let sandbox = self.sandboxes.checks();
         let stale = self.ledger.snapshot(|ledger| {
             // Every completion of the revision in one read, not five per task.
-            let mut completions = ledger.completions(goal_id, revision)?;
+            let mut completions = match read_early.take() {
+                Some(c) => c,
+                None => ledger.completions(goal_id, revision)?,
+            };
             // One expander for the pass: the workspace and each folder
             // resolved once, not once per task.
             let mut expander = None;

@@ -64,9 +64,11 @@ impl Runner<'_> {
 
     /// Something other than this run's ledger reads ran since the first
     /// look (a provider was asked, an attempt reconciled): what it read of
-    /// the files may be stale, so the reuse pass observes them afresh.
+    /// the files may be stale, and the completions read beside it
+    /// (`early.rs`) too, so the reuse pass observes and reads afresh.
     pub(super) fn forget_first_look(&mut self) {
         self.first_look = None;
+        self.completions_read = None;
     }
 }
 

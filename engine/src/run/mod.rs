@@ -11,6 +11,7 @@
 
 mod checks;
 mod constraints;
+mod early;
 mod fresh;
 mod group;
 mod in_doubt;
@@ -257,6 +258,9 @@ struct Runner<'l> {
     /// What the first look at the workspace read of the complete tasks'
     /// inputs, for the reuse pass (`inputs.rs`).
     first_look: Option<inputs::FirstLook>,
+    /// The revision's completions as the run's start read them (`early.rs`),
+    /// for the reuse pass while nothing ran since.
+    completions_read: Option<early::Completions>,
 }
 
 /// The scheduler's view of the runner: states and retry waits by position.
@@ -326,16 +330,19 @@ impl<'l> Runner<'l> {
             began_ms: crate::clock::now_ms(),
             outputs_declared,
             first_look: None,
+            completions_read: None,
         }
     }
 
     async fn run(&mut self) -> Result<RunReport> {
-        // The file-state cache is read while the inputs are looked at.
-        let cache_rows = self.ledger.file_states_beside();
+        // The file-state cache and the completions are read while the
+        // inputs are looked at (`early.rs`).
+        let early = self.read_early();
         self.read_states()?;
         // Inputs the load left to the run are refused before it writes
         // anything, as the load would have refused them.
         self.check_inputs()?;
+        self.take_early(early)?;
         let data =
             json!({"generation": self.ledger.fence().generation(), "jobs": self.jobs, "pid": std::process::id()});
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);
@@ -346,13 +353,6 @@ impl<'l> Runner<'l> {
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         self.states_at_start = self.states.clone();
         self.check_tools().await?;
-        // Read in line when the side read is not there or failed (its
-        // error, if any, is met again here).
-        let states = match cache_rows.map(std::thread::JoinHandle::join) {
-            Some(Ok(Ok(states))) => states,
-            _ => self.ledger.read().file_states()?,
-        };
-        self.cache = FileCache::from_states(states);
         let complete = self.states.values().filter(|s| s.is_complete()).count();
         let (goal, revision, total) = (&self.goal_id, self.revision, self.plan.file.tasks.len());
         self.progress.update(&Update::Began { goal, revision, total, complete });

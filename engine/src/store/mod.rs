@@ -307,15 +307,18 @@ impl LeaseGuard {
         self.store.snapshot(f)
     }
 
-    /// The file-state cache's rows, read beside the caller: on SQLite on a
-    /// thread and a connection of their own, so that a run's first look at
-    /// the workspace and this read overlap; `None` on PostgreSQL (the
-    /// caller reads them in line). The rows are a cache — each vouches for
-    /// itself by its file's metadata — so any committed version of them
-    /// serves, and this read need not share the caller's snapshot.
-    pub fn file_states_beside(&self) -> Option<std::thread::JoinHandle<Result<Vec<crate::checkpoint::FileState>>>> {
+    /// `f`'s reads of the ledger as committed now, made beside the caller:
+    /// on SQLite on a thread and a connection of their own, in one read
+    /// transaction, so that they overlap the caller's own work; `None` on
+    /// PostgreSQL (the caller reads in line). What `f` reads is only as
+    /// fresh as the moment it ran: the caller uses it only while nothing it
+    /// depends on was written since (a run: `run::early`).
+    pub fn read_beside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn LedgerRead) -> Result<T> + Send + 'static,
+    ) -> Option<std::thread::JoinHandle<Result<T>>> {
         match &self.store.backend {
-            Backend::Sqlite(db) => Some(db.file_states_beside()),
+            Backend::Sqlite(db) => Some(db.read_beside(f)),
             Backend::Postgres(_) => None,
         }
     }

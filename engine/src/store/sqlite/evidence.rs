@@ -225,7 +225,8 @@ mod tests {
         let states: Vec<FileState> = (0..50).map(state).collect();
         ledger.write(Durability::Normal, |tx| tx.put_file_states(&states)).unwrap();
         // Committed by this writer, read through another connection.
-        let mut beside = ledger.file_states_beside().expect("SQLite reads beside").join().unwrap().unwrap();
+        let beside = ledger.read_beside(|l| l.file_states()).expect("SQLite reads beside");
+        let mut beside = beside.join().unwrap().unwrap();
         let mut in_line = ledger.read().file_states().unwrap();
         in_line.sort_by(|a, b| a.path.cmp(&b.path));
         beside.sort_by(|a, b| a.path.cmp(&b.path));

@@ -171,17 +171,22 @@ impl Db {
         &self.files.db
     }
 
-    /// The file-state cache's rows, read on a thread of its own through a
-    /// connection of its own, while this one goes on (`Store::file_states_beside`).
-    /// The store was opened and checked by this handle; the side connection
-    /// only reads.
-    pub fn file_states_beside(&self) -> std::thread::JoinHandle<Result<Vec<crate::checkpoint::FileState>>> {
-        use crate::store::EvidenceRead;
+    /// `f`'s reads, on a thread of their own through a connection of its
+    /// own, in one read transaction, while this connection goes on
+    /// (`LeaseGuard::read_beside`). The store was opened and checked by
+    /// this handle; the side connection only reads.
+    pub fn read_beside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn LedgerRead) -> Result<T> + Send + 'static,
+    ) -> std::thread::JoinHandle<Result<T>> {
         let path = self.files.db.clone();
         std::thread::spawn(move || {
             // Read-write flags so a WAL reader can use the shared memory file.
             let conn = connect(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-            Sql::reader(&conn).file_states()
+            conn.execute_batch("BEGIN DEFERRED")?;
+            let value = f(&Sql::reader(&conn));
+            conn.execute_batch("COMMIT")?;
+            value
         })
     }
 

@@ -1,0 +1,45 @@
+//! What a run reads of the ledger before it needs it, beside its first
+//! look at the workspace (`inputs.rs`): the file-state cache's rows and the
+//! revision's completions, on a thread and a connection of their own
+//! (`LeaseGuard::read_beside`; SQLite only). The run holds the lease, so
+//! only the run itself writes the ledger meanwhile. The cache's rows serve
+//! whatever it writes (each vouches for itself by its file's metadata); the
+//! completions serve only while the run has done nothing but ledger reads
+//! and its `run_started` event — a provider asked or an attempt reconciled
+//! drops them (`forget_first_look`), and the reuse pass reads afresh.
+
+use std::collections::HashMap;
+use std::thread::JoinHandle;
+
+use super::Runner;
+use crate::checkpoint::{FileCache, FileState};
+use crate::error::Result;
+use crate::store::evidence::CompletionRecord;
+
+/// A revision's completions, by task ref (`LedgerRead::completions`).
+pub(super) type Completions = HashMap<String, CompletionRecord>;
+
+/// The side read under way.
+pub(super) type Early = Option<JoinHandle<Result<(Vec<FileState>, Completions)>>>;
+
+impl Runner<'_> {
+    /// Start the side read (nothing on PostgreSQL).
+    pub(super) fn read_early(&self) -> Early {
+        let (goal, revision) = (self.goal_id.clone(), self.revision);
+        self.ledger.read_beside(move |ledger| Ok((ledger.file_states()?, ledger.completions(&goal, revision)?)))
+    }
+
+    /// Take the side read's answers: the file-state cache at once, the
+    /// completions kept for the reuse pass. Without them (PostgreSQL, or a
+    /// side read that failed) the cache is read in line — where an error
+    /// is met again and reported — and the pass reads its completions.
+    pub(super) fn take_early(&mut self, early: Early) -> Result<()> {
+        let (states, completions) = match early.map(JoinHandle::join) {
+            Some(Ok(Ok((states, completions)))) => (states, Some(completions)),
+            _ => (self.ledger.read().file_states()?, None),
+        };
+        self.cache = FileCache::from_states(states);
+        self.completions_read = completions;
+        Ok(())
+    }
+}
