@@ -47,8 +47,9 @@ pub struct Expander {
     /// The folder `literal_file` last found inside (empty: none yet): a
     /// task's files in one folder cost no lookup after the first.
     inside: PathBuf,
-    /// The process's working folder is the workspace (as `getcwd` names
-    /// it when the `Expander` is made): `literal_file` looks at a file by
+    /// The process's working folder is the workspace (the same folder by
+    /// device and inode when the `Expander` is made: not merely the same
+    /// path, which a mount over it would keep): `literal_file` looks at a file by
     /// its relative path, which the kernel walks from there — three names
     /// for `src/t0001/f00.txt`, not also every name of the workspace's own
     /// path (a no-op re-run's most frequent kernel work after `statx`
@@ -89,7 +90,7 @@ const LISTING_NAMES_MAX: usize = 4096;
 impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
-        let at_cwd = std::env::current_dir().is_ok_and(|cwd| cwd == root);
+        let at_cwd = same_folder(Path::new("."), &root);
         Ok(Expander {
             root,
             dirs: HashMap::default(),
@@ -389,6 +390,15 @@ impl Expander {
             },
         };
         Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+    }
+}
+
+/// `a` and `b` are one folder (device and inode, both followed).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.is_dir() && a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

@@ -19,22 +19,32 @@ use crate::store::evidence::CompletionRecord;
 /// A revision's completions, by task ref (`LedgerRead::completions`).
 pub(super) type Completions = HashMap<String, CompletionRecord>;
 
-/// The side read under way.
-pub(super) type Early = Option<JoinHandle<Result<(Vec<FileState>, Completions)>>>;
+/// The side read under way. Joined when dropped: a run that ends before
+/// taking it (a refusal at its first look) does not leave it reading while
+/// the lease is given back.
+pub(super) struct Early(Option<JoinHandle<Result<(Vec<FileState>, Completions)>>>);
+
+impl Drop for Early {
+    fn drop(&mut self) {
+        if let Some(side) = self.0.take() {
+            let _ = side.join();
+        }
+    }
+}
 
 impl Runner<'_> {
-    /// Start the side read (nothing on PostgreSQL).
+    /// Start the side read (nothing on PostgreSQL, or without a thread).
     pub(super) fn read_early(&self) -> Early {
         let (goal, revision) = (self.goal_id.clone(), self.revision);
-        self.ledger.read_beside(move |ledger| Ok((ledger.file_states()?, ledger.completions(&goal, revision)?)))
+        Early(self.ledger.read_beside(move |ledger| Ok((ledger.file_states()?, ledger.completions(&goal, revision)?))))
     }
 
     /// Take the side read's answers: the file-state cache at once, the
     /// completions kept for the reuse pass. Without them (PostgreSQL, or a
     /// side read that failed) the cache is read in line — where an error
     /// is met again and reported — and the pass reads its completions.
-    pub(super) fn take_early(&mut self, early: Early) -> Result<()> {
-        let (states, completions) = match early.map(JoinHandle::join) {
+    pub(super) fn take_early(&mut self, mut early: Early) -> Result<()> {
+        let (states, completions) = match early.0.take().map(JoinHandle::join) {
             Some(Ok(Ok((states, completions)))) => (states, Some(completions)),
             _ => (self.ledger.read().file_states()?, None),
         };

@@ -44,10 +44,21 @@ impl Runner<'_> {
             .collect();
         let workspace = &self.plan.workspace;
         let (first, second) = halves(tasks);
+        let observed = &observed;
         let (first, second) = std::thread::scope(|s| {
-            let second = (!second.is_empty()).then(|| s.spawn(|| look(workspace, tasks, &observed, second)));
-            let first = look(workspace, tasks, &observed, first);
-            (first, second.map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))))
+            // No thread to be had (a process limit): the second half is
+            // looked at after the first, on this one.
+            let rest = second.clone();
+            let side = (!second.is_empty())
+                .then(|| std::thread::Builder::new().spawn_scoped(s, move || look(workspace, tasks, observed, rest)))
+                .and_then(std::io::Result::ok);
+            let first = look(workspace, tasks, observed, first);
+            let second = match side {
+                Some(h) => Some(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+                None if !second.is_empty() => Some(look(workspace, tasks, observed, second)),
+                None => None,
+            };
+            (first, second)
         });
         // The first refusal in the plan's order: the first half's, if any.
         let refused = |r: Refused| match r {

@@ -310,7 +310,8 @@ impl LeaseGuard {
     /// `f`'s reads of the ledger as committed now, made beside the caller:
     /// on SQLite on a thread and a connection of their own, in one read
     /// transaction, so that they overlap the caller's own work; `None` on
-    /// PostgreSQL (the caller reads in line). What `f` reads is only as
+    /// PostgreSQL, or when no thread could be started (the caller reads in
+    /// line). What `f` reads is only as
     /// fresh as the moment it ran: the caller uses it only while nothing it
     /// depends on was written since (a run: `run::early`).
     pub fn read_beside<T: Send + 'static>(
@@ -318,7 +319,7 @@ impl LeaseGuard {
         f: impl FnOnce(&dyn LedgerRead) -> Result<T> + Send + 'static,
     ) -> Option<std::thread::JoinHandle<Result<T>>> {
         match &self.store.backend {
-            Backend::Sqlite(db) => Some(db.read_beside(f)),
+            Backend::Sqlite(db) => db.read_beside(f),
             Backend::Postgres(_) => None,
         }
     }

@@ -178,9 +178,12 @@ impl Db {
     pub fn read_beside<T: Send + 'static>(
         &self,
         f: impl FnOnce(&dyn LedgerRead) -> Result<T> + Send + 'static,
-    ) -> std::thread::JoinHandle<Result<T>> {
+    ) -> Option<std::thread::JoinHandle<Result<T>>> {
         let path = self.files.db.clone();
-        std::thread::spawn(move || {
+        // No thread to be had (a process limit): `None`, and the caller
+        // reads in line.
+        let side = std::thread::Builder::new().name("ledger-read".into());
+        side.spawn(move || {
             // Read-write flags so a WAL reader can use the shared memory file.
             let conn = connect(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
             conn.execute_batch("BEGIN DEFERRED")?;
@@ -188,6 +191,7 @@ impl Db {
             conn.execute_batch("COMMIT")?;
             value
         })
+        .ok()
     }
 
     pub fn reader(&self) -> Sql<'_> {
