@@ -22,7 +22,10 @@ pub(super) type Completions = HashMap<String, CompletionRecord>;
 /// The side read under way. Joined when dropped: a run that ends before
 /// taking it (a refusal at its first look) does not leave it reading while
 /// the lease is given back.
-pub(super) struct Early(Option<JoinHandle<Result<(Vec<FileState>, Completions)>>>);
+pub(super) struct Early(Option<JoinHandle<Result<ReadEarly>>>);
+
+/// The file-state cache's rows and the revision's completions.
+type ReadEarly = (Vec<FileState>, Completions);
 
 impl Drop for Early {
     fn drop(&mut self) {
