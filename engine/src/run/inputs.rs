@@ -117,9 +117,9 @@ fn halves(tasks: &[Task]) -> (Range<usize>, Range<usize>) {
 fn look(workspace: &Path, tasks: &[Task], observed: &[bool], range: Range<usize>) -> Result<FirstLook, Refused> {
     let mut expander = Expander::new(workspace).map_err(Refused::Workspace)?;
     let mut looked = FirstLook::new();
-    for i in range {
-        let task = &tasks[i];
-        if observed[i] {
+    let in_range = tasks.iter().zip(observed).enumerate().skip(range.start).take(range.len());
+    for (i, (task, &observed)) in in_range {
+        if observed {
             let expanded = checkpoint::expand_inputs(&mut expander, task).map_err(|(input, why)| Refused::Input {
                 task: i,
                 input,
