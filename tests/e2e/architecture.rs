@@ -75,8 +75,8 @@ fn only_the_approve_path_writes_approvals() {
         callers(&src, "approve::record").into_iter().filter(|f| f != "engine/src/commands/approve.rs").collect();
     assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
     // Only the call site consumes or voids one.
-    assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/start.rs"]);
-    assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/start.rs"]);
+    assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/driver/gate.rs"]);
+    assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/driver/gate.rs"]);
 }
 
 #[test]
@@ -138,6 +138,44 @@ fn sqlite_is_reached_only_through_the_store() {
         for sql in ["SELECT ", "INSERT INTO", "UPDATE ", "use rusqlite", "rusqlite::"] {
             assert!(!text.contains(sql), "{rel} holds `{sql}`: the interface names no SQL");
         }
+    }
+}
+
+#[test]
+fn the_run_core_does_no_io() {
+    // `run/core/` is the run loop as a state machine: events in, actions
+    // out. It names no ledger handle, no provider call, no runtime, no
+    // thread, no file system, no clock and no signal: the driver does all
+    // of that. (It may name the store's record types: they are data.)
+    let core = repo_root().join("engine/src/run/core");
+    for needle in [
+        "LeaseGuard",
+        "LedgerTx",
+        "LedgerRead",
+        "Store::open",
+        "store::Store",
+        "crate::run::driver",
+        "crate::run::live",
+        "crate::run::world",
+        "crate::commands",
+        "crate::checkpoint::observe",
+        "crate::clock",
+        "crate::signals::",
+        "failpoint::hit",
+        "tokio",
+        "std::fs",
+        "std::thread",
+        "std::process",
+        "std::net",
+        "std::time::Instant",
+        "SystemTime",
+        "providers::Provider",
+        "providers::command",
+        "providers::http",
+        "providers::mcp",
+    ] {
+        let hits = files_containing(&core, needle);
+        assert!(hits.is_empty(), "run/core/ names `{needle}`: {hits:?}");
     }
 }
 
