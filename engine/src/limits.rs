@@ -147,6 +147,10 @@ pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// how many more the store holds), and goal ids a "did you mean" reads.
 pub const GOALS_LISTED_MAX: i64 = 1_000;
 
+/// Stores `engine stores` examines in the state folder (by folder name;
+/// it says how many more there are).
+pub const STORES_LISTED_MAX: usize = 10_000;
+
 /// A provider process a stopped engine left running gets this long
 /// between SIGTERM and SIGKILL when the next writer ends its group.
 pub const PROCESS_END_GRACE: Duration = Duration::from_secs(2);
