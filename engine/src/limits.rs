@@ -1,7 +1,7 @@
 //! Every limit of the engine, in one place (TigerStyle: a limit on
 //! everything — every input, capture, queue and wait). Units are in the
 //! names; sizes are in bytes of UTF-8, counts in items. ARCHITECTURE.md
-//! lists the engine's and the providers' own; README.md lists the plan's
+//! lists the engine's and the providers' own; docs/limits.md lists the plan's
 //! in a table — keep them in step.
 //!
 //! The plan's bounds are checked by `engine check` — and so by every
