@@ -224,7 +224,7 @@ fn dependency_names() -> BTreeSet<String> {
                 in_deps = line.ends_with("dependencies]");
                 continue;
             }
-            let Some((name, _)) = line.split_once(|c: char| c == '=' || c == '.') else { continue };
+            let Some((name, _)) = line.split_once(['=', '.']) else { continue };
             let name = name.trim();
             if in_deps && !name.is_empty() && !name.starts_with('#') && name != "providers" {
                 names.insert(name.to_string());
