@@ -11,12 +11,15 @@ use serde_json::Value;
 /// version is the pinned one. Fails (never skips) saying exactly what to
 /// run.
 pub fn node_server(repo: &Path, package: &str) -> PathBuf {
+    // The command, ready to paste: the script finds its folder itself,
+    // and the clone's path may hold spaces.
+    let repo_shown = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let script = repo_shown.join(".ci/install-node-fixtures").display().to_string().replace('\'', r"'\''");
     let fail = |what: String| -> ! {
         panic!(
             "{what}. These tests drive the official MCP servers (pinned in fixtures/node) with Node.js 20 or \
-             later. Run, in {}:\n\n    bash .ci/install-node-fixtures\n\nthen the tests again (or run `bash .ci/test`, \
-             the README's test command, which installs what every test needs and runs them all)",
-            repo.display()
+             later. Run:\n\n    bash '{script}'\n\nthen the tests again (or run `bash .ci/test` in the clone, the \
+             README's test command, which installs what every test needs and runs them all)"
         )
     };
     match std::process::Command::new("node").arg("--version").output() {
