@@ -48,15 +48,15 @@ enum Ended {
 
 impl McpProvider {
     /// `tools/list` on the live server (started if needed), on our turn.
-    pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<Vec<crate::Tool>, String> {
+    pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<crate::Inventory, String> {
         let deadline = call.timeout.map(|d| Instant::now() + d);
         let Some(_turn) = self.session.permit(deadline).await else {
             return Err("deadline passed while waiting for an earlier call to the same MCP server".into());
         };
         let live = self.session.live(call, deadline).await.map_err(|nd| redacted(nd, &call.secrets).message)?;
-        let tools = live.tools(deadline).await;
+        let inventory = live.inventory(deadline).await;
         live.link.pump_stderr();
-        tools.map_err(|m| jsonrpc::redact_str(format!("{m}{}", self.session.hub.tail()), &call.secrets))
+        inventory.map_err(|m| jsonrpc::redact_str(format!("{m}{}", self.session.hub.tail()), &call.secrets))
     }
 
     pub(super) async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
@@ -88,6 +88,7 @@ impl McpProvider {
                 let detail = jsonrpc::redact_str(format!("{detail}{}", self.session.hub.tail()), &call.secrets);
                 Outcome::Lost { reason, detail }
             }
+            Ended::Outcome(Outcome::NotDispatched(nd)) => Outcome::NotDispatched(redacted(nd, &call.secrets)),
             Ended::Outcome(o) => o,
         }
     }
@@ -101,6 +102,9 @@ impl McpProvider {
         deadline: Option<Instant>,
         progress: &ProgressSender,
     ) -> Ended {
+        if let Err(nd) = self.session.authorize(live, tool, deadline).await {
+            return Ended::Outcome(Outcome::NotDispatched(nd));
+        }
         let support = match live.task_support(tool, deadline).await {
             Ok(s) => s,
             Err(m) => {

@@ -266,7 +266,7 @@ impl Provider for McpProvider {
         Some(Box::pin(self.cancel_inner(call, handle)))
     }
 
-    fn list_tools<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Result<Vec<crate::Tool>, String>>> {
+    fn list_tools<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Result<crate::Inventory, String>>> {
         Some(Box::pin(self.list_tools_inner(call)))
     }
 

@@ -154,9 +154,53 @@ async fn is_error_and_rpc_error_become_tool_error() {
     let r = receipt(go(&p, &e.call("fail", json!({"template": "x"}))).await.0);
     assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `x` not found"));
     assert!(r.result.text.contains("\"isError\":true"), "{}", r.result.text);
-    let r = receipt(go(&p, &e.call("no_such_tool", json!({}))).await.0);
-    assert_eq!(r.tool_error.as_deref(), Some("JSON-RPC error -32602: unknown tool: no_such_tool"));
+    // A tool the server does not list is never called.
+    match go(&p, &e.call("no_such_tool", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => {
+            assert_eq!(nd.kind, NotDispatchedKind::BadRequest);
+            assert!(nd.message.contains("does not offer tool `no_such_tool`"), "{}", nd.message);
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(e.deliveries().is_empty());
+}
+
+/// Issue 24 item 8, in the provider: no `tools/call` without the server's
+/// inventory, and none to another server that came up behind the same
+/// command after the first one died.
+#[tokio::test]
+async fn no_call_without_an_inventory_nor_to_another_server_after_a_restart() {
+    let e = env();
+    let p = e.provider(&["--fail-tools-list"]);
+    match go(&p, &e.call("render", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => assert!(nd.message.contains("inventory unavailable"), "{}", nd.message),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.deliveries().is_empty(), "nothing called");
+
+    // Each start of this command is a new version of the server.
+    let count = e.dir.path().join("starts");
+    let script = format!(
+        r#"n=$(cat "{0}" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "{0}"; MCP_SERVER_VERSION=$n exec "$@""#,
+        count.display()
+    );
+    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
+    command.extend(e.command(&[]));
+    let p = McpProvider::stdio(command, None);
+    let inv = p.list_tools(&e.call("render", json!({}))).unwrap().await.unwrap();
+    assert_eq!(inv.server, Some(crate::ServerInfo { name: "engine-mcp-fixture".into(), version: "1".into() }));
+    assert_eq!(inv.protocol, "2025-11-25");
+    assert!(inv.tools.iter().any(|t| t.name == "render"));
+    let (o, _) = go(&p, &e.call("crash", json!({}))).await;
+    assert!(matches!(o, Outcome::Lost { .. }), "{o:?}");
+    match go(&p, &e.call("render", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => {
+            assert!(nd.message.contains("engine-mcp-fixture 1 then, engine-mcp-fixture 2 now"), "{}", nd.message)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.server_starts(), 2);
+    assert_eq!(e.deliveries().len(), 1, "only the crash's effect");
 }
 
 #[tokio::test]
