@@ -12,6 +12,7 @@ use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
 use super::jsonrpc::{Answer, RpcEnd};
 use super::link::Link;
+use super::revision::{self, Probe};
 use super::stderr::StderrHub;
 use super::stdio::StdioLink;
 use super::streamable::HttpLink;
@@ -24,6 +25,9 @@ use crate::{Call, Inventory, NotDispatched, NotDispatchedKind, ServerInfo, Tool}
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a closing server may take to exit after its stdin closed.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long a server may take to answer the `server/discover` probe
+/// before it is taken for a legacy server that ignores it.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on the pages of one `tools/list`.
 const TOOL_PAGES_MAX: usize = 20;
 /// Bound on the tools one server may list (more is refused, not cut).
@@ -122,7 +126,7 @@ impl Session {
         }
         let link = self.open(call)?;
         self.starts.fetch_add(1, Ordering::SeqCst);
-        let live = match initialize(link, start_by).await {
+        let live = match negotiate(link, start_by).await {
             Ok(l) => Arc::new(l),
             Err((link, end)) => {
                 link.kill();
@@ -289,6 +293,32 @@ enum StartEnd {
     Refused(String),
 }
 
+/// Which revision the server speaks: the `server/discover` probe first
+/// (2026-07-28), `initialize` when the server is not modern (see
+/// `revision`).
+async fn negotiate(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
+    link.set_protocol(Some(revision::MODERN));
+    let probe_by = by.min(Instant::now() + PROBE_TIMEOUT);
+    let end = link.request("server/discover", &json!({}), Some(probe_by), || {}).await;
+    match revision::probe(&end) {
+        Probe::Modern(found) => Ok(modern(link, &found)),
+        Probe::Refused(why) => Err((link, StartEnd::Refused(why))),
+        Probe::Failed => Err((link, StartEnd::Rpc(end))),
+        Probe::Legacy => {
+            link.set_protocol(None);
+            initialize(link, by).await
+        }
+    }
+}
+
+/// A 2026-07-28 server, from its `DiscoverResult`: nothing more to say to
+/// it before the first call.
+fn modern(link: Link, found: &Value) -> Live {
+    let server = server_info(found.pointer("/_meta").and_then(|m| m.get(revision::META_SERVER)));
+    let tasks = found.pointer("/capabilities/extensions").and_then(|e| e.get(revision::TASKS_EXTENSION)).is_some();
+    Live { link, protocol: revision::MODERN.to_string(), server, tasks, tools: OnceCell::new() }
+}
+
 /// `initialize` → protocol version checked → `notifications/initialized`.
 async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
     let params = json!({
@@ -314,7 +344,7 @@ async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
         return Err((link, StartEnd::Refused(why)));
     }
     if let Link::Http(l) = &link {
-        l.set_protocol(version);
+        l.set_protocol(Some(version));
     }
     if let Err(m) = link.notify("notifications/initialized", None).await {
         return Err((link, StartEnd::Refused(m)));

@@ -48,6 +48,8 @@ pub(crate) struct StdioLink {
     stderr_fd: Option<stderr::StderrFd>,
     hub: Arc<StderrHub>,
     tasks: Vec<JoinHandle<()>>,
+    /// The revision negotiated with the server.
+    protocol: Mutex<Option<String>>,
 }
 
 impl StdioLink {
@@ -85,6 +87,7 @@ impl StdioLink {
             stderr_fd: Some(Arc::clone(&stderr_fd)),
             hub: Arc::clone(hub),
             tasks: Vec::new(),
+            protocol: Mutex::new(None),
         };
         Ok(link.start_readers(stdout, stderr_fd, call.output_bytes_max))
     }
@@ -100,6 +103,14 @@ impl StdioLink {
         self.tasks.push(tokio::spawn(reader.run()));
         self.tasks.push(tokio::spawn(stderr::read_all(Arc::clone(&self.hub), fd)));
         self
+    }
+
+    pub fn set_protocol(&self, v: Option<&str>) {
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = v.map(str::to_string);
+    }
+
+    pub fn protocol(&self) -> Option<String> {
+        self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn pid(&self) -> u32 {

@@ -11,23 +11,23 @@ use serde_json::{json, Value};
 use super::*;
 use crate::{Decider, LostReason, McpReceipt, NotDispatchedKind, Observation, Progress, Receipt, Verdict};
 
-fn fixture() -> String {
+pub(super) fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/server.py").to_string_lossy().into_owned()
 }
 
-struct Env {
-    dir: tempfile::TempDir,
-    log: PathBuf,
+pub(super) struct Env {
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
 }
 
-fn env() -> Env {
+pub(super) fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("deliveries.jsonl");
     Env { dir, log }
 }
 
 impl Env {
-    fn command(&self, flags: &[&str]) -> Vec<String> {
+    pub(super) fn command(&self, flags: &[&str]) -> Vec<String> {
         let mut command =
             vec!["python3".to_string(), fixture(), "--log".into(), self.log.to_string_lossy().into_owned()];
         command.extend(flags.iter().map(|f| f.to_string()));
@@ -38,7 +38,7 @@ impl Env {
         McpProvider::stdio(self.command(flags), Some("operation_status".into()))
     }
 
-    fn call(&self, tool: &str, arguments: Value) -> Call {
+    pub(super) fn call(&self, tool: &str, arguments: Value) -> Call {
         Call {
             operation_id: "op-7".into(),
             try_no: 2,
@@ -53,7 +53,7 @@ impl Env {
         }
     }
 
-    fn deliveries(&self) -> Vec<Value> {
+    pub(super) fn deliveries(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -63,7 +63,7 @@ impl Env {
     }
 }
 
-async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
+pub(super) async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
     let (tx, mut rx) = crate::progress_channel();
     let o = p.dispatch(c, tx).await;
     let mut seen = Vec::new();
@@ -73,7 +73,7 @@ async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
     (o, seen)
 }
 
-fn receipt(o: Outcome) -> McpReceipt {
+pub(super) fn receipt(o: Outcome) -> McpReceipt {
     match o {
         Outcome::Received(Receipt::Mcp(r)) => r,
         other => panic!("expected an MCP receipt, got {other:?}"),
@@ -482,7 +482,7 @@ async fn task_failure_deadline_cancel_and_unknown_handles() {
 }
 
 /// Start a task call and return its handle (the call goes on in the background).
-async fn go_until_handle(p: &McpProvider, c: &Call) -> Handle {
+pub(super) async fn go_until_handle(p: &McpProvider, c: &Call) -> Handle {
     let (tx, mut rx) = crate::progress_channel();
     let mut fut = p.dispatch(c, tx);
     loop {
