@@ -181,6 +181,10 @@ pub struct McpReceipt {
     pub http_status: Option<u16>,
     pub retry_after_seconds: Option<u64>,
     pub duration_ms: u64,
+    /// The result does not match the `outputSchema` the server declared
+    /// for the tool: the first mismatch, with its JSON path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_invalid: Option<String>,
 }
 
 /// Why a call ended without a receipt.

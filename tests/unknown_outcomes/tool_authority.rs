@@ -157,3 +157,53 @@ fn another_server_behind_the_same_command_is_a_changed_meaning() {
     let explain = ws.engine(&["explain", "T1"]);
     assert!(explain.stdout.contains("mcp-server:tools"), "{}", explain.stdout);
 }
+
+/// Issue 27: a result that does not match the tool's declared
+/// `outputSchema` is `provider_output_invalid`, naming the JSON path; one
+/// that matches passes.
+#[test]
+fn a_result_outside_the_tools_output_schema_is_provider_output_invalid_at_its_path() {
+    let ws = Ws::new();
+    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut bad = mcp_task("T1", "count", "none");
+    bad["action"]["arguments"] = json!({"count": "three"});
+    ws.write_plan("plan.json", &plan("schema", providers.clone(), vec![bad]));
+    ws.run().expect(1, None);
+    let a = ws.attempts();
+    assert_eq!(a[0].state, "failed", "{a:?}");
+    assert_eq!((a[0].class(), a[0].rule()), ("provider_rejected", "provider_output_invalid"), "{a:?}");
+    let invalid = ws.evidence(a[0].id).into_iter().find(|e| e.1 == "provider_output_invalid").expect("its evidence");
+    let message = invalid.2["message"].as_str().unwrap();
+    assert!(message.starts_with("structuredContent/count: "), "{message}");
+    assert_eq!(ws.receipt_of(a[0].id).unwrap()["output_invalid"].as_str(), Some(message));
+
+    let ws = Ws::new();
+    let mut good = mcp_task("T1", "count", "none");
+    good["action"]["arguments"] = json!({"count": 3});
+    ws.write_plan("plan.json", &plan("schema", json!({"tools": mcp_provider(&ws, &[], false)}), vec![good]));
+    ws.run().expect(0, None);
+}
+
+/// A server's annotations are recorded and shown, never taken as
+/// permission: `crash` says it is read-only and idempotent (it is not: it
+/// performs the effect, then dies unanswered), and its task, whose effect
+/// defaults to `external`, is still `effect_unknown` — never sent again.
+#[test]
+fn tool_annotations_are_recorded_and_shown_never_taken_as_permission() {
+    let ws = Ws::new();
+    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut t = mcp_task("T1", "crash", "external");
+    t.as_object_mut().unwrap().remove("effect");
+    ws.write_plan("plan.json", &plan("hints", providers, vec![t]));
+    ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    assert_eq!(ws.mcp_deliveries().len(), 1, "sent once, whatever the server's hints");
+    let inventory = ws.events_of("tool_inventory");
+    assert_eq!(inventory[0].2["annotations"]["crash"], json!({"readOnlyHint": true, "idempotentHint": true}));
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str()), (1, "effect_unknown"), "{a:?}");
+    let detail = a[0].dispatch_detail.clone().unwrap_or_default();
+    assert!(detail.contains("annotations, hints only") && detail.contains("readOnlyHint"), "{detail}");
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(explain.stdout.contains("hints only"), "{}", explain.stdout);
+}

@@ -22,6 +22,9 @@ pub struct Inventory {
     pub server: Option<ServerInfo>,
     pub protocol: String,
     pub tools: BTreeMap<String, String>,
+    /// Each tool's annotations as the server gave them: recorded and shown,
+    /// never a permission nor a task's effect.
+    pub annotations: BTreeMap<String, Value>,
     pub digest: String,
 }
 
@@ -32,7 +35,8 @@ impl Inventory {
         let whole = serde_json::to_value(&listed.tools).unwrap_or(Value::Null);
         let server = serde_json::to_value(&listed.server).unwrap_or(Value::Null);
         let digest = Digester::new(Kind::ToolInventory).json("server", &server).json("tools", &whole).finish();
-        Inventory { server: listed.server.clone(), protocol: listed.protocol.clone(), tools, digest }
+        let annotations = listed.tools.iter().filter_map(|t| Some((t.name.clone(), t.annotations.clone()?))).collect();
+        Inventory { server: listed.server.clone(), protocol: listed.protocol.clone(), tools, annotations, digest }
     }
 
     /// `name version`, or what stands for a server that gave no

@@ -107,7 +107,7 @@ impl Runner<'_> {
         for (provider, inventory) in &listed {
             let data = match inventory {
                 Ok(inv) => json!({"provider": provider, "server": inv.server, "protocol": inv.protocol,
-                                  "digest": inv.digest, "tools": inv.tools}),
+                                  "digest": inv.digest, "tools": inv.tools, "annotations": inv.annotations}),
                 Err(why) => json!({"provider": provider, "error": why}),
             };
             self.write_event(Durability::Normal, EventKind::ToolInventory, None, None, data)?;

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::link::Link;
+use super::output;
 use super::revision::{self, ResultKind};
 use super::session::{end_text, Live, TaskSupport, START_TIMEOUT};
 use super::tasks::{self, TaskState, Waited};
@@ -83,7 +84,12 @@ impl McpProvider {
         stderr.redact(&call.secrets);
         match ended {
             Ended::Answer { answer, forced_error } => {
-                Outcome::Received(receipt(answer, forced_error, stderr, started, call))
+                let schema = live.tool(&tool).and_then(|t| t.output_schema.clone());
+                Outcome::Received(judge_output(
+                    receipt(answer, forced_error, stderr, started, call),
+                    schema.as_ref(),
+                    call,
+                ))
             }
             Ended::Outcome(Outcome::Lost { reason, detail }) => {
                 let detail = jsonrpc::redact_str(format!("{detail}{}", self.session.hub.tail()), &call.secrets);
@@ -121,8 +127,14 @@ impl McpProvider {
         if augment {
             params["task"] = json!({"ttl": tasks::TASK_TTL_MS});
         }
+        // The server's annotations are shown as what they are: its hints,
+        // never a permission nor the task's declared effect.
+        let hints = match live.tool(tool).and_then(|t| t.annotations.as_ref()) {
+            Some(a) => format!("; the server's annotations, hints only: {}", excerpt(&a.to_string(), 200)),
+            None => String::new(),
+        };
         let detail = format!(
-            "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {})",
+            "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {}{hints})",
             if augment { " (as a task)" } else { "" },
             live.link.describe(),
             live.protocol,
@@ -307,7 +319,14 @@ impl McpProvider {
         let mut stderr = sink.finish();
         stderr.redact(&call.secrets);
         let forced = state.forced_error(&answer).or_else(|| not_complete(&answer));
-        Resumed::Receipt(receipt(answer, forced, stderr, started, call))
+        // Judged as the call's own answer would have been: by the schema
+        // its server lists now (a listing failure leaves it unjudged).
+        let tool = parse_request(&call.request).map(|(t, _)| t).unwrap_or_default();
+        let schema = match live.inventory(start_by).await {
+            Ok(inv) => inv.tools.into_iter().find(|t| t.name == tool).and_then(|t| t.output_schema),
+            Err(_) => None,
+        };
+        Resumed::Receipt(judge_output(receipt(answer, forced, stderr, started, call), schema.as_ref(), call))
     }
 
     pub(super) async fn cancel_inner(&self, call: &Call, handle: &Handle) -> Cancelled {
@@ -342,6 +361,14 @@ fn not_complete(answer: &Answer) -> Option<String> {
         )),
         ResultKind::Other(k) => Some(format!("an answer of resultType `{k}`, which this client does not know")),
     }
+}
+
+fn excerpt(s: &str, chars_max: usize) -> String {
+    let mut out: String = s.chars().take(chars_max).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
 }
 
 fn redacted(mut nd: NotDispatched, secrets: &[String]) -> NotDispatched {
@@ -407,5 +434,19 @@ fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, start
         http_status,
         retry_after_seconds,
         duration_ms: started.elapsed().as_millis() as u64,
+        output_invalid: None,
     })
+}
+
+/// Judge a receipt's result against the tool's declared `outputSchema`
+/// (only a result that is the tool's successful answer).
+fn judge_output(mut receipt: Receipt, schema: Option<&Value>, call: &Call) -> Receipt {
+    if let Receipt::Mcp(r) = &mut receipt {
+        if r.tool_error.is_none() && !r.result.truncated {
+            if let Ok(result) = serde_json::from_str::<Value>(&r.result.text) {
+                r.output_invalid = output::mismatch(schema, &result).map(|m| jsonrpc::redact_str(m, &call.secrets));
+            }
+        }
+    }
+    receipt
 }

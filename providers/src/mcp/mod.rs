@@ -51,6 +51,7 @@
 mod call;
 mod jsonrpc;
 mod link;
+mod output;
 mod revision;
 mod session;
 mod sse;

@@ -181,6 +181,12 @@ impl Live {
         Ok(listing.tools.get(tool).map_or(TaskSupport::Forbidden, |(_, s)| *s))
     }
 
+    /// A tool as this server start listed it (`None` before the listing,
+    /// or when it does not list the tool).
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.get()?.tools.get(name).map(|(t, _)| t)
+    }
+
     async fn listing(&self, deadline: Option<Instant>) -> Result<&Listing, String> {
         self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await
     }
