@@ -387,12 +387,14 @@ async fn observe_by_the_old_tool_and_by_a_read_back_rule() {
 #[tokio::test]
 async fn over_long_answer_is_truncated_and_recorded() {
     let e = env();
-    let mut c = e.call("fail", json!({"template": "x".repeat(5000)}));
-    c.output_bytes_max = 1000;
+    // The bound is above the server's tools/list answer (read on the same
+    // link, under the same line bound, before any call).
+    let mut c = e.call("fail", json!({"template": "x".repeat(20000)}));
+    c.output_bytes_max = 4000;
     let r = receipt(go(&e.provider(&[]), &c).await.0);
-    assert!(r.result.truncated && r.result.total_bytes > 5000, "{:?}", r.result.total_bytes);
-    assert_eq!(r.result.text.len(), 1000);
-    assert!(r.tool_error.unwrap().contains("over the 1000-byte bound"));
+    assert!(r.result.truncated && r.result.total_bytes > 20000, "{:?}", r.result.total_bytes);
+    assert_eq!(r.result.text.len(), 4000);
+    assert!(r.tool_error.unwrap().contains("over the 4000-byte bound"));
 }
 
 #[tokio::test]
