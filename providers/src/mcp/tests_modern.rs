@@ -193,3 +193,41 @@ async fn a_stream_broken_after_the_request_was_written_is_lost_not_resent() {
     let calls = received(&e.received()).into_iter().filter(|m| m["method"] == "tools/call").count();
     assert_eq!(calls, 1, "the server read it once, and it was not sent again");
 }
+
+/// A call abandoned while the server works on it (its future dropped, as a
+/// person's stop does) is cancelled the stdio way: the server receives
+/// `notifications/cancelled` naming the request — in both revisions.
+#[tokio::test]
+async fn an_abandoned_call_sends_notifications_cancelled_over_stdio() {
+    for era in ["modern", "legacy"] {
+        let e = env();
+        // Threaded: the server reads on while the call works.
+        let p = e.modern(&["--era", era, "--threaded"]);
+        let mut c = e.call("wait", json!({"ms": 20000}));
+        c.timeout = None;
+        let calls = || received(&e.received()).into_iter().filter(|m| m["method"] == "tools/call").count();
+        {
+            let (tx, _rx) = crate::progress_channel();
+            let call = p.dispatch(&c, tx);
+            let until = Instant::now() + Duration::from_secs(20);
+            tokio::pin!(call);
+            while calls() == 0 {
+                assert!(Instant::now() < until, "the call never reached the server");
+                let _ = tokio::time::timeout(Duration::from_millis(50), &mut call).await;
+            }
+        } // dropped here, unanswered
+        let until = Instant::now() + Duration::from_secs(10);
+        let cancelled = loop {
+            let all = received(&e.received());
+            if let Some(c) = all.iter().find(|m| m["method"] == "notifications/cancelled") {
+                break (c.clone(), all);
+            }
+            assert!(Instant::now() < until, "{era}: no notifications/cancelled reached the server");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let (note, all) = cancelled;
+        let call_id = all.iter().find(|m| m["method"] == "tools/call").unwrap()["id"].clone();
+        assert_eq!(note["params"]["requestId"], call_id, "{era}: {note}");
+        p.shutdown().await;
+    }
+}
