@@ -131,7 +131,8 @@ impl McpConfig {
 
 pub struct McpProvider {
     config: McpConfig,
-    session: Session,
+    /// Boxed: a session is large, and providers travel in an enum.
+    session: Box<Session>,
 }
 
 impl std::fmt::Debug for McpProvider {
@@ -143,7 +144,7 @@ impl std::fmt::Debug for McpProvider {
 impl McpProvider {
     pub fn new(config: McpConfig) -> Self {
         let tls = Tls::new(config.ca_file.clone());
-        let session = Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent);
+        let session = Box::new(Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent));
         McpProvider { config, session }
     }
 

@@ -74,7 +74,7 @@ pub(crate) struct Session {
     starts: AtomicU32,
     /// The first inventory read in this run: a server started later (after
     /// one died) must be the same server offering the same tools.
-    first: std::sync::Mutex<Option<Inventory>>,
+    first: std::sync::Mutex<Option<Box<Inventory>>>,
 }
 
 impl Session {
@@ -212,8 +212,8 @@ impl Session {
             refused(NotDispatchedKind::Other, format!("{m}; the server's tools could not be read, tools/call not sent"))
         })?;
         let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
-        let first = first.get_or_insert_with(|| now.clone());
-        if *first != now {
+        let first = first.get_or_insert_with(|| Box::new(now.clone()));
+        if **first != now {
             let who = |i: &Inventory| match &i.server {
                 Some(s) => format!("{} {}", s.name, s.version),
                 None => "a server without serverInfo".into(),
