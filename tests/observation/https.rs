@@ -343,15 +343,19 @@ fn a_remote_mcp_server_over_https_is_reached_with_ca_file_and_not_without_it() {
     assert_eq!(front.count(r#""method":"tools/call""#), 1, "one tools/call, inside TLS");
     assert_eq!(front.failed_handshakes.load(Ordering::SeqCst), 0);
 
-    // Without it: the handshake fails; the server received nothing, and the
-    // attempt is a failure before dispatch, not an unknown.
+    // Without it: the handshake fails, so the server's tools cannot be
+    // read, and no call is made (issue 24 item 8): the run stops before
+    // its first intent, the server received nothing.
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan(provider(None), vec![research_task("T1", "reefs")]));
-    ws.run().expect(1, None);
-    let a = ws.attempts();
-    assert_eq!((a.len(), a[0].state.as_str()), (1, "failed"), "{a:?}");
-    assert_eq!((a[0].dispatched_at_ms, a[0].handle.as_ref()), (None, None), "nothing dispatched");
-    assert_eq!(a[0].class(), "environment", "{a:?}");
+    let out = ws.run();
+    out.expect(2, Some("TOOL_INVENTORY_UNAVAILABLE"));
+    assert!(
+        out.json()["error"]["message"].as_str().unwrap().to_lowercase().contains("certificate"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(ws.attempts().len(), 0, "no intent");
     assert!(front.failed_handshakes.load(Ordering::SeqCst) >= 1);
     assert_eq!(front.count(r#""method":"tools/call""#), 1, "nothing more reached the server");
 }
