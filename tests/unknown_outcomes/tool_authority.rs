@@ -10,8 +10,7 @@ use crate::common::*;
 /// `@modelcontextprotocol/server-filesystem` (pinned in fixtures/node),
 /// serving `root`.
 fn filesystem_server(root: &std::path::Path) -> Value {
-    let index = repo_root().join("fixtures/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    assert!(index.is_file(), "{} is missing: run .ci/install-node-fixtures", index.display());
+    let index = crate::support::node::node_server(&repo_root(), "server-filesystem");
     json!({"kind": "mcp", "command": ["node", index.to_string_lossy(), root.to_string_lossy()]})
 }
 
