@@ -225,7 +225,7 @@ impl Universe {
             let outcome = Outcome::NotDispatched(nd);
             self.schedule(
                 now + 1,
-                Due::Msg { process, msg: Msg::Finished { attempt_id, outcome, level: Level::None } },
+                Due::Msg { process, msg: Msg::Finished { attempt_id, outcome: Box::new(outcome), level: Level::None } },
             );
             self.calls.insert((op, s.try_no), Call { done_at: now + 1, receipt: None });
             return;
@@ -267,7 +267,10 @@ impl Universe {
             matches!(behaviour, Behaviour::Ok | Behaviour::Fails | Behaviour::AnswerWithoutEffect | Behaviour::Slow)
                 .then_some(receipt);
         self.calls.insert((op, s.try_no), Call { done_at: now + latency, receipt: answer });
-        self.schedule(at, Due::Msg { process, msg: Msg::Finished { attempt_id, outcome, level: Level::None } });
+        self.schedule(
+            at,
+            Due::Msg { process, msg: Msg::Finished { attempt_id, outcome: Box::new(outcome), level: Level::None } },
+        );
     }
 
     /// What looking at an attempt finds, from the truth.

@@ -128,10 +128,11 @@ pub enum Msg {
         attempt_id: AttemptId,
         progress: Progress,
     },
-    /// The call's outcome, and how far a person's stop reached its process.
+    /// The call's outcome (boxed: a receipt is large, the other messages
+    /// small), and how far a person's stop reached its process.
     Finished {
         attempt_id: AttemptId,
-        outcome: Outcome,
+        outcome: Box<Outcome>,
         level: Level,
     },
     /// An attempt's validations ran, then the goal's constraint checks.

@@ -67,9 +67,9 @@ impl Run<'_> {
                     // Its process group was ended, or its provider asked to
                     // cancel it, by a person's stop: not an answer of the
                     // provider's own.
-                    return self.call_stopped(attempt_id, task, Some(outcome), end).await;
+                    return self.call_stopped(attempt_id, task, Some(*outcome), end).await;
                 }
-                match self.outcome(attempt_id, task, outcome).await? {
+                match self.outcome(attempt_id, task, *outcome).await? {
                     Next::Validate if self.stop.active() => {
                         self.validations_stopped(attempt_id, task, Vec::new(), StopEnd::NotStarted).await?;
                     }

@@ -11,14 +11,14 @@
 //! (`io.rs`): every `.await` in this folder is an action handed out and its
 //! event taken back; the compiler turns the code into the state machine.
 //! What the run knows between two events is `state::Run`. The phases, in
-//! order: the first look, tool authority, reconciliation (`in_doubt`),
+//! order: the first look, tool authority (`tools`), reconciliation (`in_doubt`),
 //! the reuse pass, the loop (`schedule`, with `start`, `messages`,
 //! `attempt`, `group`, `stopping`, `shared`), the acceptance checks, the
 //! verdict.
 //!
 //! Inside the folder, each file calls only the files listed after it:
 //! `schedule` → `shared` → `start` → `messages` → `in_doubt` → `stopping`
-//! → `attempt` → `group` → `state` → `io` → `action`, `event`.
+//! → `attempt` → `group` → `tools` → `state` → `io` → `action`, `event`.
 
 mod action;
 mod attempt;
@@ -32,8 +32,8 @@ mod shared;
 mod start;
 mod state;
 mod stopping;
+mod tools;
 
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,7 +47,6 @@ pub use event::{Applied, Event, Facts, Level, Msg, Opened, Verdict, Wake, Writte
 use io::Io;
 use state::{Run, StopEvent};
 
-use crate::decide::tools;
 use crate::error::{Error, Result};
 use crate::ids::Revision;
 use crate::plan::Plan;
@@ -148,44 +147,6 @@ impl Run<'_> {
         let report = self.io.report(Action::Finish(closing)).await;
         self.release_if_idle(GOAL_CLAIM).await?;
         report
-    }
-
-    /// List the tools of every MCP server a task calls, record each
-    /// inventory, and refuse the run if a task calls a tool its server does
-    /// not offer (no intent, no call).
-    async fn check_tools(&mut self) -> Result<()> {
-        let named: BTreeSet<String> = tools::uses(&self.plan.file).iter().map(|u| u.provider.to_string()).collect();
-        if named.is_empty() {
-            return Ok(());
-        }
-        self.io.tell(Action::Forget).await;
-        for (provider, listed) in self.io.list_tools(named).await {
-            let data = match &listed {
-                Ok(inv) => serde_json::json!({"provider": provider, "tools": inv}),
-                Err(why) => serde_json::json!({"provider": provider, "error": why}),
-            };
-            self.write_event(Durability::Normal, EventKind::ToolInventory, None, None, data).await?;
-            if let Ok(inv) = listed {
-                self.tools.insert(provider, inv);
-            }
-        }
-        let uses = tools::uses(&self.plan.file);
-        let Some(unknown) = tools::first_unknown(&uses, &self.tools) else { return Ok(()) };
-        let offered: Vec<&String> = self.tools.get(unknown.provider).map(|i| i.keys().collect()).unwrap_or_default();
-        let message = format!(
-            "task `{}` calls tool `{}`, which MCP provider `{}` does not offer (its tools/list: {offered:?}); \
-             nothing was sent",
-            unknown.task_ref, unknown.tool, unknown.provider
-        );
-        let details = serde_json::json!({"task_ref": unknown.task_ref, "provider": unknown.provider,
-            "tool": unknown.tool, "offered": offered});
-        let error = Error::new(crate::error::Code::UnknownTool, message)
-            .at(format!("$.tasks[{}].action.tool", unknown.index))
-            .with_details(details);
-        // Say in the ledger why the run stops, then stop.
-        let data = serde_json::json!({"code": error.code, "message": error.message, "details": error.details});
-        self.write_event(Durability::Normal, EventKind::CallRefused, Some(unknown.task_ref), None, data).await?;
-        Err(error)
     }
 
     /// Are completed tasks still complete? Like a build tool with stale

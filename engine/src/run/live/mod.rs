@@ -162,7 +162,7 @@ impl World for Live<'_> {
                 }
             };
             let (outcome, level) = stop::watched(provider.as_ref(), &call, &groups, forward).await;
-            let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
+            let _ = tx.send(Msg::Finished { attempt_id, outcome: Box::new(outcome), level }).await;
         });
         self.work.insert(attempt_id, work.abort_handle());
         self.started.insert(s.task_ref.clone(), std::time::Instant::now());

@@ -1,8 +1,9 @@
 //! Asking MCP servers for their tools (`tools/list`, on the provider the
 //! run's calls then use): for a run's tool authority before its first
-//! intent (the core records each inventory and refuses a task calling a
-//! tool its server does not offer, `decide::tools`), and for `engine
-//! revise` outside a run.
+//! intent (the core records each inventory with the server's
+//! `serverInfo` and digest, and refuses a task calling a server whose
+//! tools could not be read or a tool its server does not offer,
+//! `decide::tools`), and for `engine revise` outside a run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -31,10 +32,7 @@ pub async fn inventories(
     for (name, provider) in providers {
         let call = Call { sandbox: sandboxes.provider(name), ..call.clone() };
         let Some(listing) = provider.list_tools(&call) else { continue };
-        let inv = listing
-            .await
-            .map(|list| list.iter().map(|t| (t.name.clone(), tools::schema_digest(&t.input_schema))).collect());
-        out.insert(name.clone(), inv);
+        out.insert(name.clone(), listing.await.map(|listed| Inventory::of(&listed)));
     }
     out
 }
