@@ -49,7 +49,8 @@ pub enum Event {
     Signal(Option<StopSignal>),
     /// How many process groups a signal reached.
     Reached(usize),
-    Report(Result<RunReport>),
+    /// The run's report (boxed: it is large, the other events small).
+    Report(Box<Result<RunReport>>),
 }
 
 /// The run's first look.

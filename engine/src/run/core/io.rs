@@ -224,7 +224,7 @@ impl Io {
 
     pub async fn report(&self, action: Action) -> Result<crate::run::report::RunReport> {
         match self.ask(action).await {
-            Event::Report(r) => r,
+            Event::Report(r) => *r,
             e => Err(unexpected("the report", e)),
         }
     }

@@ -184,11 +184,11 @@ impl Driver<'_, '_> {
             Action::Finish(closing) => {
                 let dirty = self.workspace.cache.take_dirty();
                 let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
-                Event::Report(closer.finish(dirty))
+                Event::Report(Box::new(closer.finish(dirty)))
             }
             Action::ReportJudged(closing) => {
                 let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
-                Event::Report(closer.report_judged())
+                Event::Report(Box::new(closer.report_judged()))
             }
         }
     }
