@@ -58,6 +58,14 @@ pub enum Code {
     /// SPEC's additions: a task names an MCP tool its server does not offer
     /// (its `tools/list`, before the run's first intent).
     UnknownTool,
+    /// SPEC's additions: a revision loosens what the engine enforces
+    /// (sandbox, network, env, budgets, constraints, protected paths,
+    /// `people`, a tool allow-list) and no person approved it
+    /// (`--approve-loosening`); nothing is recorded.
+    LooseningNeedsApproval,
+    /// SPEC's additions: a revision drops or renames a task whose operation
+    /// is unknown or unsettled; nothing is recorded until it is settled.
+    UnsettledOperation,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -95,6 +103,8 @@ impl Code {
         Code::NotPermitted,
         Code::ToolNotAllowed,
         Code::UnknownTool,
+        Code::LooseningNeedsApproval,
+        Code::UnsettledOperation,
         Code::UsageError,
         Code::Internal,
     ];
@@ -129,6 +139,8 @@ impl Code {
             Code::NotPermitted => "NOT_PERMITTED",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
+            Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
+            Code::UnsettledOperation => "UNSETTLED_OPERATION",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -143,8 +155,9 @@ impl Code {
     /// what ran before it.
     pub fn exit_code(self) -> i32 {
         match self {
-            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven => 3,
-            Code::ApprovalRequired | Code::ApprovalStale => 4,
+            // A settlement first: the revision waits on it, like a run.
+            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
+            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
@@ -287,12 +300,14 @@ mod tests {
             Code::NotPermitted => 25,
             Code::ToolNotAllowed => 26,
             Code::UnknownTool => 27,
-            Code::UsageError => 28,
-            Code::Internal => 29,
+            Code::LooseningNeedsApproval => 28,
+            Code::UnsettledOperation => 29,
+            Code::UsageError => 30,
+            Code::Internal => 31,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 30);
+        assert_eq!(Code::ALL.len(), 32);
     }
 }

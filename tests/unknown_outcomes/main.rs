@@ -15,6 +15,7 @@ mod kill_outside;
 mod lost_answer;
 mod mcp;
 mod provider_output;
+mod rename;
 mod restart_observed;
 mod settle;
 mod tool_authority;

@@ -8,6 +8,7 @@
 
 pub mod approve;
 pub mod person;
+pub mod plan_watch;
 pub mod register;
 pub mod repair;
 pub mod retry;

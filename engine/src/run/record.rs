@@ -149,7 +149,8 @@ impl Runner<'_> {
         // validation path, which runs and judges them.
         // A task with declared outputs takes the validation path too: its
         // outputs are read after its receipt, then committed with its success.
-        let unchecked = match task.validations.is_empty() && self.guard.is_empty() && task.outputs.is_empty() {
+        let process = super::constraints::starts_process(self.plan.provider_of(task));
+        let unchecked = match task.validations.is_empty() && self.guard.is_empty(process) && task.outputs.is_empty() {
             true => Some(self.observe_checkpoint(task).await.map(|cp| cp.with_context(self.tool_context(task)))),
             false => None,
         };
@@ -208,7 +209,7 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
             Verdict::Failed => {
-                self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &protected);
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
                 Ok(Next::Done)
             }
@@ -336,7 +337,7 @@ impl Runner<'_> {
                 finish_failed(tx, key, attempt_id, &c)
             }
         })?;
-        self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &verdict_evidence);
+        self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
         Ok(())

@@ -40,6 +40,10 @@ event_kinds! {
     RevisionRecorded = "revision_recorded",
     RunStarted = "run_started",
     RunFinished = "run_finished",
+    /// The plan file changed while a run was going (by anything but a
+    /// person's `engine revise`): the run went on with the revision as
+    /// recorded.
+    PlanFileChanged = "plan_file_changed",
     /// A person's signal (SIGINT, SIGTERM, SIGHUP) stopped new dispatches
     /// and sent SIGTERM to the process groups in flight.
     RunStopping = "run_stopping",
