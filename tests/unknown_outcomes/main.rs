@@ -17,5 +17,6 @@ mod mcp;
 mod provider_output;
 mod rename;
 mod restart_observed;
+mod retry_read_back;
 mod settle;
 mod tool_authority;

@@ -22,6 +22,7 @@ pub mod orphans;
 mod outputs;
 pub mod progress;
 pub mod provider;
+mod read_first;
 mod reconcile;
 mod record;
 mod report;

@@ -84,6 +84,9 @@ event_kinds! {
     AttemptFailed = "attempt_failed",
     EffectUnknown = "effect_unknown",
     ObservedEffectPresent = "observed_effect_present",
+    /// A person's retry read the target back first and found the effect
+    /// there: the try holds the read-back as its receipt; nothing was sent.
+    CompletedFromReadBack = "completed_from_read_back",
     Reconciling = "reconciling",
     RerunAfterRestart = "rerun_after_restart",
     SupersededAttemptReconciled = "superseded_attempt_reconciled",
