@@ -122,3 +122,18 @@ fn a_person_approves_a_loosening_and_it_is_recorded_with_the_revision() {
     out.expect(2, Some("NOT_PERMITTED"));
     assert!(out.stdout.contains("people.revise"), "{}", out.describe());
 }
+
+/// A repair runs the recorded plan, not the file: the plan file is still
+/// protected, so a repair that leaves it rewritten is the same violation.
+#[test]
+fn a_repair_run_protects_the_plan_file_too() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &rewriting_plan());
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    let out = ws.engine_json(&["repair", "T1"]);
+    out.expect(1, None);
+    let a = ws.attempts_of("T1");
+    assert_eq!(a.len(), 2, "{}", out.describe());
+    assert_eq!((a[1].class(), a[1].rule()), ("constraint_violated", "protected_path_changed"), "{}", out.describe());
+    assert_ne!(ws.goal_state(), "satisfied");
+}
