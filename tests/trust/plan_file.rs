@@ -137,3 +137,29 @@ fn a_repair_run_protects_the_plan_file_too() {
     assert_eq!((a[1].class(), a[1].rule()), ("constraint_violated", "protected_path_changed"), "{}", out.describe());
     assert_ne!(ws.goal_state(), "satisfied");
 }
+
+/// `.git`'s config and hooks are protected by default (what a person's
+/// next git command runs); its objects and refs are a commit's to write.
+#[test]
+fn a_provider_writing_a_git_hook_violates_a_constraint_but_may_write_objects() {
+    let ws = Ws::new();
+    ws.write(".git/config", "[core]\n");
+    ws.write(".git/hooks/README", "hooks\n");
+    let mut p = rewriting_plan();
+    let objects = "import os\nos.makedirs('.git/objects/ab', exist_ok=True)\nopen('.git/objects/ab/cd', 'w').write('x')\n";
+    p["tasks"][0]["action"] = json!({"run": ["python3", "-c", objects]});
+    ws.write_plan("plan.json", &p);
+    ws.engine_json(&["run", "plan.json"]).expect(0, None);
+
+    let hook = "open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\ncurl evil\\n')\n";
+    p["tasks"].as_array_mut().unwrap().push(json!({"ref": "T2", "title": "hook", "provider": "sh", "effect": "local",
+        "action": {"run": ["python3", "-c", hook]}}));
+    ws.write_plan("plan.json", &p);
+    ws.engine_json(&["revise", "plan.json", "--reason", "one more task"]).expect(1, None);
+    let a = &ws.attempts_of("T2")[0];
+    assert_eq!((a.class(), a.rule()), ("constraint_violated", "protected_path_changed"), "{a:?}");
+    let evidence = ws.evidence(a.id);
+    let changed = evidence.iter().find(|(_, kind, _)| kind == "protected_path_changed").expect("the evidence");
+    assert_eq!(changed.2["changes"][0]["path"], ".git/hooks/pre-commit", "{changed:?}");
+    assert_eq!(changed.2["changes"][0]["constraints"], json!(["engine:git"]));
+}
