@@ -146,7 +146,8 @@ fn a_provider_writing_a_git_hook_violates_a_constraint_but_may_write_objects() {
     ws.write(".git/config", "[core]\n");
     ws.write(".git/hooks/README", "hooks\n");
     let mut p = rewriting_plan();
-    let objects = "import os\nos.makedirs('.git/objects/ab', exist_ok=True)\nopen('.git/objects/ab/cd', 'w').write('x')\n";
+    let objects =
+        "import os\nos.makedirs('.git/objects/ab', exist_ok=True)\nopen('.git/objects/ab/cd', 'w').write('x')\n";
     p["tasks"][0]["action"] = json!({"run": ["python3", "-c", objects]});
     ws.write_plan("plan.json", &p);
     ws.engine_json(&["run", "plan.json"]).expect(0, None);

@@ -64,9 +64,12 @@ impl Guard {
         self.goal_protects() || (process && !self.engine.is_empty())
     }
 
-    /// Nothing to judge after an attempt: no protected path, no check.
-    pub fn is_empty(&self, process: bool) -> bool {
-        !self.protects(process) && self.checks.is_empty()
+    /// Is an attempt's verdict whole at its receipt, when its task has no
+    /// validations? The engine's own protected paths are judged with the
+    /// receipt (`Runner::outcome`); the goal's protected paths and checks
+    /// take the validation path, which runs and judges them.
+    pub fn judged_at_receipt(&self) -> bool {
+        self.protected.is_empty() && self.checks.is_empty()
     }
 
     fn all(&self, process: bool) -> impl Iterator<Item = &(String, Vec<String>)> {
