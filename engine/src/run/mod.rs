@@ -50,7 +50,9 @@ pub use constraints::Tally;
 pub use fresh::completion;
 pub use live::list_now as list_tools_now;
 use progress::{Sink, Update};
-pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+pub use report::{
+    AcceptanceLine, Awaiting, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine, UnknownOp,
+};
 pub use sandboxes::Sandboxes;
 
 /// Run revision `revision` of `plan` under `ledger`'s lease, on a

@@ -151,4 +151,21 @@ pub struct RunReport {
     /// A person stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StopReport>,
+    /// The goal's word (`decide::verdict::word`): `completed` for a
+    /// satisfied goal with constraints nothing checks.
+    pub verdict: &'static str,
+    /// The goal's constraints that are plain statements (not checked).
+    pub constraints_not_checked: usize,
+    /// The plan file changed while this run was going (not by `engine
+    /// revise`); the run executed the revision as recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_file_changed: Option<PlanFileChanged>,
+}
+
+/// The plan file changed during a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanFileChanged {
+    /// The goal's run it changed during (1: its first run).
+    pub run: u64,
+    pub path: String,
 }

@@ -156,6 +156,12 @@ pub enum Write {
         signal: StopSignal,
         detail: Value,
     },
+    /// A person's retry completed from the read-back before it, never
+    /// sent. → `Written::Intent`
+    CompletedFromReadBack(Box<FromReadBack>),
+    /// A person's retry whose read-back could not tell: nothing sent, the
+    /// task unknown.
+    RetryStaysUnknown { task_ref: String, operation_id: OperationId, looked: Box<Looked> },
     /// A claim taken over from a worker whose claim expired.
     ClaimTakenOver { task_ref: Option<String>, previous_worker: String, previous_generation: i64, generation: i64 },
 }
@@ -173,6 +179,8 @@ pub enum Read {
     Unjudged { waiting: HashSet<String> },
     /// One attempt. → `Facts::Attempt`
     Attempt(AttemptId),
+    /// A task's attempts, oldest first. → `Facts::Attempts`
+    AttemptsOf(String),
     /// Is the earlier try a task waits on settled since? → `Facts::Flag`
     WaitedTrySettled(String),
     /// The latest attempts a person settled as not run. → `Facts::Attempts`
@@ -205,6 +213,20 @@ pub struct GateCall {
     pub budgets: Budgets,
     /// When this run of work began: the deadline counts from here.
     pub began_ms: i64,
+}
+
+/// A retry's try completed from the read-back before it: an intent (cost
+/// 0: nothing paid was sent), the read-back as its receipt.
+#[derive(Debug)]
+pub struct FromReadBack {
+    pub task_ref: String,
+    pub operation_id: OperationId,
+    pub request_digest: RequestDigest,
+    pub request: Value,
+    pub try_no: i64,
+    pub inputs_at_intent: Option<Checkpoint>,
+    pub protected: Option<Checkpoint>,
+    pub looked: Looked,
 }
 
 /// A dispatch record.

@@ -42,11 +42,13 @@ impl Run<'_> {
         // constraints, is judged by its receipt alone: its checkpoint is
         // observed now and its success committed with the receipt, one
         // transaction fewer per step (there is nothing to judge between the
-        // two). A constraint's check or protected paths still take the
-        // validation path, which runs and judges them.
+        // two) — unless it changed a path the engine protects (`protected`,
+        // judged with the receipt): then it fails there. A constraint's check
+        // or protected paths still take the validation path, which runs and
+        // judges them.
         // A task with declared outputs takes the validation path too: its
         // outputs are read after its receipt, then committed with its success.
-        let unchecked = match task.validations.is_empty() && self.guard.is_empty() && task.outputs.is_empty() {
+        let unchecked = match task.validations.is_empty() && self.guard.judged_at_receipt() && task.outputs.is_empty() {
             true => Some(self.observe_checkpoint(task).await),
             false => None,
         };
@@ -83,7 +85,7 @@ impl Run<'_> {
                 Ok(Next::Done)
             }
             Verdict::Failed => {
-                self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &protected);
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
                 Ok(Next::Done)
             }
@@ -147,7 +149,7 @@ impl Run<'_> {
             Written::Evidence(list) => list,
             w => return Err(Error::internal(format!("validations written as {w:?}"))),
         };
-        self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &verdict_evidence);
+        self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
         Ok(())

@@ -69,6 +69,8 @@ pub enum Written {
     Gated(Applied),
     Verdict(Verdict),
     Attempt(Box<AttemptRecord>),
+    /// The intent a transaction recorded.
+    Intent(Intent),
     Lines(Vec<AcceptanceLine>),
     /// The evidence of the goal's constraints an attempt's judgement recorded.
     Evidence(Vec<Evidence>),

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::evidence::{Evidence, UnknownReason};
 use crate::ids::AttemptId;
 use crate::plan::Task;
+use crate::run::constraints::starts_process;
 use crate::run::looked::Looked;
 use crate::state::TaskState;
 use crate::store::attempts::AttemptRecord;
@@ -106,7 +107,7 @@ impl Run<'_> {
     /// The protected paths after an attempt, against the state it was
     /// judged against (empty when nothing protected changed).
     pub async fn judge_protected(&self, attempt_id: AttemptId, task: &Task) -> Result<Vec<Evidence>> {
-        if !self.guard.protects() {
+        if !self.guard.protects(starts_process(self.plan.provider_of(task))) {
             return Ok(Vec::new());
         }
         let before = self.in_flight.get(&attempt_id).and_then(|f| f.protected.clone());

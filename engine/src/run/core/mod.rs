@@ -17,7 +17,7 @@
 //! verdict.
 //!
 //! Inside the folder, each file calls only the files listed after it:
-//! `schedule` → `shared` → `start` → `messages` → `in_doubt` → `stopping`
+//! `schedule` → `shared` → `start` → `read_first` → `messages` → `in_doubt` → `stopping`
 //! → `attempt` → `group` → `tools` → `state` → `io` → `action`, `event`.
 
 mod action;
@@ -27,6 +27,7 @@ mod group;
 mod in_doubt;
 mod io;
 mod messages;
+mod read_first;
 mod schedule;
 mod shared;
 mod start;
@@ -40,8 +41,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 pub use action::{
-    Action, CallStopped, Closing, Dispatch, GateCall, Read, Receiving, Say, Sending, StopWait, StoppedAs, Validating,
-    Validations, Via, Wait, Write,
+    Action, CallStopped, Closing, Dispatch, FromReadBack, GateCall, Read, Receiving, Say, Sending, StopWait, StoppedAs,
+    Validating, Validations, Via, Wait, Write,
 };
 pub use event::{Applied, Event, Facts, Level, Msg, Opened, Verdict, Wake, Written};
 use io::Io;
@@ -52,6 +53,7 @@ use crate::ids::Revision;
 use crate::plan::Plan;
 use crate::run::asked::Asked;
 use crate::run::check::{CheckRun, CheckSpec};
+use crate::run::constraints::Guard;
 use crate::run::report::{AcceptanceLine, RunReport};
 use crate::store::events::EventKind;
 use crate::store::{Durability, GOAL_CLAIM};
@@ -73,10 +75,11 @@ pub struct Core<'p> {
 
 impl<'p> Core<'p> {
     /// The run of revision `revision` of `plan`, `jobs` calls at a time;
-    /// `shared`: on a store other workers share.
-    pub fn new(plan: &'p Plan, revision: Revision, jobs: usize, asked: Asked, shared: bool) -> Core<'p> {
+    /// `shared`: on a store other workers share; `guard`: the paths and
+    /// checks its attempts are judged by (the driver looks them up).
+    pub fn new(plan: &'p Plan, revision: Revision, jobs: usize, asked: Asked, shared: bool, guard: Guard) -> Core<'p> {
         let io = Io::default();
-        let mut run = Run::new(io.clone(), plan, revision, jobs.max(1), asked, shared);
+        let mut run = Run::new(io.clone(), plan, revision, jobs.max(1), asked, shared, guard);
         Core { io, run: Some(Box::pin(async move { run.run().await })) }
     }
 

@@ -12,6 +12,7 @@ use crate::decide::gate::{Decision, Missing};
 use crate::error::{Code, Error, Result};
 use crate::ids::AttemptId;
 use crate::plan::ProviderSpec;
+use crate::run::constraints::starts_process;
 use crate::run::report::Awaiting;
 use crate::state::{AttemptKind, TaskState};
 use crate::store::attempts::Intent;
@@ -43,7 +44,8 @@ impl Run<'_> {
         // Upstream outputs first: they are among the inputs observed next.
         self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
         let inputs_at_intent = self.observe_inputs(task).await.ok();
-        let protected = match self.guard.protects() {
+        let process = starts_process(self.plan.provider_of(task));
+        let protected = match self.guard.protects(process) {
             true => self.io.baseline(task_ref).await?,
             false => None,
         };
@@ -69,6 +71,11 @@ impl Run<'_> {
             budgets: self.budgets.clone(),
             began_ms: self.began_ms,
         };
+        // A person's retry reads the target back first where the task
+        // declares how (`read_first`).
+        if retry && self.read_back_before_retry(&call, task).await? {
+            return Ok(());
+        }
         let (operation_id, request_digest) = (call.operation_id.clone(), call.request_digest.clone());
         let (repair, protected) = (call.repair.clone(), call.protected.clone());
         let applied = match self.io.write(Write::Gate(Box::new(call))).await {

@@ -195,7 +195,15 @@ pub(super) struct Run<'p> {
 }
 
 impl<'p> Run<'p> {
-    pub fn new(io: Io, plan: &'p Plan, revision: Revision, jobs: usize, asked: Asked, shared: bool) -> Run<'p> {
+    pub fn new(
+        io: Io,
+        plan: &'p Plan,
+        revision: Revision,
+        jobs: usize,
+        asked: Asked,
+        shared: bool,
+        guard: Guard,
+    ) -> Run<'p> {
         Run {
             io,
             plan,
@@ -212,7 +220,7 @@ impl<'p> Run<'p> {
             in_flight: BTreeMap::new(),
             held: Waiting::default(),
             stops: Stops::default(),
-            guard: Guard::of(plan.goal()),
+            guard,
             tally: Tally::default(),
             tools: BTreeMap::new(),
             budgets: Budgets::default(),

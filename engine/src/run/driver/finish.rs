@@ -191,7 +191,15 @@ impl Closer<'_, '_> {
             acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines(),
             stopped,
+            verdict: crate::decide::verdict::word(goal.state, self.constraints_not_checked()),
+            constraints_not_checked: self.constraints_not_checked(),
+            plan_file_changed: None,
         })
+    }
+
+    /// The goal's constraints that are plain statements.
+    fn constraints_not_checked(&self) -> usize {
+        self.scope.plan.goal().constraints.iter().filter(|c| c.checked().is_none()).count()
     }
 
     fn unchecked_acceptance(&self) -> Vec<String> {
@@ -276,6 +284,9 @@ impl Closer<'_, '_> {
             acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines(),
             stopped,
+            verdict: crate::decide::verdict::word(goal_state, self.constraints_not_checked()),
+            constraints_not_checked: self.constraints_not_checked(),
+            plan_file_changed: None,
         })
     }
 

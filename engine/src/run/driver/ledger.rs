@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::scope::Scope;
-use super::{gate, receipt};
+use super::{gate, read_first, receipt};
 use crate::decide::classify;
 use crate::decide::in_doubt::Resolution;
 use crate::error::Result;
@@ -111,6 +111,17 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
         Write::ValidationsStopped { attempt, stopped, signal, detail } => {
             ledger.write(Durability::Normal, |tx| {
                 validations_stopped(tx, revision, &attempt, (&stopped, signal), &detail)
+            })?;
+            Ok(Written::Done)
+        }
+        Write::CompletedFromReadBack(from) => {
+            let sandbox = world.sandbox_status(&scope.task(&from.task_ref)?.provider);
+            let intent = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox))?;
+            Ok(Written::Intent(intent))
+        }
+        Write::RetryStaysUnknown { task_ref, operation_id, looked } => {
+            ledger.write(Durability::Full, |tx| {
+                read_first::stays_unknown(tx, scope, (&task_ref, &operation_id), &looked)
             })?;
             Ok(Written::Done)
         }

@@ -11,6 +11,7 @@ mod finish;
 mod gate;
 mod inputs;
 mod ledger;
+mod read_first;
 mod reads;
 mod receipt;
 mod refresh;
@@ -45,11 +46,12 @@ pub async fn drive(
     checks_sandbox: providers::sandbox::Sandbox,
 ) -> Result<RunReport> {
     let scope = Scope::new(plan, revision);
-    let mut core = Core::new(plan, revision, jobs, asked, ledger.shared());
+    let guard = workspace::guard(plan);
+    let mut core = Core::new(plan, revision, jobs, asked, ledger.shared(), guard.clone());
     let mut driver = Driver {
         ledger,
         world,
-        workspace: Workspace::new(&scope, checks_sandbox),
+        workspace: Workspace::new(&scope, checks_sandbox, guard),
         scope,
         first_look: None,
         completions: None,

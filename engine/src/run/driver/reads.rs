@@ -31,6 +31,7 @@ pub fn read(ledger: &LeaseGuard, scope: &Scope, r: Read) -> Result<Facts> {
             Facts::Attempts(to_validate)
         }
         Read::Attempt(id) => Facts::Attempt(Box::new(read.attempt(id)?)),
+        Read::AttemptsOf(task_ref) => Facts::Attempts(read.attempts_of_task(goal, &task_ref)?),
         Read::WaitedTrySettled(task_ref) => {
             let task = read.task(goal, revision, &task_ref)?;
             let mut settled = false;

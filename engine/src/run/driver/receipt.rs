@@ -43,7 +43,9 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<Ve
     let recorded = insert_all(tx, goal_id, revision, attempt_id, answer.evidence)?;
     let e = Event::goal(EventKind::ReceiptRecorded, goal_id, revision, answer.receipt);
     tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
-    if answer.ok {
+    // A task judged by its receipt alone fails here when it changed a path
+    // the engine protects (`protected`, judged with the receipt).
+    if answer.ok && (r.unchecked.is_none() || r.protected.is_empty()) {
         return match &r.unchecked {
             Some(observed) => {
                 succeeded_unchecked(tx, scope.key(task_ref), attempt_id, observed).map(|()| Verdict::Succeeded)

@@ -12,19 +12,42 @@ use serde_json::json;
 
 use super::scope::Scope;
 use crate::checkpoint::{self, Checkpoint, FileCache};
-use crate::decide::constraints;
+use crate::decide::constraints::{self, Git};
 use crate::decide::outputs::{upstream_with_outputs, Bounds};
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, PathChange};
 use crate::ids::AttemptId;
-use crate::plan::Task;
-use crate::run::constraints::Guard;
+use crate::plan::{Plan, Task};
+use crate::run::constraints::{shadows, starts_process, Guard};
 use crate::run::materialize::{self, Wanted};
 use crate::run::outputs::{self, Kept};
 use crate::run::world::{Job, World};
 use crate::state::AttemptState;
 use crate::store::events::{Event, EventKind};
 use crate::store::{Durability, LeaseGuard};
+
+/// The paths and checks a run's attempts are judged by: the goal's
+/// constraints (their protected paths with what the plan's checks would
+/// load in their place, `decide::shadow`) and the engine's own protected
+/// paths, as the workspace holds them now.
+pub fn guard(plan: &Plan) -> Guard {
+    let protects = plan.goal().constraints.iter().any(|c| c.checked().is_some_and(|c| !c.protect.is_empty()));
+    let shadows = if protects { shadows(plan) } else { Vec::new() };
+    Guard::of(plan.goal(), &shadows, engine_protected(plan))
+}
+
+/// The engine's own protected paths for a run of `plan` in its workspace
+/// (the plan file, `.git`, `.engine`), looked up now.
+fn engine_protected(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    let ws = &plan.workspace;
+    let plan_file = plan.source.as_deref().and_then(|p| p.strip_prefix(ws).ok()).and_then(|p| p.to_str());
+    let git = match std::fs::symlink_metadata(ws.join(".git")) {
+        Ok(m) if m.is_dir() => Git::Folder,
+        Ok(_) => Git::File,
+        Err(_) => Git::Absent,
+    };
+    constraints::engine_protected(plan_file, git)
+}
 
 /// `f` off the world's coordinator thread (`Err`: why the thread failed).
 async fn blocking<T: Send + 'static>(
@@ -49,10 +72,10 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    pub fn new(scope: &Scope, sandbox: providers::sandbox::Sandbox) -> Workspace {
+    pub fn new(scope: &Scope, sandbox: providers::sandbox::Sandbox, guard: Guard) -> Workspace {
         Workspace {
             cache: FileCache::default(),
-            guard: Guard::of(scope.plan.goal()),
+            guard,
             sandbox,
             outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
         }
@@ -104,9 +127,10 @@ impl Workspace {
         &mut self,
         world: &mut dyn World,
         scope: &Scope<'_>,
+        process: bool,
     ) -> std::result::Result<Checkpoint, String> {
         let (workspace, globs, mut cache) =
-            (scope.plan.workspace.clone(), self.guard.globs().to_vec(), std::mem::take(&mut self.cache));
+            (scope.plan.workspace.clone(), self.guard.globs(process), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
             let cp = checkpoint::observe_protected(&workspace, &globs, &mut cache);
             (cp, cache)
@@ -133,7 +157,8 @@ impl Workspace {
         scope: &Scope<'_>,
         task_ref: &str,
     ) -> Result<Option<Checkpoint>> {
-        let Ok(now) = self.observe_protected(world, scope).await else { return Ok(None) };
+        let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
+        let Ok(now) = self.observe_protected(world, scope, process).await else { return Ok(None) };
         let earlier = last_violation(ledger, scope, task_ref)?;
         Ok(Some(Checkpoint::of(constraints::baseline(now.files, &earlier), BTreeMap::new())))
     }
@@ -157,7 +182,8 @@ impl Workspace {
                 None => None,
             },
         };
-        let after = self.observe_protected(world, scope).await;
+        let process = starts_process(scope.plan.provider_of(task));
+        let after = self.observe_protected(world, scope, process).await;
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         Ok(match (before, after) {
             (None, _) => not_judged(
@@ -169,7 +195,8 @@ impl Workspace {
                 not_judged(format!("the goal's protected paths could not be observed after this attempt: {e}"))
             }
             (Some(b), Ok(a)) => {
-                let changes = constraints::changes(&b.files, &a.files, &self.guard.protected(), &task.may_change);
+                let changes =
+                    constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
                 if changes.is_empty() {
                     Vec::new()
                 } else {
