@@ -114,15 +114,19 @@ pub mod sim {
         SkipCallBudget,
         /// The verdict forgets the unknown outcomes: satisfied over an unknown.
         SatisfiedOverUnknown,
+        /// Tool authority forgets a server whose tools could not be read:
+        /// its tool is called with no inventory.
+        SendWithoutInventory,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 5] = [
+        pub const ALL: [Fault; 6] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
             Fault::SkipCallBudget,
             Fault::SatisfiedOverUnknown,
+            Fault::SendWithoutInventory,
         ];
 
         pub fn name(self) -> &'static str {
@@ -132,6 +136,7 @@ pub mod sim {
                 Fault::ResendOnRestart => "resend-on-restart",
                 Fault::SkipCallBudget => "skip-call-budget",
                 Fault::SatisfiedOverUnknown => "satisfied-over-unknown",
+                Fault::SendWithoutInventory => "send-without-inventory",
             }
         }
 

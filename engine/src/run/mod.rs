@@ -39,6 +39,7 @@ mod report;
 pub mod sandboxes;
 pub mod world;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -48,7 +49,6 @@ use crate::store::LeaseGuard;
 pub use asked::{Asked, Repair};
 pub use constraints::Tally;
 pub use fresh::completion;
-pub use live::list_now as list_tools_now;
 use progress::{Sink, Update};
 pub use report::{
     AcceptanceLine, Awaiting, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine, UnknownOp,
@@ -83,4 +83,24 @@ pub fn execute(
     rt.block_on(world::World::shutdown(&mut world));
     progress.update(&Update::Ended);
     report
+}
+
+/// Outside a run (`engine revise`): the inventories of the MCP servers
+/// whose tasks a revision may reuse (`live::list_now`; under the
+/// simulator, its world's servers).
+pub fn list_tools_now(
+    plan: &Plan,
+    secrets: &[String],
+    sandboxes: &Sandboxes,
+) -> Result<BTreeMap<String, crate::decide::tools::Inventory>> {
+    #[cfg(feature = "sim")]
+    if let Some(mut world) = world::simulated::world(plan) {
+        let named = live::reusable_servers(plan);
+        if named.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let listed = world::simulated::block_on(world.list_tools(&named)).unwrap_or_default();
+        return Ok(listed.into_iter().filter_map(|(name, inv)| inv.ok().map(|i| (name, i))).collect());
+    }
+    live::list_now(plan, secrets, sandboxes)
 }

@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | no send without a committed intent | at each delivery: its attempt is in the ledger, same operation and try |
 //! | one try is never sent twice | at each delivery, against every earlier one |
+//! | no call to a server whose tools could not be read | at each delivery of an MCP tool call: this engine process read its server's `tools/list` |
 //! | no re-send of an unsafe effect whose outcome the ledger does not hold, without a person's act | at each delivery of a task whose effect is `local` or `external` and not idempotent, after an earlier delivery of it |
 //! | a repeat of paid or external work carries a fresh approval, consumed by its own call | at each such delivery after an earlier one of the task |
 //! | never satisfied while an outcome is unknown | at each verdict (`run_finished`) |
@@ -43,6 +44,7 @@ impl fmt::Display for Finding {
 
 pub const NO_SEND_WITHOUT_INTENT: &str = "no send without a committed intent";
 pub const ONE_TRY_ONCE: &str = "one try is never sent twice";
+pub const NO_CALL_WITHOUT_INVENTORY: &str = "no call to a server whose tools could not be read";
 pub const NO_BLIND_RESEND: &str = "no re-send of an unknown outcome without a person's act";
 pub const REPEAT_NEEDS_APPROVAL: &str = "a repeat of paid or external work carries a fresh approval";
 pub const NEVER_SATISFIED_OVER_UNKNOWN: &str = "never satisfied while an outcome is unknown";
@@ -100,18 +102,30 @@ impl Checker {
         }
     }
 
-    /// A call reached its provider: was it allowed to?
+    /// A call reached its provider: was it allowed to? `sent`: every call
+    /// handed to a provider before it, `earlier`: those that reached one;
+    /// `listed`: for an MCP tool call, did this engine process read its
+    /// server's tools?
     pub fn delivered(
         &mut self,
         d: &Delivery,
-        sent: &[Delivery],
-        earlier: &[Delivery],
+        (sent, earlier): (&[Delivery], &[Delivery]),
         traits: &Traits,
+        listed: Option<bool>,
     ) -> Vec<Finding> {
         let mut out = Vec::new();
         self.learn(&mut out);
         if sent.iter().any(|e| e.op == d.op && e.try_no == d.try_no) {
             out.push(finding(ONE_TRY_ONCE, format!("{} try {} of {} was delivered again", d.op, d.try_no, d.task_ref)));
+        }
+        if listed == Some(false) {
+            out.push(finding(
+                NO_CALL_WITHOUT_INVENTORY,
+                format!(
+                    "{} try {} of {} was sent to a server whose tools/list could not be read",
+                    d.op, d.try_no, d.task_ref
+                ),
+            ));
         }
         let Some(store) = open(&mut self.reader, &self.store) else {
             out.push(finding(

@@ -79,10 +79,13 @@ pub struct Report {
 }
 
 impl Report {
-    /// The one line that runs this seed again.
+    /// The one line that runs this seed again, from the repository's root.
     pub fn reproduction(&self) -> String {
         let faults: String = self.faults.iter().map(|f| format!(" --fault {}", f.name())).collect();
-        format!("engine-sim --seed {} --steps {}{faults}", self.seed, self.steps_max)
+        format!(
+            "cargo run -p engine --features sim --bin engine-sim -- --seed {} --steps {}{faults} --trace",
+            self.seed, self.steps_max
+        )
     }
 
     pub fn passed(&self) -> bool {

@@ -1,8 +1,9 @@
 //! The plan of a seed: a small DAG of tasks with every effect, with and
 //! without idempotence, paid or free, observable or blind, with or without
-//! validations, under small budgets; and how each task's provider behaves
-//! in the simulated world (`Traits`). The plan is a real plan file: the
-//! engine loads, checks and digests it as any other.
+//! validations, over HTTP or an MCP server's tool, under small budgets;
+//! and how each task's provider behaves in the simulated world (`Traits`).
+//! The plan is a real plan file: the engine loads, checks and digests it
+//! as any other.
 
 use std::collections::BTreeMap;
 
@@ -17,8 +18,12 @@ pub struct Traits {
     pub effect: &'static str,
     pub idempotent: bool,
     pub paid: bool,
-    /// Its effect can be read back (the plan declares `observe`).
+    /// Its effect can be read back (the plan declares `observe`, on its
+    /// provider or on the task itself).
     pub observable: bool,
+    /// It calls a tool of an MCP server (`tools`): the run asks the server
+    /// for its tools before its first intent.
+    pub mcp: bool,
     /// Its provider names accepted requests (as an MCP task server does):
     /// a lost answer may be fetched by its handle.
     pub handles: bool,
@@ -44,11 +49,14 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
     for i in 0..n {
         let r = format!("T{}", i + 1);
         let effect = ["none", "local", "external"][rng.weighted(&[2, 3, 5])];
+        let mcp = rng.chance(20);
         let t = Traits {
             effect,
             idempotent: rng.chance(25),
             paid: rng.chance(20),
-            observable: rng.chance(50),
+            // A tool's effect is read back only by another tool: blind here.
+            observable: !mcp && rng.chance(50),
+            mcp,
             handles: rng.chance(20),
             flaky: rng.range(0, 60),
             passes: rng.range(70, 100),
@@ -58,12 +66,21 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
         let validations: Vec<Value> = (0..rng.range(0, 2))
             .map(|v| json!({"id": format!("V{}", v + 1), "run": ["true"], "expect_exit": 0}))
             .collect();
+        let (provider, action) = match (t.mcp, t.observable) {
+            (true, _) => ("tools", json!({"tool": "act", "arguments": {"task": r, "seed": seed}})),
+            (false, true) => ("seen", json!({"body": {"task": r, "seed": seed}})),
+            (false, false) => ("blind", json!({"body": {"task": r, "seed": seed}})),
+        };
         let mut task = json!({
-            "ref": r, "title": format!("simulated task {r}"),
-            "provider": if t.observable { "seen" } else { "blind" },
-            "effect": t.effect, "action": {"body": {"task": r, "seed": seed}},
+            "ref": r, "title": format!("simulated task {r}"), "provider": provider,
+            "effect": t.effect, "action": action,
             "depends_on": depends_on, "validations": validations,
         });
+        if t.observable && rng.chance(30) {
+            // The task's own rule: a person's retry reads it back first.
+            task["observe"] = json!({"url": "http://127.0.0.1:9/sim/{operation_id}",
+                                     "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
+        }
         if t.idempotent {
             task["idempotent"] = json!(true);
         }
@@ -99,6 +116,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
                      "observe": {"url": "http://127.0.0.1:9/sim/{operation_id}",
                                  "present_if": {"status": [200]}, "absent_if": {"status": [404]}}},
             "blind": {"kind": "http", "endpoint": "http://127.0.0.1:9/sim"},
+            "tools": {"kind": "mcp", "command": ["sim-tools"]},
         },
         "tasks": tasks,
     });
@@ -111,7 +129,8 @@ pub fn revised(plan: &Value, task_ref: &str, n: u64) -> Value {
     let mut plan = plan.clone();
     if let Some(tasks) = plan["tasks"].as_array_mut() {
         for t in tasks.iter_mut().filter(|t| t["ref"] == task_ref) {
-            t["action"]["body"]["revision"] = json!(n);
+            let what = if t["provider"] == "tools" { "arguments" } else { "body" };
+            t["action"][what]["revision"] = json!(n);
         }
     }
     plan

@@ -1,7 +1,8 @@
 //! The simulated world: providers that take a call and, as the seed
 //! says, do its effect and answer, fail, refuse it before dispatch, lose
 //! the answer after the effect or before it, answer without the effect, or
-//! take longer than the task's deadline; checks that pass or fail; a
+//! take longer than the task's deadline; an MCP server whose tools list
+//! may not be read; checks that pass or fail; a
 //! person's stop signal; and one clock, moved only here. It keeps the
 //! truth the engine can only observe — which calls each provider received
 //! and which effects happened — and outlives every engine process: a call
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use providers::observe::{Decider, Decision, Verdict};
 use providers::sandbox::Status;
-use providers::{Captured, ExitStatus, Handle, HttpReceipt, LostReason, NotDispatched, NotDispatchedKind, Outcome};
+use providers::{Captured, ExitStatus, Handle, HttpReceipt, LostReason, McpReceipt, NotDispatched, NotDispatchedKind};
+use providers::{Outcome, ServerInfo, Tool};
 use providers::{Progress, ReadBack, Receipt};
 use serde_json::json;
 
@@ -23,6 +25,7 @@ use super::checks::Checker;
 use super::plan::Traits;
 use super::rng::Rng;
 use crate::decide::in_doubt;
+use crate::decide::tools::Inventory;
 use crate::evidence::HandleFound;
 use crate::ids::AttemptId;
 use crate::plan::{Plan, ProviderSpec, Task};
@@ -95,6 +98,9 @@ pub struct Universe {
     pub effects: BTreeMap<String, u32>,
     calls: BTreeMap<(String, i64), Call>,
     started: BTreeMap<String, i64>,
+    /// The MCP servers whose tools this engine process read (`true`) or
+    /// asked for and could not read (`false`).
+    listed: BTreeMap<String, bool>,
     /// A person's stop signal for this process, and whether it was acted on.
     signal_at: Option<i64>,
     signal_acted: bool,
@@ -125,6 +131,7 @@ impl Universe {
             effects: BTreeMap::new(),
             calls: BTreeMap::new(),
             started: BTreeMap::new(),
+            listed: BTreeMap::new(),
             signal_at: None,
             signal_acted: false,
             timer: None,
@@ -174,6 +181,7 @@ impl Universe {
     pub fn begin_process(&mut self, signal: bool) {
         self.process += 1;
         self.started.clear();
+        self.listed.clear();
         self.timer = None;
         self.signal_acted = false;
         self.signal_at = signal.then(|| self.now_ms + self.rng.range(0, 400) as i64);
@@ -208,7 +216,8 @@ impl Universe {
         };
         // Every send is checked; only one that reached its provider (not
         // refused before a byte left) counts as a delivery.
-        let findings = self.checker.delivered(&delivery, &self.sends, &self.deliveries, &traits);
+        let listed = traits.mcp.then(|| self.listed.get("tools").copied().unwrap_or(false));
+        let findings = self.checker.delivered(&delivery, (&self.sends, &self.deliveries), &traits, listed);
         for f in findings {
             self.note(format!("FINDING {f}"));
             self.checker.findings.push(f);
@@ -244,13 +253,18 @@ impl Universe {
             self.schedule(effect_at, Due::Effect { op: op.clone() });
         }
         let ok = matches!(behaviour, Behaviour::Ok | Behaviour::AnswerWithoutEffect | Behaviour::Slow);
-        let status = if ok { 200 } else { [500, 503, 409][self.rng.below(3) as usize] };
-        let receipt = Receipt::Http(HttpReceipt {
-            status,
-            retry_after_seconds: None,
-            body: captured(&json!({"simulated": status}).to_string()),
-            duration_ms: latency as u64,
-        });
+        let receipt = match traits.mcp {
+            true => self.tool_answer(ok, latency),
+            false => {
+                let status = if ok { 200 } else { [500, 503, 409][self.rng.below(3) as usize] };
+                Receipt::Http(HttpReceipt {
+                    status,
+                    retry_after_seconds: None,
+                    body: captured(&json!({"simulated": status}).to_string()),
+                    duration_ms: latency as u64,
+                })
+            }
+        };
         let deadline = traits.timeout_ms.filter(|&t| t < latency);
         let (at, outcome) = match (behaviour, deadline) {
             (_, Some(t)) => (
@@ -271,6 +285,50 @@ impl Universe {
             at,
             Due::Msg { process, msg: Msg::Finished { attempt_id, outcome: Box::new(outcome), level: Level::None } },
         );
+    }
+
+    /// An MCP tool's answer: its result, or a tool error, or a result that
+    /// does not match the tool's `outputSchema`.
+    fn tool_answer(&mut self, ok: bool, latency: i64) -> Receipt {
+        let (tool_error, output_invalid) = match (ok, self.rng.chance(50)) {
+            (true, _) => (None, None),
+            (false, true) => (Some("simulated: the tool failed".to_string()), None),
+            (false, false) => (None, Some("$.state: simulated: not one of the declared values".to_string())),
+        };
+        Receipt::Mcp(McpReceipt {
+            result: captured(&json!({"structuredContent": {"simulated": ok}}).to_string()),
+            tool_error,
+            stderr: captured(""),
+            http_status: None,
+            retry_after_seconds: None,
+            duration_ms: latency as u64,
+            output_invalid,
+        })
+    }
+
+    /// The tools of the MCP servers `named`, as this process reads them:
+    /// now and then a server that cannot be read.
+    fn list_tools(&mut self, named: &BTreeSet<String>) -> BTreeMap<String, std::result::Result<Inventory, String>> {
+        let mut out = BTreeMap::new();
+        for name in named {
+            let listed = match self.rng.chance(15) {
+                true => Err("simulated: the server closed its stdio before answering tools/list".to_string()),
+                false => Ok(Inventory::of(&providers::Inventory {
+                    server: Some(ServerInfo { name: "sim-tools".into(), version: "1".into() }),
+                    protocol: "2025-11-25".into(),
+                    tools: vec![Tool {
+                        name: "act".into(),
+                        input_schema: json!({"type": "object"}),
+                        output_schema: None,
+                        annotations: None,
+                    }],
+                })),
+            };
+            self.note(format!("tools/list of {name}: {}", if listed.is_ok() { "read" } else { "unreadable" }));
+            self.listed.insert(name.clone(), listed.is_ok());
+            out.insert(name.clone(), listed);
+        }
+        out
     }
 
     /// What looking at an attempt finds, from the truth.
@@ -412,9 +470,10 @@ impl World for SimWorld {
 
     fn list_tools<'a>(
         &'a mut self,
-        _named: &'a BTreeSet<String>,
-    ) -> Fut<'a, BTreeMap<String, std::result::Result<crate::decide::tools::Inventory, String>>> {
-        Box::pin(std::future::ready(BTreeMap::new()))
+        named: &'a BTreeSet<String>,
+    ) -> Fut<'a, BTreeMap<String, std::result::Result<Inventory, String>>> {
+        let listed = self.u.borrow_mut().list_tools(named);
+        Box::pin(std::future::ready(listed))
     }
 
     fn send(&mut self, call: &Sending) {

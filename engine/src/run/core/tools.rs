@@ -45,7 +45,14 @@ impl Run<'_> {
                 self.tools.insert(provider.clone(), inv.clone());
             }
         }
-        let Some((task_ref, error)) = unlisted(&uses, &listed).or_else(|| unknown_tool(&uses, &self.tools)) else {
+        let unlisted = unlisted(&uses, &listed);
+        #[cfg(feature = "sim")]
+        let unlisted = match crate::failpoint::fault(crate::failpoint::Fault::SendWithoutInventory) {
+            // Planted fault: a server whose tools could not be read is let be.
+            true => None,
+            false => unlisted,
+        };
+        let Some((task_ref, error)) = unlisted.or_else(|| unknown_tool(&uses, &self.tools)) else {
             return Ok(());
         };
         // Say in the ledger why the run stops, then stop.

@@ -54,20 +54,26 @@ pub fn listing_call(workspace: &std::path::Path, secrets: &[String], sandboxes: 
     }
 }
 
+/// The MCP providers whose tasks a revision may reuse (effect `none` or
+/// `local`: an external effect is never reused).
+pub fn reusable_servers(plan: &Plan) -> BTreeSet<String> {
+    tools::uses(&plan.file)
+        .iter()
+        .filter(|u| plan.file.tasks.get(u.index).is_some_and(|t| t.effect != Effect::External))
+        .map(|u| u.provider.to_string())
+        .collect()
+}
+
 /// Outside a run (`engine revise`): the inventories of the MCP servers
 /// whose tasks a revision may reuse (effect `none` or `local`: an external
 /// effect is never reused), each server started for this and ended after.
 /// A server that could not be asked is absent.
 pub fn list_now(plan: &Plan, secrets: &[String], sandboxes: &Sandboxes) -> Result<BTreeMap<String, Inventory>> {
-    let named: BTreeSet<&str> = tools::uses(&plan.file)
-        .iter()
-        .filter(|u| plan.file.tasks.get(u.index).is_some_and(|t| t.effect != Effect::External))
-        .map(|u| u.provider)
-        .collect();
+    let named = reusable_servers(plan);
     let mut asked: Vec<(String, Arc<dyn Provider>)> = Vec::with_capacity(named.len());
     for n in named {
-        if let Some(spec) = plan.file.providers.get(n) {
-            asked.push((n.to_string(), crate::plan::adapters::build(n, spec, &plan.workspace)?));
+        if let Some(spec) = plan.file.providers.get(&n) {
+            asked.push((n.clone(), crate::plan::adapters::build(&n, spec, &plan.workspace)?));
         }
     }
     if asked.is_empty() {
