@@ -106,7 +106,11 @@ pub fn simulate(config: &Config) -> Report {
     report.findings = std::mem::take(&mut u.checker.findings);
     report.trace = std::mem::take(&mut u.trace);
     drop(u);
-    let _ = std::fs::remove_dir_all(&dir);
+    if keep() {
+        report.trace.push(format!("the seed's folder is kept: {}", dir.display()));
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     report
 }
 
@@ -391,8 +395,16 @@ fn write(path: &Path, plan: &Value) {
     let _ = std::fs::write(path, serde_json::to_vec_pretty(plan).unwrap_or_default());
 }
 
+/// `ENGINE_SIM_KEEP=1`: keep each seed's folder (its workspace and store)
+/// for `engine --store … status`, `explain`, `verify` after the story.
+fn keep() -> bool {
+    std::env::var_os("ENGINE_SIM_KEEP").is_some_and(|v| v == "1")
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !keep() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
