@@ -180,6 +180,25 @@ fn the_run_core_does_no_io() {
 }
 
 #[test]
+fn the_run_flows_one_way() {
+    // run/ is three parts, each knowing only the ones below it: the driver
+    // steps the core on a world; the worlds (the real one, the
+    // simulator's) never reach back into the driver, and the driver works
+    // on any world, never the real one by name. (The core's side:
+    // `the_run_core_does_no_io`.)
+    let run = repo_root().join("engine/src/run");
+    let mut below = files_containing(&run.join("live"), "run::driver");
+    below.extend(files_containing(&run.join("live"), "super::driver"));
+    below.extend(files_containing(&repo_root().join("engine/src/sim"), "run::driver"));
+    if fs::read_to_string(run.join("world.rs")).unwrap().contains("driver::") {
+        below.push("engine/src/run/world.rs".into());
+    }
+    assert!(below.is_empty(), "a world names the driver: {below:?}");
+    let driver = files_containing(&run.join("driver"), "run::live");
+    assert!(driver.is_empty(), "the driver names the real world: {driver:?}");
+}
+
+#[test]
 fn the_decisions_do_no_io() {
     // `decide/` imports nothing that does I/O: no ledger, no provider call,
     // no runtime, no process, no file system, no clock.
