@@ -20,7 +20,7 @@ fn approved_and_run() -> Shared {
     s
 }
 
-const SQLITE_ONLY: [&str; 3] = ["no_hot_journal", "sqlite_integrity", "foreign_keys"];
+const SQLITE_ONLY: [&str; 4] = ["no_hot_journal", "sqlite_integrity", "foreign_keys", "column_types"];
 
 #[test]
 fn a_healthy_ledger_passes_and_sqlite_only_checks_are_not_applicable() {
@@ -88,7 +88,7 @@ fn a_budget_counter_edited_by_hand_is_store_corrupt() {
     let s = approved_and_run();
     s.pg.psql("ledger", "UPDATE goals SET calls_used = calls_used + 5");
     let out = s.engine(&["--json", "verify"]);
-    out.expect(70, Some("STORE_CORRUPT"));
+    out.expect(2, Some("STORE_CORRUPT"));
     let e = &out.json()["error"];
     assert_eq!(e["details"]["check"], "budget_counters", "{}", out.describe());
     assert_eq!(e["details"]["entry"], "goal wide", "{}", out.describe());
@@ -100,7 +100,7 @@ fn a_disabled_append_only_trigger_is_found() {
     let s = approved_and_run();
     s.pg.psql("ledger", "ALTER TABLE act_chain DISABLE TRIGGER act_chain_append_only");
     let out = s.engine(&["--json", "verify"]);
-    out.expect(70, Some("STORE_CORRUPT"));
+    out.expect(2, Some("STORE_CORRUPT"));
     let e = &out.json()["error"];
     assert_eq!(e["details"]["check"], "schema", "{}", out.describe());
     assert_eq!(e["details"]["entry"], "trigger act_chain_append_only", "{}", out.describe());
@@ -138,7 +138,7 @@ fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
         let out = s.ws.engine(&["--json", "verify", "--store", &s.pg.url(&db)]);
         let doc = out.json();
         let error = &doc["error"];
-        let ok = out.code() == 70
+        let ok = out.code() == 2
             && error["code"] == "STORE_CORRUPT"
             && error["details"]["check"] == *check
             && error["message"].as_str().is_some_and(|m| m.contains(words));
