@@ -235,6 +235,16 @@ pub fn a_store_a_person_acted_on(rcv: &Receiver) -> Ws {
     ws
 }
 
+/// `a_store_a_person_acted_on`, with its folder and the files in it as the
+/// session left them (for `restore`).
+fn acted_on_and_kept() -> (Receiver, Ws, PathBuf, BTreeMap<String, Vec<u8>>) {
+    let rcv = Receiver::start(&[]);
+    let ws = a_store_a_person_acted_on(&rcv);
+    let dir: PathBuf = ws.store().parent().unwrap().to_path_buf();
+    let template = snapshot(&dir);
+    (rcv, ws, dir, template)
+}
+
 /// An error's code and the check it names (`Null` where there is none).
 fn verdict(out: &Out) -> (serde_json::Value, serde_json::Value) {
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
@@ -260,10 +270,7 @@ fn flip_offsets(len: u64, n: u64, seed: u64) -> Vec<u64> {
 /// again.
 #[test]
 fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_it() {
-    let rcv = Receiver::start(&[]);
-    let ws = a_store_a_person_acted_on(&rcv);
-    let dir: PathBuf = ws.store().parent().unwrap().to_path_buf();
-    let template = snapshot(&dir);
+    let (rcv, ws, dir, template) = acted_on_and_kept();
     let len = template["engine.db"].len() as u64;
     let sent = rcv.deliveries().len();
     let (mut refused, mut harmless, mut failures) = (0, 0, Vec::new());
@@ -314,10 +321,7 @@ fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_
 /// the act for what it is, never as damage).
 #[test]
 fn every_edit_of_a_persons_act_is_tampering_whichever_check_meets_it_first() {
-    let rcv = Receiver::start(&[]);
-    let ws = a_store_a_person_acted_on(&rcv);
-    let dir: PathBuf = ws.store().parent().unwrap().to_path_buf();
-    let template = snapshot(&dir);
+    let (_rcv, ws, dir, template) = acted_on_and_kept();
     let mut failures = Vec::new();
     for (edit, row) in [
         ("UPDATE settlements SET outcome = 'not_run'", "settlements row 1"),

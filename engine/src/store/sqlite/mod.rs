@@ -45,10 +45,11 @@ use files::{check_store_file, StoreFiles};
 use identity::Verdict;
 use mark::{Mark, MarkFile};
 use open::{
-    check_files, configure, connect, count_commit, doubt, examine, judge, located, open_existing, refuse_unwritable,
-    sqlite_error, store_open_error, Found, Opened,
+    check_files, configure, connect, count_commit, doubt, judge, located, open_existing, refuse_unwritable,
+    sqlite_error, store_open_error, Found,
 };
 pub(super) use sql::Sql;
+use verify::{examine, Opened};
 
 pub use schema::SCHEMA_VERSION;
 

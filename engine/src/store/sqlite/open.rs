@@ -110,37 +110,6 @@ pub(super) fn judge(conn: &Connection, files: &StoreFiles) -> Result<(i64, Verdi
     Ok((version, verdict))
 }
 
-/// What a store is opened for, as `examine` weighs a person's act edited
-/// outside the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Opened {
-    /// Reading (`status`, `explain`, `log`, `report`): an act the chain
-    /// does not vouch for is the reader's to show as such; nothing acts
-    /// on it (every act is checked against the chain before it is).
-    Reading,
-    /// Writing (under the lease): refused before anything is written.
-    Writing,
-}
-
-/// A store not known to be whole (`why`: its last writer died holding it,
-/// did not close it, or its file changed since the engine closed it) is
-/// checked as `engine verify` checks it — SQLite's integrity check, then
-/// every invariant of the ledger and the act chain — before anything
-/// trusts it: a command that would read a damaged row refuses as verify
-/// does, with the same code and the same words. A person's act edited
-/// outside the engine (`STORE_TAMPERED`) refuses a writer; a reader shows
-/// it marked as such.
-pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: Opened) -> Result<()> {
-    match super::verify::check(conn, &files.db) {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == Code::StoreTampered && opened == Opened::Reading => Ok(()),
-        Err(e) => Err(Error {
-            message: format!("the store is not known to be whole ({why}) and was checked: {}", e.message),
-            ..e
-        }),
-    }
-}
-
 /// A store SQLite could open only for reading, though the engine asked to
 /// write it: its owner and mode allow writing (checked before), so the
 /// system refuses this process — a read-only file system, or a sandbox

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use super::files::StoreFiles;
 use super::schema;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::store::verify::{self as checks, found, Cell, Finding, Own, Verdict, Verified, VerifyDb, CHECKS};
 
 /// Run every check on the store at `path`: first what every open checks
@@ -46,6 +47,37 @@ pub fn verify(path: &Path) -> Result<Verified> {
 /// to be whole (`open::examine`).
 pub(super) fn check(conn: &Connection, path: &Path) -> Result<Verified> {
     checks::run(&mut SqliteVerify { path: path.to_path_buf(), conn }, &path.display().to_string())
+}
+
+/// What a store is opened for, as `examine` weighs a person's act edited
+/// outside the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opened {
+    /// Reading (`status`, `explain`, `log`, `report`): an act the chain
+    /// does not vouch for is the reader's to show as such; nothing acts
+    /// on it (every act is checked against the chain before it is).
+    Reading,
+    /// Writing (under the lease): refused before anything is written.
+    Writing,
+}
+
+/// A store not known to be whole (`why`: its last writer died holding it,
+/// did not close it, or its file changed since the engine closed it) is
+/// checked as `engine verify` checks it — SQLite's integrity check, then
+/// every invariant of the ledger and the act chain — before anything
+/// trusts it: a command that would read a damaged row refuses as verify
+/// does, with the same code and the same words. A person's act edited
+/// outside the engine (`STORE_TAMPERED`) refuses a writer; a reader shows
+/// it marked as such.
+pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: Opened) -> Result<()> {
+    match check(conn, &files.db) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == Code::StoreTampered && opened == Opened::Reading => Ok(()),
+        Err(e) => Err(Error {
+            message: format!("the store is not known to be whole ({why}) and was checked: {}", e.message),
+            ..e
+        }),
+    }
 }
 
 struct SqliteVerify<'c> {
