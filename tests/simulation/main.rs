@@ -178,11 +178,6 @@ fn a_skipped_call_budget_is_caught() {
 }
 
 #[test]
-fn a_verdict_that_forgets_unknown_outcomes_is_caught() {
-    caught(Fault::SatisfiedOverUnknown, "never satisfied while an outcome is unknown");
-}
-
-#[test]
 fn a_call_to_a_server_whose_tools_could_not_be_read_is_caught() {
     caught(Fault::SendWithoutInventory, "no call to a server whose tools could not be read");
 }
