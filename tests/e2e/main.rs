@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod advice;
 mod agent_output;
 mod architecture;
 mod builtin;

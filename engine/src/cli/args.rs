@@ -266,12 +266,22 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
-    /// Send an operation again: one settled `not_run`, or one that failed retryably (same operation id, next try).
-    #[command(after_help = "Example:\n  engine retry op_3f2a9c0d1e2b4c5d6e7f8091")]
+    /// Send a task's latest call again: one settled `not_run`, or one that failed retryably (same operation id, next try).
+    #[command(
+        long_about = "Send a task's latest call again, with the same operation id and the next try number: \
+            one a person settled `not_run`, or one that failed in a way a re-send can fix \
+            (provider_unavailable, timeout, environment, killed). An approval is checked again where \
+            the task needs one. Then the run goes on.",
+        after_help = "Examples:\n  engine retry T3\n  engine retry T3 --goal money-totals\n  engine retry op_3f2a9c0d1e2b4c5d6e7f8091   # an operation id works too"
+    )]
     Retry {
-        /// The operation id, as `engine status` or the run's summary shows it.
-        #[arg(value_name = "OPERATION_ID")]
-        operation_id: String,
+        /// The task's ref, as in the plan (or the operation id of a task's
+        /// latest call, as `engine status` shows it).
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        /// The goal id. Default: the goal most recently run in this store.
+        #[arg(long, value_name = "ID")]
+        goal: Option<String>,
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,

@@ -155,9 +155,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Approve { operation_id, note, actor, request_id } => {
             approve(&at, OperationId::new(operation_id), &note, actor, request_id)
         }
-        Command::Retry { operation_id, jobs, asker, show } => retry(
+        Command::Retry { task_ref, goal, jobs, asker, show } => retry(
             &at,
-            OperationId::new(operation_id),
+            (&task_ref, goal.map(GoalId::new).as_ref()),
             (jobs_or_default(jobs), show.sink()),
             asker.actor,
             asker.request_id,
@@ -262,21 +262,27 @@ fn approve(
 /// `engine retry`: a person's request, under the lease; once per request id.
 fn retry(
     at: &Places,
-    op: OperationId,
+    (arg, goal): (&str, Option<&GoalId>),
     (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
     let person = commands::person::who(actor.as_deref());
-    let args = json!({"operation_id": op.as_str(), "actor": actor});
+    // The argument as given (a ref or an operation id); the goal only when
+    // named, so a request id recorded before `--goal` existed still matches.
+    let mut args = json!({"operation_id": arg, "actor": actor});
+    if let Some(g) = goal {
+        args["goal"] = json!(g.as_str());
+    }
     let given = Given::new(request_id, "retry", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
-    commands::retry::permitted(&*store.read(), &op, &person)?;
+    let named = commands::retry::Named { arg, goal };
+    commands::retry::permitted(&*store.read(), &named, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs, &person, id, progress.clone())?))
+        Ok(report::run::render(&commands::retry::retry(ledger, &named, jobs, &person, id, progress.clone())?))
     })
 }
 

@@ -6,6 +6,7 @@
 //! act checks who may do it (`permitted`, before the lease: a refused act
 //! is recorded nowhere) and records who did it (`person`).
 
+pub mod advice;
 pub mod approve;
 pub mod person;
 pub mod register;

@@ -110,9 +110,12 @@ pub fn revise(
     let raised = raised(&*read, &g, &plan, &req.raises)?;
     let same_plan = prev.plan_digest == plan.digests.plan;
     if same_plan && raised.is_empty() {
+        let waiting = super::advice::besides_revising(&*read, &g)?;
+        let waiting =
+            if waiting.is_empty() { String::new() } else { format!("; or, with the plan as it is: {waiting}") };
         return Err(Error::usage(format!(
-            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise \
-             (to raise a budget: --raise NAME=VALUE)",
+            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise; \
+             edit the plan first (or raise a budget: --raise NAME=VALUE){waiting}",
             g.active_revision
         )));
     }

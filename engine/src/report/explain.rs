@@ -24,6 +24,9 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
         "task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n",
         task.state, g.id, g.active_revision, task.operation_id
     );
+    let place = crate::commands::advice::Place::of(&*ledger, &g)?;
+    let next = crate::commands::advice::of_task(&*ledger, &g, &place, task)?;
+    text.push_str(&super::next::of(&next, ""));
     // The reuse decision `engine revise` recorded for this task, if the
     // active revision came from one (its `revision_recorded` event).
     let reuse: Option<Value> = ledger
@@ -51,7 +54,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
-        "completion": standing.map(|s| s.json), "attempts": attempts_json, "acts": acts});
+        "completion": standing.map(|s| s.json), "attempts": attempts_json, "acts": acts, "next": next.json()});
     Ok(Output { text, json, exit_code: 0 })
 }
 
@@ -86,11 +89,10 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
     }
     if let Some(c) = &a.classification {
         text.push_str(&format!(
-            "  classification: {} by rule {} from evidence {} — next: {}\n",
+            "  classification: {} by rule {} from evidence {}\n",
             c.class,
             c.rule,
-            json!(c.evidence_ids),
-            c.next
+            json!(c.evidence_ids)
         ));
     }
     let claims = ledger.claims_of_attempt(a.id)?;

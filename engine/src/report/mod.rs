@@ -10,6 +10,7 @@ pub mod goals;
 pub mod html;
 pub mod init;
 pub mod log;
+pub mod next;
 pub mod output;
 pub mod person_acts;
 pub mod plan;

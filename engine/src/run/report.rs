@@ -433,9 +433,14 @@ impl Runner<'_> {
         match stopped_repair {
             Some((task_ref, rep)) => {
                 let forced = rep.classification.as_ref().is_some_and(|c| crate::decide::repair::needs_force(c.class));
-                format!("engine repair {task_ref}{}", if forced { " --force --note TEXT" } else { "" })
+                let say = crate::decide::advice::SAY;
+                let task_ref = crate::decide::advice::shell_word(task_ref);
+                format!(
+                    "engine repair {task_ref}{}",
+                    if forced { format!(" --force --note {say}") } else { String::new() }
+                )
             }
-            None => format!("engine run {plan_path}"),
+            None => format!("engine run {}", crate::decide::advice::shell_word(plan_path)),
         }
     }
 }

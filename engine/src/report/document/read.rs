@@ -53,8 +53,7 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let timeline =
         timeline::timeline(tasks.iter().flat_map(|t| &t.report.attempts).filter(|a| a.revision == number), marks);
     let budgets = budgets(l, &g, &plan, &tasks, number, lowest_max_revisions, timeline.end_ms)?;
-    let cx = waiting::Context { goal_id: g.id.as_str(), plan_path: &rev.plan_path };
-    let waiting = waiting_list(l, &g.id, number == active, number, &tasks, &cx)?;
+    let waiting = waiting_list(l, &g, number == active, number, &tasks)?;
     let goal_spec = plan.goal.as_ref();
     let unchecked: Vec<String> = acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect();
     let constraints: Vec<ConstraintLine> =
@@ -144,6 +143,7 @@ fn settled_ok_tasks(tasks: &[Task2], number: i64) -> Vec<String> {
 struct Task2 {
     report: TaskReport,
     awaiting_op: Option<String>,
+    row: TaskRecord,
 }
 
 fn tasks(l: &dyn LedgerRead, goal_id: &GoalId, number: i64, plan: &PlanFile) -> Result<Vec<Task2>> {
@@ -168,7 +168,7 @@ fn tasks(l: &dyn LedgerRead, goal_id: &GoalId, number: i64, plan: &PlanFile) -> 
         }
         let report = task_report(t, row, attempts, reuse.remove(&t.task_ref), approvals.remove(&t.task_ref), number);
         let awaiting_op = row.pending_operation().map(str::to_string);
-        out.push(Task2 { report, awaiting_op });
+        out.push(Task2 { report, awaiting_op, row: row.clone() });
     }
     Ok(out)
 }
@@ -421,23 +421,28 @@ fn budgets(
 
 /// What waits on a person: unknown outcomes (goal-wide, whatever the
 /// revision), then, for the active revision, approvals, re-sends and
-/// failures, then attempts left in doubt.
+/// failures with their ways out (`commands::advice`, as `engine status`
+/// names them), then attempts left in doubt.
 fn waiting_list(
     l: &dyn LedgerRead,
-    goal_id: &GoalId,
+    g: &GoalRecord,
     active: bool,
     number: i64,
     tasks: &[Task2],
-    cx: &waiting::Context,
 ) -> Result<Vec<Waiting>> {
+    let goal_id = &g.id;
     let mut out: Vec<Waiting> = l
         .attempts_in_state(goal_id, AttemptState::EffectUnknown)?
         .iter()
         .map(|a| waiting::settle(&a.task_ref, a.operation_id.as_str(), a.try_no, a.unknown_reason.map(|r| r.as_str())))
         .collect();
     if active {
-        let per_task: Vec<Waiting> =
-            tasks.iter().filter_map(|t| waiting::of_task(&t.report, number, t.awaiting_op.as_deref(), cx)).collect();
+        let place = crate::commands::advice::Place::of(l, g)?;
+        let mut per_task = Vec::new();
+        for t in tasks {
+            let commands = crate::commands::advice::of_task(l, g, &place, &t.row)?.commands();
+            per_task.extend(waiting::of_task(&t.report, number, t.awaiting_op.as_deref(), commands));
+        }
         for kind in ["approve", "retry", "failed"] {
             out.extend(per_task.iter().filter(|w| w.kind == kind).cloned());
         }

@@ -122,11 +122,10 @@ fn attempt(a: &AttemptReport, n: i64, out: &mut String) {
         let ids: Vec<String> = c.evidence_ids.iter().map(|e| format!("#{e}")).collect();
         let _ = write!(
             out,
-            "<p class=\"class\">classified <b>{}</b> by rule <code>{}</code> from evidence {} — next: {}</p>",
+            "<p class=\"class\">classified <b>{}</b> by rule <code>{}</code> from evidence {}</p>",
             text(&c.class),
             text(&c.rule),
-            text(&ids.join(", ")),
-            text(&c.next)
+            text(&ids.join(", "))
         );
     }
     for e in &a.evidence {
