@@ -23,6 +23,7 @@ mod outputs;
 mod plan_props;
 mod readme_tour;
 mod schema;
+mod sharp_edges;
 mod store_creation;
 mod store_files;
 mod store_full;

@@ -56,6 +56,22 @@ pub struct Global {
     /// plan file's folder, else the current folder.
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Colour for people: `auto` on a terminal unless NO_COLOR is set,
+    /// `always` (even in a pipe, and over NO_COLOR), `never`. --json is
+    /// never coloured.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set (or TERM is dumb).
+    Auto,
+    /// Always, even when the output is not a terminal, and over NO_COLOR.
+    Always,
+    /// Never.
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -183,13 +199,13 @@ pub enum Command {
             asked for the raw output: control characters reach your terminal. Output over 1 MiB was \
             kept as its first and last 512 KiB; where the middle is missing, stderr says how many \
             bytes and where.",
-        after_help = "Examples:\n  engine output T2\n  engine output T2 --attempt 3 --stderr > t2-stderr.txt"
+        after_help = "Examples:\n  engine output T2\n  engine output T2 --attempt 2 --stderr > t2-stderr.txt"
     )]
     Output {
         /// The task's ref, as in the plan.
         #[arg(value_name = "REF")]
         task_ref: String,
-        /// The attempt id (as `engine explain` numbers them). Default: the task's latest attempt with output.
+        /// The task's attempt N (1 is its first, as `engine explain` numbers them). Default: its latest attempt with output.
         #[arg(long, value_name = "N")]
         attempt: Option<i64>,
         /// Print what the provider wrote on stderr instead of stdout.
@@ -199,14 +215,21 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         goal: Option<String>,
     },
-    /// Print the event log, in ledger order.
+    /// Print the event log, in ledger order: one readable line per event (--json: the raw events).
     #[command(
-        after_help = "Examples:\n  engine log\n  engine log --follow --json\n  engine log --goal money-totals --after 120"
+        long_about = "Print the event log in ledger order. For a person, one line per event: its sequence \
+            number, time (UTC), task and attempt (numbered as the task counts them), and what happened, \
+            digests cut to 16 characters. --json prints the raw events, digests whole.",
+        after_help = "Examples:\n  engine log --task T2\n  engine log --follow --json\n  engine log --goal money-totals --after 120"
     )]
     Log {
         /// Keep printing new events as they are written (Ctrl-C to stop).
         #[arg(long)]
         follow: bool,
+        /// Only this task's events (of --goal's goal; default: the goal most
+        /// recently run).
+        #[arg(long = "task", value_name = "REF")]
+        task_ref: Option<String>,
         /// Only events after this sequence number.
         #[arg(long, value_name = "SEQ", default_value_t = 0)]
         after: i64,

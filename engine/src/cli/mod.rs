@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 
-pub use args::{Cli, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
+pub use args::{Cli, ColorChoice, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
 
 use crate::commands::worker::{SubmitOptions, WorkerOptions};
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
@@ -48,11 +48,16 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.global.json;
+    report::paint::choose(match (json, cli.global.color) {
+        (true, _) | (_, ColorChoice::Never) => report::paint::Choice::Never,
+        (false, ColorChoice::Always) => report::paint::Choice::Always,
+        (false, ColorChoice::Auto) => report::paint::Choice::Auto,
+    });
     if cli.command.runs_work() {
         // From here on a person's Ctrl-C, SIGTERM or SIGHUP is the run's to
         // act on: it ends its providers and records them, then exits.
         if let Err(e) = crate::signals::catch() {
-            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            print_error(&e);
             return e.code.exit_code();
         }
     }
@@ -61,7 +66,7 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
             } else if !out.text.is_empty() {
-                emit(&report::escape::for_terminal(&out.text));
+                emit(&report::paint::text(&report::escape::for_terminal(&out.text)));
             }
             stopped_exit(out.exit_code)
         }
@@ -72,9 +77,20 @@ pub fn main() -> i32 {
                     serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
                 ));
             }
-            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            print_error(&e);
             e.code.exit_code()
         }
+    }
+}
+
+/// An error for a person, on stderr: `error: CODE: message (at place)`,
+/// and under it the source line it points into, when it has one (a plan's
+/// JSON syntax error: the line and a caret under the column).
+fn print_error(e: &Error) {
+    let line = format!("error: {}", report::escape::for_terminal(&e.to_string()));
+    eprintln!("{}", report::paint::error(&line));
+    if let Some(shown) = report::plan::source_excerpt(&e.details) {
+        eprintln!("{shown}");
     }
 }
 
@@ -191,8 +207,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             )
         }
         Command::Verify => verify(&at.store_path()?),
-        Command::Log { follow, after, goal } => {
-            report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
+        Command::Log { follow, after, goal, task_ref } => {
+            let which = report::log::Which { after: Seq(after), goal: goal.map(GoalId::new), task_ref, follow };
+            report::log::render(&at.reader()?, &which, json)
         }
     }
 }
@@ -323,7 +340,8 @@ fn revise(
     }
     commands::revise::permitted(&*store.read(), &loaded, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::revise::render(&commands::revise::revise(ledger, loaded, req, &person, id)?))
+        let revised = commands::revise::revise(ledger, loaded, req, &person, id)?;
+        Ok(report::revise::render(&revised, &*ledger.read()))
     })
 }
 

@@ -85,6 +85,18 @@ pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<
     Ok(at)
 }
 
+/// A ref that names no task of goal `goal`'s `revision`: the error every
+/// command taking a ref gives, with the closest known ref (`did you mean`).
+pub fn no_task<'a>(
+    goal: &GoalId,
+    revision: crate::ids::Revision,
+    task_ref: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Error {
+    let hint = crate::plan::suggest::did_you_mean(task_ref, known);
+    Error::usage(format!("goal `{goal}` revision {revision} has no task `{task_ref}`{hint}")).at(task_ref.to_string())
+}
+
 /// A goal's active plan, as recorded.
 pub fn active_plan(read: &dyn LedgerRead, goal: &GoalId) -> Result<PlanFile> {
     let g = read.goal(goal)?.ok_or_else(|| Error::internal(format!("goal {goal} vanished")))?;

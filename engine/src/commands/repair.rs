@@ -59,10 +59,7 @@ pub fn repair(
         .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
     let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
-        let hint =
-            crate::plan::suggest::did_you_mean(&req.task_ref, plan.file.tasks.iter().map(|t| t.task_ref.as_str()));
-        Error::usage(format!("goal `{}` revision {} has no task `{}`{hint}", g.id, g.active_revision, req.task_ref))
-            .at(req.task_ref.clone())
+        super::no_task(&g.id, g.active_revision, &req.task_ref, plan.file.tasks.iter().map(|t| t.task_ref.as_str()))
     })?;
     let place = super::advice::Place::of(&*read, &g)?;
     let next = |read: &dyn LedgerRead| -> Result<String> {

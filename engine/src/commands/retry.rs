@@ -113,11 +113,13 @@ pub fn retry(
     let latest_try = latest.as_ref().map(|a| LatestTry { try_no: a.try_no, state: a.state, class: a.class() });
     match retry::decide(state, latest_try, latest_call_is_other) {
         Ok(()) => {}
-        Err(Refusal::NotLatestCall) => return Err(Error::usage(format!(
+        Err(Refusal::NotLatestCall) => {
+            return Err(Error::usage(format!(
             "operation {operation_id} is not task {task_ref}'s latest call (task state {state}); nothing to retry{}",
             next_words(&*read, &goal_id, &task_ref)?
         ))
-        .at(named.arg.to_string())),
+            .at(named.arg.to_string()))
+        }
         Err(refusal) => {
             return Err(Error::usage(format!(
                 "operation {operation_id} (task {task_ref}) is not retryable: {}{}",

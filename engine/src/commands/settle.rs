@@ -27,6 +27,8 @@ pub use crate::state::SettlementOutcome as Outcome;
 pub struct Settled {
     pub operation_id: OperationId,
     pub attempt_id: AttemptId,
+    /// The attempt's number among its task's attempts (`engine explain`'s).
+    pub attempt: i64,
     pub task_ref: String,
     pub goal_id: GoalId,
     pub outcome: Outcome,
@@ -97,9 +99,11 @@ pub fn settle(
             None => Ok(()),
         }
     })?;
+    let attempt = ledger.read().attempt_number(a.id)?;
     Ok(Settled {
         operation_id: operation_id.clone(),
         attempt_id: a.id,
+        attempt,
         task_ref: a.task_ref,
         goal_id: a.goal_id,
         outcome,

@@ -151,7 +151,7 @@ pub fn of_task(t: &Task, scope: &Scope) -> Vec<Way> {
     if let Some(a) = t.awaiting.filter(|_| t.state == TaskState::AwaitingApproval) {
         return vec![match a.approved {
             false => Way::run(format!("engine approve {} --note {SAY}", shell_word(a.operation_id))),
-            true => Way::run(cmd.spending(&a)),
+            true => Way::run(cmd.spending(&a, t.latest.and_then(|l| l.class))),
         }];
     }
     let latest = t.latest;
@@ -281,14 +281,19 @@ impl Commands<'_> {
         format!("engine revise {} --reason {SAY}", shell_word(self.scope.plan_path))
     }
 
-    /// The command whose call spends a given approval: the one that asked.
-    fn spending(&self, a: &Awaiting) -> String {
+    /// The command whose call spends a given approval: the one that asked
+    /// (a repair as it was asked: forced again where the failure it
+    /// repairs needs it, with its instruction, part of its request).
+    fn spending(&self, a: &Awaiting, failed_as: Option<FailureClass>) -> String {
         match a.asked_by {
             Some(AttemptKind::Retry) => self.retry(),
-            Some(AttemptKind::Repair) => match a.instruction {
-                Some(i) => format!("{} --instruction {}", self.task("repair"), shell_word(i)),
-                None => self.task("repair"),
-            },
+            Some(AttemptKind::Repair) => {
+                let force = failed_as.is_some_and(crate::decide::repair::needs_force);
+                match a.instruction {
+                    Some(i) => format!("{} --instruction {}", self.repair(force), shell_word(i)),
+                    None => self.repair(force),
+                }
+            }
             Some(AttemptKind::Run) | None => self.run(),
         }
     }
@@ -461,6 +466,18 @@ mod tests {
         assert_eq!(
             spend(Some(AttemptKind::Repair), Some("use cents")),
             vec!["engine repair T1 --instruction 'use cents'"]
+        );
+        // A repair of a failure that needs a person's word needs it again.
+        let failed = Latest {
+            operation_id: "op_1",
+            state: AttemptState::Failed,
+            class: Some(FailureClass::Unclassified),
+            rule: None,
+        };
+        let a = Awaiting { asked_by: Some(AttemptKind::Repair), ..awaiting };
+        assert_eq!(
+            lines(&Task { latest: Some(failed), awaiting: Some(a), ..t }, &SCOPE),
+            vec!["engine repair T1 --force --note \"…\""]
         );
     }
 

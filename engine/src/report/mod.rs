@@ -12,6 +12,7 @@ pub mod init;
 pub mod log;
 pub mod next;
 pub mod output;
+pub mod paint;
 pub mod person_acts;
 pub mod plan;
 pub mod progress;

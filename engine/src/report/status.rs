@@ -13,7 +13,7 @@ use crate::ids::GoalId;
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::ApprovalRecord;
-use crate::store::attempts::AttemptRecord;
+use crate::store::attempts::{number_in, AttemptRecord};
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{Holder, LedgerRead, Store};
 
@@ -96,12 +96,9 @@ fn task_table(
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in tasks {
-        let attempts: Vec<_> = ledger
-            .attempts_of_task(&g.id, &t.task_ref)?
-            .into_iter()
-            .filter(|a| a.revision == g.active_revision)
-            .collect();
-        let last = attempts.last();
+        let all = ledger.attempts_of_task(&g.id, &t.task_ref)?;
+        let attempts: Vec<_> = all.iter().filter(|a| a.revision == g.active_revision).collect();
+        let last = attempts.last().copied();
         let last_text = match last {
             Some(a) => match a.class() {
                 Some(c) => format!("{} ({c})", a.state),
@@ -126,7 +123,7 @@ fn task_table(
         let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
         let next = advised.iter().find(|a| a.task_ref == t.task_ref).map_or(json!([]), Advised::json);
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification,
+            "last_attempt": last.map(|a| json!({"id": a.id, "number": number_in(&all, a.id), "try": a.try_no, "state": a.state, "classification": a.classification,
                 "sandbox": a.sandbox, "handle": a.handle})),
             "completion": standing.as_ref().map(|s| &s.json), "next": next}));
         if let Some(s) = standing {

@@ -162,9 +162,9 @@ fn tasks(l: &dyn LedgerRead, goal_id: &GoalId, number: i64, plan: &PlanFile) -> 
             Error::new(Code::StoreCorrupt, format!("task {} of revision {number} is not in the ledger", t.task_ref))
         })?;
         let mut attempts = Vec::new();
-        for a in l.attempts_of_task(goal_id, &t.task_ref)? {
+        for (a, number) in l.attempts_of_task(goal_id, &t.task_ref)?.into_iter().zip(1..) {
             let settlement = settlements.remove(&a.id.get());
-            attempts.push(attempt_report(l, a, settlement)?);
+            attempts.push(attempt_report(l, a, number, settlement)?);
         }
         let report = task_report(t, row, attempts, reuse.remove(&t.task_ref), approvals.remove(&t.task_ref), number);
         let awaiting_op = row.pending_operation().map(str::to_string);
@@ -225,7 +225,12 @@ fn evidence_item(e: TimedEvidence) -> EvidenceItem {
     EvidenceItem { id: e.id.get(), at_ms: e.at_ms, evidence: e.evidence }
 }
 
-fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<SettlementLine>) -> Result<AttemptReport> {
+fn attempt_report(
+    l: &dyn LedgerRead,
+    a: AttemptRecord,
+    number: i64,
+    settlement: Option<SettlementLine>,
+) -> Result<AttemptReport> {
     let evidence = l.timed_evidence_of_attempt(a.id)?.into_iter().map(evidence_item).collect();
     let claims = l
         .claims_of_attempt(a.id)?
@@ -234,6 +239,7 @@ fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<Settl
         .collect();
     Ok(AttemptReport {
         id: a.id.get(),
+        number,
         revision: a.revision.get(),
         try_no: a.try_no,
         kind: a.kind.as_str().into(),
@@ -311,18 +317,19 @@ fn reuse_decisions(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<
             })
         },
     )?;
-    Ok(recorded.into_iter().map(|r| (r.task_ref, reuse_line(r.decision))).collect())
+    recorded.into_iter().map(|r| Ok((r.task_ref, reuse_line(l, r.decision)?))).collect()
 }
 
-fn reuse_line(d: Decision) -> ReuseLine {
-    match d {
+fn reuse_line(l: &dyn LedgerRead, d: Decision) -> Result<ReuseLine> {
+    Ok(match d {
         Decision::Reuse { provenance: p } => ReuseLine {
             decision: "reuse".into(),
             reason: None,
-            detail: format!("reused from revision {} attempt {}", p.revision, p.attempt_id),
+            detail: format!("reused from revision {} attempt {}", p.revision, l.attempt_number(p.attempt_id)?),
             provenance: Some(Provenance {
                 revision: p.revision.get(),
                 attempt_id: p.attempt_id.get(),
+                attempt: l.attempt_number(p.attempt_id)?,
                 checkpoint: p.checkpoint,
                 evidence_ids: p.evidence_ids.into_iter().map(|id| id.get()).collect(),
             }),
@@ -333,7 +340,7 @@ fn reuse_line(d: Decision) -> ReuseLine {
             detail: refusal.detail(),
             provenance: None,
         },
-    }
+    })
 }
 
 /// The goal's acceptance criteria with their latest results in this
