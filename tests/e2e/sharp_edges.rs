@@ -8,19 +8,19 @@ use serde_json::json;
 
 use crate::common::*;
 
-/// `A` fails its validation until `ok` exists, printing which of its calls
-/// this is; `B` succeeds. With one job, A's first attempt is the store's
-/// attempt 1, B's is 2, and A's repair is 3: A's *second*.
+/// `B` succeeds; `A` fails its validation until `ok` exists, printing
+/// which of its calls this is. With one job, B's attempt is the store's
+/// attempt 1, A's first is 2, and A's repair is 3: A's *second*.
 fn two_tasks(ws: &Ws) {
     let mut a =
         task("A", &["sh", "-c", "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo \"A call $n\""]);
     a["validations"] = json!([{"id": "V1", "run": ["test", "-f", "ok"], "expect_exit": 0}]);
-    ws.write_plan("plan.json", &plan(vec![a, task("B", &["true"])]));
+    ws.write_plan("plan.json", &plan(vec![task("B", &["true"]), a]));
     ws.engine(&["run", "plan.json", "--jobs", "1"]).expect_code(1);
     ws.write("ok", "");
     ws.engine(&["repair", "A", "--jobs", "1"]).expect_code(0);
     let ids: Vec<(String, i64)> = ws.attempts().into_iter().map(|a| (a.task_ref, a.id)).collect();
-    assert_eq!(ids, [("A".to_string(), 1), ("B".into(), 2), ("A".into(), 3)], "store-wide ids interleave");
+    assert_eq!(ids, [("B".to_string(), 1), ("A".into(), 2), ("A".into(), 3)], "store-wide ids interleave");
 }
 
 #[test]
@@ -125,18 +125,27 @@ fn log_task_is_readable_and_json_keeps_the_raw_events() {
         assert!(hex_run < 64, "a whole digest: {l}");
     }
     let text = &log.stdout;
-    for said in
-        ["intent recorded", "attempt 1", "attempt 2", "failed: validation_failed", "repair requested", "succeeded"]
-    {
+    for said in [
+        "intent recorded",
+        "attempt 1",
+        "attempt 2",
+        "failed: validation_failed",
+        "repair requested: failed attempt 1,",
+        "succeeded",
+    ] {
         assert!(text.contains(said), "the log says {said:?}:\n{text}");
     }
+    // A's attempts are ledger ids 2 and 3: neither id is shown as a number.
+    assert!(!text.contains("attempt 3") && !text.contains("failed attempt 2"), "{text}");
     // --json: the raw events of that task, digests whole.
     let raw = ws.json(&["log", "--task", "A"], 0);
     let events = raw["events"].as_array().unwrap();
     assert!(events.iter().all(|e| e["task_ref"] == "A"), "{raw}");
     let intent = events.iter().find(|e| e["kind"] == "intent_recorded").unwrap();
     assert_eq!(intent["data"]["request_digest"].as_str().unwrap().len(), 64, "{intent}");
-    assert_eq!(intent["attempt_id"], 1);
+    assert_eq!(intent["attempt_id"], 2, "the ledger's id");
+    let repair = events.iter().find(|e| e["kind"] == "repair_requested").unwrap();
+    assert_eq!(repair["data"]["failed_attempt"], 2, "the ledger's id: {repair}");
 }
 
 /// A raw ESC byte in `text` only as the start of a colour (SGR) sequence.
@@ -179,6 +188,14 @@ fn colour_follows_the_flag_and_no_color() {
         explain.contains("provider:\\x1b[2J\\x1b]0;pwned\\x07"),
         "the provider's bytes shown, not sent:\n{explain:?}"
     );
+    // A format another program reads is never painted, even when asked.
+    for args in [&["schema"][..], &["completions", "bash"], &["man"], &["graph", "plan.json"]] {
+        let mut all = vec!["--color", "always"];
+        all.extend_from_slice(args);
+        let out = ws.engine(&all);
+        out.expect_code(0);
+        assert!(!out.stdout.contains('\u{1b}'), "{args:?} is not painted:\n{}", out.stdout);
+    }
     // never; auto off a terminal; NO_COLOR with auto; --json.
     for (args, env) in [
         (vec!["--color", "never", "status"], vec![]),

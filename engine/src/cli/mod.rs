@@ -48,6 +48,7 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.global.json;
+    let painted = !cli.command.prints_a_format();
     report::paint::choose(match (json, cli.global.color) {
         (true, _) | (_, ColorChoice::Never) => report::paint::Choice::Never,
         (false, ColorChoice::Always) => report::paint::Choice::Always,
@@ -66,7 +67,8 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
             } else if !out.text.is_empty() {
-                emit(&report::paint::text(&report::escape::for_terminal(&out.text)));
+                let text = report::escape::for_terminal(&out.text);
+                emit(&if painted { report::paint::text(&text) } else { text.into_owned() });
             }
             stopped_exit(out.exit_code)
         }
@@ -107,6 +109,12 @@ fn stopped_exit(exit_code: i32) -> i32 {
 }
 
 impl Command {
+    /// The commands whose text is a format another program reads (a
+    /// schema, a shell's completions, a man page, a graph): never painted.
+    fn prints_a_format(&self) -> bool {
+        matches!(self, Command::Schema | Command::Completions { .. } | Command::Man { .. } | Command::Graph { .. })
+    }
+
     /// The commands that run work, and so catch a person's stop signals.
     fn runs_work(&self) -> bool {
         matches!(
