@@ -12,6 +12,7 @@ mod support;
 mod common;
 
 mod acts;
+mod plan_file;
 mod request_ids;
 mod sandbox;
 mod store_place;

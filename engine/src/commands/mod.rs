@@ -10,6 +10,7 @@
 pub mod advice;
 pub mod approve;
 pub mod person;
+pub mod plan_watch;
 pub mod register;
 pub mod repair;
 pub mod retry;
@@ -97,6 +98,22 @@ pub fn no_task<'a>(
 ) -> Error {
     let hint = crate::plan::suggest::did_you_mean(task_ref, known);
     Error::usage(format!("goal `{goal}` revision {revision} has no task `{task_ref}`{hint}")).at(task_ref.to_string())
+}
+
+/// The plan file a recorded revision came from, for a run of it without a
+/// plan file (`retry`, `repair`): the recorded path as seen from here, or
+/// from the workspace, when it lies in the workspace — so the run protects
+/// it from providers as `engine run` does (`run::constraints`).
+pub fn recorded_source(plan_path: &str, workspace: &Path) -> Option<PathBuf> {
+    let p = Path::new(plan_path);
+    let mut candidates = vec![p.to_path_buf()];
+    if p.is_relative() {
+        candidates.push(workspace.join(p));
+    }
+    if let Some(name) = p.file_name() {
+        candidates.push(workspace.join(name));
+    }
+    candidates.into_iter().filter_map(|c| std::fs::canonicalize(c).ok()).find(|c| c.starts_with(workspace))
 }
 
 /// A goal's active plan, as recorded.
