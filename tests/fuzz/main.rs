@@ -154,13 +154,17 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
     let ran = kill::run(ws, &["run", "fuzz.json", "--jobs", "2"], Kill::Never);
     let code = stop_code(&ran)?;
     match ran.out.exit() {
-        // An MCP server that could not list its tools (the fuzzer's
-        // `false`): the run stops before any call; what it recorded must
-        // still verify.
-        Some(2) if *expected == Verdict::Accepted && code.as_deref() == Some("TOOL_INVENTORY_UNAVAILABLE") => {
-            verified(ws)
-        }
         Some(2) => {
+            // What check cannot know: an MCP server that cannot tell its
+            // tools. The run records that it asked (the `tool_inventory`
+            // event), never an intent: the ledger it leaves must verify.
+            if *expected == Verdict::Accepted && code.as_deref() == Some("TOOL_INVENTORY_UNAVAILABLE") {
+                let verified = kill::run(ws, &["verify"], Kill::Never);
+                return match verified.out.exit() {
+                    Some(0) => Ok(()),
+                    c => Err(format!("after TOOL_INVENTORY_UNAVAILABLE, engine verify exits {c:?}")),
+                };
+            }
             if *expected == Verdict::Accepted && code.as_deref() != Some("PLAN_CHANGED") {
                 return Err(format!("engine run refused with {code:?} a plan check accepted"));
             }
@@ -175,17 +179,14 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
             }
             Ok(())
         }
-        Some(0 | 1 | 3 | 4 | 5) if *expected == Verdict::Accepted => verified(ws),
+        Some(0 | 1 | 3 | 4 | 5) if *expected == Verdict::Accepted => {
+            let verified = kill::run(ws, &["verify"], Kill::Never);
+            match verified.out.exit() {
+                Some(0) => Ok(()),
+                c => Err(format!("after a run, engine verify exits {c:?}: {}", verified.out.stdout)),
+            }
+        }
         c => Err(format!("engine run exits {c:?} ({code:?}) on a plan check {expected:?}")),
-    }
-}
-
-/// `engine verify` passes after a run.
-fn verified(ws: &Ws) -> Result<(), String> {
-    let verified = kill::run(ws, &["verify"], Kill::Never);
-    match verified.out.exit() {
-        Some(0) => Ok(()),
-        c => Err(format!("after a run, engine verify exits {c:?}: {}", verified.out.stdout)),
     }
 }
 
@@ -213,8 +214,6 @@ fn stop_code(ran: &kill::Ran) -> Result<Option<String>, String> {
                 "APPROVAL_REQUIRED",
                 "APPROVAL_STALE",
                 "BUDGET_EXHAUSTED",
-                // A run of a plan with an MCP provider whose server cannot
-                // list its tools (the fuzzer's servers do not exist).
                 "TOOL_INVENTORY_UNAVAILABLE",
             ]
             .contains(&c.as_str());

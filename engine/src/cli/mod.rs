@@ -65,7 +65,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(out) => {
             if json {
-                emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
+                emit(&format!("{}\n", report::escape::json_pretty(&out.json)));
             } else if !out.text.is_empty() {
                 let text = report::escape::for_terminal(&out.text);
                 emit(&if painted { report::paint::text(&text) } else { text.into_owned() });
@@ -74,10 +74,7 @@ pub fn main() -> i32 {
         }
         Err(e) => {
             if json {
-                emit(&format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
-                ));
+                emit(&format!("{}\n", report::escape::json_pretty(&json!({"ok": false, "error": e}))));
             }
             print_error(&e);
             e.code.exit_code()

@@ -109,7 +109,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
                 continue;
             }
             let text = if as_json {
-                serde_json::to_string(&e).map_err(|e| crate::error::Error::internal(format!("event JSON: {e}")))?
+                super::escape::json_line(&e)
             } else {
                 let shown = line::line(&e, numbering.of(&*store.read(), &e)?, show_goal);
                 super::paint::text(&super::escape::for_terminal(&shown))
