@@ -76,7 +76,11 @@ fn a_tool_the_real_server_does_not_offer_stops_the_run_before_any_intent() {
 #[test]
 fn a_changed_tool_schema_makes_its_task_not_reusable_naming_the_tool() {
     let ws = Ws::new();
-    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut provider = mcp_provider(&ws, &[], false);
+    // The server reads its schema for `render` from this variable: it gets
+    // it only when its provider names it.
+    provider["env"] = json!(["MCP_RENDER_SCHEMA"]);
+    let providers = json!({"tools": provider});
     ws.write_plan("plan.json", &plan("schema", providers.clone(), vec![mcp_task("T1", "render", "local")]));
     ws.run().expect(0, None);
     // The same inventory: the completion stands, nothing is sent again.

@@ -128,6 +128,11 @@ const RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "descendants_outlived_the_command",
+        class: FailureClass::Killed,
+        matches: |e| matches!(e, Evidence::DescendantsEnded { .. }),
+    },
+    Rule {
         name: "killed_by_signal",
         class: FailureClass::Killed,
         matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Signal { .. }), .. }),
