@@ -98,8 +98,6 @@ fn a_takeover_after_sigkill_ends_a_setsid_descendant() {
     // lives on, in the cgroup the dispatch recorded.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!gone(pid), "the escapee is expected to outlive the engine until the takeover");
-    let process = &dispatched.first().expect("the dispatch is recorded").2["process"];
-    assert!(process["cgroup"].is_string(), "the dispatch records the cgroup: {process}");
     // The takeover: the attempt was in flight (a local effect: unknown,
     // for a person to settle), and what it left is ended first.
     ws.engine(&["run", "plan.json"]).expect_code(3);
@@ -109,6 +107,8 @@ fn a_takeover_after_sigkill_ends_a_setsid_descendant() {
     assert_eq!(ended[0].2["result"]["outcome"], "ended", "{:?}", ended[0]);
     let pids = ended[0].2["result"]["pids"].as_array().cloned().unwrap_or_default();
     assert!(pids.contains(&json!(pid)), "the escapee is named among the ended: {ended:?}");
+    let process = &dispatched.first().expect("the dispatch is recorded").2["process"];
+    assert!(process["cgroup"].is_string(), "the dispatch records the cgroup: {process}");
 }
 
 #[test]

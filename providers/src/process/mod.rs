@@ -226,6 +226,11 @@ fn group_members(g: &ProcessId) -> Vec<u32> {
 /// each checked again once the process is pinned.
 fn signal_tree(g: &ProcessId, signal: i32, by_group: bool) -> Vec<u32> {
     let mut sent = g.own_cgroup().map(|c| cgroup::signal(c, signal)).unwrap_or_default();
+    if let (libc::SIGKILL, Some(c)) = (signal, g.own_cgroup()) {
+        // And what forked since the list was read: the kernel ends the
+        // whole cgroup at once.
+        cgroup::kill(c, Duration::ZERO);
+    }
     if by_group {
         sent.extend(group_members(g).into_iter().filter(|&pid| signal_if(pid, signal, |s| is_member(g, s))));
     }
