@@ -400,7 +400,8 @@ impl Sandbox {
     /// the stores' status, and the names of the variables passed (never
     /// their values).
     pub fn record(&self) -> Record {
-        let mut env: Vec<String> = MINIMAL_ENV.iter().map(|n| n.to_string()).collect();
+        let mut env: Vec<String> =
+            MINIMAL_ENV.iter().filter(|n| std::env::var_os(n).is_some()).map(|n| n.to_string()).collect();
         env.extend(self.env.iter().map(|(n, _)| n.to_string_lossy().into_owned()));
         Record {
             files: self.status.clone(),
