@@ -30,8 +30,8 @@ pub(crate) const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// daemon left behind.
 pub const DESCENDANT_GRACE: Duration = Duration::from_secs(2);
 
-/// How often to look whether a cgroup emptied.
-const CGROUP_POLL: Duration = Duration::from_millis(10);
+/// How often to look whether a call's tree emptied.
+const TREE_POLL: Duration = Duration::from_millis(10);
 
 /// How long to wait to reap the killed child.
 pub(crate) const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
@@ -165,7 +165,8 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     // pgid == pid: the child made its own group.
     let pid = child.id();
     if let Some(process) = crate::process::ProcessId::leader(pid) {
-        let process = process.in_cgroup(child.cgroup().map(Path::to_path_buf));
+        let marker = crate::process::adopted::marker(&call.operation_id, call.try_no);
+        let process = process.tracked(child.cgroup().map(Path::to_path_buf), marker);
         let _ = progress.try_send(Progress::Spawned { process });
     }
     let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
@@ -189,7 +190,10 @@ async fn watch(
         return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
-    let cgroup = child.cgroup().map(Path::to_path_buf);
+    let tree = match child.cgroup() {
+        Some(c) => Tree::Cgroup(c.to_path_buf()),
+        None => Tree::Adopted { leader: pid, marker: crate::process::adopted::marker(&call.operation_id, call.try_no) },
+    };
     let deadline = call.timeout.map(|d| tokio::time::Instant::from_std(started) + d);
     let mut out = Bounded::new(call.output_bytes_max);
     let mut err = Bounded::new(call.output_bytes_max);
@@ -221,9 +225,10 @@ async fn watch(
             }
         })
         .await;
-        // Then what it left: with a cgroup, until the tree is empty and the
-        // output ended, for a grace at most; without one, until the output
-        // ended (something outside the group may hold it), within the deadline.
+        // Then what it left: until the tree is empty and the output ended,
+        // for a grace at most (its cgroup, or without one what the engine
+        // adopted carrying the call's marks: `process::adopted`), within
+        // the deadline.
         let mut descendants = None;
         let mut timed_out = exited.is_none();
         if !timed_out {
@@ -232,23 +237,18 @@ async fn watch(
                     (&mut drain).await;
                     drained.store(true, Relaxed);
                 }
-                while cgroup.as_deref().is_some_and(crate::process::cgroup::populated) {
-                    tokio::time::sleep(CGROUP_POLL).await;
+                while tree.populated() {
+                    tokio::time::sleep(TREE_POLL).await;
                 }
             };
-            match &cgroup {
-                Some(cg) => {
-                    let grace_end = tokio::time::Instant::now() + DESCENDANT_GRACE;
-                    let until = deadline.map_or(grace_end, |d| d.min(grace_end));
-                    if tokio::time::timeout_at(until, settled).await.is_err() {
-                        if deadline.is_some_and(|d| d <= grace_end) {
-                            timed_out = true;
-                        } else if crate::process::cgroup::populated(cg) {
-                            descendants = Some(Box::new(end_descendants(cg).await));
-                        }
-                    }
+            let grace_end = tokio::time::Instant::now() + DESCENDANT_GRACE;
+            let until = deadline.map_or(grace_end, |d| d.min(grace_end));
+            if tokio::time::timeout_at(until, settled).await.is_err() {
+                if deadline.is_some_and(|d| d <= grace_end) {
+                    timed_out = true;
+                } else if tree.populated() {
+                    descendants = Some(Box::new(end_descendants(&tree).await));
                 }
-                None => timed_out = within(deadline, settled).await.is_none(),
             }
         }
         let status = match exited {
@@ -257,6 +257,7 @@ async fn watch(
         };
         let status = if timed_out {
             kill_group(pid);
+            tree.kill();
             // `wait` returns the cached status if the child already exited.
             let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok);
             status.or(st)
@@ -295,19 +296,60 @@ async fn within<F: std::future::Future>(deadline: Option<tokio::time::Instant>, 
     }
 }
 
-/// End what still runs in the cgroup after the command exited and the
-/// grace passed: who they were (read first), then `cgroup.kill`, then up to
+/// A call's process tree: its cgroup, or (where none can be made) what
+/// the engine adopted carrying the call's marks.
+enum Tree {
+    Cgroup(std::path::PathBuf),
+    Adopted { leader: u32, marker: String },
+}
+
+impl Tree {
+    /// Does any of it run (its leader aside)?
+    fn populated(&self) -> bool {
+        match self {
+            Tree::Cgroup(c) => crate::process::cgroup::populated(c),
+            Tree::Adopted { .. } => !self.pids().is_empty(),
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Tree::Cgroup(c) => crate::process::cgroup::pids(c),
+            Tree::Adopted { leader, marker } => {
+                crate::process::adopted::tree(*leader, marker, &crate::spawn::is_spawned)
+            }
+        }
+    }
+
+    /// SIGKILL all of it (what it adopted is reaped by the engine).
+    fn kill(&self) {
+        match self {
+            Tree::Cgroup(c) => {
+                crate::process::cgroup::kill(c, Duration::ZERO);
+            }
+            Tree::Adopted { leader, marker } => {
+                for pid in self.pids() {
+                    crate::process::adopted::kill(pid, *leader, marker);
+                }
+            }
+        }
+    }
+}
+
+/// End what still runs of the tree after the command exited and the grace
+/// passed: who they were (read first), then SIGKILL, then up to
 /// `REAP_AFTER_KILL` for them to be gone.
-async fn end_descendants(cgroup: &Path) -> Descendants {
-    let processes: Vec<Descendant> = crate::process::cgroup::pids(cgroup)
+async fn end_descendants(tree: &Tree) -> Descendants {
+    let processes: Vec<Descendant> = tree
+        .pids()
         .into_iter()
         .take(DESCENDANTS_NAMED_MAX)
         .map(|pid| Descendant { pid, name: process_name(pid) })
         .collect();
-    crate::process::cgroup::kill(cgroup, Duration::ZERO);
+    tree.kill();
     let gone = tokio::time::timeout(REAP_AFTER_KILL, async {
-        while crate::process::cgroup::populated(cgroup) {
-            tokio::time::sleep(CGROUP_POLL).await;
+        while tree.populated() {
+            tokio::time::sleep(TREE_POLL).await;
         }
     })
     .await

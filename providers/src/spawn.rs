@@ -148,6 +148,7 @@ impl Drop for Child {
         if self.status.is_none() && !matches!(reap(self.pid), Ok(Some(_))) {
             orphans().push(self.pid);
         }
+        live().remove(&self.pid);
         if let Some(cg) = self.cgroup.take() {
             unregister(self.pid);
             // Removed now when empty; else once it is (a later spawn tries
@@ -168,6 +169,19 @@ fn cgroups() -> std::sync::MutexGuard<'static, std::collections::HashMap<u32, st
 
 fn unregister(pid: u32) {
     cgroups().remove(&pid);
+}
+
+/// The pids of the children this engine started and has not dropped (or
+/// still reaps): never taken for an adopted orphan.
+fn live() -> std::sync::MutexGuard<'static, std::collections::HashSet<u32>> {
+    static LIVE: OnceLock<Mutex<std::collections::HashSet<u32>>> = OnceLock::new();
+    LIVE.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Did this engine start `pid` itself (a provider process it watches or
+/// will reap)?
+pub(crate) fn is_spawned(pid: u32) -> bool {
+    live().contains(&pid) || orphans().contains(&pid)
 }
 
 /// SIGKILL the tree led by `pgid`: its cgroup (every descendant, `setsid`
@@ -229,15 +243,35 @@ fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
 fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
     leftover().retain(|path| !cgroup::remove(path, Duration::ZERO));
+    if cgroup::refused().is_some() {
+        reap_adopted();
+    }
+}
+
+/// As the subreaper of its providers (no cgroups here), reap the adopted
+/// orphans that ended: at most once a second (it walks `/proc`).
+pub(crate) fn reap_adopted() {
+    static LAST: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        return;
+    }
+    *last = Some(std::time::Instant::now());
+    crate::process::adopted::reap(&is_spawned);
 }
 
 /// A cgroup for the next child, unless cgroups cannot be made or joined
 /// here (the first failure is kept, and no cgroup is tried again).
 fn new_cgroup() -> Option<Cgroup> {
-    if cgroup::refused().is_some() {
-        return None;
+    if cgroup::refused().is_none() {
+        match Cgroup::create() {
+            Ok(c) => return Some(c),
+            Err(e) => cgroup::refuse(e.to_string()),
+        }
     }
-    Cgroup::create().map_err(|e| cgroup::refuse(e.to_string())).ok()
+    // No cgroup: the engine adopts what its providers orphan.
+    crate::process::adopted::become_subreaper();
+    None
 }
 
 /// Start `spec`. Must be called within a tokio runtime (the pipes and the
@@ -252,6 +286,7 @@ pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
         // into): never again, and this process without one.
         Err(Failure { step: Step::Cgroup, error }) => {
             cgroup::refuse(format!("cannot move a process into a cgroup: {error}"));
+            crate::process::adopted::become_subreaper();
             spawn_in(&spec, None).map_err(Failure::into_error)
         }
         started => started.map_err(Failure::into_error),
@@ -337,6 +372,7 @@ fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
     if let Some(c) = &cgroup {
         cgroups().insert(pid, c.path().to_path_buf());
     }
+    live().insert(pid);
     let mut child = Child { pid, cgroup, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.

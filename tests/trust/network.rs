@@ -187,12 +187,20 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     }
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
-    ws.write_plan("plan.json", &plan(json!({"kind": "command"}), vec![deliver(rcv.port)]));
+    // T2 leaves a `setsid` escapee and exits 0: without a cgroup the engine,
+    // as the subreaper, finds it by the marks it carries.
+    let escapee = json!({"ref": "T2", "title": "escapee", "provider": "sh", "effect": "local",
+        "action": {"run": ["sh", "-c", "setsid sh -c 'exec sleep 30' > /dev/null 2>&1 < /dev/null & echo $! > escapee.pid"]}});
+    ws.write_plan("plan.json", &plan(json!({"kind": "command"}), vec![deliver(rcv.port), escapee]));
     for p in [ws.root(), ws.dir.clone(), ws.side.clone(), ws.state_home(), ws.path("plan.json")] {
         std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
     }
     let out = as_nobody(&ws, &["--json", "run", "plan.json"]);
-    out.expect(0, None);
+    out.expect(1, None);
+    assert_eq!(out.json()["failed"], json!(["T2"]), "{}", out.describe());
+    let escapee: i32 = ws.read("escapee.pid").trim().parse().unwrap();
+    let _cleanup = GroupGuard(escapee);
+    assert!(gone(escapee), "the escapee (pid {escapee}) outlived its attempt");
     assert!(ws.read("net.txt").starts_with("refused"), "{}", ws.read("net.txt"));
     assert!(rcv.deliveries().is_empty(), "the receiver got {:?}", rcv.deliveries());
     for said in ["restricted by Landlock's TCP rules only", "stores are not hidden", "no cgroup of their own"] {
@@ -200,10 +208,14 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     }
     let status = as_nobody(&ws, &["--json", "status"]);
     status.expect_code(0);
-    let sandbox = status.json()["tasks"][0]["last_attempt"]["sandbox"].clone();
+    let doc = status.json();
+    let t2 = &doc["tasks"][1]["last_attempt"];
+    assert_eq!(t2["classification"]["rule"], "descendants_outlived_the_command", "{doc}");
+    let sandbox = doc["tasks"][0]["last_attempt"]["sandbox"].clone();
     assert_eq!(sandbox["state"], "enforced", "Landlock needs no privilege: {sandbox}");
     assert_eq!(sandbox["network"], json!({"state": "partial", "by": "landlock", "tcp_connect_ports": []}), "{sandbox}");
     assert_eq!(sandbox["stores"]["state"], "unavailable", "{sandbox}");
     let log = as_nobody(&ws, &["--json", "log"]);
     assert!(!log.stdout.contains("\"cgroup\""), "no cgroup is recorded where none was made: {}", log.stdout);
+    assert!(log.stdout.contains("\"marker\""), "the marks it tracked by are: {}", log.stdout);
 }

@@ -14,6 +14,7 @@
 //! where the kernel has them, so a process that exits between the check
 //! and the signal cannot be replaced by another one in between.
 
+pub mod adopted;
 pub mod cgroup;
 
 use std::path::PathBuf;
@@ -31,20 +32,35 @@ pub struct ProcessId {
     /// Clock ticks after boot (`/proc/PID/stat` field 22).
     pub start_time: u64,
     /// The cgroup its whole tree runs in (none where the engine could not
-    /// make one: the process group is then all that is tracked).
+    /// make one: then its process group and `marker` are what is tracked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<PathBuf>,
+    /// Without a cgroup: the environment entries its call's processes
+    /// carry (`adopted::marker`), which find a descendant that left the
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marker: Option<String>,
 }
 
 impl ProcessId {
     /// The leader of a group just spawned with `process_group(0)`.
     pub fn leader(pid: u32) -> Option<ProcessId> {
-        Some(ProcessId { pid, pgid: pid, start_time: stat(pid)?.start_time, cgroup: None })
+        Some(ProcessId { pid, pgid: pid, start_time: stat(pid)?.start_time, cgroup: None, marker: None })
     }
 
-    /// The same process, its tree in `cgroup`.
-    pub fn in_cgroup(self, cgroup: Option<PathBuf>) -> ProcessId {
-        ProcessId { cgroup, ..self }
+    /// The same process, its tree in `cgroup`, or (without one) marked
+    /// by `marker`.
+    pub fn tracked(self, cgroup: Option<PathBuf>, marker: String) -> ProcessId {
+        let marker = cgroup.is_none().then_some(marker);
+        ProcessId { cgroup, marker, ..self }
+    }
+
+    /// Without a cgroup: the processes of its tree its marker finds.
+    fn adopted(&self) -> Vec<u32> {
+        match (&self.cgroup, &self.marker) {
+            (None, Some(m)) => adopted::tree(self.pid, m, &crate::spawn::is_spawned),
+            _ => Vec::new(),
+        }
     }
 
     /// Its recorded cgroup, when it is one the engine made.
@@ -57,6 +73,7 @@ impl ProcessId {
 #[derive(Debug, Clone, Copy)]
 struct Stat {
     state: char,
+    ppid: u32,
     pgrp: u32,
     start_time: u64,
 }
@@ -65,10 +82,11 @@ fn stat(pid: u32) -> Option<Stat> {
     let mut buf = [0u8; STAT_BYTES_MAX];
     let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name (field 2) may hold spaces and ')'; fields after the
-    // last ')' are fixed: 3 state, 5 pgrp, 22 starttime.
+    // last ')' are fixed: 3 state, 4 ppid, 5 pgrp, 22 starttime.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
     Some(Stat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
@@ -200,7 +218,9 @@ fn is_member(g: &ProcessId, s: &Stat) -> bool {
 /// Does anything of the tree run: its cgroup populated, or (`by_group`) a
 /// member of its process group alive?
 fn running(g: &ProcessId, by_group: bool) -> bool {
-    g.own_cgroup().is_some_and(cgroup::populated) || (by_group && !group_members(g).is_empty())
+    g.own_cgroup().is_some_and(cgroup::populated)
+        || (by_group && !group_members(g).is_empty())
+        || !g.adopted().is_empty()
 }
 
 /// The tree's live members: its cgroup's, and (`by_group`) its process
@@ -210,6 +230,7 @@ fn members(g: &ProcessId, by_group: bool) -> Vec<u32> {
     if by_group {
         all.extend(group_members(g));
     }
+    all.extend(g.adopted());
     all.sort_unstable();
     all.dedup();
     all
@@ -233,6 +254,14 @@ fn signal_tree(g: &ProcessId, signal: i32, by_group: bool) -> Vec<u32> {
     }
     if by_group {
         sent.extend(group_members(g).into_iter().filter(|&pid| signal_if(pid, signal, |s| is_member(g, s))));
+    }
+    if let Some(m) = g.marker.as_deref().filter(|_| g.cgroup.is_none()) {
+        let alive = |s: &Stat| s.state != 'Z' && s.state != 'X';
+        sent.extend(
+            g.adopted()
+                .into_iter()
+                .filter(|&pid| signal_if(pid, signal, |s| alive(s) && adopted::belongs(pid, g.pid, m))),
+        );
     }
     sent.sort_unstable();
     sent.dedup();
