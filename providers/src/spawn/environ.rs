@@ -8,10 +8,11 @@
 //! Building it per process from `std::env::vars_os()` (a copy of every
 //! variable, a sorted map, a C string each) was about 0.1 M instructions
 //! per provider process, a tenth of the engine thread's work for a `true`
-//! task (README, "Performance"). The engine never changes its own
-//! environment while it runs, so the minimal set is read at the first
-//! spawn and kept as the C strings `execve` takes; a spawn only adds its
-//! few variables' strings and one pointer array.
+//! task (bench/README.md, "The performance log"). The engine never changes
+//! its own environment while it runs, so the minimal set is read at the
+//! first spawn (never an `ENGINE_*` variable: the store's location above
+//! all) and kept as the C strings `execve` takes; a spawn only adds its few
+//! variables' strings and one pointer array.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
