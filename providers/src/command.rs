@@ -192,7 +192,11 @@ async fn watch(
     let stdin = child.stdin.take();
     let tree = match child.cgroup() {
         Some(c) => Tree::Cgroup(c.to_path_buf()),
-        None => Tree::Adopted { leader: pid, marker: crate::process::adopted::marker(&call.operation_id, call.try_no) },
+        None => Tree::Adopted(crate::process::adopted::Marked {
+            leader: pid,
+            start_time: crate::process::ProcessId::leader(pid).map_or(0, |p| p.start_time),
+            marker: crate::process::adopted::marker(&call.operation_id, call.try_no),
+        }),
     };
     let deadline = call.timeout.map(|d| tokio::time::Instant::from_std(started) + d);
     let mut out = Bounded::new(call.output_bytes_max);
@@ -300,7 +304,7 @@ async fn within<F: std::future::Future>(deadline: Option<tokio::time::Instant>, 
 /// the engine adopted carrying the call's marks.
 enum Tree {
     Cgroup(std::path::PathBuf),
-    Adopted { leader: u32, marker: String },
+    Adopted(crate::process::adopted::Marked),
 }
 
 impl Tree {
@@ -315,9 +319,7 @@ impl Tree {
     fn pids(&self) -> Vec<u32> {
         match self {
             Tree::Cgroup(c) => crate::process::cgroup::pids(c),
-            Tree::Adopted { leader, marker } => {
-                crate::process::adopted::tree(*leader, marker, &crate::spawn::is_spawned)
-            }
+            Tree::Adopted(m) => m.tree(&crate::spawn::is_spawned),
         }
     }
 
@@ -327,10 +329,8 @@ impl Tree {
             Tree::Cgroup(c) => {
                 crate::process::cgroup::kill(c, Duration::ZERO);
             }
-            Tree::Adopted { leader, marker } => {
-                for pid in self.pids() {
-                    crate::process::adopted::kill(pid, *leader, marker);
-                }
+            Tree::Adopted(m) => {
+                m.kill(&crate::spawn::is_spawned);
             }
         }
     }
@@ -346,9 +346,11 @@ async fn end_descendants(tree: &Tree) -> Descendants {
         .take(DESCENDANTS_NAMED_MAX)
         .map(|pid| Descendant { pid, name: process_name(pid) })
         .collect();
-    tree.kill();
+    // Killed again while any is left: without a cgroup, a process that
+    // forked while `/proc` was walked is found by the next walk.
     let gone = tokio::time::timeout(REAP_AFTER_KILL, async {
         while tree.populated() {
+            tree.kill();
             tokio::time::sleep(TREE_POLL).await;
         }
     })

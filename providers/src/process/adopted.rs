@@ -38,57 +38,79 @@ const ENVIRON_BYTES_MAX: u64 = 4 << 20;
 /// Processes scanned at most (a bound on the `/proc` walk).
 const PROCESSES_MAX: usize = 1 << 16;
 
-/// The live processes of a call's tree but its leader: the leader's
-/// descendants by parent, and every process (with its own descendants)
-/// whose parent is this engine or `init` and whose environment carries
-/// `marker`. `spawned`: pids this engine started itself (never counted).
-pub fn tree(leader: u32, marker: &str, spawned: &dyn Fn(u32) -> bool) -> Vec<u32> {
-    let engine = std::process::id();
-    let all = processes();
-    let carries = |pid: u32| has_marker(pid, marker);
-    let mut roots: Vec<u32> = vec![leader];
-    roots.extend(
-        all.iter()
-            .filter(|(pid, ppid)| (*ppid == engine || *ppid == 1) && *pid != leader && !spawned(*pid) && carries(*pid))
-            .map(|(pid, _)| *pid),
-    );
-    let mut found = Vec::new();
-    let mut next = roots.clone();
-    while let Some(parent) = next.pop() {
-        for (pid, _) in all.iter().filter(|(_, ppid)| *ppid == parent) {
-            if !found.contains(pid) && !roots[..1].contains(pid) && found.len() < PROCESSES_MAX {
-                found.push(*pid);
-                next.push(*pid);
+/// A call's tree as the engine finds it without a cgroup: its leader (the
+/// process the engine started, which may have exited) and the marks its
+/// processes carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marked {
+    pub leader: u32,
+    /// The leader's start (`/proc/PID/stat` field 22): nothing of the tree
+    /// started before it, and a pid reused since is not the leader.
+    pub start_time: u64,
+    pub marker: String,
+}
+
+impl Marked {
+    /// The live processes of the tree but its leader: the leader's
+    /// descendants by parent (while the same leader lives), and every
+    /// process started since that carries the marker in its environment,
+    /// with its own descendants, wherever it was re-parented (this engine
+    /// as the subreaper, `init`, or a subreaper above a dead engine).
+    /// `spawned`: pids this engine started itself (never counted).
+    pub fn tree(&self, spawned: &dyn Fn(u32) -> bool) -> Vec<u32> {
+        let all: Vec<(u32, super::Stat)> = processes().into_iter().filter(|(_, s)| s.start_time >= self.start_time).collect();
+        let leader_lives = all.iter().any(|(pid, _)| *pid == self.leader);
+        let mut found: Vec<u32> = all
+            .iter()
+            .map(|(pid, _)| *pid)
+            .filter(|&pid| pid != self.leader && !spawned(pid) && has_marker(pid, &self.marker))
+            .collect();
+        let mut next: Vec<u32> = found.clone();
+        if leader_lives {
+            next.push(self.leader);
+        }
+        while let Some(parent) = next.pop() {
+            for (pid, _) in all.iter().filter(|(_, s)| s.ppid == parent) {
+                if *pid != self.leader && !found.contains(pid) && found.len() < PROCESSES_MAX {
+                    found.push(*pid);
+                    next.push(*pid);
+                }
             }
         }
+        found.sort_unstable();
+        found
     }
-    found.extend(roots.into_iter().skip(1));
-    found.sort_unstable();
-    found.dedup();
-    found
-}
 
-/// Is `pid` (still) of the call's tree: does it carry `marker`, or descend
-/// from `leader`? (Asked again once a process is pinned for a signal.)
-pub(crate) fn belongs(pid: u32, leader: u32, marker: &str) -> bool {
-    if has_marker(pid, marker) {
-        return true;
-    }
-    let mut p = pid;
-    for _ in 0..DEPTH_MAX {
-        match super::stat(p) {
-            Some(s) if s.ppid == leader => return true,
-            Some(s) if s.ppid > 1 => p = s.ppid,
-            _ => return false,
+    /// Is `pid` (still) of the tree: started since its leader, and carrying
+    /// the marker or descending from the (same) leader? Asked again once a
+    /// process is pinned for a signal.
+    pub(crate) fn holds(&self, pid: u32) -> bool {
+        let Some(s) = super::stat(pid) else { return false };
+        if s.start_time < self.start_time || s.state == 'Z' || s.state == 'X' {
+            return false;
         }
+        if has_marker(pid, &self.marker) {
+            return true;
+        }
+        let leader_lives = super::stat(self.leader).is_some_and(|l| l.start_time == self.start_time);
+        let mut p = s.ppid;
+        for _ in 0..DEPTH_MAX {
+            if p == self.leader {
+                return leader_lives;
+            }
+            match super::stat(p) {
+                Some(s) if s.ppid > 1 => p = s.ppid,
+                _ => return false,
+            }
+        }
+        false
     }
-    false
-}
 
-/// SIGKILL `pid` if it (still) belongs to the call's tree, pinned by a
-/// pidfd; then reap what the engine adopted.
-pub(crate) fn kill(pid: u32, leader: u32, marker: &str) {
-    super::signal_pinned(pid, libc::SIGKILL, || belongs(pid, leader, marker));
+    /// SIGKILL every process of the tree (each pinned by a pidfd and asked
+    /// again before the signal); the pids signalled.
+    pub(crate) fn kill(&self, spawned: &dyn Fn(u32) -> bool) -> Vec<u32> {
+        self.tree(spawned).into_iter().filter(|&pid| super::signal_pinned(pid, libc::SIGKILL, || self.holds(pid))).collect()
+    }
 }
 
 /// Parent links followed at most, from a process up to a call's leader.
@@ -110,14 +132,14 @@ pub(crate) fn reap(spawned: &dyn Fn(u32) -> bool) {
     }
 }
 
-/// Every live process: (pid, parent pid), zombies left out.
-fn processes() -> Vec<(u32, u32)> {
+/// Every live process and its stat, zombies left out.
+fn processes() -> Vec<(u32, super::Stat)> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .take(PROCESSES_MAX)
         .filter_map(|pid| {
             let s = super::stat(pid)?;
-            (s.state != 'Z' && s.state != 'X').then_some((pid, s.ppid))
+            (s.state != 'Z' && s.state != 'X').then_some((pid, s))
         })
         .collect()
 }
@@ -140,12 +162,13 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
-    /// A leader that leaves a `setsid` grandchild and exits: the grandchild
-    /// is found by its environment once orphaned, and by its parent before.
+    /// A leader that leaves a `setsid` grandchild and is killed: the
+    /// grandchild is found by its parent chain first, by its environment
+    /// once orphaned (re-parented to this process, the subreaper), never
+    /// by another call's marks; and the tree's kill ends it.
     #[test]
     fn an_orphan_is_found_by_the_mark_it_carries() {
         assert!(become_subreaper(), "the kernel refused PR_SET_CHILD_SUBREAPER");
-        let mark = marker("op_test_adopted", 3);
         let mut leader = Command::new("sh")
             .args(["-c", "setsid sh -c 'echo $$; exec sleep 30' & wait"])
             .env("ENGINE_OPERATION_ID", "op_test_adopted")
@@ -153,21 +176,29 @@ mod tests {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let start_time = super::super::ProcessId::leader(leader.id()).unwrap().start_time;
+        let call = Marked { leader: leader.id(), start_time, marker: marker("op_test_adopted", 3) };
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(leader.stdout.take().unwrap()), &mut line).unwrap();
         let orphan: u32 = line.trim().parse().unwrap();
         let none = |_| false;
-        assert!(tree(leader.id(), &mark, &none).contains(&orphan), "by its parent chain");
-        // The leader ends (its `wait` returns when the grandchild... not
-        // yet): kill it; the grandchild is re-parented to this process.
+        assert!(call.tree(&none).contains(&orphan), "by its parent chain");
         leader.kill().unwrap();
         leader.wait().unwrap();
-        assert!(tree(leader.id(), &mark, &none).contains(&orphan), "by its mark, once orphaned");
-        assert!(!tree(leader.id(), &marker("op_other", 3), &none).contains(&orphan), "another call's mark");
-        // SAFETY: plain syscall on a pid this test started.
-        unsafe { libc::kill(orphan as i32, libc::SIGKILL) };
-        let mut status = 0;
-        // SAFETY: reaping the adopted child (this process is its subreaper).
-        unsafe { libc::waitpid(orphan as i32, &mut status, 0) };
+        let ppid = super::super::stat(orphan).map(|s| s.ppid);
+        assert_eq!(ppid, Some(std::process::id()), "re-parented to the subreaper");
+        assert!(call.tree(&none).contains(&orphan), "by its mark, once orphaned");
+        let other = Marked { marker: marker("op_other", 3), ..call.clone() };
+        assert!(!other.tree(&none).contains(&orphan), "another call's mark");
+        assert!(!other.holds(orphan), "another call's mark");
+        assert_eq!(call.kill(&none), vec![orphan]);
+        let ended = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            super::super::stat(orphan).is_none_or(|s| s.state == 'Z')
+        });
+        assert!(ended, "the orphan (pid {orphan}) outlived the kill");
+        // SAFETY: reaping the adopted child (this process is its subreaper;
+        // another test's reaping may have been first).
+        unsafe { libc::waitpid(orphan as i32, std::ptr::null_mut(), libc::WNOHANG) };
     }
 }

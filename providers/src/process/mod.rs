@@ -55,12 +55,19 @@ impl ProcessId {
         ProcessId { cgroup, marker, ..self }
     }
 
+    /// Without a cgroup: its tree as its marker finds it.
+    pub fn marked(&self) -> Option<adopted::Marked> {
+        match (&self.cgroup, &self.marker) {
+            (None, Some(m)) => {
+                Some(adopted::Marked { leader: self.pid, start_time: self.start_time, marker: m.clone() })
+            }
+            _ => None,
+        }
+    }
+
     /// Without a cgroup: the processes of its tree its marker finds.
     fn adopted(&self) -> Vec<u32> {
-        match (&self.cgroup, &self.marker) {
-            (None, Some(m)) => adopted::tree(self.pid, m, &crate::spawn::is_spawned),
-            _ => Vec::new(),
-        }
+        self.marked().map(|m| m.tree(&crate::spawn::is_spawned)).unwrap_or_default()
     }
 
     /// Its recorded cgroup, when it is one the engine made.
@@ -255,12 +262,9 @@ fn signal_tree(g: &ProcessId, signal: i32, by_group: bool) -> Vec<u32> {
     if by_group {
         sent.extend(group_members(g).into_iter().filter(|&pid| signal_if(pid, signal, |s| is_member(g, s))));
     }
-    if let Some(m) = g.marker.as_deref().filter(|_| g.cgroup.is_none()) {
-        let alive = |s: &Stat| s.state != 'Z' && s.state != 'X';
+    if let Some(m) = g.marked() {
         sent.extend(
-            g.adopted()
-                .into_iter()
-                .filter(|&pid| signal_if(pid, signal, |s| alive(s) && adopted::belongs(pid, g.pid, m))),
+            m.tree(&crate::spawn::is_spawned).into_iter().filter(|&pid| signal_pinned(pid, signal, || m.holds(pid))),
         );
     }
     sent.sort_unstable();
