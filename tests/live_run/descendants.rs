@@ -4,10 +4,11 @@
 //! exited 0 while a descendant still worked was recorded `succeeded`.
 //!
 //! Every provider process now runs in a cgroup of its own, which no
-//! descendant can leave; where none can be made (on a machine without a
-//! cgroup2 mount, these tests run there), the engine is the subreaper of
-//! what its providers orphan and finds a call's processes by the marks
-//! they carry (`providers::process::adopted`). Each test starts a task whose command leaves an
+//! descendant can leave; where none can be made, the engine is the
+//! subreaper of what its providers orphan and finds a call's processes by
+//! parent and by the marks they carry (`providers::process::adopted`).
+//! Each test runs twice: as the machine allows (a cgroup where one can be
+//! made) and with `ENGINE_CGROUP=unavailable`, the fallback forced. Each test starts a task whose command leaves an
 //! "escapee" — `setsid`, its own session and group — that waits for the
 //! file `go` and then POSTs to the receiver; the test writes `go` only once
 //! the engine is done with the task, so a surviving escapee *would* deliver,
@@ -18,6 +19,51 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::common::*;
+
+/// How the engine under test tracks a call's processes.
+#[derive(Clone, Copy, PartialEq)]
+enum Tracking {
+    /// As the machine allows: a cgroup where one can be made.
+    Machine,
+    /// `ENGINE_CGROUP=unavailable`: the subreaper and the marks.
+    Marks,
+}
+
+impl Tracking {
+    /// `engine ARGS` in `ws`, tracking this way.
+    fn command(self, ws: &Ws, args: &[&str]) -> std::process::Command {
+        let mut cmd = ws.command(args);
+        if self == Tracking::Marks {
+            cmd.env("ENGINE_CGROUP", "unavailable");
+        }
+        cmd
+    }
+
+    fn run(self, ws: &Ws, args: &[&str]) -> Out {
+        ws.run_command(self.command(ws, args))
+    }
+
+    /// Does this engine get a cgroup per call?
+    fn cgroups(self) -> bool {
+        self == Tracking::Machine && providers::command::cgroups_unavailable().is_none()
+    }
+}
+
+/// Each scenario as the machine allows, and with the fallback forced.
+macro_rules! both {
+    ($($name:ident => $scenario:ident;)*) => {
+        mod machine { $(#[test] fn $name() { super::$scenario(super::Tracking::Machine) })* }
+        mod marks { $(#[test] fn $name() { super::$scenario(super::Tracking::Marks) })* }
+    };
+}
+
+both! {
+    sigterm_ends_a_setsid_descendant_too => sigterm_ends_a_setsid_descendant_too;
+    a_takeover_after_sigkill_ends_a_setsid_descendant => a_takeover_after_sigkill_ends_a_setsid_descendant;
+    a_timeout_ends_a_setsid_descendant => a_timeout_ends_a_setsid_descendant;
+    exit_0_with_a_descendant_still_running_is_not_success => exit_0_with_a_descendant_still_running_is_not_success;
+    a_descendant_that_ends_within_the_grace_is_waited_for => a_descendant_that_ends_within_the_grace_is_waited_for;
+}
 
 /// The escapee: its own session, waiting for `go`, then one delivery.
 fn escapee(port: u16) -> String {
@@ -68,12 +114,11 @@ fn wait_held(ws: &Ws) {
     });
 }
 
-#[test]
-fn sigterm_ends_a_setsid_descendant_too() {
+fn sigterm_ends_a_setsid_descendant_too(t: Tracking) {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan_leaving(rcv.port, HOLD, json!({})));
-    let mut engine = ws.spawn_engine(&["--json", "run", "plan.json"]);
+    let mut engine = ws.spawn(t.command(&ws, &["--json", "run", "plan.json"]));
     let pid = escapee_pid(&ws);
     let _cleanup = GroupGuard(pid);
     wait_held(&ws);
@@ -82,16 +127,15 @@ fn sigterm_ends_a_setsid_descendant_too() {
     go_and_see(&ws, &rcv, pid);
     assert_eq!(ws.ledger().attempts_of("T1")[0].state, "cancelled");
     // The next run runs the task again; the effect is never made twice.
-    ws.engine(&["run", "plan.json"]).expect_code(0);
+    t.run(&ws, &["run", "plan.json"]).expect_code(0);
     assert!(rcv.deliveries().is_empty(), "{:?}", rcv.deliveries());
 }
 
-#[test]
-fn a_takeover_after_sigkill_ends_a_setsid_descendant() {
+fn a_takeover_after_sigkill_ends_a_setsid_descendant(t: Tracking) {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan_leaving(rcv.port, HOLD, json!({})));
-    let mut engine = ws.spawn_engine(&["--json", "run", "plan.json"]);
+    let mut engine = ws.spawn(t.command(&ws, &["--json", "run", "plan.json"]));
     let pid = escapee_pid(&ws);
     let _cleanup = GroupGuard(pid);
     wait_held(&ws);
@@ -103,7 +147,7 @@ fn a_takeover_after_sigkill_ends_a_setsid_descendant() {
     assert!(!gone(pid), "the escapee is expected to outlive the engine until the takeover");
     // The takeover: the attempt was in flight (a local effect: unknown,
     // for a person to settle), and what it left is ended first.
-    ws.engine(&["run", "plan.json"]).expect_code(3);
+    t.run(&ws, &["run", "plan.json"]).expect_code(3);
     go_and_see(&ws, &rcv, pid);
     let ended = ws.events_of("provider_processes_ended");
     assert_eq!(ended.len(), 1, "{ended:?}");
@@ -112,20 +156,21 @@ fn a_takeover_after_sigkill_ends_a_setsid_descendant() {
     assert!(pids.contains(&json!(pid)), "the escapee is named among the ended: {ended:?}");
     let process = &dispatched.first().expect("the dispatch is recorded").2["process"];
     // What the dispatch recorded to find it by: its cgroup, or without one
-    // (no cgroup2 here, or no right to make one) the marks its call's
-    // processes carry.
-    match providers::command::cgroups_unavailable() {
-        None => assert!(process["cgroup"].is_string(), "the dispatch records the cgroup: {process}"),
-        Some(_) => assert_eq!(process["marker"], json!(format!("ENGINE_OPERATION_ID={} ENGINE_TRY=1", ws.ledger().attempts_of("T1")[0].operation_id)), "{process}"),
+    // the marks its call's processes carry.
+    if t.cgroups() {
+        assert!(process["cgroup"].is_string(), "the dispatch records the cgroup: {process}");
+    } else {
+        let op = &ws.ledger().attempts_of("T1")[0].operation_id;
+        assert_eq!(process["marker"], json!(format!("ENGINE_OPERATION_ID={op} ENGINE_TRY=1")), "{process}");
+        assert!(process.get("cgroup").is_none(), "{process}");
     }
 }
 
-#[test]
-fn a_timeout_ends_a_setsid_descendant() {
+fn a_timeout_ends_a_setsid_descendant(t: Tracking) {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan_leaving(rcv.port, HOLD, json!({"timeout_seconds": 2})));
-    let out = ws.engine_json(&["run", "plan.json"]);
+    let out = t.run(&ws, &["--json", "run", "plan.json"]);
     assert_ne!(out.code(), 0, "{}", out.describe());
     let pid = escapee_pid(&ws);
     let _cleanup = GroupGuard(pid);
@@ -133,32 +178,30 @@ fn a_timeout_ends_a_setsid_descendant() {
     assert_eq!(ws.ledger().attempts_of("T1")[0].class(), "timeout");
 }
 
-#[test]
-fn exit_0_with_a_descendant_still_running_is_not_success() {
+fn exit_0_with_a_descendant_still_running_is_not_success(t: Tracking) {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan_leaving(rcv.port, "exit 0", json!({})));
-    let out = ws.engine_json(&["run", "plan.json"]);
+    let out = t.run(&ws, &["--json", "run", "plan.json"]);
     out.expect(1, None);
     let pid = escapee_pid(&ws);
     let _cleanup = GroupGuard(pid);
     go_and_see(&ws, &rcv, pid);
     let a = &ws.ledger().attempts_of("T1")[0];
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "killed", "descendants_outlived_the_command"));
-    let explain = ws.engine(&["explain", "T1"]).stdout;
+    let explain = t.run(&ws, &["explain", "T1"]).stdout;
     assert!(explain.contains(&format!("(pid {pid})")), "explain names the escapee: {explain}");
     assert!(explain.contains("the engine ended them"), "{explain}");
 }
 
 /// The grace is real: a descendant that finishes its work within it is
 /// part of a successful attempt (its effect lands once).
-#[test]
-fn a_descendant_that_ends_within_the_grace_is_waited_for() {
+fn a_descendant_that_ends_within_the_grace_is_waited_for(t: Tracking) {
     let rcv = Receiver::start(&[]);
     let ws = Ws::new();
     ws.write("go", "");
     ws.write_plan("plan.json", &plan_leaving(rcv.port, "exit 0", json!({})));
-    ws.engine_json(&["run", "plan.json"]).expect(0, None);
+    t.run(&ws, &["--json", "run", "plan.json"]).expect(0, None);
     assert_eq!(rcv.deliveries().len(), 1, "{:?}", rcv.deliveries());
     assert_eq!(ws.ledger().attempts_of("T1")[0].state, "succeeded");
 }

@@ -196,11 +196,24 @@ fn is_makers_second_name(e: &PolicyError, store: &Path) -> bool {
 /// had no Landlock, and the engine no namespaces, so the unconfined path
 /// can be tested anywhere).
 fn kernel() -> Result<Kernel> {
+    cgroup_aid()?;
     match std::env::var(TESTING_AID).ok().as_deref() {
         None | Some("") => Ok(providers::sandbox::kernel()),
         Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::NotEnabled)),
         Some(other) => Err(Error::usage(format!(
             "{TESTING_AID}={other:?}: the only value is `unavailable` (a testing aid: run as if the kernel had no Landlock)"
+        ))),
+    }
+}
+
+/// `ENGINE_CGROUP=unavailable`: as if no cgroup could be made (the
+/// providers' fallback, tested anywhere); any other value is refused.
+fn cgroup_aid() -> Result<()> {
+    use providers::process::cgroup::{TESTING_AID as AID, TESTING_AID_VALUE as VALUE};
+    match std::env::var(AID).ok().as_deref() {
+        None | Some("") | Some(VALUE) => Ok(()),
+        Some(other) => Err(Error::usage(format!(
+            "{AID}={other:?}: the only value is `{VALUE}` (a testing aid: run as if no cgroup could be made)"
         ))),
     }
 }

@@ -58,7 +58,8 @@ impl Marked {
     /// as the subreaper, `init`, or a subreaper above a dead engine).
     /// `spawned`: pids this engine started itself (never counted).
     pub fn tree(&self, spawned: &dyn Fn(u32) -> bool) -> Vec<u32> {
-        let all: Vec<(u32, super::Stat)> = processes().into_iter().filter(|(_, s)| s.start_time >= self.start_time).collect();
+        let all: Vec<(u32, super::Stat)> =
+            processes().into_iter().filter(|(_, s)| s.start_time >= self.start_time).collect();
         let leader_lives = all.iter().any(|(pid, _)| *pid == self.leader);
         let mut found: Vec<u32> = all
             .iter()
@@ -109,7 +110,10 @@ impl Marked {
     /// SIGKILL every process of the tree (each pinned by a pidfd and asked
     /// again before the signal); the pids signalled.
     pub(crate) fn kill(&self, spawned: &dyn Fn(u32) -> bool) -> Vec<u32> {
-        self.tree(spawned).into_iter().filter(|&pid| super::signal_pinned(pid, libc::SIGKILL, || self.holds(pid))).collect()
+        self.tree(spawned)
+            .into_iter()
+            .filter(|&pid| super::signal_pinned(pid, libc::SIGKILL, || self.holds(pid)))
+            .collect()
     }
 }
 

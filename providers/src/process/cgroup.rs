@@ -14,9 +14,10 @@
 //! other path before a later engine kills what it holds.
 //!
 //! Where one cannot be made (no cgroup2 mount, or no right to make a cgroup
-//! beside the engine: an unprivileged user outside a delegated subtree),
-//! [`parent`] says why, once, and a provider process is tracked by its
-//! process group alone, which the recorded status says.
+//! beside the engine: an unprivileged user outside a delegated subtree;
+//! or `ENGINE_CGROUP=unavailable`, a testing aid), [`parent`] says why,
+//! once, and a provider process's tree is tracked as `process::adopted`
+//! says, which the recorded process says (a `marker`, no `cgroup`).
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -45,7 +46,15 @@ pub fn parent() -> Result<&'static Path, &'static str> {
     PARENT.get_or_init(find_parent).as_ref().map(PathBuf::as_path).map_err(String::as_str)
 }
 
+/// The testing aid that runs as if no cgroup could be made (the fallback,
+/// `process::adopted`, on a machine that has cgroups): its one value.
+pub const TESTING_AID: &str = "ENGINE_CGROUP";
+pub const TESTING_AID_VALUE: &str = "unavailable";
+
 fn find_parent() -> Result<PathBuf, String> {
+    if std::env::var_os(TESTING_AID).is_some_and(|v| v == TESTING_AID_VALUE) {
+        return Err(format!("{TESTING_AID}={TESTING_AID_VALUE}, a testing aid"));
+    }
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
     let (root, mount) = cgroup2_mount(&mountinfo).ok_or_else(|| "no cgroup2 file system is mounted".to_string())?;
     let own = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
