@@ -61,6 +61,14 @@ pub enum Code {
     /// SPEC's additions: an MCP server's `tools/list` could not be read:
     /// no call is made to it.
     ToolInventoryUnavailable,
+    /// SPEC's additions: a revision loosens what the engine enforces
+    /// (sandbox, network, env, budgets, constraints, protected paths,
+    /// `people`, a tool allow-list) and no person approved it
+    /// (`--approve-loosening`); nothing is recorded.
+    LooseningNeedsApproval,
+    /// SPEC's additions: a revision drops or renames a task whose operation
+    /// is unknown or unsettled; nothing is recorded until it is settled.
+    UnsettledOperation,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -99,6 +107,8 @@ impl Code {
         Code::ToolNotAllowed,
         Code::UnknownTool,
         Code::ToolInventoryUnavailable,
+        Code::LooseningNeedsApproval,
+        Code::UnsettledOperation,
         Code::UsageError,
         Code::Internal,
     ];
@@ -134,6 +144,8 @@ impl Code {
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
+            Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
+            Code::UnsettledOperation => "UNSETTLED_OPERATION",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -148,8 +160,9 @@ impl Code {
     /// what ran before it.
     pub fn exit_code(self) -> i32 {
         match self {
-            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven => 3,
-            Code::ApprovalRequired | Code::ApprovalStale => 4,
+            // A settlement first: the revision waits on it, like a run.
+            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
+            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
@@ -294,12 +307,14 @@ mod tests {
             Code::ToolNotAllowed => 26,
             Code::UnknownTool => 27,
             Code::ToolInventoryUnavailable => 28,
-            Code::UsageError => 29,
-            Code::Internal => 30,
+            Code::LooseningNeedsApproval => 29,
+            Code::UnsettledOperation => 30,
+            Code::UsageError => 31,
+            Code::Internal => 32,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 31);
+        assert_eq!(Code::ALL.len(), 33);
     }
 }

@@ -15,6 +15,7 @@ mod common;
 
 mod acts;
 mod network;
+mod plan_file;
 mod request_ids;
 mod sandbox;
 mod store_place;
