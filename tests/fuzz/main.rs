@@ -204,6 +204,7 @@ fn stop_code(ran: &kill::Ran) -> Result<Option<String>, String> {
                 "APPROVAL_REQUIRED",
                 "APPROVAL_STALE",
                 "BUDGET_EXHAUSTED",
+                "TOOL_INVENTORY_UNAVAILABLE",
             ]
             .contains(&c.as_str());
         if !spec {
