@@ -1,12 +1,14 @@
 //! The files a store is made of — the SQLite file, its `-wal`, `-shm` and
 //! `-journal`, and the mark (`mark.rs`) — and the checks every open makes on
-//! them before SQLite touches any: the folder and files are ours, private,
-//! and not symlinks.
+//! them before SQLite touches any: they are regular files, not symlinks,
+//! and their owners and modes are the ones the engine gave them
+//! (`owner.rs`).
 
 use std::fs::{DirBuilder, File};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::owner::{self, Owner, Seen, Wrong};
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::store::access::{self, current_uid, Kind};
 
@@ -45,6 +47,16 @@ impl StoreFiles {
         self.db.display().to_string()
     }
 
+    /// A folder to make a new store in must be the user's own.
+    pub fn check_folder_is_yours(&self) -> Result<()> {
+        let uid = Owner::of(&self.dir).map_err(|e| io_error(e, &self.dir, "cannot inspect the store folder"))?.uid;
+        if uid != current_uid() {
+            return Err(Error::usage(format!("the store folder is owned by uid {uid}, not by you; refused"))
+                .at(self.dir.display().to_string()));
+        }
+        Ok(())
+    }
+
     /// Make the folder (0700) if it is missing, then check it.
     pub fn make_dir(&self) -> Result<()> {
         if std::fs::symlink_metadata(&self.dir).is_err() {
@@ -72,13 +84,6 @@ impl StoreFiles {
                     Error::usage("a file of the store is not a regular file; refused").at(side.display().to_string())
                 );
             }
-            if meta.uid() != current_uid() {
-                return Err(Error::usage(format!(
-                    "a file of the store is owned by uid {}, not by you; refused",
-                    meta.uid()
-                ))
-                .at(side.display().to_string()));
-            }
         }
         Ok(())
     }
@@ -91,6 +96,53 @@ impl StoreFiles {
                 let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(access::FILE_MODE));
             }
         }
+    }
+
+    /// The store's files that exist now — the store file, the mark,
+    /// SQLite's side files — and the folder, with their owners and modes.
+    fn seen(&self) -> Result<Vec<Seen>> {
+        let files = [self.db.clone(), self.mark.clone()].into_iter().chain(SQLITE_SIDE.iter().map(|s| self.side(s)));
+        let mut seen = Vec::new();
+        for path in files {
+            match Owner::of(&path) {
+                Ok(now) => seen.push(Seen { path, now, folder: false }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(e, &path, "cannot inspect a file of the store")),
+            }
+        }
+        let now = Owner::of(&self.dir).map_err(|e| io_error(e, &self.dir, "cannot inspect the store folder"))?;
+        seen.push(Seen { path: self.dir.clone(), now, folder: true });
+        Ok(seen)
+    }
+
+    /// Every file's owner and mode as the engine made them, `recorded` in
+    /// the mark (`owner.rs`), checked before anything reads a byte of
+    /// them: a change is `STORE_TAMPERED` naming the file and the change;
+    /// a store that is wholly another user's is refused as theirs.
+    pub fn check_owners(&self, recorded: Option<Owner>) -> Result<()> {
+        match owner::judge(&self.seen()?, recorded, current_uid()) {
+            None => Ok(()),
+            Some(Wrong::NotYours { path, uid }) => {
+                Err(Error::usage(format!("the store is owned by uid {uid}, not by you; refused"))
+                    .at(path.display().to_string()))
+            }
+            Some(Wrong::Changed { path, change }) => Err(Error::new(
+                Code::StoreTampered,
+                format!(
+                    "a file of the store was changed outside the engine: {change}. Nothing was read from the store. \
+                     Find out what changed it (a provider's chown or chmod?), then put it back as the engine made \
+                     it (see \"A damaged store\" in docs/store.md)"
+                ),
+            )
+            .at(path.display().to_string())
+            .with_details(change.details(&path))),
+        }
+    }
+
+    /// The owner and mode of the store file now: what the mark records
+    /// when the engine has just made it (or judged it as made).
+    pub fn owner(&self) -> Result<Owner> {
+        Owner::of(&self.db).map_err(|e| io_error(e, &self.db, "cannot inspect store"))
     }
 }
 
@@ -112,6 +164,8 @@ pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
     Error::new(code, format!("{what}: {e}")).at(path.display().to_string())
 }
 
+/// The store folder is a folder of ours, not a symlink (its owner is also
+/// judged with the store's files, `StoreFiles::check_owners`).
 pub fn check_owned_dir(dir: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
@@ -119,11 +173,10 @@ pub fn check_owned_dir(dir: &Path) -> Result<()> {
         return Err(Error::usage("the store folder is a symlink; refused (point --store at the real folder)")
             .at(dir.display().to_string()));
     }
-    if meta.uid() != current_uid() {
-        return Err(Error::usage(format!("the store folder is owned by uid {}, not by you; refused", meta.uid()))
-            .at(dir.display().to_string()));
-    }
-    if access::opened_up(meta.mode()) && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR) {
+    if access::opened_up(meta.mode())
+        && meta.uid() == current_uid()
+        && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR)
+    {
         // Our own folder: repair group/other bits rather than leave it open
         // (a folder `--store` names may be anyone's: left as it is).
         access::owner_only(dir, Kind::Folder)?;
@@ -131,8 +184,18 @@ pub fn check_owned_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn check_owned_file(path: &Path) -> Result<()> {
-    access::owner_only(path, Kind::File)
+/// The store file is a regular file, not a symlink (its owner and mode are
+/// judged with the store's other files, `StoreFiles::check_owners`).
+pub fn check_store_file(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Error::internal(format!("cannot inspect store: {e}")).at(path.display().to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::usage("the store is a symlink; refused").at(path.display().to_string()));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::usage("the store is not a regular file").at(path.display().to_string()));
+    }
+    Ok(())
 }
 
 /// Is process `pid` alive (a temporary file's maker, say)?
