@@ -141,7 +141,10 @@ fn a_server_whose_tool_list_cannot_be_read_is_never_called() {
 #[test]
 fn another_server_behind_the_same_command_is_a_changed_meaning() {
     let ws = Ws::new();
-    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut provider = mcp_provider(&ws, &[], false);
+    // The plan names what its server reads (only named variables reach it).
+    provider["env"] = json!(["MCP_SERVER_VERSION"]);
+    let providers = json!({"tools": provider});
     ws.write_plan("plan.json", &plan("server", providers, vec![mcp_task("T1", "render", "local")]));
     ws.run().expect(0, None);
     let inventory = ws.events_of("tool_inventory");
