@@ -150,6 +150,13 @@ fn unconfined_the_same_changes_land() {
         std::os::unix::fs::chown(&mark, Some(0), Some(0)).unwrap();
         std::os::unix::fs::chown(ws.store(), Some(0), Some(0)).unwrap();
     }
+    // Its mode changed too (`chmod_store`): refused as tampered until put
+    // back as the engine made it (docs/store.md, "A damaged store").
+    assert_eq!(got["chmod_store"], "OK", "{got:?}");
+    assert_eq!(ws.engine(&["status"]).code(), 2);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(ws.store(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(ws.store().parent().unwrap(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let status = ws.json(&["status"], 0);
     let t1 = status["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == "T1").cloned().unwrap();
     assert_eq!(t1["last_attempt"]["sandbox"]["stores"], json!({"state": "disabled"}), "{status}");
