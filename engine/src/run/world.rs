@@ -12,7 +12,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 
 use super::check::CheckSpec;
 use super::core::{Level, Msg, Sending, Validating, Wait, Wake};
@@ -34,8 +34,8 @@ pub trait World {
     /// Now, in milliseconds since the epoch.
     fn now_ms(&self) -> i64;
 
-    /// How `provider`'s processes are confined (recorded with each intent).
-    fn sandbox_status(&self, provider: &str) -> Status;
+    /// How `task`'s processes are confined (recorded with each intent).
+    fn sandbox_record(&self, task: &Task) -> Record;
 
     /// Run `job` off the coordinator's thread (`Err`: why that failed).
     fn off_thread(&mut self, job: Job) -> Fut<'_, std::result::Result<Box<dyn Any + Send>, String>>;

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use providers::observe::{Decider, Decision, Verdict};
-use providers::sandbox::Status;
+use providers::sandbox::{Record, Status};
 use providers::{Captured, ExitStatus, Handle, HttpReceipt, LostReason, McpReceipt, NotDispatched, NotDispatchedKind};
 use providers::{Outcome, ServerInfo, Tool};
 use providers::{Progress, ReadBack, Receipt};
@@ -458,10 +458,10 @@ impl World for SimWorld {
         self.u.borrow().now_ms
     }
 
-    fn sandbox_status(&self, _provider: &str) -> Status {
+    fn sandbox_record(&self, _task: &Task) -> Record {
         // Nothing is started: what a plan's providers run in is the real
         // world's business. Recorded the same on every machine.
-        Status::Disabled
+        Record::files_only(Status::Disabled)
     }
 
     fn off_thread(&mut self, job: Job) -> Fut<'_, std::result::Result<Box<dyn std::any::Any + Send>, String>> {

@@ -107,7 +107,7 @@ impl Run<'_> {
     pub async fn record_dispatched(&mut self, attempt_id: AttemptId, detail: String) -> Result<()> {
         let may_wait = self.dispatch_may_wait(attempt_id);
         let flight = self.flight(attempt_id)?;
-        let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process);
+        let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process.clone());
         let dispatch = Dispatch { attempt_id, intent, task_ref, detail, process };
         if !may_wait {
             self.io.write_done(Write::Dispatched(dispatch)).await?;

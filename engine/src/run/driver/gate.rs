@@ -3,7 +3,7 @@
 //! answer in that same transaction. Only once the intent is committed does
 //! the core hand the call to its provider.
 
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 use serde_json::json;
 
 use super::scope::Scope;
@@ -22,7 +22,7 @@ use crate::store::LedgerTx;
 
 /// One transaction: the facts, the gate's decision, and its records.
 /// `now_ms`: the world's clock (the deadline counts from `began_ms`).
-pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Status, now_ms: i64) -> Result<Applied> {
+pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&call.task_ref)?;
     let task_ref = call.task_ref.as_str();
@@ -82,7 +82,7 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Sta
 fn apply(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
-    (task, call, sandbox): (&Task, &GateCall, &Status),
+    (task, call, sandbox): (&Task, &GateCall, &Record),
     decision: Decision,
 ) -> Result<Applied> {
     let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
@@ -136,7 +136,7 @@ fn apply(
 fn commit_intent(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
-    (task, call, sandbox): (&Task, &GateCall, &Status),
+    (task, call, sandbox): (&Task, &GateCall, &Record),
     consume: Option<ApprovalId>,
     void: &[ApprovalId],
 ) -> Result<Applied> {

@@ -46,7 +46,7 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
         }
         Write::Gate(call) => {
             let task = scope.task(&call.task_ref)?;
-            let (sandbox, now_ms) = (world.sandbox_status(&task.provider), world.now_ms());
+            let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
             let applied = ledger.write(Durability::Full, |tx| gate::gate(tx, scope, &call, &sandbox, now_ms))?;
             Ok(Written::Gated(applied))
         }
@@ -115,7 +115,7 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Done)
         }
         Write::CompletedFromReadBack(from) => {
-            let sandbox = world.sandbox_status(&scope.task(&from.task_ref)?.provider);
+            let sandbox = world.sandbox_record(scope.task(&from.task_ref)?);
             let intent = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox))?;
             Ok(Written::Intent(intent))
         }
@@ -145,7 +145,7 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
 pub fn dispatched(scope: &Scope, d: Dispatch) -> impl FnMut(&mut dyn LedgerTx) -> Result<()> + Send + 'static {
     let (goal_id, revision) = (scope.goal_id.clone(), scope.revision);
     let mut data = json!({"detail": d.detail});
-    if let Some(p) = d.process {
+    if let Some(p) = &d.process {
         data["process"] = json!(p);
     }
     move |tx: &mut dyn LedgerTx| {

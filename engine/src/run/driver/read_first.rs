@@ -15,12 +15,12 @@ use crate::state::{AttemptKind, TaskState};
 use crate::store::attempts::{Intent, NewIntent};
 use crate::store::events::{Event, EventKind};
 use crate::store::LedgerTx;
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 
 /// The retry's try, recorded without a dispatch: its intent (cost 0:
 /// nothing paid was sent; the read-back counts as the call), the
 /// read-back as its receipt, the task running (its validations next).
-pub fn completed(tx: &mut dyn LedgerTx, scope: &Scope, from: &FromReadBack, sandbox: &Status) -> Result<Intent> {
+pub fn completed(tx: &mut dyn LedgerTx, scope: &Scope, from: &FromReadBack, sandbox: &Record) -> Result<Intent> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&from.task_ref)?;
     let intent = tx.insert_intent(&NewIntent {

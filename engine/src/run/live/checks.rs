@@ -68,6 +68,7 @@ fn run_of(check: CheckSpec, outcome: Outcome, stopped: Option<StopEnd>) -> Check
             stdout: r.stdout,
             stderr: r.stderr,
             stopped,
+            descendants: r.descendants,
         },
         Outcome::NotDispatched(nd) => CheckRun::empty(check, Some(nd.message), stopped),
         Outcome::Received(other) => CheckRun::empty(

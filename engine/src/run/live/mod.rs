@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 use providers::{Call, Provider};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
@@ -110,7 +110,7 @@ impl<'p> Live<'p> {
             stdin,
             env: Vec::new(),
             secrets: self.secrets.clone(),
-            sandbox: self.sandboxes.provider(&task.provider),
+            sandbox: self.sandboxes.task(task),
         }
     }
 
@@ -131,8 +131,8 @@ impl World for Live<'_> {
         crate::clock::now_ms()
     }
 
-    fn sandbox_status(&self, provider: &str) -> Status {
-        self.sandboxes.provider(provider).status().clone()
+    fn sandbox_record(&self, task: &Task) -> Record {
+        self.sandboxes.task(task).record()
     }
 
     fn off_thread(&mut self, job: Job) -> Fut<'_, std::result::Result<Box<dyn std::any::Any + Send>, String>> {
@@ -205,7 +205,7 @@ impl World for Live<'_> {
             secrets: self.secrets.clone(),
             // That revision's provider, confined as this run confines the
             // provider of that name (or as its checks are, when it has none).
-            sandbox: self.sandboxes.provider(&task.provider),
+            sandbox: self.sandboxes.task(task),
         };
         Box::pin(async move {
             let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;
@@ -239,7 +239,7 @@ impl World for Live<'_> {
         let operation_id = self.plan.digests.tasks.get(&v.task_ref).map_or("", |d| d.operation_id.as_str());
         // The task's validations in its provider's sandbox; the goal's
         // constraint checks in the one acceptance checks run in.
-        let at = self.place(operation_id.to_string(), self.sandboxes.validation(&task.provider));
+        let at = self.place(operation_id.to_string(), self.sandboxes.validation(task));
         let at_goal = self.place(operation_id.to_string(), self.sandboxes.checks());
         let (tx, attempt_id) = (self.tx.clone(), v.attempt_id);
         let (checks, constraint_checks) = (v.checks, v.constraint_checks);
