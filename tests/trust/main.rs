@@ -14,4 +14,5 @@ mod common;
 mod acts;
 mod request_ids;
 mod sandbox;
+mod shown;
 mod store_place;

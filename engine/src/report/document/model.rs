@@ -24,6 +24,9 @@ pub struct ReportDocument {
     /// What waits on a person, with the command to run.
     pub waiting: Vec<Waiting>,
     pub timeline: Timeline,
+    /// The goal's act rows the act chain does not vouch for
+    /// (`STORE_TAMPERED`, each naming its row): never shown as acts.
+    pub store_tampered: Vec<crate::store::acts::Tampered>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -254,6 +257,9 @@ pub struct SettlementLine {
     pub evidence_blob: Option<String>,
     /// Always `false`: a settlement is a person's word.
     pub verified_by_engine: bool,
+    /// `STORE_TAMPERED: settlements row N ...` when the act chain does not
+    /// vouch for the row: then it is no settlement.
+    pub store_tampered: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -269,6 +275,9 @@ pub struct ApprovalLine {
     pub consumed_by: Option<i64>,
     /// The attempt that voided it (a call that needed no approval).
     pub voided_by: Option<i64>,
+    /// `STORE_TAMPERED: approvals row N ...` when the act chain does not
+    /// vouch for the row: then it is no approval.
+    pub store_tampered: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -82,6 +82,7 @@ fn approvals(t: &TaskReport, out: &mut String) {
     out.push_str("<table class=\"approvals\"><caption>Approvals (a person's act)</caption><tr><th>#</th><th>by</th><th>at</th><th>note</th><th>operation</th><th>became</th></tr>");
     for a in &t.approvals {
         let became = match (a.consumed_by, a.voided_by) {
+            _ if a.store_tampered.is_some() => a.store_tampered.clone().unwrap_or_default(),
             (Some(c), _) => format!("consumed by attempt {c}"),
             (None, Some(v)) => format!("voided by attempt {v} (that call needed none)"),
             _ => "not used yet".to_string(),
@@ -133,7 +134,9 @@ fn attempt(a: &AttemptReport, n: i64, out: &mut String) {
         evidence(e, out);
     }
     claims(a, out);
-    if let Some(s) = &a.settlement {
+    if let Some(t) = a.settlement.as_ref().and_then(|s| s.store_tampered.as_ref()) {
+        let _ = write!(out, "<p class=\"tampered\"><b>not a settlement</b>: {}</p>", text(t));
+    } else if let Some(s) = &a.settlement {
         let _ = write!(
             out,
             "<p class=\"settled\"><b>settled {}</b> by {} at {}: <q>{}</q> — a person's word, not verified by the engine</p>",

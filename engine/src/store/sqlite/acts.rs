@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};
 use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
-    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord,
+    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
 use crate::store::chain::{self as links, EntryKind};
 
@@ -161,6 +161,14 @@ impl ActsRead for Sql<'_> {
 
     fn check_on_chain(&self, act: ActRef) -> Result<()> {
         chain::check(self.conn, act)
+    }
+
+    fn unvouched(&self, acts: &[ActRef]) -> Result<Vec<Tampered>> {
+        links::unvouched(self.conn, acts)
+    }
+
+    fn every_act(&self) -> Result<Vec<ActRef>> {
+        links::ChainRows::acts(self.conn)
     }
 
     fn request_id(&self, id: &str) -> Result<Option<RequestIdRecord>> {
