@@ -58,6 +58,10 @@ pub enum Code {
     /// SPEC's additions: a task names an MCP tool its server does not offer
     /// (its `tools/list`, before the run's first intent).
     UnknownTool,
+    /// Issue 24: `engine approve` of an operation that waits on no
+    /// approval (unknown, never asked for, or already done); nothing is
+    /// recorded.
+    NothingToApprove,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -95,6 +99,7 @@ impl Code {
         Code::NotPermitted,
         Code::ToolNotAllowed,
         Code::UnknownTool,
+        Code::NothingToApprove,
         Code::UsageError,
         Code::Internal,
     ];
@@ -129,6 +134,7 @@ impl Code {
             Code::NotPermitted => "NOT_PERMITTED",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
+            Code::NothingToApprove => "NOTHING_TO_APPROVE",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -159,6 +165,7 @@ impl Code {
             | Code::NotPermitted
             | Code::ToolNotAllowed
             | Code::UnknownTool
+            | Code::NothingToApprove
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -287,12 +294,13 @@ mod tests {
             Code::NotPermitted => 25,
             Code::ToolNotAllowed => 26,
             Code::UnknownTool => 27,
-            Code::UsageError => 28,
-            Code::Internal => 29,
+            Code::NothingToApprove => 28,
+            Code::UsageError => 29,
+            Code::Internal => 30,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 30);
+        assert_eq!(Code::ALL.len(), 31);
     }
 }

@@ -12,6 +12,7 @@ mod support;
 mod common;
 
 mod acts;
+mod approvals;
 mod request_ids;
 mod sandbox;
 mod shown;

@@ -129,7 +129,13 @@ impl Runner<'_> {
             let open: Vec<OpenApproval> = tx
                 .open_approvals(&call.operation_id)?
                 .into_iter()
-                .map(|a| OpenApproval { id: a.id, request_digest: a.request_digest, plan_digest: a.plan_digest })
+                .map(|a| OpenApproval {
+                    id: a.id,
+                    request_digest: a.request_digest,
+                    plan_digest: a.plan_digest,
+                    revision: a.revision,
+                    cost: a.cost,
+                })
                 .collect();
             // A person's approval only if the act chain vouches for it:
             // a row written by anything else stops the run here, and

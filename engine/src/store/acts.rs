@@ -14,6 +14,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cost::Cost;
 use crate::error::Result;
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::SettlementOutcome;
@@ -28,12 +29,17 @@ pub struct Person {
     pub user: String,
 }
 
-/// An approval still waiting for its call: neither consumed nor voided.
+/// An approval still waiting for its call: neither consumed nor voided,
+/// with what it binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenApproval {
     pub id: ApprovalId,
     pub request_digest: RequestDigest,
     pub plan_digest: String,
+    pub revision: Revision,
+    /// The call's cost the person approved (`None`: recorded before
+    /// approvals bound it).
+    pub cost: Option<Cost>,
 }
 
 pub struct NewApproval<'a> {
@@ -43,6 +49,8 @@ pub struct NewApproval<'a> {
     pub task_ref: &'a str,
     pub request_digest: &'a RequestDigest,
     pub plan_digest: &'a str,
+    /// The cost of the call the person approved.
+    pub cost: Cost,
     pub person: &'a Person,
     pub note: &'a str,
 }
@@ -85,6 +93,9 @@ pub struct ApprovalRecord {
     pub at_ms: i64,
     pub consumed_by: Option<AttemptId>,
     pub voided_by: Option<AttemptId>,
+    /// The cost of the call approved; `None` on approvals recorded before
+    /// the engine bound it.
+    pub cost: Option<Cost>,
 }
 
 /// A person's settlement of an unknown outcome, as recorded.

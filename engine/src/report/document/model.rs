@@ -26,7 +26,19 @@ pub struct ReportDocument {
     pub timeline: Timeline,
     /// The goal's act rows the act chain does not vouch for
     /// (`STORE_TAMPERED`, each naming its row): never shown as acts.
-    pub store_tampered: Vec<crate::store::acts::Tampered>,
+    pub store_tampered: Vec<TamperedRow>,
+}
+
+/// An act row the act chain does not vouch for: no act, whatever it says.
+#[derive(Debug, Clone, Serialize)]
+pub struct TamperedRow {
+    /// Always `STORE_TAMPERED`.
+    pub code: String,
+    /// `approvals row 7`.
+    pub row: String,
+    pub problem: String,
+    /// The whole sentence, code first.
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Serialize)]

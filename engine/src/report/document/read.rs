@@ -93,7 +93,15 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
         tasks: tasks.into_iter().map(|t| t.report).collect(),
         waiting,
         timeline,
-        store_tampered: tampered,
+        store_tampered: tampered
+            .iter()
+            .map(|t| TamperedRow {
+                code: t.code.to_string(),
+                row: t.row.clone(),
+                problem: t.problem.clone(),
+                words: t.words(),
+            })
+            .collect(),
     })
 }
 

@@ -172,7 +172,7 @@ pub fn tampered(doc: &ReportDocument, out: &mut String) {
     }
     out.push_str("<section id=\"tampered\" class=\"tampered\"><h2>Rows not written by the engine</h2><ul>");
     for t in &doc.store_tampered {
-        let _ = write!(out, "<li>{}</li>", text(&t.words()));
+        let _ = write!(out, "<li>{}</li>", text(&t.words));
     }
     out.push_str("</ul></section>");
 }

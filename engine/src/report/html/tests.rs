@@ -139,12 +139,11 @@ fn an_act_row_off_the_chain_is_shown_as_store_tampered_never_as_an_act() {
     let page = render(&d);
     assert!(page.contains(words), "the approvals table names it");
     assert!(!page.contains("not used yet"), "never shown as an approval waiting for its call");
-    d.store_tampered.push(crate::store::acts::Tampered {
-        act: crate::store::acts::ActRef::Approval(crate::ids::ApprovalId(7)),
-        code: crate::error::Code::StoreTampered,
+    d.store_tampered.push(TamperedRow {
+        code: "STORE_TAMPERED".into(),
         row: "approvals row 7".into(),
         problem: "is not on the act chain".into(),
-        message: "approvals row 7 is not on the act chain: it was written by something other than the engine".into(),
+        words: words.into(),
     });
     let page = render(&d);
     assert!(page.contains("<section id=\"tampered\""), "a banner before the tasks");
