@@ -61,7 +61,7 @@ const SCHEMA_3_UNDONE: &str =
     "ALTER TABLE outputs DROP CONSTRAINT outputs_mode_check, DROP CONSTRAINT outputs_size_check,
        DROP CONSTRAINT outputs_path_check;
      DROP TABLE act_chain; DROP FUNCTION act_chain_append_only(); DROP TABLE request_ids; DROP TABLE person_requests;
-     ALTER TABLE attempts DROP COLUMN sandbox, DROP COLUMN handle, DROP COLUMN handle_at_ms;
+     ALTER TABLE attempts DROP COLUMN sandbox, DROP COLUMN handle, DROP COLUMN handle_at_ms, DROP COLUMN spent_micros;
      ALTER TABLE approvals DROP COLUMN os_uid, DROP COLUMN os_user, DROP COLUMN cost_micros;
      ALTER TABLE settlements DROP COLUMN os_uid, DROP COLUMN os_user;
      UPDATE schema_meta SET version = 2;";

@@ -264,7 +264,7 @@ fn within_max_revisions(
     let limit = u64::from(in_force.max_revisions);
     if used >= limit {
         let budget = BudgetName::MaxRevisions;
-        let exhausted = Exhausted { budget, used: used as f64, limit: limit as f64, requested: 1.0 };
+        let exhausted = Exhausted { budget, used: used as f64, limit: limit as f64, requested: 1.0, detail: None };
         let out = raise::way_out(&exhausted, &plan_path.display().to_string());
         return Err(Error::new(
             Code::BudgetExhausted,

@@ -51,6 +51,8 @@ pub struct Facts<'a> {
     pub budgets: &'a Budgets,
     pub usage: Usage,
     pub call_cost: Cost,
+    /// The task may spend more than its cost (`may_spend`).
+    pub may_spend: bool,
     pub approval: ApprovalFacts<'a>,
 }
 
@@ -136,7 +138,8 @@ pub fn decide(f: &Facts) -> Decision {
     if let Some(recorded) = &f.conflict {
         return Decision::Conflict { recorded: recorded.clone() };
     }
-    if let Err(exhausted) = budget::check_call(f.budgets, &f.usage, f.call_cost) {
+    let call = budget::Call { cost: f.call_cost, may_spend: f.may_spend };
+    if let Err(exhausted) = budget::check_call(f.budgets, &f.usage, call) {
         return Decision::Budget(exhausted);
     }
     if !f.approval.needed() {

@@ -5,7 +5,50 @@
 //! on it is made again by the command that asked for it — a plain run, a
 //! person's retry, or a person's repair (`spending_command`).
 
+use serde_json::Value;
+
+use crate::cost::Cost;
+use crate::evidence::SpentItem;
+use crate::limits::{SPENT_ITEMS_MAX, SPENT_WHAT_CHARS_MAX};
 use crate::state::{AttemptKind, AttemptState, TaskState};
+
+/// What a provider's report says it spent, read (`reported`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reported {
+    pub items: Vec<SpentItem>,
+    pub total: Cost,
+}
+
+/// The spending an agent's report states (`"spent": [{"amount", "what"}]`):
+/// `None` when it states none (no `spent`, or an empty list); an error,
+/// naming the place, when `spent` is not a bounded list of costs with
+/// their purpose — the money may be gone, so a broken report of it is a
+/// broken report, never read as nothing spent.
+pub fn reported(report: &Value) -> Result<Option<Reported>, String> {
+    let Some(spent) = report.get("spent") else { return Ok(None) };
+    let list = spent.as_array().ok_or("`spent` is not a list of {\"amount\", \"what\"}")?;
+    if list.len() > SPENT_ITEMS_MAX {
+        return Err(format!("`spent` has {} entries; at most {SPENT_ITEMS_MAX} are read", list.len()));
+    }
+    let mut items = Vec::with_capacity(list.len());
+    let mut total = Cost::ZERO;
+    for (i, entry) in list.iter().enumerate() {
+        let at = format!("spent[{i}]");
+        let amount = entry.get("amount").and_then(Value::as_f64).ok_or(format!("{at}.amount is not a number"))?;
+        let amount = Cost::from_units(amount).map_err(|why| format!("{at}.amount {why}"))?;
+        let what = entry.get("what").and_then(Value::as_str).ok_or(format!("{at}.what is not a string"))?;
+        let what: String = what.chars().take(SPENT_WHAT_CHARS_MAX).collect();
+        total = total.plus(amount);
+        if total.units() > crate::limits::COST_UNITS_MAX {
+            return Err(format!(
+                "`spent` totals more than {:e}, the most a cost may be",
+                crate::limits::COST_UNITS_MAX
+            ));
+        }
+        items.push(SpentItem { amount_micros: amount.micros(), what });
+    }
+    Ok((!items.is_empty()).then_some(Reported { items, total }))
+}
 
 /// What decides whether an operation waits on an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +112,32 @@ mod tests {
 
     fn standing(task: Option<TaskState>, asked: bool, latest: Option<AttemptState>, needs: bool) -> Standing {
         Standing { task, asked, latest, repeat_needs_approval: needs }
+    }
+
+    #[test]
+    fn a_report_of_spending_is_read_exactly_and_bounded() {
+        use serde_json::json;
+        assert_eq!(reported(&json!({"status": "done"})), Ok(None));
+        assert_eq!(reported(&json!({"status": "done", "spent": []})), Ok(None));
+        let r =
+            reported(&json!({"spent": [{"amount": 0.1, "what": "a"}, {"amount": 0.2, "what": "b"}]})).unwrap().unwrap();
+        assert_eq!(r.total, Cost::from_units(0.3).unwrap(), "summed in micro-units");
+        assert_eq!(r.items[1], SpentItem { amount_micros: 200_000, what: "b".into() });
+        for (bad, place) in [
+            (json!({"spent": "lots"}), "`spent`"),
+            (json!({"spent": [{"what": "a"}]}), "spent[0].amount"),
+            (json!({"spent": [{"amount": 1, "what": "a"}, {"amount": -1, "what": "b"}]}), "spent[1].amount"),
+            (json!({"spent": [{"amount": 1e13, "what": "a"}]}), "spent[0].amount"),
+            (json!({"spent": [{"amount": 1}]}), "spent[0].what"),
+        ] {
+            let why = reported(&bad).unwrap_err();
+            assert!(why.contains(place), "{bad}: {why}");
+        }
+        let many: Vec<_> = (0..=SPENT_ITEMS_MAX).map(|_| json!({"amount": 0, "what": "x"})).collect();
+        assert!(reported(&json!({"spent": many})).unwrap_err().contains("at most"));
+        let long = "w".repeat(SPENT_WHAT_CHARS_MAX + 10);
+        let r = reported(&json!({"spent": [{"amount": 1, "what": long}]})).unwrap().unwrap();
+        assert_eq!(r.items[0].what.chars().count(), SPENT_WHAT_CHARS_MAX);
     }
 
     #[test]

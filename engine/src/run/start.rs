@@ -161,6 +161,7 @@ impl Runner<'_> {
                     elapsed_seconds: ((now_ms() - began_ms).max(0) / 1000) as u64,
                 },
                 call_cost: call.task.cost(),
+                may_spend: call.task.may_spend,
                 approval: ApprovalFacts {
                     always,
                     paid_or_external,

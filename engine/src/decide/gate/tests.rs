@@ -55,6 +55,7 @@ fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
         budgets: &budgets,
         usage: usage(),
         call_cost: Cost::ZERO,
+        may_spend: false,
         approval: ApprovalFacts {
             always: false,
             paid_or_external: false,
@@ -134,6 +135,7 @@ fn a_changed_plan_digest_on_the_same_revision_is_a_moved_plan() {
         budgets: &budgets,
         usage: usage(),
         call_cost: Cost::ZERO,
+        may_spend: false,
         approval: ApprovalFacts {
             always: false,
             paid_or_external: false,
@@ -217,6 +219,7 @@ fn an_approval_binds_the_revision_and_the_cost_and_a_stale_one_names_each_change
             budgets: &budgets,
             usage: usage(),
             call_cost,
+            may_spend: false,
             approval: ApprovalFacts {
                 always: true,
                 paid_or_external: true,

@@ -252,6 +252,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
         Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
+        Evidence::SpendingReported { items, total_micros, may_spend } => {
+            (crate::report::explain::spending_words(items, *total_micros, *may_spend), Vec::new())
+        }
         Evidence::Observation { observation, read_back } => (
             observation_head(observation),
             read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect(),

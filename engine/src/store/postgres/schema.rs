@@ -363,9 +363,11 @@ ALTER TABLE outputs ADD CONSTRAINT outputs_path_check CHECK (length(path) > 0);
 "#;
 
 /// Schema 5: SQLite's schema 13. `approvals.cost_micros`: the cost of the
-/// call a person approved (`NULL` on approvals recorded before).
+/// call a person approved (`NULL` on approvals recorded before);
+/// `attempts.spent_micros`: what its provider reported it spent.
 const MIGRATION_5: &str = r#"
 ALTER TABLE approvals ADD COLUMN cost_micros BIGINT CHECK (cost_micros IS NULL OR cost_micros >= 0);
+ALTER TABLE attempts ADD COLUMN spent_micros BIGINT NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
 "#;
 
 /// The schema version of the database, `None` when the engine never made
