@@ -24,6 +24,9 @@ pub enum Kind {
     TaskMeaningCore,
     /// An MCP tool's input schema, in a provider's tool inventory.
     ToolSchema,
+    /// An MCP server's whole inventory: who it says it is and every tool
+    /// as listed.
+    ToolInventory,
     /// A plan file's bytes, as the plan cache keys them (`plan::cache`).
     PlanFile,
     /// The seal over a plan cache row (`plan::cache`).
@@ -45,6 +48,7 @@ impl Kind {
             Kind::RequestFingerprint => "engine 2026-12 request fingerprint v1",
             Kind::TaskMeaningCore => "engine 2026-12 task_meaning_without_validations v1",
             Kind::ToolSchema => "engine 2026-12 tool_schema_digest v1",
+            Kind::ToolInventory => "engine 2026-12 tool_inventory_digest v1",
             Kind::PlanFile => "engine 2026-12 plan file bytes v1",
             Kind::PlanCacheSeal => "engine 2026-12 plan cache seal v1",
         }
@@ -122,7 +126,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 14] = [
+const KINDS: [Kind; 15] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -135,6 +139,7 @@ const KINDS: [Kind; 14] = [
     Kind::RequestFingerprint,
     Kind::TaskMeaningCore,
     Kind::ToolSchema,
+    Kind::ToolInventory,
     Kind::PlanFile,
     Kind::PlanCacheSeal,
 ];
@@ -143,7 +148,7 @@ const KINDS: [Kind; 14] = [
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 14]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 15]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

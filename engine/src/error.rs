@@ -62,6 +62,9 @@ pub enum Code {
     /// approval (unknown, never asked for, or already done); nothing is
     /// recorded.
     NothingToApprove,
+    /// SPEC's additions: an MCP server's `tools/list` could not be read:
+    /// no call is made to it.
+    ToolInventoryUnavailable,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -100,6 +103,7 @@ impl Code {
         Code::ToolNotAllowed,
         Code::UnknownTool,
         Code::NothingToApprove,
+        Code::ToolInventoryUnavailable,
         Code::UsageError,
         Code::Internal,
     ];
@@ -135,6 +139,7 @@ impl Code {
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::NothingToApprove => "NOTHING_TO_APPROVE",
+            Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -166,6 +171,7 @@ impl Code {
             | Code::ToolNotAllowed
             | Code::UnknownTool
             | Code::NothingToApprove
+            | Code::ToolInventoryUnavailable
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -295,12 +301,13 @@ mod tests {
             Code::ToolNotAllowed => 26,
             Code::UnknownTool => 27,
             Code::NothingToApprove => 28,
-            Code::UsageError => 29,
-            Code::Internal => 30,
+            Code::ToolInventoryUnavailable => 29,
+            Code::UsageError => 30,
+            Code::Internal => 31,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 31);
+        assert_eq!(Code::ALL.len(), 32);
     }
 }

@@ -1,6 +1,6 @@
 //! Crash points for tests: the engine SIGKILLs itself at a named point, so
 //! a test can restart it and check what survived. Testing aids, documented
-//! in the README. Provider processes never see the variables (the command
+//! in docs/testing.md. Provider processes never see the variables (the command
 //! provider, which also starts MCP servers and checks, drops `ENGINE_*`).
 //!
 //! - `ENGINE_FAILPOINT=<name>`: at one of the named points of an attempt.

@@ -1,7 +1,7 @@
 //! Every limit of the engine, in one place (TigerStyle: a limit on
 //! everything — every input, capture, queue and wait). Units are in the
 //! names; sizes are in bytes of UTF-8, counts in items. ARCHITECTURE.md
-//! lists the engine's and the providers' own; README.md lists the plan's
+//! lists the engine's and the providers' own; docs/limits.md lists the plan's
 //! in a table — keep them in step.
 //!
 //! The plan's bounds are checked by `engine check` — and so by every
@@ -151,6 +151,10 @@ pub const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// Goals `engine goals` lists (the most recently changed first; it says
 /// how many more the store holds), and goal ids a "did you mean" reads.
 pub const GOALS_LISTED_MAX: i64 = 1_000;
+
+/// Stores `engine stores` examines in the state folder (by folder name;
+/// it says how many more there are).
+pub const STORES_LISTED_MAX: usize = 10_000;
 
 /// A provider process a stopped engine left running gets this long
 /// between SIGTERM and SIGKILL when the next writer ends its group.

@@ -270,7 +270,8 @@ mod tests {
         let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
-        let script = format!("echo in > in.txt; echo out > {}/out.txt", outside.display());
+        // Quoted: a clone's path may hold spaces.
+        let script = format!("echo in > in.txt; echo out > '{}/out.txt'", outside.display());
         let policy =
             crate::sandbox::Policy::builder(&ws).temp_dirs([]).protect(root.path().join("store")).build().unwrap();
         let mut c = sh(&ws, &script);

@@ -181,6 +181,10 @@ pub struct McpReceipt {
     pub http_status: Option<u16>,
     pub retry_after_seconds: Option<u64>,
     pub duration_ms: u64,
+    /// The result does not match the `outputSchema` the server declared
+    /// for the tool: the first mismatch, with its JSON path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_invalid: Option<String>,
 }
 
 /// Why a call ended without a receipt.
@@ -263,12 +267,35 @@ pub enum Resumed {
     Inconclusive { evidence: String },
 }
 
-/// A tool a provider offers (an MCP server's `tools/list`): its name and
-/// the JSON Schema of its arguments as the server declared it.
+/// A tool a provider offers (an MCP server's `tools/list`): its name, the
+/// JSON Schema of its arguments and of its structured result as the server
+/// declared them, and its annotations (hints, never permission).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     pub name: String,
     pub input_schema: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<serde_json::Value>,
+}
+
+/// Who a server says it is (MCP `serverInfo`): self-reported, recorded so
+/// that another server behind the same command is noticed, never trusted
+/// for anything else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// What a provider's server offers: who it says it is, the protocol
+/// revision spoken with it, and its tools sorted by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub server: Option<ServerInfo>,
+    pub protocol: String,
+    pub tools: Vec<Tool>,
 }
 
 /// What `Provider::cancel` got back.
@@ -326,11 +353,12 @@ pub trait Provider: Send + Sync {
         None
     }
 
-    /// The tools this provider offers (an MCP server's `tools/list`,
-    /// starting the server if needed; nothing of any call is sent). `call`
+    /// The tools this provider offers and who offers them (an MCP
+    /// server's `serverInfo` and `tools/list`, starting the server if
+    /// needed; nothing of any call is sent). `call`
     /// gives the workspace, the deadline and the secrets, as for a call.
     /// `None`: this provider has no tool inventory.
-    fn list_tools<'a>(&'a self, _call: &'a Call) -> Option<BoxFuture<'a, Result<Vec<Tool>, String>>> {
+    fn list_tools<'a>(&'a self, _call: &'a Call) -> Option<BoxFuture<'a, Result<Inventory, String>>> {
         None
     }
 

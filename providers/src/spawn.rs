@@ -7,7 +7,7 @@
 //! all its memory copy-on-write; the engine then takes a page fault on
 //! every page it writes after each spawn, and the child's `exec` tears the
 //! copy down again. At a thousand short tasks that was about 1 ms of CPU per
-//! task, more than the engine's own bookkeeping (README, "Performance").
+//! task, more than the engine's own bookkeeping (bench/README.md, "The performance log").
 //!
 //! So the child is started the way glibc's `posix_spawn` starts one (which
 //! itself cannot be used: it has no way to set a death signal or enter a

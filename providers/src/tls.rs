@@ -1,6 +1,19 @@
 //! TLS client settings for `https://` endpoints (HTTP providers, MCP over
 //! Streamable HTTP): the system's root certificates, plus a provider's
-//! `ca_file` (PEM) for a private CA.
+//! `ca_file` (PEM): a private CA, or the server's own certificate, pinned.
+//!
+//! Pinning: a server whose certificate is, byte for byte, one of the
+//! `ca_file`'s is trusted as that server even when the chain rules refuse
+//! it — typically a self-signed certificate `openssl req -x509` made, which
+//! says `CA:TRUE` and so cannot be an end-entity certificate by those
+//! rules (`CaUsedAsEndEntity`). Everything else still holds: the handshake
+//! is signed with that certificate's key (rustls checks it, through the
+//! same webpki code as for any certificate), and the name the provider
+//! connects to must be one the certificate names (its subjectAltName).
+//! Its validity dates are not checked: pinned bytes are trusted until the
+//! `ca_file` changes. Any other certificate goes through the chain rules
+//! as before (system roots plus the `ca_file`'s certificates as CAs), and
+//! a refusal names the `ca_file`.
 //!
 //! What the engine's "did any byte leave?" guarantee needs from TLS: the
 //! handshake carries none of the request (0-RTT early data stays off, as in
@@ -11,9 +24,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore, SignatureScheme};
 
 /// Bound on the certificates read from one `ca_file`.
 const CA_FILE_CERTS_MAX: usize = 256;
@@ -47,27 +63,118 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String>
     }
 }
 
-/// A client config trusting the system roots plus `ca_file`'s certificates.
+/// A client config trusting the system roots plus `ca_file`'s certificates
+/// (as CAs, and each as a pinned server certificate).
 pub fn client_config(ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     roots.add_parsable_certificates(system_roots().iter().cloned());
+    let mut pinned = Vec::new();
     if let Some(path) = ca_file {
         for cert in read_ca_file(path)? {
-            roots.add(cert).map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+            roots.add(cert.clone()).map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+            pinned.push(cert);
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+        .build()
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    let mut config = match ca_file {
+        Some(path) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinned { chain, pinned, ca_file: path.to_path_buf() }))
+            .with_no_client_auth(),
+        None => builder.with_webpki_verifier(chain).with_no_client_auth(),
+    };
     // We speak HTTP/1.1 only; say so, so a server never picks h2.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     // Stated, not assumed: no request byte may travel in the handshake.
     config.enable_early_data = false;
     Ok(Arc::new(config))
 }
+
+/// The server certificate verifier of a provider with a `ca_file`: the
+/// chain rules first; then, for a certificate they refuse, an exact match
+/// with one of the `ca_file`'s and its name checked (see the top of this
+/// file). Handshake signatures are checked by the chain verifier's own
+/// code in either case.
+#[derive(Debug)]
+struct Pinned {
+    chain: Arc<WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+    ca_file: PathBuf,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Ok(verified) => return Ok(verified),
+            Err(e) => e,
+        };
+        let file = self.ca_file.display();
+        if !self.pinned.iter().any(|p| p.as_ref() == end_entity.as_ref()) {
+            return Err(explained(format!(
+                "the server's certificate is not one of ca_file {file}'s, and is not signed by a CA it or the system trusts ({refused})"
+            )));
+        }
+        let parsed = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name).map_err(|e| {
+            explained(format!(
+                "the server's certificate is the one pinned in ca_file {file}, but it is not for {} ({e})",
+                server_name.to_str()
+            ))
+        })?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+/// A refused certificate, with the reason in words.
+fn explained(message: String) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(Refusal(message)))))
+}
+
+#[derive(Debug)]
+struct Refusal(String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
 
 /// A provider's TLS settings, built on first use and kept.
 #[derive(Debug, Default)]

@@ -16,6 +16,9 @@ use providers::command::CommandProvider;
 use providers::sandbox::{Kernel, Origin, Policy, PolicyError, Sandbox, Status, Unavailable};
 use providers::{Call, ExitStatus, Outcome, Provider, Receipt};
 
+#[path = "../../tests/support/places.rs"]
+mod places;
+
 /// A workspace, a store folder beside it (outside every writable path), a
 /// private temporary folder and a plain folder outside.
 struct Layout {
@@ -28,10 +31,12 @@ struct Layout {
     outside: PathBuf,
 }
 
-/// Under cargo's target folder, not /tmp: the default policy makes /tmp
-/// writable, and "outside" must really be outside.
+/// Outside the system's temporary folder (cargo's target folder, or the
+/// user's state folder when the clone is under /tmp): the default policy
+/// makes /tmp writable, and "outside" must really be outside.
 fn layout() -> Layout {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let place = places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let dir = tempfile::tempdir_in(place).unwrap();
     let root = dir.path().canonicalize().unwrap();
     let [ws, store, tmp, outside] = ["ws", "store", "tmp", "outside"].map(|d| root.join(d));
     for d in [&ws, &store, &tmp, &outside] {

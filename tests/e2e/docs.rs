@@ -211,3 +211,69 @@ fn the_agent_request_is_what_the_docs_describe() {
         assert!(documented(k), "docs/agent-json.md has no row for `{k}`");
     }
 }
+
+/// The crates every Cargo.toml of the repository depends on (normal, build
+/// and dev), by name; the workspace's own packages left out.
+fn dependency_names() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for manifest in ["Cargo.toml", "providers/Cargo.toml"] {
+        let text = fs::read_to_string(repo_root().join(manifest)).expect("a manifest");
+        let mut in_deps = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_deps = line.ends_with("dependencies]");
+                continue;
+            }
+            let Some((name, _)) = line.split_once(['=', '.']) else { continue };
+            let name = name.trim();
+            if in_deps && !name.is_empty() && !name.starts_with('#') && name != "providers" {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Issue 25: the README is what a person reads first — what it is,
+/// install, the two commands, a first plan, where the docs are, and why
+/// each dependency is here (every crate, one row) — in at most 300 lines;
+/// the rest lives in docs/ and bench/README.md. Its test command is the
+/// one `.ci/run` runs.
+#[test]
+fn the_readme_is_short_and_says_why_each_dependency_is_here() {
+    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines; at most 300 (move the rest into docs/)");
+    for section in ["## Install", "## The two commands", "## A plan, end to end", "## Where the docs are"] {
+        assert!(readme.contains(&format!("\n{section}\n")), "README has {section}");
+    }
+    let table = &readme[readme.find("## Why each dependency is here").expect("the dependency table")..];
+    let listed: BTreeSet<String> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" |").next())
+        .flat_map(|cell| cell.split([',', ' ', '(', ')']).map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let deps = dependency_names();
+    assert!(deps.len() > 25 && deps.contains("rusqlite") && deps.contains("rcgen"), "{deps:?}");
+    let missing: Vec<_> = deps.into_iter().filter(|d| !listed.contains(d)).collect();
+    assert!(missing.is_empty(), "README's dependency table lacks {missing:?}");
+
+    let command = "bash .ci/test";
+    assert!(readme.contains(&format!("\n{command} ")), "the README's test command is `{command}`");
+    let ci = fs::read_to_string(repo_root().join(".ci/run")).unwrap();
+    assert!(ci.lines().any(|l| l.trim() == command), ".ci/run runs the README's test command");
+    // What moved out is there: the performance log, the store's pages.
+    let bench = fs::read_to_string(repo_root().join("bench/README.md")).unwrap();
+    assert!(bench.contains("## The performance log") && bench.contains("### A provider process, counted"));
+    for (page, heading) in [
+        ("store.md", "## A damaged store"),
+        ("store.md", "## `engine verify`"),
+        ("guarantees.md", "## Behaviour in detail"),
+        ("limits.md", "| plan file | 64 MiB"),
+        ("testing.md", "## Reliability tests"),
+        ("tour.md", "## The demo: run → explain → repair → satisfied"),
+    ] {
+        assert!(doc(page).contains(heading), "docs/{page} holds {heading}");
+    }
+}

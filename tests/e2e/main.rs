@@ -26,4 +26,5 @@ mod store_creation;
 mod store_files;
 mod store_full;
 mod store_identity;
+mod stores;
 mod terminal;

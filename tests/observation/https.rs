@@ -26,10 +26,24 @@ struct TlsServer {
 }
 
 impl TlsServer {
+    /// With a certificate made here (rcgen: an end-entity certificate,
+    /// `CA:FALSE`, for localhost and 127.0.0.1).
     fn start() -> TlsServer {
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
         let chain = vec![CertificateDer::from(cert.cert.der().to_vec())];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
+        TlsServer::serving(chain, key, cert.cert.pem())
+    }
+
+    /// With the certificate and key of PEM files (`openssl req -x509`'s).
+    fn with_pem(cert_pem: &str, key_pem: &str) -> TlsServer {
+        use rustls::pki_types::pem::PemObject;
+        let chain = vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+        TlsServer::serving(chain, key, cert_pem.to_string())
+    }
+
+    fn serving(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>, pem: String) -> TlsServer {
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -65,7 +79,7 @@ impl TlsServer {
                 }
             });
         });
-        TlsServer { port, pem: cert.cert.pem(), requests, failed_handshakes }
+        TlsServer { port, pem, requests, failed_handshakes }
     }
 }
 
@@ -89,7 +103,11 @@ async fn read_request(s: &mut (impl AsyncReadExt + Unpin)) -> String {
 }
 
 fn https_plan(ws: &Ws, server: &TlsServer, ca_file: Option<&str>) {
-    let mut provider = json!({"kind": "http", "endpoint": format!("https://localhost:{}/render", server.port)});
+    https_plan_to(ws, &format!("https://localhost:{}/render", server.port), ca_file)
+}
+
+fn https_plan_to(ws: &Ws, endpoint: &str, ca_file: Option<&str>) {
+    let mut provider = json!({"kind": "http", "endpoint": endpoint});
     if let Some(p) = ca_file {
         provider["ca_file"] = json!(p);
     }
@@ -128,6 +146,74 @@ fn an_https_round_trip_with_ca_file_and_nothing_delivered_without_it() {
     assert_eq!(server.requests.lock().unwrap().len(), 1, "nothing more delivered");
     assert_eq!(server.failed_handshakes.load(Ordering::SeqCst), 1);
     assert!(ws.run().json()["failed"] == json!(["T1"]), "a plain run does not re-send a failed task");
+}
+
+/// `openssl req -x509` as people type it: a self-signed certificate for
+/// localhost, which OpenSSL marks `CA:TRUE` (its default v3_ca section).
+/// Its (certificate, key) in PEM.
+fn openssl_self_signed(dir: &std::path::Path, name: &str) -> (String, String) {
+    let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs (Debian's openssl package)");
+    assert!(out.status.success(), "openssl req -x509: {}", String::from_utf8_lossy(&out.stderr));
+    let text = std::process::Command::new("openssl").args(["x509", "-noout", "-text", "-in"]).arg(&cert).output();
+    let text = String::from_utf8_lossy(&text.unwrap().stdout).to_string();
+    assert!(text.contains("CA:TRUE"), "the certificate is the CA:TRUE kind this test is about:\n{text}");
+    (std::fs::read_to_string(cert).unwrap(), std::fs::read_to_string(key).unwrap())
+}
+
+/// A `ca_file` holding the server's own self-signed `CA:TRUE` certificate
+/// pins it: delivered once (as curl --cacert would). Another such
+/// certificate, or the right one under a name it does not carry, is
+/// refused at the handshake — nothing delivered, not dispatched — and the
+/// evidence names the `ca_file` and the mismatch.
+#[test]
+fn a_self_signed_ca_true_certificate_in_ca_file_is_pinned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cert, key) = openssl_self_signed(tmp.path(), "server");
+    let (other, _) = openssl_self_signed(tmp.path(), "other");
+    let server = TlsServer::with_pem(&cert, &key);
+
+    let ws = Ws::new();
+    ws.write("certs/server.crt", &cert);
+    https_plan(&ws, &server, Some("certs/server.crt"));
+    ws.engine_json(&["check", "plan.json"]).expect(0, None);
+    ws.run().expect(0, None);
+    let reqs = server.requests.lock().unwrap().clone();
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+    assert!(reqs[0].contains(&format!("Idempotency-Key: {}\r\n", ws.op_of("T1"))), "{}", reqs[0]);
+    assert_eq!(server.failed_handshakes.load(Ordering::SeqCst), 0);
+
+    let refused = |ws: &Ws, says: &[&str]| {
+        ws.run().expect(1, None);
+        let a = ws.attempts();
+        assert_eq!((a.len(), a[0].state.as_str(), a[0].dispatched_at_ms), (1, "failed", None), "{a:?}");
+        let ev = ws.evidence(a[0].id);
+        let text = format!("{ev:?}");
+        for word in says {
+            assert!(text.contains(word), "the evidence says {word:?}: {text}");
+        }
+    };
+    // Another self-signed certificate in the ca_file: not this server's.
+    let ws = Ws::new();
+    ws.write("certs/other.crt", &other);
+    https_plan(&ws, &server, Some("certs/other.crt"));
+    refused(&ws, &["TLS handshake", "certs/other.crt", "not one of ca_file"]);
+    assert_eq!(server.requests.lock().unwrap().len(), 1, "nothing more delivered");
+
+    // The pinned certificate, reached by a name it does not carry.
+    let ws = Ws::new();
+    ws.write("certs/server.crt", &cert);
+    https_plan_to(&ws, &format!("https://127.0.0.1:{}/render", server.port), Some("certs/server.crt"));
+    refused(&ws, &["TLS handshake", "pinned in ca_file", "not for 127.0.0.1"]);
+    assert_eq!(server.requests.lock().unwrap().len(), 1, "nothing more delivered");
+    assert_eq!(server.failed_handshakes.load(Ordering::SeqCst), 2);
 }
 
 #[test]
@@ -257,15 +343,19 @@ fn a_remote_mcp_server_over_https_is_reached_with_ca_file_and_not_without_it() {
     assert_eq!(front.count(r#""method":"tools/call""#), 1, "one tools/call, inside TLS");
     assert_eq!(front.failed_handshakes.load(Ordering::SeqCst), 0);
 
-    // Without it: the handshake fails; the server received nothing, and the
-    // attempt is a failure before dispatch, not an unknown.
+    // Without it: the handshake fails, so the server's tools cannot be
+    // read, and no call is made (issue 24 item 8): the run stops before
+    // its first intent, the server received nothing.
     let ws = Ws::new();
     ws.write_plan("plan.json", &plan(provider(None), vec![research_task("T1", "reefs")]));
-    ws.run().expect(1, None);
-    let a = ws.attempts();
-    assert_eq!((a.len(), a[0].state.as_str()), (1, "failed"), "{a:?}");
-    assert_eq!((a[0].dispatched_at_ms, a[0].handle.as_ref()), (None, None), "nothing dispatched");
-    assert_eq!(a[0].class(), "environment", "{a:?}");
+    let out = ws.run();
+    out.expect(2, Some("TOOL_INVENTORY_UNAVAILABLE"));
+    assert!(
+        out.json()["error"]["message"].as_str().unwrap().to_lowercase().contains("certificate"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(ws.attempts().len(), 0, "no intent");
     assert!(front.failed_handshakes.load(Ordering::SeqCst) >= 1);
     assert_eq!(front.count(r#""method":"tools/call""#), 1, "nothing more reached the server");
 }

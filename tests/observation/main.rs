@@ -18,4 +18,5 @@ mod filesystem;
 mod fixture_tasks;
 mod http_readback;
 mod https;
+mod modern;
 mod plan_check;

@@ -7,7 +7,9 @@
 //! environment). The root is under the system's temporary folder, which
 //! the provider sandbox lets providers write; so the engine's state folder
 //! (`XDG_STATE_HOME`, where the store lives by default) is a second temp
-//! dir under cargo's target folder, which no provider may write.
+//! dir where no provider may write: under cargo's target folder, or under
+//! the user's state folder when the clone itself is under the temporary
+//! folder ([`state_dir`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -336,10 +338,15 @@ impl Default for Ws {
     }
 }
 
-/// A state folder for one test: under cargo's target folder, never under
-/// the system's temporary folder (providers may write there).
+/// A state folder for one test (`XDG_STATE_HOME`), where the engine allows
+/// a store: outside every folder a provider may write. The workspaces are
+/// under the system's temporary folder, which providers may write, so the
+/// state folder is elsewhere (`places::outside_temp`: cargo's target
+/// folder, or the user's state folder when the clone itself is under the
+/// temporary folder).
 pub fn state_dir() -> TempDir {
-    tempfile::Builder::new().prefix("engine-state-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("state temp dir")
+    let place = super::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    tempfile::Builder::new().prefix("engine-state-").tempdir_in(place).expect("state temp dir")
 }
 
 /// `path` as a `&str` for argv.

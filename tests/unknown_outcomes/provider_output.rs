@@ -125,13 +125,11 @@ fn http_answer_with_approval_json_changes_nothing() {
 #[test]
 fn a_provider_cannot_approve_or_settle_through_the_engine_while_it_runs() {
     let ws = Ws::new();
-    let script = format!(
-        "{e} approve \"$ENGINE_OPERATION_ID\" --note self >/dev/null 2>approve.err; echo $? > approve.code; \
-         {e} settle \"$ENGINE_OPERATION_ID\" --outcome ok --note self >/dev/null 2>settle.err; echo $? > settle.code",
-        e = ENGINE
-    );
+    // The engine's path is the script's $0: a clone's path may hold spaces.
+    let script = "\"$0\" approve \"$ENGINE_OPERATION_ID\" --note self >/dev/null 2>approve.err; echo $? > approve.code; \
+         \"$0\" settle \"$ENGINE_OPERATION_ID\" --outcome ok --note self >/dev/null 2>settle.err; echo $? > settle.code";
     let task = json!({"ref": "T1", "title": "sneaky", "provider": "sh", "effect": "external",
-                      "action": {"run": ["sh", "-c", script]}});
+                      "action": {"run": ["sh", "-c", script, ENGINE]}});
     ws.write_plan("plan.json", &plan("sneak", json!({"sh": {"kind": "command"}}), vec![task]));
     ws.run().expect(0, None);
     for act in ["approve", "settle"] {

@@ -95,7 +95,7 @@ mod tests {
         std::fs::create_dir_all(&outside).unwrap();
         let policy = providers::sandbox::Policy::builder(&ws).temp_dirs([]).build().unwrap();
         let sandbox = policy.prepare().unwrap();
-        let script = format!("echo x > {}/y 2>/dev/null && echo wrote || echo refused", outside.display());
+        let script = format!("echo x > '{}/y' 2>/dev/null && echo wrote || echo refused", outside.display());
         assert_eq!(super::command_value(&ws, &argv(&["sh", "-c", &script]), &sandbox), "refused");
         assert_eq!(command_value(&ws, &argv(&["sh", "-c", &script])), "wrote");
     }

@@ -166,6 +166,25 @@ pub enum Command {
     /// List the goals in the store, with their state, revision and last change.
     #[command(after_help = "Example:\n  engine goals")]
     Goals,
+    /// List the default stores in the state folder; --prune removes those whose workspace is gone.
+    #[command(
+        long_about = "List the stores in the state folder (${XDG_STATE_HOME:-~/.local/state}/engine/stores): \
+            each one's workspace and whether it still exists, its size, when it was last written, and the \
+            operations in it whose outcome no one knows yet. With --prune, remove the stores whose \
+            workspace is gone, except one a live engine holds or one with an operation whose outcome is \
+            unknown or in doubt (or that cannot be read), which --force removes too. Says what was removed, \
+            what was kept and why. A store chosen with --store or ENGINE_STORE is not in the state folder \
+            and is never listed.",
+        after_help = "Examples:\n  engine stores\n  engine stores --prune\n  engine stores --prune --force --json"
+    )]
+    Stores {
+        /// Remove the stores whose workspace is gone (and wait on nothing).
+        #[arg(long)]
+        prune: bool,
+        /// With --prune: remove them even with unknown or in-doubt operations, or unreadable.
+        #[arg(long, requires = "prune")]
+        force: bool,
+    },
     /// Explain a task: its attempts, evidence, classification, claims kept apart, and reuse decision.
     #[command(after_help = "Examples:\n  engine explain T2\n  engine explain T2 --goal money-totals --json")]
     Explain {

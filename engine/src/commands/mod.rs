@@ -1,6 +1,7 @@
 //! The commands that change the ledger, one module each: `run` (with
 //! `register`, which records a goal and its plan), `revise`, `repair`,
-//! `retry`, and a person's acts, `approve` and `settle`. Each works under
+//! `retry`, and a person's acts, `approve` and `settle`; and `stores`, which
+//! lists and prunes the stores in the state folder. Each works under
 //! a lease its caller took (the `LeaseGuard` gives it back on every return
 //! path), does its part, and hands the run itself to `run/`. A person's
 //! act checks who may do it (`permitted`, before the lease: a refused act
@@ -14,6 +15,7 @@ pub mod retry;
 pub mod revise;
 pub mod run;
 pub mod settle;
+pub mod stores;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

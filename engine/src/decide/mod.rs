@@ -25,6 +25,7 @@
 //! - `spend`: which command spends an approval a person gave.
 //! - `raise`: a person's raise of a budget, and the way out of an
 //!   exhausted one.
+//! - `prune`: may `engine stores --prune` remove a store?
 //! - `outputs`: do a task's output files fit their bounds; which upstream
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
@@ -37,6 +38,7 @@ pub mod group;
 pub mod in_doubt;
 pub mod outputs;
 pub mod people;
+pub mod prune;
 pub mod raise;
 pub mod repair;
 pub mod request_id;

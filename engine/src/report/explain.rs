@@ -36,6 +36,18 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     if let Some((code, detail)) = task.stale() {
         text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
+    // Every time a completion of this task was judged stale by a run's
+    // re-check (a changed input, another MCP server behind its provider).
+    let stale: Vec<Value> = ledger
+        .events_of_goal(&g.id, EventKind::CompletionStale)?
+        .into_iter()
+        .filter(|e| e.task_ref.as_deref() == Some(task_ref) && e.revision == Some(g.active_revision))
+        .map(|e| {
+            let (code, detail) = (e.data["stale"].as_str().unwrap_or("?"), e.data["detail"].as_str().unwrap_or(""));
+            text.push_str(&format!("completion judged stale at {}: {code} — {detail}\n", utc(e.at_ms)));
+            json!({"at_ms": e.at_ms, "stale": code, "detail": detail})
+        })
+        .collect();
     let row = ledger.revision(&g.id, g.active_revision)?;
     let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
         .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
@@ -51,7 +63,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
-        "completion": standing.map(|s| s.json), "attempts": attempts_json, "acts": acts});
+        "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts});
     Ok(Output { text, json, exit_code: 0 })
 }
 

@@ -18,6 +18,7 @@ pub mod revise;
 pub mod run;
 pub mod standing;
 pub mod status;
+pub mod stores;
 
 /// `engine --version`: the package version and the source commit.
 pub const VERSION: &str = env!("ENGINE_VERSION_LINE");

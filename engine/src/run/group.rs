@@ -133,7 +133,7 @@ impl Runner<'_> {
                 let stopped = level.end().is_some() || flight.is_some_and(|f| f.cancel_asked);
                 let task = flight.and_then(|f| self.plan.task(&f.task_ref));
                 let judged_by_receipt = task.is_some_and(|t| t.validations.is_empty()) && self.guard.is_empty();
-                let answer = match outcome {
+                let answer = match &**outcome {
                     Outcome::Received(_) => Answer::Received,
                     Outcome::NotDispatched(_) => Answer::NotDispatched,
                     Outcome::Lost { .. } => Answer::Lost,

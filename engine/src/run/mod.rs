@@ -114,10 +114,11 @@ enum Msg {
         attempt_id: AttemptId,
         progress: Progress,
     },
-    /// The call's outcome, and how far a person's stop reached its process.
+    /// The call's outcome (boxed: a receipt is large, the other messages
+    /// small), and how far a person's stop reached its process.
     Finished {
         attempt_id: AttemptId,
-        outcome: Outcome,
+        outcome: Box<Outcome>,
         level: Level,
     },
     /// An attempt's validations ran, then the goal's constraint checks.
@@ -638,9 +639,9 @@ impl<'l> Runner<'l> {
                     // Its process group was ended, or its provider asked to
                     // cancel it, by a person's stop: not an answer of the
                     // provider's own.
-                    return self.call_stopped(attempt_id, &task, Some(outcome), end).await;
+                    return self.call_stopped(attempt_id, &task, Some(*outcome), end).await;
                 }
-                match self.outcome(attempt_id, &task, outcome).await? {
+                match self.outcome(attempt_id, &task, *outcome).await? {
                     record::Next::Validate if self.stop.active() => {
                         self.validations_stopped(attempt_id, &task, Vec::new(), StopEnd::NotStarted)?;
                     }

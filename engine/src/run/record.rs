@@ -610,7 +610,12 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
             excerpt: evidence::excerpt(&text, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX),
         });
     }
-    Ok(Answer { ok: r.tool_error.is_none(), evidence: list, claim: None, receipt })
+    if let Some(message) = &r.output_invalid {
+        receipt["output_invalid"] = json!(message);
+        list.push(Evidence::ProviderOutputInvalid { message: message.clone() });
+    }
+    let ok = r.tool_error.is_none() && r.output_invalid.is_none();
+    Ok(Answer { ok, evidence: list, claim: None, receipt })
 }
 
 /// The builtin provider's answer: no output to keep, so no blob; the

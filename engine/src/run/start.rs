@@ -243,7 +243,7 @@ impl Runner<'_> {
                 }
             };
             let (outcome, level) = stop::watched(provider.as_ref(), &call, &groups, forward).await;
-            let _ = tx.send(Msg::Finished { attempt_id, outcome, level }).await;
+            let _ = tx.send(Msg::Finished { attempt_id, outcome: Box::new(outcome), level }).await;
         });
         let Some(flight) = self.in_flight.get_mut(&attempt_id) else { return };
         flight.work = Some(work.abort_handle());

@@ -1,8 +1,10 @@
 //! Tool authority before the run's first intent: each MCP server the plan
 //! calls is asked for its tools (`tools/list`, on the provider the run's
-//! calls then use), the inventory is recorded (names and input-schema
-//! digests), and a task calling a tool its server does not offer stops the
-//! run with `UNKNOWN_TOOL` before anything is sent. The comparisons are
+//! calls then use), the inventory is recorded (the server's `serverInfo`,
+//! the protocol revision, input-schema digests and the whole inventory's
+//! digest), a server whose tools cannot be read stops the run with
+//! `TOOL_INVENTORY_UNAVAILABLE` and a task calling a tool its server does
+//! not offer with `UNKNOWN_TOOL`, before anything is sent. The comparisons are
 //! `decide::tools`; this is the I/O around them.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,10 +37,7 @@ pub async fn inventories(
     for (name, provider) in providers {
         let call = Call { sandbox: sandboxes.provider(name), ..call.clone() };
         let Some(listing) = provider.list_tools(&call) else { continue };
-        let inv = listing
-            .await
-            .map(|list| list.iter().map(|t| (t.name.clone(), tools::schema_digest(&t.input_schema))).collect());
-        out.insert(name.clone(), inv);
+        out.insert(name.clone(), listing.await.map(|listed| Inventory::of(&listed)));
     }
     out
 }
@@ -104,27 +103,54 @@ impl Runner<'_> {
         }
         self.forget_first_look();
         let call = listing_call(&self.plan.workspace, &self.secrets, &self.sandboxes);
-        for (provider, listed) in inventories(&asked, &call, &self.sandboxes).await {
-            let data = match &listed {
-                Ok(inv) => json!({"provider": provider, "tools": inv}),
+        let listed = inventories(&asked, &call, &self.sandboxes).await;
+        for (provider, inventory) in &listed {
+            let data = match inventory {
+                Ok(inv) => json!({"provider": provider, "server": inv.server, "protocol": inv.protocol,
+                                  "digest": inv.digest, "tools": inv.tools, "annotations": inv.annotations}),
                 Err(why) => json!({"provider": provider, "error": why}),
             };
             self.write_event(Durability::Normal, EventKind::ToolInventory, None, None, data)?;
-            if let Ok(inv) = listed {
-                self.tools.insert(provider, inv);
+            if let Ok(inv) = inventory {
+                self.tools.insert(provider.clone(), inv.clone());
             }
         }
+        if let Some(refusal) = self.unlisted(&listed) {
+            return self.refuse_call(refusal);
+        }
         match self.unknown_tool() {
-            Some(refusal) => self.refuse_unknown_tool(refusal),
+            Some(refusal) => self.refuse_call(refusal),
             None => Ok(()),
         }
+    }
+
+    /// The first task whose server's tools could not be read, as an error:
+    /// no call is made to a server whose inventory is unknown.
+    fn unlisted(&self, listed: &BTreeMap<String, std::result::Result<Inventory, String>>) -> Option<(String, Error)> {
+        let uses = tools::uses(&self.plan.file);
+        let (unlisted, provider) = tools::first_unlisted(&uses, listed)?;
+        let why = match listed.get(provider) {
+            Some(Err(why)) => why.clone(),
+            _ => "the provider gave no inventory".to_string(),
+        };
+        let message = format!(
+            "task `{}` calls tool `{}` on MCP provider `{provider}`, whose tools could not be read ({why}); \
+             nothing was sent",
+            unlisted.task_ref, unlisted.tool
+        );
+        let details = json!({"task_ref": unlisted.task_ref, "provider": provider, "tool": unlisted.tool, "why": why});
+        let error = Error::new(Code::ToolInventoryUnavailable, message)
+            .at(format!("$.tasks[{}].action.tool", unlisted.index))
+            .with_details(details);
+        Some((unlisted.task_ref.to_string(), error))
     }
 
     /// The first task calling a tool its server did not list, as an error.
     fn unknown_tool(&self) -> Option<(String, Error)> {
         let uses = tools::uses(&self.plan.file);
         let unknown = tools::first_unknown(&uses, &self.tools)?;
-        let offered: Vec<&String> = self.tools.get(unknown.provider).map(|i| i.keys().collect()).unwrap_or_default();
+        let offered: Vec<&String> =
+            self.tools.get(unknown.provider).map(|i| i.tools.keys().collect()).unwrap_or_default();
         let message = format!(
             "task `{}` calls tool `{}`, which MCP provider `{}` does not offer (its tools/list: {offered:?}); \
              nothing was sent",
@@ -139,7 +165,7 @@ impl Runner<'_> {
     }
 
     /// Say in the ledger why the run stops, then stop.
-    fn refuse_unknown_tool(&mut self, (task_ref, error): (String, Error)) -> Result<()> {
+    fn refuse_call(&mut self, (task_ref, error): (String, Error)) -> Result<()> {
         let data = json!({"code": error.code, "message": error.message, "details": error.details});
         self.write_event(Durability::Normal, EventKind::CallRefused, Some(&task_ref), None, data)?;
         Err(error)

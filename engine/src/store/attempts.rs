@@ -15,6 +15,22 @@ use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::plan::model::Effect;
 use crate::state::{AttemptKind, AttemptState};
 
+/// Operations of a store whose effect may have happened and no one has
+/// settled: `unknown` (an attempt `effect_unknown`, waiting on a person's
+/// settlement) and `in_doubt` (an attempt left between intent and receipt,
+/// which the next run reconciles).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Unsettled {
+    pub unknown: u64,
+    pub in_doubt: u64,
+}
+
+impl Unsettled {
+    pub fn total(self) -> u64 {
+        self.unknown + self.in_doubt
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptRecord {
     pub id: AttemptId,
@@ -165,6 +181,8 @@ pub trait AttemptsRead {
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>>;
     /// How many attempts of the goal are `effect_unknown`.
     fn unknown_count(&self, goal: &GoalId) -> Result<u64>;
+    /// Across every goal: the operations whose outcome no one knows yet.
+    fn unsettled_operations(&self) -> Result<Unsettled>;
     /// Every attempt (of any goal) still between intent and receipt whose
     /// dispatch recorded a provider process.
     fn left_processes(&self) -> Result<Vec<LeftProcess>>;

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::limits::STORE_SEARCH_DEPTH_MAX;
 
+use super::access::{self, Kind};
 use super::STORE_FILE;
 
 /// The folders under the state home that hold the stores.
@@ -149,9 +150,13 @@ impl Location {
                 .at(dir.display().to_string()));
         }
         let recorded = match std::fs::read(&file) {
-            Ok(bytes) => bytes,
+            Ok(bytes) => {
+                keep_private(dir)?;
+                bytes
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 make_private_dirs(dir)?;
+                keep_private(dir)?;
                 record_workspace(&file, workspace)?
             }
             // A store made by hand without the file: nothing to compare.
@@ -184,8 +189,13 @@ fn record_workspace(file: &Path, workspace: &Path) -> Result<Vec<u8>> {
     };
     sweep_dead_makers(file);
     let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(failed)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(access::FILE_MODE)
+        .open(&tmp)
+        .map_err(failed)?;
     let linked =
         f.write_all(workspace.as_os_str().as_bytes()).and_then(|_| f.sync_all()).and_then(|_| rename_new(&tmp, file));
     let _ = std::fs::remove_file(&tmp);
@@ -286,11 +296,25 @@ pub fn legacy_hint(old: &Path) -> String {
     )
 }
 
+/// A default store's folder and the stores' root above it are the
+/// owner's alone (`access`): checked, and closed again if opened up.
+fn keep_private(dir: &Path) -> Result<()> {
+    if let Some(root) = dir.parent() {
+        access::owner_only(root, Kind::Folder)?;
+    }
+    access::owner_only(dir, Kind::Folder)?;
+    let file = dir.join(WORKSPACE_FILE);
+    if std::fs::symlink_metadata(&file).is_ok() {
+        access::owner_only(&file, Kind::File)?;
+    }
+    Ok(())
+}
+
 /// Every missing folder from the state home down, 0700.
 fn make_private_dirs(dir: &Path) -> Result<()> {
     DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(access::FOLDER_MODE)
         .create(dir)
         .map_err(|e| Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string()))
 }

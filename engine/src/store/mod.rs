@@ -20,6 +20,7 @@
 //! `verify` (`engine verify`'s checks) restates the ledger's invariants
 //! once, in read-only SQL both backends read alike, through `VerifyDb`.
 
+pub mod access;
 pub mod acts;
 pub mod attempts;
 pub mod chain;
@@ -33,6 +34,7 @@ pub mod location;
 pub mod outputs;
 mod postgres;
 mod sqlite;
+pub mod state_folder;
 pub mod verify;
 
 use std::ops::Deref;

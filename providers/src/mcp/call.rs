@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::link::Link;
+use super::output;
+use super::revision::{self, ResultKind};
 use super::session::{end_text, Live, TaskSupport, START_TIMEOUT};
 use super::tasks::{self, TaskState, Waited};
 use super::McpProvider;
@@ -48,15 +50,15 @@ enum Ended {
 
 impl McpProvider {
     /// `tools/list` on the live server (started if needed), on our turn.
-    pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<Vec<crate::Tool>, String> {
+    pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<crate::Inventory, String> {
         let deadline = call.timeout.map(|d| Instant::now() + d);
         let Some(_turn) = self.session.permit(deadline).await else {
             return Err("deadline passed while waiting for an earlier call to the same MCP server".into());
         };
         let live = self.session.live(call, deadline).await.map_err(|nd| redacted(nd, &call.secrets).message)?;
-        let tools = live.tools(deadline).await;
+        let inventory = live.inventory(deadline).await;
         live.link.pump_stderr();
-        tools.map_err(|m| jsonrpc::redact_str(format!("{m}{}", self.session.hub.tail()), &call.secrets))
+        inventory.map_err(|m| jsonrpc::redact_str(format!("{m}{}", self.session.hub.tail()), &call.secrets))
     }
 
     pub(super) async fn dispatch_inner(&self, call: &Call, progress: &ProgressSender) -> Outcome {
@@ -82,12 +84,18 @@ impl McpProvider {
         stderr.redact(&call.secrets);
         match ended {
             Ended::Answer { answer, forced_error } => {
-                Outcome::Received(receipt(answer, forced_error, stderr, started, call))
+                let schema = live.tool(&tool).and_then(|t| t.output_schema.clone());
+                Outcome::Received(judge_output(
+                    receipt(answer, forced_error, stderr, started, call),
+                    schema.as_ref(),
+                    call,
+                ))
             }
             Ended::Outcome(Outcome::Lost { reason, detail }) => {
                 let detail = jsonrpc::redact_str(format!("{detail}{}", self.session.hub.tail()), &call.secrets);
                 Outcome::Lost { reason, detail }
             }
+            Ended::Outcome(Outcome::NotDispatched(nd)) => Outcome::NotDispatched(redacted(nd, &call.secrets)),
             Ended::Outcome(o) => o,
         }
     }
@@ -101,22 +109,35 @@ impl McpProvider {
         deadline: Option<Instant>,
         progress: &ProgressSender,
     ) -> Ended {
+        if let Err(nd) = self.session.authorize(live, tool, deadline).await {
+            return Ended::Outcome(Outcome::NotDispatched(nd));
+        }
         let support = match live.task_support(tool, deadline).await {
             Ok(s) => s,
             Err(m) => {
                 return Ended::Outcome(not_dispatched(NotDispatchedKind::Other, format!("{m}; tools/call not sent")))
             }
         };
-        let augment = matches!(support, TaskSupport::Required | TaskSupport::Optional);
+        // 2025-11-25 asks for a task per call; under 2026-07-28 the server
+        // decides, and says so in its answer (`resultType: "task"`).
+        let modern = live.link.modern();
+        let augment = !modern && matches!(support, TaskSupport::Required | TaskSupport::Optional);
         let mut params = json!({"name": tool, "arguments": arguments,
                                 "_meta": {"operation_id": call.operation_id, "try": call.try_no}});
         if augment {
             params["task"] = json!({"ttl": tasks::TASK_TTL_MS});
         }
+        // The server's annotations are shown as what they are: its hints,
+        // never a permission nor the task's declared effect.
+        let hints = match live.tool(tool).and_then(|t| t.annotations.as_ref()) {
+            Some(a) => format!("; the server's annotations, hints only: {}", excerpt(&a.to_string(), 200)),
+            None => String::new(),
+        };
         let detail = format!(
-            "tools/call `{tool}`{} written to {} (_meta operation_id {}, try {})",
+            "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {}{hints})",
             if augment { " (as a task)" } else { "" },
             live.link.describe(),
+            live.protocol,
             call.operation_id,
             call.try_no
         );
@@ -126,6 +147,9 @@ impl McpProvider {
         let end = live.link.request("tools/call", &params, deadline, on_sent).await;
         let task = match &end {
             RpcEnd::Answer(a) if augment => a.result().and_then(|r| r.get("task")).and_then(TaskState::parse),
+            RpcEnd::Answer(a) if modern => {
+                a.result().filter(|r| revision::result_kind(r) == ResultKind::Task).and_then(TaskState::parse)
+            }
             _ => None,
         };
         match task {
@@ -152,10 +176,13 @@ impl McpProvider {
             Waited::Running(s) => return self.task_deadline(live, &s).await,
             Waited::Unknown(m) | Waited::Broken(m) => return lost(m),
         };
-        match tasks::fetch_result(&live.link, &state.id, deadline).await {
-            RpcEnd::Answer(answer) => Ended::Answer { forced_error: state.forced_error(&answer), answer },
+        match tasks::answer(&live.link, &state, deadline).await {
+            RpcEnd::Answer(answer) => {
+                let forced_error = state.forced_error(&answer).or_else(|| not_complete(&answer));
+                Ended::Answer { forced_error, answer }
+            }
             RpcEnd::Deadline { .. } => self.task_deadline(live, &state).await,
-            other => lost(format!("{}, then tasks/result failed: {}", state.describe(), end_text(&other))),
+            other => lost(format!("{}, then its answer could not be read: {}", state.describe(), end_text(&other))),
         }
     }
 
@@ -163,7 +190,8 @@ impl McpProvider {
     /// is killed); its effect is unknown.
     async fn task_deadline(&self, live: &Live, state: &TaskState) -> Ended {
         let cancelled = match tasks::cancel(&live.link, &state.id).await {
-            Ok(s) => format!("tasks/cancel answered {}", s.status.as_str()),
+            Ok(Some(s)) => format!("tasks/cancel answered {}", s.status.as_str()),
+            Ok(None) => "tasks/cancel acknowledged".to_string(),
             Err(m) => m,
         };
         let detail = format!("deadline passed with {} ; {cancelled}", state.describe());
@@ -172,7 +200,7 @@ impl McpProvider {
 
     async fn ended(&self, live: &Live, end: RpcEnd, tool: &str) -> Ended {
         match end {
-            RpcEnd::Answer(answer) => Ended::Answer { answer, forced_error: None },
+            RpcEnd::Answer(answer) => Ended::Answer { forced_error: not_complete(&answer), answer },
             RpcEnd::NotSent(nd) => Ended::Outcome(Outcome::NotDispatched(nd)),
             RpcEnd::Lost(m) => Ended::Outcome(Outcome::Lost { reason: LostReason::ResponseLost, detail: m }),
             RpcEnd::Deadline { sent: false, .. } => Ended::Outcome(not_dispatched(
@@ -194,6 +222,11 @@ impl McpProvider {
         if matches!(live.link, Link::Stdio(_)) && !self.session.concurrent() {
             live.link.kill();
             return format!("{} killed", live.link.describe());
+        }
+        if matches!(live.link, Link::Http(_)) && live.link.modern() {
+            // Its response stream is closed already: under 2026-07-28 that
+            // is the cancellation, and no notification is expected.
+            return "the response stream was closed (the 2026-07-28 way to cancel)".into();
         }
         let params = json!({"requestId": id, "reason": "the engine's deadline passed"});
         match tokio::time::timeout(GIVE_UP_TIMEOUT, live.link.notify("notifications/cancelled", Some(&params))).await {
@@ -272,17 +305,28 @@ impl McpProvider {
             Waited::Running(s) => return Resumed::Running { evidence: s.describe() },
             Waited::Unknown(m) | Waited::Broken(m) => return inconclusive(m),
         };
-        let answer = match tasks::fetch_result(link, &state.id, start_by).await {
+        let answer = match tasks::answer(link, &state, start_by).await {
             RpcEnd::Answer(a) => a,
             other => {
-                return inconclusive(format!("{}, then tasks/result failed: {}", state.describe(), end_text(&other)))
+                return inconclusive(format!(
+                    "{}, then its answer could not be read: {}",
+                    state.describe(),
+                    end_text(&other)
+                ))
             }
         };
         link.pump_stderr();
         let mut stderr = sink.finish();
         stderr.redact(&call.secrets);
-        let forced = state.forced_error(&answer);
-        Resumed::Receipt(receipt(answer, forced, stderr, started, call))
+        let forced = state.forced_error(&answer).or_else(|| not_complete(&answer));
+        // Judged as the call's own answer would have been: by the schema
+        // its server lists now (a listing failure leaves it unjudged).
+        let tool = parse_request(&call.request).map(|(t, _)| t).unwrap_or_default();
+        let schema = match live.inventory(start_by).await {
+            Ok(inv) => inv.tools.into_iter().find(|t| t.name == tool).and_then(|t| t.output_schema),
+            Err(_) => None,
+        };
+        Resumed::Receipt(judge_output(receipt(answer, forced, stderr, started, call), schema.as_ref(), call))
     }
 
     pub(super) async fn cancel_inner(&self, call: &Call, handle: &Handle) -> Cancelled {
@@ -296,10 +340,35 @@ impl McpProvider {
         let side = session.as_deref().and_then(|s| self.session.other_session(&live, s));
         let link = side.as_ref().unwrap_or(&live.link);
         match tasks::cancel(link, task_id).await {
-            Ok(s) => Cancelled { confirmed: s.status == tasks::Status::Cancelled, evidence: s.describe() },
+            Ok(Some(s)) => Cancelled { confirmed: s.status == tasks::Status::Cancelled, evidence: s.describe() },
+            Ok(None) => no(format!("tasks/cancel {task_id} acknowledged (the server may still finish it)")),
             Err(m) => no(m),
         }
     }
+}
+
+/// A result that is not the tool's answer yet: the server asks for input
+/// (`input_required`: nothing answers it on anyone's behalf; a person's
+/// answer is not wired yet), or a `resultType` this client does not know.
+fn not_complete(answer: &Answer) -> Option<String> {
+    let result = answer.result()?;
+    match revision::result_kind(result) {
+        ResultKind::Complete | ResultKind::Task => None,
+        ResultKind::InputRequired => Some(format!(
+            "the MCP server asks for input before it answers (input_required: {}); the engine answers no input \
+             request on its own",
+            revision::input_requests_words(result)
+        )),
+        ResultKind::Other(k) => Some(format!("an answer of resultType `{k}`, which this client does not know")),
+    }
+}
+
+fn excerpt(s: &str, chars_max: usize) -> String {
+    let mut out: String = s.chars().take(chars_max).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
 }
 
 fn redacted(mut nd: NotDispatched, secrets: &[String]) -> NotDispatched {
@@ -365,5 +434,19 @@ fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, start
         http_status,
         retry_after_seconds,
         duration_ms: started.elapsed().as_millis() as u64,
+        output_invalid: None,
     })
+}
+
+/// Judge a receipt's result against the tool's declared `outputSchema`
+/// (only a result that is the tool's successful answer).
+fn judge_output(mut receipt: Receipt, schema: Option<&Value>, call: &Call) -> Receipt {
+    if let Receipt::Mcp(r) = &mut receipt {
+        if r.tool_error.is_none() && !r.result.truncated {
+            if let Ok(result) = serde_json::from_str::<Value>(&r.result.text) {
+                r.output_invalid = output::mismatch(schema, &result).map(|m| jsonrpc::redact_str(m, &call.secrets));
+            }
+        }
+    }
+    receipt
 }

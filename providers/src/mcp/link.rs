@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::jsonrpc::RpcEnd;
+use super::revision;
 use super::stdio::StdioLink;
 use super::streamable::HttpLink;
 
@@ -26,9 +27,35 @@ impl Link {
         deadline: Option<Instant>,
         on_sent: impl FnOnce() + Send,
     ) -> RpcEnd {
+        // 2026-07-28: every request says its revision, who asks, and what
+        // the client can do.
+        let modern;
+        let params = if self.modern() {
+            modern = revision::with_modern_meta(params);
+            &modern
+        } else {
+            params
+        };
         match self {
             Link::Stdio(l) => l.request(method, params, deadline, on_sent).await,
             Link::Http(l) => l.request(method, params, deadline, on_sent).await,
+        }
+    }
+
+    /// The revision requests now speak (`None`: not negotiated yet, or a
+    /// legacy `initialize` under way).
+    pub fn set_protocol(&self, v: Option<&str>) {
+        match self {
+            Link::Stdio(l) => l.set_protocol(v),
+            Link::Http(l) => l.set_protocol(v),
+        }
+    }
+
+    /// Requests speak 2026-07-28.
+    pub fn modern(&self) -> bool {
+        match self {
+            Link::Stdio(l) => l.protocol().as_deref() == Some(revision::MODERN),
+            Link::Http(l) => l.protocol().as_deref() == Some(revision::MODERN),
         }
     }
 

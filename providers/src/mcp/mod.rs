@@ -2,9 +2,12 @@
 //! process of ours) or Streamable HTTP (`url`), one server per provider per
 //! run.
 //!
-//! The server is started on first use, `initialize`d once (protocol
-//! `2025-11-25` asked; an answer outside `SUPPORTED_PROTOCOL_VERSIONS` is
-//! refused), and reused by every call, read-back and task poll; calls take
+//! The server is started on first use, its revision negotiated once per
+//! start (`revision`: the 2026-07-28 `server/discover` probe, else
+//! `initialize` asking `2025-11-25`; an answer outside
+//! `SUPPORTED_PROTOCOL_VERSIONS` is refused), its tools listed before its
+//! first call (no call without them), and reused by every call, read-back
+//! and task poll; calls take
 //! turns unless the provider is `concurrent`. A server that dies is started
 //! again for the next call; the call it died under is `Lost`. `shutdown`
 //! closes it (stdin closed, its process group killed after a grace; or the
@@ -16,8 +19,9 @@
 //! Phases and what each failure means:
 //! - bad request (no `tool`, `arguments` not an object) →
 //!   `NotDispatched{BadRequest}`;
-//! - the server cannot be started, `initialize` fails or answers a protocol
-//!   version we do not speak, `tools/list` fails → `NotDispatched`
+//! - the server cannot be started, negotiation fails or ends on a protocol
+//!   version we do not speak, `tools/list` fails, the tool is not listed,
+//!   or another server answers after a restart → `NotDispatched`
 //!   (`DeadlineBeforeDispatch` when the call's deadline passed meanwhile);
 //! - from the moment the `tools/call` starts being written: the server dies
 //!   or the connection breaks before the answer → `Lost{ResponseLost}`; the
@@ -38,11 +42,17 @@
 //! receipt. At the deadline the task is cancelled (`tasks/cancel`) and the
 //! call is `Lost{DeadlineAfterDispatch}`.
 //!
+//! Under 2026-07-28 the server makes a task on its own (`resultType:
+//! "task"`); `tasks/get` carries its end. An `input_required` result (or
+//! task) is never answered by the client: a receipt with a tool error.
+//!
 //! `Progress::Dispatched` is sent once the `tools/call` is wholly written.
 
 mod call;
 mod jsonrpc;
 mod link;
+mod output;
+mod revision;
 mod session;
 mod sse;
 mod stderr;
@@ -121,7 +131,8 @@ impl McpConfig {
 
 pub struct McpProvider {
     config: McpConfig,
-    session: Session,
+    /// Boxed: a session is large, and providers travel in an enum.
+    session: Box<Session>,
 }
 
 impl std::fmt::Debug for McpProvider {
@@ -133,7 +144,7 @@ impl std::fmt::Debug for McpProvider {
 impl McpProvider {
     pub fn new(config: McpConfig) -> Self {
         let tls = Tls::new(config.ca_file.clone());
-        let session = Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent);
+        let session = Box::new(Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent));
         McpProvider { config, session }
     }
 
@@ -266,7 +277,7 @@ impl Provider for McpProvider {
         Some(Box::pin(self.cancel_inner(call, handle)))
     }
 
-    fn list_tools<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Result<Vec<crate::Tool>, String>>> {
+    fn list_tools<'a>(&'a self, call: &'a Call) -> Option<BoxFuture<'a, Result<crate::Inventory, String>>> {
         Some(Box::pin(self.list_tools_inner(call)))
     }
 
@@ -277,3 +288,5 @@ impl Provider for McpProvider {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_modern;

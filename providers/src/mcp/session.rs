@@ -12,22 +12,28 @@ use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
 use super::jsonrpc::{Answer, RpcEnd};
 use super::link::Link;
+use super::revision::{self, Probe};
 use super::stderr::StderrHub;
 use super::stdio::StdioLink;
 use super::streamable::HttpLink;
 use super::{Transport, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::tls::Tls;
-use crate::{Call, NotDispatched, NotDispatchedKind};
+use crate::{Call, Inventory, NotDispatched, NotDispatchedKind, ServerInfo, Tool};
 
 /// Bound on starting and initializing a server when the call has no
 /// deadline (an `npx` start can take a while).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a closing server may take to exit after its stdin closed.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long a server may take to answer the `server/discover` probe
+/// before it is taken for a legacy server that ignores it.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on the pages of one `tools/list`.
 const TOOL_PAGES_MAX: usize = 20;
 /// Bound on the tools one server may list (more is refused, not cut).
 pub const TOOLS_MAX: usize = 4096;
+/// Bound on a server's name and version as we keep them.
+const SERVER_INFO_CHARS_MAX: usize = 256;
 /// Bound on calls in flight to a server declared `concurrent`.
 const CONCURRENT_CALLS_MAX: usize = 64;
 
@@ -43,17 +49,18 @@ pub(crate) enum TaskSupport {
 pub(crate) struct Live {
     pub link: Link,
     pub protocol: String,
+    /// Who the server says it is (`serverInfo`), if it said.
+    pub server: Option<ServerInfo>,
     /// The server declared `tasks.requests.tools.call`.
     pub tasks: bool,
     /// Its `tools/list`, asked once per server start.
-    tools: OnceCell<HashMap<String, Listed>>,
+    tools: OnceCell<Listing>,
 }
 
-/// One tool as the server listed it.
-#[derive(Debug, Clone)]
-struct Listed {
-    input_schema: Value,
-    support: TaskSupport,
+/// A server's `tools/list`: each tool as listed, and its task support.
+#[derive(Debug, Clone, Default)]
+struct Listing {
+    tools: HashMap<String, (Tool, TaskSupport)>,
 }
 
 pub(crate) struct Session {
@@ -65,6 +72,9 @@ pub(crate) struct Session {
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
     pub hub: Arc<StderrHub>,
     starts: AtomicU32,
+    /// The first inventory read in this run: a server started later (after
+    /// one died) must be the same server offering the same tools.
+    first: std::sync::Mutex<Option<Box<Inventory>>>,
 }
 
 impl Session {
@@ -79,6 +89,7 @@ impl Session {
             live: tokio::sync::Mutex::new(None),
             hub: Arc::default(),
             starts: AtomicU32::new(0),
+            first: std::sync::Mutex::new(None),
         }
     }
 
@@ -115,7 +126,7 @@ impl Session {
         }
         let link = self.open(call)?;
         self.starts.fetch_add(1, Ordering::SeqCst);
-        let live = match initialize(link, start_by).await {
+        let live = match negotiate(link, start_by).await {
             Ok(l) => Arc::new(l),
             Err((link, end)) => {
                 link.kill();
@@ -160,31 +171,70 @@ impl Session {
 }
 
 impl Live {
-    /// The tool's task support (asks `tools/list` once, only when the
-    /// server declared tasks for `tools/call`).
+    /// The tool's task support (from `tools/list`, asked once per server
+    /// start).
     pub async fn task_support(&self, tool: &str, deadline: Option<Instant>) -> Result<TaskSupport, String> {
         if !self.tasks {
             return Ok(TaskSupport::Forbidden);
         }
-        let tools = self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await?;
-        Ok(tools.get(tool).map_or(TaskSupport::Forbidden, |t| t.support))
+        let listing = self.listing(deadline).await?;
+        Ok(listing.tools.get(tool).map_or(TaskSupport::Forbidden, |(_, s)| *s))
     }
 
-    /// Every tool the server offers, with its input schema, sorted by name
-    /// (asks `tools/list` once per server start).
-    pub async fn tools(&self, deadline: Option<Instant>) -> Result<Vec<crate::Tool>, String> {
-        let tools = self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await?;
-        let mut out: Vec<crate::Tool> = tools
-            .iter()
-            .map(|(name, t)| crate::Tool { name: name.clone(), input_schema: t.input_schema.clone() })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+    /// A tool as this server start listed it (`None` before the listing,
+    /// or when it does not list the tool).
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.get()?.tools.get(name).map(|(t, _)| t)
+    }
+
+    async fn listing(&self, deadline: Option<Instant>) -> Result<&Listing, String> {
+        self.tools.get_or_try_init(|| list_tools(&self.link, deadline)).await
+    }
+
+    /// What the server offers: who it says it is, the revision spoken, and
+    /// every tool sorted by name (asks `tools/list` once per server start).
+    pub async fn inventory(&self, deadline: Option<Instant>) -> Result<Inventory, String> {
+        let listing = self.listing(deadline).await?;
+        let mut tools: Vec<Tool> = listing.tools.values().map(|(t, _)| t.clone()).collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Inventory { server: self.server.clone(), protocol: self.protocol.clone(), tools })
     }
 }
 
-async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<String, Listed>, String> {
-    let mut tools = HashMap::new();
+impl Session {
+    /// May `tool` be called on this server: its inventory was read (no
+    /// call without one), it lists the tool, and it is the server (and the
+    /// inventory) this run first read — not another one behind the same
+    /// command after a restart. `Err`: why not; nothing is sent.
+    pub async fn authorize(&self, live: &Live, tool: &str, deadline: Option<Instant>) -> Result<(), NotDispatched> {
+        let refused = |kind, message| NotDispatched { kind, message };
+        let now = live.inventory(deadline).await.map_err(|m| {
+            refused(NotDispatchedKind::Other, format!("{m}; the server's tools could not be read, tools/call not sent"))
+        })?;
+        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        let first = first.get_or_insert_with(|| Box::new(now.clone()));
+        if **first != now {
+            let who = |i: &Inventory| match &i.server {
+                Some(s) => format!("{} {}", s.name, s.version),
+                None => "a server without serverInfo".into(),
+            };
+            let what = if first.server == now.server { "another inventory".into() } else { who(&now) };
+            let m = format!(
+                "the MCP server changed since this run first listed its tools ({} then, {what} now); tools/call not sent",
+                who(first)
+            );
+            return Err(refused(NotDispatchedKind::Other, m));
+        }
+        if !now.tools.iter().any(|t| t.name == tool) {
+            let m = format!("the MCP server does not offer tool `{tool}` (its tools/list); tools/call not sent");
+            return Err(refused(NotDispatchedKind::BadRequest, m));
+        }
+        Ok(())
+    }
+}
+
+async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<Listing, String> {
+    let mut listing = Listing::default();
     let mut cursor: Option<String> = None;
     for _ in 0..TOOL_PAGES_MAX {
         let params = match &cursor {
@@ -195,25 +245,39 @@ async fn list_tools(link: &Link, deadline: Option<Instant>) -> Result<HashMap<St
             RpcEnd::Answer(a) => a.result().cloned().ok_or_else(|| format!("tools/list: {}", refusal(&a)))?,
             other => return Err(format!("tools/list: {}", end_text(&other))),
         };
-        for t in result.get("tools").and_then(Value::as_array).into_iter().flatten() {
-            let Some(name) = t.get("name").and_then(Value::as_str) else { continue };
+        let Some(page) = result.get("tools").and_then(Value::as_array) else {
+            return Err("tools/list: the answer has no `tools` list".into());
+        };
+        for t in page {
+            let Some(name) = t.get("name").and_then(Value::as_str) else {
+                return Err(format!("tools/list: a tool without a name: {}", excerpt(t)));
+            };
             let support = match t.pointer("/execution/taskSupport").and_then(Value::as_str) {
                 Some("required") => TaskSupport::Required,
                 Some("optional") => TaskSupport::Optional,
                 _ => TaskSupport::Forbidden,
             };
-            let input_schema = t.get("inputSchema").cloned().unwrap_or(Value::Null);
-            tools.insert(name.to_string(), Listed { input_schema, support });
-            if tools.len() > TOOLS_MAX {
+            let tool = Tool {
+                name: name.to_string(),
+                input_schema: t.get("inputSchema").cloned().unwrap_or(Value::Null),
+                output_schema: t.get("outputSchema").cloned(),
+                annotations: t.get("annotations").cloned(),
+            };
+            listing.tools.insert(name.to_string(), (tool, support));
+            if listing.tools.len() > TOOLS_MAX {
                 return Err(format!("tools/list: more than {TOOLS_MAX} tools"));
             }
         }
         cursor = result.get("nextCursor").and_then(Value::as_str).map(str::to_string);
         if cursor.is_none() {
-            return Ok(tools);
+            return Ok(listing);
         }
     }
     Err(format!("tools/list: more than {TOOL_PAGES_MAX} pages"))
+}
+
+fn excerpt(v: &Value) -> String {
+    v.to_string().chars().take(200).collect()
 }
 
 fn refusal(a: &Answer) -> String {
@@ -233,6 +297,32 @@ pub(crate) fn end_text(end: &RpcEnd) -> String {
 enum StartEnd {
     Rpc(RpcEnd),
     Refused(String),
+}
+
+/// Which revision the server speaks: the `server/discover` probe first
+/// (2026-07-28), `initialize` when the server is not modern (see
+/// `revision`).
+async fn negotiate(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
+    link.set_protocol(Some(revision::MODERN));
+    let probe_by = by.min(Instant::now() + PROBE_TIMEOUT);
+    let end = link.request("server/discover", &json!({}), Some(probe_by), || {}).await;
+    match revision::probe(&end) {
+        Probe::Modern(found) => Ok(modern(link, &found)),
+        Probe::Refused(why) => Err((link, StartEnd::Refused(why))),
+        Probe::Failed => Err((link, StartEnd::Rpc(end))),
+        Probe::Legacy => {
+            link.set_protocol(None);
+            initialize(link, by).await
+        }
+    }
+}
+
+/// A 2026-07-28 server, from its `DiscoverResult`: nothing more to say to
+/// it before the first call.
+fn modern(link: Link, found: &Value) -> Live {
+    let server = server_info(found.pointer("/_meta").and_then(|m| m.get(revision::META_SERVER)));
+    let tasks = found.pointer("/capabilities/extensions").and_then(|e| e.get(revision::TASKS_EXTENSION)).is_some();
+    Live { link, protocol: revision::MODERN.to_string(), server, tasks, tools: OnceCell::new() }
 }
 
 /// `initialize` → protocol version checked → `notifications/initialized`.
@@ -260,13 +350,22 @@ async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
         return Err((link, StartEnd::Refused(why)));
     }
     if let Link::Http(l) = &link {
-        l.set_protocol(version);
+        l.set_protocol(Some(version));
     }
     if let Err(m) = link.notify("notifications/initialized", None).await {
         return Err((link, StartEnd::Refused(m)));
     }
     let tasks = version == PROTOCOL_VERSION && result.pointer("/capabilities/tasks/requests/tools/call").is_some();
-    Ok(Live { link, protocol: version.to_string(), tasks, tools: OnceCell::new() })
+    let server = server_info(result.get("serverInfo"));
+    Ok(Live { link, protocol: version.to_string(), server, tasks, tools: OnceCell::new() })
+}
+
+/// An `Implementation` object (`serverInfo`) as we keep it: its name and
+/// version, each bounded; `None` when the server gave none.
+pub(crate) fn server_info(v: Option<&Value>) -> Option<ServerInfo> {
+    let v = v?;
+    let field = |k: &str| v.get(k).and_then(Value::as_str).map(|s| s.chars().take(SERVER_INFO_CHARS_MAX).collect());
+    Some(ServerInfo { name: field("name")?, version: field("version").unwrap_or_default() })
 }
 
 fn start_failure(end: StartEnd, deadline: Option<Instant>) -> NotDispatched {

@@ -48,6 +48,8 @@ pub(crate) struct StdioLink {
     stderr_fd: Option<stderr::StderrFd>,
     hub: Arc<StderrHub>,
     tasks: Vec<JoinHandle<()>>,
+    /// The revision negotiated with the server.
+    protocol: Mutex<Option<String>>,
 }
 
 impl StdioLink {
@@ -85,6 +87,7 @@ impl StdioLink {
             stderr_fd: Some(Arc::clone(&stderr_fd)),
             hub: Arc::clone(hub),
             tasks: Vec::new(),
+            protocol: Mutex::new(None),
         };
         Ok(link.start_readers(stdout, stderr_fd, call.output_bytes_max))
     }
@@ -100,6 +103,14 @@ impl StdioLink {
         self.tasks.push(tokio::spawn(reader.run()));
         self.tasks.push(tokio::spawn(stderr::read_all(Arc::clone(&self.hub), fd)));
         self
+    }
+
+    pub fn set_protocol(&self, v: Option<&str>) {
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = v.map(str::to_string);
+    }
+
+    pub fn protocol(&self) -> Option<String> {
+        self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn pid(&self) -> u32 {
@@ -128,6 +139,9 @@ impl StdioLink {
             p.waiting.insert(id, tx);
         }
         let _forget = Forget { pending: &self.pending, id };
+        // A request abandoned while the server works on it (the call's
+        // future dropped: a person's stop) is cancelled the stdio way.
+        let mut cancel = CancelOnDrop { stdin: Arc::clone(&self.stdin), id, armed: false };
         let line = line_of(&jsonrpc::request(id, method, params));
         let mut sent = false;
         let exchange = async {
@@ -135,19 +149,25 @@ impl StdioLink {
                 // The server closed its stdin: it never read the whole line.
                 return RpcEnd::NotSent(not_sent(format!("writing {method}: {e}{}", self.hub.tail())));
             }
+            cancel.armed = true;
             on_sent();
-            match rx.await {
+            let end = match rx.await {
                 Ok(answer) => RpcEnd::Answer(answer),
                 Err(_) => RpcEnd::Lost(format!("the server closed its stdout before answering {method}")),
-            }
+            };
+            cancel.armed = false;
+            end
         };
-        match deadline {
+        let end = match deadline {
             None => exchange.await,
             Some(at) => match tokio::time::timeout_at(at.into(), exchange).await {
                 Ok(end) => end,
                 Err(_) => RpcEnd::Deadline { sent, id },
             },
-        }
+        };
+        // The deadline's own way of giving up is the caller's (`give_up`).
+        cancel.armed = false;
+        end
     }
 
     /// `sent` turns true before the first byte may reach the server.
@@ -203,6 +223,33 @@ impl Drop for StdioLink {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request that was written and is
+/// dropped before its answer (the 2026-07-28 and 2025-11-25 way to cancel
+/// over stdio), on a task of its own: a drop cannot wait.
+struct CancelOnDrop {
+    stdin: Stdin,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (stdin, id) = (Arc::clone(&self.stdin), self.id);
+        rt.spawn(async move {
+            let params = serde_json::json!({"requestId": id, "reason": "the engine stopped waiting (a person's stop)"});
+            let line = line_of(&jsonrpc::notification("notifications/cancelled", Some(&params)));
+            if let Some(w) = stdin.lock().await.as_mut() {
+                let _ = w.write_all(&line).await;
+                let _ = w.flush().await;
+            }
+        });
     }
 }
 

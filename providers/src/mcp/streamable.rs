@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::jsonrpc::{self, Answer, Kind, RpcEnd};
+use super::revision;
 use super::sse::SseParser;
 use crate::capture::Bounded;
 use crate::http::url::Target;
@@ -79,11 +80,17 @@ impl HttpLink {
         self.session.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn set_protocol(&self, v: &str) {
-        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(v.to_string());
+    pub fn set_protocol(&self, v: Option<&str>) {
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = v.map(str::to_string);
     }
 
-    fn encode(&self, method: &str, body: &[u8]) -> Vec<u8> {
+    pub fn protocol(&self) -> Option<String> {
+        self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One HTTP request's bytes. `rpc`: the JSON-RPC method and params of
+    /// a request, mirrored into `Mcp-Method` / `Mcp-Name` under 2026-07-28.
+    fn encode(&self, method: &str, body: &[u8], rpc: Option<(&str, &Value)>) -> Vec<u8> {
         let t = &self.target;
         let mut head = format!(
             "{method} {} HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\n",
@@ -95,8 +102,15 @@ impl HttpLink {
         if let Some(s) = self.session_id() {
             head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
         }
-        if let Some(v) = self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        let protocol = self.protocol();
+        if let Some(v) = &protocol {
             head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+        }
+        if let (Some((m, params)), Some(revision::MODERN)) = (rpc, protocol.as_deref()) {
+            head.push_str(&format!("Mcp-Method: {}\r\n", revision::header_value(m)));
+            if let Some(name) = revision::name_of(m, params) {
+                head.push_str(&format!("Mcp-Name: {name}\r\n"));
+            }
         }
         head.push_str("Connection: close\r\n\r\n");
         let mut bytes = head.into_bytes();
@@ -112,7 +126,8 @@ impl HttpLink {
         on_sent: impl FnOnce() + Send,
     ) -> RpcEnd {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let bytes = self.encode("POST", jsonrpc::request(id, method, params).to_string().as_bytes());
+        let bytes =
+            self.encode("POST", jsonrpc::request(id, method, params).to_string().as_bytes(), Some((method, params)));
         let mut track = Track::default();
         let exchange = self.exchange(&bytes, id, method == "initialize", on_sent, &mut track);
         let result = match deadline {
@@ -197,7 +212,7 @@ impl HttpLink {
 
     /// POST a notification or a response; the server answers 202.
     async fn post_message(&self, msg: &Value, limit: Duration) -> Result<(), String> {
-        let bytes = self.encode("POST", msg.to_string().as_bytes());
+        let bytes = self.encode("POST", msg.to_string().as_bytes(), None);
         let mut track = Track::default();
         let tls = Arc::clone(&self.tls);
         let exchange = wire::exchange(&self.target, &tls, &bytes, false, 64 * 1024, || {}, &mut track);
@@ -219,7 +234,7 @@ impl HttpLink {
         if self.session_id().is_none() {
             return;
         }
-        let bytes = self.encode("DELETE", &[]);
+        let bytes = self.encode("DELETE", &[], None);
         let mut track = Track::default();
         let exchange = wire::exchange(&self.target, &self.tls, &bytes, false, 4096, || {}, &mut track);
         let _ = tokio::time::timeout(limit, exchange).await;

@@ -1,6 +1,10 @@
-//! MCP tasks (2025-11-25): a task-augmented `tools/call` is answered at once
-//! with a task; we poll `tasks/get` until it ends, then fetch its answer
-//! with `tasks/result`. `tasks/cancel` stops one.
+//! MCP tasks. 2025-11-25: a task-augmented `tools/call` is answered at
+//! once with a task; we poll `tasks/get` until it ends, then fetch its
+//! answer with `tasks/result`. 2026-07-28 (the `io.modelcontextprotocol/tasks`
+//! extension): the server answers a task on its own (`resultType: "task"`),
+//! `tasks/get` carries the result (or error) once the task ended, there is
+//! no `tasks/result`. `tasks/cancel` asks to stop one (2026-07-28: only
+//! acknowledged).
 
 use std::time::{Duration, Instant};
 
@@ -69,6 +73,9 @@ pub(crate) struct TaskState {
     pub status: Status,
     pub poll_ms: Option<u64>,
     pub message: Option<String>,
+    /// The task object as the server gave it (2026-07-28: with its
+    /// `result`, `error` or `inputRequests`).
+    pub detail: Value,
 }
 
 impl TaskState {
@@ -78,9 +85,28 @@ impl TaskState {
         Some(TaskState {
             id: id.to_string(),
             status: Status::parse(v.get("status")?.as_str()?),
-            poll_ms: v.get("pollInterval").and_then(Value::as_u64),
+            poll_ms: v.get("pollInterval").or_else(|| v.get("pollIntervalMs")).and_then(Value::as_u64),
             message: v.get("statusMessage").and_then(Value::as_str).map(str::to_string),
+            detail: v.clone(),
         })
+    }
+
+    /// A 2026-07-28 task's answer, from what `tasks/get` carried: a
+    /// completed task's `result`, a failed one's `error`; a cancelled one
+    /// answers nothing (its receipt gets the forced error). `None` while
+    /// it has none.
+    pub fn inline_answer(&self) -> Option<Answer> {
+        match self.status {
+            Status::Completed => Some(Answer::Message(json!({"result": self.detail.get("result")?}))),
+            Status::Failed => Some(Answer::Message(json!({"error": self.detail.get("error")?}))),
+            Status::Cancelled => Some(Answer::Message(json!({"result": {"content": [], "isError": true}}))),
+            // The task waits for input: its questions, as a multi round-trip
+            // answer would carry them.
+            Status::InputRequired => Some(Answer::Message(json!({"result": {
+                "resultType": "input_required",
+                "inputRequests": self.detail.get("inputRequests").cloned().unwrap_or(Value::Null)}}))),
+            _ => None,
+        }
     }
 
     pub fn describe(&self) -> String {
@@ -190,12 +216,26 @@ pub(crate) async fn fetch_result(link: &Link, task_id: &str, deadline: Option<In
     link.request("tasks/result", &json!({"taskId": task_id}), deadline, || {}).await
 }
 
-/// `tasks/cancel`: `Ok(state the server reports)` or why not.
-pub(crate) async fn cancel(link: &Link, task_id: &str) -> Result<TaskState, String> {
+/// A task's answer once it ended: 2026-07-28 from what `tasks/get`
+/// carried, 2025-11-25 by `tasks/result`.
+pub(crate) async fn answer(link: &Link, state: &TaskState, deadline: Option<Instant>) -> RpcEnd {
+    if !link.modern() {
+        return fetch_result(link, &state.id, deadline).await;
+    }
+    match state.inline_answer() {
+        Some(a) => RpcEnd::Answer(a),
+        None => RpcEnd::Lost(format!("{} without its result or error in tasks/get", state.describe())),
+    }
+}
+
+/// `tasks/cancel`: `Ok(Some(state))` the server reports, `Ok(None)` when
+/// it only acknowledged (2026-07-28), or why not.
+pub(crate) async fn cancel(link: &Link, task_id: &str) -> Result<Option<TaskState>, String> {
     let by = Instant::now() + CANCEL_TIMEOUT;
     match link.request("tasks/cancel", &json!({"taskId": task_id}), Some(by), || {}).await {
-        RpcEnd::Answer(a) => match a.result().and_then(TaskState::parse) {
-            Some(s) => Ok(s),
+        RpcEnd::Answer(a) => match a.result() {
+            Some(r) if link.modern() => Ok(TaskState::parse(r)),
+            Some(r) => TaskState::parse(r).map(Some).ok_or_else(|| format!("tasks/cancel {task_id}: malformed task")),
             None => Err(format!("tasks/cancel {task_id}: {}", end_text_of(&a))),
         },
         other => Err(format!("tasks/cancel {task_id}: {}", end_text(&other))),
@@ -229,6 +269,16 @@ mod tests {
         assert!(!odd.status.answerable());
         let ok = Answer::Message(json!({"result": {"content": []}}));
         let err = Answer::Message(json!({"result": {"content": [], "isError": true}}));
+        // 2026-07-28: tasks/get carries the end.
+        let done = TaskState::parse(&json!({"taskId": "t", "status": "completed", "pollIntervalMs": 5000,
+                                            "result": {"content": []}}))
+        .unwrap();
+        assert_eq!(done.poll_ms, Some(5000));
+        assert_eq!(done.inline_answer(), Some(Answer::Message(json!({"result": {"content": []}}))));
+        let failed = TaskState::parse(&json!({"taskId": "t", "status": "failed", "error": {"code": -1}})).unwrap();
+        assert_eq!(failed.inline_answer().unwrap().refusal().unwrap(), "JSON-RPC error -1: ");
+        let bare = TaskState::parse(&json!({"taskId": "t", "status": "completed"})).unwrap();
+        assert_eq!(bare.inline_answer(), None, "no result: no answer");
         let mut s = t.clone();
         s.status = Status::Completed;
         assert_eq!(s.forced_error(&ok), None);

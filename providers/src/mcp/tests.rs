@@ -11,23 +11,23 @@ use serde_json::{json, Value};
 use super::*;
 use crate::{Decider, LostReason, McpReceipt, NotDispatchedKind, Observation, Progress, Receipt, Verdict};
 
-fn fixture() -> String {
+pub(super) fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/server.py").to_string_lossy().into_owned()
 }
 
-struct Env {
-    dir: tempfile::TempDir,
-    log: PathBuf,
+pub(super) struct Env {
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
 }
 
-fn env() -> Env {
+pub(super) fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("deliveries.jsonl");
     Env { dir, log }
 }
 
 impl Env {
-    fn command(&self, flags: &[&str]) -> Vec<String> {
+    pub(super) fn command(&self, flags: &[&str]) -> Vec<String> {
         let mut command =
             vec!["python3".to_string(), fixture(), "--log".into(), self.log.to_string_lossy().into_owned()];
         command.extend(flags.iter().map(|f| f.to_string()));
@@ -38,7 +38,7 @@ impl Env {
         McpProvider::stdio(self.command(flags), Some("operation_status".into()))
     }
 
-    fn call(&self, tool: &str, arguments: Value) -> Call {
+    pub(super) fn call(&self, tool: &str, arguments: Value) -> Call {
         Call {
             operation_id: "op-7".into(),
             try_no: 2,
@@ -53,7 +53,7 @@ impl Env {
         }
     }
 
-    fn deliveries(&self) -> Vec<Value> {
+    pub(super) fn deliveries(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -63,7 +63,7 @@ impl Env {
     }
 }
 
-async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
+pub(super) async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
     let (tx, mut rx) = crate::progress_channel();
     let o = p.dispatch(c, tx).await;
     let mut seen = Vec::new();
@@ -73,7 +73,7 @@ async fn go(p: &McpProvider, c: &Call) -> (Outcome, Vec<Progress>) {
     (o, seen)
 }
 
-fn receipt(o: Outcome) -> McpReceipt {
+pub(super) fn receipt(o: Outcome) -> McpReceipt {
     match o {
         Outcome::Received(Receipt::Mcp(r)) => r,
         other => panic!("expected an MCP receipt, got {other:?}"),
@@ -154,9 +154,53 @@ async fn is_error_and_rpc_error_become_tool_error() {
     let r = receipt(go(&p, &e.call("fail", json!({"template": "x"}))).await.0);
     assert_eq!(r.tool_error.as_deref(), Some("cannot render: template `x` not found"));
     assert!(r.result.text.contains("\"isError\":true"), "{}", r.result.text);
-    let r = receipt(go(&p, &e.call("no_such_tool", json!({}))).await.0);
-    assert_eq!(r.tool_error.as_deref(), Some("JSON-RPC error -32602: unknown tool: no_such_tool"));
+    // A tool the server does not list is never called.
+    match go(&p, &e.call("no_such_tool", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => {
+            assert_eq!(nd.kind, NotDispatchedKind::BadRequest);
+            assert!(nd.message.contains("does not offer tool `no_such_tool`"), "{}", nd.message);
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(e.deliveries().is_empty());
+}
+
+/// Issue 24 item 8, in the provider: no `tools/call` without the server's
+/// inventory, and none to another server that came up behind the same
+/// command after the first one died.
+#[tokio::test]
+async fn no_call_without_an_inventory_nor_to_another_server_after_a_restart() {
+    let e = env();
+    let p = e.provider(&["--fail-tools-list"]);
+    match go(&p, &e.call("render", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => assert!(nd.message.contains("inventory unavailable"), "{}", nd.message),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.deliveries().is_empty(), "nothing called");
+
+    // Each start of this command is a new version of the server.
+    let count = e.dir.path().join("starts");
+    let script = format!(
+        r#"n=$(cat "{0}" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "{0}"; MCP_SERVER_VERSION=$n exec "$@""#,
+        count.display()
+    );
+    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
+    command.extend(e.command(&[]));
+    let p = McpProvider::stdio(command, None);
+    let inv = p.list_tools(&e.call("render", json!({}))).unwrap().await.unwrap();
+    assert_eq!(inv.server, Some(crate::ServerInfo { name: "engine-mcp-fixture".into(), version: "1".into() }));
+    assert_eq!(inv.protocol, "2025-11-25");
+    assert!(inv.tools.iter().any(|t| t.name == "render"));
+    let (o, _) = go(&p, &e.call("crash", json!({}))).await;
+    assert!(matches!(o, Outcome::Lost { .. }), "{o:?}");
+    match go(&p, &e.call("render", json!({}))).await.0 {
+        Outcome::NotDispatched(nd) => {
+            assert!(nd.message.contains("engine-mcp-fixture 1 then, engine-mcp-fixture 2 now"), "{}", nd.message)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.server_starts(), 2);
+    assert_eq!(e.deliveries().len(), 1, "only the crash's effect");
 }
 
 #[tokio::test]
@@ -343,12 +387,14 @@ async fn observe_by_the_old_tool_and_by_a_read_back_rule() {
 #[tokio::test]
 async fn over_long_answer_is_truncated_and_recorded() {
     let e = env();
-    let mut c = e.call("fail", json!({"template": "x".repeat(5000)}));
-    c.output_bytes_max = 1000;
+    // The bound is above the server's tools/list answer (read on the same
+    // link, under the same line bound, before any call).
+    let mut c = e.call("fail", json!({"template": "x".repeat(20000)}));
+    c.output_bytes_max = 4000;
     let r = receipt(go(&e.provider(&[]), &c).await.0);
-    assert!(r.result.truncated && r.result.total_bytes > 5000, "{:?}", r.result.total_bytes);
-    assert_eq!(r.result.text.len(), 1000);
-    assert!(r.tool_error.unwrap().contains("over the 1000-byte bound"));
+    assert!(r.result.truncated && r.result.total_bytes > 20000, "{:?}", r.result.total_bytes);
+    assert_eq!(r.result.text.len(), 4000);
+    assert!(r.tool_error.unwrap().contains("over the 4000-byte bound"));
 }
 
 #[tokio::test]
@@ -438,7 +484,7 @@ async fn task_failure_deadline_cancel_and_unknown_handles() {
 }
 
 /// Start a task call and return its handle (the call goes on in the background).
-async fn go_until_handle(p: &McpProvider, c: &Call) -> Handle {
+pub(super) async fn go_until_handle(p: &McpProvider, c: &Call) -> Handle {
     let (tx, mut rx) = crate::progress_channel();
     let mut fut = p.dispatch(c, tx);
     loop {

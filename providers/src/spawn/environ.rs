@@ -4,7 +4,7 @@
 //! Building it per process from `std::env::vars_os()` (a copy of every
 //! variable, a sorted map, a C string each) was about 0.1 M instructions
 //! per provider process, a tenth of the engine thread's work for a `true`
-//! task (README, "Performance"). The engine never changes its own
+//! task (bench/README.md, "The performance log"). The engine never changes its own
 //! environment while it runs, so it is read at the first spawn, its
 //! `ENGINE_*` variables dropped (a provider never sees them: the store's
 //! location above all), and kept as the C strings `execve` takes; a spawn

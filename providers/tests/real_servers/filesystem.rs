@@ -134,7 +134,11 @@ async fn list_tools_names_every_tool_with_its_input_schema() {
     let ws = dir.path().canonicalize().unwrap();
     let p = provider(&ws);
     let listing = call(&ws, "tools/list", json!({}));
-    let tools = p.list_tools(&listing).expect("an MCP provider has an inventory").await.unwrap();
+    let inventory = p.list_tools(&listing).expect("an MCP provider has an inventory").await.unwrap();
+    let server = inventory.server.as_ref().expect("the server says who it is");
+    assert!(server.name.contains("filesystem"), "{server:?}");
+    assert!(!server.version.is_empty(), "{server:?}");
+    let tools = inventory.tools.clone();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for want in ["read_text_file", "write_file", "list_directory"] {
         assert!(names.contains(&want), "{want} in {names:?}");
@@ -146,7 +150,7 @@ async fn list_tools_names_every_tool_with_its_input_schema() {
     assert_eq!(write_tool.input_schema["type"], "object", "{}", write_tool.input_schema);
     assert!(write_tool.input_schema["properties"]["path"].is_object(), "{}", write_tool.input_schema);
     // Listed once per server start: asking again is the same, no new start.
-    assert_eq!(p.list_tools(&listing).unwrap().await.unwrap(), tools);
+    assert_eq!(p.list_tools(&listing).unwrap().await.unwrap(), inventory);
     receipt(go(&p, &write(&ws, "op-a", "hello op-a")).await.0);
     assert_eq!(p.server_starts(), 1);
     // A command provider has no inventory.

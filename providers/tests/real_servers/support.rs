@@ -14,30 +14,14 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `dist/index.js` of a pinned `@modelcontextprotocol/<package>`, after
-/// checking that Node.js runs and the installed version is the pinned one.
+/// `dist/index.js` of a pinned `@modelcontextprotocol/<package>`; fails
+/// (never skips) saying exactly what to run when it is missing.
 pub fn node_server(package: &str) -> PathBuf {
-    let how = "install Node.js (20 or later) and run .ci/install-node-fixtures";
-    let node = std::process::Command::new("node").arg("--version").output();
-    match node {
-        Ok(out) if out.status.success() => {}
-        _ => panic!("Node.js is not installed, and these tests drive the official MCP servers with it: {how}"),
-    }
-    let pins: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo().join("fixtures/node/package.json")).unwrap()).unwrap();
-    let name = format!("@modelcontextprotocol/{package}");
-    let pinned = pins["dependencies"][&name].as_str().unwrap().to_string();
-    let dir = repo().join("fixtures/node/node_modules").join(&name);
-    let installed: Option<String> = std::fs::read_to_string(dir.join("package.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| v["version"].as_str().map(str::to_string));
-    match installed {
-        Some(v) if v == pinned => dir.join("dist/index.js"),
-        Some(v) => panic!("{name} {v} is installed in fixtures/node, but {pinned} is pinned: {how}"),
-        None => panic!("{name} {pinned} is not installed in fixtures/node: {how}"),
-    }
+    node::node_server(&repo(), package)
 }
+
+#[path = "../../../tests/support/node.rs"]
+mod node;
 
 pub fn call(workspace: &Path, operation_id: &str, request: Value) -> Call {
     Call {

@@ -12,12 +12,18 @@ use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
-use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
+use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::Handle;
 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, protected_at_intent, sandbox, handle, handle_at_ms";
+
+/// The operations with an `effect_unknown` attempt, and those with an
+/// attempt between intent and receipt (`engine stores`).
+const UNKNOWN_OPERATIONS: &str = "SELECT COUNT(DISTINCT operation_id) FROM attempts WHERE state = 'effect_unknown'";
+const IN_DOUBT_OPERATIONS: &str =
+    "SELECT COUNT(DISTINCT operation_id) FROM attempts WHERE state IN ('intent_recorded', 'dispatched')";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<Vec<T>> {
@@ -205,6 +211,11 @@ impl AttemptsRead for PgSql<'_> {
             .v("SELECT COUNT(*) FROM attempts WHERE goal_id = $1 AND state = 'effect_unknown'", p![goal.clone()])?
             .unwrap_or(0);
         Ok(n.max(0) as u64)
+    }
+
+    fn unsettled_operations(&self) -> Result<Unsettled> {
+        let count = |sql: &str| -> Result<u64> { Ok(self.v::<i64>(sql, p![])?.unwrap_or(0).max(0) as u64) };
+        Ok(Unsettled { unknown: count(UNKNOWN_OPERATIONS)?, in_doubt: count(IN_DOUBT_OPERATIONS)? })
     }
 
     fn left_processes(&self) -> Result<Vec<LeftProcess>> {

@@ -10,13 +10,19 @@ use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
-use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent};
+use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::sandbox::Status;
 use providers::Handle;
 
 const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent, handle, handle_at_ms";
+
+/// The operations with an `effect_unknown` attempt, and those with an
+/// attempt between intent and receipt (`engine stores`).
+const UNKNOWN_OPERATIONS: &str = "SELECT COUNT(DISTINCT operation_id) FROM attempts WHERE state = 'effect_unknown'";
+const IN_DOUBT_OPERATIONS: &str =
+    "SELECT COUNT(DISTINCT operation_id) FROM attempts WHERE state IN ('intent_recorded', 'dispatched')";
 
 /// A JSON array of ids (a column of the classification).
 fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Vec<T>> {
@@ -275,6 +281,14 @@ impl AttemptsRead for Sql<'_> {
             |r| r.get(0),
         )?;
         Ok(n.max(0) as u64)
+    }
+
+    fn unsettled_operations(&self) -> Result<Unsettled> {
+        let count = |sql: &str| -> Result<u64> {
+            let n: i64 = qrow(self.conn, sql, [], |r| r.get(0))?;
+            Ok(n.max(0) as u64)
+        };
+        Ok(Unsettled { unknown: count(UNKNOWN_OPERATIONS)?, in_doubt: count(IN_DOUBT_OPERATIONS)? })
     }
 
     fn left_processes(&self) -> Result<Vec<LeftProcess>> {

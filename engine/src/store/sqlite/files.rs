@@ -8,6 +8,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{is_no_room, Code, Error, Result};
+use crate::store::access::{self, current_uid, Kind};
 
 /// The mark's name beside the store (`engine.db.mark`).
 pub const MARK_SUFFIX: &str = ".mark";
@@ -49,7 +50,7 @@ impl StoreFiles {
         if std::fs::symlink_metadata(&self.dir).is_err() {
             DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(access::FOLDER_MODE)
                 .create(&self.dir)
                 .map_err(|e| io_error(e, &self.dir, "cannot create store folder"))?;
         }
@@ -87,7 +88,7 @@ impl StoreFiles {
         for suffix in SQLITE_SIDE {
             let side = self.side(suffix);
             if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file()) {
-                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600));
+                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(access::FILE_MODE));
             }
         }
     }
@@ -111,11 +112,6 @@ pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
     Error::new(code, format!("{what}: {e}")).at(path.display().to_string())
 }
 
-fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
 pub fn check_owned_dir(dir: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
@@ -127,30 +123,16 @@ pub fn check_owned_dir(dir: &Path) -> Result<()> {
         return Err(Error::usage(format!("the store folder is owned by uid {}, not by you; refused", meta.uid()))
             .at(dir.display().to_string()));
     }
-    if meta.mode() & 0o077 != 0 && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR) {
-        // Our own folder: repair group/other bits rather than leave it open.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if access::opened_up(meta.mode()) && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR) {
+        // Our own folder: repair group/other bits rather than leave it open
+        // (a folder `--store` names may be anyone's: left as it is).
+        access::owner_only(dir, Kind::Folder)?;
     }
     Ok(())
 }
 
 pub fn check_owned_file(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| Error::internal(format!("cannot inspect store: {e}")).at(path.display().to_string()))?;
-    if meta.file_type().is_symlink() {
-        return Err(Error::usage("the store is a symlink; refused").at(path.display().to_string()));
-    }
-    if !meta.file_type().is_file() {
-        return Err(Error::usage("the store is not a regular file").at(path.display().to_string()));
-    }
-    if meta.uid() != current_uid() {
-        return Err(Error::usage(format!("the store is owned by uid {}, not by you; refused", meta.uid()))
-            .at(path.display().to_string()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
+    access::owner_only(path, Kind::File)
 }
 
 /// Is process `pid` alive (a temporary file's maker, say)?

@@ -46,7 +46,7 @@ pub fn judge(mark: Option<&Mark>, facts: &Facts, file_now: Option<&Fingerprint>)
         }
         return Err(format!(
             "the store's mark file is missing: the store holds {} commits, and without the mark the engine cannot \
-             tell whether it lost any (see \"A damaged store\" in the README)",
+             tell whether it lost any (see \"A damaged store\" in docs/store.md)",
             facts.commits
         ));
     };
@@ -125,7 +125,7 @@ pub fn missing_store(files: &StoreFiles, mark: &Mark) -> Error {
         Code::StoreCorrupt,
         format!(
             "the store file is missing, but its mark ({}) records commit {} of store {}: it is not made again, \
-             since a new store would forget what was sent (see \"A damaged store\" in the README)",
+             since a new store would forget what was sent (see \"A damaged store\" in docs/store.md)",
             files.mark.display(),
             mark.commits,
             mark.store_id
