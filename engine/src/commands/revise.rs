@@ -6,7 +6,7 @@
 //! reason) before anything runs, and the table is shown.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -22,11 +22,13 @@ use crate::decide::reuse::{self, Candidate, Decision};
 use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
+use crate::plan::model::People;
 use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::state::{GoalState, TaskState};
 use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
+use crate::store::access;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
 use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
@@ -39,6 +41,9 @@ pub struct ReviseRequest {
     pub jobs: usize,
     /// Budgets a person raises with this revision (`--raise NAME=VALUE`).
     pub raises: Vec<Raise>,
+    /// `--people`: the store's owner changes `people` though the lists in
+    /// force do not name them (`permitted` checked who they are).
+    pub as_store_owner: bool,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
 }
@@ -78,14 +83,51 @@ pub struct ReviseReport {
 }
 
 /// May `person` record this revision? Only one the lists in force allow
-/// may change who may act (`people`).
-pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person) -> Result<()> {
+/// may change who may act (`people`) — or, with `--people`, the owner of
+/// the store at `owner_of` (`Some` only then): the way out when everyone
+/// the lists name is gone.
+pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person, owner_of: Option<&Path>) -> Result<()> {
     let goal_id = GoalId::new(&plan.goal().id);
     if read.goal(&goal_id)?.is_none() {
-        return Ok(());
+        return match owner_of {
+            Some(_) => Err(Error::usage(format!(
+                "goal `{goal_id}` is not in this store: --people changes a recorded goal's `people`"
+            ))),
+            None => Ok(()),
+        };
     }
     let now = super::active_plan(read, &goal_id)?.people;
-    people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user).map_err(super::not_permitted)
+    let next = plan.file.people.as_ref();
+    let Some(store) = owner_of else {
+        return people::may_change(now.as_ref(), next, &person.user).map_err(|r| {
+            let e = super::not_permitted(r);
+            Error { message: format!("{}; if everyone it names is gone, the store's owner may make this change with `engine revise PLAN --people --reason WHY`", e.message), ..e }
+        });
+    };
+    if crate::store::is_shared(store) {
+        return Err(Error::usage(
+            "--people is the way out of a SQLite store, whose owner is its folder's; on PostgreSQL, revise `people` as someone the lists in force name",
+        )
+        .at("--people"));
+    }
+    let owner = access::store_owner(store)?;
+    if person.uid != owner {
+        let name = crate::os::user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
+        return Err(Error::new(
+            Code::NotPermitted,
+            format!(
+                "user `{}` may not revise `people` with --people: only the store's owner ({name}, uid {owner}, who owns {}) may; nothing was recorded",
+                person.user,
+                store.parent().unwrap_or(store).display()
+            ),
+        )
+        .at("--people"));
+    }
+    if !people::changes(now.as_ref(), next) {
+        return Err(Error::usage("--people: the plan's `people` is the same as the active revision's; nothing to change")
+            .at("$.people"));
+    }
+    Ok(())
 }
 
 /// Record revision n+1 of the plan's goal (with the person's request and
@@ -186,8 +228,9 @@ fn record_new_revision(
     let raises = &report.raised;
     ledger.write(Durability::Full, |tx| {
         record_raises(tx, &g.id, revision, raises, &req.reason, person)?;
-        record(tx, plan, &new, (goal_changed, person), &decisions, &dirty)?;
-        record_ask(tx, &new, person)?;
+        record(tx, plan, &new, (goal_changed, person, req.as_store_owner), &decisions, &dirty)?;
+        let by_owner = req.as_store_owner.then(|| (prev_file.people.as_ref(), plan.file.people.as_ref()));
+        record_ask(tx, &new, person, by_owner)?;
         match request_id {
             Some(r) => tx.insert_request_id(r),
             None => Ok(()),
@@ -198,9 +241,19 @@ fn record_new_revision(
     Ok(())
 }
 
-/// The person's request for the revision, on the act chain.
-fn record_ask(tx: &mut dyn LedgerTx, new: &NewRevision, person: &Person) -> Result<()> {
-    let said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest});
+/// The person's request for the revision, on the act chain; `by_owner`:
+/// the `people` lists before and after, when the store's owner changed
+/// them with `--people` (so the chain says who used the way out, and why).
+fn record_ask(
+    tx: &mut dyn LedgerTx,
+    new: &NewRevision,
+    person: &Person,
+    by_owner: Option<(Option<&People>, Option<&People>)>,
+) -> Result<()> {
+    let mut said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest});
+    if let Some((from, to)) = by_owner {
+        said["people_by_store_owner"] = json!({"from": from, "to": to});
+    }
     let ask = NewAsk {
         kind: AskKind::Revise,
         goal_id: new.goal_id,
@@ -281,7 +334,7 @@ fn record(
     tx: &mut dyn LedgerTx,
     plan: &Plan,
     new: &NewRevision,
-    (goal_changed, person): (bool, &Person),
+    (goal_changed, person, by_owner): (bool, &Person, bool),
     decisions: &[TaskDecision],
     dirty: &[FileState],
 ) -> Result<()> {
@@ -301,6 +354,7 @@ fn record(
         "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
         "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
         "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
+        "people_by_store_owner": by_owner,
     });
     let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
     tx.put_file_states(dirty)?;

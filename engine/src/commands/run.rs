@@ -5,20 +5,36 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::register;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
-use crate::store::location::Location;
+use crate::store::access;
+use crate::store::location::{Chosen, Location};
 use crate::store::Store;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
     pub workspace: Option<PathBuf>,
     pub store: Option<PathBuf>,
+    /// `--store-group`: share the store with this OS group (its owner's
+    /// explicit choice; `store::access::share`).
+    pub store_group: Option<String>,
     pub jobs: usize,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
+}
+
+/// Share the store at `at` with `group`: only a store at a path a person
+/// chose (the state folder stays its owner's alone), only a file store.
+fn share(at: &Location, group: &str) -> Result<()> {
+    if at.shared() || matches!(at.chosen, Chosen::Default { .. }) {
+        return Err(Error::usage(
+            "--store-group shares a store file at a path you choose: pass --store PATH (or ENGINE_STORE) outside the state folder, which stays yours alone; a PostgreSQL store's access is the database's",
+        )
+        .at(format!("--store-group {group}")));
+    }
+    access::share(&at.path, group).map(|_| ())
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
@@ -32,6 +48,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     // The store's place and the sandbox first: a store a provider could
     // write is refused before it is made.
     let at = super::store_for_plan(opts.store.as_deref(), &plan, true)?;
+    if let Some(group) = &opts.store_group {
+        share(&at, group)?;
+    }
     let store_path = at.path;
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).

@@ -7,18 +7,40 @@
 //! symlink, is refused (nothing is read or written through it).
 //!
 //! The one place this rule lives: every check of a store's folder or file
-//! mode calls [`owner_only`], so a store shared by a group of users changes
-//! the rule here, once.
+//! mode calls [`owner_only`] or [`check`].
+//!
+//! The one exception is explicit: a store its owner shares with a named
+//! group (`engine run PLAN --store PATH --store-group NAME`, recorded in the
+//! file `<store>.group` beside it, which only the folder's owner may write).
+//! Then the folder is that group's, setgid, 2770, and every file 0660 of
+//! that group, so each member's engine can read and write it, and no one
+//! outside the group can. Such a store lives at a path a person chose:
+//! the state folder of the default stores stays its owner's alone.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::os::{self, Group};
 
 /// The mode of a store's folders (the stores' root included).
 pub const FOLDER_MODE: u32 = 0o700;
 /// The mode of a store's files.
 pub const FILE_MODE: u32 = 0o600;
+
+/// The mode of a group store's folders: the group's, setgid (so every
+/// file made in it is the group's too).
+pub const GROUP_FOLDER_MODE: u32 = 0o2770;
+/// The mode of a group store's files.
+pub const GROUP_FILE_MODE: u32 = 0o660;
+/// The mode of the file naming a store's group: its owner writes it.
+const GROUP_RECORD_MODE: u32 = 0o640;
+
+/// Beside a store: the name of the group it is shared with.
+pub const GROUP_SUFFIX: &str = ".group";
 
 /// What a path of a store is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +54,13 @@ impl Kind {
         match self {
             Kind::Folder => FOLDER_MODE,
             Kind::File => FILE_MODE,
+        }
+    }
+
+    fn group_mode(self) -> u32 {
+        match self {
+            Kind::Folder => GROUP_FOLDER_MODE,
+            Kind::File => GROUP_FILE_MODE,
         }
     }
 
@@ -50,8 +79,214 @@ pub fn opened_up(mode: u32) -> bool {
 
 /// The user this engine runs as.
 pub fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
+    os::uid()
+}
+
+/// Who a store is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sharing {
+    /// Its owner alone (the default): folders 0700, files 0600.
+    Owner,
+    /// Its owner and the members of a group, by the owner's choice.
+    Group(Group),
+}
+
+impl Sharing {
+    /// The sharing of the store file `db`: its `<db>.group` file, if there
+    /// is one. That file must be a regular file the store folder's owner
+    /// owns and no one else may write, naming a group the system knows;
+    /// and this user must be in that group (or root) to use the store.
+    pub fn of(db: &Path) -> Result<Sharing> {
+        let record = group_record(db);
+        let place = || record.display().to_string();
+        let meta = match std::fs::symlink_metadata(&record) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Sharing::Owner),
+            Err(e) => return Err(Error::usage(format!("cannot inspect the store's group file: {e}")).at(place())),
+        };
+        let folder_owner = folder_of(db).and_then(|d| std::fs::metadata(d).ok()).map(|m| m.uid());
+        if !meta.file_type().is_file() || meta.mode() & 0o022 != 0 || Some(meta.uid()) != folder_owner {
+            return Err(Error::usage(
+                "the store's group file must be a regular file of the folder's owner that no one else may write; refused",
+            )
+            .at(place()));
+        }
+        let text = std::fs::read_to_string(&record)
+            .map_err(|e| Error::usage(format!("cannot read the store's group file: {e}")).at(place()))?;
+        let name = text.trim();
+        let group = os::group_named(name).ok_or_else(|| {
+            Error::usage(format!("the store is shared with group `{name}`, which this system does not know"))
+                .at(place())
+        })?;
+        if current_uid() != 0 && !os::groups().contains(&group.gid) {
+            let user = os::user_name(current_uid()).unwrap_or_else(|| format!("uid {}", current_uid()));
+            return Err(Error::usage(format!(
+                "the store is shared with group `{}` and {user} is not in it: ask its owner to add you (usermod -aG {} {user}), then log in again",
+                group.name, group.name
+            ))
+            .at(place()));
+        }
+        Ok(Sharing::Group(group))
+    }
+}
+
+/// The file naming the group a store is shared with: `<db>.group`.
+pub fn group_record(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(GROUP_SUFFIX);
+    PathBuf::from(s)
+}
+
+fn folder_of(db: &Path) -> Option<&Path> {
+    db.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+}
+
+/// The uid that owns the store at `db`: its folder's owner (who chose
+/// where it lives, and who alone may share it).
+pub fn store_owner(db: &Path) -> Result<u32> {
+    let dir = folder_of(db).unwrap_or(Path::new("/"));
+    std::fs::symlink_metadata(dir)
+        .map(|m| m.uid())
+        .map_err(|e| Error::usage(format!("cannot inspect the store's folder: {e}")).at(dir.display().to_string()))
+}
+
+/// Share the store at `db` (an explicit path) with the group `name`, as
+/// its owner: the folder is made if missing, the group recorded beside
+/// the store, and the folder opened to the group (each file follows when
+/// the store is opened). A store already shared with another group, or a
+/// folder someone else owns, is refused.
+pub fn share(db: &Path, name: &str) -> Result<Group> {
+    let flag = || format!("--store-group {name}");
+    let group = os::group_named(name)
+        .ok_or_else(|| Error::usage(format!("no group `{name}` on this system (groupadd {name})")).at(flag()))?;
+    if current_uid() != 0 && !os::groups().contains(&group.gid) {
+        return Err(Error::usage(format!(
+            "you are not in group `{name}`: a store can be shared only with a group of its owner"
+        ))
+        .at(flag()));
+    }
+    let dir = folder_of(db).unwrap_or(Path::new("/")).to_path_buf();
+    if std::fs::symlink_metadata(&dir).is_err() {
+        std::fs::DirBuilder::new().recursive(true).mode(FOLDER_MODE).create(&dir).map_err(|e| {
+            Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string())
+        })?;
+    }
+    if store_owner(db)? != current_uid() {
+        return Err(Error::usage("only the store folder's owner may share the store with a group")
+            .at(dir.display().to_string()));
+    }
+    let record = group_record(db);
+    match Sharing::of(db) {
+        Ok(Sharing::Group(g)) if g.gid == group.gid => {}
+        Ok(Sharing::Group(g)) => {
+            return Err(Error::usage(format!(
+                "the store is shared with group `{}` already; to change it, remove {} first",
+                g.name,
+                record.display()
+            ))
+            .at(flag()))
+        }
+        Ok(Sharing::Owner) => write_record(&record, &group)?,
+        Err(e) => return Err(e),
+    }
+    let sharing = Sharing::Group(group.clone());
+    check(&dir, Kind::Folder, &sharing)?;
+    Ok(group)
+}
+
+/// `<db>.group`, written whole under a temporary name and renamed into
+/// place: the group's name, readable by the group, written by its owner.
+fn write_record(record: &Path, group: &Group) -> Result<()> {
+    let failed = |e: std::io::Error| {
+        Error::usage(format!("cannot record the store's group: {e}")).at(record.display().to_string())
+    };
+    let mut tmp = record.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(format!("{}\n", group.name).as_bytes())?;
+        chown_group(&tmp, group.gid)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(GROUP_RECORD_MODE))?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, record)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    written.map_err(failed)
+}
+
+/// `path`'s group set to `gid` (its owner unchanged), never through a symlink.
+fn chown_group(path: &Path, gid: u32) -> std::io::Result<()> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: a NUL-terminated path that outlives the call; uid -1 keeps the owner.
+    let rc = unsafe { libc::lchown(c.as_ptr(), u32::MAX, gid) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `path` (a store's `kind` of path, which exists) kept as `sharing` says:
+/// [`owner_only`] for a store of its owner alone; for a group store, the
+/// group's and open to no one else — a path of ours is set so, another
+/// member's that is not is refused naming it (its owner's next command
+/// sets it).
+pub fn check(path: &Path, kind: Kind, sharing: &Sharing) -> Result<()> {
+    let group = match sharing {
+        Sharing::Owner => return owner_only(path, kind),
+        Sharing::Group(g) => g,
+    };
+    let place = || path.display().to_string();
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Error::usage(format!("cannot inspect the store's {}: {e}", kind.word())).at(place()))?;
+    refuse_odd(&meta, kind).map_err(|e| e.at(place()))?;
+    let want = kind.group_mode();
+    let right = meta.gid() == group.gid && meta.mode() & 0o7777 == want;
+    if right {
+        return Ok(());
+    }
+    if meta.uid() != current_uid() {
+        return Err(Error::usage(format!(
+            "the store's {} is not shared with group `{}` (group {}, mode {:o}) and uid {} owns it: its owner's next command shares it",
+            kind.word(),
+            group.name,
+            meta.gid(),
+            meta.mode() & 0o7777,
+            meta.uid()
+        ))
+        .at(place()));
+    }
+    chown_group(path, group.gid)
+        .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(want)))
+        .map_err(|e| {
+            Error::usage(format!("cannot share the store's {} with group `{}` ({want:o}): {e}", kind.word(), group.name))
+                .at(place())
+        })
+}
+
+/// A symlink, or not the kind expected: refused (nothing is read or
+/// written through it).
+fn refuse_odd(meta: &std::fs::Metadata, kind: Kind) -> Result<()> {
+    if meta.file_type().is_symlink() {
+        return Err(Error::usage(format!(
+            "the store's {} is a symlink; refused (nothing is read or written through it)",
+            kind.word()
+        )));
+    }
+    let right_kind = match kind {
+        Kind::Folder => meta.is_dir(),
+        Kind::File => meta.is_file(),
+    };
+    if !right_kind {
+        return Err(Error::usage(format!("the store's {} is not a regular {}; refused", kind.word(), kind.word())));
+    }
+    Ok(())
 }
 
 /// `path` (a store's `kind` of path, which exists) is ours and readable
@@ -61,22 +296,7 @@ pub fn owner_only(path: &Path, kind: Kind) -> Result<()> {
     let place = || path.display().to_string();
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| Error::usage(format!("cannot inspect the store's {}: {e}", kind.word())).at(place()))?;
-    if meta.file_type().is_symlink() {
-        return Err(Error::usage(format!(
-            "the store's {} is a symlink; refused (nothing is read or written through it)",
-            kind.word()
-        ))
-        .at(place()));
-    }
-    let right_kind = match kind {
-        Kind::Folder => meta.is_dir(),
-        Kind::File => meta.is_file(),
-    };
-    if !right_kind {
-        return Err(
-            Error::usage(format!("the store's {} is not a regular {}; refused", kind.word(), kind.word())).at(place())
-        );
-    }
+    refuse_odd(&meta, kind).map_err(|e| e.at(place()))?;
     if meta.uid() != current_uid() {
         return Err(Error::usage(format!(
             "the store's {} is owned by uid {}, not by you; refused",

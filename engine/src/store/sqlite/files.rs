@@ -1,14 +1,15 @@
 //! The files a store is made of — the SQLite file, its `-wal`, `-shm` and
 //! `-journal`, and the mark (`mark.rs`) — and the checks every open makes on
-//! them before SQLite touches any: the folder and files are ours, private,
-//! and not symlinks.
+//! them before SQLite touches any: the folder and files are ours and
+//! private (or, for a store its owner shared with a group, that group's
+//! and no one else's: `access::Sharing`), and not symlinks.
 
 use std::fs::{DirBuilder, File};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{is_no_room, Code, Error, Result};
-use crate::store::access::{self, current_uid, Kind};
+use crate::store::access::{self, Kind, Sharing};
 
 /// The mark's name beside the store (`engine.db.mark`).
 pub const MARK_SUFFIX: &str = ".mark";
@@ -45,8 +46,13 @@ impl StoreFiles {
         self.db.display().to_string()
     }
 
+    /// Who the store is for (`access::Sharing::of`).
+    pub fn sharing(&self) -> Result<Sharing> {
+        Sharing::of(&self.db)
+    }
+
     /// Make the folder (0700) if it is missing, then check it.
-    pub fn make_dir(&self) -> Result<()> {
+    pub fn make_dir(&self, sharing: &Sharing) -> Result<()> {
         if std::fs::symlink_metadata(&self.dir).is_err() {
             DirBuilder::new()
                 .recursive(true)
@@ -54,12 +60,14 @@ impl StoreFiles {
                 .create(&self.dir)
                 .map_err(|e| io_error(e, &self.dir, "cannot create store folder"))?;
         }
-        check_owned_dir(&self.dir)
+        check_owned_dir(&self.dir, sharing)
     }
 
     /// A side file that is a symlink, or not a regular file, is refused
-    /// naming it, before SQLite opens (and follows) it.
-    pub fn refuse_odd_side_files(&self) -> Result<()> {
+    /// naming it, before SQLite opens (and follows) it; so is another
+    /// user's, unless the store is shared with a group (any member's
+    /// engine makes them then: `access::check` judges their group and mode).
+    pub fn refuse_odd_side_files(&self, sharing: &Sharing) -> Result<()> {
         let sides = SQLITE_SIDE.iter().map(|s| self.side(s)).chain([self.mark.clone()]);
         for side in sides {
             let Ok(meta) = std::fs::symlink_metadata(&side) else { continue };
@@ -72,23 +80,34 @@ impl StoreFiles {
                     Error::usage("a file of the store is not a regular file; refused").at(side.display().to_string())
                 );
             }
-            if meta.uid() != current_uid() {
-                return Err(Error::usage(format!(
-                    "a file of the store is owned by uid {}, not by you; refused",
-                    meta.uid()
-                ))
-                .at(side.display().to_string()));
+            match sharing {
+                Sharing::Owner if meta.uid() != access::current_uid() => {
+                    return Err(Error::usage(format!(
+                        "a file of the store is owned by uid {}, not by you; refused",
+                        meta.uid()
+                    ))
+                    .at(side.display().to_string()));
+                }
+                Sharing::Owner => {}
+                Sharing::Group(_) => access::check(&side, Kind::File, sharing)?,
             }
         }
         Ok(())
     }
 
-    /// SQLite gives `-wal`/`-shm` the store's mode; make sure of it.
-    pub fn tighten_side_files(&self) {
+    /// SQLite gives `-wal`/`-shm` the store's mode; make sure of it (a
+    /// group store's: the group's, 0660).
+    pub fn tighten_side_files(&self, sharing: &Sharing) {
         for suffix in SQLITE_SIDE {
             let side = self.side(suffix);
             if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file()) {
-                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(access::FILE_MODE));
+                let _ = match sharing {
+                    Sharing::Owner => {
+                        std::fs::set_permissions(&side, std::fs::Permissions::from_mode(access::FILE_MODE))
+                            .map_err(Error::from)
+                    }
+                    Sharing::Group(_) => access::check(&side, Kind::File, sharing),
+                };
             }
         }
     }
@@ -112,14 +131,17 @@ pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
     Error::new(code, format!("{what}: {e}")).at(path.display().to_string())
 }
 
-pub fn check_owned_dir(dir: &Path) -> Result<()> {
+pub fn check_owned_dir(dir: &Path, sharing: &Sharing) -> Result<()> {
+    if let Sharing::Group(_) = sharing {
+        return access::check(dir, Kind::Folder, sharing);
+    }
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
     if meta.file_type().is_symlink() {
         return Err(Error::usage("the store folder is a symlink; refused (point --store at the real folder)")
             .at(dir.display().to_string()));
     }
-    if meta.uid() != current_uid() {
+    if meta.uid() != access::current_uid() {
         return Err(Error::usage(format!("the store folder is owned by uid {}, not by you; refused", meta.uid()))
             .at(dir.display().to_string()));
     }
@@ -131,8 +153,8 @@ pub fn check_owned_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn check_owned_file(path: &Path) -> Result<()> {
-    access::owner_only(path, Kind::File)
+pub fn check_owned_file(path: &Path, sharing: &Sharing) -> Result<()> {
+    access::check(path, Kind::File, sharing)
 }
 
 /// Is process `pid` alive (a temporary file's maker, say)?

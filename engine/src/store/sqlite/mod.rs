@@ -63,13 +63,15 @@ pub(super) struct Db {
 impl Db {
     /// Open for writing, making the store (atomically, `create.rs`) if there
     /// is none — unless its mark says one existed: a lost store is refused,
-    /// never made again. The folder is 0700, the files 0600; symlinks and
-    /// other users' files are refused.
+    /// never made again. The folder is 0700, the files 0600 (a store shared
+    /// with a group: 2770 and 0660, that group's); symlinks and other
+    /// users' files are refused.
     pub fn open_rw(path: &Path) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
-        files.make_dir()?;
-        files.refuse_odd_side_files()?;
+        let sharing = files.sharing()?;
+        files.make_dir(&sharing)?;
+        files.refuse_odd_side_files(&sharing)?;
         create::sweep_leftovers(&files);
         // The mark first: it exists only once the store file does.
         let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()))?;
@@ -79,7 +81,7 @@ impl Db {
             }
             create::create(&files)?;
         }
-        check_owned_file(path)?;
+        check_owned_file(path, &sharing)?;
         let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         refuse_newer_schema(&conn, path)?;
         // Judged before anything is written, migrations included.
@@ -91,11 +93,12 @@ impl Db {
             }
             e => located(e, path),
         })?;
-        files.tighten_side_files();
+        files.tighten_side_files(&sharing);
         if verdict == Verdict::Unmarked {
             let facts = identity::facts(&conn).map_err(|e| located(e.into(), path))?;
             let id = facts.store_id.ok_or_else(|| Error::internal("a migrated store without its identity"))?;
             MarkFile::create(&files.mark, &Mark::new(&id)).map_err(|e| located(e, path))?;
+            check_owned_file(&files.mark, &sharing)?;
         }
         Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None })
     }
@@ -151,7 +154,8 @@ impl Db {
         use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
         const URI_PATH: &AsciiSet = &CONTROLS.add(b'%').add(b'?').add(b'#');
         let files = StoreFiles::new(path);
-        if !files.db_exists() || check_owned_file(&files.db).is_err() {
+        let sharing = files.sharing().ok()?;
+        if !files.db_exists() || check_owned_file(&files.db, &sharing).is_err() {
             return None;
         }
         let uri = format!("file:{}?immutable=1", utf8_percent_encode(files.db.to_str()?, URI_PATH));

@@ -60,7 +60,8 @@ pub(super) fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64>
 /// there was one) after the same ownership and symlink checks as any open;
 /// `mode` is read-only or read-write, never create.
 pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Option<Connection>> {
-    files.refuse_odd_side_files()?;
+    let sharing = files.sharing()?;
+    files.refuse_odd_side_files(&sharing)?;
     let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()))?;
     if !files.db_exists() {
         return match mark {
@@ -68,8 +69,8 @@ pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Optio
             None => Ok(None),
         };
     }
-    check_owned_dir(&files.dir)?;
-    check_owned_file(&files.db)?;
+    check_owned_dir(&files.dir, &sharing)?;
+    check_owned_file(&files.db, &sharing)?;
     Ok(Some(connect(&files.db, mode)?))
 }
 
