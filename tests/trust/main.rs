@@ -13,6 +13,7 @@ mod common;
 
 mod acts;
 mod approvals;
+mod os_users;
 mod request_ids;
 mod sandbox;
 mod shown;

@@ -36,6 +36,8 @@ pub const FILE_MODE: u32 = 0o600;
 pub const GROUP_FOLDER_MODE: u32 = 0o2770;
 /// The mode of a group store's files.
 pub const GROUP_FILE_MODE: u32 = 0o660;
+/// The folders `share` makes above a group store's: passed through, not listed.
+const PASS_THROUGH_MODE: u32 = 0o711;
 /// The mode of the file naming a store's group: its owner writes it.
 const GROUP_RECORD_MODE: u32 = 0o640;
 
@@ -102,6 +104,13 @@ impl Sharing {
         let meta = match std::fs::symlink_metadata(&record) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Sharing::Owner),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let dir = folder_of(db).unwrap_or(Path::new("/"));
+                return Err(Error::usage(
+                    "the store's folder is closed to you: a store is its owner's alone, unless its owner shared it with a group you are in (engine run --store-group, docs/store.md)",
+                )
+                .at(dir.display().to_string()));
+            }
             Err(e) => return Err(Error::usage(format!("cannot inspect the store's group file: {e}")).at(place())),
         };
         let folder_owner = folder_of(db).and_then(|d| std::fs::metadata(d).ok()).map(|m| m.uid());
@@ -167,9 +176,13 @@ pub fn share(db: &Path, name: &str) -> Result<Group> {
     }
     let dir = folder_of(db).unwrap_or(Path::new("/")).to_path_buf();
     if std::fs::symlink_metadata(&dir).is_err() {
-        std::fs::DirBuilder::new().recursive(true).mode(FOLDER_MODE).create(&dir).map_err(|e| {
-            Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string())
-        })?;
+        // Missing folders above it: the group's members must pass through
+        // them (0711: through, not list); the store's own folder is closed
+        // until `check` opens it to the group.
+        let made = |d: &Path, mode: u32| std::fs::DirBuilder::new().recursive(true).mode(mode).create(d);
+        dir.parent().map_or(Ok(()), |p| made(p, PASS_THROUGH_MODE)).and_then(|_| made(&dir, FOLDER_MODE)).map_err(
+            |e| Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string()),
+        )?;
     }
     if store_owner(db)? != current_uid() {
         return Err(Error::usage("only the store folder's owner may share the store with a group")
