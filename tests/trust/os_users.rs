@@ -18,8 +18,9 @@ use crate::support::ledger::row_digest;
 use crate::support::os_users::{chown, engine_as, OsUser, OsUsers};
 
 /// A workspace `owner` may run in, with a plan whose one HTTP task needs
-/// an approval, `people` as given; and a folder for a store any user may
-/// pass through (outside the temporary folder, as the engine requires).
+/// an approval, `people` as given; and `owner`'s folder for a store, which
+/// any user may pass through (outside the temporary folder, as the engine
+/// requires).
 fn setup(rcv: &Receiver, owner: &OsUser, people: Value) -> (Ws, tempfile::TempDir) {
     let ws = Ws::new();
     let mut task = http_task("T1", "external");
@@ -32,6 +33,7 @@ fn setup(rcv: &Receiver, owner: &OsUser, people: Value) -> (Ws, tempfile::TempDi
     let place = crate::support::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let stores = tempfile::Builder::new().prefix("engine-group-").tempdir_in(place).unwrap();
     std::fs::set_permissions(stores.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    chown(stores.path(), owner);
     (ws, stores)
 }
 
@@ -40,11 +42,16 @@ fn mode_gid(p: &Path) -> (u32, u32) {
     (m.mode() & 0o7777, m.gid())
 }
 
-/// Every file of the store's folder is the group's and open to no one else.
+/// Every file of the store's folder is the group's and open to no one
+/// else (but the `.gitignore` the engine leaves in a git worktree, which
+/// says only `*`).
 fn assert_shared(folder: &Path, gid: u32) {
     assert_eq!(mode_gid(folder), (0o2770, gid), "{}", folder.display());
     for e in std::fs::read_dir(folder).unwrap() {
         let p: PathBuf = e.unwrap().path();
+        if p.file_name().is_some_and(|n| n == ".gitignore") {
+            continue;
+        }
         let (mode, g) = mode_gid(&p);
         let want = if p.extension().is_some_and(|x| x == "group") { 0o640 } else { 0o660 };
         assert_eq!((mode, g), (want, gid), "{}", p.display());
@@ -146,9 +153,11 @@ fn the_stores_owner_revises_people_when_everyone_named_is_gone() {
     assert_eq!((last["people_by_store_owner"].clone(), last["user"].clone()), (json!(true), json!(alice.name)));
     let conn = rusqlite::Connection::open(&store).unwrap();
     let (user, data): (String, String) = conn
-        .query_row("SELECT os_user, data FROM person_requests WHERE kind = 'revise' ORDER BY id DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT os_user, data FROM person_requests WHERE kind = 'revise' ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
     let data: Value = serde_json::from_str(&data).unwrap();
     assert_eq!(user, alice.name);
@@ -157,6 +166,7 @@ fn the_stores_owner_revises_people_when_everyone_named_is_gone() {
     assert_eq!(data["people_by_store_owner"]["to"]["approve"], json!([alice.name]), "{data}");
     engine_as(&ws, &bob, &["--json", "verify", "--store", s]).expect(0, None);
 
+    engine_as(&ws, &alice, &["--json", "run", "plan.json", "--store", s]).expect(4, Some("APPROVAL_REQUIRED"));
     engine_as(&ws, &alice, &["--json", "approve", &op, "--note", "checked", "--store", s]).expect(0, None);
     engine_as(&ws, &alice, &["--json", "run", "plan.json", "--store", s]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1], "one approval, one delivery");

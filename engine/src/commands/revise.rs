@@ -27,8 +27,8 @@ use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
 use crate::state::{GoalState, TaskState};
-use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::access;
+use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
 use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
@@ -124,8 +124,10 @@ pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person, owner_of: 
         .at("--people"));
     }
     if !people::changes(now.as_ref(), next) {
-        return Err(Error::usage("--people: the plan's `people` is the same as the active revision's; nothing to change")
-            .at("$.people"));
+        return Err(Error::usage(
+            "--people: the plan's `people` is the same as the active revision's; nothing to change",
+        )
+        .at("$.people"));
     }
     Ok(())
 }
@@ -229,7 +231,7 @@ fn record_new_revision(
     ledger.write(Durability::Full, |tx| {
         record_raises(tx, &g.id, revision, raises, &req.reason, person)?;
         record(tx, plan, &new, (goal_changed, person, req.as_store_owner), &decisions, &dirty)?;
-        let by_owner = req.as_store_owner.then(|| (prev_file.people.as_ref(), plan.file.people.as_ref()));
+        let by_owner = req.as_store_owner.then_some((prev_file.people.as_ref(), plan.file.people.as_ref()));
         record_ask(tx, &new, person, by_owner)?;
         match request_id {
             Some(r) => tx.insert_request_id(r),

@@ -278,8 +278,12 @@ pub fn check(path: &Path, kind: Kind, sharing: &Sharing) -> Result<()> {
     chown_group(path, group.gid)
         .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(want)))
         .map_err(|e| {
-            Error::usage(format!("cannot share the store's {} with group `{}` ({want:o}): {e}", kind.word(), group.name))
-                .at(place())
+            Error::usage(format!(
+                "cannot share the store's {} with group `{}` ({want:o}): {e}",
+                kind.word(),
+                group.name
+            ))
+            .at(place())
         })
 }
 
