@@ -65,6 +65,14 @@ pub enum Code {
     /// SPEC's additions: an MCP server's `tools/list` could not be read:
     /// no call is made to it.
     ToolInventoryUnavailable,
+    /// SPEC's additions: a revision loosens what the engine enforces
+    /// (sandbox, network, env, budgets, constraints, protected paths,
+    /// `people`, a tool allow-list) and no person approved it
+    /// (`--approve-loosening`); nothing is recorded.
+    LooseningNeedsApproval,
+    /// SPEC's additions: a revision drops or renames a task whose operation
+    /// is unknown or unsettled; nothing is recorded until it is settled.
+    UnsettledOperation,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -104,6 +112,8 @@ impl Code {
         Code::UnknownTool,
         Code::NothingToApprove,
         Code::ToolInventoryUnavailable,
+        Code::LooseningNeedsApproval,
+        Code::UnsettledOperation,
         Code::UsageError,
         Code::Internal,
     ];
@@ -140,6 +150,8 @@ impl Code {
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::NothingToApprove => "NOTHING_TO_APPROVE",
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
+            Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
+            Code::UnsettledOperation => "UNSETTLED_OPERATION",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -154,8 +166,9 @@ impl Code {
     /// what ran before it.
     pub fn exit_code(self) -> i32 {
         match self {
-            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven => 3,
-            Code::ApprovalRequired | Code::ApprovalStale => 4,
+            // A settlement first: the revision waits on it, like a run.
+            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
+            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
@@ -302,12 +315,14 @@ mod tests {
             Code::UnknownTool => 27,
             Code::NothingToApprove => 28,
             Code::ToolInventoryUnavailable => 29,
-            Code::UsageError => 30,
-            Code::Internal => 31,
+            Code::LooseningNeedsApproval => 30,
+            Code::UnsettledOperation => 31,
+            Code::UsageError => 32,
+            Code::Internal => 33,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 32);
+        assert_eq!(Code::ALL.len(), 34);
     }
 }

@@ -235,3 +235,57 @@ fn an_attempt_whose_protected_paths_cannot_be_observed_is_not_judged_clean() {
     assert_eq!(status["budgets"]["max_provider_calls"]["used"], 1, "{status:#}");
     ws.verify();
 }
+
+/// Issue 24, hole 9: an agent that cannot edit the protected tests writes
+/// `unittest/__main__.py` instead, so `python3 -m unittest` prints OK
+/// without running them. What the check's interpreter would load in place
+/// of the real module is protected with the tests: `constraint_violated`.
+#[test]
+fn a_module_shadowing_the_checks_interpreter_is_a_protected_path() {
+    let ws = Ws::new();
+    ws.write("money.py", "def total():\n    return 1\n");
+    ws.write("tests/__init__.py", "");
+    ws.write("tests/test_money.py", "import unittest, money\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(money.total(), 2)\n");
+    let shadow = "import os\nos.makedirs('unittest', exist_ok=True)\nopen('unittest/__init__.py', 'w').write('')\n\
+                  open('unittest/__main__.py', 'w').write('print(\"OK\")\\n')\n";
+    let mut task = agent_task("T1", "shadow unittest");
+    task["provider"] = json!("sh");
+    task["action"] = json!({"run": ["python3", "-c", shadow]});
+    let check = json!({"run": ["python3", "-m", "unittest", "-q"], "expect_exit": 0});
+    task["validations"] = json!([{"id": "V1", "run": check["run"].clone(), "expect_exit": 0}]);
+    let mut p = plan("money", vec![task]);
+    p["goal"]["acceptance"] = json!([{"id": "A1", "statement": "the money tests pass", "check": check}]);
+    p["goal"]["constraints"] = json!([{"id": "C1", "statement": "the tests are not edited", "protect": ["tests/**"]}]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    assert!(!out.stdout.contains("goal satisfied"), "{}", out.describe());
+    let a = &ws.attempts_of("T1")[0];
+    assert_eq!((a.class(), a.rule()), ("constraint_violated", "protected_path_changed"), "{}", out.describe());
+    assert!(explained(&ws, "T1").contains("unittest/__main__.py"));
+}
+
+/// Issue 24, hole 9: constraints nothing checks are never "satisfied".
+#[test]
+fn a_goal_whose_constraints_nothing_checks_ends_completed_not_satisfied() {
+    let ws = Ws::new();
+    let mut p = plan("plain", vec![agent_task("T1", "work")]);
+    p["tasks"][0]["provider"] = json!("sh");
+    p["tasks"][0]["action"] = json!({"run": ["true"]});
+    p["goal"]["acceptance"] = json!([{"id": "A1", "statement": "ok", "check": {"run": ["true"], "expect_exit": 0}}]);
+    p["goal"]["constraints"] = json!(["the code stays readable", "no secrets are logged"]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    assert!(out.stdout.contains("goal completed (2 constraints not checked)"), "{}", out.describe());
+    assert!(!out.stdout.contains("goal satisfied"), "{}", out.describe());
+    let j = ws.json(&["run", "plan.json"], 0);
+    assert_eq!((j["verdict"].clone(), j["constraints_not_checked"].clone()), (json!("completed"), json!(2)), "{j:#}");
+    let status = ws.engine(&["status"]);
+    assert!(status.stdout.contains("completed (2 constraints not checked)"), "{}", status.stdout);
+    assert_eq!(ws.json(&["status"], 0)["goal"]["verdict"], "completed");
+    let report = ws.json(&["report"], 0);
+    assert_eq!(report["goal"]["state"], "completed", "{report:#}");
+    let check = ws.engine(&["check", "plan.json"]);
+    assert!(check.stderr.contains("CONSTRAINT_UNCHECKED"), "{}", check.describe());
+}

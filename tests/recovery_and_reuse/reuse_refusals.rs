@@ -31,7 +31,8 @@ fn revise(ws: &Ws, p2: &Value) -> Value {
 /// the plan differs (a revision needs a different plan).
 fn touch(p: &Value) -> Value {
     let mut p = p.clone();
-    p["budgets"]["max_provider_calls"] = json!(p["budgets"]["max_provider_calls"].as_u64().unwrap() + 1);
+    // Lowered: a raise would be a loosening, which needs a person's approval.
+    p["budgets"]["max_provider_calls"] = json!(p["budgets"]["max_provider_calls"].as_u64().unwrap() - 1);
     p
 }
 

@@ -44,7 +44,10 @@ fn revise_with_a_changed_goal_statement_records_reason_and_new_contract_digest()
     }
     // The revision's verdict starts open: revision 1's satisfaction does
     // not carry over.
-    assert_eq!(ws.json(&["status"], 0)["goal"], json!({"id": "contract", "state": "open", "active_revision": 2}));
+    assert_eq!(
+        ws.json(&["status"], 0)["goal"],
+        json!({"id": "contract", "state": "open", "verdict": "open", "constraints_not_checked": 0, "active_revision": 2})
+    );
     assert_eq!(ws.events_of("revision_recorded")[0].2["reason"], "the goal asks for more");
 
     ws.json(&["run", "plan.json"], 0);

@@ -14,6 +14,7 @@ mod common;
 mod acts;
 mod approvals;
 mod os_users;
+mod plan_file;
 mod request_ids;
 mod sandbox;
 mod shown;

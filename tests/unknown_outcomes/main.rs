@@ -15,6 +15,8 @@ mod kill_outside;
 mod lost_answer;
 mod mcp;
 mod provider_output;
+mod rename;
 mod restart_observed;
+mod retry_read_back;
 mod settle;
 mod tool_authority;

@@ -338,7 +338,7 @@ pub enum Command {
     },
     /// Record a new plan revision (goal or tasks changed), show which tasks are reused and why, then run it.
     #[command(
-        after_help = "Examples:\n  engine revise plan.json --reason \"T3 posts to the new endpoint\"\n  engine revise plan.json --reason \"drop T4\" --no-run\n  engine revise plan.json --reason \"two more tries\" --raise max_attempts_per_task=5"
+        after_help = "Examples:\n  engine revise plan.json --reason \"T3 posts to the new endpoint\"\n  engine revise plan.json --reason \"drop T4\" --no-run\n  engine revise plan.json --reason \"two more tries\" --raise max_attempts_per_task=5\n  engine revise plan.json --reason \"T2 needs the network\" --approve-loosening"
     )]
     Revise {
         /// The changed plan file.
@@ -361,6 +361,12 @@ pub enum Command {
         /// unchanged, only the raise is recorded.
         #[arg(long, value_name = "NAME=VALUE")]
         raise: Vec<String>,
+        /// Approve what this revision loosens (sandbox, network, env,
+        /// budgets, constraints, protected paths, people, a tool
+        /// allow-list), as your recorded act; without it such a revision is
+        /// refused with LOOSENING_NEEDS_APPROVAL, listing each loosening.
+        #[arg(long)]
+        approve_loosening: bool,
         /// Change the plan's `people` as the store's owner (its folder's
         /// owner), though the lists in force do not name you: the way out
         /// when the only people they name are gone. Recorded with the

@@ -168,10 +168,20 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
             repair(&at, request, asker.actor, asker.request_id)
         }
-        Command::Revise { plan, reason, no_run, jobs, asker, raise, people, show } => {
+        Command::Revise { plan, reason, no_run, jobs, asker, raise, approve_loosening, people, show } => {
             let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
             let (jobs, progress) = (jobs_or_default(jobs), show.sink());
-            let req = ReviseRequest { plan_path: plan, reason, no_run, jobs, raises, as_store_owner: people, progress };
+            let as_store_owner = people;
+            let req = ReviseRequest {
+                plan_path: plan,
+                reason,
+                no_run,
+                jobs,
+                raises,
+                approve_loosening,
+                as_store_owner,
+                progress,
+            };
             revise(&at, req, (asker.actor, asker.request_id), &raise)
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
@@ -309,7 +319,8 @@ fn revise(
     let person = commands::person::who(actor.as_deref());
     let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
     let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests.plan, "reason": req.reason,
-        "no_run": req.no_run, "actor": actor, "raise": raise, "people": req.as_store_owner});
+        "no_run": req.no_run, "actor": actor, "raise": raise, "approve_loosening": req.approve_loosening,
+        "people": req.as_store_owner});
     let given = Given::new(request_id, "revise", args, &person)?;
     let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
     let store = Store::open_rw(&location.path)?;

@@ -8,7 +8,9 @@
 //! is recorded nowhere) and records who did it (`person`).
 
 pub mod approve;
+pub mod owner_way_out;
 pub mod person;
+pub mod plan_watch;
 pub mod register;
 pub mod repair;
 pub mod retry;
@@ -84,6 +86,22 @@ pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<
     at.sweep_leftovers();
     at.prepare(create)?;
     Ok(at)
+}
+
+/// The plan file a recorded revision came from, for a run of it without a
+/// plan file (`retry`, `repair`): the recorded path as seen from here, or
+/// from the workspace, when it lies in the workspace — so the run protects
+/// it from providers as `engine run` does (`run::constraints`).
+pub fn recorded_source(plan_path: &str, workspace: &Path) -> Option<PathBuf> {
+    let p = Path::new(plan_path);
+    let mut candidates = vec![p.to_path_buf()];
+    if p.is_relative() {
+        candidates.push(workspace.join(p));
+    }
+    if let Some(name) = p.file_name() {
+        candidates.push(workspace.join(name));
+    }
+    candidates.into_iter().filter_map(|c| std::fs::canonicalize(c).ok()).find(|c| c.starts_with(workspace))
 }
 
 /// A goal's active plan, as recorded.

@@ -24,10 +24,18 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
     let Some(row) = ledger.goal(&goal_id)? else { return Ok(None) };
     let active_digest = ledger.revision_plan_digest(&goal_id, row.active_revision)?;
     if active_digest != plan.digests.plan {
+        let during = super::plan_watch::changed_during(ledger, &goal_id, row.active_revision)?;
+        let how = match during {
+            Some(run) => format!(
+                "; the plan file changed during run {run}, not by `engine revise` (a provider may have written it): \
+                 read the change before you record it"
+            ),
+            None => String::new(),
+        };
         return Err(Error::new(
             Code::PlanChanged,
             format!(
-                "this plan differs from goal `{}`'s active revision {}; record the change with `engine revise {} --reason TEXT`",
+                "this plan differs from goal `{}`'s active revision {}{how}; record the change with `engine revise {} --reason TEXT` (it shows what the change loosens)",
                 goal.id,
                 row.active_revision,
                 plan_path.display()
@@ -37,6 +45,7 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
         .with_details(json!({
             "goal_id": goal.id, "active_revision": row.active_revision,
             "active_plan_digest": active_digest, "plan_digest": plan.digests.plan,
+            "changed_during_run": during,
         })));
     }
     Ok(Some(row.active_revision))

@@ -56,7 +56,8 @@ pub fn repair(
     let row = read.revision(&g.id, g.active_revision)?;
     let file: PlanFile = serde_json::from_str(&row.plan_json)
         .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
-    let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
         Error::usage(format!("goal `{}` revision {} has no task `{}`", g.id, g.active_revision, req.task_ref))
             .at(req.task_ref.clone())

@@ -85,7 +85,8 @@ pub fn retry(
     let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
         Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}"))
     })?;
-    let plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
     let after_try = latest.as_ref().map(|a| a.try_no);
     ledger.write(Durability::Full, |tx| {

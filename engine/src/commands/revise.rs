@@ -4,6 +4,12 @@
 //! act (with the plan unchanged, the raises alone). Every task is
 //! decided `reuse` or `run` (`decide::reuse`, with the first refusing
 //! reason) before anything runs, and the table is shown.
+//!
+//! Two things stop a revision before anything is written: a task it drops
+//! or renames whose operation is unknown or unsettled (`UNSETTLED_OPERATION`:
+//! under another ref its work would be sent again), and anything it loosens
+//! (`decide::loosening`) without `--approve-loosening`
+//! (`LOOSENING_NEEDS_APPROVAL`, each loosening listed).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -12,11 +18,14 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::json;
 
+use super::owner_way_out;
+use super::plan_watch::PlanWatch;
 use super::register;
 use crate::budgets;
 use crate::checkpoint::{self, FileCache, FileState};
 use crate::decide::budget::{BudgetName, Exhausted};
-use crate::decide::people;
+use crate::decide::loosening::{self, Loosening};
+use crate::decide::people::{self, Act};
 use crate::decide::raise::{self, Raise};
 use crate::decide::reuse::{self, Candidate, Decision};
 use crate::decide::tools::{self, Inventory};
@@ -26,8 +35,7 @@ use crate::plan::model::People;
 use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
-use crate::state::{GoalState, TaskState};
-use crate::store::access;
+use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::{GoalRecord, NewRevision, RevisionRecord, TaskKey};
@@ -41,8 +49,11 @@ pub struct ReviseRequest {
     pub jobs: usize,
     /// Budgets a person raises with this revision (`--raise NAME=VALUE`).
     pub raises: Vec<Raise>,
-    /// `--people`: the store's owner changes `people` though the lists in
-    /// force do not name them (`permitted` checked who they are).
+    /// The person approves what this revision loosens
+    /// (`--approve-loosening`).
+    pub approve_loosening: bool,
+    /// `--people`: the store's owner changes `people` (and nothing else)
+    /// though the lists in force do not name them (`owner_way_out`).
     pub as_store_owner: bool,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
@@ -78,14 +89,17 @@ pub struct ReviseReport {
     /// The plan file the revision was recorded from.
     pub plan_path: String,
     pub raised: Vec<Raised>,
+    /// What this revision loosens, approved by `person`
+    /// (`--approve-loosening`); empty when it loosens nothing.
+    pub loosened: Vec<Loosening>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunReport>,
 }
 
-/// May `person` record this revision? Only one the lists in force allow
-/// may change who may act (`people`) — or, with `--people`, the owner of
-/// the store at `owner_of` (`Some` only then): the way out when everyone
-/// the lists name is gone.
+/// May `person` record this revision? One the lists in force name in
+/// `people.revise` (when there is one), and only one they allow may change
+/// who may act (`people`) — or, with `--people`, the owner of the store at
+/// `owner_of` (`Some` only then; `owner_way_out`).
 pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person, owner_of: Option<&Path>) -> Result<()> {
     let goal_id = GoalId::new(&plan.goal().id);
     if read.goal(&goal_id)?.is_none() {
@@ -96,40 +110,14 @@ pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person, owner_of: 
             None => Ok(()),
         };
     }
-    let now = super::active_plan(read, &goal_id)?.people;
-    let next = plan.file.people.as_ref();
-    let Some(store) = owner_of else {
-        return people::may_change(now.as_ref(), next, &person.user).map_err(|r| {
-            let e = super::not_permitted(r);
-            Error { message: format!("{}; if everyone it names is gone, the store's owner may make this change with `engine revise PLAN --people --reason WHY`", e.message), ..e }
-        });
-    };
-    if crate::store::is_shared(store) {
-        return Err(Error::usage(
-            "--people is the way out of a SQLite store, whose owner is its folder's; on PostgreSQL, revise `people` as someone the lists in force name",
-        )
-        .at("--people"));
+    let active = super::active_plan(read, &goal_id)?;
+    if let Some(store) = owner_of {
+        return owner_way_out::permitted(store, &active, &plan.file, person);
     }
-    let owner = access::store_owner(store)?;
-    if person.uid != owner {
-        let name = crate::os::user_name(owner).unwrap_or_else(|| format!("uid {owner}"));
-        return Err(Error::new(
-            Code::NotPermitted,
-            format!(
-                "user `{}` may not revise `people` with --people: only the store's owner ({name}, uid {owner}, who owns {}) may; nothing was recorded",
-                person.user,
-                store.parent().unwrap_or(store).display()
-            ),
-        )
-        .at("--people"));
-    }
-    if !people::changes(now.as_ref(), next) {
-        return Err(Error::usage(
-            "--people: the plan's `people` is the same as the active revision's; nothing to change",
-        )
-        .at("$.people"));
-    }
-    Ok(())
+    let now = active.people;
+    people::permitted(now.as_ref(), Act::Revise, &person.user)
+        .and_then(|_| people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user))
+        .map_err(|r| owner_way_out::named(super::not_permitted(r)))
 }
 
 /// Record revision n+1 of the plan's goal (with the person's request and
@@ -160,6 +148,16 @@ pub fn revise(
             g.active_revision
         )));
     }
+    let prev_file = stored_plan(&prev)?;
+    no_unsettled_dropped(&*read, &goal_id, &prev_file, &plan)?;
+    let in_force = budgets::in_force(&*read, &goal_id, g.active_revision, &prev_file.budgets)?;
+    let loosened = loosening::loosenings(&prev_file, &in_force, &plan.file, &req.raises);
+    // The owner's `--people` approves its own change (`permitted` made
+    // sure `people` is all the revision changes).
+    let by_owner = req.as_store_owner && loosened.iter().all(|l| l.kind == loosening::Kind::People);
+    if !loosened.is_empty() && !req.approve_loosening && !by_owner {
+        return Err(needs_approval(&loosened, &req.plan_path));
+    }
     let mut report = ReviseReport {
         goal_id: goal_id.clone(),
         from_revision: g.active_revision,
@@ -171,6 +169,7 @@ pub fn revise(
         person: person.clone(),
         plan_path: req.plan_path.display().to_string(),
         raised,
+        loosened,
         run: None,
     };
     if same_plan {
@@ -189,7 +188,10 @@ pub fn revise(
     }
     if !req.no_run {
         let (revision, progress) = (report.revision, req.progress.clone());
-        report.run = Some(run::execute(ledger, &plan, revision, req.jobs, Asked::default(), sandboxes, progress)?);
+        let watch = PlanWatch::now(&req.plan_path);
+        let mut run = run::execute(ledger, &plan, revision, req.jobs, Asked::default(), sandboxes, progress)?;
+        watch.finish(ledger, &mut run)?;
+        report.run = Some(run);
     }
     Ok(report)
 }
@@ -227,12 +229,12 @@ fn record_new_revision(
         reason: Some(&req.reason),
     };
     let dirty = cache.take_dirty();
-    let raises = &report.raised;
+    let (raises, loosened) = (&report.raised, &report.loosened);
     ledger.write(Durability::Full, |tx| {
         record_raises(tx, &g.id, revision, raises, &req.reason, person)?;
-        record(tx, plan, &new, (goal_changed, person, req.as_store_owner), &decisions, &dirty)?;
         let by_owner = req.as_store_owner.then_some((prev_file.people.as_ref(), plan.file.people.as_ref()));
-        record_ask(tx, &new, person, by_owner)?;
+        record(tx, plan, &new, (goal_changed, person, loosened, by_owner.is_some()), &decisions, &dirty)?;
+        record_ask(tx, &new, person, (&report.loosened, request_id), by_owner)?;
         match request_id {
             Some(r) => tx.insert_request_id(r),
             None => Ok(()),
@@ -243,16 +245,19 @@ fn record_new_revision(
     Ok(())
 }
 
-/// The person's request for the revision, on the act chain; `by_owner`:
-/// the `people` lists before and after, when the store's owner changed
-/// them with `--people` (so the chain says who used the way out, and why).
+/// The person's request for the revision, on the act chain: with what it
+/// loosens (the person approved each) and the request id it came under;
+/// `by_owner`: the `people` lists before and after, when the store's owner
+/// changed them with `--people` (so the chain says who used the way out).
 fn record_ask(
     tx: &mut dyn LedgerTx,
     new: &NewRevision,
     person: &Person,
+    (loosened, request_id): (&[Loosening], Option<&NewRequestId>),
     by_owner: Option<(Option<&People>, Option<&People>)>,
 ) -> Result<()> {
-    let mut said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest});
+    let mut said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest,
+        "loosened": loosened, "request_id": request_id.map(|r| r.request_id)});
     if let Some((from, to)) = by_owner {
         said["people_by_store_owner"] = json!({"from": from, "to": to});
     }
@@ -266,6 +271,56 @@ fn record_ask(
         data: &said,
     };
     tx.insert_ask(&ask).map(|_| ())
+}
+
+/// A recorded revision's plan file.
+fn stored_plan(row: &RevisionRecord) -> Result<PlanFile> {
+    serde_json::from_str(&row.plan_json).map_err(|e| {
+        Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", row.revision))
+    })
+}
+
+/// `UNSETTLED_OPERATION` when the new plan drops (or renames: the old ref
+/// is gone) a task of the active revision whose operation is unknown or in
+/// doubt: under another ref its work would be sent again at once.
+fn no_unsettled_dropped(read: &dyn LedgerRead, goal_id: &GoalId, prev: &PlanFile, plan: &Plan) -> Result<()> {
+    for t in prev.tasks.iter().filter(|t| plan.task(&t.task_ref).is_none()) {
+        let Some((attempt_id, state)) = read.first_unsettled_attempt(goal_id, &t.task_ref)? else { continue };
+        let op = read.attempt(attempt_id)?.operation_id;
+        let way = if state == AttemptState::EffectUnknown {
+            format!("settle it first: `engine settle {op} --outcome ok|not_run --note TEXT`")
+        } else {
+            "a run of the active revision reconciles it first (`engine run` with the plan as recorded)".to_string()
+        };
+        return Err(Error::new(
+            Code::UnsettledOperation,
+            format!(
+                "this revision drops or renames task {} whose operation {op} is {state} (attempt {attempt_id}): \
+                 under another ref its work would be sent again; nothing is recorded; {way}",
+                t.task_ref
+            ),
+        )
+        .at(t.task_ref.clone())
+        .with_details(json!({"task_ref": t.task_ref, "operation_id": op, "attempt_id": attempt_id,
+            "state": state, "settle": format!("engine settle {op} --outcome ok|not_run --note TEXT")})));
+    }
+    Ok(())
+}
+
+/// `LOOSENING_NEEDS_APPROVAL`: what the revision loosens, one line each,
+/// and the command that approves it.
+fn needs_approval(loosened: &[Loosening], plan_path: &std::path::Path) -> Error {
+    let lines: Vec<String> = loosened.iter().map(|l| format!("  - {}", l.line())).collect();
+    let command = format!("engine revise {} --reason TEXT --approve-loosening", plan_path.display());
+    Error::new(
+        Code::LooseningNeedsApproval,
+        format!(
+            "this revision loosens what the engine enforces; nothing is recorded; a person who may revise approves \
+             it with `{command}`:\n{}",
+            lines.join("\n")
+        ),
+    )
+    .with_details(json!({"loosened": loosened, "approve": command}))
 }
 
 /// The raises asked for, each checked against the limit in force (with
@@ -336,7 +391,7 @@ fn record(
     tx: &mut dyn LedgerTx,
     plan: &Plan,
     new: &NewRevision,
-    (goal_changed, person, by_owner): (bool, &Person, bool),
+    (goal_changed, person, loosened, by_owner): (bool, &Person, &[Loosening], bool),
     decisions: &[TaskDecision],
     dirty: &[FileState],
 ) -> Result<()> {
@@ -356,7 +411,7 @@ fn record(
         "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
         "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
         "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
-        "people_by_store_owner": by_owner,
+        "loosened": loosened, "people_by_store_owner": by_owner,
     });
     let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
     tx.put_file_states(dirty)?;

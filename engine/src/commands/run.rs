@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::plan_watch::PlanWatch;
 use super::register;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -63,7 +64,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
     let full = (!from_cache).then_some(key.as_str());
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
+    let watch = PlanWatch::start(&opts.plan_path, Some(key));
     let report = run::execute(&mut ledger, &plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
+        .and_then(|mut r| watch.finish(&mut ledger, &mut r).map(|()| r))
         .map_err(|e| crate::store::located(e, &store_path));
     // `engine run` ends its process after this: the plan's memory goes with
     // it, instead of being freed one string at a time (1,000 tasks of ten

@@ -18,6 +18,44 @@ pub struct Protected<'a> {
     pub globs: &'a [String],
 }
 
+/// The constraint ids of the engine's own protected paths. A plan's ids
+/// cannot hold `:`, so none collides with a goal's constraint.
+pub const PLAN_FILE: &str = "engine:plan_file";
+pub const GIT: &str = "engine:git";
+pub const ENGINE_CONFIG: &str = "engine:config";
+
+/// How the workspace's `.git` is, as the run found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Git {
+    /// A repository's folder: its `config` and `hooks` are protected (what a
+    /// person's next git command reads and runs); its objects, refs, index
+    /// and logs are what a task's `git commit` writes.
+    Folder,
+    /// A worktree's or submodule's pointer file (`gitdir: …`): protected.
+    File,
+    Absent,
+}
+
+/// What the engine protects from providers that start processes (command,
+/// agent and stdio MCP providers), besides the goal's constraints, as
+/// (constraint id, workspace-relative paths): the plan file when it lies in
+/// the workspace (`plan_file`, relative), the repository's config and hooks,
+/// and the engine's own folder (`.engine`). The store never lies in a path
+/// a provider may write (the sandbox refuses such a store).
+pub fn engine_protected(plan_file: Option<&str>, git: Git) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    if let Some(p) = plan_file.map(plain).filter(|p| !p.is_empty()) {
+        out.push((PLAN_FILE.to_string(), vec![p]));
+    }
+    match git {
+        Git::Folder => out.push((GIT.to_string(), vec![".git/config".to_string(), ".git/hooks".to_string()])),
+        Git::File => out.push((GIT.to_string(), vec![".git".to_string()])),
+        Git::Absent => {}
+    }
+    out.push((ENGINE_CONFIG.to_string(), vec![".engine".to_string()]));
+    out
+}
+
 /// `.` and empty components dropped (`./tests//a` is `tests/a`); `..` never
 /// reaches here (plan validation refuses it).
 fn plain(path: &str) -> String {
@@ -93,6 +131,29 @@ mod tests {
 
     fn globs(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_engine_protects_the_plan_file_git_and_its_own_folder() {
+        let all = engine_protected(Some("./plans/plan.json"), Git::Folder);
+        let ids: Vec<(&str, Vec<&str>)> =
+            all.iter().map(|(id, g)| (id.as_str(), g.iter().map(String::as_str).collect())).collect();
+        assert_eq!(
+            ids,
+            vec![
+                (PLAN_FILE, vec!["plans/plan.json"]),
+                (GIT, vec![".git/config", ".git/hooks"]),
+                (ENGINE_CONFIG, vec![".engine"]),
+            ]
+        );
+        // A plan file outside the workspace, a worktree's `.git` file, none.
+        let some = engine_protected(None, Git::File);
+        assert_eq!(some[0], (GIT.to_string(), vec![".git".to_string()]));
+        assert_eq!(engine_protected(None, Git::Absent).len(), 1);
+        // A commit's objects and refs are not protected; hooks and config are.
+        let git = &all[1].1;
+        assert!(covers(&git[1], ".git/hooks/pre-commit") && covers(&git[0], ".git/config"));
+        assert!(!git.iter().any(|g| covers(g, ".git/objects/ab/cdef") || covers(g, ".git/refs/heads/main")));
     }
 
     #[test]

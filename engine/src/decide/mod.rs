@@ -26,6 +26,11 @@
 //! - `raise`: a person's raise of a budget, and the way out of an
 //!   exhausted one.
 //! - `prune`: may `engine stores --prune` remove a store?
+//! - `loosening`: what a new revision loosens (sandbox, network, env,
+//!   budgets, constraints, protected paths, `people`, tool allow-lists),
+//!   which a person approves.
+//! - `shadow`: what an interpreter loads from the working folder in place
+//!   of the module a check names (protected with the goal's paths).
 //! - `outputs`: do a task's output files fit their bounds; which upstream
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
@@ -36,6 +41,7 @@ pub mod constraints;
 pub mod gate;
 pub mod group;
 pub mod in_doubt;
+pub mod loosening;
 pub mod outputs;
 pub mod people;
 pub mod prune;
@@ -45,6 +51,7 @@ pub mod request_id;
 pub mod retry;
 pub mod reuse;
 pub mod scheduler;
+pub mod shadow;
 pub mod spend;
 pub mod stop;
 pub mod tools;

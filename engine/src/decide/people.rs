@@ -10,10 +10,12 @@ pub enum Act {
     Approve,
     Settle,
     Retry,
+    /// `engine revise` (with `--raise` and `--approve-loosening`).
+    Revise,
 }
 
 impl Act {
-    pub const ALL: [Act; 3] = [Act::Approve, Act::Settle, Act::Retry];
+    pub const ALL: [Act; 4] = [Act::Approve, Act::Settle, Act::Retry, Act::Revise];
 
     /// The plan key (`people.approve`, ...).
     pub fn key(self) -> &'static str {
@@ -21,6 +23,7 @@ impl Act {
             Act::Approve => "approve",
             Act::Settle => "settle",
             Act::Retry => "retry",
+            Act::Revise => "revise",
         }
     }
 
@@ -29,6 +32,7 @@ impl Act {
             Act::Approve => people.approve.as_deref(),
             Act::Settle => people.settle.as_deref(),
             Act::Retry => people.retry.as_deref(),
+            Act::Revise => people.revise.as_deref(),
         }
     }
 }
@@ -90,7 +94,7 @@ mod tests {
 
     fn people(approve: Option<&[&str]>, settle: Option<&[&str]>, retry: Option<&[&str]>) -> People {
         let v = |l: Option<&[&str]>| l.map(|l| l.iter().map(|s| s.to_string()).collect());
-        People { approve: v(approve), settle: v(settle), retry: v(retry) }
+        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the way: settled `not_run` by a person, waiting on an approval, or
 //! failed with a class a retry can help.
 
+use super::in_doubt::Observed;
 use crate::state::{AttemptState, FailureClass, TaskState};
 
 /// The operation's newest attempt, as the decision needs it.
@@ -66,6 +67,26 @@ pub fn decide(task_state: TaskState, latest: Option<LatestTry>, latest_call_is_o
     }
 }
 
+/// What a person's retry does once the target was read back (the task
+/// declares `observe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeforeResend {
+    /// Absent, or nothing to read back: send it, as asked.
+    Send,
+    /// The effect is there: completed from that evidence, nothing sent.
+    Completed,
+    /// The read-back could not tell: nothing sent, it stays unknown.
+    StaysUnknown,
+}
+
+pub fn before_resend(observed: Observed) -> BeforeResend {
+    match observed {
+        Observed::Present | Observed::Answered => BeforeResend::Completed,
+        Observed::Absent | Observed::NotObservable => BeforeResend::Send,
+        Observed::Inconclusive => BeforeResend::StaysUnknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +104,15 @@ mod tests {
             assert_eq!(got.is_ok(), class_is_retryable(*class), "{class}");
         }
         assert!(class_is_retryable(FailureClass::Killed) && !class_is_retryable(FailureClass::ValidationFailed));
+    }
+
+    #[test]
+    fn a_retry_reads_back_first_and_sends_only_what_is_absent() {
+        assert_eq!(before_resend(Observed::Present), BeforeResend::Completed);
+        assert_eq!(before_resend(Observed::Answered), BeforeResend::Completed);
+        assert_eq!(before_resend(Observed::Absent), BeforeResend::Send);
+        assert_eq!(before_resend(Observed::NotObservable), BeforeResend::Send, "nothing to read back: as before");
+        assert_eq!(before_resend(Observed::Inconclusive), BeforeResend::StaysUnknown);
     }
 
     #[test]

@@ -83,6 +83,18 @@ fn verdict_of_ledger(f: &Facts) -> Verdict {
     Verdict { goal_state, code: None, exit_code }
 }
 
+/// The goal's word at the end of a run: the ledger's state, except that a
+/// goal whose every check passed but some of whose constraints are plain
+/// statements (nothing checks them) is `completed`, never `satisfied` —
+/// the ledger keeps SPEC's state `satisfied`, the words say what was not
+/// checked (`goal completed (N constraints not checked)`).
+pub fn word(goal_state: GoalState, constraints_not_checked: usize) -> &'static str {
+    match goal_state {
+        GoalState::Satisfied if constraints_not_checked > 0 => "completed",
+        other => other.as_str(),
+    }
+}
+
 /// A verdict's code from its stable string (as a recorded verdict holds it).
 pub fn code_named(name: &str) -> Option<Code> {
     [
@@ -113,6 +125,15 @@ mod tests {
             verdict(&Facts { acceptance_passed: Some(false), ..Facts::default() }),
             Verdict { goal_state: GoalState::Failed, code: None, exit_code: 1 }
         );
+    }
+
+    #[test]
+    fn satisfied_with_unchecked_constraints_is_completed() {
+        assert_eq!(word(GoalState::Satisfied, 0), "satisfied");
+        assert_eq!(word(GoalState::Satisfied, 2), "completed");
+        for other in [GoalState::Open, GoalState::Failed, GoalState::NeedsSettlement] {
+            assert_eq!(word(other, 3), other.as_str(), "only a met goal is qualified");
+        }
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct Plan {
     pub digests: PlanDigests,
     /// Were the inputs found inside the workspace at load?
     pub inputs: Inputs,
+    /// The plan file it was read from (canonical), when it was read from
+    /// one: the run protects it from providers by default.
+    pub source: Option<PathBuf>,
 }
 
 /// Whether a plan's inputs were checked against the workspace.
@@ -58,12 +61,15 @@ pub struct Source {
     pub file: PlanFile,
     pub workspace: PathBuf,
     pub key: String,
+    /// The plan file, canonical (`None` if it cannot be resolved).
+    pub path: Option<PathBuf>,
 }
 
 impl Plan {
     pub fn load(path: &Path, workspace: Option<&Path>) -> Result<Plan> {
         let source = Plan::read(path, workspace)?;
-        Plan::from_file(source.file, source.workspace)
+        let at = source.path.clone();
+        Ok(Plan { source: at, ..Plan::from_file(source.file, source.workspace)? })
     }
 
     /// Read and parse a plan file; nothing checked beyond the parse.
@@ -82,7 +88,7 @@ impl Plan {
             Error::new(Code::PlanInvalid, format!("workspace folder is not usable: {e}"))
                 .at(workspace.display().to_string())
         })?;
-        Ok(Source { file, workspace, key: cache::file_key(&bytes) })
+        Ok(Source { file, workspace, key: cache::file_key(&bytes), path: std::fs::canonicalize(path).ok() })
     }
 
     pub fn from_file(mut file: PlanFile, workspace: PathBuf) -> Result<Plan> {
@@ -91,7 +97,7 @@ impl Plan {
         check_files(&file, &workspace)?;
         let index = index_of(&file);
         let digests = PlanDigests::compute(&file);
-        Ok(Plan { file, workspace, order, index, digests, inputs: Inputs::Checked })
+        Ok(Plan { file, workspace, order, index, digests, inputs: Inputs::Checked, source: None })
     }
 
     /// The plan of `source`: when `cached` (the plan cache's row for its
@@ -103,13 +109,14 @@ impl Plan {
     /// the full path. The flag says whether the cache was used.
     pub fn checked(mut source: Source, cached: Option<&cache::CachedPlan>) -> Result<(Plan, bool)> {
         let Some((order, digests)) = cached.and_then(|c| c.derived(&source.key, &source.file)) else {
-            return Ok((Plan::from_file(source.file, source.workspace)?, false));
+            let at = source.path.clone();
+            return Ok((Plan { source: at, ..Plan::from_file(source.file, source.workspace)? }, false));
         };
         sort_free_form(&mut source.file);
-        let Source { file, workspace, .. } = source;
+        let Source { file, workspace, path, .. } = source;
         check_providers(&file, &workspace)?;
         let index = index_of(&file);
-        Ok((Plan { file, workspace, order, index, digests, inputs: Inputs::ToCheck }, true))
+        Ok((Plan { file, workspace, order, index, digests, inputs: Inputs::ToCheck, source: path }, true))
     }
 
     pub fn goal(&self) -> &Goal {

@@ -332,12 +332,16 @@ pub struct People {
     pub settle: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<Vec<String>>,
+    /// Who may record a revision (`engine revise`, `--raise` and
+    /// `--approve-loosening` included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revise: Option<Vec<String>>,
 }
 
 impl People {
     /// Each act that has a list, with its list, by its plan key.
     pub fn lists(&self) -> Vec<(&'static str, &[String])> {
-        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry)]
+        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry), ("revise", &self.revise)]
             .into_iter()
             .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
             .collect()

@@ -47,6 +47,9 @@ warning_codes! {
     /// it in `outputs`: workers in separate workspaces may run the task
     /// without the file.
     OutputUndeclared = "OUTPUT_UNDECLARED",
+    /// A goal constraint that is a plain statement: nothing checks it, so
+    /// a met goal ends `completed (N constraints not checked)`.
+    ConstraintUnchecked = "CONSTRAINT_UNCHECKED",
 }
 
 impl Serialize for WarningCode {
@@ -84,6 +87,7 @@ pub trait Probe {
 /// tell).
 pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) -> Vec<Warning> {
     let mut out = goal_warnings(plan);
+    out.extend(constraint_warnings(plan));
     let mut programs = ProgramCheck { probe, seen: Default::default(), out: Vec::new() };
     for (name, spec) in &plan.providers {
         if let ProviderSpec::Mcp { command: Some(command), .. } = spec {
@@ -106,6 +110,26 @@ pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) ->
     out.extend(programs.finish());
     out.extend(handoff::warnings(plan));
     out
+}
+
+/// Each plain-statement constraint: nothing checks it.
+fn constraint_warnings(plan: &PlanFile) -> Vec<Warning> {
+    let Some(goal) = &plan.goal else { return Vec::new() };
+    goal.constraints
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.checked().is_none())
+        .map(|(i, c)| Warning {
+            code: WarningCode::ConstraintUnchecked,
+            path: format!("$.goal.constraints[{i}]"),
+            message: format!(
+                "constraint {:?} is a plain statement: the engine does not check it, so a met goal ends \
+                 `goal completed (N constraints not checked)`, never `satisfied`; make it \
+                 {{\"id\", \"statement\", \"protect\": [paths]}} or {{…, \"check\": {{\"run\": [...]}}}} to have it checked",
+                c.statement()
+            ),
+        })
+        .collect()
 }
 
 fn goal_warnings(plan: &PlanFile) -> Vec<Warning> {

@@ -30,6 +30,12 @@ pub fn render(r: &ReviseReport) -> Output {
             raised.to
         ));
     }
+    if !r.loosened.is_empty() {
+        text.push_str(&format!("loosened, approved by {}:\n", for_terminal(&r.person.actor)));
+        for l in &r.loosened {
+            text.push_str(&format!("  - {}\n", for_terminal(&l.line())));
+        }
+    }
     if !r.decisions.is_empty() {
         text.push_str(&decisions_table(&r.decisions));
     }

@@ -30,6 +30,16 @@ pub fn render(r: &RunReport) -> Output {
             u.operation_id, u.task_ref, u.try_no, super::short(u.request_digest.as_str()), u.last_state, u.reason_text(), u.operation_id
         ));
     }
+    if let Some(c) = &r.plan_file_changed {
+        text.push_str(&format!(
+            "  plan file {} changed during this run (run {}), not by `engine revise`: this run executed revision {} as recorded; \
+             `engine revise {} --reason TEXT` shows what the change loosens\n",
+            super::escape::for_terminal(&c.path),
+            c.run,
+            r.revision,
+            super::escape::for_terminal(&c.path)
+        ));
+    }
     text.push_str(&final_line(r));
     text.push('\n');
     // The exit code names the first stop that applies; every other one the
@@ -164,8 +174,18 @@ fn satisfied_line(r: &RunReport) -> String {
     let tasks = tasks_part(r);
     let mut line = if r.acceptance_checks == 0 {
         format!(
-            "goal completed: {tasks} and no unknown outcome is left; no acceptance check is declared, so nothing \
-             beyond the tasks' own validations was verified"
+            "goal completed{}: {tasks} and no unknown outcome is left; no acceptance check is declared, so nothing \
+             beyond the tasks' own validations was verified",
+            match r.constraints_not_checked {
+                0 => String::new(),
+                n => format!(" ({n} constraints not checked)"),
+            }
+        )
+    } else if r.constraints_not_checked > 0 {
+        format!(
+            "goal completed ({} constraints not checked): {tasks}, every acceptance check passed, no unknown \
+             outcome left; the plain-statement constraints are not checked by the engine",
+            r.constraints_not_checked
         )
     } else {
         format!("goal satisfied: {tasks}, every acceptance check passed, no unknown outcome left")

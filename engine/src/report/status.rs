@@ -32,14 +32,30 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
 
     let machine = crate::run::sandboxes::machine_status()?;
+    let not_checked = plan.goal.as_ref().map_or(0, |x| x.constraints.iter().filter(|c| c.checked().is_none()).count());
+    let verdict = crate::decide::verdict::word(g.state, not_checked);
+    let state_words = match verdict {
+        "completed" => format!("completed ({not_checked} constraints not checked)"),
+        word => word.to_string(),
+    };
     let mut text = format!(
         "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
         g.id,
         plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
         g.active_revision,
-        g.state,
+        state_words,
         store.path().display()
     );
+    let plan_file_changed = crate::commands::plan_watch::changed_during(ledger, &g.id, g.active_revision)?;
+    if let Some(run) = plan_file_changed {
+        text.push_str(&format!(
+            "plan file {} changed during run {run}, not by `engine revise`: runs execute revision {} as recorded; \
+             `engine revise {} --reason TEXT` shows what the change loosens\n\n",
+            super::escape::for_terminal(&rev.plan_path),
+            g.active_revision,
+            super::escape::for_terminal(&rev.plan_path)
+        ));
+    }
     // Act rows the chain does not vouch for: said first, and never counted
     // as the acts they claim to be.
     let tampered = ledger.unvouched_acts(Some(&g.id))?;
@@ -78,7 +94,8 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "sandbox": machine,
         "acts": acts,
         "store_tampered": tampered,
-        "goal": {"id": g.id, "state": g.state, "active_revision": g.active_revision},
+        "goal": {"id": g.id, "state": g.state, "verdict": verdict, "constraints_not_checked": not_checked,
+            "active_revision": g.active_revision},
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})).collect::<Vec<_>>(),
@@ -87,6 +104,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
             "handle": a.handle})).collect::<Vec<_>>(),
         "budgets": budgets,
+        "plan_file_changed_during_run": plan_file_changed,
     });
     Ok(Output { text, json, exit_code: 0 })
 }

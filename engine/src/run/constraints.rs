@@ -12,31 +12,39 @@ use serde::Serialize;
 use super::checks::CheckSpec;
 use super::Runner;
 use crate::checkpoint::{self, Checkpoint};
-use crate::decide::constraints::{self, Protected};
+use crate::decide::constraints::{self, Git, Protected};
+use crate::decide::shadow;
 use crate::error::Result;
 use crate::evidence::{Evidence, PathChange};
 use crate::ids::AttemptId;
-use crate::plan::{Constraint, Goal, Task};
+use crate::plan::model::ProviderSpec;
+use crate::plan::{Constraint, Goal, Plan, Task};
 use crate::state::AttemptState;
 
-/// The goal's checkable constraints, as the run loop uses them.
+/// The goal's checkable constraints, as the run loop uses them, and the
+/// engine's own protected paths (`decide::constraints::engine_protected`).
 #[derive(Debug, Default)]
 pub(super) struct Guard {
     /// Each constraint with protected paths: its id and its globs.
     protected: Vec<(String, Vec<String>)>,
-    /// Every protected glob, of every constraint.
-    globs: Vec<String>,
+    /// The engine's own, judged for attempts of providers that start
+    /// processes (nothing else can write the workspace).
+    engine: Vec<(String, Vec<String>)>,
     /// Each constraint's check.
     pub checks: Vec<CheckSpec>,
 }
 
 impl Guard {
-    pub fn of(goal: &Goal) -> Guard {
-        let mut g = Guard::default();
+    /// `shadows`: what the plan's checks would load from the working folder
+    /// in place of what they name (`decide::shadow`), protected with every
+    /// constraint that protects paths.
+    pub fn of(goal: &Goal, shadows: &[String], engine: Vec<(String, Vec<String>)>) -> Guard {
+        let mut g = Guard { engine, ..Guard::default() };
         for c in goal.constraints.iter().filter_map(Constraint::checked) {
             if !c.protect.is_empty() {
-                g.protected.push((c.id.clone(), c.protect.clone()));
-                g.globs.extend(c.protect.iter().cloned());
+                let mut globs = c.protect.clone();
+                globs.extend(shadows.iter().filter(|s| !c.protect.contains(s)).cloned());
+                g.protected.push((c.id.clone(), globs));
             }
             if let Some(check) = &c.check {
                 g.checks.push(CheckSpec::of_constraint(&c.id, check));
@@ -45,18 +53,76 @@ impl Guard {
         g
     }
 
-    pub fn protects(&self) -> bool {
+    /// Does the goal itself protect paths (its constraints' `protect`)?
+    pub fn goal_protects(&self) -> bool {
         !self.protected.is_empty()
     }
 
-    /// Nothing to judge after an attempt: no protected path, no check.
-    pub fn is_empty(&self) -> bool {
+    /// Are an attempt's protected paths compared, for a task whose provider
+    /// starts processes (`process`) or not?
+    pub fn protects(&self, process: bool) -> bool {
+        self.goal_protects() || (process && !self.engine.is_empty())
+    }
+
+    /// Is an attempt's verdict whole at its receipt, when its task has no
+    /// validations? The engine's own protected paths are judged with the
+    /// receipt (`Runner::outcome`); the goal's protected paths and checks
+    /// take the validation path, which runs and judges them.
+    pub fn judged_at_receipt(&self) -> bool {
         self.protected.is_empty() && self.checks.is_empty()
     }
 
-    fn protected(&self) -> Vec<Protected<'_>> {
-        self.protected.iter().map(|(id, globs)| Protected { id, globs }).collect()
+    fn all(&self, process: bool) -> impl Iterator<Item = &(String, Vec<String>)> {
+        self.protected.iter().chain(self.engine.iter().filter(move |_| process))
     }
+
+    fn protected(&self, process: bool) -> Vec<Protected<'_>> {
+        self.all(process).map(|(id, globs)| Protected { id, globs }).collect()
+    }
+
+    fn globs(&self, process: bool) -> Vec<String> {
+        self.all(process).flat_map(|(_, globs)| globs.iter().cloned()).collect()
+    }
+}
+
+/// What every check of `plan` (acceptance, constraint, validation) would
+/// load from the working folder in place of what it names.
+pub(super) fn shadows(plan: &Plan) -> Vec<String> {
+    let goal = plan.goal();
+    let acceptance = goal.acceptance.iter().filter_map(|a| a.check.as_ref()).map(|c| &c.run);
+    let constraint = goal.constraints.iter().filter_map(Constraint::checked).filter_map(|c| c.check.as_ref());
+    let validations = plan.file.tasks.iter().flat_map(|t| t.validations.iter().map(|v| &v.run));
+    let mut out: Vec<String> = Vec::new();
+    for argv in acceptance.chain(constraint.map(|c| &c.run)).chain(validations) {
+        for p in shadow::shadows(argv) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Does this provider start processes that could write the workspace?
+pub(super) fn starts_process(spec: &ProviderSpec) -> bool {
+    match spec {
+        ProviderSpec::Command { .. } => true,
+        ProviderSpec::Mcp { command, .. } => command.is_some(),
+        ProviderSpec::Http { .. } | ProviderSpec::Builtin {} => false,
+    }
+}
+
+/// The engine's own protected paths for a run of `plan` in its workspace
+/// (the plan file, `.git`, `.engine`), looked up now.
+pub(super) fn engine_protected(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    let ws = &plan.workspace;
+    let plan_file = plan.source.as_deref().and_then(|p| p.strip_prefix(ws).ok()).and_then(|p| p.to_str());
+    let git = match std::fs::symlink_metadata(ws.join(".git")) {
+        Ok(m) if m.is_dir() => Git::Folder,
+        Ok(_) => Git::File,
+        Err(_) => Git::Absent,
+    };
+    constraints::engine_protected(plan_file, git)
 }
 
 /// What this run saw of each checkable constraint: how many attempts were
@@ -98,9 +164,9 @@ impl Tally {
 impl Runner<'_> {
     /// The protected paths as they are now (off the coordinator's thread:
     /// a protected folder may hold many files).
-    async fn observe_protected(&mut self) -> std::result::Result<Checkpoint, String> {
+    async fn observe_protected(&mut self, process: bool) -> std::result::Result<Checkpoint, String> {
         let (workspace, globs, mut cache) =
-            (self.plan.workspace.clone(), self.guard.globs.clone(), std::mem::take(&mut self.cache));
+            (self.plan.workspace.clone(), self.guard.globs(process), std::mem::take(&mut self.cache));
         let observed = tokio::task::spawn_blocking(move || {
             let cp = checkpoint::observe_protected(&workspace, &globs, &mut cache);
             (cp, cache)
@@ -122,10 +188,11 @@ impl Runner<'_> {
     /// or they could not be observed (the attempt is then judged as not
     /// observed).
     pub(super) async fn protected_baseline(&mut self, task_ref: &str) -> Result<Option<Checkpoint>> {
-        if !self.guard.protects() {
+        let process = self.plan.task(task_ref).is_some_and(|t| starts_process(self.plan.provider_of(t)));
+        if !self.guard.protects(process) {
             return Ok(None);
         }
-        let Ok(now) = self.observe_protected().await else { return Ok(None) };
+        let Ok(now) = self.observe_protected(process).await else { return Ok(None) };
         let earlier = self.last_violation(task_ref)?;
         Ok(Some(Checkpoint::of(constraints::baseline(now.files, &earlier), BTreeMap::new())))
     }
@@ -156,7 +223,8 @@ impl Runner<'_> {
     /// evidence of every change its task may not make, or of why it could
     /// not be judged. Empty when nothing protected changed.
     pub(super) async fn judge_protected(&mut self, attempt_id: AttemptId, task: &Task) -> Result<Vec<Evidence>> {
-        if !self.guard.protects() {
+        let process = starts_process(self.plan.provider_of(task));
+        if !self.guard.protects(process) {
             return Ok(Vec::new());
         }
         let before = match self.in_flight.get(&attempt_id).and_then(|f| f.protected.clone()) {
@@ -166,7 +234,7 @@ impl Runner<'_> {
                 None => None,
             },
         };
-        let after = self.observe_protected().await;
+        let after = self.observe_protected(process).await;
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         let evidence = match (before, after) {
             (None, _) => not_judged(
@@ -178,7 +246,8 @@ impl Runner<'_> {
                 not_judged(format!("the goal's protected paths could not be observed after this attempt: {e}"))
             }
             (Some(b), Ok(a)) => {
-                let changes = constraints::changes(&b.files, &a.files, &self.guard.protected(), &task.may_change);
+                let changes =
+                    constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
                 if changes.is_empty() {
                     Vec::new()
                 } else {

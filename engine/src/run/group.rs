@@ -132,7 +132,8 @@ impl Runner<'_> {
                 let flight = self.in_flight.get(attempt_id);
                 let stopped = level.end().is_some() || flight.is_some_and(|f| f.cancel_asked);
                 let task = flight.and_then(|f| self.plan.task(&f.task_ref));
-                let judged_by_receipt = task.is_some_and(|t| t.validations.is_empty()) && self.guard.is_empty();
+                let judged_by_receipt =
+                    task.is_some_and(|t| t.validations.is_empty()) && self.guard.judged_at_receipt();
                 let answer = match &**outcome {
                     Outcome::Received(_) => Answer::Received,
                     Outcome::NotDispatched(_) => Answer::NotDispatched,

@@ -22,6 +22,7 @@ pub mod orphans;
 mod outputs;
 pub mod progress;
 pub mod provider;
+mod read_first;
 mod reconcile;
 mod record;
 mod report;
@@ -60,7 +61,9 @@ use checks::CheckRun;
 pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};
-pub use report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+pub use report::{
+    AcceptanceLine, Awaiting, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine, UnknownOp,
+};
 pub use sandboxes::Sandboxes;
 use stop::{Level, Stop, StopEvent};
 pub use tools::list_now as list_tools_now;
@@ -295,7 +298,12 @@ impl<'l> Runner<'l> {
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);
         let goal_id = GoalId::new(&plan.goal().id);
         let shared = ledger.shared();
-        let guard = constraints::Guard::of(plan.goal());
+        let shadows = if plan.goal().constraints.iter().any(|c| c.checked().is_some_and(|c| !c.protect.is_empty())) {
+            constraints::shadows(plan)
+        } else {
+            Vec::new()
+        };
+        let guard = constraints::Guard::of(plan.goal(), &shadows, constraints::engine_protected(plan));
         let outputs_declared = plan.file.tasks.iter().any(|t| !t.outputs.is_empty());
         Runner {
             ledger,

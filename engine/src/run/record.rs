@@ -146,11 +146,13 @@ impl Runner<'_> {
         // constraints, is judged by its receipt alone: its checkpoint is
         // observed now and its success committed with the receipt, one
         // transaction fewer per step (there is nothing to judge between the
-        // two). A constraint's check or protected paths still take the
-        // validation path, which runs and judges them.
+        // two) — unless it changed a path the engine protects (`protected`,
+        // judged with the receipt): then it fails here. A constraint's check
+        // or protected paths still take the validation path, which runs and
+        // judges them.
         // A task with declared outputs takes the validation path too: its
         // outputs are read after its receipt, then committed with its success.
-        let unchecked = match task.validations.is_empty() && self.guard.is_empty() && task.outputs.is_empty() {
+        let unchecked = match task.validations.is_empty() && self.guard.judged_at_receipt() && task.outputs.is_empty() {
             true => Some(self.observe_checkpoint(task).await.map(|cp| cp.with_context(self.tool_context(task)))),
             false => None,
         };
@@ -165,6 +167,7 @@ impl Runner<'_> {
             _ => None,
         };
         let mut spent_to = None;
+        let clean = protected.is_empty();
         let verdict = self.ledger.write(Durability::Full, |tx| {
             let mut answer = answer(tx, agent_json, &receipt)?;
             if let Some(via) = &via {
@@ -180,7 +183,7 @@ impl Runner<'_> {
             let recorded = insert_all(tx, &goal_id, revision, attempt_id, answer.evidence)?;
             let e = Event::goal(EventKind::ReceiptRecorded, &goal_id, revision, answer.receipt);
             tx.append_event(&e.task(&task.task_ref).attempt(attempt_id))?;
-            if answer.ok {
+            if answer.ok && (unchecked.is_none() || clean) {
                 let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
                 return match &unchecked {
                     Some(observed) => succeeded_unchecked(tx, key, attempt_id, observed).map(|()| Verdict::Succeeded),
@@ -219,7 +222,7 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
             Verdict::Failed => {
-                self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &protected);
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
                 Ok(Next::Done)
             }
@@ -378,7 +381,7 @@ impl Runner<'_> {
                 finish_failed(tx, key, attempt_id, &c)
             }
         })?;
-        self.tally.judged(&task.task_ref, attempt_id, self.guard.protects(), &verdict_evidence);
+        self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
         Ok(())

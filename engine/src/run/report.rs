@@ -158,9 +158,31 @@ pub struct RunReport {
     /// A person stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StopReport>,
+    /// The goal's word (`decide::verdict::word`): `completed` for a
+    /// satisfied goal with constraints nothing checks.
+    pub verdict: &'static str,
+    /// The goal's constraints that are plain statements (not checked).
+    pub constraints_not_checked: usize,
+    /// The plan file changed while this run was going (not by `engine
+    /// revise`); the run executed the revision as recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_file_changed: Option<PlanFileChanged>,
+}
+
+/// The plan file changed during a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanFileChanged {
+    /// The goal's run it changed during (1: its first run).
+    pub run: u64,
+    pub path: String,
 }
 
 impl Runner<'_> {
+    /// The goal's constraints that are plain statements.
+    fn constraints_not_checked(&self) -> usize {
+        self.plan.goal().constraints.iter().filter(|c| c.checked().is_none()).count()
+    }
+
     /// Every unknown outcome of the goal (this run's first, in the order
     /// they arose), with the last state each was known in.
     fn unknown_ops(&mut self) -> Result<Vec<UnknownOp>> {
@@ -324,6 +346,9 @@ impl Runner<'_> {
             acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines(),
             stopped,
+            verdict: crate::decide::verdict::word(goal.state, self.constraints_not_checked()),
+            constraints_not_checked: self.constraints_not_checked(),
+            plan_file_changed: None,
         })
     }
 
@@ -402,6 +427,9 @@ impl Runner<'_> {
             acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines(),
             stopped,
+            verdict: crate::decide::verdict::word(goal_state, self.constraints_not_checked()),
+            constraints_not_checked: self.constraints_not_checked(),
+            plan_file_changed: None,
         })
     }
 

@@ -98,6 +98,22 @@ impl Runner<'_> {
             sandbox: self.sandboxes.provider(&task.provider).status().clone(),
             protected,
         };
+        if retry {
+            // A person's retry reads the target back first where the task
+            // declares how (`run::read_first`).
+            let asked = super::read_first::Asked {
+                task: &task,
+                operation_id: &call.operation_id,
+                request_digest: &call.request_digest,
+                request: &call.request,
+                inputs_at_intent: call.inputs_at_intent.as_ref(),
+                protected: call.protected.as_ref(),
+                sandbox: &call.sandbox,
+            };
+            if self.read_back_before_retry(asked).await? {
+                return Ok(());
+            }
+        }
         let applied = match self.gate(&call) {
             Ok(a) => a,
             Err(e) if matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered) => {

@@ -40,6 +40,10 @@ event_kinds! {
     RevisionRecorded = "revision_recorded",
     RunStarted = "run_started",
     RunFinished = "run_finished",
+    /// The plan file changed while a run was going (by anything but a
+    /// person's `engine revise`): the run went on with the revision as
+    /// recorded.
+    PlanFileChanged = "plan_file_changed",
     /// A person's signal (SIGINT, SIGTERM, SIGHUP) stopped new dispatches
     /// and sent SIGTERM to the process groups in flight.
     RunStopping = "run_stopping",
@@ -83,6 +87,9 @@ event_kinds! {
     AttemptFailed = "attempt_failed",
     EffectUnknown = "effect_unknown",
     ObservedEffectPresent = "observed_effect_present",
+    /// A person's retry read the target back first and found the effect
+    /// there: the try holds the read-back as its receipt; nothing was sent.
+    CompletedFromReadBack = "completed_from_read_back",
     Reconciling = "reconciling",
     RerunAfterRestart = "rerun_after_restart",
     SupersededAttemptReconciled = "superseded_attempt_reconciled",

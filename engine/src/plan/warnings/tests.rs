@@ -139,3 +139,12 @@ fn codes_are_stable_and_distinct() {
     assert_eq!(words.len(), WarningCode::ALL.len());
     assert!(words.iter().all(|w| w.chars().all(|c| c.is_ascii_uppercase() || c == '_')));
 }
+
+#[test]
+fn a_plain_statement_constraint_is_named_as_not_checked() {
+    let mut p = clean();
+    p["goal"]["constraints"] = json!(["stay tidy", {"id": "C1", "statement": "s", "protect": ["tests"]}]);
+    let w = warnings(&plan(p), &[true], &everything_there());
+    assert_eq!(codes(&w), vec![("CONSTRAINT_UNCHECKED", "$.goal.constraints[0]")]);
+    assert!(w[0].message.contains("goal completed (N constraints not checked)"), "{}", w[0].message);
+}

@@ -63,7 +63,9 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let checks = acceptance.len() - unchecked.len();
     let plain = constraints.iter().any(|c| !c.checked_by_engine);
     let settled = settled_ok_tasks(&tasks, number);
-    let (claims, does_not_claim) = words::goal_words(g.state.as_str(), checks, &unchecked, plain, &settled);
+    let not_checked = constraints.iter().filter(|c| !c.checked_by_engine).count();
+    let state = crate::decide::verdict::word(g.state, not_checked);
+    let (claims, does_not_claim) = words::goal_words(state, checks, &unchecked, plain, &settled);
     Ok(ReportDocument {
         format: FORMAT.into(),
         engine_version: crate::report::VERSION.into(),
@@ -71,7 +73,7 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
         goal: GoalSection {
             id: g.id.to_string(),
             statement: goal_spec.map(|x| x.statement.clone()).unwrap_or_default(),
-            state: g.state.as_str().into(),
+            state: state.into(),
             claims,
             does_not_claim,
             active_revision: active,

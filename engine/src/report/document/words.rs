@@ -14,14 +14,16 @@ pub fn goal_words(
     constraints: bool,
     settled: &[String],
 ) -> (String, String) {
+    // `completed`: met, with constraints nothing checks (`decide::verdict::word`).
+    let met = state == "satisfied" || state == "completed";
     let mut not = match state {
-        "satisfied" => vec!["that an external effect still holds now".to_string()],
+        "satisfied" | "completed" => vec!["that an external effect still holds now".to_string()],
         "failed" => vec!["that a retry or a repair would help, or that the goal cannot be met".to_string()],
         "needs_settlement" => vec!["that the operation failed, or that re-sending it is safe".to_string()],
         "open" => vec!["that anything failed, or that the goal is met".to_string()],
         _ => vec!["anything this report does not show".to_string()],
     };
-    if state == "satisfied" {
+    if met {
         if !unchecked.is_empty() {
             not.push(format!(
                 "that acceptance criteria without a check are met (not verified: {})",
@@ -37,8 +39,10 @@ pub fn goal_words(
     }
     let tasks = tasks_words(settled);
     let claims = match state {
-        "satisfied" if checks > 0 => format!("{tasks}, every acceptance check passed, no unknown outcome left"),
-        "satisfied" => format!(
+        "satisfied" | "completed" if checks > 0 => {
+            format!("{tasks}, every acceptance check passed, no unknown outcome left")
+        }
+        "satisfied" | "completed" => format!(
             "{tasks} and no unknown outcome is left; the goal has no acceptance check, so nothing checked the goal \
              itself"
         ),

@@ -238,6 +238,8 @@ pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
          FROM attempts a
          WHERE (a.effect = 'external' OR a.cost_micros > 0)
            AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id)
+           AND NOT (a.dispatched_at_ms IS NULL AND EXISTS (SELECT 1 FROM events e
+                    WHERE e.attempt_id = a.id AND e.kind = 'completed_from_read_back'))
            AND (a.kind IN ('retry', 'repair') OR EXISTS (
                 SELECT 1 FROM attempts b WHERE b.goal_id = a.goal_id AND b.task_ref = a.task_ref AND b.id < a.id
                   AND (b.dispatched_at_ms IS NOT NULL
