@@ -144,7 +144,15 @@ fn the_stores_owner_revises_people_when_everyone_named_is_gone() {
     let out = revise(&bob, &["--people"]);
     out.expect(2, Some("NOT_PERMITTED"));
     assert!(out.stdout.contains("store's owner") && out.stdout.contains(&alice.name), "{}", out.describe());
+    // `--people` changes `people` and nothing else.
+    let mut more = p.clone();
+    more["budgets"] = json!({"max_attempts_per_task": 2});
+    ws.write_plan("plan.json", &more);
+    let out = revise(&alice, &["--people"]);
+    out.expect(2, Some("USAGE_ERROR"));
+    assert!(out.stdout.contains("nothing else"), "{}", out.describe());
     assert_eq!(row_digest(&store), before, "a refused revision recorded something");
+    ws.write_plan("plan.json", &p);
 
     revise(&alice, &["--people"]).expect(0, None);
     let ledger = Ledger::open(&store);
