@@ -153,7 +153,20 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
     let before = ledger_digest(ws);
     let ran = kill::run(ws, &["run", "fuzz.json", "--jobs", "2"], Kill::Never);
     let code = stop_code(&ran)?;
+    // An MCP server that cannot list its tools (the generator's `false`
+    // does not start) stops a run no check could foresee: no call is made,
+    // and what the run recorded must verify.
+    let no_inventory = code.as_deref() == Some("TOOL_INVENTORY_UNAVAILABLE");
     match ran.out.exit() {
+        Some(2) if no_inventory && *expected == Verdict::Accepted => {
+            let verified = kill::run(ws, &["verify"], Kill::Never);
+            match verified.out.exit() {
+                Some(0) => Ok(()),
+                c => {
+                    Err(format!("after TOOL_INVENTORY_UNAVAILABLE, engine verify exits {c:?}: {}", verified.out.stdout))
+                }
+            }
+        }
         Some(2) => {
             if *expected == Verdict::Accepted && code.as_deref() != Some("PLAN_CHANGED") {
                 return Err(format!("engine run refused with {code:?} a plan check accepted"));
@@ -204,6 +217,7 @@ fn stop_code(ran: &kill::Ran) -> Result<Option<String>, String> {
                 "APPROVAL_REQUIRED",
                 "APPROVAL_STALE",
                 "BUDGET_EXHAUSTED",
+                "TOOL_INVENTORY_UNAVAILABLE",
             ]
             .contains(&c.as_str());
         if !spec {
