@@ -159,11 +159,11 @@ impl Code {
 
     /// SPEC.md's exit code for a command that stops with this error.
     ///
-    /// `STORE_FULL` is 2: not a bug (70 is for those), not one of the named
-    /// stops (3–6); like `SCHEMA_TOO_NEW` it is a condition of the store a
-    /// person must fix before anything more can run — and, the failed
-    /// transaction being rolled back whole, the ledger still says exactly
-    /// what ran before it.
+    /// `STORE_FULL`, `STORE_CORRUPT` and `STORE_TAMPERED` are 2: not a bug
+    /// (70 is for those), not one of the named stops (3–6); like
+    /// `SCHEMA_TOO_NEW` each is a condition of the store a person must see
+    /// to before anything more can run (what ran before it is in the
+    /// ledger: a failed transaction is rolled back whole).
     pub fn exit_code(self) -> i32 {
         match self {
             // A settlement first: the revision waits on it, like a run.
@@ -171,8 +171,9 @@ impl Code {
             Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
-            Code::StaleGeneration | Code::StaleClaim | Code::StoreCorrupt | Code::Internal => 70,
-            Code::RepeatedFailureWithoutNewEvidence
+            Code::StaleGeneration | Code::StaleClaim | Code::Internal => 70,
+            Code::StoreCorrupt
+            | Code::RepeatedFailureWithoutNewEvidence
             | Code::ProviderChangeRequiresRevision
             | Code::OperationConflict
             | Code::SettlementInvalid

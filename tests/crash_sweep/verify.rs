@@ -1,6 +1,7 @@
 //! `engine verify`: every check passes on a store the engine made, and a
-//! damaged or tampered store is refused with `STORE_CORRUPT` naming the
-//! check and the first bad entry. Read-only: it changes no byte of the
+//! damaged store is refused with `STORE_CORRUPT` naming the check and the
+//! first bad entry (a person's act edited outside the engine:
+//! `STORE_TAMPERED`). Read-only: it changes no byte of the
 //! store, not even a write-ahead log left by a killed engine.
 
 use serde_json::Value;
@@ -9,7 +10,7 @@ use crate::common::{Receiver, Ws};
 use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
-const CHECKS: usize = 20;
+const CHECKS: usize = 21;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
     let ran = kill::run(ws, &["verify"], Kill::Never);
@@ -96,9 +97,11 @@ const TAMPERED: &[(&str, &str, &str)] = &[
      "task_follows_attempt", "is effect_unknown but its task is pending"),
     ("UPDATE check_results SET passed = 0 WHERE scope = 'acceptance'", "goal_verdicts", "acceptance check A1"),
     ("UPDATE tasks SET state = 'blocked' WHERE task_ref = 'C2'", "goal_verdicts", "task C2 is blocked"),
+    // An act inserted by hand is tampering, whichever check meets it first
+    // (here `approvals`: consumed by an attempt of another operation).
     ("INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by)
       SELECT operation_id, goal_id, revision, task_ref, request_digest, 'p', 'me', 'n', 0, 1 FROM attempts WHERE id = 3",
-     "approvals", "of operation"),
+     "act_chain", "approvals row 1"),
     ("INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, cost_micros, state, generation, intent_at_ms)
       SELECT goal_id, revision, task_ref, operation_id, 2, 'run', request_digest, request_json, effect, cost_micros, 'failed', generation, 0 FROM attempts WHERE id = 3;
       UPDATE goals SET calls_used = calls_used + 1, cost_used_micros = cost_used_micros + 2000000;
@@ -106,21 +109,52 @@ const TAMPERED: &[(&str, &str, &str)] = &[
      "repeats_approved", "repeats paid work"),
 ];
 
+/// The store file and its mark as a run left them, to copy from.
+struct Base {
+    db: Vec<u8>,
+    mark: Vec<u8>,
+    plan: String,
+}
+
+impl Base {
+    fn of(ws: &Ws) -> Base {
+        let (db, mark) = (std::fs::read(ws.store()).unwrap(), bytes(ws, ".mark").expect("the store's mark"));
+        Base { db, mark, plan: ws.read("plan.json") }
+    }
+
+    /// A fresh workspace holding a copy of the store (0600, as the engine
+    /// makes its files), the store file changed by `edit`.
+    fn copy(&self, edit: impl FnOnce(&mut Vec<u8>)) -> Ws {
+        use std::os::unix::fs::PermissionsExt;
+        let ws = Ws::new();
+        ws.write("plan.json", &self.plan);
+        std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
+        let mut db = self.db.clone();
+        edit(&mut db);
+        for (path, bytes) in
+            [(ws.store(), &db), (std::path::PathBuf::from(format!("{}.mark", ws.store().display())), &self.mark)]
+        {
+            std::fs::write(&path, bytes).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        ws
+    }
+}
+
 #[test]
 fn verify_names_the_first_bad_entry() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "base");
-    let base = std::fs::read(inst.ws.store()).unwrap();
+    let base = Base::of(&inst.ws);
     let mut failures = Vec::new();
     for (sql, check, words) in TAMPERED {
-        let ws = Ws::new();
-        std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
-        std::fs::write(ws.store(), &base).unwrap();
+        let ws = base.copy(|_| {});
         crate::support::ledger::tamper_batch(&ws.store(), sql);
         let (code, doc) = verify(&ws);
         let error = &doc["error"];
-        let ok = code == Some(70)
-            && error["code"] == "STORE_CORRUPT"
+        let want = if *check == "act_chain" { "STORE_TAMPERED" } else { "STORE_CORRUPT" };
+        let ok = code == Some(2)
+            && error["code"] == want
             && error["details"]["check"] == *check
             && error["message"].as_str().is_some_and(|m| m.contains(words));
         if !ok {
@@ -128,6 +162,36 @@ fn verify_names_the_first_bad_entry() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 29, defect 3: bytes that are not UTF-8 in a text column made
+/// verify panic (exit 101) while other commands read on. Named, by row and
+/// column, before any check reads the value; every reading command refuses
+/// it too, with the same code.
+#[test]
+fn text_that_is_not_utf8_is_named_never_a_panic() {
+    let rcv = Receiver::start(&[]);
+    let inst = satisfied(&rcv, "utf8");
+    let base = Base::of(&inst.ws);
+    for (sql, entry) in [
+        ("UPDATE attempts SET request_json = CAST(X'7BE1227D' AS TEXT) WHERE id = 2", "attempts row 2"),
+        ("UPDATE tasks SET meaning = CAST(X'FF' AS TEXT) WHERE task_ref = 'C1'", "tasks row"),
+        ("UPDATE receipts SET data = CAST(data AS BLOB) WHERE attempt_id = 1", "receipts row 1"),
+        ("UPDATE goals SET calls_used = 'many'", "goals row 1"),
+    ] {
+        let ws = base.copy(|_| {});
+        crate::support::ledger::tamper_batch(&ws.store(), sql);
+        let (code, doc) = verify(&ws);
+        assert_eq!((code, doc["error"]["code"].as_str()), (Some(2), Some("STORE_CORRUPT")), "{sql}: {doc}");
+        assert_eq!(doc["error"]["details"]["check"], "column_types", "{sql}: {doc}");
+        assert!(doc["error"]["message"].as_str().unwrap().contains(entry), "{sql}: names {entry}: {doc}");
+        for args in [&["status"][..], &["explain", "C1"], &["log"], &["report", "--json"], &["run", "plan.json"]] {
+            let ran = kill::run(&ws, args, Kill::Never);
+            let out = &ran.out;
+            assert_eq!(out.exit(), Some(2), "{sql}: engine {args:?} refuses as verify does\n{}", out.describe());
+            assert!(out.stdout.contains("STORE_CORRUPT"), "{sql}: engine {args:?}\n{}", out.describe());
+        }
+    }
 }
 
 #[test]
@@ -139,8 +203,9 @@ fn a_file_with_no_ledger_or_no_file_is_refused() {
     // no ledger. Refused, and not migrated into an empty one.
     std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
     std::fs::write(ws.store(), b"").unwrap();
+    std::fs::set_permissions(ws.store(), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let (code, doc) = verify(&ws);
-    assert_eq!(code, Some(70), "{doc}");
+    assert_eq!(code, Some(2), "{doc}");
     assert_eq!(doc["error"]["details"]["check"], "schema", "{doc}");
     assert!(doc["error"]["message"].as_str().unwrap().contains("holds no ledger"), "{doc}");
     assert_eq!(std::fs::metadata(ws.store()).unwrap().len(), 0, "verify never migrates");
@@ -153,23 +218,19 @@ fn a_file_with_no_ledger_or_no_file_is_refused() {
 fn zeroed_pages_are_named_or_harmless() {
     let rcv = Receiver::start(&[]);
     let inst = satisfied(&rcv, "pages");
-    let base = std::fs::read(inst.ws.store()).unwrap();
+    let base = Base::of(&inst.ws);
     let before = inst.ws.ledger().snapshot();
-    let pages = base.len() / 4096;
+    let pages = base.db.len() / 4096;
     let mut harmless = 0;
     for page in 1..pages {
-        let ws = Ws::new();
-        std::fs::create_dir_all(ws.store().parent().unwrap()).unwrap();
-        let mut damaged = base.clone();
-        damaged[page * 4096..(page + 1) * 4096].fill(0);
-        std::fs::write(ws.store(), &damaged).unwrap();
+        let ws = base.copy(|db| db[page * 4096..(page + 1) * 4096].fill(0));
         let (code, doc) = verify(&ws);
         if code == Some(0) {
             harmless += 1;
             assert_eq!(ws.ledger().snapshot(), before, "page {page} of {pages} zeroed: verify passed a changed ledger");
             continue;
         }
-        assert_eq!((code, doc["error"]["code"].as_str()), (Some(70), Some("STORE_CORRUPT")), "page {page}: {doc}");
+        assert_eq!((code, doc["error"]["code"].as_str()), (Some(2), Some("STORE_CORRUPT")), "page {page}: {doc}");
     }
     assert!(harmless < pages / 2, "{harmless} of {pages} zeroed pages went unnoticed");
 }
@@ -199,7 +260,7 @@ fn a_hot_journal_is_named_and_left_alone() {
     let (db, journal) = (bytes(&ws, ""), bytes(&ws, "-journal"));
     assert!(journal.as_ref().is_some_and(|j| !j.is_empty()), "the writer left a hot journal");
     let (code, doc) = verify(&ws);
-    assert_eq!(code, Some(70), "{doc}");
+    assert_eq!(code, Some(2), "{doc}");
     assert_eq!(doc["error"]["details"]["check"], "no_hot_journal", "{doc}");
     assert_eq!((bytes(&ws, ""), bytes(&ws, "-journal")), (db, journal), "verify rolled nothing back");
 }

@@ -912,10 +912,14 @@ fn store_folder_is_0700_and_files_0600_even_with_umask_0() {
         let p = entry.unwrap().path();
         assert_eq!(mode(&p), 0o600, "{}", p.display());
     }
-    // A store whose mode was opened up is closed again on the next run.
+    // A store whose mode was opened up is neither trusted nor repaired in
+    // silence: `STORE_TAMPERED` naming the change (issue 29), left as it is
+    // for a person to judge; put back, the store is used again.
     fs::set_permissions(ws.store(), fs::Permissions::from_mode(0o644)).unwrap();
+    ws.engine(&["--json", "run", "plan.json"]).expect(2, Some("STORE_TAMPERED"));
+    assert_eq!(mode(&ws.store()), 0o644);
+    fs::set_permissions(ws.store(), fs::Permissions::from_mode(0o600)).unwrap();
     ws.engine(&["run", "plan.json"]).expect_code(0);
-    assert_eq!(mode(&ws.store()), 0o600);
 }
 
 #[test]
@@ -988,10 +992,19 @@ fn store_owned_by_another_user_is_refused() {
     ws.write_plan("plan.json", &plan(vec![task("a", &["true"])]));
     ws.engine(&["run", "plan.json"]).expect_code(0);
     let before = snapshot(&ws.store_dir());
-    std::os::unix::fs::chown(ws.store(), Some(65534), Some(65534)).unwrap();
+    // The whole store is another user's (a store given away, not one file
+    // of it changed: that is `STORE_TAMPERED`, tests/e2e/store_open.rs).
+    for entry in fs::read_dir(ws.store_dir()).unwrap() {
+        std::os::unix::fs::chown(entry.unwrap().path(), Some(65534), Some(65534)).unwrap();
+    }
+    std::os::unix::fs::chown(ws.store_dir(), Some(65534), Some(65534)).unwrap();
     let out = ws.engine(&["run", "plan.json"]);
-    assert_ne!(out.code(), 0, "{out:?}");
-    assert!(out.stderr.contains("owned by"), "{}", out.stderr);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains("USAGE_ERROR") && out.stderr.contains("owned by uid 65534, not by you"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(snapshot(&ws.store_dir()), before);
     assert_eq!(fs::metadata(ws.store()).unwrap().uid(), 65534);
 }

@@ -29,8 +29,9 @@ fn a_file_that_is_not_a_database_is_store_corrupt() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(ws.store_dir()).unwrap().permissions(), 0o700);
     let junk = vec![0x42u8; 8192];
     std::fs::write(ws.store(), &junk).unwrap();
+    std::fs::set_permissions(ws.store(), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let out = ws.engine(&["run", "plan.json", "--json"]);
-    out.expect_code(70);
+    out.expect_code(2);
     assert_eq!(out.json()["error"]["code"], json!("STORE_CORRUPT"), "{}", out.stdout);
     assert_eq!(std::fs::read(ws.store()).unwrap(), junk, "nothing written into it");
 }
@@ -145,6 +146,9 @@ fn a_schema_4_store_is_migrated_and_reads_as_before() {
     crate::support::ledger::load_dump(&ws.store(), &dump);
     let mark = std::path::PathBuf::from(format!("{}.mark", ws.store().display()));
     std::fs::copy(repo_root().join("tests/fixtures/store-v4.mark"), &mark).unwrap();
+    // The mode the engine gives its files (a checkout's 0644 would be a
+    // changed mode: `STORE_TAMPERED`).
+    std::fs::set_permissions(&mark, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     assert_eq!(engine::store::Store::schema_version(&ws.store()).unwrap(), Some(4));
     let protected = "680c85bd2a5f9587757743f1a09d10396ee2b8a11723ec64bb1daa3d5bab1771";
 

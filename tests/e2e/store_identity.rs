@@ -16,12 +16,12 @@ fn side(ws: &Ws, suffix: &str) -> PathBuf {
     PathBuf::from(format!("{}{suffix}", ws.store().display()))
 }
 
-/// `engine ARGS --json` must refuse with `STORE_CORRUPT` (SPEC's exit for
-/// it), naming the store, with `needle` in the message.
+/// `engine ARGS --json` must refuse with `STORE_CORRUPT` (exit 2: a store
+/// condition a person sees to, never 70), naming the store, with `needle` in the message.
 #[track_caller]
 fn expect_refused(ws: &Ws, args: &[&str], needle: &str) {
     let out = ws.engine_json(args);
-    out.expect(70, Some("STORE_CORRUPT"));
+    out.expect(2, Some("STORE_CORRUPT"));
     let err = &out.json()["error"];
     assert_eq!(err["place"], json!(ws.store().display().to_string()), "names the store\n{}", out.describe());
     let msg = err["message"].as_str().unwrap_or_default();

@@ -158,10 +158,15 @@ fn the_stores_root_folders_and_files_are_the_owners_alone() {
     fs::set_permissions(&workspace_file, fs::Permissions::from_mode(0o644)).unwrap();
     ws.engine(&["status"]).expect_code(0);
     assert_eq!((mode(&root), mode(&ws.store_dir()), mode(&workspace_file)), (0o700, 0o700, 0o600));
-    // And `engine stores` does the same for every store it lists.
+    // And `engine stores` does the same for every store it lists; a ledger
+    // file whose mode changed is not repaired in silence: every command
+    // that opens the store names the change.
     fs::set_permissions(&root, fs::Permissions::from_mode(0o750)).unwrap();
     fs::set_permissions(ws.store_dir(), fs::Permissions::from_mode(0o711)).unwrap();
     fs::set_permissions(ws.store(), fs::Permissions::from_mode(0o640)).unwrap();
     ws.engine(&["stores"]).expect_code(0);
-    assert_eq!((mode(&root), mode(&ws.store_dir()), mode(&ws.store())), (0o700, 0o700, 0o600));
+    assert_eq!((mode(&root), mode(&ws.store_dir()), mode(&ws.store())), (0o700, 0o700, 0o640));
+    let out = ws.engine(&["status", "--json"]);
+    out.expect_code(2);
+    assert!(out.stdout.contains("STORE_TAMPERED") && out.stdout.contains("0600"), "{}", out.stdout);
 }

@@ -83,3 +83,109 @@ fn find_excerpt(doc: &Value) -> Option<String> {
         (ev["kind"] == "process_exit").then(|| ev["stdout"]["excerpt"].as_str().map(str::to_string)).flatten()
     })
 }
+
+/// What a provider prints to reorder or restyle what a person reads: a C1
+/// CSI (U+009B), a right-to-left override (U+202E), an isolate (U+2066)
+/// and a right-to-left mark (U+200F).
+const BIDI: &str =
+    "printf 'c1:\\302\\2331m rlo:\\342\\200\\256gpj.exe iso:\\342\\201\\246x mark:\\342\\200\\217y\\n'; exit 3";
+
+/// A character no output may print as itself: a control (but newline and
+/// tab) or a bidirectional control.
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Issue 29, defect 6: `report --json` (and every `--json`) passed raw
+/// U+009B and U+202E from provider output to whoever reads it in a
+/// terminal. Every output now writes them as escapes: human text as
+/// `\u{202e}`, `--json` as JSON's `\u202e`, which a script reads back as
+/// the very characters the provider printed.
+#[test]
+fn c1_and_bidi_characters_are_escaped_in_every_output_and_json_keeps_their_values() {
+    let ws = Ws::new();
+    let mut p = plan(vec![task("T1", &["sh", "-c", BIDI])]);
+    p["tasks"][0]["title"] = json!("title \u{202e}txt.exe");
+    ws.write_plan("plan.json", &p);
+    let run = ws.engine(&["run", "plan.json", "--json"]);
+    run.expect_code(1);
+    for args in [
+        &["run", "plan.json"][..],
+        &["status"],
+        &["explain", "T1"],
+        &["log"],
+        &["status", "--json"],
+        &["explain", "T1", "--json"],
+        &["log", "--json"],
+        &["report", "--json"],
+    ] {
+        let out = ws.engine(args);
+        for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            if let Some(c) = text.chars().find(|c| hidden(*c)) {
+                panic!("engine {args:?} printed U+{:04X} raw on {stream}:\n{text:?}", c as u32);
+            }
+        }
+    }
+    let report = ws.engine(&["report", "--json"]);
+    report.expect_code(0);
+    assert!(report.stdout.contains("\\u202e") && report.stdout.contains("\\u009b"), "{}", report.stdout);
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(
+        explain.stdout.contains("rlo:\\u{202e}gpj.exe") && explain.stdout.contains("mark:\\u{200f}y"),
+        "{}",
+        explain.stdout
+    );
+    // `engine output`: the bytes as kept into a pipe, escaped into a
+    // terminal (here `script`'s pseudo-terminal).
+    let piped = ws.engine(&["output", "T1"]);
+    assert!(piped.stdout.contains("rlo:\u{202e}gpj.exe"), "{}", piped.describe());
+    let engine = env!("CARGO_BIN_EXE_engine");
+    let mut tty = std::process::Command::new("script");
+    tty.args(["-qec", &format!("{engine} output T1"), "/dev/null"]);
+    let shown = ws.run_command(ws_env(&ws, tty));
+    assert!(!shown.stdout.chars().any(|c| hidden(c) && c != '\r'), "{}", shown.describe());
+    assert!(shown.stdout.contains("rlo:\\u{202e}gpj.exe"), "{}", shown.describe());
+    // The values are the provider's own.
+    let doc = ws.engine(&["explain", "T1", "--json"]).json();
+    let excerpt = find_excerpt(&doc).expect("the provider's stdout excerpt");
+    for raw in ["c1:\u{9b}1m", "rlo:\u{202e}gpj.exe", "iso:\u{2066}x", "mark:\u{200f}y"] {
+        assert!(excerpt.contains(raw), "--json changed {raw:?}: {excerpt:?}");
+    }
+}
+
+/// `cmd` run as `ws.command` runs the engine: in the workspace, with its
+/// state folder.
+fn ws_env(ws: &Ws, mut cmd: std::process::Command) -> std::process::Command {
+    let template = ws.command(&[]);
+    cmd.current_dir(template.get_current_dir().expect("a working folder"));
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
+/// Issue 29, defect 6: `--request-id` took U+202E, so two ids could look
+/// alike or one read backwards in every listing. Refused, naming the
+/// character; nothing recorded.
+#[test]
+fn a_request_id_with_a_bidi_or_invisible_character_is_refused() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &plan(vec![task("T1", &["true"])]));
+    ws.engine(&["run", "plan.json"]).expect_code(0);
+    let op = ws.digest_op("T1");
+    for (id, named) in
+        [("ab\u{202e}cd", "U+202E"), ("ab\u{2066}cd", "U+2066"), ("a\u{200b}b", "U+200B"), ("\u{feff}id", "U+FEFF")]
+    {
+        let out = ws.engine(&["--json", "retry", &op, "--request-id", id]);
+        out.expect_code(2);
+        let err = &out.json()["error"];
+        assert_eq!(err["code"], "USAGE_ERROR", "{}", out.describe());
+        assert!(err["message"].as_str().unwrap().contains(named), "names {named}: {}", out.describe());
+        assert!(!out.stderr.chars().any(hidden) && !out.stdout.chars().any(hidden), "{}", out.describe());
+    }
+    assert_eq!(ws.ledger().attempts().len(), 1, "nothing was recorded");
+}

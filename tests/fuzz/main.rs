@@ -168,6 +168,16 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
             }
         }
         Some(2) => {
+            // What check cannot know: an MCP server that cannot tell its
+            // tools. The run records that it asked (the `tool_inventory`
+            // event), never an intent: the ledger it leaves must verify.
+            if *expected == Verdict::Accepted && code.as_deref() == Some("TOOL_INVENTORY_UNAVAILABLE") {
+                let verified = kill::run(ws, &["verify"], Kill::Never);
+                return match verified.out.exit() {
+                    Some(0) => Ok(()),
+                    c => Err(format!("after TOOL_INVENTORY_UNAVAILABLE, engine verify exits {c:?}")),
+                };
+            }
             if *expected == Verdict::Accepted && code.as_deref() != Some("PLAN_CHANGED") {
                 return Err(format!("engine run refused with {code:?} a plan check accepted"));
             }

@@ -20,7 +20,7 @@ fn approved_and_run() -> Shared {
     s
 }
 
-const SQLITE_ONLY: [&str; 3] = ["no_hot_journal", "sqlite_integrity", "foreign_keys"];
+const SQLITE_ONLY: [&str; 4] = ["no_hot_journal", "sqlite_integrity", "foreign_keys", "column_types"];
 
 #[test]
 fn a_healthy_ledger_passes_and_sqlite_only_checks_are_not_applicable() {
@@ -88,7 +88,7 @@ fn a_budget_counter_edited_by_hand_is_store_corrupt() {
     let s = approved_and_run();
     s.pg.psql("ledger", "UPDATE goals SET calls_used = calls_used + 5");
     let out = s.engine(&["--json", "verify"]);
-    out.expect(70, Some("STORE_CORRUPT"));
+    out.expect(2, Some("STORE_CORRUPT"));
     let e = &out.json()["error"];
     assert_eq!(e["details"]["check"], "budget_counters", "{}", out.describe());
     assert_eq!(e["details"]["entry"], "goal wide", "{}", out.describe());
@@ -100,7 +100,7 @@ fn a_disabled_append_only_trigger_is_found() {
     let s = approved_and_run();
     s.pg.psql("ledger", "ALTER TABLE act_chain DISABLE TRIGGER act_chain_append_only");
     let out = s.engine(&["--json", "verify"]);
-    out.expect(70, Some("STORE_CORRUPT"));
+    out.expect(2, Some("STORE_CORRUPT"));
     let e = &out.json()["error"];
     assert_eq!(e["details"]["check"], "schema", "{}", out.describe());
     assert_eq!(e["details"]["entry"], "trigger act_chain_append_only", "{}", out.describe());
@@ -120,7 +120,8 @@ const DAMAGE: &[(&str, &str, &str)] = &[
     ("UPDATE attempts SET try_no = 2 WHERE task_ref = 'B'", "tries_contiguous", "has tries 2, not 1 to 2"),
     ("UPDATE attempts SET state = 'dispatched' WHERE task_ref = 'B'", "attempt_traces", "has a receipt but is dispatched"),
     ("UPDATE attempts SET state = 'settled_ok' WHERE task_ref = 'B'", "settlements", "without a settlement"),
-    ("UPDATE approvals SET voided_by = consumed_by", "approvals", "is both consumed"),
+    // An edited act meets the act chain first (STORE_TAMPERED), as on SQLite.
+    ("UPDATE approvals SET voided_by = consumed_by", "act_chain", "voided by attempt 1, which the act chain does not record"),
     ("UPDATE attempts SET state = 'effect_unknown' WHERE task_ref = 'PAY'; UPDATE tasks SET state = 'pending' WHERE task_ref = 'PAY'",
      "task_follows_attempt", "is effect_unknown but its task is pending"),
     ("UPDATE check_results SET passed = false WHERE scope = 'acceptance'", "goal_verdicts", "acceptance check A1"),
@@ -138,8 +139,9 @@ fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
         let out = s.ws.engine(&["--json", "verify", "--store", &s.pg.url(&db)]);
         let doc = out.json();
         let error = &doc["error"];
-        let ok = out.code() == 70
-            && error["code"] == "STORE_CORRUPT"
+        let code = if *check == "act_chain" { "STORE_TAMPERED" } else { "STORE_CORRUPT" };
+        let ok = out.code() == 2
+            && error["code"] == code
             && error["details"]["check"] == *check
             && error["message"].as_str().is_some_and(|m| m.contains(words));
         if !ok {

@@ -332,6 +332,62 @@ pub fn tamper_batch(path: &Path, sql: &str) {
     c.execute_batch(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// A value as a test writes it into a column, whatever the column's type
+/// (SQLite keeps what it is given): text may be bytes that are not UTF-8.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    Null,
+    Int(i64),
+    Text(Vec<u8>),
+    Bytes(Vec<u8>),
+}
+
+/// Every TEXT and BLOB column of the store's tables that hold a row, as
+/// (table, column), in schema order.
+pub fn value_columns(path: &Path) -> Vec<(String, String)> {
+    let c = rusqlite::Connection::open(path).expect("store opens");
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut out = Vec::new();
+    for t in tables {
+        let rows: i64 = c.query_row(&format!("SELECT COUNT(*) FROM \"{t}\""), [], |r| r.get(0)).unwrap();
+        if rows == 0 {
+            continue;
+        }
+        let mut st = c.prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid").unwrap();
+        let cols = st.query_map([&t], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).unwrap();
+        for (name, kind) in cols.map(Result::unwrap) {
+            if kind == "TEXT" || kind == "BLOB" {
+                out.push((t.clone(), name));
+            }
+        }
+    }
+    out
+}
+
+/// Set `column` of the first row (by rowid) of `table` to `value`, as a
+/// writer outside the engine would (no trigger bypassed: an append-only
+/// table refuses, and the function returns `false`).
+pub fn set_first(path: &Path, table: &str, column: &str, value: &Stored) -> bool {
+    let c = rusqlite::Connection::open(path).expect("store opens");
+    c.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
+    let sql = |expr: &str| {
+        format!("UPDATE \"{table}\" SET \"{column}\" = {expr} WHERE rowid = (SELECT MIN(rowid) FROM \"{table}\")")
+    };
+    let done = match value {
+        Stored::Null => c.execute(&sql("NULL"), []),
+        Stored::Int(i) => c.execute(&sql("?1"), [i]),
+        Stored::Text(bytes) => c.execute(&sql("CAST(?1 AS TEXT)"), [bytes]),
+        Stored::Bytes(bytes) => c.execute(&sql("?1"), [bytes]),
+    };
+    done.is_ok()
+}
+
 /// A digest of every row of every table of the SQLite file, in order, and
 /// its schema version: equal digests, equal stores (a plan the engine
 /// refused must leave the store exactly as it was).

@@ -59,7 +59,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(out) => {
             if json {
-                emit(&format!("{}\n", serde_json::to_string_pretty(&out.json).expect("serializes")));
+                emit(&format!("{}\n", report::escape::json_pretty(&out.json)));
             } else if !out.text.is_empty() {
                 emit(&report::escape::for_terminal(&out.text));
             }
@@ -67,10 +67,7 @@ pub fn main() -> i32 {
         }
         Err(e) => {
             if json {
-                emit(&format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&json!({"ok": false, "error": e})).expect("serializes")
-                ));
+                emit(&format!("{}\n", report::escape::json_pretty(&json!({"ok": false, "error": e}))));
             }
             eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
             e.code.exit_code()

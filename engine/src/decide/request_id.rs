@@ -5,6 +5,7 @@
 //! back, nothing changes), with another fingerprint a conflict.
 
 use serde_json::{json, Value};
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 use crate::digest::{Digester, Kind};
 use crate::limits::REQUEST_ID_BYTES_MAX;
@@ -41,7 +42,10 @@ pub fn fingerprint(command: &Value) -> String {
 }
 
 /// A request id a caller may give: not empty, at most
-/// `REQUEST_ID_BYTES_MAX` bytes, no whitespace or control characters.
+/// `REQUEST_ID_BYTES_MAX` bytes, no whitespace, control or format
+/// characters (Unicode's `Cf`: the bidirectional controls, such as U+202E,
+/// and the invisible ones, which make two ids look alike or one read
+/// backwards).
 pub fn well_formed(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("a request id is not empty".into());
@@ -51,6 +55,12 @@ pub fn well_formed(id: &str) -> Result<(), String> {
     }
     if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("a request id has no whitespace or control characters".into());
+    }
+    if let Some(c) = id.chars().find(|c| c.general_category() == GeneralCategory::Format) {
+        return Err(format!(
+            "a request id has no format characters (bidirectional controls, invisible characters): it holds U+{:04X}",
+            c as u32
+        ));
     }
     Ok(())
 }
@@ -84,6 +94,11 @@ mod tests {
         assert!(well_formed("").is_err());
         assert!(well_formed("a b").is_err());
         assert!(well_formed("a\u{1b}[2J").is_err());
+        for hidden in ['\u{202e}', '\u{2066}', '\u{200f}', '\u{61c}', '\u{200b}', '\u{feff}', '\u{e0041}'] {
+            let why = well_formed(&format!("ab{hidden}cd")).unwrap_err();
+            assert!(why.contains(&format!("U+{:04X}", hidden as u32)), "{why}");
+        }
+        assert_eq!(well_formed("räksmörgås-日本-7"), Ok(()), "letters of any script are fine");
         assert_eq!(well_formed(&"x".repeat(REQUEST_ID_BYTES_MAX)), Ok(()));
         assert!(well_formed(&"x".repeat(REQUEST_ID_BYTES_MAX + 1)).is_err());
     }

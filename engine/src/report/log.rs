@@ -91,7 +91,7 @@ pub fn render(store: &Store, after: Seq, goal: Option<&GoalId>, follow: bool, as
         for e in page(store, goal, cursor)? {
             cursor = e.seq;
             let text = if as_json {
-                serde_json::to_string(&e).map_err(|e| crate::error::Error::internal(format!("event JSON: {e}")))?
+                super::escape::json_line(&e)
             } else {
                 super::escape::for_terminal(&marked_line(&e, &tampered)).into_owned()
             };

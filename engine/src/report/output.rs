@@ -1,9 +1,11 @@
 //! `engine output REF [--attempt N] [--stderr]`: the whole output the
-//! engine kept from a task's provider, bytes as they are. A person asked
-//! for the raw output, so nothing is escaped; what was not kept (the
-//! middle of an output over the capture bound) is said on stderr.
+//! engine kept from a task's provider, bytes as they are into a file or a
+//! pipe (a person asked for the raw output); into a terminal with its
+//! control and bidirectional characters shown as escapes, like every other
+//! output a person reads there. What was not kept (the middle of an output
+//! over the capture bound) is said on stderr.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use serde_json::json;
 
@@ -48,9 +50,14 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
         "text": String::from_utf8_lossy(&bytes),
     });
     if !as_json {
-        // The bytes as they are: `engine output` is asked for raw output.
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&bytes).and_then(|_| out.flush());
+        let _ = if out.is_terminal() {
+            let text = String::from_utf8_lossy(&bytes);
+            out.write_all(super::escape::for_terminal(&text).as_bytes())
+        } else {
+            out.write_all(&bytes)
+        }
+        .and_then(|_| out.flush());
     }
     if let Some(note) = gap {
         eprintln!("{}", super::escape::for_terminal(&note));

@@ -11,11 +11,13 @@
 //!
 //! The one exception is explicit: a store its owner shares with a named
 //! group (`engine run PLAN --store PATH --store-group NAME`, recorded in the
-//! file `<store>.group` beside it, which only the folder's owner may write).
-//! Then the folder is that group's, setgid, 2770, and every file 0660 of
-//! that group, so each member's engine can read and write it, and no one
-//! outside the group can. Such a store lives at a path a person chose:
-//! the state folder of the default stores stays its owner's alone.
+//! file `<store>.group` beside it and in the store's mark). Then the folder
+//! is that group's, setgid, 2770, and every file 0660 of that group, so each
+//! member's engine can read and write it, and no one outside the group can.
+//! Such a store lives at a path a person chose: the state folder of the
+//! default stores stays its owner's alone. The store's files are set so
+//! once, under the store's lease (`sqlite/share.rs`); from then on every
+//! open judges them against the mark (`sqlite/owner.rs`) and repairs nothing.
 
 use std::ffi::CString;
 use std::io::Write;
@@ -39,7 +41,7 @@ pub const GROUP_FILE_MODE: u32 = 0o660;
 /// The folders `share` makes above a group store's: passed through, not listed.
 const PASS_THROUGH_MODE: u32 = 0o711;
 /// The mode of the file naming a store's group: its owner writes it.
-const GROUP_RECORD_MODE: u32 = 0o640;
+pub const GROUP_RECORD_MODE: u32 = 0o640;
 
 /// Beside a store: the name of the group it is shared with.
 pub const GROUP_SUFFIX: &str = ".group";
@@ -56,13 +58,6 @@ impl Kind {
         match self {
             Kind::Folder => FOLDER_MODE,
             Kind::File => FILE_MODE,
-        }
-    }
-
-    fn group_mode(self) -> u32 {
-        match self {
-            Kind::Folder => GROUP_FOLDER_MODE,
-            Kind::File => GROUP_FILE_MODE,
         }
     }
 
@@ -95,9 +90,10 @@ pub enum Sharing {
 
 impl Sharing {
     /// The sharing of the store file `db`: its `<db>.group` file, if there
-    /// is one. That file must be a regular file the store folder's owner
-    /// owns and no one else may write, naming a group the system knows;
-    /// and this user must be in that group (or root) to use the store.
+    /// is one. That file must be a regular file naming a group the system
+    /// knows, and this user must be in that group (or root) to use the
+    /// store; its owner and mode, and the group it names, must be the ones
+    /// the mark records (judged at every open: `sqlite/owner.rs`).
     pub fn of(db: &Path) -> Result<Sharing> {
         let record = group_record(db);
         let place = || record.display().to_string();
@@ -113,12 +109,10 @@ impl Sharing {
             }
             Err(e) => return Err(Error::usage(format!("cannot inspect the store's group file: {e}")).at(place())),
         };
-        let folder_owner = folder_of(db).and_then(|d| std::fs::metadata(d).ok()).map(|m| m.uid());
-        if !meta.file_type().is_file() || meta.mode() & 0o022 != 0 || Some(meta.uid()) != folder_owner {
-            return Err(Error::usage(
-                "the store's group file must be a regular file of the folder's owner that no one else may write; refused",
-            )
-            .at(place()));
+        // Its owner and mode are judged with the store's other files,
+        // against the mark (`sqlite/owner.rs`), before the store is read.
+        if !meta.file_type().is_file() {
+            return Err(Error::usage("the store's group file is not a regular file; refused").at(place()));
         }
         let text = std::fs::read_to_string(&record)
             .map_err(|e| Error::usage(format!("cannot read the store's group file: {e}")).at(place()))?;
@@ -159,12 +153,13 @@ pub fn store_owner(db: &Path) -> Result<u32> {
         .map_err(|e| Error::usage(format!("cannot inspect the store's folder: {e}")).at(dir.display().to_string()))
 }
 
-/// Share the store at `db` (an explicit path) with the group `name`, as
-/// its owner: the folder is made if missing, the group recorded beside
-/// the store, and the folder opened to the group (each file follows when
-/// the store is opened). A store already shared with another group, or a
-/// folder someone else owns, is refused.
-pub fn share(db: &Path, name: &str) -> Result<Group> {
+/// The group `name` the store at `db` (an explicit path) may be shared
+/// with by this user, its owner: a group the system knows and this user is
+/// in, the store not shared with another. The folder is made if missing
+/// (0700); nothing else is written here: the sharing itself happens under
+/// the store's lease (`sqlite/share.rs`). A folder someone else owns is
+/// refused.
+pub fn ready_to_share(db: &Path, name: &str) -> Result<Group> {
     let flag = || format!("--store-group {name}");
     let group = os::group_named(name)
         .ok_or_else(|| Error::usage(format!("no group `{name}` on this system (groupadd {name})")).at(flag()))?;
@@ -178,7 +173,7 @@ pub fn share(db: &Path, name: &str) -> Result<Group> {
     if std::fs::symlink_metadata(&dir).is_err() {
         // Missing folders above it: the group's members must pass through
         // them (0711: through, not list); the store's own folder is closed
-        // until `check` opens it to the group.
+        // until the sharing opens it to the group.
         let made = |d: &Path, mode: u32| std::fs::DirBuilder::new().recursive(true).mode(mode).create(d);
         dir.parent().map_or(Ok(()), |p| made(p, PASS_THROUGH_MODE)).and_then(|_| made(&dir, FOLDER_MODE)).map_err(
             |e| Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string()),
@@ -188,28 +183,19 @@ pub fn share(db: &Path, name: &str) -> Result<Group> {
         return Err(Error::usage("only the store folder's owner may share the store with a group")
             .at(dir.display().to_string()));
     }
-    let record = group_record(db);
-    match Sharing::of(db) {
-        Ok(Sharing::Group(g)) if g.gid == group.gid => {}
-        Ok(Sharing::Group(g)) => {
-            return Err(Error::usage(format!(
-                "the store is shared with group `{}` already; to change it, remove {} first",
-                g.name,
-                record.display()
-            ))
-            .at(flag()))
-        }
-        Ok(Sharing::Owner) => write_record(&record, &group)?,
-        Err(e) => return Err(e),
+    match Sharing::of(db)? {
+        Sharing::Group(g) if g.gid != group.gid => Err(Error::usage(format!(
+            "the store is shared with group `{}` already; a store is shared with one group",
+            g.name
+        ))
+        .at(flag())),
+        _ => Ok(group),
     }
-    let sharing = Sharing::Group(group.clone());
-    check(&dir, Kind::Folder, &sharing)?;
-    Ok(group)
 }
 
 /// `<db>.group`, written whole under a temporary name and renamed into
 /// place: the group's name, readable by the group, written by its owner.
-fn write_record(record: &Path, group: &Group) -> Result<()> {
+pub fn write_record(record: &Path, group: &Group) -> Result<()> {
     let failed = |e: std::io::Error| {
         Error::usage(format!("cannot record the store's group: {e}")).at(record.display().to_string())
     };
@@ -245,46 +231,11 @@ fn chown_group(path: &Path, gid: u32) -> std::io::Result<()> {
     }
 }
 
-/// `path` (a store's `kind` of path, which exists) kept as `sharing` says:
-/// [`owner_only`] for a store of its owner alone; for a group store, the
-/// group's and open to no one else — a path of ours is set so, another
-/// member's that is not is refused naming it (its owner's next command
-/// sets it).
-pub fn check(path: &Path, kind: Kind, sharing: &Sharing) -> Result<()> {
-    let group = match sharing {
-        Sharing::Owner => return owner_only(path, kind),
-        Sharing::Group(g) => g,
-    };
-    let place = || path.display().to_string();
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| Error::usage(format!("cannot inspect the store's {}: {e}", kind.word())).at(place()))?;
-    refuse_odd(&meta, kind).map_err(|e| e.at(place()))?;
-    let want = kind.group_mode();
-    let right = meta.gid() == group.gid && meta.mode() & 0o7777 == want;
-    if right {
-        return Ok(());
-    }
-    if meta.uid() != current_uid() {
-        return Err(Error::usage(format!(
-            "the store's {} is not shared with group `{}` (group {}, mode {:o}) and uid {} owns it: its owner's next command shares it",
-            kind.word(),
-            group.name,
-            meta.gid(),
-            meta.mode() & 0o7777,
-            meta.uid()
-        ))
-        .at(place()));
-    }
-    chown_group(path, group.gid)
-        .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(want)))
-        .map_err(|e| {
-            Error::usage(format!(
-                "cannot share the store's {} with group `{}` ({want:o}): {e}",
-                kind.word(),
-                group.name
-            ))
-            .at(place())
-        })
+/// `path` (one of a shared store's files, or its folder) given group
+/// `gid` and `mode`, never through a symlink.
+pub fn give_group(path: &Path, gid: u32, mode: u32) -> std::io::Result<()> {
+    chown_group(path, gid)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 /// A symlink, or not the kind expected: refused (nothing is read or

@@ -66,8 +66,10 @@ fn is_key(name: &str) -> bool {
     name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// What one folder holds. Its folder and files are made the owner's alone
-/// as every open of a store makes them.
+/// What one folder holds. Its folder and `workspace` file are made the
+/// owner's alone as every open of a store makes them; the ledger's own
+/// files are judged when the store is opened (a changed owner or mode is
+/// `STORE_TAMPERED`, never repaired in silence: `sqlite/owner.rs`).
 fn examine(folder: &Path) -> Result<StoreFolder> {
     access::owner_only(folder, Kind::Folder)?;
     let workspace = std::fs::read(folder.join(WORKSPACE_FILE)).ok().map(|bytes| {
@@ -79,7 +81,9 @@ fn examine(folder: &Path) -> Result<StoreFolder> {
     for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
         let Ok(meta) = entry.metadata() else { continue };
         if meta.is_file() {
-            access::owner_only(&entry.path(), Kind::File)?;
+            if entry.file_name() == WORKSPACE_FILE {
+                access::owner_only(&entry.path(), Kind::File)?;
+            }
             bytes = bytes.saturating_add(meta.len());
             // SQLite's shared-memory file changes on every read: not a write.
             if entry.file_name().to_string_lossy().ends_with("-shm") {

@@ -5,17 +5,10 @@
 
 use std::fmt::Write;
 
-/// Characters shown as a visible escape instead of themselves: C0 controls
-/// (but tab and newline), DEL, C1 controls, bidirectional overrides (which
-/// can make text read other than it is), and non-characters.
+/// Characters shown as a visible escape instead of themselves: the same
+/// as in every other output (`report::escape::hidden`).
 fn is_hidden(c: char) -> bool {
-    let n = c as u32;
-    (n < 0x20 && c != '\n' && c != '\t')
-        || (0x7f..=0x9f).contains(&n)
-        || (0x202a..=0x202e).contains(&n)
-        || (0x2066..=0x2069).contains(&n)
-        || n == 0xfffe
-        || n == 0xffff
+    crate::report::escape::hidden(c)
 }
 
 fn visible(c: char) -> String {

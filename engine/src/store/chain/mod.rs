@@ -19,7 +19,7 @@
 use serde_json::{json, Value};
 
 mod walk;
-pub use walk::{adoption, check, first_problem, unvouched, ChainRows};
+pub use walk::{adoption, check, first_problem, tampered, unvouched, ChainRows};
 
 use super::acts::{ApprovalRecord, AskRecord, SettlementRecord};
 use crate::digest::{canonical_json, Digester, Kind};

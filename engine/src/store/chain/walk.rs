@@ -25,7 +25,7 @@ pub trait ChainRows {
 }
 
 /// A row the chain does not vouch for: `STORE_TAMPERED`, naming it.
-fn tampered(table: &str, row_id: i64, problem: &str) -> Error {
+pub fn tampered(table: &str, row_id: i64, problem: &str) -> Error {
     let row = format!("{table} row {row_id}");
     Error::new(
         Code::StoreTampered,
@@ -80,11 +80,22 @@ pub fn unvouched(rows: &dyn ChainRows, acts: &[ActRef]) -> Result<Vec<Tampered>>
 /// row and the chain agree on whether an approval was spent?
 pub fn check(rows: &dyn ChainRows, act: ActRef) -> Result<()> {
     let (table, row_id) = where_of(act);
-    let through = check_row(rows, act)?;
+    let through = check_row(rows, act).map_err(|e| unreadable(act, e))?;
     if let Some((seq, why)) = super::first_broken(&rows.entries(Some(through))?) {
         return Err(tampered(table, row_id, &format!("is on an act chain whose entry {seq} {why}")));
     }
     Ok(())
+}
+
+/// An act's row (or its entry) that does not read as the engine wrote it
+/// (a value its column cannot hold: `STORE_CORRUPT` from the backend) was
+/// written outside the engine too: tampering, naming the row.
+fn unreadable(act: ActRef, e: Error) -> Error {
+    if e.code != Code::StoreCorrupt {
+        return e;
+    }
+    let (table, row_id) = where_of(act);
+    tampered(table, row_id, &format!("does not read as the engine wrote it ({})", e.message))
 }
 
 /// The row against its entry (and an approval's spending against theirs);
@@ -148,7 +159,7 @@ pub fn first_problem(rows: &dyn ChainRows) -> Result<Option<(String, String)>> {
         return Ok(Some((format!("act chain entry {seq}"), why)));
     }
     for act in rows.acts()? {
-        if let Err(e) = check_row(rows, act) {
+        if let Err(e) = check_row(rows, act).map_err(|e| unreadable(act, e)) {
             return Ok(Some((
                 e.place.unwrap_or_default(),
                 e.details["problem"].as_str().unwrap_or(&e.message).to_string(),

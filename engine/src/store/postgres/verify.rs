@@ -81,6 +81,11 @@ impl VerifyDb for PgVerify<'_> {
                     "PostgreSQL checks every foreign key as a row is written; it is not checked again here",
                 ))
             }
+            Own::ColumnTypes => {
+                return Ok(Verdict::NotApplicable(
+                    "PostgreSQL's columns are typed and its text is UTF-8: a value of another type is refused as it is written",
+                ))
+            }
             Own::Schema => self.schema()?,
             Own::Generation => self.first_row(&format!(
                 "SELECT {}, 'was written by generation ' || a.generation || ', newer than its task''s claim''s '

@@ -10,13 +10,33 @@ use super::chain;
 use super::sql::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};
 use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
     NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
 use crate::store::chain::{self as links, EntryKind};
+
+/// A person's act row, read by `fields`; one that does not read as the
+/// engine wrote it (a value its column cannot hold) was written outside
+/// the engine: `STORE_TAMPERED` naming the row, as the act chain names it,
+/// wherever it is read.
+fn as_written<T>(
+    table: &'static str,
+    r: &rusqlite::Row,
+    fields: fn(&rusqlite::Row) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let carried = |e: Error| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Null, Box::new(e));
+    fields(r).map_err(|e| match (r.get::<_, i64>(0), Error::from(e)) {
+        (Ok(id), e) if e.code == Code::StoreCorrupt => carried(crate::store::chain::tampered(
+            table,
+            id,
+            &format!("does not read as the engine wrote it ({})", e.message),
+        )),
+        (_, e) => carried(e),
+    })
+}
 
 pub(super) const APPROVAL_COLUMNS: &str =
     "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
@@ -29,6 +49,10 @@ pub(super) const APPROVAL_COLUMNS_BEFORE_COST: &str =
      actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL";
 
 pub(super) fn approval_from_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
+    as_written("approvals", r, approval_fields)
+}
+
+fn approval_fields(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
     Ok(ApprovalRecord {
         id: r.get(0)?,
         operation_id: r.get(1)?,
@@ -53,6 +77,10 @@ pub(super) const SETTLEMENT_COLUMNS: &str =
     "s.id, s.attempt_id, s.operation_id, s.outcome, s.actor, s.note, s.evidence_blob, s.at_ms, s.os_uid, s.os_user";
 
 pub(super) fn settlement_from_row(r: &rusqlite::Row) -> rusqlite::Result<SettlementRecord> {
+    as_written("settlements", r, settlement_fields)
+}
+
+fn settlement_fields(r: &rusqlite::Row) -> rusqlite::Result<SettlementRecord> {
     Ok(SettlementRecord {
         id: r.get(0)?,
         attempt_id: r.get(1)?,
@@ -71,6 +99,10 @@ pub(super) const ASK_COLUMNS: &str =
     "id, kind, goal_id, revision, task_ref, operation_id, actor, os_uid, os_user, data, at_ms";
 
 pub(super) fn ask_from_row(r: &rusqlite::Row) -> rusqlite::Result<AskRecord> {
+    as_written("person_requests", r, ask_fields)
+}
+
+fn ask_fields(r: &rusqlite::Row) -> rusqlite::Result<AskRecord> {
     let kind: String = r.get(1)?;
     let kind = AskKind::parse(&kind).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(

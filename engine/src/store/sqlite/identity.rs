@@ -3,11 +3,10 @@
 //! (`mark.rs`); a store that lost commits is refused with `STORE_CORRUPT`
 //! naming what is missing, and one that is not known to be whole — its last
 //! writer died holding it, or the file changed since the engine closed it —
-//! is checked with SQLite's `integrity_check` before it is trusted.
+//! is checked as `engine verify` checks it before it is trusted
+//! (`open::examine`).
 //!
 //! The judgement itself (`judge`) is a pure function of what was read.
-
-use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -132,27 +131,6 @@ pub fn missing_store(files: &StoreFiles, mark: &Mark) -> Error {
         ),
     )
     .at(files.place())
-}
-
-/// SQLite's `integrity_check` (b-trees, free list, every index against its
-/// table, NOT NULL and CHECK constraints): a superset of `quick_check`. An
-/// index that disagrees with its table could hide an attempt from the very
-/// lookup that keeps a try from being sent twice, so the cheaper check is
-/// not enough. `why` says what made the check necessary.
-pub fn integrity(conn: &Connection, store: &Path, why: &str) -> Result<()> {
-    let corrupt = |what: String| {
-        Error::new(Code::StoreCorrupt, format!("the store fails SQLite's integrity check ({why}): {what}"))
-            .at(store.display().to_string())
-    };
-    let mut stmt = conn.prepare("PRAGMA integrity_check(5)").map_err(|e| corrupt(e.to_string()))?;
-    let problems: Vec<String> = stmt
-        .query_map([], |r| r.get(0))
-        .and_then(|rows| rows.collect())
-        .map_err(|e: rusqlite::Error| corrupt(e.to_string()))?;
-    match problems.as_slice() {
-        [ok] if ok == "ok" => Ok(()),
-        _ => Err(corrupt(problems.join("; "))),
-    }
 }
 
 fn place(e: Error, files: &StoreFiles) -> Error {

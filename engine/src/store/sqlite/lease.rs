@@ -12,6 +12,7 @@ use super::identity::{self, Verdict};
 use super::mark::{Fingerprint, Mark, MarkFile};
 use super::open::{count_commit, doubt};
 use super::sql::qrow;
+use super::verify::{examine, Opened};
 use crate::clock::now_ms;
 use crate::error::{Code, Error, Result};
 use crate::limits::{RELEASE_CHECKPOINT_WAIT, STORE_BUSY_TIMEOUT};
@@ -75,7 +76,7 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
         Verdict::Unmarked => (false, false),
     };
     if let Some(why) = doubt(took_over.is_some(), unclean, changed) {
-        identity::integrity(&tx, &files.db, why)?;
+        examine(&tx, files, why, Opened::Writing)?;
     }
     let generation = prev_generation + 1;
     tx.execute(
@@ -107,10 +108,19 @@ fn takeover_event(h: &Holder, generation: i64) -> Event<'static> {
 fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generation: i64) -> Result<MarkFile> {
     let store_id = store_id.ok_or_else(|| Error::internal("a store without its identity"))?;
     if Mark::read(&files.mark)?.is_none() {
-        MarkFile::create(&files.mark, &Mark::new(store_id))?;
+        MarkFile::create(&files.mark, &Mark { owner: Some(files.owner()?), ..Mark::new(store_id) })?;
     }
     let mut mark = MarkFile::open(&files.mark)?;
-    mark.record(Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() }, true)?;
+    // The files were judged when the store was opened: as the mark
+    // recorded them, or handed over whole to this user, or (a mark from
+    // before the record) as the engine makes them. Recorded as they are;
+    // a shared store's record stays (its files are any member's).
+    let owner = match mark.last().owner {
+        Some(shared) if shared.shared().is_some() => Some(shared),
+        _ => Some(files.owner()?),
+    };
+    let next = Mark { commits, generation, open: true, closed_file: None, owner, ..mark.last().clone() };
+    mark.record(next, true)?;
     Ok(mark)
 }
 

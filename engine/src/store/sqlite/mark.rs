@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::files::{io_error, sync_dir, with_suffix};
+use super::owner::Owner;
 use crate::error::{Code, Error, Result};
 
 /// Each slot starts a 4 KiB block (a disk that tears a sector tears one).
@@ -82,12 +83,25 @@ pub struct Mark {
     pub open: bool,
     /// The store file as the last writer closed it (`None` while open).
     pub closed_file: Option<Fingerprint>,
+    /// The owner and mode the engine made the store's files with
+    /// (`owner.rs`; `None` in a mark from before the record, until the
+    /// next writer records it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
 }
 
 impl Mark {
     /// A new store's mark: nothing committed, nobody writing.
     pub fn new(store_id: &str) -> Mark {
-        Mark { store_id: store_id.to_string(), seq: 0, generation: 0, commits: 0, open: false, closed_file: None }
+        Mark {
+            store_id: store_id.to_string(),
+            seq: 0,
+            generation: 0,
+            commits: 0,
+            open: false,
+            closed_file: None,
+            owner: None,
+        }
     }
 
     /// The mark at `path`; `None` when there is none.

@@ -22,13 +22,16 @@ mod evidence;
 pub mod files;
 mod goals;
 mod group;
+mod header;
 pub mod identity;
 mod inspect;
 mod lease;
 pub mod mark;
 mod open;
 mod outputs;
+pub mod owner;
 mod schema;
+mod share;
 mod sql;
 pub mod verify;
 
@@ -39,14 +42,15 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
-use files::{check_owned_file, StoreFiles};
+use files::{check_store_file, StoreFiles};
 use identity::Verdict;
 use mark::{Mark, MarkFile};
 use open::{
-    configure, connect, count_commit, doubt, located, open_existing, refuse_newer_schema, sqlite_error,
-    store_open_error,
+    check_files, configure, connect, count_commit, doubt, judge, located, open_existing, refuse_unwritable,
+    sqlite_error, store_open_error, Found,
 };
 pub(super) use sql::Sql;
+use verify::{examine, Opened};
 
 pub use schema::SCHEMA_VERSION;
 
@@ -69,23 +73,20 @@ impl Db {
     pub fn open_rw(path: &Path) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
-        let sharing = files.sharing()?;
-        files.make_dir(&sharing)?;
-        files.refuse_odd_side_files(&sharing)?;
+        files.make_dir()?;
         create::sweep_leftovers(&files);
         // The mark first: it exists only once the store file does.
-        let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()))?;
-        if !files.db_exists() {
-            if let Some(m) = &mark {
-                return Err(identity::missing_store(&files, m));
-            }
+        if let Found::Nothing = check_files(&files)? {
+            files.check_folder_is_yours()?;
             create::create(&files)?;
         }
-        check_owned_file(path, &sharing)?;
+        let Found::Store(sharing) = check_files(&files)? else {
+            return Err(Error::internal("the store just made is not there"));
+        };
         let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        refuse_newer_schema(&conn, path)?;
         // Judged before anything is written, migrations included.
-        let (verdict, _, _) = identity::verify(&conn, &files)?;
+        let (_, verdict) = judge(&conn, &files)?;
+        refuse_unwritable(&conn, &files)?;
         configure(&conn).map_err(|e| sqlite_error(&conn, e, path))?;
         schema::migrate(&conn).map_err(|e| match sqlite_error(&conn, e, path) {
             e if e.code == Code::Internal => {
@@ -97,23 +98,23 @@ impl Db {
         if verdict == Verdict::Unmarked {
             let facts = identity::facts(&conn).map_err(|e| located(e.into(), path))?;
             let id = facts.store_id.ok_or_else(|| Error::internal("a migrated store without its identity"))?;
-            MarkFile::create(&files.mark, &Mark::new(&id)).map_err(|e| located(e, path))?;
-            check_owned_file(&files.mark, &sharing)?;
+            let mark = Mark { owner: Some(files.owner()?), ..Mark::new(&id) };
+            MarkFile::create(&files.mark, &mark).map_err(|e| located(e, path))?;
         }
         Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None })
     }
 
     /// Open an existing store for reading only (status, log, explain).
     /// `Ok(None)` when there is no store yet. A store that lost commits is
-    /// refused; one not known to be whole is checked first.
+    /// refused; one not known to be whole is checked first, as `engine
+    /// verify` checks it.
     pub fn open_ro(path: &Path) -> Result<Option<Db>> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
         // Read-write flags so WAL readers can use the shared memory file;
         // this handle never writes (no lease, no write).
         let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
-        let version = refuse_newer_schema(&conn, path)?;
-        let (verdict, _, _) = identity::verify(&conn, &files)?;
+        let (version, verdict) = judge(&conn, &files)?;
         if version < schema::SCHEMA_VERSION {
             // A reader never writes, so it does not migrate either.
             return Err(Error::usage(format!(
@@ -128,7 +129,7 @@ impl Db {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
             if let Some(why) = doubt(false, dead_writer, changed) {
-                identity::integrity(&db.conn, path, why)?;
+                examine(&db.conn, &db.files, why, Opened::Reading)?;
             }
         }
         Ok(Some(db))
@@ -154,8 +155,7 @@ impl Db {
         use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
         const URI_PATH: &AsciiSet = &CONTROLS.add(b'%').add(b'?').add(b'#');
         let files = StoreFiles::new(path);
-        let sharing = files.sharing().ok()?;
-        if !files.db_exists() || check_owned_file(&files.db, &sharing).is_err() {
+        if !files.db_exists() || check_store_file(&files.db).is_err() {
             return None;
         }
         let uri = format!("file:{}?immutable=1", utf8_percent_encode(files.db.to_str()?, URI_PATH));
@@ -290,6 +290,13 @@ impl Db {
 
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
+    }
+
+    /// Share the store with `group`, under the lease this process holds
+    /// (`share.rs`).
+    pub fn share(&mut self, group: &crate::os::Group) -> Result<()> {
+        let mark = self.mark.as_mut().ok_or_else(|| Error::internal("sharing a store without its lease"))?;
+        share::share(&self.files, mark, group).map_err(|e| located(e, &self.files.db))
     }
 }
 

@@ -8,12 +8,14 @@ use std::path::Path;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
-use super::files::{check_owned_dir, check_owned_file, StoreFiles};
-use super::identity;
+use super::files::{check_owned_dir, check_store_file, StoreFiles};
+use super::header;
+use super::identity::{self, Verdict};
 use super::mark::Mark;
 use super::schema;
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
+use crate::store::access::Sharing;
 
 /// Count one more committed write transaction; the new count.
 /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`, which SQLite
@@ -56,22 +58,103 @@ pub(super) fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64>
     Ok(version)
 }
 
-/// Open an existing store file (`None`: there is none, and no mark says
-/// there was one) after the same ownership and symlink checks as any open;
-/// `mode` is read-only or read-write, never create.
-pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Option<Connection>> {
-    let sharing = files.sharing()?;
-    files.refuse_odd_side_files(&sharing)?;
-    let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()))?;
+/// The store's files as every open finds them, before SQLite reads a byte.
+pub(super) enum Found {
+    /// No store file, and no mark says there was one.
+    Nothing,
+    /// A store file, whose files passed, shared as its group file says.
+    Store(Sharing),
+}
+
+/// What every open checks before SQLite reads a byte of the store, in
+/// order (`engine verify` included): the group file is read (a folder
+/// closed to this user is named as that); the side files and the mark are
+/// regular files, not symlinks; the folder is not a symlink; a store file
+/// is there unless no mark says there was one; the owners and modes of
+/// the files are the ones the engine gave them (recorded in the mark:
+/// `STORE_TAMPERED` naming a change, the group file's and the group it
+/// names included); the mark is intact; the store file's header is
+/// SQLite's as the engine writes it (`header.rs`).
+pub(super) fn check_files(files: &StoreFiles) -> Result<Found> {
+    let sharing = files.sharing();
+    // A group file that is there but cannot be used (made unreadable, or
+    // naming a group the system lost) is judged with the store's files
+    // first, as the mark records it: a chmod is named as that change.
+    let group_file_there = std::fs::symlink_metadata(files.group_file()).is_ok();
+    if !group_file_there {
+        sharing.as_ref().map_err(Clone::clone)?;
+    }
+    files.refuse_odd_side_files()?;
+    check_owned_dir(&files.dir, group_file_there)?;
+    let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()));
     if !files.db_exists() {
-        return match mark {
+        return match mark? {
             Some(m) => Err(identity::missing_store(files, &m)),
-            None => Ok(None),
+            None => Ok(Found::Nothing),
         };
     }
-    check_owned_dir(&files.dir, &sharing)?;
-    check_owned_file(&files.db, &sharing)?;
-    Ok(Some(connect(&files.db, mode)?))
+    check_store_file(&files.db)?;
+    // A mark made unreadable by a chmod is named as that change first.
+    let recorded = mark.as_ref().ok().and_then(|m| m.as_ref()).and_then(|m| m.owner);
+    let names = match &sharing {
+        Ok(Sharing::Group(g)) => Some(g.gid),
+        Ok(Sharing::Owner) => None,
+        Err(_) => recorded.and_then(|r| r.shared()),
+    };
+    files.check_owners(recorded, names)?;
+    mark?;
+    let sharing = sharing?;
+    header::check(&files.db)?;
+    Ok(Found::Store(sharing))
+}
+
+/// Open an existing store file (`None`: there is none, and no mark says
+/// there was one) after the checks every open makes (`check_files`);
+/// `mode` is read-only or read-write, never create.
+pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Option<Connection>> {
+    match check_files(files)? {
+        Found::Nothing => Ok(None),
+        Found::Store(_) => Ok(Some(connect(&files.db, mode)?)),
+    }
+}
+
+/// What every open checks once SQLite has the file, before anything else
+/// reads it (`engine verify` included): the schema version (a newer store
+/// refused untouched), then the store against its mark (`identity.rs`: a
+/// store that lost commits, or another store in its place, refused).
+pub(super) fn judge(conn: &Connection, files: &StoreFiles) -> Result<(i64, Verdict)> {
+    let version = refuse_newer_schema(conn, &files.db)?;
+    let (verdict, _, _) = identity::verify(conn, files)?;
+    Ok((version, verdict))
+}
+
+/// A store SQLite could open only for reading, though the engine asked to
+/// write it: its owner and mode allow writing (checked before), so the
+/// system refuses this process — a read-only file system, or a sandbox
+/// (Landlock, as the engine puts its own providers in) or a security
+/// module. Named as that, before any write fails as "readonly database".
+pub(super) fn refuse_unwritable(conn: &Connection, files: &StoreFiles) -> Result<()> {
+    if !conn.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false) {
+        return Ok(());
+    }
+    let tried = std::fs::OpenOptions::new().read(true).write(true).open(&files.db);
+    let why = match tried.as_ref().map_err(|e| e.raw_os_error()) {
+        Err(Some(libc::EROFS)) => "it is on a read-only file system".to_string(),
+        Err(Some(libc::EACCES | libc::EPERM)) => "the system refuses this process writes to it although its owner \
+            and mode allow them: a sandbox (Landlock: is this engine running as another engine's provider?) or \
+            a security module denies them"
+            .to_string(),
+        Err(_) => {
+            format!("it cannot be opened for writing ({})", tried.err().map(|e| e.to_string()).unwrap_or_default())
+        }
+        Ok(_) => "SQLite opened it read-only".to_string(),
+    };
+    Err(Error::usage(format!(
+        "this process may not write the store: {why}. Nothing was written; run the engine where it may write \
+         its store, or give it another (--store PATH)"
+    ))
+    .at(files.place())
+    .with_details(serde_json::json!({"reason": "store_not_writable"})))
 }
 
 /// A connection that waits for a busy store (from its first statement on:

@@ -99,6 +99,12 @@ pub(super) fn refusal<S: Lifecycle>(what: &str, now: Option<S>, to: S) -> Error 
 
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
+        // The engine's own error, carried through a row's mapping.
+        if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e {
+            if let Some(own) = inner.downcast_ref::<Error>() {
+                return own.clone();
+            }
+        }
         match &e {
             rusqlite::Error::SqliteFailure(f, _)
                 if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
@@ -111,6 +117,17 @@ impl From<rusqlite::Error> for Error {
             rusqlite::Error::SqlInputError { .. } => {
                 Error::new(Code::StoreCorrupt, format!("the store's schema does not match its version: {e}"))
             }
+            // The engine's own query read a value its column cannot hold
+            // (text that is not UTF-8, bytes where text belongs, a word or
+            // JSON it never writes): a row damaged or edited outside the
+            // engine, which `engine verify` names.
+            rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::Utf8Error(..) => Error::new(
+                Code::StoreCorrupt,
+                format!("a row of the store does not hold what its column should ({e}); `engine verify` names it"),
+            ),
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => Error::new(
                 Code::StoreFull,
                 format!("the store's disk is full ({e}); the transaction that did not fit was rolled back whole"),

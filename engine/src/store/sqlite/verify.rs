@@ -7,24 +7,29 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use super::files::StoreFiles;
 use super::schema;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::store::verify::{self as checks, found, Cell, Finding, Own, Verdict, Verified, VerifyDb, CHECKS};
 
-/// Run every check on the store at `path`.
+/// Run every check on the store at `path`: first what every open checks
+/// (the files' kinds, owners and modes, the header, the schema version and
+/// the store against its mark: `open.rs`, the same code and words as any
+/// command), then every check of `CHECKS`.
 pub fn verify(path: &Path) -> Result<Verified> {
-    let conn = super::open::open_existing(&super::files::StoreFiles::new(path), OpenFlags::SQLITE_OPEN_READ_ONLY)?
+    let files = super::files::StoreFiles::new(path);
+    let conn = super::open::open_existing(&files, OpenFlags::SQLITE_OPEN_READ_ONLY)?
         .ok_or_else(|| Error::usage(format!("no store at {}", path.display())).at(path.display().to_string()))?;
     let place = path.display().to_string();
-    let mut db = SqliteVerify { path: path.to_path_buf(), conn };
     // A read-only connection cannot roll a hot journal back, so it must be
     // named before anything reads the file (the schema version included).
-    if let Some(f) = db.hot_journal() {
+    if let Some(f) = hot_journal(path) {
         return Err(checks::failed(&place, &CHECKS[0], &f, &[]));
     }
-    let version = super::open::refuse_newer_schema(&db.conn, path)?;
+    let (version, _) = super::open::judge(&conn, &files)?;
     if version > 0 && version < schema::SCHEMA_VERSION {
         // Not damage: a writing command migrates it; verify never does.
         return Err(Error::usage(format!(
@@ -33,16 +38,54 @@ pub fn verify(path: &Path) -> Result<Verified> {
         ))
         .at(place));
     }
-    db.conn.busy_timeout(crate::limits::STORE_BUSY_TIMEOUT)?;
-    checks::run(&mut db, &place)
+    conn.busy_timeout(crate::limits::STORE_BUSY_TIMEOUT)?;
+    check(&conn, path)
 }
 
-struct SqliteVerify {
+/// Every check of `CHECKS` over an open connection to the store at
+/// `path`: `engine verify`'s, and every open's when the store is not known
+/// to be whole (`open::examine`).
+pub(super) fn check(conn: &Connection, path: &Path) -> Result<Verified> {
+    checks::run(&mut SqliteVerify { path: path.to_path_buf(), conn }, &path.display().to_string())
+}
+
+/// What a store is opened for, as `examine` weighs a person's act edited
+/// outside the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opened {
+    /// Reading (`status`, `explain`, `log`, `report`): an act the chain
+    /// does not vouch for is the reader's to show as such; nothing acts
+    /// on it (every act is checked against the chain before it is).
+    Reading,
+    /// Writing (under the lease): refused before anything is written.
+    Writing,
+}
+
+/// A store not known to be whole (`why`: its last writer died holding it,
+/// did not close it, or its file changed since the engine closed it) is
+/// checked as `engine verify` checks it — SQLite's integrity check, then
+/// every invariant of the ledger and the act chain — before anything
+/// trusts it: a command that would read a damaged row refuses as verify
+/// does, with the same code and the same words. A person's act edited
+/// outside the engine (`STORE_TAMPERED`) refuses a writer; a reader shows
+/// it marked as such.
+pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: Opened) -> Result<()> {
+    match check(conn, &files.db) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == Code::StoreTampered && opened == Opened::Reading => Ok(()),
+        Err(e) => Err(Error {
+            message: format!("the store is not known to be whole ({why}) and was checked: {}", e.message),
+            ..e
+        }),
+    }
+}
+
+struct SqliteVerify<'c> {
     path: PathBuf,
-    conn: Connection,
+    conn: &'c Connection,
 }
 
-impl VerifyDb for SqliteVerify {
+impl VerifyDb for SqliteVerify<'_> {
     fn backend(&self) -> &'static str {
         "sqlite"
     }
@@ -53,16 +96,17 @@ impl VerifyDb for SqliteVerify {
         let mut rows = stmt.query([])?;
         let mut out = Vec::new();
         while let Some(r) = rows.next()? {
-            out.push((0..n).map(|i| r.get::<_, rusqlite::types::Value>(i).map(cell)).collect::<rusqlite::Result<_>>()?);
+            out.push((0..n).map(|i| r.get_ref(i).map(cell)).collect::<rusqlite::Result<_>>()?);
         }
         Ok(out)
     }
 
     fn own(&mut self, check: Own) -> Result<Verdict> {
         let found = match check {
-            Own::HotJournal => self.hot_journal(),
+            Own::HotJournal => hot_journal(&self.path),
             Own::Integrity => self.integrity()?,
             Own::Schema => self.schema()?,
+            Own::ColumnTypes => self.column_types()?,
             Own::ForeignKeys => self.first_row(
                 "SELECT \"table\" || ' row ' || COALESCE(rowid, '?'), 'refers to a missing ' || parent || ' row'
                  FROM pragma_foreign_key_check LIMIT 1",
@@ -75,22 +119,47 @@ impl VerifyDb for SqliteVerify {
                  ORDER BY a.id LIMIT 1",
                 checks::ATTEMPT
             ))?,
-            Own::ActChain => {
-                super::chain::first_problem(&self.conn)?.and_then(|(entry, problem)| found(entry, problem))
-            }
+            Own::ActChain => super::chain::first_problem(self.conn)?.and_then(|(entry, problem)| found(entry, problem)),
         };
         Ok(Verdict::Checked(found))
     }
 }
 
-fn cell(v: rusqlite::types::Value) -> Cell {
-    use rusqlite::types::Value as V;
+/// A value as the checks read it. Text that is not UTF-8 (which
+/// `column_types` names before any other check reads it) is read with its
+/// bad bytes replaced, never trusted and never a panic.
+fn cell(v: ValueRef<'_>) -> Cell {
     match v {
-        V::Null => Cell::Null,
-        V::Integer(i) => Cell::Int(i),
-        V::Real(f) => Cell::Text(f.to_string()),
-        V::Text(t) => Cell::Text(t),
-        V::Blob(b) => Cell::Bytes(b),
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(i) => Cell::Int(i),
+        ValueRef::Real(f) => Cell::Text(f.to_string()),
+        ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Cell::Bytes(b.to_vec()),
+    }
+}
+
+/// A table's columns, as `name TYPE`, sorted.
+fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT name || ' ' || type FROM pragma_table_info(?1)")?;
+    let mut columns: Vec<String> = stmt.query_map([table], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    columns.sort();
+    Ok(columns)
+}
+
+/// A non-empty `-journal` beside the store: a transaction in rollback
+/// mode (the store's creation, before it turns to WAL) was interrupted,
+/// and only a writer that opens the store can roll it back.
+fn hot_journal(store: &Path) -> Option<Finding> {
+    let journal = PathBuf::from(format!("{}-journal", store.display()));
+    match std::fs::symlink_metadata(&journal) {
+        Ok(meta) if meta.len() > 0 => found(
+            journal.display().to_string(),
+            format!(
+                "an interrupted transaction's rollback journal ({} bytes): the store is not as any commit left it until a writer rolls it back (verify does not write)",
+                meta.len()
+            ),
+        ),
+        _ => None,
     }
 }
 
@@ -125,29 +194,12 @@ const TRIGGERS: &[&str] = &[
     "act_chain_append_only_delete",
 ];
 
-impl SqliteVerify {
+impl SqliteVerify<'_> {
     fn first_row(&mut self, sql: &str) -> Result<Option<Finding>> {
         Ok(self.rows(sql)?.into_iter().next().map(|r| Finding {
             entry: r.first().map(Cell::text).unwrap_or_default(),
             problem: r.get(1).map(Cell::text).unwrap_or_default(),
         }))
-    }
-
-    /// A non-empty `-journal` beside the store: a transaction in rollback
-    /// mode (the store's creation, before it turns to WAL) was interrupted,
-    /// and only a writer that opens the store can roll it back.
-    fn hot_journal(&self) -> Option<Finding> {
-        let journal = PathBuf::from(format!("{}-journal", self.path.display()));
-        match std::fs::symlink_metadata(&journal) {
-            Ok(meta) if meta.len() > 0 => found(
-                journal.display().to_string(),
-                format!(
-                    "an interrupted transaction's rollback journal ({} bytes): the store is not as any commit left it until a writer rolls it back (verify does not write)",
-                    meta.len()
-                ),
-            ),
-            _ => None,
-        }
     }
 
     fn integrity(&mut self) -> Result<Option<Finding>> {
@@ -160,6 +212,59 @@ impl SqliteVerify {
             return Ok(None);
         }
         Ok(found("the database file", lines.join("; ")))
+    }
+
+    /// Every value of every table has its column's declared type (or is
+    /// NULL), and every text is UTF-8: SQLite stores whatever it is given
+    /// (a text column edited to hold bytes, or bytes cast to text), and
+    /// every later reader relies on the type.
+    fn column_types(&mut self) -> Result<Option<Finding>> {
+        for table in TABLES {
+            let columns: Vec<(String, String)> = self
+                .conn
+                .prepare(&format!("SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"))?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (column, declared) in columns {
+                if let Some(f) = self.first_mistyped(table, &column, &declared)? {
+                    return Ok(Some(f));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn first_mistyped(&self, table: &str, column: &str, declared: &str) -> Result<Option<Finding>> {
+        let kind = match declared {
+            "INTEGER" => "integer",
+            "TEXT" => "text",
+            "BLOB" => "blob",
+            _ => return Ok(None),
+        };
+        let entry = |rowid: i64| format!("{table} row {rowid}");
+        let sql = format!("SELECT rowid, typeof(\"{column}\") FROM \"{table}\" WHERE typeof(\"{column}\") NOT IN ('null', '{kind}') ORDER BY rowid LIMIT 1");
+        let wrong: Option<(i64, String)> = self.conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        if let Some((rowid, held)) = wrong {
+            return Ok(found(
+                entry(rowid),
+                format!("`{column}` holds a value of type {held}, its column is {declared}"),
+            ));
+        }
+        if kind != "text" {
+            return Ok(None);
+        }
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT rowid, \"{column}\" FROM \"{table}\" WHERE \"{column}\" IS NOT NULL ORDER BY rowid"
+        ))?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            if let ValueRef::Text(bytes) = r.get_ref(1)? {
+                if let Err(e) = std::str::from_utf8(bytes) {
+                    return Ok(found(entry(r.get(0)?), format!("`{column}` is not UTF-8 text ({e})")));
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn schema(&mut self) -> Result<Option<Finding>> {
@@ -180,6 +285,22 @@ impl SqliteVerify {
         for t in TABLES {
             if !present("table", t)? {
                 return Ok(found(format!("table {t}"), "is missing"));
+            }
+        }
+        // Each table's columns as this engine's migrations make them: a
+        // column renamed in the schema's text (a damaged byte of it) would
+        // otherwise read as the outer query's column of that name.
+        let fresh = Connection::open_in_memory()?;
+        schema::migrate(&fresh)?;
+        for t in TABLES {
+            let (want, have) = (columns_of(&fresh, t)?, columns_of(self.conn, t)?);
+            if want != have {
+                let missing: Vec<&String> = want.iter().filter(|c| !have.contains(c)).collect();
+                let odd: Vec<&String> = have.iter().filter(|c| !want.contains(c)).collect();
+                return Ok(found(
+                    format!("table {t}"),
+                    format!("has other columns than this engine's schema: missing {missing:?}, unknown {odd:?}"),
+                ));
             }
         }
         for t in TRIGGERS {

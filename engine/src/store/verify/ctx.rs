@@ -74,6 +74,8 @@ pub enum Own {
     Schema,
     /// Every foreign key points at a row.
     ForeignKeys,
+    /// Every value has its column's type, and text is UTF-8.
+    ColumnTypes,
     /// No attempt written under a newer fence than the store knows.
     Generation,
     /// The act chain, entry by entry, and every act against its entry.

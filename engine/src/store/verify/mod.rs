@@ -61,6 +61,12 @@ pub const CHECKS: &[Check] = &[
         run: Run::Own(Own::Schema),
     },
     Check { name: "foreign_keys", asserts: "PRAGMA foreign_key_check finds nothing", run: Run::Own(Own::ForeignKeys) },
+    // Before any check reads a value as what its column holds.
+    Check {
+        name: "column_types",
+        asserts: "every value has its column's type (integer, UTF-8 text, bytes) or is NULL",
+        run: Run::Own(Own::ColumnTypes),
+    },
     Check {
         name: "json_columns",
         asserts: "every JSON column parses (evidence as evidence)",
@@ -189,7 +195,10 @@ pub fn run(db: &mut dyn VerifyDb, place: &str) -> Result<Verified> {
         let verdict =
             verdict.unwrap_or_else(|e| Verdict::Checked(found("the store", format!("cannot be read: {}", e.message))));
         match verdict {
-            Verdict::Checked(Some(f)) => return Err(failed(place, check, &f, &passed)),
+            Verdict::Checked(Some(f)) => {
+                let tampered = tampered_first(&mut ctx, place, check, &passed);
+                return Err(tampered.unwrap_or_else(|| failed(place, check, &f, &passed)));
+            }
             Verdict::Checked(None) => passed.push(check.name),
             Verdict::NotApplicable(why) => not_applicable.push(NotApplicable { check: check.name, why }),
         }
@@ -197,10 +206,31 @@ pub fn run(db: &mut dyn VerifyDb, place: &str) -> Result<Verified> {
     Ok(Verified { store: place.to_string(), backend, checks: passed, not_applicable })
 }
 
+/// A person's act edited outside the engine is tampering whichever check
+/// meets the edit first (an edited settlement's outcome also breaks
+/// `settlements`; an approval's request, `approvals`): when a check of the
+/// ledger fails, the act chain is asked too, and a break in it is the
+/// finding. Not after damage SQLite's own checks found, where the rows the
+/// chain would read cannot be trusted to be what was written.
+fn tampered_first(ctx: &mut Ctx, place: &str, failed_check: &Check, passed: &[&str]) -> Option<Error> {
+    const FILE_CHECKS: [&str; 3] = ["no_hot_journal", "sqlite_integrity", "schema"];
+    if FILE_CHECKS.contains(&failed_check.name) || failed_check.name == ACT_CHAIN {
+        return None;
+    }
+    let chain = CHECKS.iter().find(|c| c.name == ACT_CHAIN)?;
+    match ctx.db.own(Own::ActChain) {
+        Ok(Verdict::Checked(Some(f))) => Some(failed(place, chain, &f, passed)),
+        _ => None,
+    }
+}
+
+/// The check of the act chain (tampering, not damage).
+const ACT_CHAIN: &str = "act_chain";
+
 /// A broken act chain is tampering (`STORE_TAMPERED`, exit 2); anything
 /// else is damage (`STORE_CORRUPT`).
 pub fn failed(place: &str, check: &Check, f: &Finding, passed: &[&str]) -> Error {
-    let code = if check.name == "act_chain" { Code::StoreTampered } else { Code::StoreCorrupt };
+    let code = if check.name == ACT_CHAIN { Code::StoreTampered } else { Code::StoreCorrupt };
     Error::new(code, format!("check `{}` failed: {}: {}", check.name, f.entry, f.problem))
         .at(place.to_string())
         .with_details(json!({"check": check.name, "entry": f.entry, "problem": f.problem, "passed": passed}))
