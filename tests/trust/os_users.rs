@@ -179,3 +179,62 @@ fn the_stores_owner_revises_people_when_everyone_named_is_gone() {
     engine_as(&ws, &alice, &["--json", "run", "plan.json", "--store", s]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1], "one approval, one delivery");
 }
+
+/// A shared store's files are judged against the group its mark records,
+/// whichever member opens it: a chmod, a chgrp, the group file gone — each
+/// is `STORE_TAMPERED` naming the file and the change, for every member,
+/// and left as it is (nothing repairs it); put back, the store opens.
+#[test]
+fn a_shared_stores_files_changed_outside_the_engine_are_refused_never_repaired() {
+    let Some(mut os) = OsUsers::new("a_shared_stores_files_changed_outside_the_engine_are_refused_never_repaired")
+    else {
+        return;
+    };
+    let (alice, bob) = (os.user(true), os.user(true));
+    let rcv = Receiver::start(&[]);
+    let (ws, stores) = setup(&rcv, &alice, json!({"approve": [bob.name]}));
+    let store = stores.path().join("shared").join("engine.db");
+    let s = store.to_str().unwrap();
+    let as_store = |suffix: &str| PathBuf::from(format!("{s}{suffix}"));
+    engine_as(&ws, &alice, &["--json", "run", "plan.json", "--store", s, "--store-group", &os.group])
+        .expect(4, Some("APPROVAL_REQUIRED"));
+    // Shared again with the same group: nothing changes, the store opens clean.
+    engine_as(&ws, &alice, &["--json", "run", "plan.json", "--store", s, "--store-group", &os.group])
+        .expect(4, Some("APPROVAL_REQUIRED"));
+    engine_as(&ws, &bob, &["--json", "verify", "--store", s]).expect(0, None);
+    assert_shared(store.parent().unwrap(), os.gid);
+
+    let refused_for_both = |file: &Path, words: &str| {
+        for (who, args) in
+            [(&bob, vec!["--json", "verify", "--store", s]), (&alice, vec!["--json", "status", "--store", s])]
+        {
+            let out = engine_as(&ws, who, &args);
+            out.expect(2, Some("STORE_TAMPERED"));
+            assert!(out.stdout.contains(&*file.to_string_lossy()), "names the file: {}", out.describe());
+            assert!(out.stdout.contains(words), "names the change ({words}): {}", out.describe());
+        }
+    };
+    let mark = as_store(".mark");
+    std::fs::set_permissions(&mark, std::fs::Permissions::from_mode(0o640)).unwrap();
+    refused_for_both(&mark, "from 0660 to 0640");
+    assert_eq!(mode_gid(&mark), (0o640, os.gid), "a tampered mode is left as it is");
+    std::fs::set_permissions(&mark, std::fs::Permissions::from_mode(0o660)).unwrap();
+    engine_as(&ws, &bob, &["--json", "verify", "--store", s]).expect(0, None);
+
+    std::os::unix::fs::lchown(&store, None, Some(0)).unwrap();
+    refused_for_both(&store, &format!("from gid {} to gid 0", os.gid));
+    std::os::unix::fs::lchown(&store, None, Some(os.gid)).unwrap();
+
+    let folder = store.parent().unwrap();
+    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    refused_for_both(folder, "from 2770 to 2775");
+    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o2770)).unwrap();
+
+    let group_file = as_store(".group");
+    let away = stores.path().join("group-file-away");
+    std::fs::rename(&group_file, &away).unwrap();
+    refused_for_both(&group_file, "is gone");
+    std::fs::rename(&away, &group_file).unwrap();
+    engine_as(&ws, &bob, &["--json", "verify", "--store", s]).expect(0, None);
+    assert_shared(folder, os.gid);
+}
