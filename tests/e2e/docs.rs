@@ -84,7 +84,7 @@ fn every_command_and_flag_is_in_the_commands_reference() {
             }
         }
     }
-    for global in ["--json", "--store", "--workspace"] {
+    for global in ["--json", "--store", "--workspace", "--color"] {
         if !commands_md.contains(&format!("| `{global}")) {
             missing.push(format!("global {global}"));
         }

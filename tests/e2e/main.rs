@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod advice;
 mod agent_output;
 mod architecture;
 mod builtin;
@@ -22,6 +23,7 @@ mod outputs;
 mod plan_props;
 mod readme_tour;
 mod schema;
+mod sharp_edges;
 mod store_columns;
 mod store_creation;
 mod store_files;

@@ -5,7 +5,7 @@
 //! kernel sends to the engine's process group alone.
 
 use crate::common::*;
-use crate::terminal::{has_colour, Terminal};
+use crate::terminal::{has_colour, plain, Terminal};
 
 /// T1 (title with a control sequence) holds until its child is killed,
 /// then T2 fails after a second (the live view redraws its counter on its
@@ -75,7 +75,7 @@ fn progress_plain_on_a_terminal_prints_lines_not_a_live_view() {
     send(child, libc::SIGKILL);
     term.engine.wait(SOON).expect_code(1);
     let screen = term.screen.wait_for("stopped: task(s) failed: T2", SOON);
-    assert!(screen.contains("] T2 failed: provider_rejected ("), "{screen:?}");
+    assert!(plain(&screen).contains("] T2 failed: provider_rejected ("), "{screen:?}");
     assert!(!screen.contains("\u{1b}[2K") && !screen.contains("[0/2]"), "no live view: {screen:?}");
 }
 
@@ -86,7 +86,7 @@ fn quiet_on_a_terminal_prints_the_summary_only() {
     ws.write("t1.release", "");
     let mut term = Terminal::start(&ws, &["run", "plan.json", "--quiet"], &[]);
     term.engine.wait(SOON).expect_code(1);
-    let screen = term.screen.wait_for("stopped: task(s) failed: T2", SOON);
+    let screen = plain(&term.screen.wait_for("stopped: task(s) failed: T2", SOON));
     assert!(!screen.contains("started") && !screen.contains("[0/2]") && !screen.contains("(0."), "{screen:?}");
     assert!(screen.starts_with("goal g (revision 1)"), "{screen:?}");
 }
@@ -106,7 +106,7 @@ fn ctrl_c_typed_on_the_terminal_stops_the_run_and_ends_the_provider() {
     term.engine.wait(SOON).expect_code(130);
     wait_gone(leader, "the provider");
     wait_gone(child, "the provider's child");
-    let screen = term.screen.wait_for("go on with `engine run plan.json`", SOON);
+    let screen = plain(&term.screen.wait_for("go on with `engine run plan.json`", SOON));
     assert!(screen.contains("SIGINT: stopping"), "{screen:?}");
     assert!(screen.contains("stopped by SIGINT: nothing new was started; cancelled, not failed: T1"), "{screen:?}");
     assert_eq!(ws.ledger().task_state("T1"), "cancelled");
@@ -116,4 +116,53 @@ fn ctrl_c_typed_on_the_terminal_stops_the_run_and_ends_the_provider() {
     ws.write("t1.release", "");
     ws.engine_json(&["run", "plan.json"]).expect_code(0);
     assert_eq!(runs(&ws, "t1"), 2, "the cancelled local task ran again");
+}
+
+/// `engine ARGS` on a terminal until it ends (exit 0, or 1 for a run,
+/// 2 for an error); what the terminal showed once it shows `until`.
+fn on_terminal(ws: &Ws, args: &[&str], env: &[(&str, &str)], until: &str) -> String {
+    let mut term = Terminal::start(ws, args, env);
+    let code = term.engine.wait(SOON).code();
+    let screen = term.screen.wait_for(until, SOON);
+    let expected = match args {
+        _ if args.contains(&"run") => 1,
+        _ if until == "did you mean" => 2,
+        _ => 0,
+    };
+    assert_eq!(code, expected, "{args:?}: {screen:?}");
+    screen
+}
+
+#[test]
+fn a_terminal_gets_colour_in_summaries_unless_a_person_said_otherwise() {
+    let ws = Ws::new();
+    two_tasks(&ws);
+    ws.write("t1.release", "");
+    let stop = "stopped: task(s) failed: T2";
+    // The run's summary (stdout), not only its progress: the stop in red,
+    // `next:` and its command styled, the states coloured.
+    let screen = on_terminal(&ws, &["run", "plan.json", "--quiet"], &[], stop);
+    assert!(screen.contains("\u{1b}[31m\u{1b}[1mstopped\u{1b}[0m: task(s)"), "{screen:?}");
+    assert!(screen.contains("next:\u{1b}[0m"), "{screen:?}");
+    assert!(screen.contains("\u{1b}[32msucceeded"), "{screen:?}");
+    // status, explain and an error (stderr) alike.
+    let status = on_terminal(&ws, &["status"], &[], "budgets");
+    assert!(status.contains("\u{1b}[31mfailed\u{1b}[0m"), "{status:?}");
+    assert!(has_colour(&on_terminal(&ws, &["explain", "T2"], &[], "classification")));
+    let error = on_terminal(&ws, &["explain", "T3"], &[], "did you mean");
+    assert!(error.contains("\u{1b}[31m\u{1b}[1merror\u{1b}[0m: \u{1b}[31m\u{1b}[1mUSAGE_ERROR"), "{error:?}");
+    // Off: --color never, NO_COLOR, a dumb terminal; NO_COLOR yields to
+    // a person's explicit --color always.
+    for (args, env) in [
+        (&["--color", "never", "status"][..], &[][..]),
+        (&["status"], &[("NO_COLOR", "1")]),
+        (&["status"], &[("TERM", "dumb")]),
+        (&["status", "--color", "never"], &[("NO_COLOR", "")]),
+    ] {
+        let screen = on_terminal(&ws, args, env, "budgets");
+        assert!(!has_colour(&screen), "{args:?} {env:?}: {screen:?}");
+    }
+    assert!(has_colour(&on_terminal(&ws, &["--color", "always", "status"], &[("NO_COLOR", "1")], "budgets")));
+    // An empty NO_COLOR is not set (no-color.org).
+    assert!(has_colour(&on_terminal(&ws, &["status"], &[("NO_COLOR", "")], "budgets")));
 }

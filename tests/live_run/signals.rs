@@ -268,7 +268,7 @@ fn a_stopped_repair_leaves_the_failure_it_was() {
     wait_gone(leader, "the repair's provider");
     // The way on is the repair again (with --force: the failure is
     // provider_rejected), not a plain run.
-    assert_eq!(out.json()["stopped"]["next"], "engine repair T1 --force --note TEXT", "{}", out.describe());
+    assert_eq!(out.json()["stopped"]["next"], "engine repair T1 --force --note \"…\"", "{}", out.describe());
     let states: Vec<String> = ws.attempts_of("T1").into_iter().map(|a| a.state).collect();
     assert_eq!(states, vec!["failed", "cancelled"]);
     // A plain run never re-runs a failed task: the repair is asked again.

@@ -24,12 +24,13 @@ impl Screen {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
     }
 
-    /// Wait until the screen shows `needle`; the screen then.
+    /// Wait until the screen shows `needle` (its colours aside: a word
+    /// painted is still the word); the screen then, colours and all.
     #[track_caller]
     pub fn wait_for(&self, needle: &str, limit: Duration) -> String {
         wait_for(limit, || {
             let text = self.text();
-            text.contains(needle).then_some(text)
+            plain(&text).contains(needle).then_some(text)
         })
         .unwrap_or_else(|| panic!("the terminal never showed {needle:?}; it showed:\n{:?}", self.text()))
     }
@@ -122,6 +123,35 @@ pub fn has_colour(text: &str) -> bool {
         let end = params.find(|c: char| !(c.is_ascii_digit() || c == ';'));
         end.is_some_and(|i| params[i..].starts_with('m'))
     })
+}
+
+/// `text` without its SGR (colour/style) sequences: what a person reads.
+pub fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('\x1b') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 1..];
+        let sgr = tail.strip_prefix('[').and_then(|params| {
+            let end = params.find(|c: char| !(c.is_ascii_digit() || c == ';'))?;
+            params[end..].starts_with('m').then_some(&params[end + 1..])
+        });
+        match sgr {
+            Some(after) => rest = after,
+            None => {
+                out.push('\x1b');
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn plain_drops_colour_and_keeps_everything_else() {
+    assert_eq!(plain("\x1b[31m\x1b[1mstopped\x1b[0m: x"), "stopped: x");
+    assert_eq!(plain("\r\x1b[2K\x1b[1A[0/2]"), "\r\x1b[2K\x1b[1A[0/2]");
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn calls_exhausted_names_the_raise_and_the_raise_alone_lets_the_run_go_on() {
     ws.write_plan("plan.json", &with_budgets(p, json!({"max_provider_calls": 2})));
     let report = ws.json(&["run", "plan.json", "--jobs", "1"], 5);
     let way_out = "raise it (a person's act, recorded): \
-                   `engine revise plan.json --reason TEXT --raise max_provider_calls=4`";
+                   `engine revise plan.json --reason \"…\" --raise max_provider_calls=4`";
     assert_eq!(report["way_out"], way_out, "{report:#}");
     let text = ws.engine(&["run", "plan.json", "--jobs", "1"]);
     assert_eq!(text.code(), 5);
@@ -73,7 +73,7 @@ fn max_revisions_is_raised_by_a_person_never_by_the_plan() {
     ws.write_plan("plan.json", &p3);
     let doc = ws.json(&["revise", "plan.json", "--reason", "two"], 5);
     let way_out =
-        "raise it (a person's act, recorded): `engine revise plan.json --reason TEXT --raise max_revisions=2`";
+        "raise it (a person's act, recorded): `engine revise plan.json --reason \"…\" --raise max_revisions=2`";
     assert_eq!(doc["error"]["details"]["way_out"], way_out, "{doc:#}");
     assert!(doc["error"]["message"].as_str().unwrap().ends_with(way_out), "{doc:#}");
     let text = ws.engine(&["revise", "plan.json", "--reason", "two"]);
@@ -112,7 +112,7 @@ fn the_deadline_bounds_one_run_and_the_next_run_goes_on() {
     assert_eq!(report["budget"]["budget"], "deadline_seconds", "{report:#}");
     let way_out = report["way_out"].as_str().unwrap();
     assert!(way_out.contains("`engine run plan.json` goes on with a new one"), "{way_out}");
-    assert!(way_out.ends_with("`engine revise plan.json --reason TEXT --raise deadline_seconds=2`"), "{way_out}");
+    assert!(way_out.ends_with("`engine revise plan.json --reason \"…\" --raise deadline_seconds=2`"), "{way_out}");
     assert_eq!(ws.calls("T2"), 0);
     // The next run has a deadline of its own: T2 runs.
     ws.json(&["run", "plan.json"], 0);
@@ -146,7 +146,7 @@ fn attempts_and_cost_exhausted_name_a_raise_that_lets_the_work_go_on() {
     ws.write_plan("plan.json", &with_budgets(p, json!({"max_attempts_per_task": 1})));
     ws.json(&["run", "plan.json"], 1);
     let report = ws.json(&["repair", "T1", "--instruction", "try again"], 5);
-    let way_out = "`engine revise plan.json --reason TEXT --raise max_attempts_per_task=2`";
+    let way_out = "`engine revise plan.json --reason \"…\" --raise max_attempts_per_task=2`";
     assert!(report["way_out"].as_str().unwrap().ends_with(way_out), "{report:#}");
     ws.json(&["revise", "plan.json", "--reason", "one more try", "--raise", "max_attempts_per_task=2", "--no-run"], 0);
     ws.write("fixed", "");

@@ -120,9 +120,9 @@ fn the_mixed_report_in_a_browser_shows_states_commands_and_output_as_text() {
     let publish_op = doc["tasks"][3]["operation_id"].as_str().unwrap().to_string();
     let commands: Vec<&str> = d["commands"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     for want in [
-        format!("engine settle {send_op} --outcome ok --note TEXT"),
-        format!("engine settle {send_op} --outcome not_run --note TEXT"),
-        format!("engine approve {publish_op} --note TEXT"),
+        format!("engine settle {send_op} --outcome ok --note \"…\""),
+        format!("engine settle {send_op} --outcome not_run --note \"…\""),
+        format!("engine approve {publish_op} --note \"…\""),
     ] {
         assert!(commands.contains(&want.as_str()), "{want} not among {commands:?}");
     }

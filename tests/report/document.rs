@@ -112,10 +112,10 @@ fn the_mixed_report_names_every_state_what_waits_and_who_approved() {
     let kinds: Vec<&str> = waiting.iter().map(|w| w["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, vec!["settle", "approve", "failed"]);
     assert_eq!(waiting[0]["operation_id"], send_op.as_str());
-    assert_eq!(waiting[0]["commands"][0], format!("engine settle {send_op} --outcome ok --note TEXT"));
-    assert_eq!(waiting[0]["commands"][1], format!("engine settle {send_op} --outcome not_run --note TEXT"));
-    assert_eq!(waiting[1]["commands"][0], format!("engine approve {publish_op} --note TEXT"));
-    assert_eq!(waiting[2]["commands"][0], "engine revise plan.json --reason TEXT");
+    assert_eq!(waiting[0]["commands"][0], format!("engine settle {send_op} --outcome ok --note \"…\""));
+    assert_eq!(waiting[0]["commands"][1], format!("engine settle {send_op} --outcome not_run --note \"…\""));
+    assert_eq!(waiting[1]["commands"][0], format!("engine approve {publish_op} --note \"…\""));
+    assert_eq!(waiting[2]["commands"][0], "engine revise plan.json --reason \"…\"");
     assert_eq!(m.rcv.tries_of(&send_op), vec![1], "the report itself sends nothing");
 }
 

@@ -106,7 +106,7 @@ fn every_act_records_the_os_user() {
     assert_eq!(recorded["data"]["uid"], json!(uid), "{recorded}");
     assert_eq!(recorded["data"]["user"], json!(user), "{recorded}");
     let log_text = ws.engine(&["log"]).stdout;
-    assert!(log_text.contains(&format!("\"user\":\"{user}\"")), "{log_text}");
+    assert!(log_text.contains(&format!("user {user}")), "{log_text}");
     let status = ws.engine(&["status"]);
     assert!(status.stdout.contains(user) && status.stdout.contains("release manager"), "{}", status.stdout);
     let explain = ws.engine(&["explain", "T1"]);

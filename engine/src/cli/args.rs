@@ -56,6 +56,22 @@ pub struct Global {
     /// plan file's folder, else the current folder.
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Colour for people: `auto` on a terminal unless NO_COLOR is set,
+    /// `always` (even in a pipe, and over NO_COLOR), `never`. --json is
+    /// never coloured.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set (or TERM is dumb).
+    Auto,
+    /// Always, even when the output is not a terminal, and over NO_COLOR.
+    Always,
+    /// Never.
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -208,13 +224,13 @@ pub enum Command {
             asked for the raw output: control characters reach your terminal. Output over 1 MiB was \
             kept as its first and last 512 KiB; where the middle is missing, stderr says how many \
             bytes and where.",
-        after_help = "Examples:\n  engine output T2\n  engine output T2 --attempt 3 --stderr > t2-stderr.txt"
+        after_help = "Examples:\n  engine output T2\n  engine output T2 --attempt 2 --stderr > t2-stderr.txt"
     )]
     Output {
         /// The task's ref, as in the plan.
         #[arg(value_name = "REF")]
         task_ref: String,
-        /// The attempt id (as `engine explain` numbers them). Default: the task's latest attempt with output.
+        /// The task's attempt N (1 is its first, as `engine explain` numbers them). Default: its latest attempt with output.
         #[arg(long, value_name = "N")]
         attempt: Option<i64>,
         /// Print what the provider wrote on stderr instead of stdout.
@@ -224,14 +240,21 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         goal: Option<String>,
     },
-    /// Print the event log, in ledger order.
+    /// Print the event log, in ledger order: one readable line per event (--json: the raw events).
     #[command(
-        after_help = "Examples:\n  engine log\n  engine log --follow --json\n  engine log --goal money-totals --after 120"
+        long_about = "Print the event log in ledger order. For a person, one line per event: its sequence \
+            number, time (UTC), task and attempt (numbered as the task counts them), and what happened, \
+            digests cut to 16 characters. --json prints the raw events, digests whole.",
+        after_help = "Examples:\n  engine log --task T2\n  engine log --follow --json\n  engine log --goal money-totals --after 120"
     )]
     Log {
         /// Keep printing new events as they are written (Ctrl-C to stop).
         #[arg(long)]
         follow: bool,
+        /// Only this task's events (of --goal's goal; default: the goal most
+        /// recently run).
+        #[arg(long = "task", value_name = "REF")]
+        task_ref: Option<String>,
         /// Only events after this sequence number.
         #[arg(long, value_name = "SEQ", default_value_t = 0)]
         after: i64,
@@ -291,12 +314,22 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
-    /// Send an operation again: one settled `not_run`, or one that failed retryably (same operation id, next try).
-    #[command(after_help = "Example:\n  engine retry op_3f2a9c0d1e2b4c5d6e7f8091")]
+    /// Send a task's latest call again: one settled `not_run`, or one that failed retryably (same operation id, next try).
+    #[command(
+        long_about = "Send a task's latest call again, with the same operation id and the next try number: \
+            one a person settled `not_run`, or one that failed in a way a re-send can fix \
+            (provider_unavailable, timeout, environment, killed). An approval is checked again where \
+            the task needs one. Then the run goes on.",
+        after_help = "Examples:\n  engine retry T3\n  engine retry T3 --goal money-totals\n  engine retry op_3f2a9c0d1e2b4c5d6e7f8091   # an operation id works too"
+    )]
     Retry {
-        /// The operation id, as `engine status` or the run's summary shows it.
-        #[arg(value_name = "OPERATION_ID")]
-        operation_id: String,
+        /// The task's ref, as in the plan (or the operation id of a task's
+        /// latest call, as `engine status` shows it).
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        /// The goal id. Default: the goal most recently run in this store.
+        #[arg(long, value_name = "ID")]
+        goal: Option<String>,
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 
-pub use args::{Cli, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
+pub use args::{Cli, ColorChoice, Command, GraphFormat, OutcomeArg, ProgressMode, Shell, Show};
 
 use crate::commands::worker::{SubmitOptions, WorkerOptions};
 use crate::commands::{self, repair::RepairRequest, revise::ReviseRequest, run::RunOptions};
@@ -48,11 +48,17 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.global.json;
+    let painted = !cli.command.prints_a_format();
+    report::paint::choose(match (json, cli.global.color) {
+        (true, _) | (_, ColorChoice::Never) => report::paint::Choice::Never,
+        (false, ColorChoice::Always) => report::paint::Choice::Always,
+        (false, ColorChoice::Auto) => report::paint::Choice::Auto,
+    });
     if cli.command.runs_work() {
         // From here on a person's Ctrl-C, SIGTERM or SIGHUP is the run's to
         // act on: it ends its providers and records them, then exits.
         if let Err(e) = crate::signals::catch() {
-            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            print_error(&e);
             return e.code.exit_code();
         }
     }
@@ -61,7 +67,8 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", report::escape::json_pretty(&out.json)));
             } else if !out.text.is_empty() {
-                emit(&report::escape::for_terminal(&out.text));
+                let text = report::escape::for_terminal(&out.text);
+                emit(&if painted { report::paint::text(&text) } else { text.into_owned() });
             }
             stopped_exit(out.exit_code)
         }
@@ -69,9 +76,20 @@ pub fn main() -> i32 {
             if json {
                 emit(&format!("{}\n", report::escape::json_pretty(&json!({"ok": false, "error": e}))));
             }
-            eprintln!("error: {}", report::escape::for_terminal(&e.to_string()));
+            print_error(&e);
             e.code.exit_code()
         }
+    }
+}
+
+/// An error for a person, on stderr: `error: CODE: message (at place)`,
+/// and under it the source line it points into, when it has one (a plan's
+/// JSON syntax error: the line and a caret under the column).
+fn print_error(e: &Error) {
+    let line = format!("error: {}", report::escape::for_terminal(&e.to_string()));
+    eprintln!("{}", report::paint::error(&line));
+    if let Some(shown) = report::plan::source_excerpt(&e.details) {
+        eprintln!("{shown}");
     }
 }
 
@@ -88,6 +106,12 @@ fn stopped_exit(exit_code: i32) -> i32 {
 }
 
 impl Command {
+    /// The commands whose text is a format another program reads (a
+    /// schema, a shell's completions, a man page, a graph): never painted.
+    fn prints_a_format(&self) -> bool {
+        matches!(self, Command::Schema | Command::Completions { .. } | Command::Man { .. } | Command::Graph { .. })
+    }
+
     /// The commands that run work, and so catch a person's stop signals.
     fn runs_work(&self) -> bool {
         matches!(
@@ -152,9 +176,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Approve { operation_id, note, actor, request_id } => {
             approve(&at, OperationId::new(operation_id), &note, actor, request_id)
         }
-        Command::Retry { operation_id, jobs, asker, show } => retry(
+        Command::Retry { task_ref, goal, jobs, asker, show } => retry(
             &at,
-            OperationId::new(operation_id),
+            (&task_ref, goal.map(GoalId::new).as_ref()),
             (jobs_or_default(jobs), show.sink()),
             asker.actor,
             asker.request_id,
@@ -199,8 +223,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             )
         }
         Command::Verify => verify(&at.store_path()?),
-        Command::Log { follow, after, goal } => {
-            report::log::render(&at.reader()?, Seq(after), goal.map(GoalId::new).as_ref(), follow, json)
+        Command::Log { follow, after, goal, task_ref } => {
+            let which = report::log::Which { after: Seq(after), goal: goal.map(GoalId::new), task_ref, follow };
+            report::log::render(&at.reader()?, &which, json)
         }
     }
 }
@@ -270,21 +295,27 @@ fn approve(
 /// `engine retry`: a person's request, under the lease; once per request id.
 fn retry(
     at: &Places,
-    op: OperationId,
+    (arg, goal): (&str, Option<&GoalId>),
     (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
     let person = commands::person::who(actor.as_deref());
-    let args = json!({"operation_id": op.as_str(), "actor": actor});
+    // The argument as given (a ref or an operation id); the goal only when
+    // named, so a request id recorded before `--goal` existed still matches.
+    let mut args = json!({"operation_id": arg, "actor": actor});
+    if let Some(g) = goal {
+        args["goal"] = json!(g.as_str());
+    }
     let given = Given::new(request_id, "retry", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
-    commands::retry::permitted(&*store.read(), &op, &person)?;
+    let named = commands::retry::Named { arg, goal };
+    commands::retry::permitted(&*store.read(), &named, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::run::render(&commands::retry::retry(ledger, &op, jobs, &person, id, progress.clone())?))
+        Ok(report::run::render(&commands::retry::retry(ledger, &named, jobs, &person, id, progress.clone())?))
     })
 }
 
@@ -327,7 +358,8 @@ fn revise(
     let owner = req.as_store_owner.then_some(location.path.as_path());
     commands::revise::permitted(&*store.read(), &loaded, &person, owner)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::revise::render(&commands::revise::revise(ledger, loaded, req, &person, id)?))
+        let revised = commands::revise::revise(ledger, loaded, req, &person, id)?;
+        Ok(report::revise::render(&revised, &*ledger.read()))
     })
 }
 

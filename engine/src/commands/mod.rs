@@ -7,6 +7,7 @@
 //! act checks who may do it (`permitted`, before the lease: a refused act
 //! is recorded nowhere) and records who did it (`person`).
 
+pub mod advice;
 pub mod approve;
 pub mod owner_way_out;
 pub mod person;
@@ -86,6 +87,18 @@ pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<
     at.sweep_leftovers();
     at.prepare(create)?;
     Ok(at)
+}
+
+/// A ref that names no task of goal `goal`'s `revision`: the error every
+/// command taking a ref gives, with the closest known ref (`did you mean`).
+pub fn no_task<'a>(
+    goal: &GoalId,
+    revision: crate::ids::Revision,
+    task_ref: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Error {
+    let hint = crate::plan::suggest::did_you_mean(task_ref, known);
+    Error::usage(format!("goal `{goal}` revision {revision} has no task `{task_ref}`{hint}")).at(task_ref.to_string())
 }
 
 /// The plan file a recorded revision came from, for a run of it without a

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::checkpoint::{self, FileCache};
+use crate::decide::advice;
 use crate::decide::people::Act;
 use crate::decide::repair::{failure_evidence, fingerprint, is_repetition, needs_force};
 use crate::error::{Code, Error, Result};
@@ -59,9 +60,14 @@ pub fn repair(
     let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
     plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
-        Error::usage(format!("goal `{}` revision {} has no task `{}`", g.id, g.active_revision, req.task_ref))
-            .at(req.task_ref.clone())
+        super::no_task(&g.id, g.active_revision, &req.task_ref, plan.file.tasks.iter().map(|t| t.task_ref.as_str()))
     })?;
+    let place = super::advice::Place::of(&*read, &g)?;
+    let next = |read: &dyn LedgerRead| -> Result<String> {
+        let row = read.task(&g.id, g.active_revision, &task.task_ref)?;
+        let ways = row.map(|r| super::advice::of_task(read, &g, &place, &r)).transpose()?;
+        Ok(ways.filter(|a| !a.ways.is_empty()).map(|a| format!("; next: {}", a.sentence())).unwrap_or_default())
+    };
     if let Some(p) = &req.provider {
         if *p != task.provider {
             return Err(Error::new(
@@ -79,27 +85,28 @@ pub fn repair(
         .into_iter()
         .filter(|a| a.revision == g.active_revision && a.state != AttemptState::Abandoned)
         .collect();
-    let last = attempts
-        .last()
-        .filter(|a| a.state == AttemptState::Failed)
-        .ok_or_else(|| {
-            let state =
-                attempts.last().map_or("no attempt".to_string(), |a| format!("its latest attempt is `{}`", a.state));
-            Error::usage(format!("task {} has not failed ({state}): repair is for a failed task", task.task_ref))
-                .at(task.task_ref.clone())
-        })?
-        .clone();
+    let Some(last) = attempts.last().filter(|a| a.state == AttemptState::Failed).cloned() else {
+        let state =
+            attempts.last().map_or("no attempt".to_string(), |a| format!("its latest attempt is `{}`", a.state));
+        return Err(Error::usage(format!(
+            "task {} has not failed ({state}): repair is for a failed task{}",
+            task.task_ref,
+            next(&*read)?
+        ))
+        .at(task.task_ref.clone()));
+    };
     let class = last.class().unwrap_or(FailureClass::Unclassified);
     if needs_force(class) && req.force_note.as_deref().is_none_or(|n| n.trim().is_empty()) {
         return Err(Error::usage(format!(
-            "task {} failed as `{class}`, which a repair is not expected to fix (next: {}); to repair anyway pass --force --note TEXT",
+            "task {} failed as `{class}`, which a repair is not expected to fix without a person's word (--force --note){}",
             task.task_ref,
-            class.next_step()
+            next(&*read)?
         ))
         .at(task.task_ref.clone()));
     }
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
-    refuse_repetition(&*read, &plan, &task, &attempts, &last, req.instruction.as_deref(), &sandboxes)?;
+    let said = Asking { instruction: req.instruction.as_deref(), place: &place };
+    refuse_repetition(&*read, &plan, &task, &attempts, &last, &said, &sandboxes)?;
 
     let spec = plan.provider_of(&task);
     let request_digest = digests::request_digest(&task.provider, spec, &task.action, req.instruction.as_deref());
@@ -127,9 +134,10 @@ fn refuse_repetition(
     task: &Task,
     attempts: &[AttemptRecord],
     last: &AttemptRecord,
-    instruction: Option<&str>,
+    asked: &Asking,
     sandboxes: &Sandboxes,
 ) -> Result<()> {
+    let instruction = asked.instruction;
     let failed: Vec<&AttemptRecord> = attempts.iter().filter(|a| a.state == AttemptState::Failed).collect();
     let fps: Vec<String> = failed
         .iter()
@@ -157,13 +165,24 @@ fn refuse_repetition(
     Err(Error::new(
         Code::RepeatedFailureWithoutNewEvidence,
         format!(
-            "task {}'s last two failures are the same ({class}, fingerprint {}) and neither its inputs nor the instruction changed since; change something (inputs, --instruction) or revise the plan",
+            "task {}'s last two failures are the same ({class}, fingerprint {}) and neither its inputs nor the instruction changed since; next: {}",
             task.task_ref,
-            &fp[..16.min(fp.len())]
+            fp.get(..16).unwrap_or(fp),
+            advice::sentence(
+                &advice::after_repetition(&task.task_ref, class, &asked.place.scope()),
+                &asked.place.plan_path,
+                &task.task_ref
+            )
         ),
     )
     .at(task.task_ref.clone())
     .with_details(json!({"fingerprint": fp, "attempts": failed.iter().rev().take(2).map(|a| a.id).collect::<Vec<_>>()})))
+}
+
+/// What a repair asks with, as the repetition check needs it.
+struct Asking<'a> {
+    instruction: Option<&'a str>,
+    place: &'a super::advice::Place,
 }
 
 /// What the person asked, besides the repair itself.

@@ -15,40 +15,95 @@ use crate::decide::people::Act;
 use crate::decide::retry::{self, LatestTry, Refusal};
 use crate::error::{Code, Error, Result};
 use crate::evidence::Evidence;
-use crate::ids::OperationId;
+use crate::ids::{GoalId, OperationId, Revision};
 use crate::limits::RETRY_AFTER_WAIT_MAX_S;
 use crate::plan::{Plan, PlanFile};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
-use crate::state::TaskState;
+use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
 use crate::store::{Durability, LeaseGuard, LedgerRead};
 
-/// May `person` retry `operation_id` (`NOT_PERMITTED` otherwise)?
-pub fn permitted(read: &dyn LedgerRead, operation_id: &OperationId, person: &Person) -> Result<()> {
-    let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| not_active(operation_id))?;
-    super::permitted(read, &task.goal_id, Act::Retry, person)
+/// What a person named: a task ref of a goal (default: the store's
+/// latest), or an operation id of a task of an active revision.
+pub struct Named<'a> {
+    pub arg: &'a str,
+    pub goal: Option<&'a GoalId>,
 }
 
-fn not_active(operation_id: &OperationId) -> Error {
-    Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
-        .at(operation_id.to_string())
+/// The call a retry sends again: a task of its goal's active revision and
+/// the operation of its latest call (a repair's own, when a repair made it).
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub goal_id: GoalId,
+    pub revision: Revision,
+    pub task_ref: String,
+    pub state: TaskState,
+    pub operation_id: OperationId,
+}
+
+/// The target a person named. An operation id is taken as one only when
+/// no `--goal` narrows the search and a task of an active revision has it;
+/// anything else is a task ref (with a "did you mean" when none matches).
+pub fn target(read: &dyn LedgerRead, named: &Named) -> Result<Target> {
+    if named.goal.is_none() {
+        if let Some(t) = read.active_task_of_operation(&OperationId::new(named.arg))? {
+            return Ok(Target {
+                goal_id: t.goal_id,
+                revision: t.revision,
+                task_ref: t.task_ref,
+                state: t.state,
+                operation_id: OperationId::new(named.arg),
+            });
+        }
+    }
+    let g = read.goal_or_latest(named.goal)?;
+    let tasks = read.tasks(&g.id, g.active_revision)?;
+    let Some(task) = tasks.iter().find(|t| t.task_ref == named.arg) else {
+        let refs = tasks.iter().map(|t| t.task_ref.as_str());
+        let hint = crate::plan::suggest::did_you_mean(named.arg, refs);
+        return Err(Error::usage(format!(
+            "goal `{}` revision {} has no task `{}`, and no task of an active revision has operation `{}`{hint}",
+            g.id, g.active_revision, named.arg, named.arg
+        ))
+        .at(named.arg.to_string()));
+    };
+    let attempts = read.attempts_of_task(&g.id, &task.task_ref)?;
+    let latest = attempts.iter().rev().find(|a| a.revision == g.active_revision && a.state != AttemptState::Abandoned);
+    let operation_id = match (task.pending_operation(), latest) {
+        (Some(op), _) if task.state == TaskState::AwaitingApproval => OperationId::new(op),
+        (_, Some(a)) => a.operation_id.clone(),
+        (_, None) => task.operation_id.clone(),
+    };
+    Ok(Target {
+        goal_id: g.id,
+        revision: g.active_revision,
+        task_ref: task.task_ref.clone(),
+        state: task.state,
+        operation_id,
+    })
+}
+
+/// May `person` retry the named call (`NOT_PERMITTED` otherwise)?
+pub fn permitted(read: &dyn LedgerRead, named: &Named, person: &Person) -> Result<()> {
+    let t = target(read, named)?;
+    super::permitted(read, &t.goal_id, Act::Retry, person)
 }
 
 pub fn retry(
     ledger: &mut LeaseGuard,
-    operation_id: &OperationId,
+    named: &Named,
     jobs: usize,
     person: &Person,
     request_id: Option<&NewRequestId>,
     progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
     let read = ledger.read();
-    let task = read.active_task_of_operation(operation_id)?.ok_or_else(|| not_active(operation_id))?;
-    let (goal_id, revision, task_ref) = (task.goal_id, task.revision, task.task_ref);
+    let Target { goal_id, revision, task_ref, state, operation_id } = target(&*read, named)?;
+    let operation_id = &operation_id;
     let attempts = read.attempts_of_task(&goal_id, &task_ref)?;
     let latest = attempts.iter().rev().find(|a| a.operation_id == *operation_id).cloned();
     // Only the task's latest call can be re-sent: an older operation that a
@@ -56,21 +111,22 @@ pub fn retry(
     let latest_call_is_other =
         attempts.iter().rev().find(|a| a.revision == revision).is_some_and(|a| a.operation_id != *operation_id);
     let latest_try = latest.as_ref().map(|a| LatestTry { try_no: a.try_no, state: a.state, class: a.class() });
-    match retry::decide(task.state, latest_try, latest_call_is_other) {
+    match retry::decide(state, latest_try, latest_call_is_other) {
         Ok(()) => {}
         Err(Refusal::NotLatestCall) => {
             return Err(Error::usage(format!(
-                "operation {operation_id} is not task {task_ref}'s latest call (task state {}); nothing to retry",
-                task.state
-            ))
-            .at(operation_id.to_string()))
+            "operation {operation_id} is not task {task_ref}'s latest call (task state {state}); nothing to retry{}",
+            next_words(&*read, &goal_id, &task_ref)?
+        ))
+            .at(named.arg.to_string()))
         }
         Err(refusal) => {
             return Err(Error::usage(format!(
-                "operation {operation_id} (task {task_ref}) is not retryable: {}",
-                refusal.why()
+                "operation {operation_id} (task {task_ref}) is not retryable: {}{}",
+                refusal.why(),
+                next_words(&*read, &goal_id, &task_ref)?
             ))
-            .at(operation_id.to_string()))
+            .at(named.arg.to_string()))
         }
     }
     if let Some(a) = latest.as_ref().filter(|a| a.state.is_settled()) {
@@ -113,6 +169,19 @@ pub fn retry(
     })?;
     let asked = Asked { retry: HashSet::from([operation_id.clone()]), ..Asked::default() };
     run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
+}
+
+/// `; next: …` — the way out of the task's state (`decide::advice`), or
+/// nothing when no way waits on a person.
+fn next_words(read: &dyn LedgerRead, goal_id: &GoalId, task_ref: &str) -> Result<String> {
+    let g = read.goal_or_latest(Some(goal_id))?;
+    let Some(task) = read.task(goal_id, g.active_revision, task_ref)? else { return Ok(String::new()) };
+    let place = super::advice::Place::of(read, &g)?;
+    let a = super::advice::of_task(read, &g, &place, &task)?;
+    Ok(match a.ways.is_empty() {
+        true => String::new(),
+        false => format!("; next: {}", a.sentence()),
+    })
 }
 
 /// A provider that answered 429/503 with `Retry-After` is not asked again

@@ -142,9 +142,12 @@ pub fn revise(
     let raised = raised(&*read, &g, &plan, &req.raises)?;
     let same_plan = prev.plan_digest == plan.digests.plan;
     if same_plan && raised.is_empty() {
+        let waiting = super::advice::besides_revising(&*read, &g)?;
+        let waiting =
+            if waiting.is_empty() { String::new() } else { format!("; or, with the plan as it is: {waiting}") };
         return Err(Error::usage(format!(
-            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise \
-             (to raise a budget: --raise NAME=VALUE)",
+            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise; \
+             edit the plan first (or raise a budget: --raise NAME=VALUE){waiting}",
             g.active_revision
         )));
     }
@@ -287,6 +290,7 @@ fn no_unsettled_dropped(read: &dyn LedgerRead, goal_id: &GoalId, prev: &PlanFile
     for t in prev.tasks.iter().filter(|t| plan.task(&t.task_ref).is_none()) {
         let Some((attempt_id, state)) = read.first_unsettled_attempt(goal_id, &t.task_ref)? else { continue };
         let op = read.attempt(attempt_id)?.operation_id;
+        let number = read.attempt_number(attempt_id)?;
         let way = if state == AttemptState::EffectUnknown {
             format!("settle it first: `engine settle {op} --outcome ok|not_run --note TEXT`")
         } else {
@@ -295,14 +299,14 @@ fn no_unsettled_dropped(read: &dyn LedgerRead, goal_id: &GoalId, prev: &PlanFile
         return Err(Error::new(
             Code::UnsettledOperation,
             format!(
-                "this revision drops or renames task {} whose operation {op} is {state} (attempt {attempt_id}): \
+                "this revision drops or renames task {} whose operation {op} is {state} (its attempt {number}): \
                  under another ref its work would be sent again; nothing is recorded; {way}",
                 t.task_ref
             ),
         )
         .at(t.task_ref.clone())
         .with_details(json!({"task_ref": t.task_ref, "operation_id": op, "attempt_id": attempt_id,
-            "state": state, "settle": format!("engine settle {op} --outcome ok|not_run --note TEXT")})));
+            "attempt": number, "state": state, "settle": format!("engine settle {op} --outcome ok|not_run --note TEXT")})));
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::decide::advice::{self, Latest};
 use crate::decide::people::Act;
 use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, OperationId};
@@ -26,6 +27,8 @@ pub use crate::state::SettlementOutcome as Outcome;
 pub struct Settled {
     pub operation_id: OperationId,
     pub attempt_id: AttemptId,
+    /// The attempt's number among its task's attempts (`engine explain`'s).
+    pub attempt: i64,
     pub task_ref: String,
     pub goal_id: GoalId,
     pub outcome: Outcome,
@@ -71,14 +74,22 @@ pub fn settle(
         let next = format!("its revision {} is no longer active (now {active}): nothing more runs for it", a.revision);
         (settled(outcome), kept, next)
     } else {
-        match outcome {
-            Outcome::Ok => {
-                (settled(outcome), TaskState::Running, "the next `engine run` runs the task's validations".to_string())
-            }
-            Outcome::NotRun => {
-                (settled(outcome), TaskState::Pending, format!("re-send with `engine retry {operation_id}`"))
-            }
-        }
+        // The command that goes on, as `decide::advice` names it.
+        let g = read.goal_or_latest(Some(&a.goal_id))?;
+        let place = super::advice::Place::of(&*read, &g)?;
+        let (state, task_state) = match outcome {
+            Outcome::Ok => (AttemptState::SettledOk, TaskState::Running),
+            Outcome::NotRun => (AttemptState::SettledNotRun, TaskState::Pending),
+        };
+        let latest = Latest { operation_id: operation_id.as_str(), state, class: None, rule: None };
+        let task = advice::Task { task_ref: &a.task_ref, state: task_state, latest: Some(latest), awaiting: None };
+        let ways = advice::of_task(&task, &place.scope());
+        let command = ways.first().map_or(String::new(), |w| w.command.clone());
+        let next = match outcome {
+            Outcome::Ok => format!("`{command}` runs the task's validations"),
+            Outcome::NotRun => format!("re-send with `{command}`"),
+        };
+        (settled(outcome), task_state, next)
     };
     let act = Recorded { operation_id, outcome, person, note, evidence: evidence_bytes.as_deref() };
     ledger.write(Durability::Full, |tx| {
@@ -88,9 +99,11 @@ pub fn settle(
             None => Ok(()),
         }
     })?;
+    let attempt = ledger.read().attempt_number(a.id)?;
     Ok(Settled {
         operation_id: operation_id.clone(),
         attempt_id: a.id,
+        attempt,
         task_ref: a.task_ref,
         goal_id: a.goal_id,
         outcome,

@@ -3,6 +3,7 @@
 //! runtime — so each is unit-tested on its own, rule by rule; the run loop
 //! (`run/`) gathers the facts, asks, and applies the answer.
 //!
+//! - `advice`: what a person does next, as the exact commands to type.
 //! - `gate`: may this call be sent now (plan freshness, an unsettled try,
 //!   an operation conflict, budgets, approval)?
 //! - `in_doubt`: what becomes of an attempt without a receipt?
@@ -35,6 +36,7 @@
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
 
+pub mod advice;
 pub mod budget;
 pub mod classify;
 pub mod constraints;

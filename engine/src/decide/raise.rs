@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::advice;
 use super::budget::{BudgetName, Exhausted};
 use crate::cost::Cost;
 use crate::plan::model::Budgets;
@@ -101,7 +102,7 @@ pub fn in_force(plan: &Budgets, raises: &[Raise]) -> Budgets {
 /// the limit; for cost, enough for the refused call — or, for a goal
 /// already past the limit (reported spending) or a call that may spend
 /// (which needs room after its cost), twice what is used (at least 1).
-fn suggested(e: &Exhausted) -> String {
+pub fn suggested(e: &Exhausted) -> String {
     match e.budget {
         BudgetName::MaxCost => {
             let needed = e.used + e.requested.max(0.0);
@@ -120,15 +121,19 @@ fn format_units(units: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// The way out of an exhausted budget, as the exact commands to type.
-/// `plan` is the plan file's path as the person gave it.
+/// The way out of an exhausted budget, as the exact commands to type
+/// (`advice::of_budget`). `plan` is the plan file's path as the person
+/// gave it.
 pub fn way_out(e: &Exhausted, plan: &str) -> String {
-    let raise = format!("engine revise {plan} --reason TEXT --raise {}={}", e.budget, suggested(e));
-    match e.budget {
-        BudgetName::DeadlineSeconds => format!(
-            "the deadline bounds one run of work: `engine run {plan}` goes on with a new one; or raise it: `{raise}`"
+    let scope = advice::Scope { goal_id: "", goal_is_default: true, plan_path: plan };
+    let ways = advice::of_budget(e.budget, &suggested(e), &scope);
+    let raise = ways.iter().find(|w| w.command.starts_with("engine revise ")).map_or("", |w| w.command.as_str());
+    match ways.iter().find(|w| w.command.starts_with("engine run ")) {
+        Some(run) => format!(
+            "the deadline bounds one run of work: `{}` goes on with a new one; or raise it: `{raise}`",
+            run.command
         ),
-        _ => format!("raise it (a person's act, recorded): `{raise}`"),
+        None => format!("raise it (a person's act, recorded): `{raise}`"),
     }
 }
 
@@ -177,7 +182,7 @@ mod tests {
         let e = Exhausted { budget: BudgetName::MaxRevisions, used: 3.0, limit: 3.0, requested: 1.0, detail: None };
         assert_eq!(
             way_out(&e, "plan.json"),
-            "raise it (a person's act, recorded): `engine revise plan.json --reason TEXT --raise max_revisions=6`"
+            "raise it (a person's act, recorded): `engine revise plan.json --reason \"…\" --raise max_revisions=6`"
         );
         let e = Exhausted { budget: BudgetName::MaxCost, used: 0.1, limit: 0.3, requested: 0.25, detail: None };
         assert!(way_out(&e, "p.json").ends_with("--raise max_cost=0.35`"), "{}", way_out(&e, "p.json"));

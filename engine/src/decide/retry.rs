@@ -31,12 +31,14 @@ impl Refusal {
     pub fn why(&self) -> String {
         match self {
             Refusal::NotLatestCall => "it is not the task's latest call".to_string(),
-            Refusal::Unknown => "its outcome is unknown: settle it first (`engine settle`)".to_string(),
+            Refusal::Unknown => "its outcome is unknown: a person settles it first".to_string(),
             Refusal::NotRetryable { try_no, state, class } => format!(
                 "its latest try ({try_no}) is `{state}`{}",
-                class.map(|c| format!(" with class {c}; use `engine repair` for that")).unwrap_or_default()
+                class
+                    .map(|c| format!(" with class {c}, which a re-send of the same request does not fix"))
+                    .unwrap_or_default()
             ),
-            Refusal::NoAttempt => "it has no attempt yet: `engine run` sends it".to_string(),
+            Refusal::NoAttempt => "it has no attempt yet: a plain run sends it".to_string(),
         }
     }
 }
@@ -130,7 +132,7 @@ mod tests {
         let r = decide(TaskState::Failed, t(AttemptState::Failed, Some(FailureClass::ValidationFailed)), false);
         assert_eq!(
             r.unwrap_err().why(),
-            "its latest try (1) is `failed` with class validation_failed; use `engine repair` for that"
+            "its latest try (1) is `failed` with class validation_failed, which a re-send of the same request does not fix"
         );
     }
 }

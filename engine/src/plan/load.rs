@@ -94,21 +94,58 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
         Err(e) => {
             let path = json_path(e.path());
             let inner = e.into_inner();
-            let place = if inner.is_syntax() || inner.is_eof() {
-                format!("{file}:{}:{}", inner.line(), inner.column())
-            } else {
-                unknown_field_place(path, &inner.to_string())
-            };
             let message = strip_position(&inner.to_string());
+            if inner.is_syntax() || inner.is_eof() {
+                return Err(syntax_error(bytes, file, message, inner.line(), inner.column()));
+            }
+            let place = unknown_field_place(path, &inner.to_string());
             let message = format!("{message}{}", unknown_field_hint(&message));
             return Err(Error::new(Code::PlanInvalid, message).at(place));
         }
     };
     // Trailing garbage after the document is an error too.
-    de.end().map_err(|e| {
-        Error::new(Code::PlanInvalid, strip_position(&e.to_string())).at(format!("{file}:{}:{}", e.line(), e.column()))
-    })?;
+    de.end().map_err(|e| syntax_error(bytes, file, strip_position(&e.to_string()), e.line(), e.column()))?;
     Ok(plan)
+}
+
+/// How many characters of the source line are shown on each side of the
+/// column of a syntax error.
+const SOURCE_WINDOW_CHARS: usize = 60;
+
+/// A JSON syntax error at `file:line:column`, with the source line around
+/// the column in `details` (`line`, `column`, `source`: `text`, `caret`
+/// and whether it was cut before or after) for a person to see where.
+fn syntax_error(bytes: &[u8], file: &str, message: String, line: usize, column: usize) -> Error {
+    let source = source_window(bytes, line, column);
+    Error::new(Code::PlanInvalid, message)
+        .at(format!("{file}:{line}:{column}"))
+        .with_details(serde_json::json!({"line": line, "column": column, "source": source}))
+}
+
+/// Line `line` (1-based) of `bytes`, cut to `SOURCE_WINDOW_CHARS` on each
+/// side of byte column `column` (1-based, as serde_json counts), and where
+/// in it the column falls (in characters). `None` when there is no such
+/// line (an error at the end of the input).
+fn source_window(bytes: &[u8], line: usize, column: usize) -> Option<serde_json::Value> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let l = text.split('\n').nth(line.checked_sub(1)?)?;
+    let l = l.strip_suffix('\r').unwrap_or(l);
+    let mut at = column.saturating_sub(1).min(l.len());
+    while !l.is_char_boundary(at) {
+        at -= 1;
+    }
+    // The whole line when it fits; else a window of that width around
+    // the column (moved inward at either end of the line).
+    let (caret, count) = (l[..at].chars().count(), l.chars().count());
+    let width = 2 * SOURCE_WINDOW_CHARS;
+    let start = caret.saturating_sub(SOURCE_WINDOW_CHARS).min(count.saturating_sub(width));
+    let text: String = l.chars().skip(start).take(width).collect();
+    Some(serde_json::json!({
+        "text": text,
+        "caret": caret - start,
+        "cut_before": start > 0,
+        "cut_after": start + width < count,
+    }))
 }
 
 /// `serde_path_to_error` prints `tasks[0].action`; we print `$.tasks[0].action`.
@@ -189,6 +226,38 @@ mod tests {
         let e = parse_plan(b"{\"version\": 1,\n \"tasks\": [", "p.json").unwrap_err();
         assert_eq!(e.code, Code::PlanInvalid);
         assert_eq!(e.place.as_deref(), Some("p.json:2:11"));
+        assert_eq!(e.details["source"]["text"], " \"tasks\": [");
+    }
+
+    #[test]
+    fn a_syntax_error_keeps_its_source_line_cut_around_the_column() {
+        let after_caret = |source: &serde_json::Value| {
+            let text = source["text"].as_str().unwrap();
+            let caret = source["caret"].as_u64().unwrap() as usize;
+            text.chars().skip(caret).collect::<String>()
+        };
+        let e = parse_plan(b"{\"version\": 1,\n \"goal\": {\"id\": \"\xc3\xa9\" \"x\"}}", "p.json").unwrap_err();
+        // serde_json counts the column in bytes (`é` is two); the caret
+        // counts characters.
+        assert_eq!((e.details["line"].as_u64(), e.details["column"].as_u64()), (Some(2), Some(22)));
+        let source = &e.details["source"];
+        assert_eq!(source["text"], " \"goal\": {\"id\": \"\u{e9}\" \"x\"}}");
+        assert_eq!((source["caret"].as_u64(), after_caret(source).as_str()), (Some(20), "\"x\"}}"));
+
+        let long = format!("{{\"version\": 1, \"goal\": {{\"id\": \"{}\" \"x\": 1}}}}", "w".repeat(1000));
+        let e = parse_plan(long.as_bytes(), "p.json").unwrap_err();
+        let source = &e.details["source"];
+        // Near the end of a long line: the window keeps its width, moved in.
+        assert_eq!(source["text"].as_str().unwrap().chars().count(), 2 * SOURCE_WINDOW_CHARS);
+        assert_eq!((source["cut_before"].as_bool(), source["cut_after"].as_bool()), (Some(true), Some(false)));
+        assert_eq!(after_caret(source), "\"x\": 1}}", "{source}");
+        // In the middle: cut on both sides, the column in the middle.
+        let w = "w".repeat(1000);
+        let middle = format!("{{\"version\": 1, \"goal\": {{\"id\": \"{w}\" \"x\": \"{w}\"}}}}");
+        let source = &parse_plan(middle.as_bytes(), "p.json").unwrap_err().details["source"];
+        assert_eq!(source["caret"].as_u64(), Some(SOURCE_WINDOW_CHARS as u64));
+        assert_eq!((source["cut_before"].as_bool(), source["cut_after"].as_bool()), (Some(true), Some(true)));
+        assert!(after_caret(source).starts_with("\"x\": \"www"), "{source}");
     }
 
     #[test]

@@ -194,16 +194,34 @@ fn people(plan: &PlanFile) -> Result<()> {
     Ok(())
 }
 
+/// How many declared providers an unknown provider's error names.
+const PROVIDERS_NAMED_MAX: usize = 20;
+
+/// `declared: `a`, `b``, sorted (and `… N more` past the bound), or that
+/// there is none.
+fn declared<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        return "the plan declares no provider".to_string();
+    }
+    names.sort_unstable();
+    let more = names.len().saturating_sub(PROVIDERS_NAMED_MAX);
+    let shown: Vec<String> = names.iter().take(PROVIDERS_NAMED_MAX).map(|n| format!("`{n}`")).collect();
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("declared: {}{more}", shown.join(", "))
+}
+
 /// One task's provider, action, validations, cost and inputs.
 fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     let spec = plan.providers.get(&task.provider).ok_or_else(|| {
         Error::new(
             Code::UnknownProvider,
             format!(
-                "task `{}` names provider `{}`, which `providers` does not declare{}",
+                "task `{}` names provider `{}`, which `providers` does not declare{} ({})",
                 task.task_ref,
                 task.provider,
-                super::suggest::did_you_mean(&task.provider, plan.providers.keys().map(String::as_str))
+                super::suggest::did_you_mean(&task.provider, plan.providers.keys().map(String::as_str)),
+                declared(plan.providers.keys().map(String::as_str))
             ),
         )
         .at(format!("{at}.provider"))

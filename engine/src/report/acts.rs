@@ -33,7 +33,7 @@ pub fn settled(s: &Settled) -> Output {
         "settled {} (task {}, attempt {}) as {} by {} — recorded as a person's word, not verified by the engine; {}\n",
         s.operation_id,
         s.task_ref,
-        s.attempt_id,
+        s.attempt,
         s.outcome,
         who(&s.person),
         s.next

@@ -17,20 +17,22 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let g = ledger.goal_or_latest(goal)?;
     let tasks = ledger.tasks(&g.id, g.active_revision)?;
     let task = tasks.iter().find(|t| t.task_ref == task_ref).ok_or_else(|| {
-        Error::usage(format!("goal `{}` revision {} has no task `{task_ref}`", g.id, g.active_revision))
-            .at(task_ref.to_string())
+        crate::commands::no_task(&g.id, g.active_revision, task_ref, tasks.iter().map(|t| t.task_ref.as_str()))
     })?;
     let mut text = format!(
         "task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n",
         task.state, g.id, g.active_revision, task.operation_id
     );
+    let place = crate::commands::advice::Place::of(&*ledger, &g)?;
+    let next = crate::commands::advice::of_task(&*ledger, &g, &place, task)?;
+    text.push_str(&super::next::of(&next, ""));
     // The reuse decision `engine revise` recorded for this task, if the
     // active revision came from one (its `revision_recorded` event).
     let reuse: Option<Value> = ledger
         .latest_event(&g.id, g.active_revision, EventKind::RevisionRecorded)?
         .and_then(|e| e.data["decisions"].as_array()?.iter().find(|d| d["task_ref"] == task_ref).cloned());
     if let Some(d) = &reuse {
-        text.push_str(reuse_line(d).trim_end());
+        text.push_str(reuse_line(&*ledger, d).trim_end());
         text.push('\n');
     }
     if let Some((code, detail)) = task.stale() {
@@ -57,21 +59,22 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
         text.push('\n');
     }
     let mut attempts_json = Vec::new();
-    for a in ledger.attempts_of_task(&g.id, task_ref)? {
-        attempts_json.push(attempt(&*ledger, &a, &mut text)?);
+    // Numbered per task, every revision, in ledger order: the numbers
+    // `engine output --attempt N` takes.
+    for (i, a) in ledger.attempts_of_task(&g.id, task_ref)?.iter().enumerate() {
+        attempts_json.push(attempt(&*ledger, a, i as i64 + 1, &mut text)?);
     }
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
-        "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts});
+        "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts, "next": next.json()});
     Ok(Output { text, json, exit_code: 0 })
 }
 
 /// One attempt in words (appended to `text`) and as its JSON document.
-fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Result<Value> {
+fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, number: i64, text: &mut String) -> Result<Value> {
     text.push_str(&format!(
-        "\nattempt {}  r{}  try {}  {}  {}  intent {}\n",
-        a.id,
+        "\nattempt {number}  r{}  try {}  {}  {}  intent {}\n",
         a.revision,
         a.try_no,
         a.kind,
@@ -98,11 +101,10 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
     }
     if let Some(c) = &a.classification {
         text.push_str(&format!(
-            "  classification: {} by rule {} from evidence {} — next: {}\n",
+            "  classification: {} by rule {} from evidence {}\n",
             c.class,
             c.rule,
-            json!(c.evidence_ids),
-            c.next
+            json!(c.evidence_ids)
         ));
     }
     let claims = ledger.claims_of_attempt(a.id)?;
@@ -113,6 +115,7 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
         ));
     }
     Ok(json!({
+        "number": number,
         "attempt": a,
         "receipt": ledger.receipt(a.id)?,
         "evidence": evidence.iter().map(|r| json!({"id": r.id, "evidence": r.evidence})).collect::<Vec<_>>(),
@@ -120,12 +123,15 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, text: &mut String) -> Res
     }))
 }
 
-/// The recorded reuse decision, in words.
-fn reuse_line(d: &Value) -> String {
+/// The recorded reuse decision, in words (the attempt it reused by the
+/// task's own numbering).
+fn reuse_line(ledger: &dyn LedgerRead, d: &Value) -> String {
     match d["decision"].as_str() {
         Some("reuse") => format!(
-            "reuse: reused from revision {} attempt {} (evidence {})",
-            d["provenance"]["revision"], d["provenance"]["attempt_id"], d["provenance"]["evidence_ids"]
+            "reuse: reused from revision {} {} (evidence {})",
+            d["provenance"]["revision"],
+            attempt_words(ledger, d["provenance"]["attempt_id"].as_i64()),
+            d["provenance"]["evidence_ids"]
         ),
         _ => {
             let refusal = &d["refusal"];
@@ -140,6 +146,16 @@ fn reuse_line(d: &Value) -> String {
                 .unwrap_or_default();
             format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
         }
+    }
+}
+
+/// `attempt N` (the task's numbering) for a ledger attempt id; the id,
+/// said as one, when the ledger cannot number it.
+pub(super) fn attempt_words(ledger: &dyn LedgerRead, id: Option<i64>) -> String {
+    let Some(id) = id else { return "an attempt".to_string() };
+    match ledger.attempt_number(crate::ids::AttemptId(id)) {
+        Ok(n) if n > 0 => format!("attempt {n}"),
+        _ => format!("the attempt with ledger id {id}"),
     }
 }
 

@@ -19,14 +19,17 @@ use crate::store::{LedgerRead, Store};
 pub struct Which {
     pub goal: Option<GoalId>,
     pub task_ref: String,
-    /// An attempt id; default: the task's latest attempt with output.
+    /// An attempt's number among the task's attempts (as `engine explain`
+    /// numbers them); default: the task's latest attempt with output.
     pub attempt: Option<i64>,
     pub stderr: bool,
 }
 
-/// The output found: the attempt it belongs to, the stream, the record.
+/// The output found: the attempt it belongs to (its ledger id and its
+/// number among the task's attempts), the stream, the record.
 struct Found {
     attempt: AttemptId,
+    number: i64,
     stream: &'static str,
     output: evidence::Output,
 }
@@ -44,7 +47,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
     })?;
     let gap = gap_note(&which.task_ref, &found);
     let json = json!({
-        "task_ref": which.task_ref, "attempt_id": found.attempt, "stream": found.stream,
+        "task_ref": which.task_ref, "attempt": found.number, "attempt_id": found.attempt, "stream": found.stream,
         "total_bytes": found.output.total_bytes, "kept_bytes": found.output.kept_bytes,
         "truncated": found.output.truncated, "omitted": found.output.omitted, "blob": found.output.blob,
         "text": String::from_utf8_lossy(&bytes),
@@ -73,8 +76,12 @@ fn find(l: &dyn LedgerRead, which: &Which) -> Result<Found> {
     if attempts.is_empty() {
         let known = l.tasks(&g.id, g.active_revision)?;
         if !known.iter().any(|t| t.task_ref == task_ref) {
-            let hint = crate::plan::suggest::did_you_mean(task_ref, known.iter().map(|t| t.task_ref.as_str()));
-            return Err(Error::usage(format!("goal `{}` has no task `{task_ref}`{hint}", g.id)).at(task_ref));
+            return Err(crate::commands::no_task(
+                &g.id,
+                g.active_revision,
+                task_ref,
+                known.iter().map(|t| t.task_ref.as_str()),
+            ));
         }
         return Err(Error::usage(format!(
             "task {task_ref} of goal `{}` has no attempt yet: nothing was captured",
@@ -83,22 +90,24 @@ fn find(l: &dyn LedgerRead, which: &Which) -> Result<Found> {
         .at(task_ref));
     }
     let stream = if which.stderr { "stderr" } else { "stdout" };
-    if let Some(id) = which.attempt {
-        let a = attempts.iter().find(|a| a.id.0 == id).ok_or_else(|| {
-            let ids: Vec<String> = attempts.iter().map(|a| a.id.to_string()).collect();
-            Error::usage(format!("task {task_ref} has no attempt {id}; its attempts: {}", ids.join(", "))).at(task_ref)
+    // Attempts are numbered per task, as `engine explain` shows them.
+    let numbered = attempts.iter().enumerate().map(|(i, a)| (a, i as i64 + 1));
+    if let Some(n) = which.attempt {
+        let (a, number) = numbered.clone().find(|(_, i)| *i == n).ok_or_else(|| {
+            let all: Vec<String> = numbered.clone().map(|(_, i)| i.to_string()).collect();
+            Error::usage(format!("task {task_ref} has no attempt {n}; its attempts: {}", all.join(", "))).at(task_ref)
         })?;
         let output = stream_of(&l.evidence_of_attempt(a.id)?, which.stderr).ok_or_else(|| {
             Error::usage(format!(
-                "attempt {id} of task {task_ref} has no captured {stream} (it was not answered, or its provider has no {stream}; see `engine explain {task_ref}`)"
+                "attempt {n} of task {task_ref} has no captured {stream} (it was not answered, or its provider has no {stream}; see `engine explain {task_ref}`)"
             ))
             .at(task_ref)
         })?;
-        return Ok(Found { attempt: a.id, stream, output });
+        return Ok(Found { attempt: a.id, number, stream, output });
     }
-    for a in attempts.iter().rev() {
+    for (a, number) in numbered.rev() {
         if let Some(output) = stream_of(&l.evidence_of_attempt(a.id)?, which.stderr) {
-            return Ok(Found { attempt: a.id, stream, output });
+            return Ok(Found { attempt: a.id, number, stream, output });
         }
     }
     Err(Error::usage(format!(
@@ -123,7 +132,7 @@ fn stream_of(evidence: &[evidence::Recorded], stderr: bool) -> Option<evidence::
 /// What was not kept, in words, when anything was not.
 fn gap_note(task_ref: &str, f: &Found) -> Option<String> {
     let o = &f.output;
-    let what = format!("engine output: task {task_ref} attempt {} {}", f.attempt, f.stream);
+    let what = format!("engine output: task {task_ref} attempt {} {}", f.number, f.stream);
     match (o.truncated, o.omitted) {
         (_, Some(gap)) => Some(format!(
             "{what}: {} bytes were written and {} kept; {} bytes in the middle were not kept (the gap is at byte {} of what was printed)",

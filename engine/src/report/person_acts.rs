@@ -44,8 +44,8 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
         let fate = match (a.consumed_by, a.voided_by) {
             // Its words are the chain's verdict (`marked`), never a fate.
             _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
-            (Some(by), _) => format!(", spent by attempt {by}"),
-            (None, Some(by)) => format!(", voided by attempt {by}"),
+            (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
+            (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
             (None, None) => ", not spent yet".to_string(),
         };
         out.push(
@@ -68,17 +68,17 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
     }
     for s in ledger.settlements_of_goal(goal)? {
         let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
+        let number = ledger.attempt_number(s.attempt_id)?;
         out.push(Line {
             at_ms: s.at_ms,
             task_ref: Some(task_ref.clone()),
             text: format!(
-                "settlement of {} (task {task_ref}, attempt {}) as {} by {}",
+                "settlement of {} (task {task_ref}, attempt {number}) as {} by {}",
                 s.operation_id,
-                s.attempt_id,
                 s.outcome,
                 who_recorded(&s.actor, s.user.as_deref(), s.uid)
             ),
-            json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id,
+            json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id, "attempt": number,
                 "task_ref": task_ref, "outcome": s.outcome, "actor": s.actor, "user": s.user, "uid": s.uid,
                 "note": s.note, "at_ms": s.at_ms}),
         }

@@ -98,3 +98,57 @@ pub fn mermaid(p: &Plan) -> Output {
     }
     Output { json: json!({"format": "mermaid", "graph": text}), text, exit_code: 0 }
 }
+
+/// A JSON syntax error's source line, for a person: the line (cut around
+/// the column, `…` where it was cut, control characters escaped) and a
+/// caret under the column. From the error's `details` (`plan::load`);
+/// `None` when it has no source line.
+///
+/// ```text
+///    14 |     {"ref": "T1", "effect": "none" "inputs": []}
+///       |                                    ^
+/// ```
+pub fn source_excerpt(details: &serde_json::Value) -> Option<String> {
+    let line = details.get("line")?.as_u64()?;
+    let source = details.get("source")?;
+    let text = source.get("text")?.as_str()?;
+    let caret = usize::try_from(source.get("caret")?.as_u64()?).ok()?;
+    let cut = |key: &str| source.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
+    let mut shown = String::new();
+    let mut under = 0;
+    if cut("cut_before") {
+        shown.push('…');
+        under += 1;
+    }
+    for (i, c) in text.chars().enumerate() {
+        let mut one = [0u8; 4];
+        let escaped = super::escape::for_terminal(c.encode_utf8(&mut one));
+        // A tab is layout elsewhere; here it would move the caret.
+        let escaped = if c == '\t' { "\\t".into() } else { escaped };
+        if i < caret {
+            under += escaped.chars().count();
+        }
+        shown.push_str(&escaped);
+    }
+    if cut("cut_after") {
+        shown.push('…');
+    }
+    let gutter = line.to_string().len() + 2;
+    Some(format!("{:>gutter$} | {shown}\n{:>gutter$} | {}^", line, "", super::pad("", under), gutter = gutter))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::source_excerpt;
+
+    #[test]
+    fn the_caret_stands_under_the_column_whatever_was_escaped_or_cut() {
+        let d = json!({"line": 14, "source": {"text": "{\"a\": 1 \"b\"}", "caret": 8}});
+        assert_eq!(source_excerpt(&d).unwrap(), "  14 | {\"a\": 1 \"b\"}\n     |         ^");
+        let d = json!({"line": 3, "source": {"text": "\u{1b}[2J\t\"x\"", "caret": 5, "cut_before": true, "cut_after": true}});
+        assert_eq!(source_excerpt(&d).unwrap(), "  3 | …\\x1b[2J\\t\"x\"…\n    |           ^");
+        assert_eq!(source_excerpt(&json!({"line": 1, "source": null})), None);
+    }
+}

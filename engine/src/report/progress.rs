@@ -9,8 +9,9 @@
 //!   plain line per task start and end, as it happens;
 //! - with `--quiet`, nothing (the summary only).
 //!
-//! Colour only on a terminal, and never when `NO_COLOR` is set. Every
-//! string from a plan or a provider passes `escape::for_terminal`.
+//! Colour as `--color` chose for stderr (`paint`: a terminal without
+//! `NO_COLOR`, by default). Every string from a plan or a provider passes
+//! `escape::for_terminal`.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -40,15 +41,9 @@ pub fn sink(mode: Mode) -> Arc<dyn Sink> {
     let terminal = std::io::stderr().is_terminal();
     match mode {
         Mode::Quiet => Arc::new(Silent),
-        Mode::Auto if terminal => Arc::new(Live::new(colour_wanted())),
+        Mode::Auto if terminal => Arc::new(Live::new(super::paint::stderr())),
         Mode::Auto | Mode::Plain => Arc::new(Plain::new()),
     }
-}
-
-/// `NO_COLOR` set to anything but the empty string turns colour off
-/// (no-color.org).
-fn colour_wanted() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// `[mm:ss]` since the run began.
@@ -121,6 +116,10 @@ impl Sink for Plain {
     fn update(&self, u: &Update) {
         if let Some(line) = plain_line(u) {
             // A closed stderr is not worth failing the run over.
+            let line = match super::paint::stderr() {
+                true => super::paint::paint(&line),
+                false => line,
+            };
             let _ = writeln!(std::io::stderr().lock(), "{} {line}", clock(self.began.elapsed()));
         }
     }

@@ -7,8 +7,10 @@ use super::escape::for_terminal;
 use super::Output;
 use crate::commands::revise::{ReviseReport, TaskDecision};
 use crate::decide::reuse::Decision;
+use crate::store::LedgerRead;
 
-pub fn render(r: &ReviseReport) -> Output {
+/// `ledger`: to number a reused attempt as its task counts it.
+pub fn render(r: &ReviseReport, ledger: &dyn LedgerRead) -> Output {
     let mut text = if r.revision == r.from_revision {
         format!("goal {}: no new revision (the plan is the same as revision {})\n", r.goal_id, r.revision)
     } else {
@@ -37,7 +39,7 @@ pub fn render(r: &ReviseReport) -> Output {
         }
     }
     if !r.decisions.is_empty() {
-        text.push_str(&decisions_table(&r.decisions));
+        text.push_str(&decisions_table(&r.decisions, ledger));
     }
     let exit_code = match &r.run {
         Some(run) => {
@@ -54,19 +56,19 @@ pub fn render(r: &ReviseReport) -> Output {
     Output { text, json: json!(r), exit_code }
 }
 
-/// Text table of decisions, for `revise` and `explain`.
-pub fn decisions_table(decisions: &[TaskDecision]) -> String {
+/// Text table of decisions, for `revise`.
+pub fn decisions_table(decisions: &[TaskDecision], ledger: &dyn LedgerRead) -> String {
     let width = decisions.iter().map(|d| d.task_ref.len()).max().unwrap_or(4).max(4);
     let mut text = format!("  {}  {:<6}  {:<24}  {}\n", super::pad("TASK", width), "DECIDE", "REASON", "DETAIL");
     for d in decisions {
         match &d.decision {
             Decision::Reuse { provenance } => text.push_str(&format!(
-                "  {}  {:<6}  {:<24}  from revision {} attempt {} (evidence {:?})\n",
+                "  {}  {:<6}  {:<24}  from revision {} {} (evidence {:?})\n",
                 super::pad(&d.task_ref, width),
                 "reuse",
                 "-",
                 provenance.revision,
-                provenance.attempt_id,
+                super::explain::attempt_words(ledger, Some(provenance.attempt_id.get())),
                 provenance.evidence_ids
             )),
             Decision::Run { refusal } => text.push_str(&format!(

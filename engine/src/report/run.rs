@@ -4,19 +4,24 @@
 use serde_json::json;
 
 use super::Output;
+use crate::decide::advice::{self, Awaiting, Latest, Scope, Way};
 use crate::error::{Code, EXIT_TASK_FAILED};
 use crate::run::{ConstraintLine, RunReport, StopReport, TaskLine};
-use crate::state::{FailureClass, GoalState, TaskState};
+use crate::state::{AttemptState, FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
     let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
+    let next = next_steps(r);
     for t in &r.tasks {
-        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t, &r.plan_path)));
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t)));
         if t.settled_by_person {
             text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
         }
         text.push('\n');
+        if let Some(n) = next.iter().find(|n| n.task_ref == Some(t.task_ref.as_str())) {
+            text.push_str(&super::next::lines(&n.ways, &r.plan_path, &t.task_ref, "    "));
+        }
     }
     for c in &r.constraints {
         text.push_str(&format!("  {}\n", constraint_line(c)));
@@ -26,9 +31,16 @@ pub fn render(r: &RunReport) -> Output {
     }
     for u in &r.unknown {
         text.push_str(&format!(
-            "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n    settle with: engine settle {} --outcome ok|not_run --note TEXT\n",
-            u.operation_id, u.task_ref, u.try_no, super::short(u.request_digest.as_str()), u.last_state, u.reason_text(), u.operation_id
+            "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n",
+            u.operation_id,
+            u.task_ref,
+            u.try_no,
+            super::short(u.request_digest.as_str()),
+            u.last_state,
+            u.reason_text()
         ));
+        let ways = advice::settle(u.operation_id.as_str());
+        text.push_str(&super::next::lines(&ways, &r.plan_path, &u.task_ref, "    "));
     }
     if let Some(c) = &r.plan_file_changed {
         text.push_str(&format!(
@@ -42,51 +54,115 @@ pub fn render(r: &RunReport) -> Output {
     }
     text.push_str(&final_line(r));
     text.push('\n');
+    // The goal's own way out (a failed check of it); a spent budget's is
+    // in the final line already.
+    for n in next.iter().filter(|n| n.task_ref.is_none() && r.budget.is_none()) {
+        text.push_str(&super::next::lines(&n.ways, &r.plan_path, "", "  "));
+    }
     // The exit code names the first stop that applies; every other one the
     // run also waits on is named too.
     for also in also_waits_on(r) {
         text.push_str(&format!("  also: {also}\n"));
     }
-    Output { text, json: json!(r), exit_code: r.exit_code }
+    let mut json = json!(r);
+    json["next"] = next
+        .iter()
+        .map(|n| {
+            let ways = advice::json(&n.ways, &r.plan_path, n.task_ref.unwrap_or_default());
+            json!({"task_ref": n.task_ref, "about": n.about, "ways": ways})
+        })
+        .collect();
+    Output { text, json, exit_code: r.exit_code }
+}
+
+/// A task's (or, without a ref, the goal's) ways out.
+struct Next<'a> {
+    task_ref: Option<&'a str>,
+    about: Option<String>,
+    ways: Vec<Way>,
+}
+
+/// Each task's ways out (`decide::advice`), from what the run reports of
+/// it; then the goal's own: a spent budget, or a failed check of the goal
+/// when no task is to blame. The goal just run is the store's latest: no
+/// `--goal` is needed.
+fn next_steps(r: &RunReport) -> Vec<Next<'_>> {
+    let scope = Scope { goal_id: r.goal_id.as_str(), goal_is_default: true, plan_path: &r.plan_path };
+    let mut out: Vec<Next> = r
+        .tasks
+        .iter()
+        .map(|t| Next { task_ref: Some(&t.task_ref), about: None, ways: advice::of_task(&advice_task(t, r), &scope) })
+        .filter(|n| !n.ways.is_empty())
+        .collect();
+    if let Some(b) = &r.budget {
+        let ways = advice::of_budget(b.budget, &crate::decide::raise::suggested(b), &scope);
+        out.push(Next { task_ref: None, about: Some(format!("the run stopped on a budget: {b}")), ways });
+    }
+    if out.is_empty() && r.goal_state == GoalState::Failed {
+        let about = Some("the goal's own check failed (an acceptance check, or a constraint's)".to_string());
+        out.push(Next { task_ref: None, about, ways: advice::of_goal_check(&scope) });
+    }
+    out
+}
+
+/// A task line as the advice reads it: its latest call is the operation
+/// the report names for it (failed, unknown, settled not run, awaiting).
+fn advice_task<'a>(t: &'a TaskLine, r: &'a RunReport) -> advice::Task<'a> {
+    let unknown = r.unknown.iter().find(|u| u.task_ref == t.task_ref && t.state == TaskState::EffectUnknown);
+    let not_run = r.settled_not_run.iter().find(|op| **op == t.operation_id);
+    let latest = match (unknown, not_run, t.state) {
+        (Some(u), _, _) => Some(Latest {
+            operation_id: u.operation_id.as_str(),
+            state: AttemptState::EffectUnknown,
+            class: None,
+            rule: None,
+        }),
+        (None, Some(op), _) => {
+            Some(Latest { operation_id: op.as_str(), state: AttemptState::SettledNotRun, class: None, rule: None })
+        }
+        (None, None, TaskState::Failed) => Some(Latest {
+            operation_id: t.operation_id.as_str(),
+            state: AttemptState::Failed,
+            class: t.class.as_deref().and_then(FailureClass::parse),
+            rule: t.why.as_deref(),
+        }),
+        _ => None,
+    };
+    let awaiting = r.awaiting_approval.iter().find(|a| a.task_ref == t.task_ref).map(|a| Awaiting {
+        operation_id: a.operation_id.as_str(),
+        approved: false,
+        asked_by: None,
+        instruction: None,
+    });
+    advice::Task { task_ref: &t.task_ref, state: t.state, latest, awaiting }
 }
 
 /// A task's line after its ref: its state as this run left it, and for
 /// a task this run did not run, that it did not (`kept`, `reused`,
 /// `failed earlier`) — never `succeeded` for work it did not do.
-fn task_words(t: &TaskLine, plan_path: &str) -> String {
+fn task_words(t: &TaskLine) -> String {
     let class = t.class.as_deref().map(|c| format!("  {c}")).unwrap_or_default();
     let why = t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
     match (t.this_run, t.state) {
         (false, TaskState::Succeeded) => "kept  (succeeded in an earlier run; not run this time)".into(),
         (false, TaskState::Reused) => "reused  (from an earlier revision; not run this time)".into(),
-        (false, TaskState::Failed) => {
-            format!("failed earlier{class}{why}: {}", next_for_failure(t, plan_path))
-        }
+        (false, TaskState::Failed) => format!("failed earlier{class}{why}"),
         (_, state) => format!("{state}{class}{why}"),
     }
 }
 
-/// The command that acts on a failed task, by its class.
-fn next_for_failure(t: &TaskLine, plan_path: &str) -> String {
-    let class = t.class.as_deref().and_then(FailureClass::parse);
-    match class {
-        Some(FailureClass::ValidationFailed | FailureClass::ConstraintViolated | FailureClass::Killed) | None => {
-            format!("engine repair {}", t.task_ref)
-        }
-        Some(FailureClass::ProviderRejected) => format!("engine revise {plan_path} --reason TEXT"),
-        Some(FailureClass::ProviderUnavailable | FailureClass::Timeout | FailureClass::Environment) => {
-            format!("engine retry {}", t.operation_id)
-        }
-        Some(FailureClass::EffectUnknown) => {
-            format!("engine settle {} --outcome ok|not_run --note TEXT", t.operation_id)
-        }
-        Some(FailureClass::Unclassified) => format!("engine explain {} (a person decides)", t.task_ref),
+/// The command that re-sends an operation settled not run: by its task's
+/// ref, as every other advice names it (the goal just run is the default).
+fn resend(r: &RunReport, op: &crate::ids::OperationId) -> String {
+    match r.tasks.iter().find(|t| t.operation_id == *op) {
+        Some(t) => format!("engine retry {}", advice::shell_word(&t.task_ref)),
+        None => format!("engine retry {}", advice::shell_word(op.as_str())),
     }
 }
 
 /// `engine explain T1`, `engine explain T2`: one per failed task.
 fn explain_each(refs: &[String]) -> String {
-    refs.iter().map(|r| format!("`engine explain {r}`")).collect::<Vec<_>>().join(", ")
+    refs.iter().map(|r| format!("`engine explain {}`", advice::shell_word(r))).collect::<Vec<_>>().join(", ")
 }
 
 /// Stops besides the one the exit code reports (SPEC: every stop names
@@ -215,7 +291,7 @@ fn final_line(r: &RunReport) -> String {
         Some(Code::GoalOutcomeUnproven) => format!(
             "GOAL_OUTCOME_UNPROVEN: settled as not run and not re-sent: {} (re-send with {})",
             r.settled_not_run.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "),
-            r.settled_not_run.iter().map(|o| format!("`engine retry {o}`")).collect::<Vec<_>>().join(", ")
+            r.settled_not_run.iter().map(|o| format!("`{}`", resend(r, o))).collect::<Vec<_>>().join(", ")
         ),
         Some(code @ (Code::ApprovalRequired | Code::ApprovalStale)) => format!(
             "{code}: waiting on a person's approval of {} (give it with {})",
@@ -231,7 +307,7 @@ fn final_line(r: &RunReport) -> String {
                 .join(", "),
             r.awaiting_approval
                 .iter()
-                .map(|u| format!("`engine approve {} --note TEXT`", u.operation_id))
+                .map(|u| format!("`engine approve {} --note {}`", u.operation_id, advice::SAY))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

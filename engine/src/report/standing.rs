@@ -41,15 +41,16 @@ pub fn of_task(
         return Ok(Some(Standing { text, json: json!({"reusable": false, "reason": "NO_PRIOR_COMPLETION"}) }));
     };
     let settled = ledger.attempt(done.attempt_id)?.state == AttemptState::SettledOk;
+    let number = ledger.attempt_number(done.attempt_id)?;
     let basis = if settled {
         format!(
-            "attempt {} (its effect rests on a person's settlement `settled_ok`, not on the engine's observation)",
-            done.attempt_id
+            "attempt {number} (its effect rests on a person's settlement `settled_ok`, not on the engine's observation)"
         )
     } else {
-        format!("attempt {}", done.attempt_id)
+        format!("attempt {number}")
     };
-    let provenance = json!({"revision": done.revision, "attempt_id": done.attempt_id, "settled_by_person": settled});
+    let provenance = json!({"revision": done.revision, "attempt_id": done.attempt_id, "attempt": number,
+        "settled_by_person": settled});
     let standing = match reuse::standing(&done) {
         None => Standing {
             text: format!(

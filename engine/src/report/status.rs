@@ -7,13 +7,13 @@ use super::Output;
 use providers::sandbox::Status;
 
 use crate::clock::utc;
-use crate::decide::spend::spending_command;
+use crate::commands::advice::Advised;
 use crate::error::{Error, Result};
 use crate::ids::GoalId;
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ActRef, ApprovalRecord};
-use crate::store::attempts::AttemptRecord;
+use crate::store::attempts::{number_in, AttemptRecord};
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{Holder, LedgerRead, Store};
 
@@ -85,8 +85,9 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     // "nobody approved".
     let approved: Vec<&str> =
         waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
-    let rows = task_table(ledger, &g, &plan, &tasks, &approved, &mut text)?;
-    waiting.describe(&store.live_holder()?, &mut text);
+    let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
+    let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
+    waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
     let acts = super::person_acts::of_goal(ledger, &g.id, &tampered, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -99,11 +100,12 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "tasks": rows,
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})).collect::<Vec<_>>(),
-        "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t)).collect::<Vec<_>>(),
+        "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t, &advised)).collect::<Vec<_>>(),
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
         "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
             "handle": a.handle})).collect::<Vec<_>>(),
         "budgets": budgets,
+        "next": advised.iter().map(Advised::entry).collect::<Vec<_>>(),
         "plan_file_changed_during_run": plan_file_changed,
     });
     Ok(Output { text, json, exit_code: 0 })
@@ -117,6 +119,7 @@ fn task_table(
     plan: &PlanFile,
     tasks: &[TaskRecord],
     approved: &[&str],
+    advised: &[Advised],
     text: &mut String,
 ) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
@@ -124,12 +127,9 @@ fn task_table(
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     for t in tasks {
-        let attempts: Vec<_> = ledger
-            .attempts_of_task(&g.id, &t.task_ref)?
-            .into_iter()
-            .filter(|a| a.revision == g.active_revision)
-            .collect();
-        let last = attempts.last();
+        let all = ledger.attempts_of_task(&g.id, &t.task_ref)?;
+        let attempts: Vec<_> = all.iter().filter(|a| a.revision == g.active_revision).collect();
+        let last = attempts.last().copied();
         let last_text = match last {
             Some(a) => match a.class() {
                 Some(c) => format!("{} ({c})", a.state),
@@ -152,10 +152,11 @@ fn task_table(
             last_text
         ));
         let standing = super::standing::of_task(ledger, &g.id, g.active_revision, plan, &t.task_ref, t.state)?;
+        let next = advised.iter().find(|a| a.task_ref == t.task_ref).map_or(json!([]), Advised::json);
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
-            "last_attempt": last.map(|a| json!({"id": a.id, "try": a.try_no, "state": a.state, "classification": a.classification,
+            "last_attempt": last.map(|a| json!({"id": a.id, "number": number_in(&all, a.id), "try": a.try_no, "state": a.state, "classification": a.classification,
                 "sandbox": a.sandbox, "handle": a.handle})),
-            "completion": standing.as_ref().map(|s| &s.json)}));
+            "completion": standing.as_ref().map(|s| &s.json), "next": next}));
         if let Some(s) = standing {
             standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
         }
@@ -183,15 +184,18 @@ struct Waiting<'t> {
 }
 
 impl Waiting<'_> {
-    /// Each in words, with the command that acts on it.
-    fn describe(&self, live: &Option<Holder>, text: &mut String) {
-        if !self.unknown.is_empty()
-            || !self.in_doubt.is_empty()
-            || !self.awaiting.is_empty()
-            || !self.not_run.is_empty()
-        {
+    /// Each in words, with the commands that act on it (`report::next`):
+    /// what waits on an approval, a re-send, a settlement, a decision on
+    /// a failure; and what waits on an engine (in doubt).
+    fn describe(&self, live: &Option<Holder>, advised: &[Advised], tasks: &[TaskRecord], text: &mut String) {
+        if !self.unknown.is_empty() || !self.in_doubt.is_empty() || !advised.is_empty() {
             text.push_str("\nwaiting on a person or on the next run:\n");
         }
+        let next = |task_ref: &str, text: &mut String| {
+            if let Some(a) = advised.iter().find(|a| a.task_ref == task_ref) {
+                text.push_str(&super::next::of(a, "    "));
+            }
+        };
         for t in &self.awaiting {
             let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
             let line = match self.approval_for(t) {
@@ -203,37 +207,69 @@ impl Waiting<'_> {
                     self.forged_for(t).map_or(0, |a| a.id.get()),
                 ),
                 Some(a) => format!(
-                    "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet  -> spend it with: {}\n",
+                    "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
                     t.task_ref,
                     a.actor,
                     a.id,
                     utc(a.at_ms),
-                    self.spending_command(t)
                 ),
                 None => format!(
-                    "  {op}  task {}  awaiting_approval ({})  -> engine approve {op} --note TEXT\n",
+                    "  {op}  task {}  awaiting_approval ({})\n",
                     t.task_ref,
                     t.why().unwrap_or("approval required")
                 ),
             };
             text.push_str(&line);
+            if self.forged_for(t).is_none() {
+                next(&t.task_ref, text);
+            }
         }
         for a in &self.not_run {
-            text.push_str(&format!(
-                "  {}  task {}  settled not_run, not re-sent  -> engine retry {}\n",
-                a.operation_id, a.task_ref, a.operation_id
-            ));
+            text.push_str(&format!("  {}  task {}  settled not_run, not re-sent\n", a.operation_id, a.task_ref));
+            next(&a.task_ref, text);
         }
         for a in &self.unknown {
             text.push_str(&format!(
-                "  {}  task {}  try {}  effect_unknown ({}){}  -> engine settle {} --outcome ok|not_run --note TEXT\n",
+                "  {}  task {}  try {}  effect_unknown ({}){}\n",
                 a.operation_id,
                 a.task_ref,
                 a.try_no,
                 a.unknown_reason.map_or("?", |r| r.as_str()),
                 accepted_as(a),
-                a.operation_id
             ));
+            // An older revision's unknown outcome is settled all the same.
+            let ways = crate::decide::advice::settle(a.operation_id.as_str());
+            text.push_str(&super::next::lines(&ways, &self.plan_path, &a.task_ref, "    "));
+        }
+        for t in tasks.iter().filter(|t| t.state == TaskState::Failed) {
+            let class = match (t.class(), t.why()) {
+                (Some(c), Some(rule)) => format!(": {c} (rule {rule})"),
+                (Some(c), None) => format!(": {c}"),
+                _ => String::new(),
+            };
+            text.push_str(&format!("  {}  failed{class}\n", t.task_ref));
+            next(&t.task_ref, text);
+        }
+        // Any other task a way waits on: a stopped run's, a settlement
+        // `ok` whose validations have not run yet.
+        let shown = |r: &str| {
+            self.awaiting.iter().any(|t| t.task_ref == r)
+                || self.not_run.iter().any(|a| a.task_ref == r)
+                || tasks.iter().any(|t| t.task_ref == r && t.state == TaskState::Failed)
+        };
+        for a in advised.iter().filter(|a| !a.task_ref.is_empty() && !shown(&a.task_ref)) {
+            let state = tasks.iter().find(|t| t.task_ref == a.task_ref).map(|t| t.state);
+            let words = match state {
+                Some(TaskState::Running) => "settled by a person; its validations have not run yet".to_string(),
+                Some(state) => state.to_string(),
+                None => String::new(),
+            };
+            text.push_str(&format!("  {}  {words}\n", a.task_ref));
+            text.push_str(&super::next::of(a, "    "));
+        }
+        for goal in advised.iter().filter(|a| a.task_ref.is_empty()) {
+            text.push_str(&format!("  goal: {}\n", goal.about.as_deref().unwrap_or_default()));
+            text.push_str(&super::next::of(goal, "    "));
         }
         for a in &self.in_doubt {
             let note = in_doubt_note(a, live);
@@ -258,12 +294,7 @@ fn accepted_as(a: &AttemptRecord) -> String {
 impl Waiting<'_> {
     /// The approval given for the request `t` waits on, not spent yet.
     fn approval_for(&self, t: &TaskRecord) -> Option<&ApprovalRecord> {
-        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-        let request = t.detail.get("request_digest").and_then(Value::as_str);
-        self.approvals
-            .iter()
-            .rev()
-            .find(|a| a.operation_id.as_str() == op && request.is_none_or(|r| a.request_digest.as_str() == r))
+        crate::commands::advice::approval_given(&self.approvals, t)
     }
 
     /// An open approval row of the request `t` waits on that the act
@@ -274,23 +305,18 @@ impl Waiting<'_> {
     }
 
     /// The command whose call spends the approval: the one that asked.
-    fn spending_command(&self, t: &TaskRecord) -> String {
-        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-        spending_command(t.asked_by(), op, &t.task_ref, &self.plan_path)
-    }
-
-    fn awaiting_json(&self, t: &TaskRecord) -> Value {
+    fn awaiting_json(&self, t: &TaskRecord, advised: &[Advised]) -> Value {
         let approval = self.approval_for(t);
+        let next = advised.iter().find(|a| a.task_ref == t.task_ref).and_then(|a| a.commands().into_iter().next());
         json!({
             "task_ref": t.task_ref,
             "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)),
             "why": t.detail.get("why"),
             "approval": approval.map(|a| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms)})),
             "store_tampered": self.forged_for(t).map(|a| format!("approvals row {}", a.id)),
-            "next": match approval {
-                _ if self.forged_for(t).is_some() => "engine verify".to_string(),
-                Some(_) => self.spending_command(t),
-                None => format!("engine approve {} --note TEXT", t.pending_operation().unwrap_or(t.operation_id.as_str())),
+            "next": match self.forged_for(t) {
+                Some(_) => Some("engine verify".to_string()),
+                None => next,
             },
         })
     }

@@ -131,8 +131,9 @@ pub(super) fn engine_protected(plan: &Plan) -> Vec<(String, Vec<String>)> {
 pub struct Tally {
     /// Attempts whose protected paths were compared before and after.
     pub attempts_judged: usize,
-    /// Constraint id → the attempts that broke it (`T1 attempt 4`).
-    pub violated_by: BTreeMap<String, Vec<String>>,
+    /// Constraint id → the attempts that broke it (task ref, ledger id;
+    /// the report numbers each as its task counts it).
+    pub violated_by: BTreeMap<String, Vec<(String, AttemptId)>>,
     /// Constraint id → did its check pass before the acceptance checks.
     pub goal_checks: BTreeMap<String, bool>,
 }
@@ -144,7 +145,7 @@ impl Tally {
         if protected {
             self.attempts_judged += 1;
         }
-        let by = format!("{task_ref} attempt {attempt}");
+        let by = (task_ref.to_string(), attempt);
         for e in evidence {
             let ids: Vec<&String> = match e {
                 Evidence::ProtectedPathChanged { changes } => changes.iter().flat_map(|c| &c.constraints).collect(),

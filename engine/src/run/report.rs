@@ -198,31 +198,38 @@ impl Runner<'_> {
     }
 
     /// Each of the goal's constraints, with what this run verified of it.
-    fn constraint_lines(&self) -> Vec<ConstraintLine> {
+    fn constraint_lines(&self) -> Result<Vec<ConstraintLine>> {
         let t = &self.tally;
+        // `T1 attempt 2`: the attempt as its task numbers it.
+        let read = self.ledger.read();
+        let by = |list: &[(String, crate::ids::AttemptId)]| -> Result<Vec<String>> {
+            list.iter().map(|(r, id)| Ok(format!("{r} attempt {}", read.attempt_number(*id)?))).collect()
+        };
         self.plan
             .goal()
             .constraints
             .iter()
-            .map(|c| match c.checked() {
-                None => ConstraintLine {
-                    id: None,
-                    statement: c.statement().to_string(),
-                    protects: false,
-                    attempts_judged: 0,
-                    check_passed: None,
-                    has_check: false,
-                    violated_by: Vec::new(),
-                },
-                Some(k) => ConstraintLine {
-                    id: Some(k.id.clone()),
-                    statement: k.statement.clone(),
-                    protects: !k.protect.is_empty(),
-                    attempts_judged: if k.protect.is_empty() { 0 } else { t.attempts_judged },
-                    check_passed: t.goal_checks.get(&k.id).copied(),
-                    has_check: k.check.is_some(),
-                    violated_by: t.violated_by.get(&k.id).cloned().unwrap_or_default(),
-                },
+            .map(|c| {
+                Ok(match c.checked() {
+                    None => ConstraintLine {
+                        id: None,
+                        statement: c.statement().to_string(),
+                        protects: false,
+                        attempts_judged: 0,
+                        check_passed: None,
+                        has_check: false,
+                        violated_by: Vec::new(),
+                    },
+                    Some(k) => ConstraintLine {
+                        id: Some(k.id.clone()),
+                        statement: k.statement.clone(),
+                        protects: !k.protect.is_empty(),
+                        attempts_judged: if k.protect.is_empty() { 0 } else { t.attempts_judged },
+                        check_passed: t.goal_checks.get(&k.id).copied(),
+                        has_check: k.check.is_some(),
+                        violated_by: by(t.violated_by.get(&k.id).map_or(&[][..], Vec::as_slice))?,
+                    },
+                })
             })
             .collect()
     }
@@ -344,7 +351,7 @@ impl Runner<'_> {
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
             acceptance_checks: self.acceptance_checks(),
-            constraints: self.constraint_lines(),
+            constraints: self.constraint_lines()?,
             stopped,
             verdict: crate::decide::verdict::word(goal.state, self.constraints_not_checked()),
             constraints_not_checked: self.constraints_not_checked(),
@@ -425,7 +432,7 @@ impl Runner<'_> {
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
             acceptance_checks: self.acceptance_checks(),
-            constraints: self.constraint_lines(),
+            constraints: self.constraint_lines()?,
             stopped,
             verdict: crate::decide::verdict::word(goal_state, self.constraints_not_checked()),
             constraints_not_checked: self.constraints_not_checked(),
@@ -480,9 +487,14 @@ impl Runner<'_> {
         match stopped_repair {
             Some((task_ref, rep)) => {
                 let forced = rep.classification.as_ref().is_some_and(|c| crate::decide::repair::needs_force(c.class));
-                format!("engine repair {task_ref}{}", if forced { " --force --note TEXT" } else { "" })
+                let say = crate::decide::advice::SAY;
+                let task_ref = crate::decide::advice::shell_word(task_ref);
+                format!(
+                    "engine repair {task_ref}{}",
+                    if forced { format!(" --force --note {say}") } else { String::new() }
+                )
             }
-            None => format!("engine run {plan_path}"),
+            None => format!("engine run {}", crate::decide::advice::shell_word(plan_path)),
         }
     }
 }

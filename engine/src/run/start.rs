@@ -296,7 +296,7 @@ fn apply(tx: &mut dyn LedgerTx, key: TaskKey, call: &Call, decision: Decision) -
         Decision::Unsettled { attempt, state } => {
             // Never a new call of a task while an earlier attempt of it (of
             // this operation or another) is unknown or in doubt.
-            let why = format!("attempt {attempt} of this task is {state}: settle it first");
+            let why = format!("attempt {} of this task is {state}: settle it first", tx.attempt_number(attempt)?);
             let detail = json!({"operation_id": op, "waits_on_attempt": attempt, "why": why});
             tx.set_task_state(key, TaskState::EffectUnknown, &detail)?;
             tx.append_event(&event(EventKind::CallRefused, json!({"operation_id": op, "why": why})))?;

@@ -71,6 +71,12 @@ pub struct AttemptRecord {
     pub protected_at_intent: Option<String>,
 }
 
+/// The number of attempt `id` among `attempts` (one task's, in ledger
+/// order): its position from 1; 0 when it is not among them.
+pub fn number_in(attempts: &[AttemptRecord], id: AttemptId) -> i64 {
+    attempts.iter().position(|a| a.id == id).map_or(0, |i| i as i64 + 1)
+}
+
 impl AttemptRecord {
     /// Proof that this attempt's intent is committed (it was read back).
     pub fn intent(&self) -> Intent {

@@ -35,6 +35,15 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + OutputsRead + Ac
         })
     }
 
+    /// An attempt's number among its task's attempts, every revision, in
+    /// ledger order (1, 2, …): the number a person counts by (`engine
+    /// explain`, `engine output --attempt N`, `engine log`). The ledger's
+    /// store-wide id stays an id.
+    fn attempt_number(&self, id: AttemptId) -> Result<i64> {
+        let a = self.attempt(id)?;
+        Ok(super::attempts::number_in(&self.attempts_of_task(&a.goal_id, &a.task_ref)?, id))
+    }
+
     /// A settled attempt's settlement, vouched for by the act chain: a
     /// person's settlement is what lets the engine act on an unknown
     /// outcome, so an attempt marked settled without one (or with one off

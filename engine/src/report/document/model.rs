@@ -199,13 +199,19 @@ pub struct ReuseLine {
 pub struct Provenance {
     pub revision: i64,
     pub attempt_id: i64,
+    /// That attempt's number among its task's attempts.
+    pub attempt: i64,
     pub checkpoint: String,
     pub evidence_ids: Vec<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptReport {
+    /// The ledger's id of the attempt (store-wide).
     pub id: i64,
+    /// Its number among its task's attempts, every revision, in ledger
+    /// order: "attempt 2" is the task's second (`engine explain`'s).
+    pub number: i64,
     pub revision: i64,
     #[serde(rename = "try")]
     pub try_no: i64,

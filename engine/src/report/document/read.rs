@@ -54,8 +54,7 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let timeline =
         timeline::timeline(tasks.iter().flat_map(|t| &t.report.attempts).filter(|a| a.revision == number), marks);
     let budgets = budgets(l, &g, &plan, &tasks, number, lowest_max_revisions, timeline.end_ms)?;
-    let cx = waiting::Context { goal_id: g.id.as_str(), plan_path: &rev.plan_path };
-    let waiting = waiting_list(l, &g.id, number == active, number, &tasks, &cx)?;
+    let waiting = waiting_list(l, &g, number == active, number, &tasks)?;
     let goal_spec = plan.goal.as_ref();
     let unchecked: Vec<String> = acceptance.iter().filter(|a| a.check.is_none()).map(|a| a.id.clone()).collect();
     let constraints: Vec<ConstraintLine> =
@@ -156,6 +155,7 @@ fn settled_ok_tasks(tasks: &[Task2], number: i64) -> Vec<String> {
 struct Task2 {
     report: TaskReport,
     awaiting_op: Option<String>,
+    row: TaskRecord,
 }
 
 fn tasks(
@@ -184,13 +184,13 @@ fn tasks(
             Error::new(Code::StoreCorrupt, format!("task {} of revision {number} is not in the ledger", t.task_ref))
         })?;
         let mut attempts = Vec::new();
-        for a in l.attempts_of_task(goal_id, &t.task_ref)? {
+        for (a, number) in l.attempts_of_task(goal_id, &t.task_ref)?.into_iter().zip(1..) {
             let settlement = settlements.remove(&a.id.get());
-            attempts.push(attempt_report(l, a, settlement)?);
+            attempts.push(attempt_report(l, a, number, settlement)?);
         }
         let report = task_report(t, row, attempts, reuse.remove(&t.task_ref), approvals.remove(&t.task_ref), number);
         let awaiting_op = row.pending_operation().map(str::to_string);
-        out.push(Task2 { report, awaiting_op });
+        out.push(Task2 { report, awaiting_op, row: row.clone() });
     }
     Ok(out)
 }
@@ -247,7 +247,12 @@ fn evidence_item(e: TimedEvidence) -> EvidenceItem {
     EvidenceItem { id: e.id.get(), at_ms: e.at_ms, evidence: e.evidence }
 }
 
-fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<SettlementLine>) -> Result<AttemptReport> {
+fn attempt_report(
+    l: &dyn LedgerRead,
+    a: AttemptRecord,
+    number: i64,
+    settlement: Option<SettlementLine>,
+) -> Result<AttemptReport> {
     let evidence = l.timed_evidence_of_attempt(a.id)?.into_iter().map(evidence_item).collect();
     let claims = l
         .claims_of_attempt(a.id)?
@@ -256,6 +261,7 @@ fn attempt_report(l: &dyn LedgerRead, a: AttemptRecord, settlement: Option<Settl
         .collect();
     Ok(AttemptReport {
         id: a.id.get(),
+        number,
         revision: a.revision.get(),
         try_no: a.try_no,
         kind: a.kind.as_str().into(),
@@ -340,18 +346,19 @@ fn reuse_decisions(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<
             })
         },
     )?;
-    Ok(recorded.into_iter().map(|r| (r.task_ref, reuse_line(r.decision))).collect())
+    recorded.into_iter().map(|r| Ok((r.task_ref, reuse_line(l, r.decision)?))).collect()
 }
 
-fn reuse_line(d: Decision) -> ReuseLine {
-    match d {
+fn reuse_line(l: &dyn LedgerRead, d: Decision) -> Result<ReuseLine> {
+    Ok(match d {
         Decision::Reuse { provenance: p } => ReuseLine {
             decision: "reuse".into(),
             reason: None,
-            detail: format!("reused from revision {} attempt {}", p.revision, p.attempt_id),
+            detail: format!("reused from revision {} attempt {}", p.revision, l.attempt_number(p.attempt_id)?),
             provenance: Some(Provenance {
                 revision: p.revision.get(),
                 attempt_id: p.attempt_id.get(),
+                attempt: l.attempt_number(p.attempt_id)?,
                 checkpoint: p.checkpoint,
                 evidence_ids: p.evidence_ids.into_iter().map(|id| id.get()).collect(),
             }),
@@ -362,7 +369,7 @@ fn reuse_line(d: Decision) -> ReuseLine {
             detail: refusal.detail(),
             provenance: None,
         },
-    }
+    })
 }
 
 /// The goal's acceptance criteria with their latest results in this
@@ -450,23 +457,28 @@ fn budgets(
 
 /// What waits on a person: unknown outcomes (goal-wide, whatever the
 /// revision), then, for the active revision, approvals, re-sends and
-/// failures, then attempts left in doubt.
+/// failures with their ways out (`commands::advice`, as `engine status`
+/// names them), then attempts left in doubt.
 fn waiting_list(
     l: &dyn LedgerRead,
-    goal_id: &GoalId,
+    g: &GoalRecord,
     active: bool,
     number: i64,
     tasks: &[Task2],
-    cx: &waiting::Context,
 ) -> Result<Vec<Waiting>> {
+    let goal_id = &g.id;
     let mut out: Vec<Waiting> = l
         .attempts_in_state(goal_id, AttemptState::EffectUnknown)?
         .iter()
         .map(|a| waiting::settle(&a.task_ref, a.operation_id.as_str(), a.try_no, a.unknown_reason.map(|r| r.as_str())))
         .collect();
     if active {
-        let per_task: Vec<Waiting> =
-            tasks.iter().filter_map(|t| waiting::of_task(&t.report, number, t.awaiting_op.as_deref(), cx)).collect();
+        let place = crate::commands::advice::Place::of(l, g)?;
+        let mut per_task = Vec::new();
+        for t in tasks {
+            let commands = crate::commands::advice::of_task(l, g, &place, &t.row)?.commands();
+            per_task.extend(waiting::of_task(&t.report, number, t.awaiting_op.as_deref(), commands));
+        }
         for kind in ["approve", "retry", "failed"] {
             out.extend(per_task.iter().filter(|w| w.kind == kind).cloned());
         }

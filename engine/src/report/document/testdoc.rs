@@ -17,6 +17,7 @@ pub fn output(excerpt: &str) -> Output {
 pub fn attempt(id: i64, state: &str, stdout: &str) -> AttemptReport {
     AttemptReport {
         id,
+        number: id,
         revision: 1,
         try_no: 1,
         kind: "run".into(),

@@ -1,24 +1,10 @@
-//! What waits on a person, with the exact command to run. Pure: built from
-//! the document's tasks and the goal's unknown / in-doubt attempts.
+//! What waits on a person, with the exact commands to run. Pure: built
+//! from the document's tasks, the goal's unknown / in-doubt attempts, and
+//! each task's ways out as `decide::advice` gave them (`read` asks it in
+//! the same snapshot, exactly as `engine status` does).
 
 use super::model::{TaskReport, Waiting};
-
-/// Quote `s` for a POSIX shell when it holds anything but plain
-/// characters, so a pasted command means exactly this argument.
-pub fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// Where the commands apply.
-pub struct Context<'a> {
-    pub goal_id: &'a str,
-    pub plan_path: &'a str,
-}
+use crate::decide::advice;
 
 /// An attempt of the goal (any revision) whose effect is unknown.
 pub fn settle(task_ref: &str, op: &str, try_no: i64, reason: Option<&str>) -> Waiting {
@@ -28,10 +14,7 @@ pub fn settle(task_ref: &str, op: &str, try_no: i64, reason: Option<&str>) -> Wa
         operation_id: Some(op.into()),
         try_no: Some(try_no),
         why: format!("effect_unknown ({}): it may or may not have taken effect", reason.unwrap_or("no receipt")),
-        commands: ["ok", "not_run"]
-            .iter()
-            .map(|o| format!("engine settle {} --outcome {o} --note TEXT", shell_word(op)))
-            .collect(),
+        commands: advice::commands(&advice::settle(op)),
     }
 }
 
@@ -51,30 +34,26 @@ pub fn in_doubt(task_ref: &str, op: &str, try_no: i64, state: &str) -> Waiting {
 
 /// A task of the active revision that waits on a person: an approval, the
 /// re-send of an operation settled as not run, or a decision on a failure.
-/// `awaiting_op` is the operation the engine recorded as awaiting approval.
-pub fn of_task(t: &TaskReport, revision: i64, awaiting_op: Option<&str>, cx: &Context) -> Option<Waiting> {
-    let latest = t.attempts.iter().rev().find(|a| a.revision == revision);
-    let (kind, op, why, commands) = match t.state.as_str() {
+/// `awaiting_op` is the operation the engine recorded as awaiting approval;
+/// `commands` its ways out (`decide::advice`).
+pub fn of_task(t: &TaskReport, revision: i64, awaiting_op: Option<&str>, commands: Vec<String>) -> Option<Waiting> {
+    let latest = t.attempts.iter().rev().find(|a| a.revision == revision && a.state != "abandoned");
+    let (kind, op, why) = match t.state.as_str() {
         "awaiting_approval" => {
             let op = awaiting_op.unwrap_or(&t.operation_id).to_string();
-            let why = t.why.clone().unwrap_or_else(|| "approval required".into());
-            let cmd = format!("engine approve {} --note TEXT", shell_word(&op));
-            ("approve", op, why, vec![cmd])
+            ("approve", op, t.why.clone().unwrap_or_else(|| "approval required".into()))
         }
         _ if latest.is_some_and(|a| a.state == "settled_not_run") => {
-            let a = latest?;
             let why = "settled not_run by a person and not re-sent: the goal's outcome is unproven".to_string();
-            ("retry", a.operation_id.clone(), why, vec![format!("engine retry {}", shell_word(&a.operation_id))])
+            ("retry", latest?.operation_id.clone(), why)
         }
         "failed" => {
             let a = latest?;
-            let c = a.classification.as_ref();
-            let next = c.map_or("a person decides", |c| c.next.as_str());
-            let why = match c {
-                Some(c) => format!("failed: {} (rule {}); next: {next}", c.class, c.rule),
+            let why = match &a.classification {
+                Some(c) => format!("failed: {} (rule {})", c.class, c.rule),
                 None => "failed".to_string(),
             };
-            ("failed", a.operation_id.clone(), why, failure_commands(next, &t.task_ref, &a.operation_id, cx))
+            ("failed", a.operation_id.clone(), why)
         }
         _ => return None,
     };
@@ -88,72 +67,39 @@ pub fn of_task(t: &TaskReport, revision: i64, awaiting_op: Option<&str>, cx: &Co
     })
 }
 
-/// The commands SPEC's "next step" of a failure class points to.
-fn failure_commands(next: &str, task_ref: &str, op: &str, cx: &Context) -> Vec<String> {
-    let repair = format!("engine repair {} --goal {}", shell_word(task_ref), shell_word(cx.goal_id));
-    let retry = format!("engine retry {}", shell_word(op));
-    let revise = format!("engine revise {} --reason TEXT", shell_word(cx.plan_path));
-    match next {
-        "repair" => vec![repair],
-        "revise" => vec![revise],
-        "retry or repair" => vec![retry, repair],
-        n if n.contains("retry") => vec![retry],
-        _ => vec![format!("{repair} --force --note TEXT"), revise],
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{of_task, shell_word, Context};
+    use super::{of_task, settle};
     use crate::report::document::testdoc::{attempt, task};
     use crate::report::document::Classification;
 
-    const CX: Context = Context { goal_id: "g 1", plan_path: "plans/p.json" };
-
     #[test]
-    fn each_wait_names_its_exact_command() {
+    fn each_wait_carries_the_commands_it_was_given() {
         let t = task("T1", &[], "awaiting_approval", Vec::new());
-        let w = of_task(&t, 1, Some("op_repair"), &CX).unwrap();
-        assert_eq!(
-            (w.kind.as_str(), w.commands.clone()),
-            ("approve", vec!["engine approve op_repair --note TEXT".to_string()])
-        );
+        let w = of_task(&t, 1, Some("op_repair"), vec!["engine approve op_repair --note \"…\"".into()]).unwrap();
+        assert_eq!((w.kind.as_str(), w.operation_id.as_deref()), ("approve", Some("op_repair")));
+        assert_eq!(w.commands, vec!["engine approve op_repair --note \"…\""]);
 
         let t = task("T2", &[], "pending", vec![attempt(3, "settled_not_run", "")]);
-        let w = of_task(&t, 1, None, &CX).unwrap();
-        assert_eq!(
-            (w.kind.as_str(), w.commands.clone()),
-            ("retry", vec![format!("engine retry {}", t.attempts[0].operation_id)])
-        );
+        let w = of_task(&t, 1, None, vec!["engine retry T2".into()]).unwrap();
+        assert_eq!((w.kind.as_str(), w.commands.clone()), ("retry", vec!["engine retry T2".to_string()]));
 
         let mut t = task("T 3", &[], "failed", vec![attempt(4, "failed", "")]);
-        let class = |next: &str| Classification {
-            class: "c".into(),
-            rule: "r".into(),
-            evidence_ids: vec![1],
-            next: next.into(),
-        };
-        t.attempts[0].classification = Some(class("repair"));
-        assert_eq!(of_task(&t, 1, None, &CX).unwrap().commands, vec!["engine repair 'T 3' --goal 'g 1'"]);
-        t.attempts[0].classification = Some(class("revise"));
-        assert_eq!(of_task(&t, 1, None, &CX).unwrap().commands, vec!["engine revise plans/p.json --reason TEXT"]);
-        t.attempts[0].classification = Some(class("a person decides"));
-        assert_eq!(
-            of_task(&t, 1, None, &CX).unwrap().commands[0],
-            "engine repair 'T 3' --goal 'g 1' --force --note TEXT"
-        );
+        t.attempts[0].classification =
+            Some(Classification { class: "c".into(), rule: "r".into(), evidence_ids: vec![1], next: "repair".into() });
+        let w = of_task(&t, 1, None, vec!["engine repair 'T 3'".into()]).unwrap();
+        assert_eq!((w.why.as_str(), w.commands.len()), ("failed: c (rule r)", 1));
         // Nothing waits on a task that succeeded, or on another revision's failure.
-        assert!(of_task(&task("T4", &[], "succeeded", Vec::new()), 1, None, &CX).is_none());
-        assert!(of_task(&t, 2, None, &CX).is_none());
+        assert!(of_task(&task("T4", &[], "succeeded", Vec::new()), 1, None, Vec::new()).is_none());
+        assert!(of_task(&t, 2, None, Vec::new()).is_none());
     }
 
     #[test]
-    fn shell_words_are_quoted_unless_plain() {
-        assert_eq!(shell_word("op_0123abc"), "op_0123abc");
-        assert_eq!(shell_word("plan.json"), "plan.json");
-        assert_eq!(shell_word("T 1"), "'T 1'");
-        assert_eq!(shell_word("$(rm -rf ~)"), "'$(rm -rf ~)'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
-        assert_eq!(shell_word(""), "''");
+    fn an_unknown_outcome_is_settled_either_way() {
+        let w = settle("T1", "op_9", 2, None);
+        assert_eq!(
+            w.commands,
+            vec!["engine settle op_9 --outcome ok --note \"…\"", "engine settle op_9 --outcome not_run --note \"…\""]
+        );
     }
 }

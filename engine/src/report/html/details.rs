@@ -80,11 +80,14 @@ fn approvals(t: &TaskReport, out: &mut String) {
         return;
     }
     out.push_str("<table class=\"approvals\"><caption>Approvals (a person's act)</caption><tr><th>#</th><th>by</th><th>at</th><th>note</th><th>operation</th><th>became</th></tr>");
+    // An approval names the attempt that used it by its ledger id; the
+    // page names it by the task's own numbering.
+    let number = |id: i64| t.attempts.iter().find(|x| x.id == id).map_or(id, |x| x.number);
     for a in &t.approvals {
         let became = match (a.consumed_by, a.voided_by) {
             _ if a.store_tampered.is_some() => a.store_tampered.clone().unwrap_or_default(),
-            (Some(c), _) => format!("consumed by attempt {c}"),
-            (None, Some(v)) => format!("voided by attempt {v} (that call needed none)"),
+            (Some(c), _) => format!("consumed by attempt {}", number(c)),
+            (None, Some(v)) => format!("voided by attempt {} (that call needed none)", number(v)),
             _ => "not used yet".to_string(),
         };
         let _ = write!(
@@ -108,7 +111,7 @@ fn attempt(a: &AttemptReport, n: i64, out: &mut String) {
         out,
         "<section class=\"attempt{other}\" data-attempt=\"{}\"><h4>attempt {} · revision {} · try {} · {} · <span class=\"badge {}\">{}</span></h4>",
         a.id,
-        a.id,
+        a.number,
         a.revision,
         a.try_no,
         text(&a.kind),
@@ -123,11 +126,10 @@ fn attempt(a: &AttemptReport, n: i64, out: &mut String) {
         let ids: Vec<String> = c.evidence_ids.iter().map(|e| format!("#{e}")).collect();
         let _ = write!(
             out,
-            "<p class=\"class\">classified <b>{}</b> by rule <code>{}</code> from evidence {} — next: {}</p>",
+            "<p class=\"class\">classified <b>{}</b> by rule <code>{}</code> from evidence {}</p>",
             text(&c.class),
             text(&c.rule),
-            text(&ids.join(", ")),
-            text(&c.next)
+            text(&ids.join(", "))
         );
     }
     for e in &a.evidence {

@@ -6,8 +6,9 @@ use std::fmt::Write;
 
 use super::escape::{attr, text};
 use super::{state_class, time};
+use crate::decide::advice::shell_word;
 use crate::evidence::Evidence;
-use crate::report::document::{waiting::shell_word, words::TASK_STATES, ReportDocument};
+use crate::report::document::{words::TASK_STATES, ReportDocument};
 
 pub fn header(doc: &ReportDocument, out: &mut String) {
     let g = &doc.goal;

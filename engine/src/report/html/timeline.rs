@@ -190,8 +190,14 @@ fn task_row(doc: &ReportDocument, i: usize, y: i64, scale: &Scale, out: &mut Str
 fn bar(doc: &ReportDocument, a: &AttemptReport, y: i64, scale: &Scale, out: &mut String) {
     let end = attempt_end(a);
     let (yb, h) = (y + 4, ROW_H - 8);
-    let tip =
-        format!("attempt {} · try {} · {} · {} · {}", a.id, a.try_no, a.kind, a.state, duration(end - a.intent_at_ms));
+    let tip = format!(
+        "attempt {} · try {} · {} · {} · {}",
+        a.number,
+        a.try_no,
+        a.kind,
+        a.state,
+        duration(end - a.intent_at_ms)
+    );
     let _ = write!(
         out,
         "<g class=\"att {}\" data-attempt=\"{}\"><title>{}</title>",

@@ -1,0 +1,211 @@
+//! The facts `decide::advice` needs, read from the ledger. Every printer
+//! (`status`, `explain`, `run`'s summary, the report) and every refusal
+//! (`retry`, `repair`, `revise`) asks here, so they all name the same way
+//! out of the same state.
+
+use serde_json::{json, Value};
+
+use crate::decide::advice::{self, Awaiting, Latest, Scope, Task, Way};
+use crate::decide::budget::{BudgetName, Exhausted};
+use crate::error::{Code, Result};
+use crate::state::{AttemptKind, AttemptState, GoalState};
+use crate::store::acts::ApprovalRecord;
+use crate::store::events::EventKind;
+use crate::store::goals::{GoalRecord, TaskRecord};
+use crate::store::LedgerRead;
+
+/// Where a goal's commands apply, owned (the decision borrows it).
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub goal_id: String,
+    pub goal_is_default: bool,
+    pub plan_path: String,
+}
+
+impl Place {
+    pub fn of(read: &dyn LedgerRead, g: &GoalRecord) -> Result<Place> {
+        let latest = read.latest_goal()?;
+        Ok(Place {
+            goal_id: g.id.to_string(),
+            goal_is_default: latest.is_some_and(|l| l.id == g.id),
+            plan_path: read.revision(&g.id, g.active_revision)?.plan_path,
+        })
+    }
+
+    pub fn scope(&self) -> Scope<'_> {
+        Scope { goal_id: &self.goal_id, goal_is_default: self.goal_is_default, plan_path: &self.plan_path }
+    }
+}
+
+/// A task's ways out, with the words that print them.
+#[derive(Debug, Clone)]
+pub struct Advised {
+    /// `""` for the goal's own way out (a spent budget, a failed check of
+    /// the goal), which `about` then says.
+    pub task_ref: String,
+    pub about: Option<String>,
+    pub ways: Vec<Way>,
+    plan_path: String,
+}
+
+impl Advised {
+    /// `` `engine repair T` ``, or `` fix …, then `…`; or … ``.
+    pub fn sentence(&self) -> String {
+        advice::sentence(&self.ways, &self.plan_path, &self.task_ref)
+    }
+
+    pub fn plan_path(&self) -> &str {
+        &self.plan_path
+    }
+
+    pub fn commands(&self) -> Vec<String> {
+        advice::commands(&self.ways)
+    }
+
+    /// `{"task_ref", "about", "ways"}`: a task's (or, with `task_ref`
+    /// null, the goal's) ways out, as `--json` lists them.
+    pub fn entry(&self) -> Value {
+        let task_ref = (!self.task_ref.is_empty()).then_some(self.task_ref.as_str());
+        json!({"task_ref": task_ref, "about": self.about, "ways": self.json()})
+    }
+
+    /// `[{"first": words or null, "command": line}]`, as `--json` gives them.
+    pub fn json(&self) -> Value {
+        advice::json(&self.ways, &self.plan_path, &self.task_ref)
+    }
+}
+
+/// The ways out of one task of `g`'s active revision.
+pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRecord) -> Result<Advised> {
+    let attempts = read.attempts_of_task(&g.id, &t.task_ref)?;
+    let latest = attempts.iter().rev().find(|a| a.revision == g.active_revision && a.state != AttemptState::Abandoned);
+    let rule = latest.and_then(|a| a.classification.as_ref()).map(|c| c.rule.as_str());
+    let approvals =
+        if t.state == crate::state::TaskState::AwaitingApproval { read.approvals_of_goal(&g.id)? } else { Vec::new() };
+    let instruction = match t.asked_by() {
+        Some(AttemptKind::Repair) => repair_instruction(read, g, t)?,
+        _ => None,
+    };
+    let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+    let task = Task {
+        task_ref: &t.task_ref,
+        state: t.state,
+        latest: latest.map(|a| Latest {
+            operation_id: a.operation_id.as_str(),
+            state: a.state,
+            class: a.class(),
+            rule,
+        }),
+        awaiting: Some(Awaiting {
+            operation_id: op,
+            approved: approval_given(&approvals, t).is_some(),
+            asked_by: t.asked_by(),
+            instruction: instruction.as_deref(),
+        }),
+    };
+    Ok(Advised {
+        task_ref: t.task_ref.clone(),
+        about: None,
+        ways: advice::of_task(&task, &place.scope()),
+        plan_path: place.plan_path.clone(),
+    })
+}
+
+/// Every task of `g`'s active revision that waits on a person, in the
+/// order given; then, for a goal that failed with no task to act on, the
+/// way out of its failed check (as the task ref `""`).
+pub fn of_goal(read: &dyn LedgerRead, g: &GoalRecord, tasks: &[TaskRecord]) -> Result<Vec<Advised>> {
+    let place = Place::of(read, g)?;
+    let mut out = Vec::new();
+    for t in tasks {
+        let a = of_task(read, g, &place, t)?;
+        if !a.ways.is_empty() {
+            out.push(a);
+        }
+    }
+    if let Some((spent, ways)) = budget_spent(read, g, &place)? {
+        let about = Some(format!("the last run stopped on a budget: {spent}"));
+        out.push(Advised { task_ref: String::new(), about, ways, plan_path: place.plan_path.clone() });
+    }
+    if out.is_empty() && g.state == GoalState::Failed {
+        out.push(Advised {
+            task_ref: String::new(),
+            about: Some("the goal's own check failed (an acceptance check, or a constraint's)".into()),
+            ways: advice::of_goal_check(&place.scope()),
+            plan_path: place.plan_path.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// The way out of the budget the active revision's last run stopped on,
+/// if it did and the limit in force is still the one it stopped at (a
+/// raise since: a plain run goes on).
+fn budget_spent(read: &dyn LedgerRead, g: &GoalRecord, place: &Place) -> Result<Option<(Exhausted, Vec<Way>)>> {
+    let Some(e) = read.latest_event(&g.id, g.active_revision, EventKind::RunFinished)? else { return Ok(None) };
+    if e.data.get("code").and_then(Value::as_str) != Some(Code::BudgetExhausted.as_str()) {
+        return Ok(None);
+    }
+    let b = &e.data["budget"];
+    let (Some(budget), Some(used), Some(limit)) =
+        (b["budget"].as_str().and_then(BudgetName::parse), b["used"].as_f64(), b["limit"].as_f64())
+    else {
+        return Ok(None);
+    };
+    let requested = b["requested"].as_f64().unwrap_or(0.0);
+    let detail = b["detail"].as_str().map(str::to_string);
+    let spent = Exhausted { budget, used, limit, requested, detail };
+    let plan = super::active_plan(read, &g.id)?;
+    let now = crate::budgets::in_force(read, &g.id, g.active_revision, &plan.budgets)?;
+    let limit_now = match budget {
+        BudgetName::DeadlineSeconds => now.deadline_seconds as f64,
+        BudgetName::MaxAttemptsPerTask => f64::from(now.max_attempts_per_task),
+        BudgetName::MaxProviderCalls => now.max_provider_calls as f64,
+        BudgetName::MaxCost => now.max_cost,
+        BudgetName::MaxRevisions => f64::from(now.max_revisions),
+    };
+    let ways = match limit_now > limit {
+        true => vec![Way { before: None, command: format!("engine run {}", advice::shell_word(&place.plan_path)) }],
+        false => advice::of_budget(budget, &crate::decide::raise::suggested(&spent), &place.scope()),
+    };
+    Ok(Some((spent, ways)))
+}
+
+/// What waits on a person in `g`'s active revision, in words, leaving out
+/// the ways that revise the plan (for `engine revise` given the very plan
+/// in force: nothing to revise). Empty when nothing waits.
+pub fn besides_revising(read: &dyn LedgerRead, g: &GoalRecord) -> Result<String> {
+    let tasks = read.tasks(&g.id, g.active_revision)?;
+    let mut parts = Vec::new();
+    for mut a in of_goal(read, g, &tasks)? {
+        a.ways.retain(|w| !w.command.starts_with("engine revise "));
+        if !a.ways.is_empty() {
+            parts.push(a.sentence());
+        }
+    }
+    Ok(parts.join("; or "))
+}
+
+/// The approval given for the request `t` waits on, not spent or voided.
+pub fn approval_given<'a>(approvals: &'a [ApprovalRecord], t: &TaskRecord) -> Option<&'a ApprovalRecord> {
+    let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+    let request = t.detail.get("request_digest").and_then(Value::as_str);
+    approvals.iter().rev().find(|a| {
+        a.consumed_by.is_none()
+            && a.voided_by.is_none()
+            && a.operation_id.as_str() == op
+            && request.is_none_or(|r| a.request_digest.as_str() == r)
+    })
+}
+
+/// The instruction of the repair whose call waits on an approval: part of
+/// its request, so the command that spends the approval repeats it.
+fn repair_instruction(read: &dyn LedgerRead, g: &GoalRecord, t: &TaskRecord) -> Result<Option<String>> {
+    let Some(e) = read.latest_event(&g.id, g.active_revision, EventKind::RepairRequested)? else { return Ok(None) };
+    let same_task = e.task_ref.as_deref() == Some(t.task_ref.as_str());
+    let same_op = e.data.get("operation_id").and_then(Value::as_str) == t.pending_operation();
+    Ok(match same_task && same_op {
+        true => e.data.get("instruction").and_then(Value::as_str).map(str::to_string),
+        false => None,
+    })
+}
