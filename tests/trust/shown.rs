@@ -87,7 +87,7 @@ fn an_unchained_approval_is_store_tampered_in_every_view() {
     let log = ws.engine(&["log"]);
     log.expect_code(0);
     assert!(names_row(&log.stdout, &row), "{}", log.stdout);
-    let line = log.stdout.lines().find(|l| l.contains("approval_recorded")).expect("the forged event");
+    let line = log.stdout.lines().find(|l| l.contains("approval recorded")).expect("the forged event");
     assert!(names_row(line, &row), "the forged event's line is marked: {line}");
     let lj = ws.json(&["log"], 0);
     assert_eq!(lj["store_tampered"][0]["row"], json!(row), "{lj}");

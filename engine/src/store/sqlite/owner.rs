@@ -151,11 +151,14 @@ impl std::fmt::Display for Change {
             Change::Sharing { was: Some(was), now: Some(now) } => {
                 write!(f, "it names gid {now}, and the mark records the store shared with gid {was}")
             }
-            Change::Sharing { was: None, now } => write!(
+            Change::Sharing { was: None, now: Some(now) } => write!(
                 f,
-                "it shares the store with gid {}, which the mark does not record (only `engine run --store-group` \
-                 shares a store)",
-                now.map_or("?".to_string(), |g| g.to_string())
+                "it shares the store with gid {now}, which the mark does not record (only `engine run \
+                 --store-group` shares a store)"
+            ),
+            Change::Sharing { was: None, now: None } => write!(
+                f,
+                "it is a group file the mark does not record (only `engine run --store-group` shares a store)"
             ),
         }
     }
@@ -166,7 +169,10 @@ impl std::fmt::Display for Change {
 /// any group, and [`FILE_MODE`]) and the `group` file as found.
 pub fn judge(seen: &[Seen], recorded: Option<Owner>, group: &GroupFile, me: u32) -> Option<Wrong> {
     let shared = recorded.and_then(|r| r.shared());
-    if shared != group.names {
+    // A group file beside a store the mark records as its owner's alone,
+    // even one naming no group this system knows, is a change too.
+    let unrecorded = shared.is_none() && seen.iter().any(|s| s.part == Part::GroupFile);
+    if shared != group.names || unrecorded {
         let change = Change::Sharing { was: shared, now: group.names };
         return Some(Wrong::Changed { path: group.path.clone(), change });
     }
@@ -405,6 +411,14 @@ mod tests {
         let mine = store(file("mark", ME, 100, 0o600));
         assert_eq!(changed(&mine, Some(made()), Some(G)), sharing(None, Some(G)));
         assert_eq!(changed(&mine, None, Some(G)), sharing(None, Some(G)));
+        // One naming no group the system knows (read as naming none).
+        let mut planted = mine.clone();
+        planted.push(Seen {
+            path: "engine.db.group".into(),
+            now: Owner { uid: ME, gid: 100, mode: 0o640 },
+            part: Part::GroupFile,
+        });
+        assert_eq!(changed(&planted, Some(made()), None), sharing(None, None));
         // Removed, or naming another group, beside a shared store.
         let record = Some(Owner::shared_with(ME, G));
         assert_eq!(changed(&shared_store(), record, None), sharing(Some(G), None));
