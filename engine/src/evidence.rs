@@ -140,6 +140,10 @@ pub enum Evidence {
     EffectMarker { reason: UnknownReason, safe_to_resend: bool },
     /// How the provider's process ended, with its captured output.
     ProcessExit { exit: Option<ExitStatus>, timed_out: bool, duration_ms: u64, stdout: Output, stderr: Output },
+    /// Processes the provider's process started still ran `grace_ms` after
+    /// it exited (its cgroup was not empty): the engine ended them. Its
+    /// work was cut short by the engine: never a success.
+    DescendantsEnded { processes: Vec<providers::Descendant>, grace_ms: u64, ended: bool },
     /// An HTTP provider's answer.
     HttpResponse { status: u16, body: Output, duration_ms: u64 },
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or
@@ -213,6 +217,22 @@ pub enum Evidence {
         check_id: Option<String>,
         end: StopEnd,
     },
+}
+
+/// Processes a command left running, in words: who, how long they were
+/// given, and that the engine ended them (or could not).
+pub fn descendants_text(processes: &[providers::Descendant], grace_ms: u64, ended: bool) -> String {
+    let who: Vec<String> = processes.iter().map(|p| format!("{} (pid {})", p.name, p.pid)).collect();
+    format!(
+        "processes it started still ran {} ms after it exited: {}; {}",
+        grace_ms,
+        if who.is_empty() { "(not named)".to_string() } else { who.join(", ") },
+        if ended {
+            "the engine ended them (not a success)"
+        } else {
+            "the engine killed them, and some were still there"
+        }
+    )
 }
 
 /// A read-back as the ledger keeps it: what was asked (placeholders
@@ -307,6 +327,7 @@ impl Evidence {
             Evidence::EngineError { .. } => "engine_error",
             Evidence::EffectMarker { .. } => "effect_marker",
             Evidence::ProcessExit { .. } => "process_exit",
+            Evidence::DescendantsEnded { .. } => "descendants_ended",
             Evidence::HttpResponse { .. } => "http_response",
             Evidence::ToolResult { .. } => "tool_result",
             Evidence::BuiltinResult { .. } => "builtin_result",

@@ -93,6 +93,14 @@ pub const SANDBOX_WRITES_MAX: usize = 256;
 /// User names in each list of `people` (each bounded by `ID_BYTES_MAX`).
 pub const PEOPLE_MAX: usize = 1000;
 
+/// `network.connect` entries of a provider or a task, and the bytes of one
+/// (`HOST:PORT`: a DNS name is at most 253 bytes).
+pub const CONNECT_MAX: usize = 256;
+pub const ENDPOINT_BYTES_MAX: usize = 300;
+
+/// `env` names of a provider or a task (each bounded by `ID_BYTES_MAX`).
+pub const ENV_NAMES_MAX: usize = 256;
+
 // ------------------------------------------------------------ a run
 
 /// Captured output kept per stream (stdout, stderr, an HTTP body, a tool's

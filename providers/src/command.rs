@@ -1,8 +1,12 @@
 //! The command provider: runs a local program (argv, no shell) in the
-//! workspace, in its own process group, and reports what it observed.
+//! workspace, in its own process group and cgroup, and reports what it
+//! observed — including a descendant still running when it exited, which
+//! the engine ends after a grace and says so (`Descendants`).
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -11,15 +15,23 @@ use tokio::io::AsyncWriteExt;
 use crate::capture::Bounded;
 use crate::sandbox::Status;
 use crate::{
-    BoxFuture, Call, CommandReceipt, ExitStatus, LostReason, NotDispatched, NotDispatchedKind, Outcome, Progress,
-    ProgressSender, Provider, Receipt,
+    BoxFuture, Call, CommandReceipt, Descendant, Descendants, ExitStatus, LostReason, NotDispatched, NotDispatchedKind,
+    Outcome, Progress, ProgressSender, Provider, Receipt,
 };
 
 /// After the process group is killed, how long to keep draining the pipes.
 /// Killing the group normally closes them at once; the bound only matters if
-/// something outside the group (e.g. a daemon that called `setsid`) still
-/// holds them.
+/// something outside the group and without a cgroup to end it (a daemon
+/// that called `setsid`) still holds them.
 pub(crate) const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// After the command exited, how long a process it started may go on
+/// before the engine ends it: a moment to finish writing and exit, never a
+/// daemon left behind.
+pub const DESCENDANT_GRACE: Duration = Duration::from_secs(2);
+
+/// How often to look whether a call's tree emptied.
+const TREE_POLL: Duration = Duration::from_millis(10);
 
 /// How long to wait to reap the killed child.
 pub(crate) const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
@@ -82,6 +94,13 @@ pub(crate) fn provider_spawn(
     crate::spawn::spawn(crate::spawn::Spec { argv, env, cwd: &call.workspace, piped_stdin, sandbox: &call.sandbox })
 }
 
+/// Why provider processes run without a cgroup of their own here (a
+/// process that leaves its process group is then not tracked); `None`:
+/// each gets one.
+pub fn cgroups_unavailable() -> Option<String> {
+    crate::process::cgroup::unavailable()
+}
+
 fn spawn_error(prog: &str, e: &io::Error, sandbox: &Status) -> Outcome {
     Outcome::NotDispatched(spawn_failure(prog, e, sandbox))
 }
@@ -102,10 +121,10 @@ pub(crate) fn spawn_failure(prog: &str, e: &io::Error, sandbox: &Status) -> NotD
     NotDispatched { kind, message }
 }
 
-/// SIGKILL a whole process group (pgid = the leader's pid).
+/// SIGKILL a whole provider tree by its leader's pid (= its process
+/// group): its cgroup, every descendant, and its process group.
 pub(crate) fn kill_group(pgid: u32) {
-    // SAFETY: plain syscall. Negative pid = the whole process group.
-    unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
+    crate::spawn::kill_tree(pgid);
 }
 
 /// A process that started but cannot be followed: handed over, no receipt.
@@ -146,6 +165,8 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
     // pgid == pid: the child made its own group.
     let pid = child.id();
     if let Some(process) = crate::process::ProcessId::leader(pid) {
+        let marker = crate::process::adopted::marker(&call.operation_id, call.try_no);
+        let process = process.tracked(child.cgroup().map(Path::to_path_buf), marker);
         let _ = progress.try_send(Progress::Spawned { process });
     }
     let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
@@ -154,8 +175,8 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
 }
 
 /// Drain a started child's output (bounded), feed its stdin, wait for it
-/// within the call's timeout (killing its group past it), and make the
-/// receipt.
+/// within the call's timeout (killing its tree past it), end what it left
+/// running after a grace, and make the receipt.
 async fn watch(
     mut child: crate::spawn::Child,
     pid: u32,
@@ -169,6 +190,15 @@ async fn watch(
         return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
+    let tree = match child.cgroup() {
+        Some(c) => Tree::Cgroup(c.to_path_buf()),
+        None => Tree::Adopted(crate::process::adopted::Marked {
+            leader: pid,
+            start_time: crate::process::ProcessId::leader(pid).map_or(0, |p| p.start_time),
+            marker: crate::process::adopted::marker(&call.operation_id, call.try_no),
+        }),
+    };
+    let deadline = call.timeout.map(|d| tokio::time::Instant::from_std(started) + d);
     let mut out = Bounded::new(call.output_bytes_max);
     let mut err = Bounded::new(call.output_bytes_max);
 
@@ -180,35 +210,71 @@ async fn watch(
             let _ = w.shutdown().await;
         }
     };
-    // Done when both pipes hit EOF (a grandchild may still be writing
-    // after the child exits) AND the child exited. Its output ends when it
-    // exits, most often: waiting only then usually finds it exited, with
-    // no pidfd to watch.
-    let finished = async {
-        let _ = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed);
-        child.wait().await
-    };
-    let result = match call.timeout {
-        Some(d) => tokio::time::timeout(d, finished).await.ok(),
-        None => Some(finished.await),
-    };
-
-    let timed_out = result.is_none();
-    let status = match result {
-        Some(st) => st.ok(),
-        None => {
-            kill_group(pid);
-            // `wait` returns the cached status if the child already exited.
-            let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await;
-            // The pipes close once every holder is dead; bounded in case
-            // something outside the group still holds them. A drain cut
-            // short here is reported as truncated.
-            let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
-                tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr))
-            })
-            .await;
-            st.ok().and_then(Result::ok)
+    // The drain borrows both captures; it ends with this block.
+    let (status, timed_out, descendants) = {
+        let drain = async {
+            let _ = tokio::join!(out.drain_from(&mut stdout), err.drain_from(&mut stderr), feed);
+        };
+        tokio::pin!(drain);
+        // Never polled again once done (a finished future must not be).
+        let drained = std::sync::atomic::AtomicBool::new(false);
+        // The command's own exit, its output read meanwhile (most often its
+        // output ends when it exits: no pidfd to watch then).
+        let exited = within(deadline, async {
+            loop {
+                tokio::select! {
+                    status = child.wait() => break status,
+                    _ = &mut drain, if !drained.load(Relaxed) => drained.store(true, Relaxed),
+                }
+            }
+        })
+        .await;
+        // Then what it left: until the tree is empty and the output ended,
+        // for a grace at most (its cgroup, or without one what the engine
+        // adopted carrying the call's marks: `process::adopted`), within
+        // the deadline.
+        let mut descendants = None;
+        let mut timed_out = exited.is_none();
+        if !timed_out {
+            let settled = async {
+                if !drained.load(Relaxed) {
+                    (&mut drain).await;
+                    drained.store(true, Relaxed);
+                }
+                while tree.populated() {
+                    tokio::time::sleep(TREE_POLL).await;
+                }
+            };
+            let grace_end = tokio::time::Instant::now() + DESCENDANT_GRACE;
+            let until = deadline.map_or(grace_end, |d| d.min(grace_end));
+            if tokio::time::timeout_at(until, settled).await.is_err() {
+                if deadline.is_some_and(|d| d <= grace_end) {
+                    timed_out = true;
+                } else if tree.populated() {
+                    descendants = Some(Box::new(end_descendants(&tree).await));
+                }
+            }
         }
+        let status = match exited {
+            Some(status) => status.ok(),
+            None => None,
+        };
+        let status = if timed_out {
+            kill_group(pid);
+            tree.kill();
+            // `wait` returns the cached status if the child already exited.
+            let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok);
+            status.or(st)
+        } else {
+            status
+        };
+        if !drained.load(Relaxed) {
+            // The pipes close once every holder is dead; bounded in case
+            // something outside the tree still holds them. A drain cut short
+            // here is reported as truncated.
+            let _ = tokio::time::timeout(DRAIN_AFTER_KILL, &mut drain).await;
+        }
+        (status, timed_out, descendants)
     };
 
     let mut stdout = out.finish();
@@ -222,7 +288,83 @@ async fn watch(
         stderr,
         timed_out,
         duration_ms: started.elapsed().as_millis() as u64,
+        descendants,
     }))
+}
+
+/// `f` until `deadline` (none: no limit); `None` past it.
+async fn within<F: std::future::Future>(deadline: Option<tokio::time::Instant>, f: F) -> Option<F::Output> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, f).await.ok(),
+        None => Some(f.await),
+    }
+}
+
+/// A call's process tree: its cgroup, or (where none can be made) what
+/// the engine adopted carrying the call's marks.
+enum Tree {
+    Cgroup(std::path::PathBuf),
+    Adopted(crate::process::adopted::Marked),
+}
+
+impl Tree {
+    /// Does any of it run (its leader aside)?
+    fn populated(&self) -> bool {
+        match self {
+            Tree::Cgroup(c) => crate::process::cgroup::populated(c),
+            Tree::Adopted { .. } => !self.pids().is_empty(),
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Tree::Cgroup(c) => crate::process::cgroup::pids(c),
+            Tree::Adopted(m) => m.tree(&crate::spawn::is_spawned),
+        }
+    }
+
+    /// SIGKILL all of it (what it adopted is reaped by the engine).
+    fn kill(&self) {
+        match self {
+            Tree::Cgroup(c) => {
+                crate::process::cgroup::kill(c, Duration::ZERO);
+            }
+            Tree::Adopted(m) => {
+                m.kill(&crate::spawn::is_spawned);
+            }
+        }
+    }
+}
+
+/// End what still runs of the tree after the command exited and the grace
+/// passed: who they were (read first), then SIGKILL, then up to
+/// `REAP_AFTER_KILL` for them to be gone.
+async fn end_descendants(tree: &Tree) -> Descendants {
+    let processes: Vec<Descendant> = tree
+        .pids()
+        .into_iter()
+        .take(DESCENDANTS_NAMED_MAX)
+        .map(|pid| Descendant { pid, name: process_name(pid) })
+        .collect();
+    // Killed again while any is left: without a cgroup, a process that
+    // forked while `/proc` was walked is found by the next walk.
+    let gone = tokio::time::timeout(REAP_AFTER_KILL, async {
+        while tree.populated() {
+            tree.kill();
+            tokio::time::sleep(TREE_POLL).await;
+        }
+    })
+    .await
+    .is_ok();
+    Descendants { processes, grace_ms: DESCENDANT_GRACE.as_millis() as u64, ended: gone }
+}
+
+/// How many of the processes left running a receipt names.
+const DESCENDANTS_NAMED_MAX: usize = 32;
+
+/// `/proc/PID/comm`: the process's name (at most 15 bytes), or empty.
+fn process_name(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()
 }
 
 #[cfg(test)]

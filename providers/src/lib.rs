@@ -153,6 +153,31 @@ pub struct CommandReceipt {
     /// The engine's deadline fired and the process group was killed.
     pub timed_out: bool,
     pub duration_ms: u64,
+    /// Processes it started still ran when it exited, past a grace: the
+    /// engine ended them. Never a success while they ran. (Boxed: rare,
+    /// and a receipt travels in every run message.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descendants: Option<Box<Descendants>>,
+}
+
+/// What a command left running when it exited (its cgroup was not empty
+/// after `command::DESCENDANT_GRACE`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Descendants {
+    /// Who they were (the first few), read before they were ended.
+    pub processes: Vec<Descendant>,
+    /// How long they were given after the command exited.
+    pub grace_ms: u64,
+    /// All gone after `cgroup.kill` (false: some were still there when the
+    /// engine stopped waiting).
+    pub ended: bool,
+}
+
+/// One process left running: its pid and name (`/proc/PID/comm`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Descendant {
+    pub pid: u32,
+    pub name: String,
 }
 
 /// An HTTP service's answer.

@@ -21,11 +21,15 @@
 //! It is this file and its three helpers; the child runs one function
 //! ([`child`]) that makes only system calls on data the parent prepared —
 //! it allocates nothing, takes no lock, never unwinds, and writes to shared
-//! memory only its own error number, which candidate it tries, and the
-//! path in the `/bin/sh` fallback's argv — and it does exactly what the `pre_exec` hooks did
-//! (`sandbox::confine_self`, and `PR_SET_PDEATHSIG`), plus what the
-//! standard library does for a spawned child (stdio, process group,
-//! working directory, a clean signal state, the `PATH` search of `execvp`).
+//! memory only its own error number, the step that failed, which candidate
+//! it tries, and the path in the `/bin/sh` fallback's argv — and it does
+//! exactly what the `pre_exec` hooks did (`sandbox::confine_self`, and
+//! `PR_SET_PDEATHSIG`), plus what the standard library does for a spawned
+//! child (stdio, process group, working directory, a clean signal state,
+//! the `PATH` search of `execvp`), plus what no hook did: it moves itself
+//! into a cgroup of its own (`process::cgroup`: nothing it starts can leave
+//! it) and joins the run's namespaces its sandbox names (no network; the
+//! stores hidden).
 //! All signals are blocked in the calling thread across the `clone`, so no
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
@@ -54,13 +58,14 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
+use crate::process::cgroup::{self, Cgroup};
 use crate::sandbox::Sandbox;
 
 /// What a process to start is: argv (no shell), the variables set over
-/// the engine's environment (which it inherits without any `ENGINE_*`
-/// variable; a name set twice keeps its last value), its working folder,
-/// whether its stdin is a pipe (else `/dev/null`), and the sandbox it runs
-/// in. Stdout and stderr are always pipes.
+/// the minimal environment and its sandbox's (a name set twice keeps its
+/// last value), its working folder, whether its stdin is a pipe (else
+/// `/dev/null`), and the sandbox it runs in. Stdout and stderr are always
+/// pipes.
 pub(crate) struct Spec<'a> {
     pub argv: &'a [String],
     pub env: Vec<(OsString, OsString)>,
@@ -74,6 +79,9 @@ pub(crate) struct Spec<'a> {
 /// by a later spawn (no zombie piles up).
 pub(crate) struct Child {
     pid: u32,
+    /// The cgroup its whole tree runs in (none where the engine cannot
+    /// make one).
+    cgroup: Option<Cgroup>,
     /// Readable once the process exited: opened by the first `wait` that
     /// finds it running (most children of a short task have exited by the
     /// time their output ended, and need none). `Unavailable` on a kernel
@@ -103,6 +111,11 @@ const GUARD_BYTES: usize = 4096;
 impl Child {
     pub fn id(&self) -> u32 {
         self.pid
+    }
+
+    /// The cgroup its tree runs in.
+    pub fn cgroup(&self) -> Option<&Path> {
+        self.cgroup.as_ref().map(Cgroup::path)
     }
 
     /// Wait for the process to exit; the status is kept, so waiting again
@@ -135,7 +148,53 @@ impl Drop for Child {
         if self.status.is_none() && !matches!(reap(self.pid), Ok(Some(_))) {
             orphans().push(self.pid);
         }
+        live().remove(&self.pid);
+        if let Some(cg) = self.cgroup.take() {
+            unregister(self.pid);
+            // Removed now when empty; else once it is (a later spawn tries
+            // again), never with a process in it.
+            if !cgroup::remove(cg.path(), Duration::ZERO) {
+                leftover().push(cg.path().to_path_buf());
+            }
+        }
     }
+}
+
+/// The cgroups of the children alive, by leader pid: `kill_tree` ends a
+/// whole tree by its leader's pid (the MCP transport knows only that).
+fn cgroups() -> std::sync::MutexGuard<'static, std::collections::HashMap<u32, std::path::PathBuf>> {
+    static CGROUPS: OnceLock<Mutex<std::collections::HashMap<u32, std::path::PathBuf>>> = OnceLock::new();
+    CGROUPS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn unregister(pid: u32) {
+    cgroups().remove(&pid);
+}
+
+/// The pids of the children this engine started and has not dropped (or
+/// still reaps): never taken for an adopted orphan.
+fn live() -> std::sync::MutexGuard<'static, std::collections::HashSet<u32>> {
+    static LIVE: OnceLock<Mutex<std::collections::HashSet<u32>>> = OnceLock::new();
+    LIVE.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Did this engine start `pid` itself (a provider process it watches or
+/// will reap)?
+pub(crate) fn is_spawned(pid: u32) -> bool {
+    live().contains(&pid) || orphans().contains(&pid)
+}
+
+/// SIGKILL the tree led by `pgid`: its cgroup (every descendant, `setsid`
+/// or not) and its process group.
+pub(crate) fn kill_tree(pgid: u32) {
+    let cgroup = cgroups().get(&pgid).cloned();
+    crate::process::kill_tree(pgid, cgroup.as_deref());
+}
+
+/// Cgroups of dropped children that still held a process (being killed).
+fn leftover() -> std::sync::MutexGuard<'static, Vec<std::path::PathBuf>> {
+    static LEFTOVER: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+    LEFTOVER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `waitpid(pid, WNOHANG)`: the status once the process exited.
@@ -183,6 +242,36 @@ fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
 
 fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
+    leftover().retain(|path| !cgroup::remove(path, Duration::ZERO));
+    if cgroup::refused().is_some() {
+        reap_adopted();
+    }
+}
+
+/// As the subreaper of its providers (no cgroups here), reap the adopted
+/// orphans that ended: at most once a second (it walks `/proc`).
+pub(crate) fn reap_adopted() {
+    static LAST: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        return;
+    }
+    *last = Some(std::time::Instant::now());
+    crate::process::adopted::reap(&is_spawned);
+}
+
+/// A cgroup for the next child, unless cgroups cannot be made or joined
+/// here (the first failure is kept, and no cgroup is tried again).
+fn new_cgroup() -> Option<Cgroup> {
+    if cgroup::refused().is_none() {
+        match Cgroup::create() {
+            Ok(c) => return Some(c),
+            Err(e) => cgroup::refuse(e.to_string()),
+        }
+    }
+    // No cgroup: the engine adopts what its providers orphan.
+    crate::process::adopted::become_subreaper();
+    None
 }
 
 /// Start `spec`. Must be called within a tokio runtime (the pipes and the
@@ -191,32 +280,111 @@ fn reap_orphans() {
 /// `PR_SET_PDEATHSIG` was refused.
 pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
     reap_orphans();
-    let plan = Plan::new(&spec)?;
+    let cgroup = new_cgroup();
+    match spawn_in(&spec, cgroup) {
+        // Made but not joinable (a cgroup the engine may not move a process
+        // into): never again, and this process without one.
+        Err(Failure { step: Step::Cgroup, error }) => {
+            cgroup::refuse(format!("cannot move a process into a cgroup: {error}"));
+            crate::process::adopted::become_subreaper();
+            spawn_in(&spec, None).map_err(Failure::into_error)
+        }
+        started => started.map_err(Failure::into_error),
+    }
+}
+
+/// A spawn that failed: the child's step that was refused, and the error.
+struct Failure {
+    step: Step,
+    error: io::Error,
+}
+
+impl Failure {
+    fn parent(error: io::Error) -> Failure {
+        Failure { step: Step::Parent, error }
+    }
+
+    /// The error, naming the step when it was one of the sandbox's.
+    fn into_error(self) -> io::Error {
+        let what = match self.step {
+            Step::Parent | Step::Exec | Step::Setup => return self.error,
+            Step::Cgroup => "moving into its cgroup",
+            Step::NetNs => "joining the run's network namespace",
+            Step::MntNs => "joining the run's mount namespace",
+            Step::Landlock => "entering its Landlock domain",
+        };
+        io::Error::new(self.error.kind(), format!("{what}: {}", self.error))
+    }
+}
+
+/// The child's steps before `exec`, as it reports which one failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+enum Step {
+    /// Before the child ran (the parent's own preparation).
+    Parent = 0,
+    /// Signals, group, death signal, stdio, folder, descriptors.
+    Setup = 1,
+    Cgroup = 2,
+    NetNs = 3,
+    MntNs = 4,
+    Landlock = 5,
+    Exec = 6,
+}
+
+impl Step {
+    fn of(n: u32) -> Step {
+        [Step::Setup, Step::Cgroup, Step::NetNs, Step::MntNs, Step::Landlock, Step::Exec]
+            .into_iter()
+            .find(|s| *s as u32 == n)
+            .unwrap_or(Step::Parent)
+    }
+}
+
+fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
+    let plan = Plan::new(spec, cgroup.as_ref()).map_err(Failure::parent)?;
     // The child's stdin: a pipe's read end, or the process's one
     // `/dev/null` (the child `dup2`s it; the parent keeps its own).
     let (stdin_child, stdin_parent) = if spec.piped_stdin {
-        let (r, w) = pipe_pair()?;
+        let (r, w) = pipe_pair().map_err(Failure::parent)?;
         (Some(r), Some(w))
     } else {
         (None, None)
     };
     let stdin_fd = match &stdin_child {
         Some(r) => r.as_raw_fd(),
-        None => dev_null()?,
+        None => dev_null().map_err(Failure::parent)?,
     };
-    let (out_parent, out_child) = pipe_pair()?;
-    let (err_parent, err_child) = pipe_pair()?;
+    let (out_parent, out_child) = pipe_pair().map_err(Failure::parent)?;
+    let (err_parent, err_child) = pipe_pair().map_err(Failure::parent)?;
     let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
-    let pid = start(plan, fds)?;
+    let started = start(plan, fds);
     drop((stdin_child, out_child, err_child));
-    let mut child = Child { pid, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
+    let pid = match started {
+        Ok(pid) => pid,
+        Err(e) => {
+            if let Some(c) = &cgroup {
+                cgroup::remove(c.path(), Duration::ZERO);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(c) = &cgroup {
+        cgroups().insert(pid, c.path().to_path_buf());
+    }
+    live().insert(pid);
+    let mut child = Child { pid, cgroup, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
-    child.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(out_parent)?)?);
-    child.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(err_parent)?)?);
-    if let Some(w) = stdin_parent {
-        child.stdin = Some(pipe::Sender::from_owned_fd_unchecked(nonblocking(w)?)?);
-    }
+    let watch = |child: &mut Child| -> io::Result<()> {
+        child.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(out_parent)?)?);
+        child.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(err_parent)?)?);
+        if let Some(w) = stdin_parent {
+            child.stdin = Some(pipe::Sender::from_owned_fd_unchecked(nonblocking(w)?)?);
+        }
+        Ok(())
+    };
+    watch(&mut child).map_err(Failure::parent)?;
     Ok(child)
 }
 
@@ -281,13 +449,21 @@ struct Plan {
     /// path tried.
     sh: CString,
     ruleset: Option<RawFd>,
+    /// The run's namespaces to join: network, mount.
+    netns: Option<RawFd>,
+    mntns: Option<RawFd>,
+    /// The `cgroup.procs` to write `0` to.
+    cgroup: Option<RawFd>,
     engine: libc::pid_t,
 }
 
 impl Plan {
-    fn new(spec: &Spec<'_>) -> io::Result<Plan> {
+    fn new(spec: &Spec<'_>, cgroup: Option<&Cgroup>) -> io::Result<Plan> {
         let prog = spec.argv.first().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let env = environ::Environ::new(&spec.env)?;
+        let mut set = spec.sandbox.env().to_vec();
+        set.extend(spec.env.iter().cloned());
+        let env = environ::Environ::new(&set)?;
+        let (netns, mntns) = spec.sandbox.namespace_fds();
         Ok(Plan {
             program: search::Program::new(prog, env.get(b"PATH"))?,
             argv: spec.argv.iter().map(|a| cstring(a.clone().into_bytes())).collect::<io::Result<_>>()?,
@@ -295,6 +471,9 @@ impl Plan {
             cwd: cstring(spec.cwd.as_os_str().as_bytes().to_vec())?,
             sh: cstring(b"/bin/sh".to_vec())?,
             ruleset: spec.sandbox.ruleset_fd(),
+            netns,
+            mntns,
+            cgroup: cgroup.map(Cgroup::procs_fd),
             engine: engine_pid(),
         })
     }
@@ -329,11 +508,16 @@ struct Shared {
     cwd: *const libc::c_char,
     fds: [RawFd; 3],
     ruleset: RawFd,
+    netns: RawFd,
+    mntns: RawFd,
+    cgroup: RawFd,
     engine: libc::pid_t,
     /// The signals to set back to their default (bit `n - 1`: signal `n`).
     reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
     error: libc::c_int,
+    /// The step that failed (a `Step`), with `error`.
+    step: u32,
 }
 
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
@@ -342,7 +526,7 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
 /// its pid, or its error. The file that executed is remembered.
-fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<u32> {
+fn start(plan: Plan, fds: [RawFd; 3]) -> Result<u32, Failure> {
     let candidates = plan.program.candidates.clone();
     let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
@@ -360,19 +544,29 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> io::Result<u32> {
         cwd: plan.cwd.as_ptr(),
         fds,
         ruleset: plan.ruleset.unwrap_or(-1),
+        netns: plan.netns.unwrap_or(-1),
+        mntns: plan.mntns.unwrap_or(-1),
+        cgroup: plan.cgroup.unwrap_or(-1),
         engine: plan.engine,
         reset_signals: signals::to_reset(),
         error: 0,
+        step: Step::Parent as u32,
     };
-    let pid = with_stack(|stack| clone_blocked(stack, &mut shared))?;
+    let pid = with_stack(|stack| clone_blocked(stack, &mut shared)).map_err(Failure::parent)?;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
-    // writes `error` or `ran` any more.
-    let (error, ran) = unsafe { (std::ptr::read_volatile(&shared.error), std::ptr::read_volatile(&shared.ran)) };
+    // writes `error`, `step` or `ran` any more.
+    let (error, step, ran) = unsafe {
+        (
+            std::ptr::read_volatile(&shared.error),
+            std::ptr::read_volatile(&shared.step),
+            std::ptr::read_volatile(&shared.ran),
+        )
+    };
     plan.program.remember((error == 0).then_some(ran));
     if error != 0 {
         // It exited: reap it now, so no zombie is left.
         let _ = wait_blocking(pid);
-        return Err(io::Error::from_raw_os_error(error));
+        return Err(Failure { step: Step::of(step), error: io::Error::from_raw_os_error(error) });
     }
     Ok(pid as u32)
 }
@@ -485,7 +679,10 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: system calls on integers and on memory the parent prepared.
     let error = unsafe {
         match prepare(shared) {
-            Ok(()) => exec(shared),
+            Ok(()) => {
+                std::ptr::write_volatile(&mut shared.step, Step::Exec as u32);
+                exec(shared)
+            }
             Err(e) => e,
         }
     };
@@ -499,10 +696,13 @@ fn errno() -> libc::c_int {
     unsafe { *libc::__errno_location() }
 }
 
-/// Signals, process group, death signal, stdio, folder, descriptors,
-/// sandbox: the child's state before `exec`; `Err(errno)` on a refusal.
-unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
+/// Signals, process group, death signal, stdio, cgroup, namespaces, folder,
+/// descriptors, sandbox: the child's state before `exec`; `Err(errno)` on a
+/// refusal, with the step in `s.step`.
+unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
     let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
+    let step = |s: &mut Shared, step: Step| std::ptr::write_volatile(&mut s.step, step as u32);
+    step(s, Step::Setup);
     default_signals(s.reset_signals);
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
@@ -517,10 +717,29 @@ unsafe fn prepare(s: &Shared) -> Result<(), libc::c_int> {
     for (to, &from) in s.fds.iter().enumerate() {
         check(libc::dup2(from, to as libc::c_int))?;
     }
+    // Into its own cgroup before anything of it can start a process.
+    if s.cgroup >= 0 {
+        step(s, Step::Cgroup);
+        if libc::write(s.cgroup, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
+            return Err(errno());
+        }
+    }
+    if s.netns >= 0 {
+        step(s, Step::NetNs);
+        check(libc::setns(s.netns, libc::CLONE_NEWNET))?;
+    }
+    // Joining a mount namespace sets the working folder to its root: the
+    // folder is entered after.
+    if s.mntns >= 0 {
+        step(s, Step::MntNs);
+        check(libc::setns(s.mntns, libc::CLONE_NEWNS))?;
+    }
+    step(s, Step::Setup);
     check(libc::chdir(s.cwd))?;
     // Only stdin, stdout and stderr survive exec (docs/sandbox.md).
     check(libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) as libc::c_int)?;
     if s.ruleset >= 0 {
+        step(s, Step::Landlock);
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         check(libc::syscall(libc::SYS_landlock_restrict_self, s.ruleset, 0u32) as libc::c_int)?;
     }

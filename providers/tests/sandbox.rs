@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use providers::command::CommandProvider;
-use providers::sandbox::{Kernel, Origin, Policy, PolicyError, Sandbox, Status, Unavailable};
+use providers::sandbox::{
+    Kernel, Namespaces, NetBy, NetStatus, Network, NsStatus, Origin, Policy, PolicyError, Sandbox, Status, Unavailable,
+};
 use providers::{Call, ExitStatus, Outcome, Provider, Receipt};
 
 #[path = "../../tests/support/places.rs"]
@@ -525,13 +527,14 @@ fn the_status_is_computed_once_and_says_what_happened() {
     assert_eq!(Policy::disabled().status(), Status::Disabled);
     // On a kernel without Landlock the sandbox says so and confines nothing:
     // the write outside goes through, and the status is what gets recorded.
-    let unavailable = policy.prepare_on(Kernel::Unavailable(Unavailable::NotEnabled)).unwrap();
+    let none = Namespaces::unavailable("none made");
+    let unavailable = policy.prepare_on(Kernel::Unavailable(Unavailable::NotEnabled), &none).unwrap();
     assert_eq!(unavailable.status(), &Status::Unavailable { reason: Unavailable::NotEnabled });
     let r =
         py(&unavailable, &l.ws, "attempt('sibling', lambda: append(os.path.join(sys.argv[1], 'x')))", &[&l.outside]);
     assert_eq!(r["sibling"], "OK");
     // An older kernel: partial, naming the rights it lacks.
-    let old = policy.prepare_on(Kernel::Landlock { abi: 2 }).unwrap();
+    let old = policy.prepare_on(Kernel::Landlock { abi: 2 }, &none).unwrap();
     assert!(matches!(old.status(), Status::Partial { abi: 2, missing } if missing.len() == 2), "{}", old.status());
 }
 
@@ -618,4 +621,203 @@ async fn provider_processes_started_from_many_threads_are_confined() {
         assert_eq!(fs::read_to_string(l.ws.join(format!("out-{i}"))).unwrap(), format!("{i}\n"));
     }
     assert_eq!(fs::read(&l.db).unwrap(), before, "the store changed");
+}
+
+// ------------------------------------------------------------ the network
+
+/// A TCP listener and a UDP socket on the machine's loopback, and what
+/// reached each (bounded waits: a datagram not there in 300 ms is not).
+struct Listeners {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+}
+
+impl Listeners {
+    fn new() -> Listeners {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        Listeners { tcp, udp }
+    }
+
+    fn ports(&self) -> (String, String) {
+        (self.tcp.local_addr().unwrap().port().to_string(), self.udp.local_addr().unwrap().port().to_string())
+    }
+
+    fn tcp_heard(&self) -> bool {
+        self.tcp.accept().is_ok()
+    }
+
+    fn udp_heard(&self) -> bool {
+        let mut buf = [0u8; 8];
+        self.udp.recv_from(&mut buf).is_ok()
+    }
+}
+
+const NET: &str = r#"
+import socket
+attempt("tcp", lambda: socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2).close())
+attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(sys.argv[2]))))
+attempt("dns", lambda: socket.getaddrinfo("example.com", 443))
+"#;
+
+fn net_policy(l: &Layout, network: Network) -> Policy {
+    Policy::builder(&l.ws).temp_dirs([l.tmp.clone()]).protect(&l.store).network(network).build().unwrap()
+}
+
+/// Nothing declared: the run's network namespace. A TCP connection and a
+/// UDP datagram to the machine's loopback reach nothing, and no name
+/// resolves; the same script unconfined reaches both.
+#[test]
+fn without_a_declared_network_nothing_leaves_tcp_or_udp() {
+    let l = layout();
+    let ns = Namespaces::make(&[]);
+    let sandbox = net_policy(&l, Network::None).prepare_in(&ns).unwrap();
+    let listeners = Listeners::new();
+    let (tcp, udp) = listeners.ports();
+    let r = py(&sandbox, &l.ws, NET, &[Path::new(&tcp), Path::new(&udp)]);
+    if !is_root() {
+        // No namespace without privileges: Landlock refuses TCP alone, and
+        // the status says UDP is not restricted.
+        assert!(
+            matches!(sandbox.network(), NetStatus::Partial { tcp_connect_ports, .. } if tcp_connect_ports.is_empty())
+        );
+        assert_eq!(r["tcp"], "ERR EACCES", "{r:?}");
+        return;
+    }
+    assert_eq!(sandbox.network(), &NetStatus::Enforced { by: NetBy::Namespace });
+    assert_eq!(r["tcp"], "ERR ECONNREFUSED", "its own loopback, where nothing listens: {r:?}");
+    assert!(r["dns"].starts_with("E"), "no name resolves: {r:?}");
+    assert!(!listeners.tcp_heard() && !listeners.udp_heard(), "something reached the machine's loopback: {r:?}");
+    // The control: unconfined, both arrive.
+    let r = py(&Sandbox::disabled(), &l.ws, NET, &[Path::new(&tcp), Path::new(&udp)]);
+    assert_eq!(r["tcp"], "OK", "{r:?}");
+    assert!(listeners.tcp_heard() && listeners.udp_heard(), "{r:?}");
+}
+
+/// Declared: TCP to that port only (Landlock, by port: any host); UDP is
+/// not restricted — which the status says, and this test shows.
+#[test]
+fn a_declared_port_is_the_only_tcp_port_and_udp_is_not_restricted() {
+    let l = layout();
+    let ns = Namespaces::make(&[]);
+    let (open, closed) = (Listeners::new(), Listeners::new());
+    let (open_tcp, udp) = open.ports();
+    let (closed_tcp, _) = closed.ports();
+    let network = Network::connect(&[format!("localhost:{open_tcp}")]).unwrap();
+    let sandbox = net_policy(&l, network).prepare_in(&ns).unwrap();
+    let port: u16 = open_tcp.parse().unwrap();
+    assert_eq!(sandbox.network(), &NetStatus::Partial { by: NetBy::Landlock, tcp_connect_ports: vec![port] });
+    let r = py(&sandbox, &l.ws, NET, &[Path::new(&open_tcp), Path::new(&udp)]);
+    assert_eq!(r["tcp"], "OK", "{r:?}");
+    assert!(open.tcp_heard(), "{r:?}");
+    assert!(open.udp_heard(), "UDP is not restricted by Landlock, as the status says: {r:?}");
+    let r = py(&sandbox, &l.ws, NET, &[Path::new(&closed_tcp), Path::new(&udp)]);
+    assert_eq!(r["tcp"], "ERR EACCES", "{r:?}");
+    assert!(!closed.tcp_heard());
+}
+
+// ------------------------------------------------------------ the stores
+
+const MEDDLE: &str = r#"
+db, other = sys.argv[1], sys.argv[2]
+attempt("read", lambda: open(db, "rb").read(1))
+attempt("read_other", lambda: open(other, "rb").read(1))
+attempt("chown", lambda: os.chown(db, 65534, 65534))
+attempt("chmod", lambda: os.chmod(db, 0o777))
+attempt("chmod_folder", lambda: os.chmod(os.path.dirname(db), 0o777))
+attempt("utime", lambda: os.utime(db, (946684800, 946684800)))
+attempt("setxattr", lambda: os.setxattr(db, "user.forged", b"1"))
+attempt("list", lambda: os.listdir(os.path.dirname(db)) or (_ for _ in ()).throw(OSError(errno.ENOENT, "empty")))
+"#;
+
+fn meta(p: &Path) -> (u32, u32, u32, i64) {
+    let m = fs::metadata(p).unwrap();
+    (m.uid(), m.gid(), m.mode(), m.mtime())
+}
+
+/// The stores' folders are hidden: the store and another one cannot be
+/// read, nor their owner, mode, times or extended attributes changed (none
+/// of which Landlock covers); unconfined, every one of those lands.
+#[test]
+fn a_hidden_store_cannot_be_read_nor_its_metadata_changed() {
+    let l = layout();
+    let other = l.root.join("other-store");
+    fs::create_dir(&other).unwrap();
+    fs::write(other.join("engine.db"), b"another workspace's ledger").unwrap();
+    let ns = Namespaces::make(&[l.store.clone(), other.clone()]);
+    let policy = Policy::builder(&l.ws).temp_dirs([l.tmp.clone()]).protect(&l.store).build().unwrap();
+    let sandbox = policy.prepare_in(&ns).unwrap();
+    let args = [l.db.as_path(), &other.join("engine.db")];
+    let before = (meta(&l.db), meta(&l.store));
+    let r = py(&sandbox, &l.ws, MEDDLE, &args);
+    if !is_root() {
+        assert!(matches!(sandbox.stores(), NsStatus::Unavailable { .. }), "{}", sandbox.stores());
+        return;
+    }
+    assert_eq!(sandbox.stores(), &NsStatus::Hidden);
+    for label in ["read", "read_other", "chown", "chmod", "chmod_folder", "utime", "setxattr", "list"] {
+        assert!(r[label].starts_with("ERR"), "{label}: {r:?}");
+    }
+    assert_eq!((meta(&l.db), meta(&l.store)), before, "the store's metadata changed");
+    // The control: every one lands unconfined.
+    let r = py(&Sandbox::disabled(), &l.ws, MEDDLE, &args);
+    for label in ["read", "read_other", "chown", "chmod", "utime", "setxattr", "list"] {
+        assert_eq!(r[label], "OK", "{label}: {r:?}");
+    }
+    assert_ne!(meta(&l.db), before.0);
+}
+
+// ------------------------------------------------------------ descendants
+
+/// A command that leaves a `setsid` descendant and exits 0: the descendant
+/// is ended after the grace (it left its process group and session, not
+/// its cgroup nor its marks), and the receipt says who it was.
+#[test]
+fn a_setsid_descendant_is_ended_and_named() {
+    let l = layout();
+    let script = "setsid sh -c 'echo $$ > escapee.pid; exec sleep 30' > /dev/null 2>&1 < /dev/null & \
+                  while [ ! -s escapee.pid ]; do sleep 0.05; done";
+    let call = Call {
+        operation_id: "op".into(),
+        try_no: 1,
+        request: serde_json::json!({"run": ["sh", "-c", script]}),
+        workspace: l.ws.clone(),
+        timeout: Some(std::time::Duration::from_secs(60)),
+        output_bytes_max: 1 << 20,
+        stdin: None,
+        env: vec![],
+        secrets: vec![],
+        sandbox: confined(&l),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (tx, _rx) = providers::progress_channel();
+    let outcome = rt.block_on(CommandProvider::default().dispatch(&call, tx));
+    let Outcome::Received(Receipt::Command(r)) = outcome else { panic!("{outcome:?}") };
+    let pid: i32 = fs::read_to_string(l.ws.join("escapee.pid")).unwrap().trim().parse().unwrap();
+    // With a cgroup, or (no cgroup2 here, or no right to make one) as the
+    // subreaper that finds it by the call's marks: ended either way.
+    let how = providers::command::cgroups_unavailable().map_or("its cgroup".into(), |why| format!("its marks ({why})"));
+    let _cleanup = Kill(pid);
+    assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
+    let d = r.descendants.expect("what it left is in the receipt");
+    assert!(d.ended && d.processes.iter().any(|p| p.pid as i32 == pid && p.name == "sleep"), "by {how}: {d:?}");
+    // SAFETY: signal 0 only asks whether the pid exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0
+        && fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    assert!(!alive, "the escapee {pid} still runs (tracked by {how})");
+}
+
+/// SIGKILLs the escapee on drop, if it still runs (a failed assertion
+/// leaves no `sleep 30`; a pid reused since is no `sleep`).
+struct Kill(i32);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if fs::read(format!("/proc/{}/cmdline", self.0)).is_ok_and(|c| c.starts_with(b"sleep\0")) {
+            // SAFETY: plain syscall on the escapee this test's child started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
 }

@@ -92,6 +92,7 @@ fn secrets_named_in_the_plan_are_redacted_from_captured_output() {
     let ws = Ws::new();
     let mut p = plan(vec![task("A", &["sh", "-c", "echo token=$API_TOKEN; echo $API_TOKEN >&2"])]);
     p["secrets"] = json!(["API_TOKEN"]);
+    p["providers"]["sh"]["env"] = json!(["API_TOKEN"]);
     ws.write_plan("plan.json", &p);
     let mut cmd = ws.command(&["run", "plan.json"]);
     cmd.env("API_TOKEN", "s3cr3t-value-42");

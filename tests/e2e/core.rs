@@ -795,7 +795,11 @@ fn grouped_intents_are_committed_before_their_providers_start() {
         t["depends_on"] = json!(["a"]);
         t
     };
-    ws.write_plan("plan.json", &plan(vec![task("a", &["true"]), leaf("b"), leaf("c")]));
+    // The probes read the store: their provider runs unconfined (a
+    // confined one sees no store at all).
+    let mut p = plan(vec![task("a", &["true"]), leaf("b"), leaf("c")]);
+    p["providers"]["sh"]["sandbox"] = json!("none");
+    ws.write_plan("plan.json", &p);
     ws.engine(&["run", "plan.json", "--jobs", "2"]).expect_code(0);
     for r in ["b", "c"] {
         let probe: Value = serde_json::from_str(&fs::read_to_string(ws.path(&format!("probe-{r}.json"))).unwrap())
@@ -823,7 +827,10 @@ fn intent_is_committed_before_the_provider_starts() {
     // The provider itself looks at the store the moment it starts (the plan
     // hands it the path in argv; the engine never would), then waits.
     let script = format!("python3 probe.py \"$0\" || exit 7; {WAIT_FOR_RELEASE}");
-    ws.write_plan("plan.json", &plan(vec![task("p", &["sh", "-c", &script, store.to_str().unwrap()])]));
+    // Unconfined: a confined provider sees no store at all.
+    let mut p = plan(vec![task("p", &["sh", "-c", &script, store.to_str().unwrap()])]);
+    p["providers"]["sh"]["sandbox"] = json!("none");
+    ws.write_plan("plan.json", &p);
     let mut engine = ws.spawn_engine(&["run", "plan.json"]);
 
     // From outside, while the provider runs: intent committed, no receipt.

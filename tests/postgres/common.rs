@@ -137,7 +137,7 @@ pub fn plan(tasks: Vec<Value>) -> Value {
                  "acceptance": [{"id": "A1", "statement": "runs", "check": {"run": ["true"], "expect_exit": 0}}],
                  "constraints": []},
         "budgets": {"max_attempts_per_task": 3, "max_revisions": 3, "max_provider_calls": 1000, "max_cost": 0, "deadline_seconds": 3600},
-        "providers": {"sh": {"kind": "command"}},
+        "providers": {"sh": {"kind": "command", "env": ["SIDE"]}},
         "tasks": tasks
     })
 }

@@ -9,13 +9,15 @@ use serde_json::{json, Value};
 pub use crate::support::*;
 
 /// A plan with two command providers (`sh`, and `agent` speaking
-/// agent-json), generous budgets, and the given tasks.
+/// agent-json; both get `$SIDE`, the tests' side folder), generous
+/// budgets, and the given tasks.
 pub fn plan(goal_id: &str, tasks: Vec<Value>) -> Value {
     json!({
         "version": 1,
         "goal": {"id": goal_id, "statement": format!("{goal_id}: the tasks are done"), "acceptance": [], "constraints": []},
         "budgets": {"max_attempts_per_task": 10, "max_revisions": 10, "max_provider_calls": 1000, "max_cost": 0, "deadline_seconds": 3600},
-        "providers": {"sh": {"kind": "command"}, "agent": {"kind": "command", "protocol": "agent-json"}},
+        "providers": {"sh": {"kind": "command", "env": ["SIDE"]},
+                      "agent": {"kind": "command", "protocol": "agent-json", "env": ["SIDE"]}},
         "tasks": tasks,
     })
 }

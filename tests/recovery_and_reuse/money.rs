@@ -15,6 +15,10 @@ fn money() -> Ws {
     );
     assert_ne!(agent, patched, "the fixture agent reads its request with json.load(sys.stdin)");
     ws.write("tools/agent.py", &patched);
+    // And the agent's provider names `SIDE`, which it now reads.
+    let mut plan: Value = serde_json::from_str(&ws.read("plan.json")).unwrap();
+    plan["providers"]["agent"]["env"] = json!(["SIDE"]);
+    ws.write_plan("plan.json", &plan);
     ws
 }
 

@@ -41,7 +41,7 @@ print(json.dumps({"status": "done", "summary": "did the work", "claimed_cause": 
 "#;
 
 fn forger_plan(ws: &Ws, outside: &std::path::Path, mode: &str, sandbox: Option<Value>) -> Value {
-    let mut agent = json!({"kind": "command", "protocol": "agent-json"});
+    let mut agent = json!({"kind": "command", "protocol": "agent-json", "env": ["SIDE"]});
     if let Some(s) = sandbox {
         agent["sandbox"] = s;
     }
@@ -58,9 +58,11 @@ fn forge_result(ws: &Ws) -> Value {
     serde_json::from_str(&std::fs::read_to_string(ws.side.join("forge.json")).unwrap()).unwrap()
 }
 
+/// Refused: by the sandbox's file rules, or because the store is not even
+/// there for a provider (its folder is hidden: `No such file`).
 fn denied(v: &Value) -> bool {
     let s = v.as_str().unwrap_or("");
-    ["Permission denied", "readonly", "unable to open"].iter().any(|w| s.contains(w))
+    ["Permission denied", "readonly", "unable to open", "No such file"].iter().any(|w| s.contains(w))
 }
 
 /// The issue's forger: with the store already holding a goal, an agent's

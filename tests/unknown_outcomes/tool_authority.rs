@@ -75,7 +75,11 @@ fn a_tool_the_real_server_does_not_offer_stops_the_run_before_any_intent() {
 #[test]
 fn a_changed_tool_schema_makes_its_task_not_reusable_naming_the_tool() {
     let ws = Ws::new();
-    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut provider = mcp_provider(&ws, &[], false);
+    // The server reads its schema for `render` from this variable: it gets
+    // it only when its provider names it.
+    provider["env"] = json!(["MCP_RENDER_SCHEMA"]);
+    let providers = json!({"tools": provider});
     ws.write_plan("plan.json", &plan("schema", providers.clone(), vec![mcp_task("T1", "render", "local")]));
     ws.run().expect(0, None);
     // The same inventory: the completion stands, nothing is sent again.
@@ -137,7 +141,10 @@ fn a_server_whose_tool_list_cannot_be_read_is_never_called() {
 #[test]
 fn another_server_behind_the_same_command_is_a_changed_meaning() {
     let ws = Ws::new();
-    let providers = json!({"tools": mcp_provider(&ws, &[], false)});
+    let mut provider = mcp_provider(&ws, &[], false);
+    // The plan names what its server reads (only named variables reach it).
+    provider["env"] = json!(["MCP_SERVER_VERSION"]);
+    let providers = json!({"tools": provider});
     ws.write_plan("plan.json", &plan("server", providers, vec![mcp_task("T1", "render", "local")]));
     ws.run().expect(0, None);
     let inventory = ws.events_of("tool_inventory");

@@ -138,6 +138,11 @@ const RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "descendants_outlived_the_command",
+        class: FailureClass::Killed,
+        matches: |e| matches!(e, Evidence::DescendantsEnded { .. }),
+    },
+    Rule {
         name: "killed_by_signal",
         class: FailureClass::Killed,
         matches: |e| matches!(e, Evidence::ProcessExit { exit: Some(ExitStatus::Signal { .. }), .. }),
@@ -290,6 +295,24 @@ mod tests {
         // Negative: an exit code is not a signal.
         let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 137 }), false)]));
         assert_ne!(c.class, FailureClass::Killed);
+    }
+
+    #[test]
+    fn exit_zero_with_descendants_left_running_is_killed_never_success() {
+        let left = Evidence::DescendantsEnded {
+            processes: vec![providers::Descendant { pid: 7, name: "sleep".into() }],
+            grace_ms: 2000,
+            ended: true,
+        };
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), false), left.clone(), check(true)]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::Killed, "descendants_outlived_the_command"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(2)], "the descendants are the evidence");
+        // Before a non-zero exit (the engine cut its work short), after a
+        // deadline (which ended them itself).
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 3 }), false), left.clone()]));
+        assert_eq!(c.rule, "descendants_outlived_the_command");
+        let c = classify(&rec(vec![exit(Some(ExitStatus::Code { code: 0 }), true), left]));
+        assert_eq!(c.class, FailureClass::Timeout);
     }
 
     #[test]

@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::error::{Code, Error, Result};
 use crate::limits::*;
 use crate::plan::model::{
-    Acceptance, Check, CheckedConstraint, Constraint, ContextSource, Goal, PlanFile, ProviderSpec, Task, Validation,
+    Acceptance, Check, CheckedConstraint, Constraint, ContextSource, Goal, NetworkSpec, PlanFile, ProviderSpec, Task,
+    Validation,
 };
 
 pub fn check(plan: &PlanFile) -> Result<()> {
@@ -34,6 +35,7 @@ pub fn check(plan: &PlanFile) -> Result<()> {
         for (i, w) in writes.iter().enumerate() {
             bytes(w, PATH_BYTES_MAX, format_args!("{at}[{i}]"), "a sandbox write path")?;
         }
+        network_env_bounds(spec.network(), spec.env(), format_args!("$.providers{}", key(name)))?;
     }
     if let Some(people) = &plan.people {
         for (act, names) in people.lists() {
@@ -97,6 +99,20 @@ fn acceptance_bounds(a: &Acceptance, at: impl Display + Copy) -> Result<()> {
     bytes(&a.statement, STATEMENT_BYTES_MAX, format_args!("{at}.statement"), "an acceptance statement")?;
     if let Some(check) = &a.check {
         check_bounds(check, format_args!("{at}.check"))?;
+    }
+    Ok(())
+}
+
+/// A provider's or a task's `network.connect` and `env`.
+fn network_env_bounds(network: Option<&NetworkSpec>, env: &[String], at: impl Display + Copy) -> Result<()> {
+    let connect = network.map(|n| n.connect.as_slice()).unwrap_or_default();
+    count(connect.len(), CONNECT_MAX, format_args!("{at}.network.connect"), "`network.connect` entries")?;
+    for (i, c) in connect.iter().enumerate() {
+        bytes(c, ENDPOINT_BYTES_MAX, format_args!("{at}.network.connect[{i}]"), "a HOST:PORT")?;
+    }
+    count(env.len(), ENV_NAMES_MAX, format_args!("{at}.env"), "`env` names")?;
+    for (i, n) in env.iter().enumerate() {
+        bytes(n, ID_BYTES_MAX, format_args!("{at}.env[{i}]"), "a variable name")?;
     }
     Ok(())
 }
@@ -190,6 +206,7 @@ fn task_bounds(t: &Task, at: impl Display + Copy) -> Result<()> {
     }
     paths(&t.may_change, MAY_CHANGE_MAX, format_args!("{at}.may_change"), "`may_change` paths")?;
     paths(&t.outputs, OUTPUT_PATTERNS_MAX, format_args!("{at}.outputs"), "`outputs` paths")?;
+    network_env_bounds(t.network.as_ref(), &t.env, at)?;
     count(t.depends_on.len(), DEPENDENCIES_MAX, format_args!("{at}.depends_on"), "dependencies")?;
     for (i, d) in t.depends_on.iter().enumerate() {
         bytes(d, ID_BYTES_MAX, format_args!("{at}.depends_on[{i}]"), "a task ref")?;

@@ -41,7 +41,11 @@ impl PlanDigests {
             .map(|(name, spec)| (name.as_str(), canonical_json(&provider_identity(name, spec))))
             .collect();
         // Each task's canonical parts once, shared by its three digests.
-        let parts: Vec<Parts> = file.tasks.iter().map(|t| Parts::of(t, &identities[t.provider.as_str()])).collect();
+        let parts: Vec<Parts> = file
+            .tasks
+            .iter()
+            .map(|t| Parts::of(t, &file.providers[t.provider.as_str()], &identities[t.provider.as_str()]))
+            .collect();
         let meanings: HashMap<&str, String> =
             file.tasks.iter().zip(&parts).map(|(t, p)| (t.task_ref.as_str(), meaning_of(t, p))).collect();
         let tasks = file
@@ -135,14 +139,14 @@ pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
 /// (sorted) when they are declared. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
     let identity = canonical_json(&provider_identity(&task.provider, spec));
-    meaning_of(task, &Parts::of(task, &identity))
+    meaning_of(task, &Parts::of(task, spec, &identity))
 }
 
 /// The meaning without the validations (its own digest kind): equal for
 /// two definitions of a task that differ only in their validations.
 pub fn meaning_core_digest(task: &Task, spec: &ProviderSpec) -> String {
     let identity = canonical_json(&provider_identity(&task.provider, spec));
-    core_of(task, &Parts::of(task, &identity))
+    core_of(task, &Parts::of(task, spec, &identity))
 }
 
 /// A task's fields as the canonical JSON its digests take them in, each
@@ -158,16 +162,20 @@ struct Parts<'a> {
     may_change: Option<String>,
     /// The same for `outputs`.
     outputs: Option<String>,
+    /// The network and environment its processes get (its provider's and
+    /// its own, `plan::reach`); the same when none is declared.
+    reach: Option<String>,
 }
 
 impl<'a> Parts<'a> {
-    fn of(task: &Task, identity: &'a str) -> Parts<'a> {
+    fn of(task: &Task, spec: &ProviderSpec, identity: &'a str) -> Parts<'a> {
         Parts {
             identity,
             action: canonical_json(&task.action),
             inputs: sorted(&task.inputs),
             may_change: (!task.may_change.is_empty()).then(|| sorted(&task.may_change)),
             outputs: (!task.outputs.is_empty()).then(|| sorted(&task.outputs)),
+            reach: super::reach::Reach::of_task(task, spec).meaning(),
         }
     }
 }
@@ -204,15 +212,20 @@ fn core_of(task: &Task, p: &Parts) -> String {
     with_may_change(d, p).finish()
 }
 
-/// `may_change` and `outputs`, each only when declared: a task without
-/// them digests as it did before the fields existed.
+/// `may_change`, `outputs` and the network and environment, each only when
+/// declared: a task without them digests as it did before the fields
+/// existed.
 fn with_may_change(d: Digester, p: &Parts) -> Digester {
     let d = match &p.may_change {
         Some(list) => d.bytes("may_change", list.as_bytes()),
         None => d,
     };
-    match &p.outputs {
+    let d = match &p.outputs {
         Some(list) => d.bytes("outputs", list.as_bytes()),
+        None => d,
+    };
+    match &p.reach {
+        Some(reach) => d.bytes("reach", reach.as_bytes()),
         None => d,
     }
 }
@@ -377,6 +390,36 @@ mod tests {
         assert_ne!(d.tasks["T1"].meaning, base.tasks["T1"].meaning);
         assert_eq!(d.tasks["T1"].meaning_core, base.tasks["T1"].meaning_core, "validations alone");
         assert_ne!(d.tasks["T1"].meaning_core, d.tasks["T1"].meaning, "its own digest kind");
+    }
+
+    #[test]
+    fn network_and_env_are_meaning_not_request_and_none_digests_as_before() {
+        let base = digests(before());
+        let mut p = before();
+        p["providers"]["sh"]["network"] = json!({"connect": []});
+        assert_eq!(digests(p).tasks["T1"].meaning, base.tasks["T1"].meaning, "no entry: the old digest");
+        let with = |provider: serde_json::Value, task: serde_json::Value| {
+            let mut p = before();
+            for (k, v) in provider.as_object().unwrap() {
+                p["providers"]["sh"][k] = v.clone();
+            }
+            for (k, v) in task.as_object().unwrap() {
+                p["tasks"][0][k] = v.clone();
+            }
+            digests(p).tasks["T1"].clone()
+        };
+        let net = with(json!({"network": {"connect": ["api.example.com:443"]}}), json!({}));
+        assert_ne!(net.meaning, base.tasks["T1"].meaning);
+        assert_ne!(net.meaning_core, base.tasks["T1"].meaning_core);
+        assert_eq!(net.request, base.tasks["T1"].request, "not sent: the request and operation stay");
+        assert_eq!(net.operation_id, base.tasks["T1"].operation_id);
+        let env = with(json!({"env": ["API_KEY"]}), json!({}));
+        assert_ne!(env.meaning, base.tasks["T1"].meaning);
+        assert_ne!(env.meaning, net.meaning);
+        // Declared on the provider or on the task: the same reach, the same meaning.
+        assert_eq!(with(json!({}), json!({"env": ["API_KEY"]})).meaning, env.meaning);
+        let wider = with(json!({"network": {"connect": ["api.example.com:443", "127.0.0.1:*"]}}), json!({}));
+        assert_ne!(wider.meaning, net.meaning, "a wider network is another meaning");
     }
 
     #[test]

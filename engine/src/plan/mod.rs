@@ -9,6 +9,7 @@ pub mod load;
 pub mod model;
 mod observe;
 pub mod probe;
+pub mod reach;
 pub mod suggest;
 pub mod validate;
 pub mod warnings;

@@ -375,6 +375,18 @@ pub struct SandboxWrite {
     pub write: Vec<String>,
 }
 
+/// What a provider's processes may connect to (docs/sandbox.md,
+/// "Network"). Without it they have no network at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// `HOST:PORT` entries (`api.example.com:443`, `127.0.0.1:*`, `[::1]:8080`,
+    /// `*:5432`). The kernel filters TCP by port only: every entry allows
+    /// its port on any host, and a `*` port allows every TCP port.
+    #[serde(default)]
+    pub connect: Vec<String>,
+}
+
 /// How the engine reaches a provider.
 /// How the engine reaches a provider (`kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -394,6 +406,14 @@ pub enum ProviderSpec {
         protocol: Option<Protocol>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxSpec>,
+        /// What its processes may connect to. Default: no network at all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<NetworkSpec>,
+        /// The names of the engine's environment variables its processes
+        /// get besides PATH, HOME, LANG and TMPDIR (an API key by its name:
+        /// its value is never in the plan or the ledger). Default: none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
     },
     /// An HTTP service: each task's `action.body` is sent to `endpoint`
     /// (POST unless `action.method` says otherwise), with the headers
@@ -461,6 +481,15 @@ pub enum ProviderSpec {
         ca_file: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxSpec>,
+        /// What a stdio server's process may connect to. Default: no
+        /// network at all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<NetworkSpec>,
+        /// The names of the engine's environment variables a stdio
+        /// server's process gets besides PATH, HOME, LANG and TMPDIR.
+        /// Default: none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
         /// The tools a plan may call on this server (an allow-list checked
         /// by `engine check`); absent: any tool the server offers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -478,15 +507,18 @@ impl ProviderSpec {
     /// The provider's config as the providers' parser reads it and as a
     /// task's meaning sees it: without `sandbox` (the engine applies it to
     /// the processes it starts; it changes where a provider may write, not
-    /// what it is asked) and without an MCP provider's `tools` allow-list
-    /// (the engine's own check before anything runs, never the server's
-    /// business).
+    /// what it is asked), without `network` and `env` (the engine's too;
+    /// a task's meaning takes them apart, `plan::reach`) and without an MCP
+    /// provider's `tools` allow-list (the engine's own check before
+    /// anything runs, never the server's business).
     pub fn provider_config(&self) -> serde_json::Value {
         // A derived `Serialize` of strings, numbers and string-keyed maps
         // cannot fail; `Null` would only make a parse fail with its place.
         let mut config = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let Some(obj) = config.as_object_mut() {
             obj.remove("sandbox");
+            obj.remove("network");
+            obj.remove("env");
             if let ProviderSpec::Mcp { .. } = self {
                 obj.remove("tools");
             }
@@ -516,6 +548,22 @@ impl ProviderSpec {
     /// Does the plan opt this provider out (`"sandbox": "none"`)?
     pub fn unconfined(&self) -> bool {
         matches!(self.sandbox(), Some(SandboxSpec::Off(SandboxOff::None)))
+    }
+
+    /// Its `network` as declared (`None`: no network).
+    pub fn network(&self) -> Option<&NetworkSpec> {
+        match self {
+            ProviderSpec::Command { network, .. } | ProviderSpec::Mcp { network, .. } => network.as_ref(),
+            ProviderSpec::Http { .. } | ProviderSpec::Builtin {} => None,
+        }
+    }
+
+    /// Its `env` names as declared.
+    pub fn env(&self) -> &[String] {
+        match self {
+            ProviderSpec::Command { env, .. } | ProviderSpec::Mcp { env, .. } => env,
+            ProviderSpec::Http { .. } | ProviderSpec::Builtin {} => &[],
+        }
     }
 }
 
@@ -643,6 +691,16 @@ pub struct Task {
     /// Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,
+    /// What this task's processes (its command and validations) may
+    /// connect to besides what its provider declares. A command provider's
+    /// tasks only. Part of the task's meaning. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
+    /// Names of the engine's environment variables this task's processes
+    /// get besides its provider's. A command provider's tasks only. Part
+    /// of the task's meaning. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 impl Task {

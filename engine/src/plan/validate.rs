@@ -31,6 +31,7 @@ pub fn validate_structure(plan: &PlanFile) -> Result<Vec<usize>> {
     for (name, spec) in &plan.providers {
         adapters.insert(name.as_str(), provider(name, spec)?);
         sandbox_writes(name, spec)?;
+        super::reach::check_provider(name, spec)?;
     }
     people(plan)?;
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.tasks.len());
@@ -227,6 +228,7 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
         .at(format!("{at}.provider"))
     })?;
     action_shape(task, spec, at)?;
+    super::reach::check_task(task, spec, at)?;
     if let (ProviderSpec::Mcp { tools, .. }, Some(tool)) = (spec, task.action.get("tool").and_then(|t| t.as_str())) {
         tool_allowed(&task.provider, tools.as_deref(), tool, &format!("{at}.action.tool"))?;
     }

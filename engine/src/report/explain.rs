@@ -194,6 +194,9 @@ fn describe(e: &Evidence) -> String {
             push_outputs(&mut s, &[("stdout", stdout), ("stderr", stderr)]);
             s.trim_end().to_string()
         }
+        Evidence::DescendantsEnded { processes, grace_ms, ended } => {
+            crate::evidence::descendants_text(processes, *grace_ms, *ended)
+        }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
             let mut s =
                 format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });

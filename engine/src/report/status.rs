@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::Output;
-use providers::sandbox::Status;
+use providers::sandbox::{NetStatus, NsStatus, Record, Status};
 
 use crate::clock::utc;
 use crate::commands::advice::Advised;
@@ -138,9 +138,9 @@ fn task_table(
             None => "-".into(),
         };
         // A sandbox weaker than enforced is said on the line itself.
-        let sandbox = last.and_then(|a| a.sandbox.as_ref()).filter(|s| !matches!(s, Status::Enforced { .. }));
+        let sandbox = last.and_then(|a| a.sandbox.as_ref()).map(weaker).filter(|w| !w.is_empty());
         let last_text = match sandbox {
-            Some(s) => format!("{last_text}  [sandbox {s}]"),
+            Some(w) => format!("{last_text}  [{w}]"),
             None => last_text,
         };
         let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
@@ -362,4 +362,21 @@ fn budgets(
         "max_revisions": {"used": g.active_revision.get() - 1, "limit": b.max_revisions},
         "deadline_seconds": {"limit": b.deadline_seconds, "per": "run"},
     }))
+}
+
+/// What of an attempt's sandbox is weaker than its plan asked: files not
+/// fully confined, a network not restricted, stores not hidden. Empty when
+/// nothing is.
+fn weaker(r: &Record) -> String {
+    let mut parts = Vec::new();
+    if !matches!(r.files, Status::Enforced { .. }) {
+        parts.push(format!("sandbox {}", r.files));
+    }
+    if let Some(NetStatus::Unavailable { .. }) = r.network {
+        parts.push("network not restricted".to_string());
+    }
+    if let Some(NsStatus::Unavailable { .. }) = r.stores {
+        parts.push("stores not hidden".to_string());
+    }
+    parts.join("; ")
 }

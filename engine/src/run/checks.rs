@@ -78,6 +78,9 @@ pub struct CheckRun {
     /// A person's stop ended it (or kept it from starting): neither passed
     /// nor failed.
     pub stopped: Option<StopEnd>,
+    /// Processes it started still ran after it exited (the engine ended
+    /// them): it did not pass.
+    pub descendants: Option<Box<providers::Descendants>>,
 }
 
 impl CheckRun {
@@ -87,6 +90,7 @@ impl CheckRun {
         self.not_started.is_none()
             && self.stopped.is_none()
             && !self.timed_out
+            && self.descendants.is_none()
             && matches!(self.exit, Some(ExitStatus::Code { code }) if code == self.expect_exit)
     }
 }
@@ -144,6 +148,7 @@ impl CheckRun {
                 stdout: r.stdout,
                 stderr: r.stderr,
                 stopped,
+                descendants: r.descendants,
             },
             Outcome::NotDispatched(nd) => CheckRun::empty(check, Some(nd.message), stopped),
             Outcome::Received(other) => CheckRun::empty(
@@ -166,6 +171,7 @@ impl CheckRun {
             stdout: Captured::default(),
             stderr: Captured::default(),
             stopped,
+            descendants: None,
         }
     }
 }

@@ -99,9 +99,9 @@ impl Runner<'_> {
     pub(super) fn record_dispatched(&mut self, attempt_id: AttemptId, detail: String) -> Result<()> {
         let may_wait = self.dispatch_may_wait(attempt_id);
         let flight = self.flight(attempt_id)?;
-        let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process);
+        let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process.clone());
         let mut data = json!({"detail": detail});
-        if let Some(p) = process {
+        if let Some(p) = &process {
             data["process"] = json!(p);
         }
         let (goal_id, revision) = (self.goal_id.clone(), self.revision);

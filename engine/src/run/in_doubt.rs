@@ -187,7 +187,7 @@ impl Runner<'_> {
             secrets: self.secrets.clone(),
             // That revision's provider, confined as this run confines the
             // provider of that name (or as its checks are, when it has none).
-            sandbox: self.sandboxes.provider(&task.provider),
+            sandbox: self.sandboxes.task(task),
         };
         let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;
         provider.shutdown().await;

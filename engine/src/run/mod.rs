@@ -725,7 +725,7 @@ impl<'l> Runner<'l> {
             groups: self.stop.groups.clone(),
             sandbox,
         };
-        let (at, at_goal) = (place(self.sandboxes.validation(&task.provider)), place(self.sandboxes.checks()));
+        let (at, at_goal) = (place(self.sandboxes.validation(task)), place(self.sandboxes.checks()));
         let work = tokio::spawn(async move {
             let runs = checks::run_checks(specs, &at, OUTPUT_BYTES_MAX).await;
             let constraint_runs = checks::run_checks(constraint_specs, &at_goal, OUTPUT_BYTES_MAX).await;
@@ -859,7 +859,7 @@ impl<'l> Runner<'l> {
             stdin,
             env: Vec::new(),
             secrets: self.secrets.clone(),
-            sandbox: self.sandboxes.provider(&task.provider),
+            sandbox: self.sandboxes.task(task),
         }
     }
 }

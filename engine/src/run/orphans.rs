@@ -28,7 +28,7 @@ fn end_left_processes(ledger: &mut LeaseGuard) -> Result<()> {
     if left.is_empty() {
         return Ok(());
     }
-    let ids: Vec<ProcessId> = left.iter().map(|l| l.process).collect();
+    let ids: Vec<ProcessId> = left.iter().map(|l| l.process.clone()).collect();
     let ends = process::end_groups(&ids, PROCESS_END_GRACE);
     ledger.write(Durability::Normal, |tx| {
         for (l, end) in left.iter().zip(&ends) {

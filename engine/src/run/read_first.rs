@@ -20,7 +20,7 @@ use crate::store::attempts::NewIntent;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
 use crate::store::Durability;
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 
 /// The retry's call as the call site would send it.
 pub(super) struct Asked<'a> {
@@ -30,7 +30,7 @@ pub(super) struct Asked<'a> {
     pub request: &'a Value,
     pub inputs_at_intent: Option<&'a Checkpoint>,
     pub protected: Option<&'a Checkpoint>,
-    pub sandbox: &'a Status,
+    pub sandbox: &'a Record,
 }
 
 impl Runner<'_> {

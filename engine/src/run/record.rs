@@ -570,11 +570,20 @@ fn receipt_record(
 fn command_answer(tx: &mut dyn LedgerTx, r: &CommandReceipt) -> Result<Answer> {
     let stdout = output(tx, &r.stdout)?;
     let stderr = output(tx, &r.stderr)?;
-    let receipt = receipt_record(r.exit, None, r.timed_out, r.duration_ms, (&stdout, &r.stdout), &r.stderr);
-    let ok = !r.timed_out && matches!(r.exit, Some(ExitStatus::Code { code: 0 }));
+    let mut receipt = receipt_record(r.exit, None, r.timed_out, r.duration_ms, (&stdout, &r.stdout), &r.stderr);
+    let ok = !r.timed_out && r.descendants.is_none() && matches!(r.exit, Some(ExitStatus::Code { code: 0 }));
     let exit =
         Evidence::ProcessExit { exit: r.exit, timed_out: r.timed_out, duration_ms: r.duration_ms, stdout, stderr };
-    Ok(Answer { ok, evidence: vec![exit], claim: None, receipt })
+    let mut evidence = vec![exit];
+    if let Some(d) = &r.descendants {
+        receipt["descendants"] = json!(d);
+        evidence.push(Evidence::DescendantsEnded {
+            processes: d.processes.clone(),
+            grace_ms: d.grace_ms,
+            ended: d.ended,
+        });
+    }
+    Ok(Answer { ok, evidence, claim: None, receipt })
 }
 
 fn http_answer(tx: &mut dyn LedgerTx, r: &HttpReceipt) -> Result<Answer> {
@@ -725,7 +734,11 @@ fn check_evidence(tx: &mut dyn LedgerTx, run: &CheckRun, checkpoint: Option<&str
         expect_exit: run.expect_exit,
         timed_out: run.timed_out,
         passed: run.passed(),
-        failing_assertion: if run.passed() { None } else { classify::failing_assertion(&both) },
+        failing_assertion: match &run.descendants {
+            Some(d) => Some(crate::evidence::descendants_text(&d.processes, d.grace_ms, d.ended)),
+            None if run.passed() => None,
+            None => classify::failing_assertion(&both),
+        },
         stdout,
         stderr,
         checkpoint: checkpoint.map(str::to_string),

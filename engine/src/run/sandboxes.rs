@@ -1,23 +1,31 @@
 //! The sandboxes of one run (docs/sandbox.md): a Landlock policy per
-//! provider, built and prepared once when the command starts — before the
+//! provider (and per task that declares a network or variables of its
+//! own), built and prepared once when the command starts — before the
 //! store is written — and applied to every process the run starts:
 //!
-//! | processes | policy |
-//! | --- | --- |
-//! | a provider's (command, agent, MCP server) | the workspace, the temporary folder and its declared `write` paths; or none at all when the plan says `"sandbox": "none"` |
-//! | a task's validations | the same as its provider's, but always confined |
-//! | acceptance checks, context commands | the workspace and the temporary folder |
+//! | processes | files | network, environment |
+//! | --- | --- | --- |
+//! | a provider's (command, agent, MCP server) | the workspace, the temporary folder and its declared `write` paths; or none at all when the plan says `"sandbox": "none"` | its provider's `network` and `env`, and its task's |
+//! | a task's validations | the same as its provider's, but always confined | the same as the task's |
+//! | acceptance and constraint checks, context commands | the workspace and the temporary folder | none; the minimal set |
 //!
 //! Every policy protects the store's folder: a policy that would make it
 //! writable (a store inside the workspace, a declared path around it) is
-//! refused before anything runs, naming both paths.
+//! refused before anything runs, naming both paths. The run's namespaces
+//! (`providers::sandbox::namespaces`) are made here too: the network
+//! namespace of processes that may have no network, and the mount
+//! namespace in which the store's folder and the stores' root are empty.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
-use providers::sandbox::{Kernel, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable};
+use providers::sandbox::{
+    Kernel, Namespaces, NetStatus, NsStatus, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable,
+};
 
 use crate::error::{Code, Error, Result};
+use crate::plan::model::Task;
+use crate::plan::reach::Reach;
 use crate::plan::Plan;
 
 /// The testing aid that simulates a kernel without Landlock.
@@ -27,6 +35,9 @@ pub struct Sandboxes {
     checks: Sandbox,
     providers: BTreeMap<String, Sandbox>,
     validations: BTreeMap<String, Sandbox>,
+    /// Tasks that declare more than their provider: (their command's,
+    /// their validations').
+    tasks: HashMap<String, (Sandbox, Sandbox)>,
 }
 
 impl Sandboxes {
@@ -45,45 +56,92 @@ impl Sandboxes {
     }
 
     /// Every policy of `plan`, protecting the folder of the store at
-    /// `store`, prepared on this machine's kernel. Says once on stderr when
-    /// the kernel confines less than everything.
+    /// `store`, prepared on this machine's kernel in the run's namespaces
+    /// (made here: the store's folder and the stores' root hidden). Says
+    /// once on stderr when the kernel confines less than everything.
     pub fn prepare(plan: &Plan, store: &Path) -> Result<Sandboxes> {
         let kernel = kernel()?;
-        let build = |name: Option<&str>, declared: &[String]| -> Result<Sandbox> {
-            let policy = policy(plan, store, declared)?.build().map_err(|e| refused(e, name, declared, store))?;
+        let namespaces = match kernel {
+            // The testing aid's machine has no namespaces either: the
+            // unconfined path, whole.
+            Kernel::Unavailable(_) if std::env::var_os(TESTING_AID).is_some() => {
+                Namespaces::unavailable(&format!("{TESTING_AID}=unavailable"))
+            }
+            _ => Namespaces::make(&hidden(store)),
+        };
+        let build = |name: Option<&str>, declared: &[String], reach: &Reach| -> Result<Sandbox> {
+            let policy = policy(plan, store, declared)?
+                .network(reach.network())
+                .build()
+                .map_err(|e| refused(e, name, declared, store))?;
             let mut tries = 0;
             loop {
-                match policy.prepare_on(kernel) {
+                match policy.prepare_on(kernel, &namespaces) {
                     Err(e) if tries < MAKER_WAITS && is_makers_second_name(&e, store) => {
                         tries += 1;
                         std::thread::sleep(MAKER_WAIT);
                     }
-                    prepared => return prepared.map_err(|e| refused(e, name, declared, store)),
+                    prepared => {
+                        return prepared.map(|s| s.with_env(&reach.env)).map_err(|e| refused(e, name, declared, store))
+                    }
                 }
             }
         };
-        let checks = build(None, &[])?;
+        let checks = build(None, &[], &Reach::default())?;
         let mut providers = BTreeMap::new();
         let mut validations = BTreeMap::new();
         for (name, spec) in &plan.file.providers {
-            let declared = spec.declared_writes();
-            let own = if declared.is_empty() { checks.clone() } else { build(Some(name), declared)? };
-            let provider = if spec.unconfined() { Sandbox::disabled() } else { own.clone() };
+            let reach = Reach::of_provider(spec);
+            let own = build(Some(name), spec.declared_writes(), &reach)?;
+            let provider = if spec.unconfined() { Sandbox::disabled().with_env(&reach.env) } else { own.clone() };
             providers.insert(name.clone(), provider);
             validations.insert(name.clone(), own);
         }
-        say_if_weaker(checks.status());
-        Ok(Sandboxes { checks, providers, validations })
+        // A task that declares a network or variables of its own gets
+        // sandboxes of its own; tasks that declare the same share them.
+        let mut tasks = HashMap::new();
+        let mut made: HashMap<(&str, Reach), (Sandbox, Sandbox)> = HashMap::new();
+        for task in &plan.file.tasks {
+            let Some(spec) = plan.file.providers.get(&task.provider) else { continue };
+            let reach = Reach::of_task(task, spec);
+            if !reach.adds_to(&Reach::of_provider(spec)) {
+                continue;
+            }
+            let key = (task.provider.as_str(), reach);
+            let pair = match made.get(&key) {
+                Some(pair) => pair.clone(),
+                None => {
+                    let own = build(Some(&task.provider), spec.declared_writes(), &key.1)?;
+                    let command =
+                        if spec.unconfined() { Sandbox::disabled().with_env(&key.1.env) } else { own.clone() };
+                    made.entry(key).or_insert((command, own)).clone()
+                }
+            };
+            tasks.insert(task.task_ref.clone(), pair);
+        }
+        say_if_weaker(&checks);
+        Ok(Sandboxes { checks, providers, validations, tasks })
     }
 
-    /// The sandbox of `provider`'s processes.
+    /// The sandbox of `provider`'s processes (an MCP server's).
     pub fn provider(&self, provider: &str) -> Sandbox {
         self.providers.get(provider).cloned().unwrap_or_else(|| self.checks.clone())
     }
 
-    /// The sandbox of the validations of a task done by `provider`.
-    pub fn validation(&self, provider: &str) -> Sandbox {
-        self.validations.get(provider).cloned().unwrap_or_else(|| self.checks.clone())
+    /// The sandbox of `task`'s command.
+    pub fn task(&self, task: &Task) -> Sandbox {
+        match self.tasks.get(&task.task_ref) {
+            Some((command, _)) => command.clone(),
+            None => self.provider(&task.provider),
+        }
+    }
+
+    /// The sandbox of `task`'s validations.
+    pub fn validation(&self, task: &Task) -> Sandbox {
+        match self.tasks.get(&task.task_ref) {
+            Some((_, validations)) => validations.clone(),
+            None => self.validations.get(&task.provider).cloned().unwrap_or_else(|| self.checks.clone()),
+        }
     }
 
     /// The sandbox of acceptance checks and context commands.
@@ -135,13 +193,27 @@ fn is_makers_second_name(e: &PolicyError, store: &Path) -> bool {
 }
 
 /// The kernel this run confines on (`ENGINE_SANDBOX=unavailable`: as if it
-/// had no Landlock, so the unconfined path can be tested anywhere).
+/// had no Landlock, and the engine no namespaces, so the unconfined path
+/// can be tested anywhere).
 fn kernel() -> Result<Kernel> {
+    cgroup_aid()?;
     match std::env::var(TESTING_AID).ok().as_deref() {
         None | Some("") => Ok(providers::sandbox::kernel()),
         Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::NotEnabled)),
         Some(other) => Err(Error::usage(format!(
             "{TESTING_AID}={other:?}: the only value is `unavailable` (a testing aid: run as if the kernel had no Landlock)"
+        ))),
+    }
+}
+
+/// `ENGINE_CGROUP=unavailable`: as if no cgroup could be made (the
+/// providers' fallback, tested anywhere); any other value is refused.
+fn cgroup_aid() -> Result<()> {
+    use providers::process::cgroup::{TESTING_AID as AID, TESTING_AID_VALUE as VALUE};
+    match std::env::var(AID).ok().as_deref() {
+        None | Some("") | Some(VALUE) => Ok(()),
+        Some(other) => Err(Error::usage(format!(
+            "{AID}={other:?}: the only value is `{VALUE}` (a testing aid: run as if no cgroup could be made)"
         ))),
     }
 }
@@ -152,8 +224,40 @@ pub fn machine_status() -> Result<Status> {
     Ok(kernel()?.confined_status())
 }
 
-/// Once per run: what the kernel does not confine.
-fn say_if_weaker(status: &Status) {
+/// The folders no provider may see: the store's own, and the stores'
+/// root (every workspace's default store), when they are paths.
+fn hidden(store: &Path) -> Vec<PathBuf> {
+    if crate::store::is_shared(store) {
+        return Vec::new();
+    }
+    let own = std::path::absolute(store).ok().and_then(|s| s.parent().map(Path::to_path_buf));
+    let root = crate::store::location::state_home().ok();
+    own.into_iter().chain(root).collect()
+}
+
+/// Once per run: what the kernel or the privileges do not confine.
+fn say_if_weaker(checks: &Sandbox) {
+    let network = match checks.network() {
+        NetStatus::Unavailable { reason } => Some(format!("not restricted ({reason})")),
+        NetStatus::Partial { .. } => {
+            Some("restricted by Landlock's TCP rules only (no network namespace: UDP is not restricted)".to_string())
+        }
+        _ => None,
+    };
+    if let Some(network) = network {
+        eprintln!("engine: the providers' network is {network}; every attempt records it (docs/sandbox.md)");
+    }
+    if let Some(reason) = providers::command::cgroups_unavailable() {
+        eprintln!(
+            "engine: provider processes get no cgroup of their own ({reason}): each is tracked by its process group only, and a descendant that leaves it (setsid) is not ended by a stop, a timeout or a takeover (docs/sandbox.md)"
+        );
+    }
+    if let NsStatus::Unavailable { reason } = checks.stores() {
+        eprintln!(
+            "engine: the stores are not hidden from providers ({reason}): a provider can read them and change their owner, mode and times; every attempt records it (docs/sandbox.md)"
+        );
+    }
+    let status = checks.status();
     match status {
         Status::Enforced { .. } | Status::Disabled => {}
         Status::Partial { .. } => {

@@ -3,7 +3,7 @@
 //! same transaction — and only once the intent is committed, hand the call
 //! to the provider.
 
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 use serde_json::{json, Value};
 
 use super::progress::Update;
@@ -38,7 +38,7 @@ struct Call<'a> {
     /// later repair compares against it to tell new evidence from repetition.
     inputs_at_intent: Option<Checkpoint>,
     /// The sandbox its provider's process runs under, recorded with the intent.
-    sandbox: Status,
+    sandbox: Record,
     /// The goal's protected paths the attempt will be judged against.
     protected: Option<Checkpoint>,
 }
@@ -95,7 +95,7 @@ impl Runner<'_> {
             kind,
             request,
             inputs_at_intent,
-            sandbox: self.sandboxes.provider(&task.provider).status().clone(),
+            sandbox: self.sandboxes.task(&task).record(),
             protected,
         };
         if retry {

@@ -131,7 +131,7 @@ where
     let mut key = None;
     let note = |p: &Progress, key: &mut Option<Key>| {
         if let Progress::Spawned { process } = p {
-            *key = Some(groups.add(*process));
+            *key = Some(groups.add(process.clone()));
         }
     };
     let outcome = loop {

@@ -3,7 +3,7 @@
 //! it finished.
 
 use providers::process::ProcessId;
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 use providers::Handle;
 use serde::Serialize;
 use serde_json::Value;
@@ -61,7 +61,7 @@ pub struct AttemptRecord {
     pub instruction: Option<String>,
     /// The sandbox its provider process ran under (`None`: recorded before
     /// the engine kept it).
-    pub sandbox: Option<Status>,
+    pub sandbox: Option<Record>,
     /// The provider's own name for the request, once it accepted it (an
     /// MCP task id): what an engine asks about after a crash.
     pub handle: Option<Handle>,
@@ -146,7 +146,7 @@ pub struct NewIntent<'a> {
     pub instruction: Option<&'a str>,
     /// The sandbox the provider's process will run under, recorded with
     /// the intent.
-    pub sandbox: &'a Status,
+    pub sandbox: &'a Record,
     /// The checkpoint digest of the protected paths it will be judged against.
     pub protected_at_intent: Option<&'a str>,
 }

@@ -1,23 +1,31 @@
-//! The sandbox every provider process runs in: Landlock, applied by the
-//! child between its creation and `exec` (`crate::spawn` for provider
-//! processes; [`Sandbox::apply`], a `pre_exec` hook, for a
-//! `std::process::Command`).
+//! The sandbox every provider process runs in, applied by the child
+//! between its creation and `exec` (`crate::spawn` for provider processes;
+//! [`Sandbox::apply`], a `pre_exec` hook, for a `std::process::Command`,
+//! which applies the file and network rules only).
 //!
 //! A provider may read and execute anything the user can (toolchains live in
 //! home folders), and write only in the workspace, the temporary folder, a
 //! few devices ([`DEVICES`]) and the paths its plan declares. Paths the
 //! caller protects (the store's folder) may never be writable; a policy that
-//! would make one writable is refused when it is built.
+//! would make one writable is refused when it is built. Besides the files:
+//!
+//! - its **network** is what the plan declares ([`network`]): none at all (a
+//!   network namespace of the run's, with only a loopback), or TCP to the
+//!   declared ports (Landlock);
+//! - the **stores** are out of its sight ([`namespaces`]): it joins the run's
+//!   mount namespace, where each stores folder is an empty read-only folder;
+//! - its **environment** is a minimal set ([`MINIMAL_ENV`]) and the variables
+//!   the plan names ([`Sandbox::with_env`]), nothing else of the engine's.
 //!
 //! Use, in the parent:
 //!
 //! ```no_run
-//! # use providers::sandbox::Policy;
-//! let policy = Policy::builder("/work/proj").write("~/.npm").protect("/home/a/.local/state/x").build()?;
-//! let sandbox = policy.prepare()?; // once per provider and run; cheap to clone
-//! let mut cmd = std::process::Command::new("npm");
-//! sandbox.apply(&mut cmd); // tokio: sandbox.apply(cmd.as_std_mut())
-//! let status = sandbox.status(); // record it on the attempt
+//! # use providers::sandbox::{Namespaces, Network, Policy};
+//! let namespaces = Namespaces::make(&["/home/a/.local/state/engine/stores".into()]); // once per run
+//! let policy = Policy::builder("/work/proj").write("~/.npm").protect("/home/a/.local/state/x")
+//!     .network(Network::None).build()?;
+//! let sandbox = policy.prepare_in(&namespaces)?.with_env(&["NPM_TOKEN".to_string()]); // once per provider and run
+//! let record = sandbox.record(); // record it on the attempt
 //! # Ok::<(), providers::sandbox::PolicyError>(())
 //! ```
 //!
@@ -33,23 +41,51 @@
 //! `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(fd, 0)`, and
 //! builds its error from `errno` without allocating.
 
+pub mod namespaces;
+pub mod network;
+mod own_environ;
 mod policy;
+mod record;
 mod rules;
 mod status;
 
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use namespaces::{Namespaces, NsStatus};
+pub use network::{Endpoint, NetBy, NetStatus, Network, Port};
+pub use own_environ::hide_engine_environment;
 pub use policy::{Origin, PolicyError, Writable, DEVICES};
+pub use record::Record;
 pub use status::{kernel, Kernel, Right, Status, Unavailable};
+
+/// The engine's environment variables every process gets (when the engine
+/// has them); any other must be named by the plan (`env`).
+pub const MINIMAL_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// The first Landlock ABI with network rules (TCP bind and connect).
+const NET_ABI: u32 = 4;
 
 /// What a provider process may write, and what it must never write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     mode: Mode,
+}
+
+/// How a process's network is to be restricted, once prepared on a kernel
+/// and in a run's namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NetPlan {
+    /// Join the run's network namespace.
+    namespace: bool,
+    /// Landlock's TCP rules: `Some(ports)` handles connect (and bind when
+    /// `ports` is empty, no network being declared); `None`: none.
+    landlock: Option<Vec<u16>>,
+    status: NetStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +95,7 @@ enum Mode {
     Confined {
         writable: Vec<Writable>,
         protected: Vec<PathBuf>,
+        network: Network,
     },
 }
 
@@ -71,6 +108,7 @@ impl Policy {
             declared: Vec::new(),
             protected: Vec::new(),
             home: None,
+            network: Network::None,
         }
     }
 
@@ -108,32 +146,110 @@ impl Policy {
         }
     }
 
-    /// Make the sandbox ready to apply: on a kernel with Landlock, create
-    /// missing declared folders, refuse a protected file with a second name
-    /// (hard link), open every rule's path, check again what was opened, and
-    /// build the ruleset. Allocates; call it in the parent, not per fork.
-    pub fn prepare(&self) -> Result<Sandbox, PolicyError> {
-        self.prepare_on(kernel())
+    /// What the plan lets this policy's processes connect to (`None` when
+    /// disabled: unconfined).
+    pub fn network(&self) -> Option<&Network> {
+        match &self.mode {
+            Mode::Disabled => None,
+            Mode::Confined { network, .. } => Some(network),
+        }
     }
 
-    /// [`prepare`](Policy::prepare) as if on `kernel`: a testing aid to show
-    /// what happens where Landlock is missing (an unconfined sandbox whose
-    /// status says so). With `Kernel::Landlock`, the ruleset is still built
-    /// for the running kernel; only the reported status follows `kernel`.
-    pub fn prepare_on(&self, kernel: Kernel) -> Result<Sandbox, PolicyError> {
+    /// [`prepare_in`](Policy::prepare_in) without namespaces: no network is
+    /// then restricted by Landlock alone, and the stores are not hidden.
+    pub fn prepare(&self) -> Result<Sandbox, PolicyError> {
+        self.prepare_in(&Namespaces::unavailable("no namespaces were made for this sandbox"))
+    }
+
+    /// Make the sandbox ready to apply in a run's `namespaces`: on a kernel
+    /// with Landlock, create missing declared folders, refuse a protected
+    /// file with a second name (hard link), open every rule's path, check
+    /// again what was opened, and build the ruleset (file and network
+    /// rules). Allocates; call it in the parent, not per fork.
+    pub fn prepare_in(&self, namespaces: &Namespaces) -> Result<Sandbox, PolicyError> {
+        self.prepare_on(kernel(), namespaces)
+    }
+
+    /// [`prepare_in`](Policy::prepare_in) as if on `kernel`: a testing aid
+    /// to show what happens where Landlock is missing (no Landlock rules,
+    /// and a status that says so). With `Kernel::Landlock`, the ruleset is
+    /// still built for the running kernel; only the reported status follows
+    /// `kernel`.
+    pub fn prepare_on(&self, kernel: Kernel, namespaces: &Namespaces) -> Result<Sandbox, PolicyError> {
         let status = self.status_on(kernel);
-        let Mode::Confined { writable, protected } = &self.mode else {
+        let Mode::Confined { writable, protected, network } = &self.mode else {
             return Ok(Sandbox::disabled());
         };
-        if !status.is_confined() {
-            return Ok(Sandbox { ruleset: None, status });
+        let net = net_plan(network, kernel, namespaces);
+        // A namespace holds only while the process cannot leave it: root
+        // can (setns through /proc/1/ns, umount) unless Landlock binds it.
+        // Without Landlock it still joins them, and the status claims none.
+        let unbound = |what: &str| format!("without Landlock a privileged process can leave the {what}");
+        let network = match net.status {
+            NetStatus::Enforced { .. } if !status.is_confined() => {
+                NetStatus::Unavailable { reason: unbound("network namespace") }
+            }
+            s => s,
+        };
+        let stores = match namespaces.stores_status() {
+            NsStatus::Hidden if !status.is_confined() => NsStatus::Unavailable { reason: unbound("mount namespace") },
+            s => s,
+        };
+        let mut sandbox = Sandbox {
+            ruleset: None,
+            netns: if net.namespace { namespaces.net_fd() } else { None },
+            mntns: namespaces.mnt_fd(),
+            env: Arc::new(Vec::new()),
+            status,
+            network,
+            stores,
+        };
+        if !sandbox.status.is_confined() {
+            return Ok(sandbox);
         }
         rules::check_single_names(protected)?;
         for w in writable.iter().filter(|w| matches!(w.origin, Origin::Declared { .. })) {
             std::fs::create_dir_all(&w.path).map_err(|error| PolicyError::Io { path: w.path.clone(), error })?;
         }
-        let fd = rules::build(writable, protected)?;
-        Ok(Sandbox { ruleset: Some(Arc::new(fd)), status })
+        let fd = rules::build(writable, protected, net.landlock.as_deref())?;
+        sandbox.ruleset = Some(Arc::new(fd));
+        Ok(sandbox)
+    }
+}
+
+/// How `network` is restricted on `kernel` in `namespaces`: no network by
+/// the run's network namespace where there is one, else by Landlock's TCP
+/// rules (connect and bind refused); declared ports by Landlock's TCP
+/// connect rules; a `*` port restricts nothing.
+fn net_plan(network: &Network, kernel: Kernel, namespaces: &Namespaces) -> NetPlan {
+    let landlock_abi = match kernel {
+        Kernel::Landlock { abi } if abi >= NET_ABI => Ok(abi),
+        Kernel::Landlock { abi } => Err(format!("Landlock ABI {abi} has no network rules (ABI 4, Linux 6.7)")),
+        Kernel::Unavailable(reason) => Err(reason.to_string()),
+    };
+    let by_landlock = |ports: Vec<u16>| match &landlock_abi {
+        Ok(_) => NetPlan {
+            namespace: false,
+            landlock: Some(ports.clone()),
+            status: NetStatus::Partial { by: NetBy::Landlock, tcp_connect_ports: ports },
+        },
+        Err(reason) => {
+            NetPlan { namespace: false, landlock: None, status: NetStatus::Unavailable { reason: reason.clone() } }
+        }
+    };
+    match network.ports() {
+        None => NetPlan { namespace: false, landlock: None, status: NetStatus::Open },
+        Some(ports) if !ports.is_empty() => by_landlock(ports),
+        Some(_) => match namespaces.net() {
+            Ok(_) => NetPlan { namespace: true, landlock: None, status: NetStatus::Enforced { by: NetBy::Namespace } },
+            Err(no_namespace) => {
+                let mut plan = by_landlock(Vec::new());
+                if let NetStatus::Unavailable { reason } = &mut plan.status {
+                    *reason = format!("{no_namespace}; {reason}");
+                }
+                plan
+            }
+        },
     }
 }
 
@@ -145,9 +261,16 @@ pub struct PolicyBuilder {
     declared: Vec<String>,
     protected: Vec<PathBuf>,
     home: Option<PathBuf>,
+    network: Network,
 }
 
 impl PolicyBuilder {
+    /// What its processes may connect to (default: nothing).
+    pub fn network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
     /// Replace the temporary folders (default: the system's, `$TMPDIR` and
     /// `/tmp`).
     pub fn temp_dirs(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
@@ -200,7 +323,7 @@ impl PolicyBuilder {
         if let Some((p, w)) = policy::overlap(&writable, &protected) {
             return Err(PolicyError::Overlap { protected: p.clone(), writable: w.clone() });
         }
-        Ok(Policy { mode: Mode::Confined { writable, protected } })
+        Ok(Policy { mode: Mode::Confined { writable, protected, network: self.network } })
     }
 }
 
@@ -210,24 +333,87 @@ fn push_new(writable: &mut Vec<Writable>, w: Writable) {
     }
 }
 
-/// A prepared sandbox: the ruleset's descriptor (none when unconfined) and
-/// the status to record. Cloning shares the descriptor; one ruleset serves
+/// A prepared sandbox: the ruleset's descriptor (none when unconfined),
+/// the run's namespaces a process joins, the environment it gets, and the
+/// statuses to record. Cloning shares the descriptors; one ruleset serves
 /// any number of spawns, each child gets its own Landlock domain.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     ruleset: Option<Arc<OwnedFd>>,
+    /// The run's network namespace, for a process with no network.
+    netns: Option<Arc<OwnedFd>>,
+    /// The run's mount namespace, where the stores are hidden.
+    mntns: Option<Arc<OwnedFd>>,
+    /// The variables the plan names, with the engine's values (names it
+    /// does not have are left out).
+    env: Arc<Vec<(OsString, OsString)>>,
     status: Status,
+    network: NetStatus,
+    stores: NsStatus,
 }
 
 impl Sandbox {
     /// The sandbox of a provider the plan opts out (`"sandbox": "none"`):
-    /// applies nothing, and says so.
+    /// applies nothing, and says so. Its processes still get only the
+    /// minimal environment (and what [`with_env`](Sandbox::with_env) adds).
     pub fn disabled() -> Sandbox {
-        Sandbox { ruleset: None, status: Status::Disabled }
+        Sandbox {
+            ruleset: None,
+            netns: None,
+            mntns: None,
+            env: Arc::new(Vec::new()),
+            status: Status::Disabled,
+            network: NetStatus::Disabled,
+            stores: NsStatus::Disabled,
+        }
     }
 
+    /// The same sandbox, whose processes also get the engine's `names`
+    /// (the plan's `env`), read now; a name the engine does not have is
+    /// left out.
+    pub fn with_env(mut self, names: &[String]) -> Sandbox {
+        let env = names
+            .iter()
+            .filter(|n| !MINIMAL_ENV.contains(&n.as_str()))
+            .filter_map(|n| std::env::var_os(n).map(|v| (OsString::from(n), v)))
+            .collect();
+        self.env = Arc::new(env);
+        self
+    }
+
+    /// The files' status (Landlock).
     pub fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// The network's status.
+    pub fn network(&self) -> &NetStatus {
+        &self.network
+    }
+
+    /// Whether the stores are hidden.
+    pub fn stores(&self) -> &NsStatus {
+        &self.stores
+    }
+
+    /// Everything to record on an attempt: the files', the network's and
+    /// the stores' status, and the names of the variables passed (never
+    /// their values).
+    pub fn record(&self) -> Record {
+        let mut env: Vec<String> =
+            MINIMAL_ENV.iter().filter(|n| std::env::var_os(n).is_some()).map(|n| n.to_string()).collect();
+        env.extend(self.env.iter().map(|(n, _)| n.to_string_lossy().into_owned()));
+        Record {
+            files: self.status.clone(),
+            network: Some(self.network.clone()),
+            stores: Some(self.stores.clone()),
+            env: Some(env),
+        }
+    }
+
+    /// The plan's variables with the engine's values.
+    pub(crate) fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
     }
 
     /// The ruleset's descriptor, for a child to restrict itself with
@@ -237,11 +423,17 @@ impl Sandbox {
         self.ruleset.as_ref().map(|r| r.as_raw_fd())
     }
 
+    /// The namespaces a child joins: (network, mount).
+    pub(crate) fn namespace_fds(&self) -> (Option<RawFd>, Option<RawFd>) {
+        (self.netns.as_ref().map(|f| f.as_raw_fd()), self.mntns.as_ref().map(|f| f.as_raw_fd()))
+    }
+
     /// Confine the process `cmd` will start (and everything it starts): a
-    /// `pre_exec` hook that restricts the child before `exec`. If the kernel
-    /// refuses, the spawn fails with that error rather than run unconfined.
-    /// No-op when the sandbox is disabled or unavailable. For tokio, pass
-    /// `cmd.as_std_mut()`.
+    /// `pre_exec` hook that restricts the child before `exec` (the file and
+    /// network rules; namespaces and the environment are `crate::spawn`'s).
+    /// If the kernel refuses, the spawn fails with that error rather than
+    /// run unconfined. No-op when the sandbox is disabled or unavailable.
+    /// For tokio, pass `cmd.as_std_mut()`.
     pub fn apply(&self, cmd: &mut std::process::Command) {
         let Some(ruleset) = self.ruleset.clone() else { return };
         // SAFETY: the hook runs in the forked child before exec. It reads an

@@ -9,8 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    make_bitflags, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, ABI,
+    make_bitflags, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, ABI,
 };
 
 use super::policy::{overlap, PolicyError, Writable};
@@ -102,17 +102,28 @@ fn opened_path(fd: &PathFd) -> Option<PathBuf> {
     fs::read_link(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).ok()
 }
 
-/// Build the ruleset: read and execute everywhere, write on `writable`.
+/// Build the ruleset: read and execute everywhere, write on `writable`;
+/// with `tcp_connect`, TCP restricted too: connect only to those ports,
+/// and, when there are none, bind refused as well (no network at all).
 /// Best effort: rights an older kernel lacks are dropped by the crate (the
-/// status names them); the returned descriptor is close-on-exec.
-pub(crate) fn build(writable: &[Writable], protected: &[PathBuf]) -> Result<OwnedFd, PolicyError> {
+/// status names them; the caller asks for network rules only on ABI 4 and
+/// later); the returned descriptor is close-on-exec.
+pub(crate) fn build(
+    writable: &[Writable],
+    protected: &[PathBuf],
+    tcp_connect: Option<&[u16]>,
+) -> Result<OwnedFd, PolicyError> {
     let ruleset_error = |e: landlock::RulesetError| PolicyError::Ruleset { message: e.to_string() };
     let root = PathFd::new(Path::new("/"))
         .map_err(|e| PolicyError::Io { path: PathBuf::from("/"), error: std::io::Error::other(e) })?;
-    let mut created = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(handled())
-        .map_err(ruleset_error)?
+        .map_err(ruleset_error)?;
+    if let Some(ports) = tcp_connect {
+        ruleset = ruleset.handle_access(net_handled(ports)).map_err(ruleset_error)?;
+    }
+    let mut created = ruleset
         .create()
         .map_err(ruleset_error)?
         .add_rule(PathBeneath::new(root, read_exec()))
@@ -120,9 +131,23 @@ pub(crate) fn build(writable: &[Writable], protected: &[PathBuf]) -> Result<Owne
     for w in writable {
         created = created.add_rule(open_rule(w, protected)?).map_err(ruleset_error)?;
     }
+    for &port in tcp_connect.unwrap_or_default() {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(ruleset_error)?;
+    }
     Option::<OwnedFd>::from(created).ok_or_else(|| PolicyError::Ruleset {
         message: "the kernel returned no ruleset (Landlock unavailable?)".into(),
     })
+}
+
+/// The network rights handled: connect always; bind too when nothing may
+/// be connected to (a declared connection leaves binding alone: Landlock
+/// would refuse even the ephemeral port some clients bind first).
+fn net_handled(ports: &[u16]) -> BitFlags<AccessNet> {
+    if ports.is_empty() {
+        AccessNet::ConnectTcp | AccessNet::BindTcp
+    } else {
+        AccessNet::ConnectTcp.into()
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +162,12 @@ mod tests {
         assert!(!read_exec().intersects(AccessFs::from_write(TARGET_ABI)));
         // A rule on a file may only carry file rights, or the kernel says EINVAL.
         assert_eq!(write_file() & !AccessFs::from_file(TARGET_ABI), BitFlags::EMPTY);
+    }
+
+    #[test]
+    fn no_declared_port_refuses_binding_too() {
+        assert_eq!(net_handled(&[]), AccessNet::ConnectTcp | AccessNet::BindTcp);
+        assert_eq!(net_handled(&[443]), BitFlags::from(AccessNet::ConnectTcp));
     }
 
     #[test]

@@ -1,19 +1,25 @@
-//! A child's environment: the engine's own, read once, with a call's
-//! variables set over it.
+//! A child's environment: the minimal set of the engine's own variables
+//! (`sandbox::MINIMAL_ENV`: `PATH`, `HOME`, `LANG`, `TMPDIR`), read once,
+//! with the plan's named variables and a call's own set over it. Nothing
+//! else of the engine's environment reaches a provider: not its `ENGINE_*`
+//! variables (the store's location above all), not an API key the plan does
+//! not name (docs/sandbox.md, "Environment").
 //!
 //! Building it per process from `std::env::vars_os()` (a copy of every
 //! variable, a sorted map, a C string each) was about 0.1 M instructions
 //! per provider process, a tenth of the engine thread's work for a `true`
-//! task (bench/README.md, "The performance log"). The engine never changes its own
-//! environment while it runs, so it is read at the first spawn, its
-//! `ENGINE_*` variables dropped (a provider never sees them: the store's
-//! location above all), and kept as the C strings `execve` takes; a spawn
-//! only adds its few variables' strings and one pointer array.
+//! task (bench/README.md, "The performance log"). The engine never changes
+//! its own environment while it runs, so the minimal set is read at the
+//! first spawn (never an `ENGINE_*` variable: the store's location above
+//! all) and kept as the C strings `execve` takes; a spawn only adds its few
+//! variables' strings and one pointer array.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::OnceLock;
+
+use crate::sandbox::MINIMAL_ENV;
 
 /// A prepared environment: the C strings `NAME=value` a child gets.
 pub(super) struct Environ {
@@ -37,14 +43,17 @@ impl Var {
     }
 }
 
-/// The engine's environment as providers inherit it: every variable but
-/// the `ENGINE_*` ones, read at the first spawn of the process.
+/// The engine's environment as every process inherits it: the minimal
+/// set's variables the engine has, read at the first spawn of the process.
 fn inherited() -> &'static [Var] {
     static VARS: OnceLock<Vec<Var>> = OnceLock::new();
     VARS.get_or_init(|| {
-        std::env::vars_os()
-            .filter(|(name, _)| !name.as_bytes().starts_with(b"ENGINE_"))
-            .filter_map(|(name, value)| Some(Var { name_len: name.len(), entry: entry(&name, &value).ok()? }))
+        MINIMAL_ENV
+            .iter()
+            .filter_map(|name| {
+                let value = std::env::var_os(name)?;
+                Some(Var { name_len: name.len(), entry: entry(OsStr::new(name), &value).ok()? })
+            })
             .collect()
     })
 }
@@ -108,7 +117,8 @@ mod tests {
     }
 
     #[test]
-    fn the_calls_variables_are_set_over_the_engines_without_its_own() {
+    fn the_calls_variables_are_set_over_the_minimal_set_and_nothing_else_is_inherited() {
+        std::env::set_var("ENVIRON_TEST_SECRET", "s3cret");
         let path = std::env::var("PATH").unwrap();
         let set: Vec<(OsString, OsString)> =
             [("EXTRA", "1"), ("PATH", "/a"), ("EXTRA", "2")].iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -118,11 +128,13 @@ mod tests {
         assert_eq!(all.iter().filter(|v| v.starts_with("EXTRA=")).collect::<Vec<_>>(), ["EXTRA=2"]);
         assert_eq!(env.get(b"PATH"), Some(&b"/a"[..]));
         assert_eq!(env.get(b"EXTRA"), Some(&b"2"[..]));
-        assert_eq!(env.get(b"NO_SUCH_VARIABLE_HERE"), None);
+        assert_eq!(env.get(b"ENVIRON_TEST_SECRET"), None, "not in the minimal set, not named");
         assert!(all.iter().all(|v| !v.starts_with("ENGINE_")), "{all:?}");
-        // Without the call's own, the engine's PATH.
+        // Without the call's own, the minimal set of the engine's.
         let plain = Environ::new(&[]).unwrap();
         assert_eq!(plain.get(b"PATH"), Some(path.as_bytes()));
+        let names: Vec<String> = strings(&plain).iter().map(|v| v.split('=').next().unwrap().to_owned()).collect();
+        assert!(names.iter().all(|n| MINIMAL_ENV.contains(&n.as_str())), "{names:?}");
         assert_eq!(strings(&plain).len(), all.len() - 1, "EXTRA is the one more");
     }
 }

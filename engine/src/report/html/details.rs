@@ -215,6 +215,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
         Evidence::BuiltinResult { op, timed_out, duration_ms } => {
             (crate::report::explain::builtin_text(op, *timed_out, *duration_ms), Vec::new())
         }
+        Evidence::DescendantsEnded { processes, grace_ms, ended } => {
+            (crate::evidence::descendants_text(processes, *grace_ms, *ended), Vec::new())
+        }
         Evidence::HttpResponse { status, body, duration_ms } => {
             (format!("HTTP {status} in {}", duration(*duration_ms as i64)), vec![("body", body)])
         }

@@ -13,7 +13,7 @@ use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
-use providers::sandbox::Status;
+use providers::sandbox::Record;
 use providers::Handle;
 
 const ATTEMPT_COLUMNS: &str = "id, goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, effect, cost_micros, state, generation, intent_at_ms, dispatched_at_ms, dispatch_detail, finished_at_ms, class, class_rule, class_evidence_ids, class_claim_ids, class_next, unknown_reason, reusable, checkpoint, inputs_at_intent, instruction, sandbox, protected_at_intent, handle, handle_at_ms";
@@ -54,7 +54,7 @@ fn classification_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<Classif
 }
 
 /// The sandbox status column (JSON), if recorded.
-fn sandbox_column(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Status>> {
+fn sandbox_column(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Option<Record>> {
     json_from_column(r, i)
 }
 

@@ -28,6 +28,16 @@ pub(super) fn json_columns(ctx: &mut Ctx) -> Result<Option<Finding>> {
             }
         }
     }
+    // What an attempt's sandbox record holds is read back whole by every
+    // command that shows the attempt: checked as that, not as any JSON.
+    for r in ctx.rows("SELECT id, sandbox FROM attempts WHERE sandbox IS NOT NULL ORDER BY id")? {
+        if let Err(e) = serde_json::from_str::<providers::sandbox::Record>(&col(&r, 1).text()) {
+            return Ok(found(
+                format!("attempts {}", col(&r, 0).text()),
+                format!("`sandbox` is not a sandbox record: {e}"),
+            ));
+        }
+    }
     for r in ctx.rows("SELECT id, data FROM evidence ORDER BY id")? {
         if let Err(e) = serde_json::from_str::<crate::evidence::Evidence>(&col(&r, 1).text()) {
             return Ok(found(format!("evidence {}", col(&r, 0).text()), format!("does not parse as evidence: {e}")));

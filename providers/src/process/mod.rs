@@ -1,23 +1,29 @@
 //! Provider processes beyond one call: who they are (pid, process group and
-//! start time, so a pid reused later is never taken for one), and how a
-//! later engine ends the ones a dead engine left running. (How one dies
-//! with the engine that started it: `PR_SET_PDEATHSIG`, set by the child in
-//! `crate::spawn`. The signal fires when the *thread* that spawned the
-//! child exits: the engine spawns providers from its runtime's one thread,
-//! the thread that runs the whole command, so that is when the engine
-//! exits. Only the direct child is covered; what it started is ended by
-//! the next engine through the recorded process group, `end_groups`.)
+//! start time, so a pid reused later is never taken for one; and the cgroup
+//! their whole tree runs in, [`cgroup`]), and how a later engine ends the
+//! ones a dead engine left running. (How one dies with the engine that
+//! started it: `PR_SET_PDEATHSIG`, set by the child in `crate::spawn`. The
+//! signal fires when the *thread* that spawned the child exits: the engine
+//! spawns providers from its runtime's one thread, the thread that runs the
+//! whole command, so that is when the engine exits. Only the direct child
+//! is covered; what it started is ended by the next engine through the
+//! recorded cgroup — every descendant, `setsid` or not — or, where there
+//! was none, the recorded process group, `end_groups`.)
 //!
 //! Linux: identities come from `/proc/PID/stat`; signals go through a pidfd
 //! where the kernel has them, so a process that exits between the check
 //! and the signal cannot be replaced by another one in between.
 
+pub mod adopted;
+pub mod cgroup;
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 /// A provider process as recorded at dispatch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessId {
     pub pid: u32,
     /// Its process group: the provider's own (the leader's pid), holding
@@ -25,12 +31,48 @@ pub struct ProcessId {
     pub pgid: u32,
     /// Clock ticks after boot (`/proc/PID/stat` field 22).
     pub start_time: u64,
+    /// The cgroup its whole tree runs in (none where the engine could not
+    /// make one: then its process group and `marker` are what is tracked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<PathBuf>,
+    /// Without a cgroup: the environment entries its call's processes
+    /// carry (`adopted::marker`), which find a descendant that left the
+    /// group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marker: Option<String>,
 }
 
 impl ProcessId {
     /// The leader of a group just spawned with `process_group(0)`.
     pub fn leader(pid: u32) -> Option<ProcessId> {
-        Some(ProcessId { pid, pgid: pid, start_time: stat(pid)?.start_time })
+        Some(ProcessId { pid, pgid: pid, start_time: stat(pid)?.start_time, cgroup: None, marker: None })
+    }
+
+    /// The same process, its tree in `cgroup`, or (without one) marked
+    /// by `marker`.
+    pub fn tracked(self, cgroup: Option<PathBuf>, marker: String) -> ProcessId {
+        let marker = cgroup.is_none().then_some(marker);
+        ProcessId { cgroup, marker, ..self }
+    }
+
+    /// Without a cgroup: its tree as its marker finds it.
+    pub fn marked(&self) -> Option<adopted::Marked> {
+        match (&self.cgroup, &self.marker) {
+            (None, Some(m)) => {
+                Some(adopted::Marked { leader: self.pid, start_time: self.start_time, marker: m.clone() })
+            }
+            _ => None,
+        }
+    }
+
+    /// Without a cgroup: the processes of its tree its marker finds.
+    fn adopted(&self) -> Vec<u32> {
+        self.marked().map(|m| m.tree(&crate::spawn::is_spawned)).unwrap_or_default()
+    }
+
+    /// Its recorded cgroup, when it is one the engine made.
+    fn own_cgroup(&self) -> Option<&std::path::Path> {
+        self.cgroup.as_deref().filter(|c| cgroup::check_ours(c).is_ok())
     }
 }
 
@@ -38,6 +80,7 @@ impl ProcessId {
 #[derive(Debug, Clone, Copy)]
 struct Stat {
     state: char,
+    ppid: u32,
     pgrp: u32,
     start_time: u64,
 }
@@ -46,10 +89,11 @@ fn stat(pid: u32) -> Option<Stat> {
     let mut buf = [0u8; STAT_BYTES_MAX];
     let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name (field 2) may hold spaces and ')'; fields after the
-    // last ')' are fixed: 3 state, 5 pgrp, 22 starttime.
+    // last ')' are fixed: 3 state, 4 ppid, 5 pgrp, 22 starttime.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
     Some(Stat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
@@ -100,58 +144,72 @@ const KILL_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
 
 /// End each recorded group: SIGTERM to its members, up to `grace` for them
-/// to exit, then SIGKILL to whatever is left. A member is a live process
-/// in the recorded group, started no earlier than the recorded leader; if
-/// the leader's pid now names a process with another start time, the
-/// group is not touched at all.
+/// to exit, then SIGKILL to whatever is left, and its cgroup removed once
+/// empty. A member is a live process in the recorded cgroup (every
+/// descendant of the provider, `setsid` or not), or in the recorded process
+/// group and started no earlier than the recorded leader. If the leader's
+/// pid now names a process with another start time, the process group is
+/// not touched (the cgroup, which only this tree was ever in, still is).
 pub fn end_groups(groups: &[ProcessId], grace: Duration) -> Vec<GroupEnd> {
-    let mut signalled: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
-    let mut ends: Vec<Option<GroupEnd>> = groups.iter().map(reused).collect();
-    for (i, g) in groups.iter().enumerate() {
-        if ends[i].is_none() {
-            signalled[i] = signal_members(g, libc::SIGTERM);
-        }
-    }
-    let live = |i: usize, g: &ProcessId| ends[i].is_none() && !members(g).is_empty();
+    let reused: Vec<Option<GroupEnd>> = groups.iter().map(reused).collect();
+    let by_group = |i: usize| reused[i].is_none();
+    let mut signalled: Vec<Vec<u32>> =
+        groups.iter().enumerate().map(|(i, g)| signal_tree(g, libc::SIGTERM, by_group(i))).collect();
+    let live = |i: usize, g: &ProcessId| running(g, by_group(i));
     wait_until(grace, || groups.iter().enumerate().all(|(i, g)| !live(i, g)));
     let mut killed = vec![false; groups.len()];
     for (i, g) in groups.iter().enumerate() {
         if live(i, g) {
-            signalled[i].extend(signal_members(g, libc::SIGKILL));
+            signalled[i].extend(signal_tree(g, libc::SIGKILL, by_group(i)));
+            if let Some(c) = g.own_cgroup() {
+                cgroup::kill(c, Duration::ZERO);
+            }
             killed[i] = true;
         }
     }
     wait_until(KILL_WAIT, || groups.iter().enumerate().all(|(i, g)| !live(i, g)));
+    let mut ends = Vec::with_capacity(groups.len());
     for (i, g) in groups.iter().enumerate() {
-        if ends[i].is_some() {
-            continue;
+        let left = members(g, by_group(i));
+        if left.is_empty() {
+            if let Some(c) = g.own_cgroup() {
+                cgroup::remove(c, KILL_WAIT);
+            }
         }
-        let left = members(g);
         let mut pids = std::mem::take(&mut signalled[i]);
         pids.sort_unstable();
         pids.dedup();
-        ends[i] = Some(if !left.is_empty() {
-            GroupEnd::StillRunning { pids: left }
-        } else if pids.is_empty() {
-            GroupEnd::NotRunning
-        } else {
-            GroupEnd::Ended { pids, killed: killed[i] }
+        ends.push(match &reused[i] {
+            _ if !left.is_empty() => GroupEnd::StillRunning { pids: left },
+            Some(r) if pids.is_empty() => r.clone(),
+            _ if pids.is_empty() => GroupEnd::NotRunning,
+            _ => GroupEnd::Ended { pids, killed: killed[i] },
         });
     }
-    ends.into_iter().map(|e| e.unwrap_or(GroupEnd::NotRunning)).collect()
+    ends
 }
 
-/// Send `signal` to every live member of a group this engine started and
+/// Send `signal` to every live member of a tree this engine started and
 /// still watches (a person stopped the run); the pids signalled. A member
 /// is checked through a pidfd like `end_groups`' are, so a pid reused
 /// since is never signalled.
 pub fn signal_group(g: &ProcessId, signal: i32) -> Vec<u32> {
-    signal_members(g, signal)
+    signal_tree(g, signal, true)
 }
 
-/// Does any member of the group still run?
+/// Does any member of the tree still run?
 pub fn group_running(g: &ProcessId) -> bool {
-    !members(g).is_empty()
+    running(g, true)
+}
+
+/// SIGKILL a whole tree this engine started and watches: its cgroup (every
+/// descendant) and its process group.
+pub fn kill_tree(pgid: u32, cgroup: Option<&std::path::Path>) {
+    if let Some(c) = cgroup {
+        cgroup::kill(c, Duration::ZERO);
+    }
+    // SAFETY: plain syscall. Negative pid = the whole process group.
+    unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
 }
 
 /// `Some(Reused)` when the recorded pid is in use by another process.
@@ -164,29 +222,72 @@ fn is_member(g: &ProcessId, s: &Stat) -> bool {
     s.pgrp == g.pgid && s.start_time >= g.start_time && s.state != 'Z' && s.state != 'X'
 }
 
-/// The group's live members, by a scan of `/proc`.
-fn members(g: &ProcessId) -> Vec<u32> {
+/// Does anything of the tree run: its cgroup populated, or (`by_group`) a
+/// member of its process group alive?
+fn running(g: &ProcessId, by_group: bool) -> bool {
+    g.own_cgroup().is_some_and(cgroup::populated)
+        || (by_group && !group_members(g).is_empty())
+        || !g.adopted().is_empty()
+}
+
+/// The tree's live members: its cgroup's, and (`by_group`) its process
+/// group's, by a scan of `/proc`.
+fn members(g: &ProcessId, by_group: bool) -> Vec<u32> {
+    let mut all = g.own_cgroup().map(cgroup::pids).unwrap_or_default();
+    if by_group {
+        all.extend(group_members(g));
+    }
+    all.extend(g.adopted());
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+fn group_members(g: &ProcessId) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| stat(pid).is_some_and(|s| is_member(g, &s)))
         .collect()
 }
 
-/// Signal each member, checked again once the process is pinned.
-fn signal_members(g: &ProcessId, signal: i32) -> Vec<u32> {
-    members(g).into_iter().filter(|&pid| signal_if(pid, signal, |s| is_member(g, s))).collect()
+/// Signal each member of the cgroup and (`by_group`) of the process group,
+/// each checked again once the process is pinned.
+fn signal_tree(g: &ProcessId, signal: i32, by_group: bool) -> Vec<u32> {
+    let mut sent = g.own_cgroup().map(|c| cgroup::signal(c, signal)).unwrap_or_default();
+    if let (libc::SIGKILL, Some(c)) = (signal, g.own_cgroup()) {
+        // And what forked since the list was read: the kernel ends the
+        // whole cgroup at once.
+        cgroup::kill(c, Duration::ZERO);
+    }
+    if by_group {
+        sent.extend(group_members(g).into_iter().filter(|&pid| signal_if(pid, signal, |s| is_member(g, s))));
+    }
+    if let Some(m) = g.marked() {
+        sent.extend(
+            m.tree(&crate::spawn::is_spawned).into_iter().filter(|&pid| signal_pinned(pid, signal, || m.holds(pid))),
+        );
+    }
+    sent.sort_unstable();
+    sent.dedup();
+    sent
 }
 
-/// Send `signal` to `pid` only if it (still) passes `check`. With a pidfd
-/// the check and the signal concern the same process: if it exits after
-/// the check, the signal fails rather than reaching whoever gets the pid.
+/// Send `signal` to `pid` only if it (still) passes `check`.
 fn signal_if(pid: u32, signal: i32, check: impl Fn(&Stat) -> bool) -> bool {
+    signal_pinned(pid, signal, || stat(pid).is_some_and(|s| check(&s)))
+}
+
+/// Send `signal` to `pid` only if `check` passes once the process is
+/// pinned. With a pidfd the check and the signal concern the same process:
+/// if it exits after the check, the signal fails rather than reaching
+/// whoever gets the pid.
+fn signal_pinned(pid: u32, signal: i32, check: impl Fn() -> bool) -> bool {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: plain syscalls on integers; the fd is closed below.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
         if fd >= 0 {
-            let sent = stat(pid).is_some_and(|s| check(&s))
+            let sent = check()
                 // SAFETY: a pidfd we own; no siginfo.
                 && unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, signal, std::ptr::null::<u8>(), 0) } == 0;
             // SAFETY: closing the fd opened above.
@@ -198,7 +299,7 @@ fn signal_if(pid: u32, signal: i32, check: impl Fn(&Stat) -> bool) -> bool {
         }
     }
     // SAFETY: plain syscall; the check just passed.
-    stat(pid).is_some_and(|s| check(&s)) && unsafe { libc::kill(pid as libc::pid_t, signal) } == 0
+    check() && unsafe { libc::kill(pid as libc::pid_t, signal) } == 0
 }
 
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) {
@@ -231,7 +332,7 @@ mod tests {
         let mut leader = group_leader("trap '' TERM; sleep 30 & echo $!; wait; sleep 30");
         let grandchild = read_pid(&mut leader);
         let id = ProcessId::leader(leader.id()).unwrap();
-        let end = end_groups(&[id], Duration::from_millis(300));
+        let end = end_groups(std::slice::from_ref(&id), Duration::from_millis(300));
         let _ = leader.wait();
         match &end[0] {
             GroupEnd::Ended { pids, killed } => {
@@ -250,7 +351,7 @@ mod tests {
         let pid = read_pid(&mut other);
         let real = ProcessId::leader(pid).unwrap();
         // The record says an earlier process had this pid.
-        let recorded = ProcessId { start_time: real.start_time - 1, ..real };
+        let recorded = ProcessId { start_time: real.start_time - 1, ..real.clone() };
         let end = end_groups(&[recorded], Duration::from_millis(100));
         assert_eq!(end, vec![GroupEnd::Reused { pid, start_time: real.start_time }]);
         assert!(!crate::test_support::gone(pid as i32), "the unrelated process still runs");

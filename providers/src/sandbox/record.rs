@@ -1,0 +1,85 @@
+//! What an attempt records of its sandbox: the files' status (the words of
+//! [`Status`], at the top level as they always were), and beside it the
+//! network's, the stores', and the names of the environment variables its
+//! processes got (never a value). An attempt recorded before these existed
+//! reads with `None` for each: not recorded, never assumed.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{NetStatus, NsStatus, Status};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub files: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stores: Option<NsStatus>,
+    /// The names of the variables the processes got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<String>>,
+}
+
+impl Record {
+    /// An older attempt's files' status alone.
+    pub fn files_only(files: Status) -> Record {
+        Record { files, network: None, stores: None, env: None }
+    }
+}
+
+impl fmt::Display for Record {
+    /// `files …; network …; stores …; env …`, each part as recorded.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.files)?;
+        if let Some(n) = &self.network {
+            write!(f, "; network: {n}")?;
+        }
+        if let Some(s) = &self.stores {
+            write!(f, "; stores: {s}")?;
+        }
+        if let Some(env) = &self.env {
+            write!(f, "; environment: {}", env.join(" "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::NetBy;
+    use serde_json::json;
+
+    #[test]
+    fn the_files_status_stays_at_the_top_and_older_records_still_read() {
+        let r = Record {
+            files: Status::Enforced { abi: 7 },
+            network: Some(NetStatus::Enforced { by: NetBy::Namespace }),
+            stores: Some(NsStatus::Hidden),
+            env: Some(vec!["PATH".into(), "API_KEY".into()]),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v,
+            json!({"state": "enforced", "abi": 7, "network": {"state": "enforced", "by": "namespace"},
+                   "stores": {"state": "hidden"}, "env": ["PATH", "API_KEY"]})
+        );
+        assert_eq!(serde_json::from_value::<Record>(v).unwrap(), r);
+        let old: Record =
+            serde_json::from_value(json!({"state": "partial", "abi": 2, "missing": ["truncate"]})).unwrap();
+        assert_eq!(
+            old,
+            Record::files_only(
+                serde_json::from_value(json!({"state": "partial", "abi": 2, "missing": ["truncate"]})).unwrap()
+            )
+        );
+        let text = r.to_string();
+        assert!(
+            text.starts_with("enforced (Landlock ABI 7); network: none") && text.ends_with("environment: PATH API_KEY"),
+            "{text}"
+        );
+    }
+}
