@@ -15,8 +15,8 @@ mod common;
 
 mod acts;
 mod approvals;
-mod os_users;
 mod network;
+mod os_users;
 mod plan_file;
 mod request_ids;
 mod sandbox;
