@@ -11,6 +11,7 @@ use super::outputs::{self, Kept};
 use super::{AcceptanceLine, Runner, UnknownOp};
 use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
+use crate::decide::spend;
 use crate::error::Result;
 use crate::evidence::{self, EngineErrorKind, Evidence, EvidenceSource, Output, Recorded, UnknownReason};
 use crate::ids::{AttemptId, GoalId, Revision};
@@ -161,6 +162,11 @@ impl Runner<'_> {
         // A builtin cut short did nothing outside the engine: a plain timeout.
         let timed_out = matches!(&receipt, Receipt::Command(r) if r.timed_out);
         let timed_out_unsafe = timed_out && task.effect == Effect::External && !task.safe_to_resend();
+        let reported = match (agent_json, &receipt) {
+            (true, Receipt::Command(r)) => agent_report(&r.stdout).ok().map(|report| spend::reported(&report)),
+            _ => None,
+        };
+        let mut spent_to = None;
         let clean = protected.is_empty();
         let verdict = self.ledger.write(Durability::Full, |tx| {
             let mut answer = answer(tx, agent_json, &receipt)?;
@@ -171,6 +177,8 @@ impl Runner<'_> {
                 // Everything an agent says is a claim, never a verdict.
                 tx.insert_claim(attempt_id, "external_ai_message", report)?;
             }
+            let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task.task_ref };
+            spent_to = spending(tx, key, attempt_id, task.may_spend, reported.as_ref(), &mut answer)?;
             tx.insert_receipt(intent, &answer.receipt)?;
             let recorded = insert_all(tx, &goal_id, revision, attempt_id, answer.evidence)?;
             let e = Event::goal(EventKind::ReceiptRecorded, &goal_id, revision, answer.receipt);
@@ -199,6 +207,9 @@ impl Runner<'_> {
             Ok(Verdict::Failed)
         })?;
         self.hit_committed("after_receipt_commit");
+        if let Some(used) = spent_to {
+            self.crossed_by_spending(task, attempt_id, used, reported.as_ref());
+        }
         match verdict {
             Verdict::Validate => Ok(Next::Validate),
             Verdict::Succeeded => {
@@ -216,6 +227,37 @@ impl Runner<'_> {
                 Ok(Next::Done)
             }
         }
+    }
+
+    /// Spending a provider reported took the goal's cost past `max_cost`:
+    /// the run stops dispatching, naming what was reported (the first
+    /// crossing a run sees is the one it names). Work already in flight
+    /// finishes and is recorded.
+    fn crossed_by_spending(
+        &mut self,
+        task: &Task,
+        attempt_id: AttemptId,
+        used: crate::cost::Cost,
+        reported: Option<&std::result::Result<Option<spend::Reported>, String>>,
+    ) {
+        let limit = self.budgets.max_cost();
+        let Some(Ok(Some(r))) = reported else { return };
+        if used <= limit || self.stops.budget.is_some() {
+            return;
+        }
+        let items: Vec<String> = r.items.iter().map(evidence::SpentItem::words).collect();
+        self.stops.budget = Some(crate::decide::budget::Exhausted {
+            budget: crate::decide::budget::BudgetName::MaxCost,
+            used: used.units(),
+            limit: limit.units(),
+            requested: 0.0,
+            detail: Some(format!(
+                "spending reported by task {}'s provider during attempt {attempt_id} (its word, not verified by the engine) took it past the limit: {} = {}",
+                task.task_ref,
+                items.join(" + "),
+                r.total
+            )),
+        });
     }
 
     /// Record an operation whose effect nobody can tell: `effect_unknown`,
@@ -399,6 +441,41 @@ enum Verdict {
     Succeeded,
     Unknown(Box<AttemptRecord>),
     Failed,
+}
+
+/// What an agent's report says it spent, recorded in its receipt's
+/// transaction: kept as evidence (the provider's word: shown as reported,
+/// never verified), counted in the goal's cost, announced in the log. A
+/// report of spending from a task not declared to spend fails the attempt
+/// (`spending_not_declared`); a `spent` the engine cannot read fails it as
+/// a broken report. The goal's cost used after it, when it spent.
+fn spending(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    attempt_id: AttemptId,
+    may_spend: bool,
+    reported: Option<&std::result::Result<Option<spend::Reported>, String>>,
+    answer: &mut Answer,
+) -> Result<Option<crate::cost::Cost>> {
+    let r = match reported {
+        Some(Ok(Some(r))) => r,
+        Some(Err(message)) => {
+            answer.ok = false;
+            answer.evidence.push(Evidence::ProviderOutputInvalid { message: format!("the report's {message}") });
+            return Ok(None);
+        }
+        Some(Ok(None)) | None => return Ok(None),
+    };
+    let total_micros = r.total.micros();
+    answer.evidence.push(Evidence::SpendingReported { items: r.items.clone(), total_micros, may_spend });
+    if !may_spend && !r.total.is_zero() {
+        answer.ok = false;
+    }
+    tx.record_spending(attempt_id, r.total)?;
+    let data = json!({"total": r.total, "items": r.items, "may_spend": may_spend, "authority": "external_ai_message"});
+    let e = Event::goal(EventKind::SpendingReported, key.goal_id, key.revision, data).task(key.task_ref);
+    tx.append_event(&e.attempt(attempt_id))?;
+    Ok(Some(tx.budget_use(key.goal_id)?.cost))
 }
 
 /// An answer fetched by the request's handle: what looking found goes in

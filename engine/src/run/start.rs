@@ -145,7 +145,13 @@ impl Runner<'_> {
             let open: Vec<OpenApproval> = tx
                 .open_approvals(&call.operation_id)?
                 .into_iter()
-                .map(|a| OpenApproval { id: a.id, request_digest: a.request_digest, plan_digest: a.plan_digest })
+                .map(|a| OpenApproval {
+                    id: a.id,
+                    request_digest: a.request_digest,
+                    plan_digest: a.plan_digest,
+                    revision: a.revision,
+                    cost: a.cost,
+                })
                 .collect();
             // A person's approval only if the act chain vouches for it:
             // a row written by anything else stops the run here, and
@@ -171,6 +177,7 @@ impl Runner<'_> {
                     elapsed_seconds: ((now_ms() - began_ms).max(0) / 1000) as u64,
                 },
                 call_cost: call.task.cost(),
+                may_spend: call.task.may_spend,
                 approval: ApprovalFacts {
                     always,
                     paid_or_external,
