@@ -58,6 +58,10 @@ pub enum Code {
     /// SPEC's additions: a task names an MCP tool its server does not offer
     /// (its `tools/list`, before the run's first intent).
     UnknownTool,
+    /// Issue 24: `engine approve` of an operation that waits on no
+    /// approval (unknown, never asked for, or already done); nothing is
+    /// recorded.
+    NothingToApprove,
     /// SPEC's additions: an MCP server's `tools/list` could not be read:
     /// no call is made to it.
     ToolInventoryUnavailable,
@@ -106,6 +110,7 @@ impl Code {
         Code::NotPermitted,
         Code::ToolNotAllowed,
         Code::UnknownTool,
+        Code::NothingToApprove,
         Code::ToolInventoryUnavailable,
         Code::LooseningNeedsApproval,
         Code::UnsettledOperation,
@@ -143,6 +148,7 @@ impl Code {
             Code::NotPermitted => "NOT_PERMITTED",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
             Code::UnknownTool => "UNKNOWN_TOOL",
+            Code::NothingToApprove => "NOTHING_TO_APPROVE",
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
             Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
             Code::UnsettledOperation => "UNSETTLED_OPERATION",
@@ -178,6 +184,7 @@ impl Code {
             | Code::NotPermitted
             | Code::ToolNotAllowed
             | Code::UnknownTool
+            | Code::NothingToApprove
             | Code::ToolInventoryUnavailable
             | Code::GoalRequired
             | Code::PlanInvalid
@@ -307,15 +314,16 @@ mod tests {
             Code::NotPermitted => 25,
             Code::ToolNotAllowed => 26,
             Code::UnknownTool => 27,
-            Code::ToolInventoryUnavailable => 28,
-            Code::LooseningNeedsApproval => 29,
-            Code::UnsettledOperation => 30,
-            Code::UsageError => 31,
-            Code::Internal => 32,
+            Code::NothingToApprove => 28,
+            Code::ToolInventoryUnavailable => 29,
+            Code::LooseningNeedsApproval => 30,
+            Code::UnsettledOperation => 31,
+            Code::UsageError => 32,
+            Code::Internal => 33,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 33);
+        assert_eq!(Code::ALL.len(), 34);
     }
 }

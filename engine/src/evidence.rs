@@ -181,6 +181,12 @@ pub enum Evidence {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         of_constraint: bool,
     },
+    /// What the provider's report said it spent during the call (an agent's
+    /// `spent`): every entry and their total, as reported — the provider's
+    /// word, not verified by the engine — and whether the task declared it
+    /// may spend (`may_spend`). Counted against `max_cost`; without
+    /// `may_spend` it is a constraint violation (`spending_not_declared`).
+    SpendingReported { items: Vec<SpentItem>, total_micros: i64, may_spend: bool },
     /// Files under a goal constraint's protected paths that changed between
     /// the observation before an attempt and the one after it, its
     /// validations and the constraint checks — and that its task's
@@ -332,7 +338,24 @@ impl Evidence {
             Evidence::Observation { .. } => "observation",
             Evidence::Stopped { .. } => "stopped",
             Evidence::HandleLookup { .. } => "handle_lookup",
+            Evidence::SpendingReported { .. } => "spending_reported",
         }
+    }
+}
+
+/// One entry of a provider's report of what it spent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpentItem {
+    /// In micro-units, as every cost.
+    pub amount_micros: i64,
+    /// What it paid for, in the provider's words (bounded).
+    pub what: String,
+}
+
+impl SpentItem {
+    /// `1.5 (render 2)`.
+    pub fn words(&self) -> String {
+        format!("{} ({})", crate::cost::Cost::from_micros(self.amount_micros), self.what)
     }
 }
 

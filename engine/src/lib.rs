@@ -20,6 +20,7 @@ pub mod ids;
 pub mod init;
 pub mod limits;
 pub mod once;
+pub mod os;
 pub mod plan;
 pub mod report;
 pub mod run;

@@ -140,6 +140,11 @@ pub const OBSERVE_INLINE_BYTES_MAX: u64 = 1024 * 1024;
 /// budget's use never passes its limit by more than one call.
 pub const COST_UNITS_MAX: f64 = 1e12;
 
+/// An agent's report of what it spent (`spent`, docs/agent-json.md): its
+/// entries, and the characters of each entry's `what` kept.
+pub const SPENT_ITEMS_MAX: usize = 1000;
+pub const SPENT_WHAT_CHARS_MAX: usize = 512;
+
 /// The failing assertion quoted from a check's output (characters).
 pub const FAILING_ASSERTION_CHARS_MAX: usize = 500;
 

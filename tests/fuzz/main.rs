@@ -153,7 +153,20 @@ pub fn through_the_binary(ex: &Existing, bytes: &[u8], expected: &Verdict) -> Re
     let before = ledger_digest(ws);
     let ran = kill::run(ws, &["run", "fuzz.json", "--jobs", "2"], Kill::Never);
     let code = stop_code(&ran)?;
+    // An MCP server that cannot list its tools (the generator's `false`
+    // does not start) stops a run no check could foresee: no call is made,
+    // and what the run recorded must verify.
+    let no_inventory = code.as_deref() == Some("TOOL_INVENTORY_UNAVAILABLE");
     match ran.out.exit() {
+        Some(2) if no_inventory && *expected == Verdict::Accepted => {
+            let verified = kill::run(ws, &["verify"], Kill::Never);
+            match verified.out.exit() {
+                Some(0) => Ok(()),
+                c => {
+                    Err(format!("after TOOL_INVENTORY_UNAVAILABLE, engine verify exits {c:?}: {}", verified.out.stdout))
+                }
+            }
+        }
         Some(2) => {
             // What check cannot know: an MCP server that cannot tell its
             // tools. The run records that it asked (the `tool_inventory`

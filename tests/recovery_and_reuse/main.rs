@@ -19,3 +19,4 @@ mod reuse_property;
 mod reuse_refusals;
 mod reuse_rerun;
 mod revise_verdicts;
+mod spending;

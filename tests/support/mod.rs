@@ -22,6 +22,7 @@ pub mod fixtures;
 pub mod kill;
 pub mod ledger;
 pub mod node;
+pub mod os_users;
 pub mod person;
 pub mod places;
 pub mod postgres;

@@ -14,9 +14,12 @@ mod support;
 mod common;
 
 mod acts;
+mod approvals;
 mod network;
+mod os_users;
 mod plan_file;
 mod request_ids;
 mod sandbox;
+mod shown;
 mod store_place;
 mod stores;

@@ -144,8 +144,11 @@ fn an_edited_approval_stops_the_call_even_beside_a_real_one() {
     assert_eq!(rcv.tries_of(&op), vec![1]);
 }
 
-/// An approval given ahead of a call that needed none is voided by that
-/// call: it cannot be spent later on a repeat nobody was asked about.
+/// An approval cannot be given ahead of a first call nobody asked about
+/// (`NOTHING_TO_APPROVE`); one given while a call waited, whose call then
+/// turned out to need none (a revision dropped `requires_approval`), is
+/// voided by that call: it cannot be spent later on a repeat nobody was
+/// asked about.
 #[test]
 fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
     let rcv = Receiver::start(&[]);
@@ -155,15 +158,20 @@ fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
                     "validations": [{"id": "V0", "run": ["test", "-f", "go"], "expect_exit": 0}]});
     let mut t1 = http_task("T1", "external");
     t1["depends_on"] = json!(["T0"]);
-    ws.write_plan(
-        "plan.json",
-        &plan("docs", json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}}), vec![t0, t1]),
-    );
+    t1["requires_approval"] = json!(true);
+    let providers = json!({"r": http_provider(&rcv, false), "sh": {"kind": "command"}});
+    ws.write_plan("plan.json", &plan("docs", providers.clone(), vec![t0.clone(), t1.clone()]));
     ws.run().expect(1, None);
     let op = ws.op_of("T1");
-    let early = approve(&ws, &op);
+    let ahead = ws.engine_json(&["approve", &op, "--note", "ahead of time"]);
+    ahead.expect(2, Some("NOTHING_TO_APPROVE"));
+    assert!(ws.ledger().approvals().is_empty(), "nothing recorded");
     ws.write("go", "");
-    ws.engine_json(&["repair", "T0"]).expect(0, None);
+    ws.engine_json(&["repair", "T0"]).expect(4, Some("APPROVAL_REQUIRED"));
+    let early = approve(&ws, &op);
+    t1["requires_approval"] = json!(false);
+    ws.write_plan("plan.json", &plan("docs", providers, vec![t0, t1]));
+    ws.engine_json(&["revise", "plan.json", "--reason", "T1 needs no approval after all"]).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1], "T1's first call needed no approval");
     let t1_attempt = ws.attempts_of("T1")[0].id;
     let row = ws.ledger().approval(early);

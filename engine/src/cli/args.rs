@@ -138,6 +138,12 @@ pub enum Command {
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Share the store (a --store PATH or ENGINE_STORE file, not the
+        /// state folder's) with this OS group, as its owner: folder 2770,
+        /// files 0660, that group's; recorded in PATH.group, so every
+        /// member's engine can act on it. See docs/store.md.
+        #[arg(long, value_name = "GROUP")]
+        store_group: Option<String>,
         #[command(flatten)]
         show: Show,
     },
@@ -394,6 +400,12 @@ pub enum Command {
         /// refused with LOOSENING_NEEDS_APPROVAL, listing each loosening.
         #[arg(long)]
         approve_loosening: bool,
+        /// Change the plan's `people` as the store's owner (its folder's
+        /// owner), though the lists in force do not name you: the way out
+        /// when the only people they name are gone. Recorded with the
+        /// reason on the act chain. SQLite stores only.
+        #[arg(long)]
+        people: bool,
         #[command(flatten)]
         show: Show,
     },

@@ -170,9 +170,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Schema => Ok(schema()),
         Command::Completions { shell } => Ok(shipped::completions(shell)),
         Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
-        Command::Run { plan, jobs, show } => {
+        Command::Run { plan, jobs, store_group, show } => {
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let options = RunOptions { plan_path: plan, workspace, store, jobs, progress };
+            let options = RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress };
             Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Submit { plan } => submit(SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store }),
@@ -204,10 +204,20 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
             repair(&at, request, asker.actor, asker.request_id)
         }
-        Command::Revise { plan, reason, no_run, jobs, asker, raise, approve_loosening, show } => {
+        Command::Revise { plan, reason, no_run, jobs, asker, raise, approve_loosening, people, show } => {
             let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
             let (jobs, progress) = (jobs_or_default(jobs), show.sink());
-            let req = ReviseRequest { plan_path: plan, reason, no_run, jobs, raises, approve_loosening, progress };
+            let as_store_owner = people;
+            let req = ReviseRequest {
+                plan_path: plan,
+                reason,
+                no_run,
+                jobs,
+                raises,
+                approve_loosening,
+                as_store_owner,
+                progress,
+            };
             revise(&at, req, (asker.actor, asker.request_id), &raise)
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
@@ -352,14 +362,16 @@ fn revise(
     let person = commands::person::who(actor.as_deref());
     let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
     let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests.plan, "reason": req.reason,
-        "no_run": req.no_run, "actor": actor, "raise": raise, "approve_loosening": req.approve_loosening});
+        "no_run": req.no_run, "actor": actor, "raise": raise, "approve_loosening": req.approve_loosening,
+        "people": req.as_store_owner});
     let given = Given::new(request_id, "revise", args, &person)?;
     let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
     let store = Store::open_rw(&location.path)?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
-    commands::revise::permitted(&*store.read(), &loaded, &person)?;
+    let owner = req.as_store_owner.then_some(location.path.as_path());
+    commands::revise::permitted(&*store.read(), &loaded, &person, owner)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         let revised = commands::revise::revise(ledger, loaded, req, &person, id)?;
         Ok(report::revise::render(&revised, &*ledger.read()))

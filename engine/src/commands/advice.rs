@@ -152,7 +152,9 @@ fn budget_spent(read: &dyn LedgerRead, g: &GoalRecord, place: &Place) -> Result<
     else {
         return Ok(None);
     };
-    let spent = Exhausted { budget, used, limit, requested: b["requested"].as_f64().unwrap_or(0.0) };
+    let requested = b["requested"].as_f64().unwrap_or(0.0);
+    let detail = b["detail"].as_str().map(str::to_string);
+    let spent = Exhausted { budget, used, limit, requested, detail };
     let plan = super::active_plan(read, &g.id)?;
     let now = crate::budgets::in_force(read, &g.id, g.active_revision, &plan.budgets)?;
     let limit_now = match budget {

@@ -10,13 +10,25 @@
 //! One approval pays for one call: approving a request that already holds
 //! an unspent approval records nothing new ("already approved; waiting for
 //! the call"), whatever the person typed.
+//!
+//! An approval answers a question the engine asked: only an operation a
+//! task of a goal's active revision is `awaiting_approval` on can be
+//! approved (`NOTHING_TO_APPROVE` otherwise: an unknown operation, one
+//! never gated, one already done). It binds what the person saw — the
+//! request digest, the plan revision and the call's cost — and `approve`
+//! prints all three; the gate spends it only on a call that matches all
+//! three (`APPROVAL_STALE`, naming what changed).
 
 use serde::Serialize;
 use serde_json::json;
 
+use crate::cost::Cost;
+use crate::decide::gate::ApprovalFacts;
 use crate::decide::people::Act;
-use crate::error::{Error, Result};
+use crate::decide::spend::{self, Nothing, Standing};
+use crate::error::{Code, Error, Result};
 use crate::ids::{ApprovalId, GoalId, OperationId, RequestDigest, Revision};
+use crate::state::TaskState;
 use crate::store::acts::{ActRef, NewApproval, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::{Durability, LeaseGuard, LedgerRead};
@@ -30,6 +42,8 @@ pub struct Recorded {
     pub task_ref: String,
     pub request_digest: RequestDigest,
     pub plan_digest: String,
+    /// The cost of the call approved (the task's `cost` in this revision).
+    pub cost: Cost,
     pub person: Person,
     /// The request already held this unspent approval: nothing new was
     /// recorded.
@@ -44,30 +58,79 @@ struct Target {
     revision: Revision,
     task_ref: String,
     request_digest: RequestDigest,
+    /// The call's cost: its task's `cost` in the revision.
+    cost: Cost,
 }
 
+/// The request an approval of `operation_id` answers, while it stands
+/// (`decide::spend::waits`): the newest request the engine asked a person
+/// to approve in a goal's active revision, its task still waiting on it —
+/// a repair with an instruction is its own operation, which only that
+/// request row carries — or the operation of a task whose latest attempt
+/// failed or was settled not run, ahead of the retry that will need one.
 fn target(read: &dyn LedgerRead, operation_id: &OperationId) -> Result<Target> {
-    let found = match read.active_task_of_operation(operation_id)? {
-        Some(t) => Some(Target {
-            goal_id: t.goal_id,
-            revision: t.revision,
-            task_ref: t.task_ref,
-            request_digest: t.request_digest,
-        }),
-        // A repair with an instruction is its own operation (the
-        // instruction is part of the request), so no task row carries its
-        // id: the request the engine asked a person to approve does.
-        None => read.pending_request(operation_id)?.map(|p| Target {
-            goal_id: p.goal_id,
-            revision: p.revision,
-            task_ref: p.task_ref,
-            request_digest: p.request_digest,
-        }),
+    let asked = read.pending_request(operation_id)?;
+    let active = read.active_task_of_operation(operation_id)?;
+    let (goal_id, revision, task_ref) = match (&asked, &active) {
+        (Some(p), _) => (p.goal_id.clone(), p.revision, p.task_ref.clone()),
+        (None, Some(t)) => (t.goal_id.clone(), t.revision, t.task_ref.clone()),
+        (None, None) => return Err(nothing(operation_id, None, &Nothing::Unknown)),
     };
-    found.ok_or_else(|| {
-        Error::usage(format!("no task of an active plan revision has operation {operation_id}"))
-            .at(operation_id.to_string())
-    })
+    let task = read.task(&goal_id, revision, &task_ref)?;
+    let latest = read
+        .attempts_of_task(&goal_id, &task_ref)?
+        .into_iter()
+        .rfind(|a| a.revision == revision && a.operation_id == *operation_id)
+        .map(|a| a.state);
+    let plan = super::active_plan(read, &goal_id)?;
+    let spec = plan.tasks.iter().find(|x| x.task_ref == task_ref).ok_or_else(|| {
+        Error::new(Code::StoreCorrupt, format!("the stored plan of goal {goal_id} has no task {task_ref}"))
+    })?;
+    let standing = Standing {
+        task: task.as_ref().map(|t| t.state),
+        asked: asked.is_some()
+            && task.as_ref().is_some_and(|t| {
+                t.state == TaskState::AwaitingApproval
+                    && t.pending_operation().unwrap_or(t.operation_id.as_str()) == operation_id.as_str()
+            }),
+        latest,
+        repeat_needs_approval: {
+            let (always, paid_or_external) = ApprovalFacts::of_task(spec);
+            always || paid_or_external
+        },
+    };
+    if let Err(why) = spend::waits(&standing) {
+        return Err(nothing(operation_id, Some((&task_ref, &goal_id, revision)), &why));
+    }
+    let request_digest = match (asked, active) {
+        (Some(p), _) => p.request_digest,
+        (None, Some(t)) => t.request_digest,
+        (None, None) => return Err(nothing(operation_id, None, &Nothing::Unknown)),
+    };
+    Ok(Target { goal_id, revision, task_ref, request_digest, cost: spec.cost() })
+}
+
+/// `NOTHING_TO_APPROVE`, saying why.
+fn nothing(op: &OperationId, task: Option<(&str, &GoalId, Revision)>, why: &Nothing) -> Error {
+    let task_words = |(r, g, n): (&str, &GoalId, Revision)| format!("task {r} (goal {g}, revision {n})");
+    let why = match (why, task) {
+        (Nothing::NotAsked { task: state }, Some(t)) => format!(
+            "{} is {state}, and no call of it waits on an approval: the engine asks for one when a call needs it (`engine run` asks first)",
+            task_words(t)
+        ),
+        (Nothing::NeedsNone { task: state }, Some(t)) => format!(
+            "{} is {state}, and sending it again needs no approval (it is neither paid, nor external, nor `requires_approval`)",
+            task_words(t)
+        ),
+        _ => format!("no task of a goal's active revision has operation {op}"),
+    };
+    Error::new(
+        Code::NothingToApprove,
+        format!(
+            "{why}: nothing waits on an approval of {op}, so nothing was recorded (`engine status` lists what does)"
+        ),
+    )
+    .at(op.to_string())
 }
 
 /// May `person` approve `operation_id` (`NOT_PERMITTED` otherwise)?
@@ -91,6 +154,7 @@ pub fn record(
     }
     let read = ledger.read();
     let t = target(&*read, operation_id)?;
+    let cost = t.cost;
     let row = read.revision(&t.goal_id, t.revision)?;
     let asked_by = read.task(&t.goal_id, t.revision, &t.task_ref)?.and_then(|task| task.asked_by());
     let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);
@@ -98,7 +162,8 @@ pub fn record(
     let mut waiting = None;
     for a in read.open_approvals(operation_id)? {
         read.check_on_chain(ActRef::Approval(a.id))?;
-        if a.request_digest == t.request_digest && a.plan_digest == plan_digest {
+        let binds = a.request_digest == t.request_digest && a.plan_digest == plan_digest;
+        if binds && a.revision == t.revision && a.cost.is_none_or(|c| c == cost) {
             waiting = Some(a.id);
         }
     }
@@ -110,6 +175,7 @@ pub fn record(
         task_ref: t.task_ref.clone(),
         request_digest: t.request_digest.clone(),
         plan_digest: plan_digest.clone(),
+        cost,
         person: person.clone(),
         already_approved,
         spent_by: spent_by.clone(),
@@ -128,12 +194,13 @@ pub fn record(
             task_ref: &t.task_ref,
             request_digest: &t.request_digest,
             plan_digest: &plan_digest,
+            cost,
             person,
             note,
         })?;
         let data = json!({
             "approval_id": id, "operation_id": operation_id, "request_digest": t.request_digest,
-            "plan_digest": plan_digest, "actor": person.actor, "uid": person.uid, "user": person.user, "note": note,
+            "plan_digest": plan_digest, "revision": t.revision, "cost": cost, "actor": person.actor, "uid": person.uid, "user": person.user, "note": note,
         });
         tx.append_event(&Event::goal(EventKind::ApprovalRecorded, &t.goal_id, t.revision, data).task(&t.task_ref))?;
         if let Some(r) = request_id {

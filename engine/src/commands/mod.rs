@@ -9,6 +9,7 @@
 
 pub mod advice;
 pub mod approve;
+pub mod owner_way_out;
 pub mod person;
 pub mod plan_watch;
 pub mod register;

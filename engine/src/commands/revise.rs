@@ -12,12 +12,13 @@
 //! (`LOOSENING_NEEDS_APPROVAL`, each loosening listed).
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::json;
 
+use super::owner_way_out;
 use super::plan_watch::PlanWatch;
 use super::register;
 use crate::budgets;
@@ -30,6 +31,7 @@ use crate::decide::reuse::{self, Candidate, Decision};
 use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
+use crate::plan::model::People;
 use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
@@ -50,6 +52,9 @@ pub struct ReviseRequest {
     /// The person approves what this revision loosens
     /// (`--approve-loosening`).
     pub approve_loosening: bool,
+    /// `--people`: the store's owner changes `people` (and nothing else)
+    /// though the lists in force do not name them (`owner_way_out`).
+    pub as_store_owner: bool,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
 }
@@ -93,15 +98,26 @@ pub struct ReviseReport {
 
 /// May `person` record this revision? One the lists in force name in
 /// `people.revise` (when there is one), and only one they allow may change
-/// who may act (`people`).
-pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person) -> Result<()> {
+/// who may act (`people`) — or, with `--people`, the owner of the store at
+/// `owner_of` (`Some` only then; `owner_way_out`).
+pub fn permitted(read: &dyn LedgerRead, plan: &Plan, person: &Person, owner_of: Option<&Path>) -> Result<()> {
     let goal_id = GoalId::new(&plan.goal().id);
     if read.goal(&goal_id)?.is_none() {
-        return Ok(());
+        return match owner_of {
+            Some(_) => Err(Error::usage(format!(
+                "goal `{goal_id}` is not in this store: --people changes a recorded goal's `people`"
+            ))),
+            None => Ok(()),
+        };
     }
-    let now = super::active_plan(read, &goal_id)?.people;
-    people::permitted(now.as_ref(), Act::Revise, &person.user).map_err(super::not_permitted)?;
-    people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user).map_err(super::not_permitted)
+    let active = super::active_plan(read, &goal_id)?;
+    if let Some(store) = owner_of {
+        return owner_way_out::permitted(store, &active, &plan.file, person);
+    }
+    let now = active.people;
+    people::permitted(now.as_ref(), Act::Revise, &person.user)
+        .and_then(|_| people::may_change(now.as_ref(), plan.file.people.as_ref(), &person.user))
+        .map_err(|r| owner_way_out::named(super::not_permitted(r)))
 }
 
 /// Record revision n+1 of the plan's goal (with the person's request and
@@ -139,7 +155,10 @@ pub fn revise(
     no_unsettled_dropped(&*read, &goal_id, &prev_file, &plan)?;
     let in_force = budgets::in_force(&*read, &goal_id, g.active_revision, &prev_file.budgets)?;
     let loosened = loosening::loosenings(&prev_file, &in_force, &plan.file, &req.raises);
-    if !loosened.is_empty() && !req.approve_loosening {
+    // The owner's `--people` approves its own change (`permitted` made
+    // sure `people` is all the revision changes).
+    let by_owner = req.as_store_owner && loosened.iter().all(|l| l.kind == loosening::Kind::People);
+    if !loosened.is_empty() && !req.approve_loosening && !by_owner {
         return Err(needs_approval(&loosened, &req.plan_path));
     }
     let mut report = ReviseReport {
@@ -216,8 +235,9 @@ fn record_new_revision(
     let (raises, loosened) = (&report.raised, &report.loosened);
     ledger.write(Durability::Full, |tx| {
         record_raises(tx, &g.id, revision, raises, &req.reason, person)?;
-        record(tx, plan, &new, (goal_changed, person, loosened), &decisions, &dirty)?;
-        record_ask(tx, &new, person, (&report.loosened, request_id))?;
+        let by_owner = req.as_store_owner.then_some((prev_file.people.as_ref(), plan.file.people.as_ref()));
+        record(tx, plan, &new, (goal_changed, person, loosened, by_owner.is_some()), &decisions, &dirty)?;
+        record_ask(tx, &new, person, (&report.loosened, request_id), by_owner)?;
         match request_id {
             Some(r) => tx.insert_request_id(r),
             None => Ok(()),
@@ -229,15 +249,21 @@ fn record_new_revision(
 }
 
 /// The person's request for the revision, on the act chain: with what it
-/// loosens (the person approved each) and the request id it came under.
+/// loosens (the person approved each) and the request id it came under;
+/// `by_owner`: the `people` lists before and after, when the store's owner
+/// changed them with `--people` (so the chain says who used the way out).
 fn record_ask(
     tx: &mut dyn LedgerTx,
     new: &NewRevision,
     person: &Person,
     (loosened, request_id): (&[Loosening], Option<&NewRequestId>),
+    by_owner: Option<(Option<&People>, Option<&People>)>,
 ) -> Result<()> {
-    let said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest,
+    let mut said = json!({"reason": new.reason, "parent": new.parent, "plan_digest": new.plan_digest,
         "loosened": loosened, "request_id": request_id.map(|r| r.request_id)});
+    if let Some((from, to)) = by_owner {
+        said["people_by_store_owner"] = json!({"from": from, "to": to});
+    }
     let ask = NewAsk {
         kind: AskKind::Revise,
         goal_id: new.goal_id,
@@ -352,7 +378,7 @@ fn within_max_revisions(
     let limit = u64::from(in_force.max_revisions);
     if used >= limit {
         let budget = BudgetName::MaxRevisions;
-        let exhausted = Exhausted { budget, used: used as f64, limit: limit as f64, requested: 1.0 };
+        let exhausted = Exhausted { budget, used: used as f64, limit: limit as f64, requested: 1.0, detail: None };
         let out = raise::way_out(&exhausted, &plan_path.display().to_string());
         return Err(Error::new(
             Code::BudgetExhausted,
@@ -369,7 +395,7 @@ fn record(
     tx: &mut dyn LedgerTx,
     plan: &Plan,
     new: &NewRevision,
-    (goal_changed, person, loosened): (bool, &Person, &[Loosening]),
+    (goal_changed, person, loosened, by_owner): (bool, &Person, &[Loosening], bool),
     decisions: &[TaskDecision],
     dirty: &[FileState],
 ) -> Result<()> {
@@ -389,7 +415,7 @@ fn record(
         "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
         "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
         "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
-        "loosened": loosened,
+        "loosened": loosened, "people_by_store_owner": by_owner,
     });
     let seq = tx.append_event(&Event::goal(EventKind::RevisionRecorded, goal_id, revision, data))?;
     tx.put_file_states(dirty)?;

@@ -6,20 +6,39 @@ use std::sync::Arc;
 
 use super::plan_watch::PlanWatch;
 use super::register;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::os::Group;
 use crate::plan::Plan;
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
-use crate::store::location::Location;
+use crate::store::access;
+use crate::store::location::{Chosen, Location};
 use crate::store::Store;
 
 pub struct RunOptions {
     pub plan_path: PathBuf,
     pub workspace: Option<PathBuf>,
     pub store: Option<PathBuf>,
+    /// `--store-group`: share the store with this OS group (its owner's
+    /// explicit choice; `store::access::share`).
+    pub store_group: Option<String>,
     pub jobs: usize,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
+}
+
+/// The group to share the store at `at` with, checked before the store is
+/// opened (the sharing itself happens under its lease): only a store at a
+/// path a person chose (the state folder stays its owner's alone), only a
+/// file store.
+fn ready_to_share(at: &Location, group: &str) -> Result<Group> {
+    if at.shared() || matches!(at.chosen, Chosen::Default { .. }) {
+        return Err(Error::usage(
+            "--store-group shares a store file at a path you choose: pass --store PATH (or ENGINE_STORE) outside the state folder, which stays yours alone; a PostgreSQL store's access is the database's",
+        )
+        .at(format!("--store-group {group}")));
+    }
+    access::ready_to_share(&at.path, group)
 }
 
 pub fn run(opts: RunOptions) -> Result<RunReport> {
@@ -33,6 +52,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     // The store's place and the sandbox first: a store a provider could
     // write is refused before it is made.
     let at = super::store_for_plan(opts.store.as_deref(), &plan, true)?;
+    let group = opts.store_group.as_deref().map(|g| ready_to_share(&at, g)).transpose()?;
     let store_path = at.path;
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
@@ -42,6 +62,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
         }
     }
     let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
+    if let Some(group) = &group {
+        ledger.share_with(group)?;
+    }
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
     let full = (!from_cache).then_some(key.as_str());
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;

@@ -17,7 +17,8 @@
 //! a protected test and then exits non-zero must not pass as a mere
 //! `provider_rejected`. Within it, a changed protected path outranks a
 //! failed check (the path is the more direct evidence; the check may fail
-//! because of it). Protected-path evidence is only recorded for attempts
+//! because of it), and both outrank spending reported by a task the plan
+//! did not let spend (`spending_not_declared`). Protected-path evidence is only recorded for attempts
 //! with a receipt, so it never meets an effect marker.
 
 pub use crate::evidence::Classification;
@@ -44,6 +45,15 @@ const RULES: &[Rule] = &[
         name: "constraint_check_failed",
         class: FailureClass::ConstraintViolated,
         matches: |e| matches!(e, Evidence::CheckResult { passed: false, of_constraint: true, .. }),
+    },
+    // The plan's own contract: a task not declared to spend (`may_spend`)
+    // whose provider's report says it spent. The evidence is what the
+    // report said (the engine saw it say so); the amounts stay the
+    // provider's word, and this rule can only fail an attempt.
+    Rule {
+        name: "spending_not_declared",
+        class: FailureClass::ConstraintViolated,
+        matches: |e| matches!(e, Evidence::SpendingReported { may_spend: false, total_micros, .. } if *total_micros > 0),
     },
     Rule {
         name: "http_rate_limited_or_unavailable",
@@ -388,6 +398,25 @@ mod tests {
         assert_eq!((c.class, c.rule.as_str()), (FailureClass::ValidationFailed, "validation_check_failed"));
         assert_eq!(classify(&rec(vec![constraint_check(true)])).class, FailureClass::Unclassified);
         assert_eq!(classify(&rec(vec![pe])).class, FailureClass::ProviderRejected);
+    }
+
+    #[test]
+    fn spending_the_plan_did_not_allow_is_a_violated_constraint() {
+        let spent = |may_spend: bool, total_micros: i64| Evidence::SpendingReported {
+            items: vec![crate::evidence::SpentItem { amount_micros: total_micros, what: "render".into() }],
+            total_micros,
+            may_spend,
+        };
+        let ok = exit(Some(ExitStatus::Code { code: 0 }), false);
+        let c = classify(&rec(vec![ok.clone(), check(true), spent(false, 1)]));
+        assert_eq!((c.class, c.rule.as_str()), (FailureClass::ConstraintViolated, "spending_not_declared"));
+        assert_eq!(c.evidence_ids, vec![EvidenceId(3)]);
+        // A protected path or a constraint check outranks it.
+        let c = classify(&rec(vec![spent(false, 1), protected_change()]));
+        assert_eq!(c.rule, "protected_path_changed");
+        // Negative: declared spending, or nothing spent, is no violation.
+        assert_eq!(classify(&rec(vec![ok.clone(), spent(true, 5)])).class, FailureClass::Unclassified);
+        assert_eq!(classify(&rec(vec![ok, spent(false, 0)])).class, FailureClass::Unclassified);
     }
 
     #[test]

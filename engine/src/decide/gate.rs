@@ -9,7 +9,8 @@
 //! 3. the operation id was recorded with another request → `OPERATION_CONFLICT`;
 //! 4. a budget would be passed → `BUDGET_EXHAUSTED`;
 //! 5. the call needs a person's approval and has none for this exact
-//!    request and plan → `APPROVAL_REQUIRED` (or `APPROVAL_STALE`);
+//!    request, plan revision and cost → `APPROVAL_REQUIRED` (or
+//!    `APPROVAL_STALE`, naming what changed since the person approved);
 //! 6. otherwise: go — consuming the approval it needed (and voiding the
 //!    operation's other open ones), or voiding any it did not need: an
 //!    approval never waits for a later repeat, and one call spends one.
@@ -20,12 +21,17 @@ use crate::ids::{ApprovalId, AttemptId, RequestDigest, Revision};
 use crate::plan::model::{Budgets, Effect, Task};
 use crate::state::AttemptState;
 
-/// An approval not yet consumed or voided, as the gate weighs it.
+/// An approval not yet consumed or voided, as the gate weighs it: what
+/// the person saw when they approved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenApproval {
     pub id: ApprovalId,
     pub request_digest: RequestDigest,
     pub plan_digest: String,
+    pub revision: Revision,
+    /// `None`: recorded before approvals bound the cost (the plan digest
+    /// still covers it).
+    pub cost: Option<Cost>,
 }
 
 /// What the gate needs to know about one call.
@@ -45,6 +51,8 @@ pub struct Facts<'a> {
     pub budgets: &'a Budgets,
     pub usage: Usage,
     pub call_cost: Cost,
+    /// The task may spend more than its cost (`may_spend`).
+    pub may_spend: bool,
     pub approval: ApprovalFacts<'a>,
 }
 
@@ -130,13 +138,14 @@ pub fn decide(f: &Facts) -> Decision {
     if let Some(recorded) = &f.conflict {
         return Decision::Conflict { recorded: recorded.clone() };
     }
-    if let Err(exhausted) = budget::check_call(f.budgets, &f.usage, f.call_cost) {
+    let call = budget::Call { cost: f.call_cost, may_spend: f.may_spend };
+    if let Err(exhausted) = budget::check_call(f.budgets, &f.usage, call) {
         return Decision::Budget(exhausted);
     }
     if !f.approval.needed() {
         return Decision::Go { consume: None, void: f.approval.open.iter().map(|a| a.id).collect() };
     }
-    match find(f.approval.open, f.request_digest, f.plan_digest) {
+    match find(f) {
         // One call spends one approval; any other open one of the operation
         // goes with it, so no second approval waits to pay for a later try.
         Ok(id) => Decision::Go {
@@ -147,19 +156,39 @@ pub fn decide(f: &Facts) -> Decision {
     }
 }
 
-/// The newest open approval bound to exactly this request and plan wins;
-/// an older stale one does not hide it.
-fn find(open: &[OpenApproval], request_digest: &RequestDigest, plan_digest: &str) -> Result<ApprovalId, Missing> {
-    if let Some(a) = open.iter().find(|a| a.request_digest == *request_digest && a.plan_digest == plan_digest) {
+/// The newest open approval bound to exactly this request, plan revision
+/// and cost wins; an older stale one does not hide it.
+fn find(f: &Facts) -> Result<ApprovalId, Missing> {
+    let open = f.approval.open;
+    if let Some(a) = open.iter().find(|a| changed(a, f).is_empty()) {
         return Ok(a.id);
     }
     let Some(newest) = open.first() else { return Err(Missing::None) };
-    let why = if newest.request_digest != *request_digest {
-        format!("approved request digest {} differs from this request's {request_digest}", newest.request_digest)
-    } else {
-        "the plan changed since the approval was given".into()
-    };
-    Err(Missing::Stale { approval_id: newest.id, why })
+    Err(Missing::Stale { approval_id: newest.id, why: changed(newest, f).join("; ") })
+}
+
+/// What differs between what an approval binds and this call, in words
+/// (empty: nothing, it pays for this call).
+fn changed(a: &OpenApproval, f: &Facts) -> Vec<String> {
+    let mut why = Vec::new();
+    if a.request_digest != *f.request_digest {
+        why.push(format!(
+            "approved request digest {} differs from this request's {}",
+            a.request_digest, f.request_digest
+        ));
+    }
+    if a.revision != f.revision {
+        why.push(format!(
+            "the plan revision changed: approved at revision {}, this call is of revision {}",
+            a.revision, f.revision
+        ));
+    } else if a.plan_digest != f.plan_digest {
+        why.push("the plan changed since the approval was given".into());
+    }
+    if let Some(cost) = a.cost.filter(|c| *c != f.call_cost) {
+        why.push(format!("the cost changed: approved {cost}, this call costs {}", f.call_cost));
+    }
+    why
 }
 
 #[cfg(test)]

@@ -81,6 +81,13 @@ pub fn may_change(now: Option<&People>, next: Option<&People>, user: &str) -> Re
     Ok(())
 }
 
+/// Does `next` change any act's list from `now`?
+pub fn changes(now: Option<&People>, next: Option<&People>) -> bool {
+    let empty = People::default();
+    let (now, next) = (now.unwrap_or(&empty), next.unwrap_or(&empty));
+    Act::ALL.iter().any(|a| a.list(now) != a.list(next))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +134,7 @@ mod tests {
         assert_eq!(may_change(Some(&now), Some(&now), "bob"), Ok(()));
         // No lists yet: anyone may add them.
         assert_eq!(may_change(None, Some(&now), "bob"), Ok(()));
+        assert!(changes(Some(&now), Some(&widened)) && changes(Some(&now), None) && changes(None, Some(&now)));
+        assert!(!changes(Some(&now), Some(&now)) && !changes(None, Some(&People::default())));
     }
 }

@@ -98,11 +98,20 @@ pub fn in_force(plan: &Budgets, raises: &[Raise]) -> Budgets {
 }
 
 /// A limit that lets the refused work go on: for a count, the limit plus
-/// what was used of it again (at least one more); for cost, enough for the
-/// refused call; for the deadline, twice the limit.
+/// what was used of it again (at least one more); for the deadline, twice
+/// the limit; for cost, enough for the refused call — or, for a goal
+/// already past the limit (reported spending) or a call that may spend
+/// (which needs room after its cost), twice what is used (at least 1).
 pub fn suggested(e: &Exhausted) -> String {
     match e.budget {
-        BudgetName::MaxCost => format_units(e.used + e.requested.max(0.0)),
+        BudgetName::MaxCost => {
+            let needed = e.used + e.requested.max(0.0);
+            if e.used <= e.limit && needed > e.limit {
+                format_units(needed)
+            } else {
+                format_units((needed * 2.0).max(1.0))
+            }
+        }
         _ => format!("{}", (e.limit * 2.0).max(e.limit + 1.0).max(1.0) as u64),
     }
 }
@@ -170,17 +179,26 @@ mod tests {
 
     #[test]
     fn the_way_out_is_a_command_to_type() {
-        let e = Exhausted { budget: BudgetName::MaxRevisions, used: 3.0, limit: 3.0, requested: 1.0 };
+        let e = Exhausted { budget: BudgetName::MaxRevisions, used: 3.0, limit: 3.0, requested: 1.0, detail: None };
         assert_eq!(
             way_out(&e, "plan.json"),
             "raise it (a person's act, recorded): `engine revise plan.json --reason \"…\" --raise max_revisions=6`"
         );
-        let e = Exhausted { budget: BudgetName::MaxCost, used: 0.1, limit: 0.3, requested: 0.25 };
+        let e = Exhausted { budget: BudgetName::MaxCost, used: 0.1, limit: 0.3, requested: 0.25, detail: None };
         assert!(way_out(&e, "p.json").ends_with("--raise max_cost=0.35`"), "{}", way_out(&e, "p.json"));
-        let e = Exhausted { budget: BudgetName::DeadlineSeconds, used: 61.0, limit: 60.0, requested: 0.0 };
+        let e =
+            Exhausted { budget: BudgetName::DeadlineSeconds, used: 61.0, limit: 60.0, requested: 0.0, detail: None };
         let w = way_out(&e, "p.json");
         assert!(w.contains("`engine run p.json` goes on") && w.ends_with("--raise deadline_seconds=120`"), "{w}");
-        let e = Exhausted { budget: BudgetName::MaxProviderCalls, used: 0.0, limit: 0.0, requested: 1.0 };
+        let e = Exhausted { budget: BudgetName::MaxProviderCalls, used: 0.0, limit: 0.0, requested: 1.0, detail: None };
         assert!(way_out(&e, "p.json").ends_with("--raise max_provider_calls=1`"));
+        // Past the limit (reported spending), or a call that may spend with
+        // no room: twice what is used, so what comes next has room.
+        let past = Exhausted { budget: BudgetName::MaxCost, used: 4.0, limit: 2.0, requested: 0.0, detail: None };
+        assert!(way_out(&past, "p.json").ends_with("--raise max_cost=8`"), "{}", way_out(&past, "p.json"));
+        let room = Exhausted { budget: BudgetName::MaxCost, used: 1.0, limit: 2.0, requested: 1.0, detail: None };
+        assert!(way_out(&room, "p.json").ends_with("--raise max_cost=4`"), "{}", way_out(&room, "p.json"));
+        let none = Exhausted { budget: BudgetName::MaxCost, used: 0.0, limit: 0.0, requested: 0.0, detail: None };
+        assert!(way_out(&none, "p.json").ends_with("--raise max_cost=1`"), "{}", way_out(&none, "p.json"));
     }
 }

@@ -655,6 +655,13 @@ pub struct Task {
     /// Default: false.
     #[serde(default)]
     pub requires_approval: bool,
+    /// An agent task (a command provider speaking `agent-json`) that may
+    /// make paid calls of its own: what its report says it spent (`spent`)
+    /// is counted against `budgets.max_cost`, and it runs only while the
+    /// budget leaves room after its call's `cost`. A report of spending
+    /// from a task without it is a constraint violation. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_spend: bool,
     /// Named values recorded in the task's checkpoint, so a change in them
     /// makes the task run again: a command whose output is the value
     /// (`["python3", "--version"]`) or an environment variable

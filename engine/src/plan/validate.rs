@@ -245,6 +245,16 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     if let Err(why) = Cost::from_units(task.cost) {
         return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
     }
+    if task.may_spend && !matches!(spec, ProviderSpec::Command { protocol: Some(_), .. }) {
+        return Err(Error::new(
+            Code::PlanInvalid,
+            format!(
+                "task `{}` says it may spend, but provider `{}` reports no spending: only a command provider speaking `agent-json` does (its report's `spent`); the calls the engine makes itself count their `cost`",
+                task.task_ref, task.provider
+            ),
+        )
+        .at(format!("{at}.may_spend")));
+    }
     for (j, input) in task.inputs.iter().enumerate() {
         lexically_inside(input).map_err(|why| {
             Error::new(Code::InputOutsideWorkspace, format!("input `{input}` of task `{}` {why}", task.task_ref))

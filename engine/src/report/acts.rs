@@ -41,24 +41,30 @@ pub fn settled(s: &Settled) -> Output {
     Output { text, json: json!({"ok": true, "settlement": s}), exit_code: 0 }
 }
 
+/// What an approval binds, as the person saw it: the request, the plan
+/// revision and the call's cost.
+fn binds(a: &Recorded) -> String {
+    format!("  request digest  {}\n  plan revision   {}\n  cost            {}\n", a.request_digest, a.revision, a.cost)
+}
+
 pub fn approved(a: &Recorded) -> Output {
     let text = if a.already_approved {
         format!(
-            "already approved; waiting for the call: approval {} of {} (task {}, request {}) is not spent yet, so nothing new was recorded; one approval pays for one call: {}\n",
+            "already approved; waiting for the call: approval {} of {} (task {}) is not spent yet, so nothing new was recorded; one approval pays for one call: {}\n{}",
             a.approval_id,
             a.operation_id,
             a.task_ref,
-            super::short(a.request_digest.as_str()),
-            a.spent_by
+            a.spent_by,
+            binds(a)
         )
     } else {
         format!(
-            "approved one call of {} (task {}, request {}) by {}; it is consumed by the next call of exactly this request: {}\n",
+            "approved one call of {} (task {}) by {}; it is consumed by the next call of exactly this request, revision and cost: {}\n{}",
             a.operation_id,
             a.task_ref,
-            super::short(a.request_digest.as_str()),
             who(&a.person),
-            a.spent_by
+            a.spent_by,
+            binds(a)
         )
     };
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }

@@ -240,6 +240,9 @@ fn describe(e: &Evidence) -> String {
             s
         }
         Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
+        Evidence::SpendingReported { items, total_micros, may_spend } => {
+            spending_words(items, *total_micros, *may_spend)
+        }
         Evidence::Observation { observation, read_back } => observation_words(observation, read_back.as_ref()),
         Evidence::HandleLookup { handle, found, evidence } => format!(
             "asked the provider about {}: {} — {evidence}",
@@ -266,6 +269,21 @@ fn observation_words(o: &providers::Observation, read_back: Option<&crate::evide
         push_outputs(&mut s, &[("answer", answer)]);
     }
     s.trim_end().to_string()
+}
+
+/// What a provider's report said it spent, as its word (shared with the
+/// HTML report).
+pub fn spending_words(items: &[crate::evidence::SpentItem], total_micros: i64, may_spend: bool) -> String {
+    let list: Vec<String> = items.iter().map(crate::evidence::SpentItem::words).collect();
+    let mut s = format!(
+        "spending reported by the provider, not verified by the engine: {} = {}; counted against max_cost",
+        crate::cost::Cost::from_micros(total_micros),
+        list.join(" + ")
+    );
+    if !may_spend && total_micros > 0 {
+        s.push_str("; the task does not declare `may_spend`, so this is a violated constraint (a task that may spend says `\"may_spend\": true`, in a revision)");
+    }
+    s
 }
 
 /// Every protected path an attempt changed, with its digests before and

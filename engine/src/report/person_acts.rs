@@ -2,7 +2,8 @@
 //! repairs and revisions a person asked for — each with who gave it: the
 //! `--actor` label and the operating-system user and uid the engine ran
 //! as. For `engine status` (the goal's latest) and `engine explain` (a
-//! task's).
+//! task's). An act row the act chain does not vouch for is shown as what
+//! it is — `STORE_TAMPERED`, naming the row — never as a person's act.
 
 use serde_json::{json, Value};
 
@@ -10,6 +11,7 @@ use super::acts::who_recorded;
 use crate::clock::utc;
 use crate::error::Result;
 use crate::ids::GoalId;
+use crate::store::acts::{ActRef, Tampered};
 use crate::store::LedgerRead;
 
 /// The acts `engine status` lists: the latest this many (all of a task's
@@ -24,28 +26,45 @@ struct Line {
     json: Value,
 }
 
-fn lines(ledger: &dyn LedgerRead, goal: &GoalId) -> Result<Vec<Line>> {
+impl Line {
+    /// A row the chain does not vouch for: its words say so first, and
+    /// what it claims to be only as its claim.
+    fn marked(mut self, tampered: &[Tampered], act: ActRef) -> Line {
+        if let Some(t) = tampered.iter().find(|t| t.act == act) {
+            self.text = format!("{}; the row claims: {}", t.words(), self.text);
+            self.json["store_tampered"] = json!(t);
+        }
+        self
+    }
+}
+
+fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
     let mut out = Vec::new();
     for a in ledger.approvals_of_goal(goal)? {
         let fate = match (a.consumed_by, a.voided_by) {
-            (Some(by), _) => format!("spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, Some(by)) => format!("voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, None) => "not spent yet".to_string(),
+            // Its words are the chain's verdict (`marked`), never a fate.
+            _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
+            (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
+            (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
+            (None, None) => ", not spent yet".to_string(),
         };
-        out.push(Line {
-            at_ms: a.at_ms,
-            task_ref: Some(a.task_ref.clone()),
-            text: format!(
-                "approval {} of {} (task {}) by {}, {fate}",
-                a.id,
-                a.operation_id,
-                a.task_ref,
-                who_recorded(&a.actor, a.user.as_deref(), a.uid)
-            ),
-            json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
+        out.push(
+            Line {
+                at_ms: a.at_ms,
+                task_ref: Some(a.task_ref.clone()),
+                text: format!(
+                    "approval {} of {} (task {}) by {}{fate}",
+                    a.id,
+                    a.operation_id,
+                    a.task_ref,
+                    who_recorded(&a.actor, a.user.as_deref(), a.uid)
+                ),
+                json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
                 "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
                 "consumed_by": a.consumed_by, "voided_by": a.voided_by}),
-        });
+            }
+            .marked(tampered, ActRef::Approval(a.id)),
+        );
     }
     for s in ledger.settlements_of_goal(goal)? {
         let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
@@ -62,7 +81,8 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId) -> Result<Vec<Line>> {
             json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id, "attempt": number,
                 "task_ref": task_ref, "outcome": s.outcome, "actor": s.actor, "user": s.user, "uid": s.uid,
                 "note": s.note, "at_ms": s.at_ms}),
-        });
+        }
+        .marked(tampered, ActRef::Settlement(s.id)));
     }
     for a in ledger.asks_of_goal(goal)? {
         let what = match (&a.task_ref, &a.operation_id) {
@@ -70,23 +90,27 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId) -> Result<Vec<Line>> {
             (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
             _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
         };
-        out.push(Line {
-            at_ms: a.at_ms,
-            task_ref: a.task_ref.clone(),
-            text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
-            json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
+        out.push(
+            Line {
+                at_ms: a.at_ms,
+                task_ref: a.task_ref.clone(),
+                text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
+                json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
                 "operation_id": a.operation_id, "actor": a.actor, "user": a.user, "uid": a.uid, "data": a.data,
                 "at_ms": a.at_ms}),
-        });
+            }
+            .marked(tampered, ActRef::Ask(a.id)),
+        );
     }
     out.sort_by_key(|l| l.at_ms);
     Ok(out)
 }
 
 /// The goal's latest acts (appended to `text` under a heading) and their
-/// JSON, with how many there are in all.
-pub fn of_goal(ledger: &dyn LedgerRead, goal: &GoalId, text: &mut String) -> Result<Value> {
-    let all = lines(ledger, goal)?;
+/// JSON, with how many there are in all. `tampered`: the goal's act rows
+/// the chain does not vouch for (`LedgerRead::unvouched_acts`).
+pub fn of_goal(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered], text: &mut String) -> Result<Value> {
+    let all = lines(ledger, goal, tampered)?;
     let skip = all.len().saturating_sub(ACTS_SHOWN_MAX);
     if !all.is_empty() {
         text.push_str("\na person's acts");
@@ -104,8 +128,9 @@ pub fn of_goal(ledger: &dyn LedgerRead, goal: &GoalId, text: &mut String) -> Res
 
 /// A task's acts, in words (appended to `text`) and as JSON.
 pub fn of_task(ledger: &dyn LedgerRead, goal: &GoalId, task_ref: &str, text: &mut String) -> Result<Value> {
+    let tampered = ledger.unvouched_acts(Some(goal))?;
     let mine: Vec<Line> =
-        lines(ledger, goal)?.into_iter().filter(|l| l.task_ref.as_deref() == Some(task_ref)).collect();
+        lines(ledger, goal, &tampered)?.into_iter().filter(|l| l.task_ref.as_deref() == Some(task_ref)).collect();
     if !mine.is_empty() {
         text.push_str("\na person's acts\n");
     }

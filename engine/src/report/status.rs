@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ids::GoalId;
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
-use crate::store::acts::ApprovalRecord;
+use crate::store::acts::{ActRef, ApprovalRecord};
 use crate::store::attempts::{number_in, AttemptRecord};
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{Holder, LedgerRead, Store};
@@ -56,13 +56,25 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
             super::escape::for_terminal(&rev.plan_path)
         ));
     }
+    // Act rows the chain does not vouch for: said first, and never counted
+    // as the acts they claim to be.
+    let tampered = ledger.unvouched_acts(Some(&g.id))?;
+    for t in &tampered {
+        text.push_str(&format!("{}\n", t.words()));
+    }
+    if !tampered.is_empty() {
+        text.push('\n');
+    }
+    let is_tampered = |a: &ApprovalRecord| tampered.iter().any(|t| t.act == ActRef::Approval(a.id));
+    let (forged, approvals): (Vec<ApprovalRecord>, Vec<ApprovalRecord>) = ledger
+        .approvals_of_goal(&g.id)?
+        .into_iter()
+        .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
+        .partition(is_tampered);
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
-        approvals: ledger
-            .approvals_of_goal(&g.id)?
-            .into_iter()
-            .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
-            .collect(),
+        approvals,
+        forged,
         unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
         in_doubt: ledger.attempts_in_doubt(&g.id)?,
         awaiting: tasks.iter().filter(|t| t.state == TaskState::AwaitingApproval).collect(),
@@ -76,12 +88,13 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
     waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
-    let acts = super::person_acts::of_goal(ledger, &g.id, &mut text)?;
+    let acts = super::person_acts::of_goal(ledger, &g.id, &tampered, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
         "store": store.path(),
         "sandbox": machine,
         "acts": acts,
+        "store_tampered": tampered,
         "goal": {"id": g.id, "state": g.state, "verdict": verdict, "constraints_not_checked": not_checked,
             "active_revision": g.active_revision},
         "tasks": rows,
@@ -162,6 +175,8 @@ struct Waiting<'t> {
     plan_path: String,
     /// Approvals given and not yet spent or voided.
     approvals: Vec<ApprovalRecord>,
+    /// Open approval rows the act chain does not vouch for: no approval.
+    forged: Vec<ApprovalRecord>,
     unknown: Vec<AttemptRecord>,
     in_doubt: Vec<AttemptRecord>,
     awaiting: Vec<&'t TaskRecord>,
@@ -184,6 +199,13 @@ impl Waiting<'_> {
         for t in &self.awaiting {
             let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
             let line = match self.approval_for(t) {
+                // The gate refuses to dispatch past a row the chain does
+                // not vouch for: approving again does not help.
+                _ if self.forged_for(t).is_some() => format!(
+                    "  {op}  task {}  awaiting_approval; approvals row {} claims to approve it but is STORE_TAMPERED: nothing is dispatched past it  -> engine verify\n",
+                    t.task_ref,
+                    self.forged_for(t).map_or(0, |a| a.id.get()),
+                ),
                 Some(a) => format!(
                     "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
                     t.task_ref,
@@ -198,7 +220,9 @@ impl Waiting<'_> {
                 ),
             };
             text.push_str(&line);
-            next(&t.task_ref, text);
+            if self.forged_for(t).is_none() {
+                next(&t.task_ref, text);
+            }
         }
         for a in &self.not_run {
             text.push_str(&format!("  {}  task {}  settled not_run, not re-sent\n", a.operation_id, a.task_ref));
@@ -273,6 +297,13 @@ impl Waiting<'_> {
         crate::commands::advice::approval_given(&self.approvals, t)
     }
 
+    /// An open approval row of the request `t` waits on that the act
+    /// chain does not vouch for.
+    fn forged_for(&self, t: &TaskRecord) -> Option<&ApprovalRecord> {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        self.forged.iter().find(|a| a.operation_id.as_str() == op)
+    }
+
     /// The command whose call spends the approval: the one that asked.
     fn awaiting_json(&self, t: &TaskRecord, advised: &[Advised]) -> Value {
         let approval = self.approval_for(t);
@@ -282,7 +313,11 @@ impl Waiting<'_> {
             "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)),
             "why": t.detail.get("why"),
             "approval": approval.map(|a| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms)})),
-            "next": next,
+            "store_tampered": self.forged_for(t).map(|a| format!("approvals row {}", a.id)),
+            "next": match self.forged_for(t) {
+                Some(_) => Some("engine verify".to_string()),
+                None => next,
+            },
         })
     }
 }

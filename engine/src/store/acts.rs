@@ -14,6 +14,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cost::Cost;
 use crate::error::Result;
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::SettlementOutcome;
@@ -28,12 +29,17 @@ pub struct Person {
     pub user: String,
 }
 
-/// An approval still waiting for its call: neither consumed nor voided.
+/// An approval still waiting for its call: neither consumed nor voided,
+/// with what it binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenApproval {
     pub id: ApprovalId,
     pub request_digest: RequestDigest,
     pub plan_digest: String,
+    pub revision: Revision,
+    /// The call's cost the person approved (`None`: recorded before
+    /// approvals bound it).
+    pub cost: Option<Cost>,
 }
 
 pub struct NewApproval<'a> {
@@ -43,6 +49,8 @@ pub struct NewApproval<'a> {
     pub task_ref: &'a str,
     pub request_digest: &'a RequestDigest,
     pub plan_digest: &'a str,
+    /// The cost of the call the person approved.
+    pub cost: Cost,
     pub person: &'a Person,
     pub note: &'a str,
 }
@@ -85,6 +93,9 @@ pub struct ApprovalRecord {
     pub at_ms: i64,
     pub consumed_by: Option<AttemptId>,
     pub voided_by: Option<AttemptId>,
+    /// The cost of the call approved; `None` on approvals recorded before
+    /// the engine bound it.
+    pub cost: Option<Cost>,
 }
 
 /// A person's settlement of an unknown outcome, as recorded.
@@ -163,6 +174,41 @@ pub enum ActRef {
     Ask(i64),
 }
 
+/// An act row the act chain does not vouch for (inserted or edited by
+/// something other than the engine), as every view shows it: never as a
+/// person's act, always as `STORE_TAMPERED` naming the row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tampered {
+    #[serde(skip)]
+    pub act: ActRef,
+    /// Always `STORE_TAMPERED`.
+    pub code: crate::error::Code,
+    /// `approvals row 7`.
+    pub row: String,
+    /// What is wrong with it (`is not on the act chain`, ...).
+    pub problem: String,
+    /// The sentence a person reads.
+    pub message: String,
+}
+
+impl Tampered {
+    /// From the `STORE_TAMPERED` error the chain's walk gives.
+    pub fn of(act: ActRef, e: &crate::error::Error) -> Tampered {
+        Tampered {
+            act,
+            code: e.code,
+            row: e.place.clone().unwrap_or_default(),
+            problem: e.details["problem"].as_str().unwrap_or(&e.message).to_string(),
+            message: e.message.clone(),
+        }
+    }
+
+    /// `STORE_TAMPERED: approvals row 7 is not on the act chain: ...`.
+    pub fn words(&self) -> String {
+        format!("{}: {}", self.code, self.message)
+    }
+}
+
 /// A `--request-id` as first given: the command it names, and what the
 /// command answered once it finished (`None`: it did not finish).
 #[derive(Debug, Clone, Serialize)]
@@ -207,6 +253,11 @@ pub trait ActsRead {
     /// recorded, the chain is whole up to its entry, and (for an approval)
     /// the chain agrees with the row on whether it was spent.
     fn check_on_chain(&self, act: ActRef) -> Result<()>;
+    /// The acts among `acts` the chain does not vouch for (what
+    /// `check_on_chain` refuses), found in one walk of the chain.
+    fn unvouched(&self, acts: &[ActRef]) -> Result<Vec<Tampered>>;
+    /// Every act row of the store, whatever its goal.
+    fn every_act(&self) -> Result<Vec<ActRef>>;
     /// A `--request-id`, if it was given before.
     fn request_id(&self, id: &str) -> Result<Option<RequestIdRecord>>;
 }

@@ -222,6 +222,10 @@ pub trait AttemptsWrite {
     /// Take a call back out of the budget counters: the provider refused
     /// it before anything was handed over.
     fn uncount_call(&mut self, id: AttemptId) -> Result<()>;
+    /// What the provider reported it spent during the call, once per
+    /// attempt (its receipt's transaction): kept on the attempt and added
+    /// to the goal's cost counter, beside the call's declared cost.
+    fn record_spending(&mut self, id: AttemptId, spent: crate::cost::Cost) -> Result<()>;
     fn set_attempt_checkpoint(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()>;
     /// `finish_attempt` to `succeeded` (no classification) and then
     /// `set_attempt_checkpoint`: a store may write both as one change of

@@ -74,6 +74,9 @@ event_kinds! {
     /// A lost answer was fetched from the provider by the request's handle.
     AnsweredByHandle = "answered_by_handle",
     ReceiptRecorded = "receipt_recorded",
+    /// The provider's report said it spent this during the call (an
+    /// agent's `spent`): the provider's word, counted in the goal's cost.
+    SpendingReported = "spending_reported",
     AttemptSucceeded = "attempt_succeeded",
     /// A succeeded attempt's declared outputs, kept in the ledger with
     /// its success (files, bytes).

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::acts::{ActRef, ActsRead, ActsWrite};
+use super::acts::{ActRef, ActsRead, ActsWrite, Tampered};
 use super::attempts::{AttemptsRead, AttemptsWrite};
 use super::events::{EventsRead, EventsWrite};
 use super::evidence::{CheckScope, CompletionRecord, EvidenceRead, EvidenceWrite};
@@ -62,6 +62,24 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + OutputsRead + Ac
             self.check_on_chain(ActRef::Settlement(s.id))?;
         }
         Ok(())
+    }
+
+    /// The act rows of a goal (of every goal: `None`) that the act chain
+    /// does not vouch for: what every view marks `STORE_TAMPERED`.
+    fn unvouched_acts(&self, goal: Option<&GoalId>) -> Result<Vec<Tampered>> {
+        let acts = match goal {
+            None => self.every_act()?,
+            Some(g) => {
+                let approvals = self.approvals_of_goal(g)?.into_iter().map(|a| ActRef::Approval(a.id));
+                let settlements = self.settlements_of_goal(g)?.into_iter().map(|s| ActRef::Settlement(s.id));
+                let asks = self.asks_of_goal(g)?.into_iter().map(|a| ActRef::Ask(a.id));
+                approvals.chain(settlements).chain(asks).collect()
+            }
+        };
+        if acts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.unvouched(&acts)
     }
 
     /// The completion of `task_ref` in `revision`, as a reuse decision

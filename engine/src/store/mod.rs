@@ -384,6 +384,18 @@ impl LeaseGuard {
         self.store.shared()
     }
 
+    /// Share this SQLite store with an OS group, under its lease (its
+    /// owner's `--store-group`: `sqlite/share.rs`). A PostgreSQL store's
+    /// access is the database's: refused.
+    pub fn share_with(&mut self, group: &crate::os::Group) -> Result<()> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.share(group),
+            Backend::Postgres(_) => Err(crate::error::Error::usage(
+                "--store-group shares a store file; a PostgreSQL store's access is the database's",
+            )),
+        }
+    }
+
     /// Claim a task before working on it. On SQLite the store's lease
     /// covers every task: always this writer's. On a shared store, a
     /// per-task lease (`SKIP LOCKED`): `Elsewhere` when another live

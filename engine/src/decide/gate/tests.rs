@@ -19,7 +19,13 @@ fn usage() -> Usage {
 }
 
 fn approval(id: i64, request: &str, plan: &str) -> OpenApproval {
-    OpenApproval { id: ApprovalId(id), request_digest: RequestDigest::new(request), plan_digest: plan.to_string() }
+    OpenApproval {
+        id: ApprovalId(id),
+        request_digest: RequestDigest::new(request),
+        plan_digest: plan.to_string(),
+        revision: Revision(2),
+        cost: Some(Cost::ZERO),
+    }
 }
 
 /// The rules that can stop a call, each as a change to passing facts.
@@ -49,6 +55,7 @@ fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
         budgets: &budgets,
         usage: usage(),
         call_cost: Cost::ZERO,
+        may_spend: false,
         approval: ApprovalFacts {
             always: false,
             paid_or_external: false,
@@ -128,6 +135,7 @@ fn a_changed_plan_digest_on_the_same_revision_is_a_moved_plan() {
         budgets: &budgets,
         usage: usage(),
         call_cost: Cost::ZERO,
+        may_spend: false,
         approval: ApprovalFacts {
             always: false,
             paid_or_external: false,
@@ -192,6 +200,55 @@ fn a_stale_approval_names_what_differs() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn an_approval_binds_the_revision_and_the_cost_and_a_stale_one_names_each_change() {
+    let one = Cost::from_units(1.0).unwrap();
+    let request = request();
+    let budgets = Budgets { max_cost: 10.0, ..budgets() };
+    let facts = |open: &[OpenApproval], call_cost: Cost| {
+        let f = Facts {
+            revision: Revision(2),
+            active_revision: Revision(2),
+            plan_digest: PLAN,
+            active_plan_digest: PLAN,
+            unsettled: None,
+            conflict: None,
+            request_digest: &request,
+            budgets: &budgets,
+            usage: usage(),
+            call_cost,
+            may_spend: false,
+            approval: ApprovalFacts {
+                always: true,
+                paid_or_external: true,
+                asked_repeat: false,
+                prior_dispatch: false,
+                open,
+            },
+        };
+        decide(&f)
+    };
+    let at = |revision: i64, cost: Option<Cost>| OpenApproval {
+        revision: Revision(revision),
+        cost,
+        ..approval(8, "request-digest", PLAN)
+    };
+    assert_eq!(facts(&[at(2, Some(one))], one), Decision::Go { consume: Some(ApprovalId(8)), void: vec![] });
+    // Recorded before approvals bound the cost: the plan digest covers it.
+    assert_eq!(facts(&[at(2, None)], one), Decision::Go { consume: Some(ApprovalId(8)), void: vec![] });
+    let stale = |d: Decision| match d {
+        Decision::AwaitApproval(Missing::Stale { approval_id, why }) => (approval_id, why),
+        other => panic!("{other:?}"),
+    };
+    let (id, why) = stale(facts(&[at(2, Some(one))], Cost::from_units(2.0).unwrap()));
+    assert_eq!((id, why.as_str()), (ApprovalId(8), "the cost changed: approved 1, this call costs 2"));
+    let (_, why) = stale(facts(&[OpenApproval { plan_digest: "old-plan".into(), ..at(1, Some(one)) }], one));
+    assert_eq!(why, "the plan revision changed: approved at revision 1, this call is of revision 2");
+    let both = OpenApproval { plan_digest: "old-plan".into(), ..at(1, Some(Cost::ZERO)) };
+    let (_, why) = stale(facts(&[both], one));
+    assert!(why.contains("revision 1") && why.contains("approved 0, this call costs 1"), "{why}");
 }
 
 #[test]

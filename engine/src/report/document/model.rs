@@ -24,6 +24,21 @@ pub struct ReportDocument {
     /// What waits on a person, with the command to run.
     pub waiting: Vec<Waiting>,
     pub timeline: Timeline,
+    /// The goal's act rows the act chain does not vouch for
+    /// (`STORE_TAMPERED`, each naming its row): never shown as acts.
+    pub store_tampered: Vec<TamperedRow>,
+}
+
+/// An act row the act chain does not vouch for: no act, whatever it says.
+#[derive(Debug, Clone, Serialize)]
+pub struct TamperedRow {
+    /// Always `STORE_TAMPERED`.
+    pub code: String,
+    /// `approvals row 7`.
+    pub row: String,
+    pub problem: String,
+    /// The whole sentence, code first.
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -260,6 +275,9 @@ pub struct SettlementLine {
     pub evidence_blob: Option<String>,
     /// Always `false`: a settlement is a person's word.
     pub verified_by_engine: bool,
+    /// `STORE_TAMPERED: settlements row N ...` when the act chain does not
+    /// vouch for the row: then it is no settlement.
+    pub store_tampered: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -275,6 +293,9 @@ pub struct ApprovalLine {
     pub consumed_by: Option<i64>,
     /// The attempt that voided it (a call that needed no approval).
     pub voided_by: Option<i64>,
+    /// `STORE_TAMPERED: approvals row N ...` when the act chain does not
+    /// vouch for the row: then it is no approval.
+    pub store_tampered: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

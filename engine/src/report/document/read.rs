@@ -14,7 +14,7 @@ use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
 use crate::plan::{Budgets as PlanBudgets, PlanFile, Task};
 use crate::state::{AttemptState, TaskState};
-use crate::store::acts::{ApprovalRecord, SettlementRecord};
+use crate::store::acts::{ActRef, ApprovalRecord, SettlementRecord, Tampered};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::EventKind;
 use crate::store::evidence::{CheckResultRecord, CheckScope, TimedEvidence};
@@ -48,7 +48,8 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let rev = l.revision(&g.id, Revision(number))?;
     let plan = parse_plan(&rev.plan_json, number)?;
     let (revisions, lowest_max_revisions) = revisions(l, &g.id, active)?;
-    let tasks = tasks(l, &g.id, number, &plan)?;
+    let tampered = l.unvouched_acts(Some(&g.id))?;
+    let tasks = tasks(l, &g.id, number, &plan, &tampered)?;
     let (acceptance, marks) = acceptance(l, &g.id, number, &plan)?;
     let timeline =
         timeline::timeline(tasks.iter().flat_map(|t| &t.report.attempts).filter(|a| a.revision == number), marks);
@@ -93,6 +94,15 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
         tasks: tasks.into_iter().map(|t| t.report).collect(),
         waiting,
         timeline,
+        store_tampered: tampered
+            .iter()
+            .map(|t| TamperedRow {
+                code: t.code.to_string(),
+                row: t.row.clone(),
+                problem: t.problem.clone(),
+                words: t.words(),
+            })
+            .collect(),
     })
 }
 
@@ -148,16 +158,26 @@ struct Task2 {
     row: TaskRecord,
 }
 
-fn tasks(l: &dyn LedgerRead, goal_id: &GoalId, number: i64, plan: &PlanFile) -> Result<Vec<Task2>> {
+fn tasks(
+    l: &dyn LedgerRead,
+    goal_id: &GoalId,
+    number: i64,
+    plan: &PlanFile,
+    tampered: &[Tampered],
+) -> Result<Vec<Task2>> {
     let rows: HashMap<String, TaskRecord> =
         l.tasks(goal_id, Revision(number))?.into_iter().map(|t| (t.task_ref.clone(), t)).collect();
     let mut reuse = reuse_decisions(l, goal_id, number)?;
     let mut approvals: HashMap<String, Vec<ApprovalLine>> = HashMap::new();
     for a in l.approvals_of_goal(goal_id)? {
-        approvals.entry(a.task_ref.clone()).or_default().push(approval_line(a));
+        let marked = marked(tampered, ActRef::Approval(a.id));
+        approvals.entry(a.task_ref.clone()).or_default().push(approval_line(a, marked));
     }
-    let mut settlements: HashMap<i64, SettlementLine> =
-        l.settlements_of_goal(goal_id)?.into_iter().map(|s| (s.attempt_id.get(), settlement_line(s))).collect();
+    let mut settlements: HashMap<i64, SettlementLine> = l
+        .settlements_of_goal(goal_id)?
+        .into_iter()
+        .map(|s| (s.attempt_id.get(), settlement_line(marked(tampered, ActRef::Settlement(s.id)), s)))
+        .collect();
     let mut out = Vec::with_capacity(plan.tasks.len());
     for t in &plan.tasks {
         let row = rows.get(&t.task_ref).ok_or_else(|| {
@@ -271,7 +291,12 @@ fn attempt_report(
     })
 }
 
-fn approval_line(a: ApprovalRecord) -> ApprovalLine {
+/// The chain's verdict on one act row, in words (`None`: it vouches for it).
+fn marked(tampered: &[Tampered], act: ActRef) -> Option<String> {
+    tampered.iter().find(|t| t.act == act).map(Tampered::words)
+}
+
+fn approval_line(a: ApprovalRecord, store_tampered: Option<String>) -> ApprovalLine {
     ApprovalLine {
         id: a.id.get(),
         operation_id: a.operation_id.to_string(),
@@ -282,10 +307,11 @@ fn approval_line(a: ApprovalRecord) -> ApprovalLine {
         at_ms: a.at_ms,
         consumed_by: a.consumed_by.map(|id| id.get()),
         voided_by: a.voided_by.map(|id| id.get()),
+        store_tampered,
     }
 }
 
-fn settlement_line(s: SettlementRecord) -> SettlementLine {
+fn settlement_line(store_tampered: Option<String>, s: SettlementRecord) -> SettlementLine {
     SettlementLine {
         outcome: s.outcome.as_str().into(),
         actor: s.actor,
@@ -293,6 +319,7 @@ fn settlement_line(s: SettlementRecord) -> SettlementLine {
         at_ms: s.at_ms,
         evidence_blob: s.evidence_blob,
         verified_by_engine: false,
+        store_tampered,
     }
 }
 

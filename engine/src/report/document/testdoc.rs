@@ -113,5 +113,6 @@ pub fn doc(tasks: Vec<TaskReport>) -> ReportDocument {
         tasks,
         waiting: Vec::new(),
         timeline: timeline::timeline(attempts.iter(), Vec::new()),
+        store_tampered: Vec::new(),
     }
 }

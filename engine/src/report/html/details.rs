@@ -85,6 +85,7 @@ fn approvals(t: &TaskReport, out: &mut String) {
     let number = |id: i64| t.attempts.iter().find(|x| x.id == id).map_or(id, |x| x.number);
     for a in &t.approvals {
         let became = match (a.consumed_by, a.voided_by) {
+            _ if a.store_tampered.is_some() => a.store_tampered.clone().unwrap_or_default(),
             (Some(c), _) => format!("consumed by attempt {}", number(c)),
             (None, Some(v)) => format!("voided by attempt {} (that call needed none)", number(v)),
             _ => "not used yet".to_string(),
@@ -135,7 +136,9 @@ fn attempt(a: &AttemptReport, n: i64, out: &mut String) {
         evidence(e, out);
     }
     claims(a, out);
-    if let Some(s) = &a.settlement {
+    if let Some(t) = a.settlement.as_ref().and_then(|s| s.store_tampered.as_ref()) {
+        let _ = write!(out, "<p class=\"tampered\"><b>not a settlement</b>: {}</p>", text(t));
+    } else if let Some(s) = &a.settlement {
         let _ = write!(
             out,
             "<p class=\"settled\"><b>settled {}</b> by {} at {}: <q>{}</q> — a person's word, not verified by the engine</p>",
@@ -254,6 +257,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
         Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
+        Evidence::SpendingReported { items, total_micros, may_spend } => {
+            (crate::report::explain::spending_words(items, *total_micros, *may_spend), Vec::new())
+        }
         Evidence::Observation { observation, read_back } => (
             observation_head(observation),
             read_back.iter().filter_map(|r| r.answer.as_ref()).map(|o| ("answer", o)).collect(),

@@ -24,6 +24,7 @@ const JS: &str = include_str!("assets/report.js");
 pub fn render(doc: &ReportDocument) -> String {
     let mut body = String::with_capacity(4096 + doc.tasks.len() * 3072);
     summary::header(doc, &mut body);
+    summary::tampered(doc, &mut body);
     summary::waiting(doc, &mut body);
     summary::goal_tables(doc, &mut body);
     graph_section(doc, &mut body);

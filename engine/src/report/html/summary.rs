@@ -165,6 +165,19 @@ fn budgets(doc: &ReportDocument, out: &mut String) {
     );
 }
 
+/// The act rows the act chain does not vouch for, before anything else a
+/// person reads: none of them is an act.
+pub fn tampered(doc: &ReportDocument, out: &mut String) {
+    if doc.store_tampered.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"tampered\" class=\"tampered\"><h2>Rows not written by the engine</h2><ul>");
+    for t in &doc.store_tampered {
+        let _ = write!(out, "<li>{}</li>", text(&t.words));
+    }
+    out.push_str("</ul></section>");
+}
+
 pub fn waiting(doc: &ReportDocument, out: &mut String) {
     out.push_str("<section id=\"waiting\"><h2>Waiting on a person</h2>");
     if doc.waiting.is_empty() {

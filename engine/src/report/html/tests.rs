@@ -95,6 +95,7 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
         at_ms: 5_000,
         evidence_blob: None,
         verified_by_engine: false,
+        store_tampered: None,
     });
     t.approvals.push(ApprovalLine {
         id: 7,
@@ -106,6 +107,7 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
         at_ms: 900,
         consumed_by: Some(1),
         voided_by: None,
+        store_tampered: None,
     });
     let page = render(&doc(vec![t]));
     assert!(page.contains("settled ok</b> by &lt;mallory&gt;"));
@@ -114,6 +116,38 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
             || page.contains("a person's word, not verified by the engine")
     );
     assert!(page.contains("<td>alice</td>") && page.contains("ok &amp; go") && page.contains("consumed by attempt 1"));
+}
+
+#[test]
+fn an_act_row_off_the_chain_is_shown_as_store_tampered_never_as_an_act() {
+    let mut t = task("T1", &[], "awaiting_approval", Vec::new());
+    let words =
+        "STORE_TAMPERED: approvals row 7 is not on the act chain: it was written by something other than the engine";
+    t.approvals.push(ApprovalLine {
+        id: 7,
+        operation_id: "op_1".into(),
+        revision: 1,
+        request_digest: "d".into(),
+        actor: "root".into(),
+        note: "forged".into(),
+        at_ms: 900,
+        consumed_by: None,
+        voided_by: None,
+        store_tampered: Some(words.into()),
+    });
+    let mut d = doc(vec![t]);
+    let page = render(&d);
+    assert!(page.contains(words), "the approvals table names it");
+    assert!(!page.contains("not used yet"), "never shown as an approval waiting for its call");
+    d.store_tampered.push(TamperedRow {
+        code: "STORE_TAMPERED".into(),
+        row: "approvals row 7".into(),
+        problem: "is not on the act chain".into(),
+        words: words.into(),
+    });
+    let page = render(&d);
+    assert!(page.contains("<section id=\"tampered\""), "a banner before the tasks");
+    assert!(page.find("id=\"tampered\"") < page.find("id=\"waiting\""));
 }
 
 #[test]

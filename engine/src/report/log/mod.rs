@@ -2,6 +2,9 @@
 //! ledger order. For a person, one line per event — its sequence number,
 //! time, task and attempt (numbered as the task counts them), and what
 //! happened in words, digests cut short; `--json` keeps the raw events.
+//! The act rows the act chain does not vouch for (`STORE_TAMPERED`) are
+//! listed after the events, and an event announcing such an act is marked
+//! on its line.
 
 mod line;
 
@@ -11,8 +14,27 @@ use super::Output;
 use crate::error::Result;
 use crate::ids::{GoalId, Revision, Seq};
 use crate::limits::{LOG_FOLLOW_POLL, LOG_PAGE_EVENTS};
-use crate::store::events::EventRecord;
+use crate::store::acts::{ActRef, Tampered};
+use crate::store::events::{EventKind, EventRecord};
 use crate::store::{LedgerRead, Store};
+
+/// The act an event announces, by its row.
+fn act_of(e: &EventRecord) -> Option<ActRef> {
+    let id = |key: &str| e.data.get(key).and_then(serde_json::Value::as_i64);
+    match e.kind {
+        EventKind::ApprovalRecorded => id("approval_id").map(|i| ActRef::Approval(crate::ids::ApprovalId(i))),
+        EventKind::RetryRequested | EventKind::RepairRequested => id("ask_id").map(ActRef::Ask),
+        _ => None,
+    }
+}
+
+/// An event's line, marked when the act it announces is not vouched for.
+fn marked(mut shown: String, e: &EventRecord, tampered: &[Tampered]) -> String {
+    if let Some(t) = act_of(e).and_then(|act| tampered.iter().find(|t| t.act == act)) {
+        shown.push_str(&format!("  [{}]", t.words()));
+    }
+    shown
+}
 
 /// Which events a person asked for.
 pub struct Which {
@@ -81,6 +103,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
     let keep = |e: &EventRecord| which.task_ref.as_ref().is_none_or(|t| e.task_ref.as_ref() == Some(t));
     let show_goal = goal.is_none() && store.read().goal_count()? > 1;
     let mut numbering = Numbering::default();
+    let tampered = store.read().unvouched_acts(goal.as_ref())?;
     if !which.follow {
         let mut all = Vec::new();
         let mut cursor = which.after;
@@ -94,11 +117,18 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
         if !as_json {
             let read = store.read();
             for e in &all {
-                text.push_str(&line::line(e, numbering.of(&*read, e)?, show_goal));
+                text.push_str(&marked(line::line(e, numbering.of(&*read, e)?, show_goal), e, &tampered));
                 text.push('\n');
             }
+            for t in &tampered {
+                text.push_str(&format!("{}\n", t.words()));
+            }
         }
-        return Ok(Output { text, json: json!({"events": all}), exit_code: 0 });
+        return Ok(Output { text, json: json!({"events": all, "store_tampered": tampered}), exit_code: 0 });
+    }
+    // Said once, on stderr, so the followed stream stays one event a line.
+    for t in &tampered {
+        eprintln!("{}", t.words());
     }
     // --follow: print as events arrive, one JSON object per line with --json.
     let mut cursor = which.after;
@@ -111,7 +141,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
             let text = if as_json {
                 super::escape::json_line(&e)
             } else {
-                let shown = line::line(&e, numbering.of(&*store.read(), &e)?, show_goal);
+                let shown = marked(line::line(&e, numbering.of(&*store.read(), &e)?, show_goal), &e, &tampered);
                 super::paint::text(&super::escape::for_terminal(&shown))
             };
             if !super::emit(&format!("{text}\n")) {

@@ -383,6 +383,8 @@ pub struct Closing {
     pub unknown: Vec<UnknownOp>,
     pub awaiting: Vec<Awaiting>,
     pub budget: Option<crate::decide::budget::Exhausted>,
+    /// The budgets in force (the plan's, raised by a person).
+    pub budgets: Budgets,
     pub tally: Tally,
     pub signal: Option<StopSignal>,
     pub grace_cut: bool,

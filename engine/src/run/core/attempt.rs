@@ -6,7 +6,7 @@
 use providers::{Handle, Receipt};
 
 use super::action::{Action, Judged, Receiving, Validating, Validations, Via, Write};
-use super::event::{Verdict, Written};
+use super::event::{Spent, Verdict, Written};
 use super::state::Run;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
@@ -68,11 +68,14 @@ impl Run<'_> {
             agent_json,
             timed_out_unsafe,
         };
-        let verdict = match self.io.write(Write::Receipt(Box::new(receiving))).await? {
-            Written::Verdict(v) => v,
+        let (verdict, spent) = match self.io.write(Write::Receipt(Box::new(receiving))).await? {
+            Written::Verdict(v, spent) => (v, spent),
             w => return Err(Error::internal(format!("a receipt written as {w:?}"))),
         };
         self.hit_committed("after_receipt_commit").await;
+        if let Some(spent) = spent {
+            self.crossed_by_spending(task, attempt_id, &spent);
+        }
         match verdict {
             Verdict::Validate => Ok(Next::Validate),
             Verdict::Succeeded => {
@@ -90,6 +93,30 @@ impl Run<'_> {
                 Ok(Next::Done)
             }
         }
+    }
+
+    /// Spending a provider reported took the goal's cost past `max_cost`:
+    /// the run stops dispatching, naming what was reported (the first
+    /// crossing a run sees is the one it names). Work already in flight
+    /// finishes and is recorded.
+    fn crossed_by_spending(&mut self, task: &Task, attempt_id: AttemptId, spent: &Spent) {
+        let limit = self.budgets.max_cost();
+        if spent.used <= limit || self.stops.budget.is_some() {
+            return;
+        }
+        let items: Vec<String> = spent.items.iter().map(crate::evidence::SpentItem::words).collect();
+        self.stops.budget = Some(crate::decide::budget::Exhausted {
+            budget: crate::decide::budget::BudgetName::MaxCost,
+            used: spent.used.units(),
+            limit: limit.units(),
+            requested: 0.0,
+            detail: Some(format!(
+                "spending reported by task {}'s provider during attempt {attempt_id} (its word, not verified by the engine) took it past the limit: {} = {}",
+                task.task_ref,
+                items.join(" + "),
+                spent.total
+            )),
+        });
     }
 
     /// Record an operation whose effect nobody can tell: `effect_unknown`,

@@ -67,7 +67,8 @@ pub enum Written {
     Done,
     Seq(Seq),
     Gated(Applied),
-    Verdict(Verdict),
+    /// A receipt's verdict, and what its provider reported spending.
+    Verdict(Verdict, Option<Spent>),
     Attempt(Box<AttemptRecord>),
     /// The intent a transaction recorded.
     Intent(Intent),
@@ -81,6 +82,15 @@ pub enum Written {
 pub enum Applied {
     Go { intent: Intent, try_no: i64 },
     Stopped(Decision),
+}
+
+/// Spending a provider reported with its answer (its word, never
+/// verified), counted in the goal's cost: the cost used after it.
+#[derive(Debug)]
+pub struct Spent {
+    pub used: crate::cost::Cost,
+    pub items: Vec<crate::evidence::SpentItem>,
+    pub total: crate::cost::Cost,
 }
 
 /// How a receipt's transaction ended.

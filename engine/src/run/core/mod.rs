@@ -44,7 +44,7 @@ pub use action::{
     Action, CallStopped, Closing, Dispatch, FromReadBack, GateCall, Read, Receiving, Say, Sending, StopWait, StoppedAs,
     Validating, Validations, Via, Wait, Write,
 };
-pub use event::{Applied, Event, Facts, Level, Msg, Opened, Verdict, Wake, Written};
+pub use event::{Applied, Event, Facts, Level, Msg, Opened, Spent, Verdict, Wake, Written};
 use io::Io;
 use state::{Run, StopEvent};
 
@@ -248,6 +248,7 @@ impl Run<'_> {
             unknown: std::mem::take(&mut self.stops.unknown),
             awaiting: std::mem::take(&mut self.stops.awaiting),
             budget: self.stops.budget.clone(),
+            budgets: self.budgets.clone(),
             tally: self.tally.clone(),
             signal: self.stop.signal,
             grace_cut: self.stop.grace_cut,

@@ -222,6 +222,9 @@ impl Closer<'_, '_> {
     pub fn finish(&mut self, dirty: Vec<crate::checkpoint::FileState>) -> Result<RunReport> {
         let acceptance = self.c.acceptance.take();
         self.check_budget_counters()?;
+        if self.c.budget.is_none() {
+            self.c.budget = self.past_cost_budget()?;
+        }
         let unknown = self.unknown_ops()?;
         let tasks = self.task_lines()?;
         let failed: Vec<String> =
@@ -295,6 +298,22 @@ impl Closer<'_, '_> {
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
         })
+    }
+
+    /// A goal past its cost budget (spending its providers reported took
+    /// it there, or a revision lowered the limit) ends every run on
+    /// `BUDGET_EXHAUSTED` until a person raises it, even a run that had
+    /// nothing left to send: it is never satisfied on the way.
+    fn past_cost_budget(&self) -> Result<Option<crate::decide::budget::Exhausted>> {
+        let used = self.ledger.read().budget_use(&self.scope.goal_id)?.cost;
+        let limit = self.c.budgets.max_cost();
+        Ok((used > limit).then(|| crate::decide::budget::Exhausted {
+            budget: crate::decide::budget::BudgetName::MaxCost,
+            used: used.units(),
+            limit: limit.units(),
+            requested: 0.0,
+            detail: Some(crate::decide::budget::PAST_COST_BUDGET.into()),
+        }))
     }
 
     /// The way out of an exhausted budget, if one stopped the run.

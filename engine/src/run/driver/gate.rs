@@ -34,7 +34,13 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
     let open: Vec<OpenApproval> = tx
         .open_approvals(&call.operation_id)?
         .into_iter()
-        .map(|a| OpenApproval { id: a.id, request_digest: a.request_digest, plan_digest: a.plan_digest })
+        .map(|a| OpenApproval {
+            id: a.id,
+            request_digest: a.request_digest,
+            plan_digest: a.plan_digest,
+            revision: a.revision,
+            cost: a.cost,
+        })
         .collect();
     // A person's approval only if the act chain vouches for it: a row
     // written by anything else stops the run here, and nothing is
@@ -67,6 +73,7 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
             elapsed_seconds: ((now_ms - call.began_ms).max(0) / 1000) as u64,
         },
         call_cost: task.cost(),
+        may_spend: task.may_spend,
         approval: ApprovalFacts {
             always,
             paid_or_external,

@@ -64,7 +64,8 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Done)
         }
         Write::Receipt(r) => {
-            Ok(Written::Verdict(ledger.write(Durability::Full, |tx| receipt::receipt(tx, scope, &r))?))
+            let (verdict, spent) = ledger.write(Durability::Full, |tx| receipt::receipt(tx, scope, &r))?;
+            Ok(Written::Verdict(verdict, spent))
         }
         Write::Unknown { attempt_id, looked, evidence, reason } => {
             let attempt = ledger.read().attempt(attempt_id)?;

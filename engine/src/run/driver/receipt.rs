@@ -8,12 +8,13 @@ use serde_json::{json, Value};
 use super::scope::Scope;
 use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
+use crate::decide::spend;
 use crate::error::Result;
 use crate::evidence::{self, Evidence, EvidenceSource, Output, ReadBackRecord, Recorded, UnknownReason};
 use crate::ids::{AttemptId, GoalId, Revision};
 use crate::limits::{EXCERPT_BYTES_MAX, EXCERPT_LINES_MAX};
 use crate::run::check::CheckRun;
-use crate::run::core::{Receiving, Validations, Verdict, Via};
+use crate::run::core::{Receiving, Spent, Validations, Verdict, Via};
 use crate::run::looked::Looked;
 use crate::run::outputs::{self, Kept};
 use crate::run::report::AcceptanceLine;
@@ -28,9 +29,13 @@ use crate::store::LedgerTx;
 /// provider's own terms (a task judged by its receipt alone succeeds with
 /// it; an unsafe external call cut by the deadline is unknown; a failure
 /// is classified).
-pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<Verdict> {
+pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(Verdict, Option<Spent>)> {
     let (goal_id, revision, attempt_id) = (&scope.goal_id, scope.revision, r.attempt_id);
     let task_ref = r.task_ref.as_str();
+    let reported = match (r.agent_json, &r.receipt) {
+        (true, Receipt::Command(c)) => agent_report(&c.stdout).ok().map(|report| spend::reported(&report)),
+        _ => None,
+    };
     let mut answer = answer(tx, r.agent_json, &r.receipt)?;
     if let Some(via) = &r.via {
         resumed(tx, goal_id, revision, task_ref, attempt_id, via, &mut answer)?;
@@ -39,13 +44,26 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<Ve
         // Everything an agent says is a claim, never a verdict.
         tx.insert_claim(attempt_id, "external_ai_message", report)?;
     }
+    let may_spend = scope.task(task_ref)?.may_spend;
+    let used = spending(tx, scope.key(task_ref), attempt_id, may_spend, reported.as_ref(), &mut answer)?;
+    let spent = match (used, reported) {
+        (Some(used), Some(Ok(Some(rep)))) => Some(Spent { used, items: rep.items, total: rep.total }),
+        _ => None,
+    };
     tx.insert_receipt(r.intent, &answer.receipt)?;
     let recorded = insert_all(tx, goal_id, revision, attempt_id, answer.evidence)?;
     let e = Event::goal(EventKind::ReceiptRecorded, goal_id, revision, answer.receipt);
     tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
+    Ok((judged(tx, scope, r, answer.ok, recorded)?, spent))
+}
+
+/// The receipt's verdict on the provider's own terms, in its transaction.
+fn judged(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving, ok: bool, recorded: Vec<Recorded>) -> Result<Verdict> {
+    let (goal_id, revision, attempt_id) = (&scope.goal_id, scope.revision, r.attempt_id);
+    let task_ref = r.task_ref.as_str();
     // A task judged by its receipt alone fails here when it changed a path
     // the engine protects (`protected`, judged with the receipt).
-    if answer.ok && (r.unchecked.is_none() || r.protected.is_empty()) {
+    if ok && (r.unchecked.is_none() || r.protected.is_empty()) {
         return match &r.unchecked {
             Some(observed) => {
                 succeeded_unchecked(tx, scope.key(task_ref), attempt_id, observed).map(|()| Verdict::Succeeded)
@@ -68,6 +86,41 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<Ve
     let c = classify_attempt(tx, attempt_id, &recorded)?;
     finish_failed(tx, scope.key(task_ref), attempt_id, &c)?;
     Ok(Verdict::Failed)
+}
+
+/// What an agent's report says it spent, recorded in its receipt's
+/// transaction: kept as evidence (the provider's word: shown as reported,
+/// never verified), counted in the goal's cost, announced in the log. A
+/// report of spending from a task not declared to spend fails the attempt
+/// (`spending_not_declared`); a `spent` the engine cannot read fails it as
+/// a broken report. The goal's cost used after it, when it spent.
+fn spending(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    attempt_id: AttemptId,
+    may_spend: bool,
+    reported: Option<&std::result::Result<Option<spend::Reported>, String>>,
+    answer: &mut Answer,
+) -> Result<Option<crate::cost::Cost>> {
+    let r = match reported {
+        Some(Ok(Some(r))) => r,
+        Some(Err(message)) => {
+            answer.ok = false;
+            answer.evidence.push(Evidence::ProviderOutputInvalid { message: format!("the report's {message}") });
+            return Ok(None);
+        }
+        Some(Ok(None)) | None => return Ok(None),
+    };
+    let total_micros = r.total.micros();
+    answer.evidence.push(Evidence::SpendingReported { items: r.items.clone(), total_micros, may_spend });
+    if !may_spend && !r.total.is_zero() {
+        answer.ok = false;
+    }
+    tx.record_spending(attempt_id, r.total)?;
+    let data = json!({"total": r.total, "items": r.items, "may_spend": may_spend, "authority": "external_ai_message"});
+    let e = Event::goal(EventKind::SpendingReported, key.goal_id, key.revision, data).task(key.task_ref);
+    tx.append_event(&e.attempt(attempt_id))?;
+    Ok(Some(tx.budget_use(key.goal_id)?.cost))
 }
 
 /// An operation whose effect nobody can tell: what looking found first,

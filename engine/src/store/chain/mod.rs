@@ -19,7 +19,7 @@
 use serde_json::{json, Value};
 
 mod walk;
-pub use walk::{adoption, check, first_problem, tampered, ChainRows};
+pub use walk::{adoption, check, first_problem, tampered, unvouched, ChainRows};
 
 use super::acts::{ApprovalRecord, AskRecord, SettlementRecord};
 use crate::digest::{canonical_json, Digester, Kind};
@@ -132,13 +132,20 @@ pub fn first_broken(entries: &[Entry]) -> Option<(i64, String)> {
     None
 }
 
-/// An approval's content: what the person approved, who, when.
+/// An approval's content: what the person approved (the request, the
+/// plan and its revision, and the call's cost), who, when. An approval
+/// recorded before approvals bound the cost has no `cost_micros`, so its
+/// entry, made then, still matches.
 pub fn approval_content(a: &ApprovalRecord) -> Value {
-    json!({
+    let mut content = json!({
         "id": a.id, "operation_id": a.operation_id, "goal_id": a.goal_id, "revision": a.revision,
         "task_ref": a.task_ref, "request_digest": a.request_digest, "plan_digest": a.plan_digest,
         "actor": a.actor, "uid": a.uid, "user": a.user, "note": a.note, "at_ms": a.at_ms,
-    })
+    });
+    if let Some(cost) = a.cost {
+        content["cost_micros"] = json!(cost.micros());
+    }
+    content
 }
 
 /// A settlement's content.

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{Entry, EntryKind};
 use crate::error::{Code, Error, Result};
 use crate::ids::ApprovalId;
-use crate::store::acts::{ActRef, ApprovalRecord, AskRecord, SettlementRecord};
+use crate::store::acts::{ActRef, ApprovalRecord, AskRecord, SettlementRecord, Tampered};
 
 /// What the walk reads from a store, as it is recorded now.
 pub trait ChainRows {
@@ -50,6 +50,29 @@ fn content_now(rows: &dyn ChainRows, act: ActRef) -> Result<Option<(EntryKind, V
         ActRef::Settlement(id) => rows.settlement(id)?.map(|s| (EntryKind::Settlement, super::settlement_content(&s))),
         ActRef::Ask(id) => rows.ask(id)?.map(|a| (super::ask_kind(a.kind), super::ask_content(&a))),
     })
+}
+
+/// Which of `acts` the chain does not vouch for: for each, the verdict
+/// `check` would give, in one walk of the chain (the views mark every act
+/// a person reads, so one walk per act would be quadratic).
+pub fn unvouched(rows: &dyn ChainRows, acts: &[ActRef]) -> Result<Vec<Tampered>> {
+    let broken = super::first_broken(&rows.entries(None)?);
+    let mut out = Vec::new();
+    for &act in acts {
+        let (table, row_id) = where_of(act);
+        let refused = match check_row(rows, act) {
+            Err(e) if e.code == Code::StoreTampered => e,
+            Err(e) => return Err(e),
+            Ok(through) => match &broken {
+                Some((seq, why)) if *seq <= through => {
+                    tampered(table, row_id, &format!("is on an act chain whose entry {seq} {why}"))
+                }
+                _ => continue,
+            },
+        };
+        out.push(Tampered::of(act, &refused));
+    }
+    Ok(out)
 }
 
 /// Is this act on the chain as recorded, with the chain whole up to its

@@ -12,16 +12,22 @@ use super::chain;
 use super::client::p;
 use super::sql::{get, PgSql};
 use crate::clock::now_ms;
+use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};
 use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
-    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord,
+    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
 use crate::store::chain::{self as links, EntryKind};
 
 pub(super) const APPROVAL_COLUMNS: &str =
-    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user";
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros";
+
+/// The same, read while migrating from before schema 5 (no cost yet): the
+/// acts chained at schema 3 bind no cost.
+pub(super) const APPROVAL_COLUMNS_BEFORE_COST: &str =
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL::BIGINT";
 
 /// An operating-system uid column (BIGINT here, `u32` in the ledger).
 fn uid(r: &Row, i: usize) -> Result<Option<u32>> {
@@ -50,6 +56,7 @@ pub(super) fn approval_from_row(r: &Row) -> Result<ApprovalRecord> {
         voided_by: get(r, 11)?,
         uid: uid(r, 12)?,
         user: get(r, 13)?,
+        cost: get::<Option<i64>>(r, 14)?.map(Cost::from_micros),
     })
 }
 
@@ -101,13 +108,21 @@ impl ActsRead for PgSql<'_> {
         let lock = if self.writing() { " FOR UPDATE" } else { "" };
         let rows = self.q(
             &format!(
-                "SELECT id, request_digest, plan_digest FROM approvals
+                "SELECT id, request_digest, plan_digest, revision, cost_micros FROM approvals
                  WHERE operation_id = $1 AND consumed_by IS NULL AND voided_by IS NULL ORDER BY id DESC{lock}"
             ),
             p![op.clone()],
         )?;
         rows.iter()
-            .map(|r| Ok(OpenApproval { id: get(r, 0)?, request_digest: get(r, 1)?, plan_digest: get(r, 2)? }))
+            .map(|r| {
+                Ok(OpenApproval {
+                    id: get(r, 0)?,
+                    request_digest: get(r, 1)?,
+                    plan_digest: get(r, 2)?,
+                    revision: get(r, 3)?,
+                    cost: get::<Option<i64>>(r, 4)?.map(Cost::from_micros),
+                })
+            })
             .collect()
     }
 
@@ -167,6 +182,14 @@ impl ActsRead for PgSql<'_> {
         chain::check(self, act)
     }
 
+    fn unvouched(&self, acts: &[ActRef]) -> Result<Vec<Tampered>> {
+        links::unvouched(self, acts)
+    }
+
+    fn every_act(&self) -> Result<Vec<ActRef>> {
+        links::ChainRows::acts(self)
+    }
+
     fn request_id(&self, id: &str) -> Result<Option<RequestIdRecord>> {
         let Some(r) = self.q1(
             "SELECT request_id, fingerprint, command, at_ms, exit_code, output_text, output_json
@@ -195,8 +218,8 @@ impl ActsRead for PgSql<'_> {
 impl ActsWrite for PgSql<'_> {
     fn insert_approval(&mut self, a: &NewApproval) -> Result<ApprovalId> {
         let id: ApprovalId = self.v(
-            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
             p![
                 a.operation_id.clone(),
                 a.goal_id.clone(),
@@ -208,7 +231,8 @@ impl ActsWrite for PgSql<'_> {
                 a.note.to_string(),
                 now_ms(),
                 i64::from(a.person.uid),
-                a.person.user.clone()
+                a.person.user.clone(),
+                a.cost.micros()
             ],
         )?
         .ok_or_else(|| Error::internal("an insert returned no id"))?;

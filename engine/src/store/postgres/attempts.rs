@@ -357,6 +357,22 @@ impl AttemptsWrite for PgSql<'_> {
         Ok(())
     }
 
+    fn record_spending(&mut self, id: AttemptId, spent: Cost) -> Result<()> {
+        self.fence_attempt(id)?;
+        let rows = self.q(
+            "UPDATE attempts SET spent_micros = $2 WHERE id = $1 AND spent_micros = 0 RETURNING goal_id",
+            p![id, spent.micros()],
+        )?;
+        if rows.len() != 1 {
+            return Err(Error::internal(format!("attempt {id}: its spending was recorded already, or it is gone")));
+        }
+        self.q(
+            "UPDATE goals SET cost_used_micros = cost_used_micros + $2 WHERE id = (SELECT goal_id FROM attempts WHERE id = $1)",
+            p![id, spent.micros()],
+        )?;
+        Ok(())
+    }
+
     fn set_attempt_checkpoint(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
         self.fence_attempt(id)?;
         self.q(

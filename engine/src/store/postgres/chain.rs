@@ -9,7 +9,8 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::acts::{
-    approval_from_row, ask_from_row, settlement_from_row, APPROVAL_COLUMNS, ASK_COLUMNS, SETTLEMENT_COLUMNS,
+    approval_from_row, ask_from_row, settlement_from_row, APPROVAL_COLUMNS, APPROVAL_COLUMNS_BEFORE_COST, ASK_COLUMNS,
+    SETTLEMENT_COLUMNS,
 };
 use super::client::p;
 use super::sql::{get, PgSql};
@@ -130,7 +131,7 @@ pub(super) fn first_problem(db: &PgSql) -> Result<Option<(String, String)>> {
 /// recorded (their time, then their table's order), with their spending.
 pub(super) fn adopt(db: &PgSql) -> Result<()> {
     let approvals = db
-        .q(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY id"), p![])?
+        .q(&format!("SELECT {APPROVAL_COLUMNS_BEFORE_COST} FROM approvals ORDER BY id"), p![])?
         .iter()
         .map(approval_from_row)
         .collect::<Result<Vec<_>>>()?;

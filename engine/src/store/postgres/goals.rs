@@ -156,7 +156,7 @@ impl GoalsRead for PgSql<'_> {
         let r = self
             .q1(
                 &format!(
-                    "SELECT COUNT(*), COALESCE(SUM(cost_micros), 0)::BIGINT FROM attempts a WHERE goal_id = $1 AND {DISPATCHED_OR_MAYBE}"
+                    "SELECT COUNT(*), COALESCE(SUM(cost_micros + spent_micros), 0)::BIGINT FROM attempts a WHERE goal_id = $1 AND {DISPATCHED_OR_MAYBE}"
                 ),
                 p![goal.clone()],
             )?

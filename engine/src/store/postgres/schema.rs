@@ -16,7 +16,7 @@ use super::client::{p, Conn};
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
@@ -360,6 +360,14 @@ const MIGRATION_4: &str = r#"
 ALTER TABLE outputs ADD CONSTRAINT outputs_mode_check CHECK (mode IN (420, 493));
 ALTER TABLE outputs ADD CONSTRAINT outputs_size_check CHECK (size >= 0);
 ALTER TABLE outputs ADD CONSTRAINT outputs_path_check CHECK (length(path) > 0);
+"#;
+
+/// Schema 5: SQLite's schema 13. `approvals.cost_micros`: the cost of the
+/// call a person approved (`NULL` on approvals recorded before);
+/// `attempts.spent_micros`: what its provider reported it spent.
+const MIGRATION_5: &str = r#"
+ALTER TABLE approvals ADD COLUMN cost_micros BIGINT CHECK (cost_micros IS NULL OR cost_micros >= 0);
+ALTER TABLE attempts ADD COLUMN spent_micros BIGINT NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
 "#;
 
 /// The schema version of the database, `None` when the engine never made

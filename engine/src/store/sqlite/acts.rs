@@ -9,11 +9,12 @@ use serde_json::Value;
 use super::chain;
 use super::sql::{exec, qrow, rows, Sql};
 use crate::clock::now_ms;
+use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId};
 use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
-    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord,
+    NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
 use crate::store::chain::{self as links, EntryKind};
 
@@ -39,7 +40,13 @@ fn as_written<T>(
 
 pub(super) const APPROVAL_COLUMNS: &str =
     "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
-     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user";
+     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros";
+
+/// The same, read while migrating from before schema 13 (no cost yet):
+/// the acts chained at schema 6 bind no cost.
+pub(super) const APPROVAL_COLUMNS_BEFORE_COST: &str =
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
+     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL";
 
 pub(super) fn approval_from_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
     as_written("approvals", r, approval_fields)
@@ -61,6 +68,7 @@ fn approval_fields(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
         voided_by: r.get(11)?,
         uid: r.get(12)?,
         user: r.get(13)?,
+        cost: r.get::<_, Option<i64>>(14)?.map(Cost::from_micros),
     })
 }
 
@@ -125,10 +133,18 @@ impl ActsRead for Sql<'_> {
     fn open_approvals(&self, op: &OperationId) -> Result<Vec<OpenApproval>> {
         rows(
             self.conn,
-            "SELECT id, request_digest, plan_digest FROM approvals
+            "SELECT id, request_digest, plan_digest, revision, cost_micros FROM approvals
              WHERE operation_id = ?1 AND consumed_by IS NULL AND voided_by IS NULL ORDER BY id DESC",
             [op],
-            |r| Ok(OpenApproval { id: r.get(0)?, request_digest: r.get(1)?, plan_digest: r.get(2)? }),
+            |r| {
+                Ok(OpenApproval {
+                    id: r.get(0)?,
+                    request_digest: r.get(1)?,
+                    plan_digest: r.get(2)?,
+                    revision: r.get(3)?,
+                    cost: r.get::<_, Option<i64>>(4)?.map(Cost::from_micros),
+                })
+            },
         )
     }
 
@@ -195,6 +211,14 @@ impl ActsRead for Sql<'_> {
         chain::check(self.conn, act)
     }
 
+    fn unvouched(&self, acts: &[ActRef]) -> Result<Vec<Tampered>> {
+        links::unvouched(self.conn, acts)
+    }
+
+    fn every_act(&self) -> Result<Vec<ActRef>> {
+        links::ChainRows::acts(self.conn)
+    }
+
     fn request_id(&self, id: &str) -> Result<Option<RequestIdRecord>> {
         let row = qrow(
             self.conn,
@@ -224,9 +248,9 @@ impl ActsRead for Sql<'_> {
 impl ActsWrite for Sql<'_> {
     fn insert_approval(&mut self, a: &NewApproval) -> Result<ApprovalId> {
         exec(self.conn,
-            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.person.actor, a.note, now_ms(), a.person.uid, a.person.user],
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.person.actor, a.note, now_ms(), a.person.uid, a.person.user, a.cost.micros()],
         )?;
         let id = ApprovalId(self.conn.last_insert_rowid());
         let row = chain::approval(self.conn, id)?;

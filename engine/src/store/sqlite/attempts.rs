@@ -417,6 +417,23 @@ impl AttemptsWrite for Sql<'_> {
         Ok(())
     }
 
+    fn record_spending(&mut self, id: AttemptId, spent: Cost) -> Result<()> {
+        let n = exec(
+            self.conn,
+            "UPDATE attempts SET spent_micros = ?2 WHERE id = ?1 AND spent_micros = 0",
+            params![id, spent.micros()],
+        )?;
+        if n != 1 {
+            return Err(Error::internal(format!("attempt {id}: its spending was recorded already, or it is gone")));
+        }
+        exec(
+            self.conn,
+            "UPDATE goals SET cost_used_micros = cost_used_micros + ?2 WHERE id = (SELECT goal_id FROM attempts WHERE id = ?1)",
+            params![id, spent.micros()],
+        )?;
+        Ok(())
+    }
+
     fn set_attempt_checkpoint(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {
         exec(
             self.conn,

@@ -7,7 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::acts::{
-    approval_from_row, ask_from_row, settlement_from_row, APPROVAL_COLUMNS, ASK_COLUMNS, SETTLEMENT_COLUMNS,
+    approval_from_row, ask_from_row, settlement_from_row, APPROVAL_COLUMNS, APPROVAL_COLUMNS_BEFORE_COST, ASK_COLUMNS,
+    SETTLEMENT_COLUMNS,
 };
 use super::sql::{exec, qrow, rows};
 use crate::error::{Error, Result};
@@ -110,8 +111,12 @@ pub(super) fn check(conn: &Connection, act: ActRef) -> Result<()> {
 /// Chain the acts a store held before schema 6, in the order they were
 /// recorded (their time, then their table's order), with their spending.
 pub(super) fn adopt(conn: &Connection) -> Result<()> {
-    let approvals =
-        rows(conn, &format!("SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY id"), [], approval_from_row)?;
+    let approvals = rows(
+        conn,
+        &format!("SELECT {APPROVAL_COLUMNS_BEFORE_COST} FROM approvals ORDER BY id"),
+        [],
+        approval_from_row,
+    )?;
     let settlements =
         rows(conn, &format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements s ORDER BY s.id"), [], settlement_from_row)?;
     for (kind, row_id, content) in links::adoption(&approvals, &settlements) {

@@ -2,15 +2,16 @@
 //! `-journal`, and the mark (`mark.rs`) — and the checks every open makes on
 //! them before SQLite touches any: they are regular files, not symlinks,
 //! and their owners and modes are the ones the engine gave them
-//! (`owner.rs`).
+//! (`owner.rs`: its owner's alone, or shared with a group by its owner,
+//! with the group file `<store>.group` among them).
 
 use std::fs::{DirBuilder, File};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::owner::{self, Owner, Seen, Wrong};
+use super::owner::{self, GroupFile, Owner, Part, Seen, Wrong};
 use crate::error::{is_no_room, Code, Error, Result};
-use crate::store::access::{self, current_uid, Kind};
+use crate::store::access::{self, current_uid, group_record, Kind, Sharing};
 
 /// The mark's name beside the store (`engine.db.mark`).
 pub const MARK_SUFFIX: &str = ".mark";
@@ -57,6 +58,16 @@ impl StoreFiles {
         Ok(())
     }
 
+    /// The file naming the group the store is shared with.
+    pub fn group_file(&self) -> PathBuf {
+        group_record(&self.db)
+    }
+
+    /// Who the store is for (`access::Sharing::of`).
+    pub fn sharing(&self) -> Result<Sharing> {
+        Sharing::of(&self.db)
+    }
+
     /// Make the folder (0700) if it is missing, then check it.
     pub fn make_dir(&self) -> Result<()> {
         if std::fs::symlink_metadata(&self.dir).is_err() {
@@ -66,7 +77,7 @@ impl StoreFiles {
                 .create(&self.dir)
                 .map_err(|e| io_error(e, &self.dir, "cannot create store folder"))?;
         }
-        check_owned_dir(&self.dir)
+        check_owned_dir(&self.dir, std::fs::symlink_metadata(self.group_file()).is_ok())
     }
 
     /// A side file that is a symlink, or not a regular file, is refused
@@ -88,8 +99,13 @@ impl StoreFiles {
         Ok(())
     }
 
-    /// SQLite gives `-wal`/`-shm` the store's mode; make sure of it.
-    pub fn tighten_side_files(&self) {
+    /// SQLite gives `-wal`/`-shm` the store's mode; make sure of it. A
+    /// shared store's are left as SQLite made them (the store's mode, the
+    /// folder's group): the next open judges them, nothing repairs them.
+    pub fn tighten_side_files(&self, sharing: &Sharing) {
+        if let Sharing::Group(_) = sharing {
+            return;
+        }
         for suffix in SQLITE_SIDE {
             let side = self.side(suffix);
             if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file()) {
@@ -98,29 +114,44 @@ impl StoreFiles {
         }
     }
 
+    /// The store's files that exist now (`seen` lists them), for the
+    /// sharing to give to the group.
+    pub fn existing(&self) -> Vec<PathBuf> {
+        self.files().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect()
+    }
+
+    /// The store file, the mark, SQLite's side files.
+    fn files(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        [self.db.clone(), self.mark.clone()].into_iter().chain(SQLITE_SIDE.iter().map(|s| self.side(s)))
+    }
+
     /// The store's files that exist now — the store file, the mark,
-    /// SQLite's side files — and the folder, with their owners and modes.
+    /// SQLite's side files, the group file — and the folder, with their
+    /// owners and modes.
     fn seen(&self) -> Result<Vec<Seen>> {
-        let files = [self.db.clone(), self.mark.clone()].into_iter().chain(SQLITE_SIDE.iter().map(|s| self.side(s)));
+        let files = self.files().map(|p| (p, Part::File)).chain([(self.group_file(), Part::GroupFile)]);
         let mut seen = Vec::new();
-        for path in files {
+        for (path, part) in files {
             match Owner::of(&path) {
-                Ok(now) => seen.push(Seen { path, now, folder: false }),
+                Ok(now) => seen.push(Seen { path, now, part }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error(e, &path, "cannot inspect a file of the store")),
             }
         }
         let now = Owner::of(&self.dir).map_err(|e| io_error(e, &self.dir, "cannot inspect the store folder"))?;
-        seen.push(Seen { path: self.dir.clone(), now, folder: true });
+        seen.push(Seen { path: self.dir.clone(), now, part: Part::Folder });
         Ok(seen)
     }
 
     /// Every file's owner and mode as the engine made them, `recorded` in
     /// the mark (`owner.rs`), checked before anything reads a byte of
-    /// them: a change is `STORE_TAMPERED` naming the file and the change;
-    /// a store that is wholly another user's is refused as theirs.
-    pub fn check_owners(&self, recorded: Option<Owner>) -> Result<()> {
-        match owner::judge(&self.seen()?, recorded, current_uid()) {
+    /// them, with the group file naming the group of gid `names` (`None`:
+    /// there is none): a change is `STORE_TAMPERED` naming the file and
+    /// the change; a store that is wholly another user's is refused as
+    /// theirs.
+    pub fn check_owners(&self, recorded: Option<Owner>, names: Option<u32>) -> Result<()> {
+        let group = GroupFile { path: self.group_file(), names };
+        match owner::judge(&self.seen()?, recorded, &group, current_uid()) {
             None => Ok(()),
             Some(Wrong::NotYours { path, uid }) => {
                 Err(Error::usage(format!("the store is owned by uid {uid}, not by you; refused"))
@@ -180,8 +211,9 @@ pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
 }
 
 /// The store folder is a folder of ours, not a symlink (its owner is also
-/// judged with the store's files, `StoreFiles::check_owners`).
-pub fn check_owned_dir(dir: &Path) -> Result<()> {
+/// judged with the store's files, `StoreFiles::check_owners`); a `shared`
+/// one (a group file beside the store) is never closed here.
+pub fn check_owned_dir(dir: &Path, shared: bool) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| Error::internal(format!("cannot inspect store folder: {e}")).at(dir.display().to_string()))?;
     if meta.file_type().is_symlink() {
@@ -189,6 +221,7 @@ pub fn check_owned_dir(dir: &Path) -> Result<()> {
             .at(dir.display().to_string()));
     }
     if access::opened_up(meta.mode())
+        && !shared
         && meta.uid() == current_uid()
         && dir.file_name().is_some_and(|n| n == crate::workspace::STORE_DIR)
     {

@@ -196,7 +196,7 @@ impl GoalsRead for Sql<'_> {
         Ok(qrow(
             self.conn,
             &format!(
-                "SELECT COUNT(*), COALESCE(SUM(cost_micros), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
+                "SELECT COUNT(*), COALESCE(SUM(cost_micros + spent_micros), 0) FROM attempts a WHERE goal_id = ?1 AND {}",
                 super::sql::DISPATCHED_OR_MAYBE
             ),
             [goal],

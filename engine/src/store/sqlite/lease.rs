@@ -113,8 +113,12 @@ fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generatio
     let mut mark = MarkFile::open(&files.mark)?;
     // The files were judged when the store was opened: as the mark
     // recorded them, or handed over whole to this user, or (a mark from
-    // before the record) as the engine makes them. Recorded as they are.
-    let owner = Some(files.owner()?);
+    // before the record) as the engine makes them. Recorded as they are;
+    // a shared store's record stays (its files are any member's).
+    let owner = match mark.last().owner {
+        Some(shared) if shared.shared().is_some() => Some(shared),
+        _ => Some(files.owner()?),
+    };
     let next = Mark { commits, generation, open: true, closed_file: None, owner, ..mark.last().clone() };
     mark.record(next, true)?;
     Ok(mark)

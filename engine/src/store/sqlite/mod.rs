@@ -31,6 +31,7 @@ mod open;
 mod outputs;
 pub mod owner;
 mod schema;
+mod share;
 mod sql;
 pub mod verify;
 
@@ -66,8 +67,9 @@ pub(super) struct Db {
 impl Db {
     /// Open for writing, making the store (atomically, `create.rs`) if there
     /// is none — unless its mark says one existed: a lost store is refused,
-    /// never made again. The folder is 0700, the files 0600; symlinks and
-    /// other users' files are refused.
+    /// never made again. The folder is 0700, the files 0600 (a store shared
+    /// with a group: 2770 and 0660, that group's); symlinks and other
+    /// users' files are refused.
     pub fn open_rw(path: &Path) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
@@ -78,7 +80,7 @@ impl Db {
             files.check_folder_is_yours()?;
             create::create(&files)?;
         }
-        let Found::Store = check_files(&files)? else {
+        let Found::Store(sharing) = check_files(&files)? else {
             return Err(Error::internal("the store just made is not there"));
         };
         let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
@@ -92,7 +94,7 @@ impl Db {
             }
             e => located(e, path),
         })?;
-        files.tighten_side_files();
+        files.tighten_side_files(&sharing);
         if verdict == Verdict::Unmarked {
             let facts = identity::facts(&conn).map_err(|e| located(e.into(), path))?;
             let id = facts.store_id.ok_or_else(|| Error::internal("a migrated store without its identity"))?;
@@ -294,6 +296,13 @@ impl Db {
 
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
+    }
+
+    /// Share the store with `group`, under the lease this process holds
+    /// (`share.rs`).
+    pub fn share(&mut self, group: &crate::os::Group) -> Result<()> {
+        let mark = self.mark.as_mut().ok_or_else(|| Error::internal("sharing a store without its lease"))?;
+        share::share(&self.files, mark, group).map_err(|e| located(e, &self.files.db))
     }
 }
 

@@ -15,6 +15,7 @@ use super::mark::Mark;
 use super::schema;
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
+use crate::store::access::Sharing;
 
 /// Count one more committed write transaction; the new count.
 /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`, which SQLite
@@ -61,20 +62,30 @@ pub(super) fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64>
 pub(super) enum Found {
     /// No store file, and no mark says there was one.
     Nothing,
-    /// A store file, whose files passed.
-    Store,
+    /// A store file, whose files passed, shared as its group file says.
+    Store(Sharing),
 }
 
 /// What every open checks before SQLite reads a byte of the store, in
-/// order (`engine verify` included): the side files and the mark are
+/// order (`engine verify` included): the group file is read (a folder
+/// closed to this user is named as that); the side files and the mark are
 /// regular files, not symlinks; the folder is not a symlink; a store file
 /// is there unless no mark says there was one; the owners and modes of
 /// the files are the ones the engine gave them (recorded in the mark:
-/// `STORE_TAMPERED` naming a change); the mark is intact; the store
-/// file's header is SQLite's as the engine writes it (`header.rs`).
+/// `STORE_TAMPERED` naming a change, the group file's and the group it
+/// names included); the mark is intact; the store file's header is
+/// SQLite's as the engine writes it (`header.rs`).
 pub(super) fn check_files(files: &StoreFiles) -> Result<Found> {
+    let sharing = files.sharing();
+    // A group file that is there but cannot be used (made unreadable, or
+    // naming a group the system lost) is judged with the store's files
+    // first, as the mark records it: a chmod is named as that change.
+    let group_file_there = std::fs::symlink_metadata(files.group_file()).is_ok();
+    if !group_file_there {
+        sharing.as_ref().map_err(Clone::clone)?;
+    }
     files.refuse_odd_side_files()?;
-    check_owned_dir(&files.dir)?;
+    check_owned_dir(&files.dir, group_file_there)?;
     let mark = Mark::read(&files.mark).map_err(|e| e.at(files.place()));
     if !files.db_exists() {
         return match mark? {
@@ -84,10 +95,17 @@ pub(super) fn check_files(files: &StoreFiles) -> Result<Found> {
     }
     check_store_file(&files.db)?;
     // A mark made unreadable by a chmod is named as that change first.
-    files.check_owners(mark.as_ref().ok().and_then(|m| m.as_ref()).and_then(|m| m.owner))?;
+    let recorded = mark.as_ref().ok().and_then(|m| m.as_ref()).and_then(|m| m.owner);
+    let names = match &sharing {
+        Ok(Sharing::Group(g)) => Some(g.gid),
+        Ok(Sharing::Owner) => None,
+        Err(_) => recorded.and_then(|r| r.shared()),
+    };
+    files.check_owners(recorded, names)?;
     mark?;
+    let sharing = sharing?;
     header::check(&files.db)?;
-    Ok(Found::Store)
+    Ok(Found::Store(sharing))
 }
 
 /// Open an existing store file (`None`: there is none, and no mark says
@@ -96,7 +114,7 @@ pub(super) fn check_files(files: &StoreFiles) -> Result<Found> {
 pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Option<Connection>> {
     match check_files(files)? {
         Found::Nothing => Ok(None),
-        Found::Store => Ok(Some(connect(&files.db, mode)?)),
+        Found::Store(_) => Ok(Some(connect(&files.db, mode)?)),
     }
 }
 

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_10,
     MIGRATION_11,
     MIGRATION_12,
+    MIGRATION_13,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -512,6 +513,20 @@ CREATE INDEX events_budget_raised ON events (goal_id, seq) WHERE kind = 'budget_
 CREATE INDEX events_run_started ON events (goal_id, seq) WHERE kind = 'run_started';
 CREATE INDEX events_run_finished ON events (goal_id, seq) WHERE kind = 'run_finished';
 CREATE INDEX events_revision_recorded ON events (goal_id, seq) WHERE kind = 'revision_recorded';
+"#;
+
+/// Schema 13: what a person's approval binds, and what a provider
+/// reported it spent.
+/// - `approvals.cost_micros`: the cost of the call the person approved,
+///   beside its request, plan and revision (`NULL` on approvals recorded
+///   before: they bind request and plan only, and their act chain
+///   entries, made then, still match).
+/// - `attempts.spent_micros`: the spending an agent's report stated for
+///   the call (`may_spend`), counted in the goal's `cost_used_micros`
+///   beside the call's declared cost.
+const MIGRATION_13: &str = r#"
+ALTER TABLE approvals ADD COLUMN cost_micros INTEGER CHECK (cost_micros IS NULL OR cost_micros >= 0);
+ALTER TABLE attempts ADD COLUMN spent_micros INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.

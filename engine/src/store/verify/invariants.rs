@@ -20,7 +20,7 @@ pub(super) fn budget_counters(ctx: &mut Ctx) -> Result<Option<Finding>> {
     let sql = format!(
         "SELECT g.id, g.calls_used, g.cost_used_micros,
                 (SELECT COUNT(*) FROM attempts a WHERE a.goal_id = g.id AND {DISPATCHED_OR_MAYBE}),
-                (SELECT CAST(COALESCE(SUM(a.cost_micros), 0) AS BIGINT) FROM attempts a
+                (SELECT CAST(COALESCE(SUM(a.cost_micros + a.spent_micros), 0) AS BIGINT) FROM attempts a
                   WHERE a.goal_id = g.id AND {DISPATCHED_OR_MAYBE})
          FROM goals g ORDER BY g.id"
     );
