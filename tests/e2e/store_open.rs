@@ -177,3 +177,20 @@ fn a_store_the_sandbox_keeps_read_only_is_named_as_that() {
     assert_eq!(std::fs::read(ws.store()).unwrap(), before, "nothing written");
     ws.run().expect(0, None);
 }
+
+/// A `--store` whose folder is not made yet is no store (a reader says so,
+/// `run` makes it), never exit 70 — found by the tests from a clone under
+/// the temporary folder, where the tests' stores live outside any git
+/// worktree (inside one, `run` made the folder for its `.gitignore` first).
+#[test]
+fn a_store_in_a_folder_not_made_yet_is_no_store_and_run_makes_it() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &crate::common::plan(vec![crate::common::task("a", &["true"])]));
+    let store = ws.outside_store("not-made-yet");
+    let store_arg = store.display().to_string();
+    let out = ws.engine(&["--json", "status", "--store", &store_arg]);
+    assert_eq!(out.json()["error"]["code"], "USAGE_ERROR", "{}", out.describe());
+    assert!(!store.parent().unwrap().exists(), "a reader makes nothing");
+    ws.engine(&["run", "plan.json", "--store", &store_arg]).expect_code(0);
+    ws.engine(&["status", "--store", &store_arg]).expect_code(0);
+}

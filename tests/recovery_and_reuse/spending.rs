@@ -48,7 +48,7 @@ fn workspace(max_cost: f64, tasks: Vec<Value>) -> Ws {
         "plan.json",
         &json!({"version": 1, "goal": {"id": "poster", "statement": "a poster is rendered", "acceptance": []},
             "budgets": {"max_cost": max_cost},
-            "providers": {"agent": {"kind": "command", "protocol": "agent-json"}}, "tasks": tasks}),
+            "providers": {"agent": {"kind": "command", "protocol": "agent-json", "env": ["SIDE"]}}, "tasks": tasks}),
     );
     ws
 }

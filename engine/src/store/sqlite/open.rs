@@ -76,6 +76,11 @@ pub(super) enum Found {
 /// names included); the mark is intact; the store file's header is
 /// SQLite's as the engine writes it (`header.rs`).
 pub(super) fn check_files(files: &StoreFiles) -> Result<Found> {
+    // No folder at all: no store, and no mark that says there was one (a
+    // `--store` in a folder not made yet; `open_rw` makes it).
+    if std::fs::symlink_metadata(&files.dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(Found::Nothing);
+    }
     let sharing = files.sharing();
     // A group file that is there but cannot be used (made unreadable, or
     // naming a group the system lost) is judged with the store's files
