@@ -3,6 +3,10 @@
 
 /// Now, in milliseconds since the epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {
+    #[cfg(feature = "sim")]
+    if let Some(now) = sim::now_ms() {
+        return now;
+    }
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -23,6 +27,26 @@ pub fn utc(ms: i64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The simulator's clock (`sim`): while set on a thread, the engine's
+/// time on that thread is the simulation's, moved only by the simulator.
+#[cfg(feature = "sim")]
+pub mod sim {
+    use std::cell::Cell;
+
+    thread_local! {
+        static NOW_MS: Cell<Option<i64>> = const { Cell::new(None) };
+    }
+
+    pub fn now_ms() -> Option<i64> {
+        NOW_MS.with(Cell::get)
+    }
+
+    /// Set (or, with `None`, give back to the system) this thread's clock.
+    pub fn set(now_ms: Option<i64>) {
+        NOW_MS.with(|n| n.set(now_ms));
+    }
 }
 
 #[cfg(test)]

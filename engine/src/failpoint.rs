@@ -31,6 +31,11 @@ pub const CRASH_AFTER_COMMITS: &str = "ENGINE_CRASH_AFTER_COMMITS";
 
 pub fn hit(name: &str) {
     debug_assert!(POINTS.contains(&name), "unknown failpoint {name}");
+    #[cfg(feature = "sim")]
+    if sim::active() {
+        sim::step();
+        return;
+    }
     if std::env::var("ENGINE_FAILPOINT").is_ok_and(|v| v == name) {
         die(&format!("failpoint {name}"));
     }
@@ -38,6 +43,11 @@ pub fn hit(name: &str) {
 
 /// Called by `Store::write` after each commit.
 pub fn committed() {
+    #[cfg(feature = "sim")]
+    if sim::active() {
+        sim::committed();
+        return;
+    }
     let Some(limit) = crash_after_commits() else { return };
     let n = COMMITS.fetch_add(1, Ordering::SeqCst) + 1;
     if n == limit {
@@ -72,4 +82,160 @@ fn die(why: &str) -> ! {
     }
     // SIGKILL cannot be caught; this line is never reached.
     std::process::abort();
+}
+
+/// The simulator's crash points and planted faults (`sim`), for one
+/// thread: a simulated engine process dies at a chosen step — a commit, a
+/// named point, an action of its run — and from then on writes nothing.
+/// Compiled only into the simulator's builds (the `sim` feature).
+#[cfg(feature = "sim")]
+pub use sim::{crashed, fault, refuse_if_dead, Fault};
+
+#[cfg(feature = "sim")]
+pub mod sim {
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeSet;
+
+    use crate::error::{Error, Result};
+
+    /// A fault planted in the engine's own code, switched on for the
+    /// simulator only; each breaks one invariant the simulator checks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Fault {
+        /// A held call is handed to its provider before its group's commit:
+        /// a send without a committed intent.
+        SendBeforeCommit,
+        /// A call is handed to its provider twice: a second send of one try.
+        SendTwice,
+        /// After a restart, an attempt nobody can settle is given up for a
+        /// new try, whatever its effect: a re-send without a person's act.
+        ResendOnRestart,
+        /// The gate does not check the provider-call budget.
+        SkipCallBudget,
+        /// The verdict forgets the unknown outcomes: satisfied over an unknown.
+        SatisfiedOverUnknown,
+        /// Tool authority forgets a server whose tools could not be read:
+        /// its tool is called with no inventory.
+        SendWithoutInventory,
+    }
+
+    impl Fault {
+        pub const ALL: [Fault; 6] = [
+            Fault::SendBeforeCommit,
+            Fault::SendTwice,
+            Fault::ResendOnRestart,
+            Fault::SkipCallBudget,
+            Fault::SatisfiedOverUnknown,
+            Fault::SendWithoutInventory,
+        ];
+
+        pub fn name(self) -> &'static str {
+            match self {
+                Fault::SendBeforeCommit => "send-before-commit",
+                Fault::SendTwice => "send-twice",
+                Fault::ResendOnRestart => "resend-on-restart",
+                Fault::SkipCallBudget => "skip-call-budget",
+                Fault::SatisfiedOverUnknown => "satisfied-over-unknown",
+                Fault::SendWithoutInventory => "send-without-inventory",
+            }
+        }
+
+        pub fn named(name: &str) -> Option<Fault> {
+            Fault::ALL.into_iter().find(|f| f.name() == name)
+        }
+    }
+
+    thread_local! {
+        static FAULTS: RefCell<BTreeSet<Fault>> = const { RefCell::new(BTreeSet::new()) };
+        /// Steps of this process so far, and the one it dies at.
+        static STEPS: Cell<u64> = const { Cell::new(0) };
+        static DIES_AT: Cell<Option<u64>> = const { Cell::new(None) };
+        static DEAD: Cell<bool> = const { Cell::new(false) };
+        /// A simulated process runs on this thread (else the engine's own
+        /// crash points act as in any build).
+        static ACTIVE: Cell<bool> = const { Cell::new(false) };
+        /// Commits made on this thread (any process).
+        static COMMITS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Is `fault` planted on this thread?
+    pub fn fault(fault: Fault) -> bool {
+        FAULTS.with(|f| f.borrow().contains(&fault))
+    }
+
+    /// Plant these faults on this thread (and no other).
+    pub fn plant(faults: &[Fault]) {
+        FAULTS.with(|f| *f.borrow_mut() = faults.iter().copied().collect());
+    }
+
+    /// A new process begins on this thread; it dies at step `dies_at`
+    /// (`None`: it lives until it ends).
+    pub fn begin_process(dies_at: Option<u64>) {
+        ACTIVE.with(|a| a.set(true));
+        STEPS.with(|s| s.set(0));
+        DIES_AT.with(|d| d.set(dies_at));
+        DEAD.with(|d| d.set(false));
+    }
+
+    /// The process is over (it ended, or it died): nothing on this thread
+    /// is simulated until the next `begin_process`.
+    pub fn end_process() {
+        ACTIVE.with(|a| a.set(false));
+        DIES_AT.with(|d| d.set(None));
+        DEAD.with(|d| d.set(false));
+    }
+
+    /// Does a simulated process run on this thread?
+    pub fn active() -> bool {
+        ACTIVE.with(Cell::get)
+    }
+
+    /// One more step of this process: a crash opportunity. `true`: the
+    /// process is dead (now, or already).
+    pub fn step() -> bool {
+        if crashed() {
+            return true;
+        }
+        let n = STEPS.with(|s| {
+            let n = s.get() + 1;
+            s.set(n);
+            n
+        });
+        if DIES_AT.with(Cell::get) == Some(n) {
+            DEAD.with(|d| d.set(true));
+        }
+        crashed()
+    }
+
+    /// Steps this process took so far.
+    pub fn steps() -> u64 {
+        STEPS.with(Cell::get)
+    }
+
+    /// A commit was made: counted, and a crash opportunity. The commit
+    /// happened: the caller goes on (a simulated death is not a real one),
+    /// and every later write is refused.
+    pub fn committed() {
+        COMMITS.with(|c| c.set(c.get() + 1));
+        step();
+    }
+
+    /// Commits made on this thread so far.
+    pub fn commits() -> u64 {
+        COMMITS.with(Cell::get)
+    }
+
+    /// Has this thread's simulated process died?
+    pub fn crashed() -> bool {
+        active() && DEAD.with(Cell::get)
+    }
+
+    /// A dead process writes nothing: every write after its death is
+    /// refused (it never happened).
+    pub fn refuse_if_dead() -> Result<()> {
+        match crashed() {
+            true => Err(Error::internal("the simulated engine process died")),
+            false => Ok(()),
+        }
+    }
 }

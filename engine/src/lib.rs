@@ -25,6 +25,8 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod signals;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod state;
 pub mod store;
 pub mod workspace;

@@ -75,8 +75,8 @@ fn only_the_approve_path_writes_approvals() {
         callers(&src, "approve::record").into_iter().filter(|f| f != "engine/src/commands/approve.rs").collect();
     assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
     // Only the call site consumes or voids one.
-    assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/start.rs"]);
-    assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/start.rs"]);
+    assert_eq!(callers(&src, "consume_approval"), vec!["engine/src/run/driver/gate.rs"]);
+    assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/driver/gate.rs"]);
 }
 
 #[test]
@@ -139,6 +139,63 @@ fn sqlite_is_reached_only_through_the_store() {
             assert!(!text.contains(sql), "{rel} holds `{sql}`: the interface names no SQL");
         }
     }
+}
+
+#[test]
+fn the_run_core_does_no_io() {
+    // `run/core/` is the run loop as a state machine: events in, actions
+    // out. It names no ledger handle, no provider call, no runtime, no
+    // thread, no file system, no clock and no signal: the driver does all
+    // of that. (It may name the store's record types: they are data.)
+    let core = repo_root().join("engine/src/run/core");
+    for needle in [
+        "LeaseGuard",
+        "LedgerTx",
+        "LedgerRead",
+        "Store::open",
+        "store::Store",
+        "crate::run::driver",
+        "crate::run::live",
+        "crate::run::world",
+        "crate::commands",
+        "crate::checkpoint::observe",
+        "crate::clock",
+        "crate::signals::",
+        "failpoint::hit",
+        "tokio",
+        "std::fs",
+        "std::thread",
+        "std::process",
+        "std::net",
+        "std::time::Instant",
+        "SystemTime",
+        "providers::Provider",
+        "providers::command",
+        "providers::http",
+        "providers::mcp",
+    ] {
+        let hits = files_containing(&core, needle);
+        assert!(hits.is_empty(), "run/core/ names `{needle}`: {hits:?}");
+    }
+}
+
+#[test]
+fn the_run_flows_one_way() {
+    // run/ is three parts, each knowing only the ones below it: the driver
+    // steps the core on a world; the worlds (the real one, the
+    // simulator's) never reach back into the driver, and the driver works
+    // on any world, never the real one by name. (The core's side:
+    // `the_run_core_does_no_io`.)
+    let run = repo_root().join("engine/src/run");
+    let mut below = files_containing(&run.join("live"), "run::driver");
+    below.extend(files_containing(&run.join("live"), "super::driver"));
+    below.extend(files_containing(&repo_root().join("engine/src/sim"), "run::driver"));
+    if fs::read_to_string(run.join("world.rs")).unwrap().contains("driver::") {
+        below.push("engine/src/run/world.rs".into());
+    }
+    assert!(below.is_empty(), "a world names the driver: {below:?}");
+    let driver = files_containing(&run.join("driver"), "run::live");
+    assert!(driver.is_empty(), "the driver names the real world: {driver:?}");
 }
 
 #[test]

@@ -333,12 +333,16 @@ fn the_repository_root_is_an_installable_package_with_one_engine_binary() {
         .iter()
         .find(|p| p["manifest_path"].as_str() == root_manifest.to_str())
         .expect("a package at the repository root");
+    // What `cargo install` builds: the binaries that need no feature left
+    // off by default (`engine-sim`, the simulator, needs `sim`).
+    let defaults: Vec<&Value> = root["features"]["default"].as_array().map(|d| d.iter().collect()).unwrap_or_default();
     let bins = |p: &Value| -> Vec<String> {
         p["targets"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+            .filter(|t| t["required-features"].as_array().is_none_or(|f| f.iter().all(|f| defaults.contains(&f))))
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect()
     };

@@ -179,3 +179,34 @@ fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
     assert_eq!((consumed, voided), (None, Some(t1_attempt)), "voided by the call that did not need it");
     assert!(ws.event_kinds().iter().any(|k| k == "approvals_voided"));
 }
+
+/// Found by the deterministic simulator (docs/testing.md): an external
+/// call whose engine died after its intent, before its dispatch was
+/// recorded, may have been sent; a read-back that later finds its effect
+/// absent does not make it unsent. The task's next call (here a revision's
+/// new request) is a repeat of external work: it waits for a person's
+/// approval, as it would had the dispatch been recorded.
+#[test]
+fn a_try_that_may_have_been_sent_makes_the_next_call_a_repeat_after_an_absent_read_back() {
+    let rcv = Receiver::start(&["--observe"]);
+    let observe = json!({"url": format!("{}/operations/{{operation_id}}", rcv.base()),
+                         "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
+    let ws = one_http_task(&rcv, "external", false, json!({"observe": observe.clone()}));
+    assert!(ws.run_fp("after_intent").killed());
+    let op = ws.op_of("T1");
+    // The restart reads it back: absent, so it failed (retryable).
+    ws.run().expect(1, None);
+    assert_eq!(ws.attempts_of("T1").pop().unwrap().state, "failed");
+    assert!(rcv.deliveries().is_empty());
+    // A revision gives the task a new request: its next call.
+    let mut t = http_task("T1", "external");
+    t["action"] = json!({"body": {"doc": "T1", "edition": 2}});
+    t["observe"] = observe;
+    ws.write_plan("plan.json", &plan("docs", json!({"r": http_provider(&rcv, false)}), vec![t]));
+    let out = ws.engine_json(&["revise", "plan.json", "--reason", "a second edition"]);
+    out.expect(4, None);
+    assert!(rcv.deliveries().is_empty(), "nothing sent without a person's approval:\n{}", out.describe());
+    let waiting = out.json()["run"]["awaiting_approval"][0]["operation_id"].as_str().unwrap_or_default().to_string();
+    assert!(!waiting.is_empty() && waiting != op, "the new request waits for its approval:\n{}", out.describe());
+    ws.verify();
+}

@@ -82,6 +82,21 @@ pub fn main() -> i32 {
     }
 }
 
+/// Run one command line as the binary would, printing nothing: its output,
+/// or its error (the exit code is `Output::exit_code` or the error code's).
+/// The same parsing and dispatch as `main`: the simulator's way in.
+pub fn invoke<I, T>(args: I) -> Result<Output>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|e| Error::usage(e.to_string()))?;
+    dispatch(cli)
+}
+
 /// An error for a person, on stderr: `error: CODE: message (at place)`,
 /// and under it the source line it points into, when it has one (a plan's
 /// JSON syntax error: the line and a caret under the column).

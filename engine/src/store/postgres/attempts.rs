@@ -192,7 +192,8 @@ impl AttemptsRead for PgSql<'_> {
                 "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = $1 AND task_ref = $2
                    AND (dispatched_at_ms IS NOT NULL
                         OR state IN ('abandoned','effect_unknown','settled_ok','settled_not_run','receipt_recorded','succeeded')
-                        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))",
+                        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)
+                        OR EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'observation')))",
                 p![goal.clone(), task_ref.to_string()],
             )?
             .unwrap_or(false))

@@ -183,11 +183,18 @@ pub(super) const ATTEMPT_COUNT: &str =
 
 /// Whether any attempt of a task, in any revision, was or may have been
 /// sent (the states as `OR`ed comparisons: see `FIRST_UNSETTLED`).
+/// Was a try of the task sent, or may it have been? Dispatched, resolved
+/// or settled — or looked at for its effect (`observation` evidence): only
+/// a try that may have been sent is read back, and an effect read back
+/// absent does not make it unsent (an engine that died after the intent,
+/// before recording the dispatch, leaves such a try `failed` with no
+/// dispatch time).
 pub(super) const PRIOR_DISPATCH: &str = "SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
    AND (dispatched_at_ms IS NOT NULL
         OR state = 'abandoned' OR state = 'effect_unknown' OR state = 'settled_ok' OR state = 'settled_not_run'
         OR state = 'receipt_recorded' OR state = 'succeeded'
-        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)))";
+        OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)
+        OR EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'observation')))";
 
 impl AttemptsRead for Sql<'_> {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {

@@ -49,6 +49,8 @@ impl Db {
     /// A `Normal` write that may wait: held for the open group's next
     /// write or its commit, else written now.
     pub fn write_later(&mut self, fence: Fence, write: Held) -> Result<()> {
+        #[cfg(feature = "sim")]
+        crate::failpoint::refuse_if_dead()?;
         match &mut self.group {
             Some(group) => {
                 group.held.push(write);
@@ -140,6 +142,8 @@ impl Db {
     /// Commit the group's writes as one transaction (nothing when none was
     /// written); from here on every write commits on its own again.
     pub fn commit_group(&mut self, fence: Fence) -> Result<()> {
+        #[cfg(feature = "sim")]
+        crate::failpoint::refuse_if_dead()?;
         let committed = self.commit_open(fence);
         committed.map_err(|e| super::located(super::sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
     }

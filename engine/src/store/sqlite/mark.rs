@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::files::{io_error, sync_dir, with_suffix};
+use super::files::{flushes, io_error, sync_dir, with_suffix};
 use super::owner::Owner;
 use crate::error::{Code, Error, Result};
 
@@ -201,7 +201,7 @@ impl MarkFile {
         let at = (next.seq % 2) * SLOT;
         self.file
             .write_all_at(&block, at)
-            .and_then(|_| if flush { self.file.sync_data() } else { Ok(()) })
+            .and_then(|_| if flush && flushes() { self.file.sync_data() } else { Ok(()) })
             .map_err(|e| io_error(e, &self.path, "cannot record the store's mark"))?;
         self.last = next;
         Ok(())
@@ -222,7 +222,7 @@ fn write_new(tmp: &Path, mark: &Mark) -> Result<()> {
         .open(tmp)
         .map_err(|e| io_error(e, tmp, "cannot create the store's mark file"))?;
     file.write_all_at(&bytes, 0)
-        .and_then(|_| file.sync_all())
+        .and_then(|_| if flushes() { file.sync_all() } else { Ok(()) })
         .map_err(|e| io_error(e, tmp, "cannot write the store's mark file"))
 }
 

@@ -227,6 +227,8 @@ impl Db {
         durability: Durability,
         f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
+        #[cfg(feature = "sim")]
+        crate::failpoint::refuse_if_dead()?;
         let result = match self.group.is_some() {
             true => self.write_grouped(fence, durability, f),
             false => self.write_counted(fence, durability, f),
@@ -265,9 +267,10 @@ impl Db {
         if durability != self.durability {
             // Switched twice per task (intents and receipts are `Full`):
             // a cached statement, not a parse each time.
-            let pragma = match durability {
-                Durability::Full => "PRAGMA synchronous = FULL",
-                Durability::Normal => "PRAGMA synchronous = NORMAL",
+            let pragma = match (durability, files::flushes()) {
+                (_, false) => "PRAGMA synchronous = OFF",
+                (Durability::Full, true) => "PRAGMA synchronous = FULL",
+                (Durability::Normal, true) => "PRAGMA synchronous = NORMAL",
             };
             self.conn.prepare_cached(pragma)?.execute([])?;
             self.durability = durability;
@@ -281,6 +284,9 @@ impl Db {
     }
 
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
+        // A process that died gives nothing back: its lease is taken over.
+        #[cfg(feature = "sim")]
+        crate::failpoint::refuse_if_dead()?;
         // A group left open by a run that ended in an error: committed, as
         // a crash right after it would have left it.
         self.commit_group(fence)?;

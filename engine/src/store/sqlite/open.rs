@@ -183,6 +183,9 @@ pub(super) fn configure(conn: &Connection) -> Result<()> {
          PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = ON;",
     )?;
+    if !super::files::flushes() {
+        conn.execute_batch("PRAGMA synchronous = OFF")?;
+    }
     Ok(())
 }
 

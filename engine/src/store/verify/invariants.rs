@@ -227,7 +227,8 @@ pub(super) fn approvals(ctx: &mut Ctx) -> Result<Option<Finding>> {
 
 /// The gate's approval rule (`decide::gate`) restated over the ledger: paid or external work
 /// repeated (a person's retry or repair, or after an earlier try of the
-/// task that was or may have been sent) must have consumed an approval;
+/// task that was or may have been sent — one read back for its effect
+/// included) must have consumed an approval;
 /// so must every call of a task with `requires_approval`.
 pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
     let repeat = ctx.first_row(&format!(
@@ -245,7 +246,8 @@ pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
                   AND (b.dispatched_at_ms IS NOT NULL
                        OR b.state IN ('abandoned', 'effect_unknown', 'settled_ok', 'settled_not_run',
                                       'receipt_recorded', 'succeeded')
-                       OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = b.id))))
+                       OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = b.id)
+                       OR EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = b.id AND e.kind = 'observation'))))
          ORDER BY a.id LIMIT 1"
     ))?;
     if repeat.is_some() {

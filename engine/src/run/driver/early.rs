@@ -6,23 +6,24 @@
 //! whatever it writes (each vouches for itself by its file's metadata); the
 //! completions serve only while the run has done nothing but ledger reads
 //! and its `run_started` event — a provider asked or an attempt reconciled
-//! drops them (`forget_first_look`), and the reuse pass reads afresh.
+//! drops them (`Action::Forget`), and the reuse pass reads afresh.
 
 use std::collections::HashMap;
 use std::thread::JoinHandle;
 
-use super::Runner;
+use super::scope::Scope;
 use crate::checkpoint::{FileCache, FileState};
 use crate::error::Result;
 use crate::store::evidence::CompletionRecord;
+use crate::store::LeaseGuard;
 
 /// A revision's completions, by task ref (`LedgerRead::completions`).
-pub(super) type Completions = HashMap<String, CompletionRecord>;
+pub type Completions = HashMap<String, CompletionRecord>;
 
 /// The side read under way. Joined when dropped: a run that ends before
 /// taking it (a refusal at its first look) does not leave it reading while
 /// the lease is given back.
-pub(super) struct Early(Option<JoinHandle<Result<ReadEarly>>>);
+pub struct Early(Option<JoinHandle<Result<ReadEarly>>>);
 
 /// The file-state cache's rows and the revision's completions.
 type ReadEarly = (Vec<FileState>, Completions);
@@ -35,24 +36,20 @@ impl Drop for Early {
     }
 }
 
-impl Runner<'_> {
-    /// Start the side read (nothing on PostgreSQL, or without a thread).
-    pub(super) fn read_early(&self) -> Early {
-        let (goal, revision) = (self.goal_id.clone(), self.revision);
-        Early(self.ledger.read_beside(move |ledger| Ok((ledger.file_states()?, ledger.completions(&goal, revision)?))))
-    }
+/// Start the side read (nothing on PostgreSQL, or without a thread).
+pub fn read_early(ledger: &LeaseGuard, scope: &Scope) -> Early {
+    let (goal, revision) = (scope.goal_id.clone(), scope.revision);
+    Early(ledger.read_beside(move |ledger| Ok((ledger.file_states()?, ledger.completions(&goal, revision)?))))
+}
 
-    /// Take the side read's answers: the file-state cache at once, the
-    /// completions kept for the reuse pass. Without them (PostgreSQL, or a
-    /// side read that failed) the cache is read in line — where an error
-    /// is met again and reported — and the pass reads its completions.
-    pub(super) fn take_early(&mut self, mut early: Early) -> Result<()> {
-        let (states, completions) = match early.0.take().map(JoinHandle::join) {
-            Some(Ok(Ok((states, completions)))) => (states, Some(completions)),
-            _ => (self.ledger.read().file_states()?, None),
-        };
-        self.cache = FileCache::from_states(states);
-        self.completions_read = completions;
-        Ok(())
-    }
+/// Take the side read's answers: the file-state cache at once, the
+/// completions kept for the reuse pass. Without them (PostgreSQL, or a
+/// side read that failed) the cache is read in line — where an error is
+/// met again and reported — and the pass reads its completions.
+pub fn take_early(ledger: &LeaseGuard, mut early: Early) -> Result<(FileCache, Option<Completions>)> {
+    let (states, completions) = match early.0.take().map(JoinHandle::join) {
+        Some(Ok(Ok((states, completions)))) => (states, Some(completions)),
+        _ => (ledger.read().file_states()?, None),
+    };
+    Ok((FileCache::from_states(states), completions))
 }

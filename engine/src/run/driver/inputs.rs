@@ -3,84 +3,65 @@
 //! file's bytes). Under the lease and before the run writes anything, every
 //! input is checked to stay inside the workspace, refused as a full load
 //! refuses it; one expansion of each input serves both that check and,
-//! for a task complete now, the reuse pass's observation (`fresh.rs`).
+//! for a task complete now, the reuse pass's observation (`refresh.rs`).
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-use super::Runner;
 use crate::checkpoint::{self, Expanded};
 use crate::error::Result;
-use crate::plan::{self, Effect, Inputs, Task};
+use crate::plan::{self, Inputs, Plan, Task};
 use crate::workspace::Expander;
 
 /// What the first look read of each complete task's inputs, by the task's
 /// index in the plan file: kept for the reuse pass only while nothing else
-/// ran — a provider asked or an attempt reconciled drops it (`forget`).
-pub(super) type FirstLook = HashMap<usize, Expanded>;
+/// ran — a provider asked or an attempt reconciled drops it (`Action::Forget`).
+pub type FirstLook = HashMap<usize, Expanded>;
 
-impl Runner<'_> {
-    /// Check every input of a plan that needs it (`Inputs::ToCheck`): the
-    /// first one outside the workspace refuses the run with the load's
-    /// error (INPUT_OUTSIDE_WORKSPACE at `$.tasks[i].inputs[j]`). A task
-    /// the reuse pass will observe is expanded as observing does (a `statx`
-    /// per file, kept); any other only checked (its folders' listings).
-    /// Many inputs are looked at in two halves on two threads (`halves`):
-    /// the look is mostly `statx`, and two of them run side by side.
-    /// Called once, at the run's start.
-    pub(super) fn check_inputs(&mut self) -> Result<()> {
-        if self.plan.inputs == Inputs::Checked {
-            return Ok(());
-        }
-        let tasks = &self.plan.file.tasks;
-        let observed: Vec<bool> = tasks
-            .iter()
-            .map(|task| {
-                !self.shared
-                    && task.effect != Effect::External
-                    && self.states.get(&task.task_ref).is_some_and(|s| s.is_complete())
-            })
-            .collect();
-        let workspace = &self.plan.workspace;
-        let (first, second) = halves(tasks);
-        let observed = &observed;
-        let (first, second) = std::thread::scope(|s| {
-            // No thread to be had (a process limit): the second half is
-            // looked at after the first, on this one.
-            let rest = second.clone();
-            let side = (!second.is_empty())
-                .then(|| std::thread::Builder::new().spawn_scoped(s, move || look(workspace, tasks, observed, rest)))
-                .and_then(std::io::Result::ok);
-            let first = look(workspace, tasks, observed, first);
-            let second = match side {
-                Some(h) => Some(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
-                None if !second.is_empty() => Some(look(workspace, tasks, observed, second)),
-                None => None,
-            };
-            (first, second)
-        });
-        // The first refusal in the plan's order: the first half's, if any.
-        let refused = |r: Refused| match r {
-            Refused::Workspace(why) => plan::workspace_unusable(workspace, &why),
-            Refused::Input { task, input, why } => plan::input_refused(&self.plan.file, task, input, &why),
+/// Check every input of a plan that needs it (`Inputs::ToCheck`): the
+/// first one outside the workspace refuses the run with the load's error
+/// (INPUT_OUTSIDE_WORKSPACE at `$.tasks[i].inputs[j]`). A task the reuse
+/// pass will observe (`observed`: complete now, on a store of one writer,
+/// its effect not external) is expanded as observing does (a `statx` per
+/// file, kept); any other only checked (its folders' listings). Many
+/// inputs are looked at in two halves on two threads (`halves`): the look
+/// is mostly `statx`, and two of them run side by side. Called once, at
+/// the run's start, before the run writes anything.
+pub fn check_inputs(plan: &Plan, observed: impl Fn(&Task) -> bool) -> Result<Option<FirstLook>> {
+    if plan.inputs == Inputs::Checked {
+        return Ok(None);
+    }
+    let tasks = &plan.file.tasks;
+    let observed: Vec<bool> = tasks.iter().map(observed).collect();
+    let workspace = &plan.workspace;
+    let (first, second) = halves(tasks);
+    let observed = &observed;
+    let (first, second) = std::thread::scope(|s| {
+        // No thread to be had (a process limit): the second half is
+        // looked at after the first, on this one.
+        let rest = second.clone();
+        let side = (!second.is_empty())
+            .then(|| std::thread::Builder::new().spawn_scoped(s, move || look(workspace, tasks, observed, rest)))
+            .and_then(std::io::Result::ok);
+        let first = look(workspace, tasks, observed, first);
+        let second = match side {
+            Some(h) => Some(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+            None if !second.is_empty() => Some(look(workspace, tasks, observed, second)),
+            None => None,
         };
-        let mut looked = first.map_err(refused)?;
-        if let Some(second) = second {
-            looked.extend(second.map_err(refused)?);
-        }
-        self.first_look = Some(looked);
-        Ok(())
+        (first, second)
+    });
+    // The first refusal in the plan's order: the first half's, if any.
+    let refused = |r: Refused| match r {
+        Refused::Workspace(why) => plan::workspace_unusable(workspace, &why),
+        Refused::Input { task, input, why } => plan::input_refused(&plan.file, task, input, &why),
+    };
+    let mut looked = first.map_err(refused)?;
+    if let Some(second) = second {
+        looked.extend(second.map_err(refused)?);
     }
-
-    /// Something other than this run's ledger reads ran since the first
-    /// look (a provider was asked, an attempt reconciled): what it read of
-    /// the files may be stale, and the completions read beside it
-    /// (`early.rs`) too, so the reuse pass observes and reads afresh.
-    pub(super) fn forget_first_look(&mut self) {
-        self.first_look = None;
-        self.completions_read = None;
-    }
+    Ok(Some(looked))
 }
 
 /// Why the first look refused a run.

@@ -7,69 +7,77 @@
 //! without receipts: in doubt, as a kill right after an intent's own commit
 //! always did. The recovery rules do not change.
 
-use serde_json::json;
-
-use super::start::Held;
-use super::{Msg, Runner};
-use crate::decide::group::{self, Answer, Handling};
-use crate::error::Result;
-use crate::failpoint;
-use crate::ids::AttemptId;
-use crate::store::events::{Event, EventKind};
-use crate::store::{Durability, LedgerTx};
 use providers::{Outcome, Progress};
 
-/// What waits for the open group's commit.
-#[derive(Default)]
-pub(super) struct Waiting {
-    /// A group is open: the ledger gathers the writes.
-    open: bool,
-    /// Calls whose intents are in the group.
-    pub calls: Vec<Held>,
-    /// Crash points named for a commit that is in the group.
-    points: Vec<&'static str>,
-    /// Tasks that ended, for their progress line.
-    ended: Vec<String>,
-}
+use super::action::{Action, Dispatch, Sending, Write};
+use super::event::Msg;
+use super::state::Run;
+use crate::decide::group::{self, Answer, Handling};
+use crate::error::Result;
+use crate::ids::AttemptId;
 
-impl Runner<'_> {
+impl Run<'_> {
     /// Gather the writes from here on into one commit.
-    pub(super) fn begin_group(&mut self) {
-        self.ledger.begin_group();
+    pub async fn begin_group(&mut self) {
+        self.io.tell(Action::BeginGroup).await;
         self.held.open = true;
     }
 
     /// Commit the group, then what waited for it: the crash points that
     /// name its commit, the progress of the tasks that ended, the calls.
-    pub(super) fn flush(&mut self) -> Result<()> {
-        self.ledger.commit_group()?;
+    pub async fn flush(&mut self) -> Result<()> {
+        #[cfg(feature = "sim")]
+        if crate::failpoint::fault(crate::failpoint::Fault::SendBeforeCommit) {
+            // Planted fault: the calls go out before their intents' commit.
+            for call in std::mem::take(&mut self.held.calls) {
+                self.send(call).await;
+            }
+        }
+        self.io.written(Action::CommitGroup).await?;
         self.held.open = false;
         for point in std::mem::take(&mut self.held.points) {
-            failpoint::hit(point);
+            self.io.crashpoint(point).await;
         }
         for task_ref in std::mem::take(&mut self.held.ended) {
-            self.ended(&task_ref)?;
+            self.ended(&task_ref).await?;
         }
-        for held in std::mem::take(&mut self.held.calls) {
-            self.send(held);
+        for call in std::mem::take(&mut self.held.calls) {
+            self.send(call).await;
         }
         Ok(())
     }
 
+    /// Hand a held call over, its intent committed.
+    async fn send(&mut self, call: Sending) {
+        self.io.crashpoint("after_intent").await;
+        #[cfg(feature = "sim")]
+        if crate::failpoint::fault(crate::failpoint::Fault::SendTwice) {
+            // Planted fault: the call goes out a second time.
+            self.io.tell(Action::Send(call.clone())).await;
+        }
+        self.io.tell(Action::Send(call)).await;
+    }
+
+    /// A task this run started came to rest: say so (once).
+    pub async fn ended(&self, task_ref: &str) -> Result<()> {
+        let ended = Action::Ended { task_ref: task_ref.to_string(), state: self.state(task_ref) };
+        self.io.written(ended).await.map(|_| ())
+    }
+
     /// A crash point named for a commit just made: now, or once the group
     /// holding it is committed.
-    pub(super) fn hit_committed(&mut self, point: &'static str) {
+    pub async fn hit_committed(&mut self, point: &'static str) {
         if self.held.open {
             self.held.points.push(point);
         } else {
-            failpoint::hit(point);
+            self.io.crashpoint(point).await;
         }
     }
 
     /// A task ended: its progress line, once what says so is committed.
-    pub(super) fn note_ended(&mut self, task_ref: String) -> Result<()> {
+    pub async fn note_ended(&mut self, task_ref: String) -> Result<()> {
         if !self.held.open {
-            return self.ended(&task_ref);
+            return self.ended(&task_ref).await;
         }
         self.held.ended.push(task_ref);
         Ok(())
@@ -77,17 +85,17 @@ impl Runner<'_> {
 
     /// Join the open group with `msg`'s records, or commit the group first
     /// and record `msg` on its own (`decide::group`).
-    pub(super) fn group_for(&mut self, msg: &Msg) -> Result<()> {
+    pub async fn group_for(&mut self, msg: &Msg) -> Result<()> {
         if !group::shares_commit(self.handling(msg)) {
-            return self.flush();
+            return self.flush().await;
         }
-        self.begin_group();
+        self.begin_group().await;
         Ok(())
     }
 
     /// May this call's dispatch record wait for the open group's commit
     /// (`decide::group::dispatch_may_wait`)?
-    pub(super) fn dispatch_may_wait(&self, attempt_id: AttemptId) -> bool {
+    fn dispatch_may_wait(&self, attempt_id: AttemptId) -> bool {
         let Some(flight) = self.in_flight.get(&attempt_id) else { return false };
         let Some(task) = self.plan.task(&flight.task_ref) else { return false };
         group::dispatch_may_wait(task.effect, !task.cost().is_zero(), flight.process.is_some())
@@ -96,27 +104,18 @@ impl Runner<'_> {
     /// Record that the provider has the call: at once, or (when it may
     /// wait) in the open group's transaction, with its next write or its
     /// commit — the crash point `after_dispatch` follows that commit.
-    pub(super) fn record_dispatched(&mut self, attempt_id: AttemptId, detail: String) -> Result<()> {
+    pub async fn record_dispatched(&mut self, attempt_id: AttemptId, detail: String) -> Result<()> {
         let may_wait = self.dispatch_may_wait(attempt_id);
         let flight = self.flight(attempt_id)?;
         let (task_ref, intent, process) = (flight.task_ref.clone(), flight.intent, flight.process.clone());
-        let mut data = json!({"detail": detail});
-        if let Some(p) = &process {
-            data["process"] = json!(p);
-        }
-        let (goal_id, revision) = (self.goal_id.clone(), self.revision);
-        let write = move |tx: &mut dyn LedgerTx| {
-            tx.mark_dispatched(intent, &detail, process.as_ref())?;
-            let e = Event::goal(EventKind::Dispatched, &goal_id, revision, data.clone());
-            tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
-        };
+        let dispatch = Dispatch { attempt_id, intent, task_ref, detail, process };
         if !may_wait {
-            self.ledger.write(Durability::Normal, write)?;
-            failpoint::hit("after_dispatch");
+            self.io.write_done(Write::Dispatched(dispatch)).await?;
+            self.io.crashpoint("after_dispatch").await;
             return Ok(());
         }
-        self.ledger.write_later(write)?;
-        self.hit_committed("after_dispatch");
+        self.io.written(Action::WriteLater(dispatch)).await?;
+        self.hit_committed("after_dispatch").await;
         Ok(())
     }
 

@@ -1,0 +1,188 @@
+//! What the driver tells the core: the events. One answers each action
+//! (`action.rs`); `Woke` brings what the world did meanwhile — a
+//! provider's progress or answer, checks that ended, a person's signal,
+//! a timer.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use providers::{Outcome, Progress};
+
+use crate::checkpoint::Checkpoint;
+use crate::decide::gate::Decision;
+use crate::decide::raise::Raise;
+use crate::decide::tools::Inventory;
+use crate::error::Result;
+use crate::evidence::{Evidence, StopEnd};
+use crate::ids::{AttemptId, Seq};
+use crate::plan::Effect;
+use crate::run::check::CheckRun;
+use crate::run::looked::Looked;
+use crate::run::outputs::Kept;
+use crate::run::report::{AcceptanceLine, RunReport};
+use crate::state::StopSignal;
+use crate::state::TaskState;
+use crate::store::attempts::{AttemptRecord, Intent};
+use crate::store::Claimed;
+
+/// One thing the driver tells the core.
+#[derive(Debug)]
+pub enum Event {
+    /// The run begins (the first resume).
+    Begin,
+    /// Done, with nothing to say.
+    Done,
+    Opened(Result<Opened>),
+    Written(Result<Written>),
+    Read(Result<Facts>),
+    Claimed(Result<Claimed>),
+    Observed(std::result::Result<Checkpoint, String>),
+    Baseline(Result<Option<Checkpoint>>),
+    Protected(Result<Vec<Evidence>>),
+    Outputs(Option<Kept>),
+    Stale(Result<Vec<(String, serde_json::Value)>>),
+    Tools(BTreeMap<String, std::result::Result<Inventory, String>>),
+    Looked(Box<Looked>),
+    /// An earlier revision's attempt, looked at: its task's effect and
+    /// idempotence then, and what was found.
+    Superseded(Result<(Effect, bool, Box<Looked>)>),
+    Woke(Wake),
+    Signal(Option<StopSignal>),
+    /// How many process groups a signal reached.
+    Reached(usize),
+    /// The run's report (boxed: it is large, the other events small).
+    Report(Box<Result<RunReport>>),
+}
+
+/// The run's first look.
+#[derive(Debug)]
+pub struct Opened {
+    pub states: HashMap<String, TaskState>,
+    /// Now, on the world's clock: this run of work begins.
+    pub now_ms: i64,
+}
+
+/// What a transaction wrote that the core goes on with.
+#[derive(Debug)]
+pub enum Written {
+    Done,
+    Seq(Seq),
+    Gated(Applied),
+    /// A receipt's verdict, and what its provider reported spending.
+    Verdict(Verdict, Option<Spent>),
+    Attempt(Box<AttemptRecord>),
+    /// The intent a transaction recorded.
+    Intent(Intent),
+    Lines(Vec<AcceptanceLine>),
+    /// The evidence of the goal's constraints an attempt's judgement recorded.
+    Evidence(Vec<Evidence>),
+}
+
+/// What the gate's answer left to do outside its transaction.
+#[derive(Debug)]
+pub enum Applied {
+    Go { intent: Intent, try_no: i64 },
+    Stopped(Decision),
+}
+
+/// Spending a provider reported with its answer (its word, never
+/// verified), counted in the goal's cost: the cost used after it.
+#[derive(Debug)]
+pub struct Spent {
+    pub used: crate::cost::Cost,
+    pub items: Vec<crate::evidence::SpentItem>,
+    pub total: crate::cost::Cost,
+}
+
+/// How a receipt's transaction ended.
+#[derive(Debug)]
+pub enum Verdict {
+    Validate,
+    /// No validations: succeeded with the receipt.
+    Succeeded,
+    Unknown(Box<AttemptRecord>),
+    Failed,
+}
+
+/// Facts read for a decision.
+#[derive(Debug)]
+pub enum Facts {
+    Raises(Vec<Raise>),
+    InDoubt { skip: HashSet<String>, attempts: Vec<AttemptRecord> },
+    Attempts(Vec<AttemptRecord>),
+    Attempt(Box<AttemptRecord>),
+    Flag(bool),
+    Tasks(Vec<(String, TaskState)>),
+    Refs(HashSet<String>),
+    State(Option<TaskState>),
+}
+
+/// What the world did while the core waited.
+#[derive(Debug)]
+pub enum Wake {
+    Message(Msg),
+    /// The messages' channel closed (nothing can answer any more).
+    Closed,
+    /// Nothing waiting (`TryMessage`).
+    Nothing,
+    /// The acceptance checks ended (`None`: their task failed).
+    Accepted(Option<(Vec<CheckRun>, Vec<CheckRun>)>),
+    /// A stop signal beyond those the run acted on.
+    Signal(StopSignal),
+    /// The stop's timer.
+    Timer,
+    /// Time to look at a shared ledger again.
+    Poll,
+}
+
+/// A message from in-flight work.
+#[derive(Debug)]
+pub enum Msg {
+    Progress {
+        attempt_id: AttemptId,
+        progress: Progress,
+    },
+    /// The call's outcome (boxed: a receipt is large, the other messages
+    /// small), and how far a person's stop reached its process.
+    Finished {
+        attempt_id: AttemptId,
+        outcome: Box<Outcome>,
+        level: Level,
+    },
+    /// An attempt's validations ran, then the goal's constraint checks.
+    Validated {
+        attempt_id: AttemptId,
+        runs: Vec<CheckRun>,
+        constraint_runs: Vec<CheckRun>,
+    },
+}
+
+impl Msg {
+    pub fn attempt_id(&self) -> AttemptId {
+        match self {
+            Msg::Progress { attempt_id, .. } | Msg::Finished { attempt_id, .. } | Msg::Validated { attempt_id, .. } => {
+                *attempt_id
+            }
+        }
+    }
+}
+
+/// How far a stop has gone: the signal last sent to every process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Level {
+    #[default]
+    None,
+    Term,
+    Kill,
+}
+
+impl Level {
+    /// How a process group that got this far ended (`None`: never
+    /// signalled, it ended on its own).
+    pub fn end(self) -> Option<StopEnd> {
+        match self {
+            Level::None => None,
+            Level::Term => Some(StopEnd::Terminated),
+            Level::Kill => Some(StopEnd::Killed),
+        }
+    }
+}

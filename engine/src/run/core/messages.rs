@@ -1,0 +1,128 @@
+//! What the calls and checks in flight report, handled one message at a
+//! time in the order they came: a provider's progress (its process, the
+//! dispatch, the request's handle), its outcome (an answer, nothing handed
+//! over, or an answer lost), an attempt's validations.
+
+use providers::{Outcome, Progress};
+
+use super::action::Judged;
+use super::attempt::Next;
+use super::event::Msg;
+use super::state::Run;
+use crate::decide::scheduler::Scheduler;
+use crate::error::{Error, Result};
+use crate::evidence::{EngineErrorKind, Evidence, StopEnd};
+use crate::ids::AttemptId;
+use crate::plan::Task;
+use crate::store::Durability;
+
+impl Run<'_> {
+    /// Handle one message of a call in flight, in the open group or on
+    /// its own (`group_for`); a task that left the flight completes in the
+    /// scheduler.
+    pub async fn take(
+        &mut self,
+        msg: Msg,
+        scheduler: &mut Scheduler,
+        position: &std::collections::HashMap<&str, usize>,
+    ) -> Result<()> {
+        self.group_for(&msg).await?;
+        let attempt_id = msg.attempt_id();
+        let task_ref = self.in_flight.get(&attempt_id).map(|f| f.task_ref.clone());
+        self.handle(msg).await?;
+        if let Some(r) = &task_ref {
+            self.release_if_idle(r).await?;
+        }
+        if let Some(r) = task_ref.filter(|_| !self.in_flight.contains_key(&attempt_id)) {
+            if let (true, Some(&p)) = (self.state(&r).is_complete(), position.get(r.as_str())) {
+                scheduler.completed(p);
+            }
+            self.note_ended(r).await?;
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, msg: Msg) -> Result<()> {
+        match msg {
+            Msg::Progress { attempt_id, progress: Progress::Spawned { process } } => {
+                // Kept until the dispatch is recorded, in the same write.
+                if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+                    f.process = Some(process);
+                }
+            }
+            Msg::Progress { attempt_id, progress: Progress::Dispatched { detail } } => {
+                self.record_dispatched(attempt_id, detail).await?;
+            }
+            Msg::Progress { attempt_id, progress: Progress::Handle { handle, detail } } => {
+                // Committed before anything else of the call: what an engine
+                // asks about after a crash, and what a person's stop cancels.
+                self.record_handle(attempt_id, &handle, &detail).await?;
+            }
+            Msg::Finished { attempt_id, outcome, level } => {
+                self.io.crashpoint("after_receipt").await;
+                let flight = self.flight(attempt_id)?;
+                let cancel_asked = flight.cancel_asked.then_some(StopEnd::CancelAsked);
+                let task = self.task(&flight.task_ref)?;
+                if let Some(end) = level.end().or(cancel_asked) {
+                    // Its process group was ended, or its provider asked to
+                    // cancel it, by a person's stop: not an answer of the
+                    // provider's own.
+                    return self.call_stopped(attempt_id, task, Some(*outcome), end).await;
+                }
+                match self.outcome(attempt_id, task, *outcome).await? {
+                    Next::Validate if self.stop.active() => {
+                        self.validations_stopped(attempt_id, task, Vec::new(), StopEnd::NotStarted).await?;
+                    }
+                    Next::Validate => self.start_validations(attempt_id, task).await?,
+                    Next::Done => {
+                        self.in_flight.remove(&attempt_id);
+                    }
+                }
+            }
+            Msg::Validated { attempt_id, runs, constraint_runs } => {
+                let task = self.task(&self.flight(attempt_id)?.task_ref)?;
+                if runs.iter().chain(&constraint_runs).any(|r| r.stopped.is_some()) {
+                    let runs = runs.into_iter().chain(constraint_runs).collect();
+                    return self.validations_stopped(attempt_id, task, runs, StopEnd::NotStarted).await;
+                }
+                let protected = self.judge_protected(attempt_id, task).await?;
+                let flight = self
+                    .in_flight
+                    .remove(&attempt_id)
+                    .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
+                let after = self.observe_checkpoint(task).await;
+                let judged = Judged { runs, constraint_runs, protected };
+                // Outputs are read only from an attempt that passed: a
+                // failed one keeps none.
+                let kept = match judged.passed() && !task.outputs.is_empty() {
+                    true => self.io.collect_outputs(&task.task_ref).await,
+                    false => None,
+                };
+                self.record_validations(attempt_id, task, (flight.before, after), (judged, kept)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The call's outcome, recorded: nothing handed over (a failure that
+    /// does not count against the budgets), an answer lost (looked at), or
+    /// the provider's answer.
+    async fn outcome(&mut self, attempt_id: AttemptId, task: &Task, outcome: Outcome) -> Result<Next> {
+        match outcome {
+            Outcome::NotDispatched(nd) => {
+                let e = Evidence::EngineError { error: EngineErrorKind::from(nd.kind), message: nd.message };
+                self.fail_with(attempt_id, task, None, vec![e], (Durability::Full, true)).await?;
+                self.hit_committed("after_receipt_commit").await;
+                Ok(Next::Done)
+            }
+            Outcome::Lost { reason, detail } => self.lost(attempt_id, task, reason.into(), detail).await,
+            Outcome::Received(receipt) => {
+                // Judged now in case the answer is a failure (no validations
+                // follow it, and the next attempt would start on whatever
+                // this one left); an ok answer is judged after its validations.
+                let protected = self.judge_protected(attempt_id, task).await?;
+                self.received(attempt_id, task, receipt, None, protected).await
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! A person's retry of an operation whose task declares `observe`: the
+//! target is read back before anything is sent again
+//! (`decide::retry::before_resend`). Present: the effect is there, so the
+//! retry's try is completed from that evidence — an intent and a receipt
+//! from the observation, never dispatched, then the task's validations.
+//! Absent (or nothing to read back): sent as asked. Inconclusive: nothing
+//! sent, the operation stays unknown. Each outcome is one transaction
+//! (`driver::ledger`).
+
+use super::action::{FromReadBack, GateCall, Read, Write};
+use super::event::{Facts, Written};
+use super::state::{Flight, Run};
+use crate::decide::retry::{self, BeforeResend};
+use crate::error::{Error, Result};
+use crate::plan::Task;
+use crate::state::TaskState;
+
+impl Run<'_> {
+    /// `true`: handled here (completed from evidence, or left unknown);
+    /// `false`: send it.
+    pub async fn read_back_before_retry(&mut self, call: &GateCall, task: &Task) -> Result<bool> {
+        if task.observe.is_none() {
+            return Ok(false);
+        }
+        let attempts = match self.io.read(Read::AttemptsOf(task.task_ref.clone())).await? {
+            Facts::Attempts(a) => a,
+            f => return Err(Error::internal(format!("a task's attempts read as {f:?}"))),
+        };
+        let Some(latest) = attempts.into_iter().rev().find(|a| a.operation_id == call.operation_id) else {
+            return Ok(false);
+        };
+        let looked = self.look(&latest, false).await;
+        match retry::before_resend(looked.observed) {
+            BeforeResend::Send => Ok(false),
+            BeforeResend::Completed => {
+                let from = FromReadBack {
+                    task_ref: task.task_ref.clone(),
+                    operation_id: call.operation_id.clone(),
+                    request_digest: call.request_digest.clone(),
+                    request: call.request.clone(),
+                    try_no: latest.try_no + 1,
+                    inputs_at_intent: call.inputs_at_intent.clone(),
+                    protected: call.protected.clone(),
+                    looked,
+                };
+                let intent = match self.io.write(Write::CompletedFromReadBack(Box::new(from))).await? {
+                    Written::Intent(i) => i,
+                    w => return Err(Error::internal(format!("a try completed from its read-back written as {w:?}"))),
+                };
+                let id = intent.attempt_id();
+                let mut flight = Flight::new(intent, &task.task_ref);
+                flight.protected = call.protected.clone();
+                self.in_flight.insert(id, flight);
+                self.states.insert(task.task_ref.clone(), TaskState::Running);
+                self.start_validations(id, task).await?;
+                Ok(true)
+            }
+            BeforeResend::StaysUnknown => {
+                let (task_ref, operation_id) = (task.task_ref.clone(), call.operation_id.clone());
+                self.io
+                    .write_done(Write::RetryStaysUnknown { task_ref, operation_id, looked: Box::new(looked) })
+                    .await?;
+                self.states.insert(task.task_ref.clone(), TaskState::EffectUnknown);
+                Ok(true)
+            }
+        }
+    }
+}

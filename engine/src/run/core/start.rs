@@ -1,0 +1,157 @@
+//! The call site: the call as the run means to send it, the gate's
+//! decision inside the transaction that would commit its intent
+//! (`decide::gate`, `driver::gate`), and what follows from it — the call
+//! held until the intent's commit, or the stop the gate said.
+
+use serde_json::json;
+
+use super::action::{Action, GateCall, Sending, Write};
+use super::event::{Applied, Written};
+use super::state::{Flight, Run};
+use crate::decide::gate::{Decision, Missing};
+use crate::error::{Code, Error, Result};
+use crate::ids::AttemptId;
+use crate::plan::ProviderSpec;
+use crate::run::constraints::starts_process;
+use crate::run::report::Awaiting;
+use crate::state::{AttemptKind, TaskState};
+use crate::store::attempts::Intent;
+use crate::store::events::EventKind;
+use crate::store::Durability;
+
+/// A refusal that stops new work (what is in flight is drained first).
+pub(super) fn stops_new_work(e: &Error) -> bool {
+    matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered)
+}
+
+impl Run<'_> {
+    /// Decide and, if the gate allows, commit the intent and hold the call
+    /// for the commit.
+    pub async fn start_claimed(&mut self, task_ref: &str) -> Result<()> {
+        let task = self.task(task_ref)?;
+        let repair = self.asked.repairs.get(task_ref).cloned();
+        let digests = self
+            .plan
+            .digests
+            .tasks
+            .get(task_ref)
+            .ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
+        let (operation_id, request_digest) = match &repair {
+            Some(rep) => (rep.operation_id.clone(), rep.request_digest.clone()),
+            None => (digests.operation_id.clone(), digests.request.clone()),
+        };
+        let retry = self.asked.retry.contains(&operation_id);
+        // Upstream outputs first: they are among the inputs observed next.
+        self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
+        let inputs_at_intent = self.observe_inputs(task).await.ok();
+        let process = starts_process(self.plan.provider_of(task));
+        let protected = match self.guard.protects(process) {
+            true => self.io.baseline(task_ref).await?,
+            false => None,
+        };
+        let request = match &repair {
+            Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
+            None => json!({ "provider": task.provider, "action": task.action }),
+        };
+        let kind = match (&repair, retry) {
+            (Some(_), _) => AttemptKind::Repair,
+            (None, true) => AttemptKind::Retry,
+            (None, false) => AttemptKind::Run,
+        };
+        let call = GateCall {
+            task_ref: task_ref.to_string(),
+            operation_id,
+            request_digest,
+            asked_repeat: repair.is_some() || retry,
+            repair,
+            kind,
+            request,
+            inputs_at_intent,
+            protected,
+            budgets: self.budgets.clone(),
+            began_ms: self.began_ms,
+        };
+        // A person's retry reads the target back first where the task
+        // declares how (`read_first`).
+        if retry && self.read_back_before_retry(&call, task).await? {
+            return Ok(());
+        }
+        let (operation_id, request_digest) = (call.operation_id.clone(), call.request_digest.clone());
+        let (repair, protected) = (call.repair.clone(), call.protected.clone());
+        let applied = match self.io.write(Write::Gate(Box::new(call))).await {
+            Ok(Written::Gated(a)) => a,
+            Ok(w) => return Err(Error::internal(format!("the gate answered {w:?}"))),
+            Err(e) if stops_new_work(&e) => {
+                // Nothing was dispatched; say why in the ledger before stopping.
+                let data = json!({"operation_id": operation_id, "code": e.code, "message": e.message});
+                self.write_event(Durability::Normal, EventKind::CallRefused, Some(task_ref), None, data).await?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        let sending =
+            Sending { attempt_id: AttemptId(0), task_ref: task_ref.to_string(), operation_id, try_no: 0, repair };
+        match applied {
+            Applied::Go { intent, try_no } => {
+                self.dispatch(Sending { try_no, ..sending }, intent, protected);
+                Ok(())
+            }
+            Applied::Stopped(decision) => self.stopped(&sending, request_digest, decision).await,
+        }
+    }
+
+    /// A call the gate stopped: the core's side of it.
+    async fn stopped(
+        &mut self,
+        call: &Sending,
+        request_digest: crate::ids::RequestDigest,
+        decision: Decision,
+    ) -> Result<()> {
+        let task_ref = call.task_ref.as_str();
+        match decision {
+            Decision::Budget(exhausted) => {
+                if let Some(rep) = &call.repair {
+                    // The repair never started: the task is still the failure it was.
+                    let detail = json!({"attempt_id": rep.failed_attempt, "class": rep.classification.as_ref().map(|c| c.class),
+                        "why": "repair refused: budget exhausted"});
+                    self.set_task(task_ref, TaskState::Failed, detail).await?;
+                }
+                self.stops.budget = Some(exhausted);
+            }
+            Decision::Unsettled { .. } => {
+                self.states.insert(task_ref.to_string(), TaskState::EffectUnknown);
+            }
+            Decision::AwaitApproval(missing) => {
+                self.states.insert(task_ref.to_string(), TaskState::AwaitingApproval);
+                self.stops.awaiting.push(Awaiting {
+                    operation_id: call.operation_id.clone(),
+                    task_ref: task_ref.to_string(),
+                    request_digest,
+                    stale: matches!(missing, Missing::Stale { .. }),
+                });
+            }
+            Decision::PlanMoved { .. } | Decision::Conflict { .. } | Decision::Go { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The intent is recorded: the call is held until the intent's commit
+    /// (`flush`), then handed over, and the provider's progress and answer
+    /// come back as messages.
+    fn dispatch(&mut self, mut call: Sending, intent: Intent, protected: Option<crate::checkpoint::Checkpoint>) {
+        let task_ref = call.task_ref.clone();
+        self.states.insert(task_ref.clone(), TaskState::Running);
+        self.dispatched.insert(task_ref.clone());
+        let processless = self
+            .plan
+            .task(&task_ref)
+            .is_some_and(|task| !matches!(self.plan.provider_of(task), ProviderSpec::Command { .. }));
+        let attempt_id = intent.attempt_id();
+        let mut flight = Flight::new(intent, &task_ref);
+        flight.protected = protected;
+        flight.processless = processless;
+        self.in_flight.insert(attempt_id, flight);
+        call.attempt_id = attempt_id;
+        self.held.calls.push(call);
+    }
+}

@@ -1,0 +1,100 @@
+//! Tool authority before the run's first intent: each MCP server the plan
+//! calls is asked for its tools (`tools/list`, on the provider the run's
+//! calls then use), the inventory is recorded (the server's `serverInfo`,
+//! the protocol revision, input-schema digests and the whole inventory's
+//! digest), a server whose tools cannot be read stops the run with
+//! `TOOL_INVENTORY_UNAVAILABLE` and a task calling a tool its server does
+//! not offer with `UNKNOWN_TOOL`, before anything is sent. The comparisons
+//! are `decide::tools`; the refusals are pure functions of the listing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::action::Action;
+use super::state::Run;
+use crate::decide::tools::{self, Inventory, ToolUse};
+use crate::error::{Code, Error, Result};
+use crate::store::events::EventKind;
+use crate::store::Durability;
+
+/// What the listing gave: each asked provider's inventory, or why not.
+type Listed = BTreeMap<String, std::result::Result<Inventory, String>>;
+
+impl Run<'_> {
+    /// List the tools of every MCP server a task calls, record each
+    /// inventory, and refuse the run (no intent, no call) if a task calls a
+    /// server whose tools could not be read, or a tool its server does not
+    /// offer.
+    pub async fn check_tools(&mut self) -> Result<()> {
+        let uses = tools::uses(&self.plan.file);
+        let named: BTreeSet<String> = uses.iter().map(|u| u.provider.to_string()).collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        self.io.tell(Action::Forget).await;
+        let listed = self.io.list_tools(named).await;
+        for (provider, inventory) in &listed {
+            let data = match inventory {
+                Ok(inv) => json!({"provider": provider, "server": inv.server, "protocol": inv.protocol,
+                                  "digest": inv.digest, "tools": inv.tools, "annotations": inv.annotations}),
+                Err(why) => json!({"provider": provider, "error": why}),
+            };
+            self.write_event(Durability::Normal, EventKind::ToolInventory, None, None, data).await?;
+            if let Ok(inv) = inventory {
+                self.tools.insert(provider.clone(), inv.clone());
+            }
+        }
+        let unlisted = unlisted(&uses, &listed);
+        #[cfg(feature = "sim")]
+        let unlisted = match crate::failpoint::fault(crate::failpoint::Fault::SendWithoutInventory) {
+            // Planted fault: a server whose tools could not be read is let be.
+            true => None,
+            false => unlisted,
+        };
+        let Some((task_ref, error)) = unlisted.or_else(|| unknown_tool(&uses, &self.tools)) else {
+            return Ok(());
+        };
+        // Say in the ledger why the run stops, then stop.
+        let data = json!({"code": error.code, "message": error.message, "details": error.details});
+        self.write_event(Durability::Normal, EventKind::CallRefused, Some(&task_ref), None, data).await?;
+        Err(error)
+    }
+}
+
+/// The first task whose server's tools could not be read, as an error: no
+/// call is made to a server whose inventory is unknown.
+fn unlisted(uses: &[ToolUse<'_>], listed: &Listed) -> Option<(String, Error)> {
+    let (unlisted, provider) = tools::first_unlisted(uses, listed)?;
+    let why = match listed.get(provider) {
+        Some(Err(why)) => why.clone(),
+        _ => "the provider gave no inventory".to_string(),
+    };
+    let message = format!(
+        "task `{}` calls tool `{}` on MCP provider `{provider}`, whose tools could not be read ({why}); \
+         nothing was sent",
+        unlisted.task_ref, unlisted.tool
+    );
+    let details = json!({"task_ref": unlisted.task_ref, "provider": provider, "tool": unlisted.tool, "why": why});
+    let error = Error::new(Code::ToolInventoryUnavailable, message)
+        .at(format!("$.tasks[{}].action.tool", unlisted.index))
+        .with_details(details);
+    Some((unlisted.task_ref.to_string(), error))
+}
+
+/// The first task calling a tool its server did not list, as an error.
+fn unknown_tool(uses: &[ToolUse<'_>], inventories: &BTreeMap<String, Inventory>) -> Option<(String, Error)> {
+    let unknown = tools::first_unknown(uses, inventories)?;
+    let offered: Vec<&String> = inventories.get(unknown.provider).map(|i| i.tools.keys().collect()).unwrap_or_default();
+    let message = format!(
+        "task `{}` calls tool `{}`, which MCP provider `{}` does not offer (its tools/list: {offered:?}); \
+         nothing was sent",
+        unknown.task_ref, unknown.tool, unknown.provider
+    );
+    let details = json!({"task_ref": unknown.task_ref, "provider": unknown.provider,
+        "tool": unknown.tool, "offered": offered});
+    let error = Error::new(Code::UnknownTool, message)
+        .at(format!("$.tasks[{}].action.tool", unknown.index))
+        .with_details(details);
+    Some((unknown.task_ref.to_string(), error))
+}

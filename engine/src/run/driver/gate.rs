@@ -1,0 +1,190 @@
+//! The call site's transaction: gather the gate's facts inside the
+//! transaction that would commit the intent, ask `decide::gate`, apply its
+//! answer in that same transaction. Only once the intent is committed does
+//! the core hand the call to its provider.
+
+use providers::sandbox::Record;
+use serde_json::json;
+
+use super::scope::Scope;
+use crate::decide::budget::Usage;
+use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval};
+use crate::error::{Code, Error, Result};
+use crate::ids::ApprovalId;
+use crate::plan::Task;
+use crate::run::core::{Applied, GateCall};
+use crate::state::TaskState;
+use crate::store::acts::{ActRef, PendingRequest};
+use crate::store::attempts::NewIntent;
+use crate::store::events::{Event, EventKind};
+use crate::store::goals::TaskKey;
+use crate::store::LedgerTx;
+
+/// One transaction: the facts, the gate's decision, and its records.
+/// `now_ms`: the world's clock (the deadline counts from `began_ms`).
+pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
+    let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    let task = scope.task(&call.task_ref)?;
+    let task_ref = call.task_ref.as_str();
+    let goal = tx.goal(goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
+    // Only the digest: the full revision row carries the whole plan JSON,
+    // and reading it at every intent made a run quadratic.
+    let active_plan_digest = tx.revision_plan_digest(goal_id, goal.active_revision)?;
+    let used = tx.budget_use(goal_id)?;
+    let open: Vec<OpenApproval> = tx
+        .open_approvals(&call.operation_id)?
+        .into_iter()
+        .map(|a| OpenApproval {
+            id: a.id,
+            request_digest: a.request_digest,
+            plan_digest: a.plan_digest,
+            revision: a.revision,
+            cost: a.cost,
+        })
+        .collect();
+    // A person's approval only if the act chain vouches for it: a row
+    // written by anything else stops the run here, and nothing is
+    // dispatched (STORE_TAMPERED names the row).
+    for a in &open {
+        tx.check_on_chain(ActRef::Approval(a.id))?;
+    }
+    let (always, paid_or_external) = ApprovalFacts::of_task(task);
+    #[allow(unused_mut)]
+    let mut budgets = call.budgets.clone();
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::SkipCallBudget) {
+        // Planted fault: the provider-call budget is not checked.
+        budgets.max_provider_calls = u64::MAX;
+    }
+    let facts = gate::Facts {
+        revision,
+        active_revision: goal.active_revision,
+        plan_digest: &scope.plan.digests.plan,
+        active_plan_digest: &active_plan_digest,
+        unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
+        conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,
+        request_digest: &call.request_digest,
+        budgets: &budgets,
+        usage: Usage {
+            attempts_of_task: tx.attempt_count(goal_id, revision, task_ref)?,
+            provider_calls: used.calls,
+            cost: used.cost,
+            // The deadline bounds this run of work, not the goal's life.
+            elapsed_seconds: ((now_ms - call.began_ms).max(0) / 1000) as u64,
+        },
+        call_cost: task.cost(),
+        may_spend: task.may_spend,
+        approval: ApprovalFacts {
+            always,
+            paid_or_external,
+            asked_repeat: call.asked_repeat,
+            prior_dispatch: tx.prior_dispatch(goal_id, task_ref)?,
+            open: &open,
+        },
+    };
+    apply(tx, scope.key(task_ref), (task, call, sandbox), gate::decide(&facts))
+}
+
+/// The gate's decision, recorded in the intent's transaction.
+fn apply(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    (task, call, sandbox): (&Task, &GateCall, &Record),
+    decision: Decision,
+) -> Result<Applied> {
+    let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
+    let op = &call.operation_id;
+    let event = |kind, data| Event::goal(kind, goal_id, revision, data).task(task_ref);
+    match decision {
+        Decision::PlanMoved { active } => Err(Error::new(
+            Code::PlanChanged,
+            format!("goal {goal_id} moved to revision {active} while this run was on revision {revision}; nothing more is dispatched"),
+        )),
+        Decision::Conflict { recorded } => Err(Error::new(
+            Code::OperationConflict,
+            format!("operation {op} was recorded with request digest {recorded}, not {}; refusing to send a different request under the same operation id", call.request_digest),
+        )
+        .at(task_ref.to_string())),
+        Decision::Unsettled { attempt, state } => {
+            // Never a new call of a task while an earlier attempt of it (of
+            // this operation or another) is unknown or in doubt.
+            let why = format!("attempt {} of this task is {state}: settle it first", tx.attempt_number(attempt)?);
+            let detail = json!({"operation_id": op, "waits_on_attempt": attempt, "why": why});
+            tx.set_task_state(key, TaskState::EffectUnknown, &detail)?;
+            tx.append_event(&event(EventKind::CallRefused, json!({"operation_id": op, "why": why})))?;
+            Ok(Applied::Stopped(Decision::Unsettled { attempt, state }))
+        }
+        Decision::Budget(exhausted) => {
+            tx.append_event(&event(EventKind::BudgetExhausted, json!(exhausted)))?;
+            Ok(Applied::Stopped(Decision::Budget(exhausted)))
+        }
+        Decision::AwaitApproval(missing) => {
+            let why = missing.why();
+            // `asked_by`: which command's call waits, so `engine status` can
+            // name the command that spends the approval.
+            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
+            tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
+            tx.append_event(&event(EventKind::ApprovalRequired, detail))?;
+            tx.insert_pending_request(&PendingRequest {
+                operation_id: op.clone(),
+                goal_id: goal_id.clone(),
+                revision,
+                task_ref: task_ref.to_string(),
+                request_digest: call.request_digest.clone(),
+            })?;
+            Ok(Applied::Stopped(Decision::AwaitApproval(missing)))
+        }
+        Decision::Go { consume, void } => commit_intent(tx, key, (task, call, sandbox), consume, &void),
+    }
+}
+
+/// The intent, with the approval it spends (or the ones it voids), the
+/// task running, and the event — one commit.
+fn commit_intent(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    (task, call, sandbox): (&Task, &GateCall, &Record),
+    consume: Option<ApprovalId>,
+    void: &[ApprovalId],
+) -> Result<Applied> {
+    let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
+    let try_no = tx.last_try(&call.operation_id)? + 1;
+    let intent = tx.insert_intent(&NewIntent {
+        goal_id,
+        revision,
+        task_ref,
+        operation_id: &call.operation_id,
+        try_no,
+        kind: call.kind,
+        request_digest: &call.request_digest,
+        request_json: &call.request,
+        effect: task.effect,
+        cost: task.cost(),
+        inputs_at_intent: call.inputs_at_intent.as_ref().map(|c| c.digest.as_str()),
+        instruction: call.repair.as_ref().and_then(|r| r.instruction.as_deref()),
+        sandbox,
+        protected_at_intent: call.protected.as_ref().map(|c| c.digest.as_str()),
+    })?;
+    let id = intent.attempt_id();
+    for cp in call.inputs_at_intent.iter().chain(&call.protected) {
+        tx.put_checkpoint(cp)?;
+    }
+    if let Some(approval) = consume {
+        tx.consume_approval(approval, id)?;
+    }
+    if !void.is_empty() {
+        tx.void_approvals(void, id)?;
+        let data = json!({
+            "approval_ids": void, "why": "this call needed no approval; approvals are never kept for a later repeat",
+        });
+        let e = Event::goal(EventKind::ApprovalsVoided, goal_id, revision, data).task(task_ref).attempt(id);
+        tx.append_event(&e)?;
+    }
+    tx.set_task_state(key, TaskState::Running, &json!({"attempt_id": id}))?;
+    let data = json!({
+        "operation_id": call.operation_id, "try": try_no, "request_digest": call.request_digest,
+        "approval_consumed": consume,
+    });
+    tx.append_event(&Event::goal(EventKind::IntentRecorded, goal_id, revision, data).task(task_ref).attempt(id))?;
+    Ok(Applied::Go { intent, try_no })
+}

@@ -1,0 +1,295 @@
+//! The driver: it steps the core (`run::core`) and performs each action it
+//! gives — on the ledger (`ledger`, `gate`, `receipt`, `reads`, `finish`),
+//! on the workspace (`workspace`, `inputs`, `early`, `refresh`) or on the
+//! world (`run::world`) — then resumes the core with the answer. It
+//! decides nothing: every choice of what to do next is the core's, every
+//! judgement a pure function of `decide/`. The same driver serves the real
+//! world and the simulator's.
+
+mod early;
+mod finish;
+mod gate;
+mod inputs;
+mod ledger;
+mod read_first;
+mod reads;
+mod receipt;
+mod refresh;
+mod scope;
+mod workspace;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{Code, Error, Result};
+use crate::ids::Revision;
+use crate::plan::{Plan, PlanFile};
+use crate::run::asked::Asked;
+use crate::run::core::{Action, Core, Event, Opened, Say, Step, Written};
+use crate::run::progress::Update;
+use crate::run::report::RunReport;
+use crate::run::world::World;
+use crate::state::TaskState;
+use crate::store::LeaseGuard;
+use early::Completions;
+use inputs::FirstLook;
+use scope::Scope;
+use workspace::Workspace;
+
+/// Run revision `revision` of `plan` under `ledger`'s lease in `world`:
+/// the core's actions performed one after another until its report.
+pub async fn drive(
+    ledger: &mut LeaseGuard,
+    plan: &Plan,
+    (revision, jobs, asked): (Revision, usize, Asked),
+    world: &mut dyn World,
+    checks_sandbox: providers::sandbox::Sandbox,
+) -> Result<RunReport> {
+    let scope = Scope::new(plan, revision);
+    let guard = workspace::guard(plan);
+    let mut core = Core::new(plan, revision, jobs, asked, ledger.shared(), guard.clone());
+    let mut driver = Driver {
+        ledger,
+        world,
+        workspace: Workspace::new(&scope, checks_sandbox, guard),
+        scope,
+        first_look: None,
+        completions: None,
+    };
+    let mut event = Event::Begin;
+    loop {
+        match core.resume(event) {
+            Step::Done(report) => return report,
+            Step::Act(action) => event = driver.perform(action).await,
+        }
+        if driver.world.dead() {
+            return Err(Error::internal("the engine's process died"));
+        }
+    }
+}
+
+struct Driver<'l, 'p> {
+    ledger: &'l mut LeaseGuard,
+    world: &'l mut dyn World,
+    scope: Scope<'p>,
+    workspace: Workspace,
+    /// What the first look at the workspace read of the complete tasks'
+    /// inputs, for the reuse pass while nothing else ran (`inputs.rs`).
+    first_look: Option<FirstLook>,
+    /// The revision's completions as the run's start read them (`early.rs`).
+    completions: Option<Completions>,
+}
+
+impl Driver<'_, '_> {
+    async fn perform(&mut self, action: Action) -> Event {
+        let scope = &self.scope;
+        match action {
+            Action::Open => Event::Opened(self.open()),
+            Action::Write(w) => Event::Written(ledger::write(self.ledger, scope, &*self.world, w)),
+            Action::WriteLater(d) => {
+                Event::Written(self.ledger.write_later(ledger::dispatched(scope, d)).map(|()| Written::Done))
+            }
+            Action::BeginGroup => {
+                self.ledger.begin_group();
+                Event::Done
+            }
+            Action::CommitGroup => Event::Written(self.ledger.commit_group().map(|()| Written::Done)),
+            Action::Read(r) => Event::Read(reads::read(self.ledger, scope, r)),
+            Action::Claim(task_ref) => Event::Claimed(self.ledger.claim(&scope.goal_id, &task_ref)),
+            Action::Release(task_ref) => {
+                Event::Written(self.ledger.release_claim(&scope.goal_id, &task_ref).map(|()| Written::Done))
+            }
+            Action::Materialize(task_ref) => {
+                let done = self.workspace.materialize(self.ledger, scope, task_ref.as_deref());
+                Event::Written(done.map(|()| Written::Done))
+            }
+            Action::Observe { task_ref, context } => match scope.task(&task_ref) {
+                Ok(task) => Event::Observed(self.workspace.observe(self.world, scope, task, context).await),
+                Err(e) => Event::Observed(Err(e.to_string())),
+            },
+            Action::Baseline(task_ref) => {
+                Event::Baseline(self.workspace.baseline(self.world, self.ledger, scope, &task_ref).await)
+            }
+            Action::JudgeProtected { attempt_id, task_ref, before } => {
+                let judged = match scope.task(&task_ref) {
+                    Ok(task) => {
+                        self.workspace.judge_protected(self.world, self.ledger, scope, (attempt_id, task), before).await
+                    }
+                    Err(e) => Err(e),
+                };
+                Event::Protected(judged)
+            }
+            Action::CollectOutputs(task_ref) => match scope.task(&task_ref) {
+                Ok(task) => Event::Outputs(Workspace::collect_outputs(self.world, scope, task).await),
+                Err(_) => Event::Outputs(None),
+            },
+            Action::Refresh { states, tools } => {
+                let early =
+                    refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
+                let sandbox = self.workspace.sandbox().clone();
+                let cache = &mut self.workspace.cache;
+                Event::Stale(refresh::stale(self.ledger, scope, (&states, &tools), (cache, &sandbox), early))
+            }
+            Action::Forget => {
+                self.first_look = None;
+                self.completions = None;
+                Event::Done
+            }
+            Action::ListTools(named) => Event::Tools(self.world.list_tools(&named).await),
+            Action::Send(call) => {
+                self.world.send(&call);
+                Event::Done
+            }
+            Action::Look { attempt, ask_handle, deadline } => {
+                let left = goal_left(self.world.now_ms(), deadline.began_ms, deadline.seconds);
+                Event::Looked(Box::new(self.world.look(&attempt, ask_handle, left).await))
+            }
+            Action::LookSuperseded { attempt, deadline } => {
+                let left = goal_left(self.world.now_ms(), deadline.began_ms, deadline.seconds);
+                Event::Superseded(self.look_superseded(&attempt, left).await)
+            }
+            Action::Cancel(attempt) => {
+                self.world.cancel(&attempt);
+                Event::Done
+            }
+            Action::Abort(attempt_id) => {
+                self.world.abort(attempt_id);
+                Event::Done
+            }
+            Action::Validate(v) => {
+                self.world.validate(v);
+                Event::Done
+            }
+            Action::Accept { constraint_checks, checks } => {
+                self.world.accept(constraint_checks, checks);
+                Event::Done
+            }
+            Action::AbortAccept => {
+                self.world.abort_accept();
+                Event::Done
+            }
+            Action::Wait(w) => Event::Woke(self.world.wait(w).await),
+            Action::TryMessage => Event::Woke(
+                self.world.try_message().map_or(crate::run::core::Wake::Nothing, crate::run::core::Wake::Message),
+            ),
+            Action::SignalPending => Event::Signal(self.world.signal_pending()),
+            Action::SignalGroups { level, timer } => Event::Reached(self.world.signal_groups(level, timer)),
+            Action::Say(say) => {
+                self.say(say);
+                Event::Done
+            }
+            Action::Ended { task_ref, state } => Event::Written(self.ended(&task_ref, state).map(|()| Written::Done)),
+            Action::Crashpoint(name) => {
+                self.world.crashpoint(name);
+                Event::Done
+            }
+            Action::Finish(closing) => {
+                let dirty = self.workspace.cache.take_dirty();
+                let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
+                Event::Report(Box::new(closer.finish(dirty)))
+            }
+            Action::ReportJudged(closing) => {
+                let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
+                Event::Report(Box::new(closer.report_judged()))
+            }
+        }
+    }
+
+    /// Each task's state as the ledger has it when the run begins; the
+    /// inputs the load left to the run checked before anything is written;
+    /// the file-state cache and the completions read beside that look.
+    fn open(&mut self) -> Result<Opened> {
+        let now_ms = self.world.now_ms();
+        let (plan, goal_id, revision) = (self.scope.plan, &self.scope.goal_id, self.scope.revision);
+        let early = early::read_early(self.ledger, &self.scope);
+        let states: HashMap<String, TaskState> =
+            self.ledger.read().task_states(goal_id, revision)?.into_iter().collect();
+        // Every task of the plan has its row: the scheduler reads states by
+        // the plan's refs and must never meet one the ledger lacks.
+        if let Some(t) = plan.file.tasks.iter().find(|t| !states.contains_key(&t.task_ref)) {
+            return Err(Error::new(
+                Code::StoreCorrupt,
+                format!("task `{}` of goal `{goal_id}` revision {revision} has no row in the ledger", t.task_ref),
+            ));
+        }
+        // Inputs the load left to the run are refused before it writes
+        // anything, as the load would have refused them.
+        let shared = self.ledger.shared();
+        let observed = |task: &crate::plan::Task| {
+            !shared
+                && task.effect != crate::plan::Effect::External
+                && states.get(&task.task_ref).is_some_and(|s| s.is_complete())
+        };
+        self.first_look = inputs::check_inputs(plan, observed)?;
+        let (cache, completions) = early::take_early(self.ledger, early)?;
+        self.workspace.cache = cache;
+        self.completions = completions;
+        Ok(Opened { states, now_ms })
+    }
+
+    /// Look at an earlier revision's operation with that revision's
+    /// provider (built for this look, shut down after it) and task rule;
+    /// also its task's effect and idempotence then (an effect of `external`
+    /// if the task is gone from that plan).
+    async fn look_superseded(
+        &mut self,
+        a: &crate::store::attempts::AttemptRecord,
+        goal_left: Duration,
+    ) -> Result<(crate::plan::Effect, bool, Box<crate::run::looked::Looked>)> {
+        use crate::run::looked::Looked;
+        let row = self.ledger.read().revision(&self.scope.goal_id, a.revision)?;
+        let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
+            Error::new(Code::StoreCorrupt, format!("stored plan of revision {} does not parse: {e}", a.revision))
+        })?;
+        let Some(task) = file.tasks.iter().find(|t| t.task_ref == a.task_ref) else {
+            return Ok((a.effect, false, Box::new(Looked::nothing())));
+        };
+        let Some(spec) = file.providers.get(&task.provider) else {
+            return Ok((a.effect, task.idempotent, Box::new(Looked::nothing())));
+        };
+        let workspace = std::path::PathBuf::from(&row.workspace);
+        let looked = self.world.look_superseded((task, spec, &workspace), a, goal_left).await;
+        Ok((a.effect, task.idempotent, Box::new(looked)))
+    }
+
+    fn say(&mut self, say: Say) {
+        let goal = &self.scope.goal_id;
+        let update = match &say {
+            Say::Began { total, complete } => {
+                Update::Began { goal, revision: self.scope.revision, total: *total, complete: *complete }
+            }
+            Say::Validating(task_ref) => Update::Validating { task_ref },
+            Say::Accepting { checks } => Update::Accepting { checks: *checks },
+            Say::Stopping { signal, in_flight, groups, grace } => {
+                Update::Stopping { signal: *signal, in_flight: *in_flight, groups: *groups, grace: *grace }
+            }
+            Say::Killing { groups, by_signal } => Update::Killing { groups: *groups, by_signal: *by_signal },
+        };
+        self.world.say(&update);
+    }
+
+    /// A task this run started came to rest: say so (once), with its
+    /// failure class if it failed.
+    fn ended(&mut self, task_ref: &str, state: TaskState) -> Result<()> {
+        let Some(took) = self.world.ended(task_ref) else { return Ok(()) };
+        let class = match state {
+            TaskState::Failed | TaskState::EffectUnknown => self
+                .ledger
+                .read()
+                .task(&self.scope.goal_id, self.scope.revision, task_ref)?
+                .and_then(|t| t.class().and_then(crate::state::FailureClass::parse)),
+            _ => None,
+        };
+        let task = self.scope.task(task_ref)?;
+        let took = Duration::from_millis(took.as_millis() as u64);
+        self.world.say(&Update::TaskEnded { task_ref, title: &task.title, state, class, took });
+        Ok(())
+    }
+}
+
+/// What is left of this run of work's wall-clock budget
+/// (`deadline_seconds` from the start of the command, raises included).
+fn goal_left(now_ms: i64, began_ms: i64, seconds: u64) -> Duration {
+    let used_ms = (now_ms - began_ms).max(0) as u64;
+    Duration::from_secs(seconds).saturating_sub(Duration::from_millis(used_ms))
+}

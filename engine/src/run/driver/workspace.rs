@@ -1,0 +1,319 @@
+//! The run's looks at its workspace: a task's checkpoint (hashing many
+//! or large inputs and running context commands off the coordinator's
+//! thread), the goal's protected paths around every attempt, a passed
+//! attempt's declared outputs, and upstream outputs written in before a
+//! task runs. The comparisons are `decide::constraints` and
+//! `decide::outputs`; this is the I/O around them.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::scope::Scope;
+use crate::checkpoint::{self, Checkpoint, FileCache};
+use crate::decide::constraints::{self, Git};
+use crate::decide::outputs::{upstream_with_outputs, Bounds};
+use crate::error::{Code, Error, Result};
+use crate::evidence::{Evidence, PathChange};
+use crate::ids::AttemptId;
+use crate::plan::{Plan, Task};
+use crate::run::constraints::{shadows, starts_process, Guard};
+use crate::run::materialize::{self, Wanted};
+use crate::run::outputs::{self, Kept};
+use crate::run::world::{Job, World};
+use crate::state::AttemptState;
+use crate::store::events::{Event, EventKind};
+use crate::store::{Durability, LeaseGuard};
+
+/// The paths and checks a run's attempts are judged by: the goal's
+/// constraints (their protected paths with what the plan's checks would
+/// load in their place, `decide::shadow`) and the engine's own protected
+/// paths, as the workspace holds them now.
+pub fn guard(plan: &Plan) -> Guard {
+    let protects = plan.goal().constraints.iter().any(|c| c.checked().is_some_and(|c| !c.protect.is_empty()));
+    let shadows = if protects { shadows(plan) } else { Vec::new() };
+    Guard::of(plan.goal(), &shadows, engine_protected(plan))
+}
+
+/// The engine's own protected paths for a run of `plan` in its workspace
+/// (the plan file, `.git`, `.engine`), looked up now.
+fn engine_protected(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    let ws = &plan.workspace;
+    let plan_file = plan.source.as_deref().and_then(|p| p.strip_prefix(ws).ok()).and_then(|p| p.to_str());
+    let git = match std::fs::symlink_metadata(ws.join(".git")) {
+        Ok(m) if m.is_dir() => Git::Folder,
+        Ok(_) => Git::File,
+        Err(_) => Git::Absent,
+    };
+    constraints::engine_protected(plan_file, git)
+}
+
+/// `f` off the world's coordinator thread (`Err`: why the thread failed).
+async fn blocking<T: Send + 'static>(
+    world: &mut dyn World,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::result::Result<T, String> {
+    let job: Job = Box::new(move || Box::new(f()) as Box<dyn Any + Send>);
+    let done = world.off_thread(job).await?;
+    done.downcast::<T>().map(|b| *b).map_err(|_| "the thread's answer was not what it was asked".to_string())
+}
+
+/// What the driver keeps of the workspace between looks.
+pub struct Workspace {
+    /// File-state cache for checkpoints; flushed when the run finishes.
+    pub cache: FileCache,
+    guard: Guard,
+    /// Where context commands run.
+    sandbox: providers::sandbox::Sandbox,
+    /// Does any task declare `outputs`? (Else nothing is materialized, at
+    /// no cost per task.)
+    outputs_declared: bool,
+}
+
+impl Workspace {
+    pub fn new(scope: &Scope, sandbox: providers::sandbox::Sandbox, guard: Guard) -> Workspace {
+        Workspace {
+            cache: FileCache::default(),
+            guard,
+            sandbox,
+            outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
+        }
+    }
+
+    pub fn sandbox(&self) -> &providers::sandbox::Sandbox {
+        &self.sandbox
+    }
+
+    /// A task's checkpoint now. Hashing many or large inputs and running
+    /// context commands can take a while: that runs off the coordinator's
+    /// thread, so the calls in flight keep reading their providers' output
+    /// meanwhile. A checkpoint of a few small files is observed in place
+    /// (`checkpoint::observes_quickly`: bounded, and cheaper than the hop).
+    pub async fn observe(
+        &mut self,
+        world: &mut dyn World,
+        scope: &Scope<'_>,
+        task: &Task,
+        context: BTreeMap<String, String>,
+    ) -> std::result::Result<Checkpoint, String> {
+        let plan = scope.plan;
+        let sandbox = self.sandbox.clone();
+        if checkpoint::observes_quickly(&plan.workspace, task) {
+            let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandbox, &mut self.cache);
+            return cp.map(|cp| cp.with_context(context));
+        }
+        let (workspace, secrets) = (plan.workspace.clone(), plan.file.secrets.clone());
+        let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
+        let observed = blocking(world, move || {
+            let cp = checkpoint::observe(&workspace, &task, &secrets, &sandbox, &mut cache);
+            (cp, cache)
+        })
+        .await;
+        match observed {
+            Ok((cp, cache)) => {
+                self.cache = cache;
+                cp.map(|cp| cp.with_context(context))
+            }
+            // The cache went with the failed thread: the next observation
+            // hashes again, which is only slower.
+            Err(e) => Err(format!("observing the inputs failed: {e}")),
+        }
+    }
+
+    /// The protected paths as they are now (off the coordinator's thread:
+    /// a protected folder may hold many files).
+    async fn observe_protected(
+        &mut self,
+        world: &mut dyn World,
+        scope: &Scope<'_>,
+        process: bool,
+    ) -> std::result::Result<Checkpoint, String> {
+        let (workspace, globs, mut cache) =
+            (scope.plan.workspace.clone(), self.guard.globs(process), std::mem::take(&mut self.cache));
+        let observed = blocking(world, move || {
+            let cp = checkpoint::observe_protected(&workspace, &globs, &mut cache);
+            (cp, cache)
+        })
+        .await;
+        match observed {
+            Ok((cp, cache)) => {
+                self.cache = cache;
+                cp
+            }
+            Err(e) => Err(format!("observing the protected paths failed: {e}")),
+        }
+    }
+
+    /// The state a new attempt of `task_ref` will be judged against: the
+    /// protected paths now, with the paths the task's last judged attempt
+    /// changed in violation put back to their state before it
+    /// (`decide::constraints::baseline`). `None`: they could not be
+    /// observed (the attempt is then judged as not observed).
+    pub async fn baseline(
+        &mut self,
+        world: &mut dyn World,
+        ledger: &LeaseGuard,
+        scope: &Scope<'_>,
+        task_ref: &str,
+    ) -> Result<Option<Checkpoint>> {
+        let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
+        let Ok(now) = self.observe_protected(world, scope, process).await else { return Ok(None) };
+        let earlier = last_violation(ledger, scope, task_ref)?;
+        Ok(Some(Checkpoint::of(constraints::baseline(now.files, &earlier), BTreeMap::new())))
+    }
+
+    /// The protected paths after an attempt (and its validations and the
+    /// constraint checks), against the state it was judged against: the
+    /// evidence of every change its task may not make, or of why it could
+    /// not be judged. Empty when nothing protected changed.
+    pub async fn judge_protected(
+        &mut self,
+        world: &mut dyn World,
+        ledger: &LeaseGuard,
+        scope: &Scope<'_>,
+        (attempt_id, task): (AttemptId, &Task),
+        before: Option<Checkpoint>,
+    ) -> Result<Vec<Evidence>> {
+        let before = match before {
+            Some(cp) => Some(cp),
+            None => match ledger.read().attempt(attempt_id)?.protected_at_intent {
+                Some(digest) => ledger.read().checkpoint(&digest)?,
+                None => None,
+            },
+        };
+        let process = starts_process(scope.plan.provider_of(task));
+        let after = self.observe_protected(world, scope, process).await;
+        let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
+        Ok(match (before, after) {
+            (None, _) => not_judged(
+                "the goal's protected paths were not observed before this attempt, so whether \
+                                     it changed them cannot be told"
+                    .into(),
+            ),
+            (_, Err(e)) => {
+                not_judged(format!("the goal's protected paths could not be observed after this attempt: {e}"))
+            }
+            (Some(b), Ok(a)) => {
+                let changes =
+                    constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
+                if changes.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Evidence::ProtectedPathChanged { changes }]
+                }
+            }
+        })
+    }
+
+    /// Read a task's outputs off the coordinator's thread (they may be
+    /// large); only for an attempt that passed, of a task that has any.
+    pub async fn collect_outputs(world: &mut dyn World, scope: &Scope<'_>, task: &Task) -> Option<Kept> {
+        if task.outputs.is_empty() {
+            return None;
+        }
+        let (root, task_ref, patterns) = (scope.plan.workspace.clone(), task.task_ref.clone(), task.outputs.clone());
+        let read = blocking(world, move || outputs::collect(&root, &task_ref, &patterns, Bounds::ENGINE)).await;
+        Some(read.unwrap_or_else(|e| {
+            Kept::Refused(Box::new(Evidence::OutputsNotKept {
+                limit: None,
+                message: format!("reading the `outputs` of task `{}` failed: {e}", task.task_ref),
+            }))
+        }))
+    }
+
+    /// Before `task_ref` runs: every upstream task's recorded outputs in
+    /// this workspace (of two declaring one path, the one that depends on
+    /// the other wins); `None`: before the goal's acceptance checks, every
+    /// task's outputs. A tampered blob is `STORE_TAMPERED` before anything
+    /// is written.
+    pub fn materialize(&self, ledger: &mut LeaseGuard, scope: &Scope<'_>, task_ref: Option<&str>) -> Result<()> {
+        if !self.outputs_declared {
+            return Ok(());
+        }
+        let plan = scope.plan;
+        let upstream: Vec<String> = match task_ref {
+            Some(r) => {
+                upstream_with_outputs(&plan.file.tasks, &plan.index, r).into_iter().map(str::to_string).collect()
+            }
+            None => {
+                let tasks = plan.order.iter().filter_map(|&i| plan.file.tasks.get(i));
+                tasks.filter(|t| !t.outputs.is_empty()).map(|t| t.task_ref.clone()).collect()
+            }
+        };
+        materialize_from(ledger, scope, &upstream, task_ref)
+    }
+}
+
+/// The protected paths the task's last judged attempt changed in
+/// violation (none if it did not).
+fn last_violation(ledger: &LeaseGuard, scope: &Scope, task_ref: &str) -> Result<Vec<PathChange>> {
+    let read = ledger.read();
+    let attempts = read.attempts_of_task(&scope.goal_id, task_ref)?;
+    let judged = attempts.iter().rev().find(|a| matches!(a.state, AttemptState::Failed | AttemptState::Succeeded));
+    let Some(a) = judged.filter(|a| a.classification.as_ref().is_some_and(|c| c.rule == "protected_path_changed"))
+    else {
+        return Ok(Vec::new());
+    };
+    let evidence = read.evidence_of_attempt(a.id)?;
+    Ok(evidence
+        .into_iter()
+        .filter_map(|r| match r.evidence {
+            Evidence::ProtectedPathChanged { changes } => Some(changes),
+            _ => None,
+        })
+        .flatten()
+        .collect())
+}
+
+/// The outputs of `upstream` (in order: a later one wins a path) in this
+/// workspace, for `task_ref` (`None`: the goal's checks), and an event
+/// saying what was written.
+fn materialize_from(ledger: &mut LeaseGuard, scope: &Scope, upstream: &[String], task_ref: Option<&str>) -> Result<()> {
+    if upstream.is_empty() {
+        return Ok(());
+    }
+    let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
+    let read = ledger.read();
+    for r in upstream {
+        let Some(attempt) = outputs::completed_by(&*read, goal_id, revision, r)? else { continue };
+        for file in read.outputs_of_attempt(attempt)? {
+            wanted.insert(file.path.clone(), Wanted { file, from: r.clone() });
+        }
+    }
+    let wanted: Vec<Wanted> = wanted.into_values().collect();
+    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d));
+    drop(read);
+    let done = match done {
+        Ok(d) => d,
+        Err(e) => return Err(refused(ledger, scope, task_ref, e)),
+    };
+    if done.files == 0 {
+        return Ok(());
+    }
+    let data = json!({
+        "files": done.files, "bytes": done.bytes, "left_alone": done.left_alone, "paths": done.paths,
+        "from": upstream, "for": task_ref.unwrap_or("acceptance"),
+    });
+    ledger.write(Durability::Normal, |tx| {
+        let mut e = Event::goal(EventKind::OutputsMaterialized, goal_id, revision, data.clone());
+        e.task_ref = task_ref;
+        tx.append_event(&e).map(|_| ())
+    })
+}
+
+/// Say in the ledger why nothing was started, then stop with `e`.
+fn refused(ledger: &mut LeaseGuard, scope: &Scope, task_ref: Option<&str>, e: Error) -> Error {
+    let data = json!({"code": e.code, "message": e.message, "place": e.place, "why": "outputs_not_materialized"});
+    let written = ledger.write(Durability::Normal, |tx| {
+        let mut event = Event::goal(EventKind::CallRefused, &scope.goal_id, scope.revision, data.clone());
+        event.task_ref = task_ref;
+        tx.append_event(&event).map(|_| ())
+    });
+    match written {
+        Ok(()) => e,
+        Err(w) if w.code == Code::StaleClaim => w,
+        Err(_) => e,
+    }
+}

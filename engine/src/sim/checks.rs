@@ -1,0 +1,328 @@
+//! The invariants, checked as the simulation goes: each call a provider
+//! receives against the ledger as committed at that moment (through a
+//! connection of its own, as another process would read it), and the
+//! ledger after every step that committed something.
+//!
+//! | invariant | checked |
+//! | --- | --- |
+//! | no send without a committed intent | at each delivery: its attempt is in the ledger, same operation and try |
+//! | one try is never sent twice | at each delivery, against every earlier one |
+//! | no call to a server whose tools could not be read | at each delivery of an MCP tool call: this engine process read its server's `tools/list` |
+//! | no re-send of an unsafe effect whose outcome the ledger does not hold, without a person's act | at each delivery of a task whose effect is `local` or `external` and not idempotent, after an earlier delivery of it |
+//! | a repeat of paid or external work carries a fresh approval, consumed by its own call | at each such delivery after an earlier one of the task |
+//! | never satisfied while an outcome is unknown | at each verdict (`run_finished`) |
+//! | budgets never passed | after each commit (calls, cost) and at each intent (attempts of its task) |
+//! | budget counters equal the attempts they count | after each command |
+//! | no committed row lost | after each commit: the log's last entry never goes back |
+//! | every act on the chain; the ledger whole | `engine verify`, after a crash and at the end |
+//! | no command ends in an internal error or a panic | each command (a process that died aside) |
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use super::plan::Traits;
+use super::world::Delivery;
+use crate::ids::{AttemptId, GoalId, Seq};
+use crate::plan::{Budgets, PlanFile};
+use crate::state::AttemptState;
+use crate::store::events::EventKind;
+use crate::store::Store;
+
+/// An invariant that did not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+pub const NO_SEND_WITHOUT_INTENT: &str = "no send without a committed intent";
+pub const ONE_TRY_ONCE: &str = "one try is never sent twice";
+pub const NO_CALL_WITHOUT_INVENTORY: &str = "no call to a server whose tools could not be read";
+pub const NO_BLIND_RESEND: &str = "no re-send of an unknown outcome without a person's act";
+pub const REPEAT_NEEDS_APPROVAL: &str = "a repeat of paid or external work carries a fresh approval";
+pub const NEVER_SATISFIED_OVER_UNKNOWN: &str = "never satisfied while an outcome is unknown";
+pub const BUDGETS_NEVER_PASSED: &str = "budgets never passed";
+pub const COUNTERS_EQUAL_ATTEMPTS: &str = "budget counters equal the attempts they count";
+pub const NO_ROW_LOST: &str = "no committed row lost";
+pub const VERIFY_PASSES: &str = "engine verify passes";
+pub const NO_INTERNAL_ERROR: &str = "no command ends in an internal error or a panic";
+
+/// The ledger as the checks read it, and what they learnt of it so far.
+pub struct Checker {
+    store: PathBuf,
+    goal: GoalId,
+    reader: Option<Store>,
+    commits_checked: u64,
+    /// The last event seen: the log never goes back past it.
+    seen: Seq,
+    /// Each attempt's intent: its task and the event's position.
+    intents: BTreeMap<AttemptId, (String, Seq)>,
+    /// A person's acts on each task (approvals, settlements, retries,
+    /// repairs, a stop that cancelled its call), by position; revisions
+    /// act on every task.
+    acts: BTreeMap<String, Vec<Seq>>,
+    revisions: Vec<Seq>,
+    /// The budgets in force (`None`: read them again).
+    budgets: Option<Budgets>,
+    pub findings: Vec<Finding>,
+}
+
+fn finding(invariant: &'static str, detail: String) -> Finding {
+    Finding { invariant, detail }
+}
+
+/// The store, read as another process reads it (opened once it exists).
+fn open<'a>(reader: &'a mut Option<Store>, path: &std::path::Path) -> Option<&'a Store> {
+    if reader.is_none() {
+        *reader = Store::open_ro(path).ok().flatten();
+    }
+    reader.as_ref()
+}
+
+impl Checker {
+    pub fn new(store: PathBuf, goal: GoalId) -> Checker {
+        Checker {
+            store,
+            goal,
+            reader: None,
+            commits_checked: 0,
+            seen: Seq(0),
+            intents: BTreeMap::new(),
+            acts: BTreeMap::new(),
+            revisions: Vec::new(),
+            budgets: None,
+            findings: Vec::new(),
+        }
+    }
+
+    /// A call reached its provider: was it allowed to? `sent`: every call
+    /// handed to a provider before it, `earlier`: those that reached one;
+    /// `listed`: for an MCP tool call, did this engine process read its
+    /// server's tools?
+    pub fn delivered(
+        &mut self,
+        d: &Delivery,
+        (sent, earlier): (&[Delivery], &[Delivery]),
+        traits: &Traits,
+        listed: Option<bool>,
+    ) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.learn(&mut out);
+        if sent.iter().any(|e| e.op == d.op && e.try_no == d.try_no) {
+            out.push(finding(ONE_TRY_ONCE, format!("{} try {} of {} was delivered again", d.op, d.try_no, d.task_ref)));
+        }
+        if listed == Some(false) {
+            out.push(finding(
+                NO_CALL_WITHOUT_INVENTORY,
+                format!(
+                    "{} try {} of {} was sent to a server whose tools/list could not be read",
+                    d.op, d.try_no, d.task_ref
+                ),
+            ));
+        }
+        let Some(store) = open(&mut self.reader, &self.store) else {
+            out.push(finding(
+                NO_SEND_WITHOUT_INTENT,
+                format!("{} try {} sent before any store exists", d.op, d.try_no),
+            ));
+            return out;
+        };
+        let read = store.read();
+        match read.attempt(d.attempt) {
+            Ok(a) if a.operation_id.as_str() == d.op && a.try_no == d.try_no => {}
+            Ok(a) => out.push(finding(
+                NO_SEND_WITHOUT_INTENT,
+                format!(
+                    "attempt {} is {} try {}, but {} try {} was sent",
+                    d.attempt, a.operation_id, a.try_no, d.op, d.try_no
+                ),
+            )),
+            Err(_) => out.push(finding(
+                NO_SEND_WITHOUT_INTENT,
+                format!("{} try {} (attempt {}) was sent with no committed intent", d.op, d.try_no, d.attempt),
+            )),
+        }
+        let Some(prev) = earlier.iter().rev().find(|e| e.task_ref == d.task_ref) else { return out };
+        if traits.paid || traits.effect == "external" {
+            let approved = store
+                .inspect()
+                .approvals()
+                .map(|list| list.iter().any(|a| a.consumed_by == Some(d.attempt)))
+                .unwrap_or(false);
+            if !approved {
+                out.push(finding(
+                    REPEAT_NEEDS_APPROVAL,
+                    format!(
+                        "{} try {} of {} was sent after an earlier call of it, with no approval consumed",
+                        d.op, d.try_no, d.task_ref
+                    ),
+                ));
+            }
+        }
+        if traits.effect != "none" && !traits.idempotent {
+            let held = matches!(
+                read.attempt(prev.attempt).map(|a| a.state),
+                Ok(AttemptState::ReceiptRecorded
+                    | AttemptState::Succeeded
+                    | AttemptState::Failed
+                    | AttemptState::SettledOk
+                    | AttemptState::SettledNotRun
+                    | AttemptState::Cancelled)
+            );
+            let since = self.intents.get(&prev.attempt).map_or(Seq(0), |(_, s)| *s);
+            let acted = self.acts.get(&d.task_ref).is_some_and(|v| v.iter().any(|&s| s > since))
+                || self.revisions.iter().any(|&s| s > since);
+            if !held && !acted {
+                out.push(finding(
+                    NO_BLIND_RESEND,
+                    format!(
+                        "{} ({} effect) was sent again (attempt {}) after attempt {} whose outcome the ledger does not hold, with no person's act between",
+                        d.task_ref, traits.effect, d.attempt, prev.attempt
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// After a step: if anything was committed since the last look, the
+    /// ledger's invariants.
+    pub fn after_step(&mut self, _deliveries: &[Delivery]) -> Vec<Finding> {
+        let commits = crate::failpoint::sim::commits();
+        if commits == self.commits_checked {
+            return Vec::new();
+        }
+        self.commits_checked = commits;
+        let mut out = Vec::new();
+        self.learn(&mut out);
+        self.check_budgets(&mut out);
+        out
+    }
+
+    /// Read the events committed since the last look; check each verdict
+    /// and intent as it comes.
+    fn learn(&mut self, out: &mut Vec<Finding>) {
+        let goal = self.goal.clone();
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let read = store.read();
+        if self.seen.0 > 0 && read.events_since(Seq(self.seen.0 - 1), 1).map(|e| e.is_empty()).unwrap_or(true) {
+            out.push(finding(NO_ROW_LOST, format!("event {} was committed and is gone", self.seen.0)));
+        }
+        let Ok(events) = read.events_since(self.seen, 10_000) else { return };
+        let mut budgets_changed = false;
+        let mut verdicts = Vec::new();
+        let mut intents = Vec::new();
+        for e in events {
+            self.seen = self.seen.max(e.seq);
+            let task = e.task_ref.clone().unwrap_or_default();
+            match e.kind {
+                EventKind::IntentRecorded => {
+                    if let Some(a) = e.attempt_id {
+                        self.intents.insert(a, (task.clone(), e.seq));
+                        intents.push((task, e.revision));
+                    }
+                }
+                EventKind::ApprovalRecorded
+                | EventKind::Settled
+                | EventKind::RetryRequested
+                | EventKind::RepairRequested
+                | EventKind::AttemptCancelled => self.acts.entry(task).or_default().push(e.seq),
+                EventKind::RevisionRecorded => {
+                    self.revisions.push(e.seq);
+                    budgets_changed = true;
+                }
+                EventKind::BudgetRaised => budgets_changed = true,
+                EventKind::RunFinished if e.data.get("goal_state").and_then(|s| s.as_str()) == Some("satisfied") => {
+                    verdicts.push(e.seq)
+                }
+                _ => {}
+            }
+        }
+        for seq in verdicts {
+            let unknown = read.attempts_in_state(&goal, AttemptState::EffectUnknown).map(|v| v.len()).unwrap_or(0);
+            let in_doubt = read.attempts_in_doubt(&goal).map(|v| v.len()).unwrap_or(0);
+            if unknown + in_doubt > 0 {
+                out.push(finding(
+                    NEVER_SATISFIED_OVER_UNKNOWN,
+                    format!(
+                        "the verdict at event {} is satisfied with {unknown} unknown and {in_doubt} in-doubt attempts",
+                        seq.0
+                    ),
+                ));
+            }
+        }
+        drop(read);
+        if budgets_changed {
+            self.budgets = None;
+        }
+        for (task, revision) in intents {
+            self.check_attempts(&task, revision, out);
+        }
+    }
+
+    /// The budgets in force: the active revision's, raised by a person.
+    fn budgets(&mut self) -> Option<Budgets> {
+        if self.budgets.is_none() {
+            let goal = self.goal.clone();
+            let store = open(&mut self.reader, &self.store)?;
+            let read = store.read();
+            let active = read.goal(&goal).ok()??.active_revision;
+            let file: PlanFile = serde_json::from_str(&read.revision(&goal, active).ok()?.plan_json).ok()?;
+            let raises = crate::budgets::raises(&*read, &goal).ok()?;
+            self.budgets = Some(crate::decide::raise::in_force(&file.budgets, &raises));
+        }
+        self.budgets.clone()
+    }
+
+    fn check_budgets(&mut self, out: &mut Vec<Finding>) {
+        let goal = self.goal.clone();
+        let Some(b) = self.budgets() else { return };
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let Ok(used) = store.read().budget_use(&goal) else { return };
+        if used.calls > b.max_provider_calls {
+            out.push(finding(
+                BUDGETS_NEVER_PASSED,
+                format!("{} provider calls, max_provider_calls {}", used.calls, b.max_provider_calls),
+            ));
+        }
+        if used.cost > b.max_cost() {
+            out.push(finding(BUDGETS_NEVER_PASSED, format!("cost {:?}, max_cost {}", used.cost, b.max_cost)));
+        }
+    }
+
+    fn check_attempts(&mut self, task: &str, revision: Option<crate::ids::Revision>, out: &mut Vec<Finding>) {
+        let goal = self.goal.clone();
+        let (Some(b), Some(revision)) = (self.budgets(), revision) else { return };
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let Ok(n) = store.read().attempt_count(&goal, revision, task) else { return };
+        if n > b.max_attempts_per_task as u64 {
+            out.push(finding(
+                BUDGETS_NEVER_PASSED,
+                format!(
+                    "{n} attempts of {task} in revision {revision}, max_attempts_per_task {}",
+                    b.max_attempts_per_task
+                ),
+            ));
+        }
+    }
+
+    /// After a command: the counters equal what they count.
+    pub fn after_command(&mut self) -> Vec<Finding> {
+        let goal = self.goal.clone();
+        let Some(store) = open(&mut self.reader, &self.store) else { return Vec::new() };
+        let read = store.read();
+        match (read.budget_use(&goal), read.recount_budget_use(&goal)) {
+            (Ok(kept), Ok(counted)) if kept != counted => {
+                vec![finding(COUNTERS_EQUAL_ATTEMPTS, format!("counters {kept:?}, recounted {counted:?}"))]
+            }
+            _ => Vec::new(),
+        }
+    }
+}

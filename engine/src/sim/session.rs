@@ -1,0 +1,410 @@
+//! One seed's session: a person runs the plan and acts on what each run
+//! ends waiting on — settles unknown outcomes, approves, retries, repairs,
+//! revises, raises a budget, gives a request id twice — through the
+//! command line's own parsing and dispatch (`cli::invoke`), each command
+//! one simulated engine process that may die at any step; the invariants
+//! checked as it goes (`checks`).
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::checks::{self, Checker, Finding};
+use super::plan;
+use super::rng::Rng;
+use super::world::{self, Shared, Universe};
+use super::{Config, Report};
+use crate::error::Code;
+use crate::failpoint::sim as process;
+use crate::ids::GoalId;
+
+use super::EPOCH_MS;
+/// Commands of a session, at most.
+const COMMANDS_MAX: u64 = 80;
+
+/// What one command ended with.
+enum Ended {
+    /// It finished: its exit code and JSON.
+    Out(i32, Value),
+    /// It was refused or failed: its exit code, code and message.
+    Err(i32, Code, String),
+    /// Its process died (a simulated crash).
+    Died,
+}
+
+struct Session {
+    u: Shared,
+    rng: Rng,
+    dir: PathBuf,
+    plan_path: PathBuf,
+    store: PathBuf,
+    plan: Value,
+    revision: u64,
+    steps: u64,
+    commands: u64,
+    crashes: u64,
+    request_ids: u64,
+    /// The last person's act given a request id: its arguments and end.
+    last_act: Option<(Vec<String>, String, i32)>,
+}
+
+/// Run one seed.
+pub fn simulate(config: &Config) -> Report {
+    let mut rng = Rng::new(config.seed);
+    let generated = plan::generate(&mut rng, config.seed);
+    // A folder of its own: two runs of one seed at once (two tests) never meet.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = config.base.join(format!("engine-sim-{}-{}-{run}", config.seed, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ws, store) = (dir.join("ws"), dir.join("store").join("engine.db"));
+    let made = std::fs::create_dir_all(&ws)
+        .and_then(|()| {
+            std::fs::write(ws.join("plan.json"), serde_json::to_vec_pretty(&generated.plan).unwrap_or_default())
+        })
+        .and_then(|()| empty_store(&config.base, &store));
+    let mut report =
+        Report { seed: config.seed, steps_max: config.steps, faults: config.faults.clone(), ..Report::default() };
+    if let Err(e) = made {
+        report.findings.push(Finding { invariant: "the simulation could set up", detail: e.to_string() });
+        return report;
+    }
+    let goal = GoalId::new(format!("sim-{}", config.seed));
+    let world_rng = Rng::new(rng.next());
+    let u =
+        Rc::new(RefCell::new(Universe::new(world_rng, EPOCH_MS, generated.traits, Checker::new(store.clone(), goal))));
+    u.borrow_mut().folder = dir.display().to_string();
+    process::plant(&config.faults);
+    crate::run::world::simulated::set(Some(world::maker(u.clone())));
+    let mut s = Session {
+        u: u.clone(),
+        rng,
+        dir: dir.clone(),
+        plan_path: ws.join("plan.json"),
+        store,
+        plan: generated.plan,
+        revision: 0,
+        steps: 0,
+        commands: 0,
+        crashes: 0,
+        request_ids: 0,
+        last_act: None,
+    };
+    s.session(config.steps);
+    s.verify();
+    crate::run::world::simulated::set(None);
+    process::plant(&[]);
+    crate::clock::sim::set(None);
+    let mut u = u.borrow_mut();
+    report.steps = s.steps;
+    report.commands = s.commands;
+    report.crashes = s.crashes;
+    report.deliveries = u.deliveries.len() as u64;
+    report.findings = std::mem::take(&mut u.checker.findings);
+    report.trace = std::mem::take(&mut u.trace);
+    drop(u);
+    if keep() {
+        report.trace.push(format!("the seed's folder is kept: {}", dir.display()));
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    report
+}
+
+impl Session {
+    fn session(&mut self, steps_max: u64) {
+        let mut next = vec!["run".to_string(), self.plan_path.display().to_string()];
+        while self.steps < steps_max && self.commands < COMMANDS_MAX && self.u.borrow().checker.findings.is_empty() {
+            let ended = self.command(&next, true);
+            // A person takes a moment between two commands.
+            let think = self.rng.range(10, 2_000) as i64;
+            let now = self.u.borrow().now_ms();
+            self.u.borrow_mut().advance_to(now + think);
+            match self.next_after(&next, ended) {
+                Some(n) => next = n,
+                None => break,
+            }
+        }
+    }
+
+    /// One command as its own engine process, which may die at any step.
+    fn command(&mut self, args: &[String], may_die: bool) -> Ended {
+        self.commands += 1;
+        let is_run = matches!(args.first().map(String::as_str), Some("run" | "retry" | "repair" | "revise"));
+        let signal = is_run && self.rng.chance(4);
+        let dies_at = (may_die && self.rng.chance(25)).then(|| self.rng.range(1, 120));
+        self.u.borrow_mut().begin_process(signal);
+        let told = args.join(" ");
+        self.u
+            .borrow_mut()
+            .note(format!("$ engine {told} (dies at step {dies_at:?}{})", if signal { ", signalled" } else { "" }));
+        process::begin_process(dies_at);
+        let mut argv = vec!["engine".to_string(), "--store".to_string(), self.store.display().to_string()];
+        argv.extend(args.iter().cloned());
+        let result = catch_unwind(AssertUnwindSafe(|| crate::cli::invoke(argv)));
+        let died = process::crashed();
+        self.steps += process::steps() + 1;
+        process::end_process();
+        let ended = match result {
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                self.find(
+                    checks::NO_INTERNAL_ERROR,
+                    format!("`engine {}` panicked: {}", args.join(" "), why.unwrap_or_default()),
+                );
+                Ended::Err(101, Code::Internal, "panic".into())
+            }
+            Ok(_) if died => Ended::Died,
+            Ok(Ok(out)) => Ended::Out(out.exit_code, out.json),
+            Ok(Err(e)) => Ended::Err(e.code.exit_code(), e.code, e.message.clone()),
+        };
+        match &ended {
+            Ended::Died => {
+                self.crashes += 1;
+                self.u.borrow_mut().note("the engine process died".into());
+            }
+            Ended::Out(code, _) => self.u.borrow_mut().note(format!("exit {code}")),
+            Ended::Err(code, c, m) => {
+                self.u.borrow_mut().note(format!("exit {code}: {c:?}: {m}"));
+                if *c == Code::Internal {
+                    self.find(checks::NO_INTERNAL_ERROR, format!("`engine {}` ended in {c:?}: {m}", args.join(" ")));
+                }
+            }
+        }
+        {
+            let mut u = self.u.borrow_mut();
+            let u = &mut *u;
+            let mut found = u.checker.after_step(&u.deliveries);
+            found.extend(u.checker.after_command());
+            u.checker.findings.extend(found);
+        }
+        if matches!(ended, Ended::Died) {
+            self.verify();
+        }
+        ended
+    }
+
+    fn find(&mut self, invariant: &'static str, detail: String) {
+        let mut u = self.u.borrow_mut();
+        u.note(format!("FINDING {invariant}: {detail}"));
+        u.checker.findings.push(Finding { invariant, detail });
+    }
+
+    /// `engine verify`: the act chain, the ledger's own invariants.
+    fn verify(&mut self) {
+        if !self.store.exists() {
+            return;
+        }
+        process::begin_process(None);
+        let argv = ["engine", "--store", &self.store.display().to_string(), "verify"].map(String::from);
+        let result = catch_unwind(AssertUnwindSafe(|| crate::cli::invoke(argv)));
+        process::end_process();
+        let detail = match result {
+            Ok(Ok(out)) if out.exit_code == 0 => return,
+            Ok(Ok(out)) => out.text,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "panicked".to_string(),
+        };
+        self.find(checks::VERIFY_PASSES, detail);
+    }
+
+    /// A request id for a person's act, half the time.
+    fn request_id(&mut self, args: &mut Vec<String>) {
+        if self.rng.chance(50) {
+            self.request_ids += 1;
+            args.extend(["--request-id".to_string(), format!("sim-{}", self.request_ids)]);
+        }
+    }
+
+    /// What the person does next, from how the last command ended.
+    fn next_after(&mut self, last: &[String], ended: Ended) -> Option<Vec<String>> {
+        let run = || vec!["run".to_string(), String::new()];
+        let mut next = match ended {
+            Ended::Died | Ended::Err(..) => run(),
+            Ended::Out(code, json) if last.first().is_some_and(|c| matches!(c.as_str(), "approve" | "settle")) => {
+                self.remember(last, &json, code);
+                if last.first().is_some_and(|c| c == "settle")
+                    && last.iter().any(|a| a == "not_run")
+                    && self.rng.chance(60)
+                {
+                    vec!["retry".to_string(), last.get(1).cloned().unwrap_or_default()]
+                } else {
+                    run()
+                }
+            }
+            Ended::Out(code, json) => self.after_run(code, &json)?,
+        };
+        if next.first().is_some_and(|c| c == "run") {
+            next = vec!["run".to_string(), self.plan_path.display().to_string()];
+        }
+        if self.rng.chance(8) {
+            if let Some(again) = self.again() {
+                return Some(again);
+            }
+        }
+        Some(next)
+    }
+
+    fn remember(&mut self, args: &[String], json: &Value, code: i32) {
+        if let Some(i) = args.iter().position(|a| a == "--request-id") {
+            let id = args.get(i + 1).cloned().unwrap_or_default();
+            self.last_act = Some((args.to_vec(), id, code));
+        }
+        let _ = json;
+    }
+
+    /// The person gives an act's request id again: the same act (a repeat,
+    /// which changes nothing), or another command under it (a conflict).
+    fn again(&mut self) -> Option<Vec<String>> {
+        let (args, id, _) = self.last_act.clone()?;
+        if self.rng.chance(50) {
+            return Some(args);
+        }
+        Some(vec![
+            "settle".into(),
+            "op-of-another-command".into(),
+            "--outcome".into(),
+            "ok".into(),
+            "--note".into(),
+            "sim".into(),
+            "--request-id".into(),
+            id,
+        ])
+    }
+
+    /// After a run (or retry, repair, revise): act on what it waits on.
+    fn after_run(&mut self, code: i32, r: &Value) -> Option<Vec<String>> {
+        let first = |key: &str| {
+            r[key].as_array().and_then(|a| a.first()).and_then(|u| u["operation_id"].as_str()).map(str::to_string)
+        };
+        let mut act = match code {
+            0 => {
+                if self.rng.chance(15) {
+                    return self.revise(None);
+                }
+                return None;
+            }
+            3 => {
+                let op = first("unknown")?;
+                let outcome = if self.rng.chance(50) { "ok" } else { "not_run" };
+                vec![
+                    "settle".into(),
+                    op,
+                    "--outcome".into(),
+                    outcome.into(),
+                    "--note".into(),
+                    "simulated person".into(),
+                ]
+            }
+            4 => {
+                let op = first("awaiting_approval")?;
+                vec!["approve".into(), op, "--note".into(), "simulated person".into()]
+            }
+            5 => {
+                if self.rng.chance(40) {
+                    return None;
+                }
+                let budget = r["budget"]["budget"].as_str().unwrap_or("max_provider_calls").to_string();
+                let to = r["budget"]["limit"].as_f64().unwrap_or(1.0) as u64 + self.rng.range(1, 4);
+                return self.revise(Some(format!("{budget}={to}")));
+            }
+            1 => {
+                let failed = r["failed"].as_array().and_then(|f| f.first()).and_then(Value::as_str)?.to_string();
+                let tasks = r["tasks"].as_array()?;
+                let op = tasks.iter().find(|t| t["task_ref"] == failed.as_str())?["operation_id"].as_str()?.to_string();
+                match self.rng.below(3) {
+                    0 => vec!["retry".into(), op],
+                    1 => vec!["repair".into(), failed],
+                    _ => return None,
+                }
+            }
+            _ => vec!["run".into(), String::new()],
+        };
+        if act.first().is_some_and(|c| c != "run") {
+            self.request_id(&mut act);
+        }
+        Some(act)
+    }
+
+    /// A person's revision: one task's action changed, or a budget raised.
+    fn revise(&mut self, raise: Option<String>) -> Option<Vec<String>> {
+        self.revision += 1;
+        if raise.is_none() {
+            let tasks = self.plan["tasks"].as_array()?.len() as u64;
+            let task_ref = format!("T{}", self.rng.range(1, tasks));
+            self.plan = plan::revised(&self.plan, &task_ref, self.revision);
+            write(&self.plan_path, &self.plan);
+        }
+        let mut args =
+            vec!["revise".into(), self.plan_path.display().to_string(), "--reason".into(), "simulated".into()];
+        if let Some(r) = raise {
+            args.extend(["--raise".to_string(), r]);
+        }
+        self.request_id(&mut args);
+        Some(args)
+    }
+}
+
+/// An empty store at `store`: a copy of one made once per process (each
+/// seed would otherwise spend a third of its time making the same empty
+/// store; making one is the crash sweep's and the store tests' business).
+/// The copy is a store the engine closed cleanly, moved: its first writer
+/// checks it whole (`integrity_check`), as for any store file that changed
+/// since the engine closed it.
+fn empty_store(base: &Path, store: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    static TEMPLATE: std::sync::OnceLock<std::result::Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let template = TEMPLATE
+        .get_or_init(|| {
+            let at = base.join(format!("engine-sim-empty-{}", std::process::id())).join("store").join("engine.db");
+            let _ = std::fs::remove_dir_all(at.parent().unwrap_or(base));
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(at.parent().unwrap_or(base))
+                .map_err(|e| e.to_string())?;
+            // Made as the engine makes any store, and closed cleanly.
+            crate::store::Store::open_rw(&at).and_then(|s| s.lease().map(drop)).map_err(|e| e.to_string())?;
+            Ok(at)
+        })
+        .clone()
+        .map_err(std::io::Error::other)?;
+    let dir = store.parent().unwrap_or(base);
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    for suffix in ["", ".mark"] {
+        let (from, to) = (with(&template, suffix), with(store, suffix));
+        std::fs::copy(&from, &to)?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+fn with(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn write(path: &Path, plan: &Value) {
+    let _ = std::fs::write(path, serde_json::to_vec_pretty(plan).unwrap_or_default());
+}
+
+/// `ENGINE_SIM_KEEP=1`: keep each seed's folder (its workspace and store)
+/// for `engine --store … status`, `explain`, `verify` after the story.
+fn keep() -> bool {
+    std::env::var_os("ENGINE_SIM_KEEP").is_some_and(|v| v == "1")
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !keep() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
