@@ -111,6 +111,7 @@ impl<'p> Live<'p> {
             env: Vec::new(),
             secrets: self.secrets.clone(),
             sandbox: self.sandboxes.task(task),
+            traceparent: None,
         }
     }
 
@@ -206,6 +207,7 @@ impl World for Live<'_> {
             // That revision's provider, confined as this run confines the
             // provider of that name (or as its checks are, when it has none).
             sandbox: self.sandboxes.task(task),
+            traceparent: None,
         };
         Box::pin(async move {
             let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;
