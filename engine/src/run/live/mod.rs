@@ -150,10 +150,11 @@ impl World for Live<'_> {
         Box::pin(async move { tools::inventories(&asked, &call, &self.sandboxes).await })
     }
 
-    fn send(&mut self, s: &Sending) {
+    fn send(&mut self, s: &Sending, traceparent: Option<&str>) {
         let Some(task) = self.plan.task(&s.task_ref) else { return };
         let Some(provider) = self.providers.get(&task.provider).cloned() else { return };
-        let call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        let mut call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        call.traceparent = traceparent.map(str::to_owned);
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
             let forward = |progress| {
