@@ -81,7 +81,10 @@ fn a_run_is_one_trace_of_task_attempt_and_call_spans_and_each_provider_gets_its_
         "new": server("modern", &modern),
     });
     let tasks = vec![
-        json!({"ref": "H", "title": "save", "provider": "web", "effect": "local", "action": {"body": {"doc": "H"}}}),
+        // Validations between receipt and rest: the attempt's span ends
+        // after them.
+        json!({"ref": "H", "title": "save", "provider": "web", "effect": "local", "action": {"body": {"doc": "H"}},
+               "validations": [{"id": "V1", "run": ["true"], "expect_exit": 0}]}),
         command_task("C"),
         mcp_task("M1", "old"),
         mcp_task("M2", "new"),
@@ -171,6 +174,31 @@ fn a_failed_attempt_carries_its_state_and_class() {
     assert_eq!(attempt.status, 2, "an error status");
     let run = &the(&spans, "engine.run")[0];
     assert_eq!(run.attr("engine.exit_code"), code.to_string());
+}
+
+#[test]
+fn a_persons_retry_is_traced_as_its_own_run_with_the_retry_attempt() {
+    let otlp = OtlpReceiver::start();
+    let ws = Ws::new();
+    let tasks = vec![json!({"ref": "S", "title": "too slow", "provider": "sh", "effect": "local",
+                            "timeout_seconds": 1, "action": {"run": ["sleep", "5"]}})];
+    ws.write_plan("plan.json", &plan(json!({"sh": {"kind": "command"}}), tasks));
+    ws.engine(&["run", "plan.json", "--otlp", &otlp.base()]).expect_code(1);
+    let first = otlp.spans();
+    let attempt = &the(&first, "engine.attempt")[0];
+    assert_eq!((attempt.attr("engine.attempt.state"), attempt.attr("engine.attempt.class")), ("failed", "timeout"));
+    ws.engine(&["retry", "S", "--otlp", &otlp.base()]);
+    let spans: Vec<Span> = otlp.spans().into_iter().skip(first.len()).collect();
+    let runs = the(&spans, "engine.run");
+    assert_eq!(runs.len(), 1, "the retry's own trace: {spans:#?}");
+    assert_ne!(runs[0].trace_id, the(&first, "engine.run")[0].trace_id);
+    let retried = &the(&spans, "engine.attempt")[0];
+    assert_eq!(
+        (retried.attr("engine.attempt.kind"), retried.attr("engine.attempt.try")),
+        ("retry", "2"),
+        "{retried:?}"
+    );
+    assert_eq!(retried.attr("engine.operation.id"), attempt.attr("engine.operation.id"), "the same operation");
 }
 
 #[test]
