@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,9 @@ const ANSWER_BYTES_MAX: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub struct Blocking {
     pub timeout: Duration,
+    /// Certificates trusted besides the system's for an `https://`
+    /// receiver (`OTEL_EXPORTER_OTLP_CERTIFICATE`), or its own, pinned.
+    pub ca_file: Option<PathBuf>,
     /// Where the first failure's own words go (the exporter's error says
     /// only "network error").
     pub failures: Arc<Tally>,
@@ -28,7 +32,7 @@ pub struct Blocking {
 #[async_trait]
 impl HttpClient for Blocking {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let sent = post(&request, Instant::now() + self.timeout);
+        let sent = post(&request, self.ca_file.as_deref(), Instant::now() + self.timeout);
         match &sent {
             Err(e) => self.failures.failed(e.to_string()),
             Ok(r) if !r.status().is_success() => self.failures.failed(format!("the receiver answered {}", r.status())),
@@ -38,7 +42,7 @@ impl HttpClient for Blocking {
     }
 }
 
-fn post(request: &Request<Bytes>, deadline: Instant) -> Result<Response<Bytes>, HttpError> {
+fn post(request: &Request<Bytes>, ca_file: Option<&Path>, deadline: Instant) -> Result<Response<Bytes>, HttpError> {
     let uri = request.uri();
     let host = uri.host().ok_or("the URL names no host")?;
     let tls = uri.scheme_str() == Some("https");
@@ -54,7 +58,7 @@ fn post(request: &Request<Bytes>, deadline: Instant) -> Result<Response<Bytes>, 
 
     let socket = connect(host.trim_start_matches('[').trim_end_matches(']'), port, deadline)?;
     let answer = if tls {
-        let config = providers::tls::client_config(None)?;
+        let config = providers::tls::client_config(ca_file)?;
         let name = rustls::pki_types::ServerName::try_from(host.to_string())?;
         let conn = rustls::ClientConnection::new(config, name)?;
         exchange(rustls::StreamOwned::new(conn, socket), &bytes, deadline)?
@@ -180,7 +184,7 @@ mod tests {
         let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
         let request = Request::post(url).body(Bytes::from_static(b"x")).unwrap();
         let started = Instant::now();
-        let e = post(&request, Instant::now() + Duration::from_millis(300)).unwrap_err();
+        let e = post(&request, None, Instant::now() + Duration::from_millis(300)).unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         assert!(e.to_string().contains("timed out"), "{e}");
         drop(listener);

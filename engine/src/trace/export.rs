@@ -3,6 +3,7 @@
 //! batch processor (its own thread: a run never waits on the receiver),
 //! watched so that what was not exported is said, never hidden.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -70,13 +71,15 @@ impl Export for Watched {
     }
 }
 
-/// The SDK's provider sending to `url`, and its tally. Nothing is sent
+/// The SDK's provider sending to `url` (trusting `ca_file`'s certificates
+/// too), and its tally. Nothing is sent
 /// until a span ends.
-pub fn provider(url: &str) -> Result<(SdkTracerProvider, Arc<Tally>), String> {
+pub fn provider(url: &str, ca_file: Option<PathBuf>) -> Result<(SdkTracerProvider, Arc<Tally>), String> {
     let tally = Arc::new(Tally::default());
+    let client = Blocking { timeout: EXPORT_TIMEOUT, ca_file, failures: tally.clone() };
     let inner = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(Blocking { timeout: EXPORT_TIMEOUT, failures: tally.clone() })
+        .with_http_client(client)
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url)
         .with_timeout(EXPORT_TIMEOUT)

@@ -28,6 +28,10 @@ pub use spans::{Attempt, RunTrace, Tracing};
 
 /// A caller's trace context (W3C), read from the environment.
 pub const CALLER_VARIABLE: &str = "TRACEPARENT";
+/// The OTLP specification's certificate for an `https://` receiver: the
+/// signal's own, else the general one.
+pub const CERTIFICATE_VARIABLES: [&str; 2] =
+    ["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"];
 
 struct Installed {
     endpoint: Endpoint,
@@ -60,11 +64,25 @@ pub fn start(flag: Option<&str>) -> Result<()> {
         },
         Err(_) => None,
     };
-    let (provider, tally) = export::provider(&endpoint.url)
+    let ca_file = certificate()?;
+    let (provider, tally) = export::provider(&endpoint.url, ca_file)
         .map_err(|e| Error::usage(format!("{}: {e}", endpoint.from)).at(endpoint.from))?;
     let installed = Installed { endpoint, provider, tally, ended: Arc::new(AtomicUsize::new(0)), caller };
     *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(installed);
     Ok(())
+}
+
+/// The certificate file an `https://` receiver is verified with besides
+/// the system's roots, read now: one that cannot be read is refused at its
+/// variable's name.
+fn certificate() -> Result<Option<std::path::PathBuf>> {
+    let Some((name, path)) = CERTIFICATE_VARIABLES.iter().find_map(|name| {
+        std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| (*name, std::path::PathBuf::from(v)))
+    }) else {
+        return Ok(None);
+    };
+    providers::tls::read_ca_file(&path).map_err(|e| Error::usage(format!("{name}: {e}")).at(name))?;
+    Ok(Some(path))
 }
 
 /// What a run needs to trace itself, when this process exports a trace.
