@@ -48,12 +48,17 @@ static INSTALLED: Mutex<Option<Installed>> = Mutex::new(None);
 /// at its place. A caller's `TRACEPARENT` that is not valid W3C is ignored
 /// with one warning.
 pub fn start(flag: Option<&str>) -> Result<()> {
-    let var = |name: &str| std::env::var(name).ok();
-    let endpoint = resolve(flag, var(TRACES_VARIABLE).as_deref(), var(BASE_VARIABLE).as_deref())
+    // The flag wins: the variables are not even read then.
+    let (traces, base) = match flag {
+        Some(_) => (None, None),
+        None => (variable(TRACES_VARIABLE)?, variable(BASE_VARIABLE)?),
+    };
+    let endpoint = resolve(flag, traces.as_deref(), base.as_deref())
         .map_err(|r| Error::usage(format!("{}: {}", r.place, r.why)).at(r.place))?;
     let Some(endpoint) = endpoint else { return Ok(()) };
     let caller = match std::env::var(CALLER_VARIABLE) {
-        Ok(value) => match parent::parse(&value) {
+        Err(std::env::VarError::NotPresent) => None,
+        found => match found.map_err(|_| "it is not UTF-8".to_string()).and_then(|v| parent::parse(&v)) {
             Ok(p) => Some(p),
             Err(why) => {
                 eprintln!(
@@ -62,7 +67,6 @@ pub fn start(flag: Option<&str>) -> Result<()> {
                 None
             }
         },
-        Err(_) => None,
     };
     let ca_file = certificate()?;
     let (provider, tally) = export::provider(&endpoint.url, ca_file)
@@ -70,6 +74,15 @@ pub fn start(flag: Option<&str>) -> Result<()> {
     let installed = Installed { endpoint, provider, tally, ended: Arc::new(AtomicUsize::new(0)), caller };
     *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(installed);
     Ok(())
+}
+
+/// A variable's value; one that is not UTF-8 is no URL, refused at its name.
+fn variable(name: &'static str) -> Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::usage(format!("{name}: not UTF-8")).at(name)),
+    }
 }
 
 /// The certificate file an `https://` receiver is verified with besides
