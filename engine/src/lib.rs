@@ -29,6 +29,7 @@ pub mod signals;
 pub mod sim;
 pub mod state;
 pub mod store;
+pub mod trace;
 pub mod workspace;
 
 pub use error::{Code, Error, Result};

@@ -118,6 +118,7 @@ mod tests {
             env: Vec::new(),
             secrets: Vec::new(),
             sandbox: crate::sandbox::Sandbox::disabled(),
+            traceparent: None,
         }
     }
 

@@ -78,7 +78,8 @@ fn parse_argv(request: &Value) -> Option<Vec<String>> {
 /// start: the engine does not change its own) minus every `ENGINE_*`
 /// variable (`ENGINE_STORE` above all: a provider never sees the store
 /// path), then `call.env`, then — when `identity` — the idempotency
-/// identity, set last so it cannot be overridden.
+/// identity and the call's `TRACEPARENT` (when the run exports a trace),
+/// set last so they cannot be overridden.
 pub(crate) fn provider_spawn(
     call: &Call,
     argv: &[String],
@@ -86,10 +87,14 @@ pub(crate) fn provider_spawn(
     piped_stdin: bool,
 ) -> io::Result<crate::spawn::Child> {
     let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::with_capacity(call.env.len() + 2);
-    env.extend(call.env.iter().filter(|(k, _)| k != "ENGINE_STORE").map(|(k, v)| (k.into(), v.into())));
+    let ours = |k: &str| k == "ENGINE_STORE" || (identity && k == "TRACEPARENT");
+    env.extend(call.env.iter().filter(|(k, _)| !ours(k)).map(|(k, v)| (k.into(), v.into())));
     if identity {
         env.push(("ENGINE_OPERATION_ID".into(), call.operation_id.clone().into()));
         env.push(("ENGINE_TRY".into(), call.try_no.to_string().into()));
+        if let Some(tp) = &call.traceparent {
+            env.push(("TRACEPARENT".into(), tp.into()));
+        }
     }
     crate::spawn::spawn(crate::spawn::Spec { argv, env, cwd: &call.workspace, piped_stdin, sandbox: &call.sandbox })
 }
@@ -384,6 +389,7 @@ mod tests {
             env: vec![],
             secrets: vec![],
             sandbox: crate::sandbox::Sandbox::disabled(),
+            traceparent: None,
         }
     }
 
@@ -548,6 +554,19 @@ mod tests {
         assert!(env.lines().any(|l| l == "EXTRA=1"));
         assert!(!env.contains("ENGINE_STORE") && !env.contains("ENGINE_OTHER"), "{env}");
         assert!(env.lines().any(|l| l.starts_with("PATH=")), "parent env inherited");
+        assert!(!env.contains("TRACEPARENT"), "no trace, no TRACEPARENT: {env}");
+    }
+
+    #[tokio::test]
+    async fn a_traced_call_gets_its_traceparent_over_any_other() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = call(d.path(), &["env"]);
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        c.traceparent = Some(tp.into());
+        c.env = vec![("TRACEPARENT".into(), "00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01".into())];
+        let env = receipt(go(&c).await).stdout.text;
+        let seen: Vec<&str> = env.lines().filter(|l| l.starts_with("TRACEPARENT=")).collect();
+        assert_eq!(seen, vec![format!("TRACEPARENT={tp}")], "{env}");
     }
 
     #[tokio::test]

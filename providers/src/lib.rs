@@ -67,6 +67,10 @@ pub struct Call {
     /// whoever builds a call chooses (`Sandbox::disabled()` only where the
     /// plan opts out, or in a test of something else).
     pub sandbox: sandbox::Sandbox,
+    /// The W3C `traceparent` of this call's span when the run exports a
+    /// trace (`00-TRACE-SPAN-FLAGS`): sent as the `traceparent` header, in
+    /// an MCP request's `params._meta`, as a command's `TRACEPARENT`.
+    pub traceparent: Option<String>,
 }
 
 /// Where a provider reports progress: a bounded channel with room for

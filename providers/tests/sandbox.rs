@@ -94,6 +94,7 @@ fn py(sandbox: &Sandbox, cwd: &Path, script: &str, args: &[&Path]) -> HashMap<St
         env: vec![],
         secrets: vec![],
         sandbox: sandbox.clone(),
+        traceparent: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (tx, _rx) = providers::progress_channel();
@@ -606,6 +607,7 @@ async fn provider_processes_started_from_many_threads_are_confined() {
             env: vec![],
             secrets: vec![],
             sandbox: sandbox.clone(),
+            traceparent: None,
         };
         tasks.push(tokio::spawn(async move {
             let (tx, _rx) = providers::progress_channel();
@@ -790,6 +792,7 @@ fn a_setsid_descendant_is_ended_and_named() {
         env: vec![],
         secrets: vec![],
         sandbox: confined(&l),
+        traceparent: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (tx, _rx) = providers::progress_channel();

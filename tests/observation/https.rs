@@ -387,3 +387,49 @@ fn a_read_back_over_https_trusts_the_same_ca_file() {
     assert_eq!(ws.receipt_of(a[0].id).unwrap()["read_back"]["decided_by"], "present_if");
     assert_eq!(server.failed_handshakes.load(Ordering::SeqCst), 0);
 }
+
+/// Issue 27: an `https://` OTLP receiver is verified as a provider's
+/// server is: without `OTEL_EXPORTER_OTLP_CERTIFICATE` its self-made
+/// certificate is refused (one warning, the run's exit code); with it, the
+/// trace goes through in TLS.
+#[test]
+fn an_https_trace_receiver_is_trusted_by_the_otlp_certificate_variable_only() {
+    let server = TlsServer::start();
+    let url = format!("https://localhost:{}", server.port);
+    let task = json!({"ref": "T1", "provider": "sh", "effect": "local", "action": {"run": ["true"]}});
+    let untrusted = Ws::new();
+    untrusted.write_plan("plan.json", &plan(json!({"sh": {"kind": "command"}}), vec![task.clone()]));
+    let out = untrusted.engine(&["run", "plan.json", "--otlp", &url]);
+    out.expect(0, None);
+    let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("traces not exported")).collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    assert!(warnings[0].contains("certificate"), "the TLS refusal, in its words: {}", warnings[0]);
+    assert!(server.requests.lock().unwrap().is_empty());
+    assert!(server.failed_handshakes.load(Ordering::SeqCst) >= 1);
+
+    let trusted = Ws::new();
+    trusted.write_plan("plan.json", &plan(json!({"sh": {"kind": "command"}}), vec![task]));
+    let pem = trusted.side.join("receiver.pem");
+    std::fs::write(&pem, &server.pem).unwrap();
+    let out = trusted.engine_env(
+        &["run", "plan.json", "--otlp", &url],
+        &[("OTEL_EXPORTER_OTLP_CERTIFICATE", pem.to_str().unwrap())],
+    );
+    out.expect(0, None);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let requests = server.requests.lock().unwrap().clone();
+    assert!(!requests.is_empty() && requests.iter().all(|r| r.starts_with("POST /v1/traces HTTP/1.1")), "{requests:?}");
+
+    // A certificate file that cannot be read is refused at its name.
+    let missing = trusted.side.join("missing.pem");
+    let out = trusted.engine_env(
+        &["run", "plan.json", "--otlp", &url],
+        &[("OTEL_EXPORTER_OTLP_CERTIFICATE", missing.to_str().unwrap())],
+    );
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("USAGE_ERROR") && out.stderr.contains("OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        "{}",
+        out.stderr
+    );
+}

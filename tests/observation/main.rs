@@ -20,3 +20,4 @@ mod http_readback;
 mod https;
 mod modern;
 mod plan_check;
+mod traces;

@@ -117,11 +117,16 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&str>, headers: &[
 
 /// A one-off HTTP service on loopback that answers every request with a
 /// fixed status and body, and records each request's `Idempotency-Key` and
-/// `Engine-Try` (for answers the receiver fixture cannot be scripted to give).
+/// `Engine-Try` (for answers the receiver fixture cannot be scripted to give),
+/// and every header of each request (`headers`).
 pub struct FakeHttp {
     pub port: u16,
     pub seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    pub all_headers: std::sync::Arc<std::sync::Mutex<Vec<Headers>>>,
 }
+
+/// One request's headers: names in lower case, values trimmed.
+pub type Headers = Vec<(String, String)>;
 
 impl FakeHttp {
     pub fn start(status_line: &'static str, body: String) -> FakeHttp {
@@ -129,18 +134,21 @@ impl FakeHttp {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
+        let all_headers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (log, headers_log) = (seen.clone(), all_headers.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { continue };
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 let (mut key, mut try_no, mut len) = (String::new(), String::new(), 0usize);
+                let mut headers = Vec::new();
                 loop {
                     let mut line = String::new();
                     if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                         break;
                     }
                     if let Some((k, v)) = line.trim_end().split_once(':') {
+                        headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
                         match k.to_ascii_lowercase().as_str() {
                             "idempotency-key" => key = v.trim().to_string(),
                             "engine-try" => try_no = v.trim().to_string(),
@@ -152,6 +160,7 @@ impl FakeHttp {
                 let mut buf = vec![0u8; len];
                 let _ = r.read_exact(&mut buf);
                 log.lock().unwrap().push((key, try_no));
+                headers_log.lock().unwrap().push(headers);
                 let answer = format!(
                     "HTTP/1.1 {status_line}\r\nContent-Type: application/json\r\nRetry-After: 0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
@@ -159,7 +168,13 @@ impl FakeHttp {
                 let _ = s.write_all(answer.as_bytes());
             }
         });
-        FakeHttp { port, seen }
+        FakeHttp { port, seen, all_headers }
+    }
+
+    /// The value of header `name` (lower case) in each request, in order.
+    pub fn header(&self, name: &str) -> Vec<Option<String>> {
+        let all = self.all_headers.lock().unwrap();
+        all.iter().map(|h| h.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())).collect()
     }
 
     pub fn requests(&self) -> Vec<(String, String)> {

@@ -23,6 +23,7 @@ pub mod kill;
 pub mod ledger;
 pub mod node;
 pub mod os_users;
+pub mod otlp;
 pub mod person;
 pub mod places;
 pub mod postgres;

@@ -128,7 +128,10 @@ impl Ws {
         let mut cmd = Command::new(ENGINE);
         cmd.args(args).current_dir(&self.dir);
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("ENGINE_") {
+            // No inherited ENGINE_* variable, nor a trace the test process
+            // happens to be part of: each test says what it exports.
+            let n = name.to_string_lossy();
+            if n.starts_with("ENGINE_") || n.starts_with("OTEL_") || n == "TRACEPARENT" {
                 cmd.env_remove(&name);
             }
         }

@@ -35,6 +35,7 @@ fn value_within(workspace_dir: &Path, argv: &[String], sandbox: &Sandbox, timeou
         env: Vec::new(),
         secrets: Vec::new(),
         sandbox: sandbox.clone(),
+        traceparent: None,
     };
     match run(call) {
         Outcome::Received(Receipt::Command(r)) if r.timed_out => {

@@ -477,7 +477,8 @@ pub struct Asker {
     pub request_id: Option<String>,
 }
 
-/// How a run shows its progress (on stderr; stdout keeps the summary).
+/// How a run shows itself: its progress (on stderr; stdout keeps the
+/// summary), and its trace.
 #[derive(Debug, Args)]
 pub struct Show {
     /// `auto`: a live view on a terminal, plain lines elsewhere; `plain`:
@@ -487,6 +488,13 @@ pub struct Show {
     /// Print only the summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Export the run's OpenTelemetry trace (OTLP over HTTP, protobuf) to
+    /// the collector at URL (`/v1/traces` appended). Default:
+    /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces`; neither: no trace.
+    /// See docs/observation.md.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 /// `--progress`.

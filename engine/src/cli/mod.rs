@@ -62,7 +62,15 @@ pub fn main() -> i32 {
             return e.code.exit_code();
         }
     }
-    match dispatch(cli) {
+    // A run's trace, when asked for: set up before the command (a URL that
+    // is none is refused), sent (or said lost) after it, within a bound.
+    let traced = match cli.command.show() {
+        Some(show) => crate::trace::start(show.otlp.as_deref()),
+        None => Ok(()),
+    };
+    let result = traced.and_then(|()| dispatch(cli));
+    crate::trace::finish();
+    match result {
         Ok(out) => {
             if json {
                 emit(&format!("{}\n", report::escape::json_pretty(&out.json)));
@@ -125,6 +133,18 @@ impl Command {
     /// schema, a shell's completions, a man page, a graph): never painted.
     fn prints_a_format(&self) -> bool {
         matches!(self, Command::Schema | Command::Completions { .. } | Command::Man { .. } | Command::Graph { .. })
+    }
+
+    /// How a command that runs work shows itself (`None`: it runs none).
+    fn show(&self) -> Option<&Show> {
+        match self {
+            Command::Run { show, .. }
+            | Command::Worker { show, .. }
+            | Command::Retry { show, .. }
+            | Command::Repair { show, .. }
+            | Command::Revise { show, .. } => Some(show),
+            _ => None,
+        }
     }
 
     /// The commands that run work, and so catch a person's stop signals.

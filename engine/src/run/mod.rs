@@ -68,7 +68,7 @@ pub fn execute(
 ) -> Result<RunReport> {
     #[cfg(feature = "sim")]
     if let Some(mut world) = world::simulated::world(plan) {
-        let run = driver::drive(ledger, plan, (revision, jobs, asked), &mut *world, sandboxes.checks());
+        let run = driver::drive(ledger, plan, (revision, jobs, asked), &mut *world, (sandboxes.checks(), None));
         let report = world::simulated::block_on(run)
             .unwrap_or_else(|| Err(crate::error::Error::internal("the simulated world left the run waiting")));
         progress.update(&Update::Ended);
@@ -77,7 +77,11 @@ pub fn execute(
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let checks_sandbox = sandboxes.checks();
     let mut world = live::Live::new(plan, sandboxes, progress.clone())?;
-    let report = rt.block_on(driver::drive(ledger, plan, (revision, jobs, asked), &mut world, checks_sandbox));
+    // Traced when this process exports a trace (`--otlp`, the OpenTelemetry
+    // variables): the driver feeds the run's spans.
+    let tracing = crate::trace::for_run();
+    let report =
+        rt.block_on(driver::drive(ledger, plan, (revision, jobs, asked), &mut world, (checks_sandbox, tracing)));
     // Every path out of the run ends what the providers kept for it (an
     // MCP server's process group, an HTTP session), the failed ones too.
     rt.block_on(world::World::shutdown(&mut world));

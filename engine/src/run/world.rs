@@ -46,9 +46,10 @@ pub trait World {
         named: &'a BTreeSet<String>,
     ) -> Fut<'a, BTreeMap<String, std::result::Result<Inventory, String>>>;
 
-    /// Hand a call to its provider; its progress and outcome come back as
+    /// Hand a call to its provider, with the W3C `traceparent` of its span
+    /// when the run is traced; its progress and outcome come back as
     /// messages (`wait`).
-    fn send(&mut self, call: &Sending);
+    fn send(&mut self, call: &Sending, traceparent: Option<&str>);
 
     /// Look at an attempt of this revision without sending it again.
     fn look<'a>(&'a mut self, attempt: &'a AttemptRecord, ask_handle: bool, goal_left: Duration) -> Fut<'a, Looked>;

@@ -476,7 +476,7 @@ impl World for SimWorld {
         Box::pin(std::future::ready(listed))
     }
 
-    fn send(&mut self, call: &Sending) {
+    fn send(&mut self, call: &Sending, _traceparent: Option<&str>) {
         if crate::failpoint::crashed() {
             return;
         }

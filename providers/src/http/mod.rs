@@ -279,6 +279,7 @@ mod tests {
             env: vec![],
             secrets: vec![],
             sandbox: crate::sandbox::Sandbox::disabled(),
+            traceparent: None,
         }
     }
 
@@ -396,6 +397,21 @@ mod tests {
         let (out, progress) = run(&HttpProvider::new(url), &c).await;
         assert!(matches!(out, Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, .. }), "{out:?}");
         assert_eq!(progress.len(), 1);
+    }
+
+    #[test]
+    fn a_traced_call_sends_its_traceparent_header() {
+        let target = Target::parse("http://127.0.0.1:9/x", &[]).unwrap();
+        let mut c = call(json!({"body": 1}));
+        let req = HttpRequest::from_call(&c).unwrap();
+        let plain = String::from_utf8(req.encode(&target, &c)).unwrap();
+        assert!(!plain.to_ascii_lowercase().contains("traceparent"), "{plain}");
+        c.traceparent = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
+        let traced = String::from_utf8(req.encode(&target, &c)).unwrap();
+        assert!(
+            traced.contains("\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"),
+            "{traced}"
+        );
     }
 
     #[test]

@@ -49,6 +49,9 @@ impl HttpRequest {
         head.push_str(&format!("Content-Length: {body_len}\r\n"));
         head.push_str(&format!("Idempotency-Key: {}\r\n", call.operation_id));
         head.push_str(&format!("Engine-Try: {}\r\n", call.try_no));
+        if let Some(tp) = &call.traceparent {
+            head.push_str(&format!("traceparent: {tp}\r\n"));
+        }
         for (k, v) in &self.headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }

@@ -127,6 +127,9 @@ impl McpProvider {
         if augment {
             params["task"] = json!({"ttl": tasks::TASK_TTL_MS});
         }
+        if let Some(tp) = &call.traceparent {
+            params["_meta"]["traceparent"] = json!(tp);
+        }
         // The server's annotations are shown as what they are: its hints,
         // never a permission nor the task's declared effect.
         let hints = match live.tool(tool).and_then(|t| t.annotations.as_ref()) {

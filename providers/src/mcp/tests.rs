@@ -50,6 +50,7 @@ impl Env {
             env: vec![],
             secrets: vec![],
             sandbox: crate::sandbox::Sandbox::disabled(),
+            traceparent: None,
         }
     }
 

@@ -35,6 +35,7 @@ pub fn call(workspace: &Path, operation_id: &str, request: Value) -> Call {
         env: vec![],
         secrets: vec![],
         sandbox: providers::sandbox::Sandbox::disabled(),
+        traceparent: None,
     }
 }
 

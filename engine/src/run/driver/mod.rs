@@ -4,7 +4,8 @@
 //! world (`run::world`) — then resumes the core with the answer. It
 //! decides nothing: every choice of what to do next is the core's, every
 //! judgement a pure function of `decide/`. The same driver serves the real
-//! world and the simulator's.
+//! world and the simulator's. When the run is traced it also feeds the
+//! run's spans (`traced`) from what it performs.
 
 mod early;
 mod finish;
@@ -16,6 +17,7 @@ mod reads;
 mod receipt;
 mod refresh;
 mod scope;
+mod traced;
 mod workspace;
 
 use std::collections::HashMap;
@@ -31,23 +33,26 @@ use crate::run::report::RunReport;
 use crate::run::world::World;
 use crate::state::TaskState;
 use crate::store::LeaseGuard;
+use crate::trace::RunTrace;
 use early::Completions;
 use inputs::FirstLook;
 use scope::Scope;
 use workspace::Workspace;
 
 /// Run revision `revision` of `plan` under `ledger`'s lease in `world`:
-/// the core's actions performed one after another until its report.
+/// the core's actions performed one after another until its report; its
+/// spans sent to `tracing` when the run is traced.
 pub async fn drive(
     ledger: &mut LeaseGuard,
     plan: &Plan,
     (revision, jobs, asked): (Revision, usize, Asked),
     world: &mut dyn World,
-    checks_sandbox: providers::sandbox::Sandbox,
+    (checks_sandbox, tracing): (providers::sandbox::Sandbox, Option<crate::trace::Tracing>),
 ) -> Result<RunReport> {
     let scope = Scope::new(plan, revision);
     let guard = workspace::guard(plan);
     let mut core = Core::new(plan, revision, jobs, asked, ledger.shared(), guard.clone());
+    let trace = tracing.map(|t| RunTrace::start(t, scope.goal_id.as_str(), revision.get()));
     let mut driver = Driver {
         ledger,
         world,
@@ -55,11 +60,15 @@ pub async fn drive(
         scope,
         first_look: None,
         completions: None,
+        trace,
     };
     let mut event = Event::Begin;
     loop {
         match core.resume(event) {
-            Step::Done(report) => return report,
+            Step::Done(report) => {
+                driver.trace_finish(&report);
+                return report;
+            }
             Step::Act(action) => event = driver.perform(action).await,
         }
         if driver.world.dead() {
@@ -78,6 +87,8 @@ struct Driver<'l, 'p> {
     first_look: Option<FirstLook>,
     /// The revision's completions as the run's start read them (`early.rs`).
     completions: Option<Completions>,
+    /// The run's spans, when it is traced (`traced.rs`).
+    trace: Option<RunTrace>,
 }
 
 impl Driver<'_, '_> {
@@ -85,7 +96,14 @@ impl Driver<'_, '_> {
         let scope = &self.scope;
         match action {
             Action::Open => Event::Opened(self.open()),
-            Action::Write(w) => Event::Written(ledger::write(self.ledger, scope, &*self.world, w)),
+            Action::Write(w) => {
+                let traced = self.trace_write(&w);
+                let written = ledger::write(self.ledger, &self.scope, &*self.world, w);
+                if let Some(t) = traced {
+                    self.trace_written(t, &written);
+                }
+                Event::Written(written)
+            }
             Action::WriteLater(d) => {
                 Event::Written(self.ledger.write_later(ledger::dispatched(scope, d)).map(|()| Written::Done))
             }
@@ -137,7 +155,8 @@ impl Driver<'_, '_> {
             }
             Action::ListTools(named) => Event::Tools(self.world.list_tools(&named).await),
             Action::Send(call) => {
-                self.world.send(&call);
+                let traceparent = self.trace_call(call.attempt_id, call.operation_id.as_str(), call.try_no);
+                self.world.send(&call, traceparent.as_deref());
                 Event::Done
             }
             Action::Look { attempt, ask_handle, deadline } => {
@@ -168,17 +187,29 @@ impl Driver<'_, '_> {
                 self.world.abort_accept();
                 Event::Done
             }
-            Action::Wait(w) => Event::Woke(self.world.wait(w).await),
-            Action::TryMessage => Event::Woke(
-                self.world.try_message().map_or(crate::run::core::Wake::Nothing, crate::run::core::Wake::Message),
-            ),
+            Action::Wait(w) => {
+                let wake = self.world.wait(w).await;
+                self.trace_wake(&wake);
+                Event::Woke(wake)
+            }
+            Action::TryMessage => {
+                let wake =
+                    self.world.try_message().map_or(crate::run::core::Wake::Nothing, crate::run::core::Wake::Message);
+                self.trace_wake(&wake);
+                Event::Woke(wake)
+            }
             Action::SignalPending => Event::Signal(self.world.signal_pending()),
             Action::SignalGroups { level, timer } => Event::Reached(self.world.signal_groups(level, timer)),
             Action::Say(say) => {
                 self.say(say);
                 Event::Done
             }
-            Action::Ended { task_ref, state } => Event::Written(self.ended(&task_ref, state).map(|()| Written::Done)),
+            Action::Ended { task_ref, state } => {
+                if let Some(trace) = self.trace.as_mut() {
+                    trace.task_ended(&task_ref, state.as_str());
+                }
+                Event::Written(self.ended(&task_ref, state).map(|()| Written::Done))
+            }
             Action::Crashpoint(name) => {
                 self.world.crashpoint(name);
                 Event::Done

@@ -48,6 +48,7 @@ pub async fn run_checks(checks: Vec<CheckSpec>, at: &Place, output_bytes_max: us
             env: Vec::new(),
             secrets: at.secrets.clone(),
             sandbox: at.sandbox.clone(),
+            traceparent: None,
         };
         let (outcome, level) = stop::watched(&runner, &call, &at.groups, |_| async {}).await;
         out.push(run_of(check, outcome, level.end()));

@@ -111,6 +111,7 @@ impl<'p> Live<'p> {
             env: Vec::new(),
             secrets: self.secrets.clone(),
             sandbox: self.sandboxes.task(task),
+            traceparent: None,
         }
     }
 
@@ -149,10 +150,11 @@ impl World for Live<'_> {
         Box::pin(async move { tools::inventories(&asked, &call, &self.sandboxes).await })
     }
 
-    fn send(&mut self, s: &Sending) {
+    fn send(&mut self, s: &Sending, traceparent: Option<&str>) {
         let Some(task) = self.plan.task(&s.task_ref) else { return };
         let Some(provider) = self.providers.get(&task.provider).cloned() else { return };
-        let call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        let mut call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        call.traceparent = traceparent.map(str::to_owned);
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
             let forward = |progress| {
@@ -206,6 +208,7 @@ impl World for Live<'_> {
             // That revision's provider, confined as this run confines the
             // provider of that name (or as its checks are, when it has none).
             sandbox: self.sandboxes.task(task),
+            traceparent: None,
         };
         Box::pin(async move {
             let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;

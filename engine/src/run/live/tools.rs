@@ -51,6 +51,7 @@ pub fn listing_call(workspace: &std::path::Path, secrets: &[String], sandboxes: 
         env: Vec::new(),
         secrets: secrets.to_vec(),
         sandbox: sandboxes.checks(),
+        traceparent: None,
     }
 }
 
