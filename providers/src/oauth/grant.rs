@@ -21,6 +21,13 @@ pub struct Granted {
     pub scope: Option<String>,
 }
 
+/// Never the tokens, whatever prints it.
+impl std::fmt::Debug for Granted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Granted").field("expires_in", &self.expires_in).finish_non_exhaustive()
+    }
+}
+
 /// Bound on a token as kept (a larger one is refused, not cut).
 const TOKEN_CHARS_MAX: usize = 16 * 1024;
 

@@ -26,8 +26,8 @@ mod tests {
     #[test]
     fn the_rfc_example() {
         assert_eq!(
-            challenge("dBjftJeZ4CVP-1B0gHY7l7gZ4_ZCrSWJ5KSQx-WkCzI"),
-            "E9Melhoa2OwvFrEMTJguCQ-gAn6ml6R3HuK5HcQtbi8"
+            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         let (a, b) = (random_token().unwrap(), random_token().unwrap());
         assert_eq!(a.len(), 43);
