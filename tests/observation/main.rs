@@ -19,4 +19,5 @@ mod fixture_tasks;
 mod http_readback;
 mod https;
 mod modern;
+mod oauth;
 mod plan_check;
