@@ -34,7 +34,8 @@ pub fn login(plan_path: &Path, workspace: Option<&Path>, provider: &str, timeout
         return Err(Error::new(Code::UnknownProvider, m).at(place));
     };
     if !matches!(spec, ProviderSpec::Mcp { url: Some(_), auth: Some(_), .. }) {
-        let m = format!("provider `{provider}` is not an MCP server over a `url` with `auth.oauth`: nothing to log in to");
+        let m =
+            format!("provider `{provider}` is not an MCP server over a `url` with `auth.oauth`: nothing to log in to");
         return Err(Error::usage(m).at(place));
     }
     let Adapter::Mcp(mcp) = Adapter::parse(spec, Some(&plan.workspace)).map_err(|e| at_provider(provider, e))? else {
@@ -63,7 +64,11 @@ fn refused(e: AuthError, provider: &str) -> Error {
 /// What was kept, in words that claim no more: the token itself is never
 /// shown.
 fn render(provider: &str, a: &Authorized) -> Output {
-    let client = if a.registered { format!("client `{}`, registered now", a.client_id) } else { format!("client `{}`", a.client_id) };
+    let client = if a.registered {
+        format!("client `{}`, registered now", a.client_id)
+    } else {
+        format!("client `{}`", a.client_id)
+    };
     let lifetime = match a.expires_in {
         Some(s) => format!("an access token for {s} s"),
         None => "an access token with no stated lifetime".to_string(),

@@ -151,9 +151,13 @@ impl McpProvider {
     pub fn new(config: McpConfig) -> Self {
         let tls = Arc::new(Tls::new(config.ca_file.clone()));
         let bearer = match (&config.transport, &config.oauth) {
-            (Transport::Http { url }, Some(oauth)) => {
-                Some(Arc::new(Bearer::new(url, oauth.clone(), TokenStore::user(), config.hosts.clone(), Arc::clone(&tls))))
-            }
+            (Transport::Http { url }, Some(oauth)) => Some(Arc::new(Bearer::new(
+                url,
+                oauth.clone(),
+                TokenStore::user(),
+                config.hosts.clone(),
+                Arc::clone(&tls),
+            ))),
             _ => None,
         };
         let session = Box::new(Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent));

@@ -20,11 +20,11 @@ use super::jsonrpc::{self, Answer, Kind, RpcEnd};
 use super::revision;
 use super::sse::SseParser;
 use crate::capture::Bounded;
-use crate::oauth::{AuthError, Bearer};
-use crate::{NotDispatched, NotDispatchedKind};
 use crate::http::url::Target;
 use crate::http::wire::{self, BodySink, Failure, Flow, Head, Track};
+use crate::oauth::{AuthError, Bearer};
 use crate::tls::Tls;
+use crate::{NotDispatched, NotDispatchedKind};
 
 /// Bound on answering one server request (a `ping` inside a stream).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,7 +143,12 @@ impl HttpLink {
 
     /// A request the server refused with 401 and that did nothing (not a
     /// `tools/call`): the token to try it once more with, refreshed.
-    async fn again_after_401(&self, method: &str, sent: Option<&str>, tried: bool) -> Option<Result<String, NotDispatched>> {
+    async fn again_after_401(
+        &self,
+        method: &str,
+        sent: Option<&str>,
+        tried: bool,
+    ) -> Option<Result<String, NotDispatched>> {
         let (Some(bearer), Some(sent)) = (&self.bearer, sent) else { return None };
         if method == "tools/call" {
             return None;
@@ -187,9 +192,7 @@ impl HttpLink {
                 },
             };
             return match result {
-                Ok((Answer::HttpStatus { status: 401, .. }, _))
-                    if self.bearer.is_some() && method != "tools/call" =>
-                {
+                Ok((Answer::HttpStatus { status: 401, .. }, _)) if self.bearer.is_some() && method != "tools/call" => {
                     match self.again_after_401(method, token.as_deref(), tried).await {
                         Some(Ok(t)) => {
                             (token, tried) = (Some(t), true);

@@ -12,7 +12,8 @@ use super::web::Web;
 use super::{now_s, AuthError, OAuthConfig};
 use crate::tls::Tls;
 
-/// An access token this close to its expiry is refreshed first.
+/// An access token this close to its expiry is refreshed first (or half
+/// its lifetime, for a shorter-lived one).
 const EXPIRY_MARGIN_S: u64 = 30;
 
 pub struct Bearer {
@@ -32,7 +33,13 @@ impl std::fmt::Debug for Bearer {
 }
 
 impl Bearer {
-    pub fn new(url: &str, config: OAuthConfig, store: Result<TokenStore, String>, hosts: Vec<String>, tls: Arc<Tls>) -> Bearer {
+    pub fn new(
+        url: &str,
+        config: OAuthConfig,
+        store: Result<TokenStore, String>,
+        hosts: Vec<String>,
+        tls: Arc<Tls>,
+    ) -> Bearer {
         Bearer { resource: canonical_resource(url), config, store, hosts, tls, kept: Default::default() }
     }
 
@@ -83,8 +90,8 @@ impl Bearer {
     fn load(&self) -> Result<TokenRecord, AuthError> {
         let store = self.store.as_ref().map_err(|e| AuthError::Required(e.clone()))?;
         let record = store.load(&self.resource).map_err(AuthError::Required)?;
-        let record = record
-            .ok_or_else(|| AuthError::Required(format!("no OAuth token is kept for {}", self.resource)))?;
+        let record =
+            record.ok_or_else(|| AuthError::Required(format!("no OAuth token is kept for {}", self.resource)))?;
         match &self.config.client_id {
             Some(id) if *id != record.client_id => Err(AuthError::Required(format!(
                 "the token kept for {} was granted to client `{}`, not the plan's `{id}`",
@@ -118,16 +125,48 @@ impl Bearer {
             access_token: granted.access_token,
             refresh_token: granted.refresh_token.or_else(|| record.refresh_token.clone()),
             expires_at: granted.expires_in.map(|s| now_s().saturating_add(s)),
+            issued_at: now_s(),
             scope: granted.scope.or_else(|| record.scope.clone()),
             ..record.clone()
         };
-        store
-            .save(&fresh)
-            .map_err(|e| AuthError::Required(format!("the refreshed tokens could not be kept: {e}")))?;
+        store.save(&fresh).map_err(|e| AuthError::Required(format!("the refreshed tokens could not be kept: {e}")))?;
         Ok(fresh)
     }
 }
 
 fn expired(record: &TokenRecord) -> bool {
-    record.expires_at.is_some_and(|at| now_s().saturating_add(EXPIRY_MARGIN_S) >= at)
+    record.expires_at.is_some_and(|at| {
+        let margin = EXPIRY_MARGIN_S.min(at.saturating_sub(record.issued_at) / 2);
+        now_s().saturating_add(margin) >= at
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(issued_at: u64, expires_at: Option<u64>) -> TokenRecord {
+        TokenRecord {
+            resource: "r".into(),
+            issuer: "i".into(),
+            token_endpoint: "t".into(),
+            client_id: "c".into(),
+            scope: None,
+            access_token: "a".into(),
+            refresh_token: None,
+            expires_at,
+            issued_at,
+        }
+    }
+
+    #[test]
+    fn expiry_keeps_a_margin_of_thirty_seconds_or_half_the_lifetime() {
+        let now = now_s();
+        assert!(!expired(&record(now, None)), "no stated lifetime: used until refused");
+        assert!(!expired(&record(now, Some(now + 3600))));
+        assert!(expired(&record(now - 3600, Some(now + 20))), "within 30 s of its end");
+        assert!(!expired(&record(now, Some(now + 10))), "a 10 s token: refreshed after 5 s");
+        assert!(expired(&record(now - 6, Some(now + 4))));
+        assert!(expired(&record(now - 10, Some(now))));
+    }
 }

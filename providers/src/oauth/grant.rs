@@ -104,7 +104,12 @@ pub async fn refresh(
 }
 
 /// RFC 7591: a public client for this redirect URI; its `client_id`.
-pub async fn register(web: &Web<'_>, endpoint: &str, redirect_uri: &str, scope: Option<&str>) -> Result<String, AuthError> {
+pub async fn register(
+    web: &Web<'_>,
+    endpoint: &str,
+    redirect_uri: &str,
+    scope: Option<&str>,
+) -> Result<String, AuthError> {
     let mut doc = json!({"client_name": "engine", "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
         "token_endpoint_auth_method": "none"});

@@ -117,6 +117,7 @@ pub async fn login(
         access_token: granted.access_token,
         refresh_token: granted.refresh_token.clone(),
         expires_at: granted.expires_in.map(|s| now_s().saturating_add(s)),
+        issued_at: now_s(),
     };
     let file = store.save(&record).map_err(AuthError::Refused)?;
     Ok(Authorized {
@@ -147,7 +148,8 @@ fn scope_of(config: &OAuthConfig, found: &Discovered) -> Option<String> {
 /// not ours ends the login: it was not asked for by this login.
 async fn await_code(listener: &TcpListener, state: &str) -> Result<String, AuthError> {
     for _ in 0..STRAY_CONNECTIONS_MAX {
-        let (mut conn, _) = listener.accept().await.map_err(|e| AuthError::Refused(format!("redirect listener: {e}")))?;
+        let (mut conn, _) =
+            listener.accept().await.map_err(|e| AuthError::Refused(format!("redirect listener: {e}")))?;
         let Some(target) = read_target(&mut conn).await else { continue };
         let Some(query) = target.strip_prefix("/callback?").or_else(|| (target == "/callback").then_some("")) else {
             answer(&mut conn, "404 Not Found", "Not the redirect.").await;

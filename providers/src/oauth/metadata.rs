@@ -145,7 +145,9 @@ pub fn server_metadata_urls(issuer: &str) -> Vec<String> {
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 /// The protected resource metadata, checked against the server it is for.
@@ -160,7 +162,11 @@ pub fn check_resource(doc: &Value, resource: &str) -> Result<Resource, AuthError
     let issuer = strings(doc.get("authorization_servers")).into_iter().next().ok_or_else(|| {
         AuthError::Metadata(format!("the protected resource metadata of `{resource}` names no authorization_servers"))
     })?;
-    Ok(Resource { resource: canonical_resource(resource), issuer, scopes_supported: strings(doc.get("scopes_supported")) })
+    Ok(Resource {
+        resource: canonical_resource(resource),
+        issuer,
+        scopes_supported: strings(doc.get("scopes_supported")),
+    })
 }
 
 /// An authorization server's metadata, checked against its issuer.
@@ -198,9 +204,11 @@ pub async fn discover(url: &str, web: &Web<'_>) -> Result<Discovered, AuthError>
     // An unauthenticated request: a server that wants a token says where
     // its metadata is.
     let ping = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "ping"});
-    let probe = web.post_json(url, &ping, &[("Accept", "application/json, text/event-stream")]).await.map_err(refused)?;
+    let probe =
+        web.post_json(url, &ping, &[("Accept", "application/json, text/event-stream")]).await.map_err(refused)?;
     let challenge = probe.www_authenticate.filter(|_| probe.status == 401);
-    let mut urls: Vec<String> = challenge.as_deref().and_then(|h| challenge_param(h, "resource_metadata")).into_iter().collect();
+    let mut urls: Vec<String> =
+        challenge.as_deref().and_then(|h| challenge_param(h, "resource_metadata")).into_iter().collect();
     urls.extend(resource_metadata_urls(url));
     let (doc, _) = first_json(web, &urls, "protected resource metadata").await?;
     let resource = check_resource(&doc, url)?;
@@ -237,7 +245,10 @@ mod tests {
         assert_eq!(canonical_resource("https://Mcp.Example.com/"), "https://mcp.example.com");
         assert_eq!(
             resource_metadata_urls("http://127.0.0.1:8/mcp"),
-            ["http://127.0.0.1:8/.well-known/oauth-protected-resource/mcp", "http://127.0.0.1:8/.well-known/oauth-protected-resource"]
+            [
+                "http://127.0.0.1:8/.well-known/oauth-protected-resource/mcp",
+                "http://127.0.0.1:8/.well-known/oauth-protected-resource"
+            ]
         );
         assert_eq!(
             server_metadata_urls("https://as.example/tenant"),
@@ -253,7 +264,10 @@ mod tests {
     #[test]
     fn the_challenge_names_its_metadata_and_scope() {
         let h = r#"Bearer error="invalid_token", resource_metadata="http://h/.well-known/oauth-protected-resource/mcp", scope="a b""#;
-        assert_eq!(challenge_param(h, "resource_metadata").as_deref(), Some("http://h/.well-known/oauth-protected-resource/mcp"));
+        assert_eq!(
+            challenge_param(h, "resource_metadata").as_deref(),
+            Some("http://h/.well-known/oauth-protected-resource/mcp")
+        );
         assert_eq!(challenge_param(h, "scope").as_deref(), Some("a b"));
         assert_eq!(challenge_param("Bearer realm=x", "realm").as_deref(), Some("x"));
         assert_eq!(challenge_param("Basic realm=x", "realm"), None);
@@ -280,12 +294,16 @@ mod tests {
         let mut elsewhere = good.clone();
         elsewhere["token_endpoint"] = json!("http://127.0.0.1:10/token");
         let e = check_server(&elsewhere, "http://127.0.0.1:9").unwrap_err();
-        assert!(matches!(e, AuthError::Metadata(ref m) if m.contains("token_endpoint") && m.contains("not on its issuer")));
+        assert!(
+            matches!(e, AuthError::Metadata(ref m) if m.contains("token_endpoint") && m.contains("not on its issuer"))
+        );
         let mut other_issuer = good.clone();
         other_issuer["issuer"] = json!("http://127.0.0.1:11");
         assert!(matches!(check_server(&other_issuer, "http://127.0.0.1:9"), Err(AuthError::Metadata(_))));
         let mut plain = good.clone();
         plain["code_challenge_methods_supported"] = json!(["plain"]);
-        assert!(matches!(check_server(&plain, "http://127.0.0.1:9"), Err(AuthError::Metadata(ref m)) if m.contains("S256")));
+        assert!(
+            matches!(check_server(&plain, "http://127.0.0.1:9"), Err(AuthError::Metadata(ref m)) if m.contains("S256"))
+        );
     }
 }

@@ -36,6 +36,9 @@ pub struct TokenRecord {
     /// server gave no lifetime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// Unix seconds when the access token was granted.
+    #[serde(default)]
+    pub issued_at: u64,
 }
 
 /// Never the tokens themselves, whatever prints it.
@@ -150,6 +153,7 @@ mod tests {
             access_token: "SECRET-ACCESS".into(),
             refresh_token: Some("SECRET-REFRESH".into()),
             expires_at: Some(1),
+            issued_at: 0,
         }
     }
 
