@@ -213,10 +213,22 @@ fn login_then_a_run_calls_the_tool_with_the_bearer_token_for_its_resource() {
     // The tokens are nowhere but their file.
     let refresh = record["refresh_token"].as_str().unwrap();
     let log = ws.engine(&["log", "--json"]);
-    let report = ws.engine(&["report"]);
+    let report = ws.engine(&["report", "--json"]);
+    let html = ws.root().join("report.html");
+    let page = ws.engine(&["report", "--html", html.to_str().unwrap()]);
     let explain = ws.engine(&["explain", "T1", "--json"]);
+    for out in [&log, &report, &page, &explain] {
+        out.expect_code(0);
+    }
+    assert!(log.stdout.contains("tool_inventory"), "the log was read: {}", log.describe());
     let mut said = vec![login.stdout, login.stderr, run.stdout, run.stderr, log.stdout, log.stderr];
-    said.extend([report.stdout, report.stderr, explain.stdout, explain.stderr]);
+    said.extend([
+        report.stdout,
+        report.stderr,
+        explain.stdout,
+        explain.stderr,
+        std::fs::read_to_string(&html).unwrap(),
+    ]);
     let store_dir = ws.store_dir();
     for f in std::fs::read_dir(&store_dir).unwrap().flatten() {
         said.push(String::from_utf8_lossy(&std::fs::read(f.path()).unwrap()).into_owned());
@@ -364,9 +376,22 @@ fn metadata_for_another_resource_or_a_token_endpoint_off_the_issuer_is_refused()
 }
 
 #[test]
-fn openid_discovery_is_the_fallback() {
+fn without_a_client_id_or_a_registration_endpoint_login_is_refused() {
     let ws = Ws::new();
-    let servers = Servers::start(&ws, &["--oidc-only"], &[]);
+    let servers = Servers::start(&ws, &["--no-registration"], &[]);
+    ws.write_plan("plan.json", &servers.plan(json!({})));
+    let out = ws.engine_json(&["login", "plan.json", "fx", "--timeout", "5"]);
+    out.expect(2, Some("OAUTH_REFUSED"));
+    assert!(out.stdout.contains("registration_endpoint"), "{}", out.describe());
+    assert!(servers.lines("as.jsonl").is_empty(), "nothing was asked of it");
+}
+
+/// A 401 that names no metadata (RFC 9728's well-known URI is tried) and an
+/// authorization server with OpenID discovery only.
+#[test]
+fn the_well_known_uri_and_openid_discovery_are_the_fallbacks() {
+    let ws = Ws::new();
+    let servers = Servers::start(&ws, &["--oidc-only"], &["--bare-challenge"]);
     ws.write_plan("plan.json", &servers.plan(json!({})));
     log_in(&ws, &[]).expect_code(0);
     ws.run().expect(0, None);
