@@ -141,25 +141,6 @@ impl HttpLink {
         }
     }
 
-    /// A request the server refused with 401 and that did nothing (not a
-    /// `tools/call`): the token to try it once more with, refreshed.
-    async fn again_after_401(
-        &self,
-        method: &str,
-        sent: Option<&str>,
-        tried: bool,
-    ) -> Option<Result<String, NotDispatched>> {
-        let (Some(bearer), Some(sent)) = (&self.bearer, sent) else { return None };
-        if method == "tools/call" {
-            return None;
-        }
-        if tried {
-            let m = format!("{} answered 401 to {method} with a refreshed token", self.url);
-            return Some(Err(not_authorized(AuthError::Required(m))));
-        }
-        Some(bearer.refused(sent).await.map_err(not_authorized))
-    }
-
     pub async fn request(
         &self,
         method: &str,
@@ -191,17 +172,26 @@ impl HttpLink {
                     Err(_) => return RpcEnd::Deadline { sent: track.bytes_written > 0, id },
                 },
             };
-            return match result {
-                Ok((Answer::HttpStatus { status: 401, .. }, _)) if self.bearer.is_some() && method != "tools/call" => {
-                    match self.again_after_401(method, token.as_deref(), tried).await {
-                        Some(Ok(t)) => {
+            // A 401 to a request that did nothing yet (not a `tools/call`,
+            // whose 401 is its answer): refresh once and send it again.
+            if let (Some(bearer), Some(used), Ok((Answer::HttpStatus { status: 401, .. }, _))) =
+                (&self.bearer, token.as_deref(), &result)
+            {
+                if method != "tools/call" {
+                    if tried {
+                        let m = format!("{} answered 401 to {method} with a refreshed token", self.url);
+                        return RpcEnd::NotSent(not_authorized(AuthError::Required(m)));
+                    }
+                    match bearer.refused(used).await {
+                        Ok(t) => {
                             (token, tried) = (Some(t), true);
                             continue;
                         }
-                        Some(Err(nd)) => RpcEnd::NotSent(nd),
-                        None => unreachable!("a bearer and a method that is not tools/call"),
+                        Err(e) => return RpcEnd::NotSent(not_authorized(e)),
                     }
                 }
+            }
+            return match result {
                 Ok((answer, server_requests)) => {
                     self.answer_server(server_requests).await;
                     RpcEnd::Answer(answer)
