@@ -137,6 +137,10 @@ impl HttpLink {
     async fn token(&self) -> Result<Option<String>, NotDispatched> {
         match &self.bearer {
             None => Ok(None),
+            Some(_) if !crate::oauth::plain_allowed(&self.target) => Err(NotDispatched {
+                kind: NotDispatchedKind::BadRequest,
+                message: format!("{}: a bearer token goes over https:// (plain http:// only to loopback)", self.url),
+            }),
             Some(b) => b.token().await.map(Some).map_err(not_authorized),
         }
     }

@@ -33,6 +33,7 @@ pub use bearer::Bearer;
 pub use config::OAuthConfig;
 pub use login::{login, Authorized, Reach};
 pub use metadata::canonical_resource;
+pub(crate) use web::plain_allowed;
 
 /// Starts the message of every failure that a person's `engine login`
 /// cures: no token kept, a refresh refused, a 401 after a refresh. The

@@ -61,6 +61,9 @@ impl Web<'_> {
 
     async fn send(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, String> {
         let target = Target::parse(url, self.hosts).map_err(|m| format!("{url}: {m}"))?;
+        if !plain_allowed(&target) {
+            return Err(format!("{url}: OAuth goes over https:// (plain http:// only to loopback)"));
+        }
         let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", target.path, target.authority);
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
@@ -87,6 +90,12 @@ impl Web<'_> {
             }),
         }
     }
+}
+
+/// Tokens, codes and verifiers cross the network only under TLS (OAuth 2.1
+/// §1.5); loopback is the machine itself.
+pub fn plain_allowed(target: &Target) -> bool {
+    target.tls || target.loopback
 }
 
 /// `k=v&k=v`, each percent-encoded.
@@ -125,6 +134,15 @@ fn decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn no_plain_http_but_to_loopback() {
+        let tls = Tls::new(None);
+        let hosts = vec!["as.example".to_string()];
+        let web = Web { hosts: &hosts, tls: &tls };
+        let e = web.get("http://as.example/.well-known/oauth-authorization-server").await.err().unwrap();
+        assert!(e.contains("https://"), "{e}");
+    }
 
     #[test]
     fn forms_and_queries_round_trip() {
