@@ -73,6 +73,18 @@ pub enum Code {
     /// SPEC's additions: a revision drops or renames a task whose operation
     /// is unknown or unsettled; nothing is recorded until it is settled.
     UnsettledOperation,
+    /// Issue 27: an MCP server wants an OAuth token and none is usable (none
+    /// kept, a refresh refused, a 401 after a refresh): nothing was sent;
+    /// a person authorizes with `engine login PLAN PROVIDER`.
+    AuthorizationRequired,
+    /// Issue 27: `engine login` stopped: a redirect whose `state` is not
+    /// this login's, an authorization server's error, no redirect in time.
+    /// No token is kept.
+    OauthRefused,
+    /// Issue 27: OAuth metadata that is not to be trusted: a resource that
+    /// is not the server (another audience), an endpoint not on the
+    /// issuer, no PKCE S256. No token is asked for.
+    OauthMetadataInvalid,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -114,6 +126,9 @@ impl Code {
         Code::ToolInventoryUnavailable,
         Code::LooseningNeedsApproval,
         Code::UnsettledOperation,
+        Code::AuthorizationRequired,
+        Code::OauthRefused,
+        Code::OauthMetadataInvalid,
         Code::UsageError,
         Code::Internal,
     ];
@@ -152,6 +167,9 @@ impl Code {
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
             Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
             Code::UnsettledOperation => "UNSETTLED_OPERATION",
+            Code::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
+            Code::OauthRefused => "OAUTH_REFUSED",
+            Code::OauthMetadataInvalid => "OAUTH_METADATA_INVALID",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -186,6 +204,9 @@ impl Code {
             | Code::UnknownTool
             | Code::NothingToApprove
             | Code::ToolInventoryUnavailable
+            | Code::AuthorizationRequired
+            | Code::OauthRefused
+            | Code::OauthMetadataInvalid
             | Code::GoalRequired
             | Code::PlanInvalid
             | Code::PlanCycle
@@ -318,12 +339,15 @@ mod tests {
             Code::ToolInventoryUnavailable => 29,
             Code::LooseningNeedsApproval => 30,
             Code::UnsettledOperation => 31,
-            Code::UsageError => 32,
-            Code::Internal => 33,
+            Code::AuthorizationRequired => 32,
+            Code::OauthRefused => 33,
+            Code::OauthMetadataInvalid => 34,
+            Code::UsageError => 35,
+            Code::Internal => 36,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 34);
+        assert_eq!(Code::ALL.len(), 37);
     }
 }

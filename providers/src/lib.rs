@@ -12,6 +12,7 @@ pub mod capture;
 pub mod command;
 pub mod http;
 pub mod mcp;
+pub mod oauth;
 pub mod observe;
 pub mod process;
 mod readback;

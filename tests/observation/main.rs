@@ -19,5 +19,6 @@ mod fixture_tasks;
 mod http_readback;
 mod https;
 mod modern;
+mod oauth;
 mod plan_check;
 mod traces;

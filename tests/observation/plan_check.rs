@@ -158,3 +158,21 @@ fn a_read_back_tool_must_be_on_the_tools_allow_list() {
     let remote = listed(json!({"url": "https://mcp.internal/mcp", "hosts": ["mcp.internal"]}));
     check(remote, task).expect(0, None);
 }
+
+/// Issue 27: `auth.oauth` on a `url` server, checked by the providers'
+/// parser with its exact place; never on a stdio server.
+#[test]
+fn oauth_is_accepted_on_a_url_server_and_refused_at_its_place() {
+    let url = "http://127.0.0.1:9/mcp";
+    let task = || json!({"ref": "T1", "provider": "m", "action": {"tool": "write"}});
+    let ok = json!({"url": url, "auth": {"oauth": {"client_id": "engine-cli", "scopes": ["mcp:tools"]}}});
+    check(mcp(ok), task()).expect_code(0);
+    check(mcp(json!({"url": url, "auth": {"oauth": {}}})), task()).expect_code(0);
+    let bad_scope = json!({"url": url, "auth": {"oauth": {"scopes": ["ok", "two words"]}}});
+    refused_at(&check(mcp(bad_scope), task()), "$.providers.m.auth.oauth.scopes[1]");
+    let unknown = json!({"url": url, "auth": {"oauth": {"client_secret": "x"}}});
+    refused_at(&check(mcp(unknown), task()), "$.providers.m.auth.oauth.client_secret");
+    let other_scheme = json!({"url": url, "auth": {"basic": {}}});
+    refused_at(&check(mcp(other_scheme), task()), "$.providers.m.auth.basic");
+    refused_at(&check(mcp(json!({"auth": {"oauth": {}}})), task()), "$.providers.m.auth");
+}

@@ -92,6 +92,11 @@ impl Running {
         self.child.as_ref().expect("running").id() as i32
     }
 
+    /// The file its stderr goes to (readable while it runs).
+    pub fn stderr_path(&self) -> &std::path::Path {
+        &self.err
+    }
+
     /// Still running?
     pub fn alive(&mut self) -> bool {
         matches!(self.child.as_mut().expect("running").try_wait(), Ok(None))

@@ -16,6 +16,7 @@ mod common;
 mod acts;
 mod approvals;
 mod network;
+mod oauth_tokens;
 mod os_users;
 mod plan_file;
 mod request_ids;

@@ -207,6 +207,29 @@ pub enum Command {
         #[arg(long, requires = "prune")]
         force: bool,
     },
+    /// Authorize the engine, as a person, for an MCP server that wants OAuth (shows the URL to open).
+    #[command(
+        long_about = "Authorize the engine for a plan's MCP provider whose server wants OAuth (`auth.oauth`): \
+            finds the server's authorization server (its protected resource metadata, then the server's \
+            own metadata), registers a client when the plan names none, shows the authorization URL on \
+            stderr, waits for the browser's redirect on 127.0.0.1 (an ephemeral port; a redirect whose \
+            state is not this login's ends it), exchanges the code (PKCE S256, the server named as the \
+            `resource`) and keeps the tokens in ${XDG_STATE_HOME:-~/.local/state}/engine/oauth (a 0600 \
+            file), never in a workspace or a store. Runs then use and refresh them; no run ever asks \
+            for a new one.",
+        after_help = "Example:\n  engine login plan.json notes\n  engine login plan.json notes --timeout 600 --json"
+    )]
+    Login {
+        /// The plan file.
+        #[arg(value_name = "PLAN")]
+        plan: PathBuf,
+        /// The MCP provider's name in the plan's `providers`.
+        #[arg(value_name = "PROVIDER")]
+        provider: String,
+        /// How long to wait for the browser's redirect, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+        timeout: u64,
+    },
     /// Explain a task: its attempts, evidence, classification, claims kept apart, and reuse decision.
     #[command(after_help = "Examples:\n  engine explain T2\n  engine explain T2 --goal money-totals --json")]
     Explain {

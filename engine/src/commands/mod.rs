@@ -9,6 +9,7 @@
 
 pub mod advice;
 pub mod approve;
+pub mod login;
 pub mod owner_way_out;
 pub mod person;
 pub mod plan_watch;

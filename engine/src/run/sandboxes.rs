@@ -225,14 +225,16 @@ pub fn machine_status() -> Result<Status> {
 }
 
 /// The folders no provider may see: the store's own, and the stores'
-/// root (every workspace's default store), when they are paths.
+/// root (every workspace's default store), when they are paths; and the
+/// OAuth tokens' folder, whatever the store.
 fn hidden(store: &Path) -> Vec<PathBuf> {
+    let tokens = providers::oauth::store::TokenStore::default_dir();
     if crate::store::is_shared(store) {
-        return Vec::new();
+        return tokens.into_iter().collect();
     }
     let own = std::path::absolute(store).ok().and_then(|s| s.parent().map(Path::to_path_buf));
     let root = crate::store::location::state_home().ok();
-    own.into_iter().chain(root).collect()
+    own.into_iter().chain(root).chain(tokens).collect()
 }
 
 /// Once per run: what the kernel or the privileges do not confine.

@@ -61,10 +61,13 @@ mod streamable;
 mod tasks;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use crate::http::url::Target;
+use crate::oauth::store::TokenStore;
+use crate::oauth::{Bearer, OAuthConfig};
 use crate::observe::{ConfigError, McpObserve};
 use crate::tls::Tls;
 use crate::{BoxFuture, Call, Cancelled, Handle, Outcome, ProgressSender, Provider, ReadBack, Resumed};
@@ -103,6 +106,8 @@ pub struct McpConfig {
     pub hosts: Vec<String>,
     /// A PEM file of CA certificates to trust besides the system roots.
     pub ca_file: Option<PathBuf>,
+    /// `auth.oauth`: the server wants an OAuth bearer token (`url` only).
+    pub oauth: Option<OAuthConfig>,
 }
 
 impl McpConfig {
@@ -114,6 +119,7 @@ impl McpConfig {
             concurrent: false,
             hosts: Vec::new(),
             ca_file: None,
+            oauth: None,
         }
     }
 
@@ -143,9 +149,19 @@ impl std::fmt::Debug for McpProvider {
 
 impl McpProvider {
     pub fn new(config: McpConfig) -> Self {
-        let tls = Tls::new(config.ca_file.clone());
+        let tls = Arc::new(Tls::new(config.ca_file.clone()));
+        let bearer = match (&config.transport, &config.oauth) {
+            (Transport::Http { url }, Some(oauth)) => Some(Arc::new(Bearer::new(
+                url,
+                oauth.clone(),
+                TokenStore::user(),
+                config.hosts.clone(),
+                Arc::clone(&tls),
+            ))),
+            _ => None,
+        };
         let session = Box::new(Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent));
-        McpProvider { config, session }
+        McpProvider { config, session: session.with_bearer(bearer) }
     }
 
     /// A stdio server with the pre-rule `observe_tool` (the plan's shape today).
@@ -166,7 +182,7 @@ impl McpProvider {
     /// Parse the plan's provider config. Unknown keys are an error.
     pub fn from_config(config: &Value) -> Result<Self, ConfigError> {
         let obj = config.as_object().ok_or_else(|| ConfigError::new("", "mcp provider config must be an object"))?;
-        let known = ["kind", "command", "url", "observe", "observe_tool", "concurrent", "hosts", "ca_file"];
+        let known = ["kind", "command", "url", "observe", "observe_tool", "concurrent", "hosts", "ca_file", "auth"];
         if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(ConfigError::new(k.as_str(), "unknown field in mcp provider config"));
         }
@@ -197,6 +213,12 @@ impl McpProvider {
                 p.as_str().filter(|p| !p.is_empty()).ok_or_else(|| ConfigError::new("ca_file", "must be a path"))?;
             c.ca_file = Some(PathBuf::from(p));
         }
+        if let Some(auth) = obj.get("auth") {
+            if !matches!(c.transport, Transport::Http { .. }) {
+                return Err(ConfigError::new("auth", "only a `url` (Streamable HTTP) server takes `auth`"));
+            }
+            c.oauth = Some(OAuthConfig::from_json(auth).map_err(|e| e.under("auth"))?);
+        }
         match (obj.get("observe_tool"), obj.get("observe")) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::new("observe", "give `observe` or `observe_tool`, not both"))
@@ -219,6 +241,26 @@ impl McpProvider {
             crate::tls::read_ca_file(p).map_err(|m| ConfigError::new("ca_file", m))?;
         }
         Ok(())
+    }
+}
+
+impl McpProvider {
+    /// A person's authorization of this server (`engine login`): the
+    /// whole OAuth flow, the tokens kept in `store`. `show` gets the lines
+    /// to show the person (the URL to open).
+    pub async fn login(
+        &self,
+        store: &TokenStore,
+        timeout: std::time::Duration,
+        show: impl FnMut(&str),
+    ) -> Result<crate::oauth::Authorized, crate::oauth::AuthError> {
+        use crate::oauth::AuthError;
+        let (Transport::Http { url }, Some(oauth)) = (&self.config.transport, &self.config.oauth) else {
+            return Err(AuthError::Refused("this provider declares no `auth.oauth` on a `url`".into()));
+        };
+        let tls = Tls::new(self.config.ca_file.clone());
+        let reach = crate::oauth::Reach { url, hosts: &self.config.hosts, tls: &tls };
+        crate::oauth::login(reach, oauth, store, timeout, show).await
     }
 }
 

@@ -17,6 +17,7 @@ use super::stderr::StderrHub;
 use super::stdio::StdioLink;
 use super::streamable::HttpLink;
 use super::{Transport, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::oauth::Bearer;
 use crate::tls::Tls;
 use crate::{Call, Inventory, NotDispatched, NotDispatchedKind, ServerInfo, Tool};
 
@@ -66,6 +67,8 @@ struct Listing {
 pub(crate) struct Session {
     transport: Transport,
     tls: Arc<Tls>,
+    /// The OAuth token source of a server that wants one.
+    bearer: Option<Arc<Bearer>>,
     hosts: Vec<String>,
     concurrent: bool,
     gate: Semaphore,
@@ -78,11 +81,12 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(transport: Transport, hosts: Vec<String>, tls: Tls, concurrent: bool) -> Self {
+    pub fn new(transport: Transport, hosts: Vec<String>, tls: Arc<Tls>, concurrent: bool) -> Self {
         let permits = if concurrent { CONCURRENT_CALLS_MAX } else { 1 };
         Session {
             transport,
-            tls: Arc::new(tls),
+            tls,
+            bearer: None,
             hosts,
             concurrent,
             gate: Semaphore::new(permits),
@@ -91,6 +95,11 @@ impl Session {
             starts: AtomicU32::new(0),
             first: std::sync::Mutex::new(None),
         }
+    }
+
+    pub fn with_bearer(mut self: Box<Self>, bearer: Option<Arc<Bearer>>) -> Box<Self> {
+        self.bearer = bearer;
+        self
     }
 
     pub fn concurrent(&self) -> bool {
@@ -144,7 +153,7 @@ impl Session {
         match &self.transport {
             Transport::Stdio { command } => StdioLink::spawn(command, call, &self.hub).map(Link::Stdio),
             Transport::Http { url } => HttpLink::new(url, &self.hosts, Arc::clone(&self.tls), call.output_bytes_max)
-                .map(Link::Http)
+                .map(|l| Link::Http(l.with_bearer(self.bearer.clone())))
                 .map_err(|m| NotDispatched { kind: NotDispatchedKind::BadRequest, message: format!("url {url}: {m}") }),
         }
     }

@@ -22,7 +22,9 @@ use super::sse::SseParser;
 use crate::capture::Bounded;
 use crate::http::url::Target;
 use crate::http::wire::{self, BodySink, Failure, Flow, Head, Track};
+use crate::oauth::{AuthError, Bearer};
 use crate::tls::Tls;
+use crate::{NotDispatched, NotDispatchedKind};
 
 /// Bound on answering one server request (a `ping` inside a stream).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -37,6 +39,8 @@ pub(crate) struct HttpLink {
     alive: AtomicBool,
     /// Bound on one answer (JSON body or SSE event).
     answer_bytes_max: usize,
+    /// The OAuth token source, for a server that wants a bearer token.
+    bearer: Option<Arc<Bearer>>,
 }
 
 impl HttpLink {
@@ -51,7 +55,13 @@ impl HttpLink {
             next_id: AtomicU64::new(1),
             alive: AtomicBool::new(true),
             answer_bytes_max,
+            bearer: None,
         })
+    }
+
+    pub fn with_bearer(mut self, bearer: Option<Arc<Bearer>>) -> Self {
+        self.bearer = bearer;
+        self
     }
 
     /// A link into an existing session (to ask about a task after a crash).
@@ -65,6 +75,7 @@ impl HttpLink {
             next_id: AtomicU64::new(1),
             alive: AtomicBool::new(true),
             answer_bytes_max: self.answer_bytes_max,
+            bearer: self.bearer.clone(),
         }
     }
 
@@ -90,7 +101,7 @@ impl HttpLink {
 
     /// One HTTP request's bytes. `rpc`: the JSON-RPC method and params of
     /// a request, mirrored into `Mcp-Method` / `Mcp-Name` under 2026-07-28.
-    fn encode(&self, method: &str, body: &[u8], rpc: Option<(&str, &Value)>) -> Vec<u8> {
+    fn encode(&self, method: &str, body: &[u8], rpc: Option<(&str, &Value)>, token: Option<&str>) -> Vec<u8> {
         let t = &self.target;
         let mut head = format!(
             "{method} {} HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\n",
@@ -112,10 +123,26 @@ impl HttpLink {
                 head.push_str(&format!("Mcp-Name: {name}\r\n"));
             }
         }
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
         head.push_str("Connection: close\r\n\r\n");
         let mut bytes = head.into_bytes();
         bytes.extend_from_slice(body);
         bytes
+    }
+
+    /// The access token for the next request, if the server wants one.
+    /// `Err`: none is usable, and nothing is sent.
+    async fn token(&self) -> Result<Option<String>, NotDispatched> {
+        match &self.bearer {
+            None => Ok(None),
+            Some(_) if !crate::oauth::plain_allowed(&self.target) => Err(NotDispatched {
+                kind: NotDispatchedKind::BadRequest,
+                message: format!("{}: a bearer token goes over https:// (plain http:// only to loopback)", self.url),
+            }),
+            Some(b) => b.token().await.map(Some).map_err(not_authorized),
+        }
     }
 
     pub async fn request(
@@ -126,24 +153,56 @@ impl HttpLink {
         on_sent: impl FnOnce() + Send,
     ) -> RpcEnd {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let bytes =
-            self.encode("POST", jsonrpc::request(id, method, params).to_string().as_bytes(), Some((method, params)));
-        let mut track = Track::default();
-        let exchange = self.exchange(&bytes, id, method == "initialize", on_sent, &mut track);
-        let result = match deadline {
-            None => exchange.await,
-            Some(at) => match tokio::time::timeout_at(at.into(), exchange).await {
-                Ok(r) => r,
-                Err(_) => return RpcEnd::Deadline { sent: track.bytes_written > 0, id },
-            },
+        let body = jsonrpc::request(id, method, params).to_string();
+        let mut token = match self.token().await {
+            Ok(t) => t,
+            Err(nd) => return RpcEnd::NotSent(nd),
         };
-        match result {
-            Ok((answer, server_requests)) => {
-                self.answer_server(server_requests).await;
-                RpcEnd::Answer(answer)
+        let mut on_sent = Some(on_sent);
+        let mut tried = false;
+        loop {
+            let bytes = self.encode("POST", body.as_bytes(), Some((method, params)), token.as_deref());
+            let mut track = Track::default();
+            let sent = || {
+                if let Some(f) = on_sent.take() {
+                    f()
+                }
+            };
+            let exchange = self.exchange(&bytes, id, method == "initialize", sent, &mut track);
+            let result = match deadline {
+                None => exchange.await,
+                Some(at) => match tokio::time::timeout_at(at.into(), exchange).await {
+                    Ok(r) => r,
+                    Err(_) => return RpcEnd::Deadline { sent: track.bytes_written > 0, id },
+                },
+            };
+            // A 401 to a request that did nothing yet (not a `tools/call`,
+            // whose 401 is its answer): refresh once and send it again.
+            if let (Some(bearer), Some(used), Ok((Answer::HttpStatus { status: 401, .. }, _))) =
+                (&self.bearer, token.as_deref(), &result)
+            {
+                if method != "tools/call" {
+                    if tried {
+                        let m = format!("{} answered 401 to {method} with a refreshed token", self.url);
+                        return RpcEnd::NotSent(not_authorized(AuthError::Required(m)));
+                    }
+                    match bearer.refused(used).await {
+                        Ok(t) => {
+                            (token, tried) = (Some(t), true);
+                            continue;
+                        }
+                        Err(e) => return RpcEnd::NotSent(not_authorized(e)),
+                    }
+                }
             }
-            Err(Failure::NotSent(nd)) => RpcEnd::NotSent(nd),
-            Err(Failure::Lost(_, m)) => RpcEnd::Lost(format!("{method} to {}: {m}", self.url)),
+            return match result {
+                Ok((answer, server_requests)) => {
+                    self.answer_server(server_requests).await;
+                    RpcEnd::Answer(answer)
+                }
+                Err(Failure::NotSent(nd)) => RpcEnd::NotSent(nd),
+                Err(Failure::Lost(_, m)) => RpcEnd::Lost(format!("{method} to {}: {m}", self.url)),
+            };
         }
     }
 
@@ -212,7 +271,8 @@ impl HttpLink {
 
     /// POST a notification or a response; the server answers 202.
     async fn post_message(&self, msg: &Value, limit: Duration) -> Result<(), String> {
-        let bytes = self.encode("POST", msg.to_string().as_bytes(), None);
+        let token = self.bearer.as_ref().and_then(|b| b.current());
+        let bytes = self.encode("POST", msg.to_string().as_bytes(), None, token.as_deref());
         let mut track = Track::default();
         let tls = Arc::clone(&self.tls);
         let exchange = wire::exchange(&self.target, &tls, &bytes, false, 64 * 1024, || {}, &mut track);
@@ -234,11 +294,19 @@ impl HttpLink {
         if self.session_id().is_none() {
             return;
         }
-        let bytes = self.encode("DELETE", &[], None);
+        let token = self.bearer.as_ref().and_then(|b| b.current());
+        let bytes = self.encode("DELETE", &[], None, token.as_deref());
         let mut track = Track::default();
         let exchange = wire::exchange(&self.target, &self.tls, &bytes, false, 4096, || {}, &mut track);
         let _ = tokio::time::timeout(limit, exchange).await;
     }
+}
+
+/// No usable token: nothing of the request goes out (or what went out was
+/// refused before anything was done). The message starts with
+/// `oauth::AUTHORIZATION_REQUIRED`.
+fn not_authorized(e: AuthError) -> NotDispatched {
+    NotDispatched { kind: NotDispatchedKind::Other, message: e.message() }
 }
 
 /// An SSE answer being read: stops at the message that answers `id`.

@@ -45,7 +45,7 @@ impl Run<'_> {
                 self.tools.insert(provider.clone(), inv.clone());
             }
         }
-        let unlisted = unlisted(&uses, &listed);
+        let unlisted = unlisted(&uses, &listed, self.plan.source.as_deref());
         #[cfg(feature = "sim")]
         let unlisted = match crate::failpoint::fault(crate::failpoint::Fault::SendWithoutInventory) {
             // Planted fault: a server whose tools could not be read is let be.
@@ -63,13 +63,19 @@ impl Run<'_> {
 }
 
 /// The first task whose server's tools could not be read, as an error: no
-/// call is made to a server whose inventory is unknown.
-fn unlisted(uses: &[ToolUse<'_>], listed: &Listed) -> Option<(String, Error)> {
+/// call is made to a server whose inventory is unknown. A server that
+/// wants an OAuth token the engine does not have is a person's to
+/// authorize: `AUTHORIZATION_REQUIRED`, with the command that does it.
+fn unlisted(uses: &[ToolUse<'_>], listed: &Listed, plan: Option<&std::path::Path>) -> Option<(String, Error)> {
     let (unlisted, provider) = tools::first_unlisted(uses, listed)?;
     let why = match listed.get(provider) {
         Some(Err(why)) => why.clone(),
         _ => "the provider gave no inventory".to_string(),
     };
+    if let Some(at) = why.find(providers::oauth::AUTHORIZATION_REQUIRED) {
+        let why = why[at + providers::oauth::AUTHORIZATION_REQUIRED.len()..].to_string();
+        return Some((unlisted.task_ref.to_string(), authorization_required(&unlisted, provider, why, plan)));
+    }
     let message = format!(
         "task `{}` calls tool `{}` on MCP provider `{provider}`, whose tools could not be read ({why}); \
          nothing was sent",
@@ -80,6 +86,27 @@ fn unlisted(uses: &[ToolUse<'_>], listed: &Listed) -> Option<(String, Error)> {
         .at(format!("$.tasks[{}].action.tool", unlisted.index))
         .with_details(details);
     Some((unlisted.task_ref.to_string(), error))
+}
+
+/// The stop of a run whose MCP server has no usable OAuth token: nothing
+/// was sent to it, the task stays as it was, and the advice is the exact
+/// login command.
+fn authorization_required(
+    unlisted: &ToolUse<'_>,
+    provider: &str,
+    why: String,
+    plan: Option<&std::path::Path>,
+) -> Error {
+    let plan = plan.map_or_else(|| "PLAN".to_string(), |p| crate::decide::advice::shell_word(&p.to_string_lossy()));
+    let login = format!("engine login {plan} {provider}");
+    let message = format!(
+        "task `{}` calls tool `{}` on MCP provider `{provider}`, which needs an OAuth token the engine does not \
+         have ({why}); nothing was sent. A person authorizes it: `{login}`, then runs again",
+        unlisted.task_ref, unlisted.tool
+    );
+    let details = json!({"task_ref": unlisted.task_ref, "provider": provider, "tool": unlisted.tool,
+        "why": why, "advice": login});
+    Error::new(Code::AuthorizationRequired, message).at(format!("$.providers.{provider}.auth")).with_details(details)
 }
 
 /// The first task calling a tool its server did not list, as an error.
