@@ -73,6 +73,17 @@ pub enum Code {
     /// SPEC's additions: a revision drops or renames a task whose operation
     /// is unknown or unsettled; nothing is recorded until it is settled.
     UnsettledOperation,
+    /// Issue 27: a run stops because an MCP server asks a person for input
+    /// (`awaiting_input`); `engine answer` gives it. Exit 4, as a run that
+    /// waits on a person's approval.
+    InputRequired,
+    /// Issue 27: `engine answer` whose fields do not fit the question the
+    /// server asked (an unknown field, a required one missing, a value of
+    /// the wrong type); the field is named and nothing is recorded.
+    AnswerInvalid,
+    /// Issue 27: `engine answer` of a task that waits on no answer;
+    /// nothing is recorded.
+    NothingToAnswer,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -114,6 +125,9 @@ impl Code {
         Code::ToolInventoryUnavailable,
         Code::LooseningNeedsApproval,
         Code::UnsettledOperation,
+        Code::InputRequired,
+        Code::AnswerInvalid,
+        Code::NothingToAnswer,
         Code::UsageError,
         Code::Internal,
     ];
@@ -152,6 +166,9 @@ impl Code {
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
             Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
             Code::UnsettledOperation => "UNSETTLED_OPERATION",
+            Code::InputRequired => "INPUT_REQUIRED",
+            Code::AnswerInvalid => "ANSWER_INVALID",
+            Code::NothingToAnswer => "NOTHING_TO_ANSWER",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -168,7 +185,7 @@ impl Code {
         match self {
             // A settlement first: the revision waits on it, like a run.
             Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
-            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
+            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval | Code::InputRequired => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::Internal => 70,
@@ -185,6 +202,8 @@ impl Code {
             | Code::ToolNotAllowed
             | Code::UnknownTool
             | Code::NothingToApprove
+            | Code::AnswerInvalid
+            | Code::NothingToAnswer
             | Code::ToolInventoryUnavailable
             | Code::GoalRequired
             | Code::PlanInvalid
@@ -318,12 +337,15 @@ mod tests {
             Code::ToolInventoryUnavailable => 29,
             Code::LooseningNeedsApproval => 30,
             Code::UnsettledOperation => 31,
-            Code::UsageError => 32,
-            Code::Internal => 33,
+            Code::InputRequired => 32,
+            Code::AnswerInvalid => 33,
+            Code::NothingToAnswer => 34,
+            Code::UsageError => 35,
+            Code::Internal => 36,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 34);
+        assert_eq!(Code::ALL.len(), 37);
     }
 }
