@@ -264,6 +264,9 @@ impl Driver<'_, '_> {
                 Update::Stopping { signal: *signal, in_flight: *in_flight, groups: *groups, grace: *grace }
             }
             Say::Killing { groups, by_signal } => Update::Killing { groups: *groups, by_signal: *by_signal },
+            Say::Note { task_ref, progress, total, message } => {
+                Update::Note { task_ref, progress: *progress, total: *total, message: message.as_deref() }
+            }
         };
         self.world.say(&update);
     }
