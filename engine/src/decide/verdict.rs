@@ -18,6 +18,8 @@ pub struct Facts {
     /// has a stale approval.
     pub awaiting_approval: usize,
     pub approval_stale: bool,
+    /// Tasks waiting on a person's answer to their server's question.
+    pub awaiting_input: usize,
     pub budget_exhausted: bool,
     pub failed_tasks: usize,
     /// Goal constraints whose check failed when it ran before the
@@ -69,6 +71,10 @@ fn verdict_of_ledger(f: &Facts) -> Verdict {
     if f.awaiting_approval > 0 {
         return stop(GoalState::Open, if f.approval_stale { Code::ApprovalStale } else { Code::ApprovalRequired });
     }
+    if f.awaiting_input > 0 {
+        // A person's answer, like an approval: exit 4.
+        return stop(GoalState::Open, Code::InputRequired);
+    }
     if f.budget_exhausted {
         return stop(GoalState::Open, Code::BudgetExhausted);
     }
@@ -102,6 +108,7 @@ pub fn code_named(name: &str) -> Option<Code> {
         Code::GoalOutcomeUnproven,
         Code::ApprovalRequired,
         Code::ApprovalStale,
+        Code::InputRequired,
         Code::BudgetExhausted,
     ]
     .into_iter()

@@ -11,6 +11,7 @@ mod finish;
 mod gate;
 mod inputs;
 mod ledger;
+mod question;
 mod read_first;
 mod reads;
 mod receipt;
