@@ -46,7 +46,7 @@ use crate::error::Result;
 use crate::ids::Revision;
 use crate::plan::Plan;
 use crate::store::LeaseGuard;
-pub use asked::{Asked, Repair};
+pub use asked::{Answering, Asked, Repair};
 pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};

@@ -152,7 +152,11 @@ impl World for Live<'_> {
     fn send(&mut self, s: &Sending) {
         let Some(task) = self.plan.task(&s.task_ref) else { return };
         let Some(provider) = self.providers.get(&task.provider).cloned() else { return };
-        let call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        let mut call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
+        if let Some(answers) = &s.answers {
+            // A person's answers (`engine answer`), read by the MCP provider.
+            call.request["answers"] = answers.clone();
+        }
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
             let forward = |progress| {
