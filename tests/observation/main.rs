@@ -18,5 +18,6 @@ mod filesystem;
 mod fixture_tasks;
 mod http_readback;
 mod https;
+mod input;
 mod modern;
 mod plan_check;

@@ -1,0 +1,105 @@
+//! Issue 27: input a server asks for is a person's act. The project's MCP
+//! fixture (`server.py --ask`) asks for a name before its effect, in both
+//! revisions: 2026-07-28's `input_required` result (stateless: the answer
+//! comes back with the `requestState` on a new call) and 2025-11-25's
+//! `elicitation/create` during the call (dismissed at once, asked again on
+//! the call that carries the answer). Judged from the fixture's delivery
+//! log: the effect happens once, with the person's answer, and never
+//! before it.
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn ask_plan(ws: &Ws, flags: &[&str], extra: Vec<Value>) {
+    let command = mcp_server_command(&ws.mcp_log(), flags);
+    let mut tasks = vec![json!({"ref": "T1", "title": "ask a person", "provider": "fx", "effect": "none",
+                                "action": {"tool": "ask", "arguments": {"message": "Who is asking?\u{1b}[2J"}}})];
+    tasks.extend(extra);
+    ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "command": command}, "sh": {"kind": "command"}}), tasks));
+}
+
+fn task_state(ws: &Ws, task_ref: &str) -> String {
+    let status = ws.json(&["status"], 0);
+    let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
+    let t = tasks.iter().find(|t| t["task_ref"] == task_ref).unwrap_or_else(|| panic!("{task_ref} in {status}"));
+    t["state"].as_str().unwrap_or_default().to_string()
+}
+
+/// The whole round: asked, shown, a bad answer refused, the answer
+/// recorded once, sent by the next run, the effect done once with it.
+fn round(flags: &[&str]) {
+    let ws = Ws::new();
+    let other = json!({"ref": "T2", "title": "goes on", "provider": "sh", "effect": "local",
+                       "action": {"run": ["true"]}});
+    ask_plan(&ws, flags, vec![other]);
+    let out = ws.run();
+    out.expect(4, Some("INPUT_REQUIRED"));
+    let report = out.json();
+    assert_eq!(report["awaiting_input"][0]["task_ref"], "T1", "{report}");
+    assert_eq!(report["awaiting_input"][0]["answer_with"], "engine answer T1 --field name=VALUE", "{report}");
+    assert!(ws.mcp_deliveries().is_empty(), "no effect before a person answers");
+    assert_eq!(task_state(&ws, "T1"), "awaiting_input");
+    assert_eq!(task_state(&ws, "T2"), "succeeded", "other ready tasks go on");
+    // The question is in the ledger and shown escaped.
+    let asked = ws.events_of("input_requested");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let text = ws.engine(&["status"]);
+    assert!(text.stdout.contains("Who is asking?\\x1b[2J") && !text.stdout.contains('\u{1b}'), "{}", text.stdout);
+    assert!(text.stdout.contains("field name (string, required)"), "{}", text.stdout);
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(explain.stdout.contains("Who is asking?\\x1b[2J"), "{}", explain.stdout);
+    // A bad answer names its field and records nothing.
+    for (field, problem) in [("nmae=Ada", "nmae"), ("count=3", "name"), ("count=three", "count")] {
+        let mut args = vec!["answer", "T1", "--field", field];
+        if problem != "name" && field != "nmae=Ada" {
+            args.extend(["--field", "name=Ada"]);
+        }
+        let out = ws.engine_json(&args);
+        out.expect(2, Some("ANSWER_INVALID"));
+        assert_eq!(out.json()["error"]["place"], format!("--field {problem}"), "{}", out.describe());
+    }
+    assert!(ws.events_of("input_answered").is_empty());
+    // The answer, twice under one request id: recorded once.
+    for _ in 0..2 {
+        ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"]).expect_code(0);
+    }
+    assert_eq!(ws.events_of("input_answered").len(), 1);
+    assert_eq!(task_state(&ws, "T1"), "pending");
+    ws.run().expect(0, None);
+    let delivered = ws.mcp_deliveries();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["arguments"]["answer"], json!({"name": "Ada", "count": 3}), "{delivered:?}");
+    ws.verify();
+}
+
+#[test]
+fn a_2026_07_28_input_required_waits_for_a_persons_answer() {
+    round(&["--era", "modern", "--ask"]);
+}
+
+#[test]
+fn a_2025_11_25_elicitation_waits_for_a_persons_answer() {
+    round(&["--ask"]);
+}
+
+/// A provider cannot answer: a task's command runs `engine answer` with
+/// the store's path, and tries to write the store file itself, from
+/// inside the sandbox. Nothing is recorded; the task still waits.
+#[test]
+fn a_provider_cannot_answer() {
+    let ws = Ws::new();
+    let store = ws.store();
+    let script = format!(
+        "{engine} --store {s} answer T1 --field name=Mallory; echo tampered >> {s}; {engine} --store {s} answer T1 --field name=Mallory --json; exit 0",
+        engine = crate::support::process::ENGINE,
+        s = store.display()
+    );
+    let mallory = json!({"ref": "T2", "title": "tries to answer", "provider": "sh", "effect": "local",
+                         "action": {"run": ["sh", "-c", script]}});
+    ask_plan(&ws, &["--era", "modern", "--ask"], vec![mallory]);
+    ws.run().expect(4, Some("INPUT_REQUIRED"));
+    assert!(ws.events_of("input_answered").is_empty(), "no answer recorded by a provider");
+    assert_eq!(task_state(&ws, "T1"), "awaiting_input");
+    ws.verify();
+}
