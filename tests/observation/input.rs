@@ -16,13 +16,16 @@ fn ask_plan(ws: &Ws, flags: &[&str], extra: Vec<Value>) {
     let mut tasks = vec![json!({"ref": "T1", "title": "ask a person", "provider": "fx", "effect": "none",
                                 "action": {"tool": "ask", "arguments": {"message": "Who is asking?\u{1b}[2J"}}})];
     tasks.extend(extra);
-    ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "command": command}, "sh": {"kind": "command"}}), tasks));
+    ws.write_plan(
+        "plan.json",
+        &plan(json!({"fx": {"kind": "mcp", "command": command}, "sh": {"kind": "command"}}), tasks),
+    );
 }
 
 fn task_state(ws: &Ws, task_ref: &str) -> String {
     let status = ws.json(&["status"], 0);
     let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
-    let t = tasks.iter().find(|t| t["task_ref"] == task_ref).unwrap_or_else(|| panic!("{task_ref} in {status}"));
+    let t = tasks.iter().find(|t| t["ref"] == task_ref).unwrap_or_else(|| panic!("{task_ref} in {status}"));
     t["state"].as_str().unwrap_or_default().to_string()
 }
 
@@ -62,7 +65,8 @@ fn round(flags: &[&str]) {
     assert!(ws.events_of("input_answered").is_empty());
     // The answer, twice under one request id: recorded once.
     for _ in 0..2 {
-        ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"]).expect_code(0);
+        ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"])
+            .expect_code(0);
     }
     assert_eq!(ws.events_of("input_answered").len(), 1);
     assert_eq!(task_state(&ws, "T1"), "pending");

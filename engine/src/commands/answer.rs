@@ -85,8 +85,12 @@ fn waiting(read: &dyn LedgerRead, goal: Option<&GoalId>, task_ref: &str) -> Resu
     let corrupt = |what: &str| Error::new(Code::StoreCorrupt, format!("task {task_ref} awaits input but {what}"));
     let ask: InputAsk = serde_json::from_value(task.detail.get("input").cloned().unwrap_or(Value::Null))
         .map_err(|e| corrupt(&format!("its question does not read: {e}")))?;
-    let attempt_id =
-        task.detail.get("attempt_id").and_then(Value::as_i64).map(AttemptId).ok_or_else(|| corrupt("names no attempt"))?;
+    let attempt_id = task
+        .detail
+        .get("attempt_id")
+        .and_then(Value::as_i64)
+        .map(AttemptId)
+        .ok_or_else(|| corrupt("names no attempt"))?;
     Ok(Waiting { goal_id: g.id, revision: g.active_revision, ask, attempt_id })
 }
 
@@ -134,7 +138,8 @@ pub fn record(
         responses.retain(|r| r.question != question);
         responses.push(InputResponse { key: key.clone(), question, result: result.clone() });
     }
-    let answers = InputAnswers { task_id: w.ask.task_id.clone(), request_state: w.ask.request_state.clone(), responses };
+    let answers =
+        InputAnswers { task_id: w.ask.task_id.clone(), request_state: w.ask.request_state.clone(), responses };
     let plan = super::active_plan(&*read, &w.goal_id)?;
     let plan = Plan::from_file(plan, std::path::PathBuf::from(&read.revision(&w.goal_id, w.revision)?.workspace))?;
     let task = plan.task(&a.task_ref).cloned().ok_or_else(|| Error::internal("the answered task left the plan"))?;

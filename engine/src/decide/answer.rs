@@ -56,7 +56,11 @@ fn mode(q: &Value) -> &str {
 pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refused> {
     if said.decline {
         if !said.fields.is_empty() || said.accept {
-            return Err(refused("--decline", "usage", "--decline declines every question: give no --field nor --accept with it".into()));
+            return Err(refused(
+                "--decline",
+                "usage",
+                "--decline declines every question: give no --field nor --accept with it".into(),
+            ));
         }
         return Ok(asked.iter().map(|a| (a.key.to_string(), json!({"action": "decline"}))).collect());
     }
@@ -74,18 +78,30 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
             },
             (true, None) => {
                 let keys: Vec<&str> = forms.iter().map(|a| a.key).collect();
-                let m = format!("the server asked {} form questions: name the field as KEY.{name} (keys: {})", forms.len(), keys.join(", "));
+                let m = format!(
+                    "the server asked {} form questions: name the field as KEY.{name} (keys: {})",
+                    forms.len(),
+                    keys.join(", ")
+                );
                 return Err(refused(name, "usage", m));
             }
             (false, _) if forms.is_empty() => {
-                return Err(refused(name, "unknown", "no question asks for fields (a URL question is accepted with --accept)".into()))
+                return Err(refused(
+                    name,
+                    "unknown",
+                    "no question asks for fields (a URL question is accepted with --accept)".into(),
+                ))
             }
             (false, _) => (0, name),
         };
         let schema = forms[at].question.get("requestedSchema").unwrap_or(&Value::Null);
         let Some(prop_schema) = schema.pointer(&format!("/properties/{}", pointer_escape(prop))) else {
             let known = property_names(schema);
-            return Err(refused(name, "unknown", format!("the question asks for no field `{prop}` (it asks for: {})", known.join(", "))));
+            return Err(refused(
+                name,
+                "unknown",
+                format!("the question asks for no field `{prop}` (it asks for: {})", known.join(", ")),
+            ));
         };
         if given[at].contains_key(prop) {
             return Err(refused(name, "usage", format!("--field {name} is given twice")));
@@ -97,7 +113,10 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
     for a in asked {
         if mode(a.question) != "form" {
             if !said.accept {
-                let m = format!("question `{}` asks the person to go to a URL: answer it with --accept once done, or --decline", a.key);
+                let m = format!(
+                    "question `{}` asks the person to go to a URL: answer it with --accept once done, or --decline",
+                    a.key
+                );
                 return Err(refused(a.key, "missing", m));
             }
             answers.push((a.key.to_string(), json!({"action": "accept"})));
@@ -109,7 +128,11 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
         for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
             if !content.contains_key(req) {
                 let field = if prefixed { format!("{}.{req}", a.key) } else { req.to_string() };
-                return Err(refused(&field, "missing", format!("the question requires `{req}`: give --field {field}=VALUE")));
+                return Err(refused(
+                    &field,
+                    "missing",
+                    format!("the question requires `{req}`: give --field {field}=VALUE"),
+                ));
             }
         }
         answers.push((a.key.to_string(), json!({"action": "accept", "content": content})));
@@ -133,7 +156,13 @@ fn typed(field: &str, schema: &Value, text: &str) -> Result<Value, Refused> {
             let n = text.parse::<f64>().ok().filter(|n| n.is_finite()).ok_or_else(|| bad("a number"))?;
             json!(n)
         }
-        other => return Err(refused(field, "type", format!("a field of type `{other}` cannot be given on the command line"))),
+        other => {
+            return Err(refused(
+                field,
+                "type",
+                format!("a field of type `{other}` cannot be given on the command line"),
+            ))
+        }
     };
     in_range(field, schema, &value)?;
     Ok(value)
@@ -190,7 +219,11 @@ pub fn command(task_ref: &str, asked: &[Asked]) -> String {
         let schema = a.question.get("requestedSchema").unwrap_or(&Value::Null);
         let required: Vec<&str> =
             schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-        let names: Vec<String> = if required.is_empty() { property_names(schema).into_iter().take(1).collect() } else { required.iter().map(|s| s.to_string()).collect() };
+        let names: Vec<String> = if required.is_empty() {
+            property_names(schema).into_iter().take(1).collect()
+        } else {
+            required.iter().map(|s| s.to_string()).collect()
+        };
         for n in names {
             let field = if forms > 1 { format!("{}.{n}", a.key) } else { n };
             words.push(format!("--field {}", super::advice::shell_word(&format!("{field}=VALUE"))));
@@ -231,7 +264,10 @@ mod tests {
         let got = decide(&asked, &said(&["name=Ada", "count=3", "agree=true", "color=red", "ratio=0.5"])).unwrap();
         assert_eq!(
             got,
-            vec![("q".to_string(), json!({"action": "accept", "content": {"name": "Ada", "count": 3, "agree": true, "color": "red", "ratio": 0.5}}))]
+            vec![(
+                "q".to_string(),
+                json!({"action": "accept", "content": {"name": "Ada", "count": 3, "agree": true, "color": "red", "ratio": 0.5}})
+            )]
         );
         // A value may hold `=`.
         let got = decide(&asked, &said(&["name=a=b"])).unwrap();
@@ -263,7 +299,8 @@ mod tests {
     #[test]
     fn several_questions_name_their_key_and_urls_need_accept() {
         let (a, b, u) = (form(), form(), url());
-        let asked = [Asked { key: "q1", question: &a }, Asked { key: "q2", question: &b }, Asked { key: "q3", question: &u }];
+        let asked =
+            [Asked { key: "q1", question: &a }, Asked { key: "q2", question: &b }, Asked { key: "q3", question: &u }];
         assert_eq!(decide(&asked, &said(&["name=x"])).unwrap_err().problem, "usage");
         let r = decide(&asked, &said(&["q1.name=x", "q2.name=y"])).unwrap_err();
         assert_eq!((r.field.as_str(), r.problem), ("q3", "missing"));
@@ -275,7 +312,10 @@ mod tests {
         assert_eq!(decide(&asked, &said(&["q9.name=x"])).unwrap_err().problem, "unknown");
         let declined = decide(&asked, &Said { decline: true, ..Said::default() }).unwrap();
         assert!(declined.iter().all(|(_, r)| r == &json!({"action": "decline"})));
-        assert_eq!(decide(&asked, &Said { decline: true, accept: true, ..Said::default() }).unwrap_err().problem, "usage");
+        assert_eq!(
+            decide(&asked, &Said { decline: true, accept: true, ..Said::default() }).unwrap_err().problem,
+            "usage"
+        );
     }
 
     #[test]

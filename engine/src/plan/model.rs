@@ -351,9 +351,9 @@ impl People {
             ("revise", &self.revise),
             ("answer", &self.answer),
         ]
-            .into_iter()
-            .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
-            .collect()
+        .into_iter()
+        .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
+        .collect()
     }
 }
 

@@ -11,6 +11,24 @@ fn for_terminal(text: &str) -> String {
     super::escape::for_terminal(text).replace('\n', "\\n")
 }
 
+/// A task that waits on a person's answer, in words (indented by
+/// `indent`) and as JSON: its questions and the command that answers.
+pub fn waiting(task_ref: &str, detail: &Value, indent: &str) -> Option<(String, Value)> {
+    let a = crate::run::AwaitingInput::of(task_ref, detail)?;
+    let mut text = format!(
+        "{indent}{}  awaiting_input: its MCP server asks a person (operation {})\n",
+        for_terminal(task_ref),
+        a.operation_id
+    );
+    for q in &a.questions {
+        for line in lines(q) {
+            text.push_str(&format!("{indent}  {line}\n"));
+        }
+    }
+    text.push_str(&format!("{indent}  answer with: {}\n", a.answer_with));
+    Some((text, serde_json::json!(a)))
+}
+
 /// The lines of one question (`{"key", "question"}`), without indent.
 pub fn lines(q: &Value) -> Vec<String> {
     let key = q.get("key").and_then(Value::as_str).unwrap_or("?");

@@ -79,7 +79,9 @@ impl AwaitingInput {
         let questions = input.get("questions")?.as_array()?;
         let asked: Vec<crate::decide::answer::Asked> = questions
             .iter()
-            .filter_map(|q| Some(crate::decide::answer::Asked { key: q.get("key")?.as_str()?, question: q.get("question")? }))
+            .filter_map(|q| {
+                Some(crate::decide::answer::Asked { key: q.get("key")?.as_str()?, question: q.get("question")? })
+            })
             .collect();
         Some(AwaitingInput {
             task_ref: task_ref.to_string(),

@@ -303,6 +303,8 @@ impl Universe {
             retry_after_seconds: None,
             duration_ms: latency as u64,
             output_invalid,
+            // The simulated servers ask no person anything (yet).
+            input: None,
         })
     }
 

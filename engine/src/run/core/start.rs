@@ -54,7 +54,9 @@ impl Run<'_> {
             false => None,
         };
         let request = match (&repair, &answering) {
-            (Some(rep), _) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
+            (Some(rep), _) => {
+                json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction })
+            }
             (None, Some(a)) => json!({ "provider": task.provider, "action": task.action, "answers": a.answers }),
             (None, None) => json!({ "provider": task.provider, "action": task.action }),
         };
@@ -95,8 +97,14 @@ impl Run<'_> {
             Err(e) => return Err(e),
         };
         let answers = answering.map(|a| a.answers);
-        let sending =
-            Sending { attempt_id: AttemptId(0), task_ref: task_ref.to_string(), operation_id, try_no: 0, repair, answers };
+        let sending = Sending {
+            attempt_id: AttemptId(0),
+            task_ref: task_ref.to_string(),
+            operation_id,
+            try_no: 0,
+            repair,
+            answers,
+        };
         match applied {
             Applied::Go { intent, try_no } => {
                 self.dispatch(Sending { try_no, ..sending }, intent, protected);
