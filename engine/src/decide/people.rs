@@ -98,7 +98,7 @@ mod tests {
 
     fn people(approve: Option<&[&str]>, settle: Option<&[&str]>, retry: Option<&[&str]>) -> People {
         let v = |l: Option<&[&str]>| l.map(|l| l.iter().map(|s| s.to_string()).collect());
-        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None }
+        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None, answer: None }
     }
 
     #[test]

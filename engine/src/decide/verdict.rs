@@ -170,6 +170,7 @@ mod tests {
             settled_not_run: 1,
             awaiting_approval: 1,
             approval_stale: false,
+            awaiting_input: 1,
             budget_exhausted: true,
             failed_tasks: 1,
             constraints_violated: 1,
@@ -178,6 +179,9 @@ mod tests {
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
         assert_eq!(verdict(&Facts { unknown: 0, ..all }).code, Some(Code::GoalOutcomeUnproven));
+        // A person's answer comes after an approval, before a budget: exit 4.
+        let input = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
+        assert_eq!((verdict(&input).code, verdict(&input).exit_code), (Some(Code::InputRequired), 4));
         assert_eq!(verdict(&Facts { unknown: 0, settled_not_run: 0, ..all }).code, Some(Code::ApprovalRequired));
         let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);

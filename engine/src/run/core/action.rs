@@ -323,7 +323,7 @@ pub struct Sending {
     pub try_no: i64,
     pub repair: Option<Repair>,
     /// A person's answers to what the task's server asked, carried by the call.
-    pub answers: Option<serde_json::Value>,
+    pub answers: Option<Box<serde_json::Value>>,
 }
 
 /// An attempt's validations and the goal's constraint checks, to run.

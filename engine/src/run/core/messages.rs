@@ -16,18 +16,6 @@ use crate::ids::AttemptId;
 use crate::plan::Task;
 use crate::store::Durability;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_events_are_bounded_and_spread() {
-        let recorded: Vec<u64> = (1..=1_000_000).filter(|&n| records_note(n)).collect();
-        assert_eq!(recorded, vec![1, 2, 4, 8, 16, 32, 64, 128]);
-        assert!(!records_note(0));
-    }
-}
-
 /// The progress events one attempt records at most.
 pub const PROGRESS_EVENTS_MAX: u32 = 8;
 
@@ -165,5 +153,17 @@ impl Run<'_> {
                 self.received(attempt_id, task, receipt, None, protected).await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_events_are_bounded_and_spread() {
+        let recorded: Vec<u64> = (1..=1_000_000).filter(|&n| records_note(n)).collect();
+        assert_eq!(recorded, vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert!(!records_note(0));
     }
 }

@@ -96,7 +96,7 @@ impl Run<'_> {
             }
             Err(e) => return Err(e),
         };
-        let answers = answering.map(|a| a.answers);
+        let answers = answering.map(|a| Box::new(a.answers));
         let sending = Sending {
             attempt_id: AttemptId(0),
             task_ref: task_ref.to_string(),

@@ -155,7 +155,7 @@ impl World for Live<'_> {
         let mut call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
         if let Some(answers) = &s.answers {
             // A person's answers (`engine answer`), read by the MCP provider.
-            call.request["answers"] = answers.clone();
+            call.request["answers"] = (**answers).clone();
         }
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
