@@ -107,3 +107,47 @@ fn a_provider_cannot_answer() {
     assert_eq!(task_state(&ws, "T1"), "awaiting_input");
     ws.verify();
 }
+
+// ------------------------------------------------------------ server-everything
+
+/// The official `@modelcontextprotocol/server-everything` (pinned): its
+/// `trigger-elicitation-request` sends `elicitation/create` during the
+/// call (2025-11-25), a form whose only required field is `name`. The
+/// engine replies `cancel` at once (the person is not there), the task
+/// waits; the answer goes on the next call, where the server asks the same
+/// question again and gets it: its result names the person's answer.
+fn everything_round(ws: &Ws, provider: Value) {
+    let task = json!({"ref": "T1", "title": "ask a person", "provider": "ev", "effect": "none",
+                      "action": {"tool": "trigger-elicitation-request", "arguments": {}}});
+    ws.write_plan("plan.json", &plan(json!({"ev": provider}), vec![task]));
+    let out = ws.run();
+    out.expect(4, Some("INPUT_REQUIRED"));
+    let first = receipt_answer(ws, 1).expect("the first call's result is kept");
+    assert!(first.to_string().contains("cancel"), "the engine replied cancel, never an invented answer: {first}");
+    let status = ws.engine(&["status"]);
+    assert!(status.stdout.contains("Please provide inputs for the following fields:"), "{}", status.stdout);
+    assert!(status.stdout.contains("field name (string, required)"), "{}", status.stdout);
+    // An array field cannot be typed on the command line: refused, named.
+    let out = ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "untitledMultipleSelectEnum=Piano"]);
+    out.expect(2, Some("ANSWER_INVALID"));
+    ws.engine_json(&["answer", "T1", "--field", "name=Ada Lovelace", "--field", "integer=7"]).expect_code(0);
+    ws.run().expect(0, None);
+    let answered = receipt_answer(ws, 2).expect("the answered call's result");
+    let text = answered.to_string();
+    assert!(text.contains("Name: Ada Lovelace") && text.contains("Favorite Integer: 7"), "{text}");
+    ws.verify();
+}
+
+#[test]
+fn server_everything_asks_over_stdio_and_a_person_answers() {
+    let ws = Ws::new();
+    let index = node_server("server-everything");
+    everything_round(&ws, json!({"kind": "mcp", "command": ["node", index.to_string_lossy(), "stdio"]}));
+}
+
+#[test]
+fn server_everything_asks_over_streamable_http_and_a_person_answers() {
+    let ev = Everything::start();
+    let ws = Ws::new();
+    everything_round(&ws, json!({"kind": "mcp", "url": format!("http://127.0.0.1:{}/mcp", ev.port)}));
+}
