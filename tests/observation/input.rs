@@ -151,3 +151,79 @@ fn server_everything_asks_over_streamable_http_and_a_person_answers() {
     let ws = Ws::new();
     everything_round(&ws, json!({"kind": "mcp", "url": format!("http://127.0.0.1:{}/mcp", ev.port)}));
 }
+
+// ------------------------------------------------------------ 2026-07-28 over Streamable HTTP, URL mode, decline
+
+/// `fixtures/mcp/http_server.py --ask` on a loopback port; killed on drop.
+struct HttpAsk {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpAsk {
+    fn start(ws: &Ws) -> HttpAsk {
+        let port_file = ws.side.join("port");
+        let child = std::process::Command::new("python3")
+            .arg(repo_root().join("fixtures/mcp/http_server.py"))
+            .arg("--log")
+            .arg(ws.mcp_log())
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--ask")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 starts http_server.py");
+        let port = wait_until(std::time::Duration::from_secs(20), "http_server.py listening", || {
+            std::fs::read_to_string(&port_file).ok()
+        });
+        HttpAsk { child, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+}
+
+impl Drop for HttpAsk {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_url_question_over_streamable_http_is_shown_escaped_and_accepted_by_a_person() {
+    let ws = Ws::new();
+    let server = HttpAsk::start(&ws);
+    let task = json!({"ref": "T1", "title": "consent", "provider": "fx", "effect": "none",
+                      "action": {"tool": "ask", "arguments": {"mode": "url"}}});
+    ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "url": server.url}}), vec![task]));
+    let out = ws.run();
+    out.expect(4, Some("INPUT_REQUIRED"));
+    assert_eq!(out.json()["awaiting_input"][0]["answer_with"], "engine answer T1 --accept");
+    let status = ws.engine(&["status"]);
+    assert!(status.stdout.contains("go to: https://consent.example.test/grant?op=1"), "{}", status.stdout);
+    assert!(status.stdout.contains("grant access\\x1b[31m") && !status.stdout.contains('\u{1b}'), "{}", status.stdout);
+    let explained = ws.json(&["explain", "T1"], 0);
+    assert_eq!(explained["awaiting_input"]["questions"][0]["question"]["mode"], "url", "{explained}");
+    // Without --accept nothing is recorded: the URL question is named.
+    let out = ws.engine_json(&["answer", "T1"]);
+    out.expect(2, Some("ANSWER_INVALID"));
+    assert_eq!(out.json()["error"]["place"], "--field q", "{}", out.describe());
+    assert!(ws.mcp_deliveries().is_empty());
+    ws.engine_json(&["answer", "T1", "--accept"]).expect_code(0);
+    ws.run().expect(0, None);
+    assert_eq!(ws.mcp_deliveries().len(), 1, "the effect once, after the person's answer");
+}
+
+#[test]
+fn a_declined_question_is_the_servers_to_judge_and_nothing_is_done() {
+    let ws = Ws::new();
+    ask_plan(&ws, &["--era", "modern", "--ask"], vec![]);
+    ws.run().expect(4, Some("INPUT_REQUIRED"));
+    let out = ws.engine_json(&["answer", "T1", "--decline", "--field", "name=x"]);
+    out.expect(2, Some("ANSWER_INVALID"));
+    ws.engine_json(&["answer", "T1", "--decline"]).expect_code(0);
+    // The server answers a decline with a tool error: a failure on its terms.
+    ws.run().expect(1, None);
+    assert!(ws.mcp_deliveries().is_empty(), "declined: no effect");
+    // A task that waits on nothing cannot be answered.
+    ws.engine_json(&["answer", "T1", "--field", "name=Ada"]).expect(2, Some("NOTHING_TO_ANSWER"));
+}
