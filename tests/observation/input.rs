@@ -201,6 +201,12 @@ fn a_url_question_over_streamable_http_is_shown_escaped_and_accepted_by_a_person
     let status = ws.engine(&["status"]);
     assert!(status.stdout.contains("go to: https://consent.example.test/grant?op=1"), "{}", status.stdout);
     assert!(status.stdout.contains("grant access\\x1b[31m") && !status.stdout.contains('\u{1b}'), "{}", status.stdout);
+    // The HTML report's "Waiting on a person" names the question, escaped.
+    let page = ws.path("report.html");
+    ws.engine(&["report", "--html", page.to_str().unwrap()]).expect_code(0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("grant access\\x1b[31m") && !html.contains('\u{1b}'), "the question, escaped, in the report");
+    assert!(html.contains("engine answer T1 --accept"), "the command, in the report");
     let explained = ws.json(&["explain", "T1"], 0);
     assert_eq!(explained["awaiting_input"]["questions"][0]["question"]["mode"], "url", "{explained}");
     // Without --accept nothing is recorded: the URL question is named.
