@@ -161,7 +161,7 @@ impl Checker {
                         && a.data.get("answers") == Some(answers)
                 })
             });
-            if recorded != Ok(true) {
+            if !matches!(recorded, Ok(true)) {
                 out.push(finding(
                     NO_ANSWER_WITHOUT_PERSON,
                     format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),

@@ -103,6 +103,7 @@ pub fn simulate(config: &Config) -> Report {
     report.commands = s.commands;
     report.crashes = s.crashes;
     report.deliveries = u.deliveries.len() as u64;
+    report.answered = u.deliveries.iter().filter(|d| d.answers.is_some()).count() as u64;
     report.findings = std::mem::take(&mut u.checker.findings);
     report.trace = std::mem::take(&mut u.trace);
     drop(u);

@@ -69,7 +69,7 @@ pub struct Delivery {
     pub attempt: AttemptId,
     pub task_ref: String,
     /// A person's answers the call carries (`engine answer`), as sent.
-    pub answers: Option<Value>,
+    pub answers: Option<serde_json::Value>,
 }
 
 /// How a provider takes one call.
