@@ -173,6 +173,11 @@ fn simulated_people_answer_what_simulated_servers_ask() {
 }
 
 #[test]
+fn an_answer_the_engine_made_up_is_caught() {
+    caught(Fault::AnswerOnItsOwn, "no answer sent without a person's act");
+}
+
+#[test]
 fn a_call_sent_before_its_intent_commits_is_caught() {
     caught(Fault::SendBeforeCommit, "no send without a committed intent");
 }

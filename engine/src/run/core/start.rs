@@ -24,6 +24,12 @@ pub(super) fn stops_new_work(e: &Error) -> bool {
     matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered)
 }
 
+/// A task that calls an MCP tool.
+#[cfg(feature = "sim")]
+fn calls_a_tool(task: &crate::plan::Task) -> bool {
+    task.action.get("tool").is_some()
+}
+
 impl Run<'_> {
     /// Decide and, if the gate allows, commit the intent and hold the call
     /// for the commit.
@@ -96,7 +102,13 @@ impl Run<'_> {
             }
             Err(e) => return Err(e),
         };
-        let answers = answering.map(|a| Box::new(a.answers));
+        #[allow(unused_mut)]
+        let mut answers = answering.map(|a| Box::new(a.answers));
+        #[cfg(feature = "sim")]
+        if crate::failpoint::fault(crate::failpoint::Fault::AnswerOnItsOwn) && answers.is_none() && calls_a_tool(task) {
+            // Planted fault: the engine makes up a person's answer.
+            answers = Some(Box::new(json!({"responses": [], "made_up_by": "the engine"})));
+        }
         let sending = Sending {
             attempt_id: AttemptId(0),
             task_ref: task_ref.to_string(),
