@@ -44,6 +44,10 @@ fn round(flags: &[&str]) {
     assert!(ws.mcp_deliveries().is_empty(), "no effect before a person answers");
     assert_eq!(task_state(&ws, "T1"), "awaiting_input");
     assert_eq!(task_state(&ws, "T2"), "succeeded", "other ready tasks go on");
+    let status = ws.json(&["status"], 0);
+    let t1 = status["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == "T1").unwrap().clone();
+    assert_eq!(t1["next"][0]["command"], "engine answer T1 --field name=VALUE", "{t1}");
+    assert_eq!(status["awaiting_input"][0]["task_ref"], "T1", "{status}");
     // The question is in the ledger and shown escaped.
     let asked = ws.events_of("input_requested");
     assert_eq!(asked.len(), 1, "{asked:?}");

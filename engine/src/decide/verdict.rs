@@ -183,7 +183,8 @@ mod tests {
         let input = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
         assert_eq!((verdict(&input).code, verdict(&input).exit_code), (Some(Code::InputRequired), 4));
         assert_eq!(verdict(&Facts { unknown: 0, settled_not_run: 0, ..all }).code, Some(Code::ApprovalRequired));
-        let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
+        let only_budget_and_failure =
+            Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, awaiting_input: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
         assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
     }
