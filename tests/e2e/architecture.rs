@@ -87,14 +87,21 @@ fn only_the_approve_path_writes_approvals() {
 fn only_the_answer_path_records_answers() {
     let src = repo_root().join("engine/src");
     // An answer is a person's request of kind `answer`: named as a write
-    // only where `engine answer` records it (and read where the run and
-    // the chain look it up).
+    // only where `engine answer` records it (and read where the run, the
+    // chain and the simulator's invariant look it up).
     let named: Vec<String> = files_containing(&src, "AskKind::Answer");
     assert_eq!(
         named,
-        vec!["engine/src/commands/answer.rs", "engine/src/store/acts.rs", "engine/src/store/chain/mod.rs"],
+        vec![
+            "engine/src/commands/answer.rs",
+            "engine/src/sim/checks.rs",
+            "engine/src/store/acts.rs",
+            "engine/src/store/chain/mod.rs"
+        ],
         "AskKind::Answer named outside the answer path"
     );
+    let sim = std::fs::read_to_string(src.join("sim/checks.rs")).unwrap();
+    assert!(!sim.contains("insert_ask"), "the simulator's checks only read");
     let record: Vec<String> =
         callers(&src, "answer::record").into_iter().filter(|f| f != "engine/src/commands/answer.rs").collect();
     assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
