@@ -237,3 +237,28 @@ fn a_declined_question_is_the_servers_to_judge_and_nothing_is_done() {
     // A task that waits on nothing cannot be answered.
     ws.engine_json(&["answer", "T1", "--field", "name=Ada"]).expect(2, Some("NOTHING_TO_ANSWER"));
 }
+
+/// An external task's call that carries the answer is a repeat of
+/// external work: the gate asks a person's approval for it, as for any
+/// repeat; approved, it goes, with the answer, once.
+#[test]
+fn an_external_tasks_answered_call_needs_an_approval_as_any_repeat() {
+    let ws = Ws::new();
+    let command = mcp_server_command(&ws.mcp_log(), &["--era", "modern", "--ask"]);
+    let task = json!({"ref": "T1", "title": "ask a person", "provider": "fx", "effect": "external",
+                      "action": {"tool": "ask", "arguments": {}}});
+    ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "command": command}}), vec![task]));
+    ws.run().expect(4, Some("INPUT_REQUIRED"));
+    let answered = ws.engine_json(&["answer", "T1", "--field", "name=Ada"]);
+    answered.expect_code(0);
+    let op = answered.json()["answer"]["operation_id"].as_str().unwrap().to_string();
+    let out = ws.run();
+    out.expect(4, Some("APPROVAL_REQUIRED"));
+    assert_eq!(out.json()["awaiting_approval"][0]["operation_id"], op.as_str(), "{}", out.describe());
+    assert!(ws.mcp_deliveries().is_empty(), "nothing sent before the approval");
+    ws.engine_json(&["approve", &op, "--note", "the answer may go"]).expect_code(0);
+    ws.run().expect(0, None);
+    let delivered = ws.mcp_deliveries();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["arguments"]["answer"], json!({"name": "Ada"}));
+}
