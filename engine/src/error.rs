@@ -85,6 +85,17 @@ pub enum Code {
     /// is not the server (another audience), an endpoint not on the
     /// issuer, no PKCE S256. No token is asked for.
     OauthMetadataInvalid,
+    /// Issue 27: a run stops because an MCP server asks a person for input
+    /// (`awaiting_input`); `engine answer` gives it. Exit 4, as a run that
+    /// waits on a person's approval.
+    InputRequired,
+    /// Issue 27: `engine answer` whose fields do not fit the question the
+    /// server asked (an unknown field, a required one missing, a value of
+    /// the wrong type); the field is named and nothing is recorded.
+    AnswerInvalid,
+    /// Issue 27: `engine answer` of a task that waits on no answer;
+    /// nothing is recorded.
+    NothingToAnswer,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -129,6 +140,9 @@ impl Code {
         Code::AuthorizationRequired,
         Code::OauthRefused,
         Code::OauthMetadataInvalid,
+        Code::InputRequired,
+        Code::AnswerInvalid,
+        Code::NothingToAnswer,
         Code::UsageError,
         Code::Internal,
     ];
@@ -170,6 +184,9 @@ impl Code {
             Code::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
             Code::OauthRefused => "OAUTH_REFUSED",
             Code::OauthMetadataInvalid => "OAUTH_METADATA_INVALID",
+            Code::InputRequired => "INPUT_REQUIRED",
+            Code::AnswerInvalid => "ANSWER_INVALID",
+            Code::NothingToAnswer => "NOTHING_TO_ANSWER",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -186,7 +203,7 @@ impl Code {
         match self {
             // A settlement first: the revision waits on it, like a run.
             Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
-            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval => 4,
+            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval | Code::InputRequired => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::Internal => 70,
@@ -203,6 +220,8 @@ impl Code {
             | Code::ToolNotAllowed
             | Code::UnknownTool
             | Code::NothingToApprove
+            | Code::AnswerInvalid
+            | Code::NothingToAnswer
             | Code::ToolInventoryUnavailable
             | Code::AuthorizationRequired
             | Code::OauthRefused
@@ -342,12 +361,15 @@ mod tests {
             Code::AuthorizationRequired => 32,
             Code::OauthRefused => 33,
             Code::OauthMetadataInvalid => 34,
-            Code::UsageError => 35,
-            Code::Internal => 36,
+            Code::InputRequired => 35,
+            Code::AnswerInvalid => 36,
+            Code::NothingToAnswer => 37,
+            Code::UsageError => 38,
+            Code::Internal => 39,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 37);
+        assert_eq!(Code::ALL.len(), 40);
     }
 }

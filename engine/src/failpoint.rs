@@ -117,16 +117,20 @@ pub mod sim {
         /// Tool authority forgets a server whose tools could not be read:
         /// its tool is called with no inventory.
         SendWithoutInventory,
+        /// The engine answers an MCP server's question on its own: a call
+        /// carries answers no person recorded.
+        AnswerOnItsOwn,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 6] = [
+        pub const ALL: [Fault; 7] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
             Fault::SkipCallBudget,
             Fault::SatisfiedOverUnknown,
             Fault::SendWithoutInventory,
+            Fault::AnswerOnItsOwn,
         ];
 
         pub fn name(self) -> &'static str {
@@ -137,6 +141,7 @@ pub mod sim {
                 Fault::SkipCallBudget => "skip-call-budget",
                 Fault::SatisfiedOverUnknown => "satisfied-over-unknown",
                 Fault::SendWithoutInventory => "send-without-inventory",
+                Fault::AnswerOnItsOwn => "answer-on-its-own",
             }
         }
 

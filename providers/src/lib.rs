@@ -75,13 +75,24 @@ pub struct Call {
 }
 
 /// Where a provider reports progress: a bounded channel with room for
-/// every message one call sends (at most a `Spawned`, a `Dispatched` and
-/// a `Handle`),
-/// so a provider's `try_send` never waits and never finds it full.
+/// every message one call must send (at most a `Spawned`, a `Dispatched`
+/// and a `Handle`), so a provider's `try_send` of those never waits and
+/// never finds it full. A `Note` is sent only while more than
+/// `PROGRESS_RESERVED` places are free (`note`): notes are dropped, never
+/// the messages the ledger needs.
 pub type ProgressSender = mpsc::Sender<Progress>;
 
 /// The progress messages one call's channel holds (`progress_channel`).
-pub const PROGRESS_MESSAGES_MAX: usize = 4;
+pub const PROGRESS_MESSAGES_MAX: usize = 8;
+/// The places a `Note` leaves free: one each for `Spawned`, `Dispatched`
+/// and `Handle`.
+pub const PROGRESS_RESERVED: usize = 3;
+
+/// Send a progress note if it leaves the places the ledger's messages
+/// need; otherwise drop it (a note is for the display only).
+pub fn note(progress: &ProgressSender, note: Note) -> bool {
+    progress.capacity() > PROGRESS_RESERVED && progress.try_send(Progress::Note(note)).is_ok()
+}
 
 /// A channel for one call's progress.
 pub fn progress_channel() -> (ProgressSender, mpsc::Receiver<Progress>) {
@@ -90,7 +101,7 @@ pub fn progress_channel() -> (ProgressSender, mpsc::Receiver<Progress>) {
 
 /// Progress a provider reports while a call is in flight. The engine records
 /// `Dispatched` in the ledger as soon as it arrives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
     /// A provider process was started (sent before its `Dispatched`): who
     /// it is, so that an engine taking over after a crash can end its
@@ -105,7 +116,25 @@ pub enum Progress {
     /// at once. Claims the provider accepted the request, not that it did
     /// the work.
     Handle { handle: Handle, detail: String },
+    /// What the provider says of its own progress (an MCP server's
+    /// `notifications/progress`): for the live display only, never
+    /// recorded as evidence and never a verdict. Bounded and rate-limited
+    /// by the provider; dropped when the channel is short of room.
+    Note(Note),
 }
+
+/// A provider's word on how far a call has come.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub progress: f64,
+    pub total: Option<f64>,
+    /// Bounded (`NOTE_CHARS_MAX`), as the provider said it: the engine
+    /// escapes it before showing it.
+    pub message: Option<String>,
+}
+
+/// Bound on a progress note's message.
+pub const NOTE_CHARS_MAX: usize = 200;
 
 /// A provider's own name for a request it accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +244,64 @@ pub struct McpReceipt {
     /// for the tool: the first mismatch, with its JSON path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_invalid: Option<String>,
+    /// The server asks for input before it answers (MCP elicitation: a
+    /// 2026-07-28 `input_required` result or task, a 2025-11-25
+    /// `elicitation/create` during the call, which the provider dismissed):
+    /// a person's answer is needed. Never answered on anyone's behalf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Box<InputAsk>>,
+}
+
+/// What a server asks a person before it answers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InputAsk {
+    /// A 2026-07-28 task waiting for input: the answers go to it
+    /// (`tasks/update`) instead of a new `tools/call`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// A 2026-07-28 `requestState`, echoed verbatim with the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_state: Option<String>,
+    /// Each question, at most `mcp::input::QUESTIONS_MAX`.
+    pub questions: Vec<Question>,
+}
+
+/// One question (an `elicitation/create`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Question {
+    /// The server's key for it (`inputRequests`); for a 2025-11-25
+    /// server, which names none, `q1`, `q2`, … in the order asked.
+    pub key: String,
+    /// The question as put: `method`, `mode` (`form` or `url`),
+    /// `message`, and the `requestedSchema` (form) or the `url` (url). The
+    /// server's `elicitationId` is kept apart: a server may name each
+    /// asking anew, and the question is the same.
+    pub question: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation_id: Option<String>,
+}
+
+/// A person's answers, carried by the call that resumes an operation
+/// whose server asked (the engine puts them in the request, under
+/// `answers`): `inputResponses` (with the `requestState`), a task's
+/// `tasks/update`, or the replies to a 2025-11-25 server's questions,
+/// matched by the question.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InputAnswers {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_state: Option<String>,
+    pub responses: Vec<InputResponse>,
+}
+
+/// One answer: the question it answers and the `ElicitResult` sent back
+/// (`{"action": "accept", "content": {…}}` or `{"action": "decline"}`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InputResponse {
+    pub key: String,
+    pub question: serde_json::Value,
+    pub result: serde_json::Value,
 }
 
 /// Why a call ended without a receipt.

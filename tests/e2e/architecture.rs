@@ -79,6 +79,41 @@ fn only_the_approve_path_writes_approvals() {
     assert_eq!(callers(&src, "void_approvals"), vec!["engine/src/run/driver/gate.rs"]);
 }
 
+/// Issue 27: only `engine answer` records a person's answer to what an
+/// MCP server asked; the run reads answers only from the ledger (the
+/// answers a call carries are the ones a person recorded), and a question
+/// moves a task only to `awaiting_input`.
+#[test]
+fn only_the_answer_path_records_answers() {
+    let src = repo_root().join("engine/src");
+    // An answer is a person's request of kind `answer`: named as a write
+    // only where `engine answer` records it (and read where the run, the
+    // chain and the simulator's invariant look it up).
+    let named: Vec<String> = files_containing(&src, "AskKind::Answer");
+    assert_eq!(
+        named,
+        vec![
+            "engine/src/commands/answer.rs",
+            "engine/src/sim/checks.rs",
+            "engine/src/store/acts.rs",
+            "engine/src/store/chain/mod.rs"
+        ],
+        "AskKind::Answer named outside the answer path"
+    );
+    let sim = std::fs::read_to_string(src.join("sim/checks.rs")).unwrap();
+    assert!(!sim.contains("insert_ask"), "the simulator's checks only read");
+    let record: Vec<String> =
+        callers(&src, "answer::record").into_iter().filter(|f| f != "engine/src/commands/answer.rs").collect();
+    assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
+    // The run's answers come from the ledger (`answer::in_force`), read by
+    // the commands that start a run; nothing in `run/` builds them.
+    assert_eq!(
+        callers(&src, "answer::in_force"),
+        vec!["engine/src/commands/retry.rs", "engine/src/commands/run.rs", "engine/src/commands/worker.rs"]
+    );
+    assert!(files_containing(&repo_root().join("providers/src"), "AskKind").is_empty());
+}
+
 #[test]
 fn only_settle_writes_settlements() {
     let src = repo_root().join("engine/src");

@@ -108,3 +108,31 @@ fn quiet_prints_the_summary_only() {
     assert_eq!(out.stderr, "", "{}", out.describe());
     assert!(out.stdout.contains("stopped: task(s) failed: T2"), "{}", out.describe());
 }
+
+/// Issue 27: an MCP server's `notifications/progress` (with the
+/// `progressToken` the engine sent) reach the task's line as they come,
+/// escaped; and the ledger keeps a bounded number of them as events.
+#[test]
+fn an_mcp_servers_progress_reaches_the_task_line_escaped_and_a_bounded_log() {
+    let ws = Ws::new();
+    let command = mcp_server_command(&ws.mcp_log(), &[]);
+    let mut p = plan(vec![serde_json::json!({"ref": "T1", "title": "steps", "provider": "fx", "effect": "none",
+        "action": {"tool": "steps", "arguments": {"steps": 20, "ms": 120}}})]);
+    p["providers"]["fx"] = serde_json::json!({"kind": "mcp", "command": command});
+    ws.write_plan("plan.json", &p);
+    let (mut engine, rx) = spawn_piped(&ws, &["run", "plan.json", "--progress", "plain"]);
+    let mut seen = Vec::new();
+    // Read while the call is still out: the first notes arrive long
+    // before the 20th step.
+    lines_until(&rx, "T1 progress 1/20 step 1 of 20\\x1b[2J", &mut seen);
+    lines_until(&rx, "T1 progress 2/20", &mut seen);
+    assert!(seen.iter().all(|l| !l.contains('\u{1b}')), "escaped: {seen:#?}");
+    let status = engine.wait().expect("the engine ends");
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    let notes = ws.events_of("provider_progress");
+    // 20 notes (100 ms apart at the least): the 1st, 2nd, 4th, 8th, 16th recorded.
+    let numbers: Vec<i64> = notes.iter().map(|(_, _, d)| d["note"].as_i64().unwrap_or(0)).collect();
+    assert!(!numbers.is_empty() && numbers.len() <= 8, "{numbers:?}");
+    assert!(numbers.iter().all(|n| (*n as u64).is_power_of_two()), "{numbers:?}");
+    assert_eq!(notes[0].2["message"], "step 1 of 20\u{1b}[2J", "kept as the server said it, escaped when shown");
+}

@@ -52,7 +52,9 @@ fn killed_after_dispatch(observe: Value) -> (Ws, String) {
 fn assert_one_write(ws: &Ws, op: &str) {
     let writes = calls_of(ws, "write_file");
     assert_eq!(writes.len(), 1, "write_file sent once: {writes:?}");
-    assert_eq!(writes[0]["params"]["_meta"], json!({"operation_id": op, "try": 1}));
+    // The call's identity, and the progress token its notifications name.
+    let token = format!("{op}#1");
+    assert_eq!(writes[0]["params"]["_meta"], json!({"operation_id": op, "try": 1, "progressToken": token}));
 }
 
 /// The observation evidence of an attempt: (decider, request, answer excerpt).

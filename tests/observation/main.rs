@@ -18,6 +18,7 @@ mod filesystem;
 mod fixture_tasks;
 mod http_readback;
 mod https;
+mod input;
 mod modern;
 mod oauth;
 mod plan_check;

@@ -157,6 +157,26 @@ fn caught(fault: Fault, invariant: &str) {
     assert!(clean.passed(), "seed {} fails without the fault too:\n{}", r.seed, story(&clean));
 }
 
+/// Issue 27: the simulated MCP servers ask a person now and then, and a
+/// simulated person answers (`engine answer`): within a few seeds some
+/// call carries a person's answers, and every seed holds "no answer sent
+/// without a person's act" (checked at each delivery).
+#[test]
+fn simulated_people_answer_what_simulated_servers_ask() {
+    // The seeds in which a call carried a person's answers (the sweep
+    // stops at the first).
+    let (reports, _) = sweep(100, &[], |r| r.answered > 0);
+    assert!(!reports.is_empty(), "no seed of 100 sent a person's answer");
+    for r in &reports {
+        assert!(r.findings.is_empty(), "seed {}: {:?}\n{}", r.seed, r.findings, r.reproduction());
+    }
+}
+
+#[test]
+fn an_answer_the_engine_made_up_is_caught() {
+    caught(Fault::AnswerOnItsOwn, "no answer sent without a person's act");
+}
+
 #[test]
 fn a_call_sent_before_its_intent_commits_is_caught() {
     caught(Fault::SendBeforeCommit, "no send without a committed intent");

@@ -337,6 +337,35 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
+    /// Answer what a task's MCP server asked a person (a person's act); the next run sends it.
+    #[command(
+        long_about = "Record a person's answer to the question a task's MCP server asked \
+            (the task is `awaiting_input`; `engine status` and `engine explain REF` show the question). \
+            The fields are checked against the question's schema: an unknown field, a required one \
+            missing or a value of the wrong type is ANSWER_INVALID naming the field, and nothing is \
+            recorded. The answer goes on the act chain; the next `engine run PLAN` sends it in the \
+            call that resumes the task.",
+        after_help = "Examples:\n  engine answer T2 --field name=Ada --field count=3\n  engine answer T2 --field q1.name=Ada --field q2.agree=true   # several questions: KEY.FIELD\n  engine answer T2 --accept    # a URL question: you went there and did what it asks\n  engine answer T2 --decline"
+    )]
+    Answer {
+        /// The task's ref, as in the plan.
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        /// A field of the question's form, typed by its schema (repeat for each field).
+        #[arg(long = "field", value_name = "NAME=VALUE")]
+        fields: Vec<String>,
+        /// Accept the URL questions (you went to the URL and did what it asks).
+        #[arg(long)]
+        accept: bool,
+        /// Decline every question (the server is told the person said no).
+        #[arg(long)]
+        decline: bool,
+        /// The goal id. Default: the goal most recently run in this store.
+        #[arg(long, value_name = "ID")]
+        goal: Option<String>,
+        #[command(flatten)]
+        asker: Asker,
+    },
     /// Send a task's latest call again: one settled `not_run`, or one that failed retryably (same operation id, next try).
     #[command(
         long_about = "Send a task's latest call again, with the same operation id and the next try number: \

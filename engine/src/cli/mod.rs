@@ -211,6 +211,11 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Approve { operation_id, note, actor, request_id } => {
             approve(&at, OperationId::new(operation_id), &note, actor, request_id)
         }
+        Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
+            let said = crate::decide::answer::Said { fields, accept, decline };
+            let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said };
+            answer(&at, a, asker.actor, asker.request_id)
+        }
         Command::Retry { task_ref, goal, jobs, asker, show } => retry(
             &at,
             (&task_ref, goal.map(GoalId::new).as_ref()),
@@ -325,6 +330,27 @@ fn approve(
     commands::approve::permitted(&*store.read(), &op, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         Ok(report::acts::approved(&commands::approve::record(ledger, &op, note, &person, id)?))
+    })
+}
+
+/// `engine answer`: a person's act, under the lease; once per request id.
+fn answer(
+    at: &Places,
+    a: commands::answer::Answer,
+    actor: Option<String>,
+    request_id: Option<String>,
+) -> Result<Output> {
+    let person = commands::person::who(actor.as_deref());
+    let args = json!({"task_ref": a.task_ref, "fields": a.said.fields, "accept": a.said.accept,
+        "decline": a.said.decline, "goal": a.goal.as_ref().map(GoalId::as_str), "actor": actor});
+    let given = Given::new(request_id, "answer", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::answer::permitted(&*store.read(), a.goal.as_ref(), &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::acts::answered(&commands::answer::record(ledger, &a, &person, id)?))
     })
 }
 

@@ -103,12 +103,15 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
             instruction: instruction.as_deref(),
         }),
     };
-    Ok(Advised {
-        task_ref: t.task_ref.clone(),
-        about: None,
-        ways: advice::of_task(&task, &place.scope()),
-        plan_path: place.plan_path.clone(),
-    })
+    let mut ways = advice::of_task(&task, &place.scope());
+    if t.state == crate::state::TaskState::AwaitingInput {
+        // What its MCP server asked decides the fields the command names.
+        if let Some(a) = crate::run::AwaitingInput::of(&t.task_ref, &t.detail) {
+            let goal = if place.scope().goal_is_default { String::new() } else { format!(" --goal {}", g.id) };
+            ways = vec![advice::Way { before: None, command: format!("{}{goal}", a.answer_with) }];
+        }
+    }
+    Ok(Advised { task_ref: t.task_ref.clone(), about: None, ways, plan_path: place.plan_path.clone() })
 }
 
 /// Every task of `g`'s active revision that waits on a person, in the

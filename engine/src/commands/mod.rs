@@ -8,6 +8,7 @@
 //! is recorded nowhere) and records who did it (`person`).
 
 pub mod advice;
+pub mod answer;
 pub mod approve;
 pub mod login;
 pub mod owner_way_out;

@@ -167,7 +167,9 @@ pub fn retry(
             None => Ok(()),
         }
     })?;
-    let asked = Asked { retry: HashSet::from([operation_id.clone()]), ..Asked::default() };
+    // A retry of a call that carried a person's answers carries them again.
+    let answers = super::answer::in_force(&*ledger.read(), &goal_id, revision)?;
+    let asked = Asked { retry: HashSet::from([operation_id.clone()]), answers, ..Asked::default() };
     run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
 }
 

@@ -69,7 +69,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let full = (!from_cache).then_some(key.as_str());
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
     let watch = PlanWatch::start(&opts.plan_path, Some(key));
-    let report = run::execute(&mut ledger, &plan, revision, opts.jobs, Asked::default(), sandboxes, opts.progress)
+    // A person's answers to what a task's MCP server asked go with its call.
+    let goal_id = crate::ids::GoalId::new(&plan.goal().id);
+    let asked = Asked { answers: super::answer::in_force(&*ledger.read(), &goal_id, revision)?, ..Asked::default() };
+    let report = run::execute(&mut ledger, &plan, revision, opts.jobs, asked, sandboxes, opts.progress)
         .and_then(|mut r| watch.finish(&mut ledger, &mut r).map(|()| r))
         .map_err(|e| crate::store::located(e, &store_path));
     // `engine run` ends its process after this: the plan's memory goes with

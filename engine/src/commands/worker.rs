@@ -98,7 +98,10 @@ fn work_goal(ledger: &mut LeaseGuard, goal: &GoalId, workspace: &Path, opts: &Wo
     let revision = ledger.read().revision(goal, row.active_revision)?;
     let plan = plan_of(&revision, workspace)?;
     let sandboxes = run::Sandboxes::prepare(&plan, ledger.path())?;
-    run::execute(ledger, &plan, row.active_revision, opts.jobs, Asked::default(), sandboxes, opts.progress.clone())
+    // A person's answers to what a task's MCP server asked go with its call.
+    let answers = super::answer::in_force(&*ledger.read(), goal, row.active_revision)?;
+    let asked = Asked { answers, ..Asked::default() };
+    run::execute(ledger, &plan, row.active_revision, opts.jobs, asked, sandboxes, opts.progress.clone())
 }
 
 /// The plan as the ledger recorded it, in this worker's workspace.

@@ -40,6 +40,8 @@ pub enum Handling {
     Dispatched { may_wait: bool },
     /// The provider named the request.
     Handle,
+    /// The provider's word on its progress: shown, never recorded.
+    Note,
     /// The call ended. `stopped`: a person's stop reached it. `judged_by_receipt`:
     /// its task has no validations and its goal nothing checkable, so an ok
     /// answer is the task's success, with nothing to run after it.
@@ -51,7 +53,7 @@ pub enum Handling {
 /// May this message's records share the next commit with the intents that follow?
 pub fn shares_commit(h: Handling) -> bool {
     match h {
-        Handling::Spawned => true,
+        Handling::Spawned | Handling::Note => true,
         Handling::Dispatched { may_wait } => may_wait,
         Handling::Handle => false,
         Handling::Finished { stopped: true, .. } => false,

@@ -4,6 +4,7 @@
 //! (`run/`) gathers the facts, asks, and applies the answer.
 //!
 //! - `advice`: what a person does next, as the exact commands to type.
+//! - `answer`: a person's `--field`s checked against what an MCP server asked.
 //! - `gate`: may this call be sent now (plan freshness, an unsettled try,
 //!   an operation conflict, budgets, approval)?
 //! - `in_doubt`: what becomes of an attempt without a receipt?
@@ -37,6 +38,7 @@
 //!   ledger holds.
 
 pub mod advice;
+pub mod answer;
 pub mod budget;
 pub mod classify;
 pub mod constraints;

@@ -12,10 +12,12 @@ pub enum Act {
     Retry,
     /// `engine revise` (with `--raise` and `--approve-loosening`).
     Revise,
+    /// `engine answer`: a person's answer to what an MCP server asked.
+    Answer,
 }
 
 impl Act {
-    pub const ALL: [Act; 4] = [Act::Approve, Act::Settle, Act::Retry, Act::Revise];
+    pub const ALL: [Act; 5] = [Act::Approve, Act::Settle, Act::Retry, Act::Revise, Act::Answer];
 
     /// The plan key (`people.approve`, ...).
     pub fn key(self) -> &'static str {
@@ -24,6 +26,7 @@ impl Act {
             Act::Settle => "settle",
             Act::Retry => "retry",
             Act::Revise => "revise",
+            Act::Answer => "answer",
         }
     }
 
@@ -33,6 +36,7 @@ impl Act {
             Act::Settle => people.settle.as_deref(),
             Act::Retry => people.retry.as_deref(),
             Act::Revise => people.revise.as_deref(),
+            Act::Answer => people.answer.as_deref(),
         }
     }
 }
@@ -94,7 +98,7 @@ mod tests {
 
     fn people(approve: Option<&[&str]>, settle: Option<&[&str]>, retry: Option<&[&str]>) -> People {
         let v = |l: Option<&[&str]>| l.map(|l| l.iter().map(|s| s.to_string()).collect());
-        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None }
+        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None, answer: None }
     }
 
     #[test]

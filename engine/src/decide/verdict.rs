@@ -18,6 +18,8 @@ pub struct Facts {
     /// has a stale approval.
     pub awaiting_approval: usize,
     pub approval_stale: bool,
+    /// Tasks waiting on a person's answer to their server's question.
+    pub awaiting_input: usize,
     pub budget_exhausted: bool,
     pub failed_tasks: usize,
     /// Goal constraints whose check failed when it ran before the
@@ -69,6 +71,10 @@ fn verdict_of_ledger(f: &Facts) -> Verdict {
     if f.awaiting_approval > 0 {
         return stop(GoalState::Open, if f.approval_stale { Code::ApprovalStale } else { Code::ApprovalRequired });
     }
+    if f.awaiting_input > 0 {
+        // A person's answer, like an approval: exit 4.
+        return stop(GoalState::Open, Code::InputRequired);
+    }
     if f.budget_exhausted {
         return stop(GoalState::Open, Code::BudgetExhausted);
     }
@@ -102,6 +108,7 @@ pub fn code_named(name: &str) -> Option<Code> {
         Code::GoalOutcomeUnproven,
         Code::ApprovalRequired,
         Code::ApprovalStale,
+        Code::InputRequired,
         Code::BudgetExhausted,
     ]
     .into_iter()
@@ -163,6 +170,7 @@ mod tests {
             settled_not_run: 1,
             awaiting_approval: 1,
             approval_stale: false,
+            awaiting_input: 1,
             budget_exhausted: true,
             failed_tasks: 1,
             constraints_violated: 1,
@@ -171,8 +179,12 @@ mod tests {
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
         assert_eq!(verdict(&Facts { unknown: 0, ..all }).code, Some(Code::GoalOutcomeUnproven));
+        // A person's answer comes after an approval, before a budget: exit 4.
+        let input = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
+        assert_eq!((verdict(&input).code, verdict(&input).exit_code), (Some(Code::InputRequired), 4));
         assert_eq!(verdict(&Facts { unknown: 0, settled_not_run: 0, ..all }).code, Some(Code::ApprovalRequired));
-        let only_budget_and_failure = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };
+        let only_budget_and_failure =
+            Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, awaiting_input: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
         assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
     }

@@ -336,15 +336,24 @@ pub struct People {
     /// `--approve-loosening` included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revise: Option<Vec<String>>,
+    /// Who may answer what an MCP server asks a person (`engine answer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Vec<String>>,
 }
 
 impl People {
     /// Each act that has a list, with its list, by its plan key.
     pub fn lists(&self) -> Vec<(&'static str, &[String])> {
-        [("approve", &self.approve), ("settle", &self.settle), ("retry", &self.retry), ("revise", &self.revise)]
-            .into_iter()
-            .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
-            .collect()
+        [
+            ("approve", &self.approve),
+            ("settle", &self.settle),
+            ("retry", &self.retry),
+            ("revise", &self.revise),
+            ("answer", &self.answer),
+        ]
+        .into_iter()
+        .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))
+        .collect()
     }
 }
 

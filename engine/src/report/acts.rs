@@ -47,6 +47,21 @@ fn binds(a: &Recorded) -> String {
     format!("  request digest  {}\n  plan revision   {}\n  cost            {}\n", a.request_digest, a.revision, a.cost)
 }
 
+/// `engine answer`'s words: what was recorded, and what sends it.
+pub fn answered(a: &crate::commands::answer::Recorded) -> Output {
+    let text = format!(
+        "answered task {} (goal {}, revision {}) by {}: {} answer(s) to what its MCP server asked (attempt {}), on the act chain; the next `engine run` sends them in a new call, operation {}",
+        a.task_ref,
+        a.goal_id,
+        a.revision,
+        who(&a.person),
+        a.answers.len(),
+        a.asked_by_attempt,
+        a.operation_id
+    );
+    Output { text, json: json!({"ok": true, "answer": a}), exit_code: 0 }
+}
+
 pub fn approved(a: &Recorded) -> Output {
     let text = if a.already_approved {
         format!(

@@ -23,6 +23,11 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
         "task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n",
         task.state, g.id, g.active_revision, task.operation_id
     );
+    let asked = super::question::waiting(task_ref, &task.detail, "")
+        .filter(|_| task.state == crate::state::TaskState::AwaitingInput);
+    if let Some((words, _)) = &asked {
+        text.push_str(words);
+    }
     let place = crate::commands::advice::Place::of(&*ledger, &g)?;
     let next = crate::commands::advice::of_task(&*ledger, &g, &place, task)?;
     text.push_str(&super::next::of(&next, ""));
@@ -67,6 +72,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
+        "awaiting_input": asked.map(|(_, j)| j),
         "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts, "next": next.json()});
     Ok(Output { text, json, exit_code: 0 })
 }

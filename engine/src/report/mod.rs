@@ -16,6 +16,7 @@ pub mod paint;
 pub mod person_acts;
 pub mod plan;
 pub mod progress;
+pub mod question;
 pub mod revise;
 pub mod run;
 pub mod standing;

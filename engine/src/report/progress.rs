@@ -71,6 +71,22 @@ fn ended_line(task_ref: &str, state: TaskState, class: Option<&str>, d: Duration
     }
 }
 
+/// How far a provider says it is: `2/3`, `40%` of nothing known, `0.5/2`;
+/// with its message (escaped), bounded by the provider.
+fn note_words(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
+    let n = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x:.0}") } else { format!("{x:.1}") };
+    let at = match total {
+        Some(t) => format!("{}/{}", n(progress), n(t)),
+        None => n(progress),
+    };
+    // Kept on the task's one line: a newline in a server's message would
+    // start a line that looks like the engine's own.
+    match message {
+        Some(m) if !m.is_empty() => format!("{at} {}", for_terminal(m).replace('\n', "\\n")),
+        _ => at,
+    }
+}
+
 /// The line for a plain view, if this update has one (without the clock).
 pub fn plain_line(u: &Update) -> Option<String> {
     Some(match u {
@@ -85,6 +101,9 @@ pub fn plain_line(u: &Update) -> Option<String> {
             format!("{} started: {} (try {try_no})", for_terminal(task_ref), for_terminal(title))
         }
         Update::Validating { .. } | Update::Ended => return None,
+        Update::Note { task_ref, progress, total, message } => {
+            format!("{} progress {}", for_terminal(task_ref), note_words(*progress, *total, *message))
+        }
         Update::TaskEnded { task_ref, state, class, took, .. } => {
             ended_line(task_ref, *state, class.map(|c| c.as_str()), *took)
         }
@@ -130,8 +149,14 @@ impl Sink for Plain {
 struct Live {
     multi: MultiProgress,
     header: ProgressBar,
-    running: Mutex<HashMap<String, ProgressBar>>,
+    running: Mutex<HashMap<String, Running>>,
     colour: bool,
+}
+
+/// A running task's line, and its title as shown (escaped).
+struct Running {
+    bar: ProgressBar,
+    title: String,
 }
 
 const TICK: Duration = Duration::from_millis(200);
@@ -148,22 +173,23 @@ impl Live {
         Live { multi, header, running: Mutex::new(HashMap::new()), colour }
     }
 
-    fn task_bar(&self, task_ref: &str, title: &str) -> ProgressBar {
+    fn task_bar(&self, task_ref: &str, title: &str) -> Running {
         let bar = self.multi.add(ProgressBar::new_spinner());
         let style = ProgressStyle::with_template("  {spinner} {prefix} {msg} {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
         bar.set_style(style);
         bar.set_prefix(for_terminal(task_ref).into_owned());
-        bar.set_message(for_terminal(title).into_owned());
+        let title = for_terminal(title).into_owned();
+        bar.set_message(title.clone());
         bar.enable_steady_tick(TICK);
-        bar
+        Running { bar, title }
     }
 
     fn style(&self, state: TaskState) -> Style {
         let style = match state {
             TaskState::Succeeded | TaskState::Reused => Style::new().green(),
             TaskState::Failed => Style::new().red(),
-            TaskState::EffectUnknown | TaskState::AwaitingApproval => Style::new().yellow(),
+            TaskState::EffectUnknown | TaskState::AwaitingApproval | TaskState::AwaitingInput => Style::new().yellow(),
             _ => Style::new().dim(),
         };
         style.force_styling(self.colour)
@@ -185,20 +211,26 @@ impl Sink for Live {
                 self.header.set_prefix(format!("goal {} r{revision}", for_terminal(goal.as_str())));
             }
             Update::TaskStarted { task_ref, title, .. } => {
-                let bar = self.task_bar(task_ref, title);
-                if let Some(old) = running.insert(task_ref.to_string(), bar) {
-                    old.finish_and_clear();
+                let line = self.task_bar(task_ref, title);
+                if let Some(old) = running.insert(task_ref.to_string(), line) {
+                    old.bar.finish_and_clear();
                 }
             }
             Update::Validating { task_ref } => {
-                if let Some(bar) = running.get(*task_ref) {
-                    bar.set_message(format!("{} — validating", bar.message()));
+                if let Some(r) = running.get(*task_ref) {
+                    r.bar.set_message(format!("{} — validating", r.title));
+                }
+            }
+            Update::Note { task_ref, progress, total, message } => {
+                // The line shows the provider's latest word, not a line per note.
+                if let Some(r) = running.get(*task_ref) {
+                    r.bar.set_message(format!("{} — {}", r.title, note_words(*progress, *total, *message)));
                 }
             }
             Update::TaskEnded { task_ref, state, class, took, .. } => {
-                if let Some(bar) = running.remove(*task_ref) {
-                    bar.finish_and_clear();
-                    self.multi.remove(&bar);
+                if let Some(r) = running.remove(*task_ref) {
+                    r.bar.finish_and_clear();
+                    self.multi.remove(&r.bar);
                 }
                 if state.is_complete() {
                     self.header.inc(1);
@@ -207,8 +239,8 @@ impl Sink for Live {
                 self.line(&self.style(*state).apply_to(text).to_string());
             }
             Update::Ended => {
-                for (_, bar) in running.drain() {
-                    bar.finish_and_clear();
+                for (_, r) in running.drain() {
+                    r.bar.finish_and_clear();
                 }
                 self.header.finish_and_clear();
                 let _ = self.multi.clear();
@@ -260,6 +292,12 @@ mod tests {
             Update::Stopping { signal: StopSignal::Interrupt, in_flight: 2, groups: 1, grace: Duration::from_secs(5) };
         assert!(plain_line(&stop).unwrap().starts_with("SIGINT: stopping"));
         assert_eq!(plain_line(&Update::Ended), None);
+        let note = Update::Note { task_ref: "T1", progress: 2.0, total: Some(3.0), message: Some("step\x1b[2J 2") };
+        assert_eq!(plain_line(&note).unwrap(), "T1 progress 2/3 step\\x1b[2J 2");
+        let bare = Update::Note { task_ref: "T1", progress: 0.4, total: None, message: None };
+        assert_eq!(plain_line(&bare).unwrap(), "T1 progress 0.4");
+        let forged = Update::Note { task_ref: "T1", progress: 1.0, total: None, message: Some("x\ngoal satisfied") };
+        assert_eq!(plain_line(&forged).unwrap(), "T1 progress 1 x\\ngoal satisfied");
     }
 
     #[test]

@@ -19,6 +19,14 @@ pub fn render(r: &RunReport) -> Output {
             text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
         }
         text.push('\n');
+        for a in r.awaiting_input.iter().filter(|a| a.task_ref == t.task_ref) {
+            for q in &a.questions {
+                for line in super::question::lines(q) {
+                    text.push_str(&format!("    {line}\n"));
+                }
+            }
+            text.push_str(&format!("    answer with: {}\n", a.answer_with));
+        }
         if let Some(n) = next.iter().find(|n| n.task_ref == Some(t.task_ref.as_str())) {
             text.push_str(&super::next::lines(&n.ways, &r.plan_path, &t.task_ref, "    "));
         }
@@ -188,6 +196,12 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
             join(r.awaiting_approval.iter().map(|a| format!("{} ({})", a.operation_id, a.task_ref)).collect())
         ));
     }
+    if r.code != Some(Code::InputRequired) && !r.awaiting_input.is_empty() {
+        out.push(format!(
+            "INPUT_REQUIRED: {}",
+            join(r.awaiting_input.iter().map(|a| format!("{} (`{}`)", a.task_ref, a.answer_with)).collect())
+        ));
+    }
     if r.code != Some(Code::BudgetExhausted) {
         if let Some(b) = &r.budget {
             out.push(format!("BUDGET_EXHAUSTED: {b}{}", way_out(r)));
@@ -310,6 +324,11 @@ fn final_line(r: &RunReport) -> String {
                 .map(|u| format!("`engine approve {} --note {}`", u.operation_id, advice::SAY))
                 .collect::<Vec<_>>()
                 .join(", ")
+        ),
+        Some(Code::InputRequired) => format!(
+            "INPUT_REQUIRED: waiting on a person's answer to what the MCP server of {} asked (give it with {}; the next `engine run` sends it)",
+            r.awaiting_input.iter().map(|a| a.task_ref.as_str()).collect::<Vec<_>>().join(", "),
+            r.awaiting_input.iter().map(|a| format!("`{}`", a.answer_with)).collect::<Vec<_>>().join(", ")
         ),
         Some(Code::BudgetExhausted) => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),

@@ -88,6 +88,14 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
     waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
+    // What a task's MCP server asked a person, escaped, with the answer's command.
+    let mut awaiting_input = Vec::new();
+    for t in tasks.iter().filter(|t| t.state == TaskState::AwaitingInput) {
+        if let Some((words, json)) = super::question::waiting(&t.task_ref, &t.detail, "  ") {
+            text.push_str(&words);
+            awaiting_input.push(json);
+        }
+    }
     let acts = super::person_acts::of_goal(ledger, &g.id, &tampered, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -101,6 +109,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
             "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})).collect::<Vec<_>>(),
         "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t, &advised)).collect::<Vec<_>>(),
+        "awaiting_input": awaiting_input,
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
         "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
             "handle": a.handle})).collect::<Vec<_>>(),

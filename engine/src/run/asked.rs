@@ -15,6 +15,19 @@ pub struct Asked {
     pub retry: HashSet<OperationId>,
     /// Tasks a person asked to repair (`engine repair`), by ref.
     pub repairs: HashMap<String, Repair>,
+    /// Tasks a person answered (`engine answer`), by ref: the call that
+    /// resumes each carries the answers.
+    pub answers: HashMap<String, Answering>,
+}
+
+/// What a call that carries a person's answers sends: a new request (the
+/// answers are part of it), with its own operation id.
+#[derive(Debug, Clone)]
+pub struct Answering {
+    pub operation_id: OperationId,
+    pub request_digest: RequestDigest,
+    /// `providers::InputAnswers`, as recorded with the person's act.
+    pub answers: Value,
 }
 
 /// What a repair sends: a new request (the instruction is part of it) with

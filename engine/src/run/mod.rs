@@ -46,12 +46,13 @@ use crate::error::Result;
 use crate::ids::Revision;
 use crate::plan::Plan;
 use crate::store::LeaseGuard;
-pub use asked::{Asked, Repair};
+pub use asked::{Answering, Asked, Repair};
 pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};
 pub use report::{
-    AcceptanceLine, Awaiting, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine, UnknownOp,
+    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine,
+    UnknownOp,
 };
 pub use sandboxes::Sandboxes;
 

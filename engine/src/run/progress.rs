@@ -19,6 +19,9 @@ pub enum Update<'a> {
     TaskStarted { task_ref: &'a str, title: &'a str, try_no: i64 },
     /// The provider answered and the task's validations run.
     Validating { task_ref: &'a str },
+    /// What a task's provider says of its progress (an MCP server's
+    /// `notifications/progress`): its word, shown, never recorded.
+    Note { task_ref: &'a str, progress: f64, total: Option<f64>, message: Option<&'a str> },
     /// A task this run started came to rest: its state now, its failure
     /// class if it failed, and how long since it started.
     TaskEnded { task_ref: &'a str, title: &'a str, state: TaskState, class: Option<FailureClass>, took: Duration },

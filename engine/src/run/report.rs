@@ -59,6 +59,39 @@ pub struct Awaiting {
     pub stale: bool,
 }
 
+/// A task waiting on a person's answer to what its MCP server asked.
+#[derive(Debug, Clone, Serialize)]
+pub struct AwaitingInput {
+    pub task_ref: String,
+    /// The operation whose call the server answered with the question.
+    pub operation_id: OperationId,
+    /// The questions as the server put them (shown escaped): `mode`,
+    /// `message`, and its `requestedSchema` or `url`.
+    pub questions: Vec<serde_json::Value>,
+    /// The command that answers: `engine answer REF --field NAME=VALUE`.
+    pub answer_with: String,
+}
+
+impl AwaitingInput {
+    /// From a task's detail (`run::driver::question`), if it holds a question.
+    pub fn of(task_ref: &str, detail: &serde_json::Value) -> Option<AwaitingInput> {
+        let input = detail.get("input")?;
+        let questions = input.get("questions")?.as_array()?;
+        let asked: Vec<crate::decide::answer::Asked> = questions
+            .iter()
+            .filter_map(|q| {
+                Some(crate::decide::answer::Asked { key: q.get("key")?.as_str()?, question: q.get("question")? })
+            })
+            .collect();
+        Some(AwaitingInput {
+            task_ref: task_ref.to_string(),
+            operation_id: OperationId::new(detail.get("operation_id")?.as_str()?),
+            questions: asked.iter().map(|a| serde_json::json!({"key": a.key, "question": a.question})).collect(),
+            answer_with: crate::decide::answer::command(task_ref, &asked),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskLine {
     pub task_ref: String,
@@ -140,6 +173,8 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub way_out: Option<String>,
     pub awaiting_approval: Vec<Awaiting>,
+    /// Tasks waiting on a person's answer (`engine answer`).
+    pub awaiting_input: Vec<AwaitingInput>,
     /// Operations a person settled as not run and nobody has re-sent.
     pub settled_not_run: Vec<OperationId>,
     /// Acceptance criteria with no `check`: stated, never verified.

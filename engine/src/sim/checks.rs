@@ -16,6 +16,7 @@
 //! | no committed row lost | after each commit: the log's last entry never goes back |
 //! | every act on the chain; the ledger whole | `engine verify`, after a crash and at the end |
 //! | no command ends in an internal error or a panic | each command (a process that died aside) |
+//! | no answer sent without a person's act | at each delivery that carries answers: the ledger holds a person's `answer` for that operation, with exactly those answers |
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,6 +54,7 @@ pub const COUNTERS_EQUAL_ATTEMPTS: &str = "budget counters equal the attempts th
 pub const NO_ROW_LOST: &str = "no committed row lost";
 pub const VERIFY_PASSES: &str = "engine verify passes";
 pub const NO_INTERNAL_ERROR: &str = "no command ends in an internal error or a panic";
+pub const NO_ANSWER_WITHOUT_PERSON: &str = "no answer sent without a person's act";
 
 /// The ledger as the checks read it, and what they learnt of it so far.
 pub struct Checker {
@@ -149,6 +151,23 @@ impl Checker {
                 format!("{} try {} (attempt {}) was sent with no committed intent", d.op, d.try_no, d.attempt),
             )),
         }
+        if let Some(answers) = &d.answers {
+            // The answers a call carries are exactly what a person recorded
+            // for its operation (`engine answer`), never anything else.
+            let recorded = read.asks_of_goal(&self.goal).map(|asks| {
+                asks.iter().any(|a| {
+                    a.kind == crate::store::acts::AskKind::Answer
+                        && a.operation_id.as_ref().is_some_and(|o| o.as_str() == d.op)
+                        && a.data.get("answers") == Some(answers)
+                })
+            });
+            if !matches!(recorded, Ok(true)) {
+                out.push(finding(
+                    NO_ANSWER_WITHOUT_PERSON,
+                    format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),
+                ));
+            }
+        }
         let Some(prev) = earlier.iter().rev().find(|e| e.task_ref == d.task_ref) else { return out };
         if traits.paid || traits.effect == "external" {
             let approved = store
@@ -174,7 +193,8 @@ impl Checker {
                     | AttemptState::Failed
                     | AttemptState::SettledOk
                     | AttemptState::SettledNotRun
-                    | AttemptState::Cancelled)
+                    | AttemptState::Cancelled
+                    | AttemptState::InputAsked)
             );
             let since = self.intents.get(&prev.attempt).map_or(Seq(0), |(_, s)| *s);
             let acted = self.acts.get(&d.task_ref).is_some_and(|v| v.iter().any(|&s| s > since))
@@ -233,6 +253,7 @@ impl Checker {
                 | EventKind::Settled
                 | EventKind::RetryRequested
                 | EventKind::RepairRequested
+                | EventKind::InputAnswered
                 | EventKind::AttemptCancelled => self.acts.entry(task).or_default().push(e.seq),
                 EventKind::RevisionRecorded => {
                     self.revisions.push(e.seq);

@@ -73,6 +73,8 @@ pub struct Report {
     pub crashes: u64,
     /// Calls the providers received.
     pub deliveries: u64,
+    /// Of those, calls that carried a person's answers (`engine answer`).
+    pub answered: u64,
     pub findings: Vec<Finding>,
     /// The last things that happened, for a finding's story.
     pub trace: Vec<String>,

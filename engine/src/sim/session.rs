@@ -103,6 +103,7 @@ pub fn simulate(config: &Config) -> Report {
     report.commands = s.commands;
     report.crashes = s.crashes;
     report.deliveries = u.deliveries.len() as u64;
+    report.answered = u.deliveries.iter().filter(|d| d.answers.is_some()).count() as u64;
     report.findings = std::mem::take(&mut u.checker.findings);
     report.trace = std::mem::take(&mut u.trace);
     drop(u);
@@ -227,7 +228,9 @@ impl Session {
         let run = || vec!["run".to_string(), String::new()];
         let mut next = match ended {
             Ended::Died | Ended::Err(..) => run(),
-            Ended::Out(code, json) if last.first().is_some_and(|c| matches!(c.as_str(), "approve" | "settle")) => {
+            Ended::Out(code, json)
+                if last.first().is_some_and(|c| matches!(c.as_str(), "approve" | "settle" | "answer")) =>
+            {
                 self.remember(last, &json, code);
                 if last.first().is_some_and(|c| c == "settle")
                     && last.iter().any(|a| a == "not_run")
@@ -301,6 +304,11 @@ impl Session {
                     "--note".into(),
                     "simulated person".into(),
                 ]
+            }
+            4 if r["code"] == "INPUT_REQUIRED" => {
+                // A simulated person answers what a server asked.
+                let task = r["awaiting_input"].as_array()?.first()?["task_ref"].as_str()?.to_string();
+                vec!["answer".into(), task, "--field".into(), "name=simulated person".into()]
             }
             4 => {
                 let op = first("awaiting_approval")?;

@@ -68,6 +68,8 @@ pub struct Delivery {
     pub try_no: i64,
     pub attempt: AttemptId,
     pub task_ref: String,
+    /// A person's answers the call carries (`engine answer`), as sent.
+    pub answers: Option<serde_json::Value>,
 }
 
 /// How a provider takes one call.
@@ -206,6 +208,7 @@ impl Universe {
             try_no: s.try_no,
             attempt: s.attempt_id,
             task_ref: s.task_ref.clone(),
+            answers: s.answers.as_deref().cloned(),
         };
         let behaviour = if self.rng.chance(traits.flaky) {
             use Behaviour::*;
@@ -249,11 +252,18 @@ impl Universe {
             _ => self.rng.range(5, 300) as i64,
         };
         let effect_at = now + self.rng.range(3, latency.max(4) as u64) as i64;
-        if matches!(behaviour, Behaviour::Ok | Behaviour::LostAfterEffect | Behaviour::Slow) {
+        // Now and then an MCP server asks a person first (never on a call
+        // that carries a person's answer): no effect, a question.
+        let asks = traits.mcp && behaviour == Behaviour::Ok && s.answers.is_none() && self.rng.chance(10);
+        if asks {
+            self.note(format!("{} asks a person for input", s.task_ref));
+        }
+        if !asks && matches!(behaviour, Behaviour::Ok | Behaviour::LostAfterEffect | Behaviour::Slow) {
             self.schedule(effect_at, Due::Effect { op: op.clone() });
         }
         let ok = matches!(behaviour, Behaviour::Ok | Behaviour::AnswerWithoutEffect | Behaviour::Slow);
         let receipt = match traits.mcp {
+            true if asks => asking(latency),
             true => self.tool_answer(ok, latency),
             false => {
                 let status = if ok { 200 } else { [500, 503, 409][self.rng.below(3) as usize] };
@@ -303,6 +313,8 @@ impl Universe {
             retry_after_seconds: None,
             duration_ms: latency as u64,
             output_invalid,
+            // The simulated servers ask no person anything (yet).
+            input: None,
         })
     }
 
@@ -596,4 +608,25 @@ impl World for SimWorld {
         }
         dead
     }
+}
+
+/// A simulated server's question for a person (2026-07-28's
+/// `input_required`: a form asking for a required `name`).
+fn asking(latency: i64) -> Receipt {
+    let question = json!({"method": "elicitation/create", "mode": "form", "message": "simulated: who is asking?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}});
+    Receipt::Mcp(McpReceipt {
+        result: captured(&json!({"resultType": "input_required"}).to_string()),
+        tool_error: None,
+        stderr: captured(""),
+        http_status: None,
+        retry_after_seconds: None,
+        duration_ms: latency as u64,
+        output_invalid: None,
+        input: Some(Box::new(providers::InputAsk {
+            task_id: None,
+            request_state: Some("simulated-state".into()),
+            questions: vec![providers::Question { key: "q".into(), question, elicitation_id: None }],
+        })),
+    })
 }

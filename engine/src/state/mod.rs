@@ -56,6 +56,11 @@ state_enum!(
         /// was never handed over: its process group was ended. Not a
         /// failure; the task runs again on the next plain run.
         Cancelled = "cancelled",
+        /// The provider's answer was a question for a person (an MCP
+        /// server's `input_required` or elicitation), recorded with the
+        /// receipt. Final: the call carrying a person's answer is a new
+        /// attempt. Claims the server asked; not that it did nothing else.
+        InputAsked = "input_asked",
     }
 );
 
@@ -73,6 +78,10 @@ state_enum!(
         /// A person stopped the run while the task was in flight. Not a
         /// failure; a plain run looks at it afresh.
         Cancelled = "cancelled",
+        /// Its provider's server asked a person for input (MCP
+        /// elicitation), recorded with the question; only `engine answer`
+        /// moves it on (to `pending`: the next run sends the answer).
+        AwaitingInput = "awaiting_input",
     }
 );
 

@@ -70,13 +70,15 @@ impl Lifecycle for A {
             A::Dispatched => &[A::ReceiptRecorded, A::Failed, A::EffectUnknown, A::Abandoned, A::Cancelled],
             // Judged by its validations; a deadline that cut an external
             // command part-way makes it unknown.
-            A::ReceiptRecorded => &[A::Succeeded, A::Failed, A::EffectUnknown],
+            // the server's answer is a question for a person (in the
+            // receipt's own transaction).
+            A::ReceiptRecorded => &[A::Succeeded, A::Failed, A::EffectUnknown, A::InputAsked],
             // Only a person moves an unknown outcome.
             A::EffectUnknown => &[A::SettledOk, A::SettledNotRun],
             // A person's `ok` stands in for the receipt; the validations
             // may still fail it (a pass leaves it `settled_ok`).
             A::SettledOk => &[A::Failed],
-            A::Succeeded | A::Failed | A::SettledNotRun | A::Abandoned | A::Cancelled => &[],
+            A::Succeeded | A::Failed | A::SettledNotRun | A::Abandoned | A::Cancelled | A::InputAsked => &[],
         }
     }
 }
@@ -97,8 +99,8 @@ impl Lifecycle for T {
             T::Pending => {
                 &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked, T::Reused, T::Failed]
             }
-            // Answered and judged; left in doubt; run again; or stopped by a
-            // person.
+            // Answered and judged; left in doubt; run again; stopped by a
+            // person; or its server asks a person for input.
             T::Running => &[
                 T::Pending,
                 T::Running,
@@ -108,6 +110,7 @@ impl Lifecycle for T {
                 T::Succeeded,
                 T::Failed,
                 T::Cancelled,
+                T::AwaitingInput,
             ],
             // A cancelled task is looked at afresh by the next run, like a
             // blocked one (its kept receipt judged: `running`).
@@ -115,6 +118,8 @@ impl Lifecycle for T {
             // A person settled it (`ok`: judged next; `not_run`: pending a
             // retry), or the try it waited on was settled.
             T::EffectUnknown => CALL_SITE,
+            // A person's answer (`engine answer`): the next run sends it.
+            T::AwaitingInput => &[T::Pending],
             // A person's retry or repair.
             T::Failed => &[T::Pending],
             // Its completion went stale.
@@ -161,7 +166,7 @@ mod tests {
 
     #[test]
     fn attempt_moves_are_exactly_these() {
-        assert_eq!(pairs::<A>().len(), 100);
+        assert_eq!(pairs::<A>().len(), 121);
         assert_eq!(
             allowed::<A>(),
             names(&[
@@ -179,6 +184,7 @@ mod tests {
                 ("receipt_recorded", "succeeded"),
                 ("receipt_recorded", "failed"),
                 ("receipt_recorded", "effect_unknown"),
+                ("receipt_recorded", "input_asked"),
                 ("effect_unknown", "settled_ok"),
                 ("effect_unknown", "settled_not_run"),
                 ("settled_ok", "failed"),
@@ -197,7 +203,7 @@ mod tests {
         }
         // The negative space, named: nothing leaves a final state, nothing
         // returns to `intent_recorded`, only a person leaves an unknown.
-        for fin in [A::Succeeded, A::Failed, A::SettledNotRun, A::Abandoned, A::Cancelled] {
+        for fin in [A::Succeeded, A::Failed, A::SettledNotRun, A::Abandoned, A::Cancelled, A::InputAsked] {
             assert!(A::ALL.iter().all(|&to| !fin.may_become(to)), "{fin} is final");
         }
         assert!(A::ALL.iter().all(|&from| !from.may_become(A::IntentRecorded)));
@@ -210,17 +216,27 @@ mod tests {
 
     #[test]
     fn task_moves_are_exactly_these() {
-        assert_eq!(pairs::<T>().len(), 100);
+        assert_eq!(pairs::<T>().len(), 121);
         let waiting = ["pending", "running", "awaiting_approval", "effect_unknown", "blocked"];
         let mut want: Vec<(&str, &str)> = Vec::new();
         for to in ["pending", "running", "awaiting_approval", "effect_unknown", "blocked", "reused", "failed"] {
             want.push(("pending", to));
         }
-        for to in
-            ["pending", "running", "succeeded", "failed", "blocked", "effect_unknown", "awaiting_approval", "cancelled"]
-        {
+        for to in [
+            "pending",
+            "running",
+            "succeeded",
+            "failed",
+            "blocked",
+            "effect_unknown",
+            "awaiting_approval",
+            "cancelled",
+            "awaiting_input",
+        ] {
             want.push(("running", to));
         }
+        // Only a person's answer moves a task that waits for one.
+        want.push(("awaiting_input", "pending"));
         for from in ["blocked", "awaiting_approval", "effect_unknown", "cancelled"] {
             for to in waiting {
                 want.push((from, to));

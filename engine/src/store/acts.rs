@@ -120,16 +120,19 @@ pub enum AskKind {
     Retry,
     Repair,
     Revise,
+    /// A person's answer to what an MCP server asked (`engine answer`).
+    Answer,
 }
 
 impl AskKind {
-    pub const ALL: &'static [AskKind] = &[AskKind::Retry, AskKind::Repair, AskKind::Revise];
+    pub const ALL: &'static [AskKind] = &[AskKind::Retry, AskKind::Repair, AskKind::Revise, AskKind::Answer];
 
     pub fn as_str(self) -> &'static str {
         match self {
             AskKind::Retry => "retry",
             AskKind::Repair => "repair",
             AskKind::Revise => "revise",
+            AskKind::Answer => "answer",
         }
     }
 

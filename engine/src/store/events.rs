@@ -74,6 +74,15 @@ event_kinds! {
     /// A lost answer was fetched from the provider by the request's handle.
     AnsweredByHandle = "answered_by_handle",
     ReceiptRecorded = "receipt_recorded",
+    /// What a provider said of its progress (an MCP server's
+    /// `notifications/progress`): its word, escaped when shown; at most
+    /// `PROGRESS_EVENTS_MAX` per attempt (`run::core::messages`).
+    ProviderProgress = "provider_progress",
+    /// The provider's answer is a question for a person (MCP elicitation):
+    /// the task waits for `engine answer`.
+    InputRequested = "input_requested",
+    /// A person answered it (`engine answer`), on the act chain.
+    InputAnswered = "input_answered",
     /// The provider's report said it spent this during the call (an
     /// agent's `spent`): the provider's word, counted in the goal's cost.
     SpendingReported = "spending_reported",

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::inbound::CallSide;
+use super::input;
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::link::Link;
 use super::output;
@@ -15,8 +17,8 @@ use super::tasks::{self, TaskState, Waited};
 use super::McpProvider;
 use crate::observe::{McpObserve, Placeholders};
 use crate::{
-    Call, Cancelled, Captured, Handle, LostReason, McpReceipt, NotDispatched, NotDispatchedKind, Outcome, Progress,
-    ProgressSender, ReadBack, Receipt, Resumed,
+    Call, Cancelled, Captured, Handle, InputAnswers, InputAsk, LostReason, McpReceipt, NotDispatched,
+    NotDispatchedKind, Outcome, Progress, ProgressSender, ReadBack, Receipt, Resumed,
 };
 
 /// Deadline for the read tool's answer in a read-back (after the server is up).
@@ -42,10 +44,31 @@ fn not_dispatched(kind: NotDispatchedKind, message: String) -> Outcome {
     Outcome::NotDispatched(NotDispatched { kind, message })
 }
 
-/// What came of a call before its stderr is attached.
+/// What came of a call before its stderr is attached: an answer (with a
+/// tool error it does not carry itself, or the input its server asks
+/// for), or an outcome without one.
 enum Ended {
-    Answer { answer: Answer, forced_error: Option<String> },
+    Answer { answer: Answer, forced_error: Option<String>, input: Option<InputAsk> },
     Outcome(Outcome),
+}
+
+impl Ended {
+    fn answer(answer: Answer, judged: Judged) -> Ended {
+        Ended::Answer { answer, forced_error: judged.forced_error, input: judged.input }
+    }
+}
+
+/// An answer read for what it is beyond its JSON-RPC shape.
+#[derive(Default)]
+struct Judged {
+    forced_error: Option<String>,
+    input: Option<InputAsk>,
+}
+
+/// The `progressToken` of a call: its operation and try (unique among the
+/// calls in flight, and nothing the server does not see in `_meta` anyway).
+fn progress_token(call: &Call) -> String {
+    format!("{}#{}", call.operation_id, call.try_no)
 }
 
 impl McpProvider {
@@ -67,6 +90,10 @@ impl McpProvider {
             Ok(r) => r,
             Err(m) => return not_dispatched(NotDispatchedKind::BadRequest, m),
         };
+        let answers = match input::answers_of(&call.request) {
+            Ok(a) => a,
+            Err(m) => return not_dispatched(NotDispatchedKind::BadRequest, m),
+        };
         let deadline = call.timeout.map(|d| started + d);
         let Some(_turn) = self.session.permit(deadline).await else {
             let m = "deadline passed while waiting for an earlier call to the same MCP server; tools/call not sent";
@@ -78,15 +105,29 @@ impl McpProvider {
             Ok(l) => l,
             Err(nd) => return Outcome::NotDispatched(redacted(nd, &call.secrets)),
         };
-        let ended = self.call_tool(&live, call, &tool, arguments, deadline, progress).await;
+        // Its progress and its server's questions come to it while it is out.
+        let carried = answers.as_ref().map(|a| a.responses.clone()).unwrap_or_default();
+        let entered = self.session.inbound.enter(CallSide::new(progress_token(call), progress.clone(), carried));
+        let ended = self.call_tool(&live, call, (&tool, arguments), answers.as_ref(), deadline, progress).await;
+        let dismissed = entered.side.asked();
+        drop(entered);
         live.link.pump_stderr();
         let mut stderr = sink.finish();
         stderr.redact(&call.secrets);
         match ended {
-            Ended::Answer { answer, forced_error } => {
+            Ended::Answer { answer, forced_error, input } => {
+                // A question dismissed during the call (2025-11-25) makes
+                // the call one that waits for a person, whatever it answered.
+                let input = input.or_else(|| {
+                    (!dismissed.is_empty()).then(|| InputAsk {
+                        task_id: None,
+                        request_state: None,
+                        questions: dismissed,
+                    })
+                });
                 let schema = live.tool(&tool).and_then(|t| t.output_schema.clone());
                 Outcome::Received(judge_output(
-                    receipt(answer, forced_error, stderr, started, call),
+                    receipt(answer, Judged { forced_error, input }, stderr, started, call),
                     schema.as_ref(),
                     call,
                 ))
@@ -104,13 +145,17 @@ impl McpProvider {
         &self,
         live: &Live,
         call: &Call,
-        tool: &str,
-        arguments: Value,
+        (tool, arguments): (&str, Value),
+        answers: Option<&InputAnswers>,
         deadline: Option<Instant>,
         progress: &ProgressSender,
     ) -> Ended {
         if let Err(nd) = self.session.authorize(live, tool, deadline).await {
             return Ended::Outcome(Outcome::NotDispatched(nd));
+        }
+        let modern = live.link.modern();
+        if let (true, Some(a @ InputAnswers { task_id: Some(task_id), .. })) = (modern, answers) {
+            return self.update_task(live, call, task_id, a, deadline, progress).await;
         }
         let support = match live.task_support(tool, deadline).await {
             Ok(s) => s,
@@ -120,16 +165,30 @@ impl McpProvider {
         };
         // 2025-11-25 asks for a task per call; under 2026-07-28 the server
         // decides, and says so in its answer (`resultType: "task"`).
-        let modern = live.link.modern();
         let augment = !modern && matches!(support, TaskSupport::Required | TaskSupport::Optional);
         let mut params = json!({"name": tool, "arguments": arguments,
-                                "_meta": {"operation_id": call.operation_id, "try": call.try_no}});
+                                "_meta": {"operation_id": call.operation_id, "try": call.try_no,
+                                          "progressToken": progress_token(call)}});
         if augment {
             params["task"] = json!({"ttl": tasks::TASK_TTL_MS});
         }
         if let Some(tp) = &call.traceparent {
             params["_meta"]["traceparent"] = json!(tp);
         }
+        // The same request again, with a person's answers to what the
+        // server asked (2026-07-28; a 2025-11-25 server gets them when it
+        // asks again, from `inbound`).
+        let answered = match answers {
+            Some(a) if modern => {
+                params["inputResponses"] = input::input_responses(a);
+                if let Some(state) = &a.request_state {
+                    params["requestState"] = json!(state);
+                }
+                format!("; with a person's answers to {}", keys(a))
+            }
+            Some(a) => format!("; carrying a person's answers to {}", keys(a)),
+            None => String::new(),
+        };
         // The server's annotations are shown as what they are: its hints,
         // never a permission nor the task's declared effect.
         let hints = match live.tool(tool).and_then(|t| t.annotations.as_ref()) {
@@ -137,7 +196,7 @@ impl McpProvider {
             None => String::new(),
         };
         let detail = format!(
-            "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {}{hints})",
+            "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {}{answered}{hints})",
             if augment { " (as a task)" } else { "" },
             live.link.describe(),
             live.protocol,
@@ -179,13 +238,65 @@ impl McpProvider {
             Waited::Running(s) => return self.task_deadline(live, &s).await,
             Waited::Unknown(m) | Waited::Broken(m) => return lost(m),
         };
+        if let Some(ended) = waits_for_input(live, &state) {
+            return ended;
+        }
         match tasks::answer(&live.link, &state, deadline).await {
             RpcEnd::Answer(answer) => {
-                let forced_error = state.forced_error(&answer).or_else(|| not_complete(&answer));
-                Ended::Answer { forced_error, answer }
+                let mut judged = judge(&answer);
+                judged.forced_error = state.forced_error(&answer).or(judged.forced_error);
+                Ended::answer(answer, judged)
             }
             RpcEnd::Deadline { .. } => self.task_deadline(live, &state).await,
             other => lost(format!("{}, then its answer could not be read: {}", state.describe(), end_text(&other))),
+        }
+    }
+
+    /// A 2026-07-28 task that waited for input gets a person's answers
+    /// (`tasks/update`, the call's request on the wire), then is followed
+    /// as before: its id is the call's handle again.
+    async fn update_task(
+        &self,
+        live: &Live,
+        call: &Call,
+        task_id: &str,
+        answers: &InputAnswers,
+        deadline: Option<Instant>,
+        progress: &ProgressSender,
+    ) -> Ended {
+        let params = json!({"taskId": task_id, "inputResponses": input::input_responses(answers),
+                            "_meta": {"operation_id": call.operation_id, "try": call.try_no}});
+        let detail = format!(
+            "tasks/update of task {task_id} written to {} (MCP {}; a person's answers to {}; _meta operation_id {}, try {})",
+            live.link.describe(),
+            live.protocol,
+            keys(answers),
+            call.operation_id,
+            call.try_no
+        );
+        let on_sent = || {
+            let _ = progress.try_send(Progress::Dispatched { detail });
+        };
+        match live.link.request("tasks/update", &params, deadline, on_sent).await {
+            RpcEnd::Answer(a) if a.result().is_some() => {
+                let task = TaskState {
+                    id: task_id.to_string(),
+                    status: tasks::Status::Working,
+                    poll_ms: None,
+                    message: None,
+                    detail: json!({}),
+                };
+                self.follow(live, task, deadline, progress).await
+            }
+            RpcEnd::Answer(answer) => {
+                let why = answer.refusal().unwrap_or_default();
+                Ended::Answer {
+                    answer,
+                    forced_error: Some(format!("tasks/update of task {task_id}: {why}")),
+                    input: None,
+                }
+            }
+            other => self.ended(live, other, "tasks/update").await,
         }
     }
 
@@ -203,7 +314,10 @@ impl McpProvider {
 
     async fn ended(&self, live: &Live, end: RpcEnd, tool: &str) -> Ended {
         match end {
-            RpcEnd::Answer(answer) => Ended::Answer { forced_error: not_complete(&answer), answer },
+            RpcEnd::Answer(answer) => {
+                let judged = judge(&answer);
+                Ended::answer(answer, judged)
+            }
             RpcEnd::NotSent(nd) => Ended::Outcome(Outcome::NotDispatched(nd)),
             RpcEnd::Lost(m) => Ended::Outcome(Outcome::Lost { reason: LostReason::ResponseLost, detail: m }),
             RpcEnd::Deadline { sent: false, .. } => Ended::Outcome(not_dispatched(
@@ -308,6 +422,14 @@ impl McpProvider {
             Waited::Running(s) => return Resumed::Running { evidence: s.describe() },
             Waited::Unknown(m) | Waited::Broken(m) => return inconclusive(m),
         };
+        // A task that waits for a person's input: its questions are the
+        // answer to record (the task goes on once they are answered).
+        if let Some(Ended::Answer { answer, forced_error, input }) = waits_for_input(&live, &state) {
+            link.pump_stderr();
+            let mut stderr = sink.finish();
+            stderr.redact(&call.secrets);
+            return Resumed::Receipt(receipt(answer, Judged { forced_error, input }, stderr, started, call));
+        }
         let answer = match tasks::answer(link, &state, start_by).await {
             RpcEnd::Answer(a) => a,
             other => {
@@ -321,7 +443,8 @@ impl McpProvider {
         link.pump_stderr();
         let mut stderr = sink.finish();
         stderr.redact(&call.secrets);
-        let forced = state.forced_error(&answer).or_else(|| not_complete(&answer));
+        let mut judged = judge(&answer);
+        judged.forced_error = state.forced_error(&answer).or(judged.forced_error);
         // Judged as the call's own answer would have been: by the schema
         // its server lists now (a listing failure leaves it unjudged).
         let tool = parse_request(&call.request).map(|(t, _)| t).unwrap_or_default();
@@ -329,7 +452,7 @@ impl McpProvider {
             Ok(inv) => inv.tools.into_iter().find(|t| t.name == tool).and_then(|t| t.output_schema),
             Err(_) => None,
         };
-        Resumed::Receipt(judge_output(receipt(answer, forced, stderr, started, call), schema.as_ref(), call))
+        Resumed::Receipt(judge_output(receipt(answer, judged, stderr, started, call), schema.as_ref(), call))
     }
 
     pub(super) async fn cancel_inner(&self, call: &Call, handle: &Handle) -> Cancelled {
@@ -350,20 +473,62 @@ impl McpProvider {
     }
 }
 
-/// A result that is not the tool's answer yet: the server asks for input
-/// (`input_required`: nothing answers it on anyone's behalf; a person's
-/// answer is not wired yet), or a `resultType` this client does not know.
-fn not_complete(answer: &Answer) -> Option<String> {
-    let result = answer.result()?;
-    match revision::result_kind(result) {
-        ResultKind::Complete | ResultKind::Task => None,
-        ResultKind::InputRequired => Some(format!(
-            "the MCP server asks for input before it answers (input_required: {}); the engine answers no input \
-             request on its own",
-            revision::input_requests_words(result)
-        )),
-        ResultKind::Other(k) => Some(format!("an answer of resultType `{k}`, which this client does not know")),
+/// An answer that is not the tool's answer yet: the server asks for input
+/// (`input_required`, or a 2025-11-25 `-32042` URL elicitation error),
+/// which waits for a person — or, when no person can answer it
+/// (sampling, roots, past a bound), a tool error naming it —; or a
+/// `resultType` this client does not know (a tool error).
+fn judge(answer: &Answer) -> Judged {
+    let error = match answer {
+        Answer::Message(m) => m.get("error"),
+        _ => None,
+    };
+    if let Some(ask) = error.and_then(input::ask_of_error) {
+        return Judged { forced_error: None, input: Some(ask) };
     }
+    let Some(result) = answer.result() else { return Judged::default() };
+    match revision::result_kind(result) {
+        ResultKind::Complete | ResultKind::Task => Judged::default(),
+        ResultKind::InputRequired => match input::ask_of(result, None) {
+            Ok(ask) => Judged { forced_error: None, input: Some(ask) },
+            Err(why) => Judged {
+                forced_error: Some(format!(
+                    "the MCP server asks for input before it answers (input_required: {}), and no person can \
+                     answer it here: {why}",
+                    revision::input_requests_words(result)
+                )),
+                input: None,
+            },
+        },
+        ResultKind::Other(k) => Judged {
+            forced_error: Some(format!("an answer of resultType `{k}`, which this client does not know")),
+            input: None,
+        },
+    }
+}
+
+/// A 2026-07-28 task that waits for input: its questions, as the call's
+/// answer (`None`: it does not wait, or is a 2025-11-25 task, whose
+/// questions come as requests during `tasks/result`).
+fn waits_for_input(live: &Live, state: &TaskState) -> Option<Ended> {
+    if state.status != tasks::Status::InputRequired || !live.link.modern() {
+        return None;
+    }
+    let answer = Answer::Message(json!({"result": state.detail}));
+    Some(match input::ask_of(&state.detail, Some(&state.id)) {
+        Ok(ask) => Ended::Answer { answer, forced_error: None, input: Some(ask) },
+        Err(why) => Ended::Answer {
+            answer,
+            forced_error: Some(format!("{} asks for input no person can answer here: {why}", state.describe())),
+            input: None,
+        },
+    })
+}
+
+/// The keys of the questions a call answers, in words.
+fn keys(a: &InputAnswers) -> String {
+    let keys: Vec<&str> = a.responses.iter().map(|r| r.key.as_str()).collect();
+    format!("{} question{} ({})", keys.len(), if keys.len() == 1 { "" } else { "s" }, keys.join(", "))
 }
 
 fn excerpt(s: &str, chars_max: usize) -> String {
@@ -393,7 +558,8 @@ fn redacted_json(result: &Value, call: &Call) -> Value {
 /// error); `tool_error` is set for `isError`, a JSON-RPC error, an answer
 /// over the bound, an HTTP error status, or a task that failed or was
 /// cancelled.
-fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, started: Instant, call: &Call) -> Receipt {
+fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, call: &Call) -> Receipt {
+    let Judged { forced_error, input } = judged;
     let max = call.output_bytes_max;
     let (mut stdout, tool_error, http_status, retry_after_seconds) = match answer {
         Answer::Truncated { kept, total } => (
@@ -438,14 +604,15 @@ fn receipt(answer: Answer, forced_error: Option<String>, stderr: Captured, start
         retry_after_seconds,
         duration_ms: started.elapsed().as_millis() as u64,
         output_invalid: None,
+        input: input.map(Box::new),
     })
 }
 
 /// Judge a receipt's result against the tool's declared `outputSchema`
-/// (only a result that is the tool's successful answer).
+/// (only a result that is the tool's successful answer, not a question).
 fn judge_output(mut receipt: Receipt, schema: Option<&Value>, call: &Call) -> Receipt {
     if let Receipt::Mcp(r) = &mut receipt {
-        if r.tool_error.is_none() && !r.result.truncated {
+        if r.tool_error.is_none() && r.input.is_none() && !r.result.truncated {
             if let Ok(result) = serde_json::from_str::<Value>(&r.result.text) {
                 r.output_invalid = output::mismatch(schema, &result).map(|m| jsonrpc::redact_str(m, &call.secrets));
             }

@@ -49,6 +49,8 @@
 //! `Progress::Dispatched` is sent once the `tools/call` is wholly written.
 
 mod call;
+mod inbound;
+pub mod input;
 mod jsonrpc;
 mod link;
 mod output;
@@ -330,5 +332,7 @@ impl Provider for McpProvider {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_input;
 #[cfg(test)]
 mod tests_modern;

@@ -40,8 +40,9 @@ const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// `params` with the modern request metadata merged into its `_meta` (the
 /// keys already there — `operation_id`, `try`, `progressToken` — kept).
-/// The client declares the tasks extension and nothing it cannot do: no
-/// elicitation, sampling or roots, so a server must not ask for them.
+/// The client declares the tasks extension and elicitation (form and
+/// URL: its questions go to a person, `engine answer`), and nothing it
+/// cannot do: no sampling or roots, so a server must not ask for them.
 pub fn with_modern_meta(params: &Value) -> Value {
     let mut params = match params {
         Value::Object(_) => params.clone(),
@@ -51,7 +52,10 @@ pub fn with_modern_meta(params: &Value) -> Value {
     if let Some(Value::Object(m)) = meta {
         m.insert(META_VERSION.into(), json!(MODERN));
         m.insert(META_CLIENT.into(), json!({"name": "engine", "version": env!("CARGO_PKG_VERSION")}));
-        m.insert(META_CAPABILITIES.into(), json!({"extensions": {TASKS_EXTENSION: {}}}));
+        m.insert(
+            META_CAPABILITIES.into(),
+            json!({"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}, "url": {}}}),
+        );
     }
     params
 }
@@ -259,7 +263,9 @@ mod tests {
         assert_eq!(p["_meta"]["try"], 2);
         assert_eq!(p["_meta"][META_VERSION], MODERN);
         assert_eq!(p["_meta"][META_CAPABILITIES]["extensions"][TASKS_EXTENSION], json!({}));
-        assert!(p["_meta"][META_CAPABILITIES].get("elicitation").is_none(), "nothing it cannot do");
+        assert_eq!(p["_meta"][META_CAPABILITIES]["elicitation"], json!({"form": {}, "url": {}}));
+        let caps = &p["_meta"][META_CAPABILITIES];
+        assert!(caps.get("sampling").is_none() && caps.get("roots").is_none(), "nothing it cannot do");
         assert_eq!(with_modern_meta(&Value::Null)["_meta"][META_VERSION], MODERN);
     }
 

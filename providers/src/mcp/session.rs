@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
+use super::inbound::Inbound;
 use super::jsonrpc::{Answer, RpcEnd};
 use super::link::Link;
 use super::revision::{self, Probe};
@@ -74,6 +75,8 @@ pub(crate) struct Session {
     gate: Semaphore,
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
     pub hub: Arc<StderrHub>,
+    /// The server's questions and progress, routed to the calls in flight.
+    pub inbound: Arc<Inbound>,
     starts: AtomicU32,
     /// The first inventory read in this run: a server started later (after
     /// one died) must be the same server offering the same tools.
@@ -92,6 +95,7 @@ impl Session {
             gate: Semaphore::new(permits),
             live: tokio::sync::Mutex::new(None),
             hub: Arc::default(),
+            inbound: Arc::default(),
             starts: AtomicU32::new(0),
             first: std::sync::Mutex::new(None),
         }
@@ -151,10 +155,15 @@ impl Session {
 
     fn open(&self, call: &Call) -> Result<Link, NotDispatched> {
         match &self.transport {
-            Transport::Stdio { command } => StdioLink::spawn(command, call, &self.hub).map(Link::Stdio),
-            Transport::Http { url } => HttpLink::new(url, &self.hosts, Arc::clone(&self.tls), call.output_bytes_max)
-                .map(|l| Link::Http(l.with_bearer(self.bearer.clone())))
-                .map_err(|m| NotDispatched { kind: NotDispatchedKind::BadRequest, message: format!("url {url}: {m}") }),
+            Transport::Stdio { command } => StdioLink::spawn(command, call, &self.hub, &self.inbound).map(Link::Stdio),
+            Transport::Http { url } => {
+                HttpLink::new(url, &self.hosts, Arc::clone(&self.tls), call.output_bytes_max, Arc::clone(&self.inbound))
+                    .map(|l| Link::Http(l.with_bearer(self.bearer.clone())))
+                    .map_err(|m| NotDispatched {
+                        kind: NotDispatchedKind::BadRequest,
+                        message: format!("url {url}: {m}"),
+                    })
+            }
         }
     }
 
@@ -338,7 +347,10 @@ fn modern(link: Link, found: &Value) -> Live {
 async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
+        // Questions are put to a person (`engine answer`), never answered
+        // on anyone's behalf: one the engine cannot answer yet is dismissed
+        // and the task waits for the person.
+        "capabilities": {"elicitation": {"form": {}, "url": {}}},
         "clientInfo": {"name": "engine", "version": env!("CARGO_PKG_VERSION")},
     });
     let end = link.request("initialize", &params, Some(by), || {}).await;

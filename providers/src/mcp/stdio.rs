@@ -18,6 +18,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::inbound::Inbound;
 use super::jsonrpc::{self, Answer, Kind, RpcEnd};
 use super::stderr::{self, StderrHub};
 use crate::command::{kill_group, provider_spawn, spawn_failure, REAP_AFTER_KILL};
@@ -47,6 +48,8 @@ pub(crate) struct StdioLink {
     child: Mutex<Option<Child>>,
     stderr_fd: Option<stderr::StderrFd>,
     hub: Arc<StderrHub>,
+    /// Where the server's questions and progress go.
+    inbound: Arc<Inbound>,
     tasks: Vec<JoinHandle<()>>,
     /// The revision negotiated with the server.
     protocol: Mutex<Option<String>>,
@@ -54,7 +57,12 @@ pub(crate) struct StdioLink {
 
 impl StdioLink {
     /// Start the server. Its stderr goes to `hub` from the first byte.
-    pub fn spawn(command: &[String], call: &Call, hub: &Arc<StderrHub>) -> Result<Self, NotDispatched> {
+    pub fn spawn(
+        command: &[String],
+        call: &Call,
+        hub: &Arc<StderrHub>,
+        inbound: &Arc<Inbound>,
+    ) -> Result<Self, NotDispatched> {
         let Some(prog) = command.first().filter(|p| !p.is_empty()) else {
             return Err(NotDispatched {
                 kind: NotDispatchedKind::BadRequest,
@@ -86,6 +94,7 @@ impl StdioLink {
             child: Mutex::new(Some(child)),
             stderr_fd: Some(Arc::clone(&stderr_fd)),
             hub: Arc::clone(hub),
+            inbound: Arc::clone(inbound),
             tasks: Vec::new(),
             protocol: Mutex::new(None),
         };
@@ -99,6 +108,7 @@ impl StdioLink {
             pending: Arc::clone(&self.pending),
             stdin: Arc::clone(&self.stdin),
             alive: Arc::clone(&self.alive),
+            inbound: Arc::clone(&self.inbound),
         };
         self.tasks.push(tokio::spawn(reader.run()));
         self.tasks.push(tokio::spawn(stderr::read_all(Arc::clone(&self.hub), fd)));
@@ -276,13 +286,15 @@ fn line_of(msg: &Value) -> Vec<u8> {
 }
 
 /// The stdout side: routes answers to their requests, answers the
-/// server's own requests, skips notifications.
+/// server's own requests (its questions through `inbound`), hands its
+/// progress to the call it names.
 struct Reader {
     stdout: BufReader<pipe::Receiver>,
     line_max: usize,
     pending: Pending,
     stdin: Stdin,
     alive: Arc<AtomicBool>,
+    inbound: Arc<Inbound>,
 }
 
 enum Line {
@@ -320,7 +332,8 @@ impl Reader {
                 }
             }
             Kind::ServerRequest => {
-                if let Some(reply) = jsonrpc::reply_to_server_request(&msg) {
+                let reply = self.inbound.request(&msg).or_else(|| jsonrpc::reply_to_server_request(&msg));
+                if let Some(reply) = reply {
                     if let Some(w) = self.stdin.lock().await.as_mut() {
                         // A failed reply shows up as EOF on the next read.
                         let _ = w.write_all(&line_of(&reply)).await;
@@ -328,7 +341,8 @@ impl Reader {
                     }
                 }
             }
-            Kind::Notification | Kind::Other => {}
+            Kind::Notification => self.inbound.notification(&msg),
+            Kind::Other => {}
         }
     }
 

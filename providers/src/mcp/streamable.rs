@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::inbound::Inbound;
 use super::jsonrpc::{self, Answer, Kind, RpcEnd};
 use super::revision;
 use super::sse::SseParser;
@@ -41,10 +42,18 @@ pub(crate) struct HttpLink {
     answer_bytes_max: usize,
     /// The OAuth token source, for a server that wants a bearer token.
     bearer: Option<Arc<Bearer>>,
+    /// Where the server's questions and progress go.
+    inbound: Arc<Inbound>,
 }
 
 impl HttpLink {
-    pub fn new(url: &str, hosts: &[String], tls: Arc<Tls>, answer_bytes_max: usize) -> Result<Self, String> {
+    pub fn new(
+        url: &str,
+        hosts: &[String],
+        tls: Arc<Tls>,
+        answer_bytes_max: usize,
+        inbound: Arc<Inbound>,
+    ) -> Result<Self, String> {
         let target = Target::parse(url, hosts)?;
         Ok(HttpLink {
             url: url.to_string(),
@@ -56,6 +65,7 @@ impl HttpLink {
             alive: AtomicBool::new(true),
             answer_bytes_max,
             bearer: None,
+            inbound,
         })
     }
 
@@ -76,6 +86,7 @@ impl HttpLink {
             alive: AtomicBool::new(true),
             answer_bytes_max: self.answer_bytes_max,
             bearer: self.bearer.clone(),
+            inbound: Arc::clone(&self.inbound),
         }
     }
 
@@ -236,8 +247,22 @@ impl HttpLink {
             let msg = serde_json::from_str(&body.text).map_err(|e| wire::lost(format!("answer is not JSON: {e}")))?;
             return Ok((Answer::Message(msg), Vec::new()));
         }
-        let mut stream = Stream::new(id, self.answer_bytes_max);
-        conn.body(&head, &mut stream).await?;
+        // A question the server puts in the stream is answered at once
+        // (it waits for the reply before it answers us); the rest after.
+        let (replies, mut to_send) = tokio::sync::mpsc::unbounded_channel();
+        let mut stream = Stream::new(id, self.answer_bytes_max, Arc::clone(&self.inbound), replies);
+        {
+            let read = conn.body(&head, &mut stream);
+            tokio::pin!(read);
+            loop {
+                tokio::select! {
+                    r = &mut read => break r?,
+                    Some(reply) = to_send.recv() => {
+                        let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
+                    }
+                }
+            }
+        }
         match stream.answer {
             Some(a) => Ok((a, stream.server_requests)),
             None => Err(wire::lost("the event stream ended without the answer".into())),
@@ -315,11 +340,32 @@ struct Stream {
     parser: SseParser,
     answer: Option<Answer>,
     server_requests: Vec<Value>,
+    /// The server's requests met in the stream, answered at once or after.
+    requests_seen: usize,
+    inbound: Arc<Inbound>,
+    /// Replies to send while the stream is still read.
+    replies: tokio::sync::mpsc::UnboundedSender<Value>,
 }
 
+/// Bound on the server's requests answered within one stream.
+const STREAM_REQUESTS_MAX: usize = 16;
+
 impl Stream {
-    fn new(id: u64, bytes_max: usize) -> Self {
-        Stream { id, parser: SseParser::new(bytes_max), answer: None, server_requests: Vec::new() }
+    fn new(
+        id: u64,
+        bytes_max: usize,
+        inbound: Arc<Inbound>,
+        replies: tokio::sync::mpsc::UnboundedSender<Value>,
+    ) -> Self {
+        Stream {
+            id,
+            parser: SseParser::new(bytes_max),
+            answer: None,
+            server_requests: Vec::new(),
+            requests_seen: 0,
+            inbound,
+            replies,
+        }
     }
 }
 
@@ -341,7 +387,16 @@ impl BodySink for Stream {
                     self.answer = Some(Answer::Message(msg));
                     return Flow::Done;
                 }
-                Kind::ServerRequest if self.server_requests.len() < 16 => self.server_requests.push(msg),
+                Kind::ServerRequest if self.requests_seen < STREAM_REQUESTS_MAX => {
+                    self.requests_seen += 1;
+                    match self.inbound.request(&msg) {
+                        Some(reply) => {
+                            let _ = self.replies.send(reply);
+                        }
+                        None => self.server_requests.push(msg),
+                    }
+                }
+                Kind::Notification => self.inbound.notification(&msg),
                 _ => {}
             }
         }

@@ -13,7 +13,7 @@ use super::tests::{env, go, go_until_handle, receipt, Env};
 use super::*;
 use crate::{LostReason, Progress, Receipt};
 
-fn received(path: &Path) -> Vec<Value> {
+pub(super) fn received(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -27,11 +27,11 @@ fn methods(path: &Path) -> Vec<String> {
 }
 
 impl Env {
-    fn received(&self) -> PathBuf {
+    pub(super) fn received(&self) -> PathBuf {
         self.dir.path().join("received.jsonl")
     }
 
-    fn modern(&self, flags: &[&str]) -> McpProvider {
+    pub(super) fn modern(&self, flags: &[&str]) -> McpProvider {
         let received = self.received();
         let mut all = vec!["--era", "modern", "--received", received.to_str().unwrap()];
         all.extend_from_slice(flags);
@@ -124,13 +124,13 @@ async fn the_tasks_extension_polls_tasks_get_for_the_result_and_resumes_by_handl
 }
 
 /// `fixtures/mcp/http_server.py` on a loopback port; killed on drop.
-struct HttpFixture {
+pub(super) struct HttpFixture {
     child: std::process::Child,
-    url: String,
+    pub url: String,
 }
 
 impl HttpFixture {
-    fn start(e: &Env, flags: &[&str]) -> HttpFixture {
+    pub(super) fn start(e: &Env, flags: &[&str]) -> HttpFixture {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp/http_server.py");
         let port_file = e.dir.path().join("port");
         let child = std::process::Command::new("python3")

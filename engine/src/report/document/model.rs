@@ -300,7 +300,7 @@ pub struct ApprovalLine {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Waiting {
-    /// `settle`, `approve`, `retry` (settled not_run), `failed`, `in_doubt`.
+    /// `settle`, `approve`, `answer`, `retry` (settled not_run), `failed`, `in_doubt`.
     pub kind: String,
     pub task_ref: String,
     pub operation_id: Option<String>,

@@ -479,7 +479,11 @@ fn waiting_list(
             let commands = crate::commands::advice::of_task(l, g, &place, &t.row)?.commands();
             per_task.extend(waiting::of_task(&t.report, number, t.awaiting_op.as_deref(), commands));
         }
-        for kind in ["approve", "retry", "failed"] {
+        // What a task's MCP server asked a person, with the answer's command.
+        for t in tasks.iter().filter(|t| t.row.state == crate::state::TaskState::AwaitingInput) {
+            per_task.extend(waiting::answer(&t.row.task_ref, &t.row.detail));
+        }
+        for kind in ["approve", "answer", "retry", "failed"] {
             out.extend(per_task.iter().filter(|w| w.kind == kind).cloned());
         }
     }

@@ -18,6 +18,22 @@ pub fn settle(task_ref: &str, op: &str, try_no: i64, reason: Option<&str>) -> Wa
     }
 }
 
+/// A task whose MCP server asked a person (`awaiting_input`): the
+/// question in words (every word of the server's escaped) and the
+/// command that answers it.
+pub fn answer(task_ref: &str, detail: &serde_json::Value) -> Option<Waiting> {
+    let a = crate::run::AwaitingInput::of(task_ref, detail)?;
+    let words: Vec<String> = a.questions.iter().flat_map(crate::report::question::lines).collect();
+    Some(Waiting {
+        kind: "answer".into(),
+        task_ref: task_ref.into(),
+        operation_id: Some(a.operation_id.to_string()),
+        try_no: None,
+        why: format!("awaiting_input: its MCP server asks a person: {}", words.join("; ")),
+        commands: vec![a.answer_with],
+    })
+}
+
 /// An attempt left between intent and receipt.
 pub fn in_doubt(task_ref: &str, op: &str, try_no: i64, state: &str) -> Waiting {
     Waiting {

@@ -322,6 +322,8 @@ pub struct Sending {
     pub operation_id: OperationId,
     pub try_no: i64,
     pub repair: Option<Repair>,
+    /// A person's answers to what the task's server asked, carried by the call.
+    pub answers: Option<Box<serde_json::Value>>,
 }
 
 /// An attempt's validations and the goal's constraint checks, to run.
@@ -369,11 +371,32 @@ pub enum StopWait {
 /// What the person watching is told.
 #[derive(Debug, Clone)]
 pub enum Say {
-    Began { total: usize, complete: usize },
+    Began {
+        total: usize,
+        complete: usize,
+    },
     Validating(String),
-    Accepting { checks: usize },
-    Stopping { signal: StopSignal, in_flight: usize, groups: usize, grace: Duration },
-    Killing { groups: usize, by_signal: bool },
+    Accepting {
+        checks: usize,
+    },
+    Stopping {
+        signal: StopSignal,
+        in_flight: usize,
+        groups: usize,
+        grace: Duration,
+    },
+    Killing {
+        groups: usize,
+        by_signal: bool,
+    },
+    /// A provider's word on its progress (bounded by the provider; escaped
+    /// when shown).
+    Note {
+        task_ref: String,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
 }
 
 /// What the run ends on, for its verdict and report.

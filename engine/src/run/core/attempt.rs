@@ -87,6 +87,10 @@ impl Run<'_> {
                 self.note_unknown(&attempt, reason, AttemptState::ReceiptRecorded);
                 Ok(Next::Done)
             }
+            Verdict::AwaitingInput => {
+                self.states.insert(task.task_ref.clone(), TaskState::AwaitingInput);
+                Ok(Next::Done)
+            }
             Verdict::Failed => {
                 self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);

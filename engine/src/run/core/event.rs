@@ -101,6 +101,9 @@ pub enum Verdict {
     Succeeded,
     Unknown(Box<AttemptRecord>),
     Failed,
+    /// The provider's answer is a question for a person: the task waits
+    /// `awaiting_input` (no failure, no class).
+    AwaitingInput,
 }
 
 /// Facts read for a decision.

@@ -127,6 +127,7 @@ impl Run<'_> {
                 Handling::Dispatched { may_wait: self.dispatch_may_wait(*attempt_id) }
             }
             Msg::Progress { progress: Progress::Handle { .. }, .. } => Handling::Handle,
+            Msg::Progress { progress: Progress::Note(_), .. } => Handling::Note,
             Msg::Finished { attempt_id, outcome, level } => {
                 let flight = self.in_flight.get(attempt_id);
                 let stopped = level.end().is_some() || flight.is_some_and(|f| f.cancel_asked);

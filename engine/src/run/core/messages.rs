@@ -16,6 +16,15 @@ use crate::ids::AttemptId;
 use crate::plan::Task;
 use crate::store::Durability;
 
+/// The progress events one attempt records at most.
+pub const PROGRESS_EVENTS_MAX: u32 = 8;
+
+/// Is the `seen`-th note of an attempt recorded? The 1st, 2nd, 4th, …
+/// up to the `PROGRESS_EVENTS_MAX`-th power of two.
+pub fn records_note(seen: u64) -> bool {
+    seen.is_power_of_two() && seen.trailing_zeros() < PROGRESS_EVENTS_MAX
+}
+
 impl Run<'_> {
     /// Handle one message of a call in flight, in the open group or on
     /// its own (`group_for`); a task that left the flight completes in the
@@ -58,6 +67,7 @@ impl Run<'_> {
                 // asks about after a crash, and what a person's stop cancels.
                 self.record_handle(attempt_id, &handle, &detail).await?;
             }
+            Msg::Progress { attempt_id, progress: Progress::Note(note) } => self.note(attempt_id, note).await?,
             Msg::Finished { attempt_id, outcome, level } => {
                 self.io.crashpoint("after_receipt").await;
                 let flight = self.flight(attempt_id)?;
@@ -104,6 +114,25 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A provider's word on its progress: shown on the task's line; and
+    /// recorded as an event for the 1st, 2nd, 4th, 8th … note of the
+    /// attempt, at most `PROGRESS_EVENTS_MAX` of them (the provider already
+    /// spaces its notes in time), so a chatty server cannot fill the log.
+    async fn note(&mut self, attempt_id: AttemptId, note: providers::Note) -> Result<()> {
+        let Some(f) = self.in_flight.get_mut(&attempt_id) else { return Ok(()) };
+        f.notes_seen += 1;
+        let (seen, task_ref) = (f.notes_seen, f.task_ref.clone());
+        let providers::Note { progress, total, message } = note;
+        if records_note(seen) {
+            let data = serde_json::json!({"note": seen, "progress": progress, "total": total, "message": message,
+                                          "authority": "provider"});
+            let kind = crate::store::events::EventKind::ProviderProgress;
+            self.write_event(Durability::Normal, kind, Some(&task_ref), Some(attempt_id), data).await?;
+        }
+        self.io.say(super::action::Say::Note { task_ref, progress, total, message }).await;
+        Ok(())
+    }
+
     /// The call's outcome, recorded: nothing handed over (a failure that
     /// does not count against the budgets), an answer lost (looked at), or
     /// the provider's answer.
@@ -124,5 +153,17 @@ impl Run<'_> {
                 self.received(attempt_id, task, receipt, None, protected).await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_events_are_bounded_and_spread() {
+        let recorded: Vec<u64> = (1..=1_000_000).filter(|&n| records_note(n)).collect();
+        assert_eq!(recorded, vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert!(!records_note(0));
     }
 }

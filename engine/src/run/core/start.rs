@@ -24,6 +24,12 @@ pub(super) fn stops_new_work(e: &Error) -> bool {
     matches!(e.code, Code::PlanChanged | Code::OperationConflict | Code::StoreTampered)
 }
 
+/// A task that calls an MCP tool.
+#[cfg(feature = "sim")]
+fn calls_a_tool(task: &crate::plan::Task) -> bool {
+    task.action.get("tool").is_some()
+}
+
 impl Run<'_> {
     /// Decide and, if the gate allows, commit the intent and hold the call
     /// for the commit.
@@ -36,9 +42,13 @@ impl Run<'_> {
             .tasks
             .get(task_ref)
             .ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
-        let (operation_id, request_digest) = match &repair {
-            Some(rep) => (rep.operation_id.clone(), rep.request_digest.clone()),
-            None => (digests.operation_id.clone(), digests.request.clone()),
+        // A person's answer to the task's server is its own request, as a
+        // repair is (a repair comes first: it answers a failure, not a question).
+        let answering = self.asked.answers.get(task_ref).filter(|_| repair.is_none()).cloned();
+        let (operation_id, request_digest) = match (&repair, &answering) {
+            (Some(rep), _) => (rep.operation_id.clone(), rep.request_digest.clone()),
+            (None, Some(a)) => (a.operation_id.clone(), a.request_digest.clone()),
+            (None, None) => (digests.operation_id.clone(), digests.request.clone()),
         };
         let retry = self.asked.retry.contains(&operation_id);
         // Upstream outputs first: they are among the inputs observed next.
@@ -49,9 +59,12 @@ impl Run<'_> {
             true => self.io.baseline(task_ref).await?,
             false => None,
         };
-        let request = match &repair {
-            Some(rep) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
-            None => json!({ "provider": task.provider, "action": task.action }),
+        let request = match (&repair, &answering) {
+            (Some(rep), _) => {
+                json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction })
+            }
+            (None, Some(a)) => json!({ "provider": task.provider, "action": task.action, "answers": a.answers }),
+            (None, None) => json!({ "provider": task.provider, "action": task.action }),
         };
         let kind = match (&repair, retry) {
             (Some(_), _) => AttemptKind::Repair,
@@ -89,8 +102,21 @@ impl Run<'_> {
             }
             Err(e) => return Err(e),
         };
-        let sending =
-            Sending { attempt_id: AttemptId(0), task_ref: task_ref.to_string(), operation_id, try_no: 0, repair };
+        #[allow(unused_mut)]
+        let mut answers = answering.map(|a| Box::new(a.answers));
+        #[cfg(feature = "sim")]
+        if crate::failpoint::fault(crate::failpoint::Fault::AnswerOnItsOwn) && answers.is_none() && calls_a_tool(task) {
+            // Planted fault: the engine makes up a person's answer.
+            answers = Some(Box::new(json!({"responses": [], "made_up_by": "the engine"})));
+        }
+        let sending = Sending {
+            attempt_id: AttemptId(0),
+            task_ref: task_ref.to_string(),
+            operation_id,
+            try_no: 0,
+            repair,
+            answers,
+        };
         match applied {
             Applied::Go { intent, try_no } => {
                 self.dispatch(Sending { try_no, ..sending }, intent, protected);

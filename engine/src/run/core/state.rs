@@ -52,6 +52,8 @@ pub(super) struct Flight {
     pub processless: bool,
     /// The provider answered; its validations run.
     pub validating: bool,
+    /// The provider's progress notes seen so far (`messages::note`).
+    pub notes_seen: u64,
 }
 
 impl Flight {
@@ -66,6 +68,7 @@ impl Flight {
             cancel_asked: false,
             processless: false,
             validating: false,
+            notes_seen: 0,
         }
     }
 }

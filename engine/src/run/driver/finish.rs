@@ -10,7 +10,9 @@ use crate::decide::verdict::{self, Verdict};
 use crate::error::Result;
 use crate::ids::OperationId;
 use crate::run::core::Closing;
-use crate::run::report::{AcceptanceLine, Awaiting, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp};
+use crate::run::report::{
+    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp,
+};
 use crate::state::{AttemptState, TaskState};
 use crate::store::events::{Event, EventKind};
 use crate::store::evidence::CheckScope;
@@ -179,6 +181,7 @@ impl Closer<'_, '_> {
             })
             .collect();
         drop(read);
+        let awaiting_input = self.awaiting_input(&tasks)?;
         Ok(RunReport {
             goal_id: self.scope.goal_id.clone(),
             revision: self.scope.revision,
@@ -193,6 +196,7 @@ impl Closer<'_, '_> {
             budget: None,
             way_out: None,
             awaiting_approval: awaiting,
+            awaiting_input,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
             acceptance_checks: self.acceptance_checks(),
@@ -202,6 +206,19 @@ impl Closer<'_, '_> {
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
         })
+    }
+
+    /// The tasks waiting on a person's answer, with the question each
+    /// holds (from its detail, written with the receipt).
+    fn awaiting_input(&self, tasks: &[TaskLine]) -> Result<Vec<AwaitingInput>> {
+        let read = self.ledger.read();
+        let mut out = Vec::new();
+        for t in tasks.iter().filter(|t| t.state == TaskState::AwaitingInput) {
+            if let Some(row) = read.task(&self.scope.goal_id, self.scope.revision, &t.task_ref)? {
+                out.extend(AwaitingInput::of(&t.task_ref, &row.detail));
+            }
+        }
+        Ok(out)
     }
 
     /// The goal's constraints that are plain statements.
@@ -230,6 +247,7 @@ impl Closer<'_, '_> {
         let failed: Vec<String> =
             tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.c.awaiting);
+        let awaiting_input = self.awaiting_input(&tasks)?;
         let not_run = self.ledger.read().latest_attempts_in_state(
             &self.scope.goal_id,
             self.scope.revision,
@@ -251,6 +269,7 @@ impl Closer<'_, '_> {
             settled_not_run: unretried,
             awaiting_approval: awaiting.len(),
             approval_stale: awaiting.iter().any(|a| a.stale),
+            awaiting_input: awaiting_input.len(),
             budget_exhausted: self.c.budget.is_some(),
             failed_tasks: failed.len(),
             constraints_violated: self.c.tally.goal_checks.values().filter(|passed| !**passed).count(),
@@ -262,6 +281,7 @@ impl Closer<'_, '_> {
             "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "awaiting_input": awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
             "budget": self.c.budget,
         });
         let (goal_id, revision) = (self.scope.goal_id.clone(), self.scope.revision);
@@ -289,6 +309,7 @@ impl Closer<'_, '_> {
             budget: self.c.budget.clone(),
             way_out: self.way_out()?,
             awaiting_approval: awaiting,
+            awaiting_input,
             settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
             acceptance_checks: self.acceptance_checks(),

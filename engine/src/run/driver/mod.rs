@@ -12,6 +12,7 @@ mod finish;
 mod gate;
 mod inputs;
 mod ledger;
+mod question;
 mod read_first;
 mod reads;
 mod receipt;
@@ -295,6 +296,9 @@ impl Driver<'_, '_> {
                 Update::Stopping { signal: *signal, in_flight: *in_flight, groups: *groups, grace: *grace }
             }
             Say::Killing { groups, by_signal } => Update::Killing { groups: *groups, by_signal: *by_signal },
+            Say::Note { task_ref, progress, total, message } => {
+                Update::Note { task_ref, progress: *progress, total: *total, message: message.as_deref() }
+            }
         };
         self.world.say(&update);
     }

@@ -54,6 +54,11 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
     let recorded = insert_all(tx, goal_id, revision, attempt_id, answer.evidence)?;
     let e = Event::goal(EventKind::ReceiptRecorded, goal_id, revision, answer.receipt);
     tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
+    if let Receipt::Mcp(McpReceipt { input: Some(ask), .. }) = &r.receipt {
+        // A question for a person: neither a success nor a failure.
+        super::question::asked(tx, scope, (attempt_id, task_ref), ask)?;
+        return Ok((Verdict::AwaitingInput, spent));
+    }
     Ok((judged(tx, scope, r, answer.ok, recorded)?, spent))
 }
 
@@ -517,6 +522,10 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     if let Some(message) = &r.output_invalid {
         receipt["output_invalid"] = json!(message);
         list.push(Evidence::ProviderOutputInvalid { message: message.clone() });
+    }
+    if let Some(ask) = &r.input {
+        // The server's question, as it asked it (shown escaped).
+        receipt["input"] = json!(ask);
     }
     let ok = r.tool_error.is_none() && r.output_invalid.is_none();
     Ok(Answer { ok, evidence: list, claim: None, receipt })

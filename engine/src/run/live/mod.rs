@@ -155,6 +155,10 @@ impl World for Live<'_> {
         let Some(provider) = self.providers.get(&task.provider).cloned() else { return };
         let mut call = self.call_for(task, &s.operation_id, s.try_no as u32, s.repair.as_ref());
         call.traceparent = traceparent.map(str::to_owned);
+        if let Some(answers) = &s.answers {
+            // A person's answers (`engine answer`), read by the MCP provider.
+            call.request["answers"] = (**answers).clone();
+        }
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
             let forward = |progress| {

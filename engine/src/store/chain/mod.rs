@@ -40,6 +40,8 @@ pub enum EntryKind {
     ApprovalSpent,
     /// An approval voided by a call that did not need it.
     ApprovalVoided,
+    /// A person's answer to what an MCP server asked (`engine answer`).
+    Answer,
 }
 
 impl EntryKind {
@@ -51,6 +53,7 @@ impl EntryKind {
         EntryKind::Revise,
         EntryKind::ApprovalSpent,
         EntryKind::ApprovalVoided,
+        EntryKind::Answer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +63,7 @@ impl EntryKind {
             EntryKind::Retry => "retry",
             EntryKind::Repair => "repair",
             EntryKind::Revise => "revise",
+            EntryKind::Answer => "answer",
             EntryKind::ApprovalSpent => "approval_spent",
             EntryKind::ApprovalVoided => "approval_voided",
         }
@@ -74,7 +78,7 @@ impl EntryKind {
         match self {
             EntryKind::Approval | EntryKind::ApprovalSpent | EntryKind::ApprovalVoided => "approvals",
             EntryKind::Settlement => "settlements",
-            EntryKind::Retry | EntryKind::Repair | EntryKind::Revise => "person_requests",
+            EntryKind::Retry | EntryKind::Repair | EntryKind::Revise | EntryKind::Answer => "person_requests",
         }
     }
 }
@@ -177,6 +181,7 @@ pub fn ask_kind(kind: super::acts::AskKind) -> EntryKind {
         super::acts::AskKind::Retry => EntryKind::Retry,
         super::acts::AskKind::Repair => EntryKind::Repair,
         super::acts::AskKind::Revise => EntryKind::Revise,
+        super::acts::AskKind::Answer => EntryKind::Answer,
     }
 }
 

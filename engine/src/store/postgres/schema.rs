@@ -16,7 +16,7 @@ use super::client::{p, Conn};
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
@@ -368,6 +368,24 @@ ALTER TABLE outputs ADD CONSTRAINT outputs_path_check CHECK (length(path) > 0);
 const MIGRATION_5: &str = r#"
 ALTER TABLE approvals ADD COLUMN cost_micros BIGINT CHECK (cost_micros IS NULL OR cost_micros >= 0);
 ALTER TABLE attempts ADD COLUMN spent_micros BIGINT NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
+"#;
+
+/// Schema 6: SQLite's schema 14 (issue 27): the attempt state
+/// `input_asked`, the task state `awaiting_input`, and a person's answer
+/// (`answer`) among the person's requests and on the act chain.
+const MIGRATION_6: &str = r#"
+ALTER TABLE attempts DROP CONSTRAINT attempts_state_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_state_check
+    CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned','cancelled','input_asked'));
+ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
+ALTER TABLE tasks ADD CONSTRAINT tasks_state_check
+    CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval','cancelled','awaiting_input'));
+ALTER TABLE person_requests DROP CONSTRAINT person_requests_kind_check;
+ALTER TABLE person_requests ADD CONSTRAINT person_requests_kind_check
+    CHECK (kind IN ('retry','repair','revise','answer'));
+ALTER TABLE act_chain DROP CONSTRAINT act_chain_kind_check;
+ALTER TABLE act_chain ADD CONSTRAINT act_chain_kind_check
+    CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided','answer'));
 "#;
 
 /// The schema version of the database, `None` when the engine never made

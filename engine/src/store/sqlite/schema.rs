@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_11,
     MIGRATION_12,
     MIGRATION_13,
+    MIGRATION_14,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -527,6 +528,45 @@ CREATE INDEX events_revision_recorded ON events (goal_id, seq) WHERE kind = 'rev
 const MIGRATION_13: &str = r#"
 ALTER TABLE approvals ADD COLUMN cost_micros INTEGER CHECK (cost_micros IS NULL OR cost_micros >= 0);
 ALTER TABLE attempts ADD COLUMN spent_micros INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
+"#;
+
+/// Schema 14: input a server asks a person for (issue 27).
+/// - The attempt state `input_asked` (the provider's answer was a question
+///   for a person) and the task state `awaiting_input`.
+/// - A person's answer (`engine answer`) as a person's request of kind
+///   `answer`, on the act chain.
+///
+/// Edited in place as migrations 5 and 9 were (no stored row changes); an
+/// unexpected definition fails the migration, which rolls back whole.
+const MIGRATION_14: &str = r#"
+SELECT CASE WHEN instr(sql, 'state = ''abandoned'' OR state = ''cancelled'')') > 0 THEN 1
+            ELSE json('migration 14: the attempts state CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'attempts';
+SELECT CASE WHEN instr(sql, 'state = ''awaiting_approval'' OR state = ''cancelled'')') > 0 THEN 1
+            ELSE json('migration 14: the tasks state CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'tasks';
+SELECT CASE WHEN instr(sql, 'kind IN (''retry'',''repair'',''revise'')') > 0 THEN 1
+            ELSE json('migration 14: the person_requests kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'person_requests';
+SELECT CASE WHEN instr(sql, '''approval_spent'',''approval_voided'')') > 0 THEN 1
+            ELSE json('migration 14: the act_chain kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'act_chain';
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master
+   SET sql = replace(sql, 'state = ''abandoned'' OR state = ''cancelled'')', 'state = ''abandoned'' OR state = ''cancelled'' OR state = ''input_asked'')')
+ WHERE type = 'table' AND name = 'attempts';
+UPDATE sqlite_master
+   SET sql = replace(sql, 'state = ''awaiting_approval'' OR state = ''cancelled'')', 'state = ''awaiting_approval'' OR state = ''cancelled'' OR state = ''awaiting_input'')')
+ WHERE type = 'table' AND name = 'tasks';
+UPDATE sqlite_master
+   SET sql = replace(sql, 'kind IN (''retry'',''repair'',''revise'')', 'kind IN (''retry'',''repair'',''revise'',''answer'')')
+ WHERE type = 'table' AND name = 'person_requests';
+UPDATE sqlite_master
+   SET sql = replace(sql, '''approval_spent'',''approval_voided'')', '''approval_spent'',''approval_voided'',''answer'')')
+ WHERE type = 'table' AND name = 'act_chain';
+PRAGMA writable_schema = RESET;
+CREATE VIEW migration_14_schema_cookie AS SELECT 1;
+DROP VIEW migration_14_schema_cookie;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
