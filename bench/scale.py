@@ -7,7 +7,7 @@ noop tasks checked and run at 10,000, 100,000 and 1,000,000 tasks."""
 import os
 import shutil
 
-from common import Failed, Scratch, log, run_ok, summary, tail, store_of, satisfied_in
+from common import Failed, Scratch, log, run_ok, summary, tail, store_of, satisfied_in, unlimited_stack
 from plans import write_ninja, write_plan
 from reuse_noop import ledger_counts
 
@@ -28,7 +28,7 @@ def bench_check(args, shape, n, repeats, plans_dir):
         with Scratch(args.tmpdir) as ws:
             shutil.copy(src, os.path.join(ws, "plan.json"))
             wall, rss, cpu = run_ok([args.engine, "check", "plan.json"], ws, os.path.join(ws, "out"),
-                                    f"engine check {shape} N={n}")
+                                    f"engine check {shape} N={n}", preexec=unlimited_stack)
             if set(os.listdir(ws)) != {"plan.json", "out"}:
                 raise Failed(f"engine check wrote into the workspace: {sorted(os.listdir(ws))}")
         for key, v in (("wall_s", wall), ("rss_kb", rss), ("cpu_s", cpu)):
@@ -38,7 +38,7 @@ def bench_check(args, shape, n, repeats, plans_dir):
             with Scratch(args.tmpdir) as ws:
                 shutil.copy(nsrc, os.path.join(ws, "build.ninja"))
                 nwall, nrss, ncpu = run_ok([ninja, "-n", "-j", "1", "--quiet"], ws, os.path.join(ws, "out"),
-                                           f"ninja -n {shape} N={n}")
+                                           f"ninja -n {shape} N={n}", preexec=unlimited_stack)
             for key, v in (("wall_s", nwall), ("rss_kb", nrss), ("cpu_s", ncpu)):
                 nin[key].append(v)
             line += f"; ninja -n {nwall:6.2f}s  {nrss / 1024:7.1f} MiB"

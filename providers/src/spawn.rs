@@ -1029,6 +1029,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_child_runs_in_its_cgroup_started_there_or_moving_in() {
+        let dir = std::env::current_dir().unwrap();
+        let none = Sandbox::disabled();
+        let argv = strings(&["cat", "/proc/self/cgroup"]);
+        // The classic path (the child's own write to `cgroup.procs`), then
+        // `clone3(CLONE_INTO_CGROUP)` where the kernel has it.
+        for classic in [true, false] {
+            clone3::force_classic(classic);
+            let child = spawn(spec(&argv, &dir, &none)).unwrap();
+            let Some(cg) = child.cgroup().map(Path::to_path_buf) else {
+                eprintln!("no cgroup can be made here ({:?}): nothing to check", cgroup::refused());
+                clone3::force_classic(false);
+                return;
+            };
+            let (status, out, err) = output(child).await;
+            assert!(status.success(), "{err}");
+            let own = out.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line");
+            let name = cg.file_name().unwrap().to_str().unwrap();
+            assert!(own.ends_with(&format!("/{name}")), "classic {classic}: the child ran in {own}, not in {name}");
+            assert!(!cg.exists(), "its cgroup is removed once it exited and was waited for");
+        }
+        if !clone3::usable() {
+            eprintln!("this kernel refused clone3(CLONE_INTO_CGROUP): both rounds took the classic path");
+        }
+    }
+
+    #[tokio::test]
     async fn a_dropped_child_is_reaped_later() {
         let pid = sh("exit 0").id();
         let start = std::time::Instant::now();

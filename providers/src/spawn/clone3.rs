@@ -54,6 +54,13 @@ pub(super) fn usable() -> bool {
     !UNSUPPORTED.load(Ordering::Relaxed)
 }
 
+/// Use the classic path (`true`) or `clone3` where it works (`false`), for
+/// the next children: the tests try both.
+#[cfg(test)]
+pub(super) fn force_classic(classic: bool) {
+    UNSUPPORTED.store(classic || !cfg!(target_arch = "x86_64"), Ordering::Relaxed);
+}
+
 /// A `clone3` that failed: the next child is started the classic way (this
 /// one too: the classic path then names the step the kernel refuses). An
 /// error that says the kernel lacks the call or the flag is never tried
