@@ -306,7 +306,12 @@ def markdown(res):
     if res.get("dag"):
         parts.append("## (c) Process DAG\n\nN tasks that each exec `true`; chain one at a time, fan-out "
                      f"(one root, N−1 leaves) with --jobs {res['args']['jobs']}; bare = a spawn loop in the "
-                     "benchmark's own process.\n\n" + dag_table(res))
+                     "benchmark's own process. One exec per task on every side: the engine execs `true`, make "
+                     "execs `true` without a shell, ninja's `command = true` execs `/bin/sh`, which runs `true` "
+                     "as a builtin. `engine` runs in its default sandbox (what a user gets), `engine-unconfined` "
+                     "with `\"sandbox\": \"none\"`: the target is judged on the latter, like for like (make "
+                     "and ninja confine nothing). Ratios: the median of the repeats' ratios (the tools alternate "
+                     "within a repeat).\n\n" + dag_table(res))
     if res.get("noop"):
         parts.append("## (d) No-op re-run\n\nEvery tool rebuilt once; then each re-run finds nothing to do.\n\n"
                      + noop_table(res))
