@@ -11,12 +11,15 @@ Workloads (method and figures in bench/README.md):
                      tasks, DBOS @DBOS.step calls, LangGraph nodes with
                      SqliteSaver; per step = (wall at N+1 - wall at 1) / N
   (b) disk floor     write + fsync, and a one-row SQLite WAL+FULL commit
-  (c) process DAG    N tasks that exec `true`, chain and fan-out: engine,
-                     bare spawn loop, make, ninja
+  (c) process DAG    N tasks that exec `true` once, chain and fan-out: the
+                     engine (default sandbox and "sandbox": "none"), bare
+                     spawn loop, make, ninja (`command = true`: one exec)
   (d) no-op re-run   1,000 tasks x 10 inputs unchanged: engine, make, ninja
                      (and `dvc repro` of 100 stages)
-  (e) scale          `engine check` of 100,000 tasks; `engine run` of
-                     100,000 tasks and its no-op re-run
+  (e) scale          `engine check` of 100,000 tasks beside `ninja -n`;
+                     `engine run` of 100,000 tasks and its no-op re-run
+  (f) growth         a fan-out of builtin noop tasks checked and run at
+                     10,000, 100,000 and 1,000,000 tasks (--growth-sizes)
 
 Writes the figures as JSON and a Markdown table (bench/results.json and
 bench/results.md; with --quick, bench/results-quick.*), and prints the table.
@@ -39,7 +42,7 @@ import tables
 from common import Failed, loadavg, log, sh, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ALL_WORKLOADS = ("durable", "floor", "dag", "noop", "scale")
+ALL_WORKLOADS = ("durable", "floor", "dag", "noop", "scale", "growth")
 
 
 # ---------------------------------------------------------------- the tools
@@ -163,6 +166,14 @@ def run_workloads(args, env, res):
             res["noop"] = bench_noop(args, env)
         if "scale" in args.workloads:
             res["scale"] = bench_scale(args, res, plans_dir)
+        if "growth" in args.workloads:
+            res["growth"] = []
+            for n in args.growth_sizes:
+                log(f"(f) growth: builtin fan-out of {n:,} tasks, checked and run")
+                if not res["builtin"]["supported"]:
+                    res["growth"].append({"n": n, "skipped": durable.BUILTIN_MISSING})
+                    continue
+                res["growth"].append(scale.bench_growth(args, n, plans_dir))
     finally:
         shutil.rmtree(plans_dir, ignore_errors=True)
 
@@ -196,6 +207,9 @@ def bench_scale(args, res, plans_dir):
         log(f"(e) scale: engine check, {shape}, N={n}, {check_repeats} repeats")
         out["check"].append(scale.bench_check(args, shape, n, check_repeats, plans_dir))
     rerun_repeats = 1 if args.quick else 3
+    if not args.scale_run:
+        out["run"] = {"skipped": "--no-scale-run"}
+        return out
     if res["builtin"]["supported"]:
         provider, note = "builtin", None
     elif args.quick:
@@ -237,6 +251,11 @@ def parse_args():
                          "in a chain a step's receipt shares its commit with the next step's intent (group commit)")
     ap.add_argument("--dag-sizes", type=ints, default=[1000], help="N of the process DAGs (default 1000)")
     ap.add_argument("--scale-size", type=int, default=100_000, help="tasks of the scale plans (default 100,000)")
+    ap.add_argument("--scale-run", action=argparse.BooleanOptionalAction, default=True,
+                    help="with scale: also run the 100,000-task plan and its no-op re-runs (default yes; "
+                         "--no-scale-run: the checks beside `ninja -n` only)")
+    ap.add_argument("--growth-sizes", type=ints, default=[10_000, 100_000, 1_000_000],
+                    help="tasks of the growth fan-outs (default 10000,100000,1000000)")
     ap.add_argument("--repeats", type=int, help="repeats of every timed figure (default 5 at N <= 1,000 and 3 above; "
                                                 "7 no-op re-runs; --quick 3)")
     ap.add_argument("--check-repeats", type=int, help="repeats of each 100,000-task check (default 5; --quick 1)")

@@ -6,10 +6,17 @@ import json
 import random
 
 # The provider and action of a task, by the name the results use.
-#   command: one process per task, `true` (the process-DAG workload)
+#   command: one process per task, `true`, in the default sandbox (Landlock,
+#            the run's network and mount namespaces, a cgroup per process,
+#            the minimal environment): what a user gets
+#   command-unconfined: the same with `"sandbox": "none"` (no Landlock, no
+#            namespaces; still a cgroup per process and the minimal
+#            environment): like for like with make and ninja, which confine
+#            nothing
 #   builtin: no process; the engine's own bookkeeping only (durable step)
 PROVIDERS = {
     "command": ({"kind": "command"}, {"run": ["true"]}),
+    "command-unconfined": ({"kind": "command", "sandbox": "none"}, {"run": ["true"]}),
     "builtin": ({"kind": "builtin"}, {"op": "noop"}),
 }
 
@@ -76,11 +83,13 @@ def write_makefile(path, shape, n):
 def write_ninja(path, shape, n):
     """Targets t0..t(N-1) that are never written, so each runs once, in
     dependency order (implicit dependencies). ninja always starts a command
-    as `/bin/sh -c`; `exec true` makes that shell replace itself with `true`,
-    so each target is one process that execs `true`, as with make."""
+    as `/bin/sh -c`; `command = true` is one exec per target, like the
+    engine's and make's: the shell (dash here) is the one process ninja
+    execs, and it runs `true` as a builtin. (`exec true` would exec twice:
+    the shell, then /usr/bin/true.)"""
     deps = deps_of(shape, n)
     with open(path, "w") as f:
-        f.write("rule t\n  command = exec true\n\n")
+        f.write("rule t\n  command = true\n\n")
         for i, ds in enumerate(deps):
             implicit = (" | " + " ".join(f"t{d}" for d in ds)) if ds else ""
             f.write(f"build t{i}: t{implicit}\n")

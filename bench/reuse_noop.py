@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from common import drop_store, run_child, store_of, satisfied_in
+from common import drop_store, run_child, store_of, satisfied_in, summary
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -148,6 +148,9 @@ def measure(root, tools, repeats, log=lambda m: None):
     med = {name: statistics.median(v) for name, v in noop.items()}
     return {"first_run_s": first, "noop_median_s": med, "noop_all_s": noop, "noop_rss_kb": rss,
             "ratio_engine_over": {name: med["engine"] / med[name] for name in med if name != "engine"},
+            # Repeat by repeat (the tools alternate within each): the target's figure.
+            "pair_ratio_over": {name: summary([e / o for e, o in zip(noop["engine"], noop[name])])
+                                for name in noop if name != "engine"},
             "engine_attempts_after_all_runs": attempts, "engine_completion_stale_events": stale}
 
 

@@ -14,15 +14,18 @@ use std::time::Duration;
 
 /// A plan file. Read at most this plus one byte, whatever the file's size
 /// field says (a device or a `/proc` file says 0).
-pub const PLAN_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// 256 MiB holds a fan-out of a million short tasks (about 90 bytes each).
+pub const PLAN_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 /// Nesting of objects and arrays, counted from the document (`{"tasks":
 /// [{"action": {...}}]}` is 4 deep at the action's members). serde_json
 /// stops anything past 128 while parsing; this bound names the place.
 pub const PLAN_DEPTH_MAX: usize = 64;
 
-/// Tasks in one plan (`engine check` of this many takes under a second).
-pub const TASKS_MAX: usize = 100_000;
+/// Tasks in one plan. `engine check` and `engine run` grow linearly with
+/// it: the figures at 10,000, 100,000 and 1,000,000 tasks are in
+/// docs/limits.md (bench/, workload "growth").
+pub const TASKS_MAX: usize = 1_000_000;
 
 /// An identifier: task ref, goal id, provider name, acceptance and
 /// validation id, context name. 1 to this many bytes of

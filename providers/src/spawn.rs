@@ -39,6 +39,7 @@
 //! the engine's, read once ([`environ`]), and the program's path is found
 //! once per `PATH` and name ([`search`]).
 
+mod clone3;
 mod environ;
 mod search;
 mod signals;
@@ -342,7 +343,7 @@ impl Step {
 }
 
 fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
-    let plan = Plan::new(spec, cgroup.as_ref()).map_err(Failure::parent)?;
+    let plan = Plan::new(spec).map_err(Failure::parent)?;
     // The child's stdin: a pipe's read end, or the process's one
     // `/dev/null` (the child `dup2`s it; the parent keeps its own).
     let (stdin_child, stdin_parent) = if spec.piped_stdin {
@@ -358,7 +359,7 @@ fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
     let (out_parent, out_child) = pipe_pair().map_err(Failure::parent)?;
     let (err_parent, err_child) = pipe_pair().map_err(Failure::parent)?;
     let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
-    let started = start(plan, fds);
+    let started = start(plan, fds, cgroup.as_ref());
     drop((stdin_child, out_child, err_child));
     let pid = match started {
         Ok(pid) => pid,
@@ -452,13 +453,11 @@ struct Plan {
     /// The run's namespaces to join: network, mount.
     netns: Option<RawFd>,
     mntns: Option<RawFd>,
-    /// The `cgroup.procs` to write `0` to.
-    cgroup: Option<RawFd>,
     engine: libc::pid_t,
 }
 
 impl Plan {
-    fn new(spec: &Spec<'_>, cgroup: Option<&Cgroup>) -> io::Result<Plan> {
+    fn new(spec: &Spec<'_>) -> io::Result<Plan> {
         let prog = spec.argv.first().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         let mut set = spec.sandbox.env().to_vec();
         set.extend(spec.env.iter().cloned());
@@ -473,7 +472,6 @@ impl Plan {
             ruleset: spec.sandbox.ruleset_fd(),
             netns,
             mntns,
-            cgroup: cgroup.map(Cgroup::procs_fd),
             engine: engine_pid(),
         })
     }
@@ -510,6 +508,8 @@ struct Shared {
     ruleset: RawFd,
     netns: RawFd,
     mntns: RawFd,
+    /// The `cgroup.procs` to write `0` to (-1: none, or the child was
+    /// started in its cgroup).
     cgroup: RawFd,
     engine: libc::pid_t,
     /// The signals to set back to their default (bit `n - 1`: signal `n`).
@@ -526,7 +526,7 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
 /// its pid, or its error. The file that executed is remembered.
-fn start(plan: Plan, fds: [RawFd; 3]) -> Result<u32, Failure> {
+fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<u32, Failure> {
     let candidates = plan.program.candidates.clone();
     let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
@@ -546,13 +546,13 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> Result<u32, Failure> {
         ruleset: plan.ruleset.unwrap_or(-1),
         netns: plan.netns.unwrap_or(-1),
         mntns: plan.mntns.unwrap_or(-1),
-        cgroup: plan.cgroup.unwrap_or(-1),
+        cgroup: -1,
         engine: plan.engine,
         reset_signals: signals::to_reset(),
         error: 0,
         step: Step::Parent as u32,
     };
-    let pid = with_stack(|stack| clone_blocked(stack, &mut shared)).map_err(Failure::parent)?;
+    let pid = with_stack(|stack| Ok(launch(stack, &mut shared, cgroup))).map_err(Failure::parent)??;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
     // writes `error`, `step` or `ran` any more.
     let (error, step, ran) = unsafe {
@@ -571,11 +571,40 @@ fn start(plan: Plan, fds: [RawFd; 3]) -> Result<u32, Failure> {
     Ok(pid as u32)
 }
 
-/// `clone(CLONE_VM | CLONE_VFORK)` with every signal blocked in this
-/// thread across it.
-fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<libc::pid_t> {
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    let arg = shared as *mut Shared as *mut libc::c_void;
+/// Clone the child into its cgroup, if it has one: started there by
+/// `clone3` where the kernel can (`clone3.rs`: it spares the child's move,
+/// the dearest step of a spawn), else moving itself in before anything of
+/// it runs (the child's write of `0` to `cgroup.procs`).
+fn launch(stack: &Stack, shared: &mut Shared, cgroup: Option<&Cgroup>) -> Result<libc::pid_t, Failure> {
+    if let Some(cg) = cgroup {
+        if clone3::usable() {
+            let arg = shared as *mut Shared as *mut libc::c_void;
+            // SAFETY: as `clone_blocked`'s `clone`: `child` only makes system
+            // calls on what `shared` points to, which outlives the call
+            // (CLONE_VFORK); the stack is this thread's and unused.
+            let started = signals_blocked(|| unsafe {
+                clone3::clone_into(
+                    stack.base.wrapping_byte_add(GUARD_BYTES),
+                    STACK_BYTES - GUARD_BYTES,
+                    cg.dir_fd(),
+                    child,
+                    arg,
+                )
+            });
+            match started {
+                Ok(pid) => return Ok(pid),
+                // The classic way below names the step the kernel refuses.
+                Err(e) => clone3::failed(&e),
+            }
+        }
+        shared.cgroup = cg.procs_fd().map_err(|error| Failure { step: Step::Cgroup, error })?;
+    }
+    clone_blocked(stack, shared).map_err(Failure::parent)
+}
+
+/// `f` with every signal blocked in this thread: no handler of the engine
+/// can run on a child's side of the shared memory.
+fn signals_blocked<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: sigset operations on locals; the mask is restored below.
     let old = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -584,15 +613,23 @@ fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<libc::pid_t> 
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
+    let out = f();
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    out
+}
+
+/// `clone(CLONE_VM | CLONE_VFORK)` with every signal blocked in this
+/// thread across it.
+fn clone_blocked(stack: &Stack, shared: &mut Shared) -> io::Result<libc::pid_t> {
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let arg = shared as *mut Shared as *mut libc::c_void;
     // SAFETY: `child` only makes system calls on what `shared` points to,
     // which outlives the call: with CLONE_VFORK this thread is suspended
     // until the child exec'd or exited. The stack is ours and unused.
-    let pid = unsafe { libc::clone(child, stack.top(), flags, arg) };
-    let error = io::Error::last_os_error();
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    let pid = signals_blocked(|| unsafe { libc::clone(child, stack.top(), flags, arg) });
     if pid < 0 {
-        return Err(error);
+        return Err(io::Error::last_os_error());
     }
     Ok(pid)
 }
@@ -989,6 +1026,33 @@ mod tests {
         }
         assert!(crate::test_support::gone(pid), "{pid} outlived the thread that started it");
         reap_orphans();
+    }
+
+    #[tokio::test]
+    async fn a_child_runs_in_its_cgroup_started_there_or_moving_in() {
+        let dir = std::env::current_dir().unwrap();
+        let none = Sandbox::disabled();
+        let argv = strings(&["cat", "/proc/self/cgroup"]);
+        // The classic path (the child's own write to `cgroup.procs`), then
+        // `clone3(CLONE_INTO_CGROUP)` where the kernel has it.
+        for classic in [true, false] {
+            clone3::force_classic(classic);
+            let child = spawn(spec(&argv, &dir, &none)).unwrap();
+            let Some(cg) = child.cgroup().map(Path::to_path_buf) else {
+                eprintln!("no cgroup can be made here ({:?}): nothing to check", cgroup::refused());
+                clone3::force_classic(false);
+                return;
+            };
+            let (status, out, err) = output(child).await;
+            assert!(status.success(), "{err}");
+            let own = out.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line");
+            let name = cg.file_name().unwrap().to_str().unwrap();
+            assert!(own.ends_with(&format!("/{name}")), "classic {classic}: the child ran in {own}, not in {name}");
+            assert!(!cg.exists(), "its cgroup is removed once it exited and was waited for");
+        }
+        if !clone3::usable() {
+            eprintln!("this kernel refused clone3(CLONE_INTO_CGROUP): both rounds took the classic path");
+        }
     }
 
     #[tokio::test]

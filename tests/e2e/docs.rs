@@ -270,7 +270,7 @@ fn the_readme_is_short_and_says_why_each_dependency_is_here() {
         ("store.md", "## A damaged store"),
         ("store.md", "## `engine verify`"),
         ("guarantees.md", "## Behaviour in detail"),
-        ("limits.md", "| plan file | 64 MiB"),
+        ("limits.md", "| plan file | 256 MiB"),
         ("testing.md", "## Reliability tests"),
         ("tour.md", "## The demo: run → explain → repair → satisfied"),
     ] {

@@ -214,7 +214,7 @@ fn plan_files_must_be_regular_files() {
 fn a_plan_file_over_the_size_bound_is_refused() {
     let ws = Ws::new();
     let f = std::fs::File::create(ws.path("big.json")).unwrap();
-    f.set_len(64 * 1024 * 1024 + 1).unwrap();
+    f.set_len(256 * 1024 * 1024 + 1).unwrap();
     let out = ws.engine(&["check", "big.json", "--json"]);
     out.expect_code(2);
     let e = &out.json()["error"];

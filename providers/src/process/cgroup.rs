@@ -166,12 +166,15 @@ pub fn unavailable() -> Option<String> {
     }
 }
 
-/// A cgroup made for one process tree: its folder and its `cgroup.procs`
-/// opened for writing, for the child to move itself in before `exec`.
+/// A cgroup made for one process tree: its folder, opened, for the child
+/// to be started in (`clone3`'s `CLONE_INTO_CGROUP`), and its
+/// `cgroup.procs`, opened for writing only where that cannot be used, for
+/// the child to move itself in before `exec`.
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
-    procs: OwnedFd,
+    dir: OwnedFd,
+    procs: OnceLock<OwnedFd>,
 }
 
 impl Cgroup {
@@ -186,14 +189,14 @@ impl Cgroup {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
-            let procs = fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_CLOEXEC)
-                .open(path.join("cgroup.procs"))
+            let dir = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
+                .open(&path)
                 .inspect_err(|_| {
-                    let _ = fs::remove_dir(&path);
-                })?;
-            return Ok(Cgroup { path, procs: procs.into() });
+                let _ = fs::remove_dir(&path);
+            })?;
+            return Ok(Cgroup { path, dir: dir.into(), procs: OnceLock::new() });
         }
     }
 
@@ -201,9 +204,26 @@ impl Cgroup {
         &self.path
     }
 
-    /// The descriptor a child writes `0` to, to move itself in.
-    pub(crate) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// The folder's descriptor, which `clone3` starts a child in.
+    pub(crate) fn dir_fd(&self) -> RawFd {
+        self.dir.as_raw_fd()
+    }
+
+    /// The descriptor a child writes `0` to, to move itself in (opened at
+    /// the first need: a child started in the cgroup needs none).
+    pub(crate) fn procs_fd(&self) -> io::Result<RawFd> {
+        if let Some(fd) = self.procs.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        // SAFETY: a NUL-terminated name relative to a folder we hold open.
+        let fd =
+            unsafe { libc::openat(self.dir.as_raw_fd(), c"cgroup.procs".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: just opened, owned by nothing else.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(self.procs.get_or_init(|| fd).as_raw_fd())
     }
 }
 
