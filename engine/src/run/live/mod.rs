@@ -35,7 +35,9 @@ use crate::plan::{Plan, ProviderSpec, Task};
 use crate::signals::{self, StopSignal};
 use crate::store::attempts::AttemptRecord;
 pub use stop::Groups;
-pub use tools::{list_now, reusable_servers};
+pub use tools::list_now;
+#[cfg(feature = "sim")]
+pub use tools::reusable_servers;
 
 /// Constraint checks, then acceptance checks, as they ran.
 type Accepted = (Vec<CheckRun>, Vec<CheckRun>);
