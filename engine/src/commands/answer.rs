@@ -186,7 +186,11 @@ pub fn record(
 /// request digest and operation id.
 fn answering(plan: &Plan, task: &crate::plan::Task, goal_id: &GoalId, answers: Value) -> Answering {
     let mut action = task.action.clone();
-    action["answers"] = answers.clone();
+    // A task's action is an object (the plan's validation): the answers
+    // become one more of its keys.
+    if let Some(keys) = action.as_object_mut() {
+        keys.insert("answers".into(), answers.clone());
+    }
     let request_digest = digests::request_digest(&task.provider, plan.provider_of(task), &action, None);
     let operation_id = digests::operation_id(goal_id.as_str(), &task.task_ref, &request_digest);
     Answering { operation_id, request_digest, answers }

@@ -50,14 +50,25 @@ impl Bearer {
     /// The access token to send now.
     pub async fn token(&self) -> Result<String, AuthError> {
         let mut kept = self.kept.lock().await;
-        if kept.is_none() {
-            *kept = Some(self.load()?);
+        let record = match kept.take() {
+            Some(r) => r,
+            None => self.load()?,
+        };
+        if !expired(&record) {
+            let token = record.access_token.clone();
+            *kept = Some(record);
+            return Ok(token);
         }
-        let record = kept.as_ref().expect("loaded above");
-        if !expired(record) {
-            return Ok(record.access_token.clone());
-        }
-        let fresh = self.refresh(record).await?;
+        // A refused refresh keeps the record as it was (the next request
+        // tries again, or a person logs in).
+        let refreshed = self.refresh(&record).await;
+        let fresh = match refreshed {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                *kept = Some(record);
+                return Err(e);
+            }
+        };
         let token = fresh.access_token.clone();
         *kept = Some(fresh);
         Ok(token)

@@ -159,7 +159,9 @@ impl World for Live<'_> {
         call.traceparent = traceparent.map(str::to_owned);
         if let Some(answers) = &s.answers {
             // A person's answers (`engine answer`), read by the MCP provider.
-            call.request["answers"] = (**answers).clone();
+            if let Some(keys) = call.request.as_object_mut() {
+                keys.insert("answers".into(), (**answers).clone());
+            }
         }
         let (tx, groups, attempt_id) = (self.tx.clone(), self.groups.clone(), s.attempt_id);
         let work = tokio::spawn(async move {
