@@ -145,7 +145,8 @@ fn complete(answer: &[u8]) -> bool {
     let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else { return false };
     let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
     let length = head.lines().find_map(|l| l.strip_prefix("content-length:").and_then(|v| v.trim().parse().ok()));
-    length.is_some_and(|n: usize| answer.len() >= end + 4 + n)
+    // The receiver's figure may be any size: compare what is in, never add to it.
+    length.is_some_and(|n: usize| answer.len() - (end + 4) >= n)
 }
 
 fn parse(answer: &[u8]) -> Result<Response<Bytes>, HttpError> {
@@ -168,6 +169,13 @@ fn parse(answer: &[u8]) -> Result<Response<Bytes>, HttpError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_content_length_of_any_size_is_compared_not_added() {
+        assert!(!super::complete(b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nx"));
+        assert!(super::complete(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"));
+        assert!(!super::complete(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nx"));
+    }
+
     use super::*;
 
     #[test]
