@@ -33,7 +33,7 @@ pub fn marker(operation_id: &str, try_no: u32) -> String {
 }
 
 /// `environ` is bounded: a process's environment is at most a few MiB.
-const ENVIRON_BYTES_MAX: u64 = 4 << 20;
+const ENVIRON_BYTES_MAX: usize = 4 << 20;
 
 /// Processes scanned at most (a bound on the `/proc` walk).
 const PROCESSES_MAX: usize = 1 << 16;
@@ -136,35 +136,112 @@ pub(crate) fn reap(spawned: &dyn Fn(u32) -> bool) {
     }
 }
 
-/// Every live process and its stat, zombies left out.
+/// Every live process and its stat, zombies and kernel threads left out.
 fn processes() -> Vec<(u32, super::Stat)> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .take(PROCESSES_MAX)
         .filter_map(|pid| {
             let s = super::stat(pid)?;
-            (s.state != 'Z' && s.state != 'X').then_some((pid, s))
+            (s.state != 'Z' && s.state != 'X' && !s.kernel_thread).then_some((pid, s))
         })
         .collect()
 }
 
-/// Does `pid`'s environment hold every entry of `marker`?
+/// Does `pid`'s environment hold every entry of `marker`? A process caught
+/// in `exec` reads as an empty environment (the read finds its old memory
+/// released, or its new environment not yet laid out): it is looked at
+/// again, a few times, before an empty read counts as "unmarked" — one
+/// false "no" would end the wait for a call's tree early.
 fn has_marker(pid: u32, marker: &str) -> bool {
-    use std::io::Read;
-    let mut env = Vec::new();
-    let read = std::fs::File::open(Path::new(&format!("/proc/{pid}/environ")))
-        .and_then(|f| f.take(ENVIRON_BYTES_MAX).read_to_end(&mut env));
-    if read.is_err() {
-        return false;
+    let mut pause = EMPTY_LOOK_PAUSE_FIRST;
+    for look in 1..=EMPTY_LOOKS_MAX {
+        match environ(pid) {
+            Some(env) if !env.is_empty() => {
+                let entries: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+                return marker.split(' ').all(|m| entries.contains(&m.as_bytes()));
+            }
+            Some(_) if look < EMPTY_LOOKS_MAX => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            _ => return false,
+        }
     }
-    let entries: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-    marker.split(' ').all(|m| entries.contains(&m.as_bytes()))
+    false
 }
+
+/// Looks at an empty environment before it counts, pausing 0.25 ms, then
+/// twice as long each time (32 ms in all): an `exec` ends within them
+/// even on a loaded machine. A process that truly has none (`env -i`; kernel
+/// threads are never looked at) costs only these pauses.
+const EMPTY_LOOKS_MAX: u32 = 8;
+const EMPTY_LOOK_PAUSE_FIRST: std::time::Duration = std::time::Duration::from_micros(250);
+
+/// `/proc/PID/environ`, bounded; `None` if it cannot be read (the process
+/// is gone, or another user's). Read in *one* `read` from the start: the
+/// kernel holds the process's memory for one call only, and a second read
+/// after an `exec` in between finds nothing more — a cut environment that
+/// may have lost the marks. A buffer the environment fills is doubled and
+/// the read made again.
+fn environ(pid: u32) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(Path::new(&format!("/proc/{pid}/environ"))).ok()?;
+    let mut size = ENVIRON_BYTES_FIRST;
+    loop {
+        let mut env = vec![0u8; size];
+        let n = file.read_at(&mut env, 0).ok()?;
+        if n < size || size >= ENVIRON_BYTES_MAX {
+            env.truncate(n);
+            return Some(env);
+        }
+        size *= 2;
+    }
+}
+
+/// The first read's buffer: most environments fit.
+const ENVIRON_BYTES_FIRST: usize = 64 << 10;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
+
+    /// A process that keeps exec'ing carries its marks all along: a look
+    /// that catches it mid-`exec` (its old memory released, or its new
+    /// environment not yet laid out, both read as an empty `environ`) must
+    /// not say "unmarked" — one such "no" ended the wait for a call's tree
+    /// early, and a `setsid` escapee (which execs `setsid`, `sh`, `sleep`
+    /// right as its leader exits) went unseen under load.
+    #[test]
+    fn a_process_caught_mid_exec_still_carries_its_marks() {
+        let dir = std::env::temp_dir().join(format!("adopted-exec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("reexec.sh");
+        std::fs::write(&script, "[ \"$1\" -gt 0 ] && exec /bin/sh \"$0\" $(($1 - 1))\nexec sleep 30\n").unwrap();
+        let mut child = Command::new("/bin/sh")
+            .arg(&script)
+            .arg("1500")
+            .env("ENGINE_OPERATION_ID", "op_test_exec")
+            .env("ENGINE_TRY", "1")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mark = marker("op_test_exec", 1);
+        let (mut looks, mut unmarked) = (0u32, 0u32);
+        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        while comm().trim() != "sleep" && looks < 200_000 {
+            looks += 1;
+            if !has_marker(pid, &mark) {
+                unmarked += 1;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(looks > 100, "too few looks to mean anything: {looks}");
+        assert_eq!(unmarked, 0, "{unmarked} of {looks} looks found no marks on a process that carried them");
+    }
 
     /// A leader that leaves a `setsid` grandchild and is killed: the
     /// grandchild is found by its parent chain first, by its environment

@@ -83,19 +83,26 @@ struct Stat {
     ppid: u32,
     pgrp: u32,
     start_time: u64,
+    /// A kernel thread (`PF_KTHREAD` in field 9): no memory, no
+    /// environment, never a provider's.
+    kernel_thread: bool,
 }
+
+/// `PF_KTHREAD` (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 fn stat(pid: u32) -> Option<Stat> {
     let mut buf = [0u8; STAT_BYTES_MAX];
     let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name (field 2) may hold spaces and ')'; fields after the
-    // last ')' are fixed: 3 state, 4 ppid, 5 pgrp, 22 starttime.
+    // last ')' are fixed: 3 state, 4 ppid, 5 pgrp, 9 flags, 22 starttime.
     let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
     Some(Stat {
         state: fields.first()?.chars().next()?,
         ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
+        kernel_thread: fields.get(6)?.parse::<u64>().ok()? & PF_KTHREAD != 0,
     })
 }
 
