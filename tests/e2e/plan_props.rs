@@ -150,10 +150,10 @@ fn digests_of(plan: &Value) -> Digests {
     let dir = tempfile::tempdir().unwrap();
     let p = Plan::from_file(file, dir.path().canonicalize().unwrap()).unwrap_or_else(|e| panic!("{e}\n{plan:#}"));
     Digests {
-        plan: p.digests.plan.clone(),
-        goal_contract: p.digests.goal_contract.clone(),
+        plan: p.digests().plan.clone(),
+        goal_contract: p.digests().goal_contract.clone(),
         tasks: p
-            .digests
+            .digests()
             .tasks
             .iter()
             .map(|(r, d)| {
@@ -197,7 +197,7 @@ proptest! {
         let file = load::parse_plan(pretty.as_bytes(), "p.json").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let p = Plan::from_file(file, dir.path().canonicalize().unwrap()).unwrap();
-        prop_assert_eq!(&p.digests.plan, &base.plan);
+        prop_assert_eq!(&p.digests().plan, &base.plan);
     }
 
     /// A title is not meaning: only the whole-plan digest moves.

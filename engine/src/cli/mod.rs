@@ -408,7 +408,7 @@ fn revise(
 ) -> Result<Output> {
     let person = commands::person::who(actor.as_deref());
     let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
-    let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests.plan, "reason": req.reason,
+    let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests().plan, "reason": req.reason,
         "no_run": req.no_run, "actor": actor, "raise": raise, "approve_loosening": req.approve_loosening,
         "people": req.as_store_owner});
     let given = Given::new(request_id, "revise", args, &person)?;

@@ -23,7 +23,7 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
     let goal_id = GoalId::new(&goal.id);
     let Some(row) = ledger.goal(&goal_id)? else { return Ok(None) };
     let active_digest = ledger.revision_plan_digest(&goal_id, row.active_revision)?;
-    if active_digest != plan.digests.plan {
+    if active_digest != plan.digests().plan {
         let during = super::plan_watch::changed_during(ledger, &goal_id, row.active_revision)?;
         let how = match during {
             Some(run) => format!(
@@ -44,7 +44,7 @@ pub fn check_unchanged(ledger: &dyn LedgerRead, plan: &Plan, plan_path: &Path) -
         .at(plan_path.display().to_string())
         .with_details(json!({
             "goal_id": goal.id, "active_revision": row.active_revision,
-            "active_plan_digest": active_digest, "plan_digest": plan.digests.plan,
+            "active_plan_digest": active_digest, "plan_digest": plan.digests().plan,
             "changed_during_run": during,
         })));
     }
@@ -80,14 +80,14 @@ fn submitted(ledger: &mut LeaseGuard, plan: &Plan, revision: Revision) -> Result
     let goal_id = GoalId::new(&plan.goal().id);
     let worker = ledger.worker_id().unwrap_or_default().to_string();
     ledger.write(Durability::Full, |tx| {
-        let data = json!({"plan_digest": plan.digests.plan, "by": worker});
+        let data = json!({"plan_digest": plan.digests().plan, "by": worker});
         let seq = tx.append_event(&Event::goal(EventKind::GoalSubmitted, &goal_id, revision, data))?;
         tx.set_goal_state(&goal_id, crate::state::GoalState::Open, seq)
     })
 }
 
 fn cache_row(key: &str, plan: &Plan, revision: Revision) -> CachedPlan {
-    CachedPlan::new(key, revision, &plan.file, &plan.order, &plan.digests)
+    CachedPlan::new(key, revision, &plan.file, &plan.order, &plan.digests())
 }
 
 fn register_new(
@@ -101,7 +101,7 @@ fn register_new(
     let plan_json = plan_json(plan)?;
     ledger.write(Durability::Full, |tx| {
         let data = json!({
-            "plan_digest": plan.digests.plan, "goal_contract_digest": plan.digests.goal_contract,
+            "plan_digest": plan.digests().plan, "goal_contract_digest": plan.digests().goal_contract,
             "plan_path": plan_path.display().to_string(), "tasks": plan.file.tasks.len(),
         });
         let seq = tx.append_event(&Event::goal(EventKind::GoalRegistered, &goal_id, Revision::FIRST, data))?;
@@ -110,8 +110,8 @@ fn register_new(
             goal_id: &goal_id,
             revision: Revision::FIRST,
             parent: None,
-            plan_digest: &plan.digests.plan,
-            goal_contract: &plan.digests.goal_contract,
+            plan_digest: &plan.digests().plan,
+            goal_contract: &plan.digests().goal_contract,
             plan_json: &plan_json,
             plan_path: &plan_path.display().to_string(),
             workspace: &plan.workspace.display().to_string(),
@@ -137,7 +137,7 @@ pub fn insert_tasks(tx: &mut dyn LedgerTx, plan: &Plan, revision: Revision) -> R
     for &i in &plan.order {
         let t = &plan.file.tasks[i];
         let digests = plan
-            .digests
+            .digests()
             .tasks
             .get(&t.task_ref)
             .ok_or_else(|| Error::internal(format!("task {} has no digests", t.task_ref)))?;

@@ -140,7 +140,7 @@ pub fn revise(
         .ok_or_else(|| Error::usage(format!("goal `{goal_id}` is not in this store: `engine run` registers it")))?;
     let prev = read.revision(&goal_id, g.active_revision)?;
     let raised = raised(&*read, &g, &plan, &req.raises)?;
-    let same_plan = prev.plan_digest == plan.digests.plan;
+    let same_plan = prev.plan_digest == plan.digests().plan;
     if same_plan && raised.is_empty() {
         let waiting = super::advice::besides_revising(&*read, &g)?;
         let waiting =
@@ -212,7 +212,7 @@ fn record_new_revision(
 ) -> Result<()> {
     let read = ledger.read();
     let prev_file = within_max_revisions(&*read, g, plan, prev, &report.raised, &req.plan_path)?;
-    let goal_changed = prev.goal_contract != plan.digests.goal_contract;
+    let goal_changed = prev.goal_contract != plan.digests().goal_contract;
     let mut cache = FileCache::from_states(read.file_states()?);
     let secrets: Vec<String> =
         plan.file.secrets.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty()).collect();
@@ -224,8 +224,8 @@ fn record_new_revision(
         goal_id: &g.id,
         revision,
         parent: Some(g.active_revision),
-        plan_digest: &plan.digests.plan,
-        goal_contract: &plan.digests.goal_contract,
+        plan_digest: &plan.digests().plan,
+        goal_contract: &plan.digests().goal_contract,
         plan_json: &register::plan_json(plan)?,
         plan_path: &req.plan_path.display().to_string(),
         workspace: &plan.workspace.display().to_string(),
@@ -244,7 +244,7 @@ fn record_new_revision(
         }
     })?;
     (report.revision, report.goal_contract_changed, report.decisions) = (revision, goal_changed, decisions);
-    report.goal_contract_digest = plan.digests.goal_contract.clone();
+    report.goal_contract_digest = plan.digests().goal_contract.clone();
     Ok(())
 }
 
@@ -412,8 +412,8 @@ fn record(
         tx.set_task_state(TaskKey { goal_id, revision, task_ref: &d.task_ref }, state, &detail)?;
     }
     let data = json!({
-        "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests.plan,
-        "goal_contract_digest": plan.digests.goal_contract, "goal_contract_changed": goal_changed,
+        "parent": new.parent, "reason": new.reason, "plan_digest": plan.digests().plan,
+        "goal_contract_digest": plan.digests().goal_contract, "goal_contract_changed": goal_changed,
         "decisions": decisions, "actor": person.actor, "uid": person.uid, "user": person.user,
         "loosened": loosened, "people_by_store_owner": by_owner,
     });
@@ -451,7 +451,7 @@ pub fn decide_all(
         prev_file.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
     for &i in &plan.order {
         let task = &plan.file.tasks[i];
-        let Some(d) = plan.digests.tasks.get(&task.task_ref) else { continue };
+        let Some(d) = plan.digests().tasks.get(&task.task_ref) else { continue };
         let completion = if goal_changed {
             None
         } else {

@@ -108,7 +108,7 @@ fn work_goal(ledger: &mut LeaseGuard, goal: &GoalId, workspace: &Path, opts: &Wo
 pub fn plan_of(revision: &RevisionRecord, workspace: &Path) -> Result<Plan> {
     let file = parse_plan(revision.plan_json.as_bytes(), &revision.plan_path)?;
     let plan = Plan::from_file(file, workspace.to_path_buf())?;
-    if plan.digests.plan != revision.plan_digest {
+    if plan.digests().plan != revision.plan_digest {
         return Err(Error::new(
             Code::StoreCorrupt,
             format!(

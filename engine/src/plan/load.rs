@@ -85,7 +85,9 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
     }
     // The plain parse first: tracking the JSON path of every value costs
     // as much as the parse itself, and only an error needs its place.
-    if let Ok(plan) = serde_json::from_slice::<PlanFile>(bytes) {
+    if let Ok(mut plan) = serde_json::from_slice::<PlanFile>(bytes) {
+        // The list grew by doubling: up to half of it is room never used.
+        plan.tasks.shrink_to_fit();
         return Ok(plan);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -105,6 +107,8 @@ pub fn parse_plan(bytes: &[u8], file: &str) -> Result<PlanFile> {
     };
     // Trailing garbage after the document is an error too.
     de.end().map_err(|e| syntax_error(bytes, file, strip_position(&e.to_string()), e.line(), e.column()))?;
+    let mut plan = plan;
+    plan.tasks.shrink_to_fit();
     Ok(plan)
 }
 

@@ -649,6 +649,44 @@ impl Effect {
     }
 }
 
+/// A JSON value read as small as it holds: a parsed object or array keeps
+/// the room it grew into (four entries at least, 72 to 80 bytes each), so
+/// an action of one key and one item took about 600 bytes; with 100,000
+/// tasks that was the largest part of `engine check`'s memory. Rebuilt
+/// here, as each task is read, so the surplus never adds up.
+fn compact_json<'de, D: serde::Deserializer<'de>>(de: D) -> Result<serde_json::Value, D::Error> {
+    let mut value = serde_json::Value::deserialize(de)?;
+    compact(&mut value);
+    Ok(value)
+}
+
+/// A list of strings without the room it grew into (the same reason).
+fn compact_strings<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    let mut list = Vec::<String>::deserialize(de)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
+fn compact(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Array(items) => {
+            items.iter_mut().for_each(compact);
+            items.shrink_to_fit();
+        }
+        serde_json::Value::Object(map) => {
+            // Collected from an exact-size iterator: room for these entries only.
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(k, mut v)| {
+                    compact(&mut v);
+                    (k, v)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+}
+
 /// One task: a call of a provider, then its validations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -663,6 +701,7 @@ pub struct Task {
     pub provider: String,
     /// What to ask the provider, in the shape its kind reads.
     #[schemars(schema_with = "action_schema")]
+    #[serde(deserialize_with = "compact_json")]
     pub action: serde_json::Value,
     /// What the work changes. Default: `external`, the careful assumption:
     /// every repeat of it then needs a person's approval.
@@ -670,10 +709,10 @@ pub struct Task {
     pub effect: Effect,
     /// Workspace paths, folders or globs whose content the task depends on;
     /// their digests make the task's checkpoint. Default: none.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "compact_strings")]
     pub inputs: Vec<String>,
     /// Refs of the tasks that must complete first. Default: none.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "compact_strings")]
     pub depends_on: Vec<String>,
     /// Commands that judge the provider's work; the task succeeded only if
     /// every one passed. Default: none.
@@ -717,7 +756,7 @@ pub struct Task {
     /// looks, not what it asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::observe::task_rule_schema")]
-    pub observe: Option<serde_json::Value>,
+    pub observe: Option<Box<serde_json::Value>>,
     /// Protected paths (paths or globs) this task is allowed to change: a
     /// change there by its attempts is no constraint violation. Part of the
     /// task's meaning.

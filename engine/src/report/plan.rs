@@ -35,11 +35,11 @@ pub fn warning_line(w: &Warning) -> String {
 pub fn digests(p: &Plan) -> Output {
     let goal = p.goal();
     let mut text =
-        format!("plan_digest           {}\ngoal_contract_digest  {}\n", p.digests.plan, p.digests.goal_contract);
+        format!("plan_digest           {}\ngoal_contract_digest  {}\n", p.digests().plan, p.digests().goal_contract);
     let mut tasks = Vec::new();
     for &i in &p.order {
         let t = &p.file.tasks[i];
-        let d = &p.digests.tasks[&t.task_ref];
+        let d = &p.digests().tasks[&t.task_ref];
         text.push_str(&format!(
             "\ntask {}\n  meaning_digest     {}\n  dependency_digest  {}\n  request_digest     {}\n  operation_id       {}\n",
             t.task_ref, d.meaning, d.dependencies, d.request, d.operation_id
@@ -49,7 +49,7 @@ pub fn digests(p: &Plan) -> Output {
     }
     Output {
         text,
-        json: json!({"goal_id": goal.id, "plan_digest": p.digests.plan, "goal_contract_digest": p.digests.goal_contract, "tasks": tasks}),
+        json: json!({"goal_id": goal.id, "plan_digest": p.digests().plan, "goal_contract_digest": p.digests().goal_contract, "tasks": tasks}),
         exit_code: 0,
     }
 }

@@ -188,7 +188,7 @@ impl Run<'_> {
             .into_iter()
             .filter(|a| self.state(&a.task_ref) != TaskState::AwaitingApproval)
             .filter(|a| {
-                let op = self.plan.digests.tasks.get(&a.task_ref).map(|d| &d.operation_id);
+                let op = self.plan.digests().tasks.get(&a.task_ref).map(|d| &d.operation_id);
                 !op.is_some_and(|op| self.asked.retry.contains(op))
             })
             .map(|a| a.task_ref)

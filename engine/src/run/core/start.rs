@@ -38,7 +38,7 @@ impl Run<'_> {
         let repair = self.asked.repairs.get(task_ref).cloned();
         let digests = self
             .plan
-            .digests
+            .digests()
             .tasks
             .get(task_ref)
             .ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;

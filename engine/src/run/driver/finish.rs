@@ -171,7 +171,7 @@ impl Closer<'_, '_> {
             .iter()
             .filter(|t| t.state == TaskState::AwaitingApproval)
             .filter_map(|t| {
-                let d = self.scope.plan.digests.tasks.get(&t.task_ref)?;
+                let d = self.scope.plan.digests().tasks.get(&t.task_ref)?;
                 Some(Awaiting {
                     operation_id: d.operation_id.clone(),
                     task_ref: t.task_ref.clone(),

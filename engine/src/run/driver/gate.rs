@@ -59,7 +59,7 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
     let facts = gate::Facts {
         revision,
         active_revision: goal.active_revision,
-        plan_digest: &scope.plan.digests.plan,
+        plan_digest: &scope.plan.digests().plan,
         active_plan_digest: &active_plan_digest,
         unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
         conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,

@@ -70,7 +70,7 @@ pub fn stale(
             if task.effect == Effect::External {
                 continue;
             }
-            let Some(d) = plan.digests.tasks.get(r) else { continue };
+            let Some(d) = plan.digests().tasks.get(r) else { continue };
             // The completion is of this revision's task, with this
             // provider: its core meaning is the one computed at load.
             let done = completions.remove(r).map(|c| weighed(c, task, d.meaning_core.clone()));

@@ -185,7 +185,7 @@ impl World for Live<'_> {
         let mut call = self.call_for(task, &attempt.operation_id, attempt.try_no as u32, None);
         call.timeout = look::resume_wait(call.timeout, attempt.dispatched_at_ms, goal_left, crate::clock::now_ms());
         let handle = attempt.handle.as_ref().filter(|_| ask_handle);
-        Box::pin(async move { look::look(provider.as_ref(), &call, handle, task.observe.as_ref()).await })
+        Box::pin(async move { look::look(provider.as_ref(), &call, handle, task.observe.as_deref()).await })
     }
 
     fn look_superseded<'a>(
@@ -219,7 +219,7 @@ impl World for Live<'_> {
             traceparent: None,
         };
         Box::pin(async move {
-            let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_ref()).await;
+            let looked = look::look(provider.as_ref(), &call, a.handle.as_ref(), task.observe.as_deref()).await;
             provider.shutdown().await;
             looked
         })
@@ -247,7 +247,7 @@ impl World for Live<'_> {
 
     fn validate(&mut self, v: Validating) {
         let Some(task) = self.plan.task(&v.task_ref) else { return };
-        let operation_id = self.plan.digests.tasks.get(&v.task_ref).map_or("", |d| d.operation_id.as_str());
+        let operation_id = self.plan.digests().tasks.get(&v.task_ref).map_or("", |d| d.operation_id.as_str());
         // The task's validations in its provider's sandbox; the goal's
         // constraint checks in the one acceptance checks run in.
         let at = self.place(operation_id.to_string(), self.sandboxes.validation(task));
