@@ -35,7 +35,7 @@ pub fn read_plan_bytes(path: &Path) -> Result<Vec<u8>> {
     if !kind.is_file() {
         return Err(refuse(format!("plan file is {}, not a regular file", kind_name(kind))));
     }
-    read_bounded(file, PLAN_BYTES_MAX).map_err(|e| match e {
+    read_bounded(file, meta.len(), PLAN_BYTES_MAX).map_err(|e| match e {
         Bounded::Over => refuse(format!("plan file is over the limit of {PLAN_BYTES_MAX} bytes")),
         Bounded::Io(e) => refuse(format!("cannot read plan file: {e}")),
     })
@@ -48,9 +48,11 @@ enum Bounded {
 }
 
 /// Read to EOF, but never more than `max + 1` bytes: one byte past the
-/// bound is enough to know it was passed.
-fn read_bounded(r: impl Read, max: u64) -> std::result::Result<Vec<u8>, Bounded> {
-    let mut bytes = Vec::new();
+/// bound is enough to know it was passed. `expected` (the size the file
+/// said) sizes the buffer, so a large plan is not read into a buffer
+/// doubled as it grew; it is a hint only.
+fn read_bounded(r: impl Read, expected: u64, max: u64) -> std::result::Result<Vec<u8>, Bounded> {
+    let mut bytes = Vec::with_capacity(expected.min(max) as usize + 1);
     r.take(max + 1).read_to_end(&mut bytes).map_err(Bounded::Io)?;
     if bytes.len() as u64 > max {
         return Err(Bounded::Over);
@@ -274,9 +276,12 @@ mod tests {
     #[test]
     fn reading_stops_one_byte_past_the_bound() {
         // An endless source (like /dev/zero) is cut at max + 1 bytes.
-        assert!(matches!(read_bounded(std::io::repeat(b' '), 1000), Err(Bounded::Over)));
-        assert_eq!(read_bounded(&b"{}"[..], 2).unwrap(), b"{}");
-        assert!(matches!(read_bounded(&b"{} "[..], 2), Err(Bounded::Over)));
+        assert!(matches!(read_bounded(std::io::repeat(b' '), 0, 1000), Err(Bounded::Over)));
+        assert_eq!(read_bounded(&b"{}"[..], 2, 2).unwrap(), b"{}");
+        assert!(matches!(read_bounded(&b"{} "[..], 2, 2), Err(Bounded::Over)));
+        // The size said is a hint only, too small or too large.
+        assert_eq!(read_bounded(&b"{}"[..], 0, 2).unwrap(), b"{}");
+        assert!(matches!(read_bounded(std::io::repeat(b' '), 1 << 40, 1000), Err(Bounded::Over)));
     }
 
     #[test]
