@@ -139,7 +139,10 @@ impl Sink for Plain {
                 true => super::paint::paint(&line),
                 false => line,
             };
-            let _ = writeln!(std::io::stderr().lock(), "{} {line}", clock(self.began.elapsed()));
+            // One write a line (stderr is unbuffered: `writeln!` would
+            // make one system call per piece).
+            let whole = format!("{} {line}\n", clock(self.began.elapsed()));
+            let _ = std::io::stderr().lock().write_all(whole.as_bytes());
         }
     }
 }
