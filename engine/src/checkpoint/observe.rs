@@ -109,17 +109,23 @@ pub fn observe_expanded(
 /// observed off the coordinator. (A thread hop costs more than hashing a few
 /// small files.)
 pub fn observes_quickly(workspace_dir: &Path, task: &Task) -> bool {
-    if task.inputs.len() > OBSERVE_INLINE_FILES_MAX
-        || task.context.values().any(|c| matches!(c, ContextSource::Command(_)))
-    {
+    !task.context.values().any(|c| matches!(c, ContextSource::Command(_)))
+        && few_small_files(workspace_dir, &task.inputs)
+}
+
+/// Are `paths` at most `OBSERVE_INLINE_FILES_MAX` literal paths (no glob),
+/// each naming an absent or a regular file, of `OBSERVE_INLINE_BYTES_MAX`
+/// bytes in all? Then hashing them is quicker than a hop to another thread.
+pub fn few_small_files(workspace_dir: &Path, paths: &[String]) -> bool {
+    if paths.len() > OBSERVE_INLINE_FILES_MAX {
         return false;
     }
     let mut bytes: u64 = 0;
-    for input in &task.inputs {
-        if input.contains(['*', '?', '[']) {
+    for path in paths {
+        if path.contains(['*', '?', '[']) {
             return false;
         }
-        match std::fs::metadata(workspace_dir.join(input)) {
+        match std::fs::metadata(workspace_dir.join(path)) {
             Ok(m) if m.is_file() => bytes = bytes.saturating_add(m.len()),
             Ok(_) => return false,
             // Absent (or unreadable): nothing to read; observing says so.
@@ -162,5 +168,21 @@ mod tests {
         let many: Vec<String> = (0..=OBSERVE_INLINE_FILES_MAX).map(|i| format!("f{i}")).collect();
         assert!(!observes_quickly(ws, &task(json!({"inputs": many}))), "past the files bound");
         assert!(!observes_quickly(ws, &task(json!({"context": {"rev": ["git", "rev-parse", "HEAD"]}}))), "a command");
+    }
+
+    /// The engine's own protected paths in a plain workspace (its plan
+    /// file, an absent `.engine`) are looked at in place; a `.git` folder's
+    /// hooks, or an `.engine` folder, off the coordinator.
+    #[test]
+    fn a_plain_workspace_s_protected_paths_are_few_small_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("plan.json"), "{}").unwrap();
+        let paths = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(few_small_files(ws, &paths(&["plan.json", ".engine"])));
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        assert!(!few_small_files(ws, &paths(&["plan.json", ".git/config", ".git/hooks", ".engine"])));
+        std::fs::create_dir(ws.join(".engine")).unwrap();
+        assert!(!few_small_files(ws, &paths(&["plan.json", ".engine"])));
     }
 }

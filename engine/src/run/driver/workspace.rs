@@ -121,16 +121,21 @@ impl Workspace {
         }
     }
 
-    /// The protected paths as they are now (off the coordinator's thread:
-    /// a protected folder may hold many files).
+    /// The protected paths as they are now: in place when they are a few
+    /// small literal files (the plan file, an absent `.engine`: two hops a
+    /// task saved), else off the coordinator's thread (a protected folder
+    /// may hold many files).
     async fn observe_protected(
         &mut self,
         world: &mut dyn World,
         scope: &Scope<'_>,
         process: bool,
     ) -> std::result::Result<Checkpoint, String> {
-        let (workspace, globs, mut cache) =
-            (scope.plan.workspace.clone(), self.guard.globs(process), std::mem::take(&mut self.cache));
+        let globs = self.guard.globs(process);
+        if checkpoint::few_small_files(&scope.plan.workspace, &globs) {
+            return checkpoint::observe_protected(&scope.plan.workspace, &globs, &mut self.cache);
+        }
+        let (workspace, mut cache) = (scope.plan.workspace.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
             let cp = checkpoint::observe_protected(&workspace, &globs, &mut cache);
             (cp, cache)
