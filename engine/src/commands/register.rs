@@ -87,7 +87,7 @@ fn submitted(ledger: &mut LeaseGuard, plan: &Plan, revision: Revision) -> Result
 }
 
 fn cache_row(key: &str, plan: &Plan, revision: Revision) -> CachedPlan {
-    CachedPlan::new(key, revision, &plan.file, &plan.order, &plan.digests())
+    CachedPlan::new(key, revision, &plan.file, &plan.order, plan.digests())
 }
 
 fn register_new(
