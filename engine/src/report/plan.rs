@@ -34,12 +34,13 @@ pub fn warning_line(w: &Warning) -> String {
 
 pub fn digests(p: &Plan) -> Output {
     let goal = p.goal();
-    let mut text =
-        format!("plan_digest           {}\ngoal_contract_digest  {}\n", p.digests().plan, p.digests().goal_contract);
+    let all = p.digests();
+    let mut text = format!("plan_digest           {}\ngoal_contract_digest  {}\n", all.plan, all.goal_contract);
     let mut tasks = Vec::new();
-    for &i in &p.order {
-        let t = &p.file.tasks[i];
-        let d = &p.digests().tasks[&t.task_ref];
+    // Every task in `order` has its digests (both come from the same
+    // validated plan): `get`, so that nothing here can panic.
+    let ordered = p.order.iter().filter_map(|&i| p.file.tasks.get(i));
+    for (t, d) in ordered.filter_map(|t| Some((t, all.tasks.get(&t.task_ref)?))) {
         text.push_str(&format!(
             "\ntask {}\n  meaning_digest     {}\n  dependency_digest  {}\n  request_digest     {}\n  operation_id       {}\n",
             t.task_ref, d.meaning, d.dependencies, d.request, d.operation_id
@@ -49,7 +50,7 @@ pub fn digests(p: &Plan) -> Output {
     }
     Output {
         text,
-        json: json!({"goal_id": goal.id, "plan_digest": p.digests().plan, "goal_contract_digest": p.digests().goal_contract, "tasks": tasks}),
+        json: json!({"goal_id": goal.id, "plan_digest": all.plan, "goal_contract_digest": all.goal_contract, "tasks": tasks}),
         exit_code: 0,
     }
 }
