@@ -37,7 +37,7 @@ pub mod verify;
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
@@ -190,10 +190,7 @@ impl Db {
         side.spawn(move || {
             // Read-write flags so a WAL reader can use the shared memory file.
             let conn = connect(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-            conn.execute_batch("BEGIN DEFERRED")?;
-            let value = f(&Sql::reader(&conn));
-            conn.execute_batch("COMMIT")?;
-            value
+            read_in_one_snapshot(&conn, || f(&Sql::reader(&conn)))
         })
         .ok()
     }
@@ -208,10 +205,7 @@ impl Db {
             // Inside this writer's open group: its transaction is the snapshot.
             return f(&self.reader());
         }
-        self.conn.execute_batch("BEGIN DEFERRED")?;
-        let value = f(&self.reader());
-        self.conn.execute_batch("COMMIT")?;
-        value
+        read_in_one_snapshot(&self.conn, || f(&self.reader()))
     }
 
     /// One IMMEDIATE transaction: the fence is checked first (a superseded
@@ -243,11 +237,26 @@ impl Db {
         mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
         self.set_durability(durability)?;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        lease::check_fence(&tx, fence)?;
-        let value = f(&mut Sql::writer(&tx, fence))?;
-        let commits = count_commit(&tx)?;
-        tx.commit()?;
+        // Prepared once (`BEGIN`, `COMMIT`): rusqlite's `Transaction` parses
+        // each anew, at every one of a run's transactions.
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let written = (|| {
+            lease::check_fence(&self.conn, fence)?;
+            let value = f(&mut Sql::writer(&self.conn, fence))?;
+            let commits = count_commit(&self.conn)?;
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok((value, commits))
+        })();
+        let (value, commits) = match written {
+            Ok(written) => written,
+            Err(e) => {
+                // Nothing of a failed write stays (as a dropped `Transaction`).
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                return Err(e);
+            }
+        };
         if durability == Durability::Full {
             self.mark_commit(commits, fence.generation())?;
         }
@@ -304,6 +313,21 @@ impl Db {
         let mark = self.mark.as_mut().ok_or_else(|| Error::internal("sharing a store without its lease"))?;
         share::share(&self.files, mark, group).map_err(|e| located(e, &self.files.db))
     }
+}
+
+/// `f`'s reads in one read transaction (one snapshot), its `BEGIN` and
+/// `COMMIT` prepared once per connection; the snapshot ends whatever `f`
+/// returned.
+fn read_in_one_snapshot<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
+    let value = f();
+    let ended = conn.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([]));
+    if ended.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    let value = value?;
+    ended?;
+    Ok(value)
 }
 
 /// `store::located`: name the store in a damaged-store or full-disk error.
