@@ -37,7 +37,7 @@ pub mod verify;
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
@@ -237,26 +237,11 @@ impl Db {
         mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
         self.set_durability(durability)?;
-        // Prepared once (`BEGIN`, `COMMIT`): rusqlite's `Transaction` parses
-        // each anew, at every one of a run's transactions.
-        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let written = (|| {
-            lease::check_fence(&self.conn, fence)?;
-            let value = f(&mut Sql::writer(&self.conn, fence))?;
-            let commits = count_commit(&self.conn)?;
-            self.conn.prepare_cached("COMMIT")?.execute([])?;
-            Ok((value, commits))
-        })();
-        let (value, commits) = match written {
-            Ok(written) => written,
-            Err(e) => {
-                // Nothing of a failed write stays (as a dropped `Transaction`).
-                if !self.conn.is_autocommit() {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                }
-                return Err(e);
-            }
-        };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        lease::check_fence(&tx, fence)?;
+        let value = f(&mut Sql::writer(&tx, fence))?;
+        let commits = count_commit(&tx)?;
+        tx.commit()?;
         if durability == Durability::Full {
             self.mark_commit(commits, fence.generation())?;
         }
