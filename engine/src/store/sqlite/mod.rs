@@ -129,7 +129,8 @@ impl Db {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
             if let Some(why) = doubt(false, dead_writer, changed) {
-                examine(&db.conn, &db.files, why, Opened::Reading)?;
+                // In one snapshot: a writer may have taken the store since.
+                read_in_one_snapshot(&db.conn, || examine(&db.conn, &db.files, why, Opened::Reading))?;
             }
         }
         Ok(Some(db))
@@ -253,7 +254,7 @@ impl Db {
     /// written, not flushed (`mark.rs` says why).
     fn mark_commit(&mut self, commits: i64, generation: i64) -> Result<()> {
         let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a durable commit without the store's mark"))?;
-        let next = Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() };
+        let next = Mark { commits, generation, open: true, closed_file: None, closed_wal: None, ..mark.last().clone() };
         mark.record(next, false)
     }
 

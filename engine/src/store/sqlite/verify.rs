@@ -39,7 +39,9 @@ pub fn verify(path: &Path) -> Result<Verified> {
         .at(place));
     }
     conn.busy_timeout(crate::limits::STORE_BUSY_TIMEOUT)?;
-    check(&conn, path)
+    // In one snapshot: beside a live engine, every check reads the same
+    // commit.
+    super::read_in_one_snapshot(&conn, || check(&conn, path))
 }
 
 /// Every check of `CHECKS` over an open connection to the store at
