@@ -190,8 +190,9 @@ pub(super) fn release(
 /// is still free at generation `g` (no writer took the store since).
 fn record_closed(conn: &mut Connection, files: &StoreFiles, mark: &mut MarkFile, g: i64, commits: i64) -> Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let lease: Option<(Option<i64>, i64)> =
-        tx.query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    let lease: Option<(Option<i64>, i64)> = tx
+        .query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
     if lease != Some((None, g)) {
         return Ok(());
     }

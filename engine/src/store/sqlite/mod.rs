@@ -34,6 +34,7 @@ mod schema;
 mod share;
 mod sql;
 pub mod verify;
+mod version;
 
 use std::path::Path;
 
@@ -149,7 +150,7 @@ impl Db {
     /// `Store::peek_cached_plan`: the store file opened `immutable` (no
     /// lock, no shared-memory index, no WAL: a refused plan must leave every
     /// file of the store as it was, and a reader's index updates would not).
-    /// A clean release folds the WAL into the file before its last commit,
+    /// A clean release folds the WAL into the file after its last commit,
     /// so the rows a finished run wrote are there; one that is not (a live
     /// writer's, a damaged file) is simply not found or fails its seal.
     pub fn peek_cached_plan(path: &Path, key: &str) -> Option<crate::plan::cache::CachedPlan> {
