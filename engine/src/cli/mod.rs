@@ -413,7 +413,7 @@ fn revise(
         "people": req.as_store_owner});
     let given = Given::new(request_id, "revise", args, &person)?;
     let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
-    let store = Store::open_rw(&location.path)?;
+    let store = Store::open_existing(&location.path)?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
@@ -485,12 +485,7 @@ impl Places {
     /// The store, for reading (status, log, explain, report).
     fn reader(&self) -> Result<Store> {
         let path = self.store_path()?;
-        Store::open_ro(&path)?.ok_or_else(|| {
-            Error::usage(format!(
-                "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-                path.display()
-            ))
-        })
+        Store::open_ro(&path)?.ok_or_else(|| crate::store::location::no_store_at(&path))
     }
 
     fn existing(&self) -> Result<Store> {

@@ -116,6 +116,17 @@ impl Store {
         Ok(Store { backend, location: path.to_path_buf() })
     }
 
+    /// Open an existing store for writing, never making one
+    /// (`STORE_NOT_FOUND`): every command but `run`.
+    pub fn open_existing(path: &Path) -> Result<Store> {
+        let backend = if is_shared(path) {
+            Backend::Postgres(postgres::Pg::open_rw(url(path))?)
+        } else {
+            Backend::Sqlite(sqlite::Db::open_existing(path)?)
+        };
+        Ok(Store { backend, location: path.to_path_buf() })
+    }
+
     /// Open an existing store for reading only (status, log, explain).
     /// `Ok(None)` when there is no store yet. A reader never migrates.
     pub fn open_ro(path: &Path) -> Result<Option<Store>> {

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::files::{flushes, io_error, sync_dir, with_suffix};
+use super::files::{flushes, io_error, sync_dir, with_suffix, write_error};
 use super::owner::Owner;
 use crate::error::{Code, Error, Result};
 
@@ -220,7 +220,7 @@ impl MarkFile {
         let made = write_new(&tmp, mark).and_then(|_| match std::fs::hard_link(&tmp, path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(io_error(e, path, "cannot place the store's mark file")),
+            Err(e) => Err(write_error(e, path, "cannot place the store's mark file")),
         });
         let _ = std::fs::remove_file(&tmp);
         made?;
@@ -255,7 +255,7 @@ impl MarkFile {
         self.file
             .write_all_at(&block, at)
             .and_then(|_| if flush && flushes() { self.file.sync_data() } else { Ok(()) })
-            .map_err(|e| io_error(e, &self.path, "cannot record the store's mark"))?;
+            .map_err(|e| write_error(e, &self.path, "cannot record the store's mark"))?;
         self.last = next;
         Ok(())
     }
@@ -273,10 +273,10 @@ fn write_new(tmp: &Path, mark: &Mark) -> Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(tmp)
-        .map_err(|e| io_error(e, tmp, "cannot create the store's mark file"))?;
+        .map_err(|e| write_error(e, tmp, "cannot create the store's mark file"))?;
     file.write_all_at(&bytes, 0)
         .and_then(|_| if flushes() { file.sync_all() } else { Ok(()) })
-        .map_err(|e| io_error(e, tmp, "cannot write the store's mark file"))
+        .map_err(|e| write_error(e, tmp, "cannot write the store's mark file"))
 }
 
 #[cfg(test)]

@@ -72,8 +72,21 @@ impl Db {
     /// with a group: 2770 and 0660, that group's); symlinks and other
     /// users' files are refused.
     pub fn open_rw(path: &Path) -> Result<Db> {
+        Db::open_writer(path, true)
+    }
+
+    /// Open an existing store for writing: `STORE_NOT_FOUND` when there is
+    /// none (every command but `run`), and nothing is made.
+    pub fn open_existing(path: &Path) -> Result<Db> {
+        Db::open_writer(path, false)
+    }
+
+    fn open_writer(path: &Path, create: bool) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
+        if !create && matches!(check_files(&files)?, Found::Nothing) {
+            return Err(crate::store::location::no_store_at(path));
+        }
         files.make_dir()?;
         create::sweep_leftovers(&files);
         // The mark first: it exists only once the store file does.
