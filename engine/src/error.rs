@@ -100,6 +100,10 @@ pub enum Code {
     /// is no store, for every command but `run` (the one that makes one);
     /// the path is named and nothing is made.
     StoreNotFound,
+    /// SPEC's additions: a provider's declared write rule covers (or lies
+    /// inside) a cgroup tree, a stores folder or the engine's state; the
+    /// rule is named at its JSON path (`engine check` and `run` alike).
+    SandboxRuleRefused,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -148,6 +152,7 @@ impl Code {
         Code::AnswerInvalid,
         Code::NothingToAnswer,
         Code::StoreNotFound,
+        Code::SandboxRuleRefused,
         Code::UsageError,
         Code::Internal,
     ];
@@ -193,6 +198,7 @@ impl Code {
             Code::AnswerInvalid => "ANSWER_INVALID",
             Code::NothingToAnswer => "NOTHING_TO_ANSWER",
             Code::StoreNotFound => "STORE_NOT_FOUND",
+            Code::SandboxRuleRefused => "SANDBOX_RULE_REFUSED",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -241,6 +247,7 @@ impl Code {
             | Code::InputOutsideWorkspace
             | Code::PlanChanged
             | Code::StoreNotFound
+            | Code::SandboxRuleRefused
             | Code::UsageError => 2,
         }
     }
@@ -407,12 +414,13 @@ mod tests {
             Code::AnswerInvalid => 36,
             Code::NothingToAnswer => 37,
             Code::StoreNotFound => 38,
-            Code::UsageError => 39,
-            Code::Internal => 40,
+            Code::SandboxRuleRefused => 39,
+            Code::UsageError => 40,
+            Code::Internal => 41,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 41);
+        assert_eq!(Code::ALL.len(), 42);
     }
 }

@@ -23,6 +23,7 @@ use providers::sandbox::{
     Kernel, Namespaces, NetStatus, NsStatus, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable,
 };
 
+use crate::decide::sandbox_rules::{self, Guarded, Place, Rule};
 use crate::error::{Code, Error, Result};
 use crate::plan::model::Task;
 use crate::plan::reach::Reach;
@@ -47,6 +48,7 @@ impl Sandboxes {
     /// store's files have one name each) waits for the lease, when no other
     /// engine is making the store.
     pub fn check(plan: &Plan, store: &Path) -> Result<()> {
+        refuse_rules(plan, Some(store))?;
         let mut all: Vec<(Option<&str>, &[String])> = vec![(None, &[])];
         all.extend(plan.file.providers.iter().map(|(name, spec)| (Some(name.as_str()), spec.declared_writes())));
         for (name, declared) in all {
@@ -152,6 +154,42 @@ impl Sandboxes {
     /// This machine's sandbox, as a confined process gets it.
     pub fn machine(&self) -> &Status {
         self.checks.status()
+    }
+}
+
+/// `SANDBOX_RULE_REFUSED` for the first declared write rule of `plan` that
+/// reaches a cgroup tree, the folder of the store at `store` (when it is a
+/// path) or the engine's state folder (`decide::sandbox_rules`): the same
+/// answer from `engine check` as from `run`, before anything is written.
+/// A rule that cannot be resolved is left to the policy, which names it.
+pub fn refuse_rules(plan: &Plan, store: Option<&Path>) -> Result<()> {
+    let mut rules = Vec::new();
+    for (name, spec) in &plan.file.providers {
+        for (index, as_written) in spec.declared_writes().iter().enumerate() {
+            if let Ok(path) = providers::sandbox::declared_path(as_written) {
+                rules.push(Rule { provider: name, index, as_written, path });
+            }
+        }
+    }
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let resolved = |p: &Path| providers::sandbox::resolved(p).ok();
+    let mut places: Vec<Place> = providers::process::cgroup::mounts()
+        .iter()
+        .filter_map(|m| resolved(m))
+        .map(|path| Place { what: Guarded::CgroupTree, path })
+        .collect();
+    let store_folder = store
+        .filter(|s| !crate::store::is_shared(s))
+        .and_then(|s| std::path::absolute(s).ok())
+        .and_then(|s| s.parent().and_then(resolved));
+    places.extend(store_folder.map(|path| Place { what: Guarded::StoreFolder, path }));
+    let state = crate::store::location::state_home().ok().and_then(|root| root.parent().and_then(resolved));
+    places.extend(state.map(|path| Place { what: Guarded::EngineState, path }));
+    match sandbox_rules::refused(&rules, &places) {
+        Some((rule, why)) => Err(Error::new(Code::SandboxRuleRefused, why).at(rule.place())),
+        None => Ok(()),
     }
 }
 
@@ -284,7 +322,7 @@ fn refused(e: PolicyError, provider: Option<&str>, declared: &[String], store: &
         PolicyError::BadPath { as_written, .. } => Error::new(Code::PlanInvalid, e.to_string()).at(place(as_written)),
         PolicyError::Overlap { writable, .. } => {
             if let Origin::Declared { as_written } = &writable.origin {
-                return Error::new(Code::PlanInvalid, format!("{e}; the store is {}", store.display()))
+                return Error::new(Code::SandboxRuleRefused, format!("{e}; the store is {}", store.display()))
                     .at(place(as_written));
             }
             let home = std::env::var_os("HOME").map(std::path::PathBuf::from);

@@ -59,6 +59,19 @@ use std::sync::Arc;
 pub use namespaces::{Namespaces, NsStatus};
 pub use network::{Endpoint, NetBy, NetStatus, Network, Port};
 pub use own_environ::hide_engine_environment;
+
+/// A declared write path as the sandbox takes it: `~` expanded to `HOME`,
+/// symlinks resolved as far as the path exists (what `PolicyBuilder::build`
+/// makes writable), for the engine to judge before it builds a policy.
+pub fn declared_path(as_written: &str) -> Result<std::path::PathBuf, PolicyError> {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+    policy::resolve(&policy::expand(as_written, home.as_deref())?)
+}
+
+/// `path` with its symlinks resolved as far as it exists.
+pub fn resolved(path: &std::path::Path) -> Result<std::path::PathBuf, PolicyError> {
+    policy::resolve(path)
+}
 pub use policy::{Origin, PolicyError, Writable, DEVICES};
 pub use record::Record;
 pub use status::{kernel, Kernel, Right, Status, Unavailable};
