@@ -108,15 +108,26 @@ fn without_the_sandbox_the_forgery_lands_and_the_chain_names_it() {
     let out = ws.engine_env(&["run", "plan.json", "--json"], &[("ENGINE_SANDBOX", "unavailable")]);
     out.expect(0, None);
     assert_eq!(out.stderr.matches("provider sandbox is unavailable").count(), 1, "said once: {}", out.stderr);
+    // Issue 37, item 6: the notice said Landlock was "not enabled at boot"
+    // on a machine where it is. It says what is so: a simulation, and what
+    // this kernel really has.
+    assert!(!out.stderr.contains("not enabled at boot"), "{}", out.stderr);
+    assert!(out.stderr.contains("simulated by ENGINE_SANDBOX=unavailable"), "{}", out.stderr);
+    if let providers::sandbox::Kernel::Landlock { abi } = providers::sandbox::kernel() {
+        assert!(out.stderr.contains(&format!("this kernel has Landlock ABI {abi}")), "{}", out.stderr);
+    }
     let got = forge_result(&ws);
     assert_eq!(got["sql"], "ok", "unconfined, the insert lands: {got}");
     assert_eq!(got["outside"], "ok", "{got}");
     let a = ws.ledger().approvals();
     assert_eq!(a.len(), 1, "the forged row is there");
     let status = ws.json(&["status"], 0);
-    assert_eq!(status["tasks"][0]["last_attempt"]["sandbox"]["state"], "unavailable", "{status}");
+    let recorded = &status["tasks"][0]["last_attempt"]["sandbox"];
+    assert_eq!(recorded["state"], "unavailable", "{status}");
+    assert_eq!(recorded["reason"], "simulated", "recorded as what it was: {status}");
     let explain = ws.engine(&["explain", "T1"]);
     assert!(explain.stdout.contains("sandbox: unavailable"), "{}", explain.stdout);
+    assert!(!explain.stdout.contains("not enabled at boot"), "{}", explain.stdout);
     let verify = ws.engine_json(&["verify"]);
     assert_ne!(verify.code(), 0, "{}", verify.describe());
     assert!(verify.stdout.contains(&format!("approvals row {}", a[0].id.get())), "{}", verify.describe());

@@ -67,7 +67,7 @@ impl Sandboxes {
             // The testing aid's machine has no namespaces either: the
             // unconfined path, whole.
             Kernel::Unavailable(_) if std::env::var_os(TESTING_AID).is_some() => {
-                Namespaces::unavailable(&format!("{TESTING_AID}=unavailable"))
+                Namespaces::unavailable(&format!("simulated by {TESTING_AID}=unavailable, a testing aid"))
             }
             _ => Namespaces::make(&hidden(store)),
         };
@@ -237,7 +237,7 @@ fn kernel() -> Result<Kernel> {
     cgroup_aid()?;
     match std::env::var(TESTING_AID).ok().as_deref() {
         None | Some("") => Ok(providers::sandbox::kernel()),
-        Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::NotEnabled)),
+        Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::Simulated)),
         Some(other) => Err(Error::usage(format!(
             "{TESTING_AID}={other:?}: the only value is `unavailable` (a testing aid: run as if the kernel had no Landlock)"
         ))),

@@ -258,7 +258,10 @@ fn net_plan(network: &Network, kernel: Kernel, namespaces: &Namespaces) -> NetPl
             Err(no_namespace) => {
                 let mut plan = by_landlock(Vec::new());
                 if let NetStatus::Unavailable { reason } = &mut plan.status {
-                    *reason = format!("{no_namespace}; {reason}");
+                    // One reason said once (a simulation names itself in both).
+                    if !reason.starts_with(no_namespace) {
+                        *reason = format!("{no_namespace}; {reason}");
+                    }
                 }
                 plan
             }
