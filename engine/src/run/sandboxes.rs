@@ -292,6 +292,11 @@ fn say_if_weaker(checks: &Sandbox) {
             "engine: provider processes get no cgroup of their own ({reason}): each is tracked by its process group only, and a descendant that leaves it (setsid) is not ended by a stop, a timeout or a takeover (docs/sandbox.md)"
         );
     }
+    if let providers::sandbox::Privileges::Partial { reason } = checks.privileges() {
+        eprintln!(
+            "engine: provider processes get no seccomp filter ({reason}): they hold no capability and no new privileges, but file handles, ptrace and mounts are refused by the missing capabilities only; every attempt records it (docs/sandbox.md)"
+        );
+    }
     if let NsStatus::Unavailable { reason } = checks.stores() {
         eprintln!(
             "engine: the stores are not hidden from providers ({reason}): a provider can read them and change their owner, mode and times; every attempt records it (docs/sandbox.md)"
