@@ -28,6 +28,8 @@ use crate::error::{Code, Error, Result};
 use crate::plan::model::Task;
 use crate::plan::reach::Reach;
 use crate::plan::Plan;
+use crate::store::access::Confinement;
+use crate::store::LeaseGuard;
 
 /// The testing aid that simulates a kernel without Landlock.
 pub const TESTING_AID: &str = "ENGINE_SANDBOX";
@@ -154,6 +156,61 @@ impl Sandboxes {
     /// This machine's sandbox, as a confined process gets it.
     pub fn machine(&self) -> &Status {
         self.checks.status()
+    }
+
+    /// What this engine confines its providers with, part by part, and why
+    /// each part it lacks is missing.
+    fn confinement(&self) -> (Confinement, Vec<(&'static str, String)>) {
+        let mut why = Vec::new();
+        let landlock = self.checks.status().is_confined();
+        if !landlock {
+            why.push(("landlock", format!("Landlock: {}", self.checks.status())));
+        }
+        let cgroup = providers::command::cgroups_unavailable();
+        if let Some(reason) = &cgroup {
+            why.push((
+                "cgroup",
+                format!("no cgroup of their own ({reason}): a `setsid` descendant outlives its attempt"),
+            ));
+        }
+        let stores_hidden = *self.checks.stores() == NsStatus::Hidden;
+        if !stores_hidden {
+            why.push(("stores_hidden", format!("the stores {}", self.checks.stores())));
+        }
+        let network_namespace = matches!(self.checks.network(), NetStatus::Enforced { .. });
+        if !network_namespace {
+            why.push(("network_namespace", format!("no network namespace (the network {})", self.checks.network())));
+        }
+        (Confinement { landlock, cgroup: cgroup.is_none(), stores_hidden, network_namespace }, why)
+    }
+
+    /// On a store shared with a group, every person's run confines its
+    /// providers as the store's owner's engine does (recorded in the store's
+    /// mark by the owner's own runs), or is refused before anything runs or
+    /// is recorded, naming each part it lacks and why: never weaker in
+    /// silence. Nothing to hold on a store that is its owner's alone.
+    pub fn hold_to_shared(&self, ledger: &mut LeaseGuard) -> Result<()> {
+        if !ledger.shared_with_group() {
+            return Ok(());
+        }
+        let (ours, why) = self.confinement();
+        let Some(required) = ledger.shared_confinement(ours)? else { return Ok(()) };
+        let missing = ours.missing(&required);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let words: Vec<&str> =
+            why.iter().filter(|(part, _)| missing.contains(part)).map(|(_, words)| words.as_str()).collect();
+        Err(Error::usage(format!(
+            "this engine (uid {}) cannot confine providers as the store's owner's engine does on this shared store: \
+             {}. Nothing was run or recorded: the same confinement for every person. The store's owner can run \
+             it, or give this user what is missing (a cgroup subtree delegated to the user; the namespaces need \
+             root) — docs/store.md, \"A store shared with a group\"",
+            crate::store::access::current_uid(),
+            words.join("; ")
+        ))
+        .at(ledger.path().display().to_string())
+        .with_details(serde_json::json!({"reason": "weaker_confinement", "missing": missing})))
     }
 }
 

@@ -395,6 +395,23 @@ impl LeaseGuard {
         self.store.shared()
     }
 
+    /// Is this a store file shared with a group (`--store-group`)?
+    pub fn shared_with_group(&self) -> bool {
+        match &self.store.backend {
+            Backend::Sqlite(db) => db.shared_with_group(),
+            Backend::Postgres(_) => false,
+        }
+    }
+
+    /// What this run must confine its providers with on a store shared with
+    /// a group (`sqlite::Db::shared_confinement`); `None` on any other.
+    pub fn shared_confinement(&mut self, ours: access::Confinement) -> Result<Option<access::Confinement>> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.shared_confinement(ours),
+            Backend::Postgres(_) => Ok(None),
+        }
+    }
+
     /// Share this SQLite store with an OS group, under its lease (its
     /// owner's `--store-group`: `sqlite/share.rs`). A PostgreSQL store's
     /// access is the database's: refused.

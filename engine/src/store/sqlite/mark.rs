@@ -129,6 +129,11 @@ pub struct Mark {
     /// and in a mark from before the record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_wal: Option<WalPrint>,
+    /// A store shared with a group: what its owner's engine confines
+    /// providers with, which every person's run on it is held to
+    /// (`store::access::Confinement`; `None`: not recorded yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<crate::store::access::Confinement>,
     /// The schema version the last writer left the store at (its
     /// `user_version`: `None` in a mark from before the record), so that
     /// damaged version bytes are told from a newer engine's store.
@@ -152,6 +157,7 @@ impl Mark {
             open: false,
             closed_file: None,
             closed_wal: None,
+            confinement: None,
             schema: None,
             owner: None,
         }

@@ -40,6 +40,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use super::access::Confinement;
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
@@ -305,6 +306,29 @@ impl Db {
 
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
+    }
+
+    /// On a store shared with a group, what this process's run must confine
+    /// its providers with: `None` when the store is its owner's alone, or
+    /// when this process is the store's owner (whose `ours` the mark then
+    /// records: the store's confinement, under the lease).
+    /// Is the store shared with a group (as its mark records, under the
+    /// lease this process holds)?
+    pub fn shared_with_group(&self) -> bool {
+        self.mark.as_ref().and_then(|m| m.last().owner).is_some_and(|o| o.shared().is_some())
+    }
+
+    pub fn shared_confinement(&mut self, ours: Confinement) -> Result<Option<Confinement>> {
+        let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a shared store's record without its lease"))?;
+        let last = mark.last().clone();
+        let Some(owner) = last.owner.filter(|o| o.shared().is_some()) else { return Ok(None) };
+        if owner.uid != crate::store::access::current_uid() {
+            return Ok(Some(last.confinement.unwrap_or(Confinement::FULL)));
+        }
+        if last.confinement != Some(ours) {
+            mark.record(Mark { confinement: Some(ours), ..last }, true).map_err(|e| located(e, &self.files.db))?;
+        }
+        Ok(None)
     }
 
     /// Share the store with `group`, under the lease this process holds
