@@ -96,6 +96,14 @@ pub enum Code {
     /// Issue 27: `engine answer` of a task that waits on no answer;
     /// nothing is recorded.
     NothingToAnswer,
+    /// SPEC's additions: a `--store` path (or `ENGINE_STORE`) where there
+    /// is no store, for every command but `run` (the one that makes one);
+    /// the path is named and nothing is made.
+    StoreNotFound,
+    /// SPEC's additions: a provider's declared write rule covers (or lies
+    /// inside) a cgroup tree, a stores folder or the engine's state; the
+    /// rule is named at its JSON path (`engine check` and `run` alike).
+    SandboxRuleRefused,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -143,6 +151,8 @@ impl Code {
         Code::InputRequired,
         Code::AnswerInvalid,
         Code::NothingToAnswer,
+        Code::StoreNotFound,
+        Code::SandboxRuleRefused,
         Code::UsageError,
         Code::Internal,
     ];
@@ -187,6 +197,8 @@ impl Code {
             Code::InputRequired => "INPUT_REQUIRED",
             Code::AnswerInvalid => "ANSWER_INVALID",
             Code::NothingToAnswer => "NOTHING_TO_ANSWER",
+            Code::StoreNotFound => "STORE_NOT_FOUND",
+            Code::SandboxRuleRefused => "SANDBOX_RULE_REFUSED",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -234,6 +246,8 @@ impl Code {
             | Code::UnknownProvider
             | Code::InputOutsideWorkspace
             | Code::PlanChanged
+            | Code::StoreNotFound
+            | Code::SandboxRuleRefused
             | Code::UsageError => 2,
         }
     }
@@ -314,6 +328,41 @@ pub fn is_no_room(errno: i32) -> bool {
     errno == libc::ENOSPC || errno == libc::EDQUOT || errno == libc::EFBIG
 }
 
+/// An I/O failure on the store's files, with the code it has: no room is
+/// `STORE_FULL`; the system refusing this process (a read-only file
+/// system, a permission, a sandbox) or a path that cannot be a store's (a
+/// file where a folder should be, a name too long, a symlink loop) is a
+/// usage error saying so — with `details.reason` `store_not_writable` when
+/// `writing` was refused —; only what the engine cannot explain is
+/// internal.
+pub fn store_io(e: &std::io::Error, what: &str, writing: bool) -> Error {
+    let errno = e.raw_os_error().unwrap_or(0);
+    if is_no_room(errno) {
+        return Error::new(Code::StoreFull, format!("{what}: {e}"));
+    }
+    match errno {
+        libc::EROFS | libc::EACCES | libc::EPERM => {
+            let why = if errno == libc::EROFS {
+                "it is on a read-only file system"
+            } else {
+                "the system refuses it to this process (its permissions, or a sandbox such as Landlock: is this \
+                 engine running as another engine's provider?)"
+            };
+            let e = Error::usage(format!(
+                "{what}: {e}: {why}. Nothing was written; give the engine a store it may write (--store PATH)"
+            ));
+            match writing {
+                true => e.with_details(serde_json::json!({"reason": "store_not_writable"})),
+                false => e,
+            }
+        }
+        libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EISDIR | libc::ENOENT => {
+            Error::usage(format!("{what}: {e}: the path cannot hold a store"))
+        }
+        _ => Error::new(Code::Internal, format!("{what}: {e}")),
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
@@ -364,12 +413,14 @@ mod tests {
             Code::InputRequired => 35,
             Code::AnswerInvalid => 36,
             Code::NothingToAnswer => 37,
-            Code::UsageError => 38,
-            Code::Internal => 39,
+            Code::StoreNotFound => 38,
+            Code::SandboxRuleRefused => 39,
+            Code::UsageError => 40,
+            Code::Internal => 41,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 40);
+        assert_eq!(Code::ALL.len(), 42);
     }
 }

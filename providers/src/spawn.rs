@@ -313,6 +313,8 @@ impl Failure {
             Step::NetNs => "joining the run's network namespace",
             Step::MntNs => "joining the run's mount namespace",
             Step::Landlock => "entering its Landlock domain",
+            Step::Privileges => "dropping its capabilities",
+            Step::Seccomp => "installing its seccomp filter",
         };
         io::Error::new(self.error.kind(), format!("{what}: {}", self.error))
     }
@@ -330,15 +332,26 @@ enum Step {
     NetNs = 3,
     MntNs = 4,
     Landlock = 5,
-    Exec = 6,
+    Privileges = 6,
+    Seccomp = 7,
+    Exec = 8,
 }
 
 impl Step {
     fn of(n: u32) -> Step {
-        [Step::Setup, Step::Cgroup, Step::NetNs, Step::MntNs, Step::Landlock, Step::Exec]
-            .into_iter()
-            .find(|s| *s as u32 == n)
-            .unwrap_or(Step::Parent)
+        [
+            Step::Setup,
+            Step::Cgroup,
+            Step::NetNs,
+            Step::MntNs,
+            Step::Landlock,
+            Step::Privileges,
+            Step::Seccomp,
+            Step::Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == n)
+        .unwrap_or(Step::Parent)
     }
 }
 
@@ -454,6 +467,9 @@ struct Plan {
     netns: Option<RawFd>,
     mntns: Option<RawFd>,
     engine: libc::pid_t,
+    /// Drop every privilege (`sandbox::privileges`): every capability up to
+    /// this kernel's last, and the seccomp filter where there is one.
+    privileges: Option<(u32, Option<crate::sandbox::Fprog>)>,
 }
 
 impl Plan {
@@ -473,6 +489,10 @@ impl Plan {
             netns,
             mntns,
             engine: engine_pid(),
+            privileges: spec
+                .sandbox
+                .drops_privileges()
+                .then(|| (crate::sandbox::last_cap(), crate::sandbox::program().ok())),
         })
     }
 }
@@ -512,6 +532,10 @@ struct Shared {
     /// started in its cgroup).
     cgroup: RawFd,
     engine: libc::pid_t,
+    /// Drop every capability up to this one (-1: keep them all).
+    last_cap: i64,
+    /// The seccomp filter to install (null: none).
+    seccomp: *const crate::sandbox::Fprog,
     /// The signals to set back to their default (bit `n - 1`: signal `n`).
     reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
@@ -548,6 +572,12 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<u32, Fa
         mntns: plan.mntns.unwrap_or(-1),
         cgroup: -1,
         engine: plan.engine,
+        last_cap: plan.privileges.as_ref().map_or(-1, |(last, _)| i64::from(*last)),
+        seccomp: plan
+            .privileges
+            .as_ref()
+            .and_then(|(_, f)| f.as_ref())
+            .map_or(std::ptr::null(), |f| f as *const crate::sandbox::Fprog),
         reset_signals: signals::to_reset(),
         error: 0,
         step: Step::Parent as u32,
@@ -779,6 +809,14 @@ unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
         step(s, Step::Landlock);
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         check(libc::syscall(libc::SYS_landlock_restrict_self, s.ruleset, 0u32) as libc::c_int)?;
+    }
+    if s.last_cap >= 0 {
+        step(s, Step::Privileges);
+        crate::sandbox::drop_privileges(s.last_cap)?;
+    }
+    if !s.seccomp.is_null() {
+        step(s, Step::Seccomp);
+        crate::sandbox::install_filter(s.seccomp)?;
     }
     Ok(())
 }

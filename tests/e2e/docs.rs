@@ -56,6 +56,24 @@ fn every_error_code_is_documented_with_its_exit_code() {
     assert!(missing.is_empty(), "docs/codes.md lacks these rows (code, exit): {missing:#?}");
 }
 
+/// Issue 37, item 6: docs/store.md named schema version 10 where the
+/// engine wrote 14. The version it names, and each version it describes,
+/// are read from the code; so are the migrations ARCHITECTURE.md counts.
+#[test]
+fn the_schema_version_the_docs_name_is_the_one_the_engine_writes() {
+    let version = engine::store::SCHEMA_VERSION;
+    let store_md = doc("store.md");
+    assert!(
+        store_md.contains(&format!("this engine\nwrites version {version}.")),
+        "docs/store.md must say the engine writes version {version}"
+    );
+    let described = |v: i64| [" ", "\n"].iter().any(|after| store_md.contains(&format!("Version {v}{after}")));
+    let undescribed: Vec<i64> = (2..=version).filter(|&v| !described(v)).collect();
+    assert!(undescribed.is_empty(), "docs/store.md describes no version {undescribed:?}");
+    let architecture = fs::read_to_string(repo_root().join("ARCHITECTURE.md")).unwrap();
+    assert!(architecture.contains(&format!("migrations 1–{version})")), "ARCHITECTURE.md counts the migrations");
+}
+
 #[test]
 fn every_warning_code_is_documented() {
     let codes_md = doc("codes.md");

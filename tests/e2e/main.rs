@@ -30,5 +30,6 @@ mod store_files;
 mod store_full;
 mod store_identity;
 mod store_open;
+mod store_wal;
 mod stores;
 mod terminal;

@@ -178,8 +178,8 @@ fn a_store_the_sandbox_keeps_read_only_is_named_as_that() {
     ws.run().expect(0, None);
 }
 
-/// A `--store` whose folder is not made yet is no store (a reader says so,
-/// `run` makes it), never exit 70 — found by the tests from a clone under
+/// A `--store` whose folder is not made yet is no store (a reader says so:
+/// `STORE_NOT_FOUND`; `run` makes it), never exit 70 — found by the tests from a clone under
 /// the temporary folder, where the tests' stores live outside any git
 /// worktree (inside one, `run` made the folder for its `.gitignore` first).
 #[test]
@@ -189,8 +189,208 @@ fn a_store_in_a_folder_not_made_yet_is_no_store_and_run_makes_it() {
     let store = ws.outside_store("not-made-yet");
     let store_arg = store.display().to_string();
     let out = ws.engine(&["--json", "status", "--store", &store_arg]);
-    assert_eq!(out.json()["error"]["code"], "USAGE_ERROR", "{}", out.describe());
+    assert_eq!(out.json()["error"]["code"], "STORE_NOT_FOUND", "{}", out.describe());
     assert!(!store.parent().unwrap().exists(), "a reader makes nothing");
     ws.engine(&["run", "plan.json", "--store", &store_arg]).expect_code(0);
     ws.engine(&["status", "--store", &store_arg]).expect_code(0);
+}
+
+/// The store's files, to put back whole between two damages.
+fn store_files(ws: &Ws) -> Vec<(PathBuf, Vec<u8>)> {
+    ["", "-wal", "-shm", ".mark"]
+        .iter()
+        .map(|s| side(ws, s))
+        .filter(|p| p.exists())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Each file written back in place (its owner and mode kept); one that
+/// was not there removed.
+fn put_back(ws: &Ws, files: &[(PathBuf, Vec<u8>)]) {
+    for suffix in ["", "-wal", "-shm", ".mark"] {
+        let path = side(ws, suffix);
+        match files.iter().find(|(p, _)| *p == path) {
+            Some((_, bytes)) => std::fs::write(&path, bytes).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// `verify`, `status` and `run` on the store: exit code, error code and
+/// the first words of the message, each.
+fn three_answers(ws: &Ws) -> Vec<(i32, Value)> {
+    [&["verify"][..], &["status"], &["run", "plan.json"]]
+        .iter()
+        .map(|args| {
+            let out = ws.engine_json(args);
+            (out.code(), out.json()["error"]["code"].clone())
+        })
+        .collect()
+}
+
+/// Issue 37, item 2: damaged schema-version bytes (header 60-63, SQLite's
+/// `user_version`) answered three ways — at a negative value `verify`
+/// passed, `status` advised "engine run migrates it" and `run` exited 0; at
+/// an older one `run` exited 70 ("duplicate column name"). The version is
+/// judged against the store's tables: every command says `STORE_CORRUPT`
+/// naming the field, and nothing is written.
+#[test]
+fn damaged_schema_version_bytes_are_named_alike_by_every_command() {
+    let rcv = Receiver::start(&[]);
+    let ws = finished(&rcv);
+    let clean = store_files(&ws);
+    let bytes = std::fs::read(ws.store()).unwrap();
+    let version = i32::from_be_bytes([bytes[60], bytes[61], bytes[62], bytes[63]]);
+    for claimed in
+        [version - 1, version - 4, 0, -1, i32::MIN + version, version + 1, version ^ 0x5a, 0x5a00_0000 | version]
+    {
+        let mut damaged = bytes.clone();
+        damaged[60..64].copy_from_slice(&claimed.to_be_bytes());
+        std::fs::write(ws.store(), &damaged).unwrap();
+        let verify = every_command_refuses(&ws, "STORE_CORRUPT", &ws.store(), "bytes 60-63 (schema version)");
+        let message = verify["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("is {claimed}")), "{claimed}: {message}");
+        assert!(
+            message.contains(&format!("schema version {version}")),
+            "{claimed}: names what the tables are\n{message}"
+        );
+        assert_eq!(std::fs::read(ws.store()).unwrap(), damaged, "{claimed}: nothing written");
+        put_back(&ws, &clean);
+    }
+    ws.run().expect(0, None);
+    assert_eq!(rcv.deliveries().len(), 1, "nothing was sent again");
+}
+
+/// A store a newer engine migrated (a table this engine does not know, a
+/// higher version) is still `SCHEMA_TOO_NEW` from every command, untouched.
+#[test]
+fn a_store_a_newer_engine_migrated_is_too_new_for_every_command() {
+    let rcv = Receiver::start(&[]);
+    let ws = finished(&rcv);
+    crate::support::ledger::tamper_batch(
+        &ws.store(),
+        "CREATE TABLE later_things (id INTEGER); PRAGMA user_version = 99;",
+    );
+    let before = std::fs::read(ws.store()).unwrap();
+    assert_eq!(three_answers(&ws), vec![(2, json!("SCHEMA_TOO_NEW")); 3]);
+    assert_eq!(std::fs::read(ws.store()).unwrap(), before, "untouched");
+}
+
+/// Issue 37, item 2: every field of SQLite's 100-byte header, damaged,
+/// gets one answer from `verify`, `status` and `run` — a documented code
+/// (docs/store.md, "A damaged header"), or none where SQLite keeps the
+/// field for itself — never exit 70, never one command passing what
+/// another refuses.
+#[test]
+fn every_header_field_damaged_gets_one_answer_from_every_command() {
+    let rcv = Receiver::start(&[]);
+    let ws = finished(&rcv);
+    let clean = store_files(&ws);
+    let bytes = std::fs::read(ws.store()).unwrap();
+    // One byte of each field (both ends of the 4-byte ones that matter).
+    let fields =
+        [0, 16, 17, 18, 19, 20, 21, 22, 23, 27, 31, 35, 39, 43, 44, 47, 51, 55, 59, 60, 63, 67, 71, 80, 95, 99];
+    for at in fields {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x5a;
+        std::fs::write(ws.store(), &damaged).unwrap();
+        let answers = three_answers(&ws);
+        assert!(answers.iter().all(|a| a == &answers[0]), "byte {at}: verify, status, run answered {answers:?}");
+        assert!(matches!(answers[0].0, 0 | 2), "byte {at}: {answers:?}");
+        put_back(&ws, &clean);
+    }
+    assert_eq!(rcv.deliveries().len(), 1, "nothing was sent again");
+}
+
+/// Every command but `run`, with a store of its own.
+const NOT_RUN: &[&[&str]] = &[
+    &["status"],
+    &["goals"],
+    &["log"],
+    &["explain", "T1"],
+    &["output", "T1"],
+    &["report"],
+    &["verify"],
+    &["approve", "op_0123456789abcdef01234567", "--note", "fine"],
+    &["settle", "op_0123456789abcdef01234567", "--outcome", "ok", "--note", "checked"],
+    &["answer", "T1", "--accept"],
+    &["retry", "T1"],
+    &["repair", "T1", "--force", "--note", "fixed by hand"],
+    &["revise", "plan.json", "--reason", "r"],
+];
+
+/// Issue 37, item 3: `approve`, `settle`, `retry`, `answer` with a `--store`
+/// that does not exist made an empty store there (then "no goal yet").
+/// Now no command but `run` makes a store: each says `STORE_NOT_FOUND`
+/// (exit 2) naming the path, and leaves nothing behind — in a folder that
+/// is there, in one that is not, and through `ENGINE_STORE`.
+#[test]
+fn no_command_but_run_makes_a_store() {
+    let rcv = Receiver::start(&[]);
+    let ws = one_http_task(&rcv, "none", false, json!({}));
+    let there = ws.outside_store("there");
+    std::fs::create_dir_all(there.parent().unwrap()).unwrap();
+    let not_made = ws.outside_store("not-made-yet");
+    for store in [&there, &not_made] {
+        let store_arg = store.display().to_string();
+        for args in NOT_RUN {
+            for by_env in [false, true] {
+                let mut cmd = match by_env {
+                    false => ws.command(&[&["--json", "--store", &store_arg][..], args].concat()),
+                    true => ws.command(&[&["--json"][..], args].concat()),
+                };
+                if by_env {
+                    cmd.env("ENGINE_STORE", store);
+                }
+                let out = ws.run_command(cmd);
+                out.expect(2, Some("STORE_NOT_FOUND"));
+                let err = &out.json()["error"];
+                assert_eq!(err["place"], json!(store_arg), "{args:?}: names the path\n{}", out.describe());
+            }
+        }
+        let left: Vec<_> = std::fs::read_dir(store.parent().unwrap()).map(|d| d.count()).into_iter().collect();
+        assert!(left.iter().all(|&n| n == 0), "{}: nothing made there ({left:?} files)", store.display());
+        assert!(store == &there || !not_made.parent().unwrap().exists(), "no folder made");
+    }
+    // `run` makes it; then every command finds it.
+    let store_arg = there.display().to_string();
+    ws.engine(&["run", "plan.json", "--store", &store_arg]).expect_code(0);
+    ws.engine(&["status", "--store", &store_arg]).expect_code(0);
+}
+
+/// Issue 37, item 3: `run` where the system refuses it a new store (here a
+/// Landlock sandbox that keeps the folder read-only, as a read-only file
+/// system would) exited 70 "cannot create store". It is a usage error
+/// saying why, and nothing is made.
+#[test]
+fn a_store_that_cannot_be_made_is_named_never_exit_70() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &crate::common::plan(vec![crate::common::task("a", &["true"])]));
+    let store = ws.outside_store("kept-read-only");
+    let folder = store.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&folder).unwrap();
+    let policy = match providers::sandbox::Policy::builder(ws.root()).protect(&folder).build() {
+        Ok(p) => p,
+        Err(e) => panic!("a sandbox policy: {e}"),
+    };
+    let sandbox = policy.prepare().expect("the sandbox is prepared");
+    if !sandbox.status().is_confined() {
+        eprintln!("skipped: this kernel has no Landlock to confine the engine with");
+        return;
+    }
+    for target in [store.clone(), folder.join("below").join("engine.db")] {
+        let mut cmd = ws.command(&["--json", "run", "plan.json", "--store", crate::common::arg(&target)]);
+        sandbox.apply(&mut cmd);
+        let out = ws.run_command(cmd);
+        out.expect(2, Some("USAGE_ERROR"));
+        let err = &out.json()["error"];
+        assert_eq!(err["details"]["reason"], "store_not_writable", "{}", out.describe());
+    }
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0, "nothing made");
 }

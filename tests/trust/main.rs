@@ -19,6 +19,7 @@ mod network;
 mod oauth_tokens;
 mod os_users;
 mod plan_file;
+mod privileges;
 mod request_ids;
 mod sandbox;
 mod shown;

@@ -140,11 +140,13 @@ fn a_named_variable_reaches_its_provider_and_its_value_stays_out_of_the_ledger()
 }
 
 /// Issue 29, defect 6: a provider read `/proc/$PPID/environ`, the engine's
-/// whole environment (`ENGINE_STORE`, keys). Now it reads zeros there.
+/// whole environment (`ENGINE_STORE`, keys). The engine blanks what that
+/// file shows; and since issue 37 (item 4) a confined provider, holding no
+/// capability, may not open it at all.
 #[test]
 fn a_provider_cannot_read_the_engines_environment_through_proc() {
     let ws = Ws::new();
-    let script = "tr '\\0' '\\n' < /proc/$PPID/environ > environ.txt; echo $? > environ.rc; \
+    let script = "tr '\\0' '\\n' > environ.txt < /proc/$PPID/environ; echo $? > environ.rc; \
                   tr '\\0' '\\n' < /proc/$PPID/cmdline | head -1 > cmdline.txt";
     let task = json!({"ref": "T1", "title": "peek", "provider": "sh", "effect": "local",
                       "action": {"run": ["sh", "-c", script]}});
@@ -158,6 +160,7 @@ fn a_provider_cannot_read_the_engines_environment_through_proc() {
     for secret in ["m4rker-value", "PEEK_MARKER", arg(&store), "ENGINE_STORE", "XDG_STATE_HOME"] {
         assert!(!seen.contains(secret), "the provider read {secret} from the engine's environ: {seen}");
     }
+    assert_ne!(ws.read("environ.rc").trim(), "0", "the file is not even opened: {seen:?}");
     // The engine itself still had its environment: the store it used is
     // the one ENGINE_STORE named.
     assert!(store.exists(), "the engine used the store ENGINE_STORE named");

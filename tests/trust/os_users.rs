@@ -238,3 +238,52 @@ fn a_shared_stores_files_changed_outside_the_engine_are_refused_never_repaired()
     engine_as(&ws, &bob, &["--json", "verify", "--store", s]).expect(0, None);
     assert_shared(folder, os.gid);
 }
+
+/// Issue 36, item 6: a person's retry on a shared store ran with weaker
+/// confinement than its owner's runs (a member who is not root: no cgroup,
+/// the stores not hidden, UDP not restricted), and a `setsid env -i` child
+/// landed its effect while the task read `succeeded`. Every person's run on
+/// a shared store now confines as the owner's engine does, or is refused
+/// before anything runs or is recorded, naming what it lacks and why. The
+/// owner's own retry runs confined: the escapee is ended with its cgroup.
+#[test]
+fn a_members_run_on_a_shared_store_confines_as_the_owners_or_is_refused() {
+    let Some(mut os) = OsUsers::new("a_members_run_on_a_shared_store_confines_as_the_owners_or_is_refused") else {
+        return;
+    };
+    let bob = os.user(true);
+    let ws = Ws::new();
+    std::fs::set_permissions(ws.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&ws.side, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let landed = ws.side.join("landed");
+    // Past the engine's grace for what a command leaves running (2 s).
+    let escape = format!("setsid env -i sh -c 'sleep 4; touch {}' >/dev/null 2>&1 & exit 0", landed.display());
+    let task = json!({"ref": "T1", "provider": "sh", "effect": "local", "action": {"run": ["sh", "-c", escape]}});
+    ws.write_plan("plan.json", &plan("g", json!({"sh": {"kind": "command"}}), vec![task]));
+    let place = crate::support::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let stores = tempfile::Builder::new().prefix("engine-group-").tempdir_in(place).unwrap();
+    std::fs::set_permissions(stores.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let store = stores.path().join("shared").join("engine.db");
+    let s = store.to_str().unwrap();
+    // The store's owner (root here: every part of the sandbox) shares it
+    // and runs: the escapee is ended with the attempt's cgroup.
+    let first = ws.engine(&["--json", "run", "plan.json", "--store", s, "--store-group", &os.group]);
+    assert_ne!(first.code(), 0, "a command that leaves a descendant running is not `succeeded`: {}", first.describe());
+    let attempts = Ledger::open(&store).attempts().len();
+
+    let out = engine_as(&ws, &bob, &["--json", "retry", "T1", "--store", s]);
+    out.expect(2, Some("USAGE_ERROR"));
+    let err = &out.json()["error"];
+    assert_eq!(err["details"]["reason"], "weaker_confinement", "{}", out.describe());
+    let missing: Vec<String> = serde_json::from_value(err["details"]["missing"].clone()).unwrap();
+    assert!(missing.contains(&"cgroup".to_string()), "names what it lacks: {}", out.describe());
+    assert!(err["message"].as_str().unwrap().contains("no cgroup of their own"), "says why: {}", out.describe());
+    assert_eq!(Ledger::open(&store).attempts().len(), attempts, "nothing was run");
+
+    let again = ws.engine(&["--json", "retry", "T1", "--store", s]);
+    assert_ne!(again.code(), 2, "the owner's retry runs: {}", again.describe());
+    assert_eq!(Ledger::open(&store).attempts().len(), attempts + 1);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert!(!landed.exists(), "no escapee of any run landed its effect");
+    os.remove(&bob);
+}

@@ -108,15 +108,26 @@ fn without_the_sandbox_the_forgery_lands_and_the_chain_names_it() {
     let out = ws.engine_env(&["run", "plan.json", "--json"], &[("ENGINE_SANDBOX", "unavailable")]);
     out.expect(0, None);
     assert_eq!(out.stderr.matches("provider sandbox is unavailable").count(), 1, "said once: {}", out.stderr);
+    // Issue 37, item 6: the notice said Landlock was "not enabled at boot"
+    // on a machine where it is. It says what is so: a simulation, and what
+    // this kernel really has.
+    assert!(!out.stderr.contains("not enabled at boot"), "{}", out.stderr);
+    assert!(out.stderr.contains("simulated by ENGINE_SANDBOX=unavailable"), "{}", out.stderr);
+    if let providers::sandbox::Kernel::Landlock { abi } = providers::sandbox::kernel() {
+        assert!(out.stderr.contains(&format!("this kernel has Landlock ABI {abi}")), "{}", out.stderr);
+    }
     let got = forge_result(&ws);
     assert_eq!(got["sql"], "ok", "unconfined, the insert lands: {got}");
     assert_eq!(got["outside"], "ok", "{got}");
     let a = ws.ledger().approvals();
     assert_eq!(a.len(), 1, "the forged row is there");
     let status = ws.json(&["status"], 0);
-    assert_eq!(status["tasks"][0]["last_attempt"]["sandbox"]["state"], "unavailable", "{status}");
+    let recorded = &status["tasks"][0]["last_attempt"]["sandbox"];
+    assert_eq!(recorded["state"], "unavailable", "{status}");
+    assert_eq!(recorded["reason"], "simulated", "recorded as what it was: {status}");
     let explain = ws.engine(&["explain", "T1"]);
     assert!(explain.stdout.contains("sandbox: unavailable"), "{}", explain.stdout);
+    assert!(!explain.stdout.contains("not enabled at boot"), "{}", explain.stdout);
     let verify = ws.engine_json(&["verify"]);
     assert_ne!(verify.code(), 0, "{}", verify.describe());
     assert!(verify.stdout.contains(&format!("approvals row {}", a[0].id.get())), "{}", verify.describe());
@@ -206,9 +217,10 @@ fn the_agent_is_told_its_authority() {
 }
 
 /// A declared write path that holds the store would open it to the
-/// provider: the plan is refused at that path, before anything runs.
+/// provider: the plan is refused at that path, by `check` as by `run`,
+/// before anything runs.
 #[test]
-fn a_declared_write_path_around_the_store_is_plan_invalid() {
+fn a_declared_write_path_around_the_store_is_refused() {
     let ws = Ws::new();
     let outside = ws.state_home().join("outside.txt");
     let around = ws.state_home();
@@ -216,9 +228,11 @@ fn a_declared_write_path_around_the_store_is_plan_invalid() {
         "plan.json",
         &forger_plan(&ws, &outside, "sql", Some(json!({"write": ["/nonexistent-ok", arg(&around)]}))),
     );
-    let out = ws.engine_json(&["run", "plan.json"]);
-    out.expect(2, Some("PLAN_INVALID"));
-    assert_eq!(out.json()["error"]["place"], "$.providers.agent.sandbox.write[1]", "{}", out.describe());
+    for args in [&["check", "plan.json"][..], &["run", "plan.json"]] {
+        let out = ws.engine_json(args);
+        out.expect(2, Some("SANDBOX_RULE_REFUSED"));
+        assert_eq!(out.json()["error"]["place"], "$.providers.agent.sandbox.write[1]", "{}", out.describe());
+    }
     assert!(!ws.side.join("forge.json").exists(), "nothing ran");
 }
 
@@ -251,4 +265,61 @@ fn an_mcp_server_started_to_list_its_tools_runs_in_its_providers_sandbox() {
     assert_eq!(started.lines().count(), 1, "one server, started by the listing, took the call too");
     assert!(!closed.exists(), "the server could write outside what its provider opens");
     assert_eq!(ws.mcp_deliveries().len(), 1, "the call went to it");
+}
+
+/// The cgroup file systems mounted here (`cgroup2` or `cgroup`), from
+/// `/proc/self/mountinfo`.
+fn cgroup_mounts() -> Vec<std::path::PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| l.split_once(" - "))
+        .filter(|(_, right)| matches!(right.split_whitespace().next(), Some("cgroup2" | "cgroup")))
+        .filter_map(|(left, _)| left.split_whitespace().nth(4).map(std::path::PathBuf::from))
+        .collect()
+}
+
+/// Issue 37, item 5: a plan granting `"sandbox": {"write": ["/sys/fs/cgroup"]}`
+/// let a provider's child move itself out of its cgroup and outlive the
+/// run (exit 0); `engine check` passed a plan whose write path covered the
+/// store, which `run` then refused. A write rule that covers or lies
+/// inside a cgroup tree, the store's folder or the engine's state (every
+/// workspace's store, the OAuth tokens) is now `SANDBOX_RULE_REFUSED` from
+/// `check` and `run` alike, naming the rule at its JSON path; nothing runs.
+#[test]
+fn write_rules_over_cgroups_stores_or_the_engines_state_are_refused_by_check_and_run() {
+    let ws = Ws::new();
+    let ran = ws.side.join("ran");
+    let mut rules: Vec<(std::path::PathBuf, &str)> = Vec::new();
+    match cgroup_mounts().first() {
+        Some(mount) => {
+            let top = mount.ancestors().find(|a| a.parent() == Some(std::path::Path::new("/sys/fs"))).unwrap_or(mount);
+            rules.push((top.to_path_buf(), "cgroup"));
+            rules.push((mount.join("engine-escape"), "cgroup"));
+        }
+        None => eprintln!("no cgroup file system here: the cgroup rules are not tried"),
+    }
+    rules.push((ws.store_dir(), "store's folder"));
+    rules.push((ws.state_home(), "engine's state"));
+    rules.push((ws.state_home().join("engine").join("oauth"), "engine's state"));
+    for (rule, words) in rules {
+        let escape = format!(
+            "echo $$ > {0}/cgroup.procs 2>/dev/null; (setsid sh -c 'sleep 2; touch {1}' &); touch {1}",
+            rule.display(),
+            ran.display()
+        );
+        let plan = json!({"version": 1, "goal": {"id": "g", "statement": "s"},
+            "providers": {"sh": {"kind": "command", "sandbox": {"write": [arg(&ws.side), arg(&rule)]}}},
+            "tasks": [{"ref": "T1", "provider": "sh", "effect": "local", "action": {"run": ["sh", "-c", escape]}}]});
+        ws.write_plan("plan.json", &plan);
+        for args in [&["check", "plan.json"][..], &["run", "plan.json"]] {
+            let out = ws.engine_json(args);
+            out.expect(2, Some("SANDBOX_RULE_REFUSED"));
+            let err = &out.json()["error"];
+            assert_eq!(err["place"], "$.providers.sh.sandbox.write[1]", "{}: {}", rule.display(), out.describe());
+            let message = err["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&rule.display().to_string()), "names the rule: {message}");
+            assert!(message.contains(words), "{}: says what it covers ({words}): {message}", rule.display());
+        }
+        assert!(!ran.exists(), "{}: nothing ran", rule.display());
+    }
 }

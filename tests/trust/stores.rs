@@ -161,3 +161,45 @@ fn unconfined_the_same_changes_land() {
     let t1 = status["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == "T1").cloned().unwrap();
     assert_eq!(t1["last_attempt"]["sandbox"]["stores"], json!({"state": "disabled"}), "{status}");
 }
+
+/// Issue 37, item 3: `engine answer … --store PATH` run by a provider (the
+/// store hidden from it) exited 70 (INTERNAL_ERROR: it tried to make a
+/// store in the hidden, read-only folder). Every command a provider runs
+/// on a hidden store is `STORE_NOT_FOUND` (exit 2) saying why, and nothing
+/// is made or recorded.
+#[test]
+fn a_provider_running_the_engine_on_a_hidden_store_gets_store_not_found() {
+    let ws = Ws::new();
+    ws.write_plan(
+        "first.json",
+        &json!({"version": 1, "goal": {"id": "g0", "statement": "s"},
+        "providers": {"b": {"kind": "builtin"}},
+        "tasks": [{"ref": "B", "provider": "b", "effect": "none", "action": {"op": "noop"}}]}),
+    );
+    ws.engine(&["run", "first.json"]).expect_code(0);
+    let engine = env!("CARGO_BIN_EXE_engine");
+    let script = r#"engine="$0"; store="$1"; i=0
+for cmd in "answer B --accept" "approve op_0123456789abcdef01234567 --note go" "status" "retry B"; do
+  i=$((i+1)); "$engine" --json $cmd --store "$store" > "out/$i.json" 2>/dev/null; echo $? > "out/$i.rc"
+done"#;
+    std::fs::create_dir(ws.path("out")).unwrap();
+    let task = json!({"ref": "T1", "provider": "sh", "effect": "local",
+        "action": {"run": ["sh", "-c", script, engine, arg(&ws.store())]}});
+    ws.write_plan(
+        "plan.json",
+        &json!({"version": 1, "goal": {"id": "g", "statement": "the engine inside"},
+        "providers": {"sh": {"kind": "command"}}, "tasks": [task]}),
+    );
+    let before = ws.ledger().events().len();
+    ws.engine_json(&["run", "plan.json"]).expect(0, None);
+    for i in 1..=4 {
+        let rc = ws.read(&format!("out/{i}.rc"));
+        let doc: Value = serde_json::from_str(&ws.read(&format!("out/{i}.json"))).unwrap();
+        assert_eq!(rc.trim(), "2", "command {i}: {doc}");
+        assert_eq!(doc["error"]["code"], "STORE_NOT_FOUND", "command {i}: {doc}");
+        let message = doc["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("hides its stores"), "command {i} says why: {message}");
+    }
+    let after = ws.ledger().events();
+    assert!(after.iter().skip(before).all(|e| e.task_ref.as_deref() != Some("B")), "nothing recorded of B");
+}

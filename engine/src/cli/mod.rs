@@ -183,7 +183,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
     let ws = at.workspace.as_deref();
     match command {
         Command::Init { dir } => crate::init::write(dir.as_deref().unwrap_or(Path::new("."))).map(report::init::render),
-        Command::Check { plan } => check(&plan, ws),
+        Command::Check { plan } => check(&plan, ws, at.store.as_deref()),
         Command::Digest { plan } => Ok(report::plan::digests(&Plan::load(&plan, ws)?)),
         Command::Graph { plan, format: GraphFormat::Dot } => Ok(report::plan::dot(&Plan::load(&plan, ws)?)),
         Command::Graph { plan, format: GraphFormat::Mermaid } => Ok(report::plan::mermaid(&Plan::load(&plan, ws)?)),
@@ -413,7 +413,7 @@ fn revise(
         "people": req.as_store_owner});
     let given = Given::new(request_id, "revise", args, &person)?;
     let location = commands::store_for_plan(at.store.as_deref(), &loaded, false)?;
-    let store = Store::open_rw(&location.path)?;
+    let store = Store::open_existing(&location.path)?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
@@ -434,8 +434,11 @@ fn settlement_outcome(o: OutcomeArg) -> SettlementOutcome {
 
 /// Validate, then warn: warnings go to stderr (and into `--json`), and
 /// never change the exit code.
-fn check(plan: &Path, workspace: Option<&Path>) -> Result<Output> {
+fn check(plan: &Path, workspace: Option<&Path>, store: Option<&Path>) -> Result<Output> {
     let p = Plan::load(plan, workspace)?;
+    // The write rules as `run` would judge them, with the store it would use.
+    let store = crate::store::location::Location::for_workspace(store, &p.workspace).ok().map(|l| l.path);
+    crate::run::sandboxes::refuse_rules(&p, store.as_deref())?;
     let warnings = crate::plan::probe::check(plan, &p)?;
     for w in &warnings {
         eprintln!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
@@ -485,12 +488,7 @@ impl Places {
     /// The store, for reading (status, log, explain, report).
     fn reader(&self) -> Result<Store> {
         let path = self.store_path()?;
-        Store::open_ro(&path)?.ok_or_else(|| {
-            Error::usage(format!(
-                "no store at {}: run `engine run PLAN` first (or pass --store / --workspace)",
-                path.display()
-            ))
-        })
+        Store::open_ro(&path)?.ok_or_else(|| crate::store::location::no_store_at(&path))
     }
 
     fn existing(&self) -> Result<Store> {

@@ -59,7 +59,7 @@ pub fn existing_store(flag: Option<&Path>, workspace: Option<&Path>) -> Result<L
 /// Open an existing store for writing (settle, approve, retry, repair):
 /// never creates one.
 pub fn open_existing(flag: Option<&Path>, workspace: Option<&Path>) -> Result<Store> {
-    Store::open_rw(&existing_store(flag, workspace)?.path)
+    Store::open_existing(&existing_store(flag, workspace)?.path)
 }
 
 /// The store of a command with a plan (`run`, `revise`) and the plan's
@@ -79,10 +79,7 @@ pub fn store_for_plan(flag: Option<&Path>, plan: &Plan, create: bool) -> Result<
             .at(old.display().to_string()));
         }
         if !create {
-            return Err(Error::usage(format!(
-                "no store at {}: `engine run` registers the goal first",
-                at.path.display()
-            )));
+            return Err(location::no_store_at(&at.path));
         }
     }
     Sandboxes::check(plan, &at.path)?;

@@ -122,6 +122,7 @@ pub fn repair(
     };
     let key = TaskKey { goal_id: &g.id, revision: g.active_revision, task_ref: &task.task_ref };
     let said = Said { class, forced: req.force_note.as_deref(), person, request_id };
+    sandboxes.hold_to_shared(ledger)?;
     record_request(ledger, key, &said, &rep)?;
     let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
     run::execute(ledger, &plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)

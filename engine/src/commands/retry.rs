@@ -144,6 +144,7 @@ pub fn retry(
     let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
     plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
+    sandboxes.hold_to_shared(ledger)?;
     let after_try = latest.as_ref().map(|a| a.try_no);
     ledger.write(Durability::Full, |tx| {
         let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };

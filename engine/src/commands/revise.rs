@@ -134,6 +134,11 @@ pub fn revise(
     }
     let goal_id = GoalId::new(&plan.goal().id);
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
+    if !req.no_run {
+        // Before the revision is recorded: a run this engine would refuse
+        // records nothing either.
+        sandboxes.hold_to_shared(ledger)?;
+    }
     let read = ledger.read();
     let g = read
         .goal(&goal_id)?

@@ -66,6 +66,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
         ledger.share_with(group)?;
     }
     let sandboxes = Sandboxes::prepare(&plan, &store_path)?;
+    sandboxes.hold_to_shared(&mut ledger)?;
     let full = (!from_cache).then_some(key.as_str());
     let revision = register::register(&mut ledger, &plan, &opts.plan_path, full)?;
     let watch = PlanWatch::start(&opts.plan_path, Some(key));

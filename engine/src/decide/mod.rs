@@ -33,6 +33,8 @@
 //!   which a person approves.
 //! - `shadow`: what an interpreter loads from the working folder in place
 //!   of the module a check names (protected with the goal's paths).
+//! - `sandbox_rules`: which declared write rules reach a cgroup tree, the
+//!   store's folder or the engine's state (refused).
 //! - `outputs`: do a task's output files fit their bounds; which upstream
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
@@ -54,6 +56,7 @@ pub mod repair;
 pub mod request_id;
 pub mod retry;
 pub mod reuse;
+pub mod sandbox_rules;
 pub mod scheduler;
 pub mod shadow;
 pub mod spend;

@@ -374,8 +374,8 @@ fn budgets(
 }
 
 /// What of an attempt's sandbox is weaker than its plan asked: files not
-/// fully confined, a network not restricted, stores not hidden. Empty when
-/// nothing is.
+/// fully confined, a network not restricted, stores not hidden, no seccomp
+/// filter. Empty when nothing is.
 fn weaker(r: &Record) -> String {
     let mut parts = Vec::new();
     if !matches!(r.files, Status::Enforced { .. }) {
@@ -386,6 +386,9 @@ fn weaker(r: &Record) -> String {
     }
     if let Some(NsStatus::Unavailable { .. }) = r.stores {
         parts.push("stores not hidden".to_string());
+    }
+    if let Some(providers::sandbox::Privileges::Partial { .. }) = r.privileges {
+        parts.push("no seccomp filter".to_string());
     }
     parts.join("; ")
 }

@@ -23,10 +23,13 @@ use providers::sandbox::{
     Kernel, Namespaces, NetStatus, NsStatus, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable,
 };
 
+use crate::decide::sandbox_rules::{self, Guarded, Place, Rule};
 use crate::error::{Code, Error, Result};
 use crate::plan::model::Task;
 use crate::plan::reach::Reach;
 use crate::plan::Plan;
+use crate::store::access::Confinement;
+use crate::store::LeaseGuard;
 
 /// The testing aid that simulates a kernel without Landlock.
 pub const TESTING_AID: &str = "ENGINE_SANDBOX";
@@ -47,6 +50,7 @@ impl Sandboxes {
     /// store's files have one name each) waits for the lease, when no other
     /// engine is making the store.
     pub fn check(plan: &Plan, store: &Path) -> Result<()> {
+        refuse_rules(plan, Some(store))?;
         let mut all: Vec<(Option<&str>, &[String])> = vec![(None, &[])];
         all.extend(plan.file.providers.iter().map(|(name, spec)| (Some(name.as_str()), spec.declared_writes())));
         for (name, declared) in all {
@@ -65,7 +69,7 @@ impl Sandboxes {
             // The testing aid's machine has no namespaces either: the
             // unconfined path, whole.
             Kernel::Unavailable(_) if std::env::var_os(TESTING_AID).is_some() => {
-                Namespaces::unavailable(&format!("{TESTING_AID}=unavailable"))
+                Namespaces::unavailable(&format!("simulated by {TESTING_AID}=unavailable, a testing aid"))
             }
             _ => Namespaces::make(&hidden(store)),
         };
@@ -153,6 +157,97 @@ impl Sandboxes {
     pub fn machine(&self) -> &Status {
         self.checks.status()
     }
+
+    /// What this engine confines its providers with, part by part, and why
+    /// each part it lacks is missing.
+    fn confinement(&self) -> (Confinement, Vec<(&'static str, String)>) {
+        let mut why = Vec::new();
+        let landlock = self.checks.status().is_confined();
+        if !landlock {
+            why.push(("landlock", format!("Landlock: {}", self.checks.status())));
+        }
+        let cgroup = providers::command::cgroups_unavailable();
+        if let Some(reason) = &cgroup {
+            why.push((
+                "cgroup",
+                format!("no cgroup of their own ({reason}): a `setsid` descendant outlives its attempt"),
+            ));
+        }
+        let stores_hidden = *self.checks.stores() == NsStatus::Hidden;
+        if !stores_hidden {
+            why.push(("stores_hidden", format!("the stores {}", self.checks.stores())));
+        }
+        let network_namespace = matches!(self.checks.network(), NetStatus::Enforced { .. });
+        if !network_namespace {
+            why.push(("network_namespace", format!("no network namespace (the network {})", self.checks.network())));
+        }
+        (Confinement { landlock, cgroup: cgroup.is_none(), stores_hidden, network_namespace }, why)
+    }
+
+    /// On a store shared with a group, every person's run confines its
+    /// providers as the store's owner's engine does (recorded in the store's
+    /// mark by the owner's own runs), or is refused before anything runs or
+    /// is recorded, naming each part it lacks and why: never weaker in
+    /// silence. Nothing to hold on a store that is its owner's alone.
+    pub fn hold_to_shared(&self, ledger: &mut LeaseGuard) -> Result<()> {
+        if !ledger.shared_with_group() {
+            return Ok(());
+        }
+        let (ours, why) = self.confinement();
+        let Some(required) = ledger.shared_confinement(ours)? else { return Ok(()) };
+        let missing = ours.missing(&required);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let words: Vec<&str> =
+            why.iter().filter(|(part, _)| missing.contains(part)).map(|(_, words)| words.as_str()).collect();
+        Err(Error::usage(format!(
+            "this engine (uid {}) cannot confine providers as the store's owner's engine does on this shared store: \
+             {}. Nothing was run or recorded: the same confinement for every person. The store's owner can run \
+             it, or give this user what is missing (a cgroup subtree delegated to the user; the namespaces need \
+             root) — docs/store.md, \"A store shared with a group\"",
+            crate::store::access::current_uid(),
+            words.join("; ")
+        ))
+        .at(ledger.path().display().to_string())
+        .with_details(serde_json::json!({"reason": "weaker_confinement", "missing": missing})))
+    }
+}
+
+/// `SANDBOX_RULE_REFUSED` for the first declared write rule of `plan` that
+/// reaches a cgroup tree, the folder of the store at `store` (when it is a
+/// path) or the engine's state folder (`decide::sandbox_rules`): the same
+/// answer from `engine check` as from `run`, before anything is written.
+/// A rule that cannot be resolved is left to the policy, which names it.
+pub fn refuse_rules(plan: &Plan, store: Option<&Path>) -> Result<()> {
+    let mut rules = Vec::new();
+    for (name, spec) in &plan.file.providers {
+        for (index, as_written) in spec.declared_writes().iter().enumerate() {
+            if let Ok(path) = providers::sandbox::declared_path(as_written) {
+                rules.push(Rule { provider: name, index, as_written, path });
+            }
+        }
+    }
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let resolved = |p: &Path| providers::sandbox::resolved(p).ok();
+    let mut places: Vec<Place> = providers::process::cgroup::mounts()
+        .iter()
+        .filter_map(|m| resolved(m))
+        .map(|path| Place { what: Guarded::CgroupTree, path })
+        .collect();
+    let store_folder = store
+        .filter(|s| !crate::store::is_shared(s))
+        .and_then(|s| std::path::absolute(s).ok())
+        .and_then(|s| s.parent().and_then(resolved));
+    places.extend(store_folder.map(|path| Place { what: Guarded::StoreFolder, path }));
+    let state = crate::store::location::state_home().ok().and_then(|root| root.parent().and_then(resolved));
+    places.extend(state.map(|path| Place { what: Guarded::EngineState, path }));
+    match sandbox_rules::refused(&rules, &places) {
+        Some((rule, why)) => Err(Error::new(Code::SandboxRuleRefused, why).at(rule.place())),
+        None => Ok(()),
+    }
 }
 
 /// The policy of a process of `plan` that may write `declared`, with the
@@ -199,7 +294,7 @@ fn kernel() -> Result<Kernel> {
     cgroup_aid()?;
     match std::env::var(TESTING_AID).ok().as_deref() {
         None | Some("") => Ok(providers::sandbox::kernel()),
-        Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::NotEnabled)),
+        Some("unavailable") => Ok(Kernel::Unavailable(Unavailable::Simulated)),
         Some(other) => Err(Error::usage(format!(
             "{TESTING_AID}={other:?}: the only value is `unavailable` (a testing aid: run as if the kernel had no Landlock)"
         ))),
@@ -254,6 +349,11 @@ fn say_if_weaker(checks: &Sandbox) {
             "engine: provider processes get no cgroup of their own ({reason}): each is tracked by its process group only, and a descendant that leaves it (setsid) is not ended by a stop, a timeout or a takeover (docs/sandbox.md)"
         );
     }
+    if let providers::sandbox::Privileges::Partial { reason } = checks.privileges() {
+        eprintln!(
+            "engine: provider processes get no seccomp filter ({reason}): they hold no capability and no new privileges, but file handles, ptrace and mounts are refused by the missing capabilities only; every attempt records it (docs/sandbox.md)"
+        );
+    }
     if let NsStatus::Unavailable { reason } = checks.stores() {
         eprintln!(
             "engine: the stores are not hidden from providers ({reason}): a provider can read them and change their owner, mode and times; every attempt records it (docs/sandbox.md)"
@@ -284,7 +384,7 @@ fn refused(e: PolicyError, provider: Option<&str>, declared: &[String], store: &
         PolicyError::BadPath { as_written, .. } => Error::new(Code::PlanInvalid, e.to_string()).at(place(as_written)),
         PolicyError::Overlap { writable, .. } => {
             if let Origin::Declared { as_written } = &writable.origin {
-                return Error::new(Code::PlanInvalid, format!("{e}; the store is {}", store.display()))
+                return Error::new(Code::SandboxRuleRefused, format!("{e}; the store is {}", store.display()))
                     .at(place(as_written));
             }
             let home = std::env::var_os("HOME").map(std::path::PathBuf::from);

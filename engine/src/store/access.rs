@@ -74,6 +74,45 @@ pub fn opened_up(mode: u32) -> bool {
     mode & 0o077 != 0
 }
 
+/// What an engine can confine its providers with, part by part. A store
+/// shared with a group records its owner's (`sqlite/share.rs`, under the
+/// lease), and every other person's run on it is held to that: the same
+/// confinement for every person, or refused, never weaker in silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Confinement {
+    /// Landlock's file rules.
+    pub landlock: bool,
+    /// A cgroup per process tree (nothing a provider starts outlives it).
+    pub cgroup: bool,
+    /// The stores hidden (the run's mount namespace).
+    pub stores_hidden: bool,
+    /// No network at all where none is declared (the run's network
+    /// namespace; without it UDP is not restricted).
+    pub network_namespace: bool,
+}
+
+impl Confinement {
+    /// Every part: what a store shared before its owner's engine recorded
+    /// one is held to.
+    pub const FULL: Confinement =
+        Confinement { landlock: true, cgroup: true, stores_hidden: true, network_namespace: true };
+
+    /// The parts `required` has and `self` lacks, by name.
+    pub fn missing(&self, required: &Confinement) -> Vec<&'static str> {
+        [
+            (self.landlock, required.landlock, "landlock"),
+            (self.cgroup, required.cgroup, "cgroup"),
+            (self.stores_hidden, required.stores_hidden, "stores_hidden"),
+            (self.network_namespace, required.network_namespace, "network_namespace"),
+        ]
+        .into_iter()
+        .filter(|(ours, theirs, _)| *theirs && !*ours)
+        .map(|(_, _, name)| name)
+        .collect()
+    }
+}
+
 /// The user this engine runs as.
 pub fn current_uid() -> u32 {
     os::uid()
@@ -288,6 +327,14 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_confinement_lacks_only_what_the_required_one_has() {
+        let none = Confinement { landlock: true, cgroup: false, stores_hidden: false, network_namespace: false };
+        assert_eq!(none.missing(&Confinement::FULL), vec!["cgroup", "stores_hidden", "network_namespace"]);
+        assert!(none.missing(&none).is_empty(), "the same as the owner's: nothing missing");
+        assert!(Confinement::FULL.missing(&none).is_empty());
     }
 
     #[test]

@@ -185,7 +185,7 @@ impl Location {
 /// bytes it holds now.
 fn record_workspace(file: &Path, workspace: &Path) -> Result<Vec<u8>> {
     let failed = |e: std::io::Error| {
-        Error::usage(format!("cannot record the store's workspace: {e}")).at(file.display().to_string())
+        crate::error::store_io(&e, "cannot record the store's workspace", true).at(file.display().to_string())
     };
     sweep_dead_makers(file);
     let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
@@ -287,6 +287,50 @@ pub fn not_found(start: &Path, then: &str) -> Error {
     Error::usage(message)
 }
 
+/// `STORE_NOT_FOUND`: no store at `path` (neither its file nor a mark that
+/// says there was one), for a command that never makes one. A folder the
+/// engine hides from its providers (an empty read-only file system over
+/// it) is named as that: the command runs as another engine's provider.
+pub fn no_store_at(path: &Path) -> Error {
+    // The first folder above it that is there (the stores' root is hidden
+    // whole: the store's own folder is then not there at all).
+    let there = path.ancestors().skip(1).find(|d| std::fs::symlink_metadata(d).is_ok());
+    let hidden = there.is_some_and(hidden_from_providers);
+    let why = match hidden {
+        true => format!(
+            "no store at {}: its folder is an empty read-only file system, as an engine hides its stores from \
+             the providers it runs (is this command running as another engine's provider?); run it outside \
+             that engine's tasks",
+            path.display()
+        ),
+        false => format!(
+            "no store at {}: only `engine run PLAN` makes a store (check the path, or run the plan first with \
+             --store {})",
+            path.display(),
+            path.display()
+        ),
+    };
+    Error::new(crate::error::Code::StoreNotFound, why).at(path.display().to_string())
+}
+
+/// Is `dir` an empty read-only tmpfs: a stores folder hidden by the
+/// sandbox's mount namespace (`providers::sandbox::namespaces`)?
+fn hidden_from_providers(dir: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c` is a NUL-terminated path; `fs` and `vfs` are plain data
+    // the calls write.
+    let (mut fs, mut vfs): (libc::statfs, libc::statvfs) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    if unsafe { libc::statfs(c.as_ptr(), &mut fs) } != 0 || unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
+        return false;
+    }
+    let read_only = vfs.f_flag & libc::ST_RDONLY != 0;
+    // `f_type`'s width is the architecture's (`long`).
+    #[allow(clippy::unnecessary_cast)]
+    let tmpfs = fs.f_type as i64 == TMPFS_MAGIC;
+    read_only && tmpfs && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
 /// The sentence about an old store in a workspace.
 pub fn legacy_hint(old: &Path) -> String {
     format!(
@@ -316,7 +360,7 @@ fn make_private_dirs(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(access::FOLDER_MODE)
         .create(dir)
-        .map_err(|e| Error::usage(format!("cannot create the store's folder: {e}")).at(dir.display().to_string()))
+        .map_err(|e| crate::error::store_io(&e, "cannot create the store's folder", true).at(dir.display().to_string()))
 }
 
 /// A store's folder inside a git worktree gets a `.gitignore` of `*`.
@@ -330,7 +374,7 @@ fn ignore_in_git(store: &Path) -> Result<()> {
     }
     make_private_dirs(dir)?;
     std::fs::write(&ignore, "*\n").map_err(|e| {
-        Error::usage(format!("cannot write the store folder's .gitignore: {e}")).at(ignore.display().to_string())
+        crate::error::store_io(&e, "cannot write the store folder's .gitignore", true).at(ignore.display().to_string())
     })
 }
 

@@ -116,6 +116,17 @@ impl Store {
         Ok(Store { backend, location: path.to_path_buf() })
     }
 
+    /// Open an existing store for writing, never making one
+    /// (`STORE_NOT_FOUND`): every command but `run`.
+    pub fn open_existing(path: &Path) -> Result<Store> {
+        let backend = if is_shared(path) {
+            Backend::Postgres(postgres::Pg::open_rw(url(path))?)
+        } else {
+            Backend::Sqlite(sqlite::Db::open_existing(path)?)
+        };
+        Ok(Store { backend, location: path.to_path_buf() })
+    }
+
     /// Open an existing store for reading only (status, log, explain).
     /// `Ok(None)` when there is no store yet. A reader never migrates.
     pub fn open_ro(path: &Path) -> Result<Option<Store>> {
@@ -382,6 +393,23 @@ impl LeaseGuard {
     /// Is this a shared store (claims per task)?
     pub fn shared(&self) -> bool {
         self.store.shared()
+    }
+
+    /// Is this a store file shared with a group (`--store-group`)?
+    pub fn shared_with_group(&self) -> bool {
+        match &self.store.backend {
+            Backend::Sqlite(db) => db.shared_with_group(),
+            Backend::Postgres(_) => false,
+        }
+    }
+
+    /// What this run must confine its providers with on a store shared with
+    /// a group (`sqlite::Db::shared_confinement`); `None` on any other.
+    pub fn shared_confinement(&mut self, ours: access::Confinement) -> Result<Option<access::Confinement>> {
+        match &mut self.store.backend {
+            Backend::Sqlite(db) => db.shared_confinement(ours),
+            Backend::Postgres(_) => Ok(None),
+        }
     }
 
     /// Share this SQLite store with an OS group, under its lease (its

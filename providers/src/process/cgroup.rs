@@ -70,6 +70,25 @@ fn find_parent() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// Every cgroup file system mounted here (`cgroup2` and the v1 `cgroup`
+/// hierarchies), by mount point: a process that may write one of them can
+/// move itself out of its cgroup. Empty when `/proc/self/mountinfo`
+/// cannot be read.
+pub fn mounts() -> Vec<PathBuf> {
+    fs::read_to_string("/proc/self/mountinfo").map(|m| cgroup_mounts(&m)).unwrap_or_default()
+}
+
+fn cgroup_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            matches!(right.split_whitespace().next()?, "cgroup2" | "cgroup").then_some(())?;
+            Some(PathBuf::from(unescape(left.split_whitespace().nth(4)?)))
+        })
+        .collect()
+}
+
 /// The first cgroup2 mount in `mountinfo`: (its root in the hierarchy, its
 /// mount point).
 fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
@@ -321,6 +340,17 @@ pub fn remove(path: &Path, wait: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_cgroup_hierarchy_is_found_v1_and_v2() {
+        let hybrid = "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n\
+                      32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                      41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+                      50 1 0:40 / /mnt/a\\040b rw - cgroup2 none rw\n";
+        let found: Vec<PathBuf> =
+            ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified", "/mnt/a b"].map(PathBuf::from).into();
+        assert_eq!(cgroup_mounts(hybrid), found);
+    }
 
     #[test]
     fn the_cgroup2_mount_is_found_wherever_it_is() {

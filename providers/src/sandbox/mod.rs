@@ -45,6 +45,7 @@ pub mod namespaces;
 pub mod network;
 mod own_environ;
 mod policy;
+mod privileges;
 mod record;
 mod rules;
 mod status;
@@ -59,6 +60,21 @@ use std::sync::Arc;
 pub use namespaces::{Namespaces, NsStatus};
 pub use network::{Endpoint, NetBy, NetStatus, Network, Port};
 pub use own_environ::hide_engine_environment;
+pub use privileges::Privileges;
+pub(crate) use privileges::{drop_privileges, install_filter, last_cap, program, Fprog};
+
+/// A declared write path as the sandbox takes it: `~` expanded to `HOME`,
+/// symlinks resolved as far as the path exists (what `PolicyBuilder::build`
+/// makes writable), for the engine to judge before it builds a policy.
+pub fn declared_path(as_written: &str) -> Result<std::path::PathBuf, PolicyError> {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+    policy::resolve(&policy::expand(as_written, home.as_deref())?)
+}
+
+/// `path` with its symlinks resolved as far as it exists.
+pub fn resolved(path: &std::path::Path) -> Result<std::path::PathBuf, PolicyError> {
+    policy::resolve(path)
+}
 pub use policy::{Origin, PolicyError, Writable, DEVICES};
 pub use record::Record;
 pub use status::{kernel, Kernel, Right, Status, Unavailable};
@@ -203,6 +219,7 @@ impl Policy {
             status,
             network,
             stores,
+            privileges: Privileges::here(),
         };
         if !sandbox.status.is_confined() {
             return Ok(sandbox);
@@ -245,7 +262,10 @@ fn net_plan(network: &Network, kernel: Kernel, namespaces: &Namespaces) -> NetPl
             Err(no_namespace) => {
                 let mut plan = by_landlock(Vec::new());
                 if let NetStatus::Unavailable { reason } = &mut plan.status {
-                    *reason = format!("{no_namespace}; {reason}");
+                    // One reason said once (a simulation names itself in both).
+                    if !reason.starts_with(no_namespace) {
+                        *reason = format!("{no_namespace}; {reason}");
+                    }
                 }
                 plan
             }
@@ -350,6 +370,9 @@ pub struct Sandbox {
     status: Status,
     network: NetStatus,
     stores: NsStatus,
+    /// What its processes keep of the engine's privileges: nothing, unless
+    /// the plan opts the provider out.
+    privileges: Privileges,
 }
 
 impl Sandbox {
@@ -365,6 +388,7 @@ impl Sandbox {
             status: Status::Disabled,
             network: NetStatus::Disabled,
             stores: NsStatus::Disabled,
+            privileges: Privileges::Disabled,
         }
     }
 
@@ -396,6 +420,16 @@ impl Sandbox {
         &self.stores
     }
 
+    /// What its processes keep of the engine's privileges.
+    pub fn privileges(&self) -> &Privileges {
+        &self.privileges
+    }
+
+    /// Do its processes drop every privilege before `exec` (`crate::spawn`)?
+    pub(crate) fn drops_privileges(&self) -> bool {
+        self.privileges != Privileges::Disabled
+    }
+
     /// Everything to record on an attempt: the files', the network's and
     /// the stores' status, and the names of the variables passed (never
     /// their values).
@@ -408,6 +442,7 @@ impl Sandbox {
             network: Some(self.network.clone()),
             stores: Some(self.stores.clone()),
             env: Some(env),
+            privileges: Some(self.privileges.clone()),
         }
     }
 

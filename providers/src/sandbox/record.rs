@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{NetStatus, NsStatus, Status};
+use super::{NetStatus, NsStatus, Privileges, Status};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -21,12 +21,15 @@ pub struct Record {
     /// The names of the variables the processes got.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<Vec<String>>,
+    /// What they kept of the engine's privileges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privileges: Option<Privileges>,
 }
 
 impl Record {
     /// An older attempt's files' status alone.
     pub fn files_only(files: Status) -> Record {
-        Record { files, network: None, stores: None, env: None }
+        Record { files, network: None, stores: None, env: None, privileges: None }
     }
 }
 
@@ -42,6 +45,9 @@ impl fmt::Display for Record {
         }
         if let Some(env) = &self.env {
             write!(f, "; environment: {}", env.join(" "))?;
+        }
+        if let Some(p) = &self.privileges {
+            write!(f, "; privileges: {p}")?;
         }
         Ok(())
     }
@@ -60,12 +66,13 @@ mod tests {
             network: Some(NetStatus::Enforced { by: NetBy::Namespace }),
             stores: Some(NsStatus::Hidden),
             env: Some(vec!["PATH".into(), "API_KEY".into()]),
+            privileges: Some(Privileges::Dropped),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(
             v,
             json!({"state": "enforced", "abi": 7, "network": {"state": "enforced", "by": "namespace"},
-                   "stores": {"state": "hidden"}, "env": ["PATH", "API_KEY"]})
+                   "stores": {"state": "hidden"}, "env": ["PATH", "API_KEY"], "privileges": {"state": "dropped"}})
         );
         assert_eq!(serde_json::from_value::<Record>(v).unwrap(), r);
         let old: Record =
@@ -78,7 +85,10 @@ mod tests {
         );
         let text = r.to_string();
         assert!(
-            text.starts_with("enforced (Landlock ABI 7); network: none") && text.ends_with("environment: PATH API_KEY"),
+            text.starts_with("enforced (Landlock ABI 7); network: none")
+                && text.ends_with(
+                    "environment: PATH API_KEY; privileges: none (no capability, no new privileges, seccomp filter)"
+                ),
             "{text}"
         );
     }

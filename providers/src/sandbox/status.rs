@@ -108,6 +108,9 @@ pub enum Unavailable {
     /// Something refused the probe itself (any other error, e.g. a seccomp
     /// filter of a container runtime).
     Blocked,
+    /// Not the kernel's answer: the engine's testing aid
+    /// (`ENGINE_SANDBOX=unavailable`) runs as if there were no Landlock.
+    Simulated,
 }
 
 impl fmt::Display for Unavailable {
@@ -116,6 +119,20 @@ impl fmt::Display for Unavailable {
             Unavailable::NotBuilt => "the kernel is built without Landlock",
             Unavailable::NotEnabled => "Landlock is built in but not enabled at boot (lsm= boot parameter)",
             Unavailable::Blocked => "the kernel refused the Landlock probe (a seccomp filter?)",
+            Unavailable::Simulated => {
+                // What the kernel really offers, so the words claim nothing
+                // about it that is not so.
+                return match kernel() {
+                    Kernel::Landlock { abi } => write!(
+                        f,
+                        "simulated by ENGINE_SANDBOX=unavailable, a testing aid: this kernel has Landlock ABI {abi}"
+                    ),
+                    Kernel::Unavailable(real) => write!(
+                        f,
+                        "simulated by ENGINE_SANDBOX=unavailable, a testing aid; this kernel has none either: {real}"
+                    ),
+                };
+            }
         })
     }
 }
@@ -203,6 +220,19 @@ mod tests {
     }
 
     #[test]
+    fn a_simulated_kernel_says_so_and_what_the_real_one_has() {
+        let words = Unavailable::Simulated.to_string();
+        assert!(words.starts_with("simulated by ENGINE_SANDBOX=unavailable"), "{words}");
+        match kernel() {
+            Kernel::Landlock { abi } => {
+                assert!(words.ends_with(&format!("this kernel has Landlock ABI {abi}")), "{words}")
+            }
+            Kernel::Unavailable(real) => assert!(words.ends_with(&real.to_string()), "{words}"),
+        }
+        assert!(!words.contains("not enabled at boot") || kernel() == Kernel::Unavailable(Unavailable::NotEnabled));
+    }
+
+    #[test]
     fn probe_errors_name_the_reason() {
         assert_eq!(Kernel::from_probe(Ok(7)), Kernel::Landlock { abi: 7 });
         assert_eq!(Kernel::from_probe(Err(Some(libc::ENOSYS))), Kernel::Unavailable(Unavailable::NotBuilt));
@@ -224,6 +254,10 @@ mod tests {
                 json!({"state": "unavailable", "reason": "not_enabled"}),
             ),
             (Status::Disabled, json!({"state": "disabled"})),
+            (
+                Status::Unavailable { reason: Unavailable::Simulated },
+                json!({"state": "unavailable", "reason": "simulated"}),
+            ),
         ];
         for (status, expected) in cases {
             let value = serde_json::to_value(&status).unwrap();

@@ -234,8 +234,13 @@ impl ActsRead for Sql<'_> {
         .optional()?;
         let Some((request_id, fingerprint, command, at_ms, exit_code, text, json)) = row else { return Ok(None) };
         let parse = |s: &str| {
-            serde_json::from_str::<Value>(s)
-                .map_err(|e| Error::internal(format!("request id {request_id}: a stored document does not parse: {e}")))
+            serde_json::from_str::<Value>(s).map_err(|e| {
+                // A value its column cannot hold: damage, never a bug.
+                Error::new(
+                    Code::StoreCorrupt,
+                    format!("request id {request_id}: a stored document does not parse: {e}"),
+                )
+            })
         };
         let result = match (exit_code, text, json) {
             (Some(exit_code), Some(text), Some(json)) => Some(FirstResult { exit_code, text, json: parse(&json)? }),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::files::{flushes, io_error, pid_alive, sync_dir, with_suffix, StoreFiles};
+use super::files::{flushes, io_error, pid_alive, sync_dir, with_suffix, write_error, StoreFiles};
 use super::open::{sqlite_error, store_open_error};
 use super::schema;
 use crate::error::Result;
@@ -46,7 +46,7 @@ fn build(tmp: &Path) -> Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(tmp)
-        .map_err(|e| io_error(e, tmp, "cannot create store"))?;
+        .map_err(|e| write_error(e, tmp, "cannot create store"))?;
     let conn = Connection::open_with_flags(
         tmp,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
@@ -81,7 +81,7 @@ fn place(tmp: &Path, files: &StoreFiles) -> Result<()> {
             sync_dir(&files.dir)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io_error(e, &files.db, "cannot place the new store")),
+        Err(e) => Err(write_error(e, &files.db, "cannot place the new store")),
     }
 }
 

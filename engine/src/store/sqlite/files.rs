@@ -10,7 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::owner::{self, GroupFile, Owner, Part, Seen, Wrong};
-use crate::error::{is_no_room, Code, Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::store::access::{self, current_uid, group_record, Kind, Sharing};
 
 /// The mark's name beside the store (`engine.db.mark`).
@@ -75,7 +75,7 @@ impl StoreFiles {
                 .recursive(true)
                 .mode(access::FOLDER_MODE)
                 .create(&self.dir)
-                .map_err(|e| io_error(e, &self.dir, "cannot create store folder"))?;
+                .map_err(|e| write_error(e, &self.dir, "cannot create store folder"))?;
         }
         check_owned_dir(&self.dir, std::fs::symlink_metadata(self.group_file()).is_ok())
     }
@@ -206,8 +206,13 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// An I/O error on a store file: `STORE_FULL` when there is no room,
 /// otherwise internal; either way naming the file.
 pub fn io_error(e: std::io::Error, path: &Path, what: &str) -> Error {
-    let code = if e.raw_os_error().is_some_and(is_no_room) { Code::StoreFull } else { Code::Internal };
-    Error::new(code, format!("{what}: {e}")).at(path.display().to_string())
+    crate::error::store_io(&e, what, false).at(path.display().to_string())
+}
+
+/// The same, for making or writing a file of the store: a refusal by the
+/// system is `store_not_writable`.
+pub fn write_error(e: std::io::Error, path: &Path, what: &str) -> Error {
+    crate::error::store_io(&e, what, true).at(path.display().to_string())
 }
 
 /// The store folder is a folder of ours, not a symlink (its owner is also

@@ -11,7 +11,7 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::files::StoreFiles;
-use super::mark::{Fingerprint, Mark};
+use super::mark::{Fingerprint, Mark, WalPrint};
 use crate::error::{Code, Error, Result};
 
 /// What the store file itself says about its identity.
@@ -37,8 +37,28 @@ pub enum Verdict {
     },
 }
 
+/// The store file and its WAL as an open finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Now {
+    pub file: Option<Fingerprint>,
+    /// Read only when the mark records a closed WAL to compare it with.
+    pub wal: Option<WalPrint>,
+}
+
+impl Now {
+    /// The files of `files` now, as far as `mark` needs them.
+    fn of(files: &StoreFiles, mark: Option<&Mark>) -> Result<Now> {
+        let recorded = mark.filter(|m| !m.open).and_then(|m| m.closed_wal.as_ref());
+        let wal = match recorded {
+            Some(r) => Some(WalPrint::of(&files.side("-wal"), Some(r))?),
+            None => None,
+        };
+        Ok(Now { file: Fingerprint::of(&files.db).ok(), wal })
+    }
+}
+
 /// Judge `facts` against `mark`; `Err` is the refusal, in words.
-pub fn judge(mark: Option<&Mark>, facts: &Facts, file_now: Option<&Fingerprint>) -> Result<Verdict, String> {
+pub fn judge(mark: Option<&Mark>, facts: &Facts, now: &Now) -> Result<Verdict, String> {
     let Some(mark) = mark else {
         if facts.commits == 0 {
             return Ok(Verdict::Unmarked);
@@ -70,7 +90,9 @@ pub fn judge(mark: Option<&Mark>, facts: &Facts, file_now: Option<&Fingerprint>)
             mark.commits, facts.commits
         ));
     }
-    let changed = !mark.open && mark.closed_file.as_ref().is_some_and(|f| Some(f) != file_now);
+    let file_changed = mark.closed_file.as_ref().is_some_and(|f| Some(f) != now.file.as_ref());
+    let wal_changed = mark.closed_wal.as_ref().is_some_and(|w| Some(w) != now.wal.as_ref());
+    let changed = !mark.open && (file_changed || wal_changed);
     Ok(Verdict::Marked { unclean: mark.open, changed })
 }
 
@@ -103,14 +125,14 @@ pub fn verify(conn: &Connection, files: &StoreFiles) -> Result<(Verdict, Option<
     for _ in 0..2 {
         let mark = Mark::read(&files.mark).map_err(|e| place(e, files))?;
         let facts = facts(conn).map_err(|e| place(Error::from(e), files))?;
-        let file_now = Fingerprint::of(&files.db).ok();
         if mark.is_none() && facts.commits > 0 {
             continue;
         }
-        return judged(judge(mark.as_ref(), &facts, file_now.as_ref()), files).map(|v| (v, mark, facts));
+        let now = Now::of(files, mark.as_ref()).map_err(|e| place(e, files))?;
+        return judged(judge(mark.as_ref(), &facts, &now), files).map(|v| (v, mark, facts));
     }
     let facts = facts(conn).map_err(|e| place(Error::from(e), files))?;
-    judged(judge(None, &facts, None), files).map(|v| (v, None, facts))
+    judged(judge(None, &facts, &Now::default()), files).map(|v| (v, None, facts))
 }
 
 fn judged(v: Result<Verdict, String>, files: &StoreFiles) -> Result<Verdict> {
@@ -149,6 +171,10 @@ mod tests {
         Fingerprint { size, mtime_ns: 1, ctime_ns: 2, inode: 3 }
     }
 
+    fn now(size: u64) -> Now {
+        Now { file: Some(fp(size)), wal: None }
+    }
+
     fn mark(commits: i64, open: bool, closed: Option<Fingerprint>) -> Mark {
         Mark { commits, open, closed_file: closed, ..Mark::new("s1") }
     }
@@ -159,31 +185,52 @@ mod tests {
 
     #[test]
     fn no_mark_is_fine_only_for_a_store_that_never_committed() {
-        assert_eq!(judge(None, &facts("s1", 0), None), Ok(Verdict::Unmarked));
-        assert_eq!(judge(None, &Facts { store_id: None, commits: 0 }, None), Ok(Verdict::Unmarked));
-        assert!(judge(None, &facts("s1", 1), None).unwrap_err().contains("mark file is missing"));
+        let none = Now::default();
+        assert_eq!(judge(None, &facts("s1", 0), &none), Ok(Verdict::Unmarked));
+        assert_eq!(judge(None, &Facts { store_id: None, commits: 0 }, &none), Ok(Verdict::Unmarked));
+        assert!(judge(None, &facts("s1", 1), &none).unwrap_err().contains("mark file is missing"));
     }
 
     #[test]
     fn fewer_commits_than_the_mark_another_id_or_no_id_are_refused() {
         let m = mark(41, false, None);
-        let lost = judge(Some(&m), &facts("s1", 12), None).unwrap_err();
+        let none = Now::default();
+        let lost = judge(Some(&m), &facts("s1", 12), &none).unwrap_err();
         assert!(lost.contains("commit 41 was recorded, the store holds 12"), "{lost}");
-        assert!(judge(Some(&m), &facts("s2", 99), None).unwrap_err().contains("not the store its mark"));
+        assert!(judge(Some(&m), &facts("s2", 99), &none).unwrap_err().contains("not the store its mark"));
         let empty = Facts { store_id: None, commits: 0 };
-        assert!(judge(Some(&m), &empty, None).unwrap_err().contains("lost committed transactions"));
-        assert!(judge(Some(&m), &facts("s1", 41), None).is_ok());
-        assert!(judge(Some(&m), &facts("s1", 50), None).is_ok(), "more than the mark: later commits not yet marked");
+        assert!(judge(Some(&m), &empty, &none).unwrap_err().contains("lost committed transactions"));
+        assert!(judge(Some(&m), &facts("s1", 41), &none).is_ok());
+        assert!(judge(Some(&m), &facts("s1", 50), &none).is_ok(), "more than the mark: later commits not yet marked");
     }
 
     #[test]
     fn unclean_and_changed_are_told_apart() {
-        let v = |m: &Mark, now: u64| judge(Some(m), &facts("s1", 5), Some(&fp(now))).unwrap();
+        let v = |m: &Mark, size: u64| judge(Some(m), &facts("s1", 5), &now(size)).unwrap();
         assert_eq!(v(&mark(5, true, None), 1), Verdict::Marked { unclean: true, changed: false });
         let closed = mark(5, false, Some(fp(8192)));
         assert_eq!(v(&closed, 8192), Verdict::Marked { unclean: false, changed: false });
         assert_eq!(v(&closed, 4096), Verdict::Marked { unclean: false, changed: true });
         // A mark from before fingerprints (or a store never closed) is not "changed".
         assert_eq!(v(&mark(5, false, None), 1), Verdict::Marked { unclean: false, changed: false });
+    }
+
+    #[test]
+    fn a_commit_added_to_the_wal_of_a_closed_store_is_a_change() {
+        let empty = WalPrint { size: 0, digest: String::new() };
+        let closed = Mark { closed_wal: Some(empty.clone()), ..mark(5, false, Some(fp(8192))) };
+        let with_wal = |wal: WalPrint| Now { file: Some(fp(8192)), wal: Some(wal) };
+        let same = judge(Some(&closed), &facts("s1", 5), &with_wal(empty)).unwrap();
+        assert_eq!(same, Verdict::Marked { unclean: false, changed: false });
+        let appended = WalPrint { size: 4152, digest: String::new() };
+        let v = judge(Some(&closed), &facts("s1", 5), &with_wal(appended)).unwrap();
+        assert_eq!(v, Verdict::Marked { unclean: false, changed: true });
+        let held = WalPrint { size: 4152, digest: "a".repeat(32) };
+        let closed = Mark { closed_wal: Some(held.clone()), ..closed };
+        let rewritten = WalPrint { size: 4152, digest: "b".repeat(32) };
+        let v = judge(Some(&closed), &facts("s1", 5), &with_wal(rewritten)).unwrap();
+        assert_eq!(v, Verdict::Marked { unclean: false, changed: true }, "same size, other bytes");
+        let v = judge(Some(&closed), &facts("s1", 5), &with_wal(held)).unwrap();
+        assert_eq!(v, Verdict::Marked { unclean: false, changed: false });
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::files::StoreFiles;
 use super::identity::{self, Verdict};
-use super::mark::{Fingerprint, Mark, MarkFile};
+use super::mark::{Fingerprint, Mark, MarkFile, WalPrint};
 use super::open::{count_commit, doubt};
 use super::sql::qrow;
 use super::verify::{examine, Opened};
@@ -89,7 +89,7 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
     }
     let commits = count_commit(&tx)?;
     tx.commit()?;
-    *mark = Some(open_mark(files, facts.store_id.as_deref(), commits, generation)?);
+    *mark = Some(open_mark(files, facts.store_id.as_deref(), commits, generation, schema_version(conn)?)?);
     Ok(Acquired { fence: Fence::new(generation), took_over })
 }
 
@@ -105,7 +105,13 @@ fn takeover_event(h: &Holder, generation: i64) -> Event<'static> {
 
 /// The mark says "open" (and counts the lease's commit) before this
 /// process commits anything else.
-fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generation: i64) -> Result<MarkFile> {
+fn open_mark(
+    files: &StoreFiles,
+    store_id: Option<&str>,
+    commits: i64,
+    generation: i64,
+    schema: i64,
+) -> Result<MarkFile> {
     let store_id = store_id.ok_or_else(|| Error::internal("a store without its identity"))?;
     if Mark::read(&files.mark)?.is_none() {
         MarkFile::create(&files.mark, &Mark { owner: Some(files.owner()?), ..Mark::new(store_id) })?;
@@ -119,17 +125,34 @@ fn open_mark(files: &StoreFiles, store_id: Option<&str>, commits: i64, generatio
         Some(shared) if shared.shared().is_some() => Some(shared),
         _ => Some(files.owner()?),
     };
-    let next = Mark { commits, generation, open: true, closed_file: None, owner, ..mark.last().clone() };
+    let next = Mark {
+        commits,
+        generation,
+        open: true,
+        closed_file: None,
+        closed_wal: None,
+        schema: Some(schema),
+        owner,
+        ..mark.last().clone()
+    };
     mark.record(next, true)?;
     Ok(mark)
 }
 
-/// Give the lease up (clean exit), only if this fence still holds it. The
-/// WAL is folded into the store file first, so losing it afterwards costs
-/// nothing; then the mark records the closed file and the final count —
-/// while the lease is still ours, so no later writer's mark is overwritten
-/// — and only then is the lease row released.
-/// Committed with `synchronous=FULL` (the caller sets it).
+fn schema_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}
+
+/// Give the lease up (clean exit), only if this fence still holds it:
+/// the lease row released in one commit (`synchronous=FULL`: the caller
+/// sets it); then the WAL folded into the store file and truncated, so
+/// nothing a clean close leaves depends on it; then, under the write lock
+/// and only while no other writer has taken the store since, the mark
+/// records the closed store as the next open will find it — the final
+/// count, the file's fingerprint and what the WAL still holds (nothing,
+/// unless a reader held it back). A commit added to the WAL later is a
+/// change the next open checks. A crash before that record leaves the
+/// mark "open": the next open checks the store, as after any crash.
 pub(super) fn release(
     conn: &mut Connection,
     files: &StoreFiles,
@@ -137,13 +160,7 @@ pub(super) fn release(
     fence: Fence,
 ) -> Result<()> {
     let g = fence.generation();
-    // A reader (`engine log --follow`) may hold the WAL back: do not wait
-    // long for it.
-    conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
-    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-    conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
-    // From here on only this process's final commit reaches the WAL, and
-    // nothing folds it into the store file the mark describes.
+    // Only the explicit checkpoint below folds the WAL in.
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let holder: Option<i64> = tx.query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
@@ -151,17 +168,47 @@ pub(super) fn release(
         *mark = None;
         return Ok(());
     }
-    let commits: i64 = tx.query_row("SELECT commits FROM store_meta WHERE id = 1", [], |r| r.get(0))?;
-    let closed_file = Fingerprint::of(&files.db)?;
-    if let Some(mark) = mark.as_mut() {
-        let next = Mark { commits, generation: g, open: false, closed_file: Some(closed_file), ..mark.last().clone() };
-        mark.record(next, true)?;
-    }
-    *mark = None;
     tx.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
-    count_commit(&tx)?;
+    let commits = count_commit(&tx)?;
     tx.commit()?;
+    // A reader (`engine log --follow`) may hold the WAL back, and a new
+    // writer the write lock: do not wait long for either (what the WAL
+    // keeps is then recorded by its digest).
+    conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    if let Some(mut m) = mark.take() {
+        // Not recorded (another writer took the store, or kept the write
+        // lock past the wait): the mark stays "open", and the next open
+        // checks the store.
+        let _ = record_closed(conn, files, &mut m, g, commits);
+    }
+    conn.busy_timeout(STORE_BUSY_TIMEOUT)?;
     Ok(())
+}
+
+/// The mark records the closed store, under the write lock, if the lease
+/// is still free at generation `g` (no writer took the store since).
+fn record_closed(conn: &mut Connection, files: &StoreFiles, mark: &mut MarkFile, g: i64, commits: i64) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let lease: Option<(Option<i64>, i64)> = tx
+        .query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if lease != Some((None, g)) {
+        return Ok(());
+    }
+    let schema: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let next = Mark {
+        commits,
+        generation: g,
+        open: false,
+        closed_file: Some(Fingerprint::of(&files.db)?),
+        closed_wal: Some(WalPrint::of(&files.side("-wal"), None)?),
+        schema: Some(schema),
+        ..mark.last().clone()
+    };
+    mark.record(next, true)
+    // The transaction ends here, unchanged (rolled back): it only held the
+    // write lock while the mark was recorded.
 }
 
 /// Still waiting for the write lock after the busy timeout: another engine

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::files::{flushes, io_error, sync_dir, with_suffix};
+use super::files::{flushes, io_error, sync_dir, with_suffix, write_error};
 use super::owner::Owner;
 use crate::error::{Code, Error, Result};
 
@@ -68,6 +68,48 @@ impl Fingerprint {
     }
 }
 
+/// What the WAL held when its writer closed the store: nothing (a clean
+/// close folds it into the store file and truncates it), or, when a reader
+/// held it back, its bytes — by size and digest. A commit appended to it
+/// afterwards (by anything that opens the file: `sqlite3`, a script) is a
+/// change of the closed store, checked before it is trusted, as a change
+/// of the store file is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalPrint {
+    pub size: u64,
+    /// BLAKE3 of its bytes (hex, 32 characters); empty for an empty WAL.
+    pub digest: String,
+}
+
+impl WalPrint {
+    /// The WAL at `path` now. An absent WAL is an empty one (a reader that
+    /// closes last deletes an empty WAL); its bytes are hashed only when
+    /// its size is `recorded`'s, since another size differs anyway.
+    pub fn of(path: &Path, recorded: Option<&WalPrint>) -> Result<WalPrint> {
+        let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(WalPrint::empty()),
+            Err(e) => return Err(io_error(e, path, "cannot read the store's WAL")),
+        };
+        let size = file.metadata().map_err(|e| io_error(e, path, "cannot inspect the store's WAL"))?.len();
+        if size == 0 {
+            return Ok(WalPrint::empty());
+        }
+        if recorded.is_some_and(|r| r.size != size) {
+            return Ok(WalPrint { size, digest: String::new() });
+        }
+        let mut hasher = blake3::Hasher::new();
+        std::io::copy(&mut file.by_ref().take(size), &mut hasher)
+            .map_err(|e| io_error(e, path, "cannot read the store's WAL"))?;
+        Ok(WalPrint { size, digest: hasher.finalize().to_hex()[..32].to_string() })
+    }
+
+    fn empty() -> WalPrint {
+        WalPrint { size: 0, digest: String::new() }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mark {
@@ -83,6 +125,20 @@ pub struct Mark {
     pub open: bool,
     /// The store file as the last writer closed it (`None` while open).
     pub closed_file: Option<Fingerprint>,
+    /// The WAL as the last writer closed the store (`None` while open,
+    /// and in a mark from before the record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_wal: Option<WalPrint>,
+    /// A store shared with a group: what its owner's engine confines
+    /// providers with, which every person's run on it is held to
+    /// (`store::access::Confinement`; `None`: not recorded yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<crate::store::access::Confinement>,
+    /// The schema version the last writer left the store at (its
+    /// `user_version`: `None` in a mark from before the record), so that
+    /// damaged version bytes are told from a newer engine's store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<i64>,
     /// The owner and mode the engine made the store's files with
     /// (`owner.rs`; `None` in a mark from before the record, until the
     /// next writer records it).
@@ -100,6 +156,9 @@ impl Mark {
             commits: 0,
             open: false,
             closed_file: None,
+            closed_wal: None,
+            confinement: None,
+            schema: None,
             owner: None,
         }
     }
@@ -167,7 +226,7 @@ impl MarkFile {
         let made = write_new(&tmp, mark).and_then(|_| match std::fs::hard_link(&tmp, path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(io_error(e, path, "cannot place the store's mark file")),
+            Err(e) => Err(write_error(e, path, "cannot place the store's mark file")),
         });
         let _ = std::fs::remove_file(&tmp);
         made?;
@@ -202,7 +261,7 @@ impl MarkFile {
         self.file
             .write_all_at(&block, at)
             .and_then(|_| if flush && flushes() { self.file.sync_data() } else { Ok(()) })
-            .map_err(|e| io_error(e, &self.path, "cannot record the store's mark"))?;
+            .map_err(|e| write_error(e, &self.path, "cannot record the store's mark"))?;
         self.last = next;
         Ok(())
     }
@@ -220,10 +279,10 @@ fn write_new(tmp: &Path, mark: &Mark) -> Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(tmp)
-        .map_err(|e| io_error(e, tmp, "cannot create the store's mark file"))?;
+        .map_err(|e| write_error(e, tmp, "cannot create the store's mark file"))?;
     file.write_all_at(&bytes, 0)
         .and_then(|_| if flushes() { file.sync_all() } else { Ok(()) })
-        .map_err(|e| io_error(e, tmp, "cannot write the store's mark file"))
+        .map_err(|e| write_error(e, tmp, "cannot write the store's mark file"))
 }
 
 #[cfg(test)]

@@ -34,11 +34,13 @@ mod schema;
 mod share;
 mod sql;
 pub mod verify;
+mod version;
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use super::access::Confinement;
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
@@ -71,8 +73,21 @@ impl Db {
     /// with a group: 2770 and 0660, that group's); symlinks and other
     /// users' files are refused.
     pub fn open_rw(path: &Path) -> Result<Db> {
+        Db::open_writer(path, true)
+    }
+
+    /// Open an existing store for writing: `STORE_NOT_FOUND` when there is
+    /// none (every command but `run`), and nothing is made.
+    pub fn open_existing(path: &Path) -> Result<Db> {
+        Db::open_writer(path, false)
+    }
+
+    fn open_writer(path: &Path, create: bool) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
+        if !create && matches!(check_files(&files)?, Found::Nothing) {
+            return Err(crate::store::location::no_store_at(path));
+        }
         files.make_dir()?;
         create::sweep_leftovers(&files);
         // The mark first: it exists only once the store file does.
@@ -129,7 +144,8 @@ impl Db {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
             if let Some(why) = doubt(false, dead_writer, changed) {
-                examine(&db.conn, &db.files, why, Opened::Reading)?;
+                // In one snapshot: a writer may have taken the store since.
+                read_in_one_snapshot(&db.conn, || examine(&db.conn, &db.files, why, Opened::Reading))?;
             }
         }
         Ok(Some(db))
@@ -148,7 +164,7 @@ impl Db {
     /// `Store::peek_cached_plan`: the store file opened `immutable` (no
     /// lock, no shared-memory index, no WAL: a refused plan must leave every
     /// file of the store as it was, and a reader's index updates would not).
-    /// A clean release folds the WAL into the file before its last commit,
+    /// A clean release folds the WAL into the file after its last commit,
     /// so the rows a finished run wrote are there; one that is not (a live
     /// writer's, a damaged file) is simply not found or fails its seal.
     pub fn peek_cached_plan(path: &Path, key: &str) -> Option<crate::plan::cache::CachedPlan> {
@@ -253,7 +269,7 @@ impl Db {
     /// written, not flushed (`mark.rs` says why).
     fn mark_commit(&mut self, commits: i64, generation: i64) -> Result<()> {
         let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a durable commit without the store's mark"))?;
-        let next = Mark { commits, generation, open: true, closed_file: None, ..mark.last().clone() };
+        let next = Mark { commits, generation, open: true, closed_file: None, closed_wal: None, ..mark.last().clone() };
         mark.record(next, false)
     }
 
@@ -290,6 +306,29 @@ impl Db {
 
     pub fn live_holder(&self) -> Result<Option<Holder>> {
         lease::live_holder(&self.conn)
+    }
+
+    /// On a store shared with a group, what this process's run must confine
+    /// its providers with: `None` when the store is its owner's alone, or
+    /// when this process is the store's owner (whose `ours` the mark then
+    /// records: the store's confinement, under the lease).
+    /// Is the store shared with a group (as its mark records, under the
+    /// lease this process holds)?
+    pub fn shared_with_group(&self) -> bool {
+        self.mark.as_ref().and_then(|m| m.last().owner).is_some_and(|o| o.shared().is_some())
+    }
+
+    pub fn shared_confinement(&mut self, ours: Confinement) -> Result<Option<Confinement>> {
+        let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a shared store's record without its lease"))?;
+        let last = mark.last().clone();
+        let Some(owner) = last.owner.filter(|o| o.shared().is_some()) else { return Ok(None) };
+        if owner.uid != crate::store::access::current_uid() {
+            return Ok(Some(last.confinement.unwrap_or(Confinement::FULL)));
+        }
+        if last.confinement != Some(ours) {
+            mark.record(Mark { confinement: Some(ours), ..last }, true).map_err(|e| located(e, &self.files.db))?;
+        }
+        Ok(None)
     }
 
     /// Share the store with `group`, under the lease this process holds

@@ -13,6 +13,7 @@ use super::header;
 use super::identity::{self, Verdict};
 use super::mark::Mark;
 use super::schema;
+use super::version;
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
 use crate::store::access::Sharing;
@@ -41,21 +42,33 @@ pub(super) fn doubt(took_over: bool, unclean: bool, changed: bool) -> Option<&'s
 }
 
 /// Read the schema version before anything else touches the file (even
-/// the journal mode): a newer store is refused untouched.
-pub(super) fn refuse_newer_schema(conn: &Connection, path: &Path) -> Result<i64> {
-    let version: i64 =
+/// the journal mode) and judge it (`version.rs`): a newer store is refused
+/// untouched, damaged version bytes are `STORE_CORRUPT` naming them.
+pub(super) fn schema_version(conn: &Connection, files: &StoreFiles) -> Result<i64> {
+    let path = &files.db;
+    let claimed: i64 =
         conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
-    if version > schema::SCHEMA_VERSION {
-        return Err(Error::new(
+    if claimed == schema::SCHEMA_VERSION {
+        return Ok(claimed);
+    }
+    let store = version::schema_of(conn).map_err(|e| located(e, path))?;
+    let marked = Mark::read(&files.mark).ok().flatten().and_then(|m| m.schema);
+    match version::judge(claimed, &version::matching(&store)?, marked) {
+        version::Verdict::Believed => Ok(claimed),
+        version::Verdict::TooNew => Err(Error::new(
             Code::SchemaTooNew,
             format!(
-                "the store has schema version {version}; this engine knows up to {}. Use a newer engine.",
+                "the store has schema version {claimed}; this engine knows up to {}. Use a newer engine.",
                 schema::SCHEMA_VERSION
             ),
         )
-        .at(path.display().to_string()));
+        .at(path.display().to_string())),
+        version::Verdict::Damaged(why) => Err(Error::new(
+            Code::StoreCorrupt,
+            format!("the store file's SQLite header is damaged: {why} (see \"A damaged store\" in docs/store.md)"),
+        )
+        .at(path.display().to_string())),
     }
-    Ok(version)
 }
 
 /// The store's files as every open finds them, before SQLite reads a byte.
@@ -125,10 +138,10 @@ pub(super) fn open_existing(files: &StoreFiles, mode: OpenFlags) -> Result<Optio
 
 /// What every open checks once SQLite has the file, before anything else
 /// reads it (`engine verify` included): the schema version (a newer store
-/// refused untouched), then the store against its mark (`identity.rs`: a
+/// refused untouched, damaged version bytes named: `version.rs`), then the store against its mark (`identity.rs`: a
 /// store that lost commits, or another store in its place, refused).
 pub(super) fn judge(conn: &Connection, files: &StoreFiles) -> Result<(i64, Verdict)> {
-    let version = refuse_newer_schema(conn, &files.db)?;
+    let version = schema_version(conn, files)?;
     let (verdict, _, _) = identity::verify(conn, files)?;
     Ok((version, verdict))
 }

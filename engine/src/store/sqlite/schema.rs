@@ -579,13 +579,9 @@ pub fn migrate(conn: &Connection) -> Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let applied = (|| -> Result<()> {
         let version = too_new(conn)?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
-            if i + 1 == CHAIN_FROM {
-                super::chain::adopt(conn)?;
-            }
-        }
-        Ok(())
+        // A version below 0 is no version: `open::judge` names it first.
+        let from = usize::try_from(version).map_err(|_| Error::internal("a negative schema version"))?;
+        apply(conn, from, MIGRATIONS.len())
     })();
     match applied {
         Ok(()) => Ok(conn.execute_batch("COMMIT")?),
@@ -594,6 +590,18 @@ pub fn migrate(conn: &Connection) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// Migrations `from + 1 ..= to`, each setting its version, inside the
+/// caller's transaction (if any).
+pub(super) fn apply(conn: &Connection, from: usize, to: usize) -> Result<()> {
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(to).skip(from) {
+        conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
+        if i + 1 == CHAIN_FROM {
+            super::chain::adopt(conn)?;
+        }
+    }
+    Ok(())
 }
 
 /// The schema version, refused (`SCHEMA_TOO_NEW`) if newer than this engine.
@@ -632,12 +640,7 @@ mod tests {
     /// `migrate`, stopped at `version`.
     fn migrate_to(conn: &Connection, version: usize) {
         let from: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        for (i, sql) in MIGRATIONS[..version].iter().enumerate().skip(from as usize) {
-            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1)).unwrap();
-            if i + 1 == CHAIN_FROM {
-                super::super::chain::adopt(conn).unwrap();
-            }
-        }
+        apply(conn, from as usize, version).unwrap();
     }
 
     #[test]

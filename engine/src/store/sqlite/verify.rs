@@ -22,7 +22,7 @@ use crate::store::verify::{self as checks, found, Cell, Finding, Own, Verdict, V
 pub fn verify(path: &Path) -> Result<Verified> {
     let files = super::files::StoreFiles::new(path);
     let conn = super::open::open_existing(&files, OpenFlags::SQLITE_OPEN_READ_ONLY)?
-        .ok_or_else(|| Error::usage(format!("no store at {}", path.display())).at(path.display().to_string()))?;
+        .ok_or_else(|| crate::store::location::no_store_at(path))?;
     let place = path.display().to_string();
     // A read-only connection cannot roll a hot journal back, so it must be
     // named before anything reads the file (the schema version included).
@@ -39,7 +39,9 @@ pub fn verify(path: &Path) -> Result<Verified> {
         .at(place));
     }
     conn.busy_timeout(crate::limits::STORE_BUSY_TIMEOUT)?;
-    check(&conn, path)
+    // In one snapshot: beside a live engine, every check reads the same
+    // commit.
+    super::read_in_one_snapshot(&conn, || check(&conn, path))
 }
 
 /// Every check of `CHECKS` over an open connection to the store at
