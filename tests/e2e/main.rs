@@ -33,3 +33,4 @@ mod store_open;
 mod store_wal;
 mod stores;
 mod terminal;
+mod tested_binary;
