@@ -1,9 +1,6 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod advice;
 mod agent_output;
 mod architecture;
@@ -17,8 +14,7 @@ mod first_hour;
 mod limits;
 mod orphans;
 /// The receiver fixture and unknown-outcome helpers, shared with that suite.
-#[path = "../unknown_outcomes/common.rs"]
-mod outcomes;
+use crate::common as outcomes;
 mod outputs;
 mod plan_props;
 mod readme_tour;

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::common::*;
+use super::common::*;
 
 /// `cmd` with its files limited to `bytes` (inherited by its providers).
 fn limit_file_size(cmd: &mut Command, bytes: u64) {

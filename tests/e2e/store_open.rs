@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::outcomes::*;
+use super::outcomes::*;
 
 /// The commands a person runs on a store, reading and writing.
 const COMMANDS: &[&[&str]] =
@@ -185,7 +185,7 @@ fn a_store_the_sandbox_keeps_read_only_is_named_as_that() {
 #[test]
 fn a_store_in_a_folder_not_made_yet_is_no_store_and_run_makes_it() {
     let ws = Ws::new();
-    ws.write_plan("plan.json", &crate::common::plan(vec![crate::common::task("a", &["true"])]));
+    ws.write_plan("plan.json", &super::common::plan(vec![super::common::task("a", &["true"])]));
     let store = ws.outside_store("not-made-yet");
     let store_arg = store.display().to_string();
     let out = ws.engine(&["--json", "status", "--store", &store_arg]);

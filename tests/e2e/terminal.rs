@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// What the provider prints: each a real terminal attack.
 const ATTACK: &str = "printf 'osc52:\\033]52;c;ZXZpbA==\\007 clear:\\033[2J\\033[H title:\\033]0;pwned\\007 \

@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::*;
+use super::common::*;
 
 /// A TLS server on a loopback port answering every request 200, on its
 /// own thread and runtime; it records each request read after a

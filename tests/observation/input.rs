@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn ask_plan(ws: &Ws, flags: &[&str], extra: Vec<Value>) {
     let command = mcp_server_command(&ws.mcp_log(), flags);
