@@ -12,6 +12,7 @@ mod corruption;
 mod docs;
 mod first_hour;
 mod limits;
+mod odd_paths;
 mod orphans;
 /// The receiver fixture and unknown-outcome helpers, shared with that suite.
 use crate::common as outcomes;

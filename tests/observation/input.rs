@@ -100,8 +100,8 @@ fn a_provider_cannot_answer() {
     let store = ws.store();
     let script = format!(
         "{engine} --store {s} answer T1 --field name=Mallory; echo tampered >> {s}; {engine} --store {s} answer T1 --field name=Mallory --json; exit 0",
-        engine = crate::support::process::ENGINE,
-        s = store.display()
+        engine = sh_quote(crate::support::process::ENGINE),
+        s = sh_quote(&store)
     );
     let mallory = json!({"ref": "T2", "title": "tries to answer", "provider": "sh", "effect": "local",
                          "action": {"run": ["sh", "-c", script]}});

@@ -34,5 +34,5 @@ pub mod workspace;
 
 pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};
 pub use ledger::{Attempt, Event, Ledger};
-pub use process::{gone, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
+pub use process::{gone, sh_quote, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
 pub use workspace::Ws;
