@@ -9,6 +9,7 @@ mod commands;
 mod common;
 mod core;
 mod corruption;
+mod demo;
 mod docs;
 mod first_hour;
 mod limits;
