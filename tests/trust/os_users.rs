@@ -255,12 +255,10 @@ fn a_members_run_on_a_shared_store_confines_as_the_owners_or_is_refused() {
     std::fs::set_permissions(&ws.side, std::fs::Permissions::from_mode(0o777)).unwrap();
     let landed = ws.side.join("landed");
     // Past the engine's grace for what a command leaves running (2 s).
-    let escape = format!("setsid env -i sh -c 'sleep 4; touch {}' >/dev/null 2>&1 & exit 0", landed.display());
+    let escape = format!("setsid env -i sh -c 'sleep 4; touch \"$0\"' {} >/dev/null 2>&1 & exit 0", sh_quote(&landed));
     let task = json!({"ref": "T1", "provider": "sh", "effect": "local", "action": {"run": ["sh", "-c", escape]}});
     ws.write_plan("plan.json", &plan("g", json!({"sh": {"kind": "command"}}), vec![task]));
-    let place = crate::support::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let stores = tempfile::Builder::new().prefix("engine-group-").tempdir_in(place).unwrap();
-    std::fs::set_permissions(stores.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let stores = os.place.folder("engine-group-");
     let store = stores.path().join("shared").join("engine.db");
     let s = store.to_str().unwrap();
     // The store's owner (root here: every part of the sandbox) shares it
