@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use engine::sim::{simulate, Config, Fault, Report};
 
-/// Seeds CI runs (`cargo test --workspace`), from 0.
+/// Seeds CI runs (`.ci/test`), from 0.
 const CI_SEEDS: u64 = 10_000;
 /// Steps a seed may take.
 const STEPS: u64 = 400;
