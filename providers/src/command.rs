@@ -418,18 +418,20 @@ mod tests {
         let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
-        // Quoted: a clone's path may hold spaces.
-        let script = format!("echo in > in.txt; echo out > '{}/out.txt'", outside.display());
+        // The folder is the script's `$0`, not part of its text: a clone's
+        // path may hold spaces and quotes.
+        let script = "echo in > in.txt; echo out > \"$0/out.txt\"";
         let policy =
             crate::sandbox::Policy::builder(&ws).temp_dirs([]).protect(root.path().join("store")).build().unwrap();
-        let mut c = sh(&ws, &script);
+        let argv = ["sh", "-c", script, outside.to_str().unwrap()];
+        let mut c = call(&ws, &argv);
         c.sandbox = policy.prepare().unwrap();
         assert!(c.sandbox.status().is_confined(), "this machine must enforce Landlock: {}", c.sandbox.status());
         let r = receipt(go(&c).await);
         assert_ne!(r.exit, Some(ExitStatus::Code { code: 0 }));
         assert!(r.stderr.text.contains("Permission denied"), "{}", r.stderr.text);
         assert!(ws.join("in.txt").exists() && !outside.join("out.txt").exists());
-        let r = receipt(go(&sh(&ws, &script)).await);
+        let r = receipt(go(&call(&ws, &argv)).await);
         assert_eq!(r.exit, Some(ExitStatus::Code { code: 0 }));
         assert!(outside.join("out.txt").exists());
     }

@@ -3,11 +3,6 @@
 //! plan's session and then acts as a person until the goal ends, and
 //! `engine verify`, which the sweep runs at the end of every case.
 
-#[path = "../unknown_outcomes/common.rs"]
-mod common;
-#[path = "../support/mod.rs"]
-mod support;
-
 mod commits;
 mod regressions;
 mod sweep;

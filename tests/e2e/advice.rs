@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// A way out as printed: what a person does first (words), and the command.
 #[derive(Debug, Clone)]

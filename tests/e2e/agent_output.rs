@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 const CHATTY_AGENT: &str = "import sys\n\
 sys.stdin.read()\n\

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// A plan of builtin tasks (provider `b`) and one command provider `sh`.
 fn builtin_plan(tasks: Vec<Value>) -> Value {

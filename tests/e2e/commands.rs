@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn chain_plan() -> Value {
     let mut b = task("B", &["true"]);

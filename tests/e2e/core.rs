@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 // ---------------------------------------------------------------------------
 // 1. The demo run.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::outcomes::*;
+use super::outcomes::*;
 
 const PAGE: u64 = 4096;
 

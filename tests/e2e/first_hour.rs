@@ -7,7 +7,7 @@ use std::fs;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 #[test]
 fn init_writes_a_starter_that_runs_to_satisfied_and_never_overwrites() {
@@ -297,7 +297,7 @@ fn completions_and_man_pages_are_printed_and_written() {
 #[test]
 fn every_stop_names_the_real_operation_id_and_task() {
     let rcv = Receiver::start(&[]);
-    let ws = crate::outcomes::one_http_task(&rcv, "external", false, json!({}));
+    let ws = super::outcomes::one_http_task(&rcv, "external", false, json!({}));
     assert!(ws.run_fp("after_dispatch").killed());
     let unknown = ws.engine(&["run", "plan.json"]);
     unknown.expect_code(3);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// `engine check --json` of `plan`: (exit code, error code, place).
 fn check(ws: &Ws, plan: &Value) -> (i32, String, String) {

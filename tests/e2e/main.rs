@@ -1,9 +1,6 @@
 //! End-to-end tests of the real `engine` binary. One module per area; keep
 //! this file a plain list of modules.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod advice;
 mod agent_output;
 mod architecture;
@@ -12,13 +9,14 @@ mod commands;
 mod common;
 mod core;
 mod corruption;
+mod demo;
 mod docs;
 mod first_hour;
 mod limits;
+mod odd_paths;
 mod orphans;
 /// The receiver fixture and unknown-outcome helpers, shared with that suite.
-#[path = "../unknown_outcomes/common.rs"]
-mod outcomes;
+use crate::common as outcomes;
 mod outputs;
 mod plan_props;
 mod readme_tour;
@@ -33,3 +31,4 @@ mod store_open;
 mod store_wal;
 mod stores;
 mod terminal;
+mod tested_binary;

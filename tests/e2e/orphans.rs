@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// `/proc/PID/stat` field 22: the process start time, in clock ticks.
 fn start_time(pid: u32) -> u64 {

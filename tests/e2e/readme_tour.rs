@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use crate::common::*;
+use super::common::*;
 
 const SECTION: &str = "## A plan, end to end";
 

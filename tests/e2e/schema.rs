@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::*;
+use super::common::*;
 
 const REGENERATE: &str = "regenerate it with: cargo run -q -p engine -- schema > engine/plan.schema.json";
 

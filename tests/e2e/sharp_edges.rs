@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::common::*;
+use super::common::*;
 
 /// `B` succeeds; `A` fails its validation until `ok` exists, printing
 /// which of its calls this is. With one job, B's attempt is the store's

@@ -12,8 +12,8 @@
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::corruption::a_store_a_person_acted_on;
-use crate::outcomes::*;
+use super::corruption::a_store_a_person_acted_on;
+use super::outcomes::*;
 use crate::support::ledger::{set_first, value_columns, Stored};
 
 /// Every command that reads the ledger, and `run`, which reads it all.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::*;
+use super::common::*;
 
 fn one_task_plan(ws: &Ws) {
     ws.write_plan("plan.json", &plan(vec![task("A", &["true"])]));

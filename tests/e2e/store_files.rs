@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::common::*;
+use super::common::*;
 
 #[test]
 fn a_newer_schema_is_refused_and_left_alone() {

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::common::*;
+use super::common::*;
 
 /// `cmd` with its files limited to `bytes` (inherited by its providers).
 fn limit_file_size(cmd: &mut Command, bytes: u64) {
@@ -41,7 +41,7 @@ fn expect_store_full(out: &Out, ws: &Ws) {
 /// printing 300 kB the store keeps as a blob: the third or so no longer fits.
 fn heavy_plan(ws: &Ws) -> std::path::PathBuf {
     let log = ws.root().join("calls.log");
-    let script = format!("echo \"$ENGINE_OPERATION_ID $ENGINE_TRY\" >> {}; head -c 300000 /dev/zero", log.display());
+    let script = format!("echo \"$ENGINE_OPERATION_ID $ENGINE_TRY\" >> {}; head -c 300000 /dev/zero", sh_quote(&log));
     let tasks = (0..10).map(|i| task(&format!("T{i}"), &["sh", "-c", &script])).collect();
     ws.write_plan("plan.json", &plan(tasks));
     log

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::outcomes::*;
+use super::outcomes::*;
 
 /// The store's files beside `engine.db`.
 fn side(ws: &Ws, suffix: &str) -> PathBuf {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::outcomes::*;
+use super::outcomes::*;
 
 /// The commands a person runs on a store, reading and writing.
 const COMMANDS: &[&[&str]] =
@@ -185,7 +185,7 @@ fn a_store_the_sandbox_keeps_read_only_is_named_as_that() {
 #[test]
 fn a_store_in_a_folder_not_made_yet_is_no_store_and_run_makes_it() {
     let ws = Ws::new();
-    ws.write_plan("plan.json", &crate::common::plan(vec![crate::common::task("a", &["true"])]));
+    ws.write_plan("plan.json", &super::common::plan(vec![super::common::task("a", &["true"])]));
     let store = ws.outside_store("not-made-yet");
     let store_arg = store.display().to_string();
     let out = ws.engine(&["--json", "status", "--store", &store_arg]);
@@ -371,7 +371,7 @@ fn no_command_but_run_makes_a_store() {
 #[test]
 fn a_store_that_cannot_be_made_is_named_never_exit_70() {
     let ws = Ws::new();
-    ws.write_plan("plan.json", &crate::common::plan(vec![crate::common::task("a", &["true"])]));
+    ws.write_plan("plan.json", &super::common::plan(vec![super::common::task("a", &["true"])]));
     let store = ws.outside_store("kept-read-only");
     let folder = store.parent().unwrap().to_path_buf();
     std::fs::create_dir_all(&folder).unwrap();
@@ -385,7 +385,7 @@ fn a_store_that_cannot_be_made_is_named_never_exit_70() {
         return;
     }
     for target in [store.clone(), folder.join("below").join("engine.db")] {
-        let mut cmd = ws.command(&["--json", "run", "plan.json", "--store", crate::common::arg(&target)]);
+        let mut cmd = ws.command(&["--json", "run", "plan.json", "--store", super::common::arg(&target)]);
         sandbox.apply(&mut cmd);
         let out = ws.run_command(cmd);
         out.expect(2, Some("USAGE_ERROR"));

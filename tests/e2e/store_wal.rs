@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::outcomes::*;
+use super::outcomes::*;
 
 /// Three HTTP tasks in a chain, two provider calls allowed: a run sends
 /// T1 and T2 and stops on the budget before T3.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// `engine stores ARGS --json`: its stores, by workspace folder name.
 fn stores(ws: &Ws, args: &[&str]) -> (Value, Vec<(String, Value)>) {

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// What the provider prints: each a real terminal attack.
 const ATTACK: &str = "printf 'osc52:\\033]52;c;ZXZpbA==\\007 clear:\\033[2J\\033[H title:\\033]0;pwned\\007 \
@@ -142,7 +142,7 @@ fn c1_and_bidi_characters_are_escaped_in_every_output_and_json_keeps_their_value
     assert!(piped.stdout.contains("rlo:\u{202e}gpj.exe"), "{}", piped.describe());
     let engine = env!("CARGO_BIN_EXE_engine");
     let mut tty = std::process::Command::new("script");
-    tty.args(["-qec", &format!("{engine} output T1"), "/dev/null"]);
+    tty.args(["-qec", &format!("{} output T1", sh_quote(engine)), "/dev/null"]);
     let shown = ws.run_command(ws_env(&ws, tty));
     assert!(!shown.stdout.chars().any(|c| hidden(c) && c != '\r'), "{}", shown.describe());
     assert!(shown.stdout.contains("rlo:\\u{202e}gpj.exe"), "{}", shown.describe());

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{check_in_process, judge, through_the_binary, Existing};
+use super::{check_in_process, judge, through_the_binary, Existing};
 
 fn corpus_dir() -> PathBuf {
     crate::common::repo_root().join("tests/fuzz/corpus")

@@ -10,11 +10,6 @@
 //! `FUZZ_CASES=N` (default 2,000 per generator in-process) and
 //! `FUZZ_BINARY_CASES=N` (default 60 per generator) make a longer run.
 
-#[path = "../unknown_outcomes/common.rs"]
-mod common;
-#[path = "../support/mod.rs"]
-mod support;
-
 mod corpus;
 mod gen;
 mod props;
@@ -26,9 +21,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{Receiver, Ws};
-use support::kill::{self, Kill};
-use support::reference::Instance;
+use crate::common::{Receiver, Ws};
+use crate::support;
+use crate::support::kill::{self, Kill};
+use crate::support::reference::Instance;
 
 /// SPEC's codes for a plan `check` refuses.
 pub const CHECK_CODES: &[&str] = &[

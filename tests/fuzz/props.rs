@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestError, TestRunner};
 
+use super::{check_in_process, gen, judge, through_the_binary, Existing, Verdict};
 use crate::common::repo_root;
-use crate::{check_in_process, gen, judge, through_the_binary, Existing, Verdict};
 
 fn cases(var: &str, default: u32) -> u32 {
     std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// How the engine under test tracks a call's processes.
 #[derive(Clone, Copy, PartialEq)]

@@ -3,9 +3,6 @@
 //! own pids checked afterwards, their `setsid` descendants too (issue 24);
 //! and what a pipe and a pseudo-terminal show of the run before it ends.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod common;
 mod descendants;
 mod progress;

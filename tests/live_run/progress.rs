@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 
 /// T1 holds until its child is killed; T2 (after T1) fails.
 fn two_tasks(ws: &Ws) {

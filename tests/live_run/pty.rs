@@ -4,8 +4,8 @@
 //! none under `NO_COLOR`), and Ctrl-C typed on the terminal, which the
 //! kernel sends to the engine's process group alone.
 
-use crate::common::*;
-use crate::terminal::{has_colour, plain, Terminal};
+use super::common::*;
+use super::terminal::{has_colour, plain, Terminal};
 
 /// T1 (title with a control sequence) holds until its child is killed,
 /// then T2 fails after a second (the live view redraws its counter on its

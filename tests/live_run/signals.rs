@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::common::*;
+use super::common::*;
 
 /// Start `engine --json run plan.json --progress plain` in the background.
 fn spawn_run(ws: &Ws) -> Running {

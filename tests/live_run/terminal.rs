@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 
 /// What the terminal showed so far (raw bytes, escape sequences and all).
 #[derive(Clone, Default)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 const TOOLS_CALL: &str = r#""method":"tools/call""#;
 const TASKS_GET: &str = r#""method":"tasks/get""#;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 const NOTE: &str = "data/note.txt";
 const TEXT: &str = "hello from T1";

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// The fixture with tasks, its stdin copied to `$SIDE/stdin.log`.
 fn fixture(ws: &Ws) -> Value {

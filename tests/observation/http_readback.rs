@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn workspace(rcv: &Receiver, provider_observe: Option<Value>, task_observe: Option<Value>) -> Ws {
     let ws = Ws::new();

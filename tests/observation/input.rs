@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn ask_plan(ws: &Ws, flags: &[&str], extra: Vec<Value>) {
     let command = mcp_server_command(&ws.mcp_log(), flags);
@@ -100,8 +100,8 @@ fn a_provider_cannot_answer() {
     let store = ws.store();
     let script = format!(
         "{engine} --store {s} answer T1 --field name=Mallory; echo tampered >> {s}; {engine} --store {s} answer T1 --field name=Mallory --json; exit 0",
-        engine = crate::support::process::ENGINE,
-        s = store.display()
+        engine = sh_quote(crate::support::process::ENGINE),
+        s = sh_quote(&store)
     );
     let mallory = json!({"ref": "T2", "title": "tries to answer", "provider": "sh", "effect": "local",
                          "action": {"run": ["sh", "-c", script]}});

@@ -9,9 +9,6 @@
 //! received (a `tee` of its stdin, a tap in front of its port, the
 //! receiver's delivery log), never from the engine's word alone.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod common;
 mod everything;
 mod filesystem;

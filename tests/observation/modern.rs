@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn received(ws: &Ws) -> Vec<Value> {
     read_json_lines(&ws.side.join("received.jsonl"))

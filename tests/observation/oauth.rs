@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 /// A loopback authorization server and an MCP server that wants its tokens.
 struct Servers {

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 
 fn check(providers: Value, task: Value) -> Out {
     let ws = Ws::new();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::*;
+use super::common::*;
 use crate::support::otlp::{closed_port, OtlpReceiver, Span};
 
 /// Every attribute key a span may carry: identities and states, never a

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{approval_asked, plan, task, wide, Shared};
+use super::common::{approval_asked, plan, task, wide, Shared};
 use crate::support::{Ledger, RUN_DEADLINE};
 
 /// The lease the first worker's claims get: short, so a test waits little.

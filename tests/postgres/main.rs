@@ -1,9 +1,6 @@
 //! The ledger on a real PostgreSQL, with several workers: every test
 //! starts its own server (`support::postgres`) on a loopback port.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod common;
 mod failures;
 mod outputs;

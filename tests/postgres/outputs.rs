@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::common::{plan, Shared};
+use super::common::{plan, Shared};
 use crate::support::{Ledger, RUN_DEADLINE};
 
 const BUILT: &str = "built by A\n";

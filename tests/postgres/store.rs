@@ -1,7 +1,7 @@
 //! Every command against the PostgreSQL ledger, its schema, and what a
 //! worker refuses.
 
-use crate::common::{plan, task, Shared, GOAL};
+use super::common::{plan, task, Shared, GOAL};
 
 #[test]
 fn engine_run_on_postgres_is_a_worker_and_every_reading_command_works() {

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::{plan, task, Shared};
+use super::common::{plan, task, Shared};
 use crate::support::postgres::Pg;
 use crate::support::Ws;
 

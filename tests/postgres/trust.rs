@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::common::approval_asked;
+use super::common::approval_asked;
 use crate::support::{Ledger, RUN_DEADLINE};
 
 /// An approval inserted with SQL, bound exactly to the pending request and

@@ -3,7 +3,7 @@
 //! reported as not applicable (never as passed); a row written with SQL
 //! instead of by the engine is named, with SQLite's exit codes.
 
-use crate::common::{approval_asked, task, Shared};
+use super::common::{approval_asked, task, Shared};
 use crate::support::RUN_DEADLINE;
 
 /// A goal that needed a person's approval, approved and run to its verdict:

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{wide, Shared};
+use super::common::{wide, Shared};
 use crate::support::RUN_DEADLINE;
 
 fn workers_share_a_wide_plan(n: usize) {

@@ -2,11 +2,6 @@
 //! (reuse across revisions and on plain re-runs), end to end against the
 //! real binary, with assertions read from the store and the filesystem.
 
-#[path = "../support/mod.rs"]
-mod support;
-
-mod helpers;
-
 mod agent_claims;
 mod budget_raise;
 mod budgets;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cdp::{png_colours, Browser};
-use crate::scenario::{self, MIXED_STATES};
+use super::cdp::{png_colours, Browser};
+use super::scenario::{self, MIXED_STATES};
 
 /// Where a test leaves its screenshot, if asked (`REPORT_SCREENSHOTS=DIR`).
 fn keep_screenshot(name: &str, png: &[u8]) {

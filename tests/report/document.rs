@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::scenario::{self, MIXED_STATES};
+use super::scenario::{self, MIXED_STATES};
 
 fn task<'a>(doc: &'a Value, task_ref: &str) -> &'a Value {
     doc["tasks"]

@@ -2,14 +2,6 @@
 //! self-contained HTML page, end to end with the real binary, and the page
 //! opened in a real headless Chromium.
 
-#[path = "../support/mod.rs"]
-mod support;
-
-#[path = "../unknown_outcomes/common.rs"]
-mod common;
-#[path = "../recovery_and_reuse/helpers.rs"]
-mod helpers;
-
 mod architecture;
 mod browser;
 mod cdp;

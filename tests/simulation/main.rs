@@ -2,7 +2,11 @@
 //! of the CI range holds every invariant; each planted fault is caught
 //! within that range and names its seed; one seed is one run.
 //!
-//! - `SIM_SEED=123 cargo test -p engine --test simulation` runs seed 123
+//! Built with the `sim` feature, in a cargo invocation of its own
+//! (`.ci/test`), so that the engine binary the other suites run has none
+//! of the simulator's hooks:
+//!
+//! - `SIM_SEED=123 cargo test -p engine --features sim --test simulation` runs seed 123
 //!   alone and prints its story (the same as `engine-sim --seed 123`).
 //! - `SIM_SEEDS=N` runs N seeds instead of the CI range's 10,000;
 //!   `SIM_STEPS=M` lets each take M steps instead of 400.
@@ -16,7 +20,7 @@ use std::time::Instant;
 
 use engine::sim::{simulate, Config, Fault, Report};
 
-/// Seeds CI runs (`cargo test --workspace`), from 0.
+/// Seeds CI runs (`.ci/test`), from 0.
 const CI_SEEDS: u64 = 10_000;
 /// Steps a seed may take.
 const STEPS: u64 = 400;
@@ -52,7 +56,7 @@ fn story(r: &Report) -> String {
         s.push_str(&format!("  {line}\n"));
     }
     s.push_str(&format!(
-        "reproduce: {}   (or SIM_SEED={} cargo test -p engine --test simulation)\n",
+        "reproduce: {}   (or SIM_SEED={} cargo test -p engine --features sim --test simulation)\n",
         r.reproduction(),
         r.seed
     ));
@@ -208,5 +212,30 @@ fn one_seed_is_one_run() {
         let (a, b) = (simulate(&config(seed, &[])), simulate(&config(seed, &[])));
         assert_eq!((a.steps, a.commands, a.crashes, a.deliveries), (b.steps, b.commands, b.crashes, b.deliveries));
         assert_eq!(a.trace, b.trace, "seed {seed} told two stories");
+    }
+}
+
+/// The simulation's one source of chance (`engine::sim::rng`).
+mod rng {
+    use engine::sim::rng::Rng;
+
+    #[test]
+    fn one_seed_draws_one_sequence() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        let xs: Vec<u64> = (0..100).map(|_| a.next()).collect();
+        let ys: Vec<u64> = (0..100).map(|_| b.next()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(Rng::new(8).next(), Rng::new(7).next());
+    }
+
+    #[test]
+    fn draws_stay_in_their_range() {
+        let mut r = Rng::new(1);
+        for _ in 0..1000 {
+            assert!(r.below(5) < 5);
+            assert!((3..=9).contains(&r.range(3, 9)));
+            assert!(r.weighted(&[1, 0, 3]) != 1);
+        }
+        assert_eq!(r.below(0), 0);
     }
 }

@@ -9,63 +9,44 @@
 //! `cargo test` runs a smoke of it (12 iterations); longer ones by name:
 //!
 //! ```sh
-//! cargo test -p engine --test soak -- --iterations 200 --seconds 240          # what .ci/run adds
-//! cargo test --release -p engine --test soak -- --iterations 2000 --seconds 3600
+//! SOAK_ITERATIONS=200 SOAK_SECONDS=240 cargo test -p engine --test suite soak:: -- --nocapture   # what .ci/run adds
+//! SOAK_ITERATIONS=2000 SOAK_SECONDS=3600 cargo test --release -p engine --test suite soak:: -- --nocapture
 //! ```
 //!
-//! Options: `--iterations N` (12), `--seconds S` (60), `--seed X` (from
-//! the clock), `--workers W` (2). A name filter given to `cargo test` that
-//! is not `soak` skips it, as libtest would. Exits 1 if any session has a
-//! finding, each printed with its reproduction (seed, session, plan,
-//! `--jobs` and the commands of the session).
-
-#[path = "../unknown_outcomes/common.rs"]
-mod common;
-#[path = "../support/mod.rs"]
-mod support;
+//! Options, from the environment: `SOAK_ITERATIONS` (12), `SOAK_SECONDS`
+//! (60), `SOAK_SEED` (from the clock), `SOAK_WORKERS` (2). Fails if any
+//! session has a finding, each printed with its reproduction (seed,
+//! session, plan, `--jobs` and the commands of the session).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::Receiver;
-use support::kill::Kill;
-use support::person::{Ending, Session};
-use support::reference::{Instance, PLANS};
-use support::rng::Rng;
+use crate::common::Receiver;
+use crate::support;
+use crate::support::kill::Kill;
+use crate::support::person::{Ending, Session};
+use crate::support::reference::{Instance, PLANS};
+use crate::support::rng::Rng;
 
 struct Options {
     iterations: usize,
     seconds: u64,
     seed: u64,
     workers: usize,
-    /// `cargo test NAME` with a NAME that does not match this binary.
-    filtered_out: bool,
 }
 
 fn options() -> Options {
-    let mut o = Options { iterations: 12, seconds: 60, seed: clock_seed(), workers: 2, filtered_out: false };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| -> u64 {
-            args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} takes a whole number"))
-        };
-        match a.as_str() {
-            "--iterations" => o.iterations = value("--iterations") as usize,
-            "--seconds" => o.seconds = value("--seconds"),
-            "--seed" => o.seed = value("--seed"),
-            "--workers" => o.workers = value("--workers").max(1) as usize,
-            // libtest's own flags, which `cargo test -- …` passes to every test binary.
-            "--nocapture" | "--quiet" | "-q" | "--ignored" | "--include-ignored" | "--show-output" | "--exact" => {}
-            "--list" => o.filtered_out = true,
-            "--test-threads" | "--color" | "--format" => {
-                args.next();
-            }
-            other if other.starts_with("-") => panic!("unknown option {other}"),
-            filter => o.filtered_out |= !"soak".contains(filter),
-        }
+    let number = |name: &str| -> Option<u64> {
+        let value = std::env::var(name).ok()?;
+        Some(value.replace('_', "").parse().unwrap_or_else(|_| panic!("{name}={value}: a whole number, please")))
+    };
+    Options {
+        iterations: number("SOAK_ITERATIONS").unwrap_or(12) as usize,
+        seconds: number("SOAK_SECONDS").unwrap_or(60),
+        seed: number("SOAK_SEED").unwrap_or_else(clock_seed),
+        workers: number("SOAK_WORKERS").unwrap_or(2).max(1) as usize,
     }
-    o
 }
 
 fn clock_seed() -> u64 {
@@ -181,14 +162,11 @@ fn sessions(findings: &[String]) -> usize {
     findings.iter().filter_map(|f| f.split(']').next()).collect::<std::collections::HashSet<_>>().len()
 }
 
-fn main() {
+#[test]
+fn sessions_with_random_kills_end_as_a_person_would_have_them() {
     let o = options();
-    if o.filtered_out {
-        eprintln!("soak: filtered out");
-        return;
-    }
     eprintln!(
-        "soak: seed {} — repeat with `--seed {}`; up to {} iterations or {} s, {} workers",
+        "soak: seed {} — repeat with `SOAK_SEED={}`; up to {} iterations or {} s, {} workers",
         o.seed, o.seed, o.iterations, o.seconds, o.workers
     );
     let started = Instant::now();
@@ -203,11 +181,12 @@ fn main() {
         t.satisfied,
         started.elapsed().as_secs_f64()
     );
-    for f in &findings {
-        eprintln!("finding: {f}\n");
-    }
-    eprintln!("soak: {} finding(s) in {} session(s)", findings.len(), sessions(&findings));
-    if !findings.is_empty() {
-        std::process::exit(1);
-    }
+    let told: String = findings.iter().map(|f| format!("finding: {f}\n\n")).collect();
+    assert!(
+        findings.is_empty(),
+        "{told}soak: {} finding(s) in {} session(s), seed {}",
+        findings.len(),
+        sessions(&findings),
+        o.seed
+    );
 }

@@ -1,6 +1,6 @@
-//! The one test harness, shared by every test binary of the engine
-//! package (each includes it with `#[path = "../support/mod.rs"] mod
-//! support;`): one output type (`Out`), one workspace builder (`Ws`), one
+//! The one test harness, shared by every suite of the engine package's
+//! test binary (`tests/suite/main.rs` declares it once, as
+//! `crate::support`): one output type (`Out`), one workspace builder (`Ws`), one
 //! way to start the fixtures (the HTTP receiver, a fake HTTP service, the
 //! MCP server), and a read view of the ledger through the engine's own
 //! store interface (`Ledger`) instead of raw SQL.
@@ -34,5 +34,5 @@ pub mod workspace;
 
 pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};
 pub use ledger::{Attempt, Event, Ledger};
-pub use process::{gone, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
+pub use process::{gone, sh_quote, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
 pub use workspace::Ws;

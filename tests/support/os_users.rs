@@ -2,10 +2,20 @@
 //! `groupadd`/`useradd` (so only when the tests run as root, as CI does)
 //! and removed again on drop; commands run as one of them with `runuser`.
 //! Names are unique per test process and call (tests run in parallel).
+//!
+//! Another user must reach what it runs and writes: the engine binary and
+//! the stores. A clone in a home folder closed to others (root's `/root`
+//! is 0700) has both out of its reach, so they are kept in a [`Reachable`]
+//! folder instead; when none can be had, the test fails saying which
+//! folder is closed and what was tried.
 
-use std::path::Path;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tempfile::TempDir;
 
 use super::process::{Out, ENGINE, RUN_DEADLINE};
 use super::workspace::Ws;
@@ -17,6 +27,8 @@ pub struct OsUsers {
     pub group: String,
     pub gid: u32,
     users: Vec<String>,
+    /// Where its users reach the engine and the test's stores.
+    pub place: Reachable,
 }
 
 /// One user a test made.
@@ -24,6 +36,8 @@ pub struct OsUsers {
 pub struct OsUser {
     pub name: String,
     pub uid: u32,
+    /// The engine binary under test, at a path this user may reach.
+    engine: PathBuf,
 }
 
 impl OsUsers {
@@ -39,10 +53,11 @@ impl OsUsers {
             let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output();
             assert!(found.is_ok_and(|o| o.status.success()), "{test}: running as root but `{tool}` is missing");
         }
+        let place = Reachable::new(test);
         let group = name("g");
         sh(Command::new("groupadd").arg(&group));
         let gid = id_of("getent", &["group", &group], 2);
-        Some(OsUsers { group, gid, users: Vec::new() })
+        Some(OsUsers { group, gid, users: Vec::new(), place })
     }
 
     /// A new user, in the group when `member`.
@@ -56,7 +71,7 @@ impl OsUsers {
         sh(cmd.arg(&name));
         self.users.push(name.clone());
         let uid = id_of("id", &["-u", &name], 0);
-        OsUser { name, uid }
+        OsUser { name, uid, engine: self.place.engine().to_path_buf() }
     }
 
     /// Remove a user now (a person who left).
@@ -80,7 +95,7 @@ impl Drop for OsUsers {
 pub fn engine_as(ws: &Ws, user: &OsUser, args: &[&str]) -> Out {
     let base = ws.command(args);
     let mut cmd = Command::new("runuser");
-    cmd.args(["-u", &user.name, "--", ENGINE]).args(args).current_dir(&ws.dir);
+    cmd.args(["-u", &user.name, "--"]).arg(&user.engine).args(args).current_dir(&ws.dir);
     for (k, v) in base.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
@@ -112,4 +127,87 @@ fn id_of(program: &str, args: &[&str], field: usize) -> u32 {
     let text = text.trim();
     let value = if field == 0 { text } else { text.split(':').nth(field).unwrap_or("") };
     value.parse().unwrap_or_else(|_| panic!("{program} {args:?}: {text:?}"))
+}
+
+/// A folder every user may pass through (0711), outside the temporary
+/// folder (where the engine refuses a store) and outside any folder closed
+/// to others: cargo's `target/tmp` when the clone is open to them, else
+/// `/var/tmp`. It holds the engine binary under test when the binary's own
+/// folders are closed to others (a hard link to the very file, or a copy
+/// of it), and the folders a test makes for other users (state folders,
+/// stores). Removed on drop.
+pub struct Reachable {
+    dir: TempDir,
+    engine: PathBuf,
+}
+
+impl Reachable {
+    /// Made for `test`, which fails here, naming what is closed and what
+    /// was tried, when no such folder can be had.
+    pub fn new(test: &str) -> Reachable {
+        let target_tmp = super::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        let tried = [target_tmp, PathBuf::from("/var/tmp")];
+        let why: Vec<String> =
+            tried.iter().map(|p| unfit(p).map_or_else(String::new, |w| format!("{}: {w}", p.display()))).collect();
+        let Some(base) = tried.iter().zip(&why).find(|(_, w)| w.is_empty()).map(|(p, _)| p) else {
+            panic!(
+                "{test} runs the engine as another OS user, who must reach the engine binary and the test's stores, \
+                 and no folder for them was found: {}. Clone the repository where other users may pass through, \
+                 or make /var/tmp such a folder",
+                why.join("; ")
+            )
+        };
+        let dir =
+            tempfile::Builder::new().prefix("engine-test-users-").tempdir_in(base).expect("a folder for other users");
+        open_to_others(dir.path());
+        let engine = match closed_to_others(Path::new(ENGINE)) {
+            None => PathBuf::from(ENGINE),
+            Some(_) => {
+                let here = dir.path().join("engine");
+                fs::hard_link(ENGINE, &here)
+                    .or_else(|_| fs::copy(ENGINE, &here).map(drop))
+                    .unwrap_or_else(|e| panic!("{test}: copy {ENGINE} to {} for other users: {e}", here.display()));
+                here
+            }
+        };
+        Reachable { dir, engine }
+    }
+
+    /// The engine binary under test, at a path every user may reach.
+    pub fn engine(&self) -> &Path {
+        &self.engine
+    }
+
+    /// A new folder in it that every user may pass through, removed with it.
+    pub fn folder(&self, prefix: &str) -> TempDir {
+        let dir =
+            tempfile::Builder::new().prefix(prefix).tempdir_in(self.dir.path()).expect("a folder for other users");
+        open_to_others(dir.path());
+        dir
+    }
+}
+
+/// Why `base` cannot hold what other users must reach, if it cannot.
+fn unfit(base: &Path) -> Option<String> {
+    if !base.is_dir() {
+        return Some("not a folder".into());
+    }
+    if !super::places::providers_cannot_write(base) {
+        return Some("provider processes may write there, so the engine refuses a store in it".into());
+    }
+    closed_to_others(&base.join("x")).map(|closed| format!("{} is closed to other users", closed.display()))
+}
+
+/// The first folder above `path` that other users may not pass through
+/// (no `x` bit for others).
+fn closed_to_others(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|a| fs::metadata(a).map_or(true, |m| m.permissions().mode() & 0o001 == 0))
+        .map(Path::to_path_buf)
+}
+
+fn open_to_others(dir: &Path) {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o711))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
 }

@@ -32,6 +32,6 @@ pub fn outside_temp(target_tmp: &Path) -> PathBuf {
 /// Would the sandbox keep provider processes from writing `dir` (it need
 /// not exist yet)? The sandbox's own rule, asked as the engine asks it: a
 /// policy protecting `dir` builds.
-fn providers_cannot_write(dir: &Path) -> bool {
+pub fn providers_cannot_write(dir: &Path) -> bool {
     providers::sandbox::Policy::builder(std::env::temp_dir()).protect(dir).build().is_ok()
 }

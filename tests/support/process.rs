@@ -12,6 +12,14 @@ use serde_json::Value;
 /// The binary under test.
 pub const ENGINE: &str = env!("CARGO_BIN_EXE_engine");
 
+/// `path` as one word of a POSIX shell line (a test's `sh -c` script, a
+/// `script -c` command): quoted, so that a clone or a folder whose name
+/// holds a space or a quote is still one word.
+pub fn sh_quote(path: impl AsRef<std::path::Path>) -> String {
+    let text = path.as_ref().to_str().expect("a UTF-8 path");
+    shlex::try_quote(text).expect("a path holds no NUL").into_owned()
+}
+
 /// No single engine invocation in these tests should take longer.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(90);
 

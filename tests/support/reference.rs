@@ -78,13 +78,19 @@ impl Instance {
         let root = repo_root();
         let template = std::fs::read_to_string(root.join(format!("fixtures/reference/plans/{name}.json")))
             .expect("a reference plan");
+        // Each value as the inside of a JSON string: a clone's path may hold
+        // a quote or a backslash.
+        let json = |path: &std::path::Path| {
+            let quoted = serde_json::to_string(&path.to_string_lossy()).expect("a string");
+            quoted[1..quoted.len() - 1].to_string()
+        };
         let text = template
             .replace("@RUN@", run)
-            .replace("@TOOLS@", &root.join("fixtures/reference/tools").to_string_lossy())
-            .replace("@EFFECTS_LOG@", &effects_log.to_string_lossy())
+            .replace("@TOOLS@", &json(&root.join("fixtures/reference/tools")))
+            .replace("@EFFECTS_LOG@", &json(&effects_log))
             .replace("@RECEIVER@", &rcv.base())
-            .replace("@MCP_SERVER@", &root.join("fixtures/mcp/server.py").to_string_lossy())
-            .replace("@MCP_LOG@", &mcp_log.to_string_lossy());
+            .replace("@MCP_SERVER@", &json(&root.join("fixtures/mcp/server.py")))
+            .replace("@MCP_LOG@", &json(&mcp_log));
         let plan: Value = serde_json::from_str(&text).expect("a reference plan is JSON");
         ws.write_plan("plan.json", &plan);
         let digest = ws.engine_json(&["digest", "plan.json"]);

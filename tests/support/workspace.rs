@@ -37,6 +37,13 @@ pub struct Ws {
 impl Ws {
     /// An empty workspace.
     pub fn new() -> Ws {
+        Ws::with_state(state_dir())
+    }
+
+    /// An empty workspace whose state folder is `state`, a folder where
+    /// the engine allows a store (outside every folder providers may
+    /// write): one another OS user can reach, say (`os_users::Reachable`).
+    pub fn with_state(state: TempDir) -> Ws {
         let tmp = tempfile::Builder::new().prefix("engine-test-").tempdir().expect("temp dir");
         let dir = tmp.path().join("ws");
         let side = tmp.path().join("side");
@@ -46,7 +53,7 @@ impl Ws {
         let dir = dir.canonicalize().expect("canonical workspace");
         let side = side.canonicalize().expect("canonical side folder");
         let shared = super::postgres::test_store_database();
-        Ws { tmp, state: state_dir(), dir, side, runs: AtomicUsize::new(0), shared }
+        Ws { tmp, state, dir, side, runs: AtomicUsize::new(0), shared }
     }
 
     /// A workspace holding a copy of `fixtures/NAME` (never the source tree).

@@ -6,13 +6,6 @@
 //! (`--request-id`, one approval per call), and only the people a plan
 //! names may act (`NOT_PERMITTED`).
 
-#[path = "../support/mod.rs"]
-mod support;
-
-/// The receiver fixture and its plans, shared with that suite.
-#[path = "../unknown_outcomes/common.rs"]
-mod common;
-
 mod acts;
 mod approvals;
 mod network;

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use crate::support::os_users::Reachable;
 use crate::support::workspace::arg;
 use crate::support::*;
 
@@ -168,10 +169,10 @@ fn a_provider_cannot_read_the_engines_environment_through_proc() {
 
 /// The engine run as an unprivileged user (root here makes one with
 /// `setpriv`): in the workspace, its side folder and its state home, which
-/// that user owns.
-fn as_nobody(ws: &Ws, args: &[&str]) -> Out {
+/// that user owns, the engine binary at a path it may reach (`place`).
+fn as_nobody(place: &Reachable, ws: &Ws, args: &[&str]) -> Out {
     let mut cmd = std::process::Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(crate::support::process::ENGINE);
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(place.engine());
     cmd.args(args).current_dir(&ws.dir).env_clear();
     cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin").env("HOME", ws.state_home()).env("XDG_STATE_HOME", ws.state_home());
     ws.run_command(cmd)
@@ -188,8 +189,10 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     if unsafe { libc::geteuid() } != 0 {
         return; // the engine already runs unprivileged: the other tests show it
     }
+    // The engine binary and the state folder where that user can reach them.
+    let place = Reachable::new("without_privileges_what_cannot_be_made_is_recorded_and_said");
     let rcv = Receiver::start(&[]);
-    let ws = Ws::new();
+    let ws = Ws::with_state(place.folder("engine-state-"));
     // T2 leaves a `setsid` escapee and exits 0: without a cgroup the engine,
     // as the subreaper, finds it by the marks it carries.
     let escapee = json!({"ref": "T2", "title": "escapee", "provider": "sh", "effect": "local",
@@ -198,7 +201,7 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     for p in [ws.root(), ws.dir.clone(), ws.side.clone(), ws.state_home(), ws.path("plan.json")] {
         std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
     }
-    let out = as_nobody(&ws, &["--json", "run", "plan.json"]);
+    let out = as_nobody(&place, &ws, &["--json", "run", "plan.json"]);
     out.expect(1, None);
     assert_eq!(out.json()["failed"], json!(["T2"]), "{}", out.describe());
     let escapee: i32 = ws.read("escapee.pid").trim().parse().unwrap();
@@ -209,7 +212,7 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     for said in ["restricted by Landlock's TCP rules only", "stores are not hidden", "no cgroup of their own"] {
         assert_eq!(out.stderr.matches(said).count(), 1, "said once: {said}\n{}", out.stderr);
     }
-    let status = as_nobody(&ws, &["--json", "status"]);
+    let status = as_nobody(&place, &ws, &["--json", "status"]);
     status.expect_code(0);
     let doc = status.json();
     let t2 = &doc["tasks"][1]["last_attempt"];
@@ -218,7 +221,7 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     assert_eq!(sandbox["state"], "enforced", "Landlock needs no privilege: {sandbox}");
     assert_eq!(sandbox["network"], json!({"state": "partial", "by": "landlock", "tcp_connect_ports": []}), "{sandbox}");
     assert_eq!(sandbox["stores"]["state"], "unavailable", "{sandbox}");
-    let log = as_nobody(&ws, &["--json", "log"]);
+    let log = as_nobody(&place, &ws, &["--json", "log"]);
     assert!(!log.stdout.contains("\"cgroup\""), "no cgroup is recorded where none was made: {}", log.stdout);
     assert!(log.stdout.contains("\"marker\""), "the marks it tracked by are: {}", log.stdout);
 }

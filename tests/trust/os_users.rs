@@ -20,8 +20,8 @@ use crate::support::os_users::{chown, engine_as, OsUser, OsUsers};
 /// A workspace `owner` may run in, with a plan whose one HTTP task needs
 /// an approval, `people` as given; and `owner`'s folder for a store, which
 /// any user may pass through (outside the temporary folder, as the engine
-/// requires).
-fn setup(rcv: &Receiver, owner: &OsUser, people: Value) -> (Ws, tempfile::TempDir) {
+/// requires: in the users' reachable folder).
+fn setup(os: &OsUsers, rcv: &Receiver, owner: &OsUser, people: Value) -> (Ws, tempfile::TempDir) {
     let ws = Ws::new();
     let mut task = http_task("T1", "external");
     task["requires_approval"] = json!(true);
@@ -30,9 +30,7 @@ fn setup(rcv: &Receiver, owner: &OsUser, people: Value) -> (Ws, tempfile::TempDi
     ws.write_plan("plan.json", &p);
     std::fs::set_permissions(ws.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
     chown(&ws.dir, owner);
-    let place = crate::support::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let stores = tempfile::Builder::new().prefix("engine-group-").tempdir_in(place).unwrap();
-    std::fs::set_permissions(stores.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let stores = os.place.folder("engine-group-");
     chown(stores.path(), owner);
     (ws, stores)
 }
@@ -70,7 +68,7 @@ fn a_store_shared_with_a_group_takes_the_acts_of_the_members_people_names() {
     };
     let (alice, bob, eve) = (os.user(true), os.user(true), os.user(false));
     let rcv = Receiver::start(&[]);
-    let (ws, stores) = setup(&rcv, &alice, json!({"approve": [bob.name]}));
+    let (ws, stores) = setup(&os, &rcv, &alice, json!({"approve": [bob.name]}));
     let store = stores.path().join("shared").join("engine.db");
     let s = store.to_str().unwrap();
     let op = ws.digest_op("T1");
@@ -119,7 +117,7 @@ fn the_stores_owner_revises_people_when_everyone_named_is_gone() {
     let (alice, bob, carol) = (os.user(true), os.user(true), os.user(true));
     let rcv = Receiver::start(&[]);
     let people = json!({"approve": [carol.name], "retry": [carol.name]});
-    let (ws, stores) = setup(&rcv, &alice, people);
+    let (ws, stores) = setup(&os, &rcv, &alice, people);
     let store = stores.path().join("shared").join("engine.db");
     let s = store.to_str().unwrap();
     let op = ws.digest_op("T1");
@@ -192,7 +190,7 @@ fn a_shared_stores_files_changed_outside_the_engine_are_refused_never_repaired()
     };
     let (alice, bob) = (os.user(true), os.user(true));
     let rcv = Receiver::start(&[]);
-    let (ws, stores) = setup(&rcv, &alice, json!({"approve": [bob.name]}));
+    let (ws, stores) = setup(&os, &rcv, &alice, json!({"approve": [bob.name]}));
     let store = stores.path().join("shared").join("engine.db");
     let s = store.to_str().unwrap();
     let as_store = |suffix: &str| PathBuf::from(format!("{s}{suffix}"));
@@ -257,12 +255,10 @@ fn a_members_run_on_a_shared_store_confines_as_the_owners_or_is_refused() {
     std::fs::set_permissions(&ws.side, std::fs::Permissions::from_mode(0o777)).unwrap();
     let landed = ws.side.join("landed");
     // Past the engine's grace for what a command leaves running (2 s).
-    let escape = format!("setsid env -i sh -c 'sleep 4; touch {}' >/dev/null 2>&1 & exit 0", landed.display());
+    let escape = format!("setsid env -i sh -c 'sleep 4; touch \"$0\"' {} >/dev/null 2>&1 & exit 0", sh_quote(&landed));
     let task = json!({"ref": "T1", "provider": "sh", "effect": "local", "action": {"run": ["sh", "-c", escape]}});
     ws.write_plan("plan.json", &plan("g", json!({"sh": {"kind": "command"}}), vec![task]));
-    let place = crate::support::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let stores = tempfile::Builder::new().prefix("engine-group-").tempdir_in(place).unwrap();
-    std::fs::set_permissions(stores.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let stores = os.place.folder("engine-group-");
     let store = stores.path().join("shared").join("engine.db");
     let s = store.to_str().unwrap();
     // The store's owner (root here: every part of the sandbox) shares it

@@ -247,9 +247,9 @@ fn an_mcp_server_started_to_list_its_tools_runs_in_its_providers_sandbox() {
     std::fs::create_dir(&cache).unwrap();
     let (opened, closed) = (cache.join("started.txt"), ws.state_home().join("closed.txt"));
     let script = format!(
-        "{{ echo started >> '{}'; }} 2>/dev/null; {{ echo escaped > '{}'; }} 2>/dev/null; exec \"$@\"",
-        arg(&opened),
-        arg(&closed)
+        "{{ echo started >> {}; }} 2>/dev/null; {{ echo escaped > {}; }} 2>/dev/null; exec \"$@\"",
+        sh_quote(&opened),
+        sh_quote(&closed)
     );
     let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
     command.extend(mcp_server_command(&ws.mcp_log(), &[]));

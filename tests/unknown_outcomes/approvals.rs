@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
+use super::settle::unknown_op;
 use crate::common::*;
-use crate::settle::unknown_op;
 
 fn approvals(ws: &Ws) -> Vec<(i64, Option<i64>)> {
     ws.ledger().approvals().into_iter().map(|a| (a.id.get(), a.consumed_by.map(|c| c.get()))).collect()

@@ -6,8 +6,8 @@
 
 use serde_json::json;
 
+use super::settle::unknown_op;
 use crate::common::*;
-use crate::settle::unknown_op;
 
 const OTHER: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 

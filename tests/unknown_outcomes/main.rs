@@ -2,12 +2,8 @@
 //! settlement, approvals and retries, fencing — asserted from the
 //! receiver's own delivery log and from the engine's store.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod approvals;
 mod call_site;
-mod common;
 mod conflict;
 mod crash_matrix;
 mod fencing;

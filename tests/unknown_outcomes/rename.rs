@@ -6,8 +6,8 @@
 
 use serde_json::json;
 
+use super::settle::unknown_op;
 use crate::common::*;
-use crate::settle::unknown_op;
 
 /// The plan of `unknown_op` with task T1 renamed (`extra`: more tasks).
 fn renamed(rcv: &Receiver, tasks: Vec<serde_json::Value>) -> serde_json::Value {

@@ -96,9 +96,12 @@ mod tests {
         std::fs::create_dir_all(&outside).unwrap();
         let policy = providers::sandbox::Policy::builder(&ws).temp_dirs([]).build().unwrap();
         let sandbox = policy.prepare().unwrap();
-        let script = format!("echo x > '{}/y' 2>/dev/null && echo wrote || echo refused", outside.display());
-        assert_eq!(super::command_value(&ws, &argv(&["sh", "-c", &script]), &sandbox), "refused");
-        assert_eq!(command_value(&ws, &argv(&["sh", "-c", &script])), "wrote");
+        // The folder is the script's `$0`, not part of its text: a quote in
+        // the clone's path must not end a quoted string.
+        let script = "echo x > \"$0/y\" 2>/dev/null && echo wrote || echo refused";
+        let outside = outside.to_str().unwrap();
+        assert_eq!(super::command_value(&ws, &argv(&["sh", "-c", script, outside]), &sandbox), "refused");
+        assert_eq!(command_value(&ws, &argv(&["sh", "-c", script, outside])), "wrote");
     }
 
     #[test]

@@ -12,13 +12,16 @@
 //! only the world is made up. After every step the invariants are checked
 //! (`checks`); a seed that breaks one is reproduced by its number alone.
 //!
-//! Compiled only with the `sim` feature (the package's tests turn it on;
-//! no engine build has it): `cargo test -p engine --test simulation`,
-//! `cargo run --features sim --bin engine-sim -- --seed N --steps M`.
+//! Compiled only with the `sim` feature (no engine build has it, the one
+//! the tests run included): `cargo test -p engine --features sim --test
+//! simulation`, `cargo run --features sim --bin engine-sim -- --seed N
+//! --steps M`.
 
 mod checks;
 mod plan;
-mod rng;
+/// Public for the simulator's suite (`tests/simulation/`), which tests it:
+/// the library's own unit tests are built without the `sim` feature.
+pub mod rng;
 mod session;
 mod world;
 

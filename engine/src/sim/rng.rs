@@ -48,28 +48,3 @@ impl Rng {
         0
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_seed_draws_one_sequence() {
-        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
-        let xs: Vec<u64> = (0..100).map(|_| a.next()).collect();
-        let ys: Vec<u64> = (0..100).map(|_| b.next()).collect();
-        assert_eq!(xs, ys);
-        assert_ne!(Rng::new(8).next(), Rng::new(7).next());
-    }
-
-    #[test]
-    fn draws_stay_in_their_range() {
-        let mut r = Rng::new(1);
-        for _ in 0..1000 {
-            assert!(r.below(5) < 5);
-            assert!((3..=9).contains(&r.range(3, 9)));
-            assert!(r.weighted(&[1, 0, 3]) != 1);
-        }
-        assert_eq!(r.below(0), 0);
-    }
-}

@@ -181,11 +181,9 @@ async fn no_call_without_an_inventory_nor_to_another_server_after_a_restart() {
 
     // Each start of this command is a new version of the server.
     let count = e.dir.path().join("starts");
-    let script = format!(
-        r#"n=$(cat "{0}" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "{0}"; MCP_SERVER_VERSION=$n exec "$@""#,
-        count.display()
-    );
-    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
+    // The counter's path is the script's first argument, not part of its text.
+    let script = r#"c=$1; shift; n=$(cat "$c" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$c"; MCP_SERVER_VERSION=$n exec "$@""#;
+    let mut command = vec!["sh".to_string(), "-c".into(), script.into(), "sh".into(), count.to_str().unwrap().into()];
     command.extend(e.command(&[]));
     let p = McpProvider::stdio(command, None);
     let inv = p.list_tools(&e.call("render", json!({}))).unwrap().await.unwrap();

@@ -6,6 +6,7 @@
 //! checks, the schema's tables and triggers, the store lease's generation.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -146,6 +147,23 @@ fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
     let mut columns: Vec<String> = stmt.query_map([table], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
     columns.sort();
     Ok(columns)
+}
+
+/// Each of `TABLES`' columns (in its order) as this engine's migrations
+/// make them, learned once per process from a fresh in-memory store: the
+/// migrations stay the schema's one definition, and running all of them
+/// at every verify cost most of a simulated seed's time.
+fn reference_columns() -> Result<&'static [Vec<String>]> {
+    static COLUMNS: OnceLock<std::result::Result<Vec<Vec<String>>, String>> = OnceLock::new();
+    let learn = || -> Result<Vec<Vec<String>>> {
+        let fresh = Connection::open_in_memory()?;
+        schema::migrate(&fresh)?;
+        TABLES.iter().map(|t| columns_of(&fresh, t)).collect()
+    };
+    match COLUMNS.get_or_init(|| learn().map_err(|e| e.to_string())) {
+        Ok(columns) => Ok(columns),
+        Err(e) => Err(Error::internal(format!("cannot build this engine's schema in memory: {e}"))),
+    }
 }
 
 /// A non-empty `-journal` beside the store: a transaction in rollback
@@ -292,11 +310,9 @@ impl SqliteVerify<'_> {
         // Each table's columns as this engine's migrations make them: a
         // column renamed in the schema's text (a damaged byte of it) would
         // otherwise read as the outer query's column of that name.
-        let fresh = Connection::open_in_memory()?;
-        schema::migrate(&fresh)?;
-        for t in TABLES {
-            let (want, have) = (columns_of(&fresh, t)?, columns_of(self.conn, t)?);
-            if want != have {
+        for (t, want) in TABLES.iter().zip(reference_columns()?) {
+            let have = columns_of(self.conn, t)?;
+            if *want != have {
                 let missing: Vec<&String> = want.iter().filter(|c| !have.contains(c)).collect();
                 let odd: Vec<&String> = have.iter().filter(|c| !want.contains(c)).collect();
                 return Ok(found(
