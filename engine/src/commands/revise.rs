@@ -159,7 +159,9 @@ pub fn revise(
     let prev_file = stored_plan(&prev)?;
     no_unsettled_dropped(&*read, &goal_id, &prev_file, &plan)?;
     let in_force = budgets::in_force(&*read, &goal_id, g.active_revision, &prev_file.budgets)?;
-    let loosened = loosening::loosenings(&prev_file, &in_force, &plan.file, &req.raises);
+    let dropped = dropped_standing(&*read, &g, &prev_file, &plan)?;
+    let before = loosening::Before { file: &prev_file, in_force: &in_force, dropped: &dropped };
+    let loosened = loosening::loosenings(&before, &plan.file, &req.raises);
     // The owner's `--people` approves its own change (`permitted` made
     // sure `people` is all the revision changes).
     let by_owner = req.as_store_owner && loosened.iter().all(|l| l.kind == loosening::Kind::People);
@@ -314,6 +316,24 @@ fn no_unsettled_dropped(read: &dyn LedgerRead, goal_id: &GoalId, prev: &PlanFile
             "attempt": number, "state": state, "settle": format!("engine settle {op} --outcome ok|not_run --note TEXT")})));
     }
     Ok(())
+}
+
+/// What the ledger says of each task of the active revision the new plan
+/// drops: whether it completed, whether a call of it may have been sent.
+fn dropped_standing(
+    read: &dyn LedgerRead,
+    g: &GoalRecord,
+    prev: &PlanFile,
+    plan: &Plan,
+) -> Result<BTreeMap<String, loosening::Standing>> {
+    let mut out = BTreeMap::new();
+    for t in prev.tasks.iter().filter(|t| plan.task(&t.task_ref).is_none()) {
+        let state = read.task(&g.id, g.active_revision, &t.task_ref)?.map(|r| r.state);
+        let done = matches!(state, Some(TaskState::Succeeded | TaskState::Reused));
+        let sent = read.prior_dispatch(&g.id, &t.task_ref)?;
+        out.insert(t.task_ref.clone(), loosening::Standing { done, sent });
+    }
+    Ok(out)
 }
 
 /// `LOOSENING_NEEDS_APPROVAL`: what the revision loosens, one line each,
