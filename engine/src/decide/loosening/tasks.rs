@@ -74,21 +74,33 @@ fn authority(task: &Task) -> Authority<'_> {
     }
 }
 
-/// Every task of `after` against its ref in `before`; the tasks `before`
-/// had and `after` drops, by what the ledger says of them.
+/// Every task of `after` against its ref in `before`; a task new in the
+/// plan that makes exactly the request of one `before` had and `after`
+/// drops (same provider, same action) against that one, as a rename; the
+/// other tasks `before` had and `after` drops, by what the ledger says of
+/// them.
 pub fn compare(out: &mut Vec<Loosening>, before: &PlanFile, after: &PlanFile, dropped: &BTreeMap<String, Standing>) {
     let then: HashMap<&str, &Task> = before.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
+    let now: HashMap<&str, &Task> = after.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
+    let gone: Vec<&Task> = before.tasks.iter().filter(|t| !now.contains_key(t.task_ref.as_str())).collect();
+    let mut renamed: Vec<&str> = Vec::new();
     for task in &after.tasks {
         let spec = after.providers.get(&task.provider);
-        match then.get(task.task_ref.as_str()) {
+        let old = then.get(task.task_ref.as_str()).copied().or_else(|| {
+            let same = gone.iter().find(|g| {
+                g.provider == task.provider && g.action == task.action && !renamed.contains(&g.task_ref.as_str())
+            })?;
+            renamed.push(&same.task_ref);
+            Some(*same)
+        });
+        match old {
             Some(old) => kept(out, &task.task_ref, (&authority(old), &authority(task)), spec),
             None => new(out, &task.task_ref, &authority(task), spec),
         }
     }
-    let now: HashMap<&str, &Task> = after.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
-    for task in before.tasks.iter().filter(|t| !now.contains_key(t.task_ref.as_str())) {
+    for task in gone.into_iter().filter(|t| !renamed.contains(&t.task_ref.as_str())) {
         let standing = dropped.get(&task.task_ref).copied().unwrap_or_default();
-        gone(out, task, standing);
+        self::gone(out, task, standing);
     }
 }
 

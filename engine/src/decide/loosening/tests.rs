@@ -366,3 +366,23 @@ fn tool_allow_list_widened() {
     // A new MCP provider widens no list that was in force.
     assert!(diff(|p| p["providers"]["fs2"] = json!({"kind": "mcp", "command": ["srv"]})).is_empty());
 }
+
+/// A task dropped and one added with exactly its request (provider and
+/// action) is a rename: compared field by field with the one it replaces.
+#[test]
+fn a_rename_is_compared_with_the_task_it_replaces() {
+    let before = plan(base());
+    let renamed = |edit: &dyn Fn(&mut Value)| {
+        let mut after = base();
+        after["tasks"][1]["ref"] = json!("pay2");
+        edit(&mut after["tasks"][1]);
+        let none = BTreeMap::new();
+        loosenings(&Before { file: &before, in_force: &before.budgets, dropped: &none }, &plan(after), &[])
+    };
+    assert!(renamed(&|_| {}).is_empty(), "the same gates under another ref");
+    let got = renamed(&|t| remove(t, "requires_approval"));
+    assert_eq!(kinds(&got), vec![(Kind::RequiresApproval, "$.tasks[pay2].requires_approval".into())]);
+    // Another request under the new ref: the old one is dropped, gates and all.
+    let got = renamed(&|t| t["action"] = json!({"body": {"n": 2}}));
+    assert_eq!(kinds(&got), vec![(Kind::TaskDropped, "$.tasks[pay]".into())]);
+}
