@@ -102,6 +102,7 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
             asked_by: t.asked_by(),
             instruction: instruction.as_deref(),
         }),
+        same_request: same_request_first(t),
     };
     let mut ways = advice::of_task(&task, &place.scope());
     if t.state == crate::state::TaskState::AwaitingInput {
@@ -112,6 +113,15 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
         }
     }
     Ok(Advised { task_ref: t.task_ref.clone(), about: None, ways, plan_path: place.plan_path.clone() })
+}
+
+/// A task the gate blocked because its request is the same as another
+/// operation's whose outcome is unknown: that operation (its detail,
+/// written by the gate, says which).
+fn same_request_first(t: &TaskRecord) -> Option<&str> {
+    let first = t.detail.get("same_request")?;
+    let unknown = first.get("state").and_then(Value::as_str) == Some(AttemptState::EffectUnknown.as_str());
+    unknown.then(|| first.get("operation_id").and_then(Value::as_str)).flatten()
 }
 
 /// Every task of `g`'s active revision that waits on a person, in the

@@ -37,6 +37,10 @@ pub struct Task<'a> {
     /// For `awaiting_approval`: the operation it waits on, and whether a
     /// person already approved it (then the call that spends it is next).
     pub awaiting: Option<Awaiting<'a>>,
+    /// For a task blocked because its request is the same as another
+    /// operation's whose outcome is unknown: that operation (a person
+    /// settles it, then the task goes on).
+    pub same_request: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -153,6 +157,9 @@ pub fn of_task(t: &Task, scope: &Scope) -> Vec<Way> {
             false => Way::run(format!("engine approve {} --note {SAY}", shell_word(a.operation_id))),
             true => Way::run(cmd.spending(&a, t.latest.and_then(|l| l.class))),
         }];
+    }
+    if let Some(first) = t.same_request.filter(|_| t.state == TaskState::Blocked) {
+        return settle(first);
     }
     let latest = t.latest;
     match (t.state, latest.map(|l| l.state)) {
@@ -327,6 +334,7 @@ mod tests {
                 rule: Some(rule),
             }),
             awaiting: None,
+            same_request: None,
         }
     }
 
@@ -441,7 +449,13 @@ mod tests {
     #[test]
     fn waits_on_a_person_name_their_act() {
         let unknown = Latest { operation_id: "op_9", state: AttemptState::EffectUnknown, class: None, rule: None };
-        let t = Task { task_ref: "T1", state: TaskState::EffectUnknown, latest: Some(unknown), awaiting: None };
+        let t = Task {
+            task_ref: "T1",
+            state: TaskState::EffectUnknown,
+            latest: Some(unknown),
+            awaiting: None,
+            same_request: None,
+        };
         assert_eq!(
             lines(&t, &SCOPE),
             vec!["engine settle op_9 --outcome ok --note \"…\"", "engine settle op_9 --outcome not_run --note \"…\""]
@@ -454,7 +468,13 @@ mod tests {
         assert_eq!(lines(&t, &SCOPE), vec!["engine run plan.json"]);
 
         let mut awaiting = Awaiting { operation_id: "op_5", approved: false, asked_by: None, instruction: None };
-        let t = Task { task_ref: "T1", state: TaskState::AwaitingApproval, latest: None, awaiting: Some(awaiting) };
+        let t = Task {
+            task_ref: "T1",
+            state: TaskState::AwaitingApproval,
+            latest: None,
+            awaiting: Some(awaiting),
+            same_request: None,
+        };
         assert_eq!(lines(&t, &SCOPE), vec!["engine approve op_5 --note \"…\""]);
         awaiting.approved = true;
         let spend = |asked_by, instruction| {
@@ -486,10 +506,10 @@ mod tests {
         for state in
             [TaskState::Succeeded, TaskState::Reused, TaskState::Blocked, TaskState::Running, TaskState::Pending]
         {
-            let t = Task { task_ref: "T1", state, latest: None, awaiting: None };
+            let t = Task { task_ref: "T1", state, latest: None, awaiting: None, same_request: None };
             assert!(of_task(&t, &SCOPE).is_empty(), "{state}");
         }
-        let t = Task { task_ref: "T1", state: TaskState::Cancelled, latest: None, awaiting: None };
+        let t = Task { task_ref: "T1", state: TaskState::Cancelled, latest: None, awaiting: None, same_request: None };
         assert_eq!(lines(&t, &SCOPE), vec!["engine run plan.json"]);
     }
 

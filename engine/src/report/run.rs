@@ -142,7 +142,12 @@ fn advice_task<'a>(t: &'a TaskLine, r: &'a RunReport) -> advice::Task<'a> {
         asked_by: None,
         instruction: None,
     });
-    advice::Task { task_ref: &t.task_ref, state: t.state, latest, awaiting }
+    let same_request = r
+        .same_request_unsettled
+        .iter()
+        .find(|w| w.task_ref == t.task_ref && w.settle.is_some())
+        .map(|w| w.first.operation_id.as_str());
+    advice::Task { task_ref: &t.task_ref, state: t.state, latest, awaiting, same_request }
 }
 
 /// A task's line after its ref: its state as this run left it, and for
@@ -171,6 +176,23 @@ fn resend(r: &RunReport, op: &crate::ids::OperationId) -> String {
 /// `engine explain T1`, `engine explain T2`: one per failed task.
 fn explain_each(refs: &[String]) -> String {
     refs.iter().map(|r| format!("`engine explain {}`", advice::shell_word(r))).collect::<Vec<_>>().join(", ")
+}
+
+/// `send_again waits on op_… (task T1 of goal docs, effect_unknown): settle it first: `engine settle …``.
+fn same_request_words(w: &crate::run::SameRequestWait) -> String {
+    let f = &w.first;
+    let way = match &w.settle {
+        Some(command) => format!("settle it first: `{command}`"),
+        None => format!("a run of goal {} reconciles it first", f.goal_id),
+    };
+    format!(
+        "task {} waits on {} (task {} of goal {}, {}): {way}",
+        w.task_ref,
+        f.operation_id,
+        super::escape::for_terminal(&f.task_ref),
+        super::escape::for_terminal(f.goal_id.as_str()),
+        f.state
+    )
 }
 
 /// Stops besides the one the exit code reports (SPEC: every stop names
@@ -297,6 +319,10 @@ fn final_line(r: &RunReport) -> String {
         r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
     match r.code {
         None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
+        Some(Code::SameRequestUnsettled) => format!(
+            "SAME_REQUEST_UNSETTLED: not sent, each the same request as an operation whose outcome nobody knows: {}",
+            r.same_request_unsettled.iter().map(same_request_words).collect::<Vec<_>>().join("; ")
+        ),
         Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),

@@ -59,6 +59,32 @@ pub struct Awaiting {
     pub stale: bool,
 }
 
+/// A call not sent: its request is the same, by content, as another
+/// operation's whose outcome nobody knows (`SAME_REQUEST_UNSETTLED`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SameRequestWait {
+    pub task_ref: String,
+    /// The operation this call would have been.
+    pub operation_id: OperationId,
+    /// The first operation with this request, unknown or in doubt.
+    pub first: crate::decide::gate::SameRequest,
+    /// The command that settles it (`null` while it is still in doubt).
+    pub settle: Option<String>,
+    pub why: String,
+}
+
+impl SameRequestWait {
+    pub fn of(task_ref: &str, operation_id: &OperationId, first: crate::decide::gate::SameRequest) -> SameRequestWait {
+        SameRequestWait {
+            task_ref: task_ref.to_string(),
+            operation_id: operation_id.clone(),
+            settle: first.settle(),
+            why: first.why(),
+            first,
+        }
+    }
+}
+
 /// A task waiting on a person's answer to what its MCP server asked.
 #[derive(Debug, Clone, Serialize)]
 pub struct AwaitingInput {
@@ -166,6 +192,9 @@ pub struct RunReport {
     pub tasks: Vec<TaskLine>,
     pub acceptance: Vec<AcceptanceLine>,
     pub unknown: Vec<UnknownOp>,
+    /// Calls not sent: the same request as an operation nobody knows the
+    /// outcome of (`SAME_REQUEST_UNSETTLED`).
+    pub same_request_unsettled: Vec<SameRequestWait>,
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,

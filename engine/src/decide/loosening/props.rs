@@ -160,6 +160,7 @@ fn gate_needs_person(budgets: &Budgets, task: &Task, s: Situation2) -> bool {
         plan_digest: "p",
         active_plan_digest: "p",
         unsettled: None,
+        same_request: None,
         conflict: None,
         request_digest: &digest,
         budgets,

@@ -201,6 +201,9 @@ pub struct GateCall {
     pub task_ref: String,
     pub operation_id: OperationId,
     pub request_digest: RequestDigest,
+    /// The request by its content (`plan::digests::request_fingerprint`),
+    /// recorded in `request` too.
+    pub fingerprint: Option<crate::ids::RequestFingerprint>,
     pub repair: Option<Repair>,
     /// A person asked for it (retry or repair): a repeat.
     pub asked_repeat: bool,
@@ -404,6 +407,7 @@ pub enum Say {
 pub struct Closing {
     pub acceptance: Option<Vec<AcceptanceLine>>,
     pub unknown: Vec<UnknownOp>,
+    pub same_request: Vec<crate::run::report::SameRequestWait>,
     pub awaiting: Vec<Awaiting>,
     pub budget: Option<crate::decide::budget::Exhausted>,
     /// The budgets in force (the plan's, raised by a person).

@@ -11,7 +11,7 @@ use super::state::{Flight, Run};
 use crate::decide::gate::{Decision, Missing};
 use crate::error::{Code, Error, Result};
 use crate::ids::AttemptId;
-use crate::plan::ProviderSpec;
+use crate::plan::{digests, ProviderSpec};
 use crate::run::constraints::starts_process;
 use crate::run::report::Awaiting;
 use crate::state::{AttemptKind, TaskState};
@@ -59,13 +59,21 @@ impl Run<'_> {
             true => self.io.baseline(task_ref).await?,
             false => None,
         };
-        let request = match (&repair, &answering) {
+        let mut request = match (&repair, &answering) {
             (Some(rep), _) => {
                 json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction })
             }
             (None, Some(a)) => json!({ "provider": task.provider, "action": task.action, "answers": a.answers }),
             (None, None) => json!({ "provider": task.provider, "action": task.action }),
         };
+        // The request by its content, kept with it: what an identical
+        // request of another task or goal is known by (the gate's rule 3).
+        let instruction = repair.as_ref().and_then(|r| r.instruction.as_deref());
+        let answers = answering.as_ref().map(|a| &a.answers);
+        let fingerprint = digests::request_fingerprint(self.plan.provider_of(task), task, instruction, answers);
+        if let Some(fp) = &fingerprint {
+            request["fingerprint"] = json!(fp);
+        }
         let kind = match (&repair, retry) {
             (Some(_), _) => AttemptKind::Repair,
             (None, true) => AttemptKind::Retry,
@@ -75,6 +83,7 @@ impl Run<'_> {
             task_ref: task_ref.to_string(),
             operation_id,
             request_digest,
+            fingerprint,
             asked_repeat: repair.is_some() || retry,
             repair,
             kind,
@@ -146,6 +155,11 @@ impl Run<'_> {
             }
             Decision::Unsettled { .. } => {
                 self.states.insert(task_ref.to_string(), TaskState::EffectUnknown);
+            }
+            Decision::SameRequest(first) => {
+                self.states.insert(task_ref.to_string(), TaskState::Blocked);
+                let wait = crate::run::report::SameRequestWait::of(task_ref, &call.operation_id, first);
+                self.stops.same_request.push(wait);
             }
             Decision::AwaitApproval(missing) => {
                 self.states.insert(task_ref.to_string(), TaskState::AwaitingApproval);

@@ -193,6 +193,7 @@ impl Closer<'_, '_> {
             tasks,
             acceptance,
             unknown,
+            same_request_unsettled: Vec::new(),
             budget: None,
             way_out: None,
             awaiting_approval: awaiting,
@@ -247,6 +248,7 @@ impl Closer<'_, '_> {
         let failed: Vec<String> =
             tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.c.awaiting);
+        let same_request = std::mem::take(&mut self.c.same_request);
         let awaiting_input = self.awaiting_input(&tasks)?;
         let not_run = self.ledger.read().latest_attempts_in_state(
             &self.scope.goal_id,
@@ -266,6 +268,7 @@ impl Closer<'_, '_> {
         }
         let Verdict { goal_state, code, exit_code } = verdict::verdict(&verdict::Facts {
             unknown: unknown_count,
+            same_request: same_request.len(),
             settled_not_run: unretried,
             awaiting_approval: awaiting.len(),
             approval_stale: awaiting.iter().any(|a| a.stale),
@@ -280,6 +283,7 @@ impl Closer<'_, '_> {
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "same_request_unsettled": same_request.iter().map(|w| (&w.task_ref, &w.first.operation_id)).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_input": awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
             "budget": self.c.budget,
@@ -305,6 +309,7 @@ impl Closer<'_, '_> {
             tasks,
             acceptance: acceptance.unwrap_or_default(),
             unknown,
+            same_request_unsettled: same_request,
             failed,
             budget: self.c.budget.clone(),
             way_out: self.way_out()?,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::scope::Scope;
 use crate::decide::budget::Usage;
-use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval};
+use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval, SameRequest};
 use crate::error::{Code, Error, Result};
 use crate::ids::ApprovalId;
 use crate::plan::Task;
@@ -62,6 +62,16 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         plan_digest: &scope.plan.digests().plan,
         active_plan_digest: &active_plan_digest,
         unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
+        same_request: match &call.fingerprint {
+            Some(fp) => tx.same_request_unsettled(fp, &call.operation_id, goal_id)?.map(|a| SameRequest {
+                attempt: a.id,
+                operation_id: a.operation_id,
+                goal_id: a.goal_id,
+                task_ref: a.task_ref,
+                state: a.state,
+            }),
+            None => None,
+        },
         conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,
         request_digest: &call.request_digest,
         budgets: &budgets,
@@ -113,6 +123,15 @@ fn apply(
             tx.set_task_state(key, TaskState::EffectUnknown, &detail)?;
             tx.append_event(&event(EventKind::CallRefused, json!({"operation_id": op, "why": why})))?;
             Ok(Applied::Stopped(Decision::Unsettled { attempt, state }))
+        }
+        Decision::SameRequest(first) => {
+            // Blocked, not unknown: nothing of this task was sent; it goes
+            // on once a person settles the first one.
+            let why = first.why();
+            let detail = json!({"operation_id": op, "same_request": first, "settle": first.settle(), "why": why});
+            tx.set_task_state(key, TaskState::Blocked, &detail)?;
+            tx.append_event(&event(EventKind::CallRefused, detail))?;
+            Ok(Applied::Stopped(Decision::SameRequest(first)))
         }
         Decision::Budget(exhausted) => {
             tx.append_event(&event(EventKind::BudgetExhausted, json!(exhausted)))?;
