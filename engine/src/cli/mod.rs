@@ -216,9 +216,9 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said };
             answer(&at, a, asker.actor, asker.request_id)
         }
-        Command::Retry { task_ref, goal, jobs, asker, show } => retry(
+        Command::Retry { task_ref, goal, without_read_back, reason, jobs, asker, show } => retry(
             &at,
-            (&task_ref, goal.map(GoalId::new).as_ref()),
+            (&task_ref, goal.map(GoalId::new).as_ref(), without_read_back.then_some(reason.as_deref().unwrap_or(""))),
             (jobs_or_default(jobs), show.sink()),
             asker.actor,
             asker.request_id,
@@ -357,7 +357,7 @@ fn answer(
 /// `engine retry`: a person's request, under the lease; once per request id.
 fn retry(
     at: &Places,
-    (arg, goal): (&str, Option<&GoalId>),
+    (arg, goal, without_read_back): (&str, Option<&GoalId>, Option<&str>),
     (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
     actor: Option<String>,
     request_id: Option<String>,
@@ -369,12 +369,15 @@ fn retry(
     if let Some(g) = goal {
         args["goal"] = json!(g.as_str());
     }
+    if let Some(why) = without_read_back {
+        args["without_read_back"] = json!(why);
+    }
     let given = Given::new(request_id, "retry", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
-    let named = commands::retry::Named { arg, goal };
+    let named = commands::retry::Named { arg, goal, without_read_back };
     commands::retry::permitted(&*store.read(), &named, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         Ok(report::run::render(&commands::retry::retry(ledger, &named, jobs, &person, id, progress.clone())?))

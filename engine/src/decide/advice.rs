@@ -163,6 +163,10 @@ pub fn of_task(t: &Task, scope: &Scope) -> Vec<Way> {
     }
     let latest = t.latest;
     match (t.state, latest.map(|l| l.state)) {
+        // Settled `not_run`, then a retry's read-back could not tell
+        // whether it took effect (nothing sent): a plain retry would only
+        // read back again. The way out is the person's word instead.
+        (TaskState::EffectUnknown, Some(AttemptState::SettledNotRun)) => vec![Way::run(cmd.retry_without_read_back())],
         (TaskState::EffectUnknown, _) | (_, Some(AttemptState::EffectUnknown)) => match latest {
             Some(l) if l.state == AttemptState::EffectUnknown => settle(l.operation_id),
             // An earlier try is unknown: `status` names the operation.
@@ -275,6 +279,10 @@ impl Commands<'_> {
 
     fn retry(&self) -> String {
         self.task("retry")
+    }
+
+    fn retry_without_read_back(&self) -> String {
+        format!("{} --without-read-back --reason {SAY}", self.retry())
     }
 
     fn repair(&self, force: bool) -> String {
@@ -466,6 +474,10 @@ mod tests {
         let settled_ok = Latest { state: AttemptState::SettledOk, ..unknown };
         let t = Task { state: TaskState::Running, latest: Some(settled_ok), ..t };
         assert_eq!(lines(&t, &SCOPE), vec!["engine run plan.json"]);
+        // Settled not run, then the retry's read-back could not tell: never
+        // a plain retry again (it would only read back again).
+        let t = Task { state: TaskState::EffectUnknown, latest: Some(not_run), ..t };
+        assert_eq!(lines(&t, &SCOPE), vec!["engine retry T1 --without-read-back --reason \"…\""]);
 
         let mut awaiting = Awaiting { operation_id: "op_5", approved: false, asked_by: None, instruction: None };
         let t = Task {

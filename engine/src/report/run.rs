@@ -166,9 +166,15 @@ fn task_words(t: &TaskLine) -> String {
 
 /// The command that re-sends an operation settled not run: by its task's
 /// ref, as every other advice names it (the goal just run is the default).
+/// Its task's own way out when it has one (after a read-back that could
+/// not tell, the re-send without it).
 fn resend(r: &RunReport, op: &crate::ids::OperationId) -> String {
+    let scope = Scope { goal_id: r.goal_id.as_str(), goal_is_default: true, plan_path: &r.plan_path };
     match r.tasks.iter().find(|t| t.operation_id == *op) {
-        Some(t) => format!("engine retry {}", advice::shell_word(&t.task_ref)),
+        Some(t) => advice::commands(&advice::of_task(&advice_task(t, r), &scope))
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| format!("engine retry {}", advice::shell_word(&t.task_ref))),
         None => format!("engine retry {}", advice::shell_word(op.as_str())),
     }
 }

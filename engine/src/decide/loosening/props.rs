@@ -189,8 +189,8 @@ fn gate_needs_person(budgets: &Budgets, task: &Task, s: Situation2) -> bool {
 
 /// Does a call whose answer is missing wait on a person's settlement?
 fn in_doubt_needs_person(plan: &PlanFile, task: &Task, situation: Situation, found: Observed) -> bool {
-    let reads_back =
-        task.observe.is_some() || plan.providers.get(&task.provider).is_some_and(super::providers::reads_back);
+    let reads_back = task.observe.is_some()
+        || plan.providers.get(&task.provider).is_some_and(crate::plan::model::ProviderSpec::reads_back);
     let observed = if reads_back { found } else { Observed::NotObservable };
     let facts = in_doubt::Facts { situation, effect: task.effect, idempotent: task.idempotent, observed };
     in_doubt::resolve(facts) == Resolution::Unknown

@@ -141,8 +141,3 @@ fn what_it_is(out: &mut Vec<Loosening>, place: &dyn Fn(&str) -> Place, b: &View,
     };
     push(out, Kind::ToolAllowList, place("tools"), (json!(b.tools), json!(a.tools)), tools);
 }
-
-/// Does `spec` read effects back by default (for tasks without their own rule)?
-pub fn reads_back(spec: &ProviderSpec) -> bool {
-    view(spec).observe.is_some()
-}

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Value};
 
 use super::fields::{self, gate_flag, widening_flag, widening_list};
-use super::providers::reads_back;
 use super::{push, Change, Kind, Loosening, Place, Standing};
 use crate::plan::model::{Effect, ProviderSpec};
 use crate::plan::{PlanFile, Task};
@@ -133,7 +132,7 @@ fn kept(out: &mut Vec<Loosening>, r: &str, (b, a): (&Authority, &Authority), spe
     push(out, Kind::Idempotent, place("idempotent"), (json!(b.idempotent), json!(a.idempotent)), idem);
     let checks = fields::validations(b.validations, a.validations);
     push(out, Kind::Validations, place("validations"), (json!(b.validations), json!(a.validations)), checks);
-    let observe = observe(b.observe, a.observe, spec.is_some_and(reads_back));
+    let observe = observe(b.observe, a.observe, spec.is_some_and(ProviderSpec::reads_back));
     push(out, Kind::Observe, place("observe"), (json!(b.observe), json!(a.observe)), observe);
     let outputs = widening_list(b.outputs, a.outputs, "paths it may write");
     push(out, Kind::Outputs, place("outputs"), (json!(b.outputs), json!(a.outputs)), outputs);
