@@ -17,3 +17,4 @@ mod retry_read_back;
 mod same_request;
 mod settle;
 mod tool_authority;
+mod words;
