@@ -39,12 +39,12 @@ pub fn render(r: &RunReport) -> Output {
     }
     for u in &r.unknown {
         text.push_str(&format!(
-            "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n",
+            "  unknown: {} (task {}, try {}, request {}): {} — {}\n",
             u.operation_id,
             u.task_ref,
             u.try_no,
             super::short(u.request_digest.as_str()),
-            u.last_state,
+            u.known(),
             u.reason_text()
         ));
         let ways = advice::settle(u.operation_id.as_str());

@@ -20,7 +20,10 @@ pub struct UnknownOp {
     pub try_no: i64,
     pub state: AttemptState,
     /// The last state the engine knew before the outcome became unknown
-    /// (`intent_recorded`, `dispatched` or `receipt_recorded`).
+    /// (`intent_recorded`: no dispatch recorded; `dispatched`: no receipt;
+    /// `receipt_recorded`: a receipt not yet judged). A call the engine
+    /// ended at its deadline is `dispatched`: the engine's record of that
+    /// end is no receipt of the provider's.
     pub last_state: AttemptState,
     /// Why nobody can tell (`""` if the ledger does not say).
     #[serde(serialize_with = "reason_word")]
@@ -33,6 +36,10 @@ fn reason_word<S: serde::Serializer>(r: &Option<UnknownReason>, s: S) -> std::re
 
 impl UnknownOp {
     pub fn of(a: &AttemptRecord, last_state: AttemptState, reason: Option<UnknownReason>) -> UnknownOp {
+        let last_state = match (reason, last_state) {
+            (Some(UnknownReason::DeadlineAfterDispatch), AttemptState::ReceiptRecorded) => AttemptState::Dispatched,
+            _ => last_state,
+        };
         UnknownOp {
             operation_id: a.operation_id.clone(),
             task_ref: a.task_ref.clone(),
@@ -41,6 +48,18 @@ impl UnknownOp {
             state: AttemptState::EffectUnknown,
             last_state,
             reason,
+        }
+    }
+
+    /// What the ledger knows of the call, in words that claim no more.
+    pub fn known(&self) -> &'static str {
+        match (self.reason, self.last_state) {
+            (Some(UnknownReason::DeadlineAfterDispatch), _) => "timed out after dispatch, no receipt",
+            (_, AttemptState::IntentRecorded) => {
+                "not sent, as far as the ledger shows: the engine stopped before it recorded a dispatch"
+            }
+            (_, AttemptState::ReceiptRecorded) => "a receipt, not yet judged",
+            _ => "dispatched, no receipt",
         }
     }
 

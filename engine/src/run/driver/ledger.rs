@@ -202,7 +202,8 @@ fn superseded(tx: &mut dyn LedgerTx, a: &AttemptRecord, resolution: Resolution, 
         }
         Resolution::Abandoned { .. } | Resolution::Unknown => {
             let unknown = resolution == Resolution::Unknown;
-            let marker = Evidence::EffectMarker { reason, safe_to_resend: resolution.safe_to_resend() };
+            let dispatched = a.dispatched_at_ms.is_some();
+            let marker = Evidence::EffectMarker { reason, safe_to_resend: resolution.safe_to_resend(), dispatched };
             tx.insert_evidence(&a.goal_id, a.revision, Some(a.id), &marker)?;
             let to = if unknown { AttemptState::EffectUnknown } else { AttemptState::Abandoned };
             tx.finish_attempt(a.id, to, None, Some(reason))?;
