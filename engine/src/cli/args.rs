@@ -329,6 +329,10 @@ pub enum Command {
         /// Why this request may go (required, non-empty); recorded.
         #[arg(long, value_name = "TEXT")]
         note: String,
+        /// The cost the person expects the call to have: refused, nothing
+        /// recorded, when the waiting call's cost differs.
+        #[arg(long, value_name = "N")]
+        expect_cost: Option<f64>,
         /// Who approves. Default: the OS user.
         #[arg(long, value_name = "NAME")]
         actor: Option<String>,

@@ -208,8 +208,14 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
             settle(&at, OperationId::new(operation_id), said, actor, request_id)
         }
-        Command::Approve { operation_id, note, actor, request_id } => {
-            approve(&at, OperationId::new(operation_id), &note, actor, request_id)
+        Command::Approve { operation_id, note, expect_cost, actor, request_id } => {
+            let expect_cost = expect_cost
+                .map(|n| {
+                    crate::cost::Cost::from_units(n)
+                        .map_err(|e| Error::usage(format!("--expect-cost {n}: {e}")).at(format!("--expect-cost {n}")))
+                })
+                .transpose()?;
+            approve(&at, OperationId::new(operation_id), (&note, expect_cost), actor, request_id)
         }
         Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
             let said = crate::decide::answer::Said { fields, accept, decline };
@@ -316,12 +322,15 @@ fn settle(
 fn approve(
     at: &Places,
     op: OperationId,
-    note: &str,
+    (note, expect_cost): (&str, Option<crate::cost::Cost>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
     let person = commands::person::who(actor.as_deref());
-    let args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    let mut args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    if let Some(c) = expect_cost {
+        args["expect_cost"] = json!(c);
+    }
     let given = Given::new(request_id, "approve", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
@@ -329,7 +338,7 @@ fn approve(
     }
     commands::approve::permitted(&*store.read(), &op, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::acts::approved(&commands::approve::record(ledger, &op, note, &person, id)?))
+        Ok(report::acts::approved(&commands::approve::record(ledger, &op, (note, expect_cost), &person, id)?))
     })
 }
 

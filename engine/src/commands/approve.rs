@@ -17,7 +17,8 @@
 //! never gated, one already done). It binds what the person saw — the
 //! request digest, the plan revision and the call's cost — and `approve`
 //! prints all three; the gate spends it only on a call that matches all
-//! three (`APPROVAL_STALE`, naming what changed).
+//! three (`APPROVAL_STALE`, naming what changed). `--expect-cost N` is the
+//! person's word on the cost they saw: another cost records nothing.
 
 use serde::Serialize;
 use serde_json::json;
@@ -145,7 +146,7 @@ pub fn permitted(read: &dyn LedgerRead, operation_id: &OperationId, person: &Per
 pub fn record(
     ledger: &mut LeaseGuard,
     operation_id: &OperationId,
-    note: &str,
+    (note, expect_cost): (&str, Option<Cost>),
     person: &Person,
     request_id: Option<&NewRequestId>,
 ) -> Result<Recorded> {
@@ -155,6 +156,15 @@ pub fn record(
     let read = ledger.read();
     let t = target(&*read, operation_id)?;
     let cost = t.cost;
+    if let Some(expected) = expect_cost.filter(|e| *e != cost) {
+        return Err(Error::usage(format!(
+            "the call of task {} that waits on this approval costs {cost}, not {expected} (--expect-cost): \
+             nothing is recorded; `engine status` shows what waits and what it costs",
+            t.task_ref
+        ))
+        .at(operation_id.to_string())
+        .with_details(json!({"operation_id": operation_id, "cost": cost, "expected": expected})));
+    }
     let row = read.revision(&t.goal_id, t.revision)?;
     let asked_by = read.task(&t.goal_id, t.revision, &t.task_ref)?.and_then(|task| task.asked_by());
     let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);

@@ -219,23 +219,46 @@ fn find(f: &Facts) -> Result<ApprovalId, Missing> {
 /// What differs between what an approval binds and this call, in words
 /// (empty: nothing, it pays for this call).
 fn changed(a: &OpenApproval, f: &Facts) -> Vec<String> {
+    let now = Now {
+        request_digest: Some(f.request_digest),
+        revision: f.revision,
+        plan_digest: f.plan_digest,
+        call_cost: Some(f.call_cost),
+    };
+    stale_because(a, &now)
+}
+
+/// The call an open approval is weighed against, as it is now. Whoever
+/// does not know the request or the cost (a printer reading the ledger)
+/// leaves them out: the plan digest covers the cost already.
+#[derive(Debug, Clone, Copy)]
+pub struct Now<'a> {
+    pub request_digest: Option<&'a RequestDigest>,
+    pub revision: Revision,
+    pub plan_digest: &'a str,
+    pub call_cost: Option<Cost>,
+}
+
+/// Why an approval no longer pays for the call `now` (empty: it does):
+/// the gate's own reasons, so every printer calls stale what the gate
+/// will refuse.
+pub fn stale_because(a: &OpenApproval, now: &Now) -> Vec<String> {
     let mut why = Vec::new();
-    if a.request_digest != *f.request_digest {
-        why.push(format!(
-            "approved request digest {} differs from this request's {}",
-            a.request_digest, f.request_digest
-        ));
+    if let Some(request) = now.request_digest.filter(|r| a.request_digest != **r) {
+        why.push(format!("approved request digest {} differs from this request's {request}", a.request_digest));
     }
-    if a.revision != f.revision {
+    if a.revision != now.revision {
         why.push(format!(
             "the plan revision changed: approved at revision {}, this call is of revision {}",
-            a.revision, f.revision
+            a.revision, now.revision
         ));
-    } else if a.plan_digest != f.plan_digest {
+    } else if a.plan_digest != now.plan_digest {
         why.push("the plan changed since the approval was given".into());
     }
-    if let Some(cost) = a.cost.filter(|c| *c != f.call_cost) {
-        why.push(format!("the cost changed: approved {cost}, this call costs {}", f.call_cost));
+    if let (Some(cost), Some(now_cost)) = (a.cost, now.call_cost) {
+        if cost != now_cost {
+            why.push(format!("the cost changed: approved {cost}, this call costs {now_cost}"));
+        }
     }
     why
 }

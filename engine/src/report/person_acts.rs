@@ -40,13 +40,27 @@ impl Line {
 
 fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
     let mut out = Vec::new();
-    for a in ledger.approvals_of_goal(goal)? {
+    let approvals = ledger.approvals_of_goal(goal)?;
+    // What an open approval must still bind to pay for its call.
+    let active = match approvals.iter().any(|a| a.consumed_by.is_none() && a.voided_by.is_none()) {
+        true => {
+            let revision = ledger.goal_or_latest(Some(goal))?.active_revision;
+            Some((revision, ledger.revision_plan_digest(goal, revision)?))
+        }
+        false => None,
+    };
+    for a in approvals {
+        let stale = match &active {
+            Some((revision, digest)) => crate::commands::advice::stale(&a, (*revision, digest)),
+            None => Vec::new(),
+        };
         let fate = match (a.consumed_by, a.voided_by) {
             // Its words are the chain's verdict (`marked`), never a fate.
             _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
             (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
             (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, None) => ", not spent yet".to_string(),
+            (None, None) if stale.is_empty() => ", not spent yet".to_string(),
+            (None, None) => format!(", stale ({}): never spent, and it pays for no call now", stale.join("; ")),
         };
         out.push(
             Line {
@@ -61,7 +75,8 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
                 ),
                 json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
                 "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
-                "consumed_by": a.consumed_by, "voided_by": a.voided_by}),
+                "consumed_by": a.consumed_by, "voided_by": a.voided_by,
+                "stale": (!stale.is_empty()).then(|| stale.join("; "))}),
             }
             .marked(tampered, ActRef::Approval(a.id)),
         );

@@ -344,9 +344,10 @@ fn final_line(r: &RunReport) -> String {
             r.awaiting_approval
                 .iter()
                 .map(|u| format!(
-                    "{} ({}, request {})",
+                    "{} ({}, cost {}, request {})",
                     u.operation_id,
                     u.task_ref,
+                    u.cost,
                     super::short(u.request_digest.as_str())
                 ))
                 .collect::<Vec<_>>()

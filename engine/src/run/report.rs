@@ -76,6 +76,8 @@ pub struct Awaiting {
     pub request_digest: RequestDigest,
     /// An approval exists but was for another request or plan.
     pub stale: bool,
+    /// What the waiting call costs (what a person approves).
+    pub cost: crate::cost::Cost,
 }
 
 /// A call not sent: its request is the same, by content, as another

@@ -168,6 +168,7 @@ impl Run<'_> {
                     task_ref: task_ref.to_string(),
                     request_digest,
                     stale: matches!(missing, Missing::Stale { .. }),
+                    cost: self.task(task_ref)?.cost(),
                 });
             }
             Decision::PlanMoved { .. } | Decision::Conflict { .. } | Decision::Go { .. } => {}

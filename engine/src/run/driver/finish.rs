@@ -177,6 +177,7 @@ impl Closer<'_, '_> {
                     task_ref: t.task_ref.clone(),
                     request_digest: d.request.clone(),
                     stale: false,
+                    cost: self.scope.plan.task(&t.task_ref).map(|t| t.cost()).unwrap_or_default(),
                 })
             })
             .collect();
