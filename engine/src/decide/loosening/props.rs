@@ -227,8 +227,9 @@ fn compare(old: &PlanFile, new: &PlanFile) -> Vec<Loosening> {
 }
 
 /// Only edits that tighten: a cost raised, an approval added, the effect
-/// made more careful, a validation added, `idempotent`/`may_spend`
-/// dropped, budgets lowered.
+/// made more careful, a validation added, `idempotent` dropped, budgets
+/// lowered. (`may_spend` dropped is not one: the gate keeps room in the
+/// budget only for a task that may spend.)
 fn tightened(s: &PlanShape, edits: &[u8; 6]) -> PlanShape {
     let mut t = s.clone();
     for task in t.tasks.iter_mut().flatten() {
@@ -237,7 +238,6 @@ fn tightened(s: &PlanShape, edits: &[u8; 6]) -> PlanShape {
         task.effect = task.effect.max(edits[2] % 3);
         task.validations |= edits[3] % 4;
         task.idempotent &= edits[4] % 2 == 0;
-        task.may_spend &= edits[4] % 3 != 0;
     }
     t.max_cost = t.max_cost.saturating_sub(edits[5] % 2);
     t.max_calls = t.max_calls.saturating_sub(edits[5] % 3).max(1);

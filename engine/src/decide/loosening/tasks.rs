@@ -143,7 +143,15 @@ fn kept(out: &mut Vec<Loosening>, r: &str, (b, a): (&Authority, &Authority), spe
 /// (`None`: a task new in the plan, against the defaults).
 fn reach(out: &mut Vec<Loosening>, r: &str, b: Option<&Authority>, a: &Authority) {
     let place = |field: &str| Place::of_task(r, field);
-    let spend = widening_flag(b.is_some_and(|b| b.may_spend), a.may_spend, "the task may make paid calls");
+    // Either way: `may_spend` lets the agent spend, and it also makes the
+    // gate keep room in the budget for what it may spend; dropped, a call
+    // the budget stopped may go.
+    let spend = match b {
+        Some(b) if b.may_spend && !a.may_spend => Change::Loosens(
+            "the task no longer declares spending: its calls no longer need room in the budget for it".into(),
+        ),
+        b => widening_flag(b.is_some_and(|b| b.may_spend), a.may_spend, "the task may make paid calls"),
+    };
     push(out, Kind::MaySpend, place("may_spend"), (json!(b.map(|b| b.may_spend)), json!(a.may_spend)), spend);
     let may_change = widening_list(b.map_or(&[], |b| b.may_change), a.may_change, "protected paths it may change");
     let values = (json!(b.map(|b| b.may_change)), json!(a.may_change));

@@ -155,6 +155,17 @@ fn flags_that_widen_when_on() {
     );
 }
 
+/// `may_spend` dropped is no tightening: the gate keeps room in the budget
+/// only for a task that may spend (found by the property test).
+#[test]
+fn may_spend_dropped_is_a_loosening_too() {
+    let mut with = base();
+    with["tasks"][0]["may_spend"] = json!(true);
+    let got = loosenings(&before_of(&plan(with)), &plan(base()), &[]);
+    assert_eq!(kinds(&got), vec![(Kind::MaySpend, "$.tasks[T1].may_spend".into())]);
+    assert!(got[0].what.contains("no longer need room in the budget"), "{}", got[0].what);
+}
+
 #[test]
 fn outputs_and_may_change_grow() {
     let got = diff(|p| {
