@@ -237,7 +237,7 @@ fn tightened(s: &PlanShape, edits: &[u8; 6]) -> PlanShape {
         task.requires_approval |= edits[1] % 2 == 1;
         task.effect = task.effect.max(edits[2] % 3);
         task.validations |= edits[3] % 4;
-        task.idempotent &= edits[4].is_multiple_of(2);
+        task.idempotent &= edits[4] & 1 == 0;
     }
     t.max_cost = t.max_cost.saturating_sub(edits[5] % 2);
     t.max_calls = t.max_calls.saturating_sub(edits[5] % 3).max(1);
