@@ -92,10 +92,18 @@ fn awaiting_approval(
         return Ok(None);
     }
     let cost = plan.tasks.iter().find(|t| t.task_ref == task.task_ref).map(|t| t.cost()).unwrap_or_default();
-    let approvals = ledger.approvals_of_goal(&g.id)?;
+    // A row the act chain does not vouch for is no approval (the acts
+    // below name it STORE_TAMPERED).
+    let tampered = ledger.unvouched_acts(Some(&g.id))?;
+    let approvals: Vec<_> = ledger
+        .approvals_of_goal(&g.id)?
+        .into_iter()
+        .filter(|a| !tampered.iter().any(|t| t.act == crate::store::acts::ActRef::Approval(a.id)))
+        .collect();
     let given = crate::commands::advice::approval_given(&approvals, task, (g.active_revision, plan_digest));
     let words = match &given {
-        None => "no approval given yet".to_string(),
+        None if tampered.is_empty() => "no approval given yet".to_string(),
+        None => "no approval the act chain vouches for".to_string(),
         Some((a, stale)) if stale.is_empty() => {
             format!("approved by {} (approval #{}), not spent yet", super::escape::for_terminal(&a.actor), a.id)
         }
