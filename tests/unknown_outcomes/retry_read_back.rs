@@ -164,3 +164,45 @@ fn a_read_back_that_cannot_answer_has_a_named_way_out() {
     assert!(waived[0].2["ask_id"].is_i64(), "a person's request on the act chain: {waived:?}");
     ws.verify();
 }
+
+/// A try completed from the read-back is an attempt like any: within the
+/// budgets, or not recorded at all. With one attempt per task, the retry
+/// reads the effect back and stops on the budget (nothing recorded, nothing
+/// sent); once a person raises it, the retry completes from a new read-back.
+#[test]
+fn a_try_completed_from_the_read_back_keeps_within_the_attempts_budget() {
+    let rcv = Receiver::start(&["--observe"]);
+    rcv.control(json!({"mode": "normal", "observe_status": 500}));
+    let ws = Ws::new();
+    let observe = json!({"url": format!("{}/operations/{{operation_id}}", rcv.base()),
+                         "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
+    let mut task = http_task("T1", "external");
+    task["observe"] = observe;
+    let mut p = plan("docs", json!({"r": http_provider(&rcv, false)}), vec![task]);
+    p["budgets"] = json!({"max_attempts_per_task": 1});
+    ws.write_plan("plan.json", &p);
+    assert!(ws.run_fp("after_dispatch").killed());
+    let op = ws.op_of("T1");
+    rcv.wait_deliveries(&op, 1);
+    ws.run().expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    ws.engine_json(&["settle", &op, "--outcome", "not_run", "--note", "I think it never arrived"]).expect(0, None);
+    rcv.control(json!({"mode": "normal", "observe_status": null}));
+
+    // The operation settled not run is still what the goal waits on (the
+    // verdict's order, as for a retry the gate refuses on a budget); the
+    // budget and its way out are named beside it.
+    let out = retry(&ws, &op);
+    out.expect(3, Some("GOAL_OUTCOME_UNPROVEN"));
+    assert_eq!(out.json()["budget"]["budget"], "max_attempts_per_task", "{}", out.describe());
+    assert_eq!(rcv.tries_of(&op), vec![1], "nothing sent:\n{}", out.describe());
+    assert_eq!(ws.attempts_of("T1").len(), 1, "no try past the budget:\n{}", out.describe());
+    ws.verify();
+
+    let args = ["revise", "plan.json", "--reason", "one more try", "--raise", "max_attempts_per_task=2", "--no-run"];
+    ws.engine_json(&args).expect(0, None);
+    let out = retry(&ws, &op);
+    out.expect(0, None);
+    assert_eq!(rcv.tries_of(&op), vec![1], "the retry did not send again:\n{}", out.describe());
+    assert_eq!(ws.task_state("T1"), "succeeded");
+    ws.verify();
+}

@@ -157,7 +157,7 @@ pub enum Write {
         detail: Value,
     },
     /// A person's retry completed from the read-back before it, never
-    /// sent. → `Written::Intent`
+    /// sent, within the budgets. → `Written::Gated` (`Go`, or `Stopped` on a budget)
     CompletedFromReadBack(Box<FromReadBack>),
     /// A person's retry whose read-back could not tell: nothing sent, the
     /// task unknown.
@@ -230,6 +230,10 @@ pub struct FromReadBack {
     pub inputs_at_intent: Option<Checkpoint>,
     pub protected: Option<Checkpoint>,
     pub looked: Looked,
+    /// The budgets in force, and when this run of work began: the try is
+    /// an intent like any, within the budgets like any.
+    pub budgets: Budgets,
+    pub began_ms: i64,
 }
 
 /// A dispatch record.

@@ -10,8 +10,9 @@
 //! (`driver::ledger`).
 
 use super::action::{FromReadBack, GateCall, Read, Write};
-use super::event::{Facts, Written};
+use super::event::{Applied, Facts, Written};
 use super::state::{Flight, Run};
+use crate::decide::gate::Decision;
 use crate::decide::retry::{self, BeforeResend};
 use crate::error::{Error, Result};
 use crate::plan::Task;
@@ -45,9 +46,18 @@ impl Run<'_> {
                     inputs_at_intent: call.inputs_at_intent.clone(),
                     protected: call.protected.clone(),
                     looked,
+                    budgets: call.budgets.clone(),
+                    began_ms: call.began_ms,
                 };
                 let intent = match self.io.write(Write::CompletedFromReadBack(Box::new(from))).await? {
-                    Written::Intent(i) => i,
+                    Written::Gated(Applied::Go { intent, .. }) => intent,
+                    Written::Gated(Applied::Stopped(Decision::Budget(exhausted))) => {
+                        // No room for the try in the budgets: nothing is
+                        // recorded; the run stops on the budget, and the
+                        // retry after a person's raise reads back again.
+                        self.stops.budget = Some(exhausted);
+                        return Ok(true);
+                    }
                     w => return Err(Error::internal(format!("a try completed from its read-back written as {w:?}"))),
                 };
                 let id = intent.attempt_id();
