@@ -209,12 +209,6 @@ fn dispatch(cli: Cli) -> Result<Output> {
             settle(&at, OperationId::new(operation_id), said, actor, request_id)
         }
         Command::Approve { operation_id, note, expect_cost, actor, request_id } => {
-            let expect_cost = expect_cost
-                .map(|n| {
-                    crate::cost::Cost::from_units(n)
-                        .map_err(|e| Error::usage(format!("--expect-cost {n}: {e}")).at(format!("--expect-cost {n}")))
-                })
-                .transpose()?;
             approve(&at, OperationId::new(operation_id), (&note, expect_cost), actor, request_id)
         }
         Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
@@ -322,10 +316,16 @@ fn settle(
 fn approve(
     at: &Places,
     op: OperationId,
-    (note, expect_cost): (&str, Option<crate::cost::Cost>),
+    (note, expect_cost): (&str, Option<f64>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
+    let expect_cost = expect_cost
+        .map(|n| {
+            crate::cost::Cost::from_units(n)
+                .map_err(|e| Error::usage(format!("--expect-cost {n}: {e}")).at(format!("--expect-cost {n}")))
+        })
+        .transpose()?;
     let person = commands::person::who(actor.as_deref());
     let mut args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
     if let Some(c) = expect_cost {

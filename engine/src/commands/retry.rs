@@ -30,7 +30,7 @@ use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
-use crate::store::{Durability, LeaseGuard, LedgerRead};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
 
 /// What a person named: a task ref of a goal (default: the store's
 /// latest), or an operation id of a task of an active revision.
@@ -155,41 +155,54 @@ pub fn retry(
     plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
     sandboxes.hold_to_shared(ledger)?;
-    let without_read_back = named.without_read_back.map(|why| json!({"reason": why}));
-    ledger.write(Durability::Full, |tx| {
-        let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };
-        tx.set_task_state(key, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
-        let mut said = json!({"after_try": after_try});
-        if let Some(w) = &without_read_back {
-            said["without_read_back"] = w.clone();
-        }
-        let ask = NewAsk {
-            kind: AskKind::Retry,
-            goal_id: &goal_id,
-            revision,
-            task_ref: Some(&task_ref),
-            operation_id: Some(operation_id),
-            person,
-            data: &said,
-        };
-        let ask_id = tx.insert_ask(&ask)?;
-        let mut data = json!({"operation_id": operation_id, "after_try": after_try, "ask_id": ask_id,
-            "actor": person.actor, "uid": person.uid, "user": person.user});
-        if let Some(w) = &without_read_back {
-            data["without_read_back"] = w.clone();
-        }
-        tx.append_event(&Event::goal(EventKind::RetryRequested, &goal_id, revision, data).task(&task_ref))?;
-        match request_id {
-            Some(r) => tx.insert_request_id(r),
-            None => Ok(()),
-        }
-    })?;
+    let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };
+    let asked = (after_try, named.without_read_back);
+    ledger.write(Durability::Full, |tx| record_request(tx, key, operation_id, (person, asked), request_id))?;
     // A retry of a call that carried a person's answers carries them again.
     let answers = super::answer::in_force(&*ledger.read(), &goal_id, revision)?;
     let retry = HashSet::from([operation_id.clone()]);
     let read_back_waived = if waived { retry.clone() } else { HashSet::new() };
     let asked = Asked { retry, read_back_waived, answers, ..Asked::default() };
     run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
+}
+
+/// The person's retry request, one transaction: the task pending again,
+/// the request on the act chain (with why the read-back is waived, if it
+/// is), its event, and the request id.
+fn record_request(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    operation_id: &OperationId,
+    (person, (after_try, without_read_back)): (&Person, (Option<i64>, Option<&str>)),
+    request_id: Option<&NewRequestId>,
+) -> Result<()> {
+    let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
+    tx.set_task_state(key, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
+    let without_read_back = without_read_back.map(|why| json!({"reason": why}));
+    let mut said = json!({"after_try": after_try});
+    if let Some(w) = &without_read_back {
+        said["without_read_back"] = w.clone();
+    }
+    let ask = NewAsk {
+        kind: AskKind::Retry,
+        goal_id,
+        revision,
+        task_ref: Some(task_ref),
+        operation_id: Some(operation_id),
+        person,
+        data: &said,
+    };
+    let ask_id = tx.insert_ask(&ask)?;
+    let mut data = json!({"operation_id": operation_id, "after_try": after_try, "ask_id": ask_id,
+        "actor": person.actor, "uid": person.uid, "user": person.user});
+    if let Some(w) = without_read_back {
+        data["without_read_back"] = w;
+    }
+    tx.append_event(&Event::goal(EventKind::RetryRequested, goal_id, revision, data).task(task_ref))?;
+    match request_id {
+        Some(r) => tx.insert_request_id(r),
+        None => Ok(()),
+    }
 }
 
 /// Is this re-send to go without the read-back? Asked now (only for an

@@ -39,6 +39,33 @@ impl Line {
 }
 
 fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
+    let mut out = approvals(ledger, goal, tampered)?;
+    out.extend(settlements(ledger, goal, tampered)?);
+    for a in ledger.asks_of_goal(goal)? {
+        let what = match (&a.task_ref, &a.operation_id) {
+            (Some(t), Some(op)) => format!("{} of task {t} ({op})", a.kind.as_str()),
+            (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
+            _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
+        };
+        out.push(
+            Line {
+                at_ms: a.at_ms,
+                task_ref: a.task_ref.clone(),
+                text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
+                json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
+                "operation_id": a.operation_id, "actor": a.actor, "user": a.user, "uid": a.uid, "data": a.data,
+                "at_ms": a.at_ms}),
+            }
+            .marked(tampered, ActRef::Ask(a.id)),
+        );
+    }
+    out.sort_by_key(|l| l.at_ms);
+    Ok(out)
+}
+
+/// Each approval with its fate: spent, voided, waiting to be spent, or
+/// stale (a revision changed what it binds).
+fn approvals(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
     let mut out = Vec::new();
     let approvals = ledger.approvals_of_goal(goal)?;
     // What an open approval must still bind to pay for its call.
@@ -81,6 +108,11 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
             .marked(tampered, ActRef::Approval(a.id)),
         );
     }
+    Ok(out)
+}
+
+fn settlements(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
+    let mut out = Vec::new();
     for s in ledger.settlements_of_goal(goal)? {
         let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
         let number = ledger.attempt_number(s.attempt_id)?;
@@ -99,25 +131,6 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
         }
         .marked(tampered, ActRef::Settlement(s.id)));
     }
-    for a in ledger.asks_of_goal(goal)? {
-        let what = match (&a.task_ref, &a.operation_id) {
-            (Some(t), Some(op)) => format!("{} of task {t} ({op})", a.kind.as_str()),
-            (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
-            _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
-        };
-        out.push(
-            Line {
-                at_ms: a.at_ms,
-                task_ref: a.task_ref.clone(),
-                text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
-                json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
-                "operation_id": a.operation_id, "actor": a.actor, "user": a.user, "uid": a.uid, "data": a.data,
-                "at_ms": a.at_ms}),
-            }
-            .marked(tampered, ActRef::Ask(a.id)),
-        );
-    }
-    out.sort_by_key(|l| l.at_ms);
     Ok(out)
 }
 

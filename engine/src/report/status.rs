@@ -88,11 +88,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     // A task whose approval was given keeps its ledger state until the call
     // spends it; its row says so, so `awaiting_approval` is not read as
     // "nobody approved".
-    let approved: Vec<(&str, bool)> = waiting
-        .awaiting
-        .iter()
-        .filter_map(|t| waiting.approval_for(t).map(|(_, stale)| (t.task_ref.as_str(), stale.is_empty())))
-        .collect();
+    let approved = waiting.approved();
     let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
     waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
@@ -223,37 +219,7 @@ impl Waiting<'_> {
             }
         };
         for t in &self.awaiting {
-            let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-            let cost = self.cost_of(t);
-            let line = match self.approval_for(t) {
-                // The gate refuses to dispatch past a row the chain does
-                // not vouch for: approving again does not help.
-                _ if self.forged_for(t).is_some() => format!(
-                    "  {op}  task {}  awaiting_approval; approvals row {} claims to approve it but is STORE_TAMPERED: nothing is dispatched past it  -> engine verify\n",
-                    t.task_ref,
-                    self.forged_for(t).map_or(0, |a| a.id.get()),
-                ),
-                Some((a, stale)) if stale.is_empty() => format!(
-                    "  {op}  task {}  cost {cost}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
-                    t.task_ref,
-                    super::escape::for_terminal(&a.actor),
-                    a.id,
-                    utc(a.at_ms),
-                ),
-                Some((a, stale)) => format!(
-                    "  {op}  task {}  cost {cost}  awaiting_approval: approval #{} by {} is stale ({}); a new approval is needed\n",
-                    t.task_ref,
-                    a.id,
-                    super::escape::for_terminal(&a.actor),
-                    stale.join("; "),
-                ),
-                None => format!(
-                    "  {op}  task {}  cost {cost}  awaiting_approval ({})\n",
-                    t.task_ref,
-                    t.why().unwrap_or("approval required")
-                ),
-            };
-            text.push_str(&line);
+            text.push_str(&self.approval_line(t));
             if self.forged_for(t).is_none() {
                 next(&t.task_ref, text);
             }
@@ -326,6 +292,48 @@ fn accepted_as(a: &AttemptRecord) -> String {
 }
 
 impl Waiting<'_> {
+    /// The tasks whose call an approval was given for, and whether it
+    /// still pays for the call (`false`: stale).
+    fn approved(&self) -> Vec<(&str, bool)> {
+        let given = |t: &TaskRecord| self.approval_for(t).map(|(_, stale)| stale.is_empty());
+        self.awaiting.iter().filter_map(|t| given(t).map(|fresh| (t.task_ref.as_str(), fresh))).collect()
+    }
+
+    /// The line of a call waiting on an approval: its cost, and the
+    /// approval given for it (waiting to be spent, or stale), if any.
+    fn approval_line(&self, t: &TaskRecord) -> String {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        let cost = self.cost_of(t);
+        match self.approval_for(t) {
+            // The gate refuses to dispatch past a row the chain does
+            // not vouch for: approving again does not help.
+            _ if self.forged_for(t).is_some() => format!(
+                "  {op}  task {}  awaiting_approval; approvals row {} claims to approve it but is STORE_TAMPERED: nothing is dispatched past it  -> engine verify\n",
+                t.task_ref,
+                self.forged_for(t).map_or(0, |a| a.id.get()),
+            ),
+            Some((a, stale)) if stale.is_empty() => format!(
+                "  {op}  task {}  cost {cost}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
+                t.task_ref,
+                super::escape::for_terminal(&a.actor),
+                a.id,
+                utc(a.at_ms),
+            ),
+            Some((a, stale)) => format!(
+                "  {op}  task {}  cost {cost}  awaiting_approval: approval #{} by {} is stale ({}); a new approval is needed\n",
+                t.task_ref,
+                a.id,
+                super::escape::for_terminal(&a.actor),
+                stale.join("; "),
+            ),
+            None => format!(
+                "  {op}  task {}  cost {cost}  awaiting_approval ({})\n",
+                t.task_ref,
+                t.why().unwrap_or("approval required")
+            ),
+        }
+    }
+
     /// The approval given for the request `t` waits on, not spent yet,
     /// and why it is stale (empty: it pays for the call).
     fn approval_for(&self, t: &TaskRecord) -> Option<(&ApprovalRecord, Vec<String>)> {

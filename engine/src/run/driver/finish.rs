@@ -14,6 +14,7 @@ use crate::run::report::{
     AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp,
 };
 use crate::state::{AttemptState, TaskState};
+use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::evidence::CheckScope;
 use crate::store::{Durability, LeaseGuard};
@@ -167,21 +168,8 @@ impl Closer<'_, '_> {
             .collect();
         let not_run =
             read.latest_attempts_in_state(&self.scope.goal_id, self.scope.revision, AttemptState::SettledNotRun)?;
-        let awaiting = tasks
-            .iter()
-            .filter(|t| t.state == TaskState::AwaitingApproval)
-            .filter_map(|t| {
-                let d = self.scope.plan.digests().tasks.get(&t.task_ref)?;
-                Some(Awaiting {
-                    operation_id: d.operation_id.clone(),
-                    task_ref: t.task_ref.clone(),
-                    request_digest: d.request.clone(),
-                    stale: false,
-                    cost: self.scope.plan.task(&t.task_ref).map(|t| t.cost()).unwrap_or_default(),
-                })
-            })
-            .collect();
         drop(read);
+        let awaiting = self.awaiting_of(&tasks);
         let awaiting_input = self.awaiting_input(&tasks)?;
         Ok(RunReport {
             goal_id: self.scope.goal_id.clone(),
@@ -208,6 +196,36 @@ impl Closer<'_, '_> {
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
         })
+    }
+
+    /// The operations settled `not_run` and not re-sent, and how many of
+    /// them stop the run as such: one whose re-send a person asked for
+    /// (`engine retry`) and which now waits on an approval stops it as
+    /// APPROVAL_REQUIRED (approving is what the person does next).
+    fn settled_not_run(&self, awaiting: &[Awaiting]) -> Result<(Vec<AttemptRecord>, usize)> {
+        let (goal_id, revision) = (&self.scope.goal_id, self.scope.revision);
+        let not_run = self.ledger.read().latest_attempts_in_state(goal_id, revision, AttemptState::SettledNotRun)?;
+        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
+        Ok((not_run, unretried))
+    }
+
+    /// The calls waiting on an approval, as the tasks' states say, with
+    /// what each would cost.
+    fn awaiting_of(&self, tasks: &[TaskLine]) -> Vec<Awaiting> {
+        tasks
+            .iter()
+            .filter(|t| t.state == TaskState::AwaitingApproval)
+            .filter_map(|t| {
+                let d = self.scope.plan.digests().tasks.get(&t.task_ref)?;
+                Some(Awaiting {
+                    operation_id: d.operation_id.clone(),
+                    task_ref: t.task_ref.clone(),
+                    request_digest: d.request.clone(),
+                    stale: false,
+                    cost: self.scope.plan.task(&t.task_ref).map(|t| t.cost()).unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// The tasks waiting on a person's answer, with the question each
@@ -251,15 +269,7 @@ impl Closer<'_, '_> {
         let awaiting = std::mem::take(&mut self.c.awaiting);
         let same_request = std::mem::take(&mut self.c.same_request);
         let awaiting_input = self.awaiting_input(&tasks)?;
-        let not_run = self.ledger.read().latest_attempts_in_state(
-            &self.scope.goal_id,
-            self.scope.revision,
-            AttemptState::SettledNotRun,
-        )?;
-        // A settled-not-run operation whose re-send a person asked for
-        // (`engine retry`) and which now waits on an approval stops the run
-        // as APPROVAL_REQUIRED: approving is what the person does next.
-        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
+        let (not_run, unretried) = self.settled_not_run(&awaiting)?;
         #[allow(unused_mut)]
         let mut unknown_count = unknown.len();
         #[cfg(feature = "sim")]

@@ -10,7 +10,7 @@ use super::scope::Scope;
 use crate::decide::budget::Usage;
 use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval, SameRequest};
 use crate::error::{Code, Error, Result};
-use crate::ids::ApprovalId;
+use crate::ids::{ApprovalId, GoalId};
 use crate::plan::Task;
 use crate::run::core::{Applied, GateCall};
 use crate::state::TaskState;
@@ -62,16 +62,7 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         plan_digest: &scope.plan.digests().plan,
         active_plan_digest: &active_plan_digest,
         unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
-        same_request: match &call.fingerprint {
-            Some(fp) => tx.same_request_unsettled(fp, &call.operation_id, goal_id)?.map(|a| SameRequest {
-                attempt: a.id,
-                operation_id: a.operation_id,
-                goal_id: a.goal_id,
-                task_ref: a.task_ref,
-                state: a.state,
-            }),
-            None => None,
-        },
+        same_request: same_request(tx, call, goal_id)?,
         conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,
         request_digest: &call.request_digest,
         budgets: &budgets,
@@ -93,6 +84,19 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         },
     };
     apply(tx, scope.key(task_ref), (task, call, sandbox), gate::decide(&facts))
+}
+
+/// Another operation with this call's request by content, of any task or
+/// goal in the store, whose outcome nobody knows (the gate's rule 3).
+fn same_request(tx: &dyn LedgerTx, call: &GateCall, goal_id: &GoalId) -> Result<Option<SameRequest>> {
+    let Some(fp) = &call.fingerprint else { return Ok(None) };
+    Ok(tx.same_request_unsettled(fp, &call.operation_id, goal_id)?.map(|a| SameRequest {
+        attempt: a.id,
+        operation_id: a.operation_id,
+        goal_id: a.goal_id,
+        task_ref: a.task_ref,
+        state: a.state,
+    }))
 }
 
 /// The gate's decision, recorded in the intent's transaction.

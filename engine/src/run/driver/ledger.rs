@@ -116,10 +116,9 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Done)
         }
         Write::CompletedFromReadBack(from) => {
-            let (sandbox, now_ms) = (world.sandbox_record(scope.task(&from.task_ref)?), world.now_ms());
-            let applied =
-                ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox, now_ms))?;
-            Ok(Written::Gated(applied))
+            let (sandbox, now) = (world.sandbox_record(scope.task(&from.task_ref)?), world.now_ms());
+            let go = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox, now))?;
+            Ok(Written::Gated(go))
         }
         Write::RetryStaysUnknown { task_ref, operation_id, looked } => {
             ledger.write(Durability::Full, |tx| {
