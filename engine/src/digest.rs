@@ -29,6 +29,9 @@ pub enum Kind {
     ToolInventory,
     /// A plan file's bytes, as the plan cache keys them (`plan::cache`).
     PlanFile,
+    /// A request by its content: target and body, not task or goal
+    /// (`plan::digests::request_fingerprint`).
+    RequestContent,
     /// The seal over a plan cache row (`plan::cache`).
     PlanCacheSeal,
 }
@@ -50,6 +53,7 @@ impl Kind {
             Kind::ToolSchema => "engine 2026-12 tool_schema_digest v1",
             Kind::ToolInventory => "engine 2026-12 tool_inventory_digest v1",
             Kind::PlanFile => "engine 2026-12 plan file bytes v1",
+            Kind::RequestContent => "engine 2026-12 request content v1",
             Kind::PlanCacheSeal => "engine 2026-12 plan cache seal v1",
         }
     }
@@ -126,7 +130,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 16] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -142,13 +146,14 @@ const KINDS: [Kind; 15] = [
     Kind::ToolInventory,
     Kind::PlanFile,
     Kind::PlanCacheSeal,
+    Kind::RequestContent,
 ];
 
 /// Each kind's key, derived once from its context string (BLAKE3's
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 15]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; 16]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

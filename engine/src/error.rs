@@ -104,6 +104,10 @@ pub enum Code {
     /// inside) a cgroup tree, a stores folder or the engine's state; the
     /// rule is named at its JSON path (`engine check` and `run` alike).
     SandboxRuleRefused,
+    /// Issue 36: a new operation whose request fingerprint (provider
+    /// target, tool or endpoint, body) equals an unknown or unsettled one
+    /// of any task or goal in the store: not sent until that one is settled.
+    SameRequestUnsettled,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -153,6 +157,7 @@ impl Code {
         Code::NothingToAnswer,
         Code::StoreNotFound,
         Code::SandboxRuleRefused,
+        Code::SameRequestUnsettled,
         Code::UsageError,
         Code::Internal,
     ];
@@ -191,6 +196,7 @@ impl Code {
             Code::ToolInventoryUnavailable => "TOOL_INVENTORY_UNAVAILABLE",
             Code::LooseningNeedsApproval => "LOOSENING_NEEDS_APPROVAL",
             Code::UnsettledOperation => "UNSETTLED_OPERATION",
+            Code::SameRequestUnsettled => "SAME_REQUEST_UNSETTLED",
             Code::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
             Code::OauthRefused => "OAUTH_REFUSED",
             Code::OauthMetadataInvalid => "OAUTH_METADATA_INVALID",
@@ -214,7 +220,10 @@ impl Code {
     pub fn exit_code(self) -> i32 {
         match self {
             // A settlement first: the revision waits on it, like a run.
-            Code::ExternalEffectUnknown | Code::GoalOutcomeUnproven | Code::UnsettledOperation => 3,
+            Code::ExternalEffectUnknown
+            | Code::GoalOutcomeUnproven
+            | Code::UnsettledOperation
+            | Code::SameRequestUnsettled => 3,
             Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval | Code::InputRequired => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
@@ -415,12 +424,13 @@ mod tests {
             Code::NothingToAnswer => 37,
             Code::StoreNotFound => 38,
             Code::SandboxRuleRefused => 39,
-            Code::UsageError => 40,
-            Code::Internal => 41,
+            Code::SameRequestUnsettled => 40,
+            Code::UsageError => 41,
+            Code::Internal => 42,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 42);
+        assert_eq!(Code::ALL.len(), 43);
     }
 }

@@ -117,6 +117,11 @@ impl From<NotDispatchedKind> for EngineErrorKind {
     }
 }
 
+/// A marker recorded before `dispatched` existed was one of a dispatch.
+fn recorded_before_the_field() -> bool {
+    true
+}
+
 /// One piece of evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -135,9 +140,17 @@ pub enum Evidence {
     ProviderOutputInvalid { message: String },
     /// The engine itself saw this go wrong, before or around dispatch.
     EngineError { error: EngineErrorKind, message: String },
-    /// Dispatched, and no receipt. `safe_to_resend`: the task's effect is
-    /// `none` or it is declared idempotent.
-    EffectMarker { reason: UnknownReason, safe_to_resend: bool },
+    /// No receipt. `safe_to_resend`: the task's effect is `none` or it is
+    /// declared idempotent. `dispatched`: the dispatch was recorded (false:
+    /// the engine stopped between the intent and the dispatch mark, so the
+    /// ledger never saw the request leave; markers recorded before the field
+    /// existed were all written after a dispatch).
+    EffectMarker {
+        reason: UnknownReason,
+        safe_to_resend: bool,
+        #[serde(default = "recorded_before_the_field")]
+        dispatched: bool,
+    },
     /// How the provider's process ended, with its captured output.
     ProcessExit { exit: Option<ExitStatus>, timed_out: bool, duration_ms: u64, stdout: Output, stderr: Output },
     /// Processes the provider's process started still ran `grace_ms` after

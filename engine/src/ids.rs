@@ -71,6 +71,11 @@ text_id!(
     /// The digest of the exact request sent to a provider.
     RequestDigest
 );
+text_id!(
+    /// A request known by its content (`plan::digests::request_fingerprint`):
+    /// where it goes and what it carries, whatever task or goal sends it.
+    RequestFingerprint
+);
 number_id!(
     /// A plan revision of a goal: 1, 2, ...
     Revision

@@ -58,3 +58,37 @@ fn a_real_approval_is_chained_and_spent_and_the_chain_is_append_only() {
         assert!(refused.contains("append-only"), "{sql}: {refused}");
     }
 }
+
+/// Issue 36, case 4 on the shared ledger: an HTTP request whose answer
+/// was lost is unknown; the identical request from another goal in the
+/// same database is not sent (`SAME_REQUEST_UNSETTLED`), until a person
+/// settles the first. The receiver's own log counts the deliveries.
+#[test]
+fn the_same_request_of_another_goal_waits_for_the_unknown_one() {
+    use crate::support::{Receiver, Ws};
+    use serde_json::json;
+    let rcv = Receiver::start(&[]);
+    let pg = crate::support::postgres::Pg::start();
+    let url = pg.database("ledger");
+    let ws = Ws::new();
+    let plan = |goal: &str, task_ref: &str| {
+        json!({"version": 1, "goal": {"id": goal, "statement": "deliver"},
+               "providers": {"r": {"kind": "http", "endpoint": format!("{}/render", rcv.base())}},
+               "tasks": [{"ref": task_ref, "title": "send", "provider": "r", "action": {"body": {"doc": 1}}}]})
+    };
+    ws.write_plan("first.json", &plan("first", "send"));
+    ws.write_plan("second.json", &plan("second", "send_too"));
+    rcv.control(json!({"mode": "drop", "times": 1}));
+    ws.engine_json(&["run", "first.json", "--store", &url]).expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    assert_eq!(rcv.deliveries().len(), 1);
+    let out = ws.engine_json(&["run", "second.json", "--store", &url]);
+    out.expect(3, Some("SAME_REQUEST_UNSETTLED"));
+    let first = &out.json()["same_request_unsettled"][0]["first"];
+    assert_eq!((first["goal_id"].as_str(), first["task_ref"].as_str()), (Some("first"), Some("send")), "{out:?}");
+    assert_eq!(rcv.deliveries().len(), 1, "not sent again:\n{}", out.describe());
+    let op = first["operation_id"].as_str().expect("the first operation").to_string();
+    ws.engine_json(&["settle", &op, "--outcome", "ok", "--note", "in the receiver's log", "--store", &url])
+        .expect(0, None);
+    ws.engine_json(&["run", "second.json", "--store", &url]).expect(0, None);
+    assert_eq!(rcv.deliveries().len(), 2);
+}

@@ -59,7 +59,7 @@ fn engine_error(k: EngineErrorKind) -> Evidence {
     Evidence::EngineError { error: k, message: "x".into() }
 }
 fn marker(safe: bool) -> Evidence {
-    Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: safe }
+    Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: safe, dispatched: true }
 }
 fn rec(list: Vec<Evidence>) -> Vec<Recorded> {
     list.into_iter().enumerate().map(|(i, evidence)| Recorded { id: EvidenceId(10 + i as i64), evidence }).collect()
@@ -163,6 +163,11 @@ fn effect_markers() {
     assert_eq!((class, rule.as_str()), (C::Timeout, "lost_answer_safe_to_resend"));
     // Negative: a missing receipt outranks a failed validation.
     assert_eq!(cl(vec![check(false), marker(false)]).0, C::EffectUnknown);
+    // Left before the dispatch was recorded: its own rule, the same class.
+    let undispatched =
+        Evidence::EffectMarker { reason: UnknownReason::EngineRestarted, safe_to_resend: false, dispatched: false };
+    let (class, rule, _, next) = cl(vec![undispatched]);
+    assert_eq!((class, rule.as_str(), next.as_str()), (C::EffectUnknown, "intent_without_dispatch", "settle"));
 }
 
 #[test]

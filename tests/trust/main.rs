@@ -8,6 +8,7 @@
 
 mod acts;
 mod approvals;
+mod authority;
 mod network;
 mod oauth_tokens;
 mod os_users;

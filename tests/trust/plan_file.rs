@@ -164,3 +164,19 @@ fn a_provider_writing_a_git_hook_violates_a_constraint_but_may_write_objects() {
     assert_eq!(changed.2["changes"][0]["path"], ".git/hooks/pre-commit", "{changed:?}");
     assert_eq!(changed.2["changes"][0]["constraints"], json!(["engine:git"]));
 }
+
+/// Issue 36, case 7: once a person's revise records the plan file as it
+/// now is, attempts are judged against that file: an agent that writes
+/// the same bytes again changes nothing, and does not fail
+/// `protected_path_changed` against the digest of the file before.
+#[test]
+fn after_a_revise_records_the_plan_file_attempts_are_judged_against_it() {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", &rewriting_plan());
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    let out = ws.engine_json(&["revise", "plan.json", "--reason", "take the change", "--approve-loosening"]);
+    out.expect(0, None);
+    let a = ws.attempts_of("T1");
+    assert_eq!(a.len(), 2, "{}", out.describe());
+    assert_eq!(a[1].state, "succeeded", "{:?}\n{}", a[1], out.describe());
+}

@@ -171,7 +171,10 @@ fn an_approval_not_needed_by_the_call_is_voided_not_kept() {
     let early = approve(&ws, &op);
     t1["requires_approval"] = json!(false);
     ws.write_plan("plan.json", &plan("docs", providers, vec![t0, t1]));
-    ws.engine_json(&["revise", "plan.json", "--reason", "T1 needs no approval after all"]).expect(0, None);
+    // Dropping `requires_approval` takes a gate away: a person approves that too.
+    let args = ["revise", "plan.json", "--reason", "T1 needs no approval after all"];
+    ws.engine_json(&args).expect(4, Some("LOOSENING_NEEDS_APPROVAL"));
+    ws.engine_json(&[&args[..], &["--approve-loosening"]].concat()).expect(0, None);
     assert_eq!(rcv.tries_of(&op), vec![1], "T1's first call needed no approval");
     let t1_attempt = ws.attempts_of("T1")[0].id;
     let row = ws.ledger().approval(early);

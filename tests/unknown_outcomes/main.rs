@@ -14,5 +14,7 @@ mod provider_output;
 mod rename;
 mod restart_observed;
 mod retry_read_back;
+mod same_request;
 mod settle;
 mod tool_authority;
+mod words;

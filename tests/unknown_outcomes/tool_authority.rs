@@ -67,7 +67,11 @@ fn a_tool_the_real_server_does_not_offer_stops_the_run_before_any_intent() {
 
     // The plan fixed: the task runs against the same server.
     ws.write_plan("plan.json", &plan("fs", providers, vec![write("T1", "write_file")]));
-    let out = ws.engine_json(&["revise", "plan.json", "--reason", "no such tool"]);
+    // Dropping T2 drops its validation with it, before its work was done:
+    // a person approves that loosening.
+    let args = ["revise", "plan.json", "--reason", "no such tool"];
+    ws.engine_json(&args).expect(4, Some("LOOSENING_NEEDS_APPROVAL"));
+    let out = ws.engine_json(&[&args[..], &["--approve-loosening"]].concat());
     out.expect(0, None);
     assert_eq!(ws.read("a.txt"), "hello\n");
 }

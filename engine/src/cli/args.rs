@@ -329,6 +329,10 @@ pub enum Command {
         /// Why this request may go (required, non-empty); recorded.
         #[arg(long, value_name = "TEXT")]
         note: String,
+        /// The cost the person expects the call to have: refused, nothing
+        /// recorded, when the waiting call's cost differs.
+        #[arg(long, value_name = "N")]
+        expect_cost: Option<f64>,
         /// Who approves. Default: the OS user.
         #[arg(long, value_name = "NAME")]
         actor: Option<String>,
@@ -382,6 +386,14 @@ pub enum Command {
         /// The goal id. Default: the goal most recently run in this store.
         #[arg(long, value_name = "ID")]
         goal: Option<String>,
+        /// Re-send an operation settled `not_run` without reading it back
+        /// first, when its read-back cannot answer (a person's act, with
+        /// --reason).
+        #[arg(long, requires = "reason")]
+        without_read_back: bool,
+        /// Why it is re-sent without its read-back (recorded).
+        #[arg(long, value_name = "WHY", requires = "without_read_back")]
+        reason: Option<String>,
         /// How many ready tasks run at once. Default: the number of CPUs.
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,

@@ -208,17 +208,17 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
             settle(&at, OperationId::new(operation_id), said, actor, request_id)
         }
-        Command::Approve { operation_id, note, actor, request_id } => {
-            approve(&at, OperationId::new(operation_id), &note, actor, request_id)
+        Command::Approve { operation_id, note, expect_cost, actor, request_id } => {
+            approve(&at, OperationId::new(operation_id), (&note, expect_cost), actor, request_id)
         }
         Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
             let said = crate::decide::answer::Said { fields, accept, decline };
             let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said };
             answer(&at, a, asker.actor, asker.request_id)
         }
-        Command::Retry { task_ref, goal, jobs, asker, show } => retry(
+        Command::Retry { task_ref, goal, without_read_back, reason, jobs, asker, show } => retry(
             &at,
-            (&task_ref, goal.map(GoalId::new).as_ref()),
+            (&task_ref, goal.map(GoalId::new).as_ref(), without_read_back.then_some(reason.as_deref().unwrap_or(""))),
             (jobs_or_default(jobs), show.sink()),
             asker.actor,
             asker.request_id,
@@ -316,12 +316,21 @@ fn settle(
 fn approve(
     at: &Places,
     op: OperationId,
-    note: &str,
+    (note, expect_cost): (&str, Option<f64>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
+    let expect_cost = expect_cost
+        .map(|n| {
+            crate::cost::Cost::from_units(n)
+                .map_err(|e| Error::usage(format!("--expect-cost {n}: {e}")).at(format!("--expect-cost {n}")))
+        })
+        .transpose()?;
     let person = commands::person::who(actor.as_deref());
-    let args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    let mut args = json!({"operation_id": op.as_str(), "note": note, "actor": actor});
+    if let Some(c) = expect_cost {
+        args["expect_cost"] = json!(c);
+    }
     let given = Given::new(request_id, "approve", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
@@ -329,7 +338,7 @@ fn approve(
     }
     commands::approve::permitted(&*store.read(), &op, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::acts::approved(&commands::approve::record(ledger, &op, note, &person, id)?))
+        Ok(report::acts::approved(&commands::approve::record(ledger, &op, (note, expect_cost), &person, id)?))
     })
 }
 
@@ -357,7 +366,7 @@ fn answer(
 /// `engine retry`: a person's request, under the lease; once per request id.
 fn retry(
     at: &Places,
-    (arg, goal): (&str, Option<&GoalId>),
+    (arg, goal, without_read_back): (&str, Option<&GoalId>, Option<&str>),
     (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
     actor: Option<String>,
     request_id: Option<String>,
@@ -369,12 +378,15 @@ fn retry(
     if let Some(g) = goal {
         args["goal"] = json!(g.as_str());
     }
+    if let Some(why) = without_read_back {
+        args["without_read_back"] = json!(why);
+    }
     let given = Given::new(request_id, "retry", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
         return Ok(first);
     }
-    let named = commands::retry::Named { arg, goal };
+    let named = commands::retry::Named { arg, goal, without_read_back };
     commands::retry::permitted(&*store.read(), &named, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         Ok(report::run::render(&commands::retry::retry(ledger, &named, jobs, &person, id, progress.clone())?))

@@ -7,7 +7,9 @@ use serde_json::{json, Value};
 
 use crate::decide::advice::{self, Awaiting, Latest, Scope, Task, Way};
 use crate::decide::budget::{BudgetName, Exhausted};
+use crate::decide::gate::{stale_because, Now, OpenApproval};
 use crate::error::{Code, Result};
+use crate::ids::Revision;
 use crate::state::{AttemptKind, AttemptState, GoalState};
 use crate::store::acts::ApprovalRecord;
 use crate::store::events::EventKind;
@@ -80,8 +82,9 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
     let attempts = read.attempts_of_task(&g.id, &t.task_ref)?;
     let latest = attempts.iter().rev().find(|a| a.revision == g.active_revision && a.state != AttemptState::Abandoned);
     let rule = latest.and_then(|a| a.classification.as_ref()).map(|c| c.rule.as_str());
-    let approvals =
-        if t.state == crate::state::TaskState::AwaitingApproval { read.approvals_of_goal(&g.id)? } else { Vec::new() };
+    let awaiting = t.state == crate::state::TaskState::AwaitingApproval;
+    let approvals = if awaiting { read.approvals_of_goal(&g.id)? } else { Vec::new() };
+    let plan_digest = if awaiting { read.revision_plan_digest(&g.id, g.active_revision)? } else { String::new() };
     let instruction = match t.asked_by() {
         Some(AttemptKind::Repair) => repair_instruction(read, g, t)?,
         _ => None,
@@ -98,10 +101,12 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
         }),
         awaiting: Some(Awaiting {
             operation_id: op,
-            approved: approval_given(&approvals, t).is_some(),
+            approved: approval_given(&approvals, t, (g.active_revision, &plan_digest))
+                .is_some_and(|(_, stale)| stale.is_empty()),
             asked_by: t.asked_by(),
             instruction: instruction.as_deref(),
         }),
+        same_request: same_request_first(t),
     };
     let mut ways = advice::of_task(&task, &place.scope());
     if t.state == crate::state::TaskState::AwaitingInput {
@@ -112,6 +117,15 @@ pub fn of_task(read: &dyn LedgerRead, g: &GoalRecord, place: &Place, t: &TaskRec
         }
     }
     Ok(Advised { task_ref: t.task_ref.clone(), about: None, ways, plan_path: place.plan_path.clone() })
+}
+
+/// A task the gate blocked because its request is the same as another
+/// operation's whose outcome is unknown: that operation (its detail,
+/// written by the gate, says which).
+fn same_request_first(t: &TaskRecord) -> Option<&str> {
+    let first = t.detail.get("same_request")?;
+    let unknown = first.get("state").and_then(Value::as_str) == Some(AttemptState::EffectUnknown.as_str());
+    unknown.then(|| first.get("operation_id").and_then(Value::as_str)).flatten()
 }
 
 /// Every task of `g`'s active revision that waits on a person, in the
@@ -189,16 +203,38 @@ pub fn besides_revising(read: &dyn LedgerRead, g: &GoalRecord) -> Result<String>
     Ok(parts.join("; or "))
 }
 
-/// The approval given for the request `t` waits on, not spent or voided.
-pub fn approval_given<'a>(approvals: &'a [ApprovalRecord], t: &TaskRecord) -> Option<&'a ApprovalRecord> {
+/// The approval given for the request `t` waits on, not spent or voided,
+/// with why it is stale for that call in `active` (its goal's active
+/// revision and plan digest; empty: it pays for the call), as the gate
+/// will weigh it (`decide::gate::stale_because`).
+pub fn approval_given<'a>(
+    approvals: &'a [ApprovalRecord],
+    t: &TaskRecord,
+    active: (Revision, &str),
+) -> Option<(&'a ApprovalRecord, Vec<String>)> {
     let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
     let request = t.detail.get("request_digest").and_then(Value::as_str);
-    approvals.iter().rev().find(|a| {
+    let a = approvals.iter().rev().find(|a| {
         a.consumed_by.is_none()
             && a.voided_by.is_none()
             && a.operation_id.as_str() == op
             && request.is_none_or(|r| a.request_digest.as_str() == r)
-    })
+    })?;
+    Some((a, stale(a, active)))
+}
+
+/// Why an open approval is stale in `active` (the goal's active revision
+/// and its plan digest): empty when it still pays for its call.
+pub fn stale(a: &ApprovalRecord, active: (Revision, &str)) -> Vec<String> {
+    let open = OpenApproval {
+        id: a.id,
+        request_digest: a.request_digest.clone(),
+        plan_digest: a.plan_digest.clone(),
+        revision: a.revision,
+        cost: a.cost,
+    };
+    let (revision, plan_digest) = active;
+    stale_because(&open, &Now { request_digest: None, revision, plan_digest, call_cost: None })
 }
 
 /// The instruction of the repair whose call waits on an approval: part of

@@ -17,7 +17,8 @@
 //! never gated, one already done). It binds what the person saw — the
 //! request digest, the plan revision and the call's cost — and `approve`
 //! prints all three; the gate spends it only on a call that matches all
-//! three (`APPROVAL_STALE`, naming what changed).
+//! three (`APPROVAL_STALE`, naming what changed). `--expect-cost N` is the
+//! person's word on the cost they saw: another cost records nothing.
 
 use serde::Serialize;
 use serde_json::json;
@@ -139,13 +140,27 @@ pub fn permitted(read: &dyn LedgerRead, operation_id: &OperationId, person: &Per
     super::permitted(read, &t.goal_id, Act::Approve, person)
 }
 
+/// `--expect-cost N`: the person's word on the cost they saw. Another
+/// cost is refused before anything is recorded.
+fn expected_cost(operation_id: &OperationId, task_ref: &str, cost: Cost, expected: Option<Cost>) -> Result<()> {
+    match expected.filter(|e| *e != cost) {
+        None => Ok(()),
+        Some(expected) => Err(Error::usage(format!(
+            "the call of task {task_ref} that waits on this approval costs {cost}, not {expected} (--expect-cost): \
+             nothing is recorded; `engine status` shows what waits and what it costs"
+        ))
+        .at(operation_id.to_string())
+        .with_details(json!({"operation_id": operation_id, "cost": cost, "expected": expected}))),
+    }
+}
+
 /// `engine approve`: record a person's approval of the pending request of
 /// `operation_id` in the goal's active revision (and `request_id`, in the
 /// same transaction) — unless an unspent approval already waits for it.
 pub fn record(
     ledger: &mut LeaseGuard,
     operation_id: &OperationId,
-    note: &str,
+    (note, expect_cost): (&str, Option<Cost>),
     person: &Person,
     request_id: Option<&NewRequestId>,
 ) -> Result<Recorded> {
@@ -155,6 +170,7 @@ pub fn record(
     let read = ledger.read();
     let t = target(&*read, operation_id)?;
     let cost = t.cost;
+    expected_cost(operation_id, &t.task_ref, cost, expect_cost)?;
     let row = read.revision(&t.goal_id, t.revision)?;
     let asked_by = read.task(&t.goal_id, t.revision, &t.task_ref)?.and_then(|task| task.asked_by());
     let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);

@@ -1,7 +1,12 @@
 //! `engine retry OPERATION_ID`: re-send an operation a person settled as
 //! not run, or one whose failure class is retryable — same operation id,
 //! next try number, approval checked again at the call site. Whether it
-//! may is `decide::retry`.
+//! may is `decide::retry`. Where a read-back applies, the call is read
+//! back first (`run::core::read_first`); for an operation settled
+//! `not_run` whose read-back cannot answer, a person may ask to re-send
+//! it without (`--without-read-back --reason WHY`), recorded with their
+//! request on the act chain and kept for that try's re-send (the call
+//! that spends its approval too).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -25,13 +30,16 @@ use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
-use crate::store::{Durability, LeaseGuard, LedgerRead};
+use crate::store::{Durability, LeaseGuard, LedgerRead, LedgerTx};
 
 /// What a person named: a task ref of a goal (default: the store's
 /// latest), or an operation id of a task of an active revision.
 pub struct Named<'a> {
     pub arg: &'a str,
     pub goal: Option<&'a GoalId>,
+    /// `--without-read-back --reason WHY`: why the person re-sends it
+    /// without reading it back first.
+    pub without_read_back: Option<&'a str>,
 }
 
 /// The call a retry sends again: a task of its goal's active revision and
@@ -137,6 +145,8 @@ pub fn retry(
     if let Some(a) = &latest {
         honour_retry_after(&*read, a)?;
     }
+    let after_try = latest.as_ref().map(|a| a.try_no);
+    let waived = read_back_waived(&*read, (&goal_id, revision, &task_ref), operation_id, (named, latest.as_ref()))?;
     let row = read.revision(&goal_id, revision)?;
     let file: PlanFile = serde_json::from_str(&row.plan_json).map_err(|e| {
         Error::new(Code::StoreCorrupt, format!("stored plan of {goal_id} r{revision} does not parse: {e}"))
@@ -145,33 +155,86 @@ pub fn retry(
     plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
     let sandboxes = Sandboxes::prepare(&plan, ledger.path())?;
     sandboxes.hold_to_shared(ledger)?;
-    let after_try = latest.as_ref().map(|a| a.try_no);
-    ledger.write(Durability::Full, |tx| {
-        let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };
-        tx.set_task_state(key, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
-        let said = json!({"after_try": after_try});
-        let ask = NewAsk {
-            kind: AskKind::Retry,
-            goal_id: &goal_id,
-            revision,
-            task_ref: Some(&task_ref),
-            operation_id: Some(operation_id),
-            person,
-            data: &said,
-        };
-        let ask_id = tx.insert_ask(&ask)?;
-        let data = json!({"operation_id": operation_id, "after_try": after_try, "ask_id": ask_id,
-            "actor": person.actor, "uid": person.uid, "user": person.user});
-        tx.append_event(&Event::goal(EventKind::RetryRequested, &goal_id, revision, data).task(&task_ref))?;
-        match request_id {
-            Some(r) => tx.insert_request_id(r),
-            None => Ok(()),
-        }
-    })?;
+    let key = TaskKey { goal_id: &goal_id, revision, task_ref: &task_ref };
+    let asked = (after_try, named.without_read_back);
+    ledger.write(Durability::Full, |tx| record_request(tx, key, operation_id, (person, asked), request_id))?;
     // A retry of a call that carried a person's answers carries them again.
     let answers = super::answer::in_force(&*ledger.read(), &goal_id, revision)?;
-    let asked = Asked { retry: HashSet::from([operation_id.clone()]), answers, ..Asked::default() };
+    let retry = HashSet::from([operation_id.clone()]);
+    let read_back_waived = if waived { retry.clone() } else { HashSet::new() };
+    let asked = Asked { retry, read_back_waived, answers, ..Asked::default() };
     run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
+}
+
+/// The person's retry request, one transaction: the task pending again,
+/// the request on the act chain (with why the read-back is waived, if it
+/// is), its event, and the request id.
+fn record_request(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    operation_id: &OperationId,
+    (person, (after_try, without_read_back)): (&Person, (Option<i64>, Option<&str>)),
+    request_id: Option<&NewRequestId>,
+) -> Result<()> {
+    let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
+    tx.set_task_state(key, TaskState::Pending, &json!({"retry_requested": operation_id}))?;
+    let without_read_back = without_read_back.map(|why| json!({"reason": why}));
+    let mut said = json!({"after_try": after_try});
+    if let Some(w) = &without_read_back {
+        said["without_read_back"] = w.clone();
+    }
+    let ask = NewAsk {
+        kind: AskKind::Retry,
+        goal_id,
+        revision,
+        task_ref: Some(task_ref),
+        operation_id: Some(operation_id),
+        person,
+        data: &said,
+    };
+    let ask_id = tx.insert_ask(&ask)?;
+    let mut data = json!({"operation_id": operation_id, "after_try": after_try, "ask_id": ask_id,
+        "actor": person.actor, "uid": person.uid, "user": person.user});
+    if let Some(w) = without_read_back {
+        data["without_read_back"] = w;
+    }
+    tx.append_event(&Event::goal(EventKind::RetryRequested, goal_id, revision, data).task(task_ref))?;
+    match request_id {
+        Some(r) => tx.insert_request_id(r),
+        None => Ok(()),
+    }
+}
+
+/// Is this re-send to go without the read-back? Asked now (only for an
+/// operation a person settled `not_run`: that settlement is the person's
+/// word the read-back would replace), or asked by a person's earlier
+/// retry of this very try (whose call then waited on an approval).
+fn read_back_waived(
+    read: &dyn LedgerRead,
+    (goal_id, revision, task_ref): (&GoalId, Revision, &str),
+    operation_id: &OperationId,
+    (named, latest): (&Named, Option<&AttemptRecord>),
+) -> Result<bool> {
+    let settled_not_run = latest.is_some_and(|a| a.state == AttemptState::SettledNotRun);
+    if let Some(why) = named.without_read_back {
+        if why.trim().is_empty() {
+            return Err(Error::usage("--without-read-back needs a reason (--reason WHY)").at(named.arg.to_string()));
+        }
+        if !settled_not_run {
+            return Err(Error::usage(format!(
+                "--without-read-back is for an operation a person settled `not_run` whose read-back cannot answer; \
+                 operation {operation_id}'s latest try is not settled `not_run`: `engine retry {}` reads it back as it should",
+                crate::decide::advice::shell_word(task_ref)
+            ))
+            .at(named.arg.to_string()));
+        }
+        return Ok(true);
+    }
+    let Some(e) = read.latest_event(goal_id, revision, EventKind::RetryRequested)? else { return Ok(false) };
+    let same = e.task_ref.as_deref() == Some(task_ref)
+        && e.data.get("operation_id").and_then(|o| o.as_str()) == Some(operation_id.as_str())
+        && e.data.get("after_try").and_then(|t| t.as_i64()) == latest.map(|a| a.try_no);
+    Ok(settled_not_run && same && e.data.get("without_read_back").is_some_and(|w| w.is_object()))
 }
 
 /// `; next: …` — the way out of the task's state (`decide::advice`), or

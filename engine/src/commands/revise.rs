@@ -31,7 +31,7 @@ use crate::decide::reuse::{self, Candidate, Decision};
 use crate::decide::tools::{self, Inventory};
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, Revision};
-use crate::plan::model::People;
+use crate::plan::model::{Budgets, People};
 use crate::plan::{Plan, PlanFile, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, RunReport, Sandboxes};
@@ -159,7 +159,7 @@ pub fn revise(
     let prev_file = stored_plan(&prev)?;
     no_unsettled_dropped(&*read, &goal_id, &prev_file, &plan)?;
     let in_force = budgets::in_force(&*read, &goal_id, g.active_revision, &prev_file.budgets)?;
-    let loosened = loosening::loosenings(&prev_file, &in_force, &plan.file, &req.raises);
+    let loosened = loosened(&*read, &g, (&prev_file, &in_force), &plan, &req.raises)?;
     // The owner's `--people` approves its own change (`permitted` made
     // sure `people` is all the revision changes).
     let by_owner = req.as_store_owner && loosened.iter().all(|l| l.kind == loosening::Kind::People);
@@ -314,6 +314,27 @@ fn no_unsettled_dropped(read: &dyn LedgerRead, goal_id: &GoalId, prev: &PlanFile
             "attempt": number, "state": state, "settle": format!("engine settle {op} --outcome ok|not_run --note TEXT")})));
     }
     Ok(())
+}
+
+/// What the new plan loosens against the revision in force, with what
+/// the ledger says of each task it drops: whether it completed, whether a
+/// call of it may have been sent.
+fn loosened(
+    read: &dyn LedgerRead,
+    g: &GoalRecord,
+    (prev, in_force): (&PlanFile, &Budgets),
+    plan: &Plan,
+    raises: &[Raise],
+) -> Result<Vec<Loosening>> {
+    let mut dropped = BTreeMap::new();
+    for t in prev.tasks.iter().filter(|t| plan.task(&t.task_ref).is_none()) {
+        let state = read.task(&g.id, g.active_revision, &t.task_ref)?.map(|r| r.state);
+        let done = matches!(state, Some(TaskState::Succeeded | TaskState::Reused));
+        let sent = read.prior_dispatch(&g.id, &t.task_ref)?;
+        dropped.insert(t.task_ref.clone(), loosening::Standing { done, sent });
+    }
+    let before = loosening::Before { file: prev, in_force, dropped: &dropped };
+    Ok(loosening::loosenings(&before, &plan.file, raises))
 }
 
 /// `LOOSENING_NEEDS_APPROVAL`: what the revision loosens, one line each,

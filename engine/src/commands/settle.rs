@@ -82,7 +82,13 @@ pub fn settle(
             Outcome::NotRun => (AttemptState::SettledNotRun, TaskState::Pending),
         };
         let latest = Latest { operation_id: operation_id.as_str(), state, class: None, rule: None };
-        let task = advice::Task { task_ref: &a.task_ref, state: task_state, latest: Some(latest), awaiting: None };
+        let task = advice::Task {
+            task_ref: &a.task_ref,
+            state: task_state,
+            latest: Some(latest),
+            awaiting: None,
+            same_request: None,
+        };
         let ways = advice::of_task(&task, &place.scope());
         let command = ways.first().map_or(String::new(), |w| w.command.clone());
         let next = match outcome {

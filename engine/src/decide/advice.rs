@@ -37,6 +37,10 @@ pub struct Task<'a> {
     /// For `awaiting_approval`: the operation it waits on, and whether a
     /// person already approved it (then the call that spends it is next).
     pub awaiting: Option<Awaiting<'a>>,
+    /// For a task blocked because its request is the same as another
+    /// operation's whose outcome is unknown: that operation (a person
+    /// settles it, then the task goes on).
+    pub same_request: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -154,8 +158,15 @@ pub fn of_task(t: &Task, scope: &Scope) -> Vec<Way> {
             true => Way::run(cmd.spending(&a, t.latest.and_then(|l| l.class))),
         }];
     }
+    if let Some(first) = t.same_request.filter(|_| t.state == TaskState::Blocked) {
+        return settle(first);
+    }
     let latest = t.latest;
     match (t.state, latest.map(|l| l.state)) {
+        // Settled `not_run`, then a retry's read-back could not tell
+        // whether it took effect (nothing sent): a plain retry would only
+        // read back again. The way out is the person's word instead.
+        (TaskState::EffectUnknown, Some(AttemptState::SettledNotRun)) => vec![Way::run(cmd.retry_without_read_back())],
         (TaskState::EffectUnknown, _) | (_, Some(AttemptState::EffectUnknown)) => match latest {
             Some(l) if l.state == AttemptState::EffectUnknown => settle(l.operation_id),
             // An earlier try is unknown: `status` names the operation.
@@ -270,6 +281,10 @@ impl Commands<'_> {
         self.task("retry")
     }
 
+    fn retry_without_read_back(&self) -> String {
+        format!("{} --without-read-back --reason {SAY}", self.retry())
+    }
+
     fn repair(&self, force: bool) -> String {
         match force {
             true => format!("{} --force --note {SAY}", self.task("repair")),
@@ -327,6 +342,7 @@ mod tests {
                 rule: Some(rule),
             }),
             awaiting: None,
+            same_request: None,
         }
     }
 
@@ -441,7 +457,13 @@ mod tests {
     #[test]
     fn waits_on_a_person_name_their_act() {
         let unknown = Latest { operation_id: "op_9", state: AttemptState::EffectUnknown, class: None, rule: None };
-        let t = Task { task_ref: "T1", state: TaskState::EffectUnknown, latest: Some(unknown), awaiting: None };
+        let t = Task {
+            task_ref: "T1",
+            state: TaskState::EffectUnknown,
+            latest: Some(unknown),
+            awaiting: None,
+            same_request: None,
+        };
         assert_eq!(
             lines(&t, &SCOPE),
             vec!["engine settle op_9 --outcome ok --note \"…\"", "engine settle op_9 --outcome not_run --note \"…\""]
@@ -452,9 +474,19 @@ mod tests {
         let settled_ok = Latest { state: AttemptState::SettledOk, ..unknown };
         let t = Task { state: TaskState::Running, latest: Some(settled_ok), ..t };
         assert_eq!(lines(&t, &SCOPE), vec!["engine run plan.json"]);
+        // Settled not run, then the retry's read-back could not tell: never
+        // a plain retry again (it would only read back again).
+        let t = Task { state: TaskState::EffectUnknown, latest: Some(not_run), ..t };
+        assert_eq!(lines(&t, &SCOPE), vec!["engine retry T1 --without-read-back --reason \"…\""]);
 
         let mut awaiting = Awaiting { operation_id: "op_5", approved: false, asked_by: None, instruction: None };
-        let t = Task { task_ref: "T1", state: TaskState::AwaitingApproval, latest: None, awaiting: Some(awaiting) };
+        let t = Task {
+            task_ref: "T1",
+            state: TaskState::AwaitingApproval,
+            latest: None,
+            awaiting: Some(awaiting),
+            same_request: None,
+        };
         assert_eq!(lines(&t, &SCOPE), vec!["engine approve op_5 --note \"…\""]);
         awaiting.approved = true;
         let spend = |asked_by, instruction| {
@@ -486,10 +518,10 @@ mod tests {
         for state in
             [TaskState::Succeeded, TaskState::Reused, TaskState::Blocked, TaskState::Running, TaskState::Pending]
         {
-            let t = Task { task_ref: "T1", state, latest: None, awaiting: None };
+            let t = Task { task_ref: "T1", state, latest: None, awaiting: None, same_request: None };
             assert!(of_task(&t, &SCOPE).is_empty(), "{state}");
         }
-        let t = Task { task_ref: "T1", state: TaskState::Cancelled, latest: None, awaiting: None };
+        let t = Task { task_ref: "T1", state: TaskState::Cancelled, latest: None, awaiting: None, same_request: None };
         assert_eq!(lines(&t, &SCOPE), vec!["engine run plan.json"]);
     }
 

@@ -125,6 +125,14 @@ const RULES: &[Rule] = &[
         class: FailureClass::Timeout,
         matches: |e| matches!(e, Evidence::EffectMarker { safe_to_resend: true, .. }),
     },
+    // The engine stopped after the intent and before it recorded the
+    // dispatch: not sent, as far as the ledger shows (the request may
+    // have begun to leave as it stopped: still a person's to settle).
+    Rule {
+        name: "intent_without_dispatch",
+        class: FailureClass::EffectUnknown,
+        matches: |e| matches!(e, Evidence::EffectMarker { dispatched: false, .. }),
+    },
     Rule {
         name: "dispatched_without_receipt",
         class: FailureClass::EffectUnknown,
@@ -354,8 +362,11 @@ mod tests {
 
     #[test]
     fn effect_marker_is_effect_unknown() {
-        let c =
-            classify(&rec(vec![Evidence::EffectMarker { reason: UnknownReason::ResponseLost, safe_to_resend: false }]));
+        let c = classify(&rec(vec![Evidence::EffectMarker {
+            reason: UnknownReason::ResponseLost,
+            safe_to_resend: false,
+            dispatched: true,
+        }]));
         assert_eq!(c.class, FailureClass::EffectUnknown);
         assert_eq!(c.next, "settle");
     }

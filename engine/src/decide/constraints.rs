@@ -121,9 +121,37 @@ pub fn baseline(mut observed: Files, earlier_violation: &[PathChange]) -> Files 
     observed
 }
 
+/// What of an earlier violation a new attempt is still judged against
+/// (`baseline`): every path, except the plan file when a revision was
+/// recorded since (`recorded_since`): a person's `engine revise` read the
+/// file as it then was and recorded it, so that content is the plan's now,
+/// and an attempt that leaves it so changes nothing. A path also under a
+/// goal's own constraint stays carried: a revise accepts no such change.
+pub fn carried(earlier: Vec<PathChange>, recorded_since: bool) -> Vec<PathChange> {
+    earlier.into_iter().filter(|c| !(recorded_since && c.constraints.iter().all(|id| id == PLAN_FILE))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_file_a_revise_recorded_is_no_longer_carried() {
+        let change = |path: &str, ids: &[&str]| PathChange {
+            path: path.into(),
+            before: Some("old".into()),
+            after: Some("new".into()),
+            constraints: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        let earlier = vec![
+            change("plan.json", &[PLAN_FILE]),
+            change("tests/a.py", &["C1"]),
+            change("p.json", &[PLAN_FILE, "C2"]),
+        ];
+        assert_eq!(carried(earlier.clone(), false).len(), 3, "in the same revision: a repair is judged the same");
+        let paths: Vec<String> = carried(earlier, true).into_iter().map(|c| c.path).collect();
+        assert_eq!(paths, vec!["tests/a.py", "p.json"], "a revise accepts the plan file, nothing else");
+    }
 
     fn files(list: &[(&str, Option<&str>)]) -> Files {
         list.iter().map(|(p, d)| (p.to_string(), d.map(str::to_string))).collect()

@@ -6,18 +6,21 @@
 //!    (nothing is dispatched; the run stops);
 //! 2. an earlier attempt of the task is unknown or in doubt → the task waits
 //!    until a person settles it;
-//! 3. the operation id was recorded with another request → `OPERATION_CONFLICT`;
-//! 4. a budget would be passed → `BUDGET_EXHAUSTED`;
-//! 5. the call needs a person's approval and has none for this exact
+//! 3. another operation with the same request (by content: its
+//!    fingerprint, whatever task or goal sent it) is unknown or in doubt →
+//!    the call waits until a person settles that one (`SAME_REQUEST_UNSETTLED`);
+//! 4. the operation id was recorded with another request → `OPERATION_CONFLICT`;
+//! 5. a budget would be passed → `BUDGET_EXHAUSTED`;
+//! 6. the call needs a person's approval and has none for this exact
 //!    request, plan revision and cost → `APPROVAL_REQUIRED` (or
 //!    `APPROVAL_STALE`, naming what changed since the person approved);
-//! 6. otherwise: go — consuming the approval it needed (and voiding the
+//! 7. otherwise: go — consuming the approval it needed (and voiding the
 //!    operation's other open ones), or voiding any it did not need: an
 //!    approval never waits for a later repeat, and one call spends one.
 
 use crate::cost::Cost;
 use crate::decide::budget::{self, Exhausted, Usage};
-use crate::ids::{ApprovalId, AttemptId, RequestDigest, Revision};
+use crate::ids::{ApprovalId, AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::plan::model::{Budgets, Effect, Task};
 use crate::state::AttemptState;
 
@@ -34,6 +37,42 @@ pub struct OpenApproval {
     pub cost: Option<Cost>,
 }
 
+/// Another operation's attempt whose request is this call's, by content,
+/// and whose outcome nobody knows.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SameRequest {
+    #[serde(rename = "attempt_id")]
+    pub attempt: AttemptId,
+    pub operation_id: OperationId,
+    pub goal_id: GoalId,
+    pub task_ref: String,
+    pub state: AttemptState,
+}
+
+impl SameRequest {
+    /// The command that settles it, when a person can now: an unknown
+    /// outcome is settled; an attempt still in doubt is first reconciled
+    /// by a run of its own goal.
+    pub fn settle(&self) -> Option<String> {
+        (self.state == AttemptState::EffectUnknown)
+            .then(|| format!("engine settle {} --outcome ok|not_run --note TEXT", self.operation_id))
+    }
+
+    /// Why the call waits, and on whom, in words.
+    pub fn why(&self) -> String {
+        let way = match self.settle() {
+            Some(command) => format!("settle it first: `{command}`"),
+            None => {
+                format!("a run of goal {} reconciles it first, then a person settles it if it is unknown", self.goal_id)
+            }
+        };
+        format!(
+            "its request is the same as operation {} (task {} of goal {}), whose outcome is {}: not sent; {way}",
+            self.operation_id, self.task_ref, self.goal_id, self.state
+        )
+    }
+}
+
 /// What the gate needs to know about one call.
 #[derive(Debug, Clone)]
 pub struct Facts<'a> {
@@ -45,6 +84,9 @@ pub struct Facts<'a> {
     pub active_plan_digest: &'a str,
     /// The task's earliest attempt that is unknown or in doubt.
     pub unsettled: Option<(AttemptId, AttemptState)>,
+    /// The first unknown or unsettled attempt of another operation with
+    /// this call's request fingerprint, in any goal of the store.
+    pub same_request: Option<SameRequest>,
     /// Another request digest the operation id was recorded with.
     pub conflict: Option<RequestDigest>,
     pub request_digest: &'a RequestDigest,
@@ -113,6 +155,10 @@ pub enum Decision {
         attempt: AttemptId,
         state: AttemptState,
     },
+    /// The same request, sent under another operation (another task ref or
+    /// goal), is unknown or unsettled: nothing is sent until a person
+    /// settles that one.
+    SameRequest(SameRequest),
     /// The operation id was recorded with another request: refused.
     Conflict {
         recorded: RequestDigest,
@@ -134,6 +180,9 @@ pub fn decide(f: &Facts) -> Decision {
     }
     if let Some((attempt, state)) = f.unsettled {
         return Decision::Unsettled { attempt, state };
+    }
+    if let Some(first) = &f.same_request {
+        return Decision::SameRequest(first.clone());
     }
     if let Some(recorded) = &f.conflict {
         return Decision::Conflict { recorded: recorded.clone() };
@@ -170,23 +219,46 @@ fn find(f: &Facts) -> Result<ApprovalId, Missing> {
 /// What differs between what an approval binds and this call, in words
 /// (empty: nothing, it pays for this call).
 fn changed(a: &OpenApproval, f: &Facts) -> Vec<String> {
+    let now = Now {
+        request_digest: Some(f.request_digest),
+        revision: f.revision,
+        plan_digest: f.plan_digest,
+        call_cost: Some(f.call_cost),
+    };
+    stale_because(a, &now)
+}
+
+/// The call an open approval is weighed against, as it is now. Whoever
+/// does not know the request or the cost (a printer reading the ledger)
+/// leaves them out: the plan digest covers the cost already.
+#[derive(Debug, Clone, Copy)]
+pub struct Now<'a> {
+    pub request_digest: Option<&'a RequestDigest>,
+    pub revision: Revision,
+    pub plan_digest: &'a str,
+    pub call_cost: Option<Cost>,
+}
+
+/// Why an approval no longer pays for the call `now` (empty: it does):
+/// the gate's own reasons, so every printer calls stale what the gate
+/// will refuse.
+pub fn stale_because(a: &OpenApproval, now: &Now) -> Vec<String> {
     let mut why = Vec::new();
-    if a.request_digest != *f.request_digest {
-        why.push(format!(
-            "approved request digest {} differs from this request's {}",
-            a.request_digest, f.request_digest
-        ));
+    if let Some(request) = now.request_digest.filter(|r| a.request_digest != **r) {
+        why.push(format!("approved request digest {} differs from this request's {request}", a.request_digest));
     }
-    if a.revision != f.revision {
+    if a.revision != now.revision {
         why.push(format!(
             "the plan revision changed: approved at revision {}, this call is of revision {}",
-            a.revision, f.revision
+            a.revision, now.revision
         ));
-    } else if a.plan_digest != f.plan_digest {
+    } else if a.plan_digest != now.plan_digest {
         why.push("the plan changed since the approval was given".into());
     }
-    if let Some(cost) = a.cost.filter(|c| *c != f.call_cost) {
-        why.push(format!("the cost changed: approved {cost}, this call costs {}", f.call_cost));
+    if let (Some(cost), Some(now_cost)) = (a.cost, now.call_cost) {
+        if cost != now_cost {
+            why.push(format!("the cost changed: approved {cost}, this call costs {now_cost}"));
+        }
     }
     why
 }

@@ -11,6 +11,9 @@ use crate::state::{GoalState, StopSignal};
 pub struct Facts {
     /// Operations whose outcome is unknown.
     pub unknown: usize,
+    /// Calls not sent: their request is the same as an operation nobody
+    /// knows the outcome of (in this goal or another).
+    pub same_request: usize,
     /// Operations a person settled as not run, not re-sent, and not
     /// waiting on an approval for their re-send.
     pub settled_not_run: usize,
@@ -60,6 +63,12 @@ pub fn verdict(f: &Facts) -> Verdict {
 }
 
 fn verdict_of_ledger(f: &Facts) -> Verdict {
+    if f.same_request > 0 {
+        // The most precise word for what waits: it names the unknown
+        // operation too, and settling it lets both go on.
+        let state = if f.unknown > 0 { GoalState::NeedsSettlement } else { GoalState::Open };
+        return stop(state, Code::SameRequestUnsettled);
+    }
     if f.unknown > 0 {
         return stop(GoalState::NeedsSettlement, Code::ExternalEffectUnknown);
     }
@@ -104,6 +113,7 @@ pub fn word(goal_state: GoalState, constraints_not_checked: usize) -> &'static s
 /// A verdict's code from its stable string (as a recorded verdict holds it).
 pub fn code_named(name: &str) -> Option<Code> {
     [
+        Code::SameRequestUnsettled,
         Code::ExternalEffectUnknown,
         Code::GoalOutcomeUnproven,
         Code::ApprovalRequired,
@@ -147,6 +157,7 @@ mod tests {
     fn each_stop_alone() {
         let cases = [
             (Facts { unknown: 1, ..satisfied() }, GoalState::NeedsSettlement, Some(Code::ExternalEffectUnknown), 3),
+            (Facts { same_request: 1, ..satisfied() }, GoalState::Open, Some(Code::SameRequestUnsettled), 3),
             (Facts { settled_not_run: 1, ..satisfied() }, GoalState::Open, Some(Code::GoalOutcomeUnproven), 3),
             (Facts { awaiting_approval: 1, ..satisfied() }, GoalState::Open, Some(Code::ApprovalRequired), 4),
             (
@@ -167,6 +178,7 @@ mod tests {
     fn several_stops_resolve_in_spec_order_3_4_5_1() {
         let all = Facts {
             unknown: 1,
+            same_request: 0,
             settled_not_run: 1,
             awaiting_approval: 1,
             approval_stale: false,
@@ -178,6 +190,13 @@ mod tests {
             stopped: None,
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
+        // The same request waiting on the unknown one names it first; the
+        // goal still needs that settlement.
+        let same = verdict(&Facts { same_request: 1, ..all });
+        assert_eq!(
+            (same.code, same.goal_state, same.exit_code),
+            (Some(Code::SameRequestUnsettled), GoalState::NeedsSettlement, 3)
+        );
         assert_eq!(verdict(&Facts { unknown: 0, ..all }).code, Some(Code::GoalOutcomeUnproven));
         // A person's answer comes after an approval, before a budget: exit 4.
         let input = Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, ..all };

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::digest::{canonical_json, Digester, Kind};
-use crate::ids::{OperationId, RequestDigest};
+use crate::ids::{OperationId, RequestDigest, RequestFingerprint};
 use crate::plan::model::{Constraint, Goal, PlanFile, ProviderSpec, Task};
 
 #[derive(Debug, Clone, Serialize)]
@@ -263,6 +263,38 @@ fn request_with(identity: &str, action: &str, instruction: Option<&str>) -> Requ
     RequestDigest::new(d.finish())
 }
 
+/// A request known by its content: where it goes and what it carries —
+/// an HTTP provider's `endpoint` and the `body`; an MCP server (its
+/// `command` or `url`), the `tool` and its `arguments` (and a person's
+/// answers, when the call carries them); a command's `run` (and, for an
+/// `agent-json` agent, the task's title and a repair's instruction, which
+/// its request document carries). Never the task ref, the goal id or the
+/// provider's name, nor what does not change what is sent (an HTTP
+/// method or header aside: the same body to the same endpoint is the
+/// same request). `None` for the builtin provider, which sends nothing.
+pub fn request_fingerprint(
+    spec: &ProviderSpec,
+    task: &Task,
+    instruction: Option<&str>,
+    answers: Option<&Value>,
+) -> Option<RequestFingerprint> {
+    let content = match spec {
+        ProviderSpec::Http { endpoint, .. } => {
+            json!({"kind": "http", "endpoint": endpoint, "body": task.action.get("body")})
+        }
+        ProviderSpec::Mcp { command, url, .. } => {
+            json!({"kind": "mcp", "server": command.as_ref().map(|c| json!(c)).or(url.as_ref().map(|u| json!(u))),
+            "tool": task.action.get("tool"), "arguments": task.action.get("arguments").cloned().unwrap_or(json!({})),
+            "answers": answers})
+        }
+        ProviderSpec::Command { protocol: Some(_), .. } => json!({"kind": "agent", "run": task.action.get("run"),
+            "title": task.title, "instruction": instruction}),
+        ProviderSpec::Command { protocol: None, .. } => json!({"kind": "command", "run": task.action.get("run")}),
+        ProviderSpec::Builtin {} => return None,
+    };
+    Some(RequestFingerprint::new(Digester::new(Kind::RequestContent).json("request", &content).finish()))
+}
+
 /// Goal id + task ref + request digest: one logical operation, stable
 /// across its tries. Short enough to type, long enough not to collide.
 pub fn operation_id(goal_id: &str, task_ref: &str, request_digest: &RequestDigest) -> OperationId {
@@ -431,5 +463,31 @@ mod tests {
         assert_eq!(d.tasks["T2"].meaning, base.tasks["T2"].meaning);
         assert_eq!(d.tasks["T2"].operation_id, base.tasks["T2"].operation_id);
         assert_ne!(d.plan, base.plan, "the plan file did change");
+    }
+
+    /// Issue 36, case 4: a request is known by its content, not by who
+    /// sends it.
+    #[test]
+    fn a_request_fingerprint_is_its_target_and_body_not_its_ref_goal_or_provider_name() {
+        let task = |r: &str, provider: &str, action: Value| -> Task {
+            serde_json::from_value(json!({"ref": r, "title": "t", "provider": provider, "action": action})).unwrap()
+        };
+        let spec = |v: Value| -> ProviderSpec { serde_json::from_value(v).unwrap() };
+        let http = spec(json!({"kind": "http", "endpoint": "http://127.0.0.1:9/send"}));
+        let fp = |s: &ProviderSpec, t: &Task| request_fingerprint(s, t, None, None);
+        let send = fp(&http, &task("send", "r", json!({"body": {"doc": 1}})));
+        assert!(send.is_some());
+        assert_eq!(send, fp(&http, &task("send_again", "other-name", json!({"body": {"doc": 1}}))));
+        let post = json!({"body": {"doc": 1}, "method": "PUT", "headers": {"X-Try": "2"}});
+        assert_eq!(send, fp(&http, &task("x", "r", post)), "method and headers do not make another request");
+        assert_ne!(send, fp(&http, &task("send", "r", json!({"body": {"doc": 2}}))));
+        let elsewhere = spec(json!({"kind": "http", "endpoint": "http://127.0.0.1:9/other"}));
+        assert_ne!(send, fp(&elsewhere, &task("send", "r", json!({"body": {"doc": 1}}))));
+        let mcp = spec(json!({"kind": "mcp", "command": ["srv"]}));
+        let call = task("c", "m", json!({"tool": "pay", "arguments": {"n": 1}}));
+        assert_ne!(fp(&mcp, &call), fp(&mcp, &task("c", "m", json!({"tool": "refund", "arguments": {"n": 1}}))));
+        assert_ne!(fp(&mcp, &call), request_fingerprint(&mcp, &call, None, Some(&json!({"ok": true}))));
+        let builtin = spec(json!({"kind": "builtin"}));
+        assert_eq!(fp(&builtin, &task("b", "b", json!({"op": "noop"}))), None, "the builtin provider sends nothing");
     }
 }

@@ -544,6 +544,17 @@ impl ProviderSpec {
         config
     }
 
+    /// Does it read back, for tasks without a rule of their own, what
+    /// became of a call whose answer was lost (an HTTP `observe`, an MCP
+    /// `observe_tool` or `observe`)?
+    pub fn reads_back(&self) -> bool {
+        match self {
+            ProviderSpec::Http { observe, .. } => observe.is_some(),
+            ProviderSpec::Mcp { observe_tool, observe, .. } => observe_tool.is_some() || observe.is_some(),
+            ProviderSpec::Command { .. } | ProviderSpec::Builtin {} => false,
+        }
+    }
+
     /// The provider's sandbox as the plan states it (`None`: the default).
     pub fn sandbox(&self) -> Option<&SandboxSpec> {
         match self {

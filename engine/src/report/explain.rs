@@ -23,6 +23,10 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
         "task {task_ref}  state {}  (goal {}, revision {})\noperation {}\n",
         task.state, g.id, g.active_revision, task.operation_id
     );
+    let row = ledger.revision(&g.id, g.active_revision)?;
+    let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let approval = awaiting_approval(&*ledger, (&g, &row.plan_digest), &plan, task, &mut text)?;
     let asked = super::question::waiting(task_ref, &task.detail, "")
         .filter(|_| task.state == crate::state::TaskState::AwaitingInput);
     if let Some((words, _)) = &asked {
@@ -55,9 +59,6 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
             json!({"at_ms": e.at_ms, "stale": code, "detail": detail})
         })
         .collect();
-    let row = ledger.revision(&g.id, g.active_revision)?;
-    let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
-        .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
     let standing = super::standing::of_task(&*ledger, &g.id, g.active_revision, &plan, task_ref, task.state)?;
     if let Some(s) = &standing {
         text.push_str(&s.text);
@@ -72,9 +73,45 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
-        "awaiting_input": asked.map(|(_, j)| j),
+        "awaiting_input": asked.map(|(_, j)| j), "awaiting_approval": approval,
         "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts, "next": next.json()});
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// For a task waiting on a person's approval: the call's cost as the
+/// active plan declares it, and the approval given for it, if any (fresh,
+/// or stale and why), in words (appended to `text`) and as JSON.
+fn awaiting_approval(
+    ledger: &dyn LedgerRead,
+    (g, plan_digest): (&crate::store::goals::GoalRecord, &str),
+    plan: &crate::plan::PlanFile,
+    task: &crate::store::goals::TaskRecord,
+    text: &mut String,
+) -> Result<Option<Value>> {
+    if task.state != crate::state::TaskState::AwaitingApproval {
+        return Ok(None);
+    }
+    let cost = plan.tasks.iter().find(|t| t.task_ref == task.task_ref).map(|t| t.cost()).unwrap_or_default();
+    // A row the act chain does not vouch for is no approval (the acts
+    // below name it STORE_TAMPERED).
+    let tampered = ledger.unvouched_acts(Some(&g.id))?;
+    let approvals: Vec<_> = ledger
+        .approvals_of_goal(&g.id)?
+        .into_iter()
+        .filter(|a| !tampered.iter().any(|t| t.act == crate::store::acts::ActRef::Approval(a.id)))
+        .collect();
+    let given = crate::commands::advice::approval_given(&approvals, task, (g.active_revision, plan_digest));
+    let words = match &given {
+        None if tampered.is_empty() => "no approval given yet".to_string(),
+        None => "no approval the act chain vouches for".to_string(),
+        Some((a, stale)) if stale.is_empty() => {
+            format!("approved by {} (approval #{}), not spent yet", super::escape::for_terminal(&a.actor), a.id)
+        }
+        Some((a, stale)) => format!("approval #{} is stale ({}): a new approval is needed", a.id, stale.join("; ")),
+    };
+    text.push_str(&format!("waiting on a person's approval of its next call (cost {cost}); {words}\n"));
+    Ok(Some(json!({"cost": cost, "approval": given.map(|(a, stale)| json!({"id": a.id, "actor": a.actor,
+        "stale": (!stale.is_empty()).then(|| stale.join("; "))}))})))
 }
 
 /// One attempt in words (appended to `text`) and as its JSON document.

@@ -39,51 +39,8 @@ impl Line {
 }
 
 fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
-    let mut out = Vec::new();
-    for a in ledger.approvals_of_goal(goal)? {
-        let fate = match (a.consumed_by, a.voided_by) {
-            // Its words are the chain's verdict (`marked`), never a fate.
-            _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
-            (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, None) => ", not spent yet".to_string(),
-        };
-        out.push(
-            Line {
-                at_ms: a.at_ms,
-                task_ref: Some(a.task_ref.clone()),
-                text: format!(
-                    "approval {} of {} (task {}) by {}{fate}",
-                    a.id,
-                    a.operation_id,
-                    a.task_ref,
-                    who_recorded(&a.actor, a.user.as_deref(), a.uid)
-                ),
-                json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
-                "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
-                "consumed_by": a.consumed_by, "voided_by": a.voided_by}),
-            }
-            .marked(tampered, ActRef::Approval(a.id)),
-        );
-    }
-    for s in ledger.settlements_of_goal(goal)? {
-        let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
-        let number = ledger.attempt_number(s.attempt_id)?;
-        out.push(Line {
-            at_ms: s.at_ms,
-            task_ref: Some(task_ref.clone()),
-            text: format!(
-                "settlement of {} (task {task_ref}, attempt {number}) as {} by {}",
-                s.operation_id,
-                s.outcome,
-                who_recorded(&s.actor, s.user.as_deref(), s.uid)
-            ),
-            json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id, "attempt": number,
-                "task_ref": task_ref, "outcome": s.outcome, "actor": s.actor, "user": s.user, "uid": s.uid,
-                "note": s.note, "at_ms": s.at_ms}),
-        }
-        .marked(tampered, ActRef::Settlement(s.id)));
-    }
+    let mut out = approvals(ledger, goal, tampered)?;
+    out.extend(settlements(ledger, goal, tampered)?);
     for a in ledger.asks_of_goal(goal)? {
         let what = match (&a.task_ref, &a.operation_id) {
             (Some(t), Some(op)) => format!("{} of task {t} ({op})", a.kind.as_str()),
@@ -103,6 +60,77 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
         );
     }
     out.sort_by_key(|l| l.at_ms);
+    Ok(out)
+}
+
+/// Each approval with its fate: spent, voided, waiting to be spent, or
+/// stale (a revision changed what it binds).
+fn approvals(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
+    let mut out = Vec::new();
+    let approvals = ledger.approvals_of_goal(goal)?;
+    // What an open approval must still bind to pay for its call.
+    let active = match approvals.iter().any(|a| a.consumed_by.is_none() && a.voided_by.is_none()) {
+        true => {
+            let revision = ledger.goal_or_latest(Some(goal))?.active_revision;
+            Some((revision, ledger.revision_plan_digest(goal, revision)?))
+        }
+        false => None,
+    };
+    for a in approvals {
+        let stale = match &active {
+            Some((revision, digest)) => crate::commands::advice::stale(&a, (*revision, digest)),
+            None => Vec::new(),
+        };
+        let fate = match (a.consumed_by, a.voided_by) {
+            // Its words are the chain's verdict (`marked`), never a fate.
+            _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
+            (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
+            (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
+            (None, None) if stale.is_empty() => ", not spent yet".to_string(),
+            (None, None) => format!(", stale ({}): never spent, and it pays for no call now", stale.join("; ")),
+        };
+        out.push(
+            Line {
+                at_ms: a.at_ms,
+                task_ref: Some(a.task_ref.clone()),
+                text: format!(
+                    "approval {} of {} (task {}) by {}{fate}",
+                    a.id,
+                    a.operation_id,
+                    a.task_ref,
+                    who_recorded(&a.actor, a.user.as_deref(), a.uid)
+                ),
+                json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
+                "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
+                "consumed_by": a.consumed_by, "voided_by": a.voided_by,
+                "stale": (!stale.is_empty()).then(|| stale.join("; "))}),
+            }
+            .marked(tampered, ActRef::Approval(a.id)),
+        );
+    }
+    Ok(out)
+}
+
+fn settlements(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Result<Vec<Line>> {
+    let mut out = Vec::new();
+    for s in ledger.settlements_of_goal(goal)? {
+        let task_ref = ledger.attempt(s.attempt_id)?.task_ref;
+        let number = ledger.attempt_number(s.attempt_id)?;
+        out.push(Line {
+            at_ms: s.at_ms,
+            task_ref: Some(task_ref.clone()),
+            text: format!(
+                "settlement of {} (task {task_ref}, attempt {number}) as {} by {}",
+                s.operation_id,
+                s.outcome,
+                who_recorded(&s.actor, s.user.as_deref(), s.uid)
+            ),
+            json: json!({"act": "settlement", "id": s.id, "operation_id": s.operation_id, "attempt_id": s.attempt_id, "attempt": number,
+                "task_ref": task_ref, "outcome": s.outcome, "actor": s.actor, "user": s.user, "uid": s.uid,
+                "note": s.note, "at_ms": s.at_ms}),
+        }
+        .marked(tampered, ActRef::Settlement(s.id)));
+    }
     Ok(out)
 }
 

@@ -39,12 +39,12 @@ pub fn render(r: &RunReport) -> Output {
     }
     for u in &r.unknown {
         text.push_str(&format!(
-            "  unknown: {} (task {}, try {}, request {}, last state {}) — {}\n",
+            "  unknown: {} (task {}, try {}, request {}): {} — {}\n",
             u.operation_id,
             u.task_ref,
             u.try_no,
             super::short(u.request_digest.as_str()),
-            u.last_state,
+            u.known(),
             u.reason_text()
         ));
         let ways = advice::settle(u.operation_id.as_str());
@@ -142,7 +142,12 @@ fn advice_task<'a>(t: &'a TaskLine, r: &'a RunReport) -> advice::Task<'a> {
         asked_by: None,
         instruction: None,
     });
-    advice::Task { task_ref: &t.task_ref, state: t.state, latest, awaiting }
+    let same_request = r
+        .same_request_unsettled
+        .iter()
+        .find(|w| w.task_ref == t.task_ref && w.settle.is_some())
+        .map(|w| w.first.operation_id.as_str());
+    advice::Task { task_ref: &t.task_ref, state: t.state, latest, awaiting, same_request }
 }
 
 /// A task's line after its ref: its state as this run left it, and for
@@ -161,9 +166,15 @@ fn task_words(t: &TaskLine) -> String {
 
 /// The command that re-sends an operation settled not run: by its task's
 /// ref, as every other advice names it (the goal just run is the default).
+/// Its task's own way out when it has one (after a read-back that could
+/// not tell, the re-send without it).
 fn resend(r: &RunReport, op: &crate::ids::OperationId) -> String {
+    let scope = Scope { goal_id: r.goal_id.as_str(), goal_is_default: true, plan_path: &r.plan_path };
     match r.tasks.iter().find(|t| t.operation_id == *op) {
-        Some(t) => format!("engine retry {}", advice::shell_word(&t.task_ref)),
+        Some(t) => advice::commands(&advice::of_task(&advice_task(t, r), &scope))
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| format!("engine retry {}", advice::shell_word(&t.task_ref))),
         None => format!("engine retry {}", advice::shell_word(op.as_str())),
     }
 }
@@ -171,6 +182,23 @@ fn resend(r: &RunReport, op: &crate::ids::OperationId) -> String {
 /// `engine explain T1`, `engine explain T2`: one per failed task.
 fn explain_each(refs: &[String]) -> String {
     refs.iter().map(|r| format!("`engine explain {}`", advice::shell_word(r))).collect::<Vec<_>>().join(", ")
+}
+
+/// `send_again waits on op_… (task T1 of goal docs, effect_unknown): settle it first: `engine settle …``.
+fn same_request_words(w: &crate::run::SameRequestWait) -> String {
+    let f = &w.first;
+    let way = match &w.settle {
+        Some(command) => format!("settle it first: `{command}`"),
+        None => format!("a run of goal {} reconciles it first", f.goal_id),
+    };
+    format!(
+        "task {} waits on {} (task {} of goal {}, {}): {way}",
+        w.task_ref,
+        f.operation_id,
+        super::escape::for_terminal(&f.task_ref),
+        super::escape::for_terminal(f.goal_id.as_str()),
+        f.state
+    )
 }
 
 /// Stops besides the one the exit code reports (SPEC: every stop names
@@ -297,6 +325,10 @@ fn final_line(r: &RunReport) -> String {
         r.constraints.iter().filter(|c| c.check_passed == Some(false)).filter_map(|c| c.id.as_deref()).collect();
     match r.code {
         None if r.goal_state == GoalState::Satisfied => satisfied_line(r),
+        Some(Code::SameRequestUnsettled) => format!(
+            "SAME_REQUEST_UNSETTLED: not sent, each the same request as an operation whose outcome nobody knows: {}",
+            r.same_request_unsettled.iter().map(same_request_words).collect::<Vec<_>>().join("; ")
+        ),
         Some(Code::ExternalEffectUnknown) => format!(
             "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
             r.unknown.len(),
@@ -312,9 +344,10 @@ fn final_line(r: &RunReport) -> String {
             r.awaiting_approval
                 .iter()
                 .map(|u| format!(
-                    "{} ({}, request {})",
+                    "{} ({}, cost {}, request {})",
                     u.operation_id,
                     u.task_ref,
+                    u.cost,
                     super::short(u.request_digest.as_str())
                 ))
                 .collect::<Vec<_>>()

@@ -1,6 +1,8 @@
 //! `engine status`: the goal, its active revision, every task's state,
 //! operations waiting on a person, and budgets used.
 
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
 
 use super::Output;
@@ -8,8 +10,9 @@ use providers::sandbox::{NetStatus, NsStatus, Record, Status};
 
 use crate::clock::utc;
 use crate::commands::advice::Advised;
+use crate::cost::Cost;
 use crate::error::{Error, Result};
-use crate::ids::GoalId;
+use crate::ids::{GoalId, Revision};
 use crate::plan::PlanFile;
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ActRef, ApprovalRecord};
@@ -73,6 +76,8 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         .partition(is_tampered);
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
+        active: (g.active_revision, rev.plan_digest.clone()),
+        costs: plan.tasks.iter().map(|t| (t.task_ref.clone(), t.cost())).collect(),
         approvals,
         forged,
         unknown: ledger.attempts_in_state(&g.id, AttemptState::EffectUnknown)?,
@@ -83,8 +88,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     // A task whose approval was given keeps its ledger state until the call
     // spends it; its row says so, so `awaiting_approval` is not read as
     // "nobody approved".
-    let approved: Vec<&str> =
-        waiting.awaiting.iter().filter(|t| waiting.approval_for(t).is_some()).map(|t| t.task_ref.as_str()).collect();
+    let approved = waiting.approved();
     let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
     waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
@@ -127,7 +131,7 @@ fn task_table(
     g: &GoalRecord,
     plan: &PlanFile,
     tasks: &[TaskRecord],
-    approved: &[&str],
+    approved: &[(&str, bool)],
     advised: &[Advised],
     text: &mut String,
 ) -> Result<Vec<Value>> {
@@ -152,7 +156,11 @@ fn task_table(
             Some(w) => format!("{last_text}  [{w}]"),
             None => last_text,
         };
-        let note = if approved.contains(&t.task_ref.as_str()) { "  (approved, not spent yet)" } else { "" };
+        let note = match approved.iter().find(|(r, _)| *r == t.task_ref) {
+            Some((_, true)) => "  (approved, not spent yet)",
+            Some((_, false)) => "  (its approval is stale)",
+            None => "",
+        };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}{note}\n",
             super::pad(&t.task_ref, width),
@@ -182,6 +190,11 @@ struct Waiting<'t> {
     /// The plan file of the active revision (the command that spends an
     /// approval given for a plain run names it).
     plan_path: String,
+    /// The goal's active revision and its plan digest: what an approval
+    /// must still bind to pay for a call.
+    active: (Revision, String),
+    /// Each task's cost per call in the active plan.
+    costs: HashMap<String, Cost>,
     /// Approvals given and not yet spent or voided.
     approvals: Vec<ApprovalRecord>,
     /// Open approval rows the act chain does not vouch for: no approval.
@@ -206,29 +219,7 @@ impl Waiting<'_> {
             }
         };
         for t in &self.awaiting {
-            let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
-            let line = match self.approval_for(t) {
-                // The gate refuses to dispatch past a row the chain does
-                // not vouch for: approving again does not help.
-                _ if self.forged_for(t).is_some() => format!(
-                    "  {op}  task {}  awaiting_approval; approvals row {} claims to approve it but is STORE_TAMPERED: nothing is dispatched past it  -> engine verify\n",
-                    t.task_ref,
-                    self.forged_for(t).map_or(0, |a| a.id.get()),
-                ),
-                Some(a) => format!(
-                    "  {op}  task {}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
-                    t.task_ref,
-                    a.actor,
-                    a.id,
-                    utc(a.at_ms),
-                ),
-                None => format!(
-                    "  {op}  task {}  awaiting_approval ({})\n",
-                    t.task_ref,
-                    t.why().unwrap_or("approval required")
-                ),
-            };
-            text.push_str(&line);
+            text.push_str(&self.approval_line(t));
             if self.forged_for(t).is_none() {
                 next(&t.task_ref, text);
             }
@@ -301,9 +292,57 @@ fn accepted_as(a: &AttemptRecord) -> String {
 }
 
 impl Waiting<'_> {
-    /// The approval given for the request `t` waits on, not spent yet.
-    fn approval_for(&self, t: &TaskRecord) -> Option<&ApprovalRecord> {
-        crate::commands::advice::approval_given(&self.approvals, t)
+    /// The tasks whose call an approval was given for, and whether it
+    /// still pays for the call (`false`: stale).
+    fn approved(&self) -> Vec<(&str, bool)> {
+        let given = |t: &TaskRecord| self.approval_for(t).map(|(_, stale)| stale.is_empty());
+        self.awaiting.iter().filter_map(|t| given(t).map(|fresh| (t.task_ref.as_str(), fresh))).collect()
+    }
+
+    /// The line of a call waiting on an approval: its cost, and the
+    /// approval given for it (waiting to be spent, or stale), if any.
+    fn approval_line(&self, t: &TaskRecord) -> String {
+        let op = t.pending_operation().unwrap_or(t.operation_id.as_str());
+        let cost = self.cost_of(t);
+        match self.approval_for(t) {
+            // The gate refuses to dispatch past a row the chain does
+            // not vouch for: approving again does not help.
+            _ if self.forged_for(t).is_some() => format!(
+                "  {op}  task {}  awaiting_approval; approvals row {} claims to approve it but is STORE_TAMPERED: nothing is dispatched past it  -> engine verify\n",
+                t.task_ref,
+                self.forged_for(t).map_or(0, |a| a.id.get()),
+            ),
+            Some((a, stale)) if stale.is_empty() => format!(
+                "  {op}  task {}  cost {cost}  approved by {} (approval #{}, {}), not spent yet: the call that spends it is next\n",
+                t.task_ref,
+                super::escape::for_terminal(&a.actor),
+                a.id,
+                utc(a.at_ms),
+            ),
+            Some((a, stale)) => format!(
+                "  {op}  task {}  cost {cost}  awaiting_approval: approval #{} by {} is stale ({}); a new approval is needed\n",
+                t.task_ref,
+                a.id,
+                super::escape::for_terminal(&a.actor),
+                stale.join("; "),
+            ),
+            None => format!(
+                "  {op}  task {}  cost {cost}  awaiting_approval ({})\n",
+                t.task_ref,
+                t.why().unwrap_or("approval required")
+            ),
+        }
+    }
+
+    /// The approval given for the request `t` waits on, not spent yet,
+    /// and why it is stale (empty: it pays for the call).
+    fn approval_for(&self, t: &TaskRecord) -> Option<(&ApprovalRecord, Vec<String>)> {
+        crate::commands::advice::approval_given(&self.approvals, t, (self.active.0, &self.active.1))
+    }
+
+    /// What the call `t` waits on costs, as the active plan declares it.
+    fn cost_of(&self, t: &TaskRecord) -> Cost {
+        self.costs.get(&t.task_ref).copied().unwrap_or(Cost::ZERO)
     }
 
     /// An open approval row of the request `t` waits on that the act
@@ -321,7 +360,9 @@ impl Waiting<'_> {
             "task_ref": t.task_ref,
             "operation_id": t.detail.get("operation_id").cloned().unwrap_or(json!(t.operation_id)),
             "why": t.detail.get("why"),
-            "approval": approval.map(|a| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms)})),
+            "cost": self.cost_of(t),
+            "approval": approval.map(|(a, stale)| json!({"id": a.id, "actor": a.actor, "at": utc(a.at_ms),
+                "stale": (!stale.is_empty()).then(|| stale.join("; "))})),
             "store_tampered": self.forged_for(t).map(|a| format!("approvals row {}", a.id)),
             "next": match self.forged_for(t) {
                 Some(_) => Some("engine verify".to_string()),

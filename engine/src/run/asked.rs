@@ -13,6 +13,10 @@ use crate::ids::{AttemptId, OperationId, RequestDigest};
 pub struct Asked {
     /// Operations a person asked to re-send (`engine retry`).
     pub retry: HashSet<OperationId>,
+    /// Of those, the ones a person asked to re-send without reading them
+    /// back first (`engine retry --without-read-back`): settled `not_run`,
+    /// their read-back could not answer.
+    pub read_back_waived: HashSet<OperationId>,
     /// Tasks a person asked to repair (`engine repair`), by ref.
     pub repairs: HashMap<String, Repair>,
     /// Tasks a person answered (`engine answer`), by ref: the call that

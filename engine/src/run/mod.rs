@@ -51,8 +51,8 @@ pub use constraints::Tally;
 pub use fresh::completion;
 use progress::{Sink, Update};
 pub use report::{
-    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, PlanFileChanged, RunReport, StopReport, TaskLine,
-    UnknownOp,
+    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, PlanFileChanged, RunReport, SameRequestWait, StopReport,
+    TaskLine, UnknownOp,
 };
 pub use sandboxes::Sandboxes;
 

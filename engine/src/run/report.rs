@@ -20,7 +20,10 @@ pub struct UnknownOp {
     pub try_no: i64,
     pub state: AttemptState,
     /// The last state the engine knew before the outcome became unknown
-    /// (`intent_recorded`, `dispatched` or `receipt_recorded`).
+    /// (`intent_recorded`: no dispatch recorded; `dispatched`: no receipt;
+    /// `receipt_recorded`: a receipt not yet judged). A call the engine
+    /// ended at its deadline is `dispatched`: the engine's record of that
+    /// end is no receipt of the provider's.
     pub last_state: AttemptState,
     /// Why nobody can tell (`""` if the ledger does not say).
     #[serde(serialize_with = "reason_word")]
@@ -33,6 +36,10 @@ fn reason_word<S: serde::Serializer>(r: &Option<UnknownReason>, s: S) -> std::re
 
 impl UnknownOp {
     pub fn of(a: &AttemptRecord, last_state: AttemptState, reason: Option<UnknownReason>) -> UnknownOp {
+        let last_state = match (reason, last_state) {
+            (Some(UnknownReason::DeadlineAfterDispatch), AttemptState::ReceiptRecorded) => AttemptState::Dispatched,
+            _ => last_state,
+        };
         UnknownOp {
             operation_id: a.operation_id.clone(),
             task_ref: a.task_ref.clone(),
@@ -41,6 +48,18 @@ impl UnknownOp {
             state: AttemptState::EffectUnknown,
             last_state,
             reason,
+        }
+    }
+
+    /// What the ledger knows of the call, in words that claim no more.
+    pub fn known(&self) -> &'static str {
+        match (self.reason, self.last_state) {
+            (Some(UnknownReason::DeadlineAfterDispatch), _) => "timed out after dispatch, no receipt",
+            (_, AttemptState::IntentRecorded) => {
+                "not sent, as far as the ledger shows: the engine stopped before it recorded a dispatch"
+            }
+            (_, AttemptState::ReceiptRecorded) => "a receipt, not yet judged",
+            _ => "dispatched, no receipt",
         }
     }
 
@@ -57,6 +76,34 @@ pub struct Awaiting {
     pub request_digest: RequestDigest,
     /// An approval exists but was for another request or plan.
     pub stale: bool,
+    /// What the waiting call costs (what a person approves).
+    pub cost: crate::cost::Cost,
+}
+
+/// A call not sent: its request is the same, by content, as another
+/// operation's whose outcome nobody knows (`SAME_REQUEST_UNSETTLED`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SameRequestWait {
+    pub task_ref: String,
+    /// The operation this call would have been.
+    pub operation_id: OperationId,
+    /// The first operation with this request, unknown or in doubt.
+    pub first: crate::decide::gate::SameRequest,
+    /// The command that settles it (`null` while it is still in doubt).
+    pub settle: Option<String>,
+    pub why: String,
+}
+
+impl SameRequestWait {
+    pub fn of(task_ref: &str, operation_id: &OperationId, first: crate::decide::gate::SameRequest) -> SameRequestWait {
+        SameRequestWait {
+            task_ref: task_ref.to_string(),
+            operation_id: operation_id.clone(),
+            settle: first.settle(),
+            why: first.why(),
+            first,
+        }
+    }
 }
 
 /// A task waiting on a person's answer to what its MCP server asked.
@@ -166,6 +213,9 @@ pub struct RunReport {
     pub tasks: Vec<TaskLine>,
     pub acceptance: Vec<AcceptanceLine>,
     pub unknown: Vec<UnknownOp>,
+    /// Calls not sent: the same request as an operation nobody knows the
+    /// outcome of (`SAME_REQUEST_UNSETTLED`).
+    pub same_request_unsettled: Vec<SameRequestWait>,
     pub failed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Exhausted>,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::cost::Cost;
 use crate::error::Result;
 use crate::evidence::{Classification, UnknownReason};
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
 use crate::plan::model::Effect;
 use crate::state::{AttemptKind, AttemptState};
 
@@ -175,6 +175,17 @@ pub trait AttemptsRead {
     /// The task's earliest attempt (of any operation or revision) that is
     /// unknown or in doubt: no new call of the task while one is.
     fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>>;
+    /// The first attempt (of any goal) of another operation than `except`
+    /// whose request has this fingerprint and whose outcome nobody knows:
+    /// `effect_unknown`, or left between intent and receipt by a run of
+    /// another goal (this goal's own such attempts are this run's in
+    /// flight: a run reconciles its goal's leftovers before it sends).
+    fn same_request_unsettled(
+        &self,
+        fingerprint: &RequestFingerprint,
+        except: &OperationId,
+        goal: &GoalId,
+    ) -> Result<Option<AttemptRecord>>;
     /// A request digest other than `request` that `op` was recorded with.
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>>;
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64>;

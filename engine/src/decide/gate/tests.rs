@@ -28,17 +28,30 @@ fn approval(id: i64, request: &str, plan: &str) -> OpenApproval {
     }
 }
 
+/// Another goal's unknown try of the same request.
+fn same_request() -> SameRequest {
+    SameRequest {
+        attempt: AttemptId(3),
+        operation_id: OperationId::new("op_first"),
+        goal_id: GoalId::new("other-goal"),
+        task_ref: "send".into(),
+        state: AttemptState::EffectUnknown,
+    }
+}
+
 /// The rules that can stop a call, each as a change to passing facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
     PlanMoved,
     Unsettled,
+    SameRequest,
     Conflict,
     Budget,
     Approval,
 }
 
-const PRECEDENCE: [Stop; 5] = [Stop::PlanMoved, Stop::Unsettled, Stop::Conflict, Stop::Budget, Stop::Approval];
+const PRECEDENCE: [Stop; 6] =
+    [Stop::PlanMoved, Stop::Unsettled, Stop::SameRequest, Stop::Conflict, Stop::Budget, Stop::Approval];
 
 /// Facts that pass every rule, with `stops` applied, decided.
 fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
@@ -50,6 +63,7 @@ fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
         plan_digest: PLAN,
         active_plan_digest: PLAN,
         unsettled: None,
+        same_request: None,
         conflict: None,
         request_digest: &request,
         budgets: &budgets,
@@ -68,6 +82,7 @@ fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
         match stop {
             Stop::PlanMoved => f.active_revision = Revision(3),
             Stop::Unsettled => f.unsettled = Some((AttemptId(7), AttemptState::EffectUnknown)),
+            Stop::SameRequest => f.same_request = Some(same_request()),
             Stop::Conflict => f.conflict = Some(RequestDigest::new("other")),
             Stop::Budget => f.usage.provider_calls = 10,
             Stop::Approval => f.approval.always = true,
@@ -80,6 +95,7 @@ fn stop_of(d: &Decision) -> Option<Stop> {
     match d {
         Decision::PlanMoved { .. } => Some(Stop::PlanMoved),
         Decision::Unsettled { .. } => Some(Stop::Unsettled),
+        Decision::SameRequest(_) => Some(Stop::SameRequest),
         Decision::Conflict { .. } => Some(Stop::Conflict),
         Decision::Budget(_) => Some(Stop::Budget),
         Decision::AwaitApproval(_) => Some(Stop::Approval),
@@ -99,6 +115,7 @@ fn each_rule_alone_stops_the_call_with_its_reason() {
         decide_with(&[Stop::Unsettled], &[]),
         Decision::Unsettled { attempt: AttemptId(7), state: AttemptState::EffectUnknown }
     );
+    assert_eq!(decide_with(&[Stop::SameRequest], &[]), Decision::SameRequest(same_request()));
     assert_eq!(decide_with(&[Stop::Conflict], &[]), Decision::Conflict { recorded: RequestDigest::new("other") });
     match decide_with(&[Stop::Budget], &[]) {
         Decision::Budget(e) => assert_eq!(e.budget, BudgetName::MaxProviderCalls),
@@ -130,6 +147,7 @@ fn a_changed_plan_digest_on_the_same_revision_is_a_moved_plan() {
         plan_digest: PLAN,
         active_plan_digest: "another",
         unsettled: None,
+        same_request: None,
         conflict: None,
         request_digest: &request,
         budgets: &budgets,
@@ -214,6 +232,7 @@ fn an_approval_binds_the_revision_and_the_cost_and_a_stale_one_names_each_change
             plan_digest: PLAN,
             active_plan_digest: PLAN,
             unsettled: None,
+            same_request: None,
             conflict: None,
             request_digest: &request,
             budgets: &budgets,

@@ -167,6 +167,8 @@ pub struct TaskReport {
     pub title: String,
     pub provider: String,
     pub effect: String,
+    /// The cost of one of its calls, as the plan declares it.
+    pub cost: crate::cost::Cost,
     pub depends_on: Vec<String>,
     /// The task's state in this revision (SPEC's task states).
     pub state: String,
@@ -307,6 +309,10 @@ pub struct Waiting {
     #[serde(rename = "try")]
     pub try_no: Option<i64>,
     pub why: String,
+    /// For a call waiting on an approval: what it costs, as the plan
+    /// declares it (what the person approves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::Cost>,
     /// The exact commands a person may run, first the one SPEC offers.
     pub commands: Vec<String>,
 }

@@ -214,6 +214,7 @@ fn task_report(
         title: t.title.clone(),
         provider: t.provider.clone(),
         effect: t.effect.as_str().into(),
+        cost: t.cost(),
         depends_on: t.depends_on.clone(),
         state: row.state.as_str().into(),
         class,

@@ -58,6 +58,7 @@ pub fn task(task_ref: &str, deps: &[&str], state: &str, attempts: Vec<AttemptRep
         title: format!("do {task_ref}"),
         provider: "sh".into(),
         effect: "local".into(),
+        cost: crate::cost::Cost::ZERO,
         depends_on: deps.iter().map(|d| d.to_string()).collect(),
         state: state.into(),
         class: None,

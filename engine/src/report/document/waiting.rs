@@ -14,6 +14,7 @@ pub fn settle(task_ref: &str, op: &str, try_no: i64, reason: Option<&str>) -> Wa
         operation_id: Some(op.into()),
         try_no: Some(try_no),
         why: format!("effect_unknown ({}): it may or may not have taken effect", reason.unwrap_or("no receipt")),
+        cost: None,
         commands: advice::commands(&advice::settle(op)),
     }
 }
@@ -30,6 +31,7 @@ pub fn answer(task_ref: &str, detail: &serde_json::Value) -> Option<Waiting> {
         operation_id: Some(a.operation_id.to_string()),
         try_no: None,
         why: format!("awaiting_input: its MCP server asks a person: {}", words.join("; ")),
+        cost: None,
         commands: vec![a.answer_with],
     })
 }
@@ -44,6 +46,7 @@ pub fn in_doubt(task_ref: &str, op: &str, try_no: i64, state: &str) -> Waiting {
         why: format!(
             "{state} with no receipt: an engine running now may still get it; otherwise the next `engine run` reconciles it"
         ),
+        cost: None,
         commands: Vec::new(),
     }
 }
@@ -78,6 +81,7 @@ pub fn of_task(t: &TaskReport, revision: i64, awaiting_op: Option<&str>, command
         task_ref: t.task_ref.clone(),
         operation_id: Some(op),
         try_no: None,
+        cost: (kind == "approve").then_some(t.cost),
         why,
         commands,
     })

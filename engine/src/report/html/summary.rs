@@ -195,6 +195,10 @@ pub fn waiting(doc: &ReportDocument, out: &mut String) {
         };
         let op = w.operation_id.as_deref().map(|o| format!(" operation <code>{}</code>", text(o))).unwrap_or_default();
         let tr = w.try_no.map(|t| format!(" try {t}")).unwrap_or_default();
+        let tr = match w.cost {
+            Some(c) => format!("{tr} (cost {c})"),
+            None => tr,
+        };
         let _ = write!(
             out,
             "<li class=\"{}\"><b>{}</b> task {link}{op}{tr}: {}",

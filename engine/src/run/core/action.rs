@@ -157,7 +157,7 @@ pub enum Write {
         detail: Value,
     },
     /// A person's retry completed from the read-back before it, never
-    /// sent. → `Written::Intent`
+    /// sent, within the budgets. → `Written::Gated` (`Go`, or `Stopped` on a budget)
     CompletedFromReadBack(Box<FromReadBack>),
     /// A person's retry whose read-back could not tell: nothing sent, the
     /// task unknown.
@@ -201,6 +201,9 @@ pub struct GateCall {
     pub task_ref: String,
     pub operation_id: OperationId,
     pub request_digest: RequestDigest,
+    /// The request by its content (`plan::digests::request_fingerprint`),
+    /// recorded in `request` too.
+    pub fingerprint: Option<crate::ids::RequestFingerprint>,
     pub repair: Option<Repair>,
     /// A person asked for it (retry or repair): a repeat.
     pub asked_repeat: bool,
@@ -227,6 +230,10 @@ pub struct FromReadBack {
     pub inputs_at_intent: Option<Checkpoint>,
     pub protected: Option<Checkpoint>,
     pub looked: Looked,
+    /// The budgets in force, and when this run of work began: the try is
+    /// an intent like any, within the budgets like any.
+    pub budgets: Budgets,
+    pub began_ms: i64,
 }
 
 /// A dispatch record.
@@ -404,6 +411,7 @@ pub enum Say {
 pub struct Closing {
     pub acceptance: Option<Vec<AcceptanceLine>>,
     pub unknown: Vec<UnknownOp>,
+    pub same_request: Vec<crate::run::report::SameRequestWait>,
     pub awaiting: Vec<Awaiting>,
     pub budget: Option<crate::decide::budget::Exhausted>,
     /// The budgets in force (the plan's, raised by a person).

@@ -70,8 +70,6 @@ pub enum Written {
     /// A receipt's verdict, and what its provider reported spending.
     Verdict(Verdict, Option<Spent>),
     Attempt(Box<AttemptRecord>),
-    /// The intent a transaction recorded.
-    Intent(Intent),
     Lines(Vec<AcceptanceLine>),
     /// The evidence of the goal's constraints an attempt's judgement recorded.
     Evidence(Vec<Evidence>),

@@ -63,6 +63,7 @@ impl Run<'_> {
         (reason, detail): (UnknownReason, String),
         looked: Looked,
     ) -> Result<Next> {
+        let dispatched = attempt.dispatched_at_ms.is_some();
         match resolution {
             Resolution::Answer { .. } => self.answered(attempt, task, reason, looked).await,
             Resolution::Receipt { .. } => {
@@ -74,14 +75,14 @@ impl Run<'_> {
             }
             Resolution::Failed { marker } => {
                 let list = match marker {
-                    true => vec![Evidence::EffectMarker { reason, safe_to_resend: true }],
+                    true => vec![Evidence::EffectMarker { reason, safe_to_resend: true, dispatched }],
                     false => Vec::new(),
                 };
                 self.fail_with(attempt.id, task, Some(&looked), list, (Durability::Full, false)).await?;
                 Ok(Next::Done)
             }
             Resolution::Unknown | Resolution::Abandoned { .. } => {
-                let list = vec![Evidence::EffectMarker { reason, safe_to_resend: false }];
+                let list = vec![Evidence::EffectMarker { reason, safe_to_resend: false, dispatched }];
                 self.mark_unknown(attempt.id, Some(&looked), list, reason).await?;
                 Ok(Next::Done)
             }

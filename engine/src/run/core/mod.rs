@@ -246,6 +246,7 @@ impl Run<'_> {
         Closing {
             acceptance,
             unknown: std::mem::take(&mut self.stops.unknown),
+            same_request: std::mem::take(&mut self.stops.same_request),
             awaiting: std::mem::take(&mut self.stops.awaiting),
             budget: self.stops.budget.clone(),
             budgets: self.budgets.clone(),

@@ -1,6 +1,8 @@
-//! A person's retry of an operation whose task declares `observe`: the
-//! target is read back before anything is sent again
-//! (`decide::retry::before_resend`). Present: the effect is there, so the
+//! A person's retry of an operation a read-back applies to (the task's
+//! `observe`, else its provider's: an HTTP `observe`, an MCP
+//! `observe_tool` or `observe`): the target is read back before anything
+//! is sent again (`decide::retry::before_resend`), unless the person asked
+//! to re-send without it (`engine retry --without-read-back`). Present: the effect is there, so the
 //! retry's try is completed from that evidence — an intent and a receipt
 //! from the observation, never dispatched, then the task's validations.
 //! Absent (or nothing to read back): sent as asked. Inconclusive: nothing
@@ -8,8 +10,9 @@
 //! (`driver::ledger`).
 
 use super::action::{FromReadBack, GateCall, Read, Write};
-use super::event::{Facts, Written};
+use super::event::{Applied, Facts, Written};
 use super::state::{Flight, Run};
+use crate::decide::gate::Decision;
 use crate::decide::retry::{self, BeforeResend};
 use crate::error::{Error, Result};
 use crate::plan::Task;
@@ -19,7 +22,8 @@ impl Run<'_> {
     /// `true`: handled here (completed from evidence, or left unknown);
     /// `false`: send it.
     pub async fn read_back_before_retry(&mut self, call: &GateCall, task: &Task) -> Result<bool> {
-        if task.observe.is_none() {
+        let reads_back = task.observe.is_some() || self.plan.provider_of(task).reads_back();
+        if !reads_back || self.asked.read_back_waived.contains(&call.operation_id) {
             return Ok(false);
         }
         let attempts = match self.io.read(Read::AttemptsOf(task.task_ref.clone())).await? {
@@ -42,9 +46,18 @@ impl Run<'_> {
                     inputs_at_intent: call.inputs_at_intent.clone(),
                     protected: call.protected.clone(),
                     looked,
+                    budgets: call.budgets.clone(),
+                    began_ms: call.began_ms,
                 };
                 let intent = match self.io.write(Write::CompletedFromReadBack(Box::new(from))).await? {
-                    Written::Intent(i) => i,
+                    Written::Gated(Applied::Go { intent, .. }) => intent,
+                    Written::Gated(Applied::Stopped(Decision::Budget(exhausted))) => {
+                        // No room for the try in the budgets: nothing is
+                        // recorded; the run stops on the budget, and the
+                        // retry after a person's raise reads back again.
+                        self.stops.budget = Some(exhausted);
+                        return Ok(true);
+                    }
                     w => return Err(Error::internal(format!("a try completed from its read-back written as {w:?}"))),
                 };
                 let id = intent.attempt_id();

@@ -3,15 +3,16 @@
 //! (`decide::gate`, `driver::gate`), and what follows from it — the call
 //! held until the intent's commit, or the stop the gate said.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::action::{Action, GateCall, Sending, Write};
 use super::event::{Applied, Written};
 use super::state::{Flight, Run};
 use crate::decide::gate::{Decision, Missing};
 use crate::error::{Code, Error, Result};
-use crate::ids::AttemptId;
-use crate::plan::ProviderSpec;
+use crate::ids::{AttemptId, RequestFingerprint};
+use crate::plan::{digests, ProviderSpec, Task};
+use crate::run::asked::{Answering, Repair};
 use crate::run::constraints::starts_process;
 use crate::run::report::Awaiting;
 use crate::state::{AttemptKind, TaskState};
@@ -28,6 +29,28 @@ pub(super) fn stops_new_work(e: &Error) -> bool {
 #[cfg(feature = "sim")]
 fn calls_a_tool(task: &crate::plan::Task) -> bool {
     task.action.get("tool").is_some()
+}
+
+/// The request document an intent records: the provider, the action and
+/// what a repair or a person's answers add, with its fingerprint — the
+/// request by its content, what an identical request of another task or
+/// goal is known by (the gate's rule 3).
+fn request_of(
+    spec: &ProviderSpec,
+    task: &Task,
+    (repair, answering): (Option<&Repair>, Option<&Answering>),
+) -> (Value, Option<RequestFingerprint>) {
+    let mut request = match (repair, answering) {
+        (Some(rep), _) => json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction }),
+        (None, Some(a)) => json!({ "provider": task.provider, "action": task.action, "answers": a.answers }),
+        (None, None) => json!({ "provider": task.provider, "action": task.action }),
+    };
+    let instruction = repair.and_then(|r| r.instruction.as_deref());
+    let fingerprint = digests::request_fingerprint(spec, task, instruction, answering.map(|a| &a.answers));
+    if let Some(fp) = &fingerprint {
+        request["fingerprint"] = json!(fp);
+    }
+    (request, fingerprint)
 }
 
 impl Run<'_> {
@@ -59,13 +82,8 @@ impl Run<'_> {
             true => self.io.baseline(task_ref).await?,
             false => None,
         };
-        let request = match (&repair, &answering) {
-            (Some(rep), _) => {
-                json!({ "provider": task.provider, "action": task.action, "instruction": rep.instruction })
-            }
-            (None, Some(a)) => json!({ "provider": task.provider, "action": task.action, "answers": a.answers }),
-            (None, None) => json!({ "provider": task.provider, "action": task.action }),
-        };
+        let (request, fingerprint) =
+            request_of(self.plan.provider_of(task), task, (repair.as_ref(), answering.as_ref()));
         let kind = match (&repair, retry) {
             (Some(_), _) => AttemptKind::Repair,
             (None, true) => AttemptKind::Retry,
@@ -75,6 +93,7 @@ impl Run<'_> {
             task_ref: task_ref.to_string(),
             operation_id,
             request_digest,
+            fingerprint,
             asked_repeat: repair.is_some() || retry,
             repair,
             kind,
@@ -147,6 +166,11 @@ impl Run<'_> {
             Decision::Unsettled { .. } => {
                 self.states.insert(task_ref.to_string(), TaskState::EffectUnknown);
             }
+            Decision::SameRequest(first) => {
+                self.states.insert(task_ref.to_string(), TaskState::Blocked);
+                let wait = crate::run::report::SameRequestWait::of(task_ref, &call.operation_id, first);
+                self.stops.same_request.push(wait);
+            }
             Decision::AwaitApproval(missing) => {
                 self.states.insert(task_ref.to_string(), TaskState::AwaitingApproval);
                 self.stops.awaiting.push(Awaiting {
@@ -154,6 +178,7 @@ impl Run<'_> {
                     task_ref: task_ref.to_string(),
                     request_digest,
                     stale: matches!(missing, Missing::Stale { .. }),
+                    cost: self.task(task_ref)?.cost(),
                 });
             }
             Decision::PlanMoved { .. } | Decision::Conflict { .. } | Decision::Go { .. } => {}

@@ -90,6 +90,7 @@ pub(super) struct Waiting {
 #[derive(Default)]
 pub(super) struct Stops {
     pub unknown: Vec<UnknownOp>,
+    pub same_request: Vec<crate::run::report::SameRequestWait>,
     pub awaiting: Vec<Awaiting>,
     pub budget: Option<Exhausted>,
 }

@@ -148,7 +148,8 @@ impl Run<'_> {
         let now = match resolved {
             Stopped::Unknown => {
                 let reason = UnknownReason::StoppedAfterDispatch;
-                evidence.push(Evidence::EffectMarker { reason, safe_to_resend: false });
+                let dispatched = reached == Reached::Dispatched;
+                evidence.push(Evidence::EffectMarker { reason, safe_to_resend: false, dispatched });
                 StoppedAs::Unknown(reason)
             }
             Stopped::Receipt | Stopped::Cancelled => {

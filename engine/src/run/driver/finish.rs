@@ -14,6 +14,7 @@ use crate::run::report::{
     AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp,
 };
 use crate::state::{AttemptState, TaskState};
+use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
 use crate::store::evidence::CheckScope;
 use crate::store::{Durability, LeaseGuard};
@@ -167,20 +168,8 @@ impl Closer<'_, '_> {
             .collect();
         let not_run =
             read.latest_attempts_in_state(&self.scope.goal_id, self.scope.revision, AttemptState::SettledNotRun)?;
-        let awaiting = tasks
-            .iter()
-            .filter(|t| t.state == TaskState::AwaitingApproval)
-            .filter_map(|t| {
-                let d = self.scope.plan.digests().tasks.get(&t.task_ref)?;
-                Some(Awaiting {
-                    operation_id: d.operation_id.clone(),
-                    task_ref: t.task_ref.clone(),
-                    request_digest: d.request.clone(),
-                    stale: false,
-                })
-            })
-            .collect();
         drop(read);
+        let awaiting = self.awaiting_of(&tasks);
         let awaiting_input = self.awaiting_input(&tasks)?;
         Ok(RunReport {
             goal_id: self.scope.goal_id.clone(),
@@ -193,6 +182,7 @@ impl Closer<'_, '_> {
             tasks,
             acceptance,
             unknown,
+            same_request_unsettled: Vec::new(),
             budget: None,
             way_out: None,
             awaiting_approval: awaiting,
@@ -206,6 +196,36 @@ impl Closer<'_, '_> {
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
         })
+    }
+
+    /// The operations settled `not_run` and not re-sent, and how many of
+    /// them stop the run as such: one whose re-send a person asked for
+    /// (`engine retry`) and which now waits on an approval stops it as
+    /// APPROVAL_REQUIRED (approving is what the person does next).
+    fn settled_not_run(&self, awaiting: &[Awaiting]) -> Result<(Vec<AttemptRecord>, usize)> {
+        let (goal_id, revision) = (&self.scope.goal_id, self.scope.revision);
+        let not_run = self.ledger.read().latest_attempts_in_state(goal_id, revision, AttemptState::SettledNotRun)?;
+        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
+        Ok((not_run, unretried))
+    }
+
+    /// The calls waiting on an approval, as the tasks' states say, with
+    /// what each would cost.
+    fn awaiting_of(&self, tasks: &[TaskLine]) -> Vec<Awaiting> {
+        tasks
+            .iter()
+            .filter(|t| t.state == TaskState::AwaitingApproval)
+            .filter_map(|t| {
+                let d = self.scope.plan.digests().tasks.get(&t.task_ref)?;
+                Some(Awaiting {
+                    operation_id: d.operation_id.clone(),
+                    task_ref: t.task_ref.clone(),
+                    request_digest: d.request.clone(),
+                    stale: false,
+                    cost: self.scope.plan.task(&t.task_ref).map(|t| t.cost()).unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// The tasks waiting on a person's answer, with the question each
@@ -247,16 +267,9 @@ impl Closer<'_, '_> {
         let failed: Vec<String> =
             tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.c.awaiting);
+        let same_request = std::mem::take(&mut self.c.same_request);
         let awaiting_input = self.awaiting_input(&tasks)?;
-        let not_run = self.ledger.read().latest_attempts_in_state(
-            &self.scope.goal_id,
-            self.scope.revision,
-            AttemptState::SettledNotRun,
-        )?;
-        // A settled-not-run operation whose re-send a person asked for
-        // (`engine retry`) and which now waits on an approval stops the run
-        // as APPROVAL_REQUIRED: approving is what the person does next.
-        let unretried = not_run.iter().filter(|a| !awaiting.iter().any(|w| w.operation_id == a.operation_id)).count();
+        let (not_run, unretried) = self.settled_not_run(&awaiting)?;
         #[allow(unused_mut)]
         let mut unknown_count = unknown.len();
         #[cfg(feature = "sim")]
@@ -266,6 +279,7 @@ impl Closer<'_, '_> {
         }
         let Verdict { goal_state, code, exit_code } = verdict::verdict(&verdict::Facts {
             unknown: unknown_count,
+            same_request: same_request.len(),
             settled_not_run: unretried,
             awaiting_approval: awaiting.len(),
             approval_stale: awaiting.iter().any(|a| a.stale),
@@ -280,6 +294,7 @@ impl Closer<'_, '_> {
         let summary = json!({
             "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
             "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "same_request_unsettled": same_request.iter().map(|w| (&w.task_ref, &w.first.operation_id)).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_input": awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
             "budget": self.c.budget,
@@ -305,6 +320,7 @@ impl Closer<'_, '_> {
             tasks,
             acceptance: acceptance.unwrap_or_default(),
             unknown,
+            same_request_unsettled: same_request,
             failed,
             budget: self.c.budget.clone(),
             way_out: self.way_out()?,

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::scope::Scope;
 use crate::decide::budget::Usage;
-use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval};
+use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval, SameRequest};
 use crate::error::{Code, Error, Result};
-use crate::ids::ApprovalId;
+use crate::ids::{ApprovalId, GoalId};
 use crate::plan::Task;
 use crate::run::core::{Applied, GateCall};
 use crate::state::TaskState;
@@ -62,6 +62,7 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         plan_digest: &scope.plan.digests().plan,
         active_plan_digest: &active_plan_digest,
         unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
+        same_request: same_request(tx, call, goal_id)?,
         conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,
         request_digest: &call.request_digest,
         budgets: &budgets,
@@ -83,6 +84,19 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         },
     };
     apply(tx, scope.key(task_ref), (task, call, sandbox), gate::decide(&facts))
+}
+
+/// Another operation with this call's request by content, of any task or
+/// goal in the store, whose outcome nobody knows (the gate's rule 3).
+fn same_request(tx: &dyn LedgerTx, call: &GateCall, goal_id: &GoalId) -> Result<Option<SameRequest>> {
+    let Some(fp) = &call.fingerprint else { return Ok(None) };
+    Ok(tx.same_request_unsettled(fp, &call.operation_id, goal_id)?.map(|a| SameRequest {
+        attempt: a.id,
+        operation_id: a.operation_id,
+        goal_id: a.goal_id,
+        task_ref: a.task_ref,
+        state: a.state,
+    }))
 }
 
 /// The gate's decision, recorded in the intent's transaction.
@@ -113,6 +127,15 @@ fn apply(
             tx.set_task_state(key, TaskState::EffectUnknown, &detail)?;
             tx.append_event(&event(EventKind::CallRefused, json!({"operation_id": op, "why": why})))?;
             Ok(Applied::Stopped(Decision::Unsettled { attempt, state }))
+        }
+        Decision::SameRequest(first) => {
+            // Blocked, not unknown: nothing of this task was sent; it goes
+            // on once a person settles the first one.
+            let why = first.why();
+            let detail = json!({"operation_id": op, "same_request": first, "settle": first.settle(), "why": why});
+            tx.set_task_state(key, TaskState::Blocked, &detail)?;
+            tx.append_event(&event(EventKind::CallRefused, detail))?;
+            Ok(Applied::Stopped(Decision::SameRequest(first)))
         }
         Decision::Budget(exhausted) => {
             tx.append_event(&event(EventKind::BudgetExhausted, json!(exhausted)))?;

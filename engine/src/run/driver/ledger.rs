@@ -116,9 +116,9 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Done)
         }
         Write::CompletedFromReadBack(from) => {
-            let sandbox = world.sandbox_record(scope.task(&from.task_ref)?);
-            let intent = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox))?;
-            Ok(Written::Intent(intent))
+            let (sandbox, now) = (world.sandbox_record(scope.task(&from.task_ref)?), world.now_ms());
+            let go = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox, now))?;
+            Ok(Written::Gated(go))
         }
         Write::RetryStaysUnknown { task_ref, operation_id, looked } => {
             ledger.write(Durability::Full, |tx| {
@@ -202,7 +202,8 @@ fn superseded(tx: &mut dyn LedgerTx, a: &AttemptRecord, resolution: Resolution, 
         }
         Resolution::Abandoned { .. } | Resolution::Unknown => {
             let unknown = resolution == Resolution::Unknown;
-            let marker = Evidence::EffectMarker { reason, safe_to_resend: resolution.safe_to_resend() };
+            let dispatched = a.dispatched_at_ms.is_some();
+            let marker = Evidence::EffectMarker { reason, safe_to_resend: resolution.safe_to_resend(), dispatched };
             tx.insert_evidence(&a.goal_id, a.revision, Some(a.id), &marker)?;
             let to = if unknown { AttemptState::EffectUnknown } else { AttemptState::Abandoned };
             tx.finish_attempt(a.id, to, None, Some(reason))?;

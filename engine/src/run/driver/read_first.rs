@@ -7,22 +7,44 @@ use serde_json::json;
 use super::receipt::looked_evidence;
 use super::scope::Scope;
 use crate::cost::Cost;
+use crate::decide::budget::{self, Usage};
+use crate::decide::gate::Decision;
 use crate::error::Result;
 use crate::ids::OperationId;
-use crate::run::core::FromReadBack;
+use crate::run::core::{Applied, FromReadBack};
 use crate::run::looked::Looked;
 use crate::state::{AttemptKind, TaskState};
-use crate::store::attempts::{Intent, NewIntent};
+use crate::store::attempts::NewIntent;
 use crate::store::events::{Event, EventKind};
 use crate::store::LedgerTx;
 use providers::sandbox::Record;
 
 /// The retry's try, recorded without a dispatch: its intent (cost 0:
-/// nothing paid was sent; the read-back counts as the call), the
-/// read-back as its receipt, the task running (its validations next).
-pub fn completed(tx: &mut dyn LedgerTx, scope: &Scope, from: &FromReadBack, sandbox: &Record) -> Result<Intent> {
+/// nothing paid was sent; the read-back counts as the call, within the
+/// budgets as any call: when none is left, nothing is recorded and the
+/// run stops on the budget), the read-back as its receipt, the task
+/// running (its validations next).
+pub fn completed(
+    tx: &mut dyn LedgerTx,
+    scope: &Scope,
+    from: &FromReadBack,
+    sandbox: &Record,
+    now_ms: i64,
+) -> Result<Applied> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&from.task_ref)?;
+    let used = tx.budget_use(goal_id)?;
+    let usage = Usage {
+        attempts_of_task: tx.attempt_count(goal_id, revision, &task.task_ref)?,
+        provider_calls: used.calls,
+        cost: used.cost,
+        elapsed_seconds: ((now_ms - from.began_ms).max(0) / 1000) as u64,
+    };
+    if let Err(exhausted) = budget::check_call(&from.budgets, &usage, budget::Call::default()) {
+        let e = Event::goal(EventKind::BudgetExhausted, goal_id, revision, json!(exhausted)).task(&task.task_ref);
+        tx.append_event(&e)?;
+        return Ok(Applied::Stopped(Decision::Budget(exhausted)));
+    }
     let intent = tx.insert_intent(&NewIntent {
         goal_id,
         revision,
@@ -54,7 +76,7 @@ pub fn completed(tx: &mut dyn LedgerTx, scope: &Scope, from: &FromReadBack, sand
     let data = json!({"operation_id": from.operation_id, "try": from.try_no, "read_back": looked.summary()});
     let e = Event::goal(EventKind::CompletedFromReadBack, goal_id, revision, data);
     tx.append_event(&e.task(&task.task_ref).attempt(id))?;
-    Ok(intent)
+    Ok(Applied::Go { intent, try_no: from.try_no })
 }
 
 /// The read-back before a retry could not tell whether the operation took

@@ -81,7 +81,8 @@ fn judged(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving, ok: bool, recorde
         // part-way: unknown, in the receipt's own transaction (a crash
         // must not leave it looking like an ordinary receipt).
         let reason = UnknownReason::DeadlineAfterDispatch;
-        let marker = vec![Evidence::EffectMarker { reason, safe_to_resend: false }];
+        // A receipt came: the call had left.
+        let marker = vec![Evidence::EffectMarker { reason, safe_to_resend: false, dispatched: true }];
         let attempt = tx.attempt(attempt_id)?;
         unknown_in_tx(tx, revision, &attempt, marker, reason)?;
         return Ok(Verdict::Unknown(Box::new(attempt)));

@@ -133,6 +133,7 @@ fn gate_word(d: &Decision) -> &'static str {
     match d {
         Decision::PlanMoved { .. } => "plan_moved",
         Decision::Unsettled { .. } => "unsettled",
+        Decision::SameRequest(_) => "same_request_unsettled",
         Decision::Conflict { .. } => "conflict",
         Decision::Budget(_) => "budget_exhausted",
         Decision::AwaitApproval(_) => "awaiting_approval",

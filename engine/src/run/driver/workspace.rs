@@ -164,7 +164,10 @@ impl Workspace {
     ) -> Result<Option<Checkpoint>> {
         let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
         let Ok(now) = self.observe_protected(world, scope, process).await else { return Ok(None) };
-        let earlier = last_violation(ledger, scope, task_ref)?;
+        let earlier = match last_violation(ledger, scope, task_ref)? {
+            Some((changes, revision)) => constraints::carried(changes, revision != scope.revision),
+            None => Vec::new(),
+        };
         Ok(Some(Checkpoint::of(constraints::baseline(now.files, &earlier), BTreeMap::new())))
     }
 
@@ -251,24 +254,29 @@ impl Workspace {
 }
 
 /// The protected paths the task's last judged attempt changed in
-/// violation (none if it did not).
-fn last_violation(ledger: &LeaseGuard, scope: &Scope, task_ref: &str) -> Result<Vec<PathChange>> {
+/// violation, and that attempt's revision (`None` if it did not).
+fn last_violation(
+    ledger: &LeaseGuard,
+    scope: &Scope,
+    task_ref: &str,
+) -> Result<Option<(Vec<PathChange>, crate::ids::Revision)>> {
     let read = ledger.read();
     let attempts = read.attempts_of_task(&scope.goal_id, task_ref)?;
     let judged = attempts.iter().rev().find(|a| matches!(a.state, AttemptState::Failed | AttemptState::Succeeded));
     let Some(a) = judged.filter(|a| a.classification.as_ref().is_some_and(|c| c.rule == "protected_path_changed"))
     else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let evidence = read.evidence_of_attempt(a.id)?;
-    Ok(evidence
+    let changes = evidence
         .into_iter()
         .filter_map(|r| match r.evidence {
             Evidence::ProtectedPathChanged { changes } => Some(changes),
             _ => None,
         })
         .flatten()
-        .collect())
+        .collect();
+    Ok(Some((changes, a.revision)))
 }
 
 /// The outputs of `upstream` (in order: a later one wins a path) in this

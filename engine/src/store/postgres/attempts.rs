@@ -10,7 +10,7 @@ use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
 use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
 use crate::store::LedgerTx;
@@ -167,6 +167,21 @@ impl AttemptsRead for PgSql<'_> {
             p![goal.clone(), task_ref.to_string()],
         )?;
         row.map(|r| Ok((get(&r, 0)?, get(&r, 1)?))).transpose()
+    }
+
+    fn same_request_unsettled(
+        &self,
+        fingerprint: &RequestFingerprint,
+        except: &OperationId,
+        goal: &GoalId,
+    ) -> Result<Option<AttemptRecord>> {
+        let id: Option<AttemptId> = self.v(
+            "SELECT id FROM attempts WHERE state IN ('effect_unknown','intent_recorded','dispatched')
+               AND (state = 'effect_unknown' OR goal_id != $3) AND operation_id != $2
+               AND (request_json::jsonb ->> 'fingerprint') = $1 ORDER BY id LIMIT 1",
+            p![fingerprint.as_str().to_string(), except.clone(), goal.clone()],
+        )?;
+        id.map(|id| self.attempt(id)).transpose()
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {

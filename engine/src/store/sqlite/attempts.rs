@@ -8,7 +8,7 @@ use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Classification, UnknownReason};
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
 use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
 use crate::store::LedgerTx;
@@ -177,6 +177,14 @@ pub(super) const FIRST_UNSETTLED: &str = "SELECT id, state FROM attempts WHERE i
    SELECT MIN(id) FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
       AND (state = 'effect_unknown' OR state = 'intent_recorded' OR state = 'dispatched'))";
 
+/// The first attempt of another operation with the same request
+/// fingerprint (kept in its request JSON) whose outcome nobody knows: the
+/// states read through `attempts_by_state`, few rows, before any JSON.
+pub(super) const SAME_REQUEST_UNSETTLED: &str = "SELECT id FROM attempts
+  WHERE (state = 'effect_unknown' OR ((state = 'intent_recorded' OR state = 'dispatched') AND goal_id != ?3))
+    AND operation_id != ?2 AND json_extract(request_json, '$.fingerprint') = ?1
+  ORDER BY id LIMIT 1";
+
 /// How many attempts a task has in one revision.
 pub(super) const ATTEMPT_COUNT: &str =
     "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3";
@@ -248,6 +256,18 @@ impl AttemptsRead for Sql<'_> {
 
     fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>> {
         Ok(qrow(self.conn, FIRST_UNSETTLED, params![goal, task_ref], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
+    }
+
+    fn same_request_unsettled(
+        &self,
+        fingerprint: &RequestFingerprint,
+        except: &OperationId,
+        goal: &GoalId,
+    ) -> Result<Option<AttemptRecord>> {
+        let id: Option<AttemptId> =
+            qrow(self.conn, SAME_REQUEST_UNSETTLED, params![fingerprint.as_str(), except, goal], |r| r.get(0))
+                .optional()?;
+        id.map(|id| self.attempt(id)).transpose()
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
