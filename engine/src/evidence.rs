@@ -157,8 +157,15 @@ pub enum Evidence {
     /// it exited (its cgroup was not empty): the engine ended them. Its
     /// work was cut short by the engine: never a success.
     DescendantsEnded { processes: Vec<providers::Descendant>, grace_ms: u64, ended: bool },
-    /// An HTTP provider's answer.
-    HttpResponse { status: u16, body: Output, duration_ms: u64 },
+    /// An HTTP provider's answer. `body_cut`: its status line came, then
+    /// the body was cut short (why, in words); the status is the answer.
+    HttpResponse {
+        status: u16,
+        body: Output,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_cut: Option<String>,
+    },
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or
     /// JSON-RPC `error`); `stderr` is the server's.
     ToolResult { is_error: bool, body: Output, stderr: Output, duration_ms: u64 },

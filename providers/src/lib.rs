@@ -222,6 +222,11 @@ pub struct HttpReceipt {
     pub retry_after_seconds: Option<u64>,
     pub body: Captured,
     pub duration_ms: u64,
+    /// The status line came, then the body was cut short (the connection
+    /// broke in it, a close without TLS `close_notify`, the deadline): why,
+    /// in words. The status is the answer all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_cut: Option<String>,
 }
 
 /// An MCP tool call's answer.

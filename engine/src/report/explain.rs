@@ -240,6 +240,14 @@ fn describe(e: &Evidence) -> String {
         Evidence::DescendantsEnded { processes, grace_ms, ended } => {
             crate::evidence::descendants_text(processes, *grace_ms, *ended)
         }
+        Evidence::HttpResponse { status, body, duration_ms, body_cut } => {
+            let mut s = format!("HTTP {status} in {duration_ms} ms");
+            if let Some(cut) = body_cut {
+                s.push_str(&format!("; the body was cut short: {cut}"));
+            }
+            push_outputs(&mut s, &[("body", body)]);
+            s.trim_end().to_string()
+        }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
             let mut s =
                 format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });

@@ -272,6 +272,7 @@ impl Universe {
                     retry_after_seconds: None,
                     body: captured(&json!({"simulated": status}).to_string()),
                     duration_ms: latency as u64,
+                    body_cut: None,
                 })
             }
         };

@@ -22,7 +22,7 @@ use super::revision;
 use super::sse::SseParser;
 use crate::capture::Bounded;
 use crate::http::url::Target;
-use crate::http::wire::{self, BodySink, Failure, Flow, Head, Track};
+use crate::http::wire::{self, Ask, BodySink, Failure, Flow, Head, Track};
 use crate::oauth::{AuthError, Bearer};
 use crate::tls::Tls;
 use crate::{NotDispatched, NotDispatchedKind};
@@ -254,14 +254,14 @@ impl HttpLink {
         {
             let read = conn.body(&head, &mut stream);
             tokio::pin!(read);
-            loop {
+            let _ = loop {
                 tokio::select! {
                     r = &mut read => break r?,
                     Some(reply) = to_send.recv() => {
                         let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
                     }
                 }
-            }
+            };
         }
         match stream.answer {
             Some(a) => Ok((a, stream.server_requests)),
@@ -299,13 +299,18 @@ impl HttpLink {
         let token = self.bearer.as_ref().and_then(|b| b.current());
         let bytes = self.encode("POST", msg.to_string().as_bytes(), None, token.as_deref());
         let mut track = Track::default();
-        let tls = Arc::clone(&self.tls);
-        let exchange = wire::exchange(&self.target, &tls, &bytes, false, 64 * 1024, || {}, &mut track);
-        match tokio::time::timeout(limit, exchange).await {
-            Ok(Ok(r)) if (200..300).contains(&r.status) => Ok(()),
-            Ok(Ok(r)) => Err(format!("HTTP {}: {}", r.status, r.body.text.trim())),
-            Ok(Err(f)) => Err(f.message().to_string()),
-            Err(_) => Err(format!("no answer within {limit:?}")),
+        let ask = Ask {
+            target: &self.target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: false,
+            body_bytes_max: 64 * 1024,
+            limit: Some(limit),
+        };
+        match wire::exchange(&ask, || {}, &mut track).await {
+            Ok(r) if (200..300).contains(&r.status) => Ok(()),
+            Ok(r) => Err(format!("HTTP {}: {}", r.status, r.body.text.trim())),
+            Err(f) => Err(f.message().to_string()),
         }
     }
 
@@ -322,8 +327,15 @@ impl HttpLink {
         let token = self.bearer.as_ref().and_then(|b| b.current());
         let bytes = self.encode("DELETE", &[], None, token.as_deref());
         let mut track = Track::default();
-        let exchange = wire::exchange(&self.target, &self.tls, &bytes, false, 4096, || {}, &mut track);
-        let _ = tokio::time::timeout(limit, exchange).await;
+        let ask = Ask {
+            target: &self.target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: false,
+            body_bytes_max: 4096,
+            limit: Some(limit),
+        };
+        let _ = wire::exchange(&ask, || {}, &mut track).await;
     }
 }
 

@@ -218,8 +218,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
         Evidence::DescendantsEnded { processes, grace_ms, ended } => {
             (crate::evidence::descendants_text(processes, *grace_ms, *ended), Vec::new())
         }
-        Evidence::HttpResponse { status, body, duration_ms } => {
-            (format!("HTTP {status} in {}", duration(*duration_ms as i64)), vec![("body", body)])
+        Evidence::HttpResponse { status, body, duration_ms, body_cut } => {
+            let cut = body_cut.as_deref().map(|c| format!("; the body was cut short: {c}")).unwrap_or_default();
+            (format!("HTTP {status} in {}{cut}", duration(*duration_ms as i64)), vec![("body", body)])
         }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => (
             format!(

@@ -486,8 +486,17 @@ fn command_answer(tx: &mut dyn LedgerTx, r: &CommandReceipt) -> Result<Answer> {
 
 fn http_answer(tx: &mut dyn LedgerTx, r: &HttpReceipt) -> Result<Answer> {
     let body = output(tx, &r.body)?;
-    let receipt = receipt_record(None, Some(r.status), false, r.duration_ms, (&body, &r.body), &Captured::default());
-    let mut list = vec![Evidence::HttpResponse { status: r.status, body: body.clone(), duration_ms: r.duration_ms }];
+    let mut receipt =
+        receipt_record(None, Some(r.status), false, r.duration_ms, (&body, &r.body), &Captured::default());
+    if let Some(cut) = &r.body_cut {
+        receipt["body_cut"] = json!(cut);
+    }
+    let mut list = vec![Evidence::HttpResponse {
+        status: r.status,
+        body: body.clone(),
+        duration_ms: r.duration_ms,
+        body_cut: r.body_cut.clone(),
+    }];
     let ok = (200..300).contains(&r.status);
     if !ok {
         list.push(Evidence::ProviderError {
