@@ -568,7 +568,7 @@ fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, c
             None,
             None,
         ),
-        Answer::HttpStatus { status, retry_after_seconds, body } => {
+        Answer::HttpStatus { status, retry_after_seconds, body, .. } => {
             let text = format!("the MCP server answered HTTP {status}: {}", body.text.trim());
             (body, Some(text), Some(status), retry_after_seconds)
         }

@@ -49,10 +49,12 @@
 //! `Progress::Dispatched` is sent once the `tools/call` is wholly written.
 
 mod call;
+mod events;
 mod inbound;
 pub mod input;
 mod jsonrpc;
 mod link;
+mod listen;
 mod output;
 mod revision;
 mod session;
@@ -336,3 +338,5 @@ mod tests;
 mod tests_input;
 #[cfg(test)]
 mod tests_modern;
+#[cfg(test)]
+mod tests_streams;
