@@ -67,10 +67,13 @@ fn round(flags: &[&str]) {
         assert_eq!(out.json()["error"]["place"], format!("--field {problem}"), "{}", out.describe());
     }
     assert!(ws.events_of("input_answered").is_empty());
-    // The answer, twice under one request id: recorded once.
+    // The answer, twice under one request id: recorded once. The task's
+    // effect is `none`: the next run sends it, no approval first.
+    assert_eq!(report["awaiting_input"][0]["approval_first"], false, "{report}");
     for _ in 0..2 {
-        ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"])
-            .expect_code(0);
+        let said = ws.engine(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"]);
+        said.expect_code(0);
+        assert!(said.stdout.contains("the next `engine run` sends them in a new call"), "{}", said.describe());
     }
     assert_eq!(ws.events_of("input_answered").len(), 1);
     assert_eq!(task_state(&ws, "T1"), "pending");
@@ -248,9 +251,22 @@ fn an_external_tasks_answered_call_needs_an_approval_as_any_repeat() {
     let task = json!({"ref": "T1", "title": "ask a person", "provider": "fx", "effect": "external",
                       "action": {"tool": "ask", "arguments": {}}});
     ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "command": command}}), vec![task]));
-    ws.run().expect(4, Some("INPUT_REQUIRED"));
-    let answered = ws.engine_json(&["answer", "T1", "--field", "name=Ada"]);
+    // Every word says what the next run does: it stops for the approval first.
+    let asked = ws.engine(&["run", "plan.json", "--jobs", "1"]);
+    asked.expect_code(4);
+    let said = format!("{}{}", asked.stdout, asked.stderr);
+    assert!(said.contains("first stops APPROVAL_REQUIRED"), "{}", asked.describe());
+    let said = ws.engine(&["answer", "T1", "--field", "name=Ada", "--request-id", "r1"]);
+    said.expect_code(0);
+    assert!(
+        said.stdout.contains("stops APPROVAL_REQUIRED until a person approves it")
+            && !said.stdout.contains("next `engine run` sends them"),
+        "{}",
+        said.describe()
+    );
+    let answered = ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--request-id", "r1"]);
     answered.expect_code(0);
+    assert_eq!(answered.json()["answer"]["approval_first"], true, "{}", answered.describe());
     let op = answered.json()["answer"]["operation_id"].as_str().unwrap().to_string();
     let out = ws.run();
     out.expect(4, Some("APPROVAL_REQUIRED"));

@@ -341,7 +341,7 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
-    /// Answer what a task's MCP server asked a person (a person's act); the next run sends it.
+    /// Answer what a task's MCP server asked a person (a person's act); the next run sends it (external or paid work: once a person approves that call).
     #[command(
         long_about = "Record a person's answer to the question a task's MCP server asked \
             (the task is `awaiting_input`; `engine status` and `engine explain REF` show the question). \

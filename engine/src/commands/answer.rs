@@ -14,7 +14,8 @@
 //! The call that carries an answer is a new request (the answers are part
 //! of it, as a repair's instruction is): its own operation id, its own
 //! intent; for a paid or external task it is a repeat, and the gate asks
-//! for an approval as it does for any repeat.
+//! for an approval as it does for any repeat — which `engine answer`
+//! says (`Recorded::approval_first`).
 
 use std::collections::HashMap;
 
@@ -47,6 +48,10 @@ pub struct Recorded {
     pub request_digest: RequestDigest,
     /// Each question's key and the `ElicitResult` sent back.
     pub answers: Vec<Value>,
+    /// The call that carries them repeats paid or external work (or the
+    /// task always needs one): the next run stops `APPROVAL_REQUIRED`
+    /// until a person approves it.
+    pub approval_first: bool,
     pub ask_id: i64,
     pub person: Person,
 }
@@ -144,6 +149,7 @@ pub fn record(
     let plan = Plan::from_file(plan, std::path::PathBuf::from(&read.revision(&w.goal_id, w.revision)?.workspace))?;
     let task = plan.task(&a.task_ref).cloned().ok_or_else(|| Error::internal("the answered task left the plan"))?;
     let answering = answering(&plan, &task, &w.goal_id, json!(answers));
+    let approval_first = answer::approval_first(&task);
     drop(read);
     let key = TaskKey { goal_id: &w.goal_id, revision: w.revision, task_ref: &a.task_ref };
     let answers_json: Vec<Value> = results.iter().map(|(k, r)| json!({"key": k, "result": r})).collect();
@@ -177,6 +183,7 @@ pub fn record(
         operation_id: answering.operation_id,
         request_digest: answering.request_digest,
         answers: answers_json,
+        approval_first,
         ask_id,
         person: person.clone(),
     })
