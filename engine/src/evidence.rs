@@ -207,6 +207,11 @@ pub enum Evidence {
     /// may spend (`may_spend`). Counted against `max_cost`; without
     /// `may_spend` it is a constraint violation (`spending_not_declared`).
     SpendingReported { items: Vec<SpentItem>, total_micros: i64, may_spend: bool },
+    /// An MCP server refused the call for want of scope (`403` with
+    /// `insufficient_scope`: by its answer it did nothing), asking for
+    /// scope the kept token was not granted: `scope`, what a person's
+    /// `engine login --scope` asks for.
+    ScopeRefused { scope: String },
     /// Files under a goal constraint's protected paths that changed between
     /// the observation before an attempt and the one after it, its
     /// validations and the constraint checks — and that its task's
@@ -359,6 +364,7 @@ impl Evidence {
             Evidence::Stopped { .. } => "stopped",
             Evidence::HandleLookup { .. } => "handle_lookup",
             Evidence::SpendingReported { .. } => "spending_reported",
+            Evidence::ScopeRefused { .. } => "scope_refused",
         }
     }
 }

@@ -255,6 +255,13 @@ pub struct McpReceipt {
     /// a person's answer is needed. Never answered on anyone's behalf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Box<InputAsk>>,
+    /// The server refused the call for want of scope (`403` with
+    /// `insufficient_scope`), and the token was not granted all of it: the
+    /// scope a person's `engine login --scope` must ask for. The server's
+    /// refusal says it did nothing; the call may go again once a person
+    /// logged in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_up_scope: Option<String>,
 }
 
 /// What a server asks a person before it answers.

@@ -255,6 +255,51 @@ fn a_run_without_a_token_sends_nothing_and_names_the_login() {
     assert_eq!(ws.attempt_count(), 0, "no intent either");
 }
 
+/// Step-up: the server refuses a `tools/call` for want of scope (`403
+/// insufficient_scope`, before doing anything: the call never reaches
+/// its `--received`). The run stops `AUTHORIZATION_REQUIRED` naming the
+/// login with the scope granted so far and the one asked, the task is
+/// pending again; the person logs in so, and the next plain run sends the
+/// call once, and it is done once.
+#[test]
+fn a_call_refused_for_want_of_scope_stops_for_a_login_with_that_scope_then_goes_once() {
+    let ws = Ws::new();
+    let servers = Servers::start(&ws, &[], &["--call-scope", "mcp:write"]);
+    ws.write_plan("plan.json", &servers.plan(json!({})));
+    log_in(&ws, &[]).expect_code(0);
+    assert_eq!(kept(&ws)["scope"], "mcp:tools", "the challenge's scope");
+
+    let run = ws.run();
+    run.expect(2, Some("AUTHORIZATION_REQUIRED"));
+    let error = &run.json()["error"];
+    let plan = ws.path("plan.json");
+    let advice = format!("engine login {} fx --scope 'mcp:tools mcp:write'", plan.display());
+    assert_eq!(error["details"]["advice"], advice.as_str(), "{}", run.describe());
+    assert_eq!(error["details"]["scope"], "mcp:tools mcp:write");
+    let refused: Vec<Value> = servers.auth_log().into_iter().filter(|e| e["method"] == "tools/call").collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["refused"], "insufficient_scope");
+    assert!(servers.received("tools/call").is_empty(), "refused before anything was done");
+    assert_eq!(ws.task_state("T1"), "pending", "not failed: it goes again after the login");
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str(), a[0].class()), (1, "failed", "environment"), "{a:?}");
+    assert_eq!(a[0].rule(), "insufficient_scope");
+    let receipt = ws.receipt_of(a[0].id).unwrap();
+    assert_eq!(receipt["step_up_scope"], "mcp:tools mcp:write", "{receipt}");
+
+    let login = log_in(&ws, &["--scope", "mcp:tools mcp:write"]);
+    login.expect_code(0);
+    let authorize: Vec<Value> =
+        servers.lines("as.jsonl").into_iter().filter(|e| e["endpoint"] == "authorize").collect();
+    assert_eq!(authorize.last().unwrap()["scope"], "mcp:tools mcp:write", "{authorize:?}");
+
+    ws.run().expect(0, None);
+    assert_eq!(servers.received("tools/call").len(), 1, "the call went once");
+    assert_eq!(ws.mcp_deliveries().len(), 1, "and was done once");
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[1].state.as_str()), (2, "succeeded"), "{a:?}");
+}
+
 #[test]
 fn an_expired_token_is_refreshed_and_the_rotated_refresh_token_kept() {
     let ws = Ws::new();

@@ -504,11 +504,12 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tools: Option<Vec<String>>,
         /// A `url` server that wants an OAuth bearer token:
-        /// `{"oauth": {"client_id"?: "...", "scopes"?: ["..."]}}` (no
-        /// `client_id`: dynamic client registration). A person authorizes
-        /// it with `engine login PLAN PROVIDER`; the tokens are kept
-        /// outside every workspace (docs/providers.md). Checked by the
-        /// providers' own parser.
+        /// `{"oauth": {"client_id"?: "...", "client_secret"?: {"env": NAME}
+        /// | {"file": PATH}, "scopes"?: ["..."]}}` (no `client_id`: dynamic
+        /// client registration). A person authorizes it with `engine login
+        /// PLAN PROVIDER`; the tokens (and a client secret, read at login
+        /// from where the plan names it) are kept outside every workspace
+        /// (docs/providers.md). Checked by the providers' own parser.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(schema_with = "auth_schema")]
         auth: Option<serde_json::Value>,
@@ -610,8 +611,23 @@ struct AuthSpec {
 struct OAuthSpec {
     /// A client registered beforehand. Default: registered at login (RFC 7591).
     client_id: Option<String>,
+    /// Where the pre-registered client's secret is kept (never the secret
+    /// itself): read by `engine login`, kept beside the tokens. Default: a
+    /// public client (PKCE alone).
+    client_secret: Option<SecretSpec>,
     /// The scopes to ask for. Default: what the server asks for.
     scopes: Option<Vec<String>>,
+}
+
+/// Where a client secret is kept.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+#[allow(dead_code)]
+enum SecretSpec {
+    /// An environment variable of `engine login`, by name.
+    Env(String),
+    /// A file (relative to the workspace); its first line.
+    File(String),
 }
 
 fn auth_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {

@@ -316,6 +316,7 @@ impl Universe {
             output_invalid,
             // The simulated servers ask no person anything (yet).
             input: None,
+            step_up_scope: None,
         })
     }
 
@@ -624,6 +625,7 @@ fn asking(latency: i64) -> Receipt {
         retry_after_seconds: None,
         duration_ms: latency as u64,
         output_invalid: None,
+        step_up_scope: None,
         input: Some(Box::new(providers::InputAsk {
             task_id: None,
             request_state: Some("simulated-state".into()),

@@ -15,8 +15,9 @@ pub(crate) enum Answer {
     /// parsed): its kept prefix and real length.
     Truncated { kept: Vec<u8>, total: u64 },
     /// A Streamable HTTP server answered with an HTTP error status instead
-    /// of a JSON-RPC message (`challenge`: its `WWW-Authenticate`).
-    HttpStatus { status: u16, retry_after_seconds: Option<u64>, body: Captured, challenge: Option<String> },
+    /// of a JSON-RPC message. `step_up`: a `403 insufficient_scope` a
+    /// person's login can cure — the scope that login must ask for.
+    HttpStatus { status: u16, retry_after_seconds: Option<u64>, body: Captured, step_up: Option<String> },
 }
 
 impl Answer {

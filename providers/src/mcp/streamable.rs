@@ -255,6 +255,16 @@ impl HttpLink {
                     }
                 }
             }
+            // A request that did nothing yet, refused for want of scope:
+            // not sent, and a person's login (with that scope) cures it. A
+            // `tools/call`'s refusal is its answer (the receipt says so).
+            if let (Ok(Answer::HttpStatus { step_up: Some(scope), .. }), false) = (&result, method == "tools/call") {
+                let m = crate::oauth::step_up_words(
+                    scope,
+                    &format!("{} answered 403 insufficient_scope to {method}", self.url),
+                );
+                return RpcEnd::NotSent(not_authorized(AuthError::Required(m)));
+            }
             return match result {
                 Ok(answer) => RpcEnd::Answer(answer),
                 Err(Failure::NotSent(nd)) => RpcEnd::NotSent(nd),
@@ -395,11 +405,18 @@ impl HttpLink {
         let mut body = Bounded::new(self.answer_bytes_max.min(64 * 1024));
         // The status is the answer; a body cut short is only less to show.
         let _ = conn.body(head, &mut body).await;
+        // A token short of the scope the server asks (RFC 6750 §3.1): a
+        // person's login with more scope may cure it, unless the kept
+        // token was granted all of it already.
+        let step_up = match (&self.bearer, head.status, head.header("www-authenticate")) {
+            (Some(bearer), 403, Some(challenge)) => crate::oauth::step_up(challenge, bearer.granted_scope().as_deref()),
+            _ => None,
+        };
         Ok(Answer::HttpStatus {
             status: head.status,
             retry_after_seconds: head.retry_after_seconds,
             body: body.finish(),
-            challenge: head.header("www-authenticate").map(str::to_string),
+            step_up,
         })
     }
 

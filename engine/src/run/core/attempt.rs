@@ -91,6 +91,14 @@ impl Run<'_> {
                 self.states.insert(task.task_ref.clone(), TaskState::AwaitingInput);
                 Ok(Next::Done)
             }
+            Verdict::AwaitsLogin { scope } => {
+                // Nothing more starts; what is in flight drains, then the
+                // run stops naming the login.
+                self.states.insert(task.task_ref.clone(), TaskState::Pending);
+                let plan = self.plan.source.as_deref();
+                self.stops.login.get_or_insert_with(|| super::tools::step_up_required(task, &scope, plan));
+                Ok(Next::Done)
+            }
             Verdict::Failed => {
                 self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
