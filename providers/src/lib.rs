@@ -259,9 +259,9 @@ pub struct McpReceipt {
     /// `insufficient_scope`), and the token was not granted all of it: the
     /// scope a person's `engine login --scope` must ask for. The server's
     /// refusal says it did nothing; the call may go again once a person
-    /// logged in.
+    /// logged in. Boxed: rare, and a receipt travels in every outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_up_scope: Option<String>,
+    pub step_up_scope: Option<Box<String>>,
 }
 
 /// What a server asks a person before it answers.

@@ -247,8 +247,8 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),
-        Command::Login { plan, provider, timeout, scope } => {
-            commands::login::login(&plan, ws, &provider, (timeout, scope.as_deref()))
+        Command::Login { plan, provider, timeout, scope: s } => {
+            commands::login::login(&plan, ws, &provider, (timeout, s))
         }
         Command::Stores { prune, force } => Ok(report::stores::render(&commands::stores::stores(prune, force)?)),
         Command::Explain { task_ref, goal } => {

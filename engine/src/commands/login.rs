@@ -30,12 +30,12 @@ pub fn login(
     plan_path: &Path,
     workspace: Option<&Path>,
     provider: &str,
-    (timeout_s, scope): (u64, Option<&str>),
+    (timeout_s, scope): (u64, Option<String>),
 ) -> Result<Output> {
     if timeout_s == 0 || timeout_s > TIMEOUT_SECONDS_MAX {
         return Err(Error::usage(format!("--timeout must be 1 to {TIMEOUT_SECONDS_MAX} seconds")).at("--timeout"));
     }
-    let asked = Asked { scope: scope.map(checked_scope).transpose()? };
+    let asked = Asked { scope: scope.as_deref().map(checked_scope).transpose()? };
     let plan = Plan::load(plan_path, workspace)?;
     let place = format!("$.providers.{provider}");
     let Some(spec) = plan.file.providers.get(provider) else {

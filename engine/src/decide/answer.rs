@@ -127,10 +127,9 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
             answers.push((a.key.to_string(), json!({"action": "accept"})));
             continue;
         }
-        let mut content = std::mem::take(&mut given[forms_seen]);
-        forms_seen += 1;
         let schema = a.question.get("requestedSchema").unwrap_or(&Value::Null);
-        with_defaults(&mut content, schema);
+        let content = with_defaults(std::mem::take(&mut given[forms_seen]), schema);
+        forms_seen += 1;
         for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
             if !content.contains_key(req) {
                 let field = if prefixed { format!("{}.{req}", a.key) } else { req.to_string() };
@@ -157,8 +156,8 @@ pub fn approval_first(task: &crate::plan::Task) -> bool {
 
 /// Each property the person left out that declares a `default` fitting
 /// its own schema gets it.
-fn with_defaults(content: &mut Map<String, Value>, schema: &Value) {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+fn with_defaults(mut content: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return content };
     for (name, prop) in properties {
         let Some(default) = prop.get("default") else { continue };
         if content.contains_key(name) || !fits(prop, default) {
@@ -166,6 +165,7 @@ fn with_defaults(content: &mut Map<String, Value>, schema: &Value) {
         }
         content.insert(name.clone(), default.clone());
     }
+    content
 }
 
 /// A value of the property's type, within its `enum` and bounds.

@@ -511,7 +511,7 @@ pub enum ProviderSpec {
         /// from where the plan names it) are kept outside every workspace
         /// (docs/providers.md). Checked by the providers' own parser.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(schema_with = "auth_schema")]
+        #[schemars(schema_with = "super::auth::auth_schema")]
         auth: Option<serde_json::Value>,
     },
     /// Work the engine does itself, with no process and no I/O of its own
@@ -595,43 +595,6 @@ impl ProviderSpec {
             ProviderSpec::Http { .. } | ProviderSpec::Builtin {} => &[],
         }
     }
-}
-
-/// The shape of an MCP provider's `auth`, for the shipped schema.
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct AuthSpec {
-    oauth: OAuthSpec,
-}
-
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct OAuthSpec {
-    /// A client registered beforehand. Default: registered at login (RFC 7591).
-    client_id: Option<String>,
-    /// Where the pre-registered client's secret is kept (never the secret
-    /// itself): read by `engine login`, kept beside the tokens. Default: a
-    /// public client (PKCE alone).
-    client_secret: Option<SecretSpec>,
-    /// The scopes to ask for. Default: what the server asks for.
-    scopes: Option<Vec<String>>,
-}
-
-/// Where a client secret is kept.
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-#[allow(dead_code)]
-enum SecretSpec {
-    /// An environment variable of `engine login`, by name.
-    Env(String),
-    /// A file (relative to the workspace); its first line.
-    File(String),
-}
-
-fn auth_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-    gen.subschema_for::<AuthSpec>()
 }
 
 fn is_false(b: &bool) -> bool {

@@ -562,7 +562,7 @@ fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, c
     let Judged { forced_error, input } = judged;
     let max = call.output_bytes_max;
     let step_up_scope = match &answer {
-        Answer::HttpStatus { step_up, .. } => step_up.clone(),
+        Answer::HttpStatus { step_up, .. } => step_up.clone().map(Box::new),
         _ => None,
     };
     let (mut stdout, tool_error, http_status, retry_after_seconds) = match answer {

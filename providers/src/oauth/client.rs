@@ -37,6 +37,9 @@ impl TokenAuth {
     }
 }
 
+/// Named values a request carries (form fields, or headers).
+pub type Pairs = Vec<(&'static str, String)>;
+
 /// A client: public (`secret: None`) or confidential.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Client {
@@ -67,7 +70,7 @@ impl Client {
     /// What a token request carries to authenticate: form fields (the
     /// `client_id` of a public or `client_secret_post` client, the secret
     /// of the latter) and headers (`Authorization: Basic`).
-    pub fn credentials(&self) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+    pub fn credentials(&self) -> (Pairs, Pairs) {
         match &self.secret {
             None => (vec![("client_id", self.id.clone())], Vec::new()),
             Some((secret, TokenAuth::ClientSecretPost)) => {

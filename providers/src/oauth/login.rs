@@ -80,22 +80,8 @@ pub async fn login(
     let verifier = pkce::random_token().map_err(AuthError::Refused)?;
     let state = pkce::random_token().map_err(AuthError::Refused)?;
     let challenge = pkce::challenge(&verifier);
-    let mut fields = vec![
-        ("response_type", "code"),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", redirect_uri.as_str()),
-        ("state", state.as_str()),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-        ("resource", found.resource.resource.as_str()),
-    ];
-    if let Some(s) = &scope {
-        fields.push(("scope", s));
-    }
-    let endpoint = &found.server.authorization_endpoint;
-    let sep = if endpoint.contains('?') { '&' } else { '?' };
     show(&format!("Open this URL in a browser to authorize engine for {}:", found.resource.resource));
-    show(&format!("{endpoint}{sep}{}", form(&fields)));
+    show(&authorization_url(&found, &client_id, (&redirect_uri, &state, &challenge), scope.as_deref()));
     show(&format!("Waiting for the redirect on {redirect_uri} (at most {} s)…", timeout.as_secs()));
     let code = match tokio::time::timeout(timeout, await_code(&listener, &state)).await {
         Ok(r) => r?,
@@ -139,6 +125,31 @@ pub async fn login(
         refresh_token: granted.refresh_token.is_some(),
         file,
     })
+}
+
+/// The URL the person opens: the code flow with PKCE S256, a fresh
+/// `state`, the `resource` (RFC 8707) and the scope.
+fn authorization_url(
+    found: &Discovered,
+    client_id: &str,
+    (redirect_uri, state, challenge): (&str, &str, &str),
+    scope: Option<&str>,
+) -> String {
+    let mut fields = vec![
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect_uri),
+        ("state", state),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256"),
+        ("resource", found.resource.resource.as_str()),
+    ];
+    if let Some(s) = scope {
+        fields.push(("scope", s));
+    }
+    let endpoint = &found.server.authorization_endpoint;
+    let sep = if endpoint.contains('?') { '&' } else { '?' };
+    format!("{endpoint}{sep}{}", form(&fields))
 }
 
 /// The client to authorize: the plan's (public, or with the secret read

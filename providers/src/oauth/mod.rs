@@ -115,6 +115,11 @@ impl std::fmt::Display for AuthError {
     }
 }
 
+/// Seconds since the Unix epoch.
+pub(crate) fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,9 +140,4 @@ mod tests {
         assert!(e.message().starts_with(AUTHORIZATION_REQUIRED));
         assert_eq!(step_up_scope("authorization required: no token"), None);
     }
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

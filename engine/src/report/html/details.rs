@@ -219,8 +219,7 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             (crate::evidence::descendants_text(processes, *grace_ms, *ended), Vec::new())
         }
         Evidence::HttpResponse { status, body, duration_ms, body_cut } => {
-            let cut = body_cut.as_deref().map(|c| format!("; the body was cut short: {c}")).unwrap_or_default();
-            (format!("HTTP {status} in {}{cut}", duration(*duration_ms as i64)), vec![("body", body)])
+            (format!("HTTP {status} in {}{}", duration(*duration_ms as i64), cut_short(body_cut)), vec![("body", body)])
         }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => (
             format!(
@@ -309,4 +308,9 @@ fn exit_text(exit: &Option<providers::ExitStatus>) -> String {
         Some(providers::ExitStatus::Signal { signal }) => format!("signal {signal}"),
         None => "unknown".into(),
     }
+}
+
+/// Why an HTTP answer's body may not be whole, as a clause (or nothing).
+fn cut_short(body_cut: &Option<String>) -> String {
+    body_cut.as_deref().map(|c| format!("; the body was cut short: {c}")).unwrap_or_default()
 }

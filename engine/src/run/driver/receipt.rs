@@ -69,7 +69,7 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
         tx.set_task_state(scope.key(task_ref), TaskState::Pending, &detail)?;
         let e = Event::goal(EventKind::AttemptFailed, goal_id, revision, json!(c));
         tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
-        return Ok((Verdict::AwaitsLogin { scope: wanted.clone() }, spent));
+        return Ok((Verdict::AwaitsLogin { scope: wanted.to_string() }, spent));
     }
     Ok((judged(tx, scope, r, answer.ok, recorded)?, spent))
 }
@@ -551,7 +551,7 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     }
     if let Some(scope) = &r.step_up_scope {
         receipt["step_up_scope"] = json!(scope);
-        list.push(Evidence::ScopeRefused { scope: scope.clone() });
+        list.push(Evidence::ScopeRefused { scope: scope.to_string() });
     }
     let ok = r.tool_error.is_none() && r.output_invalid.is_none();
     Ok(Answer { ok, evidence: list, claim: None, receipt })
