@@ -109,10 +109,11 @@ impl SseParser {
         let value = value.strip_prefix(b" ").unwrap_or(value);
         match field {
             b"data" => self.push_data(value),
-            // An id with NUL is ignored (the SSE rules), an empty one
-            // clears it; a huge one is not kept.
+            // An id with NUL is ignored (the SSE rules), as is one with any
+            // control character (a bare CR must not reach a header); an
+            // empty one clears it; a huge one is not kept.
             b"id" => match std::str::from_utf8(value) {
-                Ok(id) if !id.contains('\0') && id.len() <= EVENT_ID_BYTES_MAX => {
+                Ok(id) if !id.chars().any(char::is_control) && id.len() <= EVENT_ID_BYTES_MAX => {
                     self.pending_id = (!id.is_empty()).then(|| id.to_string())
                 }
                 _ => {}
@@ -167,8 +168,8 @@ mod tests {
         // The id buffer outlives its event; a bad retry is ignored.
         p.feed(b"retry: soon\ndata: x\n\n");
         assert_eq!((p.last_event_id(), p.retry_ms()), (Some("e-2"), Some(500)));
-        p.feed(b"id: a\0b\n\n");
-        assert_eq!(p.last_event_id(), Some("e-2"), "an id with NUL is ignored");
+        p.feed(b"id: a\0b\n\nid: a\rb\n\n");
+        assert_eq!(p.last_event_id(), Some("e-2"), "an id with NUL or a bare CR is ignored");
         p.feed(b"id:\n\n");
         assert_eq!(p.last_event_id(), None, "an empty id clears it");
     }

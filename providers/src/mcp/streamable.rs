@@ -10,9 +10,9 @@
 //! that carried a session id means the server ended that session: the link
 //! is dead and the next call starts a new one. Closing sends DELETE.
 //!
-//! A server may close a request's event stream before it answers (SEP-1699:
-//! it polls, or sheds the connection) and resume it on a GET carrying
-//! `Last-Event-ID`. A stream that ended cleanly — at its framed end, or a
+//! A 2025-11-25 (or earlier) server may close a request's event stream
+//! before it answers (SEP-1699: it polls, or sheds the connection) and
+//! resume it on a GET carrying `Last-Event-ID`. A stream that ended cleanly — at its framed end, or a
 //! clean close — after an event id is resumed so, after the server's
 //! `retry` (`Resume`): the request is never sent again. A stream that
 //! broke (a reset, a chunk cut short, a TLS close without `close_notify`),
@@ -304,9 +304,16 @@ impl HttpLink {
             if let Some(answer) = events.answer.take() {
                 return Ok(answer);
             }
+            // 2026-07-28 has no resumption: a stream without its answer is lost.
+            let modern = self.protocol().as_deref() == Some(revision::MODERN);
             let last = match (end, events.parser.last_event_id()) {
                 (BodyEnd::Unconfirmed(why), _) => {
                     return Err(wire::lost(format!("the event stream ended without the answer: {why}")))
+                }
+                (BodyEnd::Whole, _) if modern => {
+                    return Err(wire::lost(
+                        "the event stream ended without the answer (2026-07-28 resumes none)".into(),
+                    ))
                 }
                 (BodyEnd::Whole, None) => {
                     return Err(wire::lost(

@@ -77,6 +77,15 @@ pub async fn login(
     let scope = asked.scope.clone().or_else(|| scope_of(config, &found));
     let (client, registered) = client_of(&web, config, &found, (&redirect_uri, scope.as_deref())).await?;
     let client_id = client.id.clone();
+    if let (Some(source), Some(_)) = (&config.client_secret, &client.secret) {
+        // Where a secret came from is the person's to see, before it goes.
+        show(&format!(
+            "The secret of client `{client_id}` is read from {} and goes to {} only ({}).",
+            source.words(),
+            found.server.token_endpoint,
+            client.method()
+        ));
+    }
     let verifier = pkce::random_token().map_err(AuthError::Refused)?;
     let state = pkce::random_token().map_err(AuthError::Refused)?;
     let challenge = pkce::challenge(&verifier);
