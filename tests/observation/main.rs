@@ -21,4 +21,5 @@ mod input;
 mod modern;
 mod oauth;
 mod plan_check;
+mod streams;
 mod traces;
