@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::*;
+use super::common::*;
 
 /// What a scenario is expected to end in.
 enum Expect {
