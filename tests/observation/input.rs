@@ -122,7 +122,8 @@ fn a_provider_cannot_answer() {
 /// call (2025-11-25), a form whose only required field is `name`. The
 /// engine replies `cancel` at once (the person is not there), the task
 /// waits; the answer goes on the next call, where the server asks the same
-/// question again and gets it: its result names the person's answer.
+/// question again and gets it: its result names the person's answer and
+/// the form's defaults for the fields the person left out.
 fn everything_round(ws: &Ws, provider: Value) {
     let task = json!({"ref": "T1", "title": "ask a person", "provider": "ev", "effect": "none",
                       "action": {"tool": "trigger-elicitation-request", "arguments": {}}});
@@ -142,6 +143,11 @@ fn everything_round(ws: &Ws, provider: Value) {
     let answered = receipt_answer(ws, 2).expect("the answered call's result");
     let text = answered.to_string();
     assert!(text.contains("Name: Ada Lovelace") && text.contains("Favorite Integer: 7"), "{text}");
+    // The form's defaults (SEP-1034) filled what the person left out; a
+    // field given (`integer`, default 42) won over its default.
+    assert!(text.contains("Favorite Number: 3.14"), "the number's default: {text}");
+    assert!(text.contains(r#"\"firstLine\": \"It was a dark and stormy night.\""#), "a string's default: {text}");
+    assert!(!text.contains("Favorite Integer: 42"), "{text}");
     ws.verify();
 }
 
