@@ -77,14 +77,8 @@ pub async fn login(
     let scope = asked.scope.clone().or_else(|| scope_of(config, &found));
     let (client, registered) = client_of(&web, config, &found, (&redirect_uri, scope.as_deref())).await?;
     let client_id = client.id.clone();
-    if let (Some(source), Some(_)) = (&config.client_secret, &client.secret) {
-        // Where a secret came from is the person's to see, before it goes.
-        show(&format!(
-            "The secret of client `{client_id}` is read from {} and goes to {} only ({}).",
-            source.words(),
-            found.server.token_endpoint,
-            client.method()
-        ));
+    if let Some(line) = secret_words(config, &client, &found) {
+        show(&line);
     }
     let verifier = pkce::random_token().map_err(AuthError::Refused)?;
     let state = pkce::random_token().map_err(AuthError::Refused)?;
@@ -184,6 +178,19 @@ async fn client_of(
             found.server.issuer
         ))),
     }
+}
+
+/// Where a pre-registered client's secret was read from and where it
+/// goes: the person's to see, before it goes (never the secret).
+fn secret_words(config: &OAuthConfig, client: &Client, found: &Discovered) -> Option<String> {
+    let (Some(source), Some(_)) = (&config.client_secret, &client.secret) else { return None };
+    Some(format!(
+        "The secret of client `{}` is read from {} and goes to {} only ({}).",
+        client.id,
+        source.words(),
+        found.server.token_endpoint,
+        client.method()
+    ))
 }
 
 /// The plan's scopes, else the server's challenge, else its metadata's
