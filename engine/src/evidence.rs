@@ -157,8 +157,15 @@ pub enum Evidence {
     /// it exited (its cgroup was not empty): the engine ended them. Its
     /// work was cut short by the engine: never a success.
     DescendantsEnded { processes: Vec<providers::Descendant>, grace_ms: u64, ended: bool },
-    /// An HTTP provider's answer.
-    HttpResponse { status: u16, body: Output, duration_ms: u64 },
+    /// An HTTP provider's answer. `body_cut`: its status line came, then
+    /// the body was cut short (why, in words); the status is the answer.
+    HttpResponse {
+        status: u16,
+        body: Output,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_cut: Option<String>,
+    },
     /// An MCP tool call's answer: `body` is the JSON of its `result` (or
     /// JSON-RPC `error`); `stderr` is the server's.
     ToolResult { is_error: bool, body: Output, stderr: Output, duration_ms: u64 },
@@ -200,6 +207,11 @@ pub enum Evidence {
     /// may spend (`may_spend`). Counted against `max_cost`; without
     /// `may_spend` it is a constraint violation (`spending_not_declared`).
     SpendingReported { items: Vec<SpentItem>, total_micros: i64, may_spend: bool },
+    /// An MCP server refused the call for want of scope (`403` with
+    /// `insufficient_scope`: by its answer it did nothing), asking for
+    /// scope the kept token was not granted: `scope`, what a person's
+    /// `engine login --scope` asks for.
+    ScopeRefused { scope: String },
     /// Files under a goal constraint's protected paths that changed between
     /// the observation before an attempt and the one after it, its
     /// validations and the constraint checks — and that its task's
@@ -352,6 +364,7 @@ impl Evidence {
             Evidence::Stopped { .. } => "stopped",
             Evidence::HandleLookup { .. } => "handle_lookup",
             Evidence::SpendingReported { .. } => "spending_reported",
+            Evidence::ScopeRefused { .. } => "scope_refused",
         }
     }
 }

@@ -112,6 +112,13 @@ impl Captured {
     }
 }
 
+/// A message with every secret in it redacted.
+pub(crate) fn redact_text(text: String, secrets: &[String]) -> String {
+    let mut c = Captured { text, total_bytes: 0, truncated: false, omitted: None };
+    c.redact(secrets);
+    c.text
+}
+
 /// An incomplete UTF-8 sequence at the end ("valid so far, then cut
 /// short") is dropped.
 fn drop_cut_char_at_end(bytes: &mut Vec<u8>) {

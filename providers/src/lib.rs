@@ -222,6 +222,11 @@ pub struct HttpReceipt {
     pub retry_after_seconds: Option<u64>,
     pub body: Captured,
     pub duration_ms: u64,
+    /// The status line came, then the body was cut short (the connection
+    /// broke in it, a close without TLS `close_notify`, the deadline): why,
+    /// in words. The status is the answer all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_cut: Option<String>,
 }
 
 /// An MCP tool call's answer.
@@ -250,6 +255,13 @@ pub struct McpReceipt {
     /// a person's answer is needed. Never answered on anyone's behalf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Box<InputAsk>>,
+    /// The server refused the call for want of scope (`403` with
+    /// `insufficient_scope`), and the token was not granted all of it: the
+    /// scope a person's `engine login --scope` must ask for. The server's
+    /// refusal says it did nothing; the call may go again once a person
+    /// logged in. Boxed: rare, and a receipt travels in every outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_up_scope: Option<Box<String>>,
 }
 
 /// What a server asks a person before it answers.

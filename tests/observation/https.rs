@@ -436,3 +436,55 @@ fn an_https_trace_receiver_is_trusted_by_the_otlp_certificate_variable_only() {
         out.stderr
     );
 }
+
+/// Python's `http.server` over `ssl` (`fixtures/https/http10_server.py`):
+/// HTTP/1.0, the body ended by closing the connection, and no TLS
+/// `close_notify` before the close. The status line came, so the answer
+/// came: the run completes (not `response_lost`, not `effect_unknown`), the
+/// server's own log holds one delivery, and the receipt and the evidence
+/// say the body ended without `close_notify` (kept as far as it came).
+#[test]
+fn an_https_answer_closed_without_close_notify_is_an_answer_with_its_body_marked() {
+    let ws = Ws::new();
+    let (cert, key) = openssl_self_signed(&ws.side, "server");
+    let (cert_path, key_path) = (ws.side.join("server.crt"), ws.side.join("server.key"));
+    std::fs::write(&key_path, key).unwrap();
+    let (port_file, log) = (ws.side.join("port"), ws.side.join("deliveries.jsonl"));
+    let mut server = std::process::Command::new("python3")
+        .arg(repo_root().join("fixtures/https/http10_server.py"))
+        .arg("--cert")
+        .arg(&cert_path)
+        .arg("--key")
+        .arg(&key_path)
+        .arg("--port-file")
+        .arg(&port_file)
+        .arg("--log")
+        .arg(&log)
+        .spawn()
+        .expect("python3 starts the HTTP/1.0 TLS server");
+    let port = wait_until(std::time::Duration::from_secs(20), "the server's port", || {
+        std::fs::read_to_string(&port_file).ok().and_then(|p| p.trim().parse::<u16>().ok())
+    });
+    ws.write("certs/server.crt", &cert);
+    https_plan_to(&ws, &format!("https://localhost:{port}/render"), Some("certs/server.crt"));
+    let out = ws.run();
+    let _ = server.kill();
+    let _ = server.wait();
+    out.expect(0, None);
+    let delivered = read_json_lines(&log);
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["idempotency_key"], json!(ws.op_of("T1")));
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str()), (1, "succeeded"), "{a:?}");
+    let receipt = ws.receipt_of(a[0].id).expect("a receipt");
+    assert_eq!(receipt["http_status"], 200, "{receipt}");
+    let cut = receipt["body_cut"].as_str().unwrap_or_default();
+    assert!(cut.contains("close_notify"), "the receipt says how the body ended: {receipt}");
+    let ev = ws.evidence(a[0].id);
+    let http = ev.iter().find(|e| e.1 == "http_response").expect("the answer's evidence");
+    assert!(http.2["body_cut"].as_str().unwrap_or_default().contains("close_notify"), "{http:?}");
+    let explained = ws.engine(&["explain", "T1"]);
+    explained.expect(0, None);
+    assert!(explained.stdout.contains("HTTP 200") && explained.stdout.contains("cut short"), "{}", explained.stdout);
+    assert!(explained.stdout.contains("delivered"), "the body as far as it came: {}", explained.stdout);
+}

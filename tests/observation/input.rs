@@ -67,10 +67,13 @@ fn round(flags: &[&str]) {
         assert_eq!(out.json()["error"]["place"], format!("--field {problem}"), "{}", out.describe());
     }
     assert!(ws.events_of("input_answered").is_empty());
-    // The answer, twice under one request id: recorded once.
+    // The answer, twice under one request id: recorded once. The task's
+    // effect is `none`: the next run sends it, no approval first.
+    assert_eq!(report["awaiting_input"][0]["approval_first"], false, "{report}");
     for _ in 0..2 {
-        ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"])
-            .expect_code(0);
+        let said = ws.engine(&["answer", "T1", "--field", "name=Ada", "--field", "count=3", "--request-id", "a1"]);
+        said.expect_code(0);
+        assert!(said.stdout.contains("the next `engine run` sends them in a new call"), "{}", said.describe());
     }
     assert_eq!(ws.events_of("input_answered").len(), 1);
     assert_eq!(task_state(&ws, "T1"), "pending");
@@ -119,7 +122,8 @@ fn a_provider_cannot_answer() {
 /// call (2025-11-25), a form whose only required field is `name`. The
 /// engine replies `cancel` at once (the person is not there), the task
 /// waits; the answer goes on the next call, where the server asks the same
-/// question again and gets it: its result names the person's answer.
+/// question again and gets it: its result names the person's answer and
+/// the form's defaults for the fields the person left out.
 fn everything_round(ws: &Ws, provider: Value) {
     let task = json!({"ref": "T1", "title": "ask a person", "provider": "ev", "effect": "none",
                       "action": {"tool": "trigger-elicitation-request", "arguments": {}}});
@@ -139,6 +143,11 @@ fn everything_round(ws: &Ws, provider: Value) {
     let answered = receipt_answer(ws, 2).expect("the answered call's result");
     let text = answered.to_string();
     assert!(text.contains("Name: Ada Lovelace") && text.contains("Favorite Integer: 7"), "{text}");
+    // The form's defaults (SEP-1034) filled what the person left out; a
+    // field given (`integer`, default 42) won over its default.
+    assert!(text.contains("Favorite Number: 3.14"), "the number's default: {text}");
+    assert!(text.contains(r#"\"firstLine\": \"It was a dark and stormy night.\""#), "a string's default: {text}");
+    assert!(!text.contains("Favorite Integer: 42"), "{text}");
     ws.verify();
 }
 
@@ -248,9 +257,22 @@ fn an_external_tasks_answered_call_needs_an_approval_as_any_repeat() {
     let task = json!({"ref": "T1", "title": "ask a person", "provider": "fx", "effect": "external",
                       "action": {"tool": "ask", "arguments": {}}});
     ws.write_plan("plan.json", &plan(json!({"fx": {"kind": "mcp", "command": command}}), vec![task]));
-    ws.run().expect(4, Some("INPUT_REQUIRED"));
-    let answered = ws.engine_json(&["answer", "T1", "--field", "name=Ada"]);
+    // Every word says what the next run does: it stops for the approval first.
+    let asked = ws.engine(&["run", "plan.json", "--jobs", "1"]);
+    asked.expect_code(4);
+    let said = format!("{}{}", asked.stdout, asked.stderr);
+    assert!(said.contains("first stops APPROVAL_REQUIRED"), "{}", asked.describe());
+    let said = ws.engine(&["answer", "T1", "--field", "name=Ada", "--request-id", "r1"]);
+    said.expect_code(0);
+    assert!(
+        said.stdout.contains("stops APPROVAL_REQUIRED until a person approves it")
+            && !said.stdout.contains("next `engine run` sends them"),
+        "{}",
+        said.describe()
+    );
+    let answered = ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--request-id", "r1"]);
     answered.expect_code(0);
+    assert_eq!(answered.json()["answer"]["approval_first"], true, "{}", answered.describe());
     let op = answered.json()["answer"]["operation_id"].as_str().unwrap().to_string();
     let out = ws.run();
     out.expect(4, Some("APPROVAL_REQUIRED"));

@@ -1,5 +1,6 @@
 //! Issue 15, end to end against real servers: read-back observation with
-//! three outcomes (server-filesystem, the receiver), one MCP server per
+//! three outcomes (server-filesystem, the receiver), MCP's official
+//! conformance kit's client scenarios (`conformance`), one MCP server per
 //! provider per run, MCP tasks over stdio and Streamable HTTP with their
 //! task id committed before the result and asked about after a crash
 //! (server-everything; their edges — a failed task, a deadline — with the
@@ -10,6 +11,7 @@
 //! receiver's delivery log), never from the engine's word alone.
 
 mod common;
+mod conformance;
 mod everything;
 mod filesystem;
 mod fixture_tasks;
@@ -19,4 +21,5 @@ mod input;
 mod modern;
 mod oauth;
 mod plan_check;
+mod streams;
 mod traces;

@@ -255,6 +255,130 @@ fn a_run_without_a_token_sends_nothing_and_names_the_login() {
     assert_eq!(ws.attempt_count(), 0, "no intent either");
 }
 
+/// Step-up: the server refuses a `tools/call` for want of scope (`403
+/// insufficient_scope`, before doing anything: the call never reaches
+/// its `--received`). The run stops `AUTHORIZATION_REQUIRED` naming the
+/// login with the scope granted so far and the one asked, the task is
+/// pending again; the person logs in so, and the next plain run sends the
+/// call once, and it is done once.
+#[test]
+fn a_call_refused_for_want_of_scope_stops_for_a_login_with_that_scope_then_goes_once() {
+    let ws = Ws::new();
+    let servers = Servers::start(&ws, &[], &["--call-scope", "mcp:write"]);
+    ws.write_plan("plan.json", &servers.plan(json!({})));
+    log_in(&ws, &[]).expect_code(0);
+    assert_eq!(kept(&ws)["scope"], "mcp:tools", "the challenge's scope");
+
+    let run = ws.run();
+    run.expect(2, Some("AUTHORIZATION_REQUIRED"));
+    let error = &run.json()["error"];
+    let plan = ws.path("plan.json");
+    let advice = format!("engine login {} fx --scope 'mcp:tools mcp:write'", plan.display());
+    assert_eq!(error["details"]["advice"], advice.as_str(), "{}", run.describe());
+    assert_eq!(error["details"]["scope"], "mcp:tools mcp:write");
+    let refused: Vec<Value> = servers.auth_log().into_iter().filter(|e| e["method"] == "tools/call").collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["refused"], "insufficient_scope");
+    assert!(servers.received("tools/call").is_empty(), "refused before anything was done");
+    assert_eq!(ws.task_state("T1"), "pending", "not failed: it goes again after the login");
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[0].state.as_str(), a[0].class()), (1, "failed", "environment"), "{a:?}");
+    assert_eq!(a[0].rule(), "insufficient_scope");
+    let receipt = ws.receipt_of(a[0].id).unwrap();
+    assert_eq!(receipt["step_up_scope"], "mcp:tools mcp:write", "{receipt}");
+
+    let login = log_in(&ws, &["--scope", "mcp:tools mcp:write"]);
+    login.expect_code(0);
+    let authorize: Vec<Value> =
+        servers.lines("as.jsonl").into_iter().filter(|e| e["endpoint"] == "authorize").collect();
+    assert_eq!(authorize.last().unwrap()["scope"], "mcp:tools mcp:write", "{authorize:?}");
+
+    ws.run().expect(0, None);
+    assert_eq!(servers.received("tools/call").len(), 1, "the call went once");
+    assert_eq!(ws.mcp_deliveries().len(), 1, "and was done once");
+    let a = ws.attempts();
+    assert_eq!((a.len(), a[1].state.as_str()), (2, "succeeded"), "{a:?}");
+}
+
+/// Issue 40: a pre-registered confidential client whose secret the plan
+/// names by a file in the workspace. The authorization server takes only
+/// `client_secret_basic` and checks the id and secret, each form-encoded
+/// (the secret holds `:`, `+`, `%` and `/`), on every token request: a
+/// wrong secret is refused (`invalid_client`) and nothing is kept; the
+/// right one logs in, and the run's refresh proves the client again with
+/// the secret kept beside the tokens. The secret is in the 0600 token
+/// file and the person's own file, nowhere else: not in the plan, the
+/// store, nor anything the engine printed.
+#[test]
+fn a_pre_registered_clients_secret_named_by_a_file_goes_by_basic_and_is_kept_beside_the_tokens_only() {
+    const SECRET: &str = "pre:reg+secret%2F/x";
+    let ws = Ws::new();
+    let flags = ["--client-id", "notes-cli", "--client-secret", SECRET, "--no-registration", "--expires-in", "1"];
+    let servers = Servers::start(&ws, &flags, &[]);
+    let oauth = json!({"client_id": "notes-cli", "client_secret": {"file": "secrets/notes"}});
+    ws.write_plan("plan.json", &servers.plan(oauth));
+
+    ws.write("secrets/notes", "not-the-secret\n");
+    let (mut running, url) = login(&ws, &[]);
+    let (status, location, _) = get(&url);
+    assert_eq!(status, 302, "{url}");
+    let _ = get(&location.expect("a redirect"));
+    let refused = running.wait(Duration::from_secs(60));
+    refused.expect(2, Some("OAUTH_REFUSED"));
+    assert!(refused.stdout.contains("invalid_client"), "the server's word: {}", refused.describe());
+    assert!(
+        !ws.state_home().join("engine/oauth").exists()
+            || std::fs::read_dir(ws.state_home().join("engine/oauth")).unwrap().next().is_none(),
+        "nothing kept"
+    );
+    let tried = servers.token_requests();
+    assert_eq!((tried.len(), tried[0]["client_auth"].as_str()), (1, Some("basic")), "{tried:?}");
+    assert_eq!(tried[0]["checks"]["client_secret"], false);
+
+    ws.write("secrets/notes", format!("{SECRET}\n"));
+    let login = log_in(&ws, &[]);
+    login.expect_code(0);
+    assert!(
+        login.stderr.contains("is read from file") && login.stderr.contains("client_secret_basic"),
+        "{}",
+        login.describe()
+    );
+    assert_eq!(kept(&ws)["client_id"], "notes-cli");
+    std::thread::sleep(Duration::from_millis(1100));
+    let run = ws.run();
+    run.expect(0, None);
+    let tokens = servers.token_requests();
+    let grants: Vec<&str> = tokens.iter().filter_map(|t| t["grant_type"].as_str()).collect();
+    assert_eq!(grants, ["authorization_code", "authorization_code", "refresh_token"], "{tokens:?}");
+    for t in &tokens[1..] {
+        assert_eq!((t["client_auth"].as_str(), &t["checks"]["client_secret"]), (Some("basic"), &json!(true)), "{t}");
+    }
+    assert_eq!(servers.received("tools/call").len(), 1);
+
+    use std::os::unix::fs::PermissionsExt;
+    let holds =
+        |p: &std::path::Path| std::fs::read(p).is_ok_and(|b| b.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()));
+    let token_files: Vec<PathBuf> =
+        std::fs::read_dir(ws.state_home().join("engine/oauth")).unwrap().flatten().map(|e| e.path()).collect();
+    let keeping: Vec<&PathBuf> = token_files.iter().filter(|p| holds(p)).collect();
+    assert_eq!(keeping.len(), 1, "kept beside the tokens: {token_files:?}");
+    assert_eq!(std::fs::metadata(keeping[0]).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(!holds(&ws.path("plan.json")), "the plan names the file only");
+    for f in std::fs::read_dir(ws.store_dir()).unwrap().flatten() {
+        assert!(!holds(&f.path()), "the secret in the store: {:?}", f.path());
+    }
+    let log = ws.engine(&["log", "--json"]);
+    let report = ws.engine(&["report", "--json"]);
+    let explain = ws.engine(&["explain", "T1", "--json"]);
+    for (i, text) in [&login.stdout, &login.stderr, &refused.stdout, &refused.stderr, &run.stdout, &run.stderr]
+        .into_iter()
+        .chain([&log.stdout, &log.stderr, &report.stdout, &explain.stdout])
+        .enumerate()
+    {
+        assert!(!text.contains(SECRET), "the secret in output #{i}");
+    }
+}
+
 #[test]
 fn an_expired_token_is_refreshed_and_the_rotated_refresh_token_kept() {
     let ws = Ws::new();

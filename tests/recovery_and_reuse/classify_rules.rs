@@ -92,7 +92,7 @@ fn http_request_rejected() {
         assert_eq!((class, rule.as_str()), (C::ProviderRejected, "http_request_rejected"), "{s}");
     }
     // Negative: a 2xx/3xx HttpResponse alone is no provider error.
-    let ok = Evidence::HttpResponse { status: 302, body: out(""), duration_ms: 1 };
+    let ok = Evidence::HttpResponse { status: 302, body: out(""), duration_ms: 1, body_cut: None };
     assert_eq!(cl(vec![ok]).1, "no_direct_evidence");
 }
 

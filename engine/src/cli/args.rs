@@ -215,9 +215,11 @@ pub enum Command {
             stderr, waits for the browser's redirect on 127.0.0.1 (an ephemeral port; a redirect whose \
             state is not this login's ends it), exchanges the code (PKCE S256, the server named as the \
             `resource`) and keeps the tokens in ${XDG_STATE_HOME:-~/.local/state}/engine/oauth (a 0600 \
-            file), never in a workspace or a store. Runs then use and refresh them; no run ever asks \
-            for a new one.",
-        after_help = "Example:\n  engine login plan.json notes\n  engine login plan.json notes --timeout 600 --json"
+            file), never in a workspace or a store. A pre-registered client's secret is read from where \
+            the plan names it (`client_secret`: an environment variable or a file) and kept with them. \
+            Runs then use and refresh them; no run ever asks for a new one. A run that stopped \
+            AUTHORIZATION_REQUIRED because the server asked for more scope names the --scope to log in with.",
+        after_help = "Example:\n  engine login plan.json notes\n  engine login plan.json notes --timeout 600 --json\n  engine login plan.json notes --scope 'notes:read notes:write'"
     )]
     Login {
         /// The plan file.
@@ -229,6 +231,10 @@ pub enum Command {
         /// How long to wait for the browser's redirect, in seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         timeout: u64,
+        /// The scopes to ask for, space-separated, instead of the plan's and the server's (a step-up the
+        /// server asked for: a stopped run names them).
+        #[arg(long, value_name = "SCOPES")]
+        scope: Option<String>,
     },
     /// Explain a task: its attempts, evidence, classification, claims kept apart, and reuse decision.
     #[command(after_help = "Examples:\n  engine explain T2\n  engine explain T2 --goal money-totals --json")]
@@ -341,7 +347,7 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
-    /// Answer what a task's MCP server asked a person (a person's act); the next run sends it.
+    /// Answer what a task's MCP server asked a person (a person's act); the next run sends it (external or paid work: once a person approves that call).
     #[command(
         long_about = "Record a person's answer to the question a task's MCP server asked \
             (the task is `awaiting_input`; `engine status` and `engine explain REF` show the question). \

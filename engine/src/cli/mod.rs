@@ -247,7 +247,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),
-        Command::Login { plan, provider, timeout } => commands::login::login(&plan, ws, &provider, timeout),
+        Command::Login { plan, provider, timeout: t, scope: s } => commands::login::login(&plan, ws, &provider, (t, s)),
         Command::Stores { prune, force } => Ok(report::stores::render(&commands::stores::stores(prune, force)?)),
         Command::Explain { task_ref, goal } => {
             report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)

@@ -14,7 +14,8 @@
 //! The call that carries an answer is a new request (the answers are part
 //! of it, as a repair's instruction is): its own operation id, its own
 //! intent; for a paid or external task it is a repeat, and the gate asks
-//! for an approval as it does for any repeat.
+//! for an approval as it does for any repeat — which `engine answer`
+//! says (`Recorded::approval_first`).
 
 use std::collections::HashMap;
 
@@ -47,6 +48,10 @@ pub struct Recorded {
     pub request_digest: RequestDigest,
     /// Each question's key and the `ElicitResult` sent back.
     pub answers: Vec<Value>,
+    /// The call that carries them repeats paid or external work (or the
+    /// task always needs one): the next run stops `APPROVAL_REQUIRED`
+    /// until a person approves it.
+    pub approval_first: bool,
     pub ask_id: i64,
     pub person: Person,
 }
@@ -117,22 +122,7 @@ pub fn record(
             .at(format!("--field {}", r.field))
             .with_details(json!({"field": r.field, "problem": r.problem, "task_ref": a.task_ref}))
     })?;
-    // A 2025-11-25 server asks again on the new call, from the first
-    // question: the answers given before go with the new ones.
-    let mut responses: Vec<InputResponse> = Vec::new();
-    if w.ask.request_state.is_none() && w.ask.task_id.is_none() {
-        // The answers the asking call carried: the answer whose operation it was.
-        let before = read.attempt(w.attempt_id)?;
-        let carried = read
-            .asks_of_goal(&w.goal_id)?
-            .into_iter()
-            .rfind(|x| x.kind == AskKind::Answer && x.operation_id.as_ref() == Some(&before.operation_id))
-            .and_then(|x| x.data.get("answers").cloned())
-            .map(serde_json::from_value::<InputAnswers>);
-        if let Some(Ok(carried)) = carried {
-            responses.extend(carried.responses);
-        }
-    }
+    let mut responses = carried(&*read, &w)?;
     for (key, result) in &results {
         let question = w.ask.questions.iter().find(|q| &q.key == key).map(|q| q.question.clone()).unwrap_or_default();
         responses.retain(|r| r.question != question);
@@ -177,8 +167,30 @@ pub fn record(
         operation_id: answering.operation_id,
         request_digest: answering.request_digest,
         answers: answers_json,
+        approval_first: answer::approval_first(&task),
         ask_id,
         person: person.clone(),
+    })
+}
+
+/// The answers the asking call carried (the answer whose operation it
+/// was): a 2025-11-25 server asks again on the new call from the first
+/// question, so the answers given before go with the new ones. None for a
+/// 2026-07-28 question (its `requestState` or task carries the state).
+fn carried(read: &dyn LedgerRead, w: &Waiting) -> Result<Vec<InputResponse>> {
+    if w.ask.request_state.is_some() || w.ask.task_id.is_some() {
+        return Ok(Vec::new());
+    }
+    let before = read.attempt(w.attempt_id)?;
+    let carried = read
+        .asks_of_goal(&w.goal_id)?
+        .into_iter()
+        .rfind(|x| x.kind == AskKind::Answer && x.operation_id.as_ref() == Some(&before.operation_id))
+        .and_then(|x| x.data.get("answers").cloned())
+        .map(serde_json::from_value::<InputAnswers>);
+    Ok(match carried {
+        Some(Ok(c)) => c.responses,
+        _ => Vec::new(),
     })
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use providers::oauth::store::TokenStore;
-use providers::oauth::{AuthError, Authorized};
+use providers::oauth::{Asked, AuthError, Authorized};
 use serde_json::json;
 
 use crate::error::{Code, Error, Result};
@@ -22,10 +22,20 @@ use crate::report::Output;
 /// Bound on `--timeout`: a day.
 pub const TIMEOUT_SECONDS_MAX: u64 = 86_400;
 
-pub fn login(plan_path: &Path, workspace: Option<&Path>, provider: &str, timeout_s: u64) -> Result<Output> {
+/// Bounds on `--scope`: its scopes, and the characters of one.
+const SCOPES_MAX: usize = 64;
+const SCOPE_CHARS_MAX: usize = 256;
+
+pub fn login(
+    plan_path: &Path,
+    workspace: Option<&Path>,
+    provider: &str,
+    (timeout_s, scope): (u64, Option<String>),
+) -> Result<Output> {
     if timeout_s == 0 || timeout_s > TIMEOUT_SECONDS_MAX {
         return Err(Error::usage(format!("--timeout must be 1 to {TIMEOUT_SECONDS_MAX} seconds")).at("--timeout"));
     }
+    let asked = Asked { scope: scope.as_deref().map(checked_scope).transpose()? };
     let plan = Plan::load(plan_path, workspace)?;
     let place = format!("$.providers.{provider}");
     let Some(spec) = plan.file.providers.get(provider) else {
@@ -47,9 +57,25 @@ pub fn login(plan_path: &Path, workspace: Option<&Path>, provider: &str, timeout
         .build()
         .map_err(|e| Error::internal(format!("tokio runtime: {e}")))?;
     let show = |line: &str| eprintln!("{}", for_terminal(line));
-    let done = rt.block_on(mcp.login(&store, Duration::from_secs(timeout_s), show));
+    let done = rt.block_on(mcp.login(&store, (&asked, Duration::from_secs(timeout_s)), show));
     let done = done.map_err(|e| refused(e, provider))?;
     Ok(render(provider, &done))
+}
+
+/// `--scope`: space-separated scope tokens (RFC 6749 §3.3: visible ASCII
+/// but `"` and `\`), as one string.
+fn checked_scope(scope: &str) -> Result<String> {
+    let tokens: Vec<&str> = scope.split_whitespace().collect();
+    let token_char = |b: u8| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\';
+    let fits = |t: &&str| t.len() <= SCOPE_CHARS_MAX && t.bytes().all(token_char);
+    if tokens.is_empty() || tokens.len() > SCOPES_MAX || !tokens.iter().all(fits) {
+        return Err(Error::usage(format!(
+            "--scope takes 1 to {SCOPES_MAX} scopes separated by spaces, each visible ASCII without quotes or \
+             backslashes, at most {SCOPE_CHARS_MAX} characters"
+        ))
+        .at("--scope"));
+    }
+    Ok(tokens.join(" "))
 }
 
 fn refused(e: AuthError, provider: &str) -> Error {
@@ -64,10 +90,14 @@ fn refused(e: AuthError, provider: &str) -> Error {
 /// What was kept, in words that claim no more: the token itself is never
 /// shown.
 fn render(provider: &str, a: &Authorized) -> Output {
+    let how = match a.client_auth {
+        "none" => String::new(),
+        method => format!(", authenticated by {method}"),
+    };
     let client = if a.registered {
-        format!("client `{}`, registered now", a.client_id)
+        format!("client `{}`{how}, registered now", a.client_id)
     } else {
-        format!("client `{}`", a.client_id)
+        format!("client `{}`{how}", a.client_id)
     };
     let lifetime = match a.expires_in {
         Some(s) => format!("an access token for {s} s"),
@@ -82,7 +112,7 @@ fn render(provider: &str, a: &Authorized) -> Output {
         a.file.display()
     );
     let json = json!({"ok": true, "provider": provider, "resource": a.resource, "issuer": a.issuer,
-        "client_id": a.client_id, "registered": a.registered, "scope": a.scope, "expires_in": a.expires_in,
+        "client_id": a.client_id, "client_auth": a.client_auth, "registered": a.registered, "scope": a.scope, "expires_in": a.expires_in,
         "refresh_token": a.refresh_token, "file": a.file});
     Output { text: format!("{}\n", for_terminal(&text)), json, exit_code: 0 }
 }

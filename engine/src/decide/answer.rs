@@ -12,6 +12,11 @@
 //! question. Values are typed by the schema: `string` as given (its
 //! `enum`, `minLength`/`maxLength` checked), `integer` and `number`
 //! (`minimum`/`maximum` checked), `boolean` (`true`/`false`).
+//!
+//! A form's declared defaults (SEP-1034) fill in each field the person
+//! leaves out, as a form a person accepts as it stands would send them; a
+//! field given wins over its default, and a default that does not fit its
+//! own field (its type, `enum` or bounds) is not sent.
 
 use serde_json::{json, Map, Value};
 
@@ -122,9 +127,9 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
             answers.push((a.key.to_string(), json!({"action": "accept"})));
             continue;
         }
-        let content = std::mem::take(&mut given[forms_seen]);
-        forms_seen += 1;
         let schema = a.question.get("requestedSchema").unwrap_or(&Value::Null);
+        let content = with_defaults(std::mem::take(&mut given[forms_seen]), schema);
+        forms_seen += 1;
         for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
             if !content.contains_key(req) {
                 let field = if prefixed { format!("{}.{req}", a.key) } else { req.to_string() };
@@ -138,6 +143,41 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
         answers.push((a.key.to_string(), json!({"action": "accept", "content": content})));
     }
     Ok(answers)
+}
+
+/// Does the call that carries a person's answer wait for an approval
+/// first? It repeats a call that was sent (the one the server answered
+/// with its question), so it does whenever the task always needs one or
+/// its work is paid or external (`decide::gate`).
+pub fn approval_first(task: &crate::plan::Task) -> bool {
+    let (always, paid_or_external) = super::gate::ApprovalFacts::of_task(task);
+    always || paid_or_external
+}
+
+/// Each property the person left out that declares a `default` fitting
+/// its own schema gets it.
+fn with_defaults(mut content: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return content };
+    for (name, prop) in properties {
+        let Some(default) = prop.get("default") else { continue };
+        if content.contains_key(name) || !fits(prop, default) {
+            continue;
+        }
+        content.insert(name.clone(), default.clone());
+    }
+    content
+}
+
+/// A value of the property's type, within its `enum` and bounds.
+fn fits(prop: &Value, value: &Value) -> bool {
+    let typed = match prop.get("type").and_then(Value::as_str).unwrap_or("string") {
+        "string" => value.is_string(),
+        "boolean" => value.is_boolean(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        _ => false,
+    };
+    typed && in_range("", prop, value).is_ok()
 }
 
 /// `text` as the property's type says.
@@ -315,6 +355,37 @@ mod tests {
         assert_eq!(
             decide(&asked, &Said { decline: true, accept: true, ..Said::default() }).unwrap_err().problem,
             "usage"
+        );
+    }
+
+    #[test]
+    fn a_forms_defaults_fill_what_the_person_leaves_out() {
+        // SEP-1034: the form as the server fills it in; what the person
+        // gives wins; a default that breaks its own field's schema is not sent.
+        let q = json!({"mode": "form", "message": "Who?", "requestedSchema": {"type": "object", "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
+            "verified": {"type": "boolean", "default": true},
+            "bad": {"type": "integer", "default": "thirty"},
+            "off": {"type": "string", "enum": ["a"], "default": "b"},
+            "none": {"type": "string"}},
+            "required": ["name"]}});
+        let asked = [Asked { key: "q", question: &q }];
+        let got = decide(&asked, &said(&[])).unwrap();
+        assert_eq!(
+            got[0].1,
+            json!({"action": "accept", "content": {"name": "John Doe", "age": 30, "score": 95.5,
+                   "status": "active", "verified": true}})
+        );
+        let got = decide(&asked, &said(&["name=Ada", "verified=false"])).unwrap();
+        assert_eq!((&got[0].1["content"]["name"], &got[0].1["content"]["verified"]), (&json!("Ada"), &json!(false)));
+        assert_eq!(got[0].1["content"]["age"], 30);
+        // Declined: nothing of the form is sent, defaults neither.
+        assert_eq!(
+            decide(&asked, &Said { decline: true, ..Said::default() }).unwrap()[0].1,
+            json!({"action": "decline"})
         );
     }
 

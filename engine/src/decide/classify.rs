@@ -60,6 +60,13 @@ const RULES: &[Rule] = &[
         class: FailureClass::ProviderUnavailable,
         matches: |e| matches!(e, Evidence::ProviderError { http_status: Some(429 | 502 | 503 | 504), .. }),
     },
+    // Before the other 4xx: a refusal for want of scope that a person's
+    // login can cure; the server did nothing, by its answer.
+    Rule {
+        name: "insufficient_scope",
+        class: FailureClass::Environment,
+        matches: |e| matches!(e, Evidence::ScopeRefused { .. }),
+    },
     Rule {
         name: "http_request_rejected",
         class: FailureClass::ProviderRejected,

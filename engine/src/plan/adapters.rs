@@ -26,13 +26,17 @@ pub enum Adapter {
 }
 
 impl Adapter {
-    /// Parse `spec` with the providers' parser; a `ca_file` is resolved
-    /// against `workspace` (kept as written when there is none: the
-    /// structural check never reads it).
+    /// Parse `spec` with the providers' parser; a `ca_file` and a client
+    /// secret's `file` are resolved against `workspace` (kept as written
+    /// when there is none: the structural check never reads them).
     pub fn parse(spec: &ProviderSpec, workspace: Option<&Path>) -> std::result::Result<Adapter, ConfigError> {
         let mut config = spec.provider_config();
         if let (Some(ws), Some(Value::String(ca))) = (workspace, config.get_mut("ca_file")) {
             *ca = resolve(ws, ca).to_string_lossy().into_owned();
+        }
+        // A client secret's file too (the secret itself is read at login only).
+        if let (Some(ws), Some(Value::String(f))) = (workspace, config.pointer_mut("/auth/oauth/client_secret/file")) {
+            *f = resolve(ws, f).to_string_lossy().into_owned();
         }
         Ok(match spec {
             ProviderSpec::Builtin {} => Adapter::Builtin(BuiltinProvider),

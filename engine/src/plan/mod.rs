@@ -2,6 +2,7 @@
 //! validation, and the digests that give tasks and goals their identity.
 
 pub mod adapters;
+mod auth;
 pub mod bounds;
 pub mod cache;
 pub mod digests;

@@ -504,13 +504,14 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tools: Option<Vec<String>>,
         /// A `url` server that wants an OAuth bearer token:
-        /// `{"oauth": {"client_id"?: "...", "scopes"?: ["..."]}}` (no
-        /// `client_id`: dynamic client registration). A person authorizes
-        /// it with `engine login PLAN PROVIDER`; the tokens are kept
-        /// outside every workspace (docs/providers.md). Checked by the
-        /// providers' own parser.
+        /// `{"oauth": {"client_id"?: "...", "client_secret"?: {"env": NAME}
+        /// | {"file": PATH}, "scopes"?: ["..."]}}` (no `client_id`: dynamic
+        /// client registration). A person authorizes it with `engine login
+        /// PLAN PROVIDER`; the tokens (and a client secret, read at login
+        /// from where the plan names it) are kept outside every workspace
+        /// (docs/providers.md). Checked by the providers' own parser.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(schema_with = "auth_schema")]
+        #[schemars(schema_with = "super::auth::auth_schema")]
         auth: Option<serde_json::Value>,
     },
     /// Work the engine does itself, with no process and no I/O of its own
@@ -594,28 +595,6 @@ impl ProviderSpec {
             ProviderSpec::Http { .. } | ProviderSpec::Builtin {} => &[],
         }
     }
-}
-
-/// The shape of an MCP provider's `auth`, for the shipped schema.
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct AuthSpec {
-    oauth: OAuthSpec,
-}
-
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct OAuthSpec {
-    /// A client registered beforehand. Default: registered at login (RFC 7591).
-    client_id: Option<String>,
-    /// The scopes to ask for. Default: what the server asks for.
-    scopes: Option<Vec<String>>,
-}
-
-fn auth_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-    gen.subschema_for::<AuthSpec>()
 }
 
 fn is_false(b: &bool) -> bool {

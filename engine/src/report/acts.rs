@@ -49,15 +49,23 @@ fn binds(a: &Recorded) -> String {
 
 /// `engine answer`'s words: what was recorded, and what sends it.
 pub fn answered(a: &crate::commands::answer::Recorded) -> Output {
+    let sends = if a.approval_first {
+        format!(
+            "they go in a new call, operation {op}, which repeats the task's external or paid work: the next `engine run` stops APPROVAL_REQUIRED until a person approves it (`engine approve {op} --note {}`), then sends it",
+            crate::decide::advice::SAY,
+            op = a.operation_id
+        )
+    } else {
+        format!("the next `engine run` sends them in a new call, operation {}", a.operation_id)
+    };
     let text = format!(
-        "answered task {} (goal {}, revision {}) by {}: {} answer(s) to what its MCP server asked (attempt {}), on the act chain; the next `engine run` sends them in a new call, operation {}",
+        "answered task {} (goal {}, revision {}) by {}: {} answer(s) to what its MCP server asked (attempt {}), on the act chain; {sends}",
         a.task_ref,
         a.goal_id,
         a.revision,
         who(&a.person),
         a.answers.len(),
         a.asked_by_attempt,
-        a.operation_id
     );
     Output { text, json: json!({"ok": true, "answer": a}), exit_code: 0 }
 }

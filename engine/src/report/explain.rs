@@ -240,11 +240,11 @@ fn describe(e: &Evidence) -> String {
         Evidence::DescendantsEnded { processes, grace_ms, ended } => {
             crate::evidence::descendants_text(processes, *grace_ms, *ended)
         }
+        Evidence::HttpResponse { status, body, duration_ms, body_cut } => {
+            http_response(*status, body, *duration_ms, body_cut.as_deref())
+        }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => {
-            let mut s =
-                format!("MCP tool answered{} in {duration_ms} ms", if *is_error { " with an error" } else { "" });
-            push_outputs(&mut s, &[("result", body), ("server stderr", stderr)]);
-            s.trim_end().to_string()
+            tool_result(*is_error, body, stderr, *duration_ms)
         }
         Evidence::BuiltinResult { op, timed_out, duration_ms } => builtin_text(op, *timed_out, *duration_ms),
         Evidence::CheckResult {
@@ -294,6 +294,25 @@ fn describe(e: &Evidence) -> String {
         ),
         other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
     }
+}
+
+/// An MCP tool's answer: an error or not, how long, its result and the
+/// server's stderr as kept.
+fn tool_result(is_error: bool, body: &crate::evidence::Output, stderr: &crate::evidence::Output, ms: u64) -> String {
+    let mut s = format!("MCP tool answered{} in {ms} ms", if is_error { " with an error" } else { "" });
+    push_outputs(&mut s, &[("result", body), ("server stderr", stderr)]);
+    s.trim_end().to_string()
+}
+
+/// An HTTP answer: its status, how long it took, a body cut short (why),
+/// and the body as kept.
+fn http_response(status: u16, body: &crate::evidence::Output, duration_ms: u64, cut: Option<&str>) -> String {
+    let mut s = format!("HTTP {status} in {duration_ms} ms");
+    if let Some(cut) = cut {
+        s.push_str(&format!("; the body was cut short: {cut}"));
+    }
+    push_outputs(&mut s, &[("body", body)]);
+    s.trim_end().to_string()
 }
 
 /// A re-observation: its summary (request, answer, verdict, deciding

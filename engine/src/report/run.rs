@@ -317,6 +317,26 @@ fn satisfied_line(r: &RunReport) -> String {
     line
 }
 
+/// The INPUT_REQUIRED line: who waits, the command that answers, and what
+/// the next run does with it (an approval first, for a repeat of external
+/// or paid work).
+fn input_required(r: &RunReport) -> String {
+    let repeats: Vec<&str> =
+        r.awaiting_input.iter().filter(|a| a.approval_first == Some(true)).map(|a| a.task_ref.as_str()).collect();
+    let then = match repeats.as_slice() {
+        [] => "the next `engine run` sends it".to_string(),
+        _ => format!(
+            "the next `engine run` sends it; for {} the call that carries it repeats external or paid work, so that run first stops APPROVAL_REQUIRED for a person's `engine approve`",
+            repeats.join(", ")
+        ),
+    };
+    format!(
+        "INPUT_REQUIRED: waiting on a person's answer to what the MCP server of {} asked (give it with {}; {then})",
+        r.awaiting_input.iter().map(|a| a.task_ref.as_str()).collect::<Vec<_>>().join(", "),
+        r.awaiting_input.iter().map(|a| format!("`{}`", a.answer_with)).collect::<Vec<_>>().join(", ")
+    )
+}
+
 fn final_line(r: &RunReport) -> String {
     if let Some(stop) = &r.stopped {
         return stopped_line(stop);
@@ -358,11 +378,7 @@ fn final_line(r: &RunReport) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Some(Code::InputRequired) => format!(
-            "INPUT_REQUIRED: waiting on a person's answer to what the MCP server of {} asked (give it with {}; the next `engine run` sends it)",
-            r.awaiting_input.iter().map(|a| a.task_ref.as_str()).collect::<Vec<_>>().join(", "),
-            r.awaiting_input.iter().map(|a| format!("`{}`", a.answer_with)).collect::<Vec<_>>().join(", ")
-        ),
+        Some(Code::InputRequired) => input_required(r),
         Some(Code::BudgetExhausted) => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),
             None => "BUDGET_EXHAUSTED".into(),

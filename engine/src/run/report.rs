@@ -117,9 +117,21 @@ pub struct AwaitingInput {
     pub questions: Vec<serde_json::Value>,
     /// The command that answers: `engine answer REF --field NAME=VALUE`.
     pub answer_with: String,
+    /// The call that will carry the answer repeats paid or external work:
+    /// the run after the answer stops `APPROVAL_REQUIRED` first (`None`:
+    /// read without the plan, not said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_first: Option<bool>,
 }
 
 impl AwaitingInput {
+    /// The same, knowing the task (`approval_first`).
+    pub fn of_task(task: &crate::plan::Task, detail: &serde_json::Value) -> Option<AwaitingInput> {
+        let mut a = AwaitingInput::of(&task.task_ref, detail)?;
+        a.approval_first = Some(crate::decide::answer::approval_first(task));
+        Some(a)
+    }
+
     /// From a task's detail (`run::driver::question`), if it holds a question.
     pub fn of(task_ref: &str, detail: &serde_json::Value) -> Option<AwaitingInput> {
         let input = detail.get("input")?;
@@ -135,6 +147,7 @@ impl AwaitingInput {
             operation_id: OperationId::new(detail.get("operation_id")?.as_str()?),
             questions: asked.iter().map(|a| serde_json::json!({"key": a.key, "question": a.question})).collect(),
             answer_with: crate::decide::answer::command(task_ref, &asked),
+            approval_first: None,
         })
     }
 }

@@ -272,6 +272,7 @@ impl Universe {
                     retry_after_seconds: None,
                     body: captured(&json!({"simulated": status}).to_string()),
                     duration_ms: latency as u64,
+                    body_cut: None,
                 })
             }
         };
@@ -315,6 +316,7 @@ impl Universe {
             output_invalid,
             // The simulated servers ask no person anything (yet).
             input: None,
+            step_up_scope: None,
         })
     }
 
@@ -623,6 +625,7 @@ fn asking(latency: i64) -> Receipt {
         retry_after_seconds: None,
         duration_ms: latency as u64,
         output_invalid: None,
+        step_up_scope: None,
         input: Some(Box::new(providers::InputAsk {
             task_id: None,
             request_state: Some("simulated-state".into()),

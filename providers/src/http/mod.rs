@@ -16,11 +16,15 @@
 //!   `NotDispatched{Other}`: the handshake carries no byte of the request;
 //! - deadline before the first byte is written → `NotDispatched{DeadlineBeforeDispatch}`;
 //! - any byte written (for TLS: any plaintext byte the TLS stream accepted),
-//!   then a write error, EOF, reset, a malformed or incomplete answer →
-//!   `Lost{ResponseLost}`;
-//! - any byte written, then the deadline → `Lost{DeadlineAfterDispatch}`;
-//! - a complete answer (status, headers, body to its framed end) → `Received`,
-//!   whatever the status code: judging it is the engine's job.
+//!   then a write error, EOF, reset, a malformed or incomplete status line
+//!   or head → `Lost{ResponseLost}`;
+//! - any byte written, then the deadline before the head → `Lost{DeadlineAfterDispatch}`;
+//! - a status line and its headers → `Received`, whatever the status code:
+//!   judging it is the engine's job. The server answered: a body cut short
+//!   after that (the connection broken in it, a TLS close without
+//!   `close_notify` ending an unframed body, the deadline) is kept as far
+//!   as it came, and the receipt says why (`body_cut`): a body problem, not
+//!   an unknown effect.
 //!
 //! `Progress::Dispatched` is sent once the whole request has been written.
 
@@ -41,7 +45,7 @@ use crate::{
 };
 use request::HttpRequest;
 use url::{percent_encode, Target};
-use wire::{exchange, Failure, Track};
+use wire::{exchange, Ask, Failure, Track};
 
 /// Deadline for one read-back request.
 pub const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -161,17 +165,16 @@ impl HttpProvider {
             // The engine may have stopped listening; the outcome still returns.
             let _ = progress.try_send(Progress::Dispatched { detail });
         };
-        let head_only = req.method == "HEAD";
-        let mut track = Track::default();
-        let exchange = exchange(&target, &self.tls, &bytes, head_only, call.output_bytes_max, on_written, &mut track);
-        let result = match call.timeout {
-            None => exchange.await,
-            Some(limit) => match tokio::time::timeout(limit, exchange).await {
-                Ok(r) => r,
-                Err(_) => Err(track.deadline_failure(limit)),
-            },
+        let ask = Ask {
+            target: &target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: req.method == "HEAD",
+            body_bytes_max: call.output_bytes_max,
+            limit: call.timeout,
         };
-        match result {
+        let mut track = Track::default();
+        match exchange(&ask, on_written, &mut track).await {
             Ok(resp) => {
                 let mut stdout = resp.body;
                 stdout.redact(&call.secrets);
@@ -180,6 +183,7 @@ impl HttpProvider {
                     retry_after_seconds: resp.retry_after_seconds,
                     body: stdout,
                     duration_ms: started.elapsed().as_millis() as u64,
+                    body_cut: resp.body_cut.map(|m| crate::capture::redact_text(m, &call.secrets)),
                 }))
             }
             Err(Failure::NotSent(nd)) => Outcome::NotDispatched(nd),
@@ -198,14 +202,22 @@ impl HttpProvider {
         };
         let mut track = Track::default();
         let bytes = request::get(&target);
-        let exchange = exchange(&target, &self.tls, &bytes, false, call.output_bytes_max, || {}, &mut track);
-        let resp = match tokio::time::timeout(OBSERVE_TIMEOUT, exchange).await {
-            Err(_) => {
-                let why = format!("no answer within {}s", OBSERVE_TIMEOUT.as_secs());
+        let ask = Ask {
+            target: &target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: false,
+            body_bytes_max: call.output_bytes_max,
+            limit: Some(OBSERVE_TIMEOUT),
+        };
+        let resp = match exchange(&ask, || {}, &mut track).await {
+            Err(f) => return ReadBack::failed(request, Value::Null, f.message().to_string()),
+            // A rule may read the body: one cut short decides nothing.
+            Ok(r) if r.body_cut.is_some() => {
+                let why = format!("HTTP {}, then {}", r.status, r.body_cut.unwrap_or_default());
                 return ReadBack::failed(request, Value::Null, why);
             }
-            Ok(Err(f)) => return ReadBack::failed(request, Value::Null, f.message().to_string()),
-            Ok(Ok(r)) => r,
+            Ok(r) => r,
         };
         let mut body = resp.body;
         body.redact(&call.secrets);
@@ -501,11 +513,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn short_body_is_lost_not_a_receipt() {
+    async fn a_status_received_is_the_answer_and_a_short_body_says_so() {
         let (url, _s) =
             fake(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly this".to_vec()), Duration::ZERO).await;
-        let (out, _) = run(&HttpProvider::new(url), &call(json!({"body": 1}))).await;
-        assert!(matches!(out, Outcome::Lost { reason: LostReason::ResponseLost, .. }), "{out:?}");
+        let r = receipt(run(&HttpProvider::new(url), &call(json!({"body": 1}))).await.0);
+        assert_eq!((r.status, r.body.text.as_str()), (200, "only this"));
+        let cut = r.body_cut.expect("the cut is recorded");
+        assert!(cut.contains("status 200 received") && cut.contains("41 bytes short"), "{cut}");
+        // A whole body has nothing to say.
+        let (url, _s) = fake(answer("200 OK", "", "whole"), Duration::ZERO).await;
+        assert_eq!(receipt(run(&HttpProvider::new(url), &call(json!({"body": 1}))).await.0).body_cut, None);
+    }
+
+    #[tokio::test]
+    async fn a_deadline_in_the_body_keeps_the_status_and_what_came() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/render", l.local_addr().unwrap());
+        let _server = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            read_request(&mut s).await;
+            s.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\nhalf").await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let mut c = call(json!({"body": 1}));
+        c.timeout = Some(Duration::from_millis(300));
+        let r = receipt(run(&HttpProvider::new(url), &c).await.0);
+        assert_eq!((r.status, r.body.text.as_str()), (201, "half"));
+        assert!(r.body_cut.unwrap().contains("deadline"));
     }
 
     #[tokio::test]

@@ -9,6 +9,14 @@
 //!   malformed or incomplete answer → `Lost`;
 //! - a complete answer (status, headers, body to its framed end) → `Ok`.
 //!
+//! A body is read separately from its head (`Conn`), so a caller that
+//! takes a status line for the answer it is can keep it whatever the body
+//! does after (`BodyEnd`, and the `Failure` of a body cut short). Over TLS
+//! a body that ends only with the connection (no `Content-Length`, not
+//! chunked: HTTP/1.0) and whose server closed without TLS `close_notify`
+//! (many do) is all that came, but nothing shows it is all that was sent:
+//! `BodyEnd::Unconfirmed`, never a lost answer.
+//!
 //! A deadline is applied by the caller around the exchange; `Track` tells it
 //! afterwards whether any byte had been written.
 
@@ -104,12 +112,27 @@ impl Head {
     }
 }
 
-/// A complete answer.
+/// An answer: its status line and headers were received, and its body as
+/// far as it came.
 #[derive(Debug)]
 pub(crate) struct Response {
     pub status: u16,
     pub retry_after_seconds: Option<u64>,
     pub body: Captured,
+    /// Why the body may not be whole (the connection broke in it, a close
+    /// without TLS `close_notify`, the deadline); `None`: read to its end.
+    pub body_cut: Option<String>,
+}
+
+/// How the reading of a body ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BodyEnd {
+    /// At its framed end, at the clean close that ends an unframed body,
+    /// or where the sink stopped reading.
+    Whole,
+    /// An unframed body over TLS ended by a close without `close_notify`
+    /// (the words say so): the bytes read are all that came.
+    Unconfirmed(String),
 }
 
 /// Where body bytes go. `Flow::Done` stops reading (the rest is left
@@ -178,30 +201,64 @@ impl Conn {
     }
 
     /// Read the body to its framed end (or until `sink` is done).
-    pub async fn body(&mut self, head: &Head, sink: &mut impl BodySink) -> Result<(), Failure> {
+    pub async fn body(&mut self, head: &Head, sink: &mut impl BodySink) -> Result<BodyEnd, Failure> {
         read_body(&mut self.r, head, sink).await
     }
 }
 
-/// Send `request`, call `on_written`, read one complete response.
-pub(crate) async fn exchange(
-    target: &Target,
-    tls: &Tls,
-    request: &[u8],
-    head_only: bool,
-    body_bytes_max: usize,
-    on_written: impl FnOnce(),
-    track: &mut Track,
-) -> Result<Response, Failure> {
-    let mut conn = send(target, tls, request, track).await?;
-    on_written();
-    let head = conn.head(track).await?;
-    let no_body = head_only || head.status == 204 || head.status == 304;
-    let mut body = Bounded::new(body_bytes_max);
-    if !no_body {
-        conn.body(&head, &mut body).await?;
-    }
-    Ok(Response { status: head.status, retry_after_seconds: head.retry_after_seconds, body: body.finish() })
+/// One request as `exchange` sends it.
+pub(crate) struct Ask<'a> {
+    pub target: &'a Target,
+    pub tls: &'a Tls,
+    pub request: &'a [u8],
+    /// A `HEAD`: the answer has no body.
+    pub head_only: bool,
+    pub body_bytes_max: usize,
+    /// Bound on the whole exchange, from the connection to the body's end.
+    pub limit: Option<Duration>,
+}
+
+/// Send the request, call `on_written`, read the answer. The status line
+/// received is the answer, whatever the body does after: a body cut short
+/// (the connection broken in it, a close without TLS `close_notify`, the
+/// limit) is kept as far as it came, with why (`Response::body_cut`).
+/// Before the status line, the limit is `Track::deadline_failure`.
+pub(crate) async fn exchange(ask: &Ask<'_>, on_written: impl FnOnce(), track: &mut Track) -> Result<Response, Failure> {
+    let by = ask.limit.map(|l| tokio::time::Instant::now() + l);
+    let answered = async {
+        let mut conn = send(ask.target, ask.tls, ask.request, track).await?;
+        on_written();
+        let head = conn.head(track).await?;
+        Ok::<_, Failure>((conn, head))
+    };
+    let (mut conn, head) = match by {
+        None => answered.await?,
+        Some(at) => match tokio::time::timeout_at(at, answered).await {
+            Ok(r) => r?,
+            Err(_) => return Err(track.deadline_failure(ask.limit.unwrap_or_default())),
+        },
+    };
+    let no_body = ask.head_only || head.status == 204 || head.status == 304;
+    let mut body = Bounded::new(ask.body_bytes_max);
+    let body_cut = if no_body {
+        None
+    } else {
+        let read = conn.body(&head, &mut body);
+        let read = match by {
+            None => Some(read.await),
+            Some(at) => tokio::time::timeout_at(at, read).await.ok(),
+        };
+        match read {
+            Some(Ok(BodyEnd::Whole)) => None,
+            Some(Ok(BodyEnd::Unconfirmed(why))) => Some(why),
+            Some(Err(f)) => Some(f.message().to_string()),
+            None => Some(format!(
+                "the deadline ({:?}) passed while the body was read: what came is kept",
+                ask.limit.unwrap_or_default()
+            )),
+        }
+    };
+    Ok(Response { status: head.status, retry_after_seconds: head.retry_after_seconds, body: body.finish(), body_cut })
 }
 
 async fn connect(target: &Target) -> Result<TcpStream, Failure> {
@@ -331,31 +388,51 @@ fn trunc(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
-/// Read the body to its framed end into `out`. An early end is a lost answer:
-/// a partial body is not a receipt.
+/// Read the body to its framed end into `out`. An early end is a
+/// `Failure` naming it (what it means is the caller's: the HTTP provider
+/// keeps the status it received, an MCP answer is lost without its
+/// message).
 async fn read_body<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
     head: &Head,
     out: &mut impl BodySink,
-) -> Result<(), Failure> {
+) -> Result<BodyEnd, Failure> {
     let status = head.status;
     if head.chunked {
-        return read_chunked(r, status, out).await;
+        return read_chunked(r, status, out).await.map(|()| BodyEnd::Whole);
     }
     match head.content_length {
-        Some(n) => copy_exact(r, n.min(BODY_READ_BYTES_MAX), out, status).await.map(|_| ()),
-        None => {
-            // No framing: the body ends at EOF (we sent Connection: close).
-            let mut limited = (&mut *r).take(BODY_READ_BYTES_MAX);
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                let n = limited.read(&mut chunk).await.map_err(|e| {
-                    lost(format!("status {status} received, then the connection broke in the body: {e}"))
-                })?;
-                if n == 0 || out.push(chunk.get(..n).unwrap_or_default()) == Flow::Done {
-                    return Ok(());
-                }
+        Some(n) => copy_exact(r, n.min(BODY_READ_BYTES_MAX), out, status).await.map(|_| BodyEnd::Whole),
+        None => read_to_close(r, status, out).await,
+    }
+}
+
+/// An unframed body: it ends where the connection does (we sent
+/// `Connection: close`).
+async fn read_to_close<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    status: u16,
+    out: &mut impl BodySink,
+) -> Result<BodyEnd, Failure> {
+    let mut limited = (&mut *r).take(BODY_READ_BYTES_MAX);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match limited.read(&mut chunk).await {
+            Ok(n) => n,
+            // Only TLS reports an end this way: the server closed without
+            // `close_notify`.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Ok(BodyEnd::Unconfirmed(format!(
+                    "the body ended with the connection, closed without TLS close_notify ({e}): \
+                     what came is kept, but nothing shows it is the whole body"
+                )))
             }
+            Err(e) => {
+                return Err(lost(format!("status {status} received, then the connection broke in the body: {e}")))
+            }
+        };
+        if n == 0 || out.push(chunk.get(..n).unwrap_or_default()) == Flow::Done {
+            return Ok(BodyEnd::Whole);
         }
     }
 }

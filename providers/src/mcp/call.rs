@@ -561,6 +561,10 @@ fn redacted_json(result: &Value, call: &Call) -> Value {
 fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, call: &Call) -> Receipt {
     let Judged { forced_error, input } = judged;
     let max = call.output_bytes_max;
+    let step_up_scope = match &answer {
+        Answer::HttpStatus { step_up, .. } => step_up.clone().map(Box::new),
+        _ => None,
+    };
     let (mut stdout, tool_error, http_status, retry_after_seconds) = match answer {
         Answer::Truncated { kept, total } => (
             Captured::from_bytes(kept, total, true),
@@ -568,7 +572,7 @@ fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, c
             None,
             None,
         ),
-        Answer::HttpStatus { status, retry_after_seconds, body } => {
+        Answer::HttpStatus { status, retry_after_seconds, body, .. } => {
             let text = format!("the MCP server answered HTTP {status}: {}", body.text.trim());
             (body, Some(text), Some(status), retry_after_seconds)
         }
@@ -605,6 +609,7 @@ fn receipt(answer: Answer, judged: Judged, stderr: Captured, started: Instant, c
         duration_ms: started.elapsed().as_millis() as u64,
         output_invalid: None,
         input: input.map(Box::new),
+        step_up_scope,
     })
 }
 

@@ -15,8 +15,9 @@ pub(crate) enum Answer {
     /// parsed): its kept prefix and real length.
     Truncated { kept: Vec<u8>, total: u64 },
     /// A Streamable HTTP server answered with an HTTP error status instead
-    /// of a JSON-RPC message.
-    HttpStatus { status: u16, retry_after_seconds: Option<u64>, body: Captured },
+    /// of a JSON-RPC message. `step_up`: a `403 insufficient_scope` a
+    /// person's login can cure — the scope that login must ask for.
+    HttpStatus { status: u16, retry_after_seconds: Option<u64>, body: Captured, step_up: Option<String> },
 }
 
 impl Answer {
@@ -134,9 +135,7 @@ pub(crate) fn captured_json(v: &Value, max: usize) -> Captured {
 }
 
 pub(crate) fn redact_str(s: String, secrets: &[String]) -> String {
-    let mut c = Captured { text: s, total_bytes: 0, truncated: false, omitted: None };
-    c.redact(secrets);
-    c.text
+    crate::capture::redact_text(s, secrets)
 }
 
 fn excerpt(s: &str) -> String {

@@ -96,10 +96,11 @@ impl Link {
     }
 
     /// End it now (a stdio server's group is killed; an HTTP link is only
-    /// marked dead).
+    /// marked dead, its session's stream no longer read).
     pub fn kill(&self) {
-        if let Link::Stdio(l) = self {
-            l.kill();
+        match self {
+            Link::Stdio(l) => l.kill(),
+            Link::Http(l) => l.mark_dead(),
         }
     }
 

@@ -49,10 +49,12 @@
 //! `Progress::Dispatched` is sent once the `tools/call` is wholly written.
 
 mod call;
+mod events;
 mod inbound;
 pub mod input;
 mod jsonrpc;
 mod link;
+mod listen;
 mod output;
 mod revision;
 mod session;
@@ -253,7 +255,7 @@ impl McpProvider {
     pub async fn login(
         &self,
         store: &TokenStore,
-        timeout: std::time::Duration,
+        (asked, timeout): (&crate::oauth::Asked, std::time::Duration),
         show: impl FnMut(&str),
     ) -> Result<crate::oauth::Authorized, crate::oauth::AuthError> {
         use crate::oauth::AuthError;
@@ -262,7 +264,7 @@ impl McpProvider {
         };
         let tls = Tls::new(self.config.ca_file.clone());
         let reach = crate::oauth::Reach { url, hosts: &self.config.hosts, tls: &tls };
-        crate::oauth::login(reach, oauth, store, timeout, show).await
+        crate::oauth::login(reach, (oauth, asked), store, timeout, show).await
     }
 }
 
@@ -336,3 +338,5 @@ mod tests;
 mod tests_input;
 #[cfg(test)]
 mod tests_modern;
+#[cfg(test)]
+mod tests_streams;

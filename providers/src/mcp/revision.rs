@@ -237,6 +237,7 @@ mod tests {
             body: body(
                 r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID"},"id":null}"#,
             ),
+            step_up: None,
         });
         assert_eq!(probe(&legacy_400), Probe::Legacy);
         // A recognized modern error is a modern server: never a fallback.
@@ -246,6 +247,7 @@ mod tests {
             body: body(
                 r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2027-01-01"]}}}"#,
             ),
+            step_up: None,
         });
         match probe(&unsupported) {
             Probe::Refused(why) => assert!(why.contains("2027-01-01"), "{why}"),

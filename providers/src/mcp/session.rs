@@ -376,6 +376,11 @@ async fn initialize(link: Link, by: Instant) -> Result<Live, (Link, StartEnd)> {
     if let Err(m) = link.notify("notifications/initialized", None).await {
         return Err((link, StartEnd::Refused(m)));
     }
+    // What the server sends outside our requests' streams comes on the
+    // session's own stream: its questions, pings and notifications.
+    if let Link::Http(l) = &link {
+        l.listen();
+    }
     let tasks = version == PROTOCOL_VERSION && result.pointer("/capabilities/tasks/requests/tools/call").is_some();
     let server = server_info(result.get("serverInfo"));
     Ok(Live { link, protocol: version.to_string(), server, tasks, tools: OnceCell::new() })

@@ -9,6 +9,16 @@
 //! on every later request, with `MCP-Protocol-Version`. A 404 to a request
 //! that carried a session id means the server ended that session: the link
 //! is dead and the next call starts a new one. Closing sends DELETE.
+//!
+//! A 2025-11-25 (or earlier) server may close a request's event stream
+//! before it answers (SEP-1699: it polls, or sheds the connection) and
+//! resume it on a GET carrying `Last-Event-ID`. A stream that ended cleanly — at its framed end, or a
+//! clean close — after an event id is resumed so, after the server's
+//! `retry` (`Resume`): the request is never sent again. A stream that
+//! broke (a reset, a chunk cut short, a TLS close without `close_notify`),
+//! or ended without an id to resume from, loses the answer.
+//! Beside the requests' streams, the session's own GET stream carries what
+//! the server sends outside them (`listen`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,34 +26,43 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::events::{Events, STREAM_REQUESTS_MAX};
 use super::inbound::Inbound;
-use super::jsonrpc::{self, Answer, Kind, RpcEnd};
+use super::jsonrpc::{self, Answer, RpcEnd};
+use super::listen::Listening;
 use super::revision;
-use super::sse::SseParser;
 use crate::capture::Bounded;
 use crate::http::url::Target;
-use crate::http::wire::{self, BodySink, Failure, Flow, Head, Track};
+use crate::http::wire::{self, Ask, BodyEnd, Conn, Failure, Head, Track};
 use crate::oauth::{AuthError, Bearer};
 use crate::tls::Tls;
 use crate::{NotDispatched, NotDispatchedKind};
 
 /// Bound on answering one server request (a `ping` inside a stream).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a request's stream closed by the server is resumed, at most.
+const RESUMES_MAX: u32 = 8;
+/// The wait before resuming when the server gave no `retry`, and the
+/// longest `retry` honoured.
+pub(crate) const RETRY_DEFAULT: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
 
 pub(crate) struct HttpLink {
     url: String,
-    target: Target,
-    tls: Arc<Tls>,
+    pub(super) target: Target,
+    pub(super) tls: Arc<Tls>,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
     next_id: AtomicU64,
     alive: AtomicBool,
     /// Bound on one answer (JSON body or SSE event).
-    answer_bytes_max: usize,
+    pub(super) answer_bytes_max: usize,
     /// The OAuth token source, for a server that wants a bearer token.
     bearer: Option<Arc<Bearer>>,
     /// Where the server's questions and progress go.
-    inbound: Arc<Inbound>,
+    pub(super) inbound: Arc<Inbound>,
+    /// The session's standalone GET stream, read while the link lives.
+    pub(super) listening: Mutex<Option<Listening>>,
 }
 
 impl HttpLink {
@@ -66,6 +85,7 @@ impl HttpLink {
             answer_bytes_max,
             bearer: None,
             inbound,
+            listening: Mutex::new(None),
         })
     }
 
@@ -87,6 +107,7 @@ impl HttpLink {
             answer_bytes_max: self.answer_bytes_max,
             bearer: self.bearer.clone(),
             inbound: Arc::clone(&self.inbound),
+            listening: Mutex::new(None),
         }
     }
 
@@ -96,6 +117,13 @@ impl HttpLink {
 
     pub fn alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    /// The session is over (the server ended it, or we close it): no
+    /// request goes on it, and its own stream is no longer read.
+    pub fn mark_dead(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+        self.stop_listening();
     }
 
     pub fn session_id(&self) -> Option<String> {
@@ -143,9 +171,30 @@ impl HttpLink {
         bytes
     }
 
+    /// A GET for an event stream: the session's own (`last_event_id`:
+    /// `None` at first), or a request's stream resumed from its last event.
+    pub(crate) fn encode_get(&self, last_event_id: Option<&str>, token: Option<&str>) -> Vec<u8> {
+        let t = &self.target;
+        let mut head = format!("GET {} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n", t.path, t.authority);
+        if let Some(s) = self.session_id() {
+            head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        }
+        if let Some(v) = self.protocol() {
+            head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+        }
+        if let Some(id) = last_event_id {
+            head.push_str(&format!("Last-Event-ID: {id}\r\n"));
+        }
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        head.push_str("Connection: close\r\n\r\n");
+        head.into_bytes()
+    }
+
     /// The access token for the next request, if the server wants one.
     /// `Err`: none is usable, and nothing is sent.
-    async fn token(&self) -> Result<Option<String>, NotDispatched> {
+    pub(super) async fn token(&self) -> Result<Option<String>, NotDispatched> {
         match &self.bearer {
             None => Ok(None),
             Some(_) if !crate::oauth::plain_allowed(&self.target) => Err(NotDispatched {
@@ -189,7 +238,7 @@ impl HttpLink {
             };
             // A 401 to a request that did nothing yet (not a `tools/call`,
             // whose 401 is its answer): refresh once and send it again.
-            if let (Some(bearer), Some(used), Ok((Answer::HttpStatus { status: 401, .. }, _))) =
+            if let (Some(bearer), Some(used), Ok(Answer::HttpStatus { status: 401, .. })) =
                 (&self.bearer, token.as_deref(), &result)
             {
                 if method != "tools/call" {
@@ -206,11 +255,18 @@ impl HttpLink {
                     }
                 }
             }
+            // A request that did nothing yet, refused for want of scope:
+            // not sent, and a person's login (with that scope) cures it. A
+            // `tools/call`'s refusal is its answer (the receipt says so).
+            if let (Ok(Answer::HttpStatus { step_up: Some(scope), .. }), false) = (&result, method == "tools/call") {
+                let m = crate::oauth::step_up_words(
+                    scope,
+                    &format!("{} answered 403 insufficient_scope to {method}", self.url),
+                );
+                return RpcEnd::NotSent(not_authorized(AuthError::Required(m)));
+            }
             return match result {
-                Ok((answer, server_requests)) => {
-                    self.answer_server(server_requests).await;
-                    RpcEnd::Answer(answer)
-                }
+                Ok(answer) => RpcEnd::Answer(answer),
                 Err(Failure::NotSent(nd)) => RpcEnd::NotSent(nd),
                 Err(Failure::Lost(_, m)) => RpcEnd::Lost(format!("{method} to {}: {m}", self.url)),
             };
@@ -224,7 +280,7 @@ impl HttpLink {
         initialize: bool,
         on_sent: impl FnOnce(),
         track: &mut Track,
-    ) -> Result<(Answer, Vec<Value>), Failure> {
+    ) -> Result<Answer, Failure> {
         let mut conn = wire::send(&self.target, &self.tls, bytes, track).await?;
         on_sent();
         let head = conn.head(track).await?;
@@ -234,64 +290,141 @@ impl HttpLink {
             }
         }
         if head.status != 200 {
-            return self.refused(&mut conn, &head).await.map(|a| (a, Vec::new()));
+            return self.refused(&mut conn, &head).await;
         }
-        let sse = head.header("content-type").is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-        if !sse {
-            let mut body = Bounded::new(self.answer_bytes_max);
-            conn.body(&head, &mut body).await?;
-            let body = body.finish();
-            if body.truncated {
-                return Ok((Answer::Truncated { kept: body.text.into_bytes(), total: body.total_bytes }, Vec::new()));
-            }
-            let msg = serde_json::from_str(&body.text).map_err(|e| wire::lost(format!("answer is not JSON: {e}")))?;
-            return Ok((Answer::Message(msg), Vec::new()));
+        if !event_stream(&head) {
+            return self.json_answer(&mut conn, &head).await;
         }
-        // A question the server puts in the stream is answered at once
-        // (it waits for the reply before it answers us); the rest after.
         let (replies, mut to_send) = tokio::sync::mpsc::unbounded_channel();
-        let mut stream = Stream::new(id, self.answer_bytes_max, Arc::clone(&self.inbound), replies);
-        {
-            let read = conn.body(&head, &mut stream);
+        let bounds = (self.answer_bytes_max, STREAM_REQUESTS_MAX);
+        let mut events = Events::new(Some(id), bounds, Arc::clone(&self.inbound), replies);
+        let mut end = self.read_events(&mut conn, &head, &mut events, &mut to_send).await?;
+        let mut resumed = 0;
+        loop {
+            if let Some(answer) = events.answer.take() {
+                return Ok(answer);
+            }
+            // 2026-07-28 has no resumption: a stream without its answer is lost.
+            let modern = self.protocol().as_deref() == Some(revision::MODERN);
+            let last = match (end, events.parser.last_event_id()) {
+                (BodyEnd::Unconfirmed(why), _) => {
+                    return Err(wire::lost(format!("the event stream ended without the answer: {why}")))
+                }
+                (BodyEnd::Whole, _) if modern => {
+                    return Err(wire::lost(
+                        "the event stream ended without the answer (2026-07-28 resumes none)".into(),
+                    ))
+                }
+                (BodyEnd::Whole, None) => {
+                    return Err(wire::lost(
+                        "the server closed the event stream without the answer, and gave no event id to resume it \
+                         from"
+                            .into(),
+                    ))
+                }
+                (BodyEnd::Whole, Some(_)) if resumed == RESUMES_MAX => {
+                    return Err(wire::lost(format!(
+                        "the server closed the event stream without the answer {} times",
+                        RESUMES_MAX + 1
+                    )))
+                }
+                (BodyEnd::Whole, Some(last)) => last.to_string(),
+            };
+            resumed += 1;
+            tokio::time::sleep(retry_delay(events.parser.retry_ms())).await;
+            let (mut conn, head) = self.resume_stream(&last).await?;
+            events.parser.restart();
+            end = self.read_events(&mut conn, &head, &mut events, &mut to_send).await?;
+        }
+    }
+
+    /// A request's stream closed by the server before its answer, asked
+    /// again from its last event (`GET` with `Last-Event-ID`). The request
+    /// was sent: whatever fails here loses its answer, never "not sent".
+    async fn resume_stream(&self, last: &str) -> Result<(Conn, Head), Failure> {
+        let token = self.token().await.ok().flatten();
+        let bytes = self.encode_get(Some(last), token.as_deref());
+        let mut track = Track::default();
+        let why = |m: &str| {
+            wire::lost(format!(
+                "the server closed the event stream before the answer; resuming it from event `{last}` failed: {m}"
+            ))
+        };
+        let mut conn = wire::send(&self.target, &self.tls, &bytes, &mut track).await.map_err(|f| why(f.message()))?;
+        let head = conn.head(&mut track).await.map_err(|f| why(f.message()))?;
+        if head.status != 200 || !event_stream(&head) {
+            return Err(why(&format!("HTTP {} without an event stream", head.status)));
+        }
+        Ok((conn, head))
+    }
+
+    /// Read an event stream into `events`, sending the replies it asks for
+    /// as they come (the server may wait on one before it answers).
+    pub(super) async fn read_events(
+        &self,
+        conn: &mut Conn,
+        head: &Head,
+        events: &mut Events,
+        to_send: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+    ) -> Result<BodyEnd, Failure> {
+        let end = {
+            let read = conn.body(head, events);
             tokio::pin!(read);
             loop {
                 tokio::select! {
-                    r = &mut read => break r?,
+                    r = &mut read => break r,
                     Some(reply) = to_send.recv() => {
                         let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
                     }
                 }
             }
+        };
+        while let Ok(reply) = to_send.try_recv() {
+            let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
         }
-        match stream.answer {
-            Some(a) => Ok((a, stream.server_requests)),
-            None => Err(wire::lost("the event stream ended without the answer".into())),
+        end
+    }
+
+    /// An answer as one JSON object. Over TLS a body ended by a close
+    /// without `close_notify` is the answer if it is a whole JSON message.
+    async fn json_answer(&self, conn: &mut Conn, head: &Head) -> Result<Answer, Failure> {
+        let mut body = Bounded::new(self.answer_bytes_max);
+        let end = conn.body(head, &mut body).await?;
+        let body = body.finish();
+        if body.truncated {
+            return Ok(Answer::Truncated { kept: body.text.into_bytes(), total: body.total_bytes });
         }
+        serde_json::from_str(&body.text).map(Answer::Message).map_err(|e| {
+            let cut = match end {
+                BodyEnd::Unconfirmed(why) => format!(" ({why})"),
+                BodyEnd::Whole => String::new(),
+            };
+            wire::lost(format!("answer is not JSON: {e}{cut}"))
+        })
     }
 
     /// An HTTP error status instead of a message. A 404 on a session means
     /// the server ended it.
-    async fn refused(&self, conn: &mut wire::Conn, head: &Head) -> Result<Answer, Failure> {
+    async fn refused(&self, conn: &mut Conn, head: &Head) -> Result<Answer, Failure> {
         if head.status == 404 && self.session_id().is_some() {
-            self.alive.store(false, Ordering::SeqCst);
+            self.mark_dead();
         }
         let mut body = Bounded::new(self.answer_bytes_max.min(64 * 1024));
-        conn.body(head, &mut body).await?;
+        // The status is the answer; a body cut short is only less to show.
+        let _ = conn.body(head, &mut body).await;
+        // A token short of the scope the server asks (RFC 6750 §3.1): a
+        // person's login with more scope may cure it, unless the kept
+        // token was granted all of it already.
+        let step_up = match (&self.bearer, head.status, head.header("www-authenticate")) {
+            (Some(bearer), 403, Some(challenge)) => crate::oauth::step_up(challenge, bearer.granted_scope().as_deref()),
+            _ => None,
+        };
         Ok(Answer::HttpStatus {
             status: head.status,
             retry_after_seconds: head.retry_after_seconds,
             body: body.finish(),
+            step_up,
         })
-    }
-
-    /// Requests the server sent inside a stream get their answer once the
-    /// stream is read (we offer no feature that would make one wait on us).
-    async fn answer_server(&self, requests: Vec<Value>) {
-        for req in requests {
-            if let Some(reply) = jsonrpc::reply_to_server_request(&req) {
-                let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
-            }
-        }
     }
 
     /// POST a notification or a response; the server answers 202.
@@ -299,13 +432,18 @@ impl HttpLink {
         let token = self.bearer.as_ref().and_then(|b| b.current());
         let bytes = self.encode("POST", msg.to_string().as_bytes(), None, token.as_deref());
         let mut track = Track::default();
-        let tls = Arc::clone(&self.tls);
-        let exchange = wire::exchange(&self.target, &tls, &bytes, false, 64 * 1024, || {}, &mut track);
-        match tokio::time::timeout(limit, exchange).await {
-            Ok(Ok(r)) if (200..300).contains(&r.status) => Ok(()),
-            Ok(Ok(r)) => Err(format!("HTTP {}: {}", r.status, r.body.text.trim())),
-            Ok(Err(f)) => Err(f.message().to_string()),
-            Err(_) => Err(format!("no answer within {limit:?}")),
+        let ask = Ask {
+            target: &self.target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: false,
+            body_bytes_max: 64 * 1024,
+            limit: Some(limit),
+        };
+        match wire::exchange(&ask, || {}, &mut track).await {
+            Ok(r) if (200..300).contains(&r.status) => Ok(()),
+            Ok(r) => Err(format!("HTTP {}: {}", r.status, r.body.text.trim())),
+            Err(f) => Err(f.message().to_string()),
         }
     }
 
@@ -315,15 +453,22 @@ impl HttpLink {
 
     /// End the session on the server (DELETE), best effort.
     pub async fn close(&self, limit: Duration) {
-        self.alive.store(false, Ordering::SeqCst);
+        self.mark_dead();
         if self.session_id().is_none() {
             return;
         }
         let token = self.bearer.as_ref().and_then(|b| b.current());
         let bytes = self.encode("DELETE", &[], None, token.as_deref());
         let mut track = Track::default();
-        let exchange = wire::exchange(&self.target, &self.tls, &bytes, false, 4096, || {}, &mut track);
-        let _ = tokio::time::timeout(limit, exchange).await;
+        let ask = Ask {
+            target: &self.target,
+            tls: &self.tls,
+            request: &bytes,
+            head_only: false,
+            body_bytes_max: 4096,
+            limit: Some(limit),
+        };
+        let _ = wire::exchange(&ask, || {}, &mut track).await;
     }
 }
 
@@ -334,72 +479,13 @@ fn not_authorized(e: AuthError) -> NotDispatched {
     NotDispatched { kind: NotDispatchedKind::Other, message: e.message() }
 }
 
-/// An SSE answer being read: stops at the message that answers `id`.
-struct Stream {
-    id: u64,
-    parser: SseParser,
-    answer: Option<Answer>,
-    server_requests: Vec<Value>,
-    /// The server's requests met in the stream, answered at once or after.
-    requests_seen: usize,
-    inbound: Arc<Inbound>,
-    /// Replies to send while the stream is still read.
-    replies: tokio::sync::mpsc::UnboundedSender<Value>,
+/// The answer is an event stream (else one JSON object).
+pub(crate) fn event_stream(head: &Head) -> bool {
+    head.header("content-type").is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"))
 }
 
-/// Bound on the server's requests answered within one stream.
-const STREAM_REQUESTS_MAX: usize = 16;
-
-impl Stream {
-    fn new(
-        id: u64,
-        bytes_max: usize,
-        inbound: Arc<Inbound>,
-        replies: tokio::sync::mpsc::UnboundedSender<Value>,
-    ) -> Self {
-        Stream {
-            id,
-            parser: SseParser::new(bytes_max),
-            answer: None,
-            server_requests: Vec::new(),
-            requests_seen: 0,
-            inbound,
-            replies,
-        }
-    }
-}
-
-impl BodySink for Stream {
-    fn push(&mut self, chunk: &[u8]) -> Flow {
-        for event in self.parser.feed(chunk) {
-            if event.truncated {
-                // Over the bound: the answer if it starts with our id.
-                if jsonrpc::id_in_prefix(event.data.as_bytes()) == Some(self.id) {
-                    let total = event.data.len() as u64;
-                    self.answer = Some(Answer::Truncated { kept: event.data.into_bytes(), total });
-                    return Flow::Done;
-                }
-                continue;
-            }
-            let Ok(msg) = serde_json::from_str::<Value>(&event.data) else { continue };
-            match jsonrpc::kind(&msg) {
-                Kind::Response(id) if id == self.id => {
-                    self.answer = Some(Answer::Message(msg));
-                    return Flow::Done;
-                }
-                Kind::ServerRequest if self.requests_seen < STREAM_REQUESTS_MAX => {
-                    self.requests_seen += 1;
-                    match self.inbound.request(&msg) {
-                        Some(reply) => {
-                            let _ = self.replies.send(reply);
-                        }
-                        None => self.server_requests.push(msg),
-                    }
-                }
-                Kind::Notification => self.inbound.notification(&msg),
-                _ => {}
-            }
-        }
-        Flow::More
-    }
+/// How long to wait before reopening a stream: the server's `retry`
+/// (SEP-1699: the client waits that long), bounded.
+pub(crate) fn retry_delay(retry_ms: Option<u64>) -> Duration {
+    retry_ms.map_or(RETRY_DEFAULT, Duration::from_millis).min(RETRY_MAX)
 }

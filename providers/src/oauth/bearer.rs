@@ -93,6 +93,11 @@ impl Bearer {
         Ok(token)
     }
 
+    /// The scope the kept token was granted (`None`: not said, or no token).
+    pub fn granted_scope(&self) -> Option<String> {
+        self.kept.try_lock().ok()?.as_ref().and_then(|r| r.scope.clone())
+    }
+
     /// The token in hand, for a notification (never refreshed for one).
     pub fn current(&self) -> Option<String> {
         self.kept.try_lock().ok()?.as_ref().map(|r| r.access_token.clone())
@@ -129,7 +134,8 @@ impl Bearer {
             )));
         };
         let web = Web { hosts: &self.hosts, tls: &self.tls };
-        let granted = grant::refresh(&web, &record.token_endpoint, &record.client_id, refresh_token, &self.resource)
+        let client = record.client();
+        let granted = grant::refresh(&web, &record.token_endpoint, &client, refresh_token, record.audience())
             .await
             .map_err(|e| AuthError::Required(format!("refreshing the token for {} failed: {e}", self.resource)))?;
         let fresh = TokenRecord {
@@ -159,9 +165,12 @@ mod tests {
     fn record(issued_at: u64, expires_at: Option<u64>) -> TokenRecord {
         TokenRecord {
             resource: "r".into(),
+            audience: None,
             issuer: "i".into(),
             token_endpoint: "t".into(),
             client_id: "c".into(),
+            client_secret: None,
+            token_auth: None,
             scope: None,
             access_token: "a".into(),
             refresh_token: None,

@@ -1,14 +1,15 @@
 //! The token endpoint (authorization code and refresh grants, RFC 6749
 //! §4.1.3 and §6, with PKCE's `code_verifier` and RFC 8707's `resource` on
-//! every request) and dynamic client registration (RFC 7591). The client
-//! is public (`token_endpoint_auth_method: none`): PKCE binds the code to
-//! the one who asked for it.
+//! every request) and dynamic client registration (RFC 7591). A public
+//! client (`none`) is bound to its code by PKCE alone; a confidential one
+//! also sends its secret as the server takes it (`client::Client`).
 //!
 //! An answer's message names the server's `error` and description only,
 //! never the body: a body may hold a token.
 
 use serde_json::{json, Value};
 
+use super::client::{self, Client};
 use super::web::{Reply, Web};
 use super::AuthError;
 
@@ -64,23 +65,36 @@ fn oauth_error(doc: &Value) -> String {
 
 pub struct CodeGrant<'a> {
     pub token_endpoint: &'a str,
-    pub client_id: &'a str,
+    pub client: &'a Client,
     pub code: &'a str,
     pub redirect_uri: &'a str,
     pub verifier: &'a str,
     pub resource: &'a str,
 }
 
+/// A token request: its grant's fields, with the client's credentials.
+async fn token_request(
+    web: &Web<'_>,
+    endpoint: &str,
+    client: &Client,
+    grant: &[(&str, &str)],
+) -> Result<super::web::Reply, String> {
+    let (fields, headers) = client.credentials();
+    let mut all: Vec<(&str, &str)> = grant.to_vec();
+    all.extend(fields.iter().map(|(k, v)| (*k, v.as_str())));
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    web.post_form(endpoint, &all, &headers).await
+}
+
 pub async fn exchange_code(web: &Web<'_>, g: &CodeGrant<'_>) -> Result<Granted, AuthError> {
-    let fields = [
+    let grant = [
         ("grant_type", "authorization_code"),
         ("code", g.code),
         ("redirect_uri", g.redirect_uri),
-        ("client_id", g.client_id),
         ("code_verifier", g.verifier),
         ("resource", g.resource),
     ];
-    let reply = web.post_form(g.token_endpoint, &fields).await.map_err(AuthError::Refused)?;
+    let reply = token_request(web, g.token_endpoint, g.client, &grant).await.map_err(AuthError::Refused)?;
     read_token_answer(&reply, "the token endpoint refused the authorization code").map_err(AuthError::Refused)
 }
 
@@ -89,30 +103,28 @@ pub async fn exchange_code(web: &Web<'_>, g: &CodeGrant<'_>) -> Result<Granted, 
 pub async fn refresh(
     web: &Web<'_>,
     token_endpoint: &str,
-    client_id: &str,
+    client: &Client,
     refresh_token: &str,
     resource: &str,
 ) -> Result<Granted, String> {
-    let fields = [
-        ("grant_type", "refresh_token"),
-        ("refresh_token", refresh_token),
-        ("client_id", client_id),
-        ("resource", resource),
-    ];
-    let reply = web.post_form(token_endpoint, &fields).await?;
+    let grant = [("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("resource", resource)];
+    let reply = token_request(web, token_endpoint, client, &grant).await?;
     read_token_answer(&reply, "the token endpoint refused the refresh token")
 }
 
-/// RFC 7591: a public client for this redirect URI; its `client_id`.
+/// RFC 7591: a client for this redirect URI — public when the server
+/// offers `none`, else with the secret method it offers (`offered`: its
+/// `token_endpoint_auth_methods_supported`) — as the server registered it.
 pub async fn register(
     web: &Web<'_>,
     endpoint: &str,
-    redirect_uri: &str,
-    scope: Option<&str>,
-) -> Result<String, AuthError> {
+    (redirect_uri, scope): (&str, Option<&str>),
+    offered: Option<&[String]>,
+) -> Result<Client, AuthError> {
+    let asked = client::registration_method(offered).map_err(AuthError::Refused)?;
     let mut doc = json!({"client_name": "engine", "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-        "token_endpoint_auth_method": "none"});
+        "token_endpoint_auth_method": asked});
     if let Some(s) = scope {
         doc["scope"] = json!(s);
     }
@@ -125,12 +137,8 @@ pub async fn register(
             oauth_error(&answer)
         )));
     }
-    answer
-        .get("client_id")
-        .and_then(Value::as_str)
-        .filter(|c| sane(c))
-        .map(str::to_string)
-        .ok_or_else(|| AuthError::Refused(format!("client registration at {endpoint} gave no client_id")))
+    client::registered(&answer, asked)
+        .map_err(|m| AuthError::Refused(format!("client registration at {endpoint}: {m}")))
 }
 
 #[cfg(test)]

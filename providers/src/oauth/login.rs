@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::client::{self, Client};
 use super::grant::{self, CodeGrant};
-use super::metadata::{self, Discovered};
+use super::metadata::{self, canonical_resource, Discovered};
 use super::pkce;
 use super::store::{TokenRecord, TokenStore};
 use super::web::{form, query_value, Web};
@@ -31,6 +32,8 @@ pub struct Authorized {
     pub resource: String,
     pub issuer: String,
     pub client_id: String,
+    /// How it authenticates at the token endpoint (`none`, `client_secret_basic`, `client_secret_post`).
+    pub client_auth: &'static str,
     /// The client was registered now (RFC 7591).
     pub registered: bool,
     pub scope: Option<String>,
@@ -46,12 +49,20 @@ pub struct Reach<'a> {
     pub tls: &'a Tls,
 }
 
+/// What a person asks of a login besides the plan: the scope to ask for
+/// (`engine login --scope`: a step-up the server asked for), instead of
+/// the plan's and the server's.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    pub scope: Option<String>,
+}
+
 /// Run the whole flow; `show` gets the lines a person reads (the URL to
 /// open, where the redirect is awaited). `timeout` bounds the wait for the
 /// person.
 pub async fn login(
     reach: Reach<'_>,
-    config: &OAuthConfig,
+    (config, asked): (&OAuthConfig, &Asked),
     store: &TokenStore,
     timeout: Duration,
     mut show: impl FnMut(&str),
@@ -63,36 +74,17 @@ pub async fn login(
         .map_err(|e| AuthError::Refused(format!("cannot listen on 127.0.0.1 for the redirect: {e}")))?;
     let port = listener.local_addr().map_err(|e| AuthError::Refused(e.to_string()))?.port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let scope = scope_of(config, &found);
-    let (client_id, registered) = match (&config.client_id, &found.server.registration_endpoint) {
-        (Some(id), _) => (id.clone(), false),
-        (None, Some(endpoint)) => (grant::register(&web, endpoint, &redirect_uri, scope.as_deref()).await?, true),
-        (None, None) => {
-            return Err(AuthError::Refused(format!(
-                "the plan gives no client_id and the authorization server {} offers no registration_endpoint",
-                found.server.issuer
-            )))
-        }
-    };
+    let scope = asked.scope.clone().or_else(|| scope_of(config, &found));
+    let (client, registered) = client_of(&web, config, &found, (&redirect_uri, scope.as_deref())).await?;
+    let client_id = client.id.clone();
+    if let Some(line) = secret_words(config, &client, &found) {
+        show(&line);
+    }
     let verifier = pkce::random_token().map_err(AuthError::Refused)?;
     let state = pkce::random_token().map_err(AuthError::Refused)?;
     let challenge = pkce::challenge(&verifier);
-    let mut fields = vec![
-        ("response_type", "code"),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", redirect_uri.as_str()),
-        ("state", state.as_str()),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-        ("resource", found.resource.resource.as_str()),
-    ];
-    if let Some(s) = &scope {
-        fields.push(("scope", s));
-    }
-    let endpoint = &found.server.authorization_endpoint;
-    let sep = if endpoint.contains('?') { '&' } else { '?' };
     show(&format!("Open this URL in a browser to authorize engine for {}:", found.resource.resource));
-    show(&format!("{endpoint}{sep}{}", form(&fields)));
+    show(&authorization_url(&found, &client_id, (&redirect_uri, &state, &challenge), scope.as_deref()));
     show(&format!("Waiting for the redirect on {redirect_uri} (at most {} s)…", timeout.as_secs()));
     let code = match tokio::time::timeout(timeout, await_code(&listener, &state)).await {
         Ok(r) => r?,
@@ -101,18 +93,23 @@ pub async fn login(
     drop(listener);
     let grant = CodeGrant {
         token_endpoint: &found.server.token_endpoint,
-        client_id: &client_id,
+        client: &client,
         code: &code,
         redirect_uri: &redirect_uri,
         verifier: &verifier,
         resource: &found.resource.resource,
     };
     let granted = grant::exchange_code(&web, &grant).await?;
+    let server = canonical_resource(reach.url);
+    let audience = (found.resource.resource != server).then(|| found.resource.resource.clone());
     let record = TokenRecord {
-        resource: found.resource.resource.clone(),
+        resource: server,
+        audience,
         issuer: found.server.issuer.clone(),
         token_endpoint: found.server.token_endpoint.clone(),
         client_id: client_id.clone(),
+        client_secret: client.secret.as_ref().map(|(s, _)| s.clone()),
+        token_auth: client.secret.as_ref().map(|(_, a)| *a),
         scope: granted.scope.clone().or(scope),
         access_token: granted.access_token,
         refresh_token: granted.refresh_token.clone(),
@@ -121,15 +118,79 @@ pub async fn login(
     };
     let file = store.save(&record).map_err(AuthError::Refused)?;
     Ok(Authorized {
-        resource: record.resource,
+        resource: record.audience.unwrap_or(record.resource),
         issuer: record.issuer,
         client_id,
+        client_auth: client.method(),
         registered,
         scope: record.scope,
         expires_in: granted.expires_in,
         refresh_token: granted.refresh_token.is_some(),
         file,
     })
+}
+
+/// The URL the person opens: the code flow with PKCE S256, a fresh
+/// `state`, the `resource` (RFC 8707) and the scope.
+fn authorization_url(
+    found: &Discovered,
+    client_id: &str,
+    (redirect_uri, state, challenge): (&str, &str, &str),
+    scope: Option<&str>,
+) -> String {
+    let mut fields = vec![
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect_uri),
+        ("state", state),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256"),
+        ("resource", found.resource.resource.as_str()),
+    ];
+    if let Some(s) = scope {
+        fields.push(("scope", s));
+    }
+    let endpoint = &found.server.authorization_endpoint;
+    let sep = if endpoint.contains('?') { '&' } else { '?' };
+    format!("{endpoint}{sep}{}", form(&fields))
+}
+
+/// The client to authorize: the plan's (public, or with the secret read
+/// from where the plan names it), else one registered now; and whether
+/// it was registered now.
+async fn client_of(
+    web: &Web<'_>,
+    config: &OAuthConfig,
+    found: &Discovered,
+    redirect: (&str, Option<&str>),
+) -> Result<(Client, bool), AuthError> {
+    let offered = found.server.token_auth_methods.as_deref();
+    match (&config.client_id, &found.server.registration_endpoint) {
+        (Some(id), _) => {
+            let Some(source) = &config.client_secret else { return Ok((Client::public(id), false)) };
+            let secret = source.read().map_err(AuthError::Refused)?;
+            let auth = client::method_for_secret(offered).map_err(AuthError::Refused)?;
+            Ok((Client { id: id.clone(), secret: Some((secret, auth)) }, false))
+        }
+        (None, Some(endpoint)) => Ok((grant::register(web, endpoint, redirect, offered).await?, true)),
+        (None, None) => Err(AuthError::Refused(format!(
+            "the plan gives no client_id and the authorization server {} offers no registration_endpoint",
+            found.server.issuer
+        ))),
+    }
+}
+
+/// Where a pre-registered client's secret was read from and where it
+/// goes: the person's to see, before it goes (never the secret).
+fn secret_words(config: &OAuthConfig, client: &Client, found: &Discovered) -> Option<String> {
+    let (Some(source), Some(_)) = (&config.client_secret, &client.secret) else { return None };
+    Some(format!(
+        "The secret of client `{}` is read from {} and goes to {} only ({}).",
+        client.id,
+        source.words(),
+        found.server.token_endpoint,
+        client.method()
+    ))
 }
 
 /// The plan's scopes, else the server's challenge, else its metadata's

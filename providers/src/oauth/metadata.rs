@@ -5,9 +5,14 @@
 //!    (`WWW-Authenticate: Bearer resource_metadata="…"`); without it, the
 //!    well-known URIs of RFC 9728 (`/.well-known/oauth-protected-resource`
 //!    with the server's path, then at the root).
-//! 2. That metadata's `resource` must be this server (RFC 9728 §3.3): a
-//!    document naming another resource is refused, so a token meant for one
-//!    server is never asked for another.
+//! 2. That metadata's `resource` must be the resource the URL it was read
+//!    from was made for (RFC 9728 §3.3): this server's URI for the
+//!    challenge's URL and the well-known URI with the server's path; the
+//!    server's origin — a resource at its root, which covers the server —
+//!    for the well-known URI at the root (this server's own URI is taken
+//!    there too). A document naming another resource is refused, so a
+//!    token meant for one server is never asked for another. The resource
+//!    named is the token's audience (RFC 8707's `resource`).
 //! 3. Its first `authorization_servers` entry is the issuer; its metadata is
 //!    read from RFC 8414's well-known URI, then OpenID discovery's two
 //!    (the order the MCP specification gives).
@@ -26,6 +31,8 @@ use super::AuthError;
 /// What a protected resource's metadata says, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
+    /// The resource it names (canonical): the tokens' audience, sent as
+    /// `resource` on every authorization and token request.
     pub resource: String,
     pub issuer: String,
     pub scopes_supported: Vec<String>,
@@ -38,6 +45,9 @@ pub struct Server {
     pub authorization_endpoint: String,
     pub token_endpoint: String,
     pub registration_endpoint: Option<String>,
+    /// How the token endpoint takes a client's credentials
+    /// (`token_endpoint_auth_methods_supported`; `None`: not said).
+    pub token_auth_methods: Option<Vec<String>>,
 }
 
 /// Everything discovery found.
@@ -115,16 +125,34 @@ pub fn challenge_param(header: &str, key: &str) -> Option<String> {
     }
 }
 
-/// RFC 9728 §3.1's well-known URIs of a resource: with its path, then at
-/// the root.
-pub fn resource_metadata_urls(resource: &str) -> Vec<String> {
-    let Some(origin) = origin(resource) else { return Vec::new() };
-    let path = path_of(resource);
+/// Where a protected resource's metadata may be read, and the resource the
+/// document there must name (RFC 9728 §3.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataUrl {
+    pub url: String,
+    /// The resources the document may name (canonical).
+    pub names: Vec<String>,
+}
+
+/// RFC 9728 §3.1's well-known URIs of a server: with its path (the
+/// document names the server), then at the root (it names the origin, a
+/// resource that covers the server, or the server itself).
+pub fn resource_metadata_urls(server: &str) -> Vec<MetadataUrl> {
+    let Some(origin) = origin(server) else { return Vec::new() };
+    let own = canonical_resource(server);
+    let path = path_of(server);
     let mut urls = Vec::new();
     if !path.is_empty() {
-        urls.push(format!("{origin}/.well-known/oauth-protected-resource{path}"));
+        urls.push(MetadataUrl {
+            url: format!("{origin}/.well-known/oauth-protected-resource{path}"),
+            names: vec![own.clone()],
+        });
     }
-    urls.push(format!("{origin}/.well-known/oauth-protected-resource"));
+    let mut names = vec![origin.clone()];
+    if own != origin {
+        names.push(own);
+    }
+    urls.push(MetadataUrl { url: format!("{origin}/.well-known/oauth-protected-resource"), names });
     urls
 }
 
@@ -150,23 +178,26 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The protected resource metadata, checked against the server it is for.
-pub fn check_resource(doc: &Value, resource: &str) -> Result<Resource, AuthError> {
+/// The protected resource metadata, checked against the resources the URL
+/// it was read from allows (`names`, canonical; the first is the server's
+/// own URI or its origin).
+pub fn check_resource(doc: &Value, server: &str, names: &[String]) -> Result<Resource, AuthError> {
     let named = doc.get("resource").and_then(Value::as_str).unwrap_or("");
-    if canonical_resource(named) != canonical_resource(resource) {
+    let resource = canonical_resource(named);
+    if named.is_empty() || !names.contains(&resource) {
         return Err(AuthError::Metadata(format!(
-            "the protected resource metadata names resource `{named}`, not this server `{resource}`: refused \
-             (a token for it would be a token for another audience)"
+            "the protected resource metadata names resource `{named}`, not this server `{server}`{}: refused \
+             (a token for it would be a token for another audience)",
+            match names {
+                [_, _, ..] => format!(" nor its origin `{}`", names[0]),
+                _ => String::new(),
+            }
         )));
     }
     let issuer = strings(doc.get("authorization_servers")).into_iter().next().ok_or_else(|| {
-        AuthError::Metadata(format!("the protected resource metadata of `{resource}` names no authorization_servers"))
+        AuthError::Metadata(format!("the protected resource metadata of `{server}` names no authorization_servers"))
     })?;
-    Ok(Resource {
-        resource: canonical_resource(resource),
-        issuer,
-        scopes_supported: strings(doc.get("scopes_supported")),
-    })
+    Ok(Resource { resource, issuer, scopes_supported: strings(doc.get("scopes_supported")) })
 }
 
 /// An authorization server's metadata, checked against its issuer.
@@ -195,7 +226,14 @@ pub fn check_server(doc: &Value, issuer: &str) -> Result<Server, AuthError> {
         return bad(format!("the authorization server `{issuer}` does not offer PKCE S256: refused"));
     }
     let registration_endpoint = endpoint("registration_endpoint")?;
-    Ok(Server { issuer: issuer.to_string(), authorization_endpoint, token_endpoint, registration_endpoint })
+    let token_auth_methods = doc.get("token_endpoint_auth_methods_supported").map(|m| strings(Some(m)));
+    Ok(Server {
+        issuer: issuer.to_string(),
+        authorization_endpoint,
+        token_endpoint,
+        registration_endpoint,
+        token_auth_methods,
+    })
 }
 
 /// The whole discovery for the MCP server at `url`.
@@ -207,11 +245,19 @@ pub async fn discover(url: &str, web: &Web<'_>) -> Result<Discovered, AuthError>
     let probe =
         web.post_json(url, &ping, &[("Accept", "application/json, text/event-stream")]).await.map_err(refused)?;
     let challenge = probe.www_authenticate.filter(|_| probe.status == 401);
-    let mut urls: Vec<String> =
-        challenge.as_deref().and_then(|h| challenge_param(h, "resource_metadata")).into_iter().collect();
+    // The challenge's URL was given for this very server: its document
+    // names the server.
+    let mut urls: Vec<MetadataUrl> = challenge
+        .as_deref()
+        .and_then(|h| challenge_param(h, "resource_metadata"))
+        .map(|u| MetadataUrl { url: u, names: vec![canonical_resource(url)] })
+        .into_iter()
+        .collect();
     urls.extend(resource_metadata_urls(url));
-    let (doc, _) = first_json(web, &urls, "protected resource metadata").await?;
-    let resource = check_resource(&doc, url)?;
+    let plain: Vec<String> = urls.iter().map(|u| u.url.clone()).collect();
+    let (doc, at) = first_json(web, &plain, "protected resource metadata").await?;
+    let names = urls.iter().find(|u| u.url == at).map(|u| u.names.as_slice()).unwrap_or_default();
+    let resource = check_resource(&doc, url, names)?;
     let (doc, _) = first_json(web, &server_metadata_urls(&resource.issuer), "authorization server metadata").await?;
     let server = check_server(&doc, &resource.issuer)?;
     let challenged_scope = challenge.as_deref().and_then(|h| challenge_param(h, "scope"));
@@ -243,13 +289,21 @@ mod tests {
     fn canonical_uris_and_well_known_places() {
         assert_eq!(canonical_resource("HTTP://127.0.0.1:8/MCP"), "http://127.0.0.1:8/MCP");
         assert_eq!(canonical_resource("https://Mcp.Example.com/"), "https://mcp.example.com");
+        let urls = resource_metadata_urls("http://127.0.0.1:8/mcp");
+        let at: Vec<&str> = urls.iter().map(|u| u.url.as_str()).collect();
         assert_eq!(
-            resource_metadata_urls("http://127.0.0.1:8/mcp"),
+            at,
             [
                 "http://127.0.0.1:8/.well-known/oauth-protected-resource/mcp",
                 "http://127.0.0.1:8/.well-known/oauth-protected-resource"
             ]
         );
+        // With the server's path, the document names the server; at the
+        // root, the origin (or the server itself).
+        assert_eq!(urls[0].names, ["http://127.0.0.1:8/mcp"]);
+        assert_eq!(urls[1].names, ["http://127.0.0.1:8", "http://127.0.0.1:8/mcp"]);
+        let root = resource_metadata_urls("http://127.0.0.1:8/");
+        assert_eq!((root.len(), root[0].names.as_slice()), (1, &["http://127.0.0.1:8".to_string()][..]));
         assert_eq!(
             server_metadata_urls("https://as.example/tenant"),
             [
@@ -276,13 +330,26 @@ mod tests {
 
     #[test]
     fn a_resource_document_for_another_server_is_refused() {
+        let server = "http://127.0.0.1:8/mcp";
+        let own = |s: &str| vec![canonical_resource(s)];
         let doc = json!({"resource": "http://127.0.0.1:8/mcp", "authorization_servers": ["http://127.0.0.1:9"]});
-        let r = check_resource(&doc, "http://127.0.0.1:8/mcp").unwrap();
-        assert_eq!(r.issuer, "http://127.0.0.1:9");
-        let e = check_resource(&doc, "http://127.0.0.1:8/other").unwrap_err();
+        let r = check_resource(&doc, server, &own(server)).unwrap();
+        assert_eq!((r.issuer.as_str(), r.resource.as_str()), ("http://127.0.0.1:9", server));
+        let e = check_resource(&doc, "http://127.0.0.1:8/other", &own("http://127.0.0.1:8/other")).unwrap_err();
         assert!(matches!(e, AuthError::Metadata(ref m) if m.contains("not this server")), "{e:?}");
         let none = json!({"resource": "http://127.0.0.1:8/mcp"});
-        assert!(matches!(check_resource(&none, "http://127.0.0.1:8/mcp"), Err(AuthError::Metadata(_))));
+        assert!(matches!(check_resource(&none, server, &own(server)), Err(AuthError::Metadata(_))));
+        // RFC 9728 §3.3: read at the root, the document names the origin:
+        // accepted there (the audience is the origin), refused where the
+        // URL was made for the server's own path.
+        let at_root = json!({"resource": "http://127.0.0.1:8", "authorization_servers": ["http://127.0.0.1:9"]});
+        let root = resource_metadata_urls(server).pop().unwrap();
+        assert_eq!(check_resource(&at_root, server, &root.names).unwrap().resource, "http://127.0.0.1:8");
+        assert!(check_resource(&at_root, server, &own(server)).is_err());
+        // Another origin is never one of them.
+        let elsewhere = json!({"resource": "http://127.0.0.1:7", "authorization_servers": ["http://127.0.0.1:9"]});
+        let e = check_resource(&elsewhere, server, &root.names).unwrap_err();
+        assert!(matches!(e, AuthError::Metadata(ref m) if m.contains("nor its origin")), "{e:?}");
     }
 
     #[test]

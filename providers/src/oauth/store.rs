@@ -15,18 +15,33 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::client::{Client, TokenAuth};
+
 /// Bound on a token file read back (tokens are small; a huge file is not ours).
 const FILE_BYTES_MAX: u64 = 64 * 1024;
 
 /// What is kept for one resource.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenRecord {
-    /// The MCP server's canonical URI, the `resource` of every request.
+    /// The MCP server's canonical URI: what the record is kept under, and
+    /// the `resource` of every token request unless `audience` says more.
     pub resource: String,
+    /// The resource the tokens are for when it is not the server's own
+    /// URI: a resource at the server's root that covers it (RFC 9728).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
     pub issuer: String,
     /// Checked to be on the issuer when it was read from its metadata.
     pub token_endpoint: String,
     pub client_id: String,
+    /// A confidential client's secret (a pre-registered one, read at login
+    /// from where the plan names it; or the one registration gave) and how
+    /// the token endpoint takes it. Kept here, beside the tokens, and
+    /// nowhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_auth: Option<TokenAuth>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     pub access_token: String,
@@ -39,6 +54,22 @@ pub struct TokenRecord {
     /// Unix seconds when the access token was granted.
     #[serde(default)]
     pub issued_at: u64,
+}
+
+impl TokenRecord {
+    /// The client the tokens were granted to, as the token endpoint knows it.
+    pub fn client(&self) -> Client {
+        let secret = match (&self.client_secret, self.token_auth) {
+            (Some(s), Some(auth)) => Some((s.clone(), auth)),
+            _ => None,
+        };
+        Client { id: self.client_id.clone(), secret }
+    }
+
+    /// The `resource` its token requests name.
+    pub fn audience(&self) -> &str {
+        self.audience.as_deref().unwrap_or(&self.resource)
+    }
 }
 
 /// Never the tokens themselves, whatever prints it.
@@ -146,9 +177,12 @@ mod tests {
     fn record() -> TokenRecord {
         TokenRecord {
             resource: "http://127.0.0.1:1/mcp".into(),
+            audience: None,
             issuer: "http://127.0.0.1:2".into(),
             token_endpoint: "http://127.0.0.1:2/token".into(),
             client_id: "c".into(),
+            client_secret: Some("SECRET-CLIENT".into()),
+            token_auth: Some(TokenAuth::ClientSecretBasic),
             scope: None,
             access_token: "SECRET-ACCESS".into(),
             refresh_token: Some("SECRET-REFRESH".into()),

@@ -46,10 +46,12 @@ impl Web<'_> {
         self.send("GET", url, &[("Accept", "application/json")], b"").await
     }
 
-    /// `application/x-www-form-urlencoded` (token requests).
-    pub async fn post_form(&self, url: &str, fields: &[(&str, &str)]) -> Result<Reply, String> {
+    /// `application/x-www-form-urlencoded` (token requests), with `extra`
+    /// headers (a client's `Authorization: Basic`).
+    pub async fn post_form(&self, url: &str, fields: &[(&str, &str)], extra: &[(&str, &str)]) -> Result<Reply, String> {
         let body = form(fields);
-        let headers = [("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded")];
+        let mut headers = vec![("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded")];
+        headers.extend_from_slice(extra);
         self.send("POST", url, &headers, body.as_bytes()).await
     }
 

@@ -20,6 +20,8 @@ pub fn node_server(package: &str) -> PathBuf {
     node::node_server(&repo(), package)
 }
 
+// The engine's tests use more of it (the conformance kit).
+#[allow(dead_code)]
 #[path = "../../../tests/support/node.rs"]
 mod node;
 

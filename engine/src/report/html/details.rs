@@ -218,8 +218,8 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
         Evidence::DescendantsEnded { processes, grace_ms, ended } => {
             (crate::evidence::descendants_text(processes, *grace_ms, *ended), Vec::new())
         }
-        Evidence::HttpResponse { status, body, duration_ms } => {
-            (format!("HTTP {status} in {}", duration(*duration_ms as i64)), vec![("body", body)])
+        Evidence::HttpResponse { status, body, duration_ms, body_cut } => {
+            (format!("HTTP {status} in {}{}", duration(*duration_ms as i64), cut_short(body_cut)), vec![("body", body)])
         }
         Evidence::ToolResult { is_error, body, stderr, duration_ms } => (
             format!(
@@ -308,4 +308,9 @@ fn exit_text(exit: &Option<providers::ExitStatus>) -> String {
         Some(providers::ExitStatus::Signal { signal }) => format!("signal {signal}"),
         None => "unknown".into(),
     }
+}
+
+/// Why an HTTP answer's body may not be whole, as a clause (or nothing).
+fn cut_short(body_cut: &Option<String>) -> String {
+    body_cut.as_deref().map(|c| format!("; the body was cut short: {c}")).unwrap_or_default()
 }

@@ -76,25 +76,38 @@ impl Run<'_> {
         if let Some(spent) = spent {
             self.crossed_by_spending(task, attempt_id, &spent);
         }
+        Ok(self.after_verdict(attempt_id, task, verdict, &protected))
+    }
+
+    /// What the receipt's verdict leaves the task in, and what comes next.
+    fn after_verdict(&mut self, attempt_id: AttemptId, task: &Task, verdict: Verdict, protected: &[Evidence]) -> Next {
         match verdict {
-            Verdict::Validate => Ok(Next::Validate),
+            Verdict::Validate => Next::Validate,
             Verdict::Succeeded => {
                 self.states.insert(task.task_ref.clone(), TaskState::Succeeded);
-                Ok(Next::Done)
+                Next::Done
             }
             Verdict::Unknown(attempt) => {
                 let reason = UnknownReason::DeadlineAfterDispatch;
                 self.note_unknown(&attempt, reason, AttemptState::ReceiptRecorded);
-                Ok(Next::Done)
+                Next::Done
             }
             Verdict::AwaitingInput => {
                 self.states.insert(task.task_ref.clone(), TaskState::AwaitingInput);
-                Ok(Next::Done)
+                Next::Done
+            }
+            Verdict::AwaitsLogin { scope } => {
+                // Nothing more starts; what is in flight drains, then the
+                // run stops naming the login.
+                self.states.insert(task.task_ref.clone(), TaskState::Pending);
+                let plan = self.plan.source.as_deref();
+                self.stops.login.get_or_insert_with(|| super::tools::step_up_required(task, &scope, plan));
+                Next::Done
             }
             Verdict::Failed => {
-                self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &protected);
+                self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), protected);
                 self.states.insert(task.task_ref.clone(), TaskState::Failed);
-                Ok(Next::Done)
+                Next::Done
             }
         }
     }

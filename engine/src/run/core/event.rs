@@ -102,6 +102,12 @@ pub enum Verdict {
     /// The provider's answer is a question for a person: the task waits
     /// `awaiting_input` (no failure, no class).
     AwaitingInput,
+    /// The server refused the call for want of scope: the attempt failed,
+    /// the task is pending again, and the run stops `AUTHORIZATION_REQUIRED`
+    /// for a person's login with `scope`.
+    AwaitsLogin {
+        scope: String,
+    },
 }
 
 /// Facts read for a decision.

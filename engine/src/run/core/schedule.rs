@@ -59,6 +59,7 @@ impl Run<'_> {
             self.begin_group().await;
             while !self.stopping().await?
                 && self.stops.budget.is_none()
+                && self.stops.login.is_none()
                 && refused.is_none()
                 && self.in_flight.len() < self.jobs
             {
@@ -72,7 +73,8 @@ impl Run<'_> {
             }
             self.flush().await?;
             if self.in_flight.is_empty() {
-                if !self.shared || refused.is_some() || self.stops.budget.is_some() || self.stop.active() {
+                let stopped = refused.is_some() || self.stops.budget.is_some() || self.stops.login.is_some();
+                if !self.shared || stopped || self.stop.active() {
                     break;
                 }
                 match self.idle_look(&order, &deps, &mut looked_idle).await? {
@@ -90,7 +92,7 @@ impl Run<'_> {
             }
         }
         self.flush().await?;
-        if let Some(e) = refused {
+        if let Some(e) = refused.or_else(|| self.stops.login.take()) {
             return Err(e);
         }
         if self.stop.active() {

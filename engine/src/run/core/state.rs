@@ -93,6 +93,9 @@ pub(super) struct Stops {
     pub same_request: Vec<crate::run::report::SameRequestWait>,
     pub awaiting: Vec<Awaiting>,
     pub budget: Option<Exhausted>,
+    /// A server refused a call for want of scope: the run stops with this
+    /// `AUTHORIZATION_REQUIRED` once what is in flight is drained.
+    pub login: Option<crate::error::Error>,
 }
 
 /// Where a person's stop stands. The first signal stops new dispatches

@@ -97,8 +97,7 @@ fn authorization_required(
     why: String,
     plan: Option<&std::path::Path>,
 ) -> Error {
-    let plan = plan.map_or_else(|| "PLAN".to_string(), |p| crate::decide::advice::shell_word(&p.to_string_lossy()));
-    let login = format!("engine login {plan} {provider}");
+    let login = login_command(plan, provider, providers::oauth::step_up_scope(&why));
     let message = format!(
         "task `{}` calls tool `{}` on MCP provider `{provider}`, which needs an OAuth token the engine does not \
          have ({why}); nothing was sent. A person authorizes it: `{login}`, then runs again",
@@ -107,6 +106,35 @@ fn authorization_required(
     let details = json!({"task_ref": unlisted.task_ref, "provider": provider, "tool": unlisted.tool,
         "why": why, "advice": login});
     Error::new(Code::AuthorizationRequired, message).at(format!("$.providers.{provider}.auth")).with_details(details)
+}
+
+/// The stop of a run whose MCP server refused `task`'s call for want of
+/// scope (`403 insufficient_scope`): by the server's answer nothing was
+/// done, the task is pending again, and the advice is the exact login —
+/// with the scope — after which a plain run sends the call once more.
+pub(super) fn step_up_required(task: &crate::plan::Task, scope: &str, plan: Option<&std::path::Path>) -> Error {
+    let provider = task.provider.as_str();
+    let tool = task.action.get("tool").and_then(serde_json::Value::as_str).unwrap_or("");
+    let login = login_command(plan, provider, Some(scope));
+    let message = format!(
+        "task `{}` called tool `{tool}` on MCP provider `{provider}`, whose server refused it for want of scope \
+         (403 insufficient_scope: it asks for `{scope}`, which the kept token was not granted); by its answer it \
+         did nothing, and the task is pending again. A person authorizes that scope: `{login}`, then runs again \
+         (the call goes once more; external or paid work waits for a person's `engine approve` first)",
+        task.task_ref
+    );
+    let details = json!({"task_ref": task.task_ref, "provider": provider, "tool": tool, "scope": scope,
+        "advice": login});
+    Error::new(Code::AuthorizationRequired, message).at(format!("$.providers.{provider}.auth")).with_details(details)
+}
+
+/// The command a person runs to authorize `provider`: with `--scope` for a
+/// step-up the server asked for.
+pub(super) fn login_command(plan: Option<&std::path::Path>, provider: &str, scope: Option<&str>) -> String {
+    use crate::decide::advice::shell_word;
+    let plan = plan.map_or_else(|| "PLAN".to_string(), |p| shell_word(&p.to_string_lossy()));
+    let scope = scope.map(|s| format!(" --scope {}", shell_word(s))).unwrap_or_default();
+    format!("engine login {plan} {}{scope}", shell_word(provider))
 }
 
 /// The first task calling a tool its server did not list, as an error.

@@ -235,7 +235,10 @@ impl Closer<'_, '_> {
         let mut out = Vec::new();
         for t in tasks.iter().filter(|t| t.state == TaskState::AwaitingInput) {
             if let Some(row) = read.task(&self.scope.goal_id, self.scope.revision, &t.task_ref)? {
-                out.extend(AwaitingInput::of(&t.task_ref, &row.detail));
+                out.extend(match self.scope.plan.task(&t.task_ref) {
+                    Some(task) => AwaitingInput::of_task(task, &row.detail),
+                    None => AwaitingInput::of(&t.task_ref, &row.detail),
+                });
             }
         }
         Ok(out)

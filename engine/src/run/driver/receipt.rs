@@ -59,6 +59,18 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
         super::question::asked(tx, scope, (attempt_id, task_ref), ask)?;
         return Ok((Verdict::AwaitingInput, spent));
     }
+    if let Receipt::Mcp(McpReceipt { step_up_scope: Some(wanted), .. }) = &r.receipt {
+        // Refused for want of scope: the attempt failed, the task waits
+        // for a person's login and the run that follows it.
+        let c = classify_attempt(tx, attempt_id, &recorded)?;
+        tx.finish_attempt(attempt_id, AttemptState::Failed, Some(&c), None)?;
+        let detail = json!({"attempt_id": attempt_id, "class": c.class, "why": c.rule, "scope": wanted,
+                            "waits_on": "a person's engine login with that scope"});
+        tx.set_task_state(scope.key(task_ref), TaskState::Pending, &detail)?;
+        let e = Event::goal(EventKind::AttemptFailed, goal_id, revision, json!(c));
+        tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
+        return Ok((Verdict::AwaitsLogin { scope: wanted.to_string() }, spent));
+    }
     Ok((judged(tx, scope, r, answer.ok, recorded)?, spent))
 }
 
@@ -486,8 +498,17 @@ fn command_answer(tx: &mut dyn LedgerTx, r: &CommandReceipt) -> Result<Answer> {
 
 fn http_answer(tx: &mut dyn LedgerTx, r: &HttpReceipt) -> Result<Answer> {
     let body = output(tx, &r.body)?;
-    let receipt = receipt_record(None, Some(r.status), false, r.duration_ms, (&body, &r.body), &Captured::default());
-    let mut list = vec![Evidence::HttpResponse { status: r.status, body: body.clone(), duration_ms: r.duration_ms }];
+    let mut receipt =
+        receipt_record(None, Some(r.status), false, r.duration_ms, (&body, &r.body), &Captured::default());
+    if let Some(cut) = &r.body_cut {
+        receipt["body_cut"] = json!(cut);
+    }
+    let mut list = vec![Evidence::HttpResponse {
+        status: r.status,
+        body: body.clone(),
+        duration_ms: r.duration_ms,
+        body_cut: r.body_cut.clone(),
+    }];
     let ok = (200..300).contains(&r.status);
     if !ok {
         list.push(Evidence::ProviderError {
@@ -527,6 +548,10 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
     if let Some(ask) = &r.input {
         // The server's question, as it asked it (shown escaped).
         receipt["input"] = json!(ask);
+    }
+    if let Some(scope) = &r.step_up_scope {
+        receipt["step_up_scope"] = json!(scope);
+        list.push(Evidence::ScopeRefused { scope: scope.to_string() });
     }
     let ok = r.tool_error.is_none() && r.output_invalid.is_none();
     Ok(Answer { ok, evidence: list, claim: None, receipt })
