@@ -11,6 +11,7 @@ mod core;
 mod corruption;
 mod demo;
 mod docs;
+mod durability;
 mod first_hour;
 mod limits;
 mod odd_paths;

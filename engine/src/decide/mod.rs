@@ -17,6 +17,8 @@
 //! - `scheduler`: which ready tasks start next.
 //! - `group`: may a message's records share one commit with the intents
 //!   that follow (group commit)?
+//! - `durability`: which attempts' records are committed `synchronous=FULL`
+//!   before the call, and which without waiting for the disk (by effect).
 //! - `reuse`: may a completed task's result stand?
 //! - `stop`: what a call a person stopped (SIGINT, SIGTERM, SIGHUP) becomes.
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
@@ -44,6 +46,7 @@ pub mod answer;
 pub mod budget;
 pub mod classify;
 pub mod constraints;
+pub mod durability;
 pub mod gate;
 pub mod group;
 pub mod in_doubt;

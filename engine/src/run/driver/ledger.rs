@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::scope::Scope;
 use super::{gate, read_first, receipt};
 use crate::decide::classify;
+use crate::decide::durability::{self, Stakes};
 use crate::decide::in_doubt::Resolution;
 use crate::error::Result;
 use crate::evidence::{Evidence, StopEnd, UnknownReason};
@@ -47,7 +48,8 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
         Write::Gate(call) => {
             let task = scope.task(&call.task_ref)?;
             let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
-            let applied = ledger.write(Durability::Full, |tx| gate::gate(tx, scope, &call, &sandbox, now_ms))?;
+            let durability = durability::of_attempt(Stakes::of_task(task));
+            let applied = ledger.write(durability, |tx| gate::gate(tx, scope, &call, &sandbox, now_ms))?;
             Ok(Written::Gated(applied))
         }
         Write::Handle { attempt_id, intent, task_ref, handle, detail } => {
@@ -64,7 +66,8 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Done)
         }
         Write::Receipt(r) => {
-            let (verdict, spent) = ledger.write(Durability::Full, |tx| receipt::receipt(tx, scope, &r))?;
+            let durability = durability::of_attempt(Stakes::of_task(scope.task(&r.task_ref)?));
+            let (verdict, spent) = ledger.write(durability, |tx| receipt::receipt(tx, scope, &r))?;
             Ok(Written::Verdict(verdict, spent))
         }
         Write::Unknown { attempt_id, looked, evidence, reason } => {
@@ -75,6 +78,7 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
             Ok(Written::Attempt(Box::new(attempt)))
         }
         Write::Failed { attempt_id, task_ref, looked, evidence, durability, never_dispatched } => {
+            let durability = durability::for_write(durability, Stakes::of_task(scope.task(&task_ref)?));
             ledger.write(durability, |tx| {
                 receipt::failed(tx, scope, (attempt_id, &task_ref), looked.as_deref(), &evidence, never_dispatched)
             })?;

@@ -1,0 +1,87 @@
+//! Issue 38: durability follows the effect. The records of a free `none` or
+//! `local` task (intent, dispatch mark, receipt) are committed with
+//! `synchronous=NORMAL` — durable across a crash of the engine, not a power
+//! loss — and an `external` one's intent is flushed before its call. Judged
+//! from the kernel's side: `strace` counts the `fsync`/`fdatasync` calls the
+//! real binary makes on the store's files during a run.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use super::common::*;
+
+/// A chain of `n` builtin noop tasks of this effect (and cost).
+fn chain(n: usize, effect: &str, cost: f64) -> Value {
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| {
+            let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("t{}", i - 1)] };
+            json!({"ref": format!("t{i}"), "provider": "b", "action": {"op": "noop"}, "effect": effect,
+                   "cost": cost, "depends_on": deps})
+        })
+        .collect();
+    json!({
+        "version": 1,
+        "goal": {"id": "g", "statement": "a chain of builtin steps"},
+        "budgets": {"max_cost": 1000, "max_provider_calls": 1000},
+        "providers": {"b": {"kind": "builtin"}},
+        "tasks": tasks,
+    })
+}
+
+/// `strace` must be there (.ci/test installs it): a test never skips.
+fn strace() -> &'static str {
+    let found = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert!(found, "strace is missing: .ci/test installs it (apt-get install strace)");
+    "strace"
+}
+
+/// The flushes (`fsync`, `fdatasync`) the engine made on files of its store's
+/// folder during `engine run plan.json` of `plan`, in a fresh workspace.
+fn flushes_of_a_run(plan: &Value) -> usize {
+    let ws = Ws::new();
+    ws.write_plan("plan.json", plan);
+    let engine = ws.command(&["run", "plan.json", "--jobs", "2"]);
+    let log = ws.root().join("strace.log");
+    let mut cmd = Command::new(strace());
+    cmd.args(["-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o"]).arg(&log);
+    cmd.arg(engine.get_program()).args(engine.get_args());
+    cmd.current_dir(engine.get_current_dir().unwrap_or(Path::new(".")));
+    for (k, v) in engine.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = ws.run_command(cmd);
+    out.expect_code(0);
+    assert_eq!(ws.goal_state(), "satisfied", "{}", out.describe());
+    let traced = std::fs::read_to_string(&log).expect("strace's log");
+    let store = ws.store_dir().display().to_string();
+    let flushes = traced.lines().filter(|l| l.contains("sync(") && l.contains(&store)).count();
+    assert!(traced.lines().any(|l| l.contains("sync(")), "strace saw the engine flush nothing at all:\n{traced}");
+    flushes
+}
+
+/// Flushes a task adds: (flushes of a chain of `long` − of `short`) tasks.
+fn flushes_per_task(effect: &str, cost: f64) -> f64 {
+    let (short, long) = (4, 24);
+    let (a, b) = (flushes_of_a_run(&chain(short, effect, cost)), flushes_of_a_run(&chain(long, effect, cost)));
+    (b as f64 - a as f64) / (long - short) as f64
+}
+
+#[test]
+fn a_chain_of_none_or_local_tasks_waits_for_no_disk_an_external_one_flushes_each_intent() {
+    for effect in ["none", "local"] {
+        let per_task = flushes_per_task(effect, 0.0);
+        assert!(per_task <= 0.1, "effect {effect}: {per_task} flushes a task, want none");
+    }
+    // An external task's intent (and its receipt, with the next intent)
+    // is flushed before the call: at least one flush a task.
+    let external = flushes_per_task("external", 0.0);
+    assert!(external >= 1.0, "effect external: {external} flushes a task, want at least 1");
+    // A paid task is owed the flush whatever its effect.
+    let paid = flushes_per_task("none", 0.5);
+    assert!(paid >= 1.0, "a paid none task: {paid} flushes a task, want at least 1");
+}
