@@ -34,6 +34,9 @@ pub enum Kind {
     RequestContent,
     /// The seal over a plan cache row (`plan::cache`).
     PlanCacheSeal,
+    /// A dependency's recorded outputs, as its dependants' checkpoints
+    /// carry them (`decide::reuse::cutoff`).
+    UpstreamOutputs,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ impl Kind {
             Kind::PlanFile => "engine 2026-12 plan file bytes v1",
             Kind::RequestContent => "engine 2026-12 request content v1",
             Kind::PlanCacheSeal => "engine 2026-12 plan cache seal v1",
+            Kind::UpstreamOutputs => "engine 2026-12 upstream outputs v1",
         }
     }
 }
@@ -130,7 +134,7 @@ pub fn sort_keys(value: &mut Value) {
 /// `len(name) name len(value) value` with u64 little-endian lengths.
 pub struct Digester(blake3::Hasher);
 
-const KINDS: [Kind; 16] = [
+const KINDS: [Kind; 17] = [
     Kind::GoalContract,
     Kind::TaskMeaning,
     Kind::Dependencies,
@@ -147,13 +151,14 @@ const KINDS: [Kind; 16] = [
     Kind::PlanFile,
     Kind::PlanCacheSeal,
     Kind::RequestContent,
+    Kind::UpstreamOutputs,
 ];
 
 /// Each kind's key, derived once from its context string (BLAKE3's
 /// key-derivation mode), then used as a keyed hash: domain separation
 /// without re-deriving the key for every digest.
 fn key(kind: Kind) -> &'static [u8; 32] {
-    static KEYS: std::sync::OnceLock<[[u8; 32]; 16]> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<[[u8; 32]; KINDS.len()]> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(|| KINDS.map(|k| blake3::derive_key(k.context(), b"")));
     &keys[KINDS.iter().position(|k| *k == kind).expect("every kind is listed")]
 }

@@ -97,7 +97,7 @@ fn a_changed_tool_schema_makes_its_task_not_reusable_naming_the_tool() {
     out.expect(0, None);
     let stale = ws.events_of("completion_stale");
     assert_eq!(stale.len(), 1, "{stale:?}");
-    assert_eq!(stale[0].2["stale"], "CHECKPOINT_CHANGED");
+    assert_eq!(stale[0].2["stale"], "TOOL_CHANGED");
     assert!(stale[0].2["detail"].to_string().contains("tool:tools/render"), "{stale:?}");
     assert_eq!(ws.mcp_deliveries().len(), 2, "run again");
 
@@ -111,7 +111,7 @@ fn a_changed_tool_schema_makes_its_task_not_reusable_naming_the_tool() {
     out.expect(0, None);
     let doc = out.json();
     let t1 = doc["decisions"].as_array().unwrap().iter().find(|d| d["task_ref"] == "T1").unwrap().clone();
-    assert_eq!(t1["refusal"]["reason"], "CHECKPOINT_CHANGED", "{doc:#}");
+    assert_eq!(t1["refusal"]["reason"], "TOOL_CHANGED", "{doc:#}");
     assert!(t1.to_string().contains("tool:tools/render"), "{t1:#}");
 }
 
@@ -161,8 +161,9 @@ fn another_server_behind_the_same_command_is_a_changed_meaning() {
     out.expect(0, None);
     let stale = ws.events_of("completion_stale");
     assert_eq!(stale.len(), 1, "{stale:?}");
-    assert_eq!(stale[0].2["stale"], "CHECKPOINT_CHANGED");
+    assert_eq!(stale[0].2["stale"], "TOOL_CHANGED");
     assert!(stale[0].2["detail"].to_string().contains("mcp-server:tools"), "{stale:?}");
+    assert!(stale[0].2["detail"].to_string().contains("engine-mcp-fixture 1 → engine-mcp-fixture 2"), "{stale:?}");
     assert_eq!(ws.mcp_deliveries().len(), 2, "run again against the new server");
     let explain = ws.engine(&["explain", "T1"]);
     assert!(explain.stdout.contains("mcp-server:tools"), "{}", explain.stdout);

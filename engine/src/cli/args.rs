@@ -144,6 +144,11 @@ pub enum Command {
         /// member's engine can act on it. See docs/store.md.
         #[arg(long, value_name = "GROUP")]
         store_group: Option<String>,
+        /// A person's act: keep completions whose tool changed (a new
+        /// executable, script, MCP server or tool schema: TOOL_CHANGED)
+        /// instead of running them again; each is recorded naming you.
+        #[arg(long)]
+        reuse_across_tool_change: bool,
         #[command(flatten)]
         show: Show,
     },

@@ -190,9 +190,10 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Schema => Ok(schema()),
         Command::Completions { shell } => Ok(shipped::completions(shell)),
         Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
-        Command::Run { plan, jobs, store_group, show } => {
+        Command::Run { plan, jobs, store_group, reuse_across_tool_change, show } => {
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let options = RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress };
+            let options =
+                RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress, reuse_across_tool_change };
             Ok(report::run::render(&commands::run::run(options)?))
         }
         Command::Submit { plan } => submit(SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store }),

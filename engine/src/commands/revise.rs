@@ -492,9 +492,21 @@ pub fn decide_all(
             upstream,
             || {
                 let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
-                Ok(cp.with_context(tools::context_of(&plan.file, task, listed)))
+                // Its upstream's outputs as the completion it would reuse saw them.
+                let upstream = crate::run::identity::upstream_context(ledger, (goal_id, prev_revision), plan, task)
+                    .map_err(|e| e.to_string())?;
+                let tool = crate::run::identity::tool_context(plan, task, cache);
+                Ok(cp
+                    .with_context(tools::context_of(&plan.file, task, listed))
+                    .with_context(upstream)
+                    .with_context(tool))
             },
         );
+        // A changed upstream output reads as that upstream's run again.
+        let decision = match decision {
+            Decision::Run { refusal } => Decision::Run { refusal: reuse::cutoff::named(refusal) },
+            reuse => reuse,
+        };
         if !decision.is_reuse() {
             runs.insert(task.task_ref.clone());
         }

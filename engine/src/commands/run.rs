@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub jobs: usize,
     /// Where the run's progress goes (`run::progress`).
     pub progress: Arc<dyn Sink>,
+    /// `--reuse-across-tool-change`: a person's act (`run::Asked`).
+    pub reuse_across_tool_change: bool,
 }
 
 /// The group to share the store at `at` with, checked before the store is
@@ -72,7 +74,11 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let watch = PlanWatch::start(&opts.plan_path, Some(key));
     // A person's answers to what a task's MCP server asked go with its call.
     let goal_id = crate::ids::GoalId::new(&plan.goal().id);
-    let asked = Asked { answers: super::answer::in_force(&*ledger.read(), &goal_id, revision)?, ..Asked::default() };
+    let asked = Asked {
+        answers: super::answer::in_force(&*ledger.read(), &goal_id, revision)?,
+        across_tool_change: opts.reuse_across_tool_change.then(|| super::person::who(None)),
+        ..Asked::default()
+    };
     let report = run::execute(&mut ledger, &plan, revision, opts.jobs, asked, sandboxes, opts.progress)
         .and_then(|mut r| watch.finish(&mut ledger, &mut r).map(|()| r))
         .map_err(|e| crate::store::located(e, &store_path));

@@ -12,19 +12,48 @@ use crate::checkpoint::{Checkpoint, RecordedCheckpoint};
 use crate::ids::{AttemptId, EvidenceId, Revision};
 use crate::plan::model::{Effect, Task};
 
+pub mod cutoff;
+pub mod tool;
+
 /// Why reuse was refused, in SPEC.md's order of checking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Refusal {
     GoalDigestChanged,
     NoPriorCompletion,
-    MeaningChanged { field: String },
+    MeaningChanged {
+        field: String,
+    },
     DependenciesChanged,
-    UpstreamNotReused { dependency: String },
+    UpstreamNotReused {
+        dependency: String,
+        /// Why its run again cuts nothing off here (`cutoff`): no outputs,
+        /// an external effect, outputs that changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
     ExternalEffect,
     ValidationSetChanged,
-    ValidationNotPassed { validation: String, why: String },
-    CheckpointChanged { path: String },
+    ValidationNotPassed {
+        validation: String,
+        why: String,
+    },
+    CheckpointChanged {
+        path: String,
+    },
+    /// Who does the work changed: a command's executable or script, an
+    /// MCP server's identity or its tool's schema (`tool`).
+    ToolChanged {
+        what: String,
+        old: String,
+        new: String,
+    },
+    /// The completion's recorded output `path` is not in this workspace
+    /// with its recorded digest, and the ledger holds no bytes to write it
+    /// back (`run::driver::restore`).
+    OutputsMissing {
+        path: String,
+    },
 }
 
 impl Refusal {
@@ -39,6 +68,8 @@ impl Refusal {
             Refusal::ValidationSetChanged => "VALIDATION_SET_CHANGED",
             Refusal::ValidationNotPassed { .. } => "VALIDATION_NOT_PASSED",
             Refusal::CheckpointChanged { .. } => "CHECKPOINT_CHANGED",
+            Refusal::ToolChanged { .. } => "TOOL_CHANGED",
+            Refusal::OutputsMissing { .. } => "OUTPUTS_MISSING",
         }
     }
 
@@ -46,9 +77,16 @@ impl Refusal {
     pub fn detail(&self) -> String {
         match self {
             Refusal::MeaningChanged { field } => format!("`{field}` changed"),
-            Refusal::UpstreamNotReused { dependency } => format!("dependency {dependency} runs again"),
+            Refusal::UpstreamNotReused { dependency, why: None } => format!("dependency {dependency} runs again"),
+            Refusal::UpstreamNotReused { dependency, why: Some(why) } => {
+                format!("dependency {dependency} runs again: {why}")
+            }
             Refusal::ValidationNotPassed { validation, why } => format!("{validation}: {why}"),
             Refusal::CheckpointChanged { path } => format!("first differing: {path}"),
+            Refusal::ToolChanged { what, old, new } => format!("{what} {old} → {new}"),
+            Refusal::OutputsMissing { path } => format!(
+                "its recorded output {path} is not in this workspace, and the ledger holds no bytes to write it back"
+            ),
             Refusal::GoalDigestChanged => "the goal contract changed".into(),
             Refusal::NoPriorCompletion => "no succeeded attempt in the earlier revision".into(),
             Refusal::DependenciesChanged => "its incoming dependencies changed".into(),
@@ -141,7 +179,7 @@ pub fn decide(
         return run(Refusal::DependenciesChanged);
     }
     if let Some(dep) = upstream_run {
-        return run(Refusal::UpstreamNotReused { dependency: dep.to_string() });
+        return run(Refusal::UpstreamNotReused { dependency: dep.to_string(), why: None });
     }
     if candidate.task.effect == Effect::External {
         return run(Refusal::ExternalEffect);
@@ -162,9 +200,10 @@ pub fn decide(
                 evidence_ids: done.validations.iter().map(|v| v.evidence_id).collect(),
             },
         },
-        Ok(now) => {
-            run(Refusal::CheckpointChanged { path: cp.first_difference(&now).unwrap_or_else(|| "(context)".into()) })
-        }
+        Ok(now) => match cp.checkpoint() {
+            Some(then) => run(tool::difference(&then, &now)),
+            None => run(Refusal::CheckpointChanged { path: "(context)".into() }),
+        },
         Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
     }
 }

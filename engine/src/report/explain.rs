@@ -47,18 +47,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     if let Some((code, detail)) = task.stale() {
         text.push_str(&format!("completion stale, run again: {code} — {detail}\n"));
     }
-    // Every time a completion of this task was judged stale by a run's
-    // re-check (a changed input, another MCP server behind its provider).
-    let stale: Vec<Value> = ledger
-        .events_of_goal(&g.id, EventKind::CompletionStale)?
-        .into_iter()
-        .filter(|e| e.task_ref.as_deref() == Some(task_ref) && e.revision == Some(g.active_revision))
-        .map(|e| {
-            let (code, detail) = (e.data["stale"].as_str().unwrap_or("?"), e.data["detail"].as_str().unwrap_or(""));
-            text.push_str(&format!("completion judged stale at {}: {code} — {detail}\n", utc(e.at_ms)));
-            json!({"at_ms": e.at_ms, "stale": code, "detail": detail})
-        })
-        .collect();
+    let (stale, kept) = rechecks(&*ledger, &g, task_ref, &mut text)?;
     let standing = super::standing::of_task(&*ledger, &g.id, g.active_revision, &plan, task_ref, task.state)?;
     if let Some(s) = &standing {
         text.push_str(&s.text);
@@ -74,8 +63,35 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
         "operation_id": task.operation_id, "detail": task.detail, "reuse_decision": reuse,
         "awaiting_input": asked.map(|(_, j)| j), "awaiting_approval": approval,
-        "completion": standing.map(|s| s.json), "stale": stale, "attempts": attempts_json, "acts": acts, "next": next.json()});
+        "completion": standing.map(|s| s.json), "stale": stale, "kept": kept, "attempts": attempts_json, "acts": acts, "next": next.json()});
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// Every time a run's re-check judged a completion of this task stale (a
+/// changed input, a changed tool, an upstream that ran again), and every
+/// time it kept one instead (its upstream ran again with byte-identical
+/// outputs: early cutoff), in words (appended to `text`) and as JSON.
+fn rechecks(
+    ledger: &dyn LedgerRead,
+    g: &crate::store::goals::GoalRecord,
+    task_ref: &str,
+    text: &mut String,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    let mut of = |kind: EventKind, key: &str, words: &str| -> Result<Vec<Value>> {
+        Ok(ledger
+            .events_of_goal(&g.id, kind)?
+            .into_iter()
+            .filter(|e| e.task_ref.as_deref() == Some(task_ref) && e.revision == Some(g.active_revision))
+            .map(|e| {
+                let (code, detail) = (e.data[key].as_str().unwrap_or("?"), e.data["detail"].as_str().unwrap_or(""));
+                text.push_str(&format!("completion {words} at {}: {code} — {detail}\n", utc(e.at_ms)));
+                json!({"at_ms": e.at_ms, key: code, "detail": detail})
+            })
+            .collect())
+    };
+    let stale = of(EventKind::CompletionStale, "stale", "judged stale")?;
+    let kept = of(EventKind::CompletionKept, "kept", "kept")?;
+    Ok((stale, kept))
 }
 
 /// For a task waiting on a person's approval: the call's cost as the

@@ -22,6 +22,10 @@ pub struct Asked {
     /// Tasks a person answered (`engine answer`), by ref: the call that
     /// resumes each carries the answers.
     pub answers: HashMap<String, Answering>,
+    /// A person's `engine run --reuse-across-tool-change`: completions
+    /// stale by their tool alone (`TOOL_CHANGED`) are kept, each with an
+    /// event naming the person.
+    pub across_tool_change: Option<crate::store::acts::Person>,
 }
 
 /// What a call that carries a person's answers sends: a new request (the

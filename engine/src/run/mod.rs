@@ -28,6 +28,7 @@ mod constraints;
 pub(crate) mod core;
 mod driver;
 mod fresh;
+pub mod identity;
 mod live;
 pub(crate) mod looked;
 mod materialize;

@@ -58,6 +58,10 @@ event_kinds! {
     // A task.
     TaskState = "task_state",
     CompletionStale = "completion_stale",
+    /// A completion put off because an upstream ran again, kept: the
+    /// outputs it stands on are byte-identical (early cutoff,
+    /// `UPSTREAM_OUTPUT_UNCHANGED`).
+    CompletionKept = "completion_kept",
     CompletionNotReusable = "completion_not_reusable",
     RetryRequested = "retry_requested",
     RepairRequested = "repair_requested",

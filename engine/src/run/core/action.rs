@@ -53,16 +53,28 @@ pub enum Action {
     /// Upstream tasks' outputs into the workspace, before `task_ref` runs
     /// (`None`: before the goal's acceptance checks). → `Written`
     Materialize(Option<String>),
-    /// A task's checkpoint now, with the context its tools add. → `Observed`
-    Observe { task_ref: String, context: BTreeMap<String, String> },
+    /// A task's checkpoint now, with the context its tools add; with
+    /// `identity`, also what the ledger and the machine add (its
+    /// dependencies' recorded outputs: `run::identity`). → `Observed`
+    Observe { task_ref: String, context: BTreeMap<String, String>, identity: bool },
+    /// May a completion this run's reuse pass put off (an upstream ran
+    /// again) stand now that its upstream is complete (early cutoff)?
+    /// `context`: its tools' entries. → `Cutoff`
+    Cutoff { task_ref: String, context: BTreeMap<String, String> },
     /// The protected paths a new attempt of the task is judged against. → `Baseline`
     Baseline(String),
     /// The protected paths after an attempt, against its baseline. → `Protected`
     JudgeProtected { attempt_id: AttemptId, task_ref: String, before: Option<Checkpoint> },
     /// A passed attempt's declared outputs. → `Outputs`
     CollectOutputs(String),
-    /// The reuse pass: which complete tasks went stale. → `Stale`
-    Refresh { states: Vec<(String, TaskState)>, tools: BTreeMap<String, crate::decide::tools::Inventory> },
+    /// The reuse pass: which complete tasks went stale (`across_tool_change`:
+    /// a person's `--reuse-across-tool-change` keeps those stale by their
+    /// tool alone). → `Stale`
+    Refresh {
+        states: Vec<(String, TaskState)>,
+        tools: BTreeMap<String, crate::decide::tools::Inventory>,
+        across_tool_change: bool,
+    },
     /// What the first look read may be stale now: drop it. → `Done`
     Forget,
     // The world.

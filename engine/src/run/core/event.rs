@@ -40,6 +40,10 @@ pub enum Event {
     Protected(Result<Vec<Evidence>>),
     Outputs(Option<Kept>),
     Stale(Result<Vec<(String, serde_json::Value)>>),
+    /// The early cutoff's answer: `Ok`, the completion stands (what the
+    /// `completion_kept` event says); `Err`, why it runs again (what the
+    /// `completion_stale` event says).
+    Cutoff(Result<std::result::Result<serde_json::Value, serde_json::Value>>),
     Tools(BTreeMap<String, std::result::Result<Inventory, String>>),
     Looked(Box<Looked>),
     /// An earlier revision's attempt, looked at: its task's effect and

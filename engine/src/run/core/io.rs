@@ -136,8 +136,9 @@ impl Io {
         &self,
         task_ref: &str,
         context: BTreeMap<String, String>,
+        identity: bool,
     ) -> std::result::Result<Checkpoint, String> {
-        match self.ask(Action::Observe { task_ref: task_ref.to_string(), context }).await {
+        match self.ask(Action::Observe { task_ref: task_ref.to_string(), context, identity }).await {
             Event::Observed(o) => o,
             e => Err(unexpected("an observation", e).to_string()),
         }

@@ -17,11 +17,12 @@
 //! verdict.
 //!
 //! Inside the folder, each file calls only the files listed after it:
-//! `schedule` → `shared` → `start` → `read_first` → `messages` → `in_doubt` → `stopping`
+//! `schedule` → `shared` → `start` → `cutoff` → `read_first` → `messages` → `in_doubt` → `stopping`
 //! → `attempt` → `group` → `tools` → `state` → `io` → `action`, `event`.
 
 mod action;
 mod attempt;
+mod cutoff;
 mod event;
 mod group;
 mod in_doubt;
@@ -36,6 +37,8 @@ mod stopping;
 mod tools;
 
 use std::future::Future;
+
+use serde_json::Value;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -159,12 +162,31 @@ impl Run<'_> {
         let mut states: Vec<(String, crate::state::TaskState)> =
             self.states.iter().map(|(r, s)| (r.clone(), *s)).collect();
         states.sort_by(|a, b| a.0.cmp(&b.0));
-        let refresh = Action::Refresh { states, tools: self.tools.clone() };
+        let across_tool_change = self.asked.across_tool_change.is_some();
+        let refresh = Action::Refresh { states, tools: self.tools.clone(), across_tool_change };
         let stale = match self.io.ask(refresh).await {
             Event::Stale(s) => s?,
             e => return Err(Error::internal(format!("the reuse pass answered {e:?}"))),
         };
         for (r, detail) in stale {
+            if let (Some(person), Some(true)) =
+                (&self.asked.across_tool_change, detail.get("keep").and_then(Value::as_bool))
+            {
+                // A person's act: kept although its tool changed.
+                let mut data = detail;
+                data["by"] = serde_json::json!(person);
+                data["act"] = Value::String("--reuse-across-tool-change".into());
+                self.write_event(Durability::Full, EventKind::CompletionKept, Some(&r), None, data).await?;
+                continue;
+            }
+            if detail.get("defer").and_then(Value::as_bool) == Some(true) {
+                // Decided when its upstream is complete again (`cutoff.rs`):
+                // the ledger keeps its completion meanwhile.
+                let was = self.state(&r);
+                self.deferred.insert(r.clone(), was);
+                self.states.insert(r, crate::state::TaskState::Pending);
+                continue;
+            }
             self.write_event(Durability::Normal, EventKind::CompletionStale, Some(&r), None, detail.clone()).await?;
             self.set_task(&r, crate::state::TaskState::Pending, detail).await?;
         }

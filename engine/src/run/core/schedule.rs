@@ -64,8 +64,11 @@ impl Run<'_> {
                 && self.in_flight.len() < self.jobs
             {
                 let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
-                let Some(task_ref) = scheduler.next(&view).and_then(|p| order.get(p)) else { break };
+                let Some(p) = scheduler.next(&view) else { break };
+                let Some(task_ref) = order.get(p) else { break };
                 match self.start(task_ref).await {
+                    // Kept without a call (early cutoff): its dependants may start.
+                    Ok(()) if self.state(task_ref).is_complete() => scheduler.completed(p),
                     Ok(()) => {}
                     Err(e) if stops_new_work(&e) => refused = Some(e),
                     Err(e) => return Err(e),

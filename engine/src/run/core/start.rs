@@ -76,6 +76,11 @@ impl Run<'_> {
         let retry = self.asked.retry.contains(&operation_id);
         // Upstream outputs first: they are among the inputs observed next.
         self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
+        // A completion put off for its upstream: kept if what it stands on
+        // is unchanged (early cutoff), else it runs.
+        if self.cut_off(task_ref).await? {
+            return Ok(());
+        }
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
         let protected = match self.guard.protects(process) {

@@ -182,6 +182,11 @@ pub(super) struct Run<'p> {
     /// call for: the summary tells what this run did from what it kept.
     pub states_at_start: HashMap<String, TaskState>,
     pub dispatched: HashSet<String>,
+    /// Completions the reuse pass put off because an upstream runs again
+    /// (early cutoff, `cutoff.rs`), with the state each stood in; and
+    /// those kept once their upstream was complete again.
+    pub deferred: BTreeMap<String, TaskState>,
+    pub cut: HashSet<String>,
     /// By attempt id, so that whatever walks them walks in one order.
     pub in_flight: BTreeMap<AttemptId, Flight>,
     pub held: Waiting,
@@ -224,6 +229,8 @@ impl<'p> Run<'p> {
             states: HashMap::new(),
             states_at_start: HashMap::new(),
             dispatched: HashSet::new(),
+            deferred: BTreeMap::new(),
+            cut: HashSet::new(),
             in_flight: BTreeMap::new(),
             held: Waiting::default(),
             stops: Stops::default(),
@@ -280,12 +287,13 @@ impl<'p> Run<'p> {
 
     /// A task's checkpoint now (no tool context: what the inputs are).
     pub async fn observe_inputs(&self, task: &Task) -> std::result::Result<Checkpoint, String> {
-        self.io.observe(&task.task_ref, BTreeMap::new()).await
+        self.io.observe(&task.task_ref, BTreeMap::new(), false).await
     }
 
-    /// A task's checkpoint now, with the inventory entries its tools add.
+    /// A task's checkpoint now, with the inventory entries its tools add
+    /// and its dependencies' recorded outputs (`run::identity`).
     pub async fn observe_checkpoint(&self, task: &Task) -> std::result::Result<Checkpoint, String> {
-        self.io.observe(&task.task_ref, self.tool_context(task)).await
+        self.io.observe(&task.task_ref, self.tool_context(task), true).await
     }
 
     /// Look at an attempt's operation with this revision's provider.

@@ -7,6 +7,7 @@
 //! world and the simulator's. When the run is traced it also feeds the
 //! run's spans (`traced`) from what it performs.
 
+mod cutoff;
 mod early;
 mod finish;
 mod gate;
@@ -17,6 +18,7 @@ mod read_first;
 mod reads;
 mod receipt;
 mod refresh;
+mod restore;
 mod scope;
 mod traced;
 mod workspace;
@@ -122,10 +124,14 @@ impl Driver<'_, '_> {
                 let done = self.workspace.materialize(self.ledger, scope, task_ref.as_deref());
                 Event::Written(done.map(|()| Written::Done))
             }
-            Action::Observe { task_ref, context } => match scope.task(&task_ref) {
-                Ok(task) => Event::Observed(self.workspace.observe(self.world, scope, task, context).await),
-                Err(e) => Event::Observed(Err(e.to_string())),
-            },
+            Action::Observe { task_ref, context, identity } => {
+                Event::Observed(self.observe(&task_ref, context, identity).await)
+            }
+            Action::Cutoff { task_ref, context } => {
+                let sandbox = self.workspace.sandbox().clone();
+                let cache = &mut self.workspace.cache;
+                Event::Cutoff(cutoff::decide(self.ledger, scope, &task_ref, context, (cache, &sandbox)))
+            }
             Action::Baseline(task_ref) => {
                 Event::Baseline(self.workspace.baseline(self.world, self.ledger, scope, &task_ref).await)
             }
@@ -142,12 +148,15 @@ impl Driver<'_, '_> {
                 Ok(task) => Event::Outputs(Workspace::collect_outputs(self.world, scope, task).await),
                 Err(_) => Event::Outputs(None),
             },
-            Action::Refresh { states, tools } => {
+            Action::Refresh { states, tools, across_tool_change } => {
                 let early =
                     refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
                 let sandbox = self.workspace.sandbox().clone();
                 let cache = &mut self.workspace.cache;
-                Event::Stale(refresh::stale(self.ledger, scope, (&states, &tools), (cache, &sandbox), early))
+                let pass =
+                    refresh::stale(self.ledger, scope, (&states, &tools, across_tool_change), (cache, &sandbox), early);
+                // What stands has its outputs here before anything runs.
+                Event::Stale(pass.and_then(|p| restore::restore(self.ledger, scope, &p.restore).map(|()| p.stale)))
             }
             Action::Forget => {
                 self.first_look = None;
@@ -225,6 +234,24 @@ impl Driver<'_, '_> {
                 Event::Report(Box::new(closer.report_judged()))
             }
         }
+    }
+
+    /// A task's checkpoint now; with `identity`, with the entries the
+    /// ledger adds (`cutoff::with_identity`).
+    async fn observe(
+        &mut self,
+        task_ref: &str,
+        context: std::collections::BTreeMap<String, String>,
+        identity: bool,
+    ) -> std::result::Result<crate::checkpoint::Checkpoint, String> {
+        let scope = &self.scope;
+        let task = scope.task(task_ref).map_err(|e| e.to_string())?;
+        let context = match identity {
+            true => cutoff::with_identity(self.ledger, scope, task, context, &mut self.workspace.cache)
+                .map_err(|e| e.to_string())?,
+            false => context,
+        };
+        self.workspace.observe(self.world, scope, task, context).await
     }
 
     /// Each task's state as the ledger has it when the run begins; the

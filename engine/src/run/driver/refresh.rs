@@ -1,10 +1,13 @@
 //! Are completed tasks still complete? Like a build tool with stale
-//! targets: a task whose inputs changed since its validations judged them
-//! (or whose upstream runs again) runs again; one whose checkpoint still
-//! matches is not touched. External effects stand: they are never re-sent
-//! on the strength of a local observation. Every decision is
-//! `decide::reuse`'s, inside one snapshot of the ledger; the core writes
-//! what went stale.
+//! targets: a task whose inputs or tool changed since its validations
+//! judged them (or whose upstream runs again) runs again; one whose
+//! checkpoint still matches is not touched. External effects stand: they
+//! are never re-sent on the strength of a local observation. Every
+//! decision is `decide::reuse`'s, inside one snapshot of the ledger; the
+//! core writes what went stale. A completion whose upstream runs again is
+//! put off (`defer`) when that upstream can cut off: the core decides it
+//! once the upstream is complete again (`core::cutoff`). A completion that
+//! stands has its recorded outputs in this workspace (`restore`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -12,15 +15,17 @@ use serde_json::{json, Value};
 
 use super::early::Completions;
 use super::inputs::FirstLook;
+use super::restore::{self, Here};
 use super::scope::Scope;
 use crate::checkpoint::{self, FileCache};
-use crate::decide::reuse::{self, Candidate};
+use crate::decide::reuse::{self, cutoff, Candidate, Decision, Refusal};
 use crate::decide::tools::{self, Inventory};
 use crate::error::Result;
-use crate::plan::Effect;
+use crate::plan::{Effect, Plan, Task};
 use crate::run::fresh::weighed;
+use crate::run::identity;
 use crate::state::TaskState;
-use crate::store::LeaseGuard;
+use crate::store::{LeaseGuard, LedgerRead};
 
 /// What the reuse pass may take from the run's first look, if nothing ran
 /// since: each complete task's expanded inputs, and the completions read.
@@ -29,73 +34,171 @@ pub struct Looked {
     pub completions: Option<Completions>,
 }
 
-/// The complete tasks that went stale, each with why (in plan order).
+/// What the pass decided: the complete tasks that went stale, each with
+/// why (in plan order), and the completions that stand whose outputs are
+/// to be written back into this workspace.
+pub struct Pass {
+    pub stale: Vec<(String, Value)>,
+    pub restore: Vec<String>,
+}
+
+/// The pass's state over one snapshot of the ledger.
+struct Walk<'a, 'p> {
+    ledger: &'a dyn LedgerRead,
+    scope: &'a Scope<'p>,
+    cache: &'a mut FileCache,
+    sandbox: &'a providers::sandbox::Sandbox,
+    looked: FirstLook,
+    expander: Option<crate::workspace::Expander>,
+    tool_context: HashMap<&'p str, BTreeMap<String, String>>,
+    /// Tasks that run (or wait) now; of those, the ones put off.
+    rerun: HashSet<&'p str>,
+    deferred: HashSet<&'p str>,
+    /// A person's `--reuse-across-tool-change`.
+    across_tool_change: bool,
+    pass: Pass,
+}
+
+/// The reuse pass over every complete task, in dependency order.
 pub fn stale(
     ledger: &LeaseGuard,
     scope: &Scope,
-    (states, tools): (&[(String, TaskState)], &BTreeMap<String, Inventory>),
+    (states, tools, across_tool_change): (&[(String, TaskState)], &BTreeMap<String, Inventory>, bool),
     (cache, sandbox): (&mut FileCache, &providers::sandbox::Sandbox),
     early: Looked,
-) -> Result<Vec<(String, Value)>> {
+) -> Result<Pass> {
     let plan = scope.plan;
     let states: HashMap<&str, TaskState> = states.iter().map(|(r, s)| (r.as_str(), *s)).collect();
     let tool_context: HashMap<&str, _> =
         plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), tools::context_of(&plan.file, t, tools))).collect();
     // The first look's expansions, when it made them and nothing ran
     // since (`inputs.rs`): each input resolved once a run.
-    let mut looked = early.first_look.unwrap_or_default();
+    let mut looked = early.first_look;
     // The completions read at the run's start, when nothing ran since.
     let mut read_early = early.completions;
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    let mut tool_context = Some(tool_context);
     ledger.snapshot(|ledger| {
         // Every completion of the revision in one read, not five per task.
         let mut completions = match read_early.take() {
             Some(c) => c,
             None => ledger.completions(goal_id, revision)?,
         };
-        // One expander for the pass: the workspace and each folder
-        // resolved once, not once per task.
-        let mut expander = None;
-        let mut rerun: HashSet<&str> = HashSet::new();
-        let mut stale: Vec<(String, Value)> = Vec::new();
+        let mut walk = Walk {
+            ledger,
+            scope,
+            cache: &mut *cache,
+            sandbox,
+            looked: looked.take().unwrap_or_default(),
+            // One expander for the pass: the workspace and each folder
+            // resolved once, not once per task.
+            expander: None,
+            tool_context: tool_context.take().unwrap_or_default(),
+            rerun: HashSet::new(),
+            deferred: HashSet::new(),
+            across_tool_change,
+            pass: Pass { stale: Vec::new(), restore: Vec::new() },
+        };
         for &i in &plan.order {
             let Some(task) = plan.file.tasks.get(i) else { continue };
             let r = task.task_ref.as_str();
             if !states.get(r).is_some_and(|s| s.is_complete()) {
                 // Not done: it runs (or waits) now, so what depends on
                 // it cannot stand on an older completion.
-                rerun.insert(r);
+                walk.rerun.insert(r);
                 continue;
             }
             if task.effect == Effect::External {
                 continue;
             }
-            let Some(d) = plan.digests().tasks.get(r) else { continue };
-            // The completion is of this revision's task, with this
-            // provider: its core meaning is the one computed at load.
-            let done = completions.remove(r).map(|c| weighed(c, task, d.meaning_core.clone()));
-            let upstream = task.depends_on.iter().find(|d| rerun.contains(d.as_str())).map(String::as_str);
-            let decision = reuse::decide(
-                false,
-                done.as_ref(),
-                &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
-                upstream,
-                || {
-                    let (secrets, workspace) = (&plan.file.secrets, &plan.workspace);
-                    let cp = match looked.remove(&i) {
-                        Some(expanded) => {
-                            checkpoint::observe_expanded(expanded, workspace, task, secrets, sandbox, cache)?
-                        }
-                        None => checkpoint::observe_with(&mut expander, workspace, task, secrets, sandbox, cache)?,
-                    };
-                    Ok(cp.with_context(tool_context.get(r).cloned().unwrap_or_default()))
-                },
-            );
-            if let reuse::Decision::Run { refusal } = decision {
-                stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
-                rerun.insert(r);
-            }
+            let done = completions.remove(r);
+            walk.task(i, task, done)?;
         }
-        Ok(stale)
+        Ok(std::mem::replace(&mut walk.pass, Pass { stale: Vec::new(), restore: Vec::new() }))
+    })
+}
+
+impl<'p> Walk<'_, 'p> {
+    /// Decide one complete task (`i`: its place in the plan's tasks).
+    fn task(&mut self, i: usize, task: &'p Task, done: Option<crate::store::evidence::CompletionRecord>) -> Result<()> {
+        let plan = self.scope.plan;
+        let r = task.task_ref.as_str();
+        let Some(d) = plan.digests().tasks.get(r) else { return Ok(()) };
+        // The completion is of this revision's task, with this provider:
+        // its core meaning is the one computed at load.
+        let done = done.map(|c| weighed(c, task, d.meaning_core.clone()));
+        let upstream = task.depends_on.iter().find(|d| self.rerun.contains(d.as_str())).map(String::as_str);
+        // What the ledger adds to its checkpoint: its upstream's outputs.
+        let context = match upstream {
+            Some(_) => BTreeMap::new(),
+            None => identity::upstream_context(self.ledger, (&self.scope.goal_id, self.scope.revision), plan, task)?,
+        };
+        let candidate =
+            Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
+        let decision = reuse::decide(false, done.as_ref(), &candidate, upstream, || {
+            let (secrets, workspace, sandbox) = (&plan.file.secrets, &plan.workspace, self.sandbox);
+            let cp = match self.looked.remove(&i) {
+                Some(expanded) => {
+                    checkpoint::observe_expanded(expanded, workspace, task, secrets, sandbox, self.cache)?
+                }
+                None => checkpoint::observe_with(&mut self.expander, workspace, task, secrets, sandbox, self.cache)?,
+            };
+            let tools = self.tool_context.get(r).cloned().unwrap_or_default();
+            let tool = identity::tool_context(plan, task, self.cache);
+            Ok(cp.with_context(tools).with_context(context).with_context(tool))
+        });
+        let refusal = match decision {
+            Decision::Run { refusal } => refusal,
+            Decision::Reuse { .. } => match restore::here(self.ledger, self.scope, task, self.cache)? {
+                Here::All => return Ok(()),
+                Here::Restorable => {
+                    self.pass.restore.push(r.to_string());
+                    return Ok(());
+                }
+                Here::Missing(path) => Refusal::OutputsMissing { path },
+            },
+        };
+        if self.across_tool_change && matches!(refusal, Refusal::ToolChanged { .. }) {
+            // Kept by a person's act (the core writes it, naming them).
+            let data = json!({"kept": refusal.code(), "detail": refusal.detail(), "keep": true});
+            self.pass.stale.push((r.to_string(), data));
+            return Ok(());
+        }
+        let data = stale_data(plan, task, refusal, (&self.rerun, &mut self.deferred));
+        self.pass.stale.push((r.to_string(), data));
+        self.rerun.insert(r);
+        Ok(())
+    }
+}
+
+/// What the `completion_stale` event of `task` says; `defer`: decided
+/// when its upstream is complete again (early cutoff, `core::cutoff`),
+/// when every upstream that runs again can cut off or was put off itself.
+fn stale_data<'p>(
+    plan: &'p Plan,
+    task: &'p Task,
+    refusal: Refusal,
+    (rerun, deferred): (&HashSet<&str>, &mut HashSet<&'p str>),
+) -> Value {
+    let refusal = match cutoff::named(refusal) {
+        refusal @ Refusal::UpstreamNotReused { why: None, .. } => match no_cutoff(plan, task, (rerun, deferred)) {
+            None => {
+                deferred.insert(task.task_ref.as_str());
+                return json!({"stale": refusal.code(), "detail": refusal.detail(), "defer": true});
+            }
+            Some(refusal) => refusal,
+        },
+        refusal => refusal,
+    };
+    json!({"stale": refusal.code(), "detail": refusal.detail()})
+}
+
+/// Why an upstream of `task` that runs again cuts nothing off below it
+/// (`None`: each one that runs again can — it declares outputs, its effect
+/// is not external — or was itself put off).
+fn no_cutoff(plan: &Plan, task: &Task, (rerun, deferred): (&HashSet<&str>, &HashSet<&str>)) -> Option<Refusal> {
+    task.depends_on.iter().filter(|d| rerun.contains(d.as_str()) && !deferred.contains(d.as_str())).find_map(|d| {
+        let why = cutoff::why_no_cutoff(plan.task(d)?)?;
+        Some(Refusal::UpstreamNotReused { dependency: d.clone(), why: Some(why.into()) })
     })
 }

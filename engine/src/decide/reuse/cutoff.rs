@@ -1,0 +1,117 @@
+//! Early cutoff (SPEC.md "Additions (2026-12-06)", `UPSTREAM_OUTPUT_UNCHANGED`):
+//! a dependant's checkpoint carries, for each dependency that can cut off,
+//! the digest of that dependency's recorded outputs (`upstream:<ref>`). So
+//! what a dependant stands on is the bytes its upstream left, not the fact
+//! that the upstream ran: an upstream that ran again and left byte-identical
+//! outputs keeps its dependants' completions. An upstream with an `external`
+//! effect, or one that declares no `outputs`, cuts nothing off: what it
+//! changed is not in the ledger to compare. Pure: the run reads the ledger.
+
+use crate::digest::{Digester, Kind};
+use crate::plan::model::{Effect, Task};
+
+use super::Refusal;
+
+/// The checkpoint context name of a dependency's recorded outputs.
+pub fn context_name(dependency: &str) -> String {
+    format!("upstream:{dependency}")
+}
+
+/// The dependency a checkpoint context name is about, if it is one.
+pub fn dependency_of(context_name: &str) -> Option<&str> {
+    context_name.strip_prefix("upstream:")
+}
+
+/// Why an upstream's run again cuts nothing off below it; `None` when it
+/// can (it declares `outputs` and its effect is not `external`).
+pub fn why_no_cutoff(upstream: &Task) -> Option<&'static str> {
+    if upstream.effect == Effect::External {
+        return Some("no early cutoff: it has an external effect, which its outputs do not show");
+    }
+    if upstream.outputs.is_empty() {
+        return Some("no early cutoff: it declares no `outputs` to compare");
+    }
+    None
+}
+
+/// The value `upstream:<ref>` carries: the digest of the outputs the
+/// dependency's completion recorded, each (path, content digest,
+/// executable), in path order; `"none"` when it has no completion.
+pub fn outputs_digest<'a>(files: impl IntoIterator<Item = (&'a str, &'a str, bool)>) -> String {
+    let mut files: Vec<(&str, &str, bool)> = files.into_iter().collect();
+    files.sort();
+    let listed: Vec<serde_json::Value> =
+        files.into_iter().map(|(path, digest, x)| serde_json::json!([path, digest, x])).collect();
+    Digester::new(Kind::UpstreamOutputs).json("outputs", &serde_json::Value::Array(listed)).finish()
+}
+
+/// A refusal as a person reads it: a checkpoint whose first difference is
+/// an upstream's outputs is that upstream's re-run, with changed outputs.
+pub fn named(refusal: Refusal) -> Refusal {
+    match refusal {
+        Refusal::CheckpointChanged { path } => match path.strip_prefix("context:").and_then(dependency_of) {
+            Some(dep) => Refusal::UpstreamNotReused {
+                dependency: dep.to_string(),
+                why: Some("its recorded outputs changed".into()),
+            },
+            None => Refusal::CheckpointChanged { path },
+        },
+        other => other,
+    }
+}
+
+/// What a kept completion's event says (`UPSTREAM_OUTPUT_UNCHANGED`):
+/// the upstream tasks that ran again, and those kept by early cutoff.
+pub fn kept_words(ran: &[String], kept: &[String]) -> String {
+    let mut why = Vec::new();
+    if !ran.is_empty() {
+        why.push(format!("{} ran again with byte-identical outputs", ran.join(", ")));
+    }
+    if !kept.is_empty() {
+        why.push(format!("{} kept by early cutoff", kept.join(", ")));
+    }
+    if why.is_empty() {
+        why.push("its upstream is complete again".into());
+    }
+    format!(
+        "{}: the outputs and inputs this completion stands on are unchanged, so it is kept (early cutoff)",
+        why.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(effect: &str, outputs: &[&str]) -> Task {
+        serde_json::from_value(serde_json::json!({
+            "ref": "T1", "provider": "sh", "action": {"run": ["true"]}, "effect": effect, "outputs": outputs,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_local_upstream_with_outputs_cuts_off() {
+        assert_eq!(why_no_cutoff(&task("local", &["out.txt"])), None);
+        assert!(why_no_cutoff(&task("local", &[])).unwrap().contains("no `outputs`"));
+        assert!(why_no_cutoff(&task("external", &["out.txt"])).unwrap().contains("external"));
+    }
+
+    #[test]
+    fn the_outputs_digest_is_of_the_files_not_their_order() {
+        let a = outputs_digest([("a", "d1", false), ("b", "d2", true)]);
+        assert_eq!(a, outputs_digest([("b", "d2", true), ("a", "d1", false)]));
+        assert_ne!(a, outputs_digest([("a", "d1", false), ("b", "d3", true)]));
+        assert_ne!(a, outputs_digest([("a", "d1", false), ("b", "d2", false)]));
+        assert_ne!(a, outputs_digest([("a", "d1", false)]));
+    }
+
+    #[test]
+    fn a_changed_upstream_context_reads_as_that_upstreams_rerun() {
+        let r = named(Refusal::CheckpointChanged { path: "context:upstream:T1".into() });
+        assert_eq!(r.code(), "UPSTREAM_NOT_REUSED");
+        assert!(r.detail().contains("T1") && r.detail().contains("outputs changed"), "{}", r.detail());
+        let r = named(Refusal::CheckpointChanged { path: "a.txt".into() });
+        assert_eq!(r, Refusal::CheckpointChanged { path: "a.txt".into() });
+    }
+}

@@ -1,0 +1,77 @@
+//! A completion belongs to its workspace (SPEC.md "Additions (2026-12-06)",
+//! `OUTPUTS_MISSING`): a task whose completion stands is never kept in a
+//! folder that lacks its declared outputs with the digests its success
+//! recorded. The reuse pass looks (`here`); what the ledger holds is
+//! written back once the pass has decided (`restore`), what it does not
+//! hold makes the completion stale, and the task runs again.
+
+use serde_json::json;
+
+use super::scope::Scope;
+use crate::checkpoint::FileCache;
+use crate::error::Result;
+use crate::plan::Task;
+use crate::run::materialize::{self, Wanted};
+use crate::store::events::{Event, EventKind};
+use crate::store::{Durability, LeaseGuard, LedgerRead};
+
+/// What the workspace holds of a completion's recorded outputs.
+pub enum Here {
+    /// Each one, with its recorded digest (or the task declares none).
+    All,
+    /// Some are missing or differ; the ledger holds their bytes.
+    Restorable,
+    /// This one is missing or differs, and the ledger holds no bytes for it.
+    Missing(String),
+}
+
+/// Does the workspace hold `task`'s recorded outputs (its completion in
+/// this revision)? Digests through `cache`: an unchanged file is not
+/// hashed again.
+pub fn here(read: &dyn LedgerRead, scope: &Scope, task: &Task, cache: &mut FileCache) -> Result<Here> {
+    if task.outputs.is_empty() {
+        return Ok(Here::All);
+    }
+    let Some(attempt) = crate::run::outputs::completed_by(read, &scope.goal_id, scope.revision, &task.task_ref)? else {
+        return Ok(Here::All);
+    };
+    let mut here = Here::All;
+    for file in read.outputs_of_attempt(attempt)? {
+        let now = cache.digest(&scope.plan.workspace.join(&file.path)).ok().flatten();
+        if now.as_deref() == Some(file.digest.as_str()) {
+            continue;
+        }
+        if read.blob(&file.digest)?.is_none() {
+            return Ok(Here::Missing(file.path));
+        }
+        here = Here::Restorable;
+    }
+    Ok(here)
+}
+
+/// Write back the recorded outputs of `refs` (completions that stand),
+/// with an `outputs_materialized` event saying so (`for`: `reuse`).
+pub fn restore(ledger: &mut LeaseGuard, scope: &Scope, refs: &[String]) -> Result<()> {
+    if refs.is_empty() {
+        return Ok(());
+    }
+    let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    let mut wanted = Vec::new();
+    let read = ledger.read();
+    for r in refs {
+        let Some(attempt) = crate::run::outputs::completed_by(&*read, goal_id, revision, r)? else { continue };
+        wanted.extend(read.outputs_of_attempt(attempt)?.into_iter().map(|file| Wanted { file, from: r.clone() }));
+    }
+    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d))?;
+    drop(read);
+    if done.files == 0 {
+        return Ok(());
+    }
+    let data = json!({
+        "files": done.files, "bytes": done.bytes, "left_alone": done.left_alone, "paths": done.paths,
+        "from": refs, "for": "reuse",
+    });
+    ledger.write(Durability::Normal, |tx| {
+        tx.append_event(&Event::goal(EventKind::OutputsMaterialized, goal_id, revision, data.clone())).map(|_| ())
+    })
+}

@@ -1,0 +1,110 @@
+//! Early cutoff (issue 43, SPEC "Reuse codes": `UPSTREAM_OUTPUT_UNCHANGED`):
+//! a dependant stands on its upstream's recorded outputs, not on the fact
+//! that the upstream ran. Real `sh` processes; what ran is read from the
+//! tasks' own call log, what was decided from the ledger and `explain`.
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A chain T1 → … → Tn: T1 copies the first line of `in.txt` to `out1.txt`;
+/// each next task copies its upstream's output to its own. Each declares
+/// its output; `outputs: false` declares none.
+fn chain(n: usize, outputs: bool) -> Vec<Value> {
+    (1..=n)
+        .map(|k| {
+            let (script, input) = match k {
+                1 => ("head -n 1 in.txt > out1.txt".to_string(), "in.txt".to_string()),
+                _ => (format!("cat out{}.txt > out{k}.txt", k - 1), format!("out{}.txt", k - 1)),
+            };
+            let mut t = sh_task(&format!("T{k}"), &script);
+            t["inputs"] = json!([input]);
+            if outputs {
+                t["outputs"] = json!([format!("out{k}.txt")]);
+            }
+            if k > 1 {
+                t["depends_on"] = json!([format!("T{}", k - 1)]);
+            }
+            t
+        })
+        .collect()
+}
+
+fn built(n: usize, outputs: bool) -> Ws {
+    let ws = Ws::new();
+    ws.write("in.txt", "first line\nsecond line\n");
+    ws.write_plan("plan.json", &plan("cutoff", chain(n, outputs)));
+    ws.json(&["run", "plan.json"], 0);
+    ws
+}
+
+fn calls(ws: &Ws, n: usize) -> Vec<usize> {
+    (1..=n).map(|k| ws.calls(&format!("T{k}"))).collect()
+}
+
+/// T1's input changed where its output does not look: T1 runs again,
+/// writes the same bytes, and the 9 tasks below it are kept, each with a
+/// `completion_kept` event (never `completion_stale`) and explain saying
+/// `UPSTREAM_OUTPUT_UNCHANGED`. Without early cutoff all 10 run again.
+#[test]
+fn an_upstream_rerun_with_identical_outputs_keeps_every_dependant() {
+    let ws = built(10, true);
+    ws.write("in.txt", "first line\nanother second line\n");
+    let report = ws.json(&["run", "plan.json"], 0);
+    let mut expected = vec![1; 10];
+    expected[0] = 2;
+    assert_eq!(calls(&ws, 10), expected, "{report:#}");
+    let stale: Vec<String> = ws.events_of("completion_stale").into_iter().filter_map(|(r, _, _)| r).collect();
+    assert_eq!(stale, ["T1"]);
+    let kept = ws.events_of("completion_kept");
+    let refs: Vec<&str> = kept.iter().filter_map(|(r, _, _)| r.as_deref()).collect();
+    assert_eq!(refs, (2..=10).map(|k| format!("T{k}")).collect::<Vec<_>>());
+    assert!(kept.iter().all(|(_, _, d)| d["kept"] == "UPSTREAM_OUTPUT_UNCHANGED"), "{kept:#?}");
+    assert_eq!(kept[0].2["ran_again"], json!(["T1"]));
+    assert_eq!(kept[1].2["kept_upstream"], json!(["T2"]));
+    for k in 2..=10 {
+        assert_eq!(ws.task_state(&format!("T{k}")), "succeeded");
+    }
+    assert_eq!(ws.goal_state(), "satisfied");
+    let explain = ws.engine(&["explain", "T2"]);
+    assert!(explain.stdout.contains("completion kept at") && explain.stdout.contains("UPSTREAM_OUTPUT_UNCHANGED"));
+    assert!(explain.stdout.contains("T1 ran again with byte-identical outputs"), "{}", explain.stdout);
+    let j = ws.json(&["explain", "T3"], 0);
+    assert_eq!(j["kept"][0]["kept"], "UPSTREAM_OUTPUT_UNCHANGED", "{j:#}");
+    // The next plain run is a no-op.
+    let before = ws.attempt_count();
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.attempt_count(), before);
+}
+
+/// T1's output changed: every dependant runs again, the first one stale
+/// because its input, T1's output, changed.
+#[test]
+fn a_changed_upstream_output_runs_its_dependants_again() {
+    let ws = built(4, true);
+    ws.write("in.txt", "a new first line\nsecond line\n");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(calls(&ws, 4), [2, 2, 2, 2]);
+    assert!(ws.events_of("completion_kept").is_empty());
+    let stale = ws.events_of("completion_stale");
+    let t2 = stale.iter().find(|(r, _, _)| r.as_deref() == Some("T2")).expect("T2 stale").2.clone();
+    assert_eq!(t2["stale"], "CHECKPOINT_CHANGED", "{t2:#}");
+    assert!(t2["detail"].as_str().unwrap().contains("out1.txt"), "{t2:#}");
+    assert_eq!(ws.read("out4.txt"), "a new first line\n");
+}
+
+/// An upstream that declares no outputs cuts nothing off, and the stale
+/// event (so explain) says why.
+#[test]
+fn an_upstream_without_outputs_cuts_nothing_off_and_says_so() {
+    let ws = built(3, false);
+    ws.write("in.txt", "first line\nanother second line\n");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(calls(&ws, 3), [2, 2, 2]);
+    let stale = ws.events_of("completion_stale");
+    let t2 = stale.iter().find(|(r, _, _)| r.as_deref() == Some("T2")).expect("T2 stale").2.clone();
+    assert_eq!(t2["stale"], "UPSTREAM_NOT_REUSED");
+    assert!(t2["detail"].as_str().unwrap().contains("no early cutoff: it declares no `outputs`"), "{t2:#}");
+    let explain = ws.engine(&["explain", "T2"]);
+    assert!(explain.stdout.contains("no early cutoff"), "{}", explain.stdout);
+}

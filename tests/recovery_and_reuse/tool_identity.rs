@@ -1,0 +1,65 @@
+//! The tool's identity in a completion's checkpoint (issue 43, SPEC "Reuse
+//! codes": `TOOL_CHANGED`): a script behind the same argv, outside the
+//! workspace, whose bytes changed makes the completion stale — never kept
+//! with the old tool's output — unless a person runs with
+//! `--reuse-across-tool-change`. Real `sh` processes; what ran is read
+//! from the task's own call log.
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// `["sh", "<side>/tool.sh"]`: the script is outside the workspace and in
+/// no `inputs` or `context`; it logs its call.
+fn built() -> (Ws, String) {
+    let ws = Ws::new();
+    let tool = ws.side.join("tool.sh");
+    std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v1 > out.txt\n").unwrap();
+    let tool = tool.to_str().unwrap().to_string();
+    let task = json!({
+        "ref": "T1", "title": "the tool", "provider": "sh", "action": {"run": ["sh", tool]},
+        "effect": "local", "inputs": [], "depends_on": [], "validations": [],
+    });
+    ws.write_plan("plan.json", &plan("tool", vec![task]));
+    ws.json(&["run", "plan.json"], 0);
+    (ws, tool)
+}
+
+#[test]
+fn a_changed_script_outside_the_workspace_is_tool_changed_and_runs_again() {
+    let (ws, tool) = built();
+    // Unchanged: kept.
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 1);
+    std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v2 > out.txt\n").unwrap();
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 2, "a changed tool is never kept");
+    assert_eq!(ws.read("out.txt"), "v2\n", "the output is the new tool's");
+    let stale = ws.events_of("completion_stale");
+    assert_eq!(stale.len(), 1, "{stale:#?}");
+    assert_eq!(stale[0].2["stale"], "TOOL_CHANGED");
+    let detail = stale[0].2["detail"].as_str().unwrap();
+    assert!(detail.starts_with(&format!("script {tool} ")) && detail.contains(" → "), "{detail}");
+    let explain = ws.engine(&["explain", "T1"]).stdout;
+    assert!(explain.contains(&format!("TOOL_CHANGED — script {tool}")), "{explain}");
+    // And once run on the new tool, a plain run keeps it again.
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 2);
+}
+
+#[test]
+fn a_person_may_reuse_across_a_tool_change_and_is_named() {
+    let (ws, tool) = built();
+    std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v2 > out.txt\n").unwrap();
+    ws.json(&["run", "plan.json", "--reuse-across-tool-change"], 0);
+    assert_eq!(ws.calls("T1"), 1, "kept by the person's act");
+    assert!(ws.events_of("completion_stale").is_empty());
+    let kept = ws.events_of("completion_kept");
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    assert_eq!(kept[0].2["kept"], "TOOL_CHANGED");
+    assert_eq!(kept[0].2["act"], "--reuse-across-tool-change");
+    assert!(kept[0].2["by"]["user"].as_str().is_some_and(|u| !u.is_empty()), "{:#}", kept[0].2);
+    // Without the act, the changed tool runs again.
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("T1"), 2);
+}
