@@ -18,7 +18,8 @@ use crate::decide::request_id::{self, Judgement};
 use crate::error::{Code, Error, Result};
 use crate::report::Output;
 use crate::store::acts::{FirstResult, NewRequestId, Person, RequestIdRecord};
-use crate::store::{Durability, LeaseGuard, LedgerRead};
+use crate::store::lease::Holder;
+use crate::store::{Durability, LeaseGuard, LedgerRead, Store};
 
 /// A request id as given, with the command it names.
 pub struct Given {
@@ -73,14 +74,7 @@ pub fn run(
         }
     }
     let answer = act(ledger, Some(&given.new_id()));
-    let first = match &answer {
-        Ok(out) => FirstResult { exit_code: out.exit_code, text: out.text.clone(), json: out.json.clone() },
-        Err(e) => FirstResult {
-            exit_code: e.code.exit_code(),
-            text: format!("error: {e}\n"),
-            json: json!({"ok": false, "error": e}),
-        },
-    };
+    let first = first_of(&answer);
     // Kept only where the act recorded the id (a command refused before
     // its act left none). Failing to keep it loses no act: a repeat then
     // says the first command did not finish.
@@ -88,6 +82,35 @@ pub fn run(
         eprintln!("engine: the answer to request {} was not kept: {e}", given.id);
     }
     answer
+}
+
+/// `run` for an act written beside the live run that holds the store
+/// (`Store::write_beside`, fenced by `holder`): an answer to a question
+/// that run holds open.
+pub fn beside(
+    store: &Store,
+    holder: &Holder,
+    given: Option<&Given>,
+    act: impl FnOnce(Option<&NewRequestId>) -> Result<Output>,
+) -> Result<Output> {
+    let Some(given) = given else { return act(None) };
+    let answer = act(Some(&given.new_id()));
+    let first = first_of(&answer);
+    if let Err(e) = store.write_beside(holder, |tx| tx.finish_request_id(&given.id, &first).map(|_| ())) {
+        eprintln!("engine: the answer to request {} was not kept: {e}", given.id);
+    }
+    answer
+}
+
+fn first_of(answer: &Result<Output>) -> FirstResult {
+    match answer {
+        Ok(out) => FirstResult { exit_code: out.exit_code, text: out.text.clone(), json: out.json.clone() },
+        Err(e) => FirstResult {
+            exit_code: e.code.exit_code(),
+            text: format!("error: {e}\n"),
+            json: json!({"ok": false, "error": e}),
+        },
+    }
 }
 
 /// The first answer, unchanged, marked as a repeat.

@@ -316,6 +316,29 @@ pub struct InputResponse {
     pub result: serde_json::Value,
 }
 
+/// A person who may answer, during the call, a question its server puts
+/// (an MCP `elicitation/create`), when the plan holds such questions open
+/// (an MCP provider's `ask.wait_seconds`). The engine's side shows the
+/// question and waits, at most `Held::wait`, for a person's answer
+/// recorded from another terminal; this crate never learns where (the
+/// ledger stays the engine's). `None`: no answer in time, or the engine
+/// cannot hold the question (the server then gets `cancel`, as without a
+/// wait).
+pub trait Person: Send + Sync {
+    fn ask(&self, held: Held) -> BoxFuture<'static, Option<serde_json::Value>>;
+}
+
+/// A question held open during a call: the call (its operation and try),
+/// the question as a person answers it (`Question`), and how long it may
+/// wait (the plan's wait, never past the call's deadline).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub operation_id: String,
+    pub try_no: u32,
+    pub question: Question,
+    pub wait: Duration,
+}
+
 /// Why a call ended without a receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -94,17 +94,33 @@ fn only_the_answer_path_records_answers() {
         named,
         vec![
             "engine/src/commands/answer.rs",
+            "engine/src/commands/held_answer.rs",
+            "engine/src/run/held.rs",
             "engine/src/sim/checks.rs",
             "engine/src/store/acts.rs",
             "engine/src/store/chain/mod.rs"
         ],
         "AskKind::Answer named outside the answer path"
     );
-    let sim = std::fs::read_to_string(src.join("sim/checks.rs")).unwrap();
-    assert!(!sim.contains("insert_ask"), "the simulator's checks only read");
+    for reader in ["sim/checks.rs", "run/held.rs"] {
+        let text = std::fs::read_to_string(src.join(reader)).unwrap();
+        assert!(!text.contains("insert_ask"), "{reader} only reads answers");
+    }
     let record: Vec<String> =
         callers(&src, "answer::record").into_iter().filter(|f| f != "engine/src/commands/answer.rs").collect();
     assert_eq!(record, vec!["engine/src/cli/mod.rs"]);
+    // A question a run holds open is answered from another terminal, beside
+    // the run's lease: the only write without one's own lease is the run's
+    // record of the question, the person's answer and its request id.
+    let beside: Vec<String> =
+        callers(&src, "write_beside").into_iter().filter(|f| !f.starts_with("engine/src/store/")).collect();
+    assert_eq!(
+        beside,
+        vec!["engine/src/commands/held_answer.rs", "engine/src/once.rs", "engine/src/run/held.rs"],
+        "write_beside called outside the held-question path"
+    );
+    let held: Vec<String> = callers(&src, "held_answer::record");
+    assert_eq!(held, vec!["engine/src/cli/mod.rs"]);
     // The run's answers come from the ledger (`answer::in_force`), read by
     // the commands that start a run; nothing in `run/` builds them.
     assert_eq!(

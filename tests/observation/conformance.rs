@@ -176,11 +176,16 @@ macro_rules! scenarios {
     };
 }
 
-/// The engine dismisses a 2025-11-25 server's question at once (no person
-/// is at the call) and sends a person's answer on the next call: the kit
-/// wants `accept` on the very first one.
-const NO_PERSON_AT_THE_CALL: &str = "a run never holds a server's request open for a person: the first question \
-    is answered `cancel` (nobody chose) and the person's answer, with the form's defaults, goes on the next call";
+/// The server's first question was answered in the call that asked it:
+/// one `engine run`, and a person's `engine answer` from another process
+/// while it ran (the transcript of client.py), recorded beside the run.
+fn answered_in_the_call(ws: &Ws) {
+    let transcript = std::fs::read_to_string(ws.side.join("adapter.log")).unwrap_or_default();
+    let runs = transcript.lines().filter(|l| l.starts_with("$ ") && l.contains(" run ")).count();
+    let answers = transcript.lines().filter(|l| l.starts_with("$ ") && l.contains(" answer T1")).count();
+    assert_eq!((runs, answers), (1, 1), "one run, answered while it waited:\n{transcript}");
+    assert!(transcript.contains("the run holds the question open"), "{transcript}");
+}
 /// Authorization of the 2025-03-26 revision, which the engine does not
 /// claim: no protected resource metadata, the server its own
 /// authorization server, endpoints guessed.
@@ -195,10 +200,10 @@ scenarios! {
     // Revisions 2025-06-18 and 2025-11-25: the ones the engine claims.
     initialize: "initialize" => Expect::Pass;
     tools_call: "tools_call" => Expect::Pass;
-    elicitation_sep1034_client_defaults: "elicitation-sep1034-client-defaults" => Expect::Fails {
-        checks: &["client-elicitation-sep1034-general"],
-        why: NO_PERSON_AT_THE_CALL,
-    };
+    // The plan holds the question open (`ask`); the person answers it from
+    // a second process while the one run waits.
+    elicitation_sep1034_client_defaults: "elicitation-sep1034-client-defaults" => Expect::Pass,
+        then answered_in_the_call;
     sse_retry: "sse-retry" => Expect::Pass;
     auth_metadata_default: "auth/metadata-default" => Expect::Pass;
     auth_metadata_var1: "auth/metadata-var1" => Expect::Pass;

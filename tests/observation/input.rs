@@ -7,6 +7,8 @@
 //! log: the effect happens once, with the person's answer, and never
 //! before it.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use super::common::*;
@@ -163,6 +165,105 @@ fn server_everything_asks_over_streamable_http_and_a_person_answers() {
     let ev = Everything::start();
     let ws = Ws::new();
     everything_round(&ws, json!({"kind": "mcp", "url": format!("http://127.0.0.1:{}/mcp", ev.port)}));
+}
+
+// ------------------------------------------------------------ a question held open for a person
+
+/// server-everything's question held open in the call (`ask.wait_seconds`):
+/// the run shows it and the exact command, a person answers from another
+/// terminal (a second process) while the call waits, and the server gets
+/// `accept` with the answer and the form's defaults in that very call —
+/// one call, one attempt, the task done in one run.
+fn held_round(ws: &Ws, mut provider: Value) {
+    provider["ask"] = json!({"wait_seconds": 60});
+    let task = json!({"ref": "T1", "title": "ask a person", "provider": "ev", "effect": "none",
+                      "timeout_seconds": 90,
+                      "action": {"tool": "trigger-elicitation-request", "arguments": {}}});
+    ws.write_plan("plan.json", &plan(json!({"ev": provider}), vec![task]));
+    let mut run = ws.spawn_run();
+    let command = "answer from another terminal: engine answer T1 --field name=VALUE";
+    let shown = wait_for(Duration::from_secs(60), || {
+        std::fs::read_to_string(run.stderr_path()).ok().filter(|e| e.contains(command))
+    })
+    .unwrap_or_else(|| {
+        panic!("the run shows the question and the command while it waits: {}", run.wait(RUN_DEADLINE).describe())
+    });
+    assert!(shown.contains("field name (string, required)"), "{shown}");
+    assert!(shown.contains("counted in the task's deadline"), "{shown}");
+    assert!(run.alive(), "the run waits for the person");
+    // The same checks as any answer: a bad one names its field, records nothing.
+    let out = ws.engine_json(&["answer", "T1", "--field", "nmae=Ada"]);
+    out.expect(2, Some("ANSWER_INVALID"));
+    assert!(ws.events_of("input_answered").is_empty());
+    let said = ws.engine_json(&["answer", "T1", "--field", "name=Ada Lovelace", "--field", "integer=7"]);
+    said.expect_code(0);
+    assert!(said.json()["answer"]["held_until"].is_string(), "{}", said.describe());
+    let out = run.wait(RUN_DEADLINE);
+    out.expect(0, None);
+    assert_eq!(ws.attempt_count(), 1, "one call: the answer went to the call that asked");
+    let text = receipt_answer(ws, 1).expect("the call's result").to_string();
+    assert!(text.contains("Name: Ada Lovelace") && text.contains("Favorite Integer: 7"), "{text}");
+    assert!(text.contains("Favorite Number: 3.14"), "the form's default for what the person left out: {text}");
+    assert!(!text.contains("cancel"), "{text}");
+    assert_eq!(ws.events_of("input_held").len(), 1);
+    let answered = ws.events_of("input_answered");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].2["held"].is_i64(), "{answered:?}");
+    assert!(ws.events_of("input_requested").is_empty(), "nothing left to ask");
+    ws.verify();
+}
+
+#[test]
+fn server_everythings_question_over_streamable_http_is_held_open_and_answered_from_another_terminal() {
+    let ev = Everything::start();
+    let ws = Ws::new();
+    held_round(&ws, json!({"kind": "mcp", "url": format!("http://127.0.0.1:{}/mcp", ev.port)}));
+}
+
+#[test]
+fn server_everythings_question_over_stdio_is_held_open_and_answered_from_another_terminal() {
+    let ws = Ws::new();
+    let index = node_server("server-everything");
+    held_round(&ws, json!({"kind": "mcp", "command": ["node", index.to_string_lossy(), "stdio"]}));
+}
+
+/// Nobody answers in time: the server gets `cancel` when the wait ends,
+/// and nothing else — one `tools/call`, one reply, as the server's own
+/// input (through `tee`) shows; the question is recorded and the task
+/// waits for `engine answer`, with the same advice as without a wait.
+#[test]
+fn a_held_question_nobody_answers_in_time_is_cancelled_and_the_task_waits() {
+    let ws = Ws::new();
+    let index = node_server("server-everything");
+    let provider = json!({"kind": "mcp", "ask": {"wait_seconds": 2}, "command": [
+        "sh", "-c", r#"tee -a "$1/stdin.log" | node "$2" stdio"#, "sh",
+        ws.side.to_string_lossy(), index.to_string_lossy()]});
+    let task = json!({"ref": "T1", "title": "ask a person", "provider": "ev", "effect": "none",
+                      "timeout_seconds": 60,
+                      "action": {"tool": "trigger-elicitation-request", "arguments": {}}});
+    ws.write_plan("plan.json", &plan(json!({"ev": provider}), vec![task]));
+    let started = std::time::Instant::now();
+    let out = ws.run();
+    out.expect(4, Some("INPUT_REQUIRED"));
+    assert!(started.elapsed() >= Duration::from_secs(2), "the call waited for the person");
+    assert!(out.stderr.contains("engine answer T1 --field name=VALUE"), "{}", out.describe());
+    assert_eq!(out.json()["awaiting_input"][0]["answer_with"], "engine answer T1 --field name=VALUE");
+    let first = receipt_answer(&ws, 1).expect("the call's result").to_string();
+    assert!(first.contains("cancel"), "{first}");
+    let sent = read_json_lines(&ws.side.join("stdin.log"));
+    let calls: Vec<&Value> = sent.iter().filter(|m| m["method"] == "tools/call").collect();
+    let replies: Vec<&Value> = sent.iter().filter(|m| m["result"].get("action").is_some()).collect();
+    assert_eq!(calls.len(), 1, "{sent:?}");
+    assert_eq!(replies.len(), 1, "one reply to the one question: {sent:?}");
+    assert_eq!(replies[0]["result"], json!({"action": "cancel"}), "{sent:?}");
+    assert_eq!(ws.events_of("input_held").len(), 1);
+    assert!(ws.events_of("input_answered").is_empty());
+    assert_eq!(ws.attempt_count(), 1);
+    // The person answers after the run: recorded for the next run, as always.
+    let said = ws.engine_json(&["answer", "T1", "--field", "name=Ada"]);
+    said.expect_code(0);
+    assert!(said.json()["answer"].get("held_until").is_none(), "{}", said.describe());
+    ws.verify();
 }
 
 // ------------------------------------------------------------ 2026-07-28 over Streamable HTTP, URL mode, decline

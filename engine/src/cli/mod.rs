@@ -359,6 +359,19 @@ fn answer(
         return Ok(first);
     }
     commands::answer::permitted(&*store.read(), a.goal.as_ref(), &person)?;
+    // A question a live run holds open during its call: answered beside
+    // that run (it holds the lease), which sends the answer now.
+    match commands::held_answer::held(&*store.read(), a.goal.as_ref(), &a.task_ref)? {
+        commands::held_answer::Held::Open(h) => {
+            return once::beside(&store, &h.holder, given.as_ref(), |id| {
+                Ok(report::acts::answered(&commands::held_answer::record(&store, &a, &person, &h, id)?))
+            })
+        }
+        commands::held_answer::Held::Over(why) => {
+            return Err(crate::error::Error::new(crate::error::Code::NothingToAnswer, why).at(a.task_ref.clone()))
+        }
+        commands::held_answer::Held::None => {}
+    }
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         Ok(report::acts::answered(&commands::answer::record(ledger, &a, &person, id)?))
     })

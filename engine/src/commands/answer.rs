@@ -54,6 +54,10 @@ pub struct Recorded {
     pub approval_first: bool,
     pub ask_id: i64,
     pub person: Person,
+    /// An answer to a question a run holds open during the call (until
+    /// this time, UTC): that run sends it now (`commands::held_answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
 }
 
 /// What a person asked to answer.
@@ -170,6 +174,7 @@ pub fn record(
         approval_first: answer::approval_first(&task),
         ask_id,
         person: person.clone(),
+        held_until: None,
     })
 }
 
@@ -182,10 +187,17 @@ fn carried(read: &dyn LedgerRead, w: &Waiting) -> Result<Vec<InputResponse>> {
         return Ok(Vec::new());
     }
     let before = read.attempt(w.attempt_id)?;
+    carried_by(read, &w.goal_id, &before.operation_id)
+}
+
+/// The answers a call of `operation` carried: the latest answer recorded
+/// for it (the one that made it, or one a person gave while it held a
+/// question open, which holds those before it too).
+pub(super) fn carried_by(read: &dyn LedgerRead, goal: &GoalId, operation: &OperationId) -> Result<Vec<InputResponse>> {
     let carried = read
-        .asks_of_goal(&w.goal_id)?
+        .asks_of_goal(goal)?
         .into_iter()
-        .rfind(|x| x.kind == AskKind::Answer && x.operation_id.as_ref() == Some(&before.operation_id))
+        .rfind(|x| x.kind == AskKind::Answer && x.operation_id.as_ref() == Some(operation))
         .and_then(|x| x.data.get("answers").cloned())
         .map(serde_json::from_value::<InputAnswers>);
     Ok(match carried {

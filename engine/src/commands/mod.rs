@@ -10,6 +10,7 @@
 pub mod advice;
 pub mod answer;
 pub mod approve;
+pub mod held_answer;
 pub mod login;
 pub mod owner_way_out;
 pub mod person;

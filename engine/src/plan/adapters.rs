@@ -90,7 +90,21 @@ pub fn resolve(workspace: &Path, path: &str) -> PathBuf {
 
 /// Build a validated plan's provider for a run.
 pub fn build(name: &str, spec: &ProviderSpec, workspace: &Path) -> Result<Arc<dyn Provider>> {
-    Ok(Adapter::parse(spec, Some(workspace)).map_err(|e| at_provider(name, e))?.into_provider())
+    build_for(name, spec, workspace, None)
+}
+
+/// The same, with the run's person's side: an MCP provider that holds its
+/// server's questions open (`ask.wait_seconds`) puts them to `person`.
+pub fn build_for(
+    name: &str,
+    spec: &ProviderSpec,
+    workspace: &Path,
+    person: Option<Arc<dyn providers::Person>>,
+) -> Result<Arc<dyn Provider>> {
+    Ok(match Adapter::parse(spec, Some(workspace)).map_err(|e| at_provider(name, e))? {
+        Adapter::Mcp(p) => Arc::new(p.with_person(person)),
+        other => other.into_provider(),
+    })
 }
 
 /// The files a provider's config names (a `ca_file`), read now: a missing

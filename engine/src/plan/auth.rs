@@ -1,4 +1,4 @@
-//! The JSON Schema of an MCP provider's `auth`. The plan keeps it as the
+//! The JSON Schema of an MCP provider's `auth` (and its `ask`). The plan keeps it as the
 //! JSON the person wrote, and the providers' own parser
 //! (`OAuthConfig::from_json`) checks it at `engine check`, with the exact
 //! place of an error; the types below exist for the shipped schema alone.
@@ -41,4 +41,19 @@ enum SecretSpec {
 
 pub(super) fn auth_schema(gen: &mut SchemaGenerator) -> Schema {
     gen.subschema_for::<AuthSpec>()
+}
+
+/// The shape of an MCP provider's `ask`, for the shipped schema
+/// (`McpProvider::from_config` checks it).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AskSpec {
+    /// How long a question the server puts during a call waits for a
+    /// person's answer, in seconds (within the task's deadline); 0: none.
+    #[schemars(range(min = 0, max = 3600))]
+    wait_seconds: u64,
+}
+
+pub(super) fn ask_schema(gen: &mut SchemaGenerator) -> Schema {
+    gen.subschema_for::<AskSpec>()
 }

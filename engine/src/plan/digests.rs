@@ -129,9 +129,15 @@ fn constraint_contract(c: &Constraint) -> Value {
 /// it is asked, so opening a cache folder never makes a new operation), and
 /// without an MCP provider's `tools` allow-list, which bounds what a plan
 /// may ask and is checked before anything runs; it changes neither what a
-/// task does nor the request it sends.
+/// task does nor the request it sends. Nor an MCP provider's `ask` (how
+/// long a run holds the server's question open for a person): it changes
+/// what the run waits for, never what is sent.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
-    json!({ "name": name, "config": spec.provider_config() })
+    let mut config = spec.provider_config();
+    if let Some(keys) = config.as_object_mut() {
+        keys.remove("ask");
+    }
+    json!({ "name": name, "config": config })
 }
 
 /// Provider identity and config, action, effect, inputs (sorted),

@@ -513,6 +513,16 @@ pub enum ProviderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(schema_with = "super::auth::auth_schema")]
         auth: Option<serde_json::Value>,
+        /// A question the server puts during a call (an elicitation) held
+        /// open for a person: `{"wait_seconds": N}`, 0 to 3600. The run
+        /// shows it with the `engine answer` command and waits up to N
+        /// seconds (within the task's deadline) for a person's answer from
+        /// another terminal; none in time: `cancel`, and the task waits
+        /// for `engine answer`. Default: 0, dismissed at once. Checked by
+        /// the providers' own parser.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(schema_with = "super::auth::ask_schema")]
+        ask: Option<serde_json::Value>,
     },
     /// Work the engine does itself, with no process and no I/O of its own
     /// (a testing and benchmarking aid): each task's `action` is
@@ -543,6 +553,17 @@ impl ProviderSpec {
             }
         }
         config
+    }
+
+    /// Does it hold a question its server puts during a call open for a
+    /// person (an MCP `ask.wait_seconds` above zero)?
+    pub fn holds_questions(&self) -> bool {
+        match self {
+            ProviderSpec::Mcp { ask: Some(ask), .. } => {
+                ask.get("wait_seconds").and_then(serde_json::Value::as_u64).is_some_and(|n| n > 0)
+            }
+            _ => false,
+        }
     }
 
     /// Does it read back, for tasks without a rule of their own, what

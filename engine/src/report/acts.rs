@@ -49,7 +49,12 @@ fn binds(a: &Recorded) -> String {
 
 /// `engine answer`'s words: what was recorded, and what sends it.
 pub fn answered(a: &crate::commands::answer::Recorded) -> Output {
-    let sends = if a.approval_first {
+    let sends = if let Some(until) = &a.held_until {
+        format!(
+            "the run that holds the question open (until {until}) sends them now, in the call that waits (operation {})",
+            a.operation_id
+        )
+    } else if a.approval_first {
         format!(
             "they go in a new call, operation {op}, which repeats the task's external or paid work: the next `engine run` stops APPROVAL_REQUIRED until a person approves it (`engine approve {op} --note {}`), then sends it",
             crate::decide::advice::SAY,

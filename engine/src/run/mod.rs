@@ -19,8 +19,9 @@
 //!
 //! Beneath them: what a run is asked (`asked`), its checks and looks as
 //! data (`check`, `looked`), its constraints (`constraints`), its report
-//! (`report`), its progress (`progress`), its sandboxes and providers, and
-//! the outputs carried between workspaces (`outputs`, `materialize`).
+//! (`report`), its progress (`progress`), its sandboxes and providers, the
+//! outputs carried between workspaces (`outputs`, `materialize`), and the
+//! questions it holds open for a person during a call (`held`).
 
 mod asked;
 pub(crate) mod check;
@@ -28,6 +29,7 @@ mod constraints;
 pub(crate) mod core;
 mod driver;
 mod fresh;
+mod held;
 pub mod identity;
 mod live;
 pub(crate) mod looked;
@@ -78,7 +80,10 @@ pub fn execute(
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let checks_sandbox = sandboxes.checks();
-    let mut world = live::Live::new(plan, sandboxes, progress.clone())?;
+    // A question an MCP server puts during a call may be held open for a
+    // person (`ask.wait_seconds`): the run's side of it.
+    let person = held::Asker::for_run(ledger, plan);
+    let mut world = live::Live::new(plan, sandboxes, progress.clone(), person)?;
     // Traced when this process exports a trace (`--otlp`, the OpenTelemetry
     // variables): the driver feeds the run's spans.
     let tracing = crate::trace::for_run();

@@ -15,11 +15,17 @@ use crate::ids::OperationId;
 use crate::plan::{adapters, Goal, ProviderSpec, Task};
 
 /// Build every provider of a validated plan.
+/// An MCP provider that holds its server's questions open puts them to
+/// `person` (the run's side, `run::held`).
 pub fn build_all(
     specs: &std::collections::BTreeMap<String, ProviderSpec>,
     workspace: &Path,
+    person: Option<Arc<dyn providers::Person>>,
 ) -> Result<HashMap<String, Arc<dyn Provider>>> {
-    specs.iter().map(|(name, spec)| Ok((name.clone(), adapters::build(name, spec, workspace)?))).collect()
+    specs
+        .iter()
+        .map(|(name, spec)| Ok((name.clone(), adapters::build_for(name, spec, workspace, person.clone())?)))
+        .collect()
 }
 
 /// End what each provider keeps for a run (an MCP server's process group,

@@ -87,6 +87,10 @@ event_kinds! {
     InputRequested = "input_requested",
     /// A person answered it (`engine answer`), on the act chain.
     InputAnswered = "input_answered",
+    /// A server's question during a call, held open for a person (an MCP
+    /// provider's `ask.wait_seconds`) until `until_ms`: `engine answer`
+    /// answers it from another terminal while the call waits (`run::held`).
+    InputHeld = "input_held",
     /// The provider's report said it spent this during the call (an
     /// agent's `spent`): the provider's word, counted in the goal's cost.
     SpendingReported = "spending_reported",

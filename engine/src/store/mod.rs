@@ -224,6 +224,22 @@ impl Store {
         }
     }
 
+    /// The only write without this process's own lease: one transaction
+    /// beside `holder`, the live engine that holds it, fenced by that
+    /// holder (it must still hold the lease, with the same generation,
+    /// inside the transaction). For a question a run holds open for a
+    /// person (`run::held`): the run's record of it, and a person's answer
+    /// to it from another terminal (`engine answer`). SQLite only: on a
+    /// shared store every process takes a worker's lease of its own.
+    pub fn write_beside<T>(&self, holder: &Holder, f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.write_beside(holder, f),
+            Backend::Postgres(_) => Err(crate::error::Error::usage(
+                "a shared (PostgreSQL) store takes no write beside a run: every process takes a worker's lease",
+            )),
+        }
+    }
+
     /// Take the single-writer lease (`STORE_LOCKED` while another live
     /// engine holds it; a dead holder's lease is taken over and logged).
     /// On a shared store: register as a worker, whose claims a heartbeat

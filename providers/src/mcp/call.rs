@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::inbound::CallSide;
+use super::inbound::{CallSide, Holding};
 use super::input;
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::link::Link;
@@ -72,6 +72,14 @@ fn progress_token(call: &Call) -> String {
 }
 
 impl McpProvider {
+    /// How this call holds its server's questions open for a person, if
+    /// its plan does (`ask.wait_seconds`) and the run has a person's side.
+    fn holding(&self, call: &Call, deadline: Option<Instant>) -> Option<Holding> {
+        let person = self.person.clone().filter(|_| self.holds_questions())?;
+        let (operation_id, try_no, wait) = (call.operation_id.clone(), call.try_no, self.config.ask_wait);
+        Some(Holding { person, operation_id, try_no, wait, deadline })
+    }
+
     /// `tools/list` on the live server (started if needed), on our turn.
     pub(super) async fn list_tools_inner(&self, call: &Call) -> Result<crate::Inventory, String> {
         let deadline = call.timeout.map(|d| Instant::now() + d);
@@ -107,7 +115,8 @@ impl McpProvider {
         };
         // Its progress and its server's questions come to it while it is out.
         let carried = answers.as_ref().map(|a| a.responses.clone()).unwrap_or_default();
-        let entered = self.session.inbound.enter(CallSide::new(progress_token(call), progress.clone(), carried));
+        let side = CallSide::new(progress_token(call), progress.clone(), carried).holding(self.holding(call, deadline));
+        let entered = self.session.inbound.enter(side);
         let ended = self.call_tool(&live, call, (&tool, arguments), answers.as_ref(), deadline, progress).await;
         let dismissed = entered.side.asked();
         drop(entered);

@@ -5,14 +5,16 @@
 //! person's answers the call carries, else dismissed), its pings answered,
 //! any other request refused (we offer no other client feature), its
 //! notifications (progress) to `Inbound`. Each reply goes out through
-//! `replies` at once: the server may be waiting on it before it answers.
+//! `replies` at once: the server may be waiting on it before it answers;
+//! a question held open for a person goes out as a reply to come
+//! (`Reply::Later`), which the stream's reader sends when it is ready.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::inbound::Inbound;
+use super::inbound::{Inbound, Reply};
 use super::jsonrpc::{self, Answer, Kind};
 use super::sse::SseParser;
 use crate::http::wire::{BodySink, Flow};
@@ -32,7 +34,7 @@ pub(crate) struct Events {
     requests_seen: usize,
     requests_max: usize,
     inbound: Arc<Inbound>,
-    replies: UnboundedSender<Value>,
+    replies: UnboundedSender<Reply>,
 }
 
 impl Events {
@@ -40,7 +42,7 @@ impl Events {
         awaited: Option<u64>,
         (bytes_max, requests_max): (usize, usize),
         inbound: Arc<Inbound>,
-        replies: UnboundedSender<Value>,
+        replies: UnboundedSender<Reply>,
     ) -> Self {
         Events {
             awaited,
@@ -59,7 +61,8 @@ impl Events {
             return;
         }
         self.requests_seen += 1;
-        if let Some(reply) = self.inbound.request(msg).or_else(|| jsonrpc::reply_to_server_request(msg)) {
+        let reply = self.inbound.request(msg).or_else(|| jsonrpc::reply_to_server_request(msg).map(Reply::Now));
+        if let Some(reply) = reply {
             let _ = self.replies.send(reply);
         }
     }

@@ -66,6 +66,7 @@ mod tasks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -74,7 +75,7 @@ use crate::oauth::store::TokenStore;
 use crate::oauth::{Bearer, OAuthConfig};
 use crate::observe::{ConfigError, McpObserve};
 use crate::tls::Tls;
-use crate::{BoxFuture, Call, Cancelled, Handle, Outcome, ProgressSender, Provider, ReadBack, Resumed};
+use crate::{BoxFuture, Call, Cancelled, Handle, Outcome, Person, ProgressSender, Provider, ReadBack, Resumed};
 use session::Session;
 
 pub use call::OBSERVE_TIMEOUT;
@@ -95,7 +96,7 @@ pub enum Transport {
 
 /// Plan config: `{"kind": "mcp", "command": [...] | "url": URL,
 /// "observe"?: rule, "observe_tool"?: name, "concurrent"?: bool,
-/// "hosts"?: [...], "ca_file"?: path}`.
+/// "hosts"?: [...], "ca_file"?: path, "auth"?: …, "ask"?: {"wait_seconds": N}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConfig {
     pub transport: Transport,
@@ -112,7 +113,15 @@ pub struct McpConfig {
     pub ca_file: Option<PathBuf>,
     /// `auth.oauth`: the server wants an OAuth bearer token (`url` only).
     pub oauth: Option<OAuthConfig>,
+    /// `ask.wait_seconds`: how long a question the server puts during a
+    /// call is held open for a person (zero, the default: dismissed at
+    /// once, `cancel`). Never past the call's deadline.
+    pub ask_wait: Duration,
 }
+
+/// The longest a plan may hold a server's question open for a person
+/// (`ask.wait_seconds`): an hour.
+pub const ASK_WAIT_SECONDS_MAX: u64 = 3600;
 
 impl McpConfig {
     pub fn stdio(command: Vec<String>) -> Self {
@@ -124,6 +133,7 @@ impl McpConfig {
             hosts: Vec::new(),
             ca_file: None,
             oauth: None,
+            ask_wait: Duration::ZERO,
         }
     }
 
@@ -143,6 +153,9 @@ pub struct McpProvider {
     config: McpConfig,
     /// Boxed: a session is large, and providers travel in an enum.
     session: Box<Session>,
+    /// Who answers a question held open (`ask.wait_seconds`); without one
+    /// every question is dismissed at once.
+    person: Option<Arc<dyn Person>>,
 }
 
 impl std::fmt::Debug for McpProvider {
@@ -165,7 +178,19 @@ impl McpProvider {
             _ => None,
         };
         let session = Box::new(Session::new(config.transport.clone(), config.hosts.clone(), tls, config.concurrent));
-        McpProvider { config, session: session.with_bearer(bearer) }
+        McpProvider { config, session: session.with_bearer(bearer), person: None }
+    }
+
+    /// The person a run puts the server's questions to, when its plan holds
+    /// them open (`ask.wait_seconds` above zero).
+    pub fn with_person(mut self, person: Option<Arc<dyn Person>>) -> Self {
+        self.person = person;
+        self
+    }
+
+    /// Does this provider hold a server's questions open for a person?
+    pub fn holds_questions(&self) -> bool {
+        !self.config.ask_wait.is_zero()
     }
 
     /// A stdio server with the pre-rule `observe_tool` (the plan's shape today).
@@ -186,7 +211,8 @@ impl McpProvider {
     /// Parse the plan's provider config. Unknown keys are an error.
     pub fn from_config(config: &Value) -> Result<Self, ConfigError> {
         let obj = config.as_object().ok_or_else(|| ConfigError::new("", "mcp provider config must be an object"))?;
-        let known = ["kind", "command", "url", "observe", "observe_tool", "concurrent", "hosts", "ca_file", "auth"];
+        let known =
+            ["kind", "command", "url", "observe", "observe_tool", "concurrent", "hosts", "ca_file", "auth", "ask"];
         if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(ConfigError::new(k.as_str(), "unknown field in mcp provider config"));
         }
@@ -222,6 +248,9 @@ impl McpProvider {
                 return Err(ConfigError::new("auth", "only a `url` (Streamable HTTP) server takes `auth`"));
             }
             c.oauth = Some(OAuthConfig::from_json(auth).map_err(|e| e.under("auth"))?);
+        }
+        if let Some(ask) = obj.get("ask") {
+            c.ask_wait = ask_wait(ask)?;
         }
         match (obj.get("observe_tool"), obj.get("observe")) {
             (Some(_), Some(_)) => {
@@ -265,6 +294,27 @@ impl McpProvider {
         let tls = Tls::new(self.config.ca_file.clone());
         let reach = crate::oauth::Reach { url, hosts: &self.config.hosts, tls: &tls };
         crate::oauth::login(reach, (oauth, asked), store, timeout, show).await
+    }
+}
+
+/// `ask`: `{"wait_seconds": N}`, 0 ≤ N ≤ `ASK_WAIT_SECONDS_MAX`.
+fn ask_wait(ask: &Value) -> Result<Duration, ConfigError> {
+    let obj = ask.as_object().ok_or_else(|| ConfigError::new("ask", "must be an object: {\"wait_seconds\": N}"))?;
+    if let Some(k) = obj.keys().find(|k| k.as_str() != "wait_seconds") {
+        return Err(ConfigError::new(format!("ask.{k}"), "unknown field in `ask` (it takes `wait_seconds`)"));
+    }
+    let Some(n) = obj.get("wait_seconds") else {
+        return Err(ConfigError::new(
+            "ask.wait_seconds",
+            "missing: how long a question waits for a person, in seconds",
+        ));
+    };
+    match n.as_u64() {
+        Some(n) if n <= ASK_WAIT_SECONDS_MAX => Ok(Duration::from_secs(n)),
+        _ => Err(ConfigError::new(
+            "ask.wait_seconds",
+            format!("must be a whole number of seconds from 0 to {ASK_WAIT_SECONDS_MAX}"),
+        )),
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::inbound::Inbound;
+use super::inbound::{Inbound, Reply};
 use super::jsonrpc::{self, Answer, Kind, RpcEnd};
 use super::stderr::{self, StderrHub};
 use crate::command::{kill_group, provider_spawn, spawn_failure, REAP_AFTER_KILL};
@@ -279,6 +279,14 @@ fn not_sent(message: String) -> NotDispatched {
     NotDispatched { kind: NotDispatchedKind::Other, message }
 }
 
+async fn write_reply(stdin: &Stdin, reply: &Value) {
+    if let Some(w) = stdin.lock().await.as_mut() {
+        // A failed reply shows up as EOF on the next read.
+        let _ = w.write_all(&line_of(reply)).await;
+        let _ = w.flush().await;
+    }
+}
+
 fn line_of(msg: &Value) -> Vec<u8> {
     let mut line = msg.to_string().into_bytes();
     line.push(b'\n');
@@ -332,13 +340,17 @@ impl Reader {
                 }
             }
             Kind::ServerRequest => {
-                let reply = self.inbound.request(&msg).or_else(|| jsonrpc::reply_to_server_request(&msg));
-                if let Some(reply) = reply {
-                    if let Some(w) = self.stdin.lock().await.as_mut() {
-                        // A failed reply shows up as EOF on the next read.
-                        let _ = w.write_all(&line_of(&reply)).await;
-                        let _ = w.flush().await;
+                let reply =
+                    self.inbound.request(&msg).or_else(|| jsonrpc::reply_to_server_request(&msg).map(Reply::Now));
+                match reply {
+                    Some(Reply::Now(reply)) => write_reply(&self.stdin, &reply).await,
+                    // Held for a person: the server's other lines are read
+                    // meanwhile; the reply goes when it is ready.
+                    Some(Reply::Later(f)) => {
+                        let stdin = Arc::clone(&self.stdin);
+                        tokio::spawn(async move { write_reply(&stdin, &f.await).await });
                     }
+                    None => {}
                 }
             }
             Kind::Notification => self.inbound.notification(&msg),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::events::{Events, STREAM_REQUESTS_MAX};
-use super::inbound::Inbound;
+use super::inbound::{Inbound, Reply};
 use super::jsonrpc::{self, Answer, RpcEnd};
 use super::listen::Listening;
 use super::revision;
@@ -359,28 +359,44 @@ impl HttpLink {
     }
 
     /// Read an event stream into `events`, sending the replies it asks for
-    /// as they come (the server may wait on one before it answers).
+    /// as they come (the server may wait on one before it answers); a
+    /// reply held for a person is sent once it is ready, while the stream
+    /// is read, or after it ended (bounded by the held question's wait).
     pub(super) async fn read_events(
         &self,
         conn: &mut Conn,
         head: &Head,
         events: &mut Events,
-        to_send: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+        to_send: &mut tokio::sync::mpsc::UnboundedReceiver<Reply>,
     ) -> Result<BodyEnd, Failure> {
+        let mut held = tokio::task::JoinSet::new();
         let end = {
             let read = conn.body(head, events);
             tokio::pin!(read);
             loop {
                 tokio::select! {
                     r = &mut read => break r,
-                    Some(reply) = to_send.recv() => {
-                        let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
+                    Some(reply) = to_send.recv() => match reply {
+                        Reply::Now(v) => {
+                            let _ = self.post_message(&v, REPLY_TIMEOUT).await;
+                        }
+                        Reply::Later(f) => {
+                            held.spawn(f);
+                        }
+                    },
+                    Some(Ok(v)) = held.join_next() => {
+                        let _ = self.post_message(&v, REPLY_TIMEOUT).await;
                     }
                 }
             }
         };
         while let Ok(reply) = to_send.try_recv() {
-            let _ = self.post_message(&reply, REPLY_TIMEOUT).await;
+            let _ = self.post_message(&reply.value().await, REPLY_TIMEOUT).await;
+        }
+        while let Some(done) = held.join_next().await {
+            if let Ok(v) = done {
+                let _ = self.post_message(&v, REPLY_TIMEOUT).await;
+            }
         }
         end
     }

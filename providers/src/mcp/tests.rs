@@ -532,3 +532,28 @@ fn identity_and_config() {
     let listed = json!({"kind": "mcp", "url": "https://mcp.example.com/mcp", "hosts": ["mcp.example.com"], "ca_file": "/no/ca.pem"});
     assert_eq!(McpProvider::from_config(&listed).unwrap().check().unwrap_err().path, "ca_file");
 }
+
+/// `ask`: how long a question is held open for a person, bounded; not
+/// part of the provider's identity (it changes no request).
+#[test]
+fn ask_holds_questions_open_for_a_bounded_time() {
+    let with = |ask: Value| McpProvider::from_config(&json!({"kind": "mcp", "command": ["a"], "ask": ask}));
+    let p = with(json!({"wait_seconds": 90})).unwrap();
+    assert_eq!(p.config().ask_wait, std::time::Duration::from_secs(90));
+    assert!(p.holds_questions());
+    assert_eq!(p.identity(), McpProvider::stdio(vec!["a".into()], None).identity());
+    assert!(!with(json!({"wait_seconds": 0})).unwrap().holds_questions());
+    assert!(!McpProvider::stdio(vec!["a".into()], None).holds_questions(), "default: dismissed at once");
+    let most = with(json!({"wait_seconds": super::ASK_WAIT_SECONDS_MAX})).unwrap();
+    assert_eq!(most.config().ask_wait.as_secs(), 3600);
+    for (ask, path) in [
+        (json!({"wait_seconds": 3601}), "ask.wait_seconds"),
+        (json!({"wait_seconds": -1}), "ask.wait_seconds"),
+        (json!({"wait_seconds": 1.5}), "ask.wait_seconds"),
+        (json!({}), "ask.wait_seconds"),
+        (json!({"wait_seconds": 5, "forever": true}), "ask.forever"),
+        (json!(30), "ask"),
+    ] {
+        assert_eq!(with(ask.clone()).unwrap_err().path, path, "{ask}");
+    }
+}

@@ -63,6 +63,9 @@ fn view(spec: &ProviderSpec) -> View<'_> {
             env,
             tools,
             auth,
+            // How long a question waits for a person: no authority (a
+            // person answers, or nobody does).
+            ask: _,
         } => View {
             target: json!({"kind": "mcp", "command": command, "url": url, "auth": auth}),
             ca_file: ca_file.as_ref(),

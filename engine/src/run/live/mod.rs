@@ -68,8 +68,13 @@ pub struct Live<'p> {
 }
 
 impl<'p> Live<'p> {
-    pub fn new(plan: &'p Plan, sandboxes: Sandboxes, progress: Arc<dyn Sink>) -> crate::error::Result<Live<'p>> {
-        let providers = provider::build_all(&plan.file.providers, &plan.workspace)?;
+    pub fn new(
+        plan: &'p Plan,
+        sandboxes: Sandboxes,
+        progress: Arc<dyn Sink>,
+        person: Option<Arc<dyn providers::Person>>,
+    ) -> crate::error::Result<Live<'p>> {
+        let providers = provider::build_all(&plan.file.providers, &plan.workspace, person)?;
         let secrets =
             plan.file.secrets.iter().filter_map(|name| std::env::var(name).ok()).filter(|v| !v.is_empty()).collect();
         let (tx, rx) = mpsc::channel(RUN_MESSAGES_MAX);

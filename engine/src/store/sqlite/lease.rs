@@ -46,6 +46,28 @@ pub(super) fn check_fence(conn: &Connection, fence: Fence) -> Result<()> {
     Ok(())
 }
 
+/// Inside a write transaction beside the lease's holder (`Db::write_beside`):
+/// does `holder` — its process, host and generation — still hold it? A
+/// holder that gave it back or lost it refuses the write (`STALE_GENERATION`).
+pub(super) fn check_holder(conn: &Connection, holder: &Holder) -> Result<()> {
+    match read(conn)? {
+        Some((Some(pid), host, _, generation))
+            if pid == holder.pid
+                && host.as_deref() == Some(holder.host.as_str())
+                && generation == holder.generation =>
+        {
+            Ok(())
+        }
+        _ => Err(Error::new(
+            Code::StaleGeneration,
+            format!(
+                "the engine (pid {}, generation {}) no longer holds the store: nothing was written beside it",
+                holder.pid, holder.generation
+            ),
+        )),
+    }
+}
+
 /// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
 /// a dead holder's lease is taken over and logged. Under the write lock,
 /// before anything is written, the store is judged against its mark, and

@@ -215,6 +215,31 @@ impl Db {
         Sql::reader(&self.conn)
     }
 
+    /// One transaction beside the live holder of the lease, on a
+    /// connection of its own (`Store::write_beside`): IMMEDIATE, checked
+    /// first against `holder` (the same process, host and generation still
+    /// hold the lease, `lease::check_holder`), then `f`, then the commit
+    /// with `synchronous=FULL`, counted in `store_meta.commits` (the
+    /// holder's mark may trail it: more commits than a mark says are later
+    /// ones not yet marked, `identity.rs`).
+    pub fn write_beside<T>(&self, holder: &Holder, f: impl FnOnce(&mut dyn LedgerTx) -> Result<T>) -> Result<T> {
+        let path = &self.files.db;
+        let mut conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        configure(&conn)?;
+        if files::flushes() {
+            conn.execute_batch("PRAGMA synchronous = FULL")?;
+        }
+        let written = (|| -> Result<T> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            lease::check_holder(&tx, holder)?;
+            let value = f(&mut Sql::writer(&tx, Fence::new(holder.generation)))?;
+            count_commit(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })();
+        written.map_err(|e| located(e, path))
+    }
+
     /// Run `f` inside one read transaction (one snapshot).
     pub fn snapshot<T>(&self, f: impl FnOnce(&dyn LedgerRead) -> Result<T>) -> Result<T> {
         if !self.conn.is_autocommit() {
