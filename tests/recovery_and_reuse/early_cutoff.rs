@@ -54,6 +54,8 @@ fn an_upstream_rerun_with_identical_outputs_keeps_every_dependant() {
     let mut expected = vec![1; 10];
     expected[0] = 2;
     assert_eq!(calls(&ws, 10), expected, "{report:#}");
+    let t2 = report["tasks"].as_array().unwrap().iter().find(|t| t["task_ref"] == "T2").unwrap();
+    assert!(t2["rechecked"].as_str().unwrap().starts_with("kept: UPSTREAM_OUTPUT_UNCHANGED: T1 ran again"), "{t2:#}");
     let stale: Vec<String> = ws.events_of("completion_stale").into_iter().filter_map(|(r, _, _)| r).collect();
     assert_eq!(stale, ["T1"]);
     let kept = ws.events_of("completion_kept");
@@ -91,6 +93,29 @@ fn a_changed_upstream_output_runs_its_dependants_again() {
     assert_eq!(t2["stale"], "CHECKPOINT_CHANGED", "{t2:#}");
     assert!(t2["detail"].as_str().unwrap().contains("out1.txt"), "{t2:#}");
     assert_eq!(ws.read("out4.txt"), "a new first line\n");
+}
+
+/// The same, when the dependants do not declare their upstream's output
+/// as an input: the upstream's recorded outputs in their checkpoints
+/// still catch the change.
+#[test]
+fn a_changed_upstream_output_is_caught_by_its_recorded_digest_alone() {
+    let ws = Ws::new();
+    ws.write("in.txt", "first line\nsecond line\n");
+    let mut tasks = chain(3, true);
+    for t in tasks.iter_mut().skip(1) {
+        t["inputs"] = json!([]);
+    }
+    ws.write_plan("plan.json", &plan("cutoff", tasks));
+    ws.json(&["run", "plan.json"], 0);
+    ws.write("in.txt", "a new first line\nsecond line\n");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(calls(&ws, 3), [2, 2, 2]);
+    let stale = ws.events_of("completion_stale");
+    let t2 = stale.iter().find(|(r, _, _)| r.as_deref() == Some("T2")).expect("T2 stale").2.clone();
+    assert_eq!(t2["stale"], "UPSTREAM_NOT_REUSED", "{t2:#}");
+    assert_eq!(t2["detail"], "dependency T1 runs again: its recorded outputs changed", "{t2:#}");
+    assert_eq!(ws.read("out3.txt"), "a new first line\n");
 }
 
 /// An upstream that declares no outputs cuts nothing off, and the stale

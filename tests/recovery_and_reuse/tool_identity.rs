@@ -32,8 +32,12 @@ fn a_changed_script_outside_the_workspace_is_tool_changed_and_runs_again() {
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.calls("T1"), 1);
     std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v2 > out.txt\n").unwrap();
-    ws.json(&["run", "plan.json"], 0);
+    let report = ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.calls("T1"), 2, "a changed tool is never kept");
+    let line = report["tasks"][0]["rechecked"].as_str().unwrap_or_default().to_string();
+    assert!(line.starts_with(&format!("ran again: TOOL_CHANGED: script {tool} ")), "{report:#}");
+    let text = ws.engine(&["run", "plan.json"]).stdout;
+    assert!(!text.contains("TOOL_CHANGED"), "the next run keeps it and says nothing of a tool: {text}");
     assert_eq!(ws.read("out.txt"), "v2\n", "the output is the new tool's");
     let stale = ws.events_of("completion_stale");
     assert_eq!(stale.len(), 1, "{stale:#?}");
@@ -41,9 +45,8 @@ fn a_changed_script_outside_the_workspace_is_tool_changed_and_runs_again() {
     let detail = stale[0].2["detail"].as_str().unwrap();
     assert!(detail.starts_with(&format!("script {tool} ")) && detail.contains(" → "), "{detail}");
     let explain = ws.engine(&["explain", "T1"]).stdout;
-    assert!(explain.contains(&format!("TOOL_CHANGED — script {tool}")), "{explain}");
-    // And once run on the new tool, a plain run keeps it again.
-    ws.json(&["run", "plan.json"], 0);
+    assert!(explain.contains(&format!("TOOL_CHANGED: script {tool} ")), "{explain}");
+    // And once run on the new tool, a plain run kept it again (above).
     assert_eq!(ws.calls("T1"), 2);
 }
 

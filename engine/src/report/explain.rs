@@ -84,7 +84,8 @@ fn rechecks(
             .filter(|e| e.task_ref.as_deref() == Some(task_ref) && e.revision == Some(g.active_revision))
             .map(|e| {
                 let (code, detail) = (e.data[key].as_str().unwrap_or("?"), e.data["detail"].as_str().unwrap_or(""));
-                text.push_str(&format!("completion {words} at {}: {code} — {detail}\n", utc(e.at_ms)));
+                let detail_shown = super::escape::for_terminal(detail);
+                text.push_str(&format!("completion {words} at {}: {code}: {detail_shown}\n", utc(e.at_ms)));
                 json!({"at_ms": e.at_ms, key: code, "detail": detail})
             })
             .collect())

@@ -156,11 +156,16 @@ fn advice_task<'a>(t: &'a TaskLine, r: &'a RunReport) -> advice::Task<'a> {
 fn task_words(t: &TaskLine) -> String {
     let class = t.class.as_deref().map(|c| format!("  {c}")).unwrap_or_default();
     let why = t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
-    match (t.this_run, t.state) {
+    let words = match (t.this_run, t.state) {
         (false, TaskState::Succeeded) => "kept  (succeeded in an earlier run; not run this time)".into(),
         (false, TaskState::Reused) => "reused  (from an earlier revision; not run this time)".into(),
         (false, TaskState::Failed) => format!("failed earlier{class}{why}"),
         (_, state) => format!("{state}{class}{why}"),
+    };
+    // Why the reuse pass ran it again, or kept it (issue 43).
+    match &t.rechecked {
+        Some(r) => format!("{words}  [{}]", super::escape::for_terminal(r)),
+        None => words,
     }
 }
 

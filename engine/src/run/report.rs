@@ -170,6 +170,10 @@ pub struct TaskLine {
     /// that settlement, not on the engine's observation.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub settled_by_person: bool,
+    /// What this run's reuse pass said of its completion (issue 43):
+    /// `ran again: TOOL_CHANGED: …`, `kept: UPSTREAM_OUTPUT_UNCHANGED: …`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rechecked: Option<String>,
 }
 
 /// One of the goal's constraints, and what this run verified of it.

@@ -438,4 +438,8 @@ pub struct Closing {
     /// The repairs a person asked of this run (their task refs, and
     /// whether each needs `--force`).
     pub repairs: Vec<(String, bool)>,
+    /// What the reuse pass (or the early cutoff) said of a completion this
+    /// run judged: `TOOL_CHANGED: …` for one run again, `kept: …` for one
+    /// kept although something ran or changed.
+    pub rechecked: std::collections::BTreeMap<String, String>,
 }

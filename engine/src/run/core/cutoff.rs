@@ -44,12 +44,15 @@ impl Run<'_> {
                 data["detail"] = Value::String(cutoff::kept_words(&ran, &kept));
                 data["ran_again"] = json!(ran);
                 data["kept_upstream"] = json!(kept);
+                self.rechecked.insert(task_ref.to_string(), format!("kept: {}", super::reason_words(&data, "kept")));
                 self.write_event(Durability::Normal, EventKind::CompletionKept, Some(task_ref), None, data).await?;
                 self.states.insert(task_ref.to_string(), was);
                 self.cut.insert(task_ref.to_string());
                 Ok(true)
             }
             Err(stale) => {
+                self.rechecked
+                    .insert(task_ref.to_string(), format!("ran again: {}", super::reason_words(&stale, "stale")));
                 self.write_event(Durability::Normal, EventKind::CompletionStale, Some(task_ref), None, stale.clone())
                     .await?;
                 self.set_task(task_ref, TaskState::Pending, stale).await?;

@@ -174,6 +174,8 @@ impl Run<'_> {
             {
                 // A person's act: kept although its tool changed.
                 let mut data = detail;
+                let words = format!("kept by a person's act: {}", reason_words(&data, "kept"));
+                self.rechecked.insert(r.clone(), words);
                 data["by"] = serde_json::json!(person);
                 data["act"] = Value::String("--reuse-across-tool-change".into());
                 self.write_event(Durability::Full, EventKind::CompletionKept, Some(&r), None, data).await?;
@@ -187,6 +189,7 @@ impl Run<'_> {
                 self.states.insert(r, crate::state::TaskState::Pending);
                 continue;
             }
+            self.rechecked.insert(r.clone(), format!("ran again: {}", reason_words(&detail, "stale")));
             self.write_event(Durability::Normal, EventKind::CompletionStale, Some(&r), None, detail.clone()).await?;
             self.set_task(&r, crate::state::TaskState::Pending, detail).await?;
         }
@@ -279,6 +282,16 @@ impl Run<'_> {
             dispatched: self.dispatched.clone(),
             states_at_start: self.states_at_start.clone(),
             repairs,
+            rechecked: std::mem::take(&mut self.rechecked),
         }
+    }
+}
+
+/// `CODE: detail` of a reuse pass's judgement (`key`: `stale` or `kept`).
+pub(super) fn reason_words(data: &Value, key: &str) -> String {
+    let code = data.get(key).and_then(Value::as_str).unwrap_or("?");
+    match data.get("detail").and_then(Value::as_str) {
+        Some(detail) if !detail.is_empty() => format!("{code}: {detail}"),
+        _ => code.to_string(),
     }
 }

@@ -74,13 +74,16 @@ impl Run<'_> {
             (None, None) => (digests.operation_id.clone(), digests.request.clone()),
         };
         let retry = self.asked.retry.contains(&operation_id);
-        // Upstream outputs first: they are among the inputs observed next.
-        self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
         // A completion put off for its upstream: kept if what it stands on
-        // is unchanged (early cutoff), else it runs.
+        // is unchanged (early cutoff), else it runs. Only on a store of its
+        // own, where every upstream ran or was kept in this workspace (its
+        // outputs here: `driver::restore`), so before materializing, which
+        // walks every ancestor.
         if self.cut_off(task_ref).await? {
             return Ok(());
         }
+        // Upstream outputs first: they are among the inputs observed next.
+        self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
         let protected = match self.guard.protects(process) {

@@ -187,6 +187,9 @@ pub(super) struct Run<'p> {
     /// those kept once their upstream was complete again.
     pub deferred: BTreeMap<String, TaskState>,
     pub cut: HashSet<String>,
+    /// What the report says of each completion the reuse pass judged
+    /// (`Closing::rechecked`).
+    pub rechecked: BTreeMap<String, String>,
     /// By attempt id, so that whatever walks them walks in one order.
     pub in_flight: BTreeMap<AttemptId, Flight>,
     pub held: Waiting,
@@ -231,6 +234,7 @@ impl<'p> Run<'p> {
             dispatched: HashSet::new(),
             deferred: BTreeMap::new(),
             cut: HashSet::new(),
+            rechecked: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             held: Waiting::default(),
             stops: Stops::default(),

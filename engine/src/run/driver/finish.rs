@@ -103,7 +103,9 @@ impl Closer<'_, '_> {
         for r in read.task_summaries(&self.scope.goal_id, self.scope.revision)? {
             let settled_by_person = r.state == TaskState::Succeeded
                 && completed.get(&r.task_ref).is_some_and(|&(_, state)| state == AttemptState::SettledOk);
+            let rechecked = self.c.rechecked.get(&r.task_ref).cloned();
             tasks.push(TaskLine {
+                rechecked,
                 this_run: self.c.dispatched.contains(&r.task_ref)
                     || self.c.states_at_start.get(&r.task_ref) != Some(&r.state),
                 task_ref: r.task_ref,
