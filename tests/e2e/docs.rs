@@ -297,3 +297,46 @@ fn the_readme_is_short_and_says_why_each_dependency_is_here() {
         assert!(doc(page).contains(heading), "docs/{page} holds {heading}");
     }
 }
+
+/// `n` as docs write it: `994`, `2,949`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Issue 39: docs/testing.md quotes the last CI figure, never an older
+/// one. `.ci/run` writes the date and wall time of each run whose every
+/// part passed into `.ci/last-run.json` (committed with the page): the
+/// page's "Last measured" date is not before it, and on that day the page
+/// quotes that run's wall time.
+#[test]
+fn the_ci_figure_in_testing_md_is_the_last_measured() {
+    let last: Value =
+        serde_json::from_str(&fs::read_to_string(repo_root().join(".ci/last-run.json")).unwrap()).unwrap();
+    let measured = last["measured"].as_str().expect("the date .ci/run measured");
+    let wall = last["wall_seconds"].as_u64().expect("its wall time");
+    let page = doc("testing.md");
+    let lead = "Last measured: CI's own run of `.ci/run` on ";
+    let at = page.find(lead).expect("docs/testing.md quotes the last CI figure") + lead.len();
+    let quoted = page.get(at..at + 10).expect("a date");
+    assert!(
+        quoted >= measured,
+        "docs/testing.md quotes the CI run of {quoted}, older than the one .ci/run measured on {measured} ({wall} s): update the page"
+    );
+    if quoted == measured {
+        let took = format!("took {} s", thousands(wall));
+        let paragraph = page[at..].split("\n\n").next().unwrap_or_default().replace('\n', " ");
+        assert!(paragraph.contains(&took), "docs/testing.md's CI figure of {quoted} is not the {took} measured");
+    }
+    assert_eq!(
+        (thousands(994), thousands(2949), thousands(1_000_000)),
+        ("994".into(), "2,949".into(), "1,000,000".into())
+    );
+}
