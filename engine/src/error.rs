@@ -108,6 +108,10 @@ pub enum Code {
     /// target, tool or endpoint, body) equals an unknown or unsettled one
     /// of any task or goal in the store: not sent until that one is settled.
     SameRequestUnsettled,
+    /// SPEC's additions (issue 42): a run ends with only work a person
+    /// holds (`engine hold`) left, and what waits on it; `engine release`
+    /// lets it go on. Exit 4, as a run waiting on a person's act.
+    Held,
     /// Not in SPEC's list: a command used wrongly (unknown ref, no goal yet).
     UsageError,
     /// Not in SPEC's list: a bug or an I/O failure the engine cannot explain.
@@ -158,6 +162,7 @@ impl Code {
         Code::StoreNotFound,
         Code::SandboxRuleRefused,
         Code::SameRequestUnsettled,
+        Code::Held,
         Code::UsageError,
         Code::Internal,
     ];
@@ -205,6 +210,7 @@ impl Code {
             Code::NothingToAnswer => "NOTHING_TO_ANSWER",
             Code::StoreNotFound => "STORE_NOT_FOUND",
             Code::SandboxRuleRefused => "SANDBOX_RULE_REFUSED",
+            Code::Held => "HELD",
             Code::UsageError => "USAGE_ERROR",
             Code::Internal => "INTERNAL_ERROR",
         }
@@ -224,7 +230,11 @@ impl Code {
             | Code::GoalOutcomeUnproven
             | Code::UnsettledOperation
             | Code::SameRequestUnsettled => 3,
-            Code::ApprovalRequired | Code::ApprovalStale | Code::LooseningNeedsApproval | Code::InputRequired => 4,
+            Code::ApprovalRequired
+            | Code::ApprovalStale
+            | Code::LooseningNeedsApproval
+            | Code::InputRequired
+            | Code::Held => 4,
             Code::BudgetExhausted => 5,
             Code::StoreLocked => 6,
             Code::StaleGeneration | Code::StaleClaim | Code::Internal => 70,
@@ -425,12 +435,13 @@ mod tests {
             Code::StoreNotFound => 38,
             Code::SandboxRuleRefused => 39,
             Code::SameRequestUnsettled => 40,
-            Code::UsageError => 41,
-            Code::Internal => 42,
+            Code::Held => 41,
+            Code::UsageError => 42,
+            Code::Internal => 43,
         };
         for (i, &c) in Code::ALL.iter().enumerate() {
             assert_eq!(position(c), i, "{c} out of place in Code::ALL");
         }
-        assert_eq!(Code::ALL.len(), 43);
+        assert_eq!(Code::ALL.len(), 44);
     }
 }

@@ -125,7 +125,12 @@ fn only_the_answer_path_records_answers() {
     // the commands that start a run; nothing in `run/` builds them.
     assert_eq!(
         callers(&src, "answer::in_force"),
-        vec!["engine/src/commands/retry.rs", "engine/src/commands/run.rs", "engine/src/commands/worker.rs"]
+        vec![
+            "engine/src/commands/rerun.rs",
+            "engine/src/commands/retry.rs",
+            "engine/src/commands/run.rs",
+            "engine/src/commands/worker.rs"
+        ]
     );
     assert!(files_containing(&repo_root().join("providers/src"), "AskKind").is_empty());
 }

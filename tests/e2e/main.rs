@@ -11,6 +11,7 @@ mod core;
 mod corruption;
 mod demo;
 mod docs;
+mod dry_run;
 mod durability;
 mod first_hour;
 mod limits;

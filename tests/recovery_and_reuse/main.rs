@@ -7,6 +7,8 @@ mod budget_raise;
 mod budgets;
 mod classify_rules;
 mod constraints;
+mod controls_hold;
+mod controls_rerun;
 mod early_cutoff;
 mod money;
 mod plan_cache;

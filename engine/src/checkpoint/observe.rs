@@ -101,6 +101,12 @@ pub fn observe_expanded(
     Ok(Checkpoint::of(files, context))
 }
 
+/// Does observing `task`'s checkpoint start no process (no context
+/// command)? `engine run --dry-run` observes only those.
+pub fn starts_nothing(task: &Task) -> bool {
+    !task.context.values().any(|c| matches!(c, ContextSource::Command(_)))
+}
+
 /// Is observing `task` now quick and bounded, so that the coordinator may
 /// do it in place? Yes when it has no context command and every input is a
 /// literal path (no glob) naming an absent or a regular file, at most

@@ -129,7 +129,7 @@ pub enum Command {
             reconcile any operation left in doubt, run the ready tasks, then the goal's acceptance \
             checks. A re-run keeps what still holds: tasks it did not run are shown as `kept`, \
             `reused` or `failed earlier`.",
-        after_help = "Examples:\n  engine run plan.json\n  engine run plan.json --jobs 1 --json"
+        after_help = "Examples:\n  engine run plan.json\n  engine run plan.json --jobs 1 --json\n  engine run plan.json --dry-run   # what it would do; does nothing"
     )]
     Run {
         /// The plan file.
@@ -149,6 +149,11 @@ pub enum Command {
         /// instead of running them again; each is recorded naming you.
         #[arg(long)]
         reuse_across_tool_change: bool,
+        /// Say what a run would do now, task by task (kept, reused, would run, would wait for
+        /// approval, blocked), with what it would spend: starts no process, opens no connection,
+        /// writes nothing to the store.
+        #[arg(long, conflicts_with = "store_group")]
+        dry_run: bool,
         #[command(flatten)]
         show: Show,
     },
@@ -381,6 +386,42 @@ pub enum Command {
         #[command(flatten)]
         asker: Asker,
     },
+    /// Hold a task (or, with --goal and no REF, the whole goal): nothing of it starts or is retried until released (a person's act).
+    #[command(
+        long_about = "Record a person's hold on a task of the goal's active revision (or, with --goal and no REF, \
+            on every task of the goal): no run starts or retries it until `engine release`; its dependants wait \
+            on it, the rest of the goal goes on, and a run with only held work left ends HELD (exit 4). \
+            On the act chain; `people.hold` (default: the `retry` people) says who may. Runs nothing.",
+        after_help = "Examples:\n  engine hold T3 --reason \"the vendor's API is down until Monday\"\n  engine hold --goal --reason \"freeze during the audit\"\n  engine hold T3 --goal money-totals --reason \"wait for the new price list\""
+    )]
+    Hold {
+        /// The task's ref, as in the plan (none with --goal: the whole goal).
+        #[arg(value_name = "REF", required_unless_present = "goal")]
+        task_ref: Option<String>,
+        /// With a REF: the goal id of the task (default: the goal most recently run). Without: hold the whole goal (that id, or the latest).
+        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+        goal: Option<String>,
+        /// Why (required, non-empty); recorded.
+        #[arg(long, value_name = "WHY")]
+        reason: String,
+        #[command(flatten)]
+        asker: Asker,
+    },
+    /// End a person's hold on a task (or, with --goal and no REF, the goal's): the next run may start it.
+    #[command(after_help = "Examples:\n  engine release T3\n  engine release --goal")]
+    Release {
+        /// The held task's ref (none with --goal: the goal's hold).
+        #[arg(value_name = "REF", required_unless_present = "goal")]
+        task_ref: Option<String>,
+        /// With a REF: the goal id of the task. Without: release the goal's own hold (that id, or the latest goal).
+        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+        goal: Option<String>,
+        /// Why (optional); recorded.
+        #[arg(long, value_name = "WHY")]
+        reason: Option<String>,
+        #[command(flatten)]
+        asker: Asker,
+    },
     /// Send a task's latest call again: one settled `not_run`, or one that failed retryably (same operation id, next try).
     #[command(
         long_about = "Send a task's latest call again, with the same operation id and the next try number: \
@@ -433,6 +474,37 @@ pub enum Command {
         /// Why the forced repair is right; recorded.
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
+        /// The goal id. Default: the goal most recently run in this store.
+        #[arg(long, value_name = "ID")]
+        goal: Option<String>,
+        /// How many ready tasks run at once. Default: the number of CPUs.
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        #[command(flatten)]
+        asker: Asker,
+        #[command(flatten)]
+        show: Show,
+    },
+    /// Run a succeeded task again in a new attempt (and, with --downstream, what depends on it), keeping every other completion.
+    #[command(
+        long_about = "A person's act: a succeeded task whose result you do not trust runs again in a new \
+            attempt, as a new operation (its own operation id); with --downstream every task that depends \
+            on it, transitively, runs again too; every other completion is kept. An external or paid task's \
+            re-run waits on a person's approval like any new call. A task with an operation whose outcome \
+            is unknown is refused (settle it first); a held task too. On the act chain; `people.retry` says \
+            who may. Then the run goes on.",
+        after_help = "Examples:\n  engine rerun T2 --reason \"the report it wrote looks truncated\"\n  engine rerun T2 --downstream --reason \"the price list was wrong\""
+    )]
+    Rerun {
+        /// The succeeded task's ref.
+        #[arg(value_name = "REF")]
+        task_ref: String,
+        /// Run every task that depends on it (transitively) again too.
+        #[arg(long)]
+        downstream: bool,
+        /// Why (required, non-empty); recorded.
+        #[arg(long, value_name = "WHY")]
+        reason: String,
         /// The goal id. Default: the goal most recently run in this store.
         #[arg(long, value_name = "ID")]
         goal: Option<String>,

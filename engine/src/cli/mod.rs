@@ -142,6 +142,7 @@ impl Command {
             | Command::Worker { show, .. }
             | Command::Retry { show, .. }
             | Command::Repair { show, .. }
+            | Command::Rerun { show, .. }
             | Command::Revise { show, .. } => Some(show),
             _ => None,
         }
@@ -155,6 +156,7 @@ impl Command {
                 | Command::Worker { .. }
                 | Command::Retry { .. }
                 | Command::Repair { .. }
+                | Command::Rerun { .. }
                 | Command::Revise { .. }
         )
     }
@@ -190,7 +192,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Schema => Ok(schema()),
         Command::Completions { shell } => Ok(shipped::completions(shell)),
         Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
-        Command::Run { plan, jobs, store_group, reuse_across_tool_change, show } => {
+        Command::Run { plan, dry_run: true, .. } => {
+            let options = commands::dry_run::DryOptions { plan_path: plan, workspace: at.workspace, store: at.store };
+            let (dry, store) = commands::dry_run::dry_run(&options)?;
+            Ok(report::dry_run::render(&dry, store.as_deref()))
+        }
+        Command::Run { plan, jobs, store_group, reuse_across_tool_change, show, .. } => {
             let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
             let options =
                 RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress, reuse_across_tool_change };
@@ -217,6 +224,10 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said };
             answer(&at, a, asker.actor, asker.request_id)
         }
+        Command::Hold { task_ref, goal, reason, asker } => hold(&at, (task_ref, goal), (true, &reason), asker),
+        Command::Release { task_ref, goal, reason, asker } => {
+            hold(&at, (task_ref, goal), (false, reason.as_deref().unwrap_or("")), asker)
+        }
         Command::Retry { task_ref, goal, without_read_back, reason, jobs, asker, show } => retry(
             &at,
             (&task_ref, goal.map(GoalId::new).as_ref(), without_read_back.then_some(reason.as_deref().unwrap_or(""))),
@@ -229,6 +240,11 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
             let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
             repair(&at, request, asker.actor, asker.request_id)
+        }
+        Command::Rerun { task_ref, downstream, reason, goal, jobs, asker, show } => {
+            let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
+            let request = commands::rerun::RerunRequest { goal, task_ref, downstream, reason, jobs, progress };
+            rerun(&at, request, asker)
         }
         Command::Revise { plan, reason, no_run, jobs, asker, raise, approve_loosening, people, show } => {
             let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
@@ -377,6 +393,31 @@ fn answer(
     })
 }
 
+/// `engine hold` (`hold`) and `engine release`: a person's act, under the
+/// lease; once per request id. `--goal` alone names the whole goal.
+fn hold(
+    at: &Places,
+    (task_ref, goal): (Option<String>, Option<String>),
+    (hold, reason): (bool, &str),
+    asker: crate::cli::args::Asker,
+) -> Result<Output> {
+    let person = commands::person::who(asker.actor.as_deref());
+    let goal = goal.filter(|g| !g.is_empty()).map(GoalId::new);
+    let command = if hold { "hold" } else { "release" };
+    let args = json!({"task_ref": task_ref, "goal": goal.as_ref().map(GoalId::as_str), "reason": reason,
+        "actor": asker.actor});
+    let given = Given::new(asker.request_id, command, args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    let named = commands::hold::Named { task_ref: task_ref.as_deref(), goal: goal.as_ref() };
+    commands::hold::permitted(&*store.read(), &named, &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::acts::held(&commands::hold::record(ledger, &named, (hold, reason), &person, id)?))
+    })
+}
+
 /// `engine retry`: a person's request, under the lease; once per request id.
 fn retry(
     at: &Places,
@@ -421,6 +462,22 @@ fn repair(at: &Places, request: RepairRequest, actor: Option<String>, request_id
     commands::repair::permitted(&*store.read(), request.goal.as_ref(), &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
         Ok(report::run::render(&commands::repair::repair(ledger, request, &person, id)?))
+    })
+}
+
+/// `engine rerun`: a person's act, under the lease; once per request id.
+fn rerun(at: &Places, request: commands::rerun::RerunRequest, asker: crate::cli::args::Asker) -> Result<Output> {
+    let person = commands::person::who(asker.actor.as_deref());
+    let args = json!({"task_ref": request.task_ref, "downstream": request.downstream, "reason": request.reason,
+        "goal": request.goal.as_ref().map(GoalId::as_str), "actor": asker.actor});
+    let given = Given::new(asker.request_id, "rerun", args, &person)?;
+    let store = at.existing()?;
+    if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
+        return Ok(first);
+    }
+    commands::rerun::permitted(&*store.read(), request.goal.as_ref(), &person)?;
+    once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
+        Ok(report::run::render(&commands::rerun::rerun(ledger, request, &person, id)?))
     })
 }
 

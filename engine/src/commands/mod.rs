@@ -10,13 +10,16 @@
 pub mod advice;
 pub mod answer;
 pub mod approve;
+pub mod dry_run;
 pub mod held_answer;
+pub mod hold;
 pub mod login;
 pub mod owner_way_out;
 pub mod person;
 pub mod plan_watch;
 pub mod register;
 pub mod repair;
+pub mod rerun;
 pub mod retry;
 pub mod revise;
 pub mod run;

@@ -62,6 +62,7 @@ pub fn repair(
     let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
         super::no_task(&g.id, g.active_revision, &req.task_ref, plan.file.tasks.iter().map(|t| t.task_ref.as_str()))
     })?;
+    super::hold::refuse_if_held(&*read, &g.id, &task.task_ref, "repair")?;
     let place = super::advice::Place::of(&*read, &g)?;
     let next = |read: &dyn LedgerRead| -> Result<String> {
         let row = read.task(&g.id, g.active_revision, &task.task_ref)?;

@@ -111,6 +111,7 @@ pub fn retry(
 ) -> Result<RunReport> {
     let read = ledger.read();
     let Target { goal_id, revision, task_ref, state, operation_id } = target(&*read, named)?;
+    super::hold::refuse_if_held(&*read, &goal_id, &task_ref, "retry")?;
     let operation_id = &operation_id;
     let attempts = read.attempts_of_task(&goal_id, &task_ref)?;
     let latest = attempts.iter().rev().find(|a| a.operation_id == *operation_id).cloned();
@@ -162,7 +163,8 @@ pub fn retry(
     let answers = super::answer::in_force(&*ledger.read(), &goal_id, revision)?;
     let retry = HashSet::from([operation_id.clone()]);
     let read_back_waived = if waived { retry.clone() } else { HashSet::new() };
-    let asked = Asked { retry, read_back_waived, answers, ..Asked::default() };
+    let reruns = super::rerun::in_force(&*ledger.read(), &goal_id, revision)?;
+    let asked = Asked { retry, read_back_waived, answers, reruns, ..Asked::default() };
     run::execute(ledger, &plan, revision, jobs, asked, sandboxes, progress)
 }
 

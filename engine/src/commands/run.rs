@@ -74,8 +74,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let watch = PlanWatch::start(&opts.plan_path, Some(key));
     // A person's answers to what a task's MCP server asked go with its call.
     let goal_id = crate::ids::GoalId::new(&plan.goal().id);
+    // A person's reruns not yet done go on, each its own operation.
     let asked = Asked {
         answers: super::answer::in_force(&*ledger.read(), &goal_id, revision)?,
+        reruns: super::rerun::in_force(&*ledger.read(), &goal_id, revision)?,
         across_tool_change: opts.reuse_across_tool_change.then(|| super::person::who(None)),
         ..Asked::default()
     };

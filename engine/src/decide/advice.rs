@@ -309,7 +309,7 @@ impl Commands<'_> {
                     None => self.repair(force),
                 }
             }
-            Some(AttemptKind::Run) | None => self.run(),
+            Some(AttemptKind::Run | AttemptKind::Rerun) | None => self.run(),
         }
     }
 }

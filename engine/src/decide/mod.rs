@@ -24,6 +24,7 @@
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
 //! - `people`: may this operating-system user do this person's act?
+//! - `hold`: which tasks a person holds (`engine hold`, `engine release`).
 //! - `request_id`: is a command given under a `--request-id` new, a repeat,
 //!   or a conflict?
 //! - `spend`: which command spends an approval a person gave.
@@ -49,6 +50,7 @@ pub mod constraints;
 pub mod durability;
 pub mod gate;
 pub mod group;
+pub mod hold;
 pub mod in_doubt;
 pub mod loosening;
 pub mod outputs;

@@ -1,6 +1,8 @@
 //! Who may do a person's act: the plan's `people` lists operating-system
 //! user names per act (default: any local user). `retry` covers a repair
-//! too: both send a task's work again. A refused act is recorded nowhere.
+//! and a rerun too: each sends a task's work again. `hold` (hold and
+//! release) defaults to the `retry` list: who may send a task's work again
+//! may also keep it from being sent. A refused act is recorded nowhere.
 
 use crate::plan::model::People;
 
@@ -14,10 +16,12 @@ pub enum Act {
     Revise,
     /// `engine answer`: a person's answer to what an MCP server asked.
     Answer,
+    /// `engine hold` and `engine release` (default: the `retry` list).
+    Hold,
 }
 
 impl Act {
-    pub const ALL: [Act; 5] = [Act::Approve, Act::Settle, Act::Retry, Act::Revise, Act::Answer];
+    pub const ALL: [Act; 6] = [Act::Approve, Act::Settle, Act::Retry, Act::Revise, Act::Answer, Act::Hold];
 
     /// The plan key (`people.approve`, ...).
     pub fn key(self) -> &'static str {
@@ -27,6 +31,7 @@ impl Act {
             Act::Retry => "retry",
             Act::Revise => "revise",
             Act::Answer => "answer",
+            Act::Hold => "hold",
         }
     }
 
@@ -37,6 +42,7 @@ impl Act {
             Act::Retry => people.retry.as_deref(),
             Act::Revise => people.revise.as_deref(),
             Act::Answer => people.answer.as_deref(),
+            Act::Hold => people.hold.as_deref().or(people.retry.as_deref()),
         }
     }
 }
@@ -98,7 +104,7 @@ mod tests {
 
     fn people(approve: Option<&[&str]>, settle: Option<&[&str]>, retry: Option<&[&str]>) -> People {
         let v = |l: Option<&[&str]>| l.map(|l| l.iter().map(|s| s.to_string()).collect());
-        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None, answer: None }
+        People { approve: v(approve), settle: v(settle), retry: v(retry), revise: None, answer: None, hold: None }
     }
 
     #[test]
@@ -124,6 +130,18 @@ mod tests {
         let nobody = people(Some(&[]), None, None);
         assert!(permitted(Some(&nobody), Act::Approve, "alice").unwrap_err().message().contains("nobody"));
         assert_eq!(permitted(Some(&nobody), Act::Settle, "alice"), Ok(()));
+    }
+
+    #[test]
+    fn hold_defaults_to_the_retry_people_and_its_own_list_wins() {
+        let p = people(None, None, Some(&["alice"]));
+        assert_eq!(permitted(Some(&p), Act::Hold, "alice"), Ok(()));
+        let r = permitted(Some(&p), Act::Hold, "bob").unwrap_err();
+        assert!(r.message().contains("people.hold"), "{}", r.message());
+        let own = People { hold: Some(vec!["bob".to_string()]), ..p };
+        assert_eq!(permitted(Some(&own), Act::Hold, "bob"), Ok(()));
+        assert!(permitted(Some(&own), Act::Hold, "alice").is_err());
+        assert_eq!(permitted(None, Act::Hold, "mallory"), Ok(()));
     }
 
     #[test]

@@ -102,7 +102,9 @@ pub fn spending_command(asked_by: Option<AttemptKind>, operation_id: &str, task_
     match asked_by {
         Some(AttemptKind::Retry) => format!("engine retry {operation_id}"),
         Some(AttemptKind::Repair) => format!("engine repair {task_ref} (with the same --instruction, if it had one)"),
-        Some(AttemptKind::Run) | None => format!("engine run {plan_path}"),
+        // A person's rerun stays asked for until its call succeeds: any
+        // plain run makes it.
+        Some(AttemptKind::Run | AttemptKind::Rerun) | None => format!("engine run {plan_path}"),
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Facts {
     /// "acceptance checks passed", and none failed — the run's words say
     /// that nothing was checked.
     pub acceptance_passed: Option<bool>,
+    /// Incomplete tasks a person holds (`engine hold`).
+    pub held: usize,
     /// A person stopped the run with this signal.
     pub stopped: Option<StopSignal>,
 }
@@ -88,6 +90,11 @@ fn verdict_of_ledger(f: &Facts) -> Verdict {
         return stop(GoalState::Open, Code::BudgetExhausted);
     }
     let broken = f.failed_tasks > 0 || f.constraints_violated > 0 || f.acceptance_passed == Some(false);
+    if f.held > 0 && !broken {
+        // Only held work is left (and what waits on it): a person's
+        // release goes on. Exit 4, as a run waiting on a person's act.
+        return stop(GoalState::Open, Code::Held);
+    }
     let (goal_state, exit_code) = if broken {
         (GoalState::Failed, EXIT_TASK_FAILED)
     } else if f.acceptance_passed == Some(true) {
@@ -119,6 +126,7 @@ pub fn code_named(name: &str) -> Option<Code> {
         Code::ApprovalRequired,
         Code::ApprovalStale,
         Code::InputRequired,
+        Code::Held,
         Code::BudgetExhausted,
     ]
     .into_iter()
@@ -187,6 +195,7 @@ mod tests {
             failed_tasks: 1,
             constraints_violated: 1,
             acceptance_passed: None,
+            held: 1,
             stopped: None,
         };
         assert_eq!(verdict(&all).code, Some(Code::ExternalEffectUnknown));
@@ -206,6 +215,18 @@ mod tests {
             Facts { unknown: 0, settled_not_run: 0, awaiting_approval: 0, awaiting_input: 0, ..all };
         assert_eq!(verdict(&only_budget_and_failure).exit_code, 5);
         assert_eq!(verdict(&Facts { budget_exhausted: false, ..only_budget_and_failure }).exit_code, 1);
+    }
+
+    #[test]
+    fn only_held_work_left_is_held_and_anything_else_comes_first() {
+        let held = Facts { held: 1, ..Facts::default() };
+        assert_eq!(verdict(&held), Verdict { goal_state: GoalState::Open, code: Some(Code::Held), exit_code: 4 });
+        // Held work beside a failure: the failure is the stop.
+        assert_eq!(verdict(&Facts { failed_tasks: 1, ..held }).exit_code, 1);
+        assert_eq!(verdict(&Facts { budget_exhausted: true, ..held }).code, Some(Code::BudgetExhausted));
+        assert_eq!(verdict(&Facts { awaiting_approval: 1, ..held }).code, Some(Code::ApprovalRequired));
+        assert_eq!(verdict(&Facts { unknown: 1, ..held }).exit_code, 3);
+        assert_eq!(verdict(&Facts { stopped: Some(StopSignal::Interrupt), ..held }).exit_code, 130);
     }
 
     #[test]

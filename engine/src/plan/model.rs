@@ -339,6 +339,10 @@ pub struct People {
     /// Who may answer what an MCP server asks a person (`engine answer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Vec<String>>,
+    /// Who may hold and release a task or the goal (`engine hold`,
+    /// `engine release`). Default: the `retry` list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Vec<String>>,
 }
 
 impl People {
@@ -350,6 +354,7 @@ impl People {
             ("retry", &self.retry),
             ("revise", &self.revise),
             ("answer", &self.answer),
+            ("hold", &self.hold),
         ]
         .into_iter()
         .filter_map(|(act, list)| list.as_deref().map(|l| (act, l)))

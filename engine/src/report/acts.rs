@@ -97,3 +97,20 @@ pub fn approved(a: &Recorded) -> Output {
     };
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }
 }
+
+/// `engine hold` / `engine release`: the act as recorded.
+pub fn held(h: &crate::commands::hold::Recorded) -> Output {
+    let what = match &h.task_ref {
+        Some(r) => format!("task {} of goal {}", super::escape::for_terminal(r), h.goal_id),
+        None => format!("goal {} (every task)", h.goal_id),
+    };
+    let text = match (h.act, h.already_held) {
+        ("hold", true) => format!("{what} is held already ({}): nothing new recorded; release with `{}`\n",
+            super::escape::for_terminal(&h.reason), h.next),
+        ("hold", false) => format!(
+            "held {what} by {}: {}; nothing of it is started or retried until `{}` (its dependants wait; the rest goes on)\n",
+            who(&h.person), super::escape::for_terminal(&h.reason), h.next),
+        _ => format!("released {what} by {}; it runs at the next `{}`\n", who(&h.person), h.next),
+    };
+    Output { text, json: json!(h), exit_code: 0 }
+}

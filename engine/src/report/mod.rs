@@ -3,6 +3,7 @@
 
 pub mod acts;
 pub mod document;
+pub mod dry_run;
 pub mod escape;
 pub mod explain;
 pub mod goal_report;

@@ -19,6 +19,9 @@ pub fn render(r: &RunReport) -> Output {
             text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
         }
         text.push('\n');
+        if let Some(h) = r.held.iter().find(|h| h.task_ref == t.task_ref) {
+            text.push_str(&format!("    {}\n", held_words(h)));
+        }
         for a in r.awaiting_input.iter().filter(|a| a.task_ref == t.task_ref) {
             for q in &a.questions {
                 for line in super::question::lines(q) {
@@ -240,10 +243,36 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
             out.push(format!("BUDGET_EXHAUSTED: {b}{}", way_out(r)));
         }
     }
+    if r.code != Some(Code::Held) && !r.held.is_empty() {
+        let refs: Vec<&str> = r.held.iter().map(|h| h.task_ref.as_str()).collect();
+        out.push(format!("HELD: {} (release with {})", refs.join(", "), release_commands(r)));
+    }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
         out.push(format!("failed task(s): {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
     }
     out
+}
+
+/// `held by ann: the vendor is down (release with `engine release T2`)`.
+fn held_words(h: &crate::run::HeldTask) -> String {
+    let what = if h.goal { "the goal is held" } else { "held" };
+    format!(
+        "{what} by {}: {} (release with `{}`)",
+        super::escape::for_terminal(&h.by),
+        super::escape::for_terminal(&h.reason),
+        h.release
+    )
+}
+
+/// Each distinct release command, quoted.
+fn release_commands(r: &RunReport) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for h in &r.held {
+        if !seen.contains(&h.release.as_str()) {
+            seen.push(&h.release);
+        }
+    }
+    seen.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
 }
 
 /// `; <the way out>` of an exhausted budget (its command), if known.
@@ -384,6 +413,11 @@ fn final_line(r: &RunReport) -> String {
                 .join(", ")
         ),
         Some(Code::InputRequired) => input_required(r),
+        Some(Code::Held) => format!(
+            "HELD: only work a person holds is left (and what waits on it): {} (release with {})",
+            r.held.iter().map(|h| h.task_ref.as_str()).collect::<Vec<_>>().join(", "),
+            release_commands(r)
+        ),
         Some(Code::BudgetExhausted) => match &r.budget {
             Some(b) => format!("BUDGET_EXHAUSTED: {b}; nothing was dispatched past the limit{}", way_out(r)),
             None => "BUDGET_EXHAUSTED".into(),

@@ -100,6 +100,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
             awaiting_input.push(json);
         }
     }
+    let held = held(ledger, &g.id, &tasks, &mut text)?;
     let acts = super::person_acts::of_goal(ledger, &g.id, &tampered, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
     let json = json!({
@@ -120,8 +121,41 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "budgets": budgets,
         "next": advised.iter().map(Advised::entry).collect::<Vec<_>>(),
         "plan_file_changed_during_run": plan_file_changed,
+        "held": held,
     });
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// The holds in force (`engine hold`): each held task not yet complete,
+/// who holds it and why, and the command that releases it.
+fn held(ledger: &dyn LedgerRead, goal: &GoalId, tasks: &[TaskRecord], text: &mut String) -> Result<Value> {
+    let holds = crate::run::holds::holds(ledger, goal)?;
+    let mut out = Vec::new();
+    if let Some(h) = &holds.goal {
+        let release = format!("engine release --goal {}", crate::decide::advice::shell_word(goal.as_str()));
+        out.push(json!({"task_ref": null, "by": h.by, "reason": h.reason, "since": utc(h.at_ms), "release": release}));
+        text.push_str(&format!(
+            "\nheld      the goal, by {}: {} (since {}; release with `{release}`)\n",
+            super::escape::for_terminal(&h.by),
+            super::escape::for_terminal(&h.reason),
+            utc(h.at_ms)
+        ));
+    }
+    for t in tasks.iter().filter(|t| !t.state.is_complete()) {
+        let Some(h) = holds.tasks.get(&t.task_ref) else { continue };
+        let release = format!("engine release {}", crate::decide::advice::shell_word(&t.task_ref));
+        out.push(
+            json!({"task_ref": t.task_ref, "by": h.by, "reason": h.reason, "since": utc(h.at_ms), "release": release}),
+        );
+        text.push_str(&format!(
+            "\nheld      {}, by {}: {} (since {}; release with `{release}`)\n",
+            super::escape::for_terminal(&t.task_ref),
+            super::escape::for_terminal(&h.by),
+            super::escape::for_terminal(&h.reason),
+            utc(h.at_ms)
+        ));
+    }
+    Ok(Value::Array(out))
 }
 
 /// One line per task (appended to `text`) and its JSON row; then, for each

@@ -1,5 +1,6 @@
 //! What a person asked of a run, beyond running the plan: operations to
-//! re-send (`engine retry`) and tasks to repair (`engine repair`).
+//! re-send (`engine retry`), tasks to repair (`engine repair`) and to
+//! run again (`engine rerun`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,6 +27,22 @@ pub struct Asked {
     /// stale by their tool alone (`TOOL_CHANGED`) are kept, each with an
     /// event naming the person.
     pub across_tool_change: Option<crate::store::acts::Person>,
+    /// Tasks a person asked to run again (`engine rerun`), by ref: each
+    /// call is a new operation of its own.
+    pub reruns: HashMap<String, Rerun>,
+}
+
+/// What a rerun sends: the task's request, as a new operation (its
+/// request digest binds the rerun's number).
+#[derive(Debug, Clone)]
+pub struct Rerun {
+    pub operation_id: OperationId,
+    pub request_digest: RequestDigest,
+    /// The rerun's number among the task's reruns (1, 2, …).
+    pub number: i64,
+    /// Its dependants run again with it (`--downstream`); otherwise their
+    /// completions stand.
+    pub downstream: bool,
 }
 
 /// What a call that carries a person's answers sends: a new request (the

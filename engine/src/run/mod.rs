@@ -30,6 +30,7 @@ pub(crate) mod core;
 mod driver;
 mod fresh;
 mod held;
+pub mod holds;
 pub mod identity;
 mod live;
 pub(crate) mod looked;
@@ -49,13 +50,14 @@ use crate::error::Result;
 use crate::ids::Revision;
 use crate::plan::Plan;
 use crate::store::LeaseGuard;
-pub use asked::{Answering, Asked, Repair};
+pub use asked::{Answering, Asked, Repair, Rerun};
 pub use constraints::Tally;
+pub use driver::dry::{walk as dry_walk, DryRun, DryTask};
 pub use fresh::completion;
 use progress::{Sink, Update};
 pub use report::{
-    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, PlanFileChanged, RunReport, SameRequestWait, StopReport,
-    TaskLine, UnknownOp,
+    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, HeldTask, PlanFileChanged, RunReport, SameRequestWait,
+    StopReport, TaskLine, UnknownOp,
 };
 pub use sandboxes::Sandboxes;
 

@@ -262,6 +262,20 @@ pub struct RunReport {
     /// revise`); the run executed the revision as recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_file_changed: Option<PlanFileChanged>,
+    /// The incomplete tasks a person holds (`engine hold`): not started.
+    pub held: Vec<HeldTask>,
+}
+
+/// A task a person holds, as the run's end names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldTask {
+    pub task_ref: String,
+    /// Who held it, and why (the goal's hold when `goal` is true).
+    pub by: String,
+    pub reason: String,
+    pub goal: bool,
+    /// The command that ends the hold.
+    pub release: String,
 }
 
 /// The plan file changed during a run.

@@ -117,6 +117,8 @@ state_enum!(
         Run = "run",
         Repair = "repair",
         Retry = "retry",
+        /// A person's `engine rerun` of a succeeded task: a new operation.
+        Rerun = "rerun",
     }
 );
 

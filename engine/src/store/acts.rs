@@ -122,10 +122,26 @@ pub enum AskKind {
     Revise,
     /// A person's answer to what an MCP server asked (`engine answer`).
     Answer,
+    /// `engine hold`: a task (or, with no task ref, the goal) is not
+    /// started or retried until a person releases it.
+    Hold,
+    /// `engine release`: a hold ends.
+    Release,
+    /// `engine rerun`: a succeeded task (and with `--downstream` its
+    /// dependants) runs again in a new attempt.
+    Rerun,
 }
 
 impl AskKind {
-    pub const ALL: &'static [AskKind] = &[AskKind::Retry, AskKind::Repair, AskKind::Revise, AskKind::Answer];
+    pub const ALL: &'static [AskKind] = &[
+        AskKind::Retry,
+        AskKind::Repair,
+        AskKind::Revise,
+        AskKind::Answer,
+        AskKind::Hold,
+        AskKind::Release,
+        AskKind::Rerun,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -133,6 +149,9 @@ impl AskKind {
             AskKind::Repair => "repair",
             AskKind::Revise => "revise",
             AskKind::Answer => "answer",
+            AskKind::Hold => "hold",
+            AskKind::Release => "release",
+            AskKind::Rerun => "rerun",
         }
     }
 

@@ -188,6 +188,8 @@ pub trait AttemptsRead {
     ) -> Result<Option<AttemptRecord>>;
     /// A request digest other than `request` that `op` was recorded with.
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>>;
+    /// The attempts of a task in a revision that `max_attempts_per_task`
+    /// counts: every one but those a person's stop cancelled.
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64>;
     /// Was any earlier attempt of this task dispatched, or possibly so? An
     /// abandoned one (left in doubt by a crash) may have been; so may one a

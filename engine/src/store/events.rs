@@ -121,6 +121,12 @@ event_kinds! {
     Settled = "settled",
     /// A person raised a budget (`engine revise --raise NAME=VALUE`).
     BudgetRaised = "budget_raised",
+    /// A person held a task or the goal (`engine hold`), on the act chain.
+    Held = "held",
+    /// A person released a hold (`engine release`), on the act chain.
+    Released = "released",
+    /// A person asked a succeeded task to run again (`engine rerun`).
+    RerunRequested = "rerun_requested",
 }
 
 impl std::fmt::Display for EventKind {

@@ -69,11 +69,13 @@ pub enum Action {
     CollectOutputs(String),
     /// The reuse pass: which complete tasks went stale (`across_tool_change`:
     /// a person's `--reuse-across-tool-change` keeps those stale by their
-    /// tool alone). → `Stale`
+    /// tool alone; `alone`: tasks a person reruns without their
+    /// dependants, whose completions stand on theirs). → `Stale`
     Refresh {
         states: Vec<(String, TaskState)>,
         tools: BTreeMap<String, crate::decide::tools::Inventory>,
         across_tool_change: bool,
+        alone: BTreeSet<String>,
     },
     /// What the first look read may be stale now: drop it. → `Done`
     Forget,

@@ -61,6 +61,8 @@ pub enum Event {
 #[derive(Debug)]
 pub struct Opened {
     pub states: HashMap<String, TaskState>,
+    /// The tasks a person holds (`engine hold`): never started by this run.
+    pub held: std::collections::BTreeSet<String>,
     /// Now, on the world's clock: this run of work begins.
     pub now_ms: i64,
 }

@@ -121,6 +121,7 @@ impl Run<'_> {
         // the caches read (beside the look, where the store can).
         let opened = self.io.open().await?;
         self.states = opened.states;
+        self.person_held = opened.held.into_iter().collect();
         self.began_ms = opened.now_ms;
         self.started_seq = match self.io.write(Write::RunStarted { jobs: self.jobs }).await? {
             Written::Seq(seq) => seq,
@@ -163,7 +164,10 @@ impl Run<'_> {
             self.states.iter().map(|(r, s)| (r.clone(), *s)).collect();
         states.sort_by(|a, b| a.0.cmp(&b.0));
         let across_tool_change = self.asked.across_tool_change.is_some();
-        let refresh = Action::Refresh { states, tools: self.tools.clone(), across_tool_change };
+        // A task a person reruns without `--downstream` stands for its
+        // dependants on its completion: theirs are kept.
+        let alone = self.asked.reruns.iter().filter(|(_, x)| !x.downstream).map(|(r, _)| r.clone()).collect();
+        let refresh = Action::Refresh { states, tools: self.tools.clone(), across_tool_change, alone };
         let stale = match self.io.ask(refresh).await {
             Event::Stale(s) => s?,
             e => return Err(Error::internal(format!("the reuse pass answered {e:?}"))),

@@ -39,7 +39,10 @@ impl Run<'_> {
         let order: Vec<String> =
             plan.order.iter().filter_map(|&i| plan.file.tasks.get(i)).map(|t| t.task_ref.clone()).collect();
         self.look_afresh(&order).await?;
-        let waits_for_retry = self.waits_for_retry().await?;
+        // A task a person holds waits as one settled `not_run` does: for a
+        // person's act (`engine release`).
+        let mut waits_for_retry = self.waits_for_retry().await?;
+        waits_for_retry.extend(self.person_held.iter().cloned());
         let position: HashMap<&str, usize> = order.iter().enumerate().map(|(p, r)| (r.as_str(), p)).collect();
         let deps: Vec<Vec<usize>> = order
             .iter()
@@ -160,7 +163,11 @@ impl Run<'_> {
                 let waits: Vec<String> = scheduler
                     .waits_on(p, &view)
                     .into_iter()
-                    .filter_map(|d| Some(format!("{} ({})", order.get(d)?, view.state(d))))
+                    .filter_map(|d| {
+                        let r = order.get(d)?;
+                        let word = if self.person_held.contains(r) { "held" } else { view.state(d).as_str() };
+                        Some(format!("{r} ({word})"))
+                    })
                     .collect();
                 if !waits.is_empty() {
                     blocked.push((r.clone(), waits));

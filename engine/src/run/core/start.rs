@@ -68,10 +68,13 @@ impl Run<'_> {
         // A person's answer to the task's server is its own request, as a
         // repair is (a repair comes first: it answers a failure, not a question).
         let answering = self.asked.answers.get(task_ref).filter(|_| repair.is_none()).cloned();
-        let (operation_id, request_digest) = match (&repair, &answering) {
-            (Some(rep), _) => (rep.operation_id.clone(), rep.request_digest.clone()),
-            (None, Some(a)) => (a.operation_id.clone(), a.request_digest.clone()),
-            (None, None) => (digests.operation_id.clone(), digests.request.clone()),
+        // A person's rerun is a new operation of the task's own request.
+        let rerun = self.asked.reruns.get(task_ref).filter(|_| repair.is_none() && answering.is_none()).cloned();
+        let (operation_id, request_digest) = match (&repair, &answering, &rerun) {
+            (Some(rep), _, _) => (rep.operation_id.clone(), rep.request_digest.clone()),
+            (None, Some(a), _) => (a.operation_id.clone(), a.request_digest.clone()),
+            (None, None, Some(r)) => (r.operation_id.clone(), r.request_digest.clone()),
+            (None, None, None) => (digests.operation_id.clone(), digests.request.clone()),
         };
         let retry = self.asked.retry.contains(&operation_id);
         // A completion put off for its upstream: kept if what it stands on
@@ -90,19 +93,23 @@ impl Run<'_> {
             true => self.io.baseline(task_ref).await?,
             false => None,
         };
-        let (request, fingerprint) =
+        let (mut request, fingerprint) =
             request_of(self.plan.provider_of(task), task, (repair.as_ref(), answering.as_ref()));
-        let kind = match (&repair, retry) {
-            (Some(_), _) => AttemptKind::Repair,
-            (None, true) => AttemptKind::Retry,
-            (None, false) => AttemptKind::Run,
+        if let Some(r) = &rerun {
+            request["rerun"] = json!(r.number);
+        }
+        let kind = match (&repair, retry, &rerun) {
+            (Some(_), _, _) => AttemptKind::Repair,
+            (None, true, _) => AttemptKind::Retry,
+            (None, false, Some(_)) => AttemptKind::Rerun,
+            (None, false, None) => AttemptKind::Run,
         };
         let call = GateCall {
             task_ref: task_ref.to_string(),
             operation_id,
             request_digest,
             fingerprint,
-            asked_repeat: repair.is_some() || retry,
+            asked_repeat: repair.is_some() || retry || rerun.is_some(),
             repair,
             kind,
             request,

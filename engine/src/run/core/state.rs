@@ -193,6 +193,8 @@ pub(super) struct Run<'p> {
     /// By attempt id, so that whatever walks them walks in one order.
     pub in_flight: BTreeMap<AttemptId, Flight>,
     pub held: Waiting,
+    /// The tasks a person holds (`engine hold`): never started or retried.
+    pub person_held: HashSet<String>,
     pub stops: Stops,
     /// The goal's checkable constraints, and what this run saw of them.
     pub guard: Guard,
@@ -237,6 +239,7 @@ impl<'p> Run<'p> {
             rechecked: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             held: Waiting::default(),
+            person_held: HashSet::new(),
             stops: Stops::default(),
             guard,
             tally: Tally::default(),

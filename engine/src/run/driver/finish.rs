@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::ids::OperationId;
 use crate::run::core::Closing;
 use crate::run::report::{
-    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, RunReport, StopReport, TaskLine, UnknownOp,
+    AcceptanceLine, Awaiting, AwaitingInput, ConstraintLine, HeldTask, RunReport, StopReport, TaskLine, UnknownOp,
 };
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::AttemptRecord;
@@ -173,6 +173,7 @@ impl Closer<'_, '_> {
         drop(read);
         let awaiting = self.awaiting_of(&tasks);
         let awaiting_input = self.awaiting_input(&tasks)?;
+        let tasks_held: Vec<(String, TaskState)> = tasks.iter().map(|t| (t.task_ref.clone(), t.state)).collect();
         Ok(RunReport {
             goal_id: self.scope.goal_id.clone(),
             revision: self.scope.revision,
@@ -197,7 +198,29 @@ impl Closer<'_, '_> {
             verdict: crate::decide::verdict::word(goal.state, self.constraints_not_checked()),
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
+            held: self.held(&tasks_held)?,
         })
+    }
+
+    /// The incomplete tasks a person holds, with who holds each and the
+    /// command that releases it.
+    fn held(&self, tasks: &[(String, TaskState)]) -> Result<Vec<HeldTask>> {
+        let holds = crate::run::holds::holds(&*self.ledger.read(), &self.scope.goal_id)?;
+        let goal = crate::decide::advice::shell_word(self.scope.goal_id.as_str());
+        Ok(tasks
+            .iter()
+            .filter(|(_, state)| !state.is_complete())
+            .filter_map(|(r, _)| {
+                let own = holds.tasks.get(r);
+                let h = own.or(holds.goal.as_ref())?;
+                let release = match own {
+                    Some(_) => format!("engine release {}", crate::decide::advice::shell_word(r)),
+                    None => format!("engine release --goal {goal}"),
+                };
+                let (by, reason) = (h.by.clone(), h.reason.clone());
+                Some(HeldTask { task_ref: r.clone(), by, reason, goal: own.is_none(), release })
+            })
+            .collect())
     }
 
     /// The operations settled `not_run` and not re-sent, and how many of
@@ -275,6 +298,7 @@ impl Closer<'_, '_> {
         let same_request = std::mem::take(&mut self.c.same_request);
         let awaiting_input = self.awaiting_input(&tasks)?;
         let (not_run, unretried) = self.settled_not_run(&awaiting)?;
+        let held = self.held(&tasks.iter().map(|t| (t.task_ref.clone(), t.state)).collect::<Vec<_>>())?;
         #[allow(unused_mut)]
         let mut unknown_count = unknown.len();
         #[cfg(feature = "sim")]
@@ -293,6 +317,7 @@ impl Closer<'_, '_> {
             failed_tasks: failed.len(),
             constraints_violated: self.c.tally.goal_checks.values().filter(|passed| !**passed).count(),
             acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
+            held: held.len(),
             stopped: self.c.signal,
         });
         let stopped = self.stop_report(&tasks)?;
@@ -302,6 +327,7 @@ impl Closer<'_, '_> {
             "same_request_unsettled": same_request.iter().map(|w| (&w.task_ref, &w.first.operation_id)).collect::<Vec<_>>(),
             "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
             "awaiting_input": awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
+            "held": held.iter().map(|h| &h.task_ref).collect::<Vec<_>>(),
             "budget": self.c.budget,
         });
         let (goal_id, revision) = (self.scope.goal_id.clone(), self.scope.revision);
@@ -339,6 +365,7 @@ impl Closer<'_, '_> {
             verdict: crate::decide::verdict::word(goal_state, self.constraints_not_checked()),
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
+            held,
         })
     }
 

@@ -18,11 +18,33 @@ use crate::store::acts::{ActRef, PendingRequest};
 use crate::store::attempts::NewIntent;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
-use crate::store::LedgerTx;
+use crate::store::{LedgerRead, LedgerTx};
 
 /// One transaction: the facts, the gate's decision, and its records.
 /// `now_ms`: the world's clock (the deadline counts from `began_ms`).
 pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
+    let task = scope.task(&call.task_ref)?;
+    let decision = decision(&*tx, scope, call, (now_ms, Projected::default()))?;
+    apply(tx, scope.key(&call.task_ref), (task, call, sandbox), decision)
+}
+
+/// What a dry run counts as spent by the calls it would make before this
+/// one (a real run has spent it in the ledger).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Projected {
+    pub provider_calls: u64,
+    pub cost: crate::cost::Cost,
+}
+
+/// The gate's facts, read from the ledger as they stand, and its
+/// decision: nothing written. The run's call site and `engine run
+/// --dry-run` ask the same.
+pub fn decision<L: LedgerRead + ?Sized>(
+    tx: &L,
+    scope: &Scope,
+    call: &GateCall,
+    (now_ms, projected): (i64, Projected),
+) -> Result<Decision> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&call.task_ref)?;
     let task_ref = call.task_ref.as_str();
@@ -68,8 +90,8 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
         budgets: &budgets,
         usage: Usage {
             attempts_of_task: tx.attempt_count(goal_id, revision, task_ref)?,
-            provider_calls: used.calls,
-            cost: used.cost,
+            provider_calls: used.calls + projected.provider_calls,
+            cost: used.cost.plus(projected.cost),
             // The deadline bounds this run of work, not the goal's life.
             elapsed_seconds: ((now_ms - call.began_ms).max(0) / 1000) as u64,
         },
@@ -83,12 +105,12 @@ pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Rec
             open: &open,
         },
     };
-    apply(tx, scope.key(task_ref), (task, call, sandbox), gate::decide(&facts))
+    Ok(gate::decide(&facts))
 }
 
 /// Another operation with this call's request by content, of any task or
 /// goal in the store, whose outcome nobody knows (the gate's rule 3).
-fn same_request(tx: &dyn LedgerTx, call: &GateCall, goal_id: &GoalId) -> Result<Option<SameRequest>> {
+fn same_request<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall, goal_id: &GoalId) -> Result<Option<SameRequest>> {
     let Some(fp) = &call.fingerprint else { return Ok(None) };
     Ok(tx.same_request_unsettled(fp, &call.operation_id, goal_id)?.map(|a| SameRequest {
         attempt: a.id,

@@ -8,6 +8,7 @@
 //! run's spans (`traced`) from what it performs.
 
 mod cutoff;
+pub mod dry;
 mod early;
 mod finish;
 mod gate;
@@ -148,13 +149,13 @@ impl Driver<'_, '_> {
                 Ok(task) => Event::Outputs(Workspace::collect_outputs(self.world, scope, task).await),
                 Err(_) => Event::Outputs(None),
             },
-            Action::Refresh { states, tools, across_tool_change } => {
+            Action::Refresh { states, tools, across_tool_change, alone } => {
                 let early =
                     refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
                 let sandbox = self.workspace.sandbox().clone();
                 let cache = &mut self.workspace.cache;
-                let pass =
-                    refresh::stale(self.ledger, scope, (&states, &tools, across_tool_change), (cache, &sandbox), early);
+                let asked = (states.as_slice(), &tools, across_tool_change, &alone);
+                let pass = refresh::stale(self.ledger, scope, asked, (cache, &sandbox), early);
                 // What stands has its outputs here before anything runs.
                 Event::Stale(pass.and_then(|p| restore::restore(self.ledger, scope, &p.restore).map(|()| p.stale)))
             }
@@ -283,7 +284,9 @@ impl Driver<'_, '_> {
         let (cache, completions) = early::take_early(self.ledger, early)?;
         self.workspace.cache = cache;
         self.completions = completions;
-        Ok(Opened { states, now_ms })
+        let holds = crate::run::holds::holds(&*self.ledger.read(), goal_id)?;
+        let held = plan.file.tasks.iter().map(|t| &t.task_ref).filter(|r| holds.is_held(r)).cloned().collect();
+        Ok(Opened { states, held, now_ms })
     }
 
     /// Look at an earlier revision's operation with that revision's

@@ -9,7 +9,7 @@
 //! once the upstream is complete again (`core::cutoff`). A completion that
 //! stands has its recorded outputs in this workspace (`restore`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::{json, Value};
 
@@ -60,62 +60,98 @@ struct Walk<'a, 'p> {
 }
 
 /// The reuse pass over every complete task, in dependency order.
+/// `alone`: tasks a person reruns without their dependants
+/// (`engine rerun` without `--downstream`): theirs stand.
 pub fn stale(
     ledger: &LeaseGuard,
     scope: &Scope,
-    (states, tools, across_tool_change): (&[(String, TaskState)], &BTreeMap<String, Inventory>, bool),
+    asked: (&[(String, TaskState)], &BTreeMap<String, Inventory>, bool, &BTreeSet<String>),
     (cache, sandbox): (&mut FileCache, &providers::sandbox::Sandbox),
     early: Looked,
 ) -> Result<Pass> {
-    let plan = scope.plan;
-    let states: HashMap<&str, TaskState> = states.iter().map(|(r, s)| (r.as_str(), *s)).collect();
-    let tool_context: HashMap<&str, _> =
-        plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), tools::context_of(&plan.file, t, tools))).collect();
     // The first look's expansions, when it made them and nothing ran
     // since (`inputs.rs`): each input resolved once a run.
     let mut looked = early.first_look;
     // The completions read at the run's start, when nothing ran since.
     let mut read_early = early.completions;
-    let (goal_id, revision) = (&scope.goal_id, scope.revision);
-    let mut tool_context = Some(tool_context);
     ledger.snapshot(|ledger| {
-        // Every completion of the revision in one read, not five per task.
-        let mut completions = match read_early.take() {
-            Some(c) => c,
-            None => ledger.completions(goal_id, revision)?,
-        };
-        let mut walk = Walk {
-            ledger,
-            scope,
-            cache: &mut *cache,
-            sandbox,
-            looked: looked.take().unwrap_or_default(),
-            // One expander for the pass: the workspace and each folder
-            // resolved once, not once per task.
-            expander: None,
-            tool_context: tool_context.take().unwrap_or_default(),
-            rerun: HashSet::new(),
-            deferred: HashSet::new(),
-            across_tool_change,
-            pass: Pass { stale: Vec::new(), restore: Vec::new() },
-        };
-        for &i in &plan.order {
-            let Some(task) = plan.file.tasks.get(i) else { continue };
-            let r = task.task_ref.as_str();
-            if !states.get(r).is_some_and(|s| s.is_complete()) {
-                // Not done: it runs (or waits) now, so what depends on
-                // it cannot stand on an older completion.
-                walk.rerun.insert(r);
-                continue;
-            }
-            if task.effect == Effect::External {
-                continue;
-            }
-            let done = completions.remove(r);
-            walk.task(i, task, done)?;
-        }
-        Ok(std::mem::replace(&mut walk.pass, Pass { stale: Vec::new(), restore: Vec::new() }))
+        let early = (looked.take().unwrap_or_default(), read_early.take());
+        stale_in(ledger, scope, asked, (&mut *cache, sandbox), early, Starts::Processes)
     })
+}
+
+/// May the reuse pass start a process (a task's context command)?
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Starts {
+    Processes,
+    /// `engine run --dry-run`: a task whose checkpoint needs a context
+    /// command is not observed; it is named `{"not_observed": ...}`.
+    Nothing,
+}
+
+/// `stale`, in one read of the ledger.
+pub fn stale_in(
+    ledger: &dyn LedgerRead,
+    scope: &Scope,
+    (states, tools, across_tool_change, alone): (
+        &[(String, TaskState)],
+        &BTreeMap<String, Inventory>,
+        bool,
+        &BTreeSet<String>,
+    ),
+    (cache, sandbox): (&mut FileCache, &providers::sandbox::Sandbox),
+    (looked, read_early): (FirstLook, Option<Completions>),
+    starts: Starts,
+) -> Result<Pass> {
+    let plan = scope.plan;
+    let states: HashMap<&str, TaskState> = states.iter().map(|(r, s)| (r.as_str(), *s)).collect();
+    let tool_context: HashMap<&str, _> =
+        plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), tools::context_of(&plan.file, t, tools))).collect();
+    let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    // Every completion of the revision in one read, not five per task.
+    let mut completions = match read_early {
+        Some(c) => c,
+        None => ledger.completions(goal_id, revision)?,
+    };
+    let mut walk = Walk {
+        ledger,
+        scope,
+        cache,
+        sandbox,
+        looked,
+        // One expander for the pass: the workspace and each folder
+        // resolved once, not once per task.
+        expander: None,
+        tool_context,
+        rerun: HashSet::new(),
+        deferred: HashSet::new(),
+        across_tool_change,
+        pass: Pass { stale: Vec::new(), restore: Vec::new() },
+    };
+    for &i in &plan.order {
+        let Some(task) = plan.file.tasks.get(i) else { continue };
+        let r = task.task_ref.as_str();
+        if !states.get(r).is_some_and(|s| s.is_complete()) {
+            // Not done: it runs (or waits) now, so what depends on it
+            // cannot stand on an older completion — unless a person
+            // reruns it alone: its dependants keep theirs.
+            if !alone.contains(r) {
+                walk.rerun.insert(r);
+            }
+            continue;
+        }
+        if task.effect == Effect::External {
+            continue;
+        }
+        if starts == Starts::Nothing && !checkpoint::starts_nothing(task) {
+            let data = json!({"not_observed": "its checkpoint runs a context command"});
+            walk.pass.stale.push((r.to_string(), data));
+            continue;
+        }
+        let done = completions.remove(r);
+        walk.task(i, task, done)?;
+    }
+    Ok(walk.pass)
 }
 
 impl<'p> Walk<'_, 'p> {

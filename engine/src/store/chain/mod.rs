@@ -42,6 +42,10 @@ pub enum EntryKind {
     ApprovalVoided,
     /// A person's answer to what an MCP server asked (`engine answer`).
     Answer,
+    /// A person's hold, release and rerun (issue 42).
+    Hold,
+    Release,
+    Rerun,
 }
 
 impl EntryKind {
@@ -54,6 +58,9 @@ impl EntryKind {
         EntryKind::ApprovalSpent,
         EntryKind::ApprovalVoided,
         EntryKind::Answer,
+        EntryKind::Hold,
+        EntryKind::Release,
+        EntryKind::Rerun,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +71,9 @@ impl EntryKind {
             EntryKind::Repair => "repair",
             EntryKind::Revise => "revise",
             EntryKind::Answer => "answer",
+            EntryKind::Hold => "hold",
+            EntryKind::Release => "release",
+            EntryKind::Rerun => "rerun",
             EntryKind::ApprovalSpent => "approval_spent",
             EntryKind::ApprovalVoided => "approval_voided",
         }
@@ -78,7 +88,13 @@ impl EntryKind {
         match self {
             EntryKind::Approval | EntryKind::ApprovalSpent | EntryKind::ApprovalVoided => "approvals",
             EntryKind::Settlement => "settlements",
-            EntryKind::Retry | EntryKind::Repair | EntryKind::Revise | EntryKind::Answer => "person_requests",
+            EntryKind::Retry
+            | EntryKind::Repair
+            | EntryKind::Revise
+            | EntryKind::Answer
+            | EntryKind::Hold
+            | EntryKind::Release
+            | EntryKind::Rerun => "person_requests",
         }
     }
 }
@@ -182,6 +198,9 @@ pub fn ask_kind(kind: super::acts::AskKind) -> EntryKind {
         super::acts::AskKind::Repair => EntryKind::Repair,
         super::acts::AskKind::Revise => EntryKind::Revise,
         super::acts::AskKind::Answer => EntryKind::Answer,
+        super::acts::AskKind::Hold => EntryKind::Hold,
+        super::acts::AskKind::Release => EntryKind::Release,
+        super::acts::AskKind::Rerun => EntryKind::Rerun,
     }
 }
 

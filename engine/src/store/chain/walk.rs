@@ -173,7 +173,13 @@ pub fn first_problem(rows: &dyn ChainRows) -> Result<Option<(String, String)>> {
                 ActRef::Approval(ApprovalId(e.row_id))
             }
             EntryKind::Settlement => ActRef::Settlement(e.row_id),
-            EntryKind::Retry | EntryKind::Repair | EntryKind::Revise | EntryKind::Answer => ActRef::Ask(e.row_id),
+            EntryKind::Retry
+            | EntryKind::Repair
+            | EntryKind::Revise
+            | EntryKind::Answer
+            | EntryKind::Hold
+            | EntryKind::Release
+            | EntryKind::Rerun => ActRef::Ask(e.row_id),
         };
         if content_now(rows, act)?.is_none() {
             return Ok(Some((

@@ -194,7 +194,8 @@ impl AttemptsRead for PgSql<'_> {
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64> {
         let n: i64 = self
             .v(
-                "SELECT COUNT(*) FROM attempts WHERE goal_id = $1 AND revision = $2 AND task_ref = $3",
+                // A person's stop (`cancelled`) consumes no attempt.
+                "SELECT COUNT(*) FROM attempts WHERE goal_id = $1 AND revision = $2 AND task_ref = $3 AND state <> 'cancelled'",
                 p![goal.clone(), revision, task_ref.to_string()],
             )?
             .unwrap_or(0);

@@ -16,7 +16,8 @@ use super::client::{p, Conn};
 use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6];
+const MIGRATIONS: &[&str] =
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
@@ -386,6 +387,19 @@ ALTER TABLE person_requests ADD CONSTRAINT person_requests_kind_check
 ALTER TABLE act_chain DROP CONSTRAINT act_chain_kind_check;
 ALTER TABLE act_chain ADD CONSTRAINT act_chain_kind_check
     CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided','answer'));
+"#;
+
+/// Schema 7: SQLite's schema 15 (issue 42): a person's hold, release and
+/// rerun among the person's requests and on the act chain; an approval's
+/// end (`approvals.expires_at_ms`).
+const MIGRATION_7: &str = r#"
+ALTER TABLE person_requests DROP CONSTRAINT person_requests_kind_check;
+ALTER TABLE person_requests ADD CONSTRAINT person_requests_kind_check
+    CHECK (kind IN ('retry','repair','revise','answer','hold','release','rerun'));
+ALTER TABLE act_chain DROP CONSTRAINT act_chain_kind_check;
+ALTER TABLE act_chain ADD CONSTRAINT act_chain_kind_check
+    CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided','answer','hold','release','rerun'));
+ALTER TABLE approvals ADD COLUMN expires_at_ms BIGINT CHECK (expires_at_ms IS NULL OR expires_at_ms > 0);
 "#;
 
 /// The schema version of the database, `None` when the engine never made

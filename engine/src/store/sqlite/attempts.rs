@@ -186,8 +186,10 @@ pub(super) const SAME_REQUEST_UNSETTLED: &str = "SELECT id FROM attempts
   ORDER BY id LIMIT 1";
 
 /// How many attempts a task has in one revision.
+/// The attempts `max_attempts_per_task` counts: a person's stop
+/// (`cancelled`) is the person's, not the task's, and consumes none.
 pub(super) const ATTEMPT_COUNT: &str =
-    "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3";
+    "SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?2 AND task_ref = ?3 AND state <> 'cancelled'";
 
 /// Whether any attempt of a task, in any revision, was or may have been
 /// sent (the states as `OR`ed comparisons: see `FIRST_UNSETTLED`).

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_12,
     MIGRATION_13,
     MIGRATION_14,
+    MIGRATION_15,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -567,6 +568,34 @@ UPDATE sqlite_master
 PRAGMA writable_schema = RESET;
 CREATE VIEW migration_14_schema_cookie AS SELECT 1;
 DROP VIEW migration_14_schema_cookie;
+"#;
+
+/// Schema 15: a person's controls (issue 42).
+/// - A person's hold, release and rerun (`engine hold`, `engine release`,
+///   `engine rerun`) as requests of their own kinds, on the act chain.
+/// - An approval's end (`approvals.expires_at_ms`, `NULL`: it does not
+///   expire): past it the approval is `expired` and never spent.
+///
+/// Edited in place as migration 14 was (no stored row changes); an
+/// unexpected definition fails the migration, which rolls back whole.
+const MIGRATION_15: &str = r#"
+SELECT CASE WHEN instr(sql, 'kind IN (''retry'',''repair'',''revise'',''answer'')') > 0 THEN 1
+            ELSE json('migration 15: the person_requests kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'person_requests';
+SELECT CASE WHEN instr(sql, '''approval_spent'',''approval_voided'',''answer'')') > 0 THEN 1
+            ELSE json('migration 15: the act_chain kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'act_chain';
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master
+   SET sql = replace(sql, 'kind IN (''retry'',''repair'',''revise'',''answer'')', 'kind IN (''retry'',''repair'',''revise'',''answer'',''hold'',''release'',''rerun'')')
+ WHERE type = 'table' AND name = 'person_requests';
+UPDATE sqlite_master
+   SET sql = replace(sql, '''approval_spent'',''approval_voided'',''answer'')', '''approval_spent'',''approval_voided'',''answer'',''hold'',''release'',''rerun'')')
+ WHERE type = 'table' AND name = 'act_chain';
+PRAGMA writable_schema = RESET;
+CREATE VIEW migration_15_schema_cookie AS SELECT 1;
+DROP VIEW migration_15_schema_cookie;
+ALTER TABLE approvals ADD COLUMN expires_at_ms INTEGER CHECK (expires_at_ms IS NULL OR expires_at_ms > 0);
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
