@@ -120,10 +120,13 @@ pub mod sim {
         /// The engine answers an MCP server's question on its own: a call
         /// carries answers no person recorded.
         AnswerOnItsOwn,
+        /// Every intent is committed `synchronous=NORMAL`, an external or
+        /// paid one too: a power loss can take it after its call was sent.
+        ExternalIntentNormal,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 7] = [
+        pub const ALL: [Fault; 8] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
@@ -131,6 +134,7 @@ pub mod sim {
             Fault::SatisfiedOverUnknown,
             Fault::SendWithoutInventory,
             Fault::AnswerOnItsOwn,
+            Fault::ExternalIntentNormal,
         ];
 
         pub fn name(self) -> &'static str {
@@ -142,6 +146,7 @@ pub mod sim {
                 Fault::SatisfiedOverUnknown => "satisfied-over-unknown",
                 Fault::SendWithoutInventory => "send-without-inventory",
                 Fault::AnswerOnItsOwn => "answer-on-its-own",
+                Fault::ExternalIntentNormal => "external-intent-normal",
             }
         }
 

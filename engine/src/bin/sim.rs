@@ -37,13 +37,14 @@ fn main() {
     }
     let Some(first) = seed else { usage() };
     let began = Instant::now();
-    let (mut total_steps, mut crashes, mut commands, mut deliveries) = (0, 0, 0, 0);
+    let (mut total_steps, mut crashes, mut commands, mut deliveries, mut power) = (0, 0, 0, 0, 0);
     for seed in first..first.saturating_add(seeds) {
         let mut config = Config::new(seed, steps);
         config.faults = faults.clone();
         let report = simulate(&config);
         total_steps += report.steps;
         crashes += report.crashes;
+        power += report.power_losses;
         commands += report.commands;
         deliveries += report.deliveries;
         if trace || !report.passed() {
@@ -61,7 +62,7 @@ fn main() {
     }
     let secs = began.elapsed().as_secs_f64();
     println!(
-        "{seeds} seeds from {first}: {total_steps} steps, {commands} commands, {crashes} crashes, {deliveries} deliveries, \
+        "{seeds} seeds from {first}: {total_steps} steps, {commands} commands, {crashes} crashes ({power} power losses), {deliveries} deliveries, \
          no finding; {secs:.1} s ({:.0} steps/s, {:.1} seeds/s)",
         total_steps as f64 / secs.max(1e-9),
         seeds as f64 / secs.max(1e-9)

@@ -17,8 +17,11 @@
 //! | every act on the chain; the ledger whole | `engine verify`, after a crash and at the end |
 //! | no command ends in an internal error or a panic | each command (a process that died aside) |
 //! | no answer sent without a person's act | at each delivery that carries answers: the ledger holds a person's `answer` for that operation, with exactly those answers |
+//! | no external or paid intent lost | at each simulated power loss: every intent seen, and every call sent, of work that is not free `none`/`local` is still in the ledger |
+//! | no committed person's act lost | at each simulated power loss: every act and revision seen is still in the ledger |
+//! | a lost intent only re-runs local work | at each delivery of a try whose intent a power loss took: its task is free `none`/`local` work without approval (only then may one try reach its provider twice) |
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -55,6 +58,9 @@ pub const NO_ROW_LOST: &str = "no committed row lost";
 pub const VERIFY_PASSES: &str = "engine verify passes";
 pub const NO_INTERNAL_ERROR: &str = "no command ends in an internal error or a panic";
 pub const NO_ANSWER_WITHOUT_PERSON: &str = "no answer sent without a person's act";
+pub const NO_OWED_INTENT_LOST: &str = "no external or paid intent lost";
+pub const NO_ACT_LOST: &str = "no committed person's act lost";
+pub const LOST_ONLY_RERUNS_LOCAL: &str = "a lost intent only re-runs local work";
 
 /// The ledger as the checks read it, and what they learnt of it so far.
 pub struct Checker {
@@ -73,6 +79,9 @@ pub struct Checker {
     revisions: Vec<Seq>,
     /// The budgets in force (`None`: read them again).
     budgets: Option<Budgets>,
+    /// Tries sent whose intents a power loss took (operation, try): their
+    /// work may reach its provider again.
+    replayed: BTreeSet<(String, i64)>,
     pub findings: Vec<Finding>,
 }
 
@@ -100,6 +109,7 @@ impl Checker {
             acts: BTreeMap::new(),
             revisions: Vec::new(),
             budgets: None,
+            replayed: BTreeSet::new(),
             findings: Vec::new(),
         }
     }
@@ -117,7 +127,17 @@ impl Checker {
     ) -> Vec<Finding> {
         let mut out = Vec::new();
         self.learn(&mut out);
-        if sent.iter().any(|e| e.op == d.op && e.try_no == d.try_no) {
+        let replay = self.replayed.contains(&(d.op.clone(), d.try_no));
+        if replay && !traits.replayable() {
+            out.push(finding(
+                LOST_ONLY_RERUNS_LOCAL,
+                format!(
+                    "{} try {} of {} ({} effect) was sent again after a power loss",
+                    d.op, d.try_no, d.task_ref, traits.effect
+                ),
+            ));
+        }
+        if sent.iter().any(|e| e.op == d.op && e.try_no == d.try_no) && !(replay && traits.replayable()) {
             out.push(finding(ONE_TRY_ONCE, format!("{} try {} of {} was delivered again", d.op, d.try_no, d.task_ref)));
         }
         if listed == Some(false) {
@@ -169,6 +189,10 @@ impl Checker {
             }
         }
         let Some(prev) = earlier.iter().rev().find(|e| e.task_ref == d.task_ref) else { return out };
+        if traits.replayable() && self.replayed.contains(&(prev.op.clone(), prev.try_no)) {
+            // Its intent was lost to a power loss: running it again is the rule.
+            return out;
+        }
         if traits.paid || traits.effect == "external" {
             let approved = store
                 .inspect()
@@ -209,6 +233,58 @@ impl Checker {
                 ));
             }
         }
+        out
+    }
+
+    /// The store's files are about to change under the reader (a power
+    /// loss): close it.
+    pub fn close(&mut self) {
+        self.reader = None;
+    }
+
+    /// The power failed and the store went back to its last flush: every
+    /// external or paid intent and every person's act seen must still be
+    /// there; the tries of free `none`/`local` work whose intents were lost
+    /// may be sent again. What was lost is forgotten.
+    pub fn power_lost(&mut self, sends: &[Delivery], traits: &BTreeMap<String, Traits>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let Some(store) = open(&mut self.reader, &self.store) else { return out };
+        let read = store.read();
+        let last = read.events_since(Seq(0), i64::MAX).ok().and_then(|e| e.last().map(|e| e.seq)).unwrap_or(Seq(0));
+        let replayable = |task: &str| traits.get(task).is_some_and(Traits::replayable);
+        for (attempt, (task, seq)) in &self.intents {
+            if *seq > last && !replayable(task) {
+                out.push(finding(
+                    NO_OWED_INTENT_LOST,
+                    format!("the intent of attempt {attempt} of {task} (event {}) is gone", seq.0),
+                ));
+            }
+        }
+        for s in sends {
+            let kept = read.attempt(s.attempt).is_ok_and(|a| a.operation_id.as_str() == s.op && a.try_no == s.try_no);
+            match (kept, replayable(&s.task_ref)) {
+                (true, _) => {}
+                (false, true) => {
+                    self.replayed.insert((s.op.clone(), s.try_no));
+                }
+                (false, false) => out.push(finding(
+                    NO_OWED_INTENT_LOST,
+                    format!("{} try {} of {} was sent, and its intent is gone", s.op, s.try_no, s.task_ref),
+                )),
+            }
+        }
+        let acts = self.acts.iter().flat_map(|(task, seqs)| seqs.iter().map(move |s| (task.as_str(), *s)));
+        for (task, seq) in acts.chain(self.revisions.iter().map(|s| ("a revision", *s))) {
+            if seq > last {
+                out.push(finding(NO_ACT_LOST, format!("a person's act on {task} (event {}) is gone", seq.0)));
+            }
+        }
+        drop(read);
+        self.intents.retain(|_, (_, seq)| *seq <= last);
+        self.acts.values_mut().for_each(|v| v.retain(|s| *s <= last));
+        self.revisions.retain(|s| *s <= last);
+        self.seen = last;
+        self.budgets = None;
         out
     }
 

@@ -7,7 +7,9 @@
 //! on — settle, approve, retry, repair, revise, raise a budget, give a
 //! request id twice — through the command line's own dispatch, each
 //! command a simulated engine process that may die at any step: a commit,
-//! a crash point, any action of its run. The real core, driver and store
+//! a crash point, any action of its run — and a death may be a power loss
+//! (`disk`), after which the store holds only what was flushed
+//! (`synchronous=FULL` commits) and a prefix of what followed. The real core, driver and store
 //! code run throughout (SQLite on a file; `/dev/shm` where there is one);
 //! only the world is made up. After every step the invariants are checked
 //! (`checks`); a seed that breaks one is reproduced by its number alone.
@@ -18,6 +20,8 @@
 //! --steps M`.
 
 mod checks;
+/// The simulated disk (what a power loss keeps): the store reports its commits to it.
+pub(crate) mod disk;
 mod plan;
 /// Public for the simulator's suite (`tests/simulation/`), which tests it:
 /// the library's own unit tests are built without the `sim` feature.
@@ -74,6 +78,8 @@ pub struct Report {
     pub steps: u64,
     pub commands: u64,
     pub crashes: u64,
+    /// Of those, deaths that were a power loss taking unflushed commits.
+    pub power_losses: u64,
     /// Calls the providers received.
     pub deliveries: u64,
     /// Of those, calls that carried a person's answers (`engine answer`).

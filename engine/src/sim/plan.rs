@@ -33,6 +33,17 @@ pub struct Traits {
     pub passes: u64,
     /// The task's deadline, if it has one (ms).
     pub timeout_ms: Option<i64>,
+    /// Every call waits on a person's approval (`requires_approval`).
+    pub approval: bool,
+}
+
+impl Traits {
+    /// Free `none`/`local` work needing no approval: its records are
+    /// committed without waiting for the disk (`decide::durability`), and
+    /// a power loss may make it run again.
+    pub fn replayable(&self) -> bool {
+        self.effect != "external" && !self.paid && !self.approval
+    }
 }
 
 /// A generated plan: its file, and its tasks' providers.
@@ -50,7 +61,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
         let r = format!("T{}", i + 1);
         let effect = ["none", "local", "external"][rng.weighted(&[2, 3, 5])];
         let mcp = rng.chance(20);
-        let t = Traits {
+        let mut t = Traits {
             effect,
             idempotent: rng.chance(25),
             paid: rng.chance(20),
@@ -61,6 +72,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
             flaky: rng.range(0, 60),
             passes: rng.range(70, 100),
             timeout_ms: rng.chance(30).then(|| rng.range(1, 3) as i64 * 1000),
+            approval: false,
         };
         let depends_on: Vec<String> = (0..i).filter(|_| rng.chance(35)).map(|d| format!("T{}", d + 1)).collect();
         let validations: Vec<Value> = (0..rng.range(0, 2))
@@ -92,6 +104,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
         }
         if rng.chance(5) {
             task["requires_approval"] = json!(true);
+            t.approval = true;
         }
         traits.insert(r, t);
         tasks.push(task);

@@ -24,6 +24,10 @@ use crate::ids::GoalId;
 use super::EPOCH_MS;
 /// Commands of a session, at most.
 const COMMANDS_MAX: u64 = 80;
+/// In a hundred deaths of an engine process, how many are a power loss.
+const POWER_LOSS_PERCENT: u64 = 40;
+/// Mixed into the seed for the power's own draws.
+const POWER_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// What one command ended with.
 enum Ended {
@@ -49,6 +53,11 @@ struct Session {
     request_ids: u64,
     /// The last person's act given a request id: its arguments and end.
     last_act: Option<(Vec<String>, String, i32)>,
+    /// Whether a death is a power loss, and what of the WAL a power loss
+    /// keeps: drawn apart from `rng`, so the rest of a seed's story is
+    /// drawn as before until the first power loss.
+    power: Rng,
+    power_losses: u64,
 }
 
 /// Run one seed.
@@ -92,9 +101,13 @@ pub fn simulate(config: &Config) -> Report {
         crashes: 0,
         request_ids: 0,
         last_act: None,
+        power: Rng::new(config.seed ^ POWER_SEED),
+        power_losses: 0,
     };
+    super::disk::forget();
     s.session(config.steps);
     s.verify();
+    super::disk::forget();
     crate::run::world::simulated::set(None);
     process::plant(&[]);
     crate::clock::sim::set(None);
@@ -102,6 +115,7 @@ pub fn simulate(config: &Config) -> Report {
     report.steps = s.steps;
     report.commands = s.commands;
     report.crashes = s.crashes;
+    report.power_losses = s.power_losses;
     report.deliveries = u.deliveries.len() as u64;
     report.answered = u.deliveries.iter().filter(|d| d.answers.is_some()).count() as u64;
     report.findings = std::mem::take(&mut u.checker.findings);
@@ -186,9 +200,33 @@ impl Session {
             u.checker.findings.extend(found);
         }
         if matches!(ended, Ended::Died) {
+            if self.power.chance(POWER_LOSS_PERCENT) {
+                self.power_loss();
+            }
             self.verify();
         }
         ended
+    }
+
+    /// The machine loses power as the engine dies: the store keeps what
+    /// was flushed (`disk`), and what the checks learnt is reconciled.
+    fn power_loss(&mut self) {
+        let mut u = self.u.borrow_mut();
+        let u = &mut *u;
+        u.checker.close();
+        let power = &mut self.power;
+        let kept = |n: usize| if power.chance(50) { 0 } else { power.below(n as u64 + 1) as usize };
+        let Some(told) = super::disk::power_loss(kept) else {
+            u.note("the power failed; nothing was waiting for the disk".into());
+            return;
+        };
+        self.power_losses += 1;
+        u.note(format!("the power failed: {told}"));
+        let found = u.checker.power_lost(&u.sends, &u.traits);
+        for f in found {
+            u.note(format!("FINDING {f}"));
+            u.checker.findings.push(f);
+        }
     }
 
     fn find(&mut self, invariant: &'static str, detail: String) {

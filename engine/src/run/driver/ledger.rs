@@ -48,7 +48,13 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
         Write::Gate(call) => {
             let task = scope.task(&call.task_ref)?;
             let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
-            let durability = durability::of_attempt(Stakes::of_task(task));
+            #[allow(unused_mut)]
+            let mut durability = durability::of_attempt(Stakes::of_task(task));
+            #[cfg(feature = "sim")]
+            if crate::failpoint::fault(crate::failpoint::Fault::ExternalIntentNormal) {
+                // Planted fault: the intent waits for no disk, whatever it risks.
+                durability = Durability::Normal;
+            }
             let applied = ledger.write(durability, |tx| gate::gate(tx, scope, &call, &sandbox, now_ms))?;
             Ok(Written::Gated(applied))
         }

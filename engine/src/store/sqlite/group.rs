@@ -170,6 +170,8 @@ impl Db {
         if durability == Durability::Full {
             self.mark_commit(commits, generation)?;
         }
+        #[cfg(feature = "sim")]
+        crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(())
     }

@@ -286,6 +286,8 @@ impl Db {
         if durability == Durability::Full {
             self.mark_commit(commits, fence.generation())?;
         }
+        #[cfg(feature = "sim")]
+        crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(value)
     }
@@ -315,7 +317,10 @@ impl Db {
 
     pub fn acquire_lease(&mut self) -> Result<Acquired> {
         self.set_durability(Durability::Full)?;
-        lease::acquire(&mut self.conn, &self.files, &mut self.mark)
+        let acquired = lease::acquire(&mut self.conn, &self.files, &mut self.mark);
+        #[cfg(feature = "sim")]
+        crate::sim::disk::committed(&self.files.db, Durability::Full);
+        acquired
     }
 
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
@@ -326,7 +331,10 @@ impl Db {
         // a crash right after it would have left it.
         self.commit_group(fence)?;
         self.set_durability(Durability::Full)?;
-        lease::release(&mut self.conn, &self.files, &mut self.mark, fence)
+        let released = lease::release(&mut self.conn, &self.files, &mut self.mark, fence);
+        #[cfg(feature = "sim")]
+        crate::sim::disk::committed(&self.files.db, Durability::Full);
+        released
     }
 
     pub fn live_holder(&self) -> Result<Option<Holder>> {
