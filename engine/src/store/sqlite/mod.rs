@@ -237,6 +237,11 @@ impl Db {
             tx.commit()?;
             Ok(value)
         })();
+        #[cfg(feature = "sim")]
+        if written.is_ok() {
+            // A flushed commit carries the holder's unflushed ones with it.
+            crate::sim::disk::committed(path, Durability::Full);
+        }
         written.map_err(|e| located(e, path))
     }
 
