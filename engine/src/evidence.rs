@@ -222,6 +222,20 @@ pub enum Evidence {
     /// error of the call (the call was sent, and counts), not a violation
     /// (nothing was seen to change): the attempt is not judged clean.
     ProtectedPathsNotObserved { message: String },
+    /// Files an attempt created, changed or removed in the workspace that
+    /// its task does not declare (`outputs`, `may_change`), judged from the
+    /// workspace before the attempt and after it (before its validations):
+    /// the first `decide::declared::NAMED_MAX`, with both digests, and how
+    /// many more. `outputs`: the task's `outputs` line with the paths that
+    /// may be declared added (none when all lie in `.git`, `.hg`, `.jj` or
+    /// `.engine`, which are never outputs).
+    UndeclaredWrite {
+        changes: Vec<PathChange>,
+        #[serde(default)]
+        more: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs: Option<Vec<String>>,
+    },
     /// A re-observation of the target: its verdict and summary, and for a
     /// read-back the request, the answer and the rule that decided.
     Observation {
@@ -360,6 +374,7 @@ impl Evidence {
             Evidence::CheckResult { .. } => "check_result",
             Evidence::ProtectedPathChanged { .. } => "protected_path_changed",
             Evidence::ProtectedPathsNotObserved { .. } => "protected_paths_not_observed",
+            Evidence::UndeclaredWrite { .. } => "undeclared_write",
             Evidence::Observation { .. } => "observation",
             Evidence::Stopped { .. } => "stopped",
             Evidence::HandleLookup { .. } => "handle_lookup",

@@ -232,7 +232,7 @@ fn validation_failed_is_repaired_as_printed() {
          echo '{\"status\": \"done\", \"summary\": \"wrote out.txt\"}'\n",
     );
     let task = json!({"ref": "write", "title": "write out.txt", "provider": "agent",
-        "action": {"run": ["sh", "agent.sh"]}, "effect": "local", "inputs": [],
+        "action": {"run": ["sh", "agent.sh"]}, "effect": "local", "inputs": [], "outputs": ["out.txt"],
         "validations": [{"id": "V1", "run": ["grep", "-q", "ready", "out.txt"], "expect_exit": 0}]});
     ws.write_plan("plan.json", &walk_plan(json!({"agent": {"kind": "command", "protocol": "agent-json"}}), vec![task]));
     let steps = walk(&ws, "engine run plan.json", |_, stop| {

@@ -26,9 +26,16 @@ pub fn task(task_ref: &str, argv: &[&str]) -> Value {
 }
 
 /// A shell snippet that waits (up to ~30 s) for the file `release` to
-/// appear in the workspace: lets a test hold a task "running" exactly as
-/// long as it needs, with no fixed sleeps.
-pub const WAIT_FOR_RELEASE: &str = "i=0; while [ ! -e release ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done";
+/// appear beside the workspace (`release`): lets a test hold a task
+/// "running" exactly as long as it needs, with no fixed sleeps. Beside,
+/// not in it: a file the test writes in the workspace while the task runs
+/// would be the task's undeclared write.
+pub const WAIT_FOR_RELEASE: &str = "i=0; while [ ! -e ../release ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done";
+
+/// Let a task waiting in `WAIT_FOR_RELEASE` go on.
+pub fn release(ws: &Ws) {
+    std::fs::write(ws.root().join("release"), "").expect("write release");
+}
 
 /// An attempt row: (id, task_ref, state, try_no).
 pub type Row = (i64, String, String, i64);

@@ -167,7 +167,11 @@ fn demo_log_orders_each_attempt_intent_dispatch_receipt_verdict() {
     let kinds_of = |evs: &[Value], id: i64| -> Vec<String> {
         evs.iter().filter(|e| e["attempt_id"] == json!(id)).map(|e| e["kind"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(kinds_of(&evs, t1[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_succeeded"]);
+    // T1 declares its output (cents.py): kept with its success.
+    assert_eq!(
+        kinds_of(&evs, t1[0].0),
+        ["intent_recorded", "dispatched", "receipt_recorded", "outputs_recorded", "attempt_succeeded"]
+    );
     assert_eq!(kinds_of(&evs, t2[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_failed"]);
 }
 
@@ -561,7 +565,7 @@ fn second_engine_on_a_held_store_gets_store_locked() {
     assert_eq!(events(&ws).len(), events_before);
     assert!(first.alive(), "the first engine is unaffected");
 
-    ws.write("release", "");
+    release(&ws);
     let out = first.wait(RUN_DEADLINE);
     out.expect_code(0);
     assert_eq!(out.json()["goal_state"], "satisfied");
@@ -693,6 +697,7 @@ fn task_killed_by_signal_is_classified_killed() {
 fn task_timeout_kills_grandchildren() {
     let ws = Ws::new();
     let mut t = task("t", &["sh", "-c", "sleep 60 & echo $! > grandchild.pid; wait"]);
+    t["outputs"] = json!(["grandchild.pid"]);
     t["timeout_seconds"] = json!(1);
     ws.write_plan("plan.json", &plan(vec![t]));
     let started = Instant::now();
@@ -793,6 +798,7 @@ fn grouped_intents_are_committed_before_their_providers_start() {
         let script = format!("python3 probe.py \"$0\" probe-{r}.json || exit 7");
         let mut t = task(r, &["sh", "-c", &script, store.to_str().unwrap()]);
         t["depends_on"] = json!(["a"]);
+        t["outputs"] = json!([format!("probe-{r}.json")]);
         t
     };
     // The probes read the store: their provider runs unconfined (a
@@ -828,7 +834,9 @@ fn intent_is_committed_before_the_provider_starts() {
     // hands it the path in argv; the engine never would), then waits.
     let script = format!("python3 probe.py \"$0\" || exit 7; {WAIT_FOR_RELEASE}");
     // Unconfined: a confined provider sees no store at all.
-    let mut p = plan(vec![task("p", &["sh", "-c", &script, store.to_str().unwrap()])]);
+    let mut probe = task("p", &["sh", "-c", &script, store.to_str().unwrap()]);
+    probe["outputs"] = json!(["probe.json"]);
+    let mut p = plan(vec![probe]);
     p["providers"]["sh"]["sandbox"] = json!("none");
     ws.write_plan("plan.json", &p);
     let mut engine = ws.spawn_engine(&["run", "plan.json"]);
@@ -858,7 +866,7 @@ fn intent_is_committed_before_the_provider_starts() {
     assert_eq!(probe["operation_id"], op.as_str(), "ENGINE_OPERATION_ID is the attempt's operation");
     assert_eq!(probe["try"], "1");
 
-    ws.write("release", "");
+    release(&ws);
     engine.wait(RUN_DEADLINE).expect_code(0);
     let db = ws.ledger();
     assert!(db.receipt_of(attempt).is_some(), "the receipt follows");
@@ -873,7 +881,9 @@ fn provider_env_has_operation_and_try_but_never_the_store() {
     // could write is refused).
     let store = ws.outside_store("elsewhere");
     let store_dir = store.parent().unwrap().to_path_buf();
-    ws.write_plan("plan.json", &plan(vec![task("e", &["sh", "-c", "env > env.txt"])]));
+    let mut e = task("e", &["sh", "-c", "env > env.txt"]);
+    e["outputs"] = json!(["env.txt"]);
+    ws.write_plan("plan.json", &plan(vec![e]));
     let mut cmd = ws.command(&["run", "plan.json"]);
     cmd.env("ENGINE_STORE", &store).env("ENGINE_SOMETHING_ELSE", "internal");
     ws.run_command(cmd).expect_code(0);

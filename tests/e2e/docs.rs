@@ -197,6 +197,7 @@ fn the_agent_request_is_what_the_docs_describe() {
     t["provider"] = serde_json::json!("agent");
     t["effect"] = serde_json::json!("local");
     t["validations"] = serde_json::json!([{"id": "V1", "run": ["test", "-e", "ok"]}]);
+    t["may_change"] = serde_json::json!(["requests.jsonl"]);
     let mut p = plan(vec![t]);
     p["providers"]["agent"] = serde_json::json!({"kind": "command", "protocol": "agent-json"});
     ws.write_plan("plan.json", &p);

@@ -16,10 +16,11 @@ fn plan(tasks: Vec<Value>) -> Value {
     })
 }
 
-/// `A` builds `dist/out.txt` (and an executable `dist/run.sh`), declared.
+/// `A` builds `dist/out.txt` (and an executable `dist/run.sh`), declared
+/// as its writes (`may_change`); `outputs`: the ones it keeps.
 fn build(outputs: Value) -> Value {
     json!({
-        "ref": "A", "provider": "sh", "effect": "local", "outputs": outputs,
+        "ref": "A", "provider": "sh", "effect": "local", "outputs": outputs, "may_change": ["dist"],
         "action": {"run": ["sh", "-c",
             "mkdir -p dist && printf 'built\\n' > dist/out.txt && printf 'echo hi\\n' > dist/run.sh && chmod +x dist/run.sh"]},
     })

@@ -15,6 +15,7 @@ fn two_tasks(ws: &Ws) {
     let mut a =
         task("A", &["sh", "-c", "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo \"A call $n\""]);
     a["validations"] = json!([{"id": "V1", "run": ["test", "-f", "ok"], "expect_exit": 0}]);
+    a["may_change"] = json!(["n"]);
     ws.write_plan("plan.json", &plan(vec![task("B", &["true"]), a]));
     ws.engine(&["run", "plan.json", "--jobs", "1"]).expect_code(1);
     ws.write("ok", "");

@@ -115,7 +115,7 @@ fn racing_creators_one_runs_the_others_are_store_locked() {
             (alive <= 1).then_some(())
         });
         assert!(settled.is_some(), "trial {trial}: the losers did not stop");
-        ws.write("release", "");
+        release(&ws);
         let outs: Vec<Out> = engines.iter_mut().map(|e| e.wait(RUN_DEADLINE)).collect();
         let winners = outs.iter().filter(|o| o.code() == 0).count();
         assert_eq!(winners, 1, "trial {trial}: exactly one ran\n{outs:#?}");

@@ -31,9 +31,12 @@ pub fn plan(tasks: Vec<Value>) -> Value {
 }
 
 /// A task `task_ref` with `effect` running `sh -c script`.
+/// Its writes are declared: the bookkeeping files of `holding` (and the
+/// `NAME.release` a test writes while it runs).
 pub fn task(task_ref: &str, effect: &str, script: &str) -> Value {
     json!({"ref": task_ref, "title": format!("task {task_ref}"), "provider": "sh", "effect": effect,
-           "action": {"run": ["sh", "-c", script]}})
+           "action": {"run": ["sh", "-c", script]},
+           "may_change": ["*.pid", "*.runs", "*.child", "*.release"]})
 }
 
 /// A script that counts its runs in `NAME.runs`, starts a background child

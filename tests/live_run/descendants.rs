@@ -82,7 +82,7 @@ fn escapee(port: u16) -> String {
 fn plan_leaving(port: u16, then: &str, extra: Value) -> Value {
     let script = format!("if [ \"$ENGINE_TRY\" = 1 ]; then {}; {then}; fi", escapee(port));
     let mut task = json!({"ref": "T1", "title": "leaves an escapee", "provider": "sh", "effect": "local",
-                          "action": {"run": ["sh", "-c", script]}});
+                          "action": {"run": ["sh", "-c", script]}, "may_change": ["escapee.pid", "held"]});
     for (k, v) in extra.as_object().cloned().unwrap_or_default() {
         task[k] = v;
     }

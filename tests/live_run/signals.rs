@@ -256,7 +256,9 @@ fn a_stopped_repair_leaves_the_failure_it_was() {
     let ws = Ws::new();
     // Fails on its first try; a repair holds until stopped.
     let script = format!("if [ -e failed.once ]; then {}; else touch failed.once; exit 3; fi", holding("r", false));
-    ws.write_plan("plan.json", &plan(vec![task("T1", "local", &script)]));
+    let mut t1 = task("T1", "local", &script);
+    t1["may_change"].as_array_mut().expect("the helper's list").push(serde_json::json!("failed.once"));
+    ws.write_plan("plan.json", &plan(vec![t1]));
     ws.engine_json(&["run", "plan.json"]).expect_code(1);
     let mut engine = ws.spawn_engine(&["--json", "repair", "T1", "--force", "--note", "try again"]);
     let (leader, _) =

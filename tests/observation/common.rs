@@ -67,7 +67,9 @@ pub fn starts(ws: &Ws) -> Vec<i32> {
 /// A `write_file` task of `content` to `rel` in the workspace.
 pub fn write_task(ws: &Ws, task_ref: &str, rel: &str, content: &str) -> Value {
     json!({"ref": task_ref, "title": format!("write {rel}"), "provider": "fs", "effect": "external",
-           "action": {"tool": "write_file", "arguments": {"path": ws.path(rel), "content": content}}})
+           "action": {"tool": "write_file", "arguments": {"path": ws.path(rel), "content": content}},
+           // The server writes it in the workspace: a declared change.
+           "may_change": [rel]})
 }
 
 // ------------------------------------------------------------ server-everything

@@ -41,7 +41,8 @@ const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 /// A command task that keeps the `TRACEPARENT` it was given.
 fn command_task(task_ref: &str) -> Value {
     json!({"ref": task_ref, "title": "keep the traceparent", "provider": "sh", "effect": "local",
-           "action": {"run": ["sh", "-c", format!("printf %s \"$TRACEPARENT\" > {task_ref}.tp")]}})
+           "action": {"run": ["sh", "-c", format!("printf %s \"$TRACEPARENT\" > {task_ref}.tp")]},
+           "may_change": [format!("{task_ref}.tp")]})
 }
 
 fn mcp_task(task_ref: &str, provider: &str) -> Value {

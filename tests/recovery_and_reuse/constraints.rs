@@ -110,6 +110,8 @@ fn a_constraint_check_that_fails_after_an_attempt_fails_it_with_the_checks_outpu
     let ws = Ws::new();
     let mut p = plan("tidy", vec![sh_task("T1", "echo left over > debug.log")]);
     set(&mut p, "T1", "validations", json!([validation("V1", "true")]));
+    // Declared, so the constraint's check is what judges it.
+    set(&mut p, "T1", "may_change", json!(["debug.log"]));
     p["goal"]["constraints"] = json!([{"id": "C2", "statement": "no debug log is left",
         "check": {"run": ["sh", "-c", "test ! -e debug.log || { echo 'debug.log is still here' >&2; exit 1; }"],
                   "expect_exit": 0}}]);

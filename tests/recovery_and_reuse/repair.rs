@@ -185,6 +185,7 @@ fn retry_of_an_operation_a_repair_replaced_is_refused() {
     let ws = Ws::new();
     let mut p = plan("replaced", vec![sh_task("T1", "true")]);
     set(&mut p, "T1", "action", json!({"run": ["./tool.sh"]}));
+    set(&mut p, "T1", "outputs", json!(["out.txt"]));
     ws.write_plan("plan.json", &p);
     let first = ws.json(&["run", "plan.json"], 1);
     assert_eq!(first["failed"], json!(["T1"]));

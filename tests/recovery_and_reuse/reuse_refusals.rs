@@ -266,6 +266,7 @@ fn validation_not_passed_when_no_checkpoint_was_bound_to_the_completion() {
     let ws = Ws::new();
     let mut p = plan("unbound", vec![sh_task("T1", "ln -sf /etc/hostname link.txt")]);
     set(&mut p, "T1", "inputs", json!(["link.txt"]));
+    set(&mut p, "T1", "may_change", json!(["link.txt"]));
     set(&mut p, "T1", "validations", json!([validation("V1", "true")]));
     ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);

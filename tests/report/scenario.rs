@@ -60,7 +60,7 @@ fn plan(rcv: &Receiver, lint_args: &[&str]) -> Value {
         "tasks": [
             send,
             sh("build", json!(["sh", "-c", "cp src.txt out.txt; echo built"]), json!({
-                "validations": [{"id": "V1", "run": ["test", "-f", "out.txt"]}]})),
+                "validations": [{"id": "V1", "run": ["test", "-f", "out.txt"]}], "may_change": ["out.txt"]})),
             sh("lint", json!(lint_run), json!({"depends_on": ["build"], "effect": "none", "inputs": ["lint.sh"]})),
             publish,
             sh("notify", json!(["true"]), json!({"depends_on": ["send-invoice"], "effect": "none"})),

@@ -248,9 +248,11 @@ impl Ws {
         fs::read_to_string(self.side.join("calls.log")).unwrap_or_default().lines().filter(|l| *l == task_ref).count()
     }
 
-    /// The MCP fixture's delivery log of this workspace.
+    /// The MCP fixture's delivery log of this workspace: beside it, not in
+    /// it (a file a server writes in the workspace is its task's write, to
+    /// declare).
     pub fn mcp_log(&self) -> PathBuf {
-        self.path("deliveries.jsonl")
+        self.side.join("deliveries.jsonl")
     }
 
     pub fn mcp_deliveries(&self) -> Vec<Value> {

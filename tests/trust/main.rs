@@ -9,6 +9,7 @@
 mod acts;
 mod approvals;
 mod authority;
+mod declared_writes;
 mod network;
 mod oauth_tokens;
 mod os_users;

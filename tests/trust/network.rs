@@ -20,7 +20,7 @@ fn deliver(port: u16) -> Value {
          --data '{{}}' http://127.0.0.1:{port}/effect; then echo delivered; else echo \"refused $?\"; fi > net.txt"
     );
     json!({"ref": "T1", "title": "deliver", "provider": "sh", "effect": "local",
-           "action": {"run": ["sh", "-c", script]}})
+           "action": {"run": ["sh", "-c", script]}, "outputs": ["net.txt"]})
 }
 
 fn plan(provider: Value, tasks: Vec<Value>) -> Value {
@@ -61,6 +61,7 @@ fn a_declared_port_is_reached_and_no_other() {
     second["ref"] = json!("T2");
     second["depends_on"] = json!(["T1"]);
     second["action"]["run"][2] = json!(second["action"]["run"][2].as_str().unwrap().replace("net.txt", "net2.txt"));
+    second["outputs"] = json!(["net2.txt"]);
     ws.write_plan("plan.json", &plan(provider, vec![deliver(rcv.port), second]));
     ws.engine_json(&["run", "plan.json"]).expect(0, None);
     assert_eq!(ws.read("net.txt").trim(), "delivered");
@@ -88,7 +89,10 @@ fn a_bad_connect_entry_is_plan_invalid_at_its_place() {
 /// A task that prints its environment.
 fn print_env(task_ref: &str, out: &str) -> Value {
     json!({"ref": task_ref, "title": "env", "provider": "sh", "effect": "local",
-           "action": {"run": ["sh", "-c", format!("env > {out}")]}})
+           "action": {"run": ["sh", "-c", format!("env > {out}")]},
+           // Declared as a change, not an output: outputs are kept in the
+           // ledger, and this one holds the environment.
+           "may_change": [out]})
 }
 
 fn names(text: &str) -> Vec<String> {
@@ -150,7 +154,8 @@ fn a_provider_cannot_read_the_engines_environment_through_proc() {
     let script = "tr '\\0' '\\n' > environ.txt < /proc/$PPID/environ; echo $? > environ.rc; \
                   tr '\\0' '\\n' < /proc/$PPID/cmdline | head -1 > cmdline.txt";
     let task = json!({"ref": "T1", "title": "peek", "provider": "sh", "effect": "local",
-                      "action": {"run": ["sh", "-c", script]}});
+                      "action": {"run": ["sh", "-c", script]},
+                      "outputs": ["environ.txt", "environ.rc", "cmdline.txt"]});
     ws.write_plan("plan.json", &plan(json!({"kind": "command"}), vec![task]));
     let store = ws.outside_store("peek");
     let out = ws
@@ -196,7 +201,7 @@ fn without_privileges_what_cannot_be_made_is_recorded_and_said() {
     // T2 leaves a `setsid` escapee and exits 0: without a cgroup the engine,
     // as the subreaper, finds it by the marks it carries.
     let escapee = json!({"ref": "T2", "title": "escapee", "provider": "sh", "effect": "local",
-        "action": {"run": ["sh", "-c", "setsid sh -c 'exec sleep 30' > /dev/null 2>&1 < /dev/null & echo $! > escapee.pid"]}});
+        "action": {"run": ["sh", "-c", "setsid sh -c 'exec sleep 30' > /dev/null 2>&1 < /dev/null & echo $! > escapee.pid"]}, "outputs": ["escapee.pid"]});
     ws.write_plan("plan.json", &plan(json!({"kind": "command"}), vec![deliver(rcv.port), escapee]));
     for p in [ws.root(), ws.dir.clone(), ws.side.clone(), ws.state_home(), ws.path("plan.json")] {
         std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();

@@ -42,7 +42,7 @@ fn setup(sandbox: Option<Value>) -> (Ws, std::path::PathBuf) {
         provider["sandbox"] = s;
     }
     let task = json!({"ref": "T1", "provider": "py", "effect": "local",
-        "action": {"run": ["sh", "-c", "python3 -c \"$0\" \"$@\" > thief.txt", THIEF, arg(&folder)]}});
+        "action": {"run": ["sh", "-c", "python3 -c \"$0\" \"$@\" > thief.txt", THIEF, arg(&folder)]}, "outputs": ["thief.txt"]});
     ws.write_plan(
         "plan.json",
         &json!({"version": 1, "goal": {"id": "g", "statement": "the tokens are out of reach"},

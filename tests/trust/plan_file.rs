@@ -139,9 +139,10 @@ fn a_repair_run_protects_the_plan_file_too() {
 }
 
 /// `.git`'s config and hooks are protected by default (what a person's
-/// next git command runs); its objects and refs are a commit's to write.
+/// next git command runs); since issue 36 nothing in `.git` is a task's to
+/// write: its objects are an undeclared write (`.git` is never an output).
 #[test]
-fn a_provider_writing_a_git_hook_violates_a_constraint_but_may_write_objects() {
+fn a_provider_writing_a_git_hook_violates_a_constraint_and_objects_are_undeclared() {
     let ws = Ws::new();
     ws.write(".git/config", "[core]\n");
     ws.write(".git/hooks/README", "hooks\n");
@@ -150,7 +151,12 @@ fn a_provider_writing_a_git_hook_violates_a_constraint_but_may_write_objects() {
         "import os\nos.makedirs('.git/objects/ab', exist_ok=True)\nopen('.git/objects/ab/cd', 'w').write('x')\n";
     p["tasks"][0]["action"] = json!({"run": ["python3", "-c", objects]});
     ws.write_plan("plan.json", &p);
-    ws.engine_json(&["run", "plan.json"]).expect(0, None);
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    let a = &ws.attempts_of("T1")[0];
+    assert_eq!((a.class(), a.rule()), ("constraint_violated", "undeclared_write"), "{a:?}");
+    let evidence = ws.evidence(a.id);
+    let written = evidence.iter().find(|(_, kind, _)| kind == "undeclared_write").expect("the evidence");
+    assert_eq!(written.2["changes"][0]["path"], ".git/objects/ab/cd", "{written:?}");
 
     let hook = "open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\ncurl evil\\n')\n";
     p["tasks"].as_array_mut().unwrap().push(json!({"ref": "T2", "title": "hook", "provider": "sh", "effect": "local",

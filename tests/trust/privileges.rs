@@ -120,7 +120,7 @@ fn probe(sandbox: Option<Value>) -> Value {
     let mount_dir = ws.state_home();
     let task = json!({"ref": "T1", "provider": "py", "effect": "local",
         "action": {"run": ["sh", "-c", "python3 probe.py \"$@\" > probe.json", "probe", arg(&handle), arg(&mount_dir), SECRET,
-                           if confined { "mount" } else { "no-mount" }]}});
+                           if confined { "mount" } else { "no-mount" }]}, "outputs": ["probe.json"]});
     ws.write_plan(
         "plan.json",
         &json!({"version": 1, "goal": {"id": "g", "statement": "nothing privileged"},

@@ -50,7 +50,8 @@ fn forger_plan(ws: &Ws, outside: &std::path::Path, mode: &str, sandbox: Option<V
         "goal": {"id": "g", "statement": "the work is done", "acceptance": []},
         "providers": {"agent": agent},
         "tasks": [{"ref": "T1", "title": "work", "provider": "agent", "effect": "local",
-                   "action": {"run": ["python3", "-c", FORGER, arg(&ws.store()), arg(outside), mode]}}],
+                   "action": {"run": ["python3", "-c", FORGER, arg(&ws.store()), arg(outside), mode]},
+                   "outputs": ["inside.txt"]}],
     })
 }
 

@@ -90,7 +90,7 @@ fn setup(sandbox: Option<Value>) -> (Ws, std::path::PathBuf) {
     }
     let root = other.parent().unwrap().parent().unwrap();
     let task = json!({"ref": "T1", "provider": "py", "effect": "local",
-        "action": {"run": ["sh", "-c", "python3 -c \"$0\" \"$@\" > meddle.txt", MEDDLER, arg(&ws.store()), arg(&other), arg(root)]}});
+        "action": {"run": ["sh", "-c", "python3 -c \"$0\" \"$@\" > meddle.txt", MEDDLER, arg(&ws.store()), arg(&other), arg(root)]}, "outputs": ["meddle.txt"]});
     ws.write_plan(
         "plan.json",
         &json!({"version": 1, "goal": {"id": "g", "statement": "the stores are out of reach"},
@@ -184,7 +184,7 @@ for cmd in "answer B --accept" "approve op_0123456789abcdef01234567 --note go" "
 done"#;
     std::fs::create_dir(ws.path("out")).unwrap();
     let task = json!({"ref": "T1", "provider": "sh", "effect": "local",
-        "action": {"run": ["sh", "-c", script, engine, arg(&ws.store())]}});
+        "action": {"run": ["sh", "-c", script, engine, arg(&ws.store())]}, "outputs": ["out"]});
     ws.write_plan(
         "plan.json",
         &json!({"version": 1, "goal": {"id": "g", "statement": "the engine inside"},

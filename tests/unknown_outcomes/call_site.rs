@@ -96,7 +96,7 @@ fn only_loopback_or_listed_hosts() {
 fn a_paid_call_left_in_doubt_is_not_resent_without_approval_and_still_counts() {
     let ws = Ws::new();
     let task = json!({"ref": "T1", "title": "paid", "provider": "sh", "effect": "none", "cost": 1,
-                      "action": {"run": ["sh", "-c", "echo paid >> paid.log"]}});
+                      "action": {"run": ["sh", "-c", "echo paid >> paid.log"]}, "may_change": ["paid.log"]});
     let mut p = plan("paid", json!({"sh": {"kind": "command"}}), vec![task]);
     p["budgets"] = json!({"max_cost": 5, "max_provider_calls": 10});
     ws.write_plan("plan.json", &p);

@@ -52,7 +52,7 @@ pub fn one_http_task(rcv: &Receiver, effect: &str, observe: bool, extra: Value) 
 }
 
 /// The MCP fixture (`fixtures/mcp/server.py`) as provider `tools` of a plan
-/// in `ws`, writing its delivery log to `ws/deliveries.jsonl`.
+/// in `ws`, writing its delivery log to `ws.mcp_log()` (beside the workspace).
 pub fn mcp_provider(ws: &Ws, flags: &[&str], observe: bool) -> Value {
     let mut p = json!({"kind": "mcp", "command": mcp_server_command(&ws.mcp_log(), flags)});
     if observe {

@@ -129,7 +129,8 @@ fn a_provider_cannot_approve_or_settle_through_the_engine_while_it_runs() {
     let script = "\"$0\" approve \"$ENGINE_OPERATION_ID\" --note self >/dev/null 2>approve.err; echo $? > approve.code; \
          \"$0\" settle \"$ENGINE_OPERATION_ID\" --outcome ok --note self >/dev/null 2>settle.err; echo $? > settle.code";
     let task = json!({"ref": "T1", "title": "sneaky", "provider": "sh", "effect": "external",
-                      "action": {"run": ["sh", "-c", script, ENGINE]}});
+                      "action": {"run": ["sh", "-c", script, ENGINE]},
+                      "may_change": ["approve.err", "approve.code", "settle.err", "settle.code"]});
     ws.write_plan("plan.json", &plan("sneak", json!({"sh": {"kind": "command"}}), vec![task]));
     ws.run().expect(0, None);
     for act in ["approve", "settle"] {

@@ -37,7 +37,8 @@ fn a_tool_the_real_server_does_not_offer_stops_the_run_before_any_intent() {
     let write = |task_ref: &str, tool: &str| {
         json!({"ref": task_ref, "title": "write", "provider": "fs", "effect": "local",
                "action": {"tool": tool, "arguments": {"path": ws.path("a.txt"), "content": "hello\n"}},
-               "validations": [{"id": "V1", "run": ["test", "-f", "a.txt"], "expect_exit": 0}]})
+               "validations": [{"id": "V1", "run": ["test", "-f", "a.txt"], "expect_exit": 0}],
+               "may_change": ["a.txt"]})
     };
     let providers = json!({"fs": filesystem_server(&ws.dir)});
     let tasks = vec![write("T1", "write_file"), write("T2", "write_everything")];

@@ -22,7 +22,7 @@ pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
 pub use observe::{
     expand_inputs, few_small_files, observe, observe_expanded, observe_with, observes_quickly, starts_nothing, Expanded,
 };
-pub use protect::observe_protected;
+pub use protect::{observe_protected, observe_workspace};
 pub use recorded::RecordedCheckpoint;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

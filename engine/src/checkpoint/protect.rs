@@ -25,6 +25,53 @@ pub fn observe_protected(workspace_dir: &Path, globs: &[String], cache: &mut Fil
     Ok(Checkpoint::of(files, BTreeMap::new()))
 }
 
+/// Every file in the workspace as it is now, added to `files`: what an
+/// attempt is judged against for undeclared writes
+/// (`decide::declared`). Symlinks are not followed: a link is recorded by
+/// its target's text, a FIFO, socket or device by its kind, so neither a
+/// link out of the workspace nor a pipe stops the look. The engine's own
+/// folder (`.engine`: the store writes there while the attempt runs, and
+/// the sandbox keeps providers out of it) is not walked. Regular files are
+/// hashed through the file-state cache.
+pub fn observe_workspace(
+    workspace_dir: &Path,
+    cache: &mut FileCache,
+    files: &mut BTreeMap<String, Option<String>>,
+) -> Result<(), String> {
+    let walk = walkdir::WalkDir::new(workspace_dir).follow_links(false).sort_by_file_name().into_iter();
+    let walk = walk.filter_entry(|e| !(e.depth() == 1 && e.file_name() == workspace::STORE_DIR));
+    let mut seen = 0usize;
+    for entry in walk {
+        let entry = entry.map_err(|e| format!("the workspace cannot be read: {e}"))?;
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            continue;
+        }
+        seen += 1;
+        if seen > crate::limits::INPUT_FILES_MAX {
+            return Err(format!("the workspace holds more than {} files", crate::limits::INPUT_FILES_MAX));
+        }
+        let rel = entry
+            .path()
+            .strip_prefix(workspace_dir)
+            .ok()
+            .and_then(|p| p.to_str())
+            .ok_or_else(|| format!("{} is not a UTF-8 path in the workspace", entry.path().display()))?
+            .to_string();
+        let digest = if kind.is_file() {
+            let meta = entry.metadata().map_err(|e| format!("cannot read {rel}: {e}"))?;
+            cache.digest_known(entry.path(), Some(meta)).map_err(|e| format!("cannot read {rel}: {e}"))?
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(entry.path()).map_err(|e| format!("cannot read {rel}: {e}"))?;
+            Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes()))
+        } else {
+            Some(crate::digest::content(format!("special:{kind:?}").as_bytes()))
+        };
+        files.insert(rel, digest);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +100,29 @@ mod tests {
         assert_ne!(after.files["tests/a.py"], before.files["tests/a.py"]);
         // Outside the workspace is refused, never read.
         assert!(observe_protected(ws, &["../x".to_string()], &mut cache).is_err());
+    }
+
+    #[test]
+    fn the_workspace_is_seen_whole_links_unfollowed_and_the_store_folder_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::create_dir_all(ws.join(".engine")).unwrap();
+        std::fs::write(ws.join(".git/commondir"), "../evil").unwrap();
+        std::fs::write(ws.join(".engine/store.db"), "ledger").unwrap();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join("out")).unwrap();
+        let mut cache = FileCache::default();
+        let mut files = BTreeMap::new();
+        observe_workspace(ws, &mut cache, &mut files).unwrap();
+        let paths: Vec<&str> = files.keys().map(String::as_str).collect();
+        assert_eq!(paths, vec![".git/commondir", "a.txt", "out"]);
+        // A link retargeted is a change.
+        std::fs::remove_file(ws.join("out")).unwrap();
+        std::os::unix::fs::symlink("/tmp", ws.join("out")).unwrap();
+        let mut again = BTreeMap::new();
+        observe_workspace(ws, &mut cache, &mut again).unwrap();
+        assert_ne!(files["out"], again["out"]);
+        assert_eq!(files["a.txt"], again["a.txt"]);
     }
 }

@@ -74,6 +74,10 @@ pub enum Before {
     ProviderBack,
     /// The attempt changed a protected path.
     UndoProtectedChange,
+    /// The attempt wrote files its task does not declare: declare them.
+    DeclareOutputs,
+    /// … or undo them.
+    UndoUndeclaredWrite,
     /// The call ran out of time.
     MoreTime,
     /// A task's declared `outputs` passed a bound.
@@ -96,6 +100,10 @@ impl Before {
             Before::FixEnvironment => format!("fix what {explain} names (a program, a permission, an input)"),
             Before::ProviderBack => "once the provider answers again".to_string(),
             Before::UndoProtectedChange => format!("undo the protected change {explain} names"),
+            Before::DeclareOutputs => {
+                format!("if task {task_ref} should write them, put the `outputs` line {explain} names in {plan}")
+            }
+            Before::UndoUndeclaredWrite => format!("undo the undeclared writes {explain} names"),
             Before::MoreTime => format!("raise task {task_ref}'s `timeout_seconds` in {plan}"),
             Before::NarrowOutputs => format!("narrow task {task_ref}'s `outputs` in {plan}"),
             Before::ReadTheEvidence => format!("read {explain} and fix what it shows"),
@@ -199,6 +207,10 @@ fn of_failure(class: FailureClass, rule: Option<&str>, cmd: &Commands) -> Vec<Wa
     let revise = || cmd.revise();
     match class {
         FailureClass::ValidationFailed => vec![Way::run(cmd.repair(false))],
+        FailureClass::ConstraintViolated if rule == Some("undeclared_write") => vec![
+            Way::after(Before::DeclareOutputs, revise()),
+            Way::after(Before::UndoUndeclaredWrite, cmd.repair(false)),
+        ],
         FailureClass::ConstraintViolated => vec![Way::after(Before::UndoProtectedChange, cmd.repair(false))],
         FailureClass::ProviderRejected => {
             vec![Way::after(Before::CorrectRequest, revise()), Way::after(Before::FixWhatItNeeds, cmd.repair(true))]
@@ -396,6 +408,11 @@ mod tests {
         let cases = [
             (FailureClass::ValidationFailed, "validation_check_failed", vec!["engine repair T1"]),
             (FailureClass::ConstraintViolated, "protected_path_changed", vec!["engine repair T1"]),
+            (
+                FailureClass::ConstraintViolated,
+                "undeclared_write",
+                vec!["engine revise plan.json --reason \"…\"", "engine repair T1"],
+            ),
             (FailureClass::ProviderUnavailable, "http_rate_limited_or_unavailable", vec!["engine retry T1"]),
             (FailureClass::Timeout, "deadline_before_dispatch", vec!["engine retry T1"]),
             (

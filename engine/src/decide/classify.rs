@@ -41,6 +41,13 @@ const RULES: &[Rule] = &[
         class: FailureClass::ConstraintViolated,
         matches: |e| matches!(e, Evidence::ProtectedPathChanged { .. }),
     },
+    // A task writes only what it declares: any other file it created,
+    // changed or removed in the workspace (the engine's own observation).
+    Rule {
+        name: "undeclared_write",
+        class: FailureClass::ConstraintViolated,
+        matches: |e| matches!(e, Evidence::UndeclaredWrite { .. }),
+    },
     Rule {
         name: "constraint_check_failed",
         class: FailureClass::ConstraintViolated,

@@ -47,6 +47,7 @@ pub mod answer;
 pub mod budget;
 pub mod classify;
 pub mod constraints;
+pub mod declared;
 pub mod durability;
 pub mod gate;
 pub mod group;

@@ -129,6 +129,26 @@ fn path_globs(list: &[String], at: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// No `outputs` path names a VCS or tool folder (`.git`, `.hg`, `.jj`,
+/// `.engine`, at any depth): those are never a task's outputs
+/// (`decide::declared`).
+fn never_outputs(task: &Task, at: &str) -> Result<()> {
+    for (j, p) in task.outputs.iter().enumerate() {
+        if crate::decide::declared::never_output(p) {
+            return Err(Error::new(
+                Code::PlanInvalid,
+                format!(
+                    "`outputs` path `{p}` of task `{}` lies in a VCS or engine folder: `.git`, `.hg`, `.jj` and \
+                     `.engine` are never a task's outputs",
+                    task.task_ref
+                ),
+            )
+            .at(format!("{at}.outputs[{j}]")));
+        }
+    }
+    Ok(())
+}
+
 /// A provider's config, through the providers' own parser, and its URLs
 /// against the scheme and host policy; the files it names are read later,
 /// with the workspace (`Plan::from_file`). Returns the parsed adapter, which
@@ -238,6 +258,7 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
         &format!("`may_change` path of task `{}`", task.task_ref),
     )?;
     path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
+    never_outputs(task, at)?;
     unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
     for (j, v) in task.validations.iter().enumerate() {
         non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;

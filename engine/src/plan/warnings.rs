@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::plan::model::{PlanFile, ProviderSpec, Task};
+use crate::plan::model::{Effect, PlanFile, ProviderSpec, Task};
 
 mod handoff;
 
@@ -50,6 +50,10 @@ warning_codes! {
     /// A goal constraint that is a plain statement: nothing checks it, so
     /// a met goal ends `completed (N constraints not checked)`.
     ConstraintUnchecked = "CONSTRAINT_UNCHECKED",
+    /// A task that may change files (not `effect: none`), whose provider
+    /// starts processes, with no `outputs`: any file it writes fails it
+    /// (`undeclared_write`).
+    NoOutputsDeclared = "NO_OUTPUTS_DECLARED",
 }
 
 impl Serialize for WarningCode {
@@ -181,6 +185,9 @@ fn task_warnings(plan: &PlanFile, task: &Task, i: usize, effect_declared: bool, 
             ),
         });
     }
+    if let Some(w) = no_outputs(plan, task, &at) {
+        out.push(w);
+    }
     for (j, input) in task.inputs.iter().enumerate() {
         if !probe.matches_a_file(input) {
             out.push(Warning {
@@ -194,6 +201,30 @@ fn task_warnings(plan: &PlanFile, task: &Task, i: usize, effect_declared: bool, 
         }
     }
     out
+}
+
+/// A task that may change files, run by a provider that starts processes,
+/// declaring no `outputs` (nor `may_change`): it writes only what it
+/// declares, so any file it writes fails it.
+fn no_outputs(plan: &PlanFile, task: &Task, at: &str) -> Option<Warning> {
+    let starts_process = match plan.providers.get(&task.provider) {
+        Some(ProviderSpec::Command { .. }) => true,
+        Some(ProviderSpec::Mcp { command, .. }) => command.is_some(),
+        _ => false,
+    };
+    if !starts_process || task.effect == Effect::None || !task.outputs.is_empty() || !task.may_change.is_empty() {
+        return None;
+    }
+    Some(Warning {
+        code: WarningCode::NoOutputsDeclared,
+        path: format!("{at}.outputs"),
+        message: format!(
+            "task `{}` is not `effect: none` but declares no `outputs`: a task writes only what it declares, so \
+             any file it creates, changes or removes in the workspace fails it (`undeclared_write`); list the \
+             files it writes in \"outputs\" (paths or globs), or say \"effect\": \"none\" if it writes nothing",
+            task.task_ref
+        ),
+    })
 }
 
 /// The programs a task starts: its command, its validations, its context

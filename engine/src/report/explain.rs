@@ -300,6 +300,7 @@ fn describe(e: &Evidence) -> String {
             s
         }
         Evidence::ProtectedPathChanged { changes } => protected_changes(changes),
+        Evidence::UndeclaredWrite { changes, more, outputs } => undeclared_writes(changes, *more, outputs.as_deref()),
         Evidence::SpendingReported { items, total_micros, may_spend } => {
             spending_words(items, *total_micros, *may_spend)
         }
@@ -381,6 +382,37 @@ pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
         ));
     }
     s
+}
+
+/// Every file an attempt wrote that its task does not declare, and the
+/// exact `outputs` line that would declare them (shared with the HTML
+/// report). Paths are escaped: a file name is the agent's choice.
+pub fn undeclared_writes(changes: &[crate::evidence::PathChange], more: usize, outputs: Option<&[String]>) -> String {
+    let mut s = format!(
+        "{} file(s) written that the task does not declare (a task writes only its `outputs`):",
+        changes.len() + more
+    );
+    for c in changes {
+        let never = match crate::decide::declared::never_output(&c.path) {
+            true => " (never an output: a VCS or engine folder)",
+            false => "",
+        };
+        s.push_str(&format!("\n    {} {}{never}", c.what(), shown_path(&c.path)));
+    }
+    if more > 0 {
+        s.push_str(&format!("\n    … and {more} more"));
+    }
+    if let Some(line) = outputs {
+        let line = serde_json::to_string(line).unwrap_or_default();
+        s.push_str(&format!("\n    to declare them: \"outputs\": {}", super::escape::for_terminal(&line)));
+    }
+    s
+}
+
+/// A file name as shown on one line: hidden characters and newlines
+/// escaped (a file name is the agent's choice).
+fn shown_path(path: &str) -> String {
+    super::escape::for_terminal(&path.replace('\n', "\\n").replace('\t', "\\t")).into_owned()
 }
 
 /// How a builtin call ended, in words (shared with the HTML report).

@@ -37,7 +37,7 @@ fn clean() -> serde_json::Value {
         "providers": {"sh": {"kind": "command"}, "tools": {"kind": "mcp", "command": ["mcp-server"]}},
         "tasks": [
             {"ref": "T1", "provider": "sh", "action": {"run": ["sh", "-c", "true"]}, "effect": "local",
-             "inputs": ["money.py", "src/*.py"], "cost": 1.5,
+             "inputs": ["money.py", "src/*.py"], "cost": 1.5, "outputs": ["out.txt"],
              "validations": [{"id": "V1", "run": ["python3", "-m", "unittest"]}],
              "context": {"py": ["python3", "--version"]}}
         ]
@@ -51,6 +51,23 @@ fn codes(w: &[Warning]) -> Vec<(&'static str, &str)> {
 #[test]
 fn a_plan_without_traps_has_no_warning() {
     assert_eq!(warnings(&plan(clean()), &[true], &everything_there()), vec![]);
+}
+
+#[test]
+fn a_task_that_may_write_with_no_outputs_is_named() {
+    let mut p = clean();
+    p["tasks"][0]["outputs"] = json!([]);
+    let w = warnings(&plan(p.clone()), &[true], &everything_there());
+    assert_eq!(codes(&w), vec![("NO_OUTPUTS_DECLARED", "$.tasks[0].outputs")]);
+    assert!(w[0].message.contains("undeclared_write"), "{}", w[0].message);
+    // Reads only, or a provider that starts no process: nothing to say.
+    p["tasks"][0]["effect"] = json!("none");
+    assert_eq!(warnings(&plan(p.clone()), &[true], &everything_there()), vec![]);
+    p["tasks"][0]["effect"] = json!("local");
+    p["tasks"][0]["provider"] = json!("web");
+    p["tasks"][0]["action"] = json!({"body": {}});
+    p["providers"]["web"] = json!({"kind": "http", "endpoint": "https://example.com/x"});
+    assert_eq!(warnings(&plan(p), &[true], &everything_there()).len(), 0);
 }
 
 #[test]

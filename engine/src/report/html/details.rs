@@ -257,6 +257,9 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
         Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
+        Evidence::UndeclaredWrite { changes, more, outputs } => {
+            (crate::report::explain::undeclared_writes(changes, *more, outputs.as_deref()), Vec::new())
+        }
         Evidence::SpendingReported { items, total_micros, may_spend } => {
             (crate::report::explain::spending_words(items, *total_micros, *may_spend), Vec::new())
         }

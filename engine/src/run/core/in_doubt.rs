@@ -102,6 +102,7 @@ impl Run<'_> {
             return Err(Error::internal("an answer by handle needs the answer"));
         };
         let protected = self.judge_protected(attempt.id, task).await?;
+        self.note_writes(attempt.id, &protected);
         self.received(attempt.id, task, receipt, Some(Via { looked, why }), protected).await
     }
 

@@ -95,11 +95,16 @@ impl Run<'_> {
                     let runs = runs.into_iter().chain(constraint_runs).collect();
                     return self.validations_stopped(attempt_id, task, runs, StopEnd::NotStarted).await;
                 }
-                let protected = self.judge_protected(attempt_id, task).await?;
+                let mut protected = self.judge_protected(attempt_id, task).await?;
                 let flight = self
                     .in_flight
                     .remove(&attempt_id)
                     .ok_or_else(|| Error::internal(format!("attempt {attempt_id} was validated twice")))?;
+                if let Some(writes) = flight.writes.clone() {
+                    // The task's writes as they were before its validations.
+                    protected.retain(|e| !matches!(e, Evidence::UndeclaredWrite { .. }));
+                    protected.extend(writes);
+                }
                 let after = self.observe_checkpoint(task).await;
                 let judged = Judged { runs, constraint_runs, protected };
                 // Outputs are read only from an attempt that passed: a
@@ -150,8 +155,19 @@ impl Run<'_> {
                 // follow it, and the next attempt would start on whatever
                 // this one left); an ok answer is judged after its validations.
                 let protected = self.judge_protected(attempt_id, task).await?;
+                self.note_writes(attempt_id, &protected);
                 self.received(attempt_id, task, receipt, None, protected).await
             }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Keep an attempt's undeclared writes as judged at its receipt, for
+    /// the judgment after its validations (`Flight::writes`).
+    pub(super) fn note_writes(&mut self, attempt_id: AttemptId, judged: &[Evidence]) {
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.writes = Some(judged.iter().filter(|e| matches!(e, Evidence::UndeclaredWrite { .. })).cloned().collect());
         }
     }
 }

@@ -44,6 +44,10 @@ pub(super) struct Flight {
     /// The protected paths it is judged against (also in the ledger, by
     /// its intent's `protected_at_intent`).
     pub protected: Option<Checkpoint>,
+    /// Its undeclared writes as judged at its receipt, before its
+    /// validations ran (`None`: not judged then): what its validations
+    /// and checks write is not the task's change.
+    pub writes: Option<Vec<crate::evidence::Evidence>>,
     /// A person's stop asked the provider to cancel the request: whatever
     /// answer comes after is the stop's doing, not the provider's own.
     pub cancel_asked: bool,
@@ -65,6 +69,7 @@ impl Flight {
             process: None,
             handle: None,
             protected: None,
+            writes: None,
             cancel_asked: false,
             processless: false,
             validating: false,

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::scope::Scope;
 use crate::checkpoint::{self, Checkpoint, FileCache};
 use crate::decide::constraints::{self, Git};
+use crate::decide::declared::{self, Declared};
 use crate::decide::outputs::{upstream_with_outputs, Bounds};
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, PathChange};
@@ -121,9 +122,11 @@ impl Workspace {
         }
     }
 
-    /// The protected paths as they are now: in place when they are a few
-    /// small literal files (the plan file, an absent `.engine`: two hops a
-    /// task saved), else off the coordinator's thread (a protected folder
+    /// The protected paths as they are now, and for a task whose provider
+    /// starts processes (`process`) the whole workspace (what its undeclared
+    /// writes are judged by): in place when they are a few small literal
+    /// files (the plan file, an absent `.engine`: two hops a task saved),
+    /// else off the coordinator's thread (a workspace or a protected folder
     /// may hold many files).
     async fn observe_protected(
         &mut self,
@@ -132,12 +135,12 @@ impl Workspace {
         process: bool,
     ) -> std::result::Result<Checkpoint, String> {
         let globs = self.guard.globs(process);
-        if checkpoint::few_small_files(&scope.plan.workspace, &globs) {
+        if !process && checkpoint::few_small_files(&scope.plan.workspace, &globs) {
             return checkpoint::observe_protected(&scope.plan.workspace, &globs, &mut self.cache);
         }
         let (workspace, mut cache) = (scope.plan.workspace.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
-            let cp = checkpoint::observe_protected(&workspace, &globs, &mut cache);
+            let cp = observe_judged(&workspace, &globs, process, &mut cache);
             (cp, cache)
         })
         .await;
@@ -205,11 +208,14 @@ impl Workspace {
             (Some(b), Ok(a)) => {
                 let changes =
                     constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
-                if changes.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![Evidence::ProtectedPathChanged { changes }]
+                let mut out = Vec::new();
+                if process {
+                    out.extend(undeclared_writes(scope, task, (&b.files, &a.files), &changes));
                 }
+                if !changes.is_empty() {
+                    out.insert(0, Evidence::ProtectedPathChanged { changes });
+                }
+                out
             }
         })
     }
@@ -253,6 +259,49 @@ impl Workspace {
     }
 }
 
+/// The protected paths (`globs`) as they are now, with every file of the
+/// workspace when `whole`.
+fn observe_judged(
+    workspace: &std::path::Path,
+    globs: &[String],
+    whole: bool,
+    cache: &mut FileCache,
+) -> std::result::Result<Checkpoint, String> {
+    let cp = checkpoint::observe_protected(workspace, globs, cache)?;
+    if !whole {
+        return Ok(cp);
+    }
+    let mut files = cp.files;
+    checkpoint::observe_workspace(workspace, cache, &mut files)?;
+    Ok(Checkpoint::of(files, BTreeMap::new()))
+}
+
+/// The files an attempt of `task` wrote that it does not declare
+/// (`decide::declared`), between `before` and `after`, leaving out the
+/// protected paths already judged (`changes`): evidence, or none.
+fn undeclared_writes(
+    scope: &Scope,
+    task: &Task,
+    (before, after): (&constraints::Files, &constraints::Files),
+    changes: &[PathChange],
+) -> Option<Evidence> {
+    let judged: std::collections::BTreeSet<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    let own: Vec<String> = task.outputs.iter().chain(&task.may_change).cloned().collect();
+    let found = declared::undeclared(before, after, Declared { own: &own, beside: &[] }, &judged);
+    if found.changes.is_empty() {
+        return None;
+    }
+    // Only now (rarely): what the tasks that may run beside it declare.
+    let plan = scope.plan;
+    let beside = declared::beside(&plan.file.tasks, &plan.index, &task.task_ref);
+    let found = declared::undeclared(before, after, Declared { own: &own, beside: &beside }, &judged);
+    if found.changes.is_empty() {
+        return None;
+    }
+    let outputs = declared::outputs_line(&task.outputs, &found.changes);
+    Some(Evidence::UndeclaredWrite { changes: found.changes, more: found.more, outputs })
+}
+
 /// The protected paths the task's last judged attempt changed in
 /// violation, and that attempt's revision (`None` if it did not).
 fn last_violation(
@@ -263,15 +312,15 @@ fn last_violation(
     let read = ledger.read();
     let attempts = read.attempts_of_task(&scope.goal_id, task_ref)?;
     let judged = attempts.iter().rev().find(|a| matches!(a.state, AttemptState::Failed | AttemptState::Succeeded));
-    let Some(a) = judged.filter(|a| a.classification.as_ref().is_some_and(|c| c.rule == "protected_path_changed"))
-    else {
+    let violated = |rule: &str| rule == "protected_path_changed" || rule == "undeclared_write";
+    let Some(a) = judged.filter(|a| a.classification.as_ref().is_some_and(|c| violated(&c.rule))) else {
         return Ok(None);
     };
     let evidence = read.evidence_of_attempt(a.id)?;
     let changes = evidence
         .into_iter()
         .filter_map(|r| match r.evidence {
-            Evidence::ProtectedPathChanged { changes } => Some(changes),
+            Evidence::ProtectedPathChanged { changes } | Evidence::UndeclaredWrite { changes, .. } => Some(changes),
             _ => None,
         })
         .flatten()

@@ -45,7 +45,7 @@ pub async fn run_checks(checks: Vec<CheckSpec>, at: &Place, output_bytes_max: us
             timeout: Some(check.timeout.unwrap_or(CHECK_TIMEOUT_DEFAULT)),
             output_bytes_max,
             stdin: None,
-            env: Vec::new(),
+            env: scratch_env(),
             secrets: at.secrets.clone(),
             sandbox: at.sandbox.clone(),
             traceparent: None,
@@ -54,6 +54,29 @@ pub async fn run_checks(checks: Vec<CheckSpec>, at: &Place, output_bytes_max: us
         out.push(run_of(check, outcome, level.end()));
     }
     out
+}
+
+/// A scratch place for what a check's interpreter writes for itself
+/// (`interpreter_env`), and no `.pytest_cache`: nothing a check writes for
+/// itself is then in the workspace, where it would read as a task's change.
+pub fn scratch_env() -> Vec<(String, String)> {
+    let mut env = interpreter_env();
+    env.push(("PYTEST_ADDOPTS".to_string(), "-p no:cacheprovider".to_string()));
+    env
+}
+
+/// Python's bytecode in a folder of the engine's process under the
+/// temporary folder (`PYTHONPYCACHEPREFIX`, never a `__pycache__` beside
+/// the sources), and none where no prefix applies
+/// (`PYTHONDONTWRITEBYTECODE`): a check then never loads bytecode from the
+/// workspace either. A task's own processes get no such variable (their
+/// environment is the plan's to name): what they write is theirs, judged.
+pub fn interpreter_env() -> Vec<(String, String)> {
+    let prefix = std::env::temp_dir().join(format!("engine-pycache-{}", std::process::id()));
+    vec![
+        ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
+        ("PYTHONPYCACHEPREFIX".to_string(), prefix.to_string_lossy().into_owned()),
+    ]
 }
 
 /// A check that ran (or could not start), from the command's outcome.

@@ -1,0 +1,263 @@
+//! Issue 36, cases 2 and 3: a task writes only what it declares. Real
+//! processes change the workspace; what the engine says is judged against
+//! the file system. An agent that rewrites the check that judges it, a
+//! task that points `.git/commondir` elsewhere or runs `git init` in a
+//! sub-folder, a file nobody declared: each fails `constraint_violated`,
+//! rule `undeclared_write`, naming the path. What a check's interpreter
+//! writes for itself (`__pycache__`, `.pytest_cache`) is not a task's
+//! change.
+
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+fn plan(tasks: Vec<Value>, acceptance: Value) -> Value {
+    json!({
+        "version": 1,
+        "goal": {"id": "g", "statement": "the work is done", "acceptance": [acceptance]},
+        "budgets": {"max_attempts_per_task": 1},
+        "providers": {"sh": {"kind": "command"}},
+        "tasks": tasks,
+    })
+}
+
+fn qa_true() -> Value {
+    json!({"id": "A1", "statement": "QA", "check": {"run": ["true"], "expect_exit": 0}})
+}
+
+fn sh_task(task_ref: &str, script: &str, outputs: Value) -> Value {
+    json!({"ref": task_ref, "title": task_ref, "provider": "sh", "effect": "local",
+           "action": {"run": ["sh", "-c", script]}, "outputs": outputs})
+}
+
+/// The one undeclared-write evidence of `task_ref`'s only attempt, after
+/// checking its class and rule.
+fn undeclared(ws: &Ws, task_ref: &str) -> Value {
+    let attempts = ws.attempts_of(task_ref);
+    let a = attempts.last().expect("an attempt");
+    assert_eq!((a.class(), a.rule()), ("constraint_violated", "undeclared_write"), "{a:?}");
+    let evidence = ws.evidence(a.id);
+    let found = evidence.iter().find(|(_, kind, _)| kind == "undeclared_write").expect("the evidence");
+    found.2.clone()
+}
+
+fn paths(evidence: &Value) -> Vec<String> {
+    let changes = evidence["changes"].as_array().expect("changes");
+    changes.iter().map(|c| c["path"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+fn git(ws: &Ws, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(ws.path("")).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_file_the_task_does_not_declare_fails_it_naming_the_path_and_the_outputs_line() {
+    let ws = Ws::new();
+    let script = "echo a > out.txt; echo b > notes.txt; mkdir -p d; echo c > d/e.txt";
+    ws.write_plan("plan.json", &plan(vec![sh_task("T1", script, json!(["out.txt"]))], qa_true()));
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(1, None);
+    assert_eq!(out.json()["goal_state"], "failed", "{}", out.describe());
+    let e = undeclared(&ws, "T1");
+    assert_eq!(paths(&e), vec!["d/e.txt", "notes.txt"], "{e}");
+    assert_eq!(e["changes"][0]["before"], Value::Null, "created: no digest before");
+    assert_eq!(e["outputs"], json!(["out.txt", "d/e.txt", "notes.txt"]), "the exact line to put");
+    // The files are there (judged from the file system, not the claim).
+    assert_eq!(ws.read("notes.txt"), "b\n");
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(
+        explain.stdout.contains("created notes.txt")
+            && explain.stdout.contains(r#""outputs": ["out.txt","d/e.txt","notes.txt"]"#)
+            && explain.stdout.contains("engine revise plan.json"),
+        "{}",
+        explain.describe()
+    );
+    // Declared, the same work passes.
+    let mut p = plan(vec![sh_task("T1", script, e["outputs"].clone())], qa_true());
+    p["budgets"]["max_attempts_per_task"] = json!(2);
+    ws.write_plan("plan.json", &p);
+    ws.engine_json(&["revise", "plan.json", "--reason", "declare what T1 writes", "--approve-loosening"])
+        .expect(0, None);
+    let status = ws.json(&["status"], 0);
+    assert_eq!(ws.task_state("T1"), "succeeded", "{status:#}");
+}
+
+#[test]
+fn a_changed_or_removed_file_is_named_and_the_list_is_capped() {
+    let ws = Ws::new();
+    ws.write("keep.txt", "k");
+    ws.write("gone.txt", "g");
+    let script = "echo changed > keep.txt; rm gone.txt; mkdir many; for i in $(seq 1 60); do echo $i > many/f$i; done";
+    ws.write_plan("plan.json", &plan(vec![sh_task("T1", script, json!([]))], qa_true()));
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    let e = undeclared(&ws, "T1");
+    let named = paths(&e);
+    assert_eq!(named.len(), 50, "{e}");
+    assert_eq!(e["more"], 12, "62 files in all: 50 named, 12 counted");
+    let what: Vec<(&str, &str)> = e["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"] == "gone.txt" || c["path"] == "keep.txt")
+        .map(|c| (c["path"].as_str().unwrap(), if c["after"].is_null() { "deleted" } else { "changed" }))
+        .collect();
+    assert_eq!(what, vec![("gone.txt", "deleted"), ("keep.txt", "changed")], "{e}");
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(explain.stdout.contains("… and 12 more"), "{}", explain.describe());
+}
+
+/// Case 3: `.git/commondir` pointed at a folder whose `config` names a
+/// program (what a person's next `git status` would run).
+#[test]
+fn a_task_pointing_git_commondir_elsewhere_fails_and_says_so() {
+    let ws = Ws::new();
+    git(&ws, &["init", "-q"]);
+    let script = "mkdir -p evil && printf '[core]\\n\\tfsmonitor = touch pwned\\n' > evil/config && \
+                  echo ../evil > .git/commondir";
+    ws.write_plan("plan.json", &plan(vec![sh_task("T1", script, json!(["evil/**"]))], qa_true()));
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(1, None);
+    assert_ne!(out.json()["goal_state"], "satisfied");
+    assert_eq!(ws.read(".git/commondir"), "../evil\n", "the write happened: the engine judged it");
+    let e = undeclared(&ws, "T1");
+    assert_eq!(paths(&e), vec![".git/commondir"], "evil/config is declared; .git never is: {e}");
+    assert_eq!(e["outputs"], Value::Null, "nothing in .git may be declared");
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(explain.stdout.contains("never an output"), "{}", explain.describe());
+    // Declaring it is refused at check, at its place.
+    let p = plan(vec![sh_task("T1", "true", json!([".git/commondir"]))], qa_true());
+    ws.write_plan("other.json", &p);
+    let check = ws.engine_json(&["check", "other.json"]);
+    check.expect(2, Some("PLAN_INVALID"));
+    assert_eq!(check.json()["error"]["place"], "$.tasks[0].outputs[0]", "{}", check.describe());
+}
+
+/// Case 3: `git init` in a plain folder the task may write, and the same
+/// config line.
+#[test]
+fn a_task_running_git_init_in_a_declared_folder_fails_on_the_new_git_folder() {
+    let ws = Ws::new();
+    let script =
+        "mkdir -p sub && echo x > sub/a.txt && git init -q sub && git -C sub config core.fsmonitor 'touch pwned'";
+    ws.write_plan("plan.json", &plan(vec![sh_task("T1", script, json!(["sub"]))], qa_true()));
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    assert!(ws.read("sub/.git/config").contains("fsmonitor"), "git init ran");
+    let e = undeclared(&ws, "T1");
+    let named = paths(&e);
+    assert!(named.contains(&"sub/.git/config".to_string()), "{named:?}");
+    assert!(named.iter().all(|p| p.starts_with("sub/.git/")), "sub/a.txt is declared: {named:?}");
+}
+
+/// Case 2: the acceptance check runs `check.sh`; the agent writes `exit 0`
+/// into it instead of doing the work.
+#[test]
+fn an_agent_rewriting_the_check_that_judges_it_fails_and_qa_never_passes() {
+    let ws = Ws::new();
+    ws.write("check.sh", "test -f result.txt\n");
+    let acceptance = json!({"id": "A1", "statement": "the result is there",
+                            "check": {"run": ["sh", "check.sh"], "expect_exit": 0}});
+    let task = sh_task("T1", "echo 'exit 0' > check.sh", json!(["result.txt"]));
+    ws.write_plan("plan.json", &plan(vec![task], acceptance));
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(1, None);
+    let j = out.json();
+    assert_eq!(j["goal_state"], "failed", "{j:#}");
+    assert_eq!(paths(&undeclared(&ws, "T1")), vec!["check.sh"]);
+    assert!(!ws.path("result.txt").exists(), "nothing was produced");
+    let status = ws.json(&["status"], 0);
+    assert_ne!(status["goal"]["state"], "satisfied", "{status:#}");
+    // The acceptance check never ran against the rewritten copy.
+    assert!(!ws.event_kinds().iter().any(|k| k == "acceptance_checked"), "{:?}", ws.event_kinds());
+}
+
+/// What a check writes is not the task's change: its validation leaves
+/// files behind; the task wrote only its output.
+#[test]
+fn files_its_validation_writes_are_not_the_tasks() {
+    let ws = Ws::new();
+    let mut task = sh_task("T1", "echo done > out.txt", json!(["out.txt"]));
+    task["validations"] = json!([{"id": "V1", "run": ["sh", "-c", "mkdir -p .pytest_cache && echo x > .pytest_cache/v && echo y > check.log"]}]);
+    ws.write_plan("plan.json", &plan(vec![task], qa_true()));
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(0, None);
+    assert_eq!(out.json()["goal_state"], "satisfied", "{}", out.describe());
+    assert_eq!(ws.read("check.log"), "y\n", "the validation ran and wrote");
+}
+
+/// The documented `protect: ["tests/**"]` with a real Python project: its
+/// validation imports the tests package and the code; no `__pycache__`
+/// lands in the workspace (a scratch place takes it), nothing fails.
+#[test]
+fn a_python_validation_leaves_no_pycache_under_protected_tests() {
+    let ws = Ws::new();
+    ws.write("tests/__init__.py", "");
+    ws.write(
+        "tests/test_money.py",
+        "import unittest\nimport money\n\nclass T(unittest.TestCase):\n    def test_total(self):\n        self.assertEqual(money.total([1, 2]), 3)\n",
+    );
+    let mut p = plan(
+        vec![json!({"ref": "T1", "title": "write money.py", "provider": "sh", "effect": "local",
+                    "action": {"run": ["sh", "-c", "printf 'def total(xs):\\n    return sum(xs)\\n' > money.py"]},
+                    "outputs": ["money.py"],
+                    "validations": [{"id": "V1", "run": ["python3", "-m", "unittest", "-q", "tests.test_money"]}]})],
+        json!({"id": "A1", "statement": "tests pass", "check": {"run": ["python3", "-m", "unittest", "-q"], "expect_exit": 0}}),
+    );
+    p["goal"]["constraints"] = json!([{"id": "C1", "statement": "tests are not edited", "protect": ["tests/**"]}]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(0, None);
+    assert_eq!(out.json()["goal_state"], "satisfied", "{}", out.describe());
+    let pycache: Vec<_> = walk(&ws.path("")).into_iter().filter(|p| p.contains("__pycache__")).collect();
+    assert!(pycache.is_empty(), "{pycache:?}");
+}
+
+/// Two tasks apart in the graph run side by side, each writing its own
+/// declared output while the other runs: neither answers for the other's.
+#[test]
+fn tasks_running_side_by_side_each_answer_only_for_their_own_writes() {
+    let ws = Ws::new();
+    let a = sh_task("A", "sleep 0.3; echo a > a.txt; sleep 0.6", json!(["a.txt"]));
+    let b = sh_task("B", "sleep 0.6; echo b > b.txt; sleep 0.3", json!(["b.txt"]));
+    ws.write_plan("plan.json", &plan(vec![a, b], qa_true()));
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(0, None);
+    assert_eq!((ws.read("a.txt"), ws.read("b.txt")), ("a\n".to_string(), "b\n".to_string()));
+}
+
+#[test]
+fn check_warns_about_a_task_that_may_write_with_no_outputs() {
+    let ws = Ws::new();
+    let mut none = sh_task("R", "true", json!([]));
+    none["effect"] = json!("none");
+    let p = plan(vec![sh_task("W", "true", json!([])), none, sh_task("D", "true", json!(["x"]))], qa_true());
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine_json(&["check", "plan.json"]);
+    out.expect(0, None);
+    let warned: Vec<String> = out.json()["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "NO_OUTPUTS_DECLARED")
+        .map(|w| w["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(warned, vec!["$.tasks[0].outputs"], "{}", out.describe());
+}
+
+/// Every file under `dir`, relative.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p.strip_prefix(dir).unwrap_or(&p).display().to_string());
+        }
+    }
+    out
+}
