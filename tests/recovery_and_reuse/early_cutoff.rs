@@ -19,9 +19,10 @@ fn chain(n: usize, outputs: bool) -> Vec<Value> {
             };
             let mut t = sh_task(&format!("T{k}"), &script);
             t["inputs"] = json!([input]);
-            if outputs {
-                t["outputs"] = json!([format!("out{k}.txt")]);
-            }
+            // Its write declared either way: kept (`outputs`) or only
+            // allowed (`may_change`).
+            let field = if outputs { "outputs" } else { "may_change" };
+            t[field] = json!([format!("out{k}.txt")]);
             if k > 1 {
                 t["depends_on"] = json!([format!("T{}", k - 1)]);
             }

@@ -18,7 +18,7 @@ fn built() -> (Ws, String) {
     let tool = tool.to_str().unwrap().to_string();
     let task = json!({
         "ref": "T1", "title": "the tool", "provider": "sh", "action": {"run": ["sh", tool]},
-        "effect": "local", "inputs": [], "depends_on": [], "validations": [],
+        "effect": "local", "inputs": [], "depends_on": [], "validations": [], "may_change": ["out.txt"],
     });
     ws.write_plan("plan.json", &plan("tool", vec![task]));
     ws.json(&["run", "plan.json"], 0);
