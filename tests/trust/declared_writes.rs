@@ -133,6 +133,12 @@ fn a_task_pointing_git_commondir_elsewhere_fails_and_says_so() {
     let check = ws.engine_json(&["check", "other.json"]);
     check.expect(2, Some("PLAN_INVALID"));
     assert_eq!(check.json()["error"]["place"], "$.tasks[0].outputs[0]", "{}", check.describe());
+    // So is the plan file itself.
+    let p = plan(vec![sh_task("T1", "true", json!(["out.txt", "./other.json"]))], qa_true());
+    ws.write_plan("other.json", &p);
+    let check = ws.engine_json(&["check", "other.json"]);
+    check.expect(2, Some("PLAN_INVALID"));
+    assert_eq!(check.json()["error"]["place"], "$.tasks[0].outputs[1]", "{}", check.describe());
 }
 
 /// Case 3: `git init` in a plain folder the task may write, and the same

@@ -73,7 +73,9 @@ impl Plan {
     pub fn load(path: &Path, workspace: Option<&Path>) -> Result<Plan> {
         let source = Plan::read(path, workspace)?;
         let at = source.path.clone();
-        Ok(Plan { source: at, ..Plan::from_file(source.file, source.workspace)? })
+        let plan = Plan { source: at, ..Plan::from_file(source.file, source.workspace)? };
+        plan_file_not_an_output(&plan)?;
+        Ok(plan)
     }
 
     /// Read and parse a plan file; nothing checked beyond the parse.
@@ -121,7 +123,9 @@ impl Plan {
     pub fn checked(mut source: Source, cached: Option<&cache::CachedPlan>) -> Result<(Plan, bool)> {
         let Some((order, digests)) = cached.and_then(|c| c.derived(&source.key, &source.file)) else {
             let at = source.path.clone();
-            return Ok((Plan { source: at, ..Plan::from_file(source.file, source.workspace)? }, false));
+            let plan = Plan { source: at, ..Plan::from_file(source.file, source.workspace)? };
+            plan_file_not_an_output(&plan)?;
+            return Ok((plan, false));
         };
         sort_free_form(&mut source.file);
         let Source { file, workspace, path, .. } = source;
@@ -162,6 +166,29 @@ fn sort_free_form(file: &mut PlanFile) {
 
 /// What the file system decides: every literal input inside the
 /// workspace, every provider's files readable.
+/// The plan file is never a task's output: a literal `outputs` path that
+/// names it (or a folder it lies in) is refused at its place. (A glob that
+/// happens to match it gives no right: the plan file stays the engine's
+/// protected path.)
+fn plan_file_not_an_output(plan: &Plan) -> Result<()> {
+    let Some(rel) = plan.source.as_deref().and_then(|p| p.strip_prefix(&plan.workspace).ok()) else { return Ok(()) };
+    let Some(rel) = rel.to_str() else { return Ok(()) };
+    for (i, task) in plan.file.tasks.iter().enumerate() {
+        let names_it = |o: &String| !o.contains(['*', '?', '[']) && crate::decide::constraints::covers(o, rel);
+        if let Some(j) = task.outputs.iter().position(names_it) {
+            return Err(Error::new(
+                Code::PlanInvalid,
+                format!(
+                    "`outputs` of task `{}` names the plan file {rel}: the plan file is never a task's output",
+                    task.task_ref
+                ),
+            )
+            .at(format!("$.tasks[{i}].outputs[{j}]")));
+        }
+    }
+    Ok(())
+}
+
 fn check_files(file: &PlanFile, workspace: &Path) -> Result<()> {
     let mut expander = workspace::Expander::checking(workspace).map_err(|why| workspace_unusable(workspace, &why))?;
     for (i, task) in file.tasks.iter().enumerate() {
