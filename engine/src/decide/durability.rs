@@ -17,7 +17,7 @@
 
 use crate::plan::model::Effect;
 use crate::plan::Task;
-use crate::store::Durability;
+use crate::state::Durability;
 
 /// What an attempt's task risks when its records are lost, as far as
 /// durability cares.

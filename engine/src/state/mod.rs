@@ -214,6 +214,16 @@ impl std::fmt::Display for StopSignal {
     }
 }
 
+/// How durable a commit must be. `Full` survives power loss (intents,
+/// receipts, settlements, approvals); `Normal` may lose the last commits on
+/// power loss (never on a process crash): bookkeeping the engine can
+/// re-derive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Normal,
+    Full,
+}
+
 #[cfg(test)]
 mod stop_signal_tests {
     use super::StopSignal;

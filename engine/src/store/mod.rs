@@ -57,15 +57,7 @@ pub const STORE_FILE: &str = "engine.db";
 /// The schema version this engine writes (a newer store is refused).
 pub const SCHEMA_VERSION: i64 = sqlite::SCHEMA_VERSION;
 
-/// How durable a commit must be. `Full` survives power loss (intents,
-/// receipts, settlements, approvals); `Normal` may lose the last commits on
-/// power loss (never on a process crash): bookkeeping the engine can
-/// re-derive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    Normal,
-    Full,
-}
+pub use crate::state::Durability;
 
 /// A damaged-store or full-disk error that names no place yet, naming the
 /// store at `path` (a read deep inside a run does not know it).
