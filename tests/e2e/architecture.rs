@@ -284,70 +284,40 @@ fn the_decisions_do_no_io() {
     }
 }
 
-/// Every file and folder of the repository, relative to its root (not
-/// the build's, the installed Node.js packages' nor git's own).
-fn repository_paths(dir: &Path, root: &Path, out: &mut Vec<String>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        let name = p.file_name().unwrap_or_default().to_string_lossy().to_string();
-        if matches!(name.as_str(), "target" | "node_modules" | ".git") {
-            continue;
-        }
-        out.push(p.strip_prefix(root).unwrap().display().to_string());
-        if p.is_dir() {
-            repository_paths(&p, root, out);
+/// What ARCHITECTURE.md names as a path: every code span holding a `/`
+/// (outside fenced blocks, URLs aside) and every link target. Paths are
+/// from the repository's root; a module is named with `::`, never a path.
+fn paths_named(text: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            prose.push_str(line);
+            prose.push('\n');
         }
     }
+    let spans = prose.split('`').skip(1).step_by(2);
+    let code = spans.filter(|s| s.contains('/') && !s.contains(char::is_whitespace) && !s.contains("://"));
+    let links = prose.split("](").skip(1).filter_map(|rest| rest.split([')', '#']).next());
+    code.chain(links).map(|p| p.trim_end_matches('/').to_string()).collect()
 }
 
-/// A backticked word of ARCHITECTURE.md that names a place in the
-/// repository: it has a `/` or a file's extension, and is none of the
-/// words that only look like one (MCP methods such as `tools/call`, a
-/// workspace's `.git/…`, cargo's `target/…`, an absolute or home path).
-fn named_path(word: &str) -> Option<&str> {
-    const METHODS: &[&str] =
-        &["tools/", "tasks/", "elicitation/", "server/", "notifications/", "resources/", "prompts/", "sampling/"];
-    const NOT_OURS: &[&str] = &[".git/", "target/", "/", "~", "$", "http", "-"];
-    let w = word.trim().trim_end_matches('/');
-    let odd = |c: char| c.is_whitespace() || "*{}()=<>|,;\"'`:[]…".contains(c);
-    let extension = [".rs", ".md", ".py", ".sh", ".sql", ".json", ".toml", ".js", ".c"].iter().any(|e| w.ends_with(e));
-    let refused = w.is_empty()
-        || w.chars().any(odd)
-        || METHODS.iter().chain(NOT_OURS).any(|p| w.starts_with(p))
-        || !(w.contains('/') || extension);
-    (!refused).then_some(w)
-}
-
-/// Issue 39: ARCHITECTURE.md names only files and folders that exist. A
-/// path is found at the repository's root, or as the end of one (the map
-/// names `run/held.rs` for `engine/src/run/held.rs`, a module `report/next`
-/// for `report/next.rs`), so a file that moved or went is caught.
 #[test]
-fn every_path_the_architecture_names_exists() {
+fn every_path_the_map_names_exists() {
     let root = repo_root();
-    let mut paths = Vec::new();
-    repository_paths(&root, &root, &mut paths);
-    let map = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let words: Vec<&str> = map.split('`').skip(1).step_by(2).filter_map(named_path).collect();
-    assert!(words.len() > 100, "the map names its files: {words:?}");
-    let exists = |w: &str| {
-        let (end, module) = (format!("/{w}"), format!("/{w}.rs"));
-        paths.iter().any(|p| p == w || *p == format!("{w}.rs") || p.ends_with(&end) || p.ends_with(&module))
-    };
-    let mut missing: Vec<&str> = words.into_iter().filter(|w| !exists(w)).collect();
-    missing.sort();
-    missing.dedup();
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let named = paths_named(&text);
+    assert!(named.len() > 50, "too few paths read: {named:?}");
+    let missing: Vec<&String> = named.iter().filter(|p| !root.join(p).exists()).collect();
     assert!(missing.is_empty(), "ARCHITECTURE.md names paths that do not exist: {missing:?}");
+    let lines = text.lines().count();
+    assert!(lines <= 300, "ARCHITECTURE.md is {lines} lines: a code map of at most 300");
 }
 
-/// The test above finds what it should: a path that moved is missing, a
-/// word that only looks like a path is not taken for one.
 #[test]
-fn the_architecture_path_check_tells_paths_from_words() {
-    assert_eq!(named_path("engine/src/run/held.rs"), Some("engine/src/run/held.rs"));
-    assert_eq!(named_path("report/next"), Some("report/next"));
-    assert_eq!(named_path("ARCHITECTURE.md"), Some("ARCHITECTURE.md"));
-    for word in ["tools/call", "elicitation/create", ".git/hooks", "target/tmp", "engine run PLAN", "--store", "a/b*"] {
-        assert_eq!(named_path(word), None, "{word}");
-    }
+fn a_path_that_does_not_exist_is_seen() {
+    let named = paths_named("see `engine/src/nowhere.rs` and [x](docs/gone.md#a), not `a::b`\n```\n`fenced/x`\n```\n");
+    assert_eq!(named, vec!["engine/src/nowhere.rs", "docs/gone.md"]);
 }
