@@ -7,6 +7,7 @@ mod budget_raise;
 mod budgets;
 mod classify_rules;
 mod constraints;
+mod controls_expiry;
 mod controls_hold;
 mod controls_rerun;
 mod early_cutoff;

@@ -336,7 +336,7 @@ pub enum Command {
             revision, and spent by the one call it allows: the next `engine run PLAN`, or `engine \
             retry OPERATION_ID` or `engine repair REF` when a person's retry or repair asked for it \
             (`engine status` names which).",
-        after_help = "Example:\n  engine approve op_3f2a9c0d1e2b4c5d6e7f8091 --note \"checked the amount: 12.40 EUR\""
+        after_help = "Examples:\n  engine approve op_3f2a9c0d1e2b4c5d6e7f8091 --note \"checked the amount: 12.40 EUR\"\n  engine approve op_3f2a9c0d1e2b4c5d6e7f8091 --note \"today only\" --for 2h --expect-cost 12.4"
     )]
     Approve {
         /// The operation id, as `engine status` shows it.
@@ -349,6 +349,10 @@ pub enum Command {
         /// recorded, when the waiting call's cost differs.
         #[arg(long, value_name = "N")]
         expect_cost: Option<f64>,
+        /// How long the approval lasts (`90s`, `5m`, `2h`, `1d`); past it, it is `expired` and pays for
+        /// no call. Default: the plan's `approvals.expire_after`, else until spent.
+        #[arg(long = "for", value_name = "DURATION")]
+        for_: Option<String>,
         /// Who approves. Default: the OS user.
         #[arg(long, value_name = "NAME")]
         actor: Option<String>,

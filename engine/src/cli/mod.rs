@@ -216,8 +216,8 @@ fn dispatch(cli: Cli) -> Result<Output> {
             let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
             settle(&at, OperationId::new(operation_id), said, actor, request_id)
         }
-        Command::Approve { operation_id, note, expect_cost, actor, request_id } => {
-            approve(&at, OperationId::new(operation_id), (&note, expect_cost), actor, request_id)
+        Command::Approve { operation_id, note, expect_cost, for_, actor, request_id } => {
+            approve(&at, OperationId::new(operation_id), (&note, expect_cost, for_.as_deref()), actor, request_id)
         }
         Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
             let said = crate::decide::answer::Said { fields, accept, decline };
@@ -333,10 +333,15 @@ fn settle(
 fn approve(
     at: &Places,
     op: OperationId,
-    (note, expect_cost): (&str, Option<f64>),
+    (note, expect_cost, for_): (&str, Option<f64>, Option<&str>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
+    let for_ms = for_
+        .map(|d| {
+            crate::decide::expiry::parse(d).map_err(|why| Error::usage(format!("--for {why}")).at(format!("--for {d}")))
+        })
+        .transpose()?;
     let expect_cost = expect_cost
         .map(|n| {
             crate::cost::Cost::from_units(n)
@@ -348,6 +353,9 @@ fn approve(
     if let Some(c) = expect_cost {
         args["expect_cost"] = json!(c);
     }
+    if let Some(d) = for_ {
+        args["for"] = json!(d);
+    }
     let given = Given::new(request_id, "approve", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {
@@ -355,7 +363,7 @@ fn approve(
     }
     commands::approve::permitted(&*store.read(), &op, &person)?;
     once::run(&mut take_lease(store)?, given.as_ref(), |ledger, id| {
-        Ok(report::acts::approved(&commands::approve::record(ledger, &op, (note, expect_cost), &person, id)?))
+        Ok(report::acts::approved(&commands::approve::record(ledger, &op, (note, expect_cost, for_ms), &person, id)?))
     })
 }
 

@@ -232,9 +232,14 @@ pub fn stale(a: &ApprovalRecord, active: (Revision, &str)) -> Vec<String> {
         plan_digest: a.plan_digest.clone(),
         revision: a.revision,
         cost: a.cost,
+        expires_at_ms: a.expires_at_ms,
     };
     let (revision, plan_digest) = active;
-    stale_because(&open, &Now { request_digest: None, revision, plan_digest, call_cost: None })
+    let mut why = stale_because(&open, &Now { request_digest: None, revision, plan_digest, call_cost: None });
+    if let Some(at) = a.expires_at_ms.filter(|_| open.expired(crate::clock::now_ms())) {
+        why.push(format!("expired at {} UTC: it pays for no call; a new approval is needed", crate::clock::utc(at)));
+    }
+    why
 }
 
 /// The instruction of the repair whose call waits on an approval: part of

@@ -51,6 +51,9 @@ pub struct Recorded {
     pub already_approved: bool,
     /// The command whose call spends it.
     pub spent_by: String,
+    /// When it expires (`--for`, the plan's `approvals.expire_after`);
+    /// `None`: it lasts until spent.
+    pub expires_at_ms: Option<i64>,
 }
 
 /// What an approval of `operation_id` binds to.
@@ -160,7 +163,7 @@ fn expected_cost(operation_id: &OperationId, task_ref: &str, cost: Cost, expecte
 pub fn record(
     ledger: &mut LeaseGuard,
     operation_id: &OperationId,
-    (note, expect_cost): (&str, Option<Cost>),
+    (note, expect_cost, for_ms): (&str, Option<Cost>, Option<u64>),
     person: &Person,
     request_id: Option<&NewRequestId>,
 ) -> Result<Recorded> {
@@ -175,15 +178,18 @@ pub fn record(
     let asked_by = read.task(&t.goal_id, t.revision, &t.task_ref)?.and_then(|task| task.asked_by());
     let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);
     let plan_digest = row.plan_digest;
+    let expires_at_ms = lasts(&*read, &t.goal_id, for_ms)?.map(|ms| crate::clock::now_ms().saturating_add(ms as i64));
     let mut waiting = None;
     for a in read.open_approvals(operation_id)? {
         read.check_on_chain(ActRef::Approval(a.id))?;
         let binds = a.request_digest == t.request_digest && a.plan_digest == plan_digest;
-        if binds && a.revision == t.revision && a.cost.is_none_or(|c| c == cost) {
-            waiting = Some(a.id);
+        // An expired one waits for nothing: a new approval is recorded.
+        let expired = a.expires_at_ms.is_some_and(|at| crate::clock::now_ms() >= at);
+        if binds && a.revision == t.revision && a.cost.is_none_or(|c| c == cost) && !expired {
+            waiting = Some((a.id, a.expires_at_ms));
         }
     }
-    let recorded = |approval_id, already_approved| Recorded {
+    let recorded = |approval_id, already_approved, expires_at_ms| Recorded {
         approval_id,
         operation_id: operation_id.clone(),
         goal_id: t.goal_id.clone(),
@@ -195,12 +201,13 @@ pub fn record(
         person: person.clone(),
         already_approved,
         spent_by: spent_by.clone(),
+        expires_at_ms,
     };
-    if let Some(id) = waiting {
+    if let Some((id, at)) = waiting {
         if let Some(r) = request_id {
             ledger.write(Durability::Full, |tx| tx.insert_request_id(r))?;
         }
-        return Ok(recorded(id, true));
+        return Ok(recorded(id, true, at));
     }
     let approval_id = ledger.write(Durability::Full, |tx| {
         let id = tx.insert_approval(&NewApproval {
@@ -213,10 +220,12 @@ pub fn record(
             cost,
             person,
             note,
+            expires_at_ms,
         })?;
         let data = json!({
             "approval_id": id, "operation_id": operation_id, "request_digest": t.request_digest,
             "plan_digest": plan_digest, "revision": t.revision, "cost": cost, "actor": person.actor, "uid": person.uid, "user": person.user, "note": note,
+            "expires_at_ms": expires_at_ms,
         });
         tx.append_event(&Event::goal(EventKind::ApprovalRecorded, &t.goal_id, t.revision, data).task(&t.task_ref))?;
         if let Some(r) = request_id {
@@ -224,5 +233,16 @@ pub fn record(
         }
         Ok(id)
     })?;
-    Ok(recorded(approval_id, false))
+    Ok(recorded(approval_id, false, expires_at_ms))
+}
+
+/// How long an approval lasts: `--for`, else the goal's active plan's
+/// `approvals.expire_after`, else until spent (`None`).
+fn lasts(read: &dyn LedgerRead, goal: &GoalId, for_ms: Option<u64>) -> Result<Option<u64>> {
+    if for_ms.is_some() {
+        return Ok(for_ms);
+    }
+    let plan = super::active_plan(read, goal)?;
+    let after = plan.approvals.and_then(|a| a.expire_after);
+    after.map(|s| crate::decide::expiry::parse(&s).map_err(|why| Error::new(Code::StoreCorrupt, why))).transpose()
 }

@@ -35,6 +35,15 @@ pub struct OpenApproval {
     /// `None`: recorded before approvals bound the cost (the plan digest
     /// still covers it).
     pub cost: Option<Cost>,
+    /// When it expires (`None`: never): from then on it pays for nothing.
+    pub expires_at_ms: Option<i64>,
+}
+
+impl OpenApproval {
+    /// Past its time at `now_ms`?
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms.is_some_and(|at| now_ms >= at)
+    }
 }
 
 /// Another operation's attempt whose request is this call's, by content,
@@ -96,6 +105,8 @@ pub struct Facts<'a> {
     /// The task may spend more than its cost (`may_spend`).
     pub may_spend: bool,
     pub approval: ApprovalFacts<'a>,
+    /// Now, on the run's clock: an approval past its time is expired.
+    pub now_ms: i64,
 }
 
 /// What decides whether a call needs a person's approval, and which it has.
@@ -132,6 +143,8 @@ pub enum Missing {
     None,
     /// The newest open approval was for another request or plan.
     Stale { approval_id: ApprovalId, why: String },
+    /// The newest open approval is past its time: never spent.
+    Expired { approval_id: ApprovalId, at_ms: i64 },
 }
 
 impl Missing {
@@ -139,6 +152,9 @@ impl Missing {
         match self {
             Missing::None => "no approval for this exact request".to_string(),
             Missing::Stale { approval_id, why } => format!("approval {approval_id} is stale: {why}"),
+            Missing::Expired { approval_id, .. } => {
+                format!("approval {approval_id} expired: it pays for nothing; a new approval is needed")
+            }
         }
     }
 }
@@ -209,11 +225,14 @@ pub fn decide(f: &Facts) -> Decision {
 /// and cost wins; an older stale one does not hide it.
 fn find(f: &Facts) -> Result<ApprovalId, Missing> {
     let open = f.approval.open;
-    if let Some(a) = open.iter().find(|a| changed(a, f).is_empty()) {
+    if let Some(a) = open.iter().find(|a| changed(a, f).is_empty() && !a.expired(f.now_ms)) {
         return Ok(a.id);
     }
     let Some(newest) = open.first() else { return Err(Missing::None) };
-    Err(Missing::Stale { approval_id: newest.id, why: changed(newest, f).join("; ") })
+    match newest.expires_at_ms.filter(|_| newest.expired(f.now_ms)) {
+        Some(at_ms) => Err(Missing::Expired { approval_id: newest.id, at_ms }),
+        None => Err(Missing::Stale { approval_id: newest.id, why: changed(newest, f).join("; ") }),
+    }
 }
 
 /// What differs between what an approval binds and this call, in words

@@ -24,6 +24,7 @@
 //! - `budget`, `retry`, `repair`: a call within budgets; a person's retry
 //!   of an operation; a repair that would only repeat.
 //! - `people`: may this operating-system user do this person's act?
+//! - `expiry`: when a person's approval ends (`--for`, `approvals.expire_after`).
 //! - `hold`: which tasks a person holds (`engine hold`, `engine release`).
 //! - `request_id`: is a command given under a `--request-id` new, a repeat,
 //!   or a conflict?
@@ -49,6 +50,7 @@ pub mod classify;
 pub mod constraints;
 pub mod declared;
 pub mod durability;
+pub mod expiry;
 pub mod gate;
 pub mod group;
 pub mod hold;

@@ -46,6 +46,19 @@ pub struct PlanFile {
     /// (default: any local user).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub people: Option<People>,
+    /// How a person's approvals (and answers) last (default: until spent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Approvals>,
+}
+
+/// `approvals`: `{"expire_after": "30m"}` — an approval (or an answer)
+/// given without `--for` ends after this long (`90s`, `5m`, `2h`, `1d`);
+/// past it, it is `expired` and pays for no call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Approvals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_after: Option<String>,
 }
 
 impl PlanFile {
@@ -60,6 +73,7 @@ impl PlanFile {
             tasks: Vec::new(),
             secrets: self.secrets.clone(),
             people: self.people.clone(),
+            approvals: self.approvals.clone(),
         }
     }
 }

@@ -201,8 +201,17 @@ fn sandbox_writes(name: &str, spec: &ProviderSpec) -> Result<()> {
     Ok(())
 }
 
+/// `approvals.expire_after`: a duration (`decide::expiry`).
+fn approvals(plan: &PlanFile) -> Result<()> {
+    let Some(after) = plan.approvals.as_ref().and_then(|a| a.expire_after.as_deref()) else { return Ok(()) };
+    crate::decide::expiry::parse(after)
+        .map(|_| ())
+        .map_err(|why| Error::new(Code::PlanInvalid, why).at("$.approvals.expire_after"))
+}
+
 /// `people`: every user name is a name (not empty, no whitespace).
 fn people(plan: &PlanFile) -> Result<()> {
+    approvals(plan)?;
     let Some(people) = &plan.people else { return Ok(()) };
     for (act, names) in people.lists() {
         for (i, n) in names.iter().enumerate() {

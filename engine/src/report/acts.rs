@@ -95,6 +95,14 @@ pub fn approved(a: &Recorded) -> Output {
             binds(a)
         )
     };
+    let text = match a.expires_at_ms {
+        Some(at) => format!(
+            "{text}\nit expires at {} UTC ({}): past it, it is `expired` and pays for no call\n",
+            crate::clock::utc(at),
+            crate::decide::expiry::words(at, crate::clock::now_ms())
+        ),
+        None => text,
+    };
     Output { text, json: json!({"ok": true, "approval": a}), exit_code: 0 }
 }
 

@@ -76,17 +76,26 @@ fn approvals(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> R
         }
         false => None,
     };
+    let now = crate::clock::now_ms();
     for a in approvals {
         let stale = match &active {
             Some((revision, digest)) => crate::commands::advice::stale(&a, (*revision, digest)),
             None => Vec::new(),
         };
+        let expired = a.expires_at_ms.filter(|at| a.consumed_by.is_none() && a.voided_by.is_none() && now >= *at);
         let fate = match (a.consumed_by, a.voided_by) {
             // Its words are the chain's verdict (`marked`), never a fate.
             _ if tampered.iter().any(|t| t.act == ActRef::Approval(a.id)) => String::new(),
             (Some(by), _) => format!(", spent by {}", super::explain::attempt_words(ledger, Some(by.get()))),
             (None, Some(by)) => format!(", voided by {}", super::explain::attempt_words(ledger, Some(by.get()))),
-            (None, None) if stale.is_empty() => ", not spent yet".to_string(),
+            (None, None) if expired.is_some() => format!(
+                ", expired at {} UTC: never spent; the call waits for a new approval",
+                crate::clock::utc(expired.unwrap_or_default())
+            ),
+            (None, None) if stale.is_empty() => match a.expires_at_ms {
+                Some(at) => format!(", not spent yet ({})", crate::decide::expiry::words(at, now)),
+                None => ", not spent yet".to_string(),
+            },
             (None, None) => format!(", stale ({}): never spent, and it pays for no call now", stale.join("; ")),
         };
         out.push(
@@ -103,7 +112,8 @@ fn approvals(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> R
                 json: json!({"act": "approval", "id": a.id, "operation_id": a.operation_id, "task_ref": a.task_ref,
                 "actor": a.actor, "user": a.user, "uid": a.uid, "note": a.note, "at_ms": a.at_ms,
                 "consumed_by": a.consumed_by, "voided_by": a.voided_by,
-                "stale": (!stale.is_empty()).then(|| stale.join("; "))}),
+                "stale": (!stale.is_empty()).then(|| stale.join("; ")),
+                "expires_at_ms": a.expires_at_ms, "expired": expired.is_some()}),
             }
             .marked(tampered, ActRef::Approval(a.id)),
         );

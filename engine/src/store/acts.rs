@@ -40,6 +40,8 @@ pub struct OpenApproval {
     /// The call's cost the person approved (`None`: recorded before
     /// approvals bound it).
     pub cost: Option<Cost>,
+    /// When it expires (`--for`, `approvals.expire_after`); `None`: never.
+    pub expires_at_ms: Option<i64>,
 }
 
 pub struct NewApproval<'a> {
@@ -53,6 +55,8 @@ pub struct NewApproval<'a> {
     pub cost: Cost,
     pub person: &'a Person,
     pub note: &'a str,
+    /// When it expires; `None`: never.
+    pub expires_at_ms: Option<i64>,
 }
 
 pub struct NewSettlement<'a> {
@@ -96,6 +100,9 @@ pub struct ApprovalRecord {
     /// The cost of the call approved; `None` on approvals recorded before
     /// the engine bound it.
     pub cost: Option<Cost>,
+    /// When it expires (`None`: never): past it, it is `expired` and never
+    /// spent.
+    pub expires_at_ms: Option<i64>,
 }
 
 /// A person's settlement of an unknown outcome, as recorded.

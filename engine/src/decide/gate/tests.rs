@@ -25,6 +25,7 @@ fn approval(id: i64, request: &str, plan: &str) -> OpenApproval {
         plan_digest: plan.to_string(),
         revision: Revision(2),
         cost: Some(Cost::ZERO),
+        expires_at_ms: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn decide_with(stops: &[Stop], open: &[OpenApproval]) -> Decision {
             prior_dispatch: false,
             open,
         },
+        now_ms: 0,
     };
     for stop in stops {
         match stop {
@@ -161,6 +163,7 @@ fn a_changed_plan_digest_on_the_same_revision_is_a_moved_plan() {
             prior_dispatch: false,
             open: &[],
         },
+        now_ms: 0,
     };
     assert_eq!(decide(&f), Decision::PlanMoved { active: Revision(1) });
 }
@@ -246,6 +249,7 @@ fn an_approval_binds_the_revision_and_the_cost_and_a_stale_one_names_each_change
                 prior_dispatch: false,
                 open,
             },
+            now_ms: 0,
         };
         decide(&f)
     };
@@ -282,5 +286,43 @@ fn a_stopped_call_neither_consumes_nor_voids() {
     for stop in [Stop::PlanMoved, Stop::Unsettled, Stop::Conflict, Stop::Budget] {
         assert!(!matches!(decide_with(&[stop, Stop::Approval], &open), Decision::Go { .. }), "{stop:?}");
         assert!(!matches!(decide_with(&[stop], &open), Decision::Go { .. }), "{stop:?}");
+    }
+}
+
+#[test]
+fn an_expired_approval_pays_for_nothing_and_says_so() {
+    let request = request();
+    let budgets = budgets();
+    let mut open = approval(7, request.as_str(), PLAN);
+    open.expires_at_ms = Some(1_000);
+    let opens = [open];
+    let f = |now_ms| Facts {
+        revision: Revision(2),
+        active_revision: Revision(2),
+        plan_digest: PLAN,
+        active_plan_digest: PLAN,
+        unsettled: None,
+        same_request: None,
+        conflict: None,
+        request_digest: &request,
+        budgets: &budgets,
+        usage: usage(),
+        call_cost: Cost::ZERO,
+        may_spend: false,
+        approval: ApprovalFacts {
+            always: true,
+            paid_or_external: false,
+            asked_repeat: false,
+            prior_dispatch: false,
+            open: &opens,
+        },
+        now_ms,
+    };
+    assert_eq!(decide(&f(999)), Decision::Go { consume: Some(ApprovalId(7)), void: vec![] });
+    for now in [1_000, 5_000] {
+        match decide(&f(now)) {
+            Decision::AwaitApproval(m @ Missing::Expired { .. }) => assert!(m.why().contains("expired"), "{}", m.why()),
+            other => panic!("an expired approval was weighed as {other:?}"),
+        }
     }
 }

@@ -29,7 +29,9 @@ pub fn compare(out: &mut Vec<Loosening>, before: &Before, after: &PlanFile, rais
         tasks: _,
         secrets,
         people: new_people,
+        approvals,
     } = after;
+    expiry(out, before.file.approvals.as_ref(), approvals.as_ref());
     budgets(out, before, after, raised);
     if let (Some(b), Some(a)) = (&before.file.goal, goal) {
         let Goal { id: _, statement: _, acceptance, constraints: now } = a;
@@ -91,6 +93,26 @@ fn constraints(out: &mut Vec<Loosening>, before: &[Constraint], after: &[Constra
             }
         }
     }
+}
+
+/// `approvals.expire_after`: dropped, or longer, loosens (an approval then
+/// pays for a call later than a person allowed).
+fn expiry(
+    out: &mut Vec<Loosening>,
+    before: Option<&crate::plan::model::Approvals>,
+    after: Option<&crate::plan::model::Approvals>,
+) {
+    let of = |a: Option<&crate::plan::model::Approvals>| a.and_then(|a| a.expire_after.clone());
+    let (b, a) = (of(before), of(after));
+    let ms = |s: &Option<String>| s.as_deref().map(|s| crate::decide::expiry::parse(s).unwrap_or(u64::MAX));
+    let change = match (ms(&b), ms(&a)) {
+        (Some(_), None) => {
+            Change::Loosens(format!("approvals no longer expire (they did after {})", b.clone().unwrap_or_default()))
+        }
+        (Some(then), Some(now)) if now > then => Change::Loosens("approvals last longer".into()),
+        (None, _) | (Some(_), Some(_)) => Change::Same,
+    };
+    push(out, Kind::RequiresApproval, Place::at("$.approvals.expire_after".to_string()), (json!(b), json!(a)), change);
 }
 
 fn people(out: &mut Vec<Loosening>, before: Option<&People>, after: Option<&People>) {

@@ -179,6 +179,7 @@ fn gate_needs_person(budgets: &Budgets, task: &Task, s: Situation2) -> bool {
             prior_dispatch: s.prior_dispatch,
             open: &[],
         },
+        now_ms: 0,
     };
     match gate::decide(&facts) {
         Decision::Go { .. } => false,

@@ -288,6 +288,7 @@ fn fresh(scope: &Scope, task: &Task, budgets: &Budgets, spent: Projected) -> Dec
         call_cost: task.cost(),
         may_spend: task.may_spend,
         approval: ApprovalFacts { always, paid_or_external, asked_repeat: false, prior_dispatch: false, open: &[] },
+        now_ms: 0,
     };
     gate::decide(&facts)
 }

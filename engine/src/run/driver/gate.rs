@@ -62,6 +62,7 @@ pub fn decision<L: LedgerRead + ?Sized>(
             plan_digest: a.plan_digest,
             revision: a.revision,
             cost: a.cost,
+            expires_at_ms: a.expires_at_ms,
         })
         .collect();
     // A person's approval only if the act chain vouches for it: a row
@@ -104,6 +105,7 @@ pub fn decision<L: LedgerRead + ?Sized>(
             prior_dispatch: tx.prior_dispatch(goal_id, task_ref)?,
             open: &open,
         },
+        now_ms,
     };
     Ok(gate::decide(&facts))
 }

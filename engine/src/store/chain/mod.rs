@@ -165,6 +165,11 @@ pub fn approval_content(a: &ApprovalRecord) -> Value {
     if let Some(cost) = a.cost {
         content["cost_micros"] = json!(cost.micros());
     }
+    // An approval's end is what the person gave: on the chain, so no row
+    // edit can make it last longer (none on approvals without one).
+    if let Some(at) = a.expires_at_ms {
+        content["expires_at_ms"] = json!(at);
+    }
     content
 }
 

@@ -22,12 +22,12 @@ use crate::store::acts::{
 use crate::store::chain::{self as links, EntryKind};
 
 pub(super) const APPROVAL_COLUMNS: &str =
-    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros";
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros, expires_at_ms";
 
 /// The same, read while migrating from before schema 5 (no cost yet): the
 /// acts chained at schema 3 bind no cost.
 pub(super) const APPROVAL_COLUMNS_BEFORE_COST: &str =
-    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL::BIGINT";
+    "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL::BIGINT, NULL::BIGINT";
 
 /// An operating-system uid column (BIGINT here, `u32` in the ledger).
 fn uid(r: &Row, i: usize) -> Result<Option<u32>> {
@@ -57,6 +57,7 @@ pub(super) fn approval_from_row(r: &Row) -> Result<ApprovalRecord> {
         uid: uid(r, 12)?,
         user: get(r, 13)?,
         cost: get::<Option<i64>>(r, 14)?.map(Cost::from_micros),
+        expires_at_ms: get(r, 15)?,
     })
 }
 
@@ -108,7 +109,7 @@ impl ActsRead for PgSql<'_> {
         let lock = if self.writing() { " FOR UPDATE" } else { "" };
         let rows = self.q(
             &format!(
-                "SELECT id, request_digest, plan_digest, revision, cost_micros FROM approvals
+                "SELECT id, request_digest, plan_digest, revision, cost_micros, expires_at_ms FROM approvals
                  WHERE operation_id = $1 AND consumed_by IS NULL AND voided_by IS NULL ORDER BY id DESC{lock}"
             ),
             p![op.clone()],
@@ -121,6 +122,7 @@ impl ActsRead for PgSql<'_> {
                     plan_digest: get(r, 2)?,
                     revision: get(r, 3)?,
                     cost: get::<Option<i64>>(r, 4)?.map(Cost::from_micros),
+                    expires_at_ms: get(r, 5)?,
                 })
             })
             .collect()
@@ -218,8 +220,8 @@ impl ActsRead for PgSql<'_> {
 impl ActsWrite for PgSql<'_> {
     fn insert_approval(&mut self, a: &NewApproval) -> Result<ApprovalId> {
         let id: ApprovalId = self.v(
-            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros, expires_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
             p![
                 a.operation_id.clone(),
                 a.goal_id.clone(),
@@ -232,7 +234,8 @@ impl ActsWrite for PgSql<'_> {
                 now_ms(),
                 i64::from(a.person.uid),
                 a.person.user.clone(),
-                a.cost.micros()
+                a.cost.micros(),
+                a.expires_at_ms
             ],
         )?
         .ok_or_else(|| Error::internal("an insert returned no id"))?;

@@ -40,13 +40,13 @@ fn as_written<T>(
 
 pub(super) const APPROVAL_COLUMNS: &str =
     "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
-     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros";
+     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros, expires_at_ms";
 
 /// The same, read while migrating from before schema 13 (no cost yet):
 /// the acts chained at schema 6 bind no cost.
 pub(super) const APPROVAL_COLUMNS_BEFORE_COST: &str =
     "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, \
-     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL";
+     actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, NULL, NULL";
 
 pub(super) fn approval_from_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
     as_written("approvals", r, approval_fields)
@@ -69,6 +69,7 @@ fn approval_fields(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRecord> {
         uid: r.get(12)?,
         user: r.get(13)?,
         cost: r.get::<_, Option<i64>>(14)?.map(Cost::from_micros),
+        expires_at_ms: r.get(15)?,
     })
 }
 
@@ -133,7 +134,7 @@ impl ActsRead for Sql<'_> {
     fn open_approvals(&self, op: &OperationId) -> Result<Vec<OpenApproval>> {
         rows(
             self.conn,
-            "SELECT id, request_digest, plan_digest, revision, cost_micros FROM approvals
+            "SELECT id, request_digest, plan_digest, revision, cost_micros, expires_at_ms FROM approvals
              WHERE operation_id = ?1 AND consumed_by IS NULL AND voided_by IS NULL ORDER BY id DESC",
             [op],
             |r| {
@@ -143,6 +144,7 @@ impl ActsRead for Sql<'_> {
                     plan_digest: r.get(2)?,
                     revision: r.get(3)?,
                     cost: r.get::<_, Option<i64>>(4)?.map(Cost::from_micros),
+                    expires_at_ms: r.get(5)?,
                 })
             },
         )
@@ -253,9 +255,9 @@ impl ActsRead for Sql<'_> {
 impl ActsWrite for Sql<'_> {
     fn insert_approval(&mut self, a: &NewApproval) -> Result<ApprovalId> {
         exec(self.conn,
-            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.person.actor, a.note, now_ms(), a.person.uid, a.person.user, a.cost.micros()],
+            "INSERT INTO approvals (operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, os_uid, os_user, cost_micros, expires_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.person.actor, a.note, now_ms(), a.person.uid, a.person.user, a.cost.micros(), a.expires_at_ms],
         )?;
         let id = ApprovalId(self.conn.last_insert_rowid());
         let row = chain::approval(self.conn, id)?;

@@ -219,6 +219,11 @@ pub(super) fn approvals(ctx: &mut Ctx) -> Result<Option<Finding>> {
                THEN 'was voided by attempt ' || v.id || ' of operation ' || v.operation_id
              WHEN c.id IS NOT NULL AND (SELECT COUNT(*) FROM approvals q WHERE q.consumed_by = c.id) > 1
                THEN 'attempt ' || c.id || ' consumed more than one approval'
+             -- An expired approval is never spent. The gate weighs it at
+             -- its own instant, a moment before the intent's row is
+             -- stamped: a second of slack for that moment, no more.
+             WHEN c.id IS NOT NULL AND p.expires_at_ms IS NOT NULL AND c.intent_at_ms > p.expires_at_ms + 1000
+               THEN 'was spent by attempt ' || c.id || ' after it expired'
            END AS problem
            FROM approvals p LEFT JOIN attempts c ON c.id = p.consumed_by LEFT JOIN attempts v ON v.id = p.voided_by) x
          WHERE problem IS NOT NULL ORDER BY id LIMIT 1",
