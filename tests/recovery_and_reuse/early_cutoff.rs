@@ -51,6 +51,11 @@ fn calls(ws: &Ws, n: usize) -> Vec<usize> {
 fn an_upstream_rerun_with_identical_outputs_keeps_every_dependant() {
     let ws = built(10, true);
     ws.write("in.txt", "first line\nanother second line\n");
+    // A dry run cannot know T1's next output: it says T2 may be kept.
+    let dry = ws.json(&["run", "plan.json", "--dry-run"], 0);
+    let t2 = dry["tasks"].as_array().unwrap().iter().find(|t| t["task_ref"] == "T2").unwrap();
+    let why = t2["why"].as_str().unwrap_or_default();
+    assert!(why.contains("kept instead if its upstream's outputs come out byte-identical"), "{dry:#}");
     let report = ws.json(&["run", "plan.json"], 0);
     let mut expected = vec![1; 10];
     expected[0] = 2;

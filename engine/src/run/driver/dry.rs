@@ -193,6 +193,12 @@ fn line(
         return Ok(said(task, "blocked", Some(format!("waits on {}", waiting.join(", ")))));
     }
     let reran = stale_code.map(|c| format!("{c}: {}", stale.and_then(|v| v["detail"].as_str()).unwrap_or_default()));
+    // Put off for early cutoff (`core::cutoff`): the run keeps it instead
+    // if its upstream's outputs come out byte-identical.
+    let reran = match stale.and_then(|v| v.get("defer")).and_then(Value::as_bool) {
+        Some(true) => reran.map(|w| format!("{w}; kept instead if its upstream's outputs come out byte-identical")),
+        _ => reran,
+    };
     let decision = match read {
         Some(read) => call_site::decision(read, scope, &call(scope, task, budgets, now_ms)?, (now_ms, spent))?,
         None => fresh(scope, task, budgets, spent),
