@@ -25,7 +25,8 @@ pub fn observe_protected(workspace_dir: &Path, globs: &[String], cache: &mut Fil
     Ok(Checkpoint::of(files, BTreeMap::new()))
 }
 
-/// Every file in the workspace as it is now, added to `files`: what an
+/// Every file in the workspace as it is now, added to `files` (a path
+/// already there is left as it is): what an
 /// attempt is judged against for undeclared writes
 /// (`decide::declared`). Symlinks are not followed: a link is recorded by
 /// its target's text, a FIFO, socket or device by its kind, so neither a
@@ -58,6 +59,11 @@ pub fn observe_workspace(
             .and_then(|p| p.to_str())
             .ok_or_else(|| format!("{} is not a UTF-8 path in the workspace", entry.path().display()))?
             .to_string();
+        if files.contains_key(&rel) {
+            // Observed already as a protected path (as inputs expand): kept
+            // as it was, so the two looks agree on it.
+            continue;
+        }
         let digest = if kind.is_file() {
             let meta = entry.metadata().map_err(|e| format!("cannot read {rel}: {e}"))?;
             cache.digest_known(entry.path(), Some(meta)).map_err(|e| format!("cannot read {rel}: {e}"))?

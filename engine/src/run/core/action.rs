@@ -63,8 +63,10 @@ pub enum Action {
     Cutoff { task_ref: String, context: BTreeMap<String, String> },
     /// The protected paths a new attempt of the task is judged against. → `Baseline`
     Baseline(String),
-    /// The protected paths after an attempt, against its baseline. → `Protected`
-    JudgeProtected { attempt_id: AttemptId, task_ref: String, before: Option<Checkpoint> },
+    /// The protected paths after an attempt, against its baseline, and its
+    /// undeclared writes unless judged already (`writes: false`: at its
+    /// receipt, so the workspace is not looked at whole again). → `Protected`
+    JudgeProtected { attempt_id: AttemptId, task_ref: String, before: Option<Checkpoint>, writes: bool },
     /// A passed attempt's declared outputs. → `Outputs`
     CollectOutputs(String),
     /// The reuse pass: which complete tasks went stale (`across_tool_change`:

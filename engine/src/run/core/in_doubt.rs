@@ -112,8 +112,11 @@ impl Run<'_> {
         if !self.guard.protects(starts_process(self.plan.provider_of(task))) {
             return Ok(Vec::new());
         }
-        let before = self.in_flight.get(&attempt_id).and_then(|f| f.protected.clone());
-        self.io.judge_protected(attempt_id, &task.task_ref, before).await
+        let flight = self.in_flight.get(&attempt_id);
+        let before = flight.and_then(|f| f.protected.clone());
+        // Its writes judged at its receipt already: not looked at again.
+        let writes = flight.is_none_or(|f| f.writes.is_none());
+        self.io.judge_protected(attempt_id, &task.task_ref, (before, writes)).await
     }
 
     /// Reconcile the attempts of one task (`only`) or of every task. On a

@@ -155,9 +155,9 @@ impl Io {
         &self,
         attempt_id: AttemptId,
         task_ref: &str,
-        before: Option<Checkpoint>,
+        (before, writes): (Option<Checkpoint>, bool),
     ) -> Result<Vec<Evidence>> {
-        match self.ask(Action::JudgeProtected { attempt_id, task_ref: task_ref.to_string(), before }).await {
+        match self.ask(Action::JudgeProtected { attempt_id, task_ref: task_ref.to_string(), before, writes }).await {
             Event::Protected(p) => p,
             e => Err(unexpected("the protected paths", e)),
         }

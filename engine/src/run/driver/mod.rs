@@ -136,10 +136,11 @@ impl Driver<'_, '_> {
             Action::Baseline(task_ref) => {
                 Event::Baseline(self.workspace.baseline(self.world, self.ledger, scope, &task_ref).await)
             }
-            Action::JudgeProtected { attempt_id, task_ref, before } => {
+            Action::JudgeProtected { attempt_id, task_ref, before, writes } => {
                 let judged = match scope.task(&task_ref) {
                     Ok(task) => {
-                        self.workspace.judge_protected(self.world, self.ledger, scope, (attempt_id, task), before).await
+                        let ws = &mut self.workspace;
+                        ws.judge_protected(self.world, self.ledger, scope, (attempt_id, task), (before, writes)).await
                     }
                     Err(e) => Err(e),
                 };

@@ -132,15 +132,15 @@ impl Workspace {
         &mut self,
         world: &mut dyn World,
         scope: &Scope<'_>,
-        process: bool,
+        (process, whole): (bool, bool),
     ) -> std::result::Result<Checkpoint, String> {
         let globs = self.guard.globs(process);
-        if !process && checkpoint::few_small_files(&scope.plan.workspace, &globs) {
+        if !whole && checkpoint::few_small_files(&scope.plan.workspace, &globs) {
             return checkpoint::observe_protected(&scope.plan.workspace, &globs, &mut self.cache);
         }
         let (workspace, mut cache) = (scope.plan.workspace.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
-            let cp = observe_judged(&workspace, &globs, process, &mut cache);
+            let cp = observe_judged(&workspace, &globs, whole, &mut cache);
             (cp, cache)
         })
         .await;
@@ -166,7 +166,7 @@ impl Workspace {
         task_ref: &str,
     ) -> Result<Option<Checkpoint>> {
         let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
-        let Ok(now) = self.observe_protected(world, scope, process).await else { return Ok(None) };
+        let Ok(now) = self.observe_protected(world, scope, (process, process)).await else { return Ok(None) };
         let earlier = match last_violation(ledger, scope, task_ref)? {
             Some((changes, revision)) => constraints::carried(changes, revision != scope.revision),
             None => Vec::new(),
@@ -184,7 +184,7 @@ impl Workspace {
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
         (attempt_id, task): (AttemptId, &Task),
-        before: Option<Checkpoint>,
+        (before, writes): (Option<Checkpoint>, bool),
     ) -> Result<Vec<Evidence>> {
         let before = match before {
             Some(cp) => Some(cp),
@@ -194,7 +194,8 @@ impl Workspace {
             },
         };
         let process = starts_process(scope.plan.provider_of(task));
-        let after = self.observe_protected(world, scope, process).await;
+        let whole = process && writes;
+        let after = self.observe_protected(world, scope, (process, whole)).await;
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         Ok(match (before, after) {
             (None, _) => not_judged(
@@ -209,7 +210,7 @@ impl Workspace {
                 let changes =
                     constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
                 let mut out = Vec::new();
-                if process {
+                if whole {
                     out.extend(undeclared_writes(scope, task, (&b.files, &a.files), &changes));
                 }
                 if !changes.is_empty() {
