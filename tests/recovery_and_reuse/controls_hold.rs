@@ -110,7 +110,7 @@ fn stoppable_plan() -> Value {
         "budgets": {"max_attempts_per_task": 3},
         "providers": {"sh": {"kind": "command"}},
         "tasks": [{"ref": "T1", "title": "waits", "provider": "sh", "effect": "local",
-                   "action": {"run": ["sh", "-c", script]}}],
+                   "action": {"run": ["sh", "-c", script]}, "outputs": ["t1.runs", "t1.pid"]}],
     })
 }
 
