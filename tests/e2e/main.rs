@@ -14,6 +14,7 @@ mod docs;
 mod dry_run;
 mod durability;
 mod first_hour;
+mod human_words;
 mod limits;
 mod odd_paths;
 mod orphans;

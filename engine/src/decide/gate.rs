@@ -136,6 +136,57 @@ impl ApprovalFacts<'_> {
     }
 }
 
+/// Why a call needs a person's approval, the first that applies: a repeat
+/// of a call that was sent before, a person's retry or repair, or the
+/// task's own `requires_approval` (its first call included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needed {
+    /// An earlier call of the task was sent: in this revision; and
+    /// whether it succeeded (its effect took place) or may have.
+    Repeat { revision: Option<Revision>, succeeded: bool },
+    /// A person's retry or repair of paid or external work.
+    PersonsRepeat,
+    /// The task declares `requires_approval`.
+    Declared,
+}
+
+impl ApprovalFacts<'_> {
+    /// Why `needed()` holds; `earlier`: the revision of the task's latest
+    /// sent call, and whether one succeeded (read only for this).
+    pub fn needed_because(&self, earlier: Option<(Revision, bool)>) -> Needed {
+        match (self.paid_or_external, self.prior_dispatch, self.asked_repeat) {
+            (true, true, _) => {
+                Needed::Repeat { revision: earlier.map(|e| e.0), succeeded: earlier.is_some_and(|e| e.1) }
+            }
+            (true, false, true) => Needed::PersonsRepeat,
+            _ => Needed::Declared,
+        }
+    }
+}
+
+impl Needed {
+    pub fn words(self) -> String {
+        let when = |r: Option<Revision>| r.map(|r| format!(" in revision {r}")).unwrap_or_default();
+        match self {
+            Needed::Repeat { revision, succeeded: true } => format!(
+                "a repeat: an earlier call of this external or paid work succeeded{}, so its effect took place then; a new call needs a person's approval",
+                when(revision)
+            ),
+            Needed::Repeat { revision, succeeded: false } => format!(
+                "a repeat: an earlier call of this external or paid work was sent{} and may have taken effect; a new call needs a person's approval",
+                when(revision)
+            ),
+            Needed::PersonsRepeat => {
+                "a retry or repair of external or paid work: each new call needs a person's approval".to_string()
+            }
+            Needed::Declared => {
+                "the task declares `requires_approval`: every call of it, the first included, needs a person's approval"
+                    .to_string()
+            }
+        }
+    }
+}
+
 /// Why an approval did not let the call through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {

@@ -42,6 +42,8 @@
 //! - `outputs`: do a task's output files fit their bounds; which upstream
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
+//! - `upstream`: is a completion kept under a dependency that failed
+//!   since, or stale under one that runs again (how it is said).
 
 pub mod advice;
 pub mod answer;
@@ -70,4 +72,5 @@ pub mod shadow;
 pub mod spend;
 pub mod stop;
 pub mod tools;
+pub mod upstream;
 pub mod verdict;

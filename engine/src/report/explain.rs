@@ -8,6 +8,7 @@ use crate::clock::utc;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::ids::GoalId;
+use crate::plan::model::ProviderSpec;
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::EventKind;
 use crate::store::{LedgerRead, Store};
@@ -26,6 +27,9 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let row = ledger.revision(&g.id, g.active_revision)?;
     let plan: crate::plan::PlanFile = serde_json::from_str(&row.plan_json)
         .map_err(|e| Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    if let Some(words) = blocked_on(task) {
+        text.push_str(&words);
+    }
     let approval = awaiting_approval(&*ledger, (&g, &row.plan_digest), &plan, task, &mut text)?;
     let asked = super::question::waiting(task_ref, &task.detail, "")
         .filter(|_| task.state == crate::state::TaskState::AwaitingInput);
@@ -35,6 +39,11 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let place = crate::commands::advice::Place::of(&*ledger, &g)?;
     let next = crate::commands::advice::of_task(&*ledger, &g, &place, task)?;
     text.push_str(&super::next::of(&next, ""));
+    let attempts = ledger.attempts_of_task(&g.id, task_ref)?;
+    if let Some(line) = no_network_line(&*ledger, &plan, task, attempts.last())? {
+        text.push_str(&line);
+        text.push('\n');
+    }
     // The reuse decision `engine revise` recorded for this task, if the
     // active revision came from one (its `revision_recorded` event).
     let reuse: Option<Value> = ledger
@@ -56,8 +65,16 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
     let mut attempts_json = Vec::new();
     // Numbered per task, every revision, in ledger order: the numbers
     // `engine output --attempt N` takes.
-    for (i, a) in ledger.attempts_of_task(&g.id, task_ref)?.iter().enumerate() {
-        attempts_json.push(attempt(&*ledger, a, i as i64 + 1, &mut text)?);
+    // A provider with no process of its own (HTTP, builtin, a remote MCP
+    // server) has no process sandbox to speak of.
+    let process = plan
+        .tasks
+        .iter()
+        .find(|t| t.task_ref == task_ref)
+        .and_then(|t| plan.providers.get(&t.provider))
+        .is_none_or(|p| matches!(p, ProviderSpec::Command { .. } | ProviderSpec::Mcp { command: Some(_), .. }));
+    for (i, a) in attempts.iter().enumerate() {
+        attempts_json.push(attempt(&*ledger, a, (i as i64 + 1, process), &mut text)?);
     }
     let acts = super::person_acts::of_task(&*ledger, &g.id, task_ref, &mut text)?;
     let json = json!({"goal_id": g.id, "revision": g.active_revision, "task_ref": task_ref, "state": task.state,
@@ -95,6 +112,54 @@ fn rechecks(
     Ok((stale, kept))
 }
 
+/// For a failed task whose process had no network (none declared for it
+/// or its provider) and whose latest attempt's output shows a refused or
+/// unreachable connection: the line that says so and what to declare.
+fn no_network_line(
+    ledger: &dyn LedgerRead,
+    plan: &crate::plan::PlanFile,
+    task: &crate::store::goals::TaskRecord,
+    latest: Option<&AttemptRecord>,
+) -> Result<Option<String>> {
+    let (Some(latest), crate::state::TaskState::Failed) = (latest, task.state) else { return Ok(None) };
+    let Some(t) = plan.tasks.iter().find(|t| t.task_ref == task.task_ref) else { return Ok(None) };
+    let Some(spec) = plan.providers.get(&t.provider) else { return Ok(None) };
+    let process = matches!(spec, ProviderSpec::Command { .. } | ProviderSpec::Mcp { command: Some(_), .. });
+    if !process || spec.unconfined() || !crate::plan::reach::Reach::of_task(t, spec).connect.is_empty() {
+        return Ok(None);
+    }
+    let evidence = ledger.evidence_of_attempt(latest.id)?;
+    let outputs: Vec<&str> = evidence
+        .iter()
+        .flat_map(|r| match &r.evidence {
+            Evidence::ProcessExit { stdout, stderr, .. } => vec![stdout.excerpt.as_str(), stderr.excerpt.as_str()],
+            _ => Vec::new(),
+        })
+        .collect();
+    let command: Vec<&str> =
+        t.action.get("run").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    Ok(super::words::no_network(&outputs, &command))
+}
+
+/// For a blocked task: what it waits on (its dependencies and their
+/// states, or the operation whose request is the same as its own).
+fn blocked_on(task: &crate::store::goals::TaskRecord) -> Option<String> {
+    if task.state != crate::state::TaskState::Blocked {
+        return None;
+    }
+    let waits: Vec<&str> = task
+        .detail
+        .get("waits_on")
+        .and_then(Value::as_array)
+        .map_or(Vec::new(), |l| l.iter().filter_map(Value::as_str).collect());
+    let said = match (waits.is_empty(), task.why()) {
+        (false, _) => format!("waits on {}", waits.join(", ")),
+        (true, Some(why)) => why.to_string(),
+        (true, None) => "waits on a dependency that has not completed".to_string(),
+    };
+    Some(format!("blocked: {}\n", super::escape::for_terminal(&said)))
+}
+
 /// For a task waiting on a person's approval: the call's cost as the
 /// active plan declares it, and the approval given for it, if any (fresh,
 /// or stale and why), in words (appended to `text`) and as JSON.
@@ -126,13 +191,19 @@ fn awaiting_approval(
         }
         Some((a, stale)) => format!("approval #{} is stale ({}): a new approval is needed", a.id, stale.join("; ")),
     };
-    text.push_str(&format!("waiting on a person's approval of its next call (cost {cost}); {words}\n"));
+    let why = task.why().map(|w| format!(" — {}", super::escape::for_terminal(w))).unwrap_or_default();
+    text.push_str(&format!("waiting on a person's approval of its next call (cost {cost}){why}; {words}\n"));
     Ok(Some(json!({"cost": cost, "approval": given.map(|(a, stale)| json!({"id": a.id, "actor": a.actor,
         "stale": (!stale.is_empty()).then(|| stale.join("; "))}))})))
 }
 
 /// One attempt in words (appended to `text`) and as its JSON document.
-fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, number: i64, text: &mut String) -> Result<Value> {
+fn attempt(
+    ledger: &dyn LedgerRead,
+    a: &AttemptRecord,
+    (number, process): (i64, bool),
+    text: &mut String,
+) -> Result<Value> {
     text.push_str(&format!(
         "\nattempt {number}  r{}  try {}  {}  {}  intent {}\n",
         a.revision,
@@ -142,6 +213,7 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, number: i64, text: &mut S
         utc(a.intent_at_ms)
     ));
     match &a.sandbox {
+        _ if !process => {}
         Some(s) => text.push_str(&format!("  sandbox: {s}\n")),
         None => text.push_str("  sandbox: not recorded (the attempt is older than the engine's sandbox)\n"),
     }
@@ -164,14 +236,16 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, number: i64, text: &mut S
             "  classification: {} by rule {} from evidence {}\n",
             c.class,
             c.rule,
-            json!(c.evidence_ids)
+            super::words::evidence_ids(&c.evidence_ids)
         ));
     }
     let claims = ledger.claims_of_attempt(a.id)?;
     for c in &claims {
         text.push_str(&format!(
-            "  claim #{} [{}] (not verified; never a cause or verdict): {}\n",
-            c.id, c.authority, c.data
+            "  claim #{} by {} (not verified; never a cause or verdict): {}\n",
+            c.id,
+            c.authority,
+            super::escape::for_terminal(&super::words::claim(&c.data))
         ));
     }
     Ok(json!({
@@ -188,10 +262,10 @@ fn attempt(ledger: &dyn LedgerRead, a: &AttemptRecord, number: i64, text: &mut S
 fn reuse_line(ledger: &dyn LedgerRead, d: &Value) -> String {
     match d["decision"].as_str() {
         Some("reuse") => format!(
-            "reuse: reused from revision {} {} (evidence {})",
+            "reuse: reused from revision {} {}{}",
             d["provenance"]["revision"],
             attempt_words(ledger, d["provenance"]["attempt_id"].as_i64()),
-            d["provenance"]["evidence_ids"]
+            super::words::evidence_clause_json(&d["provenance"]["evidence_ids"])
         ),
         _ => {
             let refusal = &d["refusal"];
@@ -310,7 +384,7 @@ fn describe(e: &Evidence) -> String {
             crate::evidence::handle_words(handle),
             found.as_str()
         ),
-        other => serde_json::to_value(other).map(|v| compact(&v)).unwrap_or_default(),
+        other => super::words::sentence(other).unwrap_or_else(|| other.kind().replace('_', " ")),
     }
 }
 
@@ -342,8 +416,8 @@ fn observation_words(o: &providers::Observation, read_back: Option<&crate::evide
         providers::Observation::Inconclusive { evidence } => ("inconclusive", evidence),
     };
     let mut s = match read_back {
-        Some(_) => format!("read back: {summary}"),
-        None => format!("observed {verdict}: {summary}"),
+        Some(r) => super::words::read_back(verdict, r),
+        None => format!("observed {verdict}: {}", super::words::read_back_summary(summary)),
     };
     if let Some(answer) = read_back.and_then(|r| r.answer.as_ref()) {
         push_outputs(&mut s, &[("answer", answer)]);
@@ -370,7 +444,7 @@ pub fn spending_words(items: &[crate::evidence::SpentItem], total_micros: i64, m
 /// after (`absent` for a file that was not there).
 pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
     let digest = |d: &Option<String>| d.as_deref().map_or("absent".to_string(), |d| super::short(d).to_string());
-    let mut s = format!("{} protected path(s) changed during the attempt:", changes.len());
+    let mut s = format!("{} changed during the attempt:", super::count(changes.len(), "protected path"));
     for c in changes {
         s.push_str(&format!(
             "\n    {} {} (constraint {}): {} -> {}",
@@ -423,10 +497,6 @@ pub(super) fn builtin_text(op: &providers::builtin::Op, timed_out: bool, duratio
     };
     let cut = if timed_out { " (engine deadline hit; the sleep was cut short)" } else { "" };
     format!("{what} answered in {duration_ms} ms{cut}")
-}
-
-fn compact(v: &Value) -> String {
-    v.to_string()
 }
 
 fn exit_text(exit: &Option<providers::ExitStatus>) -> String {

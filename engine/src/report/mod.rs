@@ -19,10 +19,12 @@ pub mod plan;
 pub mod progress;
 pub mod question;
 pub mod revise;
+pub mod roff;
 pub mod run;
 pub mod standing;
 pub mod status;
 pub mod stores;
+pub mod words;
 
 /// `engine --version`: the package version and the source commit.
 pub const VERSION: &str = env!("ENGINE_VERSION_LINE");
@@ -46,6 +48,14 @@ pub fn emit(text: &str) -> bool {
 /// `s` left-aligned in a column of `width` characters (never shorter than
 /// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
 /// width comes from what it shows, so it is padded by hand.
+/// `1 task`, `3 tasks`: a count with its noun in the number it takes.
+pub fn count(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 pub fn pad(s: &str, width: usize) -> String {
     let len = s.chars().count();
     let mut out = String::with_capacity(s.len() + width.saturating_sub(len));

@@ -63,13 +63,13 @@ pub fn decisions_table(decisions: &[TaskDecision], ledger: &dyn LedgerRead) -> S
     for d in decisions {
         match &d.decision {
             Decision::Reuse { provenance } => text.push_str(&format!(
-                "  {}  {:<6}  {:<24}  from revision {} {} (evidence {:?})\n",
+                "  {}  {:<6}  {:<24}  from revision {} {}{}\n",
                 super::pad(&d.task_ref, width),
                 "reuse",
                 "-",
                 provenance.revision,
                 super::explain::attempt_words(ledger, Some(provenance.attempt_id.get())),
-                provenance.evidence_ids
+                super::words::evidence_clause(&provenance.evidence_ids)
             )),
             Decision::Run { refusal } => text.push_str(&format!(
                 "  {}  {:<6}  {:<24}  {}\n",

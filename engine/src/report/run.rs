@@ -160,15 +160,32 @@ fn task_words(t: &TaskLine) -> String {
     let class = t.class.as_deref().map(|c| format!("  {c}")).unwrap_or_default();
     let why = t.why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
     let words = match (t.this_run, t.state) {
+        _ if t.upstream.is_some() => {
+            t.upstream.as_ref().map(|u| format!("{}  ({})", u.word(), u.reason())).unwrap_or_default()
+        }
         (false, TaskState::Succeeded) => "kept  (succeeded in an earlier run; not run this time)".into(),
         (false, TaskState::Reused) => "reused  (from an earlier revision; not run this time)".into(),
         (false, TaskState::Failed) => format!("failed earlier{class}{why}"),
+        (true, TaskState::Succeeded) if t.read_back.is_some() => {
+            format!("succeeded — {}, read back as present", t.read_back.map_or("", lost_words))
+        }
         (_, state) => format!("{state}{class}{why}"),
     };
     // Why the reuse pass ran it again, or kept it (issue 43).
     match &t.rechecked {
         Some(r) => format!("{words}  [{}]", super::escape::for_terminal(r)),
         None => words,
+    }
+}
+
+/// Why an answer was lost, as the summary says it.
+fn lost_words(r: crate::evidence::UnknownReason) -> &'static str {
+    use crate::evidence::UnknownReason as R;
+    match r {
+        R::ResponseLost => "answer lost",
+        R::EngineRestarted => "answer lost when the engine stopped",
+        R::DeadlineAfterDispatch => "no answer before the deadline",
+        R::StoppedAfterDispatch => "answer lost when the run was stopped",
     }
 }
 
@@ -292,7 +309,10 @@ fn constraint_line(c: &ConstraintLine) -> String {
     if c.protects {
         said.push(match c.attempts_judged {
             0 => "no attempt ran in this run, so its protected paths were not compared".to_string(),
-            n => format!("no protected path changed in the {n} attempt(s) judged in this run (beyond `may_change`)"),
+            n => format!(
+                "no protected path changed in the {} judged in this run (beyond `may_change`)",
+                super::count(n, "attempt")
+            ),
         });
     }
     if c.has_check {
@@ -330,14 +350,14 @@ fn satisfied_line(r: &RunReport) -> String {
              beyond the tasks' own validations was verified",
             match r.constraints_not_checked {
                 0 => String::new(),
-                n => format!(" ({n} constraints not checked)"),
+                n => format!(" ({} not checked)", super::count(n, "constraint")),
             }
         )
     } else if r.constraints_not_checked > 0 {
         format!(
-            "goal completed ({} constraints not checked): {tasks}, every acceptance check passed, no unknown \
+            "goal completed ({} not checked): {tasks}, every acceptance check passed, no unknown \
              outcome left; the plain-statement constraints are not checked by the engine",
-            r.constraints_not_checked
+            super::count(r.constraints_not_checked, "constraint")
         )
     } else {
         format!("goal satisfied: {tasks}, every acceptance check passed, no unknown outcome left")

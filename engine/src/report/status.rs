@@ -38,7 +38,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let not_checked = plan.goal.as_ref().map_or(0, |x| x.constraints.iter().filter(|c| c.checked().is_none()).count());
     let verdict = crate::decide::verdict::word(g.state, not_checked);
     let state_words = match verdict {
-        "completed" => format!("completed ({not_checked} constraints not checked)"),
+        "completed" => format!("completed ({} not checked)", super::count(not_checked, "constraint")),
         word => word.to_string(),
     };
     let mut text = format!(
@@ -173,6 +173,7 @@ fn task_table(
     let mut standings = Vec::new();
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
+    let upstream = upstream_of(plan, tasks);
     for t in tasks {
         let all = ledger.attempts_of_task(&g.id, &t.task_ref)?;
         let attempts: Vec<_> = all.iter().filter(|a| a.revision == g.active_revision).collect();
@@ -190,15 +191,17 @@ fn task_table(
             Some(w) => format!("{last_text}  [{w}]"),
             None => last_text,
         };
-        let note = match approved.iter().find(|(r, _)| *r == t.task_ref) {
-            Some((_, true)) => "  (approved, not spent yet)",
-            Some((_, false)) => "  (its approval is stale)",
-            None => "",
+        let up = upstream.get(&t.task_ref);
+        let note = match (approved.iter().find(|(r, _)| *r == t.task_ref), up) {
+            (Some((_, true)), _) => "  (approved, not spent yet)".to_string(),
+            (Some((_, false)), _) => "  (its approval is stale)".to_string(),
+            (None, Some(u)) => format!("  ({})", u.reason()),
+            (None, None) => String::new(),
         };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}{note}\n",
             super::pad(&t.task_ref, width),
-            t.state.as_str(),
+            up.map_or(t.state.as_str(), |u| u.word()),
             attempts.len(),
             last_text
         ));
@@ -207,7 +210,7 @@ fn task_table(
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
             "last_attempt": last.map(|a| json!({"id": a.id, "number": number_in(&all, a.id), "try": a.try_no, "state": a.state, "classification": a.classification,
                 "sandbox": a.sandbox, "handle": a.handle})),
-            "completion": standing.as_ref().map(|s| &s.json), "next": next}));
+            "completion": standing.as_ref().map(|s| &s.json), "next": next, "upstream": up}));
         if let Some(s) = standing {
             standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
         }
@@ -217,6 +220,17 @@ fn task_table(
         text.extend(standings);
     }
     Ok(rows)
+}
+
+/// Each completed task whose dependency failed since or runs again.
+fn upstream_of(plan: &PlanFile, tasks: &[TaskRecord]) -> HashMap<String, crate::decide::upstream::Upstream> {
+    let states: HashMap<&str, TaskState> = tasks.iter().map(|t| (t.task_ref.as_str(), t.state)).collect();
+    let rows: Vec<(&str, &[String], TaskState)> = plan
+        .tasks
+        .iter()
+        .filter_map(|t| states.get(t.task_ref.as_str()).map(|&s| (t.task_ref.as_str(), t.depends_on.as_slice(), s)))
+        .collect();
+    crate::decide::upstream::all(rows.into_iter())
 }
 
 /// The operations that wait on a person or on the next run.
@@ -289,6 +303,7 @@ impl Waiting<'_> {
         let shown = |r: &str| {
             self.awaiting.iter().any(|t| t.task_ref == r)
                 || self.not_run.iter().any(|a| a.task_ref == r)
+                || self.unknown.iter().any(|a| a.task_ref == r)
                 || tasks.iter().any(|t| t.task_ref == r && t.state == TaskState::Failed)
         };
         for a in advised.iter().filter(|a| !a.task_ref.is_empty() && !shown(&a.task_ref)) {

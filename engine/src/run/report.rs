@@ -174,6 +174,14 @@ pub struct TaskLine {
     /// `ran again: TOOL_CHANGED: …`, `kept: UPSTREAM_OUTPUT_UNCHANGED: …`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rechecked: Option<String>,
+    /// A completion under a dependency that failed since, or that runs
+    /// again (`decide::upstream`): never said as a plain `succeeded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<crate::decide::upstream::Upstream>,
+    /// Completed this run from a read-back: the answer was lost (why),
+    /// and the target read back as present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_back: Option<crate::evidence::UnknownReason>,
 }
 
 /// One of the goal's constraints, and what this run verified of it.

@@ -326,3 +326,26 @@ fn an_expired_approval_pays_for_nothing_and_says_so() {
         }
     }
 }
+
+#[test]
+fn an_approval_asked_for_says_why_it_is_needed() {
+    let facts = |always, paid_or_external, asked_repeat, prior_dispatch| ApprovalFacts {
+        always,
+        paid_or_external,
+        asked_repeat,
+        prior_dispatch,
+        open: &[],
+    };
+    // A repeat of external work that succeeded in revision 1.
+    let n = facts(false, true, false, true).needed_because(Some((Revision(1), true)));
+    assert_eq!(n, Needed::Repeat { revision: Some(Revision(1)), succeeded: true });
+    assert!(n.words().contains("succeeded in revision 1, so its effect took place then"), "{}", n.words());
+    // One that was sent and may have taken effect: never claimed more.
+    let n = facts(false, true, false, true).needed_because(Some((Revision(2), false)));
+    assert!(n.words().contains("was sent in revision 2 and may have taken effect"), "{}", n.words());
+    // A person's retry; a first call the task declares needs one.
+    assert_eq!(facts(false, true, true, false).needed_because(None), Needed::PersonsRepeat);
+    let first = facts(true, false, false, false).needed_because(None);
+    assert_eq!(first, Needed::Declared);
+    assert!(first.words().contains("the first included"), "{}", first.words());
+}

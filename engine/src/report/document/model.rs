@@ -176,6 +176,10 @@ pub struct TaskReport {
     pub class: Option<String>,
     /// Why it waits or stopped, as the engine recorded it.
     pub why: Option<String>,
+    /// A completion under a dependency that failed since or runs again
+    /// (`decide::upstream`): drawn `kept` or `stale`, never `succeeded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<crate::decide::upstream::Upstream>,
     pub operation_id: String,
     pub request_digest: String,
     /// The reuse decision `engine revise` recorded for this revision.

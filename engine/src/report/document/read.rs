@@ -192,6 +192,21 @@ fn tasks(
         let awaiting_op = row.pending_operation().map(str::to_string);
         out.push(Task2 { report, awaiting_op, row: row.clone() });
     }
+    let mut upstream = crate::decide::upstream::all(
+        out.iter()
+            .map(|t| (t.report.task_ref.as_str(), t.report.depends_on.as_slice(), t.row.state))
+            .collect::<Vec<_>>()
+            .into_iter(),
+    );
+    for t in &mut out {
+        if let Some(u) = upstream.remove(&t.report.task_ref) {
+            t.report.why = Some(match t.report.why.take() {
+                Some(w) => format!("{}; {w}", u.words()),
+                None => u.words(),
+            });
+            t.report.upstream = Some(u);
+        }
+    }
     Ok(out)
 }
 
@@ -219,6 +234,7 @@ fn task_report(
         state: row.state.as_str().into(),
         class,
         why: why(&row.detail),
+        upstream: None,
         operation_id: row.operation_id.to_string(),
         request_digest: row.request_digest.to_string(),
         reuse,

@@ -63,6 +63,7 @@ pub fn task(task_ref: &str, deps: &[&str], state: &str, attempts: Vec<AttemptRep
         state: state.into(),
         class: None,
         why: None,
+        upstream: None,
         operation_id: "op_1".into(),
         request_digest: "d".repeat(64),
         reuse: None,

@@ -51,9 +51,9 @@ pub fn svg(doc: &ReportDocument, out: &mut String) {
     out.push_str("</g><g class=\"nodes\">");
     for (i, t) in doc.tasks.iter().enumerate() {
         let (x, y) = (l.x[i], l.y[i]);
-        let label = match &t.class {
-            Some(c) => format!("{} · {c}", t.state),
-            None => t.state.clone(),
+        let label = match &t.upstream {
+            Some(u) => format!("{} · upstream {}", u.word(), u.task_ref_state().1),
+            None => node_label(&t.state, t.class.as_deref()),
         };
         let tip = format!(
             "{} — {}{}",
@@ -80,6 +80,17 @@ pub fn svg(doc: &ReportDocument, out: &mut String) {
     out.push_str("</g></svg>");
 }
 
+/// What a box says under its ref: its state, and a failure's class (a
+/// failed box is red, so its class alone says it whole: the longest,
+/// `constraint_violated`, is never cut).
+fn node_label(state: &str, class: Option<&str>) -> String {
+    match class {
+        Some(c) if state == "failed" => c.to_string(),
+        Some(c) => format!("{state} · {c}"),
+        None => state.to_string(),
+    }
+}
+
 /// Straight through a layer, a vertical S-curve between layers.
 fn path(points: &[(i64, i64)]) -> String {
     let mut d = String::new();
@@ -95,4 +106,19 @@ fn path(points: &[(i64, i64)]) -> String {
         prev = p;
     }
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::FailureClass;
+
+    #[test]
+    fn every_failure_class_fits_its_box_whole() {
+        for c in FailureClass::ALL {
+            let label = node_label("failed", Some(c.as_str()));
+            assert_eq!(clip(&label, LABEL_CHARS_MAX), label, "cut in the graph");
+        }
+        assert_eq!(node_label("succeeded", None), "succeeded");
+    }
 }

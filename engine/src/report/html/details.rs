@@ -275,7 +275,7 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             ),
             Vec::new(),
         ),
-        other => (serde_json::to_string(other).unwrap_or_default(), Vec::new()),
+        other => (crate::report::words::sentence(other).unwrap_or_else(|| other.kind().replace('_', " ")), Vec::new()),
     };
     let _ = write!(
         out,

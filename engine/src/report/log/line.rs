@@ -150,6 +150,13 @@ fn pairs(m: &Map<String, Value>, depth: usize) -> String {
         .filter(|(k, v)| !is_empty(v) && !matches!(k.as_str(), "goal_id" | "task_ref"))
         .map(|(k, v)| match (v, name(k)) {
             (Value::Bool(true), name) => name.into_owned(),
+            // A task's detail (`waits on a, b`): its own pairs, no braces.
+            (Value::Object(m), name) if name.is_empty() => pairs(m, depth + 1),
+            (Value::Array(items), name) if k == "waits_on" => format!("{name} {}", words(items, depth + 1)),
+            // A read-back's summary, without the answer it quotes (`explain` shows it).
+            (Value::String(s), name) if k == "read_back" => {
+                format!("{name} {}", crate::report::words::read_back_summary(s))
+            }
             (v, name) if name.is_empty() => value(v, depth + 1),
             (v, name) => format!("{name} {}", value(v, depth + 1)),
         })
@@ -209,6 +216,15 @@ fn value(v: &Value, depth: usize) -> String {
     }
 }
 
+/// A list as words: `a, b and 3 more`.
+fn words(items: &[Value], depth: usize) -> String {
+    let mut shown: Vec<String> = items.iter().take(LIST_ITEMS_MAX).map(|x| value(x, depth)).collect();
+    if items.len() > LIST_ITEMS_MAX {
+        shown.push(format!("and {} more", items.len() - LIST_ITEMS_MAX));
+    }
+    shown.join(", ")
+}
+
 /// A BLAKE3 digest: 64 hex digits.
 fn is_digest(s: &str) -> bool {
     s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())
@@ -244,6 +260,8 @@ mod tests {
         assert_eq!(details(&json!({"deep": {"a": {"b": {"c": {"d": 1}}}}})), "deep {a {b {c {…}}}}");
         assert_eq!(details(&json!({"goal_state": "failed", "exit_code": 1})), "goal state failed, exit code 1");
         assert_eq!(details(&json!([])), "none");
+        let blocked = json!({"state": "blocked", "detail": {"waits_on": ["transform (pending)", "load (failed)"]}});
+        assert_eq!(details(&blocked), "state blocked, waits on transform (pending), load (failed)");
     }
 
     #[test]

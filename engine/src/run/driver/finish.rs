@@ -114,7 +114,19 @@ impl Closer<'_, '_> {
                 class: r.class,
                 why: r.why,
                 settled_by_person,
+                upstream: None,
+                read_back: None,
             });
+        }
+        let edges = self.scope.plan.file.tasks.iter().map(|t| (t.task_ref.as_str(), t.depends_on.as_slice()));
+        let states: HashMap<&str, TaskState> = tasks.iter().map(|t| (t.task_ref.as_str(), t.state)).collect();
+        let mut upstream = crate::decide::upstream::all(
+            edges.filter_map(|(r, d)| states.get(r).map(|&s| (r, d, s))).collect::<Vec<_>>().into_iter(),
+        );
+        let mut read_back = self.read_back_completions()?;
+        for t in &mut tasks {
+            t.upstream = upstream.remove(&t.task_ref);
+            t.read_back = read_back.remove(&t.task_ref).filter(|_| t.state == TaskState::Succeeded && t.this_run);
         }
         tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
         // A failed task's next step names the operation that failed (a
@@ -126,6 +138,27 @@ impl Closer<'_, '_> {
             }
         }
         Ok(tasks)
+    }
+
+    /// The tasks whose completion is a read-back's (the answer was lost,
+    /// the target read back as present): why the answer was lost, each.
+    fn read_back_completions(&self) -> Result<HashMap<String, crate::evidence::UnknownReason>> {
+        let read = self.ledger.read();
+        let present = read.events_of_goal(&self.scope.goal_id, EventKind::ObservedEffectPresent)?;
+        if present.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let completed = read.completed_attempts(&self.scope.goal_id, self.scope.revision)?;
+        Ok(present
+            .into_iter()
+            .filter(|e| e.revision == Some(self.scope.revision))
+            .filter_map(|e| {
+                let task_ref = e.task_ref?;
+                let (id, _) = completed.get(&task_ref)?;
+                let why = serde_json::from_value(e.data.get("why_observed")?.clone()).ok()?;
+                (e.attempt_id == Some(*id)).then_some((task_ref, why))
+            })
+            .collect())
     }
 
     /// In debug builds: the budget counters equal the attempts they count.

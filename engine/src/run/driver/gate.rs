@@ -10,10 +10,10 @@ use super::scope::Scope;
 use crate::decide::budget::Usage;
 use crate::decide::gate::{self, ApprovalFacts, Decision, OpenApproval, SameRequest};
 use crate::error::{Code, Error, Result};
-use crate::ids::{ApprovalId, GoalId};
+use crate::ids::{ApprovalId, GoalId, Revision};
 use crate::plan::Task;
 use crate::run::core::{Applied, GateCall};
-use crate::state::TaskState;
+use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ActRef, PendingRequest};
 use crate::store::attempts::NewIntent;
 use crate::store::events::{Event, EventKind};
@@ -25,7 +25,11 @@ use crate::store::{LedgerRead, LedgerTx};
 pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
     let task = scope.task(&call.task_ref)?;
     let decision = decision(&*tx, scope, call, (now_ms, Projected::default()))?;
-    apply(tx, scope.key(&call.task_ref), (task, call, sandbox), decision)
+    let needed = match &decision {
+        Decision::AwaitApproval(_) => Some(needed(&*tx, scope, call, task)?),
+        _ => None,
+    };
+    apply(tx, scope.key(&call.task_ref), (task, call, sandbox), (decision, needed))
 }
 
 /// What a dry run counts as spent by the calls it would make before this
@@ -110,6 +114,34 @@ pub fn decision<L: LedgerRead + ?Sized>(
     Ok(gate::decide(&facts))
 }
 
+/// Why a call the gate stopped for an approval needs one (read only then).
+fn needed(tx: &dyn LedgerTx, scope: &Scope, call: &GateCall, task: &Task) -> Result<gate::Needed> {
+    let (always, paid_or_external) = ApprovalFacts::of_task(task);
+    let (goal_id, task_ref) = (&scope.goal_id, call.task_ref.as_str());
+    let facts = ApprovalFacts {
+        always,
+        paid_or_external,
+        asked_repeat: call.asked_repeat,
+        prior_dispatch: tx.prior_dispatch(goal_id, task_ref)?,
+        open: &[],
+    };
+    Ok(facts.needed_because(earlier_call(tx, goal_id, task_ref)?))
+}
+
+/// The revision of the task's latest call that was sent, and whether one
+/// of its calls succeeded (that one's revision, then): why a repeat of it
+/// needs a person's approval.
+fn earlier_call(tx: &dyn LedgerTx, goal_id: &GoalId, task_ref: &str) -> Result<Option<(Revision, bool)>> {
+    let attempts = tx.attempts_of_task(goal_id, task_ref)?;
+    if let Some(a) = attempts.iter().rfind(|a| a.state == AttemptState::Succeeded) {
+        return Ok(Some((a.revision, true)));
+    }
+    let sent = |a: &&crate::store::attempts::AttemptRecord| {
+        !matches!(a.state, AttemptState::IntentRecorded | AttemptState::SettledNotRun)
+    };
+    Ok(attempts.iter().rev().find(sent).map(|a| (a.revision, false)))
+}
+
 /// Another operation with this call's request by content, of any task or
 /// goal in the store, whose outcome nobody knows (the gate's rule 3).
 fn same_request<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall, goal_id: &GoalId) -> Result<Option<SameRequest>> {
@@ -128,7 +160,7 @@ fn apply(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
     (task, call, sandbox): (&Task, &GateCall, &Record),
-    decision: Decision,
+    (decision, needed): (Decision, Option<gate::Needed>),
 ) -> Result<Applied> {
     let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
     let op = &call.operation_id;
@@ -166,7 +198,12 @@ fn apply(
             Ok(Applied::Stopped(Decision::Budget(exhausted)))
         }
         Decision::AwaitApproval(missing) => {
-            let why = missing.why();
+            // A repeat says why it needs a person; a task that declares
+            // `requires_approval` says so in its plan (its words as before).
+            let why = match needed {
+                Some(n) if n != gate::Needed::Declared => format!("{}; {}", n.words(), missing.why()),
+                _ => missing.why(),
+            };
             // `asked_by`: which command's call waits, so `engine status` can
             // name the command that spends the approval.
             let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
