@@ -251,7 +251,7 @@ fn constraint_violated_is_undone_then_repaired() {
     ws.write_plan("plan.json", &p);
     walk(&ws, "engine run plan.json", |_, stop| {
         let way = stop.pick("engine repair tidy");
-        assert!(way.first.as_deref().is_some_and(|f| f.contains("undo the protected change")), "{way:?}");
+        assert!(way.first.as_deref().is_some_and(|f| f.contains("put back any protected path")), "{way:?}");
         ws.write("keys", "the keys\n");
         ws.write("careful", "");
         "engine repair tidy"

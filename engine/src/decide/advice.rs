@@ -72,8 +72,13 @@ pub enum Before {
     FixEnvironment,
     /// The provider said it is unavailable: wait until it answers again.
     ProviderBack,
-    /// The attempt changed a protected path.
+    /// The attempt changed a protected path: put back whatever of it is
+    /// still changed (nothing, when it is back as it was).
     UndoProtectedChange,
+    /// A goal constraint's own check failed after the attempt.
+    FixWhatTheConstraintCheckFound,
+    /// The task spent (by its provider's report) without `may_spend`.
+    DeclareSpending,
     /// The attempt wrote files its task does not declare: declare them.
     DeclareOutputs,
     /// … or undo them.
@@ -99,7 +104,13 @@ impl Before {
             Before::FixWhatItNeeds => format!("if the request was right, fix what it needs ({explain} shows it)"),
             Before::FixEnvironment => format!("fix what {explain} names (a program, a permission, an input)"),
             Before::ProviderBack => "once the provider answers again".to_string(),
-            Before::UndoProtectedChange => format!("undo the protected change {explain} names"),
+            Before::UndoProtectedChange => {
+                format!("put back any protected path {explain} names that is still changed (none, if it is back as it was)")
+            }
+            Before::FixWhatTheConstraintCheckFound => format!("fix what the constraint check {explain} shows found"),
+            Before::DeclareSpending => format!(
+                "if task {task_ref} may make paid calls, declare `\"may_spend\": true` for it in {plan} (a loosening a person approves)"
+            ),
             Before::DeclareOutputs => {
                 format!("if task {task_ref} should write them, put the `outputs` line {explain} names in {plan}")
             }
@@ -207,11 +218,7 @@ fn of_failure(class: FailureClass, rule: Option<&str>, cmd: &Commands) -> Vec<Wa
     let revise = || cmd.revise();
     match class {
         FailureClass::ValidationFailed => vec![Way::run(cmd.repair(false))],
-        FailureClass::ConstraintViolated if rule == Some("undeclared_write") => vec![
-            Way::after(Before::DeclareOutputs, revise()),
-            Way::after(Before::UndoUndeclaredWrite, cmd.repair(false)),
-        ],
-        FailureClass::ConstraintViolated => vec![Way::after(Before::UndoProtectedChange, cmd.repair(false))],
+        FailureClass::ConstraintViolated => of_violation(rule, cmd),
         FailureClass::ProviderRejected => {
             vec![Way::after(Before::CorrectRequest, revise()), Way::after(Before::FixWhatItNeeds, cmd.repair(true))]
         }
@@ -232,6 +239,29 @@ fn of_failure(class: FailureClass, rule: Option<&str>, cmd: &Commands) -> Vec<Wa
         FailureClass::Unclassified => {
             vec![Way::after(Before::ReadTheEvidence, cmd.repair(true)), Way::after(Before::CorrectRequest, revise())]
         }
+    }
+}
+
+/// The ways out of a violated constraint, by its rule: what a person
+/// does first differs (put a file back, fix what a check found, declare
+/// what the task may do), the repair after it does not.
+fn of_violation(rule: Option<&str>, cmd: &Commands) -> Vec<Way> {
+    let loosen = || format!("{} --approve-loosening", cmd.revise());
+    match rule {
+        Some("constraint_check_failed") => vec![Way::after(Before::FixWhatTheConstraintCheckFound, cmd.repair(false))],
+        Some("spending_not_declared") => {
+            vec![
+                Way::after(Before::DeclareSpending, loosen()),
+                Way::run(format!("{} --instruction {SAY}", cmd.repair(false))),
+            ]
+        }
+        Some("undeclared_write") => {
+            vec![
+                Way::after(Before::DeclareOutputs, cmd.revise()),
+                Way::after(Before::UndoUndeclaredWrite, cmd.repair(false)),
+            ]
+        }
+        _ => vec![Way::after(Before::UndoProtectedChange, cmd.repair(false))],
     }
 }
 
@@ -401,6 +431,31 @@ mod tests {
              or if the request was right, fix what it needs (`engine explain T1` shows it), then \
              `engine repair T1 --force --note \"…\"`"
         );
+    }
+
+    #[test]
+    fn each_constraint_rule_gets_advice_that_fits_it() {
+        let words =
+            |rule| sentence(&of_task(&failed(FailureClass::ConstraintViolated, rule), &SCOPE), "plan.json", "T1");
+        // A protected path: put back what is still changed, if anything.
+        let protected = words("protected_path_changed");
+        assert!(protected.starts_with("put back any protected path `engine explain T1` names that is still changed (none, if it is back as it was), then `engine repair T1`"), "{protected}");
+        // Spending: declare it (a loosening), or repair without it; never
+        // the protected-path words.
+        let spending = words("spending_not_declared");
+        assert!(spending.contains("`\"may_spend\": true`"), "{spending}");
+        assert!(spending.contains("`engine revise plan.json --reason \"…\" --approve-loosening`"), "{spending}");
+        assert!(spending.contains("`engine repair T1 --instruction \"…\"`"), "{spending}");
+        assert!(!spending.contains("protected"), "{spending}");
+        // A constraint's check: what it found.
+        let check = words("constraint_check_failed");
+        assert!(check.starts_with("fix what the constraint check `engine explain T1` shows found"), "{check}");
+        assert!(!check.contains("protected"), "{check}");
+        // Undeclared writes: declare them as outputs, or undo them.
+        let writes = words("undeclared_write");
+        assert!(writes.contains("`outputs` line `engine explain T1` names in plan.json, then `engine revise"), "{writes}");
+        assert!(writes.contains("undo the undeclared writes `engine explain T1` names, then `engine repair T1`"), "{writes}");
+        assert!(!writes.contains("protected"), "{writes}");
     }
 
     #[test]
