@@ -42,8 +42,10 @@ pub fn write(dir: &Path) -> Result<Written> {
         .collect();
     if !taken.is_empty() {
         return Err(Error::usage(format!(
-            "{} already exist(s); init never overwrites a file: choose another folder (`engine init DIR`) or move them",
-            taken.join(", ")
+            "{} already {}; init never overwrites a file: choose another folder (`engine init DIR`) or move {}",
+            taken.join(", "),
+            if taken.len() == 1 { "exists" } else { "exist" },
+            if taken.len() == 1 { "it" } else { "them" }
         ))
         .at(dir.display().to_string()));
     }
@@ -89,12 +91,19 @@ mod tests {
     }
 
     #[test]
+    fn the_starter_shows_where_a_network_is_declared() {
+        let plan: serde_json::Value = serde_json::from_str(PLAN).unwrap();
+        assert_eq!(plan["providers"]["agent"]["network"], serde_json::json!({"connect": []}), "{PLAN}");
+    }
+
+    #[test]
     fn init_refuses_to_overwrite_and_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("agent.sh"), "mine").unwrap();
         let e = write(dir.path()).err().unwrap();
         assert_eq!(e.code, Code::UsageError);
         assert!(e.message.contains("agent.sh") && e.message.contains("never overwrites"), "{}", e.message);
+        assert!(e.message.contains("agent.sh already exists;") && e.message.ends_with("or move it"), "{}", e.message);
         assert_eq!(std::fs::read_to_string(dir.path().join("agent.sh")).unwrap(), "mine");
         assert!(!dir.path().join("plan.json").exists(), "nothing written when one file is taken");
     }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::plan::model::{Effect, PlanFile, ProviderSpec, Task};
 
 mod handoff;
+pub mod network;
 
 macro_rules! warning_codes {
     ($($(#[$m:meta])* $variant:ident = $s:literal),+ $(,)?) => {
@@ -54,6 +55,9 @@ warning_codes! {
     /// starts processes, with no `outputs`: any file it writes fails it
     /// (`undeclared_write`).
     NoOutputsDeclared = "NO_OUTPUTS_DECLARED",
+    /// A command or agent task's processes get no network (nothing
+    /// declared) while its command, inputs or provider name a URL or host.
+    NetworkUndeclared = "NETWORK_UNDECLARED",
 }
 
 impl Serialize for WarningCode {
@@ -113,6 +117,7 @@ pub fn warnings(plan: &PlanFile, effect_declared: &[bool], probe: &dyn Probe) ->
     }
     out.extend(programs.finish());
     out.extend(handoff::warnings(plan));
+    out.extend(network::warnings(plan));
     out
 }
 
@@ -129,7 +134,7 @@ fn constraint_warnings(plan: &PlanFile) -> Vec<Warning> {
             message: format!(
                 "constraint {:?} is a plain statement: the engine does not check it, so a met goal ends \
                  `goal completed (N constraints not checked)`, never `satisfied`; make it \
-                 {{\"id\", \"statement\", \"protect\": [paths]}} or {{…, \"check\": {{\"run\": [...]}}}} to have it checked",
+                 `{{\"id\", \"statement\", \"protect\": [paths]}}` or `{{…, \"check\": {{\"run\": [...]}}}}` to have it checked",
                 c.statement()
             ),
         })
@@ -144,7 +149,7 @@ fn goal_warnings(plan: &PlanFile) -> Vec<Warning> {
             path: "$.goal.acceptance".into(),
             message: format!(
                 "goal `{}` has no acceptance check: a run can end `satisfied` on the tasks' own validations alone; \
-                 add {{\"id\", \"statement\", \"check\": {{\"run\": [...]}}}} to goal.acceptance",
+                 add `{{\"id\", \"statement\", \"check\": {{\"run\": [...]}}}}` to goal.acceptance",
                 goal.id
             ),
         }];

@@ -12,7 +12,8 @@ pub fn render(w: Written) -> Output {
     }
     let plan = w.dir.join("plan.json");
     text.push_str(&format!(
-        "next:\n  engine check {p}\n  engine run {p}\nthen change the plan (docs/plan.md is its reference) and run it again\n",
+        "next:\n  engine check {p}\n  engine run {p}\nthen change the plan (docs/plan.md is its reference) and run it again; \
+         a provider reaches no network unless its `network` lists where (`\"network\": {{\"connect\": [\"HOST:PORT\"]}}`)\n",
         p = plan.display()
     ));
     Output { json: json!({"written": w.files, "plan": plan}), text, exit_code: 0 }

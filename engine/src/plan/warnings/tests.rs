@@ -165,3 +165,18 @@ fn a_plain_statement_constraint_is_named_as_not_checked() {
     assert_eq!(codes(&w), vec![("CONSTRAINT_UNCHECKED", "$.goal.constraints[0]")]);
     assert!(w[0].message.contains("goal completed (N constraints not checked)"), "{}", w[0].message);
 }
+
+#[test]
+fn a_task_that_names_a_host_without_a_network_is_warned_once_with_the_line_to_add() {
+    let mut p = clean();
+    p["tasks"][0]["action"]["run"] = json!(["sh", "-c", "curl -s http://127.0.0.1:8765/load > out.json"]);
+    let w = warnings(&plan(p.clone()), &[true], &everything_there());
+    assert_eq!(codes(&w), vec![("NETWORK_UNDECLARED", "$.tasks[0].network")]);
+    assert!(w[0].message.contains("`\"network\": {\"connect\": [\"127.0.0.1:8765\"]}`"), "{}", w[0].message);
+    // Declared on the task or on its provider: nothing to say.
+    let mut declared = p.clone();
+    declared["tasks"][0]["network"] = json!({"connect": ["127.0.0.1:8765"]});
+    assert_eq!(codes(&warnings(&plan(declared), &[true], &everything_there())), vec![]);
+    p["providers"]["sh"]["network"] = json!({"connect": ["127.0.0.1:*"]});
+    assert_eq!(codes(&warnings(&plan(p), &[true], &everything_there())), vec![]);
+}
