@@ -105,10 +105,16 @@ fn the_demo_runs_the_installed_engine_built_from_its_tree_and_builds_nothing() {
 }
 
 /// The demo's run failed its validation and its repair exited 0: the
-/// engine really ran, to the end.
+/// engine really ran, to the end — and the showcase ends `goal satisfied`
+/// (its constraint is checked, so never `completed (… not checked)`).
 fn repaired(stdout: &str) -> bool {
     let Some((run, repair)) = stdout.split_once("$ engine repair T2") else { return false };
-    run.contains("(exit 1)") && repair.contains("(exit 0)")
+    let Some((repair, status)) = repair.split_once("$ engine status") else { return false };
+    run.contains("(exit 1)")
+        && repair.contains("(exit 0)")
+        && repair.contains("goal satisfied:")
+        && !stdout.contains("not checked")
+        && status.contains("state     satisfied")
 }
 
 #[test]

@@ -108,6 +108,11 @@ fn ctrl_c_typed_on_the_terminal_stops_the_run_and_ends_the_provider() {
     wait_gone(child, "the provider's child");
     let screen = plain(&term.screen.wait_for("go on with `engine run plan.json`", SOON));
     assert!(screen.contains("SIGINT: stopping"), "{screen:?}");
+    // The terminal echoed `^C` after the live view's last frame: no frame
+    // reaches the last column, so the echo never wraps onto a line the view
+    // does not know of (its last frame would then stay on screen).
+    let widest = widest_line(&screen);
+    assert!(widest <= 97, "a live frame {widest} columns wide on a 100-column terminal: {screen:?}");
     assert!(screen.contains("stopped by SIGINT: nothing new was started; cancelled, not failed: T1"), "{screen:?}");
     assert_eq!(ws.ledger().task_state("T1"), "cancelled");
     assert_eq!(ws.attempts()[0].state, "cancelled");
@@ -116,6 +121,30 @@ fn ctrl_c_typed_on_the_terminal_stops_the_run_and_ends_the_provider() {
     ws.write("t1.release", "");
     ws.engine_json(&["run", "plan.json"]).expect_code(0);
     assert_eq!(runs(&ws, "t1"), 2, "the cancelled local task ran again");
+}
+
+/// The widest line of the live view (its header `[n/m] …` and its task
+/// lines, indented) the terminal was given, cursor movements and the
+/// echoed `^C` left out.
+fn widest_line(screen: &str) -> usize {
+    let mut text = String::new();
+    let mut chars = screen.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters, then a final letter.
+            if chars.next() == Some('[') {
+                for x in chars.by_ref() {
+                    if x.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        text.push(c);
+    }
+    let frame = |l: &&str| l.starts_with('[') || l.starts_with("  ");
+    text.replace("^C", "").split(['\r', '\n']).filter(frame).map(|l| l.chars().count()).max().unwrap_or(0)
 }
 
 /// `engine ARGS` on a terminal until it ends (exit 0, or 1 for a run,
@@ -165,4 +194,16 @@ fn a_terminal_gets_colour_in_summaries_unless_a_person_said_otherwise() {
     assert!(has_colour(&on_terminal(&ws, &["--color", "always", "status"], &[("NO_COLOR", "1")], "budgets")));
     // An empty NO_COLOR is not set (no-color.org).
     assert!(has_colour(&on_terminal(&ws, &["status"], &[("NO_COLOR", "")], "budgets")));
+}
+
+/// Issue 41: `engine man CMD` on a terminal reads as a page, not roff; into
+/// a pipe it stays roff (for `man -l -`).
+#[test]
+fn a_man_page_on_a_terminal_is_text_and_roff_in_a_pipe() {
+    let ws = Ws::new();
+    let screen = plain(&on_terminal(&ws, &["man", "status"], &[], "OPTIONS"));
+    assert!(screen.contains("NAME") && screen.contains("engine-status - "), "{screen:?}");
+    assert!(!screen.contains(".SH") && !screen.contains("\\f") && !screen.contains(".TP"), "{screen:?}");
+    let piped = ws.engine(&["man", "status"]);
+    assert!(piped.stdout.contains(".SH NAME"), "{}", piped.stdout);
 }

@@ -22,14 +22,14 @@ fn the_money_demo_report_holds_the_failure_the_claims_and_the_repair() {
     assert_eq!(doc["format"], "engine-report/1");
     assert_eq!(doc["generated_at"], Value::Null);
     assert_eq!(doc["goal"]["id"], "money-totals");
-    // Its constraint is a plain statement: met, but `completed`, never `satisfied`.
-    assert_eq!(doc["goal"]["state"], "completed");
+    // Its constraint protects the tests, so the engine checked it: `satisfied`.
+    assert_eq!(doc["goal"]["state"], "satisfied");
     assert_eq!(
         doc["goal"]["claims"],
         "every task succeeded or was reused, every acceptance check passed, no unknown outcome left"
     );
     assert_eq!(doc["goal"]["acceptance"][0]["result"], "passed");
-    assert_eq!(doc["goal"]["constraints"][0]["checked_by_engine"], false);
+    assert_eq!(doc["goal"]["constraints"][0]["checked_by_engine"], true);
     assert_eq!(doc["waiting"], json!([]));
     let t2 = task(&doc, "T2");
     assert_eq!(t2["state"], "succeeded");

@@ -53,7 +53,13 @@ pub fn man(command: Option<&str>, dir: Option<&Path>) -> Result<Output> {
             MAN_PAGES.iter().filter_map(|(n, _)| n.strip_prefix("engine-")?.strip_suffix(".1")).collect();
         Error::usage(format!("no man page for `{}`; the commands are: {}", command.unwrap_or(""), known.join(", ")))
     })?;
-    Ok(Output { text: page.to_string(), json: json!({"page": page}), exit_code: 0 })
+    // A terminal reads the page as text; a pipe (`| man -l -`) gets roff.
+    use std::io::IsTerminal;
+    let text = match std::io::stdout().is_terminal() {
+        true => crate::report::roff::to_text(page),
+        false => page.to_string(),
+    };
+    Ok(Output { text, json: json!({"page": page}), exit_code: 0 })
 }
 
 /// Write every page into `dir` (created if missing); existing pages of the

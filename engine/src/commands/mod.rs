@@ -100,9 +100,21 @@ pub fn no_task<'a>(
     task_ref: &str,
     known: impl IntoIterator<Item = &'a str>,
 ) -> Error {
-    let hint = crate::plan::suggest::did_you_mean(task_ref, known);
+    let known: Vec<&str> = known.into_iter().collect();
+    let mut hint = crate::plan::suggest::did_you_mean(task_ref, known.iter().copied());
+    // Nothing close: the refs it has (a few), so the next try is a pick.
+    if hint.is_empty() && !known.is_empty() {
+        let mut shown: Vec<String> = known.iter().take(KNOWN_REFS_SHOWN_MAX).map(|k| format!("`{k}`")).collect();
+        if known.len() > KNOWN_REFS_SHOWN_MAX {
+            shown.push(format!("and {} more (`engine status`)", known.len() - KNOWN_REFS_SHOWN_MAX));
+        }
+        hint = format!("; its tasks: {}", shown.join(", "));
+    }
     Error::usage(format!("goal `{goal}` revision {revision} has no task `{task_ref}`{hint}")).at(task_ref.to_string())
 }
+
+/// How many of a goal's task refs an unknown ref's error lists.
+const KNOWN_REFS_SHOWN_MAX: usize = 8;
 
 /// The plan file a recorded revision came from, for a run of it without a
 /// plan file (`retry`, `repair`): the recorded path as seen from here, or
@@ -138,4 +150,19 @@ pub fn permitted(read: &dyn LedgerRead, goal: &GoalId, act: Act, person: &Person
 
 pub fn not_permitted(r: people::Refused) -> Error {
     Error::new(Code::NotPermitted, r.message()).at(format!("$.people.{}", r.act.key()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_task_ref_gets_the_closest_or_the_refs_there_are() {
+        let g = GoalId::new("g".to_string());
+        let r = crate::ids::Revision(1);
+        let close = no_task(&g, r, "transfrom", ["load", "transform", "publish"]);
+        assert!(close.message.ends_with("has no task `transfrom`; did you mean `transform`?"), "{}", close.message);
+        let far = no_task(&g, r, "nosuch", ["load", "transform"]);
+        assert!(far.message.ends_with("has no task `nosuch`; its tasks: `load`, `transform`"), "{}", far.message);
+    }
 }

@@ -10,13 +10,14 @@ pub fn check(p: &Plan, warnings: &[Warning]) -> Output {
     let goal = p.goal();
     let checks = goal.acceptance.iter().filter(|a| a.check.is_some()).count();
     let mut text = format!(
-        "plan ok: goal `{}`, {} task(s), {} provider(s), {checks} acceptance check(s)",
+        "plan ok: goal `{}`, {}, {}, {}",
         goal.id,
-        p.file.tasks.len(),
-        p.file.providers.len(),
+        super::count(p.file.tasks.len(), "task"),
+        super::count(p.file.providers.len(), "provider"),
+        super::count(checks, "acceptance check"),
     );
     if !warnings.is_empty() {
-        text.push_str(&format!(", {} warning(s) (on stderr)", warnings.len()));
+        text.push_str(&format!(", {} (on stderr)", super::count(warnings.len(), "warning")));
     }
     text.push('\n');
     Output {

@@ -164,10 +164,55 @@ struct Running {
 
 const TICK: Duration = Duration::from_millis(200);
 
+/// Columns the live view leaves free at the right edge: the terminal
+/// echoes a typed Ctrl-C (`^C`) where the cursor is, and a frame filled to
+/// the last column would wrap it onto a line of its own, one the view does
+/// not know of — its last frame would then stay on screen above the
+/// summary.
+const ECHO_COLUMNS: u16 = 3;
+
+/// stderr as the live view draws on it: its width less `ECHO_COLUMNS`.
+#[derive(Debug)]
+struct Narrow(console::Term);
+
+impl indicatif::TermLike for Narrow {
+    fn width(&self) -> u16 {
+        self.0.size().1.saturating_sub(ECHO_COLUMNS).max(1)
+    }
+    fn height(&self) -> u16 {
+        self.0.size().0
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 impl Live {
     fn new(colour: bool) -> Live {
         console::set_colors_enabled_stderr(colour);
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let target = ProgressDrawTarget::term_like_with_hz(Box::new(Narrow(console::Term::buffered_stderr())), 20);
+        let multi = MultiProgress::with_draw_target(target);
         let header = multi.add(ProgressBar::new(0));
         let style = ProgressStyle::with_template("[{pos}/{len}] {prefix} {msg} {elapsed_precise}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
