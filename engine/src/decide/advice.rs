@@ -453,8 +453,14 @@ mod tests {
         assert!(!check.contains("protected"), "{check}");
         // Undeclared writes: declare them as outputs, or undo them.
         let writes = words("undeclared_write");
-        assert!(writes.contains("`outputs` line `engine explain T1` names in plan.json, then `engine revise"), "{writes}");
-        assert!(writes.contains("undo the undeclared writes `engine explain T1` names, then `engine repair T1`"), "{writes}");
+        assert!(
+            writes.contains("`outputs` line `engine explain T1` names in plan.json, then `engine revise"),
+            "{writes}"
+        );
+        assert!(
+            writes.contains("undo the undeclared writes `engine explain T1` names, then `engine repair T1`"),
+            "{writes}"
+        );
         assert!(!writes.contains("protected"), "{writes}");
     }
 
