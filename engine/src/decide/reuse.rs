@@ -192,7 +192,7 @@ pub fn decide(
         return run(Refusal::CheckpointChanged { path: "(inputs changed while its validations ran)".into() });
     }
     match observe() {
-        Ok(now) if now.digest == cp.digest() => Decision::Reuse {
+        Ok(now) if now.digest == cp.digest() || same_as_recorded_before_tools(cp, &now) => Decision::Reuse {
             provenance: Provenance {
                 revision: done.revision,
                 attempt_id: done.attempt_id,
@@ -205,6 +205,23 @@ pub fn decide(
             None => run(Refusal::CheckpointChanged { path: "(context)".into() }),
         },
         Err(e) => run(Refusal::CheckpointChanged { path: format!("(cannot observe: {e})") }),
+    }
+}
+
+/// Does the checkpoint observed now match one an older engine recorded,
+/// before it kept who does the work? A recorded checkpoint with no tool's
+/// identity and no upstream's outputs in it is compared without those
+/// entries, so an upgrade alone runs nothing again (a second model call
+/// nobody asked for); a later change of the tool is seen once the next
+/// completion records it. (MCP's entries predate both: kept as they are.)
+fn same_as_recorded_before_tools(cp: &RecordedCheckpoint, now: &Checkpoint) -> bool {
+    let newer = |n: &String| tool::is_tool(n) || cutoff::dependency_of(n).is_some();
+    match cp.checkpoint() {
+        Some(then) if !then.context.keys().any(newer) && now.context.keys().any(newer) => {
+            let context = now.context.iter().filter(|(n, _)| !newer(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
+            Checkpoint::of(now.files.clone(), context).digest == cp.digest()
+        }
+        _ => false,
     }
 }
 

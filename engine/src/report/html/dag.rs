@@ -55,10 +55,16 @@ pub fn svg(doc: &ReportDocument, out: &mut String) {
             Some(u) => format!("{} · upstream {}", u.word(), u.task_ref_state().1),
             None => node_label(&t.state, t.class.as_deref()),
         };
+        // The tip (what a screen reader says, and a pointer shows) names the
+        // state whole even where the box says only a failure's class.
+        let whole = match (&t.upstream, &t.class) {
+            (None, Some(c)) => format!("{} · {c}", t.state),
+            _ => label.clone(),
+        };
         let tip = format!(
             "{} — {}{}",
             t.task_ref,
-            label,
+            whole,
             if t.title.is_empty() { String::new() } else { format!(" — {}", t.title) }
         );
         let _ = write!(
