@@ -141,6 +141,18 @@ pub fn active_plan(read: &dyn LedgerRead, goal: &GoalId) -> Result<PlanFile> {
     })
 }
 
+/// A goal's active revision as a plan to run again without a plan file
+/// (`repair`, `rerun`): loaded from the ledger's copy, its recorded plan
+/// file protected as `engine run` protects it (`recorded_source`).
+pub fn recorded_plan(read: &dyn LedgerRead, goal: &GoalId, revision: crate::ids::Revision) -> Result<Plan> {
+    let row = read.revision(goal, revision)?;
+    let file: PlanFile = serde_json::from_str(&row.plan_json)
+        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
+    let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
+    plan.source = recorded_source(&row.plan_path, &plan.workspace);
+    Ok(plan)
+}
+
 /// May `person` do `act` on `goal`? The goal's active plan's `people`
 /// decides (`NOT_PERMITTED` otherwise; nothing is recorded).
 pub fn permitted(read: &dyn LedgerRead, goal: &GoalId, act: Act, person: &Person) -> Result<()> {

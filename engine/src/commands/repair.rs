@@ -4,7 +4,6 @@
 //! Refused when it would only repeat (`decide::repair`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -15,7 +14,7 @@ use crate::decide::people::Act;
 use crate::decide::repair::{failure_evidence, fingerprint, is_repetition, needs_force};
 use crate::error::{Code, Error, Result};
 use crate::ids::GoalId;
-use crate::plan::{digests, Plan, PlanFile, Task};
+use crate::plan::{digests, Plan, Task};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, Repair, RunReport, Sandboxes};
 use crate::state::{AttemptState, FailureClass, TaskState};
@@ -54,11 +53,7 @@ pub fn repair(
 ) -> Result<RunReport> {
     let read = ledger.read();
     let g = read.goal_or_latest(req.goal.as_ref())?;
-    let row = read.revision(&g.id, g.active_revision)?;
-    let file: PlanFile = serde_json::from_str(&row.plan_json)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
-    let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
-    plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
+    let plan = super::recorded_plan(&*read, &g.id, g.active_revision)?;
     let task = plan.task(&req.task_ref).cloned().ok_or_else(|| {
         super::no_task(&g.id, g.active_revision, &req.task_ref, plan.file.tasks.iter().map(|t| t.task_ref.as_str()))
     })?;

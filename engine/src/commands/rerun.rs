@@ -13,7 +13,6 @@
 //! operation at the next `engine run`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 use crate::decide::people::Act;
 use crate::error::{Code, Error, Result};
 use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
-use crate::plan::{digests, Plan, PlanFile};
+use crate::plan::{digests, Plan};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, Rerun, RunReport, Sandboxes};
 use crate::state::{AttemptState, TaskState};
@@ -110,11 +109,7 @@ pub fn rerun(
     }
     let read = ledger.read();
     let g = read.goal_or_latest(req.goal.as_ref())?;
-    let row = read.revision(&g.id, g.active_revision)?;
-    let file: PlanFile = serde_json::from_str(&row.plan_json)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("stored plan does not parse: {e}")))?;
-    let mut plan = Plan::from_file(file, PathBuf::from(&row.workspace))?;
-    plan.source = super::recorded_source(&row.plan_path, &plan.workspace);
+    let plan = super::recorded_plan(&*read, &g.id, g.active_revision)?;
     if plan.task(&req.task_ref).is_none() {
         let refs = plan.file.tasks.iter().map(|t| t.task_ref.as_str());
         return Err(super::no_task(&g.id, g.active_revision, &req.task_ref, refs));
