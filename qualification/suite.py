@@ -377,8 +377,8 @@ def budget_cost(c):
         "budgets": {"max_cost": 1.5},
         "providers": {"sh": {"kind": "command"}},
         "tasks": [
-            {"ref": "C1", "provider": "sh", "action": {"run": ["python3", "-c", "open('c1.marker','w').write('1')"]}, "effect": "local", "cost": 1},
-            {"ref": "C2", "provider": "sh", "action": {"run": ["python3", "-c", "open('c2.marker','w').write('2')"]}, "effect": "local", "cost": 1, "depends_on": ["C1"]},
+            {"ref": "C1", "provider": "sh", "action": {"run": ["python3", "-c", "open('c1.marker','w').write('1')"]}, "effect": "local", "cost": 1, "outputs": ["c1.marker"]},
+            {"ref": "C2", "provider": "sh", "action": {"run": ["python3", "-c", "open('c2.marker','w').write('2')"]}, "effect": "local", "cost": 1, "outputs": ["c2.marker"], "depends_on": ["C1"]},
         ],
     })
     s = c.engine("--json", "run", "plan.json", cwd=ws, expect=5)
@@ -404,9 +404,11 @@ def revision_reuse(c):
     c.engine("repair", "T2", cwd=ws, expect=0)
     doc = money_plan(ws)
     doc["tasks"].append({"ref": "T3", "title": "report the total", "provider": "sh",
-                         "action": {"run": ["python3", "-c", "from money import total; open('report.txt','w').write(str(total(['$1.25'])))"]},
-                         "effect": "local", "inputs": ["money.py"], "depends_on": ["T2"],
+                         "action": {"run": ["python3", "-B", "-c", "from money import total; open('report.txt','w').write(str(total(['$1.25'])))"]},
+                         "effect": "local", "inputs": ["money.py"], "outputs": ["report.txt"], "depends_on": ["T2"],
                          "validations": [{"id": "V3", "run": ["python3", "-c", "assert open('report.txt').read() == '125'"], "expect_exit": 0}]})
+    # T3 changes only what it declares (`-B`: no `__pycache__` beside
+    # money.py, which would be an undeclared write).
     write_json(ws / "plan2.json", doc)
     s = c.engine("run", "plan2.json", cwd=ws, expect=2)
     c.expect("PLAN_CHANGED" in s.stderr, "a changed plan without a revision: PLAN_CHANGED on stderr")
@@ -468,7 +470,7 @@ def store_locked(c):
         "version": 1,
         "goal": {"id": "qual-slow", "statement": "one slow local step"},
         "providers": {"sh": {"kind": "command"}},
-        "tasks": [{"ref": "S1", "provider": "sh", "action": {"run": ["python3", "-c", "import time\nopen('started','w').close()\ntime.sleep(3)"]}, "effect": "none"}],
+        "tasks": [{"ref": "S1", "provider": "sh", "action": {"run": ["python3", "-c", "import time\nopen('started','w').close()\ntime.sleep(3)"]}, "effect": "local", "outputs": ["started"]}],
     })
     first = c.spawn("run", "plan.json", cwd=ws)
     try:

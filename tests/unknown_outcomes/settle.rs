@@ -172,3 +172,31 @@ fn refused_settlements_write_nothing() {
     assert_eq!(ws2.ledger().snapshot(), before);
     assert_eq!(ws2.attempts()[0].state, "succeeded");
 }
+
+/// Found by the soak: an external command task with declared outputs,
+/// killed after its dispatch, settled ok by a person, then validated: the
+/// task stands on the settled attempt, its outputs are kept for it, and
+/// `engine verify` agrees (it once refused outputs of a settled attempt).
+#[test]
+fn a_settled_ok_task_keeps_its_declared_outputs_and_verify_passes() {
+    use crate::helpers::{plan, sh_task, validation};
+    let ws = Ws::new();
+    let mut t1 = sh_task("T1", "mkdir -p out && echo made > out/t1.txt");
+    t1["effect"] = json!("external");
+    t1["outputs"] = json!(["out/t1.txt"]);
+    t1["validations"] = json!([validation("V1", "grep -q made out/t1.txt")]);
+    ws.write_plan("plan.json", &plan("settled-outputs", vec![t1]));
+    assert!(ws.run_fp("after_dispatch").killed());
+    // The person looks at the world: the effect is there.
+    ws.write("out/t1.txt", "made\n");
+    let out = ws.run();
+    out.expect(3, Some("EXTERNAL_EFFECT_UNKNOWN"));
+    let op = out.json()["unknown"][0]["operation_id"].as_str().expect("one unknown op").to_string();
+    ws.engine_json(&["settle", &op, "--outcome", "ok", "--note", "out/t1.txt is there"]).expect(0, None);
+    ws.run().expect(0, None);
+    assert_eq!(ws.attempts()[0].state, "settled_ok");
+    assert_eq!(ws.task_state("T1"), "succeeded");
+    let kept = ws.events_of("outputs_recorded");
+    assert_eq!(kept.len(), 1, "the outputs are kept for the settled attempt: {kept:#?}");
+    ws.verify();
+}

@@ -340,15 +340,16 @@ pub(super) fn goal_verdicts(ctx: &mut Ctx) -> Result<Option<Finding>> {
     Ok(None)
 }
 
-/// A kept output names a blob of its size, and belongs to a succeeded
-/// attempt (outputs are kept in the transaction of the success).
+/// A kept output names a blob of its size, and belongs to an attempt a
+/// task stands on: succeeded, or settled ok by a person and then
+/// validated (outputs are kept in the transaction of the success).
 pub(super) fn outputs_kept(ctx: &mut Ctx) -> Result<Option<Finding>> {
     ctx.first_row(&format!(
         "SELECT entry, problem FROM (
            SELECT a.id AS id, o.path AS path, {ATTEMPT} || ' output ' || o.path AS entry, CASE
              WHEN b.digest IS NULL THEN 'names blob ' || o.digest || ', which the store does not hold'
              WHEN b.size <> o.size THEN 'records ' || o.size || ' bytes, its blob holds ' || b.size
-             WHEN a.state <> 'succeeded' THEN 'is kept for an attempt that is ' || a.state
+             WHEN a.state NOT IN ('succeeded', 'settled_ok') THEN 'is kept for an attempt that is ' || a.state
            END AS problem
            FROM outputs o JOIN attempts a ON a.id = o.attempt_id LEFT JOIN blobs b ON b.digest = o.digest) x
          WHERE problem IS NOT NULL ORDER BY id, path LIMIT 1"

@@ -139,7 +139,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "outputs_kept",
-        asserts: "every kept output names a blob of its size and belongs to a succeeded attempt",
+        asserts: "every kept output names a blob of its size and belongs to a succeeded attempt or one settled ok",
         run: Run::Ledger(outputs_kept),
     },
     // Last: a more specific check names a bad row for what it is first.
