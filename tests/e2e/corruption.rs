@@ -350,3 +350,38 @@ fn every_edit_of_a_persons_act_is_tampering_whichever_check_meets_it_first() {
     restore(&dir, &template);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// One flipped byte in the schema's text (`sqlite_master`'s SQL): SQLite
+/// refuses to read the schema before any query, so every command meets it
+/// at its first statement. Each says `STORE_CORRUPT` naming the check
+/// (`schema`) and the store, as verify does — not a bare "store is
+/// corrupt".
+#[test]
+fn a_flipped_byte_in_the_schemas_text_is_named_check_schema_by_every_command() {
+    let ws = Ws::new();
+    let task = json!({"ref": "T1", "title": "write", "provider": "sh", "effect": "local",
+                      "action": {"run": ["sh", "-c", "echo hi > out.txt"]}, "outputs": ["out.txt"]});
+    ws.write_plan("plan.json", &crate::e2e::common::plan(vec![task]));
+    ws.run().expect(0, None);
+    let store = ws.store();
+    let mut bytes = std::fs::read(&store).unwrap();
+    let text = bytes.windows(21).position(|w| w == b"CREATE TABLE attempts").expect("the schema's text is in the file");
+    // `CREATE TABLE` -> `CREATE UABLE`: the schema no longer parses.
+    bytes[text + 7] ^= 0x01;
+    std::fs::write(&store, bytes).unwrap();
+    let mut failures = Vec::new();
+    for args in [&["verify"][..], &["status"], &["explain", "T1"], &["log"], &["run", "plan.json"]] {
+        let out = ws.engine_json(args);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        let err = &doc["error"];
+        let named = out.code() == 2
+            && err["code"] == "STORE_CORRUPT"
+            && err["details"]["check"] == "schema"
+            && err["place"] == json!(store.display().to_string())
+            && err["message"].as_str().is_some_and(|m| m.contains("check `schema` failed"));
+        if !named {
+            failures.push(format!("engine {args:?}\n{}", out.describe()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

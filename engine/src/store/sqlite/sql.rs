@@ -106,6 +106,13 @@ impl From<rusqlite::Error> for Error {
             }
         }
         match &e {
+            // SQLite could not read the schema's text (`sqlite_master`'s
+            // SQL): the check `schema` failed, named as verify names it.
+            rusqlite::Error::SqliteFailure(f, Some(m))
+                if f.code == rusqlite::ErrorCode::DatabaseCorrupt && m.starts_with("malformed database schema") =>
+            {
+                schema_failed(m)
+            }
             rusqlite::Error::SqliteFailure(f, _)
                 if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
             {
@@ -114,9 +121,7 @@ impl From<rusqlite::Error> for Error {
             // The engine's own SQL, on a schema whose version it checked,
             // names a column or table the store lacks: the schema's text
             // was damaged or edited outside the engine.
-            rusqlite::Error::SqlInputError { .. } => {
-                Error::new(Code::StoreCorrupt, format!("the store's schema does not match its version: {e}"))
-            }
+            rusqlite::Error::SqlInputError { .. } => schema_failed(&format!("does not match its version: {e}")),
             // The engine's own query read a value its column cannot hold
             // (text that is not UTF-8, bytes where text belongs, a word or
             // JSON it never writes): a row damaged or edited outside the
@@ -139,6 +144,15 @@ impl From<rusqlite::Error> for Error {
             _ => Error::internal(format!("store error: {e}")),
         }
     }
+}
+
+/// The check `schema` failed (`store::verify`'s words and details: the
+/// check, its entry, the problem), met by any command's statement, not
+/// only by verify's: SQLite parses the schema's text before any query.
+fn schema_failed(problem: &str) -> Error {
+    const ENTRY: &str = "the schema";
+    Error::new(Code::StoreCorrupt, format!("check `schema` failed: {ENTRY}: {problem}"))
+        .with_details(serde_json::json!({"check": "schema", "entry": ENTRY, "problem": problem}))
 }
 
 /// A value as the JSON text its column holds: `serde_json`'s compact
