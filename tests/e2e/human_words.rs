@@ -150,7 +150,10 @@ fn no_command_prints_rust_internals_or_raw_json_over_the_e2e_plans() {
     let revise = scanned(&ws, &["revise", "plan.json", "--reason", "publish again", "--approve-loosening"], &mut seen);
     assert!(!revise.stdout.contains("EvidenceId"), "{}", revise.stdout);
     assert!(
-        revise.stdout.contains("a repeat: an earlier call of this external or paid work succeeded in revision 1"),
+        revise.stdout.contains(
+            "the first call in revision 2 of external work that already took effect in revision 1; \
+             a new call of external work needs a person's approval"
+        ),
         "{}",
         revise.stdout
     );

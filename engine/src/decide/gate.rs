@@ -141,22 +141,50 @@ impl ApprovalFacts<'_> {
 /// task's own `requires_approval` (its first call included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Needed {
-    /// An earlier call of the task was sent: in this revision; and
-    /// whether it succeeded (its effect took place) or may have.
-    Repeat { revision: Option<Revision>, succeeded: bool },
+    /// An earlier call of the task was sent, in `revision` (`now`: the
+    /// revision this call is made in), and whether it succeeded (its
+    /// effect took place) or only may have; `work`: what kind of work.
+    Repeat { revision: Option<Revision>, now: Revision, succeeded: bool, work: Work },
     /// A person's retry or repair of paid or external work.
     PersonsRepeat,
     /// The task declares `requires_approval`.
     Declared,
 }
 
+/// What makes a task's repeat need a person: its effect, its cost, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    External,
+    Paid,
+    ExternalPaid,
+}
+
+impl Work {
+    pub fn of_task(task: &Task) -> Work {
+        match (task.effect == Effect::External, !task.cost().is_zero()) {
+            (true, true) => Work::ExternalPaid,
+            (false, true) => Work::Paid,
+            _ => Work::External,
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Work::External => "external work",
+            Work::Paid => "paid work",
+            Work::ExternalPaid => "external, paid work",
+        }
+    }
+}
+
 impl ApprovalFacts<'_> {
     /// Why `needed()` holds; `earlier`: the revision of the task's latest
-    /// sent call, and whether one succeeded (read only for this).
-    pub fn needed_because(&self, earlier: Option<(Revision, bool)>) -> Needed {
+    /// sent call, and whether one succeeded (read only for this); `now`:
+    /// the revision of this call.
+    pub fn needed_because(&self, earlier: Option<(Revision, bool)>, now: Revision, work: Work) -> Needed {
         match (self.paid_or_external, self.prior_dispatch, self.asked_repeat) {
             (true, true, _) => {
-                Needed::Repeat { revision: earlier.map(|e| e.0), succeeded: earlier.is_some_and(|e| e.1) }
+                Needed::Repeat { revision: earlier.map(|e| e.0), now, succeeded: earlier.is_some_and(|e| e.1), work }
             }
             (true, false, true) => Needed::PersonsRepeat,
             _ => Needed::Declared,
@@ -166,16 +194,21 @@ impl ApprovalFacts<'_> {
 
 impl Needed {
     pub fn words(self) -> String {
-        let when = |r: Option<Revision>| r.map(|r| format!(" in revision {r}")).unwrap_or_default();
         match self {
-            Needed::Repeat { revision, succeeded: true } => format!(
-                "a repeat: an earlier call of this external or paid work succeeded{}, so its effect took place then; a new call needs a person's approval",
-                when(revision)
-            ),
-            Needed::Repeat { revision, succeeded: false } => format!(
-                "a repeat: an earlier call of this external or paid work was sent{} and may have taken effect; a new call needs a person's approval",
-                when(revision)
-            ),
+            Needed::Repeat { revision, now, succeeded, work } => {
+                let what = work.words();
+                // The first call of a revised task, or a repeat within one.
+                let call = match revision {
+                    Some(r) if r < now => format!("the first call in revision {now} of {what} that"),
+                    _ => format!("a repeat of {what} that"),
+                };
+                let when = revision.map(|r| format!(" in revision {r}")).unwrap_or_default();
+                let earlier = match succeeded {
+                    true => format!("already took effect{when}"),
+                    false => format!("was already sent{when} and may have taken effect"),
+                };
+                format!("{call} {earlier}; a new call of {what} needs a person's approval")
+            }
             Needed::PersonsRepeat => {
                 "a retry or repair of external or paid work: each new call needs a person's approval".to_string()
             }

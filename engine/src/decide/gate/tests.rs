@@ -336,16 +336,32 @@ fn an_approval_asked_for_says_why_it_is_needed() {
         prior_dispatch,
         open: &[],
     };
-    // A repeat of external work that succeeded in revision 1.
-    let n = facts(false, true, false, true).needed_because(Some((Revision(1), true)));
-    assert_eq!(n, Needed::Repeat { revision: Some(Revision(1)), succeeded: true });
-    assert!(n.words().contains("succeeded in revision 1, so its effect took place then"), "{}", n.words());
-    // One that was sent and may have taken effect: never claimed more.
-    let n = facts(false, true, false, true).needed_because(Some((Revision(2), false)));
-    assert!(n.words().contains("was sent in revision 2 and may have taken effect"), "{}", n.words());
+    // The first call in revision 2 of external work that took effect in
+    // revision 1: the words the issue asks for.
+    let n = facts(false, true, false, true).needed_because(Some((Revision(1), true)), Revision(2), Work::External);
+    assert_eq!(
+        n,
+        Needed::Repeat { revision: Some(Revision(1)), now: Revision(2), succeeded: true, work: Work::External }
+    );
+    assert_eq!(
+        n.words(),
+        "the first call in revision 2 of external work that already took effect in revision 1; \
+         a new call of external work needs a person's approval"
+    );
+    // A repeat within the revision of paid work that was sent and may have
+    // taken effect: never claimed more.
+    let n = facts(false, true, false, true).needed_because(Some((Revision(2), false)), Revision(2), Work::Paid);
+    assert_eq!(
+        n.words(),
+        "a repeat of paid work that was already sent in revision 2 and may have taken effect; \
+         a new call of paid work needs a person's approval"
+    );
     // A person's retry; a first call the task declares needs one.
-    assert_eq!(facts(false, true, true, false).needed_because(None), Needed::PersonsRepeat);
-    let first = facts(true, false, false, false).needed_because(None);
+    assert_eq!(
+        facts(false, true, true, false).needed_because(None, Revision(1), Work::External),
+        Needed::PersonsRepeat
+    );
+    let first = facts(true, false, false, false).needed_because(None, Revision(1), Work::External);
     assert_eq!(first, Needed::Declared);
     assert!(first.words().contains("the first included"), "{}", first.words());
 }

@@ -125,7 +125,7 @@ fn needed(tx: &dyn LedgerTx, scope: &Scope, call: &GateCall, task: &Task) -> Res
         prior_dispatch: tx.prior_dispatch(goal_id, task_ref)?,
         open: &[],
     };
-    Ok(facts.needed_because(earlier_call(tx, goal_id, task_ref)?))
+    Ok(facts.needed_because(earlier_call(tx, goal_id, task_ref)?, scope.revision, gate::Work::of_task(task)))
 }
 
 /// The revision of the task's latest call that was sent, and whether one
