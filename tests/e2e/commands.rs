@@ -105,3 +105,94 @@ fn secrets_named_in_the_plan_are_redacted_from_captured_output() {
     let leaked = ws.ledger().blobs().iter().filter(|b| b.data.windows(needle.len()).any(|w| w == needle)).count();
     assert_eq!(leaked, 0);
 }
+
+/// What the shell gets at a Tab after `engine WORDS…` (the last word is
+/// the one completed), through clap_complete's protocol for bash: the
+/// engine called back as `COMPLETE=bash engine -- engine WORDS…`.
+fn tab(ws: &Ws, words: &[&str]) -> (Vec<String>, Out) {
+    let mut args = vec!["--", "engine"];
+    args.extend_from_slice(words);
+    let index = words.len().to_string();
+    let out = ws.engine_env(&args, &[("COMPLETE", "bash"), ("_CLAP_COMPLETE_INDEX", &index)]);
+    // Flags are offered too where nothing is typed yet: the values only.
+    let value = |l: &&str| !l.is_empty() && !l.starts_with('-');
+    let mut offered: Vec<String> = out.stdout.lines().filter(value).map(str::to_string).collect();
+    offered.sort();
+    (offered, out)
+}
+
+/// Issue 41: completions that know the store. In a workspace with a run
+/// (load succeeded, bad failed, gated waiting on a person's approval), a
+/// Tab after a command that names a task offers the goal's refs, after
+/// `approve` the operation waiting on an approval, after `retry` the refs
+/// and the failed task's operation; `settle` has no unknown to offer.
+/// Where there is no store it offers nothing, prints nothing and creates
+/// no store; `engine completions bash` still prints the built script.
+#[test]
+fn completions_offer_the_stores_task_refs_and_operation_ids() {
+    let ws = Ws::new();
+    let mut gated = task("gated", &["true"]);
+    gated["requires_approval"] = json!(true);
+    gated["depends_on"] = json!(["load"]);
+    ws.write_plan("plan.json", &plan(vec![task("load", &["true"]), task("bad", &["false"]), gated]));
+    ws.run().expect(4, Some("APPROVAL_REQUIRED"));
+    let status = ws.json(&["status"], 0);
+    let op_of = |r: &str| {
+        let tasks = status["tasks"].as_array().cloned().unwrap_or_default();
+        let t = tasks.into_iter().find(|t| t["ref"] == r).unwrap_or_default();
+        t["operation_id"].as_str().unwrap_or_default().to_string()
+    };
+    let (gated_op, bad_op) = (op_of("gated"), op_of("bad"));
+    assert!(gated_op.starts_with("op_") && bad_op.starts_with("op_"), "{status:#}");
+
+    let started = std::time::Instant::now();
+    let (refs, out) = tab(&ws, &["explain", ""]);
+    let took = started.elapsed();
+    assert_eq!(refs, ["bad", "gated", "load"], "{}", out.describe());
+    assert!(out.stderr.is_empty(), "{}", out.describe());
+    eprintln!("a Tab over the store took {took:?}");
+    assert!(took < Duration::from_secs(2), "a Tab took {took:?}");
+    for command in ["hold", "release", "repair", "rerun", "output"] {
+        assert_eq!(tab(&ws, &[command, "l"]).0, ["load"], "engine {command} l<Tab>");
+    }
+    assert_eq!(tab(&ws, &["log", "--task", "g"]).0, ["gated"]);
+    assert_eq!(tab(&ws, &["approve", ""]).0, [gated_op.clone()]);
+    assert_eq!(tab(&ws, &["approve", "op_"]).0, [gated_op.clone()]);
+    let mut retry = vec![bad_op, "bad".into(), "gated".into(), "load".into()];
+    retry.sort();
+    assert_eq!(tab(&ws, &["retry", ""]).0, retry);
+    assert!(tab(&ws, &["settle", ""]).0.is_empty(), "no unknown outcome to settle");
+    // Another goal than the store's: nothing; the help beside each (fish).
+    assert!(tab(&ws, &["explain", "--goal", "nosuch", ""]).0.is_empty());
+    let fish = ws.engine_env(&["--", "engine", "approve", ""], &[("COMPLETE", "fish")]);
+    let help = format!("{gated_op}\ttask gated (awaiting_approval)");
+    assert!(fish.stdout.lines().any(|l| l == help), "{}", fish.describe());
+
+    // No store for this folder: nothing offered, nothing said, none made.
+    let bare = Ws::new();
+    let (none, out) = tab(&bare, &["explain", ""]);
+    assert!(none.is_empty() && out.stderr.is_empty() && out.code() == 0, "{}", out.describe());
+    assert!(!bare.store_dir().exists(), "a Tab created a store");
+
+    // The shell's registration, and the built script, as before.
+    let registration = ws.engine_env(&[], &[("COMPLETE", "bash")]);
+    assert!(registration.stdout.contains("_CLAP_COMPLETE_INDEX"), "{}", registration.describe());
+    let script = ws.engine(&["completions", "bash"]);
+    script.expect_code(0);
+    assert!(script.stdout.contains("_engine()"), "{}", script.describe());
+}
+
+/// Issue 41, item 7: `explain` of a blocked task names what it waits on,
+/// the dependency and its state.
+#[test]
+fn explain_of_a_blocked_task_names_what_it_waits_on() {
+    let ws = Ws::new();
+    let mut after = task("after", &["true"]);
+    after["depends_on"] = json!(["bad"]);
+    ws.write_plan("plan.json", &plan(vec![task("bad", &["false"]), after]));
+    ws.run().expect(1, None);
+    let out = ws.engine(&["explain", "after"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("state blocked"), "{}", out.describe());
+    assert!(out.stdout.lines().any(|l| l == "blocked: waits on bad (failed)"), "{}", out.describe());
+}

@@ -47,6 +47,14 @@ fn a_call_ended_at_its_deadline_has_no_receipt() {
     let text = ws.engine(&["run", "plan.json"]);
     assert!(text.stdout.contains("no receipt"), "{}", text.describe());
     assert!(!text.stdout.contains("receipt_recorded"), "{}", text.describe());
+    // Issue 41: `status` lists the unknown outcome once, and a Tab after
+    // `engine settle` offers its operation (`COMPLETE=bash`, cli/complete).
+    let op = ws.op_of("T1");
+    let status = ws.engine(&["status"]);
+    let settle = format!("`engine settle {op} --outcome ok");
+    assert_eq!(status.stdout.matches(&settle).count(), 1, "listed once:\n{}", status.describe());
+    let tab = ws.engine_env(&["--", "engine", "settle", "op"], &[("COMPLETE", "bash"), ("_CLAP_COMPLETE_INDEX", "2")]);
+    assert_eq!(tab.stdout.trim(), op, "{}", tab.describe());
 }
 
 #[test]

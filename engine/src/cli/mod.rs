@@ -3,6 +3,7 @@
 //! into output and exit codes. No decisions here.
 
 pub mod args;
+mod complete;
 pub mod shipped;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,10 @@ pub fn command() -> clap::Command {
 
 /// Parse arguments, run the command, print, and return the exit code.
 pub fn main() -> i32 {
+    // A shell asking for completions (`COMPLETE=SHELL`): answered, nothing run.
+    if let Some(code) = complete::answer_if_asked() {
+        return code;
+    }
     let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {

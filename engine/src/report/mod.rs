@@ -45,9 +45,6 @@ pub fn emit(text: &str) -> bool {
     out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
 }
 
-/// `s` left-aligned in a column of `width` characters (never shorter than
-/// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
-/// width comes from what it shows, so it is padded by hand.
 /// `1 task`, `3 tasks`: a count with its noun in the number it takes.
 pub fn count(n: usize, noun: &str) -> String {
     match n {
@@ -56,6 +53,9 @@ pub fn count(n: usize, noun: &str) -> String {
     }
 }
 
+/// `s` left-aligned in a column of `width` characters (never shorter than
+/// `s`). `format!`'s `{:width$}` panics on a width past 65,535; a table's
+/// width comes from what it shows, so it is padded by hand.
 pub fn pad(s: &str, width: usize) -> String {
     let len = s.chars().count();
     let mut out = String::with_capacity(s.len() + width.saturating_sub(len));
@@ -72,6 +72,16 @@ pub fn short(digest: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use super::count;
+
+    #[test]
+    fn a_count_takes_its_nouns_number() {
+        // Issue 41: "goal completed (1 constraints not checked)".
+        assert_eq!(count(1, "constraint"), "1 constraint");
+        assert_eq!(count(0, "constraint"), "0 constraints");
+        assert_eq!(count(3, "task"), "3 tasks");
+    }
+
     #[test]
     fn pad_never_panics_on_wide_columns() {
         assert_eq!(super::pad("T1", 4), "T1  ");
