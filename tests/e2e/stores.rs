@@ -81,16 +81,16 @@ fn stores_lists_each_store_and_prune_removes_only_gone_workspaces_that_wait_on_n
     let text = ws.engine(&["stores"]);
     text.expect_code(0);
     assert!(text.stdout.contains(&format!("{} (gone)", ws.path("gone").display())), "{}", text.stdout);
-    assert!(text.stdout.contains("3 store(s), 2 whose workspace is gone"), "{}", text.stdout);
+    assert!(text.stdout.contains("3 stores, 2 whose workspace is gone"), "{}", text.stdout);
     assert!(gone_dir.is_dir(), "listing removes nothing");
 
     // Pruned: the settled store of a gone workspace only, and said so.
     let prune = ws.engine(&["stores", "--prune"]);
     prune.expect_code(0);
     assert!(prune.stdout.contains("REMOVED (its workspace is gone)"), "{}", prune.stdout);
-    assert!(prune.stdout.contains("kept: 0 operation(s) with an unknown outcome and 1 in doubt wait on a person"));
+    assert!(prune.stdout.contains("kept: 0 operations with an unknown outcome and 1 in doubt wait on a person"));
     assert!(prune.stdout.contains("--force removes it anyway") && prune.stdout.contains("kept: its workspace exists"));
-    assert!(prune.stdout.contains("removed 1 store(s)") && prune.stdout.contains("kept 2"), "{}", prune.stdout);
+    assert!(prune.stdout.contains("removed 1 store") && prune.stdout.contains("kept 2"), "{}", prune.stdout);
     assert!(!gone_dir.exists() && doubt_dir.is_dir() && kept_dir.is_dir());
 
     // --force: the one in doubt too; never the one whose workspace is there.

@@ -70,7 +70,7 @@ fn a_pipe_gets_a_plain_line_per_task_start_and_end_as_it_happens() {
     seen.extend(rx.iter());
 
     let shown: Vec<&str> = seen.iter().map(|l| l.get(8..).unwrap_or("")).collect();
-    assert_eq!(shown[0], "goal g (revision 1): 2 task(s), 0 complete", "{seen:#?}");
+    assert_eq!(shown[0], "goal g (revision 1): 2 tasks, 0 complete", "{seen:#?}");
     assert_eq!(shown[1], "T1 started: task T1 (try 1)", "{seen:#?}");
     assert!(shown[2].starts_with("T1 succeeded ("), "{seen:#?}");
     assert_eq!(shown[3], "T2 started: task T2 (try 1)", "{seen:#?}");
@@ -106,7 +106,7 @@ fn quiet_prints_the_summary_only() {
     let out = ws.engine(&["run", "plan.json", "--quiet"]);
     out.expect_code(1);
     assert_eq!(out.stderr, "", "{}", out.describe());
-    assert!(out.stdout.contains("stopped: task(s) failed: T2"), "{}", out.describe());
+    assert!(out.stdout.contains("stopped: task failed: T2"), "{}", out.describe());
 }
 
 /// Issue 27: an MCP server's `notifications/progress` (with the

@@ -45,7 +45,7 @@ fn a_terminal_shows_running_tasks_live_and_finished_ones_above_in_colour() {
     term.screen.wait_for("T2 task T2", SOON);
     let out = term.engine.wait(SOON);
     out.expect_code(1);
-    let screen = term.screen.wait_for("stopped: task(s) failed: T2", SOON);
+    let screen = term.screen.wait_for("stopped: task failed: T2", SOON);
     // Finished tasks scroll above, coloured by state, a failure with its class.
     assert!(screen.contains("\u{1b}[32mT1 succeeded ("), "{screen:?}");
     assert!(screen.contains("\u{1b}[31mT2 failed: provider_rejected ("), "{screen:?}");
@@ -58,7 +58,7 @@ fn no_color_keeps_a_terminal_free_of_colour() {
     ws.write("t1.release", "");
     let mut term = Terminal::start(&ws, &["run", "plan.json"], &[("NO_COLOR", "1")]);
     term.engine.wait(SOON).expect_code(1);
-    let screen = term.screen.wait_for("stopped: task(s) failed: T2", SOON);
+    let screen = term.screen.wait_for("stopped: task failed: T2", SOON);
     assert!(screen.contains("T1 succeeded (") && screen.contains("T2 failed: provider_rejected ("), "{screen:?}");
     assert!(screen.contains("goal g r1"), "the live view, not plain lines: {screen:?}");
     assert!(!has_colour(&screen), "NO_COLOR: {screen:?}");
@@ -74,7 +74,7 @@ fn progress_plain_on_a_terminal_prints_lines_not_a_live_view() {
     term.screen.wait_for("] T1 started: hold \\x1b[2J on (try 1)", SOON);
     send(child, libc::SIGKILL);
     term.engine.wait(SOON).expect_code(1);
-    let screen = term.screen.wait_for("stopped: task(s) failed: T2", SOON);
+    let screen = term.screen.wait_for("stopped: task failed: T2", SOON);
     assert!(plain(&screen).contains("] T2 failed: provider_rejected ("), "{screen:?}");
     assert!(!screen.contains("\u{1b}[2K") && !screen.contains("[0/2]"), "no live view: {screen:?}");
 }
@@ -86,7 +86,7 @@ fn quiet_on_a_terminal_prints_the_summary_only() {
     ws.write("t1.release", "");
     let mut term = Terminal::start(&ws, &["run", "plan.json", "--quiet"], &[]);
     term.engine.wait(SOON).expect_code(1);
-    let screen = plain(&term.screen.wait_for("stopped: task(s) failed: T2", SOON));
+    let screen = plain(&term.screen.wait_for("stopped: task failed: T2", SOON));
     assert!(!screen.contains("started") && !screen.contains("[0/2]") && !screen.contains("(0."), "{screen:?}");
     assert!(screen.starts_with("goal g (revision 1)"), "{screen:?}");
 }
@@ -167,11 +167,11 @@ fn a_terminal_gets_colour_in_summaries_unless_a_person_said_otherwise() {
     let ws = Ws::new();
     two_tasks(&ws);
     ws.write("t1.release", "");
-    let stop = "stopped: task(s) failed: T2";
+    let stop = "stopped: task failed: T2";
     // The run's summary (stdout), not only its progress: the stop in red,
     // `next:` and its command styled, the states coloured.
     let screen = on_terminal(&ws, &["run", "plan.json", "--quiet"], &[], stop);
-    assert!(screen.contains("\u{1b}[31m\u{1b}[1mstopped\u{1b}[0m: task(s)"), "{screen:?}");
+    assert!(screen.contains("\u{1b}[31m\u{1b}[1mstopped\u{1b}[0m: task"), "{screen:?}");
     assert!(screen.contains("next:\u{1b}[0m"), "{screen:?}");
     assert!(screen.contains("\u{1b}[32msucceeded"), "{screen:?}");
     // status, explain and an error (stderr) alike.

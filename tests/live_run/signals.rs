@@ -170,7 +170,7 @@ fn a_second_signal_skips_the_grace_but_still_kills_the_group() {
     assert_eq!(report["stopped"]["grace_cut"], true, "{report}");
     assert_eq!(the_event(&ws, "attempt_cancelled")["end"], "killed");
     assert_eq!(the_event(&ws, "run_stopped")["grace_cut"], true);
-    assert!(out.stderr.contains("SIGKILL to 1 process group(s) (second signal)"), "{}", out.describe());
+    assert!(out.stderr.contains("SIGKILL to 1 process group (second signal)"), "{}", out.describe());
 }
 
 #[test]

@@ -185,7 +185,7 @@ fn every_stop_is_named_not_only_the_first() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("EXTERNAL_EFFECT_UNKNOWN"), "{text}");
-    assert!(text.contains("also: failed task(s): T2"), "{text}");
+    assert!(text.contains("also: failed task: T2"), "{text}");
 }
 
 /// A superseded revision's in-doubt attempt is observed with that

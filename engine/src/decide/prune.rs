@@ -88,7 +88,8 @@ impl Kept {
             }
             Kept::InUse { pid } => format!("engine process {pid} holds it now"),
             Kept::Unsettled { unknown, in_doubt } => {
-                format!("{unknown} operation(s) with an unknown outcome and {in_doubt} in doubt wait on a person")
+                let ops = if *unknown == 1 { "operation" } else { "operations" };
+                format!("{unknown} {ops} with an unknown outcome and {in_doubt} in doubt wait on a person")
             }
             Kept::Unreadable(why) => format!("it cannot be read ({why}), so what it waits on cannot be told"),
         }
@@ -145,6 +146,6 @@ mod tests {
             assert_eq!(decide(&f, true), Verdict::Remove { forced: true }, "{outcomes:?}");
         }
         let why = Kept::Unsettled { unknown: 1, in_doubt: 2 }.why();
-        assert!(why.contains("1 operation(s) with an unknown outcome and 2 in doubt"), "{why}");
+        assert!(why.contains("1 operation with an unknown outcome and 2 in doubt"), "{why}");
     }
 }

@@ -293,7 +293,8 @@ impl ProgramCheck<'_> {
         for (i, more) in self.seen.values().flatten() {
             if *more > 0 {
                 if let Some(w) = self.out.get_mut(*i) {
-                    w.message.push_str(&format!("; {more} more place(s) name it"));
+                    let places = if *more == 1 { "place names" } else { "places name" };
+                    w.message.push_str(&format!("; {more} more {places} it"));
                 }
             }
         }

@@ -64,12 +64,12 @@ pub fn answered(a: &crate::commands::answer::Recorded) -> Output {
         format!("the next `engine run` sends them in a new call, operation {}", a.operation_id)
     };
     let text = format!(
-        "answered task {} (goal {}, revision {}) by {}: {} answer(s) to what its MCP server asked (attempt {}), on the act chain; {sends}",
+        "answered task {} (goal {}, revision {}) by {}: {} to what its MCP server asked (attempt {}), on the act chain; {sends}",
         a.task_ref,
         a.goal_id,
         a.revision,
         who(&a.person),
-        a.answers.len(),
+        super::count(a.answers.len(), "answer"),
         a.asked_by_attempt,
     );
     Output { text, json: json!({"ok": true, "answer": a}), exit_code: 0 }

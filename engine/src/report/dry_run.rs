@@ -32,8 +32,8 @@ pub fn render(d: &DryRun, store: Option<&Path>) -> Output {
     }
     let b = &d.budgets;
     text.push_str(&format!(
-        "would spend: {} provider call(s) (used {} of {}), cost {} (used {} of {})\n",
-        d.provider_calls,
+        "would spend: {} (used {} of {}), cost {} (used {} of {})\n",
+        super::count(d.provider_calls as usize, "provider call"),
         b["max_provider_calls"]["used"],
         b["max_provider_calls"]["limit"],
         d.cost,
@@ -41,7 +41,7 @@ pub fn render(d: &DryRun, store: Option<&Path>) -> Output {
         b["max_cost"]["limit"]
     ));
     text.push_str(&match d.acceptance_checks {
-        Some(n) => format!("acceptance: {n} check(s) would run once every task completes\n"),
+        Some(n) => format!("acceptance: {} would run once every task completes\n", super::count(n, "check")),
         None => "acceptance: not reached (some task would not complete)\n".to_string(),
     });
     if !d.not_observed.is_empty() {

@@ -463,8 +463,8 @@ pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
 /// report). Paths are escaped: a file name is the agent's choice.
 pub fn undeclared_writes(changes: &[crate::evidence::PathChange], more: usize, outputs: Option<&[String]>) -> String {
     let mut s = format!(
-        "{} file(s) written that the task does not declare (a task writes only its `outputs`):",
-        changes.len() + more
+        "{} written that the task does not declare (a task writes only its `outputs`):",
+        super::count(changes.len() + more, "file")
     );
     for c in changes {
         let never = match crate::decide::declared::never_output(&c.path) {

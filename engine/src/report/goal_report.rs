@@ -55,11 +55,11 @@ fn generation_time(no_timestamp: bool, source_date_epoch: Option<&str>) -> Resul
 
 fn summary_line(doc: &ReportDocument, path: &Path, bytes: usize) -> String {
     format!(
-        "wrote {}: goal {} revision {} ({} task(s), {} waiting on a person), {bytes} bytes; it fetches nothing, open it from disk\n",
+        "wrote {}: goal {} revision {} ({}, {} waiting on a person), {bytes} bytes; it fetches nothing, open it from disk\n",
         path.display(),
         doc.goal.id,
         doc.revision.number,
-        doc.tasks.len(),
+        super::count(doc.tasks.len(), "task"),
         doc.waiting.len()
     )
 }

@@ -29,7 +29,8 @@ pub fn render(store: &Store) -> Result<Output> {
     }
     let left_out = count - goals.len() as i64;
     if left_out > 0 {
-        text.push_str(&format!("  … and {left_out} goal(s) changed earlier, not listed\n"));
+        let goals = super::count(usize::try_from(left_out).unwrap_or(usize::MAX), "goal");
+        text.push_str(&format!("  … and {goals} changed earlier, not listed\n"));
     }
     let rows: Vec<_> = goals
         .iter()

@@ -47,9 +47,14 @@ pub fn emit(text: &str) -> bool {
 
 /// `1 task`, `3 tasks`: a count with its noun in the number it takes.
 pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {}", number(n, noun))
+}
+
+/// `task` or `tasks`: the noun in the number `n` takes (never `task(s)`).
+pub fn number(n: usize, noun: &str) -> String {
     match n {
-        1 => format!("1 {noun}"),
-        n => format!("{n} {noun}s"),
+        1 => noun.to_string(),
+        _ => format!("{noun}s"),
     }
 }
 

@@ -194,7 +194,7 @@ mod tests {
     fn painting_changes_no_character_a_person_reads() {
         let text = "goal g (revision 1)\n  A  succeeded\n  B  failed  provider_rejected (action_exit_nonzero)\n    \
                     next: `engine repair B --force --note \"…\"`\n      or: fix it, then `engine revise p.json`\n\
-                    stopped: task(s) failed: B\n      | failed in the provider's words\n";
+                    stopped: task failed: B\n      | failed in the provider's words\n";
         let painted = paint(text);
         assert_ne!(painted, text);
         assert_eq!(plain(&painted), text);

@@ -91,7 +91,8 @@ fn note_words(progress: f64, total: Option<f64>, message: Option<&str>) -> Strin
 pub fn plain_line(u: &Update) -> Option<String> {
     Some(match u {
         Update::Began { goal, revision, total, complete } => {
-            format!("goal {} (revision {revision}): {total} task(s), {complete} complete", for_terminal(goal.as_str()))
+            let tasks = super::count(*total, "task");
+            format!("goal {} (revision {revision}): {tasks}, {complete} complete", for_terminal(goal.as_str()))
         }
         // A task without a title is named by its ref alone.
         Update::TaskStarted { task_ref, title: "", try_no } => {
@@ -107,14 +108,16 @@ pub fn plain_line(u: &Update) -> Option<String> {
         Update::TaskEnded { task_ref, state, class, took, .. } => {
             ended_line(task_ref, *state, class.map(|c| c.as_str()), *took)
         }
-        Update::Accepting { checks } => format!("acceptance: {checks} check(s) running"),
+        Update::Accepting { checks } => format!("acceptance: {} running", super::count(*checks, "check")),
         Update::Stopping { signal, in_flight, groups, grace } => format!(
-            "{signal}: stopping — nothing new starts; {in_flight} in flight, SIGTERM to {groups} process group(s); \
+            "{signal}: stopping — nothing new starts; {in_flight} in flight, SIGTERM to {}; \
              SIGKILL in {}s (a second Ctrl-C: now)",
+            super::count(*groups, "process group"),
             grace.as_secs()
         ),
         Update::Killing { groups, by_signal } => format!(
-            "SIGKILL to {groups} process group(s){}",
+            "SIGKILL to {}{}",
+            super::count(*groups, "process group"),
             if *by_signal { " (second signal)" } else { " (grace over)" }
         ),
     })
@@ -315,7 +318,7 @@ mod tests {
     fn plain_lines_say_what_happened_and_escape_what_the_plan_said() {
         let goal = GoalId::new("g");
         let began = Update::Began { goal: &goal, revision: crate::ids::Revision(2), total: 3, complete: 1 };
-        assert_eq!(plain_line(&began).unwrap(), "goal g (revision 2): 3 task(s), 1 complete");
+        assert_eq!(plain_line(&began).unwrap(), "goal g (revision 2): 3 tasks, 1 complete");
         let started = Update::TaskStarted { task_ref: "T1", title: "write \x1b[2Jtotal()", try_no: 1 };
         assert_eq!(plain_line(&started).unwrap(), "T1 started: write \\x1b[2Jtotal() (try 1)");
         let untitled = Update::TaskStarted { task_ref: "T1", title: "", try_no: 2 };

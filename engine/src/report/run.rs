@@ -265,7 +265,8 @@ fn also_waits_on(r: &RunReport) -> Vec<String> {
         out.push(format!("HELD: {} (release with {})", refs.join(", "), release_commands(r)));
     }
     if r.exit_code != EXIT_TASK_FAILED && !r.failed.is_empty() {
-        out.push(format!("failed task(s): {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
+        let tasks = super::number(r.failed.len(), "task");
+        out.push(format!("failed {tasks}: {} (see {})", r.failed.join(", "), explain_each(&r.failed)));
     }
     out
 }
@@ -404,8 +405,8 @@ fn final_line(r: &RunReport) -> String {
             r.same_request_unsettled.iter().map(same_request_words).collect::<Vec<_>>().join("; ")
         ),
         Some(Code::ExternalEffectUnknown) => format!(
-            "EXTERNAL_EFFECT_UNKNOWN: {} operation(s) may or may not have taken effect; a person must settle: {}",
-            r.unknown.len(),
+            "EXTERNAL_EFFECT_UNKNOWN: {} may or may not have taken effect; a person must settle: {}",
+            super::count(r.unknown.len(), "operation"),
             r.unknown.iter().map(|u| format!("{} ({})", u.operation_id, u.task_ref)).collect::<Vec<_>>().join(", ")
         ),
         Some(Code::GoalOutcomeUnproven) => format!(
@@ -443,14 +444,17 @@ fn final_line(r: &RunReport) -> String {
             None => "BUDGET_EXHAUSTED".into(),
         },
         _ if !r.failed.is_empty() => {
-            format!("stopped: task(s) failed: {} (see {})", r.failed.join(", "), explain_each(&r.failed))
+            let tasks = super::number(r.failed.len(), "task");
+            format!("stopped: {tasks} failed: {} (see {})", r.failed.join(", "), explain_each(&r.failed))
         }
         _ if !broken.is_empty() => format!(
-            "goal not satisfied: constraint(s) violated: {} (the check failed before the acceptance checks)",
+            "goal not satisfied: {} violated: {} (the check failed before the acceptance checks)",
+            super::number(broken.len(), "constraint"),
             broken.join(", ")
         ),
         _ if r.acceptance.iter().any(|a| !a.passed) => format!(
-            "goal not satisfied: acceptance check(s) failed: {}",
+            "goal not satisfied: acceptance {} failed: {}",
+            super::number(r.acceptance.iter().filter(|a| !a.passed).count(), "check"),
             r.acceptance.iter().filter(|a| !a.passed).map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")
         ),
         _ => "goal not satisfied: some tasks did not complete".into(),

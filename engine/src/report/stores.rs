@@ -86,12 +86,12 @@ fn summary(listing: &Listing) -> String {
     if listing.pruned {
         let removed: Vec<&Entry> = listing.entries.iter().filter(|e| matches!(e.fate, Fate::Removed { .. })).collect();
         let freed: u64 = removed.iter().map(|e| e.store.bytes).sum();
-        format!("removed {} store(s) ({}), kept {}\n", removed.len(), size(freed), n - removed.len())
+        format!("removed {} ({}), kept {}\n", super::count(removed.len(), "store"), size(freed), n - removed.len())
     } else {
         let would =
             listing.entries.iter().filter(|e| matches!(e.fate, Fate::Would(Verdict::Remove { forced: false }))).count();
         let next = if would > 0 { "; `engine stores --prune` removes the ones marked →" } else { "" };
-        format!("{n} store(s), {gone} whose workspace is gone{next}\n")
+        format!("{}, {gone} whose workspace is gone{next}\n", super::count(n, "store"))
     }
 }
 

@@ -93,7 +93,7 @@ fn every_program_is_looked_up_where_it_is_named() {
         "each program once, at its first place: python3 is the acceptance check's"
     );
     assert!(w[2].message.contains("`sh`") && w[2].message.contains("on PATH"), "{}", w[2].message);
-    assert!(w[1].message.ends_with("; 2 more place(s) name it"), "the validation and the context: {}", w[1].message);
+    assert!(w[1].message.ends_with("; 2 more places name it"), "the validation and the context: {}", w[1].message);
     assert!(!w[2].message.contains("more place"), "{}", w[2].message);
 }
 

@@ -28,11 +28,12 @@ fn task(doc: &ReportDocument, i: usize, t: &TaskReport, out: &mut String) {
     let _ = write!(
         out,
         "<details class=\"task\" id=\"task-{i}\" data-i=\"{i}\"><summary><code class=\"ref\">{}</code> \
-         <span class=\"badge {}\">{}</span>{class} <span class=\"muted\">{} · {here} attempt(s) in revision {n}</span></summary><div class=\"body\">",
+         <span class=\"badge {}\">{}</span>{class} <span class=\"muted\">{} · {} in revision {n}</span></summary><div class=\"body\">",
         text(&t.task_ref),
         state_class("st", &t.state),
         text(&t.state),
         text(&t.title),
+        crate::report::count(here, "attempt"),
     );
     let deps = if t.depends_on.is_empty() { "none".to_string() } else { t.depends_on.join(", ") };
     let _ = write!(

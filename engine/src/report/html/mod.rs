@@ -65,14 +65,15 @@ fn graph_section(doc: &ReportDocument, out: &mut String) {
     let layers = layout::layout(doc.tasks.len(), &dag::edges(doc)).layer.iter().max().map_or(0, |m| m + 1);
     let _ = write!(
         out,
-        "<section id=\"graph\"><h2>Task graph of revision {}</h2><p class=\"muted\">{} task(s) in {layers} layer(s), \
+        "<section id=\"graph\"><h2>Task graph of revision {}</h2><p class=\"muted\">{} in {}, \
          dependencies above their dependents. Scroll to zoom, drag to pan; click a task for its details.</p>\
          <div class=\"toolbar\"><button type=\"button\" data-zoom=\"fit\">fit</button><button type=\"button\" data-zoom=\"in\">+</button>\
          <button type=\"button\" data-zoom=\"out\">−</button><button type=\"button\" data-zoom=\"one\">1:1</button>\
          <label>find <input id=\"find\" list=\"refs\" placeholder=\"task ref\" autocomplete=\"off\"></label>\
          <label>show <select id=\"filter\"><option value=\"\">every state</option>",
         doc.revision.number,
-        doc.tasks.len()
+        crate::report::count(doc.tasks.len(), "task"),
+        crate::report::count(layers, "layer")
     );
     let mut states: Vec<&str> = doc.tasks.iter().map(|t| t.state.as_str()).collect();
     states.sort_unstable();
