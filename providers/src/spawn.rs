@@ -18,8 +18,8 @@
 //! Why a user can accept hand-written code here: it buys about 1 ms of CPU
 //! per provider process (a third of a short task's cost), and it keeps
 //! every guarantee, each tested below and in `providers/tests/sandbox.rs`.
-//! It is this file and its three helpers; the child runs one function
-//! ([`child`]) that makes only system calls on data the parent prepared —
+//! It is this file and its helpers; the child runs one function
+//! ([`child`](child::child)) that makes only system calls on data the parent prepared —
 //! it allocates nothing, takes no lock, never unwinds, and writes to shared
 //! memory only its own error number, the step that failed, which candidate
 //! it tries, and the path in the `/bin/sh` fallback's argv — and it does
@@ -39,21 +39,25 @@
 //! the engine's, read once ([`environ`]), and the program's path is found
 //! once per `PATH` and name ([`search`]).
 
+mod child;
 mod clone3;
 mod environ;
+mod registry;
 mod search;
 mod signals;
 
+use child::child;
+use registry::{cgroups, leftover, live, new_cgroup, open_pidfd, orphans, reap, reap_orphans, unregister};
+pub(crate) use registry::{is_spawned, kill_tree};
 pub use signals::handlers_changed;
 
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -159,120 +163,6 @@ impl Drop for Child {
             }
         }
     }
-}
-
-/// The cgroups of the children alive, by leader pid: `kill_tree` ends a
-/// whole tree by its leader's pid (the MCP transport knows only that).
-fn cgroups() -> std::sync::MutexGuard<'static, std::collections::HashMap<u32, std::path::PathBuf>> {
-    static CGROUPS: OnceLock<Mutex<std::collections::HashMap<u32, std::path::PathBuf>>> = OnceLock::new();
-    CGROUPS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn unregister(pid: u32) {
-    cgroups().remove(&pid);
-}
-
-/// The pids of the children this engine started and has not dropped (or
-/// still reaps): never taken for an adopted orphan.
-fn live() -> std::sync::MutexGuard<'static, std::collections::HashSet<u32>> {
-    static LIVE: OnceLock<Mutex<std::collections::HashSet<u32>>> = OnceLock::new();
-    LIVE.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Did this engine start `pid` itself (a provider process it watches or
-/// will reap)?
-pub(crate) fn is_spawned(pid: u32) -> bool {
-    live().contains(&pid) || orphans().contains(&pid)
-}
-
-/// SIGKILL the tree led by `pgid`: its cgroup (every descendant, `setsid`
-/// or not) and its process group.
-pub(crate) fn kill_tree(pgid: u32) {
-    let cgroup = cgroups().get(&pgid).cloned();
-    crate::process::kill_tree(pgid, cgroup.as_deref());
-}
-
-/// Cgroups of dropped children that still held a process (being killed).
-fn leftover() -> std::sync::MutexGuard<'static, Vec<std::path::PathBuf>> {
-    static LEFTOVER: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
-    LEFTOVER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `waitpid(pid, WNOHANG)`: the status once the process exited.
-fn reap(pid: u32) -> io::Result<Option<ExitStatus>> {
-    let mut status = 0;
-    loop {
-        // SAFETY: plain syscall on an integer and a local.
-        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
-        match r {
-            0 => return Ok(None),
-            r if r > 0 => return Ok(Some(ExitStatus::from_raw(status))),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
-/// A pidfd for a child not reaped yet (so its pid cannot name another
-/// process), registered with the reactor.
-fn open_pidfd(pid: u32) -> io::Result<Pidfd> {
-    // SAFETY: plain syscall on an integer.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as libc::c_int;
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOSYS) => Ok(Pidfd::Unavailable),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: the kernel returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
-    Ok(Pidfd::Open(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? }))
-}
-
-/// Children dropped while they still ran.
-fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
-    static ORPHANS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-    ORPHANS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn reap_orphans() {
-    orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
-    leftover().retain(|path| !cgroup::remove(path, Duration::ZERO));
-    if cgroup::refused().is_some() {
-        reap_adopted();
-    }
-}
-
-/// As the subreaper of its providers (no cgroups here), reap the adopted
-/// orphans that ended: at most once a second (it walks `/proc`).
-pub(crate) fn reap_adopted() {
-    static LAST: Mutex<Option<std::time::Instant>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
-        return;
-    }
-    *last = Some(std::time::Instant::now());
-    crate::process::adopted::reap(&is_spawned);
-}
-
-/// A cgroup for the next child, unless cgroups cannot be made or joined
-/// here (the first failure is kept, and no cgroup is tried again).
-fn new_cgroup() -> Option<Cgroup> {
-    if cgroup::refused().is_none() {
-        match Cgroup::create() {
-            Ok(c) => return Some(c),
-            Err(e) => cgroup::refuse(e.to_string()),
-        }
-    }
-    // No cgroup: the engine adopts what its providers orphan.
-    crate::process::adopted::become_subreaper();
-    None
 }
 
 /// Start `spec`. Must be called within a tokio runtime (the pipes and the
@@ -732,160 +622,6 @@ impl Drop for Stack {
         // SAFETY: the mapping made in `new`; every child that used it has
         // exec'd or exited (the thread ends).
         unsafe { libc::munmap(self.base, STACK_BYTES) };
-    }
-}
-
-/// The child, on its own stack in the engine's memory, until `execve`.
-/// System calls only (glibc's wrappers, which may set the shared `errno`;
-/// the parent never reads it): no allocation, no lock, no unwinding.
-/// Returns (exits with) 127 after writing its errno into `error`.
-extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `Shared`, alive and untouched while the
-    // parent is suspended.
-    let shared = unsafe { &mut *(arg as *mut Shared) };
-    // SAFETY: system calls on integers and on memory the parent prepared.
-    let error = unsafe {
-        match prepare(shared) {
-            Ok(()) => {
-                std::ptr::write_volatile(&mut shared.step, Step::Exec as u32);
-                exec(shared)
-            }
-            Err(e) => e,
-        }
-    };
-    // SAFETY: as above; read by the parent after we exit.
-    unsafe { std::ptr::write_volatile(&mut shared.error, error.max(1)) };
-    127
-}
-
-fn errno() -> libc::c_int {
-    // SAFETY: reads this thread's errno.
-    unsafe { *libc::__errno_location() }
-}
-
-/// Signals, process group, death signal, stdio, cgroup, namespaces, folder,
-/// descriptors, sandbox: the child's state before `exec`; `Err(errno)` on a
-/// refusal, with the step in `s.step`.
-unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
-    let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
-    let step = |s: &mut Shared, step: Step| std::ptr::write_volatile(&mut s.step, step as u32);
-    step(s, Step::Setup);
-    default_signals(s.reset_signals);
-    let mut empty: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut empty);
-    check(libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()))?;
-    // Own process group, so a timeout or a cancel ends the whole tree.
-    check(libc::setpgid(0, 0))?;
-    // Die with the thread that started us (the engine's runtime thread).
-    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-    if libc::getppid() != s.engine {
-        return Err(libc::ESRCH); // the engine died before prctl
-    }
-    for (to, &from) in s.fds.iter().enumerate() {
-        check(libc::dup2(from, to as libc::c_int))?;
-    }
-    // Into its own cgroup before anything of it can start a process.
-    if s.cgroup >= 0 {
-        step(s, Step::Cgroup);
-        if libc::write(s.cgroup, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
-            return Err(errno());
-        }
-    }
-    if s.netns >= 0 {
-        step(s, Step::NetNs);
-        check(libc::setns(s.netns, libc::CLONE_NEWNET))?;
-    }
-    // Joining a mount namespace sets the working folder to its root: the
-    // folder is entered after.
-    if s.mntns >= 0 {
-        step(s, Step::MntNs);
-        check(libc::setns(s.mntns, libc::CLONE_NEWNS))?;
-    }
-    step(s, Step::Setup);
-    check(libc::chdir(s.cwd))?;
-    // Only stdin, stdout and stderr survive exec (docs/sandbox.md).
-    check(libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) as libc::c_int)?;
-    if s.ruleset >= 0 {
-        step(s, Step::Landlock);
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-        check(libc::syscall(libc::SYS_landlock_restrict_self, s.ruleset, 0u32) as libc::c_int)?;
-    }
-    if s.last_cap >= 0 {
-        step(s, Step::Privileges);
-        crate::sandbox::drop_privileges(s.last_cap)?;
-    }
-    if !s.seccomp.is_null() {
-        step(s, Step::Seccomp);
-        crate::sandbox::install_filter(s.seccomp)?;
-    }
-    Ok(())
-}
-
-/// The signals of `mask` (every one the engine handles, and SIGPIPE) back
-/// to their default. The child has its own copy of the handlers (no
-/// CLONE_SIGHAND).
-unsafe fn default_signals(mask: u64) {
-    let mut dfl: libc::sigaction = std::mem::zeroed();
-    dfl.sa_sigaction = libc::SIG_DFL;
-    for sig in 1..signals::NSIG {
-        if mask & (1u64 << (sig - 1)) != 0 {
-            libc::sigaction(sig, &dfl, std::ptr::null_mut());
-        }
-    }
-}
-
-/// Try each candidate as `execvp` does: go on past a missing one, remember
-/// a refused one; a file that is not an executable format runs with
-/// `/bin/sh`. The one that executed last time is tried first; if it fails
-/// as a search would go on past it, the whole search is made. Returns only
-/// on failure, with the errno to report.
-unsafe fn exec(s: &mut Shared) -> libc::c_int {
-    if s.found < s.paths_len {
-        if let Failed::Stop(e) = exec_one(s, s.found) {
-            return e;
-        }
-    }
-    let mut denied = false;
-    let mut last = libc::ENOENT;
-    for i in 0..s.paths_len {
-        match exec_one(s, i) {
-            Failed::GoOn(e) => {
-                denied |= e == libc::EACCES;
-                last = e;
-            }
-            Failed::Stop(e) => return e,
-        }
-    }
-    if denied {
-        libc::EACCES
-    } else {
-        last
-    }
-}
-
-/// How one candidate failed to execute: a search goes on past it (the
-/// file or a folder is missing, or refused), or stops with this errno.
-enum Failed {
-    GoOn(libc::c_int),
-    Stop(libc::c_int),
-}
-
-/// `execve` candidate `i` (with `/bin/sh` when the kernel cannot execute
-/// it); returns only when it failed.
-unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
-    let path = *s.paths.add(i);
-    std::ptr::write_volatile(&mut s.ran, i);
-    libc::execve(path, s.argv, s.envp);
-    match errno() {
-        libc::ENOEXEC => {
-            *s.sh_argv.add(1) = path;
-            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
-            Failed::Stop(errno())
-        }
-        e @ (libc::EACCES | libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
-            Failed::GoOn(e)
-        }
-        e => Failed::Stop(e),
     }
 }
 

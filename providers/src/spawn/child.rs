@@ -1,0 +1,159 @@
+//! The child's side of a spawn: what runs on the child's stack in the
+//! engine's memory between `clone` and `execve` — system calls only, on
+//! data the parent prepared (`Shared`), no allocation, no lock, no unwind.
+
+use super::{signals, Shared, Step};
+
+/// The child, on its own stack in the engine's memory, until `execve`.
+/// System calls only (glibc's wrappers, which may set the shared `errno`;
+/// the parent never reads it): no allocation, no lock, no unwinding.
+/// Returns (exits with) 127 after writing its errno into `error`.
+pub(super) extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Shared`, alive and untouched while the
+    // parent is suspended.
+    let shared = unsafe { &mut *(arg as *mut Shared) };
+    // SAFETY: system calls on integers and on memory the parent prepared.
+    let error = unsafe {
+        match prepare(shared) {
+            Ok(()) => {
+                std::ptr::write_volatile(&mut shared.step, Step::Exec as u32);
+                exec(shared)
+            }
+            Err(e) => e,
+        }
+    };
+    // SAFETY: as above; read by the parent after we exit.
+    unsafe { std::ptr::write_volatile(&mut shared.error, error.max(1)) };
+    127
+}
+
+fn errno() -> libc::c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Signals, process group, death signal, stdio, cgroup, namespaces, folder,
+/// descriptors, sandbox: the child's state before `exec`; `Err(errno)` on a
+/// refusal, with the step in `s.step`.
+unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
+    let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
+    let step = |s: &mut Shared, step: Step| std::ptr::write_volatile(&mut s.step, step as u32);
+    step(s, Step::Setup);
+    default_signals(s.reset_signals);
+    let mut empty: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    check(libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()))?;
+    // Own process group, so a timeout or a cancel ends the whole tree.
+    check(libc::setpgid(0, 0))?;
+    // Die with the thread that started us (the engine's runtime thread).
+    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+    if libc::getppid() != s.engine {
+        return Err(libc::ESRCH); // the engine died before prctl
+    }
+    for (to, &from) in s.fds.iter().enumerate() {
+        check(libc::dup2(from, to as libc::c_int))?;
+    }
+    // Into its own cgroup before anything of it can start a process.
+    if s.cgroup >= 0 {
+        step(s, Step::Cgroup);
+        if libc::write(s.cgroup, b"0".as_ptr() as *const libc::c_void, 1) != 1 {
+            return Err(errno());
+        }
+    }
+    if s.netns >= 0 {
+        step(s, Step::NetNs);
+        check(libc::setns(s.netns, libc::CLONE_NEWNET))?;
+    }
+    // Joining a mount namespace sets the working folder to its root: the
+    // folder is entered after.
+    if s.mntns >= 0 {
+        step(s, Step::MntNs);
+        check(libc::setns(s.mntns, libc::CLONE_NEWNS))?;
+    }
+    step(s, Step::Setup);
+    check(libc::chdir(s.cwd))?;
+    // Only stdin, stdout and stderr survive exec (docs/sandbox.md).
+    check(libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) as libc::c_int)?;
+    if s.ruleset >= 0 {
+        step(s, Step::Landlock);
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        check(libc::syscall(libc::SYS_landlock_restrict_self, s.ruleset, 0u32) as libc::c_int)?;
+    }
+    if s.last_cap >= 0 {
+        step(s, Step::Privileges);
+        crate::sandbox::drop_privileges(s.last_cap)?;
+    }
+    if !s.seccomp.is_null() {
+        step(s, Step::Seccomp);
+        crate::sandbox::install_filter(s.seccomp)?;
+    }
+    Ok(())
+}
+
+/// The signals of `mask` (every one the engine handles, and SIGPIPE) back
+/// to their default. The child has its own copy of the handlers (no
+/// CLONE_SIGHAND).
+unsafe fn default_signals(mask: u64) {
+    let mut dfl: libc::sigaction = std::mem::zeroed();
+    dfl.sa_sigaction = libc::SIG_DFL;
+    for sig in 1..signals::NSIG {
+        if mask & (1u64 << (sig - 1)) != 0 {
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Try each candidate as `execvp` does: go on past a missing one, remember
+/// a refused one; a file that is not an executable format runs with
+/// `/bin/sh`. The one that executed last time is tried first; if it fails
+/// as a search would go on past it, the whole search is made. Returns only
+/// on failure, with the errno to report.
+unsafe fn exec(s: &mut Shared) -> libc::c_int {
+    if s.found < s.paths_len {
+        if let Failed::Stop(e) = exec_one(s, s.found) {
+            return e;
+        }
+    }
+    let mut denied = false;
+    let mut last = libc::ENOENT;
+    for i in 0..s.paths_len {
+        match exec_one(s, i) {
+            Failed::GoOn(e) => {
+                denied |= e == libc::EACCES;
+                last = e;
+            }
+            Failed::Stop(e) => return e,
+        }
+    }
+    if denied {
+        libc::EACCES
+    } else {
+        last
+    }
+}
+
+/// How one candidate failed to execute: a search goes on past it (the
+/// file or a folder is missing, or refused), or stops with this errno.
+enum Failed {
+    GoOn(libc::c_int),
+    Stop(libc::c_int),
+}
+
+/// `execve` candidate `i` (with `/bin/sh` when the kernel cannot execute
+/// it); returns only when it failed.
+unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
+    let path = *s.paths.add(i);
+    std::ptr::write_volatile(&mut s.ran, i);
+    libc::execve(path, s.argv, s.envp);
+    match errno() {
+        libc::ENOEXEC => {
+            *s.sh_argv.add(1) = path;
+            libc::execve(*s.sh_argv, s.sh_argv as *const *const libc::c_char, s.envp);
+            Failed::Stop(errno())
+        }
+        e @ (libc::EACCES | libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
+            Failed::GoOn(e)
+        }
+        e => Failed::Stop(e),
+    }
+}
