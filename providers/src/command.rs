@@ -195,26 +195,12 @@ async fn watch(
         return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
-    let tree = match child.cgroup() {
-        Some(c) => Tree::Cgroup(c.to_path_buf()),
-        None => Tree::Adopted(crate::process::adopted::Marked {
-            leader: pid,
-            start_time: crate::process::ProcessId::leader(pid).map_or(0, |p| p.start_time),
-            marker: crate::process::adopted::marker(&call.operation_id, call.try_no),
-        }),
-    };
+    let tree = tree_of(&child, pid, call);
     let deadline = call.timeout.map(|d| tokio::time::Instant::from_std(started) + d);
     let mut out = Bounded::new(call.output_bytes_max);
     let mut err = Bounded::new(call.output_bytes_max);
 
-    // Feed stdin, then close it. A child that exits without reading gives
-    // EPIPE, which is not our concern.
-    let feed = async {
-        if let (Some(mut w), Some(bytes)) = (stdin, &call.stdin) {
-            let _ = w.write_all(bytes).await;
-            let _ = w.shutdown().await;
-        }
-    };
+    let feed = feed(stdin, call.stdin.as_deref());
     // The drain borrows both captures; it ends with this block.
     let (status, timed_out, descendants) = {
         let drain = async {
@@ -238,41 +224,12 @@ async fn watch(
         // for a grace at most (its cgroup, or without one what the engine
         // adopted carrying the call's marks: `process::adopted`), within
         // the deadline.
-        let mut descendants = None;
-        let mut timed_out = exited.is_none();
-        if !timed_out {
-            let settled = async {
-                if !drained.load(Relaxed) {
-                    (&mut drain).await;
-                    drained.store(true, Relaxed);
-                }
-                while tree.populated() {
-                    tokio::time::sleep(TREE_POLL).await;
-                }
-            };
-            let grace_end = tokio::time::Instant::now() + DESCENDANT_GRACE;
-            let until = deadline.map_or(grace_end, |d| d.min(grace_end));
-            if tokio::time::timeout_at(until, settled).await.is_err() {
-                if deadline.is_some_and(|d| d <= grace_end) {
-                    timed_out = true;
-                } else if tree.populated() {
-                    descendants = Some(Box::new(end_descendants(&tree).await));
-                }
-            }
-        }
-        let status = match exited {
-            Some(status) => status.ok(),
-            None => None,
+        let (timed_out, descendants) = match exited {
+            None => (true, None),
+            Some(_) => left_behind(&mut drain, &drained, &tree, deadline).await,
         };
-        let status = if timed_out {
-            kill_group(pid);
-            tree.kill();
-            // `wait` returns the cached status if the child already exited.
-            let st = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok);
-            status.or(st)
-        } else {
-            status
-        };
+        let status = exited.and_then(Result::ok);
+        let status = if timed_out { status.or(kill_and_reap(&mut child, pid, &tree).await) } else { status };
         if !drained.load(Relaxed) {
             // The pipes close once every holder is dead; bounded in case
             // something outside the tree still holds them. A drain cut short
@@ -286,15 +243,71 @@ async fn watch(
     let mut stderr = err.finish();
     stdout.redact(&call.secrets);
     stderr.redact(&call.secrets);
-    Outcome::Received(Receipt::Command(CommandReceipt {
-        // `None` only if waiting failed; never mistaken for success.
-        exit: status.map(exit_status),
-        stdout,
-        stderr,
-        timed_out,
-        duration_ms: started.elapsed().as_millis() as u64,
-        descendants,
-    }))
+    // `exit` is `None` only if waiting failed; never mistaken for success.
+    let exit = status.map(exit_status);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    Outcome::Received(Receipt::Command(CommandReceipt { exit, stdout, stderr, timed_out, duration_ms, descendants }))
+}
+
+/// Feed stdin, then close it. A child that exits without reading gives
+/// EPIPE, which is not our concern.
+async fn feed(stdin: Option<tokio::net::unix::pipe::Sender>, bytes: Option<&[u8]>) {
+    if let (Some(mut w), Some(bytes)) = (stdin, bytes) {
+        let _ = w.write_all(bytes).await;
+        let _ = w.shutdown().await;
+    }
+}
+
+/// Past the deadline: the group and the tree killed, and the child's
+/// status if it comes within a bound (`wait` returns the cached status if
+/// the child already exited).
+async fn kill_and_reap(child: &mut crate::spawn::Child, pid: u32, tree: &Tree) -> Option<std::process::ExitStatus> {
+    kill_group(pid);
+    tree.kill();
+    tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok)
+}
+
+/// What a child's whole tree is: its cgroup, or without one what the
+/// engine adopts carrying the call's marks (`process::adopted`).
+fn tree_of(child: &crate::spawn::Child, pid: u32, call: &Call) -> Tree {
+    match child.cgroup() {
+        Some(c) => Tree::Cgroup(c.to_path_buf()),
+        None => Tree::Adopted(crate::process::adopted::Marked {
+            leader: pid,
+            start_time: crate::process::ProcessId::leader(pid).map_or(0, |p| p.start_time),
+            marker: crate::process::adopted::marker(&call.operation_id, call.try_no),
+        }),
+    }
+}
+
+/// After the command exited: what it left, until the tree is empty and
+/// the output ended, for a grace at most, within the deadline. Whether the
+/// deadline passed meanwhile, and the descendants ended past the grace.
+async fn left_behind<F: std::future::Future<Output = ()>>(
+    drain: &mut std::pin::Pin<&mut F>,
+    drained: &std::sync::atomic::AtomicBool,
+    tree: &Tree,
+    deadline: Option<tokio::time::Instant>,
+) -> (bool, Option<Box<Descendants>>) {
+    let settled = async {
+        if !drained.load(Relaxed) {
+            drain.as_mut().await;
+            drained.store(true, Relaxed);
+        }
+        while tree.populated() {
+            tokio::time::sleep(TREE_POLL).await;
+        }
+    };
+    let grace_end = tokio::time::Instant::now() + DESCENDANT_GRACE;
+    let until = deadline.map_or(grace_end, |d| d.min(grace_end));
+    if tokio::time::timeout_at(until, settled).await.is_err() {
+        if deadline.is_some_and(|d| d <= grace_end) {
+            return (true, None);
+        } else if tree.populated() {
+            return (false, Some(Box::new(end_descendants(tree).await)));
+        }
+    }
+    (false, None)
 }
 
 /// `f` until `deadline` (none: no limit); `None` past it.

@@ -179,16 +179,7 @@ pub fn record(
     let spent_by = crate::decide::spend::spending_command(asked_by, operation_id.as_str(), &t.task_ref, &row.plan_path);
     let plan_digest = row.plan_digest;
     let expires_at_ms = lasts(&*read, &t.goal_id, for_ms)?.map(|ms| crate::clock::now_ms().saturating_add(ms as i64));
-    let mut waiting = None;
-    for a in read.open_approvals(operation_id)? {
-        read.check_on_chain(ActRef::Approval(a.id))?;
-        let binds = a.request_digest == t.request_digest && a.plan_digest == plan_digest;
-        // An expired one waits for nothing: a new approval is recorded.
-        let expired = a.expires_at_ms.is_some_and(|at| crate::clock::now_ms() >= at);
-        if binds && a.revision == t.revision && a.cost.is_none_or(|c| c == cost) && !expired {
-            waiting = Some((a.id, a.expires_at_ms));
-        }
-    }
+    let waiting = waiting(&*read, operation_id, &t, &plan_digest)?;
     let recorded = |approval_id, already_approved, expires_at_ms| Recorded {
         approval_id,
         operation_id: operation_id.clone(),
@@ -234,6 +225,28 @@ pub fn record(
         Ok(id)
     })?;
     Ok(recorded(approval_id, false, expires_at_ms))
+}
+
+/// An unspent approval of `operation_id` that already waits for this very
+/// request (same digests, revision and cost, not expired): its id and
+/// when it ends.
+fn waiting(
+    read: &dyn LedgerRead,
+    operation_id: &OperationId,
+    t: &Target,
+    plan_digest: &str,
+) -> Result<Option<(ApprovalId, Option<i64>)>> {
+    let mut waiting = None;
+    for a in read.open_approvals(operation_id)? {
+        read.check_on_chain(ActRef::Approval(a.id))?;
+        let binds = a.request_digest == t.request_digest && a.plan_digest == *plan_digest;
+        // An expired one waits for nothing: a new approval is recorded.
+        let expired = a.expires_at_ms.is_some_and(|at| crate::clock::now_ms() >= at);
+        if binds && a.revision == t.revision && a.cost.is_none_or(|c| c == t.cost) && !expired {
+            waiting = Some((a.id, a.expires_at_ms));
+        }
+    }
+    Ok(waiting)
 }
 
 /// How long an approval lasts: `--for`, else the goal's active plan's

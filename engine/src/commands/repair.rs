@@ -64,18 +64,7 @@ pub fn repair(
         let ways = row.map(|r| super::advice::of_task(read, &g, &place, &r)).transpose()?;
         Ok(ways.filter(|a| !a.ways.is_empty()).map(|a| format!("; next: {}", a.sentence())).unwrap_or_default())
     };
-    if let Some(p) = &req.provider {
-        if *p != task.provider {
-            return Err(Error::new(
-                Code::ProviderChangeRequiresRevision,
-                format!(
-                    "task {} is done by provider `{}`; switching to `{p}` changes the plan: use `engine revise`",
-                    task.task_ref, task.provider
-                ),
-            )
-            .at(task.task_ref.clone()));
-        }
-    }
+    same_provider(&task, req.provider.as_deref())?;
     let attempts: Vec<AttemptRecord> = read
         .attempts_of_task(&g.id, &task.task_ref)?
         .into_iter()
@@ -122,6 +111,22 @@ pub fn repair(
     record_request(ledger, key, &said, &rep)?;
     let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
     run::execute(ledger, &plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)
+}
+
+/// A repair sends the task to its own provider: another one (`--provider`)
+/// changes the plan, which is `engine revise`'s.
+fn same_provider(task: &Task, asked: Option<&str>) -> Result<()> {
+    match asked {
+        Some(p) if p != task.provider => Err(Error::new(
+            Code::ProviderChangeRequiresRevision,
+            format!(
+                "task {} is done by provider `{}`; switching to `{p}` changes the plan: use `engine revise`",
+                task.task_ref, task.provider
+            ),
+        )
+        .at(task.task_ref.clone())),
+        _ => Ok(()),
+    }
 }
 
 /// Repetition: the last two failures alike, and nothing new since.

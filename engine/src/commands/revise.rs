@@ -147,14 +147,7 @@ pub fn revise(
     let raised = raised(&*read, &g, &plan, &req.raises)?;
     let same_plan = prev.plan_digest == plan.digests().plan;
     if same_plan && raised.is_empty() {
-        let waiting = super::advice::besides_revising(&*read, &g)?;
-        let waiting =
-            if waiting.is_empty() { String::new() } else { format!("; or, with the plan as it is: {waiting}") };
-        return Err(Error::usage(format!(
-            "the plan is the same as goal `{goal_id}`'s active revision {}: nothing to revise; \
-             edit the plan first (or raise a budget: --raise NAME=VALUE){waiting}",
-            g.active_revision
-        )));
+        return Err(nothing_to_revise(&*read, &g)?);
     }
     let prev_file = stored_plan(&prev)?;
     no_unsettled_dropped(&*read, &goal_id, &prev_file, &plan)?;
@@ -184,11 +177,7 @@ pub fn revise(
         // Budgets raised, the plan unchanged: no new revision.
         let (raised, reason) = (&report.raised, req.reason.as_str());
         ledger.write(Durability::Full, |tx| {
-            record_raises(tx, &goal_id, g.active_revision, raised, reason, person)?;
-            match request_id {
-                Some(r) => tx.insert_request_id(r),
-                None => Ok(()),
-            }
+            raises_alone(tx, (&goal_id, g.active_revision), raised, reason, (person, request_id))
         })?;
     } else {
         let who = (person, request_id);
@@ -202,6 +191,34 @@ pub fn revise(
         report.run = Some(run);
     }
     Ok(report)
+}
+
+/// The raises of a revision that changes nothing else, and the person's
+/// request id, in the caller's transaction.
+fn raises_alone(
+    tx: &mut dyn LedgerTx,
+    (goal_id, revision): (&GoalId, Revision),
+    raised: &[Raised],
+    reason: &str,
+    (person, request_id): (&Person, Option<&NewRequestId>),
+) -> Result<()> {
+    record_raises(tx, goal_id, revision, raised, reason, person)?;
+    match request_id {
+        Some(r) => tx.insert_request_id(r),
+        None => Ok(()),
+    }
+}
+
+/// The plan is the active revision's and no budget is raised: what the
+/// goal waits on instead.
+fn nothing_to_revise(read: &dyn LedgerRead, g: &GoalRecord) -> Result<Error> {
+    let waiting = super::advice::besides_revising(read, g)?;
+    let waiting = if waiting.is_empty() { String::new() } else { format!("; or, with the plan as it is: {waiting}") };
+    Ok(Error::usage(format!(
+        "the plan is the same as goal `{}`'s active revision {}: nothing to revise; \
+         edit the plan first (or raise a budget: --raise NAME=VALUE){waiting}",
+        g.id, g.active_revision
+    )))
 }
 
 /// Decide every task against the active revision, then record the new

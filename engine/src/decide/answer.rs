@@ -57,6 +57,35 @@ fn mode(q: &Value) -> &str {
     q.get("mode").and_then(Value::as_str).unwrap_or("form")
 }
 
+/// Which form question a `--field NAME` fills, and the field's name in
+/// it: `KEY.NAME` where the server asked more than one.
+fn form_of<'n>(forms: &[&Asked<'_>], name: &'n str) -> Result<(usize, &'n str), Refused> {
+    let prefixed = forms.len() > 1;
+    Ok(match (prefixed, name.split_once('.')) {
+        (true, Some((key, prop))) => match forms.iter().position(|a| a.key == key) {
+            Some(i) => (i, prop),
+            None => return Err(refused(name, "unknown", format!("no form question has the key `{key}`"))),
+        },
+        (true, None) => {
+            let keys: Vec<&str> = forms.iter().map(|a| a.key).collect();
+            let m = format!(
+                "the server asked {} form questions: name the field as KEY.{name} (keys: {})",
+                forms.len(),
+                keys.join(", ")
+            );
+            return Err(refused(name, "usage", m));
+        }
+        (false, _) if forms.is_empty() => {
+            return Err(refused(
+                name,
+                "unknown",
+                "no question asks for fields (a URL question is accepted with --accept)".into(),
+            ))
+        }
+        (false, _) => (0, name),
+    })
+}
+
 /// The answer to each question (its key and the `ElicitResult`), or why not.
 pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refused> {
     if said.decline {
@@ -76,29 +105,7 @@ pub fn decide(asked: &[Asked], said: &Said) -> Result<Vec<(String, Value)>, Refu
         let Some((name, text)) = field.split_once('=') else {
             return Err(refused(field, "usage", format!("--field `{field}` is not NAME=VALUE")));
         };
-        let (at, prop) = match (prefixed, name.split_once('.')) {
-            (true, Some((key, prop))) => match forms.iter().position(|a| a.key == key) {
-                Some(i) => (i, prop),
-                None => return Err(refused(name, "unknown", format!("no form question has the key `{key}`"))),
-            },
-            (true, None) => {
-                let keys: Vec<&str> = forms.iter().map(|a| a.key).collect();
-                let m = format!(
-                    "the server asked {} form questions: name the field as KEY.{name} (keys: {})",
-                    forms.len(),
-                    keys.join(", ")
-                );
-                return Err(refused(name, "usage", m));
-            }
-            (false, _) if forms.is_empty() => {
-                return Err(refused(
-                    name,
-                    "unknown",
-                    "no question asks for fields (a URL question is accepted with --accept)".into(),
-                ))
-            }
-            (false, _) => (0, name),
-        };
+        let (at, prop) = form_of(&forms, name)?;
         let schema = forms[at].question.get("requestedSchema").unwrap_or(&Value::Null);
         let Some(prop_schema) = schema.pointer(&format!("/properties/{}", pointer_escape(prop))) else {
             let known = property_names(schema);

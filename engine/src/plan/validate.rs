@@ -401,35 +401,8 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
         .at(format!("{at}.action.{key}")));
     }
     match spec {
-        ProviderSpec::Command { .. } => {
-            let run = obj.get("run").ok_or_else(|| {
-                Error::new(Code::PlanInvalid, "a command action needs `run` (an argv array)").at(format!("{at}.action"))
-            })?;
-            let argv: Vec<String> = serde_json::from_value(run.clone()).map_err(|_| {
-                Error::new(Code::PlanInvalid, "`run` must be an array of strings").at(format!("{at}.action.run"))
-            })?;
-            non_empty_argv(&argv, &format!("{at}.action.run"))
-        }
-        ProviderSpec::Http { .. } => {
-            if !obj.contains_key("body") {
-                return Err(Error::new(Code::PlanInvalid, "an http action needs `body`").at(format!("{at}.action")));
-            }
-            if let Some(m) = obj.get("method") {
-                if !m.is_string() {
-                    return Err(
-                        Error::new(Code::PlanInvalid, "`method` must be a string").at(format!("{at}.action.method"))
-                    );
-                }
-            }
-            if let Some(h) = obj.get("headers") {
-                let ok = h.as_object().is_some_and(|h| h.values().all(|v| v.is_string()));
-                if !ok {
-                    return Err(Error::new(Code::PlanInvalid, "`headers` must map names to strings")
-                        .at(format!("{at}.action.headers")));
-                }
-            }
-            Ok(())
-        }
+        ProviderSpec::Command { .. } => command_action(obj, at),
+        ProviderSpec::Http { .. } => http_action(obj, at),
         ProviderSpec::Builtin {} => providers::builtin::Op::parse(&task.action).map(|_| ()).map_err(|e| {
             let place = if e.path.is_empty() { format!("{at}.action") } else { format!("{at}.action.{}", e.path) };
             Error::new(Code::PlanInvalid, e.message).at(place)
@@ -448,6 +421,39 @@ fn action_shape(task: &Task, spec: &ProviderSpec, at: &str) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A command provider's action: `run`, an argv array naming a program.
+fn command_action(obj: &serde_json::Map<String, serde_json::Value>, at: &str) -> Result<()> {
+    let run = obj.get("run").ok_or_else(|| {
+        Error::new(Code::PlanInvalid, "a command action needs `run` (an argv array)").at(format!("{at}.action"))
+    })?;
+    let argv: Vec<String> = serde_json::from_value(run.clone()).map_err(|_| {
+        Error::new(Code::PlanInvalid, "`run` must be an array of strings").at(format!("{at}.action.run"))
+    })?;
+    non_empty_argv(&argv, &format!("{at}.action.run"))
+}
+
+/// An http provider's action: a `body`, and a string `method` and string
+/// `headers` where given.
+fn http_action(obj: &serde_json::Map<String, serde_json::Value>, at: &str) -> Result<()> {
+    if !obj.contains_key("body") {
+        return Err(Error::new(Code::PlanInvalid, "an http action needs `body`").at(format!("{at}.action")));
+    }
+    if let Some(m) = obj.get("method") {
+        if !m.is_string() {
+            return Err(Error::new(Code::PlanInvalid, "`method` must be a string").at(format!("{at}.action.method")));
+        }
+    }
+    if let Some(h) = obj.get("headers") {
+        let ok = h.as_object().is_some_and(|h| h.values().all(|v| v.is_string()));
+        if !ok {
+            return Err(
+                Error::new(Code::PlanInvalid, "`headers` must map names to strings").at(format!("{at}.action.headers"))
+            );
+        }
+    }
+    Ok(())
 }
 
 fn kind_name(spec: &ProviderSpec) -> &'static str {

@@ -11,29 +11,8 @@ use crate::state::{AttemptState, FailureClass, GoalState, TaskState};
 
 pub fn render(r: &RunReport) -> Output {
     let mut text = format!("goal {} (revision {})\n", r.goal_id, r.revision);
-    let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     let next = next_steps(r);
-    for t in &r.tasks {
-        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t)));
-        if t.settled_by_person {
-            text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
-        }
-        text.push('\n');
-        if let Some(h) = r.held.iter().find(|h| h.task_ref == t.task_ref) {
-            text.push_str(&format!("    {}\n", held_words(h)));
-        }
-        for a in r.awaiting_input.iter().filter(|a| a.task_ref == t.task_ref) {
-            for q in &a.questions {
-                for line in super::question::lines(q) {
-                    text.push_str(&format!("    {line}\n"));
-                }
-            }
-            text.push_str(&format!("    answer with: {}\n", a.answer_with));
-        }
-        if let Some(n) = next.iter().find(|n| n.task_ref == Some(t.task_ref.as_str())) {
-            text.push_str(&super::next::lines(&n.ways, &r.plan_path, &t.task_ref, "    "));
-        }
-    }
+    task_lines(r, &next, &mut text);
     for c in &r.constraints {
         text.push_str(&format!("  {}\n", constraint_line(c)));
     }
@@ -84,6 +63,33 @@ pub fn render(r: &RunReport) -> Output {
         })
         .collect();
     Output { text, json, exit_code: r.exit_code }
+}
+
+/// A line a task: its state, what holds it, the questions it asks, and
+/// its ways out.
+fn task_lines(r: &RunReport, next: &[Next<'_>], text: &mut String) {
+    let width = r.tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
+    for t in &r.tasks {
+        text.push_str(&format!("  {}  {}", super::pad(&t.task_ref, width), task_words(t)));
+        if t.settled_by_person {
+            text.push_str("  on a person's settlement (settled_ok): its effect was not verified by the engine");
+        }
+        text.push('\n');
+        if let Some(h) = r.held.iter().find(|h| h.task_ref == t.task_ref) {
+            text.push_str(&format!("    {}\n", held_words(h)));
+        }
+        for a in r.awaiting_input.iter().filter(|a| a.task_ref == t.task_ref) {
+            for q in &a.questions {
+                for line in super::question::lines(q) {
+                    text.push_str(&format!("    {line}\n"));
+                }
+            }
+            text.push_str(&format!("    answer with: {}\n", a.answer_with));
+        }
+        if let Some(n) = next.iter().find(|n| n.task_ref == Some(t.task_ref.as_str())) {
+            text.push_str(&super::next::lines(&n.ways, &r.plan_path, &t.task_ref, "    "));
+        }
+    }
 }
 
 /// A task's (or, without a ref, the goal's) ways out.

@@ -25,39 +25,16 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let ledger: &dyn LedgerRead = &*view;
     let g = ledger.goal_or_latest(goal)?;
     let rev = ledger.revision(&g.id, g.active_revision)?;
-    let plan: PlanFile = serde_json::from_str(&rev.plan_json).map_err(|e| {
-        Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}"))
-            .at(store.path().display().to_string())
-    })?;
-    let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
-    let mut tasks = ledger.tasks(&g.id, g.active_revision)?;
-    let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
-    tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+    let plan = stored_plan(&rev.plan_json, store.path())?;
+    let tasks = tasks_in_plan_order(ledger, &g, &plan)?;
 
     let machine = crate::run::sandboxes::machine_status()?;
     let not_checked = plan.goal.as_ref().map_or(0, |x| x.constraints.iter().filter(|c| c.checked().is_none()).count());
     let verdict = crate::decide::verdict::word(g.state, not_checked);
-    let state_words = match verdict {
-        "completed" => format!("completed ({} not checked)", super::count(not_checked, "constraint")),
-        word => word.to_string(),
-    };
-    let mut text = format!(
-        "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
-        g.id,
-        plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
-        g.active_revision,
-        state_words,
-        store.path().display()
-    );
+    let mut text = heading(&g, &plan, (verdict, not_checked), &machine, store.path());
     let plan_file_changed = crate::commands::plan_watch::changed_during(ledger, &g.id, g.active_revision)?;
     if let Some(run) = plan_file_changed {
-        text.push_str(&format!(
-            "plan file {} changed during run {run}, not by `engine revise`: runs execute revision {} as recorded; \
-             `engine revise {} --reason TEXT` shows what the change loosens\n\n",
-            super::escape::for_terminal(&rev.plan_path),
-            g.active_revision,
-            super::escape::for_terminal(&rev.plan_path)
-        ));
+        text.push_str(&plan_file_changed_words(run, &rev.plan_path, g.active_revision));
     }
     // Act rows the chain does not vouch for: said first, and never counted
     // as the acts they claim to be.
@@ -68,12 +45,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     if !tampered.is_empty() {
         text.push('\n');
     }
-    let is_tampered = |a: &ApprovalRecord| tampered.iter().any(|t| t.act == ActRef::Approval(a.id));
-    let (forged, approvals): (Vec<ApprovalRecord>, Vec<ApprovalRecord>) = ledger
-        .approvals_of_goal(&g.id)?
-        .into_iter()
-        .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
-        .partition(is_tampered);
+    let (forged, approvals) = open_approvals(ledger, &g.id, &tampered)?;
     let waiting = Waiting {
         plan_path: rev.plan_path.clone(),
         active: (g.active_revision, rev.plan_digest.clone()),
@@ -92,14 +64,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
     let advised = crate::commands::advice::of_goal(ledger, &g, &tasks)?;
     let rows = task_table(ledger, &g, &plan, &tasks, &approved, &advised, &mut text)?;
     waiting.describe(&store.live_holder()?, &advised, &tasks, &mut text);
-    // What a task's MCP server asked a person, escaped, with the answer's command.
-    let mut awaiting_input = Vec::new();
-    for t in tasks.iter().filter(|t| t.state == TaskState::AwaitingInput) {
-        if let Some((words, json)) = super::question::waiting(&t.task_ref, &t.detail, "  ") {
-            text.push_str(&words);
-            awaiting_input.push(json);
-        }
-    }
+    let awaiting_input = awaiting_input(&tasks, &mut text);
     let held = held(ledger, &g.id, &tasks, &mut text)?;
     let acts = super::person_acts::of_goal(ledger, &g.id, &tampered, &mut text)?;
     let budgets = budgets(ledger, &g, &plan, &tasks, &mut text)?;
@@ -111,19 +76,96 @@ pub fn render(store: &Store, goal: Option<&GoalId>) -> Result<Output> {
         "goal": {"id": g.id, "state": g.state, "verdict": verdict, "constraints_not_checked": not_checked,
             "active_revision": g.active_revision},
         "tasks": rows,
-        "effect_unknown": waiting.unknown.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
-            "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})).collect::<Vec<_>>(),
+        "effect_unknown": waiting.unknown_json(),
         "awaiting_approval": waiting.awaiting.iter().map(|t| waiting.awaiting_json(t, &advised)).collect::<Vec<_>>(),
         "awaiting_input": awaiting_input,
         "settled_not_run": waiting.not_run.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no})).collect::<Vec<_>>(),
-        "in_doubt": waiting.in_doubt.iter().map(|a| json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
-            "handle": a.handle})).collect::<Vec<_>>(),
+        "in_doubt": waiting.in_doubt_json(),
         "budgets": budgets,
         "next": advised.iter().map(Advised::entry).collect::<Vec<_>>(),
         "plan_file_changed_during_run": plan_file_changed,
         "held": held,
     });
     Ok(Output { text, json, exit_code: 0 })
+}
+
+/// The revision's plan as the store keeps it.
+fn stored_plan(plan_json: &str, store: &std::path::Path) -> Result<PlanFile> {
+    serde_json::from_str(plan_json).map_err(|e| {
+        Error::new(crate::error::Code::StoreCorrupt, format!("stored plan does not parse: {e}"))
+            .at(store.display().to_string())
+    })
+}
+
+/// The status's first lines: the goal, its revision, its state in words,
+/// the store and the sandbox.
+fn heading(
+    g: &GoalRecord,
+    plan: &PlanFile,
+    (verdict, not_checked): (&str, usize),
+    machine: &impl std::fmt::Display,
+    store: &std::path::Path,
+) -> String {
+    let state_words = match verdict {
+        "completed" => format!("completed ({} not checked)", super::count(not_checked, "constraint")),
+        word => word.to_string(),
+    };
+    format!(
+        "goal      {}  ({})\nrevision  {}\nstate     {}\nstore     {}\nsandbox   {machine} on this machine\n\n",
+        g.id,
+        plan.goal.as_ref().map_or("", |x| x.statement.as_str()),
+        g.active_revision,
+        state_words,
+        store.display()
+    )
+}
+
+/// The goal's tasks in the plan's order (a task the plan no longer names
+/// last).
+fn tasks_in_plan_order(ledger: &dyn LedgerRead, g: &GoalRecord, plan: &PlanFile) -> Result<Vec<TaskRecord>> {
+    let order: Vec<&str> = plan.tasks.iter().map(|t| t.task_ref.as_str()).collect();
+    let mut tasks = ledger.tasks(&g.id, g.active_revision)?;
+    let position: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+    tasks.sort_by_key(|t| position.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+    Ok(tasks)
+}
+
+/// The plan file was edited during `run`, not by `engine revise`.
+fn plan_file_changed_words(run: u64, plan_path: &str, revision: Revision) -> String {
+    format!(
+        "plan file {} changed during run {run}, not by `engine revise`: runs execute revision {revision} as recorded; \
+         `engine revise {} --reason TEXT` shows what the change loosens\n\n",
+        super::escape::for_terminal(plan_path),
+        super::escape::for_terminal(plan_path)
+    )
+}
+
+/// The goal's approvals not spent nor voided: those whose rows the chain
+/// does not vouch for (forged), and the others.
+fn open_approvals(
+    ledger: &dyn LedgerRead,
+    goal: &GoalId,
+    tampered: &[crate::store::acts::Tampered],
+) -> Result<(Vec<ApprovalRecord>, Vec<ApprovalRecord>)> {
+    let is_tampered = |a: &ApprovalRecord| tampered.iter().any(|t| t.act == ActRef::Approval(a.id));
+    Ok(ledger
+        .approvals_of_goal(goal)?
+        .into_iter()
+        .filter(|a| a.consumed_by.is_none() && a.voided_by.is_none())
+        .partition(is_tampered))
+}
+
+/// What a task's MCP server asked a person, escaped, with the answer's
+/// command: the words into `text`, the JSON returned.
+fn awaiting_input(tasks: &[TaskRecord], text: &mut String) -> Vec<Value> {
+    let mut awaiting_input = Vec::new();
+    for t in tasks.iter().filter(|t| t.state == TaskState::AwaitingInput) {
+        if let Some((words, json)) = super::question::waiting(&t.task_ref, &t.detail, "  ") {
+            text.push_str(&words);
+            awaiting_input.push(json);
+        }
+    }
+    awaiting_input
 }
 
 /// The holds in force (`engine hold`): each held task not yet complete,
@@ -254,6 +296,24 @@ struct Waiting<'t> {
 }
 
 impl Waiting<'_> {
+    /// The operations whose outcome no one knows, for `--json`.
+    fn unknown_json(&self) -> Vec<Value> {
+        let one = |a: &AttemptRecord| {
+            json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no,
+                "request_digest": a.request_digest, "reason": a.unknown_reason, "handle": a.handle})
+        };
+        self.unknown.iter().map(one).collect()
+    }
+
+    /// The operations in doubt, for `--json`.
+    fn in_doubt_json(&self) -> Vec<Value> {
+        let one = |a: &AttemptRecord| {
+            json!({"operation_id": a.operation_id, "task_ref": a.task_ref, "try": a.try_no, "state": a.state,
+                "handle": a.handle})
+        };
+        self.in_doubt.iter().map(one).collect()
+    }
+
     /// Each in words, with the commands that act on it (`report::next`):
     /// what waits on an approval, a re-send, a settlement, a decision on
     /// a failure; and what waits on an engine (in doubt).
@@ -298,8 +358,23 @@ impl Waiting<'_> {
             text.push_str(&format!("  {}  failed{class}\n", t.task_ref));
             next(&t.task_ref, text);
         }
-        // Any other task a way waits on: a stopped run's, a settlement
-        // `ok` whose validations have not run yet.
+        self.describe_others(advised, tasks, text);
+        for a in &self.in_doubt {
+            let note = in_doubt_note(a, live);
+            text.push_str(&format!(
+                "  {}  task {}  try {}  {}{} ({note})\n",
+                a.operation_id,
+                a.task_ref,
+                a.try_no,
+                a.state,
+                accepted_as(a)
+            ));
+        }
+    }
+
+    /// Any other task a way waits on: a stopped run's, a settlement `ok`
+    /// whose validations have not run yet; and what the goal waits on.
+    fn describe_others(&self, advised: &[Advised], tasks: &[TaskRecord], text: &mut String) {
         let shown = |r: &str| {
             self.awaiting.iter().any(|t| t.task_ref == r)
                 || self.not_run.iter().any(|a| a.task_ref == r)
@@ -319,17 +394,6 @@ impl Waiting<'_> {
         for goal in advised.iter().filter(|a| a.task_ref.is_empty()) {
             text.push_str(&format!("  goal: {}\n", goal.about.as_deref().unwrap_or_default()));
             text.push_str(&super::next::of(goal, "    "));
-        }
-        for a in &self.in_doubt {
-            let note = in_doubt_note(a, live);
-            text.push_str(&format!(
-                "  {}  task {}  try {}  {}{} ({note})\n",
-                a.operation_id,
-                a.task_ref,
-                a.try_no,
-                a.state,
-                accepted_as(a)
-            ));
         }
     }
 }

@@ -184,26 +184,8 @@ impl McpProvider {
         if let Some(tp) = &call.traceparent {
             params["_meta"]["traceparent"] = json!(tp);
         }
-        // The same request again, with a person's answers to what the
-        // server asked (2026-07-28; a 2025-11-25 server gets them when it
-        // asks again, from `inbound`).
-        let answered = match answers {
-            Some(a) if modern => {
-                params["inputResponses"] = input::input_responses(a);
-                if let Some(state) = &a.request_state {
-                    params["requestState"] = json!(state);
-                }
-                format!("; with a person's answers to {}", keys(a))
-            }
-            Some(a) => format!("; carrying a person's answers to {}", keys(a)),
-            None => String::new(),
-        };
-        // The server's annotations are shown as what they are: its hints,
-        // never a permission nor the task's declared effect.
-        let hints = match live.tool(tool).and_then(|t| t.annotations.as_ref()) {
-            Some(a) => format!("; the server's annotations, hints only: {}", excerpt(&a.to_string(), 200)),
-            None => String::new(),
-        };
+        let answered = with_answers(&mut params, answers, modern);
+        let hints = hints(live, tool);
         let detail = format!(
             "tools/call `{tool}`{} written to {} (MCP {}; _meta operation_id {}, try {}{answered}{hints})",
             if augment { " (as a task)" } else { "" },
@@ -633,4 +615,30 @@ fn judge_output(mut receipt: Receipt, schema: Option<&Value>, call: &Call) -> Re
         }
     }
     receipt
+}
+
+/// The same request again, with a person's answers to what the server
+/// asked (2026-07-28; a 2025-11-25 server gets them when it asks again,
+/// from `inbound`): what the dispatch line says of them.
+fn with_answers(params: &mut Value, answers: Option<&InputAnswers>, modern: bool) -> String {
+    match answers {
+        Some(a) if modern => {
+            params["inputResponses"] = input::input_responses(a);
+            if let Some(state) = &a.request_state {
+                params["requestState"] = json!(state);
+            }
+            format!("; with a person's answers to {}", keys(a))
+        }
+        Some(a) => format!("; carrying a person's answers to {}", keys(a)),
+        None => String::new(),
+    }
+}
+
+/// The server's annotations of `tool`, shown as what they are: its hints,
+/// never a permission nor the task's declared effect.
+fn hints(live: &Live, tool: &str) -> String {
+    match live.tool(tool).and_then(|t| t.annotations.as_ref()) {
+        Some(a) => format!("; the server's annotations, hints only: {}", excerpt(&a.to_string(), 200)),
+        None => String::new(),
+    }
 }

@@ -37,14 +37,7 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
     let goal = req.goal.map(GoalId::new);
     let g = l.goal_or_latest(goal.as_ref())?;
     let active = g.active_revision.get();
-    let number = req.revision.unwrap_or(active);
-    if !(1..=active).contains(&number) {
-        return Err(Error::usage(format!(
-            "goal `{}` has revisions 1 to {active}; there is no revision {number}",
-            g.id
-        ))
-        .at(format!("--revision {number}")));
-    }
+    let number = revision_asked(&g.id, active, req.revision)?;
     let rev = l.revision(&g.id, Revision(number))?;
     let plan = parse_plan(&rev.plan_json, number)?;
     let (revisions, lowest_max_revisions) = revisions(l, &g.id, active)?;
@@ -104,6 +97,17 @@ fn build_in(l: &dyn LedgerRead, req: &Request) -> Result<ReportDocument> {
             })
             .collect(),
     })
+}
+
+/// The revision `--revision` names (the active one without it), if the
+/// goal has it.
+fn revision_asked(goal: &GoalId, active: i64, asked: Option<i64>) -> Result<i64> {
+    let number = asked.unwrap_or(active);
+    if !(1..=active).contains(&number) {
+        return Err(Error::usage(format!("goal `{goal}` has revisions 1 to {active}; there is no revision {number}"))
+            .at(format!("--revision {number}")));
+    }
+    Ok(number)
 }
 
 fn rfc3339(ms: i64) -> String {

@@ -203,7 +203,24 @@ fn observation_head(o: &providers::Observation) -> String {
 }
 
 fn evidence(e: &EvidenceItem, out: &mut String) {
-    let (head, outputs): (String, Vec<(&str, &Output)>) = match &e.evidence {
+    let (head, outputs) = head_and_outputs(&e.evidence);
+    let _ = write!(
+        out,
+        "<div class=\"ev\"><p><span class=\"evid\">evidence #{} {}</span> {} <span class=\"muted\">at {}</span></p>",
+        e.id,
+        text(e.evidence.kind()),
+        text(&head),
+        time(e.at_ms)
+    );
+    for (name, o) in outputs {
+        output(name, o, out);
+    }
+    out.push_str("</div>");
+}
+
+/// A piece of evidence in one line, and the outputs it holds, by name.
+fn head_and_outputs(evidence: &Evidence) -> (String, Vec<(&str, &Output)>) {
+    match evidence {
         Evidence::ProcessExit { exit, timed_out, duration_ms, stdout, stderr } => (
             format!(
                 "provider process exit {} in {}{}",
@@ -242,19 +259,11 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             checkpoint,
             of_constraint,
         } => {
-            let mut h = format!(
-                "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
-                if *of_constraint { "constraint check" } else { "check" },
-                if *passed { "passed" } else { "FAILED" },
-                exit_text(exit),
-                if *timed_out { ", deadline hit" } else { "" }
+            let h = check_head(
+                (check_id, *of_constraint, *passed),
+                (exit, *expect_exit, *timed_out),
+                (checkpoint, failing_assertion),
             );
-            if let Some(cp) = checkpoint {
-                h.push_str(&format!(" against checkpoint {}", clip(cp, 16)));
-            }
-            if let Some(a) = failing_assertion {
-                h.push_str(&format!("; failing assertion: {a}"));
-            }
             (h, vec![("stdout", stdout), ("stderr", stderr)])
         }
         Evidence::ProtectedPathChanged { changes } => (crate::report::explain::protected_changes(changes), Vec::new()),
@@ -277,19 +286,31 @@ fn evidence(e: &EvidenceItem, out: &mut String) {
             Vec::new(),
         ),
         other => (crate::report::words::sentence(other).unwrap_or_else(|| other.kind().replace('_', " ")), Vec::new()),
-    };
-    let _ = write!(
-        out,
-        "<div class=\"ev\"><p><span class=\"evid\">evidence #{} {}</span> {} <span class=\"muted\">at {}</span></p>",
-        e.id,
-        text(e.evidence.kind()),
-        text(&head),
-        time(e.at_ms)
-    );
-    for (name, o) in outputs {
-        output(name, o, out);
     }
-    out.push_str("</div>");
+}
+
+/// A check's result in one line: which check, its verdict, its exit
+/// against the expected one, the checkpoint it ran against, the failing
+/// assertion.
+fn check_head(
+    (check_id, of_constraint, passed): (&str, bool, bool),
+    (exit, expect_exit, timed_out): (&Option<providers::ExitStatus>, i32, bool),
+    (checkpoint, failing_assertion): (&Option<String>, &Option<String>),
+) -> String {
+    let mut h = format!(
+        "{} {check_id}: {} (exit {}, expected {expect_exit}{})",
+        if of_constraint { "constraint check" } else { "check" },
+        if passed { "passed" } else { "FAILED" },
+        exit_text(exit),
+        if timed_out { ", deadline hit" } else { "" }
+    );
+    if let Some(cp) = checkpoint {
+        h.push_str(&format!(" against checkpoint {}", clip(cp, 16)));
+    }
+    if let Some(a) = failing_assertion {
+        h.push_str(&format!("; failing assertion: {a}"));
+    }
+    h
 }
 
 fn output(name: &str, o: &Output, out: &mut String) {
