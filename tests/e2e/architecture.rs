@@ -321,3 +321,195 @@ fn a_path_that_does_not_exist_is_seen() {
     let named = paths_named("see `engine/src/nowhere.rs` and [x](docs/gone.md#a), not `a::b`\n```\n`fenced/x`\n```\n");
     assert_eq!(named, vec!["engine/src/nowhere.rs", "docs/gone.md"]);
 }
+
+/// Issue 39: the code keeps its shape. The limits of STYLE.md's charter,
+/// counted the way a reader meets them.
+const MOST_LINES_A_FILE: usize = 700;
+const MOST_LINES_A_FN: usize = 70;
+
+/// Where the shape is kept: engine/src and providers/src, but for the run
+/// core and its driver, which issue 39's port rewrites (their own share of
+/// that issue); they join this check once it has landed.
+const SHAPE_KEPT: [&str; 2] = ["engine/src", "providers/src"];
+const SHAPE_NOT_YET: [&str; 2] = ["engine/src/run/core", "engine/src/run/driver"];
+
+/// Issue 39: the functions still over the limit, by file and name. Each one
+/// split comes off this list (the test fails while it stays on it); none
+/// goes on.
+const LONG_FNS_LEFT: &[(&str, &str)] = &[
+    ("engine/src/cli/mod.rs", "dispatch"),
+    // The simulator's, while issue 39's port reworks what it drives.
+    ("engine/src/sim/checks.rs", "delivered"),
+    ("engine/src/sim/plan.rs", "generate"),
+    ("engine/src/sim/world.rs", "deliver"),
+];
+
+/// `text` with its comments and the inside of its string and char literals
+/// blanked (newlines kept), so that every brace left is code.
+fn code_only(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        let end = literal_or_comment_end(text, i);
+        if end > i {
+            for c in &mut out[i..end] {
+                if *c != b'\n' {
+                    *c = b' ';
+                }
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Where the comment or literal that starts at `i` ends, or `i` for code.
+fn literal_or_comment_end(text: &str, i: usize) -> usize {
+    let b = text.as_bytes();
+    let rest = &b[i..];
+    let after_ident = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+    let find = |from: usize, what: &str| text[from..].find(what).map_or(b.len(), |at| from + at + what.len());
+    if rest.starts_with(b"//") {
+        return text[i..].find('\n').map_or(b.len(), |at| i + at);
+    }
+    if rest.starts_with(b"/*") {
+        let (mut depth, mut j) = (0, i);
+        while j < b.len() {
+            if b[j..].starts_with(b"/*") {
+                depth += 1;
+                j += 2;
+            } else if b[j..].starts_with(b"*/") {
+                depth -= 1;
+                j += 2;
+                if depth == 0 {
+                    return j;
+                }
+            } else {
+                j += 1;
+            }
+        }
+        return b.len();
+    }
+    let raw = rest.strip_prefix(b"b").unwrap_or(rest);
+    if !after_ident && raw.starts_with(b"r") {
+        let hashes = raw[1..].iter().take_while(|&&c| c == b'#').count();
+        if raw.get(1 + hashes) == Some(&b'"') {
+            let open = i + (rest.len() - raw.len()) + 2 + hashes;
+            return find(open, &format!("\"{}", "#".repeat(hashes)));
+        }
+    }
+    if rest.starts_with(b"\"") {
+        let mut j = i + 1;
+        while j < b.len() && b[j] != b'"' {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        return (j + 1).min(b.len());
+    }
+    if rest.starts_with(b"'") {
+        if rest.get(1) == Some(&b'\\') {
+            return find(i + 3, "'");
+        }
+        let width = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+        if b.get(i + 1 + width) == Some(&b'\'') {
+            return i + 2 + width;
+        }
+    }
+    i
+}
+
+/// The index of the `}` that closes the block opened at `open`.
+fn block_end(code: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (j, &c) in code.iter().enumerate().skip(open) {
+        if c == b'{' {
+            depth += 1;
+        } else if c == b'}' {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return j;
+            }
+        }
+    }
+    code.len().saturating_sub(1)
+}
+
+/// A file's shape: its lines outside `#[cfg(test)]` modules, and each
+/// function outside them with its first line and its length in lines.
+fn shape_of(text: &str) -> (usize, Vec<(String, usize, usize)>) {
+    let code = code_only(text);
+    let line_at = |at: usize| code[..at].iter().filter(|&&c| c == b'\n').count() + 1;
+    let s = String::from_utf8_lossy(&code).into_owned();
+    let mut test_lines = std::collections::BTreeSet::new();
+    for (at, _) in s.match_indices("#[cfg(test)]") {
+        let after = s[at + 12..].trim_start();
+        let item = after.strip_prefix("pub(crate) ").or_else(|| after.strip_prefix("pub ")).unwrap_or(after);
+        let head = &after[..after.find(['{', ';']).unwrap_or(after.len())];
+        if item.starts_with("mod ") && !head.is_empty() && after.as_bytes().get(head.len()) == Some(&b'{') {
+            let open = s.len() - after.len() + head.len();
+            test_lines.extend(line_at(at)..=line_at(block_end(&code, open)));
+        }
+    }
+    let lines = text.lines().count() - test_lines.len();
+    let mut fns = Vec::new();
+    for (at, _) in s.match_indices("fn ") {
+        let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+        if at > 0 && ident(code[at - 1]) || test_lines.contains(&line_at(at)) {
+            continue;
+        }
+        let name: String = s[at + 3..].trim_start().chars().take_while(|&c| ident(c as u8) && c.is_ascii()).collect();
+        if name.is_empty() {
+            continue;
+        }
+        let mut depth = 0i32;
+        let body = code[at..].iter().position(|&c| {
+            depth += matches!(c, b'(' | b'[') as i32 - matches!(c, b')' | b']') as i32;
+            depth == 0 && (c == b'{' || c == b';')
+        });
+        if let Some(open) = body.map(|p| at + p).filter(|&open| code[open] == b'{') {
+            fns.push((name, line_at(at), line_at(block_end(&code, open)) - line_at(at) + 1));
+        }
+    }
+    (lines, fns)
+}
+
+#[test]
+fn the_code_keeps_its_shape() {
+    let root = repo_root();
+    let (mut long_files, mut long_fns, mut seen) = (Vec::new(), Vec::new(), Vec::new());
+    for dir in SHAPE_KEPT {
+        for path in rust_files(&root.join(dir)) {
+            let rel = path.strip_prefix(&root).unwrap().display().to_string();
+            if SHAPE_NOT_YET.iter().any(|d| rel.starts_with(d)) || path.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let (lines, fns) = shape_of(&fs::read_to_string(&path).unwrap());
+            if lines > MOST_LINES_A_FILE {
+                long_files.push(format!("{rel}: {lines} lines outside its tests (at most {MOST_LINES_A_FILE})"));
+            }
+            for (name, line, length) in fns.into_iter().filter(|f| f.2 > MOST_LINES_A_FN) {
+                if LONG_FNS_LEFT.contains(&(rel.as_str(), name.as_str())) {
+                    seen.push((rel.clone(), name));
+                } else {
+                    long_fns.push(format!("{rel}:{line} fn {name}: {length} lines (at most {MOST_LINES_A_FN})"));
+                }
+            }
+        }
+    }
+    assert!(long_files.is_empty(), "files over {MOST_LINES_A_FILE} lines: {long_files:#?}");
+    assert!(long_fns.is_empty(), "functions over {MOST_LINES_A_FN} lines: {long_fns:#?}");
+    let gone: Vec<_> = LONG_FNS_LEFT.iter().filter(|(f, n)| !seen.iter().any(|(sf, sn)| sf == f && sn == n)).collect();
+    assert!(gone.is_empty(), "now within {MOST_LINES_A_FN} lines: take them off LONG_FNS_LEFT: {gone:?}");
+}
+
+#[test]
+fn the_shape_count_sees_through_literals_comments_and_tests() {
+    let text = "fn a() {\n    let s = \"}\"; // }\n    let c = '{';\n    /* } */\n}\n\
+                fn b<'x>(x: &'x str) -> &'x str {\n    r#\"}\"#;\n    x\n}\n\
+                #[cfg(test)]\nmod tests {\n    fn c() {\n    }\n}\n";
+    let (lines, fns) = shape_of(text);
+    assert_eq!(lines, 9, "the test module's 5 lines are not counted");
+    assert_eq!(fns, vec![("a".to_string(), 1, 5), ("b".to_string(), 6, 4)]);
+}
