@@ -196,3 +196,22 @@ fn explain_of_a_blocked_task_names_what_it_waits_on() {
     assert!(out.stdout.contains("state blocked"), "{}", out.describe());
     assert!(out.stdout.lines().any(|l| l == "blocked: waits on bad (failed)"), "{}", out.describe());
 }
+
+/// Issue 41, item 1: the network said up front and after. A command task
+/// that names a URL and declares no network: `check` warns
+/// NETWORK_UNDECLARED with the line to add; its refused connection fails
+/// it, and `explain` says the process had no network and what to declare.
+#[test]
+fn a_task_without_a_network_is_told_before_and_after() {
+    let ws = Ws::new();
+    let fetch = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8765/data', timeout=5)";
+    ws.write_plan("plan.json", &plan(vec![task("fetch", &["python3", "-c", fetch])]));
+    let check = ws.engine(&["check", "plan.json"]);
+    check.expect_code(0);
+    let warned = check.stderr.lines().find(|l| l.contains("NETWORK_UNDECLARED")).unwrap_or_default().to_string();
+    assert!(warned.contains("127.0.0.1:8765"), "{}", check.describe());
+    ws.run().expect(1, None);
+    let explain = ws.engine(&["explain", "fetch"]);
+    let said = "this process had no network (none declared): add `network: {\"connect\": [\"127.0.0.1:8765\"]}`";
+    assert!(explain.stdout.contains(said), "{}", explain.describe());
+}
