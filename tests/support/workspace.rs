@@ -45,6 +45,20 @@ impl Ws {
     /// write): one another OS user can reach, say (`os_users::Reachable`).
     pub fn with_state(state: TempDir) -> Ws {
         let tmp = tempfile::Builder::new().prefix("engine-test-").tempdir().expect("temp dir");
+        Ws::in_root(tmp, state)
+    }
+
+    /// An empty workspace outside the temporary folder (cargo's target
+    /// folder, `support::places::outside_temp`): there the sandbox can hold
+    /// a task to its declared outputs (the temporary folder is writable
+    /// whole). Its `side` folder is beside it, so providers cannot write it.
+    pub fn outside_temp() -> Ws {
+        let place = super::places::outside_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        let tmp = tempfile::Builder::new().prefix("engine-test-").tempdir_in(place).expect("temp dir");
+        Ws::in_root(tmp, state_dir())
+    }
+
+    fn in_root(tmp: TempDir, state: TempDir) -> Ws {
         let dir = tmp.path().join("ws");
         let side = tmp.path().join("side");
         fs::create_dir(&dir).expect("create workspace");

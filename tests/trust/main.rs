@@ -10,6 +10,7 @@ mod acts;
 mod approvals;
 mod authority;
 mod declared_writes;
+mod kernel_writes;
 mod network;
 mod oauth_tokens;
 mod os_users;

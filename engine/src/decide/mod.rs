@@ -74,3 +74,4 @@ pub mod stop;
 pub mod tools;
 pub mod upstream;
 pub mod verdict;
+pub mod write_grants;

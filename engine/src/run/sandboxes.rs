@@ -20,16 +20,22 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use providers::sandbox::{
-    Kernel, Namespaces, NetStatus, NsStatus, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status, Unavailable,
+    AfterOnly, Kernel, Namespaces, NetStatus, NsStatus, Origin, Policy, PolicyBuilder, PolicyError, Sandbox, Status,
+    Unavailable, WriteRule, Writes, WritesBy,
 };
 
 use crate::decide::sandbox_rules::{self, Guarded, Place, Rule};
+use crate::decide::write_grants::{self, Found, Grants};
 use crate::error::{Code, Error, Result};
-use crate::plan::model::Task;
+use crate::plan::model::{ProviderSpec, Task};
 use crate::plan::reach::Reach;
 use crate::plan::Plan;
 use crate::store::access::Confinement;
 use crate::store::LeaseGuard;
+
+/// Workspace paths a task's process may write, each with its declared line
+/// (`decide::write_grants`).
+type Rules = Vec<(String, String)>;
 
 /// The testing aid that simulates a kernel without Landlock.
 pub const TESTING_AID: &str = "ENGINE_SANDBOX";
@@ -73,56 +79,21 @@ impl Sandboxes {
             }
             _ => Namespaces::make(&hidden(store)),
         };
-        let build = |name: Option<&str>, declared: &[String], reach: &Reach| -> Result<Sandbox> {
-            let policy = policy(plan, store, declared)?
-                .network(reach.network())
-                .build()
-                .map_err(|e| refused(e, name, declared, store))?;
-            let mut tries = 0;
-            loop {
-                match policy.prepare_on(kernel, &namespaces) {
-                    Err(e) if tries < MAKER_WAITS && is_makers_second_name(&e, store) => {
-                        tries += 1;
-                        std::thread::sleep(MAKER_WAIT);
-                    }
-                    prepared => {
-                        return prepared.map(|s| s.with_env(&reach.env)).map_err(|e| refused(e, name, declared, store))
-                    }
-                }
-            }
+        let maker = Maker { plan, store, kernel, namespaces: &namespaces };
+        let build = |name: Option<&str>, declared: &[String], reach: &Reach, beneath: Option<&Rules>| {
+            maker.build(name, declared, reach, beneath)
         };
-        let checks = build(None, &[], &Reach::default())?;
+        let checks = build(None, &[], &Reach::default(), None)?;
         let mut providers = BTreeMap::new();
         let mut validations = BTreeMap::new();
         for (name, spec) in &plan.file.providers {
             let reach = Reach::of_provider(spec);
-            let own = build(Some(name), spec.declared_writes(), &reach)?;
+            let own = build(Some(name), spec.declared_writes(), &reach, None)?;
             let provider = if spec.unconfined() { Sandbox::disabled().with_env(&reach.env) } else { own.clone() };
             providers.insert(name.clone(), provider);
             validations.insert(name.clone(), own);
         }
-        // A task that declares a network or variables of its own gets
-        // sandboxes of its own; tasks that declare the same share them.
-        let mut tasks = HashMap::new();
-        let mut made: HashMap<(&str, Reach), (Sandbox, Sandbox)> = HashMap::new();
-        for task in &plan.file.tasks {
-            let Some(spec) = plan.file.providers.get(&task.provider) else { continue };
-            let reach = Reach::of_task(task, spec);
-            if !reach.adds_to(&Reach::of_provider(spec)) {
-                continue;
-            }
-            let key = (task.provider.as_str(), reach);
-            let pair = match made.get(&key) {
-                Some(pair) => pair.clone(),
-                None => {
-                    let own = build(Some(&task.provider), spec.declared_writes(), &key.1)?;
-                    let command =
-                        if spec.unconfined() { Sandbox::disabled().with_env(&key.1.env) } else { own.clone() };
-                    made.entry(key).or_insert((command, own)).clone()
-                }
-            };
-            tasks.insert(task.task_ref.clone(), pair);
-        }
+        let tasks = maker.tasks(&providers, &validations)?;
         say_if_weaker(&checks);
         Ok(Sandboxes { checks, providers, validations, tasks })
     }
@@ -214,6 +185,118 @@ impl Sandboxes {
     }
 }
 
+/// What makes a run's sandboxes: its plan, store, kernel and namespaces.
+struct Maker<'a> {
+    plan: &'a Plan,
+    store: &'a Path,
+    kernel: Kernel,
+    namespaces: &'a Namespaces,
+}
+
+impl Maker<'_> {
+    /// The prepared sandbox of a process of provider `name` (`None`: a
+    /// check's) that may write `declared`, reach `reach` and, when
+    /// `beneath`, of the workspace only those paths.
+    fn build(
+        &self,
+        name: Option<&str>,
+        declared: &[String],
+        reach: &Reach,
+        beneath: Option<&Rules>,
+    ) -> Result<Sandbox> {
+        let (plan, store) = (self.plan, self.store);
+        let mut policy = policy(plan, store, declared)?.network(reach.network());
+        if let Some(rules) = beneath {
+            policy = policy.only_beneath(rules.iter().map(|(p, line)| (plan.workspace.join(p), line.clone())));
+        }
+        let policy = policy.build().map_err(|e| refused(e, name, declared, store))?;
+        let mut tries = 0;
+        loop {
+            match policy.prepare_on(self.kernel, self.namespaces) {
+                Err(e) if tries < MAKER_WAITS && is_makers_second_name(&e, store) => {
+                    tries += 1;
+                    std::thread::sleep(MAKER_WAIT);
+                }
+                prepared => {
+                    return prepared.map(|s| s.with_env(&reach.env)).map_err(|e| refused(e, name, declared, store))
+                }
+            }
+        }
+    }
+
+    /// The tasks' own sandboxes (their command's, their validations'),
+    /// beside their providers' (`providers`, `validations`).
+    fn tasks(
+        &self,
+        providers: &BTreeMap<String, Sandbox>,
+        validations: &BTreeMap<String, Sandbox>,
+    ) -> Result<HashMap<String, (Sandbox, Sandbox)>> {
+        let plan = self.plan;
+        // A task that declares a network or variables of its own gets
+        // sandboxes of its own; tasks that declare the same share them.
+        // A confined command's process (spawned per call) may write of the
+        // workspace only what its task declares (`decide::write_grants`);
+        // tasks with the same grants share that sandbox too.
+        let mut tasks = HashMap::new();
+        let mut made: HashMap<(&str, Reach), (Sandbox, Sandbox)> = HashMap::new();
+        let mut narrowed: HashMap<(&str, Reach, Rules), Sandbox> = HashMap::new();
+        for task in &plan.file.tasks {
+            let Some(spec) = plan.file.providers.get(&task.provider) else { continue };
+            let reach = Reach::of_task(task, spec);
+            let adds = reach.adds_to(&Reach::of_provider(spec));
+            let pair = match made.get(&(task.provider.as_str(), reach.clone())) {
+                Some(pair) => pair.clone(),
+                None if adds => {
+                    let own = self.build(Some(&task.provider), spec.declared_writes(), &reach, None)?;
+                    let command =
+                        if spec.unconfined() { Sandbox::disabled().with_env(&reach.env) } else { own.clone() };
+                    made.entry((task.provider.as_str(), reach.clone())).or_insert((command, own)).clone()
+                }
+                None => {
+                    let (Some(command), Some(own)) = (providers.get(&task.provider), validations.get(&task.provider))
+                    else {
+                        continue;
+                    };
+                    (command.clone(), own.clone())
+                }
+            };
+            if !matches!(spec, ProviderSpec::Command { .. }) || spec.unconfined() {
+                // One MCP server process serves every task of its provider:
+                // no task's outputs can narrow it. Said on its attempts.
+                if crate::run::constraints::starts_process(spec) {
+                    let why = match spec {
+                        ProviderSpec::Mcp { .. } => "one MCP server process serves every task of its provider".into(),
+                        _ => format!("its provider `{}` runs with \"sandbox\": \"none\"", task.provider),
+                    };
+                    let writes = after_only(task, &why);
+                    tasks.insert(task.task_ref.clone(), (pair.0.with_writes(writes), pair.1));
+                } else if adds {
+                    tasks.insert(task.task_ref.clone(), pair);
+                }
+                continue;
+            }
+            let grants = grants_of(plan, task);
+            let covered = covered(plan, spec.declared_writes());
+            let command = if covered.is_some() || grants.whole.is_some() {
+                pair.0.clone()
+            } else {
+                let key = (task.provider.as_str(), reach.clone(), grants.rules.clone());
+                match narrowed.get(&key) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s =
+                            self.build(Some(&task.provider), spec.declared_writes(), &reach, Some(&grants.rules))?;
+                        narrowed.entry(key).or_insert(s).clone()
+                    }
+                }
+            };
+            let writes = writes_record(task, &grants, command.status(), covered);
+            tasks.insert(task.task_ref.clone(), (command.with_writes(writes), pair.1));
+        }
+        Ok(tasks)
+    }
+}
+
 /// `SANDBOX_RULE_REFUSED` for the first declared write rule of `plan` that
 /// reaches a cgroup tree, the folder of the store at `store` (when it is a
 /// path) or the engine's state folder (`decide::sandbox_rules`): the same
@@ -248,6 +331,72 @@ pub fn refuse_rules(plan: &Plan, store: Option<&Path>) -> Result<()> {
         Some((rule, why)) => Err(Error::new(Code::SandboxRuleRefused, why).at(rule.place())),
         None => Ok(()),
     }
+}
+
+/// The workspace paths `task`'s process may write: its `outputs` and
+/// `may_change` as the kernel can grant them, looked up now.
+fn grants_of(plan: &Plan, task: &Task) -> Grants {
+    let declared: Vec<String> = task.outputs.iter().chain(&task.may_change).cloned().collect();
+    let ws = &plan.workspace;
+    let root = ws.canonicalize().unwrap_or_else(|_| ws.clone());
+    let plan_file = plan.source.as_deref().and_then(|p| p.strip_prefix(ws).ok()).and_then(|p| p.to_str());
+    let look = |rel: &str| match ws.join(rel).canonicalize() {
+        Ok(p) if !p.starts_with(&root) || p == root => Found::Outside,
+        Ok(p) if p.is_dir() => Found::Folder,
+        Ok(_) => Found::File,
+        Err(_) => Found::Missing,
+    };
+    write_grants::grants(&declared, plan_file, &look)
+}
+
+/// Why no rule can narrow the workspace when it lies in a folder every
+/// process of a provider that declares `declared` may write whole (the
+/// temporary folder, a declared write path): Landlock adds rights, it
+/// never takes them back. `None` when it does not.
+fn covered(plan: &Plan, declared: &[String]) -> Option<String> {
+    let ws = plan.workspace.canonicalize().ok()?;
+    let temp = providers::sandbox::temp_dirs().into_iter().filter_map(|t| t.canonicalize().ok());
+    if let Some(t) = temp.into_iter().find(|t| ws.starts_with(t)) {
+        return Some(format!(
+            "the workspace lies in the temporary folder {}, which the sandbox lets write whole",
+            t.display()
+        ));
+    }
+    let writes = declared.iter().filter_map(|w| providers::sandbox::declared_path(w).ok().map(|p| (w, p)));
+    writes
+        .into_iter()
+        .find(|(_, p)| ws.starts_with(p))
+        .map(|(w, _)| format!("the workspace lies in the provider's declared write path {w:?}, writable whole"))
+}
+
+/// Every declared line of `task` held only by the check after the attempt.
+fn after_only(task: &Task, why: &str) -> Writes {
+    let declared = task.outputs.iter().chain(&task.may_change);
+    let after_attempt = declared.map(|l| AfterOnly { output: l.clone(), why: why.to_string() }).collect();
+    Writes { by: WritesBy::AfterAttempt, rules: Vec::new(), after_attempt }
+}
+
+/// What an attempt of `task` records of how its outputs held its writes.
+fn writes_record(task: &Task, grants: &Grants, status: &Status, covered: Option<String>) -> Writes {
+    let why = match covered {
+        _ if !status.is_confined() => Some(format!("the kernel confines nothing here (the sandbox is {status})")),
+        covered => covered,
+    };
+    if let Some(why) = why {
+        return after_only(task, &why);
+    }
+    if let Some((line, why)) = &grants.whole {
+        let after_attempt = vec![AfterOnly { output: line.clone(), why: why.clone() }];
+        return Writes { by: WritesBy::AfterAttempt, rules: Vec::new(), after_attempt };
+    }
+    let rules =
+        grants.rules.iter().map(|(path, line)| WriteRule { output: line.clone(), path: path.clone() }).collect();
+    let after_attempt = grants
+        .denied
+        .iter()
+        .map(|(line, why)| AfterOnly { output: line.clone(), why: format!("not writable at all: {why}") })
+        .collect();
+    Writes { by: WritesBy::Kernel, rules, after_attempt }
 }
 
 /// The policy of a process of `plan` that may write `declared`, with the

@@ -76,8 +76,14 @@ pub fn resolved(path: &std::path::Path) -> Result<std::path::PathBuf, PolicyErro
     policy::resolve(path)
 }
 pub use policy::{Origin, PolicyError, Writable, DEVICES};
-pub use record::Record;
+pub use record::{AfterOnly, Record, WriteRule, Writes, WritesBy};
 pub use status::{kernel, Kernel, Right, Status, Unavailable};
+
+/// The temporary folders a confined process may write by default (the
+/// system's, `$TMPDIR`, and `/tmp`), as configured (not resolved).
+pub fn temp_dirs() -> Vec<PathBuf> {
+    vec![std::env::temp_dir(), PathBuf::from("/tmp")]
+}
 
 /// The engine's environment variables every process gets (when the engine
 /// has them); any other must be named by the plan (`env`).
@@ -125,6 +131,7 @@ impl Policy {
             protected: Vec::new(),
             home: None,
             network: Network::None,
+            only_beneath: None,
         }
     }
 
@@ -220,6 +227,7 @@ impl Policy {
             network,
             stores,
             privileges: Privileges::here(),
+            writes: None,
         };
         if !sandbox.status.is_confined() {
             return Ok(sandbox);
@@ -282,9 +290,23 @@ pub struct PolicyBuilder {
     protected: Vec<PathBuf>,
     home: Option<PathBuf>,
     network: Network,
+    /// `Some`: of the workspace, only these paths are writable (each with
+    /// the declared output it serves); `None`: the whole workspace.
+    only_beneath: Option<Vec<(PathBuf, String)>>,
 }
 
 impl PolicyBuilder {
+    /// Of the workspace, only `rules` are writable (absolute paths inside
+    /// it, each with the declared `outputs` line it serves): a folder with
+    /// everything beneath it, a file in place. The rest of the workspace
+    /// is read-only, `.git` and the plan file included. A path that does
+    /// not exist or resolves outside the workspace gets no rule (default
+    /// deny: Landlock binds a rule to an existing inode).
+    pub fn only_beneath(mut self, rules: impl IntoIterator<Item = (PathBuf, String)>) -> Self {
+        self.only_beneath = Some(rules.into_iter().collect());
+        self
+    }
+
     /// What its processes may connect to (default: nothing).
     pub fn network(mut self, network: Network) -> Self {
         self.network = network;
@@ -326,8 +348,11 @@ impl PolicyBuilder {
             let error = io::Error::new(io::ErrorKind::NotFound, "the workspace is not a folder");
             return Err(PolicyError::Io { path: self.workspace, error });
         }
-        let mut writable = vec![Writable { path: workspace, origin: Origin::Workspace }];
-        let temp = self.temp.unwrap_or_else(|| vec![std::env::temp_dir(), PathBuf::from("/tmp")]);
+        let mut writable = match self.only_beneath {
+            None => vec![Writable { path: workspace, origin: Origin::Workspace }],
+            Some(rules) => beneath_workspace(&workspace, rules),
+        };
+        let temp = self.temp.unwrap_or_else(temp_dirs);
         let present = temp.iter().map(|t| (t.clone(), Origin::Temp));
         let devices = DEVICES.iter().map(|d| (PathBuf::from(d), Origin::Device));
         for (path, origin) in present.chain(devices) {
@@ -345,6 +370,19 @@ impl PolicyBuilder {
         }
         Ok(Policy { mode: Mode::Confined { writable, protected, network: self.network } })
     }
+}
+
+/// The rules of [`PolicyBuilder::only_beneath`] that exist and lie inside
+/// the (resolved) `workspace`, resolved.
+fn beneath_workspace(workspace: &std::path::Path, rules: Vec<(PathBuf, String)>) -> Vec<Writable> {
+    let mut writable = Vec::new();
+    for (path, output) in rules {
+        let Ok(path) = path.canonicalize() else { continue };
+        if path.starts_with(workspace) && path != workspace {
+            push_new(&mut writable, Writable { path, origin: Origin::Output { output } });
+        }
+    }
+    writable
 }
 
 fn push_new(writable: &mut Vec<Writable>, w: Writable) {
@@ -373,6 +411,9 @@ pub struct Sandbox {
     /// What its processes keep of the engine's privileges: nothing, unless
     /// the plan opts the provider out.
     privileges: Privileges,
+    /// How a task's declared outputs hold its writes in the workspace
+    /// (recorded on its attempts); `None` for a provider's or a check's.
+    writes: Option<Arc<Writes>>,
 }
 
 impl Sandbox {
@@ -389,7 +430,15 @@ impl Sandbox {
             network: NetStatus::Disabled,
             stores: NsStatus::Disabled,
             privileges: Privileges::Disabled,
+            writes: None,
         }
+    }
+
+    /// The same sandbox, recording how a task's declared outputs hold its
+    /// writes in the workspace.
+    pub fn with_writes(mut self, writes: Writes) -> Sandbox {
+        self.writes = Some(Arc::new(writes));
+        self
     }
 
     /// The same sandbox, whose processes also get the engine's `names`
@@ -443,6 +492,7 @@ impl Sandbox {
             stores: Some(self.stores.clone()),
             env: Some(env),
             privileges: Some(self.privileges.clone()),
+            writes: self.writes.as_deref().cloned(),
         }
     }
 

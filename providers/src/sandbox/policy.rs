@@ -31,6 +31,11 @@ pub enum Origin {
     Declared {
         as_written: String,
     },
+    /// A path in the workspace that a task's declared `outputs` line needs
+    /// (instead of the whole workspace; see `PolicyBuilder::only_beneath`).
+    Output {
+        output: String,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -40,6 +45,7 @@ impl fmt::Display for Origin {
             Origin::Temp => f.write_str("the temporary folder"),
             Origin::Device => f.write_str("a device path"),
             Origin::Declared { as_written } => write!(f, "declared as {as_written:?}"),
+            Origin::Output { output } => write!(f, "for the declared output {output:?}"),
         }
     }
 }

@@ -24,12 +24,73 @@ pub struct Record {
     /// What they kept of the engine's privileges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privileges: Option<Privileges>,
+    /// How a task's declared outputs held its writes in the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<Writes>,
+}
+
+/// How a task's declared `outputs` (and `may_change`) hold its process's
+/// writes in the workspace: by the kernel (Landlock rules on exactly the
+/// paths below, the rest of the workspace read-only) or only by the check
+/// after the attempt (the workspace writable, every change judged then).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Writes {
+    pub by: WritesBy,
+    /// The workspace paths (relative) the kernel let it write, each with
+    /// the outputs line it serves (`by: kernel` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<WriteRule>,
+    /// The declared lines the kernel did not hold it to, each with why:
+    /// checked after the attempt only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_attempt: Vec<AfterOnly>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritesBy {
+    /// The workspace is read-only but for `rules`.
+    Kernel,
+    /// The whole workspace was writable; only the check after the attempt
+    /// held the task to its outputs.
+    AfterAttempt,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteRule {
+    pub output: String,
+    /// Relative to the workspace; a folder with everything beneath it, or
+    /// a file (written in place).
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AfterOnly {
+    pub output: String,
+    pub why: String,
+}
+
+impl fmt::Display for Writes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rules: Vec<String> = self.rules.iter().map(|r| format!("{} (for {:?})", r.path, r.output)).collect();
+        match self.by {
+            WritesBy::Kernel if rules.is_empty() => f.write_str("workspace writes: none, by the kernel")?,
+            WritesBy::Kernel => write!(f, "workspace writes: only {}, by the kernel", rules.join(", "))?,
+            WritesBy::AfterAttempt => {
+                f.write_str("workspace writes: the whole workspace, checked after the attempt")?
+            }
+        }
+        for a in &self.after_attempt {
+            write!(f, "; {:?} checked after the attempt only: {}", a.output, a.why)?;
+        }
+        Ok(())
+    }
 }
 
 impl Record {
     /// An older attempt's files' status alone.
     pub fn files_only(files: Status) -> Record {
-        Record { files, network: None, stores: None, env: None, privileges: None }
+        Record { files, network: None, stores: None, env: None, privileges: None, writes: None }
     }
 }
 
@@ -49,6 +110,9 @@ impl fmt::Display for Record {
         if let Some(p) = &self.privileges {
             write!(f, "; privileges: {p}")?;
         }
+        if let Some(w) = &self.writes {
+            write!(f, "; {w}")?;
+        }
         Ok(())
     }
 }
@@ -67,6 +131,7 @@ mod tests {
             stores: Some(NsStatus::Hidden),
             env: Some(vec!["PATH".into(), "API_KEY".into()]),
             privileges: Some(Privileges::Dropped),
+            writes: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(
