@@ -26,14 +26,14 @@
 mod asked;
 pub(crate) mod check;
 mod constraints;
-pub(crate) mod core;
+pub mod core;
 mod driver;
 mod fresh;
 mod held;
 pub mod holds;
 pub mod identity;
 mod live;
-pub(crate) mod looked;
+pub mod looked;
 mod materialize;
 pub mod orphans;
 mod outputs;

@@ -1,7 +1,11 @@
-//! What the core asks of its driver: the actions. Each is data; the
-//! driver performs it (on the ledger, the workspace or the world) and
-//! answers with one event (`event.rs`). Read in order, they are the
-//! run's whole conversation with everything outside it.
+//! What the core asks of its driver: the requests. Each is data and
+//! carries the one reply its answer goes back through (`io::Reply<T>`):
+//! the answer's type is the variant's, so a driver that answers a request
+//! with anything else does not compile, and nothing on either side turns
+//! an unexpected answer into a plausible one. The driver performs each
+//! request (on the ledger, the workspace or the world) and answers it; read
+//! in order, they are the run's whole conversation with everything outside
+//! it. The answers' own types are in `event.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -10,138 +14,193 @@ use providers::process::ProcessId;
 use providers::{CommandReceipt, Handle, Receipt};
 use serde_json::Value;
 
-use super::event::Level;
+use super::event::{Applied, Level, Msg, Opened, Spent, Verdict, Wake};
+use super::io::Reply;
 use crate::checkpoint::Checkpoint;
+use crate::decide::budget::Exhausted;
+use crate::decide::raise::Raise;
+use crate::decide::tools::Inventory;
+use crate::error::Result;
 use crate::evidence::{Evidence, StopEnd, UnknownReason};
 use crate::ids::{AttemptId, OperationId, RequestDigest, Seq};
-use crate::plan::Budgets;
+use crate::plan::{Budgets, Effect};
 use crate::run::asked::Repair;
 use crate::run::check::{CheckRun, CheckSpec};
 use crate::run::constraints::Tally;
 use crate::run::looked::Looked;
 use crate::run::outputs::Kept;
-use crate::run::report::{AcceptanceLine, Awaiting, UnknownOp};
+use crate::run::report::{AcceptanceLine, Awaiting, RunReport, UnknownOp};
 use crate::state::StopSignal;
 use crate::state::{AttemptKind, TaskState};
 use crate::store::attempts::{AttemptRecord, Intent};
 use crate::store::events::EventKind;
-use crate::store::Durability;
+use crate::store::{Claimed, Durability};
 
-/// One thing the core asks of its driver.
+/// A task's checkpoint, or why none could be taken.
+pub type Observed = std::result::Result<Checkpoint, String>;
+/// The early cutoff's answer: `Ok`, the completion stands (what the
+/// `completion_kept` event says); `Err`, why it runs again (what the
+/// `completion_stale` event says).
+pub type CutoffAnswer = std::result::Result<Value, Value>;
+/// An earlier revision's attempt, looked at: its task's effect and
+/// idempotence then, and what was found.
+pub type SupersededLook = (Effect, bool, Box<Looked>);
+/// The tools each MCP provider listed, or why it could not.
+pub type Listed = BTreeMap<String, std::result::Result<Inventory, String>>;
+
+/// One thing the core asks of its driver, with the reply its answer goes in.
 #[derive(Debug)]
 pub enum Action {
     // The ledger.
     /// The run's first look: each task's state (every task of the plan has
     /// its row), the inputs the load left to the run checked, the caches
-    /// read. → `Opened`
-    Open,
-    /// One transaction. → `Written`
-    Write(Write),
-    /// A dispatch record that may wait for the open group's commit. → `Done`
-    WriteLater(Dispatch),
-    /// Gather the writes from here on into one commit. → `Done`
-    BeginGroup,
-    /// Commit the open group. → `Written`
-    CommitGroup,
-    /// Facts for a decision. → `Read`
+    /// read.
+    Open(Reply<Result<Opened>>),
+    /// One transaction whose answer is only that it committed.
+    Write(Write, Reply<Result<()>>),
+    /// One transaction with more to say than that it committed.
+    Record(Record),
+    /// A dispatch record that may wait for the open group's commit.
+    WriteLater(Dispatch, Reply<Result<()>>),
+    /// Gather the writes from here on into one commit.
+    BeginGroup(Reply<()>),
+    /// Commit the open group.
+    CommitGroup(Reply<Result<()>>),
+    /// Facts for a decision (each read carries its own reply).
     Read(Read),
-    /// Claim a task (a shared store; always granted on SQLite). → `Claimed`
-    Claim(String),
-    /// Give a task's claim back. → `Written`
-    Release(String),
+    /// Claim a task (a shared store; always granted on SQLite).
+    Claim(String, Reply<Result<Claimed>>),
+    /// Give a task's claim back.
+    Release(String, Reply<Result<()>>),
     // The workspace.
     /// Upstream tasks' outputs into the workspace, before `task_ref` runs
-    /// (`None`: before the goal's acceptance checks). → `Written`
-    Materialize(Option<String>),
+    /// (`None`: before the goal's acceptance checks).
+    Materialize(Option<String>, Reply<Result<()>>),
     /// A task's checkpoint now, with the context its tools add; with
     /// `identity`, also what the ledger and the machine add (its
-    /// dependencies' recorded outputs: `run::identity`). → `Observed`
-    Observe { task_ref: String, context: BTreeMap<String, String>, identity: bool },
+    /// dependencies' recorded outputs: `run::identity`).
+    Observe { task_ref: String, context: BTreeMap<String, String>, identity: bool, reply: Reply<Observed> },
     /// May a completion this run's reuse pass put off (an upstream ran
     /// again) stand now that its upstream is complete (early cutoff)?
-    /// `context`: its tools' entries. → `Cutoff`
-    Cutoff { task_ref: String, context: BTreeMap<String, String> },
-    /// The protected paths a new attempt of the task is judged against. → `Baseline`
-    Baseline(String),
+    /// `context`: its tools' entries.
+    Cutoff { task_ref: String, context: BTreeMap<String, String>, reply: Reply<Result<CutoffAnswer>> },
+    /// The protected paths a new attempt of the task is judged against.
+    Baseline(String, Reply<Result<Option<Checkpoint>>>),
     /// The protected paths after an attempt, against its baseline, and its
     /// undeclared writes unless judged already (`writes: false`: at its
-    /// receipt, so the workspace is not looked at whole again). → `Protected`
-    JudgeProtected { attempt_id: AttemptId, task_ref: String, before: Option<Checkpoint>, writes: bool },
-    /// A passed attempt's declared outputs. → `Outputs`
-    CollectOutputs(String),
+    /// receipt, so the workspace is not looked at whole again).
+    JudgeProtected {
+        attempt_id: AttemptId,
+        task_ref: String,
+        before: Option<Checkpoint>,
+        writes: bool,
+        reply: Reply<Result<Vec<Evidence>>>,
+    },
+    /// A passed attempt's declared outputs (`None`: none kept).
+    CollectOutputs(String, Reply<Option<Kept>>),
     /// The reuse pass: which complete tasks went stale (`across_tool_change`:
     /// a person's `--reuse-across-tool-change` keeps those stale by their
     /// tool alone; `alone`: tasks a person reruns without their
-    /// dependants, whose completions stand on theirs). → `Stale`
+    /// dependants, whose completions stand on theirs).
     Refresh {
         states: Vec<(String, TaskState)>,
-        tools: BTreeMap<String, crate::decide::tools::Inventory>,
+        tools: BTreeMap<String, Inventory>,
         across_tool_change: bool,
         alone: BTreeSet<String>,
+        reply: Reply<Result<Vec<(String, Value)>>>,
     },
-    /// What the first look read may be stale now: drop it. → `Done`
-    Forget,
-    // The world.
-    /// List the tools of these MCP providers. → `Tools`
-    ListTools(BTreeSet<String>),
-    /// Hand a call whose intent is committed to its provider. → `Done`
-    Send(Sending),
-    /// Look at an attempt without sending it again. → `Looked`
-    Look { attempt: Box<AttemptRecord>, ask_handle: bool, deadline: Deadline },
-    /// Look at an earlier revision's attempt with that revision's
-    /// provider and rule. → `Superseded`
-    LookSuperseded { attempt: Box<AttemptRecord>, deadline: Deadline },
-    /// Ask a provider to cancel a request it accepted. → `Done`
-    Cancel(Box<AttemptRecord>),
-    /// Stop waiting for an attempt's call or validations. → `Done`
-    Abort(AttemptId),
-    /// Run an attempt's validations, then the goal's constraint checks. → `Done`
-    Validate(Validating),
-    /// Run the goal's constraint checks, then its acceptance checks. → `Done`
-    Accept { constraint_checks: Vec<CheckSpec>, checks: Vec<CheckSpec> },
-    /// Stop waiting for the acceptance checks. → `Done`
-    AbortAccept,
-    /// Wait for what comes next. → `Woke`
-    Wait(Wait),
-    /// A message already waiting, if any. → `Woke` (`Nothing` when none)
-    TryMessage,
-    /// Has a stop signal come that the run has not acted on? → `Signal`
-    SignalPending,
-    /// Send `level`'s signal to every process group in flight; arm the
-    /// stop's timer. → `Reached`
-    SignalGroups { level: Level, timer: Option<Duration> },
-    /// Tell the person watching. → `Done`
-    Say(Say),
-    /// A task this run started came to rest. → `Written`
-    Ended { task_ref: String, state: TaskState },
-    /// A named crash point (testing aid). → `Done`
-    Crashpoint(&'static str),
+    /// What the first look read may be stale now: drop it.
+    Forget(Reply<()>),
+    /// The world: providers, processes, signals, the person watching.
+    World(WorldAction),
     // The end.
-    /// The verdict over what the ledger holds, recorded; the report. → `Report`
-    Finish(Box<Closing>),
-    /// Another worker judged the goal: its verdict, nothing written. → `Report`
-    ReportJudged(Box<Closing>),
+    /// The verdict over what the ledger holds, recorded; the report.
+    Finish(Box<Closing>, Reply<Result<RunReport>>),
+    /// Another worker judged the goal: its verdict, nothing written.
+    ReportJudged(Box<Closing>, Reply<Result<RunReport>>),
 }
 
-/// One transaction of the run.
+/// The transactions of the run whose answers say more than that they
+/// committed, each with its own answer's reply.
+#[derive(Debug)]
+pub enum Record {
+    /// `run_started`: its event's sequence number.
+    RunStarted { jobs: usize, reply: Reply<Result<Seq>> },
+    /// The call-site gate: facts, decision and its records.
+    Gate(Box<GateCall>, Reply<Result<Applied>>),
+    /// A provider's answer: the receipt's verdict, and what the provider
+    /// reported spending.
+    Receipt(Box<Receiving>, Reply<Result<(Verdict, Option<Spent>)>>),
+    /// Nobody can tell: `effect_unknown`; the attempt as it was.
+    Unknown {
+        attempt_id: AttemptId,
+        looked: Option<Box<Looked>>,
+        evidence: Vec<Evidence>,
+        reason: UnknownReason,
+        reply: Reply<Result<Box<AttemptRecord>>>,
+    },
+    /// An attempt's validations, judged: the evidence of the goal's
+    /// constraints the judgement recorded.
+    Validations(Box<Validations>, Reply<Result<Vec<Evidence>>>),
+    /// The goal's acceptance checks: the report's lines.
+    Acceptance(Vec<CheckRun>, Reply<Result<Vec<AcceptanceLine>>>),
+    /// A person's retry completed from the read-back before it, never
+    /// sent, within the budgets: its intent, or the budget it would cross
+    /// (nothing recorded).
+    CompletedFromReadBack(Box<FromReadBack>, Reply<Result<std::result::Result<Intent, Exhausted>>>),
+}
+
+/// What the core asks of the world, each with its answer's reply.
+#[derive(Debug)]
+pub enum WorldAction {
+    /// List the tools of these MCP providers.
+    ListTools(BTreeSet<String>, Reply<Listed>),
+    /// Hand a call whose intent is committed to its provider.
+    Send(Sending, Reply<()>),
+    /// Look at an attempt without sending it again.
+    Look { attempt: Box<AttemptRecord>, ask_handle: bool, deadline: Deadline, reply: Reply<Looked> },
+    /// Look at an earlier revision's attempt with that revision's
+    /// provider and rule.
+    LookSuperseded { attempt: Box<AttemptRecord>, deadline: Deadline, reply: Reply<Result<SupersededLook>> },
+    /// Ask a provider to cancel a request it accepted.
+    Cancel(Box<AttemptRecord>, Reply<()>),
+    /// Stop waiting for an attempt's call or validations.
+    Abort(AttemptId, Reply<()>),
+    /// Run an attempt's validations, then the goal's constraint checks.
+    Validate(Validating, Reply<()>),
+    /// Run the goal's constraint checks, then its acceptance checks.
+    Accept { constraint_checks: Vec<CheckSpec>, checks: Vec<CheckSpec>, reply: Reply<()> },
+    /// Stop waiting for the acceptance checks.
+    AbortAccept(Reply<()>),
+    /// Wait for what comes next.
+    Wait(Wait, Reply<Wake>),
+    /// A message already waiting, if any.
+    TryMessage(Reply<Option<Msg>>),
+    /// Has a stop signal come that the run has not acted on?
+    SignalPending(Reply<Option<StopSignal>>),
+    /// Send `level`'s signal to every process group in flight; arm the
+    /// stop's timer. How many groups it reached.
+    SignalGroups { level: Level, timer: Option<Duration>, reply: Reply<usize> },
+    /// Tell the person watching.
+    Say(Say, Reply<()>),
+    /// A task this run started came to rest.
+    Ended { task_ref: String, state: TaskState, reply: Reply<Result<()>> },
+    /// A named crash point (testing aid).
+    Crashpoint(&'static str, Reply<()>),
+}
+
+/// One transaction of the run whose answer is only that it committed
+/// (those with more to say are `Action`s of their own).
 #[derive(Debug)]
 pub enum Write {
-    /// `run_started`. → `Written::Seq`
-    RunStarted { jobs: usize },
     /// An event on its own.
     Event { durability: Durability, kind: EventKind, task_ref: Option<String>, attempt: Option<AttemptId>, data: Value },
     /// A task's state and the event that says so.
     TaskState { task_ref: String, state: TaskState, detail: Value },
-    /// The call-site gate: facts, decision and its records. → `Written::Gated`
-    Gate(Box<GateCall>),
     /// The provider named the request: committed durably, on its own.
     Handle { attempt_id: AttemptId, intent: Intent, task_ref: String, handle: Handle, detail: String },
     /// The provider has the call.
     Dispatched(Dispatch),
-    /// A provider's answer. → `Written::Verdict`
-    Receipt(Box<Receiving>),
-    /// Nobody can tell: `effect_unknown`. → `Written::Attempt` (as it was)
-    Unknown { attempt_id: AttemptId, looked: Option<Box<Looked>>, evidence: Vec<Evidence>, reason: UnknownReason },
     /// Failed, classified from all of the attempt's evidence.
     Failed {
         attempt_id: AttemptId,
@@ -151,12 +210,8 @@ pub enum Write {
         durability: Durability,
         never_dispatched: bool,
     },
-    /// An attempt's validations, judged.
-    Validations(Box<Validations>),
     /// The goal's constraint checks before its acceptance checks.
     GoalConstraints(Vec<CheckRun>),
-    /// The goal's acceptance checks. → `Written::Lines`
-    Acceptance(Vec<CheckRun>),
     /// The target shows the effect: that is the receipt.
     ObservedReceipt { attempt: Box<AttemptRecord>, reason: UnknownReason, detail: String, looked: Box<Looked> },
     /// An earlier revision's in-doubt attempt, resolved.
@@ -172,9 +227,6 @@ pub enum Write {
         signal: StopSignal,
         detail: Value,
     },
-    /// A person's retry completed from the read-back before it, never
-    /// sent, within the budgets. → `Written::Gated` (`Go`, or `Stopped` on a budget)
-    CompletedFromReadBack(Box<FromReadBack>),
     /// A person's retry whose read-back could not tell: nothing sent, the
     /// task unknown.
     RetryStaysUnknown { task_ref: String, operation_id: OperationId, looked: Box<Looked> },
@@ -182,33 +234,41 @@ pub enum Write {
     ClaimTakenOver { task_ref: Option<String>, previous_worker: String, previous_generation: i64, generation: i64 },
 }
 
-/// Facts the core needs for a decision.
+/// Facts the core needs for a decision, each with its reply.
 #[derive(Debug)]
 pub enum Read {
-    /// The budget raises a person recorded. → `Facts::Raises`
-    Raises,
+    /// The budget raises a person recorded.
+    Raises(Reply<Result<Vec<Raise>>>),
     /// Every attempt left between intent and receipt, and the tasks other
-    /// live workers hold. → `Facts::InDoubt`
-    InDoubt,
+    /// live workers hold.
+    InDoubt(Reply<Result<InDoubt>>),
     /// Receipts not judged yet (and settled-`ok` attempts of `waiting`
-    /// tasks, checked on the act chain). → `Facts::Attempts`
-    Unjudged { waiting: HashSet<String> },
-    /// One attempt. → `Facts::Attempt`
-    Attempt(AttemptId),
-    /// A task's attempts, oldest first. → `Facts::Attempts`
-    AttemptsOf(String),
-    /// Is the earlier try a task waits on settled since? → `Facts::Flag`
-    WaitedTrySettled(String),
-    /// The latest attempts a person settled as not run. → `Facts::Attempts`
-    SettledNotRun,
-    /// Every task's state now. → `Facts::Tasks`
-    Tasks,
-    /// The tasks other live workers hold. → `Facts::Refs`
-    HeldElsewhere,
-    /// One task's state now. → `Facts::State`
-    TaskNow(String),
-    /// Did another worker finish the run since `started`? → `Facts::Flag`
-    FinishedSince(Seq),
+    /// tasks, checked on the act chain).
+    Unjudged { waiting: HashSet<String>, reply: Reply<Result<Vec<AttemptRecord>>> },
+    /// One attempt.
+    Attempt(AttemptId, Reply<Result<AttemptRecord>>),
+    /// A task's attempts, oldest first.
+    AttemptsOf(String, Reply<Result<Vec<AttemptRecord>>>),
+    /// Is the earlier try a task waits on settled since?
+    WaitedTrySettled(String, Reply<Result<bool>>),
+    /// The latest attempts a person settled as not run.
+    SettledNotRun(Reply<Result<Vec<AttemptRecord>>>),
+    /// Every task's state now.
+    Tasks(Reply<Result<Vec<(String, TaskState)>>>),
+    /// The tasks other live workers hold.
+    HeldElsewhere(Reply<Result<HashSet<String>>>),
+    /// One task's state now.
+    TaskNow(String, Reply<Result<Option<TaskState>>>),
+    /// Did another worker finish the run since `started`?
+    FinishedSince(Seq, Reply<Result<bool>>),
+}
+
+/// The attempts left in doubt, and the tasks other live workers hold
+/// (skipped: theirs to reconcile).
+#[derive(Debug)]
+pub struct InDoubt {
+    pub skip: HashSet<String>,
+    pub attempts: Vec<AttemptRecord>,
 }
 
 /// The call as the core means to send it, for the gate.

@@ -5,11 +5,11 @@
 
 use providers::{Handle, Receipt};
 
-use super::action::{Action, Judged, Receiving, Validating, Validations, Via, Write};
-use super::event::{Spent, Verdict, Written};
+use super::action::{Judged, Receiving, Record, Validating, Validations, Via, WorldAction, Write};
+use super::event::{Spent, Verdict};
 use super::state::Run;
 use crate::checkpoint::Checkpoint;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::evidence::{Evidence, UnknownReason};
 use crate::ids::AttemptId;
 use crate::plan::{Effect, ProviderSpec, Task};
@@ -68,10 +68,7 @@ impl Run<'_> {
             agent_json,
             timed_out_unsafe,
         };
-        let (verdict, spent) = match self.io.write(Write::Receipt(Box::new(receiving))).await? {
-            Written::Verdict(v, spent) => (v, spent),
-            w => return Err(Error::internal(format!("a receipt written as {w:?}"))),
-        };
+        let (verdict, spent) = self.io.record(|reply| Record::Receipt(Box::new(receiving), reply)).await?;
         self.hit_committed("after_receipt_commit").await;
         if let Some(spent) = spent {
             self.crossed_by_spending(task, attempt_id, &spent);
@@ -146,10 +143,7 @@ impl Run<'_> {
         reason: UnknownReason,
     ) -> Result<()> {
         let looked = looked.cloned().map(Box::new);
-        let attempt = match self.io.write(Write::Unknown { attempt_id, looked, evidence, reason }).await? {
-            Written::Attempt(a) => a,
-            w => return Err(Error::internal(format!("an unknown outcome written as {w:?}"))),
-        };
+        let attempt = self.io.record(|reply| Record::Unknown { attempt_id, looked, evidence, reason, reply }).await?;
         self.note_unknown(&attempt, reason, attempt.state);
         Ok(())
     }
@@ -189,10 +183,7 @@ impl Run<'_> {
         let validations = Validations { attempt_id, task_ref, before, after, judged, kept };
         // What the tally weighs: the evidence of the goal's constraints the
         // transaction recorded (its checks' and the protected paths').
-        let verdict_evidence = match self.io.write(Write::Validations(Box::new(validations))).await? {
-            Written::Evidence(list) => list,
-            w => return Err(Error::internal(format!("validations written as {w:?}"))),
-        };
+        let verdict_evidence = self.io.record(|reply| Record::Validations(Box::new(validations), reply)).await?;
         self.tally.judged(&task.task_ref, attempt_id, self.guard.goal_protects(), &verdict_evidence);
         let state = if all_passed { TaskState::Succeeded } else { TaskState::Failed };
         self.states.insert(task.task_ref.clone(), state);
@@ -222,7 +213,7 @@ impl Run<'_> {
         let checks = task.validations.iter().map(CheckSpec::of_validation).collect();
         let constraint_checks = self.guard.checks.clone();
         let validating = Validating { attempt_id, task_ref: task.task_ref.clone(), checks, constraint_checks };
-        self.io.tell(Action::Validate(validating)).await;
+        self.io.world(|reply| WorldAction::Validate(validating, reply)).await;
         if let Some(f) = self.in_flight.get_mut(&attempt_id) {
             f.before = before;
             f.validating = true;

@@ -8,11 +8,9 @@
 
 use serde_json::{json, Value};
 
-use super::action::Action;
-use super::event::Event;
 use super::state::Run;
 use crate::decide::reuse::{cutoff, Refusal};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::TaskState;
 use crate::store::events::EventKind;
 use crate::store::Durability;
@@ -33,10 +31,7 @@ impl Run<'_> {
             }
             None => {
                 let context = self.tool_context(task);
-                match self.io.ask(Action::Cutoff { task_ref: task_ref.to_string(), context }).await {
-                    Event::Cutoff(answer) => answer?,
-                    e => return Err(Error::internal(format!("the early cutoff answered {e:?}"))),
-                }
+                self.io.cutoff(task_ref, context).await?
             }
         };
         match answer {

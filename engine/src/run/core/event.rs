@@ -1,61 +1,19 @@
-//! What the driver tells the core: the events. One answers each action
-//! (`action.rs`); `Woke` brings what the world did meanwhile — a
-//! provider's progress or answer, checks that ended, a person's signal,
-//! a timer.
+//! What the driver answers the core with: the answers' types, each named
+//! by the request it answers (`action.rs`); `Wake` brings what the world
+//! did meanwhile — a provider's progress or answer, checks that ended, a
+//! person's signal, a timer.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 
 use providers::{Outcome, Progress};
 
-use crate::checkpoint::Checkpoint;
 use crate::decide::gate::Decision;
-use crate::decide::raise::Raise;
-use crate::decide::tools::Inventory;
-use crate::error::Result;
-use crate::evidence::{Evidence, StopEnd};
-use crate::ids::{AttemptId, Seq};
-use crate::plan::Effect;
+use crate::evidence::StopEnd;
+use crate::ids::AttemptId;
 use crate::run::check::CheckRun;
-use crate::run::looked::Looked;
-use crate::run::outputs::Kept;
-use crate::run::report::{AcceptanceLine, RunReport};
 use crate::state::StopSignal;
 use crate::state::TaskState;
 use crate::store::attempts::{AttemptRecord, Intent};
-use crate::store::Claimed;
-
-/// One thing the driver tells the core.
-#[derive(Debug)]
-pub enum Event {
-    /// The run begins (the first resume).
-    Begin,
-    /// Done, with nothing to say.
-    Done,
-    Opened(Result<Opened>),
-    Written(Result<Written>),
-    Read(Result<Facts>),
-    Claimed(Result<Claimed>),
-    Observed(std::result::Result<Checkpoint, String>),
-    Baseline(Result<Option<Checkpoint>>),
-    Protected(Result<Vec<Evidence>>),
-    Outputs(Option<Kept>),
-    Stale(Result<Vec<(String, serde_json::Value)>>),
-    /// The early cutoff's answer: `Ok`, the completion stands (what the
-    /// `completion_kept` event says); `Err`, why it runs again (what the
-    /// `completion_stale` event says).
-    Cutoff(Result<std::result::Result<serde_json::Value, serde_json::Value>>),
-    Tools(BTreeMap<String, std::result::Result<Inventory, String>>),
-    Looked(Box<Looked>),
-    /// An earlier revision's attempt, looked at: its task's effect and
-    /// idempotence then, and what was found.
-    Superseded(Result<(Effect, bool, Box<Looked>)>),
-    Woke(Wake),
-    Signal(Option<StopSignal>),
-    /// How many process groups a signal reached.
-    Reached(usize),
-    /// The run's report (boxed: it is large, the other events small).
-    Report(Box<Result<RunReport>>),
-}
 
 /// The run's first look.
 #[derive(Debug)]
@@ -65,20 +23,6 @@ pub struct Opened {
     pub held: std::collections::BTreeSet<String>,
     /// Now, on the world's clock: this run of work begins.
     pub now_ms: i64,
-}
-
-/// What a transaction wrote that the core goes on with.
-#[derive(Debug)]
-pub enum Written {
-    Done,
-    Seq(Seq),
-    Gated(Applied),
-    /// A receipt's verdict, and what its provider reported spending.
-    Verdict(Verdict, Option<Spent>),
-    Attempt(Box<AttemptRecord>),
-    Lines(Vec<AcceptanceLine>),
-    /// The evidence of the goal's constraints an attempt's judgement recorded.
-    Evidence(Vec<Evidence>),
 }
 
 /// What the gate's answer left to do outside its transaction.
@@ -116,27 +60,12 @@ pub enum Verdict {
     },
 }
 
-/// Facts read for a decision.
-#[derive(Debug)]
-pub enum Facts {
-    Raises(Vec<Raise>),
-    InDoubt { skip: HashSet<String>, attempts: Vec<AttemptRecord> },
-    Attempts(Vec<AttemptRecord>),
-    Attempt(Box<AttemptRecord>),
-    Flag(bool),
-    Tasks(Vec<(String, TaskState)>),
-    Refs(HashSet<String>),
-    State(Option<TaskState>),
-}
-
 /// What the world did while the core waited.
 #[derive(Debug)]
 pub enum Wake {
     Message(Msg),
     /// The messages' channel closed (nothing can answer any more).
     Closed,
-    /// Nothing waiting (`TryMessage`).
-    Nothing,
     /// The acceptance checks ended (`None`: their task failed).
     Accepted(Option<(Vec<CheckRun>, Vec<CheckRun>)>),
     /// A stop signal beyond those the run acted on.

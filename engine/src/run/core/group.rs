@@ -9,7 +9,7 @@
 
 use providers::{Outcome, Progress};
 
-use super::action::{Action, Dispatch, Sending, Write};
+use super::action::{Action, Dispatch, Sending, WorldAction, Write};
 use super::event::Msg;
 use super::state::Run;
 use crate::decide::group::{self, Answer, Handling};
@@ -19,7 +19,7 @@ use crate::ids::AttemptId;
 impl Run<'_> {
     /// Gather the writes from here on into one commit.
     pub async fn begin_group(&mut self) {
-        self.io.tell(Action::BeginGroup).await;
+        self.io.begin_group().await;
         self.held.open = true;
     }
 
@@ -33,7 +33,7 @@ impl Run<'_> {
                 self.send(call).await;
             }
         }
-        self.io.written(Action::CommitGroup).await?;
+        self.io.commit_group().await?;
         self.held.open = false;
         for point in std::mem::take(&mut self.held.points) {
             self.io.crashpoint(point).await;
@@ -53,15 +53,15 @@ impl Run<'_> {
         #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::SendTwice) {
             // Planted fault: the call goes out a second time.
-            self.io.tell(Action::Send(call.clone())).await;
+            let again = call.clone();
+            self.io.world(|reply| WorldAction::Send(again, reply)).await;
         }
-        self.io.tell(Action::Send(call)).await;
+        self.io.world(|reply| WorldAction::Send(call, reply)).await;
     }
 
     /// A task this run started came to rest: say so (once).
     pub async fn ended(&self, task_ref: &str) -> Result<()> {
-        let ended = Action::Ended { task_ref: task_ref.to_string(), state: self.state(task_ref) };
-        self.io.written(ended).await.map(|_| ())
+        self.io.ended(task_ref, self.state(task_ref)).await
     }
 
     /// A crash point named for a commit just made: now, or once the group
@@ -114,7 +114,7 @@ impl Run<'_> {
             self.io.crashpoint("after_dispatch").await;
             return Ok(());
         }
-        self.io.written(Action::WriteLater(dispatch)).await?;
+        self.io.ask(|reply| Action::WriteLater(dispatch, reply)).await?;
         self.hit_committed("after_dispatch").await;
         Ok(())
     }

@@ -8,9 +8,8 @@ use std::collections::HashSet;
 
 use serde_json::json;
 
-use super::action::{Action, Read, Via, Write};
+use super::action::{Via, WorldAction, Write};
 use super::attempt::Next;
-use super::event::{Event, Facts};
 use super::state::{Flight, Run};
 use crate::decide::in_doubt::{self, Facts as InDoubt, Resolution, Situation};
 use crate::error::{Error, Result};
@@ -124,10 +123,8 @@ impl Run<'_> {
     /// under its task's claim (taken over from a dead worker if need be);
     /// attempts this run has in flight are its own business.
     pub async fn reconcile_where(&mut self, only: Option<&str>) -> Result<()> {
-        let (skip, in_doubt) = match self.io.read(Read::InDoubt).await? {
-            Facts::InDoubt { skip, attempts } => (skip, attempts),
-            f => return Err(Error::internal(format!("in-doubt attempts read as {f:?}"))),
-        };
+        let found = self.io.in_doubt().await?;
+        let (skip, in_doubt) = (found.skip, found.attempts);
         for a in in_doubt {
             let mine = only.is_none_or(|t| t == a.task_ref);
             if !mine || skip.contains(&a.task_ref) || self.in_flight.contains_key(&a.id) {
@@ -136,7 +133,7 @@ impl Run<'_> {
             if !self.claim_for(&a.task_ref).await? {
                 continue;
             }
-            self.io.tell(Action::Forget).await;
+            self.io.forget().await;
             if a.revision != self.revision {
                 self.superseded_in_doubt(&a).await?;
             } else {
@@ -193,11 +190,9 @@ impl Run<'_> {
     /// with that revision's provider and rule, where it can be.
     async fn superseded_in_doubt(&mut self, a: &AttemptRecord) -> Result<()> {
         let attempt = Box::new(a.clone());
+        let deadline = self.deadline();
         let (effect, idempotent, looked) =
-            match self.io.ask(Action::LookSuperseded { attempt, deadline: self.deadline() }).await {
-                Event::Superseded(found) => found?,
-                e => return Err(Error::internal(format!("a superseded attempt looked at as {e:?}"))),
-            };
+            self.io.world(|reply| WorldAction::LookSuperseded { attempt, deadline, reply }).await?;
         let facts = InDoubt { situation: Situation::Superseded, effect, idempotent, observed: looked.observed };
         let resolution = in_doubt::resolve(facts);
         let superseded = Write::Superseded { attempt: Box::new(a.clone()), resolution, looked };
@@ -214,7 +209,7 @@ impl Run<'_> {
             .filter(|(_, s)| matches!(s, TaskState::Running | TaskState::Cancelled))
             .map(|(r, _)| r.clone())
             .collect();
-        let to_validate = self.io.attempts(Read::Unjudged { waiting }).await?;
+        let to_validate = self.io.unjudged(waiting).await?;
         for a in to_validate {
             if a.revision != self.revision || self.in_flight.contains_key(&a.id) {
                 continue;
@@ -226,7 +221,7 @@ impl Run<'_> {
                 continue;
             }
             let Some(task) = self.plan.task(&a.task_ref) else { continue };
-            self.io.tell(Action::Forget).await;
+            self.io.forget().await;
             if self.state(&a.task_ref) != TaskState::Running {
                 // A person's stop ended its validations: judged now.
                 let detail = json!({"attempt_id": a.id, "why": "judging the receipt a stopped run kept"});

@@ -1,9 +1,41 @@
-//! The core's one door to the outside: an action goes out, the run's
-//! code is suspended, and it resumes with the event that answers it. The
-//! run loop is written as plain sequential code over this door; the
-//! compiler turns it into the state machine `Core` steps through
-//! (`mod.rs`). Nothing here does I/O: `ask` only leaves the action where
-//! the driver takes it, and yields.
+//! The core's one typed door to the outside. A request goes out with the
+//! reply its answer must come back through (`Reply<T>`, `T` the request's
+//! own answer type, `action.rs`); the run's code is suspended, and it
+//! resumes with that answer. The run loop is written as plain sequential
+//! code over this door; the compiler turns it into the state machine `Core`
+//! steps through (`mod.rs`). Nothing here does I/O: a request is only left
+//! where the driver takes it.
+//!
+//! A driver answers a request only through its reply, and only with the
+//! reply's type: answering a look with anything but a `Looked` does not
+//! compile, so no answer is ever checked by hand or defaulted:
+//!
+//! ```compile_fail
+//! use engine::run::core::{Action, Answered};
+//! fn perform(action: Action) -> Option<Answered> {
+//!     match action {
+//!         // A look answered as if it were a request that says nothing.
+//!         Action::Look { reply, .. } => Some(reply.send(())),
+//!         _ => None,
+//!     }
+//! }
+//! ```
+//!
+//! while the same driver answering with a `Looked` does:
+//!
+//! ```
+//! use engine::run::core::{Action, Answered};
+//! use engine::run::looked::Looked;
+//! fn perform(action: Action) -> Option<Answered> {
+//!     match action {
+//!         Action::Look { reply, .. } => Some(reply.send(Looked::nothing())),
+//!         _ => None,
+//!     }
+//! }
+//! ```
+//!
+//! A driver that never answers leaves the run waiting on nothing: `Core`
+//! ends it with an internal error, never with a made-up answer.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -12,30 +44,48 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::action::{Action, Read, Say, Wait, Write};
-use super::event::{Event, Facts, Level, Opened, Wake, Written};
+use super::action::{Action, CutoffAnswer, InDoubt, Listed, Observed, Read, Record, Say, Wait, WorldAction, Write};
+use super::event::{Level, Msg, Opened, Wake};
 use crate::checkpoint::Checkpoint;
-use crate::decide::tools::Inventory;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::evidence::Evidence;
-use crate::ids::AttemptId;
+use crate::ids::{AttemptId, Seq};
 use crate::run::looked::Looked;
 use crate::run::outputs::Kept;
-use crate::state::StopSignal;
+use crate::run::report::RunReport;
+use crate::state::{StopSignal, TaskState};
+use crate::store::attempts::AttemptRecord;
 use crate::store::Claimed;
 
-/// Where an action waits for the driver, and its answer for the core.
-#[derive(Default)]
-pub(super) struct Exchange {
-    pub action: Option<Action>,
-    pub event: Option<Event>,
+/// Where a request's answer goes back to the core: only a `T` fits.
+pub struct Reply<T>(Rc<RefCell<Option<T>>>);
+
+impl<T> Reply<T> {
+    /// Answer the request. The only way to an `Answered`.
+    pub fn send(self, answer: T) -> Answered {
+        *self.0.borrow_mut() = Some(answer);
+        Answered(())
+    }
 }
 
-/// The door, shared by the core's code and the `Core` that steps it.
-#[derive(Clone, Default)]
-pub struct Io(pub(super) Rc<RefCell<Exchange>>);
+impl<T> std::fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
+    }
+}
 
-/// Suspends the core's code once: the driver has an action to perform.
+/// Proof that a request was answered: made by `Reply::send` alone, so a
+/// driver's `perform` that returns one answered the request it was given.
+#[derive(Debug)]
+#[must_use]
+pub struct Answered(());
+
+/// The door, shared by the core's code and the `Core` that steps it:
+/// the request waiting for the driver, if any.
+#[derive(Clone, Default)]
+pub struct Io(pub(super) Rc<RefCell<Option<Action>>>);
+
+/// Suspends the core's code once: the driver has a request to perform.
 struct Yield(bool);
 
 impl Future for Yield {
@@ -49,106 +99,113 @@ impl Future for Yield {
     }
 }
 
-fn unexpected(asked: &str, got: Event) -> Error {
-    Error::internal(format!("the run's driver answered {asked} with {got:?}"))
-}
-
 impl Io {
-    /// Hand `action` to the driver; its answer.
-    pub async fn ask(&self, action: Action) -> Event {
-        self.0.borrow_mut().action = Some(action);
-        Yield(false).await;
-        self.0.borrow_mut().event.take().unwrap_or(Event::Done)
+    /// Hand the request `make` builds around its reply to the driver; its
+    /// answer. Unanswered, the code stays suspended (and `Core` ends the run).
+    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Action) -> T {
+        let slot = Rc::new(RefCell::new(None));
+        *self.0.borrow_mut() = Some(make(Reply(slot.clone())));
+        loop {
+            Yield(false).await;
+            if let Some(answer) = slot.borrow_mut().take() {
+                return answer;
+            }
+        }
     }
 
-    /// An action whose answer says nothing.
-    pub async fn tell(&self, action: Action) {
-        self.ask(action).await;
+    /// A transaction whose answer says more than that it committed.
+    pub async fn record<T>(&self, make: impl FnOnce(Reply<T>) -> Record) -> T {
+        self.ask(|reply| Action::Record(make(reply))).await
+    }
+
+    /// A request of the world.
+    pub async fn world<T>(&self, make: impl FnOnce(Reply<T>) -> WorldAction) -> T {
+        self.ask(|reply| Action::World(make(reply))).await
     }
 
     pub async fn open(&self) -> Result<Opened> {
-        match self.ask(Action::Open).await {
-            Event::Opened(o) => o,
-            e => Err(unexpected("open", e)),
-        }
+        self.ask(Action::Open).await
     }
 
-    pub async fn write(&self, w: Write) -> Result<Written> {
-        self.written(Action::Write(w)).await
-    }
-
-    /// An action answered by a write's result.
-    pub async fn written(&self, action: Action) -> Result<Written> {
-        match self.ask(action).await {
-            Event::Written(w) => w,
-            e => Err(unexpected("a write", e)),
-        }
-    }
-
-    /// A write whose answer is only that it committed.
+    /// A transaction whose answer is only that it committed.
     pub async fn write_done(&self, w: Write) -> Result<()> {
-        self.write(w).await.map(|_| ())
+        self.ask(|reply| Action::Write(w, reply)).await
     }
 
-    pub async fn read(&self, r: Read) -> Result<Facts> {
-        match self.ask(Action::Read(r)).await {
-            Event::Read(f) => f,
-            e => Err(unexpected("a read", e)),
-        }
+    pub async fn read<T>(&self, make: impl FnOnce(Reply<Result<T>>) -> Read) -> Result<T> {
+        self.ask(|reply| Action::Read(make(reply))).await
     }
 
-    pub async fn attempt(&self, id: AttemptId) -> Result<crate::store::attempts::AttemptRecord> {
-        match self.read(Read::Attempt(id)).await? {
-            Facts::Attempt(a) => Ok(*a),
-            f => Err(Error::internal(format!("attempt {id} read as {f:?}"))),
-        }
+    pub async fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
+        self.read(|reply| Read::Attempt(id, reply)).await
     }
 
-    pub async fn flag(&self, r: Read) -> Result<bool> {
-        match self.read(r).await? {
-            Facts::Flag(b) => Ok(b),
-            f => Err(Error::internal(format!("a yes or no read as {f:?}"))),
-        }
+    pub async fn in_doubt(&self) -> Result<InDoubt> {
+        self.read(Read::InDoubt).await
     }
 
-    pub async fn attempts(&self, r: Read) -> Result<Vec<crate::store::attempts::AttemptRecord>> {
-        match self.read(r).await? {
-            Facts::Attempts(a) => Ok(a),
-            f => Err(Error::internal(format!("attempts read as {f:?}"))),
-        }
+    pub async fn unjudged(&self, waiting: HashSet<String>) -> Result<Vec<AttemptRecord>> {
+        self.read(|reply| Read::Unjudged { waiting, reply }).await
     }
 
-    pub async fn refs(&self, r: Read) -> Result<HashSet<String>> {
-        match self.read(r).await? {
-            Facts::Refs(r) => Ok(r),
-            f => Err(Error::internal(format!("task refs read as {f:?}"))),
-        }
+    pub async fn attempts_of(&self, task_ref: &str) -> Result<Vec<AttemptRecord>> {
+        self.read(|reply| Read::AttemptsOf(task_ref.to_string(), reply)).await
+    }
+
+    pub async fn waited_try_settled(&self, task_ref: &str) -> Result<bool> {
+        self.read(|reply| Read::WaitedTrySettled(task_ref.to_string(), reply)).await
+    }
+
+    pub async fn settled_not_run(&self) -> Result<Vec<AttemptRecord>> {
+        self.read(Read::SettledNotRun).await
+    }
+
+    pub async fn tasks(&self) -> Result<Vec<(String, TaskState)>> {
+        self.read(Read::Tasks).await
+    }
+
+    pub async fn held_elsewhere(&self) -> Result<HashSet<String>> {
+        self.read(Read::HeldElsewhere).await
+    }
+
+    pub async fn task_now(&self, task_ref: &str) -> Result<Option<TaskState>> {
+        self.read(|reply| Read::TaskNow(task_ref.to_string(), reply)).await
+    }
+
+    pub async fn finished_since(&self, started: Seq) -> Result<bool> {
+        self.read(|reply| Read::FinishedSince(started, reply)).await
+    }
+
+    pub async fn begin_group(&self) {
+        self.ask(Action::BeginGroup).await
+    }
+
+    pub async fn commit_group(&self) -> Result<()> {
+        self.ask(Action::CommitGroup).await
     }
 
     pub async fn claim(&self, task_ref: &str) -> Result<Claimed> {
-        match self.ask(Action::Claim(task_ref.to_string())).await {
-            Event::Claimed(c) => c,
-            e => Err(unexpected("a claim", e)),
-        }
+        self.ask(|reply| Action::Claim(task_ref.to_string(), reply)).await
     }
 
-    pub async fn observe(
-        &self,
-        task_ref: &str,
-        context: BTreeMap<String, String>,
-        identity: bool,
-    ) -> std::result::Result<Checkpoint, String> {
-        match self.ask(Action::Observe { task_ref: task_ref.to_string(), context, identity }).await {
-            Event::Observed(o) => o,
-            e => Err(unexpected("an observation", e).to_string()),
-        }
+    pub async fn release(&self, task_ref: &str) -> Result<()> {
+        self.ask(|reply| Action::Release(task_ref.to_string(), reply)).await
+    }
+
+    pub async fn materialize(&self, task_ref: Option<&str>) -> Result<()> {
+        self.ask(|reply| Action::Materialize(task_ref.map(str::to_string), reply)).await
+    }
+
+    pub async fn observe(&self, task_ref: &str, context: BTreeMap<String, String>, identity: bool) -> Observed {
+        self.ask(|reply| Action::Observe { task_ref: task_ref.to_string(), context, identity, reply }).await
+    }
+
+    pub async fn cutoff(&self, task_ref: &str, context: BTreeMap<String, String>) -> Result<CutoffAnswer> {
+        self.ask(|reply| Action::Cutoff { task_ref: task_ref.to_string(), context, reply }).await
     }
 
     pub async fn baseline(&self, task_ref: &str) -> Result<Option<Checkpoint>> {
-        match self.ask(Action::Baseline(task_ref.to_string())).await {
-            Event::Baseline(b) => b,
-            e => Err(unexpected("a baseline", e)),
-        }
+        self.ask(|reply| Action::Baseline(task_ref.to_string(), reply)).await
     }
 
     pub async fn judge_protected(
@@ -157,76 +214,60 @@ impl Io {
         task_ref: &str,
         (before, writes): (Option<Checkpoint>, bool),
     ) -> Result<Vec<Evidence>> {
-        match self.ask(Action::JudgeProtected { attempt_id, task_ref: task_ref.to_string(), before, writes }).await {
-            Event::Protected(p) => p,
-            e => Err(unexpected("the protected paths", e)),
-        }
+        let task_ref = task_ref.to_string();
+        self.ask(|reply| Action::JudgeProtected { attempt_id, task_ref, before, writes, reply }).await
     }
 
     pub async fn collect_outputs(&self, task_ref: &str) -> Option<Kept> {
-        match self.ask(Action::CollectOutputs(task_ref.to_string())).await {
-            Event::Outputs(k) => k,
-            _ => None,
-        }
+        self.ask(|reply| Action::CollectOutputs(task_ref.to_string(), reply)).await
     }
 
-    pub async fn list_tools(
-        &self,
-        named: BTreeSet<String>,
-    ) -> BTreeMap<String, std::result::Result<Inventory, String>> {
-        match self.ask(Action::ListTools(named)).await {
-            Event::Tools(t) => t,
-            _ => BTreeMap::new(),
-        }
+    pub async fn forget(&self) {
+        self.ask(Action::Forget).await
     }
 
-    pub async fn look(&self, action: Action) -> Looked {
-        match self.ask(action).await {
-            Event::Looked(l) => *l,
-            _ => Looked::nothing(),
-        }
+    pub async fn list_tools(&self, named: BTreeSet<String>) -> Listed {
+        self.world(|reply| WorldAction::ListTools(named, reply)).await
     }
 
     pub async fn wait(&self, w: Wait) -> Wake {
-        match self.ask(Action::Wait(w)).await {
-            Event::Woke(w) => w,
-            _ => Wake::Closed,
-        }
+        self.world(|reply| WorldAction::Wait(w, reply)).await
     }
 
-    pub async fn try_message(&self) -> Wake {
-        match self.ask(Action::TryMessage).await {
-            Event::Woke(w) => w,
-            _ => Wake::Nothing,
-        }
+    pub async fn try_message(&self) -> Option<Msg> {
+        self.world(WorldAction::TryMessage).await
     }
 
     pub async fn signal_pending(&self) -> Option<StopSignal> {
-        match self.ask(Action::SignalPending).await {
-            Event::Signal(s) => s,
-            _ => None,
-        }
+        self.world(WorldAction::SignalPending).await
     }
 
     pub async fn signal_groups(&self, level: Level, timer: Option<std::time::Duration>) -> usize {
-        match self.ask(Action::SignalGroups { level, timer }).await {
-            Event::Reached(n) => n,
-            _ => 0,
-        }
+        self.world(|reply| WorldAction::SignalGroups { level, timer, reply }).await
     }
 
     pub async fn say(&self, say: Say) {
-        self.tell(Action::Say(say)).await
+        self.world(|reply| WorldAction::Say(say, reply)).await
     }
 
     pub async fn crashpoint(&self, name: &'static str) {
-        self.tell(Action::Crashpoint(name)).await
+        self.world(|reply| WorldAction::Crashpoint(name, reply)).await
     }
 
-    pub async fn report(&self, action: Action) -> Result<crate::run::report::RunReport> {
-        match self.ask(action).await {
-            Event::Report(r) => *r,
-            e => Err(unexpected("the report", e)),
-        }
+    pub async fn ended(&self, task_ref: &str, state: TaskState) -> Result<()> {
+        self.world(|reply| WorldAction::Ended { task_ref: task_ref.to_string(), state, reply }).await
+    }
+
+    pub async fn look(
+        &self,
+        attempt: Box<AttemptRecord>,
+        ask_handle: bool,
+        deadline: super::action::Deadline,
+    ) -> Looked {
+        self.world(|reply| WorldAction::Look { attempt, ask_handle, deadline, reply }).await
+    }
+
+    pub async fn report(&self, make: impl FnOnce(Reply<Result<RunReport>>) -> Action) -> Result<RunReport> {
+        self.ask(make).await
     }
 }

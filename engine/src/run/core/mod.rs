@@ -44,11 +44,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 pub use action::{
-    Action, CallStopped, Closing, Dispatch, FromReadBack, GateCall, Read, Receiving, Say, Sending, StopWait, StoppedAs,
-    Validating, Validations, Via, Wait, Write,
+    Action, CallStopped, Closing, CutoffAnswer, Dispatch, FromReadBack, GateCall, InDoubt, Listed, Observed, Read,
+    Receiving, Record, Say, Sending, StopWait, StoppedAs, SupersededLook, Validating, Validations, Via, Wait,
+    WorldAction, Write,
 };
-pub use event::{Applied, Event, Facts, Level, Msg, Opened, Spent, Verdict, Wake, Written};
+pub use event::{Applied, Level, Msg, Opened, Spent, Verdict, Wake};
 use io::Io;
+pub use io::{Answered, Reply};
 use state::{Run, StopEvent};
 
 use crate::error::{Error, Result};
@@ -64,7 +66,7 @@ use crate::store::{Durability, GOAL_CLAIM};
 /// What stepping the core gives.
 #[derive(Debug)]
 pub enum Step {
-    /// Perform this, then resume with its event.
+    /// Perform this, answer it through its reply, then resume.
     Act(Action),
     /// The run is over.
     Done(Result<RunReport>),
@@ -86,22 +88,22 @@ impl<'p> Core<'p> {
         Core { io, run: Some(Box::pin(async move { run.run().await })) }
     }
 
-    /// Take `event` (the answer to the last action; `Event::Begin` first)
-    /// and go on to the next action, or to the end.
-    pub fn resume(&mut self, event: Event) -> Step {
+    /// Go on (first, or with the last request answered through its
+    /// reply) to the next request, or to the end.
+    pub fn resume(&mut self) -> Step {
         let Some(run) = self.run.as_mut() else { return Step::Done(Err(Error::internal("the run is over"))) };
-        self.io.0.borrow_mut().event = Some(event);
         let waker = Waker::from(Arc::new(Nudge));
         match run.as_mut().poll(&mut Context::from_waker(&waker)) {
             Poll::Ready(report) => {
                 self.run = None;
                 Step::Done(report)
             }
-            Poll::Pending => match self.io.0.borrow_mut().action.take() {
+            Poll::Pending => match self.io.0.borrow_mut().take() {
                 Some(action) => Step::Act(action),
                 None => {
+                    // The last request went unanswered: nothing is made up for it.
                     self.run = None;
-                    Step::Done(Err(Error::internal("the run waited on nothing")))
+                    Step::Done(Err(Error::internal("the run's driver left a request unanswered")))
                 }
             },
         }
@@ -123,14 +125,9 @@ impl Run<'_> {
         self.states = opened.states;
         self.person_held = opened.held.into_iter().collect();
         self.began_ms = opened.now_ms;
-        self.started_seq = match self.io.write(Write::RunStarted { jobs: self.jobs }).await? {
-            Written::Seq(seq) => seq,
-            w => return Err(Error::internal(format!("run_started written as {w:?}"))),
-        };
-        let raises = match self.io.read(Read::Raises).await? {
-            Facts::Raises(r) => r,
-            f => return Err(Error::internal(format!("raises read as {f:?}"))),
-        };
+        let jobs = self.jobs;
+        self.started_seq = self.io.record(|reply| Record::RunStarted { jobs, reply }).await?;
+        let raises = self.io.read(Read::Raises).await?;
         self.budgets = crate::decide::raise::in_force(&self.plan.file.budgets, &raises);
         self.states_at_start = self.states.clone();
         self.check_tools().await?;
@@ -145,13 +142,13 @@ impl Run<'_> {
         self.schedule().await?;
         if self.shared && !self.hold_goal_claim().await? {
             let closing = Box::new(self.closing(None));
-            let report = self.io.report(Action::ReportJudged(closing)).await;
+            let report = self.io.report(|reply| Action::ReportJudged(closing, reply)).await;
             self.release_if_idle(GOAL_CLAIM).await?;
             return report;
         }
         let acceptance = self.acceptance().await?;
         let closing = Box::new(self.closing(acceptance));
-        let report = self.io.report(Action::Finish(closing)).await;
+        let report = self.io.report(|reply| Action::Finish(closing, reply)).await;
         self.release_if_idle(GOAL_CLAIM).await?;
         report
     }
@@ -167,11 +164,8 @@ impl Run<'_> {
         // A task a person reruns without `--downstream` stands for its
         // dependants on its completion: theirs are kept.
         let alone = self.asked.reruns.iter().filter(|(_, x)| !x.downstream).map(|(r, _)| r.clone()).collect();
-        let refresh = Action::Refresh { states, tools: self.tools.clone(), across_tool_change, alone };
-        let stale = match self.io.ask(refresh).await {
-            Event::Stale(s) => s?,
-            e => return Err(Error::internal(format!("the reuse pass answered {e:?}"))),
-        };
+        let tools = self.tools.clone();
+        let stale = self.io.ask(|reply| Action::Refresh { states, tools, across_tool_change, alone, reply }).await?;
         for (r, detail) in stale {
             if let (Some(person), Some(true)) =
                 (&self.asked.across_tool_change, detail.get("keep").and_then(Value::as_bool))
@@ -216,11 +210,11 @@ impl Run<'_> {
         }
         // The checks may read what the tasks made, on whichever worker
         // judges the goal.
-        self.io.written(Action::Materialize(None)).await?;
+        self.io.materialize(None).await?;
         self.io.say(Say::Accepting { checks: checks.len() }).await;
         let ids: Vec<String> = checks.iter().map(|c| c.id.clone()).collect();
         let constraint_checks = self.guard.checks.clone();
-        self.io.tell(Action::Accept { constraint_checks, checks }).await;
+        self.io.world(|reply| WorldAction::Accept { constraint_checks, checks, reply }).await;
         let runs = loop {
             let wait = Wait { messages: false, accepted: true, poll: false, stop: self.stop.wait() };
             let event = match self.io.wait(wait).await {
@@ -231,7 +225,7 @@ impl Run<'_> {
             };
             match event {
                 Some(StopEvent::GiveUp) => {
-                    self.io.tell(Action::AbortAccept).await;
+                    self.io.world(WorldAction::AbortAccept).await;
                     self.on_stop(StopEvent::GiveUp).await?;
                     break None;
                 }
@@ -250,10 +244,7 @@ impl Run<'_> {
             self.tally.goal_checks.extend(results);
         }
         let (done, stopped): (Vec<CheckRun>, Vec<CheckRun>) = runs.into_iter().partition(|r| r.stopped.is_none());
-        let lines = match self.io.write(Write::Acceptance(done)).await? {
-            Written::Lines(lines) => lines,
-            w => return Err(Error::internal(format!("the acceptance checks written as {w:?}"))),
-        };
+        let lines = self.io.record(|reply| Record::Acceptance(done, reply)).await?;
         if stopped.is_empty() {
             return Ok(Some(lines));
         }

@@ -9,12 +9,10 @@
 //! sent, the operation stays unknown. Each outcome is one transaction
 //! (`driver::ledger`).
 
-use super::action::{FromReadBack, GateCall, Read, Write};
-use super::event::{Applied, Facts, Written};
+use super::action::{FromReadBack, GateCall, Record, Write};
 use super::state::{Flight, Run};
-use crate::decide::gate::Decision;
 use crate::decide::retry::{self, BeforeResend};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::plan::Task;
 use crate::state::TaskState;
 
@@ -26,10 +24,7 @@ impl Run<'_> {
         if !reads_back || self.asked.read_back_waived.contains(&call.operation_id) {
             return Ok(false);
         }
-        let attempts = match self.io.read(Read::AttemptsOf(task.task_ref.clone())).await? {
-            Facts::Attempts(a) => a,
-            f => return Err(Error::internal(format!("a task's attempts read as {f:?}"))),
-        };
+        let attempts = self.io.attempts_of(&task.task_ref).await?;
         let Some(latest) = attempts.into_iter().rev().find(|a| a.operation_id == call.operation_id) else {
             return Ok(false);
         };
@@ -49,16 +44,15 @@ impl Run<'_> {
                     budgets: call.budgets.clone(),
                     began_ms: call.began_ms,
                 };
-                let intent = match self.io.write(Write::CompletedFromReadBack(Box::new(from))).await? {
-                    Written::Gated(Applied::Go { intent, .. }) => intent,
-                    Written::Gated(Applied::Stopped(Decision::Budget(exhausted))) => {
+                let intent = match self.io.record(|reply| Record::CompletedFromReadBack(Box::new(from), reply)).await? {
+                    Ok(intent) => intent,
+                    Err(exhausted) => {
                         // No room for the try in the budgets: nothing is
                         // recorded; the run stops on the budget, and the
                         // retry after a person's raise reads back again.
                         self.stops.budget = Some(exhausted);
                         return Ok(true);
                     }
-                    w => return Err(Error::internal(format!("a try completed from its read-back written as {w:?}"))),
                 };
                 let id = intent.attempt_id();
                 let mut flight = Flight::new(intent, &task.task_ref);

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::action::{Read, Wait};
+use super::action::Wait;
 use super::event::Wake;
 use super::start::stops_new_work;
 use super::state::Run;
@@ -93,7 +93,7 @@ impl Run<'_> {
             let Some(msg) = self.next_msg(&mut scheduler, &order, &deps).await? else { continue };
             self.take(msg, &mut scheduler, &position).await?;
             // Messages already waiting join the same group when they may.
-            while let Wake::Message(msg) = self.io.try_message().await {
+            while let Some(msg) = self.io.try_message().await {
                 self.take(msg, &mut scheduler, &position).await?;
             }
         }
@@ -136,9 +136,7 @@ impl Run<'_> {
                 (*scheduler, _) = self.poll(order, deps).await?;
                 Ok(None)
             }
-            Wake::Closed | Wake::Nothing | Wake::Accepted(_) => {
-                Err(Error::internal("the run's message channel closed"))
-            }
+            Wake::Closed | Wake::Accepted(_) => Err(Error::internal("the run's message channel closed")),
         }
     }
 
@@ -195,7 +193,7 @@ impl Run<'_> {
     /// Tasks whose latest attempt a person settled as `not_run`: sent
     /// again only when a person asks (`engine retry`), never by a plain run.
     async fn waits_for_retry(&self) -> Result<HashSet<String>> {
-        let settled = self.io.attempts(Read::SettledNotRun).await?;
+        let settled = self.io.settled_not_run().await?;
         Ok(settled
             .into_iter()
             .filter(|a| self.state(&a.task_ref) != TaskState::AwaitingApproval)

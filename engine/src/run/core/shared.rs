@@ -15,11 +15,11 @@
 
 use std::collections::HashSet;
 
-use super::action::{Read, StopWait, Wait};
-use super::event::{Facts, Wake};
+use super::action::{StopWait, Wait};
+use super::event::Wake;
 use super::state::Run;
 use crate::decide::scheduler::Scheduler;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::TaskState;
 use crate::store::GOAL_CLAIM;
 
@@ -32,10 +32,7 @@ impl Run<'_> {
             return Ok(());
         }
         self.reconcile_where(Some(task_ref)).await?;
-        let now = match self.io.read(Read::TaskNow(task_ref.to_string())).await? {
-            Facts::State(s) => s,
-            f => return Err(Error::internal(format!("a task's state read as {f:?}"))),
-        };
+        let now = self.io.task_now(task_ref).await?;
         let busy = self.in_flight.values().any(|f| f.task_ref == task_ref);
         let state = self.afresh(task_ref, now.unwrap_or(TaskState::Pending), busy).await?;
         self.states.insert(task_ref.to_string(), state);
@@ -55,12 +52,9 @@ impl Run<'_> {
     /// run has not tried yet. Returns the tasks other workers hold.
     pub async fn poll(&mut self, order: &[String], deps: &[Vec<usize>]) -> Result<(Scheduler, HashSet<String>)> {
         self.reconcile_where(None).await?;
-        let elsewhere = self.io.refs(Read::HeldElsewhere).await?;
+        let elsewhere = self.io.held_elsewhere().await?;
         let busy: HashSet<String> = self.in_flight.values().map(|f| f.task_ref.clone()).collect();
-        let rows = match self.io.read(Read::Tasks).await? {
-            Facts::Tasks(rows) => rows,
-            f => return Err(Error::internal(format!("tasks read as {f:?}"))),
-        };
+        let rows = self.io.tasks().await?;
         for (task_ref, state) in rows {
             if busy.contains(&task_ref) {
                 continue;
@@ -123,7 +117,7 @@ impl Run<'_> {
             let wait = Wait { messages: false, accepted: false, poll: true, stop: StopWait::Nothing };
             self.io.wait(wait).await;
         }
-        let judged_since = self.io.flag(Read::FinishedSince(self.started_seq)).await?;
+        let judged_since = self.io.finished_since(self.started_seq).await?;
         Ok(!judged_since)
     }
 }

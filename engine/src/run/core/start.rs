@@ -5,8 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::action::{Action, GateCall, Sending, Write};
-use super::event::{Applied, Written};
+use super::action::{GateCall, Record, Sending};
+use super::event::Applied;
 use super::state::{Flight, Run};
 use crate::decide::gate::{Decision, Missing};
 use crate::error::{Code, Error, Result};
@@ -86,7 +86,7 @@ impl Run<'_> {
             return Ok(());
         }
         // Upstream outputs first: they are among the inputs observed next.
-        self.io.written(Action::Materialize(Some(task_ref.to_string()))).await?;
+        self.io.materialize(Some(task_ref)).await?;
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
         let protected = match self.guard.protects(process) {
@@ -125,9 +125,8 @@ impl Run<'_> {
         }
         let (operation_id, request_digest) = (call.operation_id.clone(), call.request_digest.clone());
         let (repair, protected) = (call.repair.clone(), call.protected.clone());
-        let applied = match self.io.write(Write::Gate(Box::new(call))).await {
-            Ok(Written::Gated(a)) => a,
-            Ok(w) => return Err(Error::internal(format!("the gate answered {w:?}"))),
+        let applied = match self.io.record(|reply| Record::Gate(Box::new(call), reply)).await {
+            Ok(a) => a,
             Err(e) if stops_new_work(&e) => {
                 // Nothing was dispatched; say why in the ledger before stopping.
                 let data = json!({"operation_id": operation_id, "code": e.code, "message": e.message});

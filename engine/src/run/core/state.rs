@@ -10,7 +10,7 @@ use providers::process::ProcessId;
 use providers::Handle;
 use serde_json::{json, Value};
 
-use super::action::{Action, Deadline, Read, Sending, StopWait, Write};
+use super::action::{Deadline, Sending, StopWait, Write};
 use super::io::Io;
 use crate::checkpoint::Checkpoint;
 use crate::decide::budget::Exhausted;
@@ -311,7 +311,7 @@ impl<'p> Run<'p> {
     /// Look at an attempt's operation with this revision's provider.
     pub async fn look(&self, attempt: &AttemptRecord, ask_handle: bool) -> Looked {
         let attempt = Box::new(attempt.clone());
-        self.io.look(Action::Look { attempt, ask_handle, deadline: self.deadline() }).await
+        self.io.look(attempt, ask_handle, self.deadline()).await
     }
 
     /// Claim `task_ref` for this run; `false`: another live worker has it.
@@ -340,7 +340,7 @@ impl<'p> Run<'p> {
     /// Give the claim back once this run has nothing of the task in flight.
     pub async fn release_if_idle(&self, task_ref: &str) -> Result<()> {
         if self.shared && !self.in_flight.values().any(|f| f.task_ref == task_ref) {
-            self.io.written(Action::Release(task_ref.to_string())).await?;
+            self.io.release(task_ref).await?;
         }
         Ok(())
     }
@@ -350,7 +350,7 @@ impl<'p> Run<'p> {
     pub async fn afresh(&self, task_ref: &str, state: TaskState, busy: bool) -> Result<TaskState> {
         let mut waited_try_settled = false;
         if state == TaskState::EffectUnknown {
-            waited_try_settled = self.io.flag(Read::WaitedTrySettled(task_ref.to_string())).await?;
+            waited_try_settled = self.io.waited_try_settled(task_ref).await?;
         }
         Ok(scheduler::afresh(state, busy, waited_try_settled))
     }

@@ -14,7 +14,7 @@
 use providers::{Outcome, Receipt};
 use serde_json::{json, Value};
 
-use super::action::{Action, CallStopped, Say, StoppedAs, Write};
+use super::action::{CallStopped, Say, StoppedAs, WorldAction, Write};
 use super::event::Level;
 use super::state::{Phase, Run, StopEvent};
 use crate::decide::stop::{self, Reached, Stopped};
@@ -99,7 +99,7 @@ impl Run<'_> {
             }
             // The provider's answer arrives as the call's own outcome; a
             // provider that cannot cancel leaves the call to the grace.
-            self.io.tell(Action::Cancel(Box::new(attempt))).await;
+            self.io.world(|reply| WorldAction::Cancel(Box::new(attempt), reply)).await;
         }
         Ok(())
     }
@@ -108,7 +108,7 @@ impl Run<'_> {
     async fn unanswered(&mut self, attempt_id: AttemptId) -> Result<()> {
         let Some(flight) = self.in_flight.get(&attempt_id) else { return Ok(()) };
         let (validating, task_ref) = (flight.validating, flight.task_ref.clone());
-        self.io.tell(Action::Abort(attempt_id)).await;
+        self.io.world(|reply| WorldAction::Abort(attempt_id, reply)).await;
         let task = self.task(&task_ref)?;
         if validating {
             self.validations_stopped(attempt_id, task, Vec::new(), StopEnd::Dropped).await?;

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use super::action::Action;
 use super::state::Run;
 use crate::decide::tools::{self, Inventory, ToolUse};
 use crate::error::{Code, Error, Result};
@@ -32,7 +31,7 @@ impl Run<'_> {
         if named.is_empty() {
             return Ok(());
         }
-        self.io.tell(Action::Forget).await;
+        self.io.forget().await;
         let listed = self.io.list_tools(named).await;
         for (provider, inventory) in &listed {
             let data = match inventory {

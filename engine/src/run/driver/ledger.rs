@@ -6,32 +6,32 @@ use serde_json::{json, Value};
 
 use super::scope::Scope;
 use super::{gate, read_first, receipt};
+use crate::decide::budget::Exhausted;
 use crate::decide::classify;
 use crate::decide::durability::{self, Stakes};
 use crate::decide::in_doubt::Resolution;
 use crate::error::Result;
 use crate::evidence::{Evidence, StopEnd, UnknownReason};
-use crate::run::core::{CallStopped, Dispatch, StoppedAs, Write, Written};
+use crate::ids::{AttemptId, Seq};
+use crate::run::check::CheckRun;
+use crate::run::core::{
+    Applied, CallStopped, Dispatch, FromReadBack, GateCall, Receiving, Spent, StoppedAs, Validations, Verdict, Write,
+};
 use crate::run::looked::Looked;
+use crate::run::report::AcceptanceLine;
 use crate::run::world::World;
 use crate::signals::StopSignal;
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::AttemptRecord;
+use crate::store::attempts::Intent;
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
 use crate::store::{Durability, LeaseGuard, LedgerTx};
 
-/// Perform one of the core's writes.
-pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write) -> Result<Written> {
+/// Perform one of the core's writes whose answer is only that it committed.
+pub fn write(ledger: &mut LeaseGuard, scope: &Scope, w: Write) -> Result<()> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     match w {
-        Write::RunStarted { jobs } => {
-            let data = json!({"generation": ledger.fence().generation(), "jobs": jobs, "pid": std::process::id()});
-            let seq = ledger.write(Durability::Normal, |tx| {
-                tx.append_event(&Event::goal(EventKind::RunStarted, goal_id, revision, data.clone()))
-            })?;
-            Ok(Written::Seq(seq))
-        }
         Write::Event { durability, kind, task_ref, attempt, data } => {
             ledger.write(durability, |tx| {
                 let mut e = Event::goal(kind, goal_id, revision, data.clone());
@@ -39,24 +39,11 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
                 e.attempt_id = attempt;
                 tx.append_event(&e).map(|_| ())
             })?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::TaskState { task_ref, state, detail } => {
             ledger.write(Durability::Normal, |tx| set_task_in(tx, scope.key(&task_ref), state, detail.clone()))?;
-            Ok(Written::Done)
-        }
-        Write::Gate(call) => {
-            let task = scope.task(&call.task_ref)?;
-            let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
-            #[allow(unused_mut)]
-            let mut durability = durability::of_attempt(Stakes::of_task(task));
-            #[cfg(feature = "sim")]
-            if crate::failpoint::fault(crate::failpoint::Fault::ExternalIntentNormal) {
-                // Planted fault: the intent waits for no disk, whatever it risks.
-                durability = Durability::Normal;
-            }
-            let applied = ledger.write(durability, |tx| gate::gate(tx, scope, &call, &sandbox, now_ms))?;
-            Ok(Written::Gated(applied))
+            Ok(())
         }
         Write::Handle { attempt_id, intent, task_ref, handle, detail } => {
             let data = json!({"handle": handle, "detail": detail});
@@ -65,76 +52,52 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
                 let e = Event::goal(EventKind::HandleRecorded, goal_id, revision, data.clone());
                 tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
             })?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::Dispatched(d) => {
             ledger.write(Durability::Normal, dispatched(scope, d))?;
-            Ok(Written::Done)
-        }
-        Write::Receipt(r) => {
-            let durability = durability::of_attempt(Stakes::of_task(scope.task(&r.task_ref)?));
-            let (verdict, spent) = ledger.write(durability, |tx| receipt::receipt(tx, scope, &r))?;
-            Ok(Written::Verdict(verdict, spent))
-        }
-        Write::Unknown { attempt_id, looked, evidence, reason } => {
-            let attempt = ledger.read().attempt(attempt_id)?;
-            ledger.write(Durability::Full, |tx| {
-                receipt::unknown(tx, revision, &attempt, looked.as_deref(), &evidence, reason)
-            })?;
-            Ok(Written::Attempt(Box::new(attempt)))
+            Ok(())
         }
         Write::Failed { attempt_id, task_ref, looked, evidence, durability, never_dispatched } => {
             let durability = durability::for_write(durability, Stakes::of_task(scope.task(&task_ref)?));
             ledger.write(durability, |tx| {
                 receipt::failed(tx, scope, (attempt_id, &task_ref), looked.as_deref(), &evidence, never_dispatched)
             })?;
-            Ok(Written::Done)
-        }
-        Write::Validations(v) => {
-            let evidence = ledger.write(Durability::Normal, |tx| receipt::validations(tx, scope, &v))?;
-            Ok(Written::Evidence(evidence))
+            Ok(())
         }
         Write::GoalConstraints(runs) => {
             ledger.write(Durability::Normal, |tx| receipt::goal_constraints(tx, scope, &runs))?;
-            Ok(Written::Done)
-        }
-        Write::Acceptance(runs) => {
-            Ok(Written::Lines(ledger.write(Durability::Normal, |tx| receipt::acceptance(tx, scope, &runs))?))
+            Ok(())
         }
         Write::ObservedReceipt { attempt, reason, detail, looked } => {
             ledger.write(Durability::Full, |tx| {
                 receipt::observed_receipt(tx, scope, &attempt, (reason, &detail), &looked)
             })?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::Superseded { attempt, resolution, looked } => {
             ledger.write(Durability::Full, |tx| superseded(tx, &attempt, resolution, &looked))?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::Abandon { attempt, looked } => {
             ledger.write(Durability::Full, |tx| abandon(tx, revision, &attempt, &looked))?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::CallStopped(stopped) => {
             ledger.write(Durability::Full, |tx| call_stopped(tx, revision, &stopped))?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::ValidationsStopped { attempt, stopped, signal, detail } => {
             ledger.write(Durability::Normal, |tx| {
                 validations_stopped(tx, revision, &attempt, (&stopped, signal), &detail)
             })?;
-            Ok(Written::Done)
-        }
-        Write::CompletedFromReadBack(from) => {
-            let (sandbox, now) = (world.sandbox_record(scope.task(&from.task_ref)?), world.now_ms());
-            let go = ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, &from, &sandbox, now))?;
-            Ok(Written::Gated(go))
+            Ok(())
         }
         Write::RetryStaysUnknown { task_ref, operation_id, looked } => {
             ledger.write(Durability::Full, |tx| {
                 read_first::stays_unknown(tx, scope, (&task_ref, &operation_id), &looked)
             })?;
-            Ok(Written::Done)
+            Ok(())
         }
         Write::ClaimTakenOver { task_ref, previous_worker, previous_generation, generation } => {
             let data = json!({
@@ -147,9 +110,71 @@ pub fn write(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, w: Write
                 e.task_ref = task_ref.as_deref();
                 tx.append_event(&e).map(|_| ())
             })?;
-            Ok(Written::Done)
+            Ok(())
         }
     }
+}
+
+/// `run_started`: its event's sequence number.
+pub fn run_started(ledger: &mut LeaseGuard, scope: &Scope, jobs: usize) -> Result<Seq> {
+    let data = json!({"generation": ledger.fence().generation(), "jobs": jobs, "pid": std::process::id()});
+    ledger.write(Durability::Normal, |tx| {
+        tx.append_event(&Event::goal(EventKind::RunStarted, &scope.goal_id, scope.revision, data.clone()))
+    })
+}
+
+/// The call-site gate's transaction (`gate`), as durable as the attempt's stakes.
+pub fn gate(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, call: &GateCall) -> Result<Applied> {
+    let task = scope.task(&call.task_ref)?;
+    let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
+    #[allow(unused_mut)]
+    let mut durability = durability::of_attempt(Stakes::of_task(task));
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::ExternalIntentNormal) {
+        // Planted fault: the intent waits for no disk, whatever it risks.
+        durability = Durability::Normal;
+    }
+    ledger.write(durability, |tx| gate::gate(tx, scope, call, &sandbox, now_ms))
+}
+
+/// A provider's answer (`receipt::receipt`): its verdict and spending.
+pub fn receipt(ledger: &mut LeaseGuard, scope: &Scope, r: &Receiving) -> Result<(Verdict, Option<Spent>)> {
+    let durability = durability::of_attempt(Stakes::of_task(scope.task(&r.task_ref)?));
+    ledger.write(durability, |tx| receipt::receipt(tx, scope, r))
+}
+
+/// Nobody can tell: `effect_unknown`; the attempt as it was before.
+pub fn unknown(
+    ledger: &mut LeaseGuard,
+    scope: &Scope,
+    (attempt_id, looked, evidence, reason): (AttemptId, Option<Box<Looked>>, Vec<Evidence>, UnknownReason),
+) -> Result<Box<AttemptRecord>> {
+    let attempt = ledger.read().attempt(attempt_id)?;
+    ledger.write(Durability::Full, |tx| {
+        receipt::unknown(tx, scope.revision, &attempt, looked.as_deref(), &evidence, reason)
+    })?;
+    Ok(Box::new(attempt))
+}
+
+/// An attempt's validations, judged: the goal constraints' evidence recorded.
+pub fn validations(ledger: &mut LeaseGuard, scope: &Scope, v: &Validations) -> Result<Vec<Evidence>> {
+    ledger.write(Durability::Normal, |tx| receipt::validations(tx, scope, v))
+}
+
+/// The goal's acceptance checks: the report's lines.
+pub fn acceptance(ledger: &mut LeaseGuard, scope: &Scope, runs: &[CheckRun]) -> Result<Vec<AcceptanceLine>> {
+    ledger.write(Durability::Normal, |tx| receipt::acceptance(tx, scope, runs))
+}
+
+/// A person's retry completed from its read-back (`read_first::completed`).
+pub fn completed_from_read_back(
+    ledger: &mut LeaseGuard,
+    scope: &Scope,
+    world: &dyn World,
+    from: &FromReadBack,
+) -> Result<std::result::Result<Intent, Exhausted>> {
+    let (sandbox, now) = (world.sandbox_record(scope.task(&from.task_ref)?), world.now_ms());
+    ledger.write(Durability::Full, |tx| read_first::completed(tx, scope, from, &sandbox, now))
 }
 
 /// The dispatch record, as a transaction to run now or with the open group.

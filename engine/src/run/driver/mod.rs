@@ -14,6 +14,7 @@ mod finish;
 mod gate;
 mod inputs;
 mod ledger;
+mod perform;
 mod question;
 mod read_first;
 mod reads;
@@ -31,7 +32,7 @@ use crate::error::{Code, Error, Result};
 use crate::ids::Revision;
 use crate::plan::{Plan, PlanFile};
 use crate::run::asked::Asked;
-use crate::run::core::{Action, Core, Event, Opened, Say, Step, Written};
+use crate::run::core::{Core, Opened, Say, Step};
 use crate::run::progress::Update;
 use crate::run::report::RunReport;
 use crate::run::world::World;
@@ -42,6 +43,15 @@ use early::Completions;
 use inputs::FirstLook;
 use scope::Scope;
 use workspace::Workspace;
+
+/// What the reuse pass is asked: the states, the tools, a person's
+/// `--reuse-across-tool-change`, the tasks rerun alone.
+type Refreshing<'a> = (
+    &'a [(String, TaskState)],
+    &'a std::collections::BTreeMap<String, crate::decide::tools::Inventory>,
+    bool,
+    &'a std::collections::BTreeSet<String>,
+);
 
 /// Run revision `revision` of `plan` under `ledger`'s lease in `world`:
 /// the core's actions performed one after another until its report; its
@@ -66,14 +76,15 @@ pub async fn drive(
         completions: None,
         trace,
     };
-    let mut event = Event::Begin;
     loop {
-        match core.resume(event) {
+        match core.resume() {
             Step::Done(report) => {
                 driver.trace_finish(&report);
                 return report;
             }
-            Step::Act(action) => event = driver.perform(action).await,
+            Step::Act(action) => {
+                let _answered = driver.perform(action).await;
+            }
         }
         if driver.world.dead() {
             return Err(Error::internal("the engine's process died"));
@@ -96,146 +107,42 @@ struct Driver<'l, 'p> {
 }
 
 impl Driver<'_, '_> {
-    async fn perform(&mut self, action: Action) -> Event {
-        let scope = &self.scope;
-        match action {
-            Action::Open => Event::Opened(self.open()),
-            Action::Write(w) => {
-                let traced = self.trace_write(&w);
-                let written = ledger::write(self.ledger, &self.scope, &*self.world, w);
-                if let Some(t) = traced {
-                    self.trace_written(t, &written);
-                }
-                Event::Written(written)
-            }
-            Action::WriteLater(d) => {
-                Event::Written(self.ledger.write_later(ledger::dispatched(scope, d)).map(|()| Written::Done))
-            }
-            Action::BeginGroup => {
-                self.ledger.begin_group();
-                Event::Done
-            }
-            Action::CommitGroup => Event::Written(self.ledger.commit_group().map(|()| Written::Done)),
-            Action::Read(r) => Event::Read(reads::read(self.ledger, scope, r)),
-            Action::Claim(task_ref) => Event::Claimed(self.ledger.claim(&scope.goal_id, &task_ref)),
-            Action::Release(task_ref) => {
-                Event::Written(self.ledger.release_claim(&scope.goal_id, &task_ref).map(|()| Written::Done))
-            }
-            Action::Materialize(task_ref) => {
-                let done = self.workspace.materialize(self.ledger, scope, task_ref.as_deref());
-                Event::Written(done.map(|()| Written::Done))
-            }
-            Action::Observe { task_ref, context, identity } => {
-                Event::Observed(self.observe(&task_ref, context, identity).await)
-            }
-            Action::Cutoff { task_ref, context } => {
-                let sandbox = self.workspace.sandbox().clone();
-                let cache = &mut self.workspace.cache;
-                Event::Cutoff(cutoff::decide(self.ledger, scope, &task_ref, context, (cache, &sandbox)))
-            }
-            Action::Baseline(task_ref) => {
-                Event::Baseline(self.workspace.baseline(self.world, self.ledger, scope, &task_ref).await)
-            }
-            Action::JudgeProtected { attempt_id, task_ref, before, writes } => {
-                let judged = match scope.task(&task_ref) {
-                    Ok(task) => {
-                        let ws = &mut self.workspace;
-                        ws.judge_protected(self.world, self.ledger, scope, (attempt_id, task), (before, writes)).await
-                    }
-                    Err(e) => Err(e),
-                };
-                Event::Protected(judged)
-            }
-            Action::CollectOutputs(task_ref) => match scope.task(&task_ref) {
-                Ok(task) => Event::Outputs(Workspace::collect_outputs(self.world, scope, task).await),
-                Err(_) => Event::Outputs(None),
-            },
-            Action::Refresh { states, tools, across_tool_change, alone } => {
-                let early =
-                    refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
-                let sandbox = self.workspace.sandbox().clone();
-                let cache = &mut self.workspace.cache;
-                let asked = (states.as_slice(), &tools, across_tool_change, &alone);
-                let pass = refresh::stale(self.ledger, scope, asked, (cache, &sandbox), early);
-                // What stands has its outputs here before anything runs.
-                Event::Stale(pass.and_then(|p| restore::restore(self.ledger, scope, &p.restore).map(|()| p.stale)))
-            }
-            Action::Forget => {
-                self.first_look = None;
-                self.completions = None;
-                Event::Done
-            }
-            Action::ListTools(named) => Event::Tools(self.world.list_tools(&named).await),
-            Action::Send(call) => {
-                let traceparent = self.trace_call(call.attempt_id, call.operation_id.as_str(), call.try_no);
-                self.world.send(&call, traceparent.as_deref());
-                Event::Done
-            }
-            Action::Look { attempt, ask_handle, deadline } => {
-                let left = goal_left(self.world.now_ms(), deadline.began_ms, deadline.seconds);
-                Event::Looked(Box::new(self.world.look(&attempt, ask_handle, left).await))
-            }
-            Action::LookSuperseded { attempt, deadline } => {
-                let left = goal_left(self.world.now_ms(), deadline.began_ms, deadline.seconds);
-                Event::Superseded(self.look_superseded(&attempt, left).await)
-            }
-            Action::Cancel(attempt) => {
-                self.world.cancel(&attempt);
-                Event::Done
-            }
-            Action::Abort(attempt_id) => {
-                self.world.abort(attempt_id);
-                Event::Done
-            }
-            Action::Validate(v) => {
-                self.world.validate(v);
-                Event::Done
-            }
-            Action::Accept { constraint_checks, checks } => {
-                self.world.accept(constraint_checks, checks);
-                Event::Done
-            }
-            Action::AbortAccept => {
-                self.world.abort_accept();
-                Event::Done
-            }
-            Action::Wait(w) => {
-                let wake = self.world.wait(w).await;
-                self.trace_wake(&wake);
-                Event::Woke(wake)
-            }
-            Action::TryMessage => {
-                let wake =
-                    self.world.try_message().map_or(crate::run::core::Wake::Nothing, crate::run::core::Wake::Message);
-                self.trace_wake(&wake);
-                Event::Woke(wake)
-            }
-            Action::SignalPending => Event::Signal(self.world.signal_pending()),
-            Action::SignalGroups { level, timer } => Event::Reached(self.world.signal_groups(level, timer)),
-            Action::Say(say) => {
-                self.say(say);
-                Event::Done
-            }
-            Action::Ended { task_ref, state } => {
-                if let Some(trace) = self.trace.as_mut() {
-                    trace.task_ended(&task_ref, state.as_str());
-                }
-                Event::Written(self.ended(&task_ref, state).map(|()| Written::Done))
-            }
-            Action::Crashpoint(name) => {
-                self.world.crashpoint(name);
-                Event::Done
-            }
-            Action::Finish(closing) => {
-                let dirty = self.workspace.cache.take_dirty();
-                let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
-                Event::Report(Box::new(closer.finish(dirty)))
-            }
-            Action::ReportJudged(closing) => {
-                let mut closer = finish::Closer { ledger: self.ledger, scope, c: *closing };
-                Event::Report(Box::new(closer.report_judged()))
-            }
-        }
+    /// The protected paths after an attempt, against its baseline.
+    async fn judge_protected(
+        &mut self,
+        attempt_id: crate::ids::AttemptId,
+        task_ref: &str,
+        (before, writes): (Option<crate::checkpoint::Checkpoint>, bool),
+    ) -> Result<Vec<crate::evidence::Evidence>> {
+        let task = self.scope.task(task_ref)?;
+        let ws = &mut self.workspace;
+        ws.judge_protected(self.world, self.ledger, &self.scope, (attempt_id, task), (before, writes)).await
+    }
+
+    /// A passed attempt's declared outputs (none for a task the plan lacks).
+    async fn collect_outputs(&mut self, task_ref: &str) -> Option<crate::run::outputs::Kept> {
+        let task = self.scope.task(task_ref).ok()?;
+        Workspace::collect_outputs(self.world, &self.scope, task).await
+    }
+
+    /// The reuse pass (`refresh`); what stands has its outputs here before
+    /// anything runs (`restore`).
+    fn refresh(
+        &mut self,
+        (states, tools, across_tool_change, alone): Refreshing<'_>,
+    ) -> Result<Vec<(String, serde_json::Value)>> {
+        let early = refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
+        let sandbox = self.workspace.sandbox().clone();
+        let cache = &mut self.workspace.cache;
+        let pass = refresh::stale(
+            self.ledger,
+            &self.scope,
+            (states, tools, across_tool_change, alone),
+            (cache, &sandbox),
+            early,
+        )?;
+        restore::restore(self.ledger, &self.scope, &pass.restore)?;
+        Ok(pass.stale)
     }
 
     /// A task's checkpoint now; with `identity`, with the entries the

@@ -7,14 +7,14 @@ use serde_json::json;
 use super::receipt::looked_evidence;
 use super::scope::Scope;
 use crate::cost::Cost;
+use crate::decide::budget::Exhausted;
 use crate::decide::budget::{self, Usage};
-use crate::decide::gate::Decision;
 use crate::error::Result;
 use crate::ids::OperationId;
-use crate::run::core::{Applied, FromReadBack};
+use crate::run::core::FromReadBack;
 use crate::run::looked::Looked;
 use crate::state::{AttemptKind, TaskState};
-use crate::store::attempts::NewIntent;
+use crate::store::attempts::{Intent, NewIntent};
 use crate::store::events::{Event, EventKind};
 use crate::store::LedgerTx;
 use providers::sandbox::Record;
@@ -30,7 +30,7 @@ pub fn completed(
     from: &FromReadBack,
     sandbox: &Record,
     now_ms: i64,
-) -> Result<Applied> {
+) -> Result<std::result::Result<Intent, Exhausted>> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&from.task_ref)?;
     let used = tx.budget_use(goal_id)?;
@@ -43,7 +43,7 @@ pub fn completed(
     if let Err(exhausted) = budget::check_call(&from.budgets, &usage, budget::Call::default()) {
         let e = Event::goal(EventKind::BudgetExhausted, goal_id, revision, json!(exhausted)).task(&task.task_ref);
         tx.append_event(&e)?;
-        return Ok(Applied::Stopped(Decision::Budget(exhausted)));
+        return Ok(Err(exhausted));
     }
     let intent = tx.insert_intent(&NewIntent {
         goal_id,
@@ -76,7 +76,7 @@ pub fn completed(
     let data = json!({"operation_id": from.operation_id, "try": from.try_no, "read_back": looked.summary()});
     let e = Event::goal(EventKind::CompletedFromReadBack, goal_id, revision, data);
     tx.append_event(&e.task(&task.task_ref).attempt(id))?;
-    Ok(Applied::Go { intent, try_no: from.try_no })
+    Ok(Ok(intent))
 }
 
 /// The read-back before a retry could not tell whether the operation took

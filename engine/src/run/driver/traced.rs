@@ -13,31 +13,23 @@ use crate::decide::gate::Decision;
 use crate::error::Result;
 use crate::ids::AttemptId;
 use crate::plan::ProviderSpec;
-use crate::run::core::{Applied, Msg, Wake, Write, Written};
+use crate::run::core::{Applied, GateCall, Msg, Wake, Write};
 use crate::run::report::RunReport;
 use crate::state::AttemptState;
 use crate::trace::Attempt;
 
-/// What a write is, to the trace.
-pub(super) enum Traced {
-    Gate { task_ref: String, operation_id: String, kind: &'static str },
-    Attempt(AttemptId),
+/// A gate about to be written, to the trace.
+pub(super) struct Gated {
+    task_ref: String,
+    operation_id: String,
+    kind: &'static str,
 }
 
 impl Driver<'_, '_> {
-    /// Before a write: the task about to be gated gets its span.
-    pub(super) fn trace_write(&mut self, w: &Write) -> Option<Traced> {
-        let trace = self.trace.as_mut()?;
+    /// Before a write that may bring an attempt to rest: its span, if open.
+    pub(super) fn trace_write(&mut self, w: &Write) -> Option<AttemptId> {
         let attempt = match w {
-            Write::Gate(call) => {
-                let task = self.scope.task(&call.task_ref).ok()?;
-                trace.task(&call.task_ref, &task.provider, provider_kind(self.scope.plan.provider_of(task)));
-                let operation_id = call.operation_id.to_string();
-                return Some(Traced::Gate { task_ref: call.task_ref.clone(), operation_id, kind: call.kind.as_str() });
-            }
-            Write::Receipt(r) => r.attempt_id,
-            Write::Unknown { attempt_id, .. } | Write::Failed { attempt_id, .. } => *attempt_id,
-            Write::Validations(v) => v.attempt_id,
+            Write::Failed { attempt_id, .. } => *attempt_id,
             Write::CallStopped(c) => c.attempt.id,
             Write::ObservedReceipt { attempt, .. }
             | Write::Abandon { attempt, .. }
@@ -45,23 +37,43 @@ impl Driver<'_, '_> {
             | Write::ValidationsStopped { attempt, .. } => attempt.id,
             _ => return None,
         };
-        trace.attempt_open(attempt).then_some(Traced::Attempt(attempt))
+        self.trace_attempt(attempt)
     }
 
-    /// After the write: an attempt begun, a gate that stopped, an attempt
-    /// at rest.
-    pub(super) fn trace_written(&mut self, traced: Traced, written: &Result<Written>) {
-        let Some(trace) = self.trace.as_mut() else { return };
-        match (traced, written) {
-            (Traced::Gate { task_ref, operation_id, kind }, Ok(Written::Gated(applied))) => match applied {
-                Applied::Go { intent, try_no } => {
-                    let a = Attempt { task_ref: &task_ref, operation_id: &operation_id, try_no: *try_no, kind };
-                    trace.attempt(intent.attempt_id(), a);
-                }
-                Applied::Stopped(decision) => trace.gate_stopped(&task_ref, gate_word(decision)),
-            },
-            (Traced::Attempt(id), Ok(_)) => self.trace_attempt_end(id),
-            _ => {}
+    /// Before a write of `attempt`: its span, if the run is traced and it is open.
+    pub(super) fn trace_attempt(&mut self, attempt: AttemptId) -> Option<AttemptId> {
+        self.trace.as_mut()?.attempt_open(attempt).then_some(attempt)
+    }
+
+    /// After an attempt's write that committed: its span ends if it is at rest.
+    pub(super) fn trace_written<T>(&mut self, traced: Option<AttemptId>, written: &Result<T>) {
+        if let (Some(id), Ok(_)) = (traced, written) {
+            self.trace_attempt_end(id);
+        }
+    }
+
+    /// Before the gate: the task about to be gated gets its span.
+    pub(super) fn trace_gate(&mut self, call: &GateCall) -> Option<Gated> {
+        let trace = self.trace.as_mut()?;
+        let task = self.scope.task(&call.task_ref).ok()?;
+        trace.task(&call.task_ref, &task.provider, provider_kind(self.scope.plan.provider_of(task)));
+        let operation_id = call.operation_id.to_string();
+        Some(Gated { task_ref: call.task_ref.clone(), operation_id, kind: call.kind.as_str() })
+    }
+
+    /// After the gate: an attempt begun, or a gate that stopped.
+    pub(super) fn trace_gated(&mut self, gated: Option<Gated>, applied: &Result<Applied>) {
+        let (Some(trace), Some(Gated { task_ref, operation_id, kind }), Ok(applied)) =
+            (self.trace.as_mut(), gated, applied)
+        else {
+            return;
+        };
+        match applied {
+            Applied::Go { intent, try_no } => {
+                let a = Attempt { task_ref: &task_ref, operation_id: &operation_id, try_no: *try_no, kind };
+                trace.attempt(intent.attempt_id(), a);
+            }
+            Applied::Stopped(decision) => trace.gate_stopped(&task_ref, gate_word(decision)),
         }
     }
 
@@ -84,8 +96,14 @@ impl Driver<'_, '_> {
 
     /// What the world said meanwhile: a call's answer ends its span.
     pub(super) fn trace_wake(&mut self, wake: &Wake) {
-        let (Some(trace), Wake::Message(Msg::Finished { attempt_id, outcome, .. })) = (self.trace.as_mut(), wake)
-        else {
+        if let Wake::Message(msg) = wake {
+            self.trace_msg(msg);
+        }
+    }
+
+    /// A message from in-flight work: a call's answer ends its span.
+    pub(super) fn trace_msg(&mut self, msg: &Msg) {
+        let (Some(trace), Msg::Finished { attempt_id, outcome, .. }) = (self.trace.as_mut(), msg) else {
             return;
         };
         let (word, why) = match outcome.as_ref() {
