@@ -62,6 +62,7 @@ pub mod outputs;
 pub mod people;
 pub mod prune;
 pub mod raise;
+pub mod receipt;
 pub mod repair;
 pub mod request_id;
 pub mod retry;

@@ -125,6 +125,13 @@ impl Intent {
         Intent(id)
     }
 
+    /// A committed intent as a test of the run's core (which has no store)
+    /// is answered with.
+    #[cfg(test)]
+    pub(crate) fn for_test(id: AttemptId) -> Intent {
+        Intent(id)
+    }
+
     pub fn attempt_id(self) -> AttemptId {
         self.0
     }

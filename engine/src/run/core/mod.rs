@@ -34,6 +34,8 @@ mod shared;
 mod start;
 mod state;
 mod stopping;
+#[cfg(test)]
+mod tests;
 mod tools;
 
 use std::future::Future;

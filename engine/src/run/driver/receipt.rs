@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::scope::Scope;
 use crate::checkpoint::Checkpoint;
 use crate::decide::classify::{self, Classification};
+use crate::decide::receipt::{self as receipt_verdict, Judgement};
 use crate::decide::spend;
 use crate::error::Result;
 use crate::evidence::{self, Evidence, EvidenceSource, Output, ReadBackRecord, Recorded, UnknownReason};
@@ -54,56 +55,71 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
     let recorded = insert_all(tx, goal_id, revision, attempt_id, answer.evidence)?;
     let e = Event::goal(EventKind::ReceiptRecorded, goal_id, revision, answer.receipt);
     tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
-    if let Receipt::Mcp(McpReceipt { input: Some(ask), .. }) = &r.receipt {
-        // A question for a person: neither a success nor a failure.
-        super::question::asked(tx, scope, (attempt_id, task_ref), ask)?;
-        return Ok((Verdict::AwaitingInput, spent));
-    }
-    if let Receipt::Mcp(McpReceipt { step_up_scope: Some(wanted), .. }) = &r.receipt {
-        // Refused for want of scope: the attempt failed, the task waits
-        // for a person's login and the run that follows it.
-        let c = classify_attempt(tx, attempt_id, &recorded)?;
-        tx.finish_attempt(attempt_id, AttemptState::Failed, Some(&c), None)?;
-        let detail = json!({"attempt_id": attempt_id, "class": c.class, "why": c.rule, "scope": wanted,
-                            "waits_on": "a person's engine login with that scope"});
-        tx.set_task_state(scope.key(task_ref), TaskState::Pending, &detail)?;
-        let e = Event::goal(EventKind::AttemptFailed, goal_id, revision, json!(c));
-        tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
-        return Ok((Verdict::AwaitsLogin { scope: wanted.to_string() }, spent));
-    }
-    Ok((judged(tx, scope, r, answer.ok, recorded)?, spent))
+    let facts = receipt_verdict::Facts {
+        question: match &r.receipt {
+            Receipt::Mcp(McpReceipt { input: Some(ask), .. }) => Some(ask),
+            _ => None,
+        },
+        step_up_scope: match &r.receipt {
+            Receipt::Mcp(McpReceipt { step_up_scope: Some(wanted), .. }) => Some(wanted.as_str()),
+            _ => None,
+        },
+        ok: answer.ok,
+        unchecked: r.unchecked.as_ref(),
+        protected_changed: !r.protected.is_empty(),
+        timed_out_unsafe: r.timed_out_unsafe,
+    };
+    Ok((judged(tx, scope, r, receipt_verdict::judge(facts), recorded)?, spent))
 }
 
-/// The receipt's verdict on the provider's own terms, in its transaction.
-fn judged(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving, ok: bool, recorded: Vec<Recorded>) -> Result<Verdict> {
+/// The receipt's verdict (`decide::receipt`), recorded in its transaction.
+fn judged(
+    tx: &mut dyn LedgerTx,
+    scope: &Scope,
+    r: &Receiving,
+    judgement: Judgement<&Box<providers::InputAsk>, &str, &std::result::Result<Checkpoint, String>>,
+    recorded: Vec<Recorded>,
+) -> Result<Verdict> {
     let (goal_id, revision, attempt_id) = (&scope.goal_id, scope.revision, r.attempt_id);
     let task_ref = r.task_ref.as_str();
-    // A task judged by its receipt alone fails here when it changed a path
-    // the engine protects (`protected`, judged with the receipt).
-    if ok && (r.unchecked.is_none() || r.protected.is_empty()) {
-        return match &r.unchecked {
-            Some(observed) => {
-                succeeded_unchecked(tx, scope.key(task_ref), attempt_id, observed).map(|()| Verdict::Succeeded)
-            }
-            None => Ok(Verdict::Validate),
-        };
+    match judgement {
+        Judgement::AwaitingInput(ask) => {
+            // A question for a person: neither a success nor a failure.
+            super::question::asked(tx, scope, (attempt_id, task_ref), ask)?;
+            Ok(Verdict::AwaitingInput)
+        }
+        Judgement::AwaitsLogin(wanted) => {
+            // Refused for want of scope: the attempt failed, the task waits
+            // for a person's login and the run that follows it.
+            let c = classify_attempt(tx, attempt_id, &recorded)?;
+            tx.finish_attempt(attempt_id, AttemptState::Failed, Some(&c), None)?;
+            let detail = json!({"attempt_id": attempt_id, "class": c.class, "why": c.rule, "scope": wanted,
+                                "waits_on": "a person's engine login with that scope"});
+            tx.set_task_state(scope.key(task_ref), TaskState::Pending, &detail)?;
+            let e = Event::goal(EventKind::AttemptFailed, goal_id, revision, json!(c));
+            tx.append_event(&e.task(task_ref).attempt(attempt_id))?;
+            Ok(Verdict::AwaitsLogin { scope: wanted.to_string() })
+        }
+        Judgement::Succeeded(observed) => {
+            succeeded_unchecked(tx, scope.key(task_ref), attempt_id, observed).map(|()| Verdict::Succeeded)
+        }
+        Judgement::Validate => Ok(Verdict::Validate),
+        Judgement::Unknown => {
+            // A receipt came: the call had left.
+            let reason = UnknownReason::DeadlineAfterDispatch;
+            let marker = vec![Evidence::EffectMarker { reason, safe_to_resend: false, dispatched: true }];
+            let attempt = tx.attempt(attempt_id)?;
+            unknown_in_tx(tx, revision, &attempt, marker, reason)?;
+            Ok(Verdict::Unknown(Box::new(attempt)))
+        }
+        Judgement::Failed => {
+            let mut recorded = recorded;
+            recorded.extend(insert_all(tx, goal_id, revision, attempt_id, r.protected.clone())?);
+            let c = classify_attempt(tx, attempt_id, &recorded)?;
+            finish_failed(tx, scope.key(task_ref), attempt_id, &c)?;
+            Ok(Verdict::Failed)
+        }
     }
-    if r.timed_out_unsafe {
-        // The engine's deadline killed an external-effect command
-        // part-way: unknown, in the receipt's own transaction (a crash
-        // must not leave it looking like an ordinary receipt).
-        let reason = UnknownReason::DeadlineAfterDispatch;
-        // A receipt came: the call had left.
-        let marker = vec![Evidence::EffectMarker { reason, safe_to_resend: false, dispatched: true }];
-        let attempt = tx.attempt(attempt_id)?;
-        unknown_in_tx(tx, revision, &attempt, marker, reason)?;
-        return Ok(Verdict::Unknown(Box::new(attempt)));
-    }
-    let mut recorded = recorded;
-    recorded.extend(insert_all(tx, goal_id, revision, attempt_id, r.protected.clone())?);
-    let c = classify_attempt(tx, attempt_id, &recorded)?;
-    finish_failed(tx, scope.key(task_ref), attempt_id, &c)?;
-    Ok(Verdict::Failed)
 }
 
 /// What an agent's report says it spent, recorded in its receipt's
