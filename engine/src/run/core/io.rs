@@ -11,11 +11,11 @@
 //! compile, so no answer is ever checked by hand or defaulted:
 //!
 //! ```compile_fail
-//! use engine::run::core::{Action, Answered};
+//! use engine::run::core::{Action, Answered, WorldAction};
 //! fn perform(action: Action) -> Option<Answered> {
 //!     match action {
 //!         // A look answered as if it were a request that says nothing.
-//!         Action::Look { reply, .. } => Some(reply.send(())),
+//!         Action::World(WorldAction::Look { reply, .. }) => Some(reply.send(())),
 //!         _ => None,
 //!     }
 //! }
@@ -24,11 +24,11 @@
 //! while the same driver answering with a `Looked` does:
 //!
 //! ```
-//! use engine::run::core::{Action, Answered};
+//! use engine::run::core::{Action, Answered, WorldAction};
 //! use engine::run::looked::Looked;
 //! fn perform(action: Action) -> Option<Answered> {
 //!     match action {
-//!         Action::Look { reply, .. } => Some(reply.send(Looked::nothing())),
+//!         Action::World(WorldAction::Look { reply, .. }) => Some(reply.send(Looked::nothing())),
 //!         _ => None,
 //!     }
 //! }
