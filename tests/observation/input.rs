@@ -385,3 +385,39 @@ fn an_external_tasks_answered_call_needs_an_approval_as_any_repeat() {
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     assert_eq!(delivered[0]["arguments"]["answer"], json!({"name": "Ada"}));
 }
+
+/// Issue 42: an answer given `--for` a time is never sent past it — the
+/// task asks again (awaiting_input, the same question), status and
+/// explain say `expired`, and only a new answer goes to the server.
+#[test]
+fn an_answer_past_its_time_is_expired_and_never_sent() {
+    let ws = Ws::new();
+    ask_plan(&ws, &["--era", "modern", "--ask"], vec![]);
+    ws.run().expect(4, Some("INPUT_REQUIRED"));
+    let said = ws.engine_json(&["answer", "T1", "--field", "name=Ada", "--for", "1s"]);
+    said.expect_code(0);
+    assert!(said.json()["answer"]["expires_at_ms"].is_i64(), "{}", said.describe());
+    std::thread::sleep(Duration::from_millis(1_500));
+    let status = ws.engine(&["status"]);
+    assert!(status.stdout.contains("expired at") && status.stdout.contains("never sent"), "{}", status.stdout);
+
+    // Past its time: no call carries it; the task waits on its question again.
+    let out = ws.run();
+    out.expect(4, Some("INPUT_REQUIRED"));
+    assert_eq!(out.json()["awaiting_input"][0]["task_ref"], "T1", "{}", out.describe());
+    assert!(ws.mcp_deliveries().is_empty(), "an expired answer is never sent");
+    assert_eq!(ws.attempt_count(), 1, "only the call that asked");
+    assert_eq!(task_state(&ws, "T1"), "awaiting_input");
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(explain.stdout.contains("expired at"), "{}", explain.stdout);
+
+    // A new answer, with time left: status says how long; the run sends it.
+    ws.engine_json(&["answer", "T1", "--field", "name=Grace", "--for", "10m"]).expect_code(0);
+    let status = ws.engine(&["status"]);
+    assert!(status.stdout.contains("expires in 10 min"), "{}", status.stdout);
+    ws.run().expect(0, None);
+    let delivered = ws.mcp_deliveries();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["arguments"]["answer"]["name"], "Grace", "{delivered:?}");
+    ws.verify();
+}

@@ -224,10 +224,11 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Approve { operation_id, note, expect_cost, for_, actor, request_id } => {
             approve(&at, OperationId::new(operation_id), (&note, expect_cost, for_.as_deref()), actor, request_id)
         }
-        Command::Answer { task_ref, fields, accept, decline, goal, asker } => {
+        Command::Answer { task_ref, fields, accept, decline, goal, for_, asker } => {
             let said = crate::decide::answer::Said { fields, accept, decline };
-            let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said };
-            answer(&at, a, asker.actor, asker.request_id)
+            let for_ms = for_ms(for_.as_deref())?;
+            let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said, for_ms };
+            answer(&at, (a, for_), asker.actor, asker.request_id)
         }
         Command::Hold { task_ref, goal, reason, asker } => hold(&at, (task_ref, goal), (true, &reason), asker),
         Command::Release { task_ref, goal, reason, asker } => {
@@ -342,11 +343,7 @@ fn approve(
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
-    let for_ms = for_
-        .map(|d| {
-            crate::decide::expiry::parse(d).map_err(|why| Error::usage(format!("--for {why}")).at(format!("--for {d}")))
-        })
-        .transpose()?;
+    let for_ms = for_ms(for_)?;
     let expect_cost = expect_cost
         .map(|n| {
             crate::cost::Cost::from_units(n)
@@ -372,16 +369,28 @@ fn approve(
     })
 }
 
+/// `--for DURATION` of approve and answer, in milliseconds.
+fn for_ms(for_: Option<&str>) -> Result<Option<u64>> {
+    for_.map(|d| {
+        crate::decide::expiry::parse(d).map_err(|why| Error::usage(format!("--for {why}")).at(format!("--for {d}")))
+    })
+    .transpose()
+}
+
 /// `engine answer`: a person's act, under the lease; once per request id.
 fn answer(
     at: &Places,
-    a: commands::answer::Answer,
+    (a, for_): (commands::answer::Answer, Option<String>),
     actor: Option<String>,
     request_id: Option<String>,
 ) -> Result<Output> {
     let person = commands::person::who(actor.as_deref());
-    let args = json!({"task_ref": a.task_ref, "fields": a.said.fields, "accept": a.said.accept,
+    let mut args = json!({"task_ref": a.task_ref, "fields": a.said.fields, "accept": a.said.accept,
         "decline": a.said.decline, "goal": a.goal.as_ref().map(GoalId::as_str), "actor": actor});
+    // Only when given: a request id recorded before `--for` still matches.
+    if let Some(d) = for_ {
+        args["for"] = json!(d);
+    }
     let given = Given::new(request_id, "answer", args, &person)?;
     let store = at.existing()?;
     if let Some(first) = once::answered(&*store.read(), given.as_ref())? {

@@ -28,7 +28,7 @@ use crate::decide::people::Act;
 use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::plan::{digests, Plan};
-use crate::run::Answering;
+use crate::run::{AnswerExpiry, Answering};
 use crate::state::TaskState;
 use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
@@ -58,6 +58,9 @@ pub struct Recorded {
     /// this time, UTC): that run sends it now (`commands::held_answer`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_until: Option<String>,
+    /// When it expires (`--for`, the plan's `approvals.expire_after`):
+    /// past it, it is never sent and the task asks again. `None`: never.
+    pub expires_at_ms: Option<i64>,
 }
 
 /// What a person asked to answer.
@@ -65,6 +68,8 @@ pub struct Answer {
     pub goal: Option<GoalId>,
     pub task_ref: String,
     pub said: Said,
+    /// `--for DURATION`, in milliseconds.
+    pub for_ms: Option<u64>,
 }
 
 /// The task, its question and the attempt that brought it.
@@ -73,6 +78,8 @@ struct Waiting {
     revision: Revision,
     ask: InputAsk,
     attempt_id: AttemptId,
+    /// The task's detail while it waits: put back if the answer expires.
+    detail: Value,
 }
 
 fn waiting(read: &dyn LedgerRead, goal: Option<&GoalId>, task_ref: &str) -> Result<Waiting> {
@@ -100,7 +107,7 @@ fn waiting(read: &dyn LedgerRead, goal: Option<&GoalId>, task_ref: &str) -> Resu
         .and_then(Value::as_i64)
         .map(AttemptId)
         .ok_or_else(|| corrupt("names no attempt"))?;
-    Ok(Waiting { goal_id: g.id, revision: g.active_revision, ask, attempt_id })
+    Ok(Waiting { goal_id: g.id, revision: g.active_revision, ask, attempt_id, detail: task.detail })
 }
 
 /// May `person` answer `task_ref` (the plan's `people.answer`)?
@@ -138,12 +145,20 @@ pub fn record(
     let plan = Plan::from_file(plan, std::path::PathBuf::from(&read.revision(&w.goal_id, w.revision)?.workspace))?;
     let task = plan.task(&a.task_ref).cloned().ok_or_else(|| Error::internal("the answered task left the plan"))?;
     let answering = answering(&plan, &task, &w.goal_id, json!(answers));
+    let expires_at_ms =
+        super::approve::lasts(&*read, &w.goal_id, a.for_ms)?.map(|ms| crate::clock::now_ms().saturating_add(ms as i64));
     drop(read);
     let key = TaskKey { goal_id: &w.goal_id, revision: w.revision, task_ref: &a.task_ref };
     let answers_json: Vec<Value> = results.iter().map(|(k, r)| json!({"key": k, "result": r})).collect();
     let ask_id = ledger.write(Durability::Full, |tx| {
-        let data = json!({"asked_by_attempt": w.attempt_id, "answers": answering.answers,
+        let mut data = json!({"asked_by_attempt": w.attempt_id, "answers": answering.answers,
                           "request_digest": answering.request_digest});
+        // An answer's end is what the person gave: on the chain with it,
+        // and the question, asked again if it expires unsent.
+        if let Some(at) = expires_at_ms {
+            data["expires_at_ms"] = json!(at);
+            data["question"] = w.detail.clone();
+        }
         let ask_id = tx.insert_ask(&NewAsk {
             kind: AskKind::Answer,
             goal_id: key.goal_id,
@@ -153,10 +168,12 @@ pub fn record(
             person,
             data: &data,
         })?;
-        let detail = json!({"answered_by": ask_id, "operation_id": answering.operation_id, "asked_by_attempt": w.attempt_id});
+        let detail =
+            json!({"answered_by": ask_id, "operation_id": answering.operation_id, "asked_by_attempt": w.attempt_id});
         tx.set_task_state(key, TaskState::Pending, &detail)?;
         let e = json!({"ask_id": ask_id, "operation_id": answering.operation_id, "answers": answers_json,
-                       "asked_by_attempt": w.attempt_id, "actor": person.actor, "uid": person.uid, "user": person.user});
+                       "asked_by_attempt": w.attempt_id, "actor": person.actor, "uid": person.uid, "user": person.user,
+                       "expires_at_ms": expires_at_ms});
         tx.append_event(&Event::goal(EventKind::InputAnswered, key.goal_id, key.revision, e).task(key.task_ref))?;
         if let Some(r) = request_id {
             tx.insert_request_id(r)?;
@@ -175,6 +192,7 @@ pub fn record(
         ask_id,
         person: person.clone(),
         held_until: None,
+        expires_at_ms,
     })
 }
 
@@ -217,7 +235,7 @@ fn answering(plan: &Plan, task: &crate::plan::Task, goal_id: &GoalId, answers: V
     }
     let request_digest = digests::request_digest(&task.provider, plan.provider_of(task), &action, None);
     let operation_id = digests::operation_id(goal_id.as_str(), &task.task_ref, &request_digest);
-    Answering { operation_id, request_digest, answers }
+    Answering { operation_id, request_digest, answers, expires: None }
 }
 
 /// The answers in force for a revision's tasks, for the run that sends
@@ -241,7 +259,12 @@ pub fn in_force(read: &dyn LedgerRead, goal: &GoalId, revision: Revision) -> Res
             None => continue,
         };
         let answers = ask.data.get("answers").cloned().unwrap_or(Value::Null);
-        out.insert(task_ref, Answering { operation_id, request_digest, answers });
+        let expires = ask.data.get("expires_at_ms").and_then(Value::as_i64).map(|at_ms| AnswerExpiry {
+            ask_id: ask.id,
+            at_ms,
+            question: ask.data.get("question").cloned().unwrap_or(Value::Null),
+        });
+        out.insert(task_ref, Answering { operation_id, request_digest, answers, expires });
     }
     Ok(out)
 }

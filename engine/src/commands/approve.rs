@@ -251,7 +251,7 @@ fn waiting(
 
 /// How long an approval lasts: `--for`, else the goal's active plan's
 /// `approvals.expire_after`, else until spent (`None`).
-fn lasts(read: &dyn LedgerRead, goal: &GoalId, for_ms: Option<u64>) -> Result<Option<u64>> {
+pub(super) fn lasts(read: &dyn LedgerRead, goal: &GoalId, for_ms: Option<u64>) -> Result<Option<u64>> {
     if for_ms.is_some() {
         return Ok(for_ms);
     }

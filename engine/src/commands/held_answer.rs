@@ -175,6 +175,8 @@ pub fn record(
         ask_id,
         person: person.clone(),
         held_until: Some(utc(h.until_ms)),
+        // Sent at once, to the call that holds the question open.
+        expires_at_ms: None,
     })
 }
 

@@ -265,6 +265,12 @@ pub enum Decision {
     },
     Budget(Exhausted),
     AwaitApproval(Missing),
+    /// The person's answer the call would carry is past its time
+    /// (`engine answer --for`): never sent; the task asks again.
+    AnswerExpired {
+        ask_id: i64,
+        at_ms: i64,
+    },
     /// Commit the intent; consume the approval it needed, or void those it
     /// did not need.
     Go {
@@ -303,6 +309,14 @@ pub fn decide(f: &Facts) -> Decision {
         },
         Err(missing) => Decision::AwaitApproval(missing),
     }
+}
+
+/// A call that carries a person's answer whose end (`at_ms`) is reached
+/// at `now_ms` is never made: weighed before anything else of the gate,
+/// in the intent's transaction.
+pub fn answer_expired(answer: Option<(i64, i64)>, now_ms: i64) -> Option<Decision> {
+    let (ask_id, at_ms) = answer?;
+    (now_ms >= at_ms).then_some(Decision::AnswerExpired { ask_id, at_ms })
 }
 
 /// The newest open approval bound to exactly this request, plan revision

@@ -72,6 +72,14 @@ pub fn answered(a: &crate::commands::answer::Recorded) -> Output {
         super::count(a.answers.len(), "answer"),
         a.asked_by_attempt,
     );
+    let text = match a.expires_at_ms {
+        Some(at) => format!(
+            "{text}\nit expires at {} UTC ({}): past it, it is `expired`, never sent, and the task asks again\n",
+            crate::clock::utc(at),
+            crate::decide::expiry::words(at, crate::clock::now_ms())
+        ),
+        None => text,
+    };
     Output { text, json: json!({"ok": true, "answer": a}), exit_code: 0 }
 }
 

@@ -183,18 +183,27 @@ fn awaiting_approval(
         .filter(|a| !tampered.iter().any(|t| t.act == crate::store::acts::ActRef::Approval(a.id)))
         .collect();
     let given = crate::commands::advice::approval_given(&approvals, task, (g.active_revision, plan_digest));
+    let now = crate::clock::now_ms();
     let words = match &given {
         None if tampered.is_empty() => "no approval given yet".to_string(),
         None => "no approval the act chain vouches for".to_string(),
         Some((a, stale)) if stale.is_empty() => {
-            format!("approved by {} (approval #{}), not spent yet", super::escape::for_terminal(&a.actor), a.id)
+            let left = a.expires_at_ms.map(|at| format!(" ({})", crate::decide::expiry::words(at, now)));
+            let actor = super::escape::for_terminal(&a.actor);
+            format!("approved by {actor} (approval #{}), not spent yet{}", a.id, left.unwrap_or_default())
         }
+        Some((a, _)) if a.expires_at_ms.is_some_and(|at| now >= at) => format!(
+            "approval #{} expired at {} UTC: never spent; a new approval is needed",
+            a.id,
+            crate::clock::utc(a.expires_at_ms.unwrap_or_default())
+        ),
         Some((a, stale)) => format!("approval #{} is stale ({}): a new approval is needed", a.id, stale.join("; ")),
     };
     let why = task.why().map(|w| format!(" — {}", super::escape::for_terminal(w))).unwrap_or_default();
     text.push_str(&format!("waiting on a person's approval of its next call (cost {cost}){why}; {words}\n"));
     Ok(Some(json!({"cost": cost, "approval": given.map(|(a, stale)| json!({"id": a.id, "actor": a.actor,
-        "stale": (!stale.is_empty()).then(|| stale.join("; "))}))})))
+        "stale": (!stale.is_empty()).then(|| stale.join("; ")), "expires_at_ms": a.expires_at_ms,
+        "expired": a.expires_at_ms.is_some_and(|at| now >= at)}))})))
 }
 
 /// One attempt in words (appended to `text`) and as its JSON document.

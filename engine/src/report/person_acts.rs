@@ -11,7 +11,7 @@ use super::acts::who_recorded;
 use crate::clock::utc;
 use crate::error::Result;
 use crate::ids::GoalId;
-use crate::store::acts::{ActRef, Tampered};
+use crate::store::acts::{ActRef, AskRecord, Tampered};
 use crate::store::LedgerRead;
 
 /// The acts `engine status` lists: the latest this many (all of a task's
@@ -47,20 +47,37 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
             (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
             _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
         };
+        let (fate, expired) = answer_fate(ledger, goal, &a)?;
         out.push(
             Line {
                 at_ms: a.at_ms,
                 task_ref: a.task_ref.clone(),
-                text: format!("{what} asked by {}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
+                text: format!("{what} asked by {}{fate}", who_recorded(&a.actor, Some(&a.user), Some(a.uid))),
                 json: json!({"act": a.kind, "id": a.id, "revision": a.revision, "task_ref": a.task_ref,
                 "operation_id": a.operation_id, "actor": a.actor, "user": a.user, "uid": a.uid, "data": a.data,
-                "at_ms": a.at_ms}),
+                "at_ms": a.at_ms, "expired": expired}),
             }
             .marked(tampered, ActRef::Ask(a.id)),
         );
     }
     out.sort_by_key(|l| l.at_ms);
     Ok(out)
+}
+
+/// An answer given `--for` a time: sent, not sent yet (and how long it
+/// has left), or expired and never sent. Nothing for other acts.
+fn answer_fate(ledger: &dyn LedgerRead, goal: &GoalId, a: &AskRecord) -> Result<(String, bool)> {
+    let at = a.data.get("expires_at_ms").and_then(Value::as_i64);
+    let (Some(at), Some(task_ref), Some(op)) = (at, &a.task_ref, &a.operation_id) else {
+        return Ok((String::new(), false));
+    };
+    let sent = ledger.attempts_of_task(goal, task_ref)?.iter().any(|x| &x.operation_id == op);
+    let now = crate::clock::now_ms();
+    Ok(match sent {
+        true => (", sent".to_string(), false),
+        false if now >= at => (format!(", expired at {} UTC: never sent; the task asks again", utc(at)), true),
+        false => (format!(", not sent yet ({})", crate::decide::expiry::words(at, now)), false),
+    })
 }
 
 /// Each approval with its fate: spent, voided, waiting to be spent, or

@@ -53,6 +53,18 @@ pub struct Answering {
     pub request_digest: RequestDigest,
     /// `providers::InputAnswers`, as recorded with the person's act.
     pub answers: Value,
+    /// When the answer expires (`engine answer --for`): past it, the call
+    /// that carries it is never made (`decide::gate`).
+    pub expires: Option<AnswerExpiry>,
+}
+
+/// An answer's end, and the question to ask again once it has passed.
+#[derive(Debug, Clone)]
+pub struct AnswerExpiry {
+    pub ask_id: i64,
+    pub at_ms: i64,
+    /// The task's detail while it waited (`awaiting_input`).
+    pub question: Value,
 }
 
 /// What a repair sends: a new request (the instruction is part of it) with

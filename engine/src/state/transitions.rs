@@ -92,13 +92,23 @@ impl Lifecycle for T {
     fn next(self) -> &'static [T] {
         // Where a call may be decided: it starts, waits on a person, or
         // stops on an earlier unknown try; or its dependencies hold it.
-        const CALL_SITE: &[T] = &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked];
+        // A call site may find the person's answer it carries expired
+        // (`engine answer --for`): the task asks again (`awaiting_input`).
+        const CALL_SITE: &[T] =
+            &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked, T::AwaitingInput];
         match self {
             // A revision decides reuse; a repair refused by a budget is
             // still the failure it was.
-            T::Pending => {
-                &[T::Pending, T::Running, T::AwaitingApproval, T::EffectUnknown, T::Blocked, T::Reused, T::Failed]
-            }
+            T::Pending => &[
+                T::Pending,
+                T::Running,
+                T::AwaitingApproval,
+                T::EffectUnknown,
+                T::Blocked,
+                T::Reused,
+                T::Failed,
+                T::AwaitingInput,
+            ],
             // Answered and judged; left in doubt; run again; stopped by a
             // person; or its server asks a person for input.
             T::Running => &[
@@ -217,9 +227,19 @@ mod tests {
     #[test]
     fn task_moves_are_exactly_these() {
         assert_eq!(pairs::<T>().len(), 121);
-        let waiting = ["pending", "running", "awaiting_approval", "effect_unknown", "blocked"];
+        // A call site may find the answer it carries expired: asked again.
+        let waiting = ["pending", "running", "awaiting_approval", "effect_unknown", "blocked", "awaiting_input"];
         let mut want: Vec<(&str, &str)> = Vec::new();
-        for to in ["pending", "running", "awaiting_approval", "effect_unknown", "blocked", "reused", "failed"] {
+        for to in [
+            "pending",
+            "running",
+            "awaiting_approval",
+            "effect_unknown",
+            "blocked",
+            "reused",
+            "failed",
+            "awaiting_input",
+        ] {
             want.push(("pending", to));
         }
         for to in [

@@ -102,6 +102,7 @@ fn stop_of(d: &Decision) -> Option<Stop> {
         Decision::Budget(_) => Some(Stop::Budget),
         Decision::AwaitApproval(_) => Some(Stop::Approval),
         Decision::Go { .. } => None,
+        Decision::AnswerExpired { .. } => panic!("decide weighs no answer: answer_expired does"),
     }
 }
 
@@ -364,4 +365,12 @@ fn an_approval_asked_for_says_why_it_is_needed() {
     let first = facts(true, false, false, false).needed_because(None, Revision(1), Work::External);
     assert_eq!(first, Needed::Declared);
     assert!(first.words().contains("the first included"), "{}", first.words());
+}
+
+#[test]
+fn a_call_carrying_an_answer_past_its_time_is_never_made() {
+    assert_eq!(answer_expired(None, 10_000), None);
+    assert_eq!(answer_expired(Some((3, 10_001)), 10_000), None);
+    assert_eq!(answer_expired(Some((3, 10_000)), 10_000), Some(Decision::AnswerExpired { ask_id: 3, at_ms: 10_000 }));
+    assert_eq!(answer_expired(Some((3, 5_000)), 10_000), Some(Decision::AnswerExpired { ask_id: 3, at_ms: 5_000 }));
 }

@@ -302,6 +302,10 @@ pub struct ApprovalLine {
     /// `STORE_TAMPERED: approvals row N ...` when the act chain does not
     /// vouch for the row: then it is no approval.
     pub store_tampered: Option<String>,
+    /// When it expires (`engine approve --for`); `None`: never.
+    pub expires_at_ms: Option<i64>,
+    /// Unspent and past its time when the report was made: never spent.
+    pub expired: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

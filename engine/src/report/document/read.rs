@@ -329,6 +329,10 @@ fn approval_line(a: ApprovalRecord, store_tampered: Option<String>) -> ApprovalL
         consumed_by: a.consumed_by.map(|id| id.get()),
         voided_by: a.voided_by.map(|id| id.get()),
         store_tampered,
+        expires_at_ms: a.expires_at_ms,
+        expired: a.consumed_by.is_none()
+            && a.voided_by.is_none()
+            && a.expires_at_ms.is_some_and(|at| crate::clock::now_ms() >= at),
     }
 }
 

@@ -89,7 +89,11 @@ fn approvals(t: &TaskReport, out: &mut String) {
             _ if a.store_tampered.is_some() => a.store_tampered.clone().unwrap_or_default(),
             (Some(c), _) => format!("consumed by attempt {}", number(c)),
             (None, Some(v)) => format!("voided by attempt {} (that call needed none)", number(v)),
-            _ => "not used yet".to_string(),
+            _ if a.expired => format!("expired at {} UTC: never spent", time(a.expires_at_ms.unwrap_or_default())),
+            _ => match a.expires_at_ms {
+                Some(at) => format!("not used yet ({})", crate::decide::expiry::words(at, crate::clock::now_ms())),
+                None => "not used yet".to_string(),
+            },
         };
         let _ = write!(
             out,

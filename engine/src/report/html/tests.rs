@@ -108,8 +108,26 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
         consumed_by: Some(1),
         voided_by: None,
         store_tampered: None,
+        expires_at_ms: None,
+        expired: false,
+    });
+    // An approval past its time, never spent: the page says so.
+    t.approvals.push(ApprovalLine {
+        id: 8,
+        operation_id: "op_2".into(),
+        revision: 1,
+        request_digest: "d".into(),
+        actor: "alice".into(),
+        note: "for a moment".into(),
+        at_ms: 900,
+        consumed_by: None,
+        voided_by: None,
+        store_tampered: None,
+        expires_at_ms: Some(2_000),
+        expired: true,
     });
     let page = render(&doc(vec![t]));
+    assert!(page.contains("expired at ") && page.contains("never spent"), "{page}");
     assert!(page.contains("settled ok</b> by &lt;mallory&gt;"));
     assert!(
         page.contains("a person&#39;s word, not verified by the engine")
@@ -134,6 +152,8 @@ fn an_act_row_off_the_chain_is_shown_as_store_tampered_never_as_an_act() {
         consumed_by: None,
         voided_by: None,
         store_tampered: Some(words.into()),
+        expires_at_ms: None,
+        expired: false,
     });
     let mut d = doc(vec![t]);
     let page = render(&d);

@@ -292,6 +292,8 @@ pub struct GateCall {
     pub budgets: Budgets,
     /// When this run of work began: the deadline counts from here.
     pub began_ms: i64,
+    /// The person's answer the call carries, if it expires.
+    pub answer_expires: Option<crate::run::AnswerExpiry>,
 }
 
 /// A retry's try completed from the read-back before it: an intent (cost

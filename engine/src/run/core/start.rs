@@ -117,6 +117,7 @@ impl Run<'_> {
             protected,
             budgets: self.budgets.clone(),
             began_ms: self.began_ms,
+            answer_expires: answering.as_ref().and_then(|a| a.expires.clone()),
         };
         // A person's retry reads the target back first where the task
         // declares how (`read_first`).
@@ -179,6 +180,9 @@ impl Run<'_> {
             }
             Decision::Unsettled { .. } => {
                 self.states.insert(task_ref.to_string(), TaskState::EffectUnknown);
+            }
+            Decision::AnswerExpired { .. } => {
+                self.states.insert(task_ref.to_string(), TaskState::AwaitingInput);
             }
             Decision::SameRequest(first) => {
                 self.states.insert(task_ref.to_string(), TaskState::Blocked);

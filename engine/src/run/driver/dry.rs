@@ -218,6 +218,9 @@ fn line(
             }
         }
         Decision::Budget(e) => said(task, "blocked", Some(format!("BUDGET_EXHAUSTED: {e}"))),
+        Decision::AnswerExpired { .. } => {
+            said(task, "blocked", Some(format!("its person's answer expired: `engine answer {}` again", task.task_ref)))
+        }
         Decision::Unsettled { state, .. } => {
             said(task, "blocked", Some(format!("an earlier attempt is {state}: a person settles it first")))
         }
@@ -267,6 +270,7 @@ fn call(scope: &Scope, task: &Task, budgets: &Budgets, now_ms: i64) -> Result<Ga
         protected: None,
         budgets: budgets.clone(),
         began_ms: now_ms,
+        answer_expires: None,
     })
 }
 

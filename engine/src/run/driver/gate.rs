@@ -24,7 +24,11 @@ use crate::store::{LedgerRead, LedgerTx};
 /// `now_ms`: the world's clock (the deadline counts from `began_ms`).
 pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
     let task = scope.task(&call.task_ref)?;
-    let decision = decision(&*tx, scope, call, (now_ms, Projected::default()))?;
+    let answer = call.answer_expires.as_ref().map(|x| (x.ask_id, x.at_ms));
+    let decision = match gate::answer_expired(answer, now_ms) {
+        Some(expired) => expired,
+        None => decision(&*tx, scope, call, (now_ms, Projected::default()))?,
+    };
     let needed = match &decision {
         Decision::AwaitApproval(_) => Some(needed(&*tx, scope, call, task)?),
         _ => None,
@@ -217,6 +221,22 @@ fn apply(
                 request_digest: call.request_digest.clone(),
             })?;
             Ok(Applied::Stopped(Decision::AwaitApproval(missing)))
+        }
+        Decision::AnswerExpired { ask_id, at_ms } => {
+            // Never sent: the task waits on the question again, as it did
+            // before the answer.
+            let mut detail = call.answer_expires.as_ref().map(|x| x.question.clone()).unwrap_or_else(|| json!({}));
+            if let Some(d) = detail.as_object_mut() {
+                d.insert("answer_expired".into(), json!({"ask_id": ask_id, "at_ms": at_ms}));
+            }
+            tx.set_task_state(key, TaskState::AwaitingInput, &detail)?;
+            let why = format!(
+                "the person's answer expired at {} UTC: never sent; the task asks again (`engine answer {task_ref}`)",
+                crate::clock::utc(at_ms)
+            );
+            let data = json!({"operation_id": op, "ask_id": ask_id, "answer_expired_at_ms": at_ms, "why": why});
+            tx.append_event(&event(EventKind::CallRefused, data))?;
+            Ok(Applied::Stopped(Decision::AnswerExpired { ask_id, at_ms }))
         }
         Decision::Go { consume, void } => commit_intent(tx, key, (task, call, sandbox), consume, &void),
     }

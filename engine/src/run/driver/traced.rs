@@ -155,6 +155,7 @@ fn gate_word(d: &Decision) -> &'static str {
         Decision::Conflict { .. } => "conflict",
         Decision::Budget(_) => "budget_exhausted",
         Decision::AwaitApproval(_) => "awaiting_approval",
+        Decision::AnswerExpired { .. } => "answer_expired",
         Decision::Go { .. } => "go",
     }
 }
