@@ -420,4 +420,10 @@ fn an_answer_past_its_time_is_expired_and_never_sent() {
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     assert_eq!(delivered[0]["arguments"]["answer"]["name"], "Grace", "{delivered:?}");
     ws.verify();
+    // verify finds an answer sent after its end (the call's time moved
+    // two hours on by hand, past the ten minutes it was given for).
+    ws.tamper("UPDATE attempts SET intent_at_ms = intent_at_ms + 7200000 WHERE id = (SELECT MAX(id) FROM attempts)");
+    let v = ws.engine(&["verify"]);
+    assert_ne!(v.code(), 0, "{}", v.describe());
+    assert!(v.describe().contains("answers_in_time") && v.describe().contains("after it expired"), "{}", v.describe());
 }

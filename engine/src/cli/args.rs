@@ -349,8 +349,7 @@ pub enum Command {
         /// recorded, when the waiting call's cost differs.
         #[arg(long, value_name = "N")]
         expect_cost: Option<f64>,
-        /// How long the approval lasts (`90s`, `5m`, `2h`, `1d`); past it, it is `expired` and pays for
-        /// no call. Default: the plan's `approvals.expire_after`, else until spent.
+        /// How long it lasts (`90s`, `5m`, `2h`, `1d`; default: the plan's `approvals.expire_after`).
         #[arg(long = "for", value_name = "DURATION")]
         for_: Option<String>,
         /// Who approves. Default: the OS user.
@@ -368,8 +367,7 @@ pub enum Command {
             The fields are checked against the question's schema: an unknown field, a required one \
             missing or a value of the wrong type is ANSWER_INVALID naming the field, and nothing is \
             recorded. The answer goes on the act chain; the next `engine run PLAN` sends it in the \
-            call that resumes the task. With `--for` (or the plan's `approvals.expire_after`) it \
-            lasts that long: past it, it is `expired`, never sent, and the task asks again.",
+            call that resumes the task.",
         after_help = "Examples:\n  engine answer T2 --field name=Ada --field count=3\n  engine answer T2 --field name=Ada --for 2h   # not sent after two hours\n  engine answer T2 --field q1.name=Ada --field q2.agree=true   # several questions: KEY.FIELD\n  engine answer T2 --accept    # a URL question: you went there and did what it asks\n  engine answer T2 --decline"
     )]
     Answer {
@@ -388,8 +386,7 @@ pub enum Command {
         /// The goal id. Default: the goal most recently run in this store.
         #[arg(long, value_name = "ID")]
         goal: Option<String>,
-        /// How long the answer lasts (`90s`, `5m`, `2h`, `1d`); past it, it is `expired` and never
-        /// sent. Default: the plan's `approvals.expire_after`, else until sent.
+        /// How long it lasts (`90s`, `5m`, `2h`, `1d`; default: the plan's `approvals.expire_after`).
         #[arg(long = "for", value_name = "DURATION")]
         for_: Option<String>,
         #[command(flatten)]

@@ -151,14 +151,7 @@ pub fn record(
     let key = TaskKey { goal_id: &w.goal_id, revision: w.revision, task_ref: &a.task_ref };
     let answers_json: Vec<Value> = results.iter().map(|(k, r)| json!({"key": k, "result": r})).collect();
     let ask_id = ledger.write(Durability::Full, |tx| {
-        let mut data = json!({"asked_by_attempt": w.attempt_id, "answers": answering.answers,
-                          "request_digest": answering.request_digest});
-        // An answer's end is what the person gave: on the chain with it,
-        // and the question, asked again if it expires unsent.
-        if let Some(at) = expires_at_ms {
-            data["expires_at_ms"] = json!(at);
-            data["question"] = w.detail.clone();
-        }
+        let data = ask_data(&w, &answering, expires_at_ms);
         let ask_id = tx.insert_ask(&NewAsk {
             kind: AskKind::Answer,
             goal_id: key.goal_id,
@@ -194,6 +187,19 @@ pub fn record(
         held_until: None,
         expires_at_ms,
     })
+}
+
+/// What the act records: the answers, the request that carries them, and
+/// with an end (`--for`) that end and the question, asked again if the
+/// answer expires unsent — on the chain with the act.
+fn ask_data(w: &Waiting, answering: &Answering, expires_at_ms: Option<i64>) -> Value {
+    let mut data = json!({"asked_by_attempt": w.attempt_id, "answers": answering.answers,
+                          "request_digest": answering.request_digest});
+    if let Some(at) = expires_at_ms {
+        data["expires_at_ms"] = json!(at);
+        data["question"] = w.detail.clone();
+    }
+    data
 }
 
 /// The answers the asking call carried (the answer whose operation it

@@ -230,6 +230,38 @@ pub(super) fn approvals(ctx: &mut Ctx) -> Result<Option<Finding>> {
     )
 }
 
+/// A person's answer given `--for` a time (`engine answer`) is never
+/// sent after its end: the first call of its operation was recorded
+/// within it (the second of slack the approvals check allows). The answer
+/// weighed is the latest given for that operation before that call (the
+/// same answer given again after one expired is its own act).
+pub(super) fn answers_in_time(ctx: &mut Ctx) -> Result<Option<Finding>> {
+    let rows = ctx.rows(
+        "SELECT p.id, p.operation_id, p.at_ms, p.data, MIN(a.intent_at_ms), MIN(a.id)
+           FROM person_requests p JOIN attempts a ON a.operation_id = p.operation_id
+          WHERE p.kind = 'answer' GROUP BY p.id, p.operation_id, p.at_ms, p.data ORDER BY p.id",
+    )?;
+    // The latest answer of each operation given before its first call.
+    let mut latest: HashMap<String, (i64, Option<i64>, i64, i64)> = HashMap::new();
+    for r in &rows {
+        let (op, at_ms, sent_at, attempt) = (col(r, 1).text(), col(r, 2).int()?, col(r, 4).int()?, col(r, 5).int()?);
+        if at_ms > sent_at {
+            continue;
+        }
+        let data: serde_json::Value = serde_json::from_str(&col(r, 3).text()).unwrap_or_default();
+        let ends = data.get("expires_at_ms").and_then(serde_json::Value::as_i64);
+        latest.insert(op, (col(r, 0).int()?, ends, sent_at, attempt));
+    }
+    let mut late: Vec<_> = latest
+        .into_iter()
+        .filter_map(|(op, (id, ends, sent_at, attempt))| ends.filter(|e| sent_at > e + 1000).map(|_| (id, op, attempt)))
+        .collect();
+    late.sort();
+    Ok(late.into_iter().next().and_then(|(id, op, attempt)| {
+        found(format!("answer {id} ({op})"), format!("was sent by attempt {attempt} after it expired"))
+    }))
+}
+
 /// The gate's approval rule (`decide::gate`) restated over the ledger: paid or external work
 /// repeated (a person's retry or repair, or after an earlier try of the
 /// task that was or may have been sent — one read back for its effect

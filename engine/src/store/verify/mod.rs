@@ -123,6 +123,11 @@ pub const CHECKS: &[Check] = &[
         run: Run::Ledger(approvals),
     },
     Check {
+        name: "answers_in_time",
+        asserts: "a person's answer given for a time was never sent after it expired",
+        run: Run::Ledger(answers_in_time),
+    },
+    Check {
         name: "repeats_approved",
         asserts: "every repeat of paid or external work, and every call of a task that requires approval, consumed an approval",
         run: Run::Ledger(repeats_approved),
