@@ -197,26 +197,12 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Schema => Ok(schema()),
         Command::Completions { shell } => Ok(shipped::completions(shell)),
         Command::Man { command, dir } => shipped::man(command.as_deref(), dir.as_deref()),
-        Command::Run { plan, dry_run: true, .. } => {
-            let options = commands::dry_run::DryOptions { plan_path: plan, workspace: at.workspace, store: at.store };
-            let (dry, store) = commands::dry_run::dry_run(&options)?;
-            Ok(report::dry_run::render(&dry, store.as_deref()))
-        }
+        Command::Run { plan, dry_run: true, .. } => dry_run(at, plan),
         Command::Run { plan, jobs, store_group, reuse_across_tool_change, show, .. } => {
-            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let options =
-                RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress, reuse_across_tool_change };
-            Ok(report::run::render(&commands::run::run(options)?))
+            run(at, plan, (jobs, show), store_group, reuse_across_tool_change)
         }
         Command::Submit { plan } => submit(SubmitOptions { plan_path: plan, workspace: at.workspace, store: at.store }),
-        Command::Worker { jobs, goal, show } => {
-            let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
-            let options = WorkerOptions { workspace, store, jobs, goal: goal.map(GoalId::new), progress };
-            match commands::worker::work(options)? {
-                Some(r) => Ok(report::run::render(&r)),
-                None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
-            }
-        }
+        Command::Worker { jobs, goal, show } => worker(at, jobs, goal, show),
         Command::Settle { operation_id, outcome, note, actor, evidence, request_id } => {
             let said = Settling { outcome: settlement_outcome(outcome), note, evidence };
             settle(&at, OperationId::new(operation_id), said, actor, request_id)
@@ -253,20 +239,7 @@ fn dispatch(cli: Cli) -> Result<Output> {
             rerun(&at, request, asker)
         }
         Command::Revise { plan, reason, no_run, jobs, asker, raise, approve_loosening, people, show } => {
-            let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
-            let (jobs, progress) = (jobs_or_default(jobs), show.sink());
-            let as_store_owner = people;
-            let req = ReviseRequest {
-                plan_path: plan,
-                reason,
-                no_run,
-                jobs,
-                raises,
-                approve_loosening,
-                as_store_owner,
-                progress,
-            };
-            revise(&at, req, (asker.actor, asker.request_id), &raise)
+            revise(&at, (plan, reason, no_run), (approve_loosening, people, &raise), (jobs, show), asker)
         }
         Command::Status { goal } => report::status::render(&at.reader()?, goal.map(GoalId::new).as_ref()),
         Command::Goals => report::goals::render(&at.reader()?),
@@ -281,10 +254,8 @@ fn dispatch(cli: Cli) -> Result<Output> {
         }
         Command::Report { goal, revision, html, no_timestamp } => {
             let (goal, html) = (goal.as_deref(), html.as_deref());
-            report::goal_report::run(
-                &at.reader()?,
-                &report::goal_report::Options { goal, revision, html, json, no_timestamp },
-            )
+            let options = report::goal_report::Options { goal, revision, html, json, no_timestamp };
+            report::goal_report::run(&at.reader()?, &options)
         }
         Command::Verify => verify(&at.store_path()?),
         Command::Log { follow, after, goal, task_ref } => {
@@ -503,14 +474,49 @@ fn rerun(at: &Places, request: commands::rerun::RerunRequest, asker: crate::cli:
     })
 }
 
+/// `engine run --dry-run`: what a run would do; does nothing.
+fn dry_run(at: Places, plan: PathBuf) -> Result<Output> {
+    let options = commands::dry_run::DryOptions { plan_path: plan, workspace: at.workspace, store: at.store };
+    let (dry, store) = commands::dry_run::dry_run(&options)?;
+    Ok(report::dry_run::render(&dry, store.as_deref()))
+}
+
+/// `engine run`.
+fn run(
+    at: Places,
+    plan: PathBuf,
+    (jobs, show): (Option<usize>, Show),
+    store_group: Option<String>,
+    reuse_across_tool_change: bool,
+) -> Result<Output> {
+    let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+    let options =
+        RunOptions { plan_path: plan, workspace, store, store_group, jobs, progress, reuse_across_tool_change };
+    Ok(report::run::render(&commands::run::run(options)?))
+}
+
+/// `engine worker`: with `--goal`, that goal's report once it is judged.
+fn worker(at: Places, jobs: Option<usize>, goal: Option<String>, show: Show) -> Result<Output> {
+    let (workspace, store, jobs, progress) = (at.workspace, at.store, jobs_or_default(jobs), show.sink());
+    let options = WorkerOptions { workspace, store, jobs, goal: goal.map(GoalId::new), progress };
+    match commands::worker::work(options)? {
+        Some(r) => Ok(report::run::render(&r)),
+        None => Ok(Output { text: String::new(), json: json!({"ok": true}), exit_code: 0 }),
+    }
+}
+
 /// `engine revise`: a person's new revision, under the lease; once per
 /// request id (the plan counts by its digest, not its path alone).
 fn revise(
     at: &Places,
-    req: ReviseRequest,
-    (actor, request_id): (Option<String>, Option<String>),
-    raise: &[String],
+    (plan_path, reason, no_run): (PathBuf, String, bool),
+    (approve_loosening, as_store_owner, raise): (bool, bool, &[String]),
+    (jobs, show): (Option<usize>, Show),
+    args::Asker { actor, request_id }: args::Asker,
 ) -> Result<Output> {
+    let raises = raise.iter().map(|r| parse_raise(r)).collect::<Result<Vec<_>>>()?;
+    let (jobs, progress) = (jobs_or_default(jobs), show.sink());
+    let req = ReviseRequest { plan_path, reason, no_run, jobs, raises, approve_loosening, as_store_owner, progress };
     let person = commands::person::who(actor.as_deref());
     let loaded = Plan::load(&req.plan_path, at.workspace.as_deref())?;
     let args = json!({"plan": req.plan_path, "plan_digest": loaded.digests().plan, "reason": req.reason,

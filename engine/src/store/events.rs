@@ -180,6 +180,18 @@ pub struct EventRecord {
     pub data: Value,
 }
 
+/// Every event of the store, in ledger order, read a page at a time.
+pub(crate) fn every_event(read: &(impl EventsRead + ?Sized)) -> Result<Vec<EventRecord>> {
+    let mut out = Vec::new();
+    let mut after = Seq(0);
+    loop {
+        let page = read.events_since(after, crate::limits::LOG_PAGE_EVENTS)?;
+        let Some(last) = page.last() else { return Ok(out) };
+        after = last.seq;
+        out.extend(page);
+    }
+}
+
 pub trait EventsRead {
     /// Events after `after`, oldest first, at most `limit`.
     fn events_since(&self, after: Seq, limit: i64) -> Result<Vec<EventRecord>>;

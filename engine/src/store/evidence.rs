@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checkpoint::{Checkpoint, FileState, RecordedCheckpoint};
-use crate::error::Result;
+use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, Recorded};
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 
@@ -82,8 +82,21 @@ pub struct TimedEvidence {
     pub evidence: Evidence,
 }
 
+impl TimedEvidence {
+    /// A row of `evidence` as either store reads it: its `data` that does
+    /// not parse is `STORE_CORRUPT`, naming the row.
+    pub(crate) fn from_row(id: EvidenceId, at_ms: i64, data: &str) -> Result<TimedEvidence> {
+        let evidence: Evidence = serde_json::from_str(data)
+            .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
+        Ok(TimedEvidence { id, at_ms, evidence })
+    }
+}
+
 pub trait EvidenceRead {
-    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>>;
+    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>> {
+        let list = self.timed_evidence_of_attempt(attempt)?;
+        Ok(list.into_iter().map(|t| Recorded { id: t.id, evidence: t.evidence }).collect())
+    }
     /// A blob's bytes, by its digest.
     fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>>;
     /// Every piece of evidence of one attempt, in ledger order, with its time.

@@ -24,6 +24,7 @@ pub mod access;
 pub mod acts;
 pub mod attempts;
 pub mod chain;
+mod columns;
 pub mod events;
 pub mod evidence;
 pub mod goals;

@@ -38,17 +38,7 @@ macro_rules! word_column {
     )+};
 }
 
-word_column!(
-    AttemptState,
-    TaskState,
-    GoalState,
-    FailureClass,
-    AttemptKind,
-    SettlementOutcome,
-    EventKind,
-    UnknownReason,
-    Effect
-);
+crate::store::columns::word_columns!(word_column);
 
 macro_rules! number_column {
     ($($name:ident),+) => {$(
@@ -73,7 +63,7 @@ macro_rules! number_column {
     )+};
 }
 
-number_column!(Revision, AttemptId, EvidenceId, ApprovalId, Seq);
+crate::store::columns::number_columns!(number_column);
 
 macro_rules! text_column {
     ($($name:ident),+) => {$(
@@ -98,4 +88,4 @@ macro_rules! text_column {
     )+};
 }
 
-text_column!(GoalId, OperationId, RequestDigest);
+crate::store::columns::text_columns!(text_column);

@@ -9,8 +9,8 @@ use super::sql::{get, json_text, PgSql};
 use crate::checkpoint::{Checkpoint, FileState};
 use crate::clock::now_ms;
 use crate::digest;
-use crate::error::{Code, Error, Result};
-use crate::evidence::{Evidence, Recorded};
+use crate::error::{Error, Result};
+use crate::evidence::Evidence;
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 use crate::store::evidence::{
     CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
@@ -19,17 +19,10 @@ use crate::store::lease::hostname;
 
 fn parse_timed(r: &Row) -> Result<TimedEvidence> {
     let (id, at_ms, data): (EvidenceId, i64, String) = (get(r, 0)?, get(r, 1)?, get(r, 2)?);
-    let evidence: Evidence = serde_json::from_str(&data)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
-    Ok(TimedEvidence { id, at_ms, evidence })
+    TimedEvidence::from_row(id, at_ms, &data)
 }
 
 impl EvidenceRead for PgSql<'_> {
-    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>> {
-        let list = self.timed_evidence_of_attempt(attempt)?;
-        Ok(list.into_iter().map(|t| Recorded { id: t.id, evidence: t.evidence }).collect())
-    }
-
     fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>> {
         let rows = self.q("SELECT id, at_ms, data FROM evidence WHERE attempt_id = $1 ORDER BY id", p![attempt])?;
         rows.iter().map(parse_timed).collect()

@@ -8,8 +8,8 @@ use super::sql::{exec, json_text, qrow, rows, Sql};
 use crate::checkpoint::{Checkpoint, FileState};
 use crate::clock::now_ms;
 use crate::digest;
-use crate::error::{Code, Error, Result};
-use crate::evidence::{Evidence, Recorded};
+use crate::error::Result;
+use crate::evidence::Evidence;
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 use crate::store::evidence::{
     CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
@@ -20,17 +20,10 @@ fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, Strin
 }
 
 fn parse_timed((id, at_ms, data): (EvidenceId, i64, String)) -> Result<TimedEvidence> {
-    let evidence: Evidence = serde_json::from_str(&data)
-        .map_err(|e| Error::new(Code::StoreCorrupt, format!("evidence {id} does not parse: {e}")))?;
-    Ok(TimedEvidence { id, at_ms, evidence })
+    TimedEvidence::from_row(id, at_ms, &data)
 }
 
 impl EvidenceRead for Sql<'_> {
-    fn evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<Recorded>> {
-        let list = self.timed_evidence_of_attempt(attempt)?;
-        Ok(list.into_iter().map(|t| Recorded { id: t.id, evidence: t.evidence }).collect())
-    }
-
     fn timed_evidence_of_attempt(&self, attempt: AttemptId) -> Result<Vec<TimedEvidence>> {
         let list: Vec<(EvidenceId, i64, String)> = rows(
             self.conn,

@@ -14,7 +14,7 @@ use crate::store::inspect::{
     ApprovalRecord, BlobRow, CheckResultRow, ClaimRow, EvidenceRow, Inspect, LeaseRow, ReceiptRow, SettlementRecord,
     TaskRow,
 };
-use crate::store::{AttemptsRead, EventsRead, GoalsRead};
+use crate::store::{AttemptsRead, GoalsRead};
 
 fn json(text: String) -> Value {
     serde_json::from_str(&text).unwrap_or(Value::String(text))
@@ -128,14 +128,7 @@ impl Inspect for Sql<'_> {
     }
 
     fn all_events(&self) -> Result<Vec<EventRecord>> {
-        let mut out = Vec::new();
-        let mut after = crate::ids::Seq(0);
-        loop {
-            let page = self.events_since(after, crate::limits::LOG_PAGE_EVENTS)?;
-            let Some(last) = page.last() else { return Ok(out) };
-            after = last.seq;
-            out.extend(page);
-        }
+        crate::store::events::every_event(self)
     }
 
     fn lease(&self) -> Result<Option<LeaseRow>> {
