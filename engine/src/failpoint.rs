@@ -123,10 +123,21 @@ pub mod sim {
         /// Every intent is committed `synchronous=NORMAL`, an external or
         /// paid one too: a power loss can take it after its call was sent.
         ExternalIntentNormal,
+        /// The scheduler forgets a person's holds: a held task is started.
+        StartHeldTask,
+        /// The gate weighs every approval as unexpired: an approval past
+        /// its time pays for a call.
+        SpendExpiredApproval,
+        /// `engine rerun` makes every task of the plan run again, not only
+        /// the chosen one (and its dependants with `--downstream`).
+        RerunEverything,
+        /// The gate counts the attempts a person's stop cancelled against
+        /// `max_attempts_per_task`.
+        StopConsumesAttempt,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 8] = [
+        pub const ALL: [Fault; 12] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
@@ -135,6 +146,10 @@ pub mod sim {
             Fault::SendWithoutInventory,
             Fault::AnswerOnItsOwn,
             Fault::ExternalIntentNormal,
+            Fault::StartHeldTask,
+            Fault::SpendExpiredApproval,
+            Fault::RerunEverything,
+            Fault::StopConsumesAttempt,
         ];
 
         pub fn name(self) -> &'static str {
@@ -147,6 +162,10 @@ pub mod sim {
                 Fault::SendWithoutInventory => "send-without-inventory",
                 Fault::AnswerOnItsOwn => "answer-on-its-own",
                 Fault::ExternalIntentNormal => "external-intent-normal",
+                Fault::StartHeldTask => "start-held-task",
+                Fault::SpendExpiredApproval => "spend-expired-approval",
+                Fault::RerunEverything => "rerun-everything",
+                Fault::StopConsumesAttempt => "stop-consumes-attempt",
             }
         }
 

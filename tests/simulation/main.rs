@@ -226,6 +226,31 @@ fn a_call_to_a_server_whose_tools_could_not_be_read_is_caught() {
     caught(Fault::SendWithoutInventory, "no call to a server whose tools could not be read");
 }
 
+/// Issue 42: the simulated person holds and releases tasks (and the
+/// goal), reruns a succeeded task (with and without `--downstream`),
+/// approves for a while (the simulated clock passes it) and stops runs
+/// with SIGINT, SIGTERM or SIGHUP; each planted fault below breaks one of
+/// the invariants these acts are checked against.
+#[test]
+fn a_held_task_started_is_caught() {
+    caught(Fault::StartHeldTask, "a held task never starts an attempt while held");
+}
+
+#[test]
+fn an_expired_approval_spent_is_caught() {
+    caught(Fault::SpendExpiredApproval, "an expired approval is never spent");
+}
+
+#[test]
+fn a_rerun_of_more_than_was_chosen_is_caught() {
+    caught(Fault::RerunEverything, "a rerun re-runs exactly the chosen tasks and keeps the rest");
+}
+
+#[test]
+fn a_stop_that_consumes_an_attempt_is_caught() {
+    caught(Fault::StopConsumesAttempt, "a person's stop never consumes an attempt");
+}
+
 #[test]
 fn one_seed_is_one_run() {
     for seed in [3, 41, 977] {

@@ -23,7 +23,7 @@ use crate::ids::{GoalId, OperationId, RequestDigest, Revision};
 use crate::plan::{digests, Plan};
 use crate::run::progress::Sink;
 use crate::run::{self, Asked, Rerun, RunReport, Sandboxes};
-use crate::state::{AttemptState, TaskState};
+use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::acts::{AskKind, NewAsk, NewRequestId, Person};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
@@ -53,6 +53,8 @@ fn targets(plan: &Plan, task_ref: &str, downstream: bool) -> Vec<String> {
     for &i in &plan.order {
         let Some(t) = plan.file.tasks.get(i) else { continue };
         let depends = downstream && t.depends_on.iter().any(|d| chosen.contains(d));
+        #[cfg(feature = "sim")]
+        let depends = depends || crate::failpoint::fault(crate::failpoint::Fault::RerunEverything);
         if t.task_ref == task_ref || depends {
             chosen.insert(t.task_ref.clone());
             out.push(t.task_ref.clone());
@@ -136,7 +138,10 @@ pub fn rerun(
 }
 
 /// The person's rerun, one transaction: one ask per task on the act chain
-/// (with its new operation), each task pending again, the event.
+/// (with its new operation), each task pending again, the event, and the
+/// goal no longer satisfied (open, or waiting on a settlement): a process
+/// that dies right after it leaves no satisfied goal over a pending task
+/// (`engine verify`'s `goal_verdicts`; found by the simulator).
 fn record(
     ledger: &mut LeaseGuard,
     (goal_id, revision): (&GoalId, Revision),
@@ -163,7 +168,9 @@ fn record(
             let ask_id = tx.insert_ask(&ask)?;
             let data = json!({"ask_id": ask_id, "operation_id": rr.operation_id, "number": rr.number, "reason": reason,
                 "downstream": rr.downstream, "actor": person.actor, "uid": person.uid, "user": person.user});
-            tx.append_event(&Event::goal(EventKind::RerunRequested, goal_id, revision, data).task(r))?;
+            let seq = tx.append_event(&Event::goal(EventKind::RerunRequested, goal_id, revision, data).task(r))?;
+            let state = if tx.unknown_count(goal_id)? > 0 { GoalState::NeedsSettlement } else { GoalState::Open };
+            tx.set_goal_state(goal_id, state, seq)?;
         }
         match request_id {
             Some(r) => tx.insert_request_id(r),

@@ -20,6 +20,10 @@
 //! | no external or paid intent lost | at each simulated power loss: every intent seen, and every call sent, of work that is not free `none`/`local` is still in the ledger |
 //! | no committed person's act lost | at each simulated power loss: every act and revision seen is still in the ledger |
 //! | a lost intent only re-runs local work | at each delivery of a try whose intent a power loss took: its task is free `none`/`local` work without approval (only then may one try reach its provider twice) |
+//! | a held task never starts an attempt while held | at each intent, in ledger order: no hold of its task nor of the goal (`engine hold`) is in force without a later release |
+//! | an expired approval is never spent | at each delivery: no approval consumed by its attempt had expired at its intent |
+//! | a rerun re-runs exactly the chosen tasks and keeps the rest | at each `engine rerun`: the tasks it made pending are the one named and, with `--downstream`, its dependants (transitively), by the plan; until the next revision no other task complete before it starts an attempt |
+//! | a person's stop never consumes an attempt | at each `max_attempts_per_task` stop: the task's attempts in the revision, those a person's stop cancelled left out, reach the limit |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -27,10 +31,10 @@ use std::path::PathBuf;
 
 use super::plan::Traits;
 use super::world::Delivery;
-use crate::ids::{AttemptId, GoalId, Seq};
+use crate::ids::{AttemptId, GoalId, Revision, Seq};
 use crate::plan::{Budgets, PlanFile};
 use crate::state::AttemptState;
-use crate::store::events::EventKind;
+use crate::store::events::{EventKind, EventRecord};
 use crate::store::Store;
 
 /// An invariant that did not hold.
@@ -61,6 +65,22 @@ pub const NO_ANSWER_WITHOUT_PERSON: &str = "no answer sent without a person's ac
 pub const NO_OWED_INTENT_LOST: &str = "no external or paid intent lost";
 pub const NO_ACT_LOST: &str = "no committed person's act lost";
 pub const LOST_ONLY_RERUNS_LOCAL: &str = "a lost intent only re-runs local work";
+pub const NO_START_WHILE_HELD: &str = "a held task never starts an attempt while held";
+pub const EXPIRED_NEVER_SPENT: &str = "an expired approval is never spent";
+pub const RERUN_EXACT: &str = "a rerun re-runs exactly the chosen tasks and keeps the rest";
+pub const STOP_CONSUMES_NO_ATTEMPT: &str = "a person's stop never consumes an attempt";
+
+/// What a batch of events leaves the checks to look at once it is read.
+#[derive(Default)]
+struct Learnt {
+    budgets_changed: bool,
+    verdicts: Vec<Seq>,
+    intents: Vec<(String, Option<Revision>)>,
+    /// Each rerun (by its number): the tasks it made pending, its revision.
+    reruns: BTreeMap<i64, (BTreeSet<String>, Option<Revision>)>,
+    /// `max_attempts_per_task` stops: task, revision, event.
+    exhausted: Vec<(String, Option<Revision>, Seq)>,
+}
 
 /// The ledger as the checks read it, and what they learnt of it so far.
 pub struct Checker {
@@ -82,6 +102,14 @@ pub struct Checker {
     /// Tries sent whose intents a power loss took (operation, try): their
     /// work may reach its provider again.
     replayed: BTreeSet<(String, i64)>,
+    /// The holds in force as the ledger's events say, in their order: the
+    /// goal's, and each task's.
+    held_goal: bool,
+    held: BTreeSet<String>,
+    /// Before a person's rerun: the tasks then complete in the active
+    /// revision. After its events: the tasks it must keep.
+    complete_before_rerun: Option<BTreeSet<String>>,
+    kept_by_rerun: BTreeSet<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -110,8 +138,27 @@ impl Checker {
             revisions: Vec::new(),
             budgets: None,
             replayed: BTreeSet::new(),
+            held_goal: false,
+            held: BTreeSet::new(),
+            complete_before_rerun: None,
+            kept_by_rerun: BTreeSet::new(),
             findings: Vec::new(),
         }
+    }
+
+    /// A person is about to ask for a rerun: what is complete now, which
+    /// the rerun must keep unless it chose it.
+    pub fn before_rerun(&mut self) {
+        let goal = self.goal.clone();
+        let mut found = Vec::new();
+        self.learn(&mut found);
+        self.findings.extend(found);
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let read = store.read();
+        let Some(active) = read.goal(&goal).ok().flatten().map(|g| g.active_revision) else { return };
+        let Ok(states) = read.task_states(&goal, active) else { return };
+        self.complete_before_rerun =
+            Some(states.into_iter().filter(|(_, s)| s.is_complete()).map(|(r, _)| r).collect());
     }
 
     /// A call reached its provider: was it allowed to? `sent`: every call
@@ -185,6 +232,25 @@ impl Checker {
                 out.push(finding(
                     NO_ANSWER_WITHOUT_PERSON,
                     format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),
+                ));
+            }
+        }
+        if traits.paid || traits.effect == "external" || traits.approval {
+            let intent_at = read.attempt(d.attempt).map(|a| a.intent_at_ms).unwrap_or(i64::MAX);
+            let approvals = store.inspect().approvals().unwrap_or_default();
+            let spent = approvals.iter().filter(|a| a.consumed_by == Some(d.attempt));
+            for a in spent.filter(|a| a.expires_at_ms.is_some_and(|at| at <= intent_at)) {
+                out.push(finding(
+                    EXPIRED_NEVER_SPENT,
+                    format!(
+                        "approval {} (expired at {} ms) paid for {} try {} of {}, whose intent is at {} ms",
+                        a.id,
+                        a.expires_at_ms.unwrap_or_default() - super::EPOCH_MS,
+                        d.op,
+                        d.try_no,
+                        d.task_ref,
+                        intent_at - super::EPOCH_MS
+                    ),
                 ));
             }
         }
@@ -312,37 +378,14 @@ impl Checker {
             out.push(finding(NO_ROW_LOST, format!("event {} was committed and is gone", self.seen.0)));
         }
         let Ok(events) = read.events_since(self.seen, 10_000) else { return };
-        let mut budgets_changed = false;
-        let mut verdicts = Vec::new();
-        let mut intents = Vec::new();
+        drop(read);
+        let mut l = Learnt::default();
         for e in events {
-            self.seen = self.seen.max(e.seq);
-            let task = e.task_ref.clone().unwrap_or_default();
-            match e.kind {
-                EventKind::IntentRecorded => {
-                    if let Some(a) = e.attempt_id {
-                        self.intents.insert(a, (task.clone(), e.seq));
-                        intents.push((task, e.revision));
-                    }
-                }
-                EventKind::ApprovalRecorded
-                | EventKind::Settled
-                | EventKind::RetryRequested
-                | EventKind::RepairRequested
-                | EventKind::InputAnswered
-                | EventKind::AttemptCancelled => self.acts.entry(task).or_default().push(e.seq),
-                EventKind::RevisionRecorded => {
-                    self.revisions.push(e.seq);
-                    budgets_changed = true;
-                }
-                EventKind::BudgetRaised => budgets_changed = true,
-                EventKind::RunFinished if e.data.get("goal_state").and_then(|s| s.as_str()) == Some("satisfied") => {
-                    verdicts.push(e.seq)
-                }
-                _ => {}
-            }
+            self.take(e, &mut l, out);
         }
-        for seq in verdicts {
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let read = store.read();
+        for seq in l.verdicts {
             let unknown = read.attempts_in_state(&goal, AttemptState::EffectUnknown).map(|v| v.len()).unwrap_or(0);
             let in_doubt = read.attempts_in_doubt(&goal).map(|v| v.len()).unwrap_or(0);
             if unknown + in_doubt > 0 {
@@ -356,11 +399,154 @@ impl Checker {
             }
         }
         drop(read);
-        if budgets_changed {
+        if l.budgets_changed {
             self.budgets = None;
         }
-        for (task, revision) in intents {
+        for (task, revision) in l.intents {
             self.check_attempts(&task, revision, out);
+        }
+        for (_, (chosen, revision)) in l.reruns {
+            self.check_rerun(&chosen, revision, out);
+        }
+        for (task, revision, seq) in l.exhausted {
+            self.check_stopped_attempts(&task, revision, seq, out);
+        }
+    }
+
+    /// One event, in ledger order: what it changes of what the checks
+    /// know, and what is to be looked at once the batch is read.
+    fn take(&mut self, e: EventRecord, l: &mut Learnt, out: &mut Vec<Finding>) {
+        self.seen = self.seen.max(e.seq);
+        let task = e.task_ref.clone().unwrap_or_default();
+        match e.kind {
+            EventKind::IntentRecorded => self.intent(&e, task, l, out),
+            EventKind::Held | EventKind::Released => {
+                let on = e.kind == EventKind::Held;
+                match (&e.task_ref, on) {
+                    (None, _) => self.held_goal = on,
+                    (Some(_), true) => {
+                        self.held.insert(task);
+                    }
+                    (Some(_), false) => {
+                        self.held.remove(&task);
+                    }
+                }
+            }
+            EventKind::RerunRequested => {
+                let number = e.data.get("number").and_then(|n| n.as_i64()).unwrap_or_default();
+                let entry = l.reruns.entry(number).or_default();
+                entry.0.insert(task.clone());
+                entry.1 = e.revision;
+                self.acts.entry(task).or_default().push(e.seq);
+            }
+            EventKind::BudgetExhausted
+                if e.data.get("budget").and_then(|b| b.as_str()) == Some("max_attempts_per_task") =>
+            {
+                l.exhausted.push((task, e.revision, e.seq));
+            }
+            EventKind::ApprovalRecorded
+            | EventKind::Settled
+            | EventKind::RetryRequested
+            | EventKind::RepairRequested
+            | EventKind::InputAnswered
+            | EventKind::AttemptCancelled => self.acts.entry(task).or_default().push(e.seq),
+            EventKind::RevisionRecorded => {
+                self.revisions.push(e.seq);
+                self.kept_by_rerun.clear();
+                l.budgets_changed = true;
+            }
+            EventKind::BudgetRaised => l.budgets_changed = true,
+            EventKind::RunFinished if e.data.get("goal_state").and_then(|s| s.as_str()) == Some("satisfied") => {
+                l.verdicts.push(e.seq)
+            }
+            _ => {}
+        }
+    }
+
+    /// An intent: its task is not held, nor kept by a rerun that did not
+    /// choose it.
+    fn intent(&mut self, e: &EventRecord, task: String, l: &mut Learnt, out: &mut Vec<Finding>) {
+        if self.held_goal || self.held.contains(&task) {
+            let whose = if self.held.contains(&task) { "it" } else { "its goal" };
+            out.push(finding(
+                NO_START_WHILE_HELD,
+                format!("{task} started an attempt (event {}) while a person held {whose}", e.seq.0),
+            ));
+        }
+        if self.kept_by_rerun.contains(&task) {
+            out.push(finding(
+                RERUN_EXACT,
+                format!("{task} was complete and not chosen by the rerun, yet started an attempt (event {})", e.seq.0),
+            ));
+        }
+        if let Some(a) = e.attempt_id {
+            self.intents.insert(a, (task.clone(), e.seq));
+            l.intents.push((task, e.revision));
+        }
+    }
+
+    /// A person's rerun made `chosen` pending: exactly the task it names
+    /// and, with `--downstream`, its dependants by the recorded plan; the
+    /// rest of what was complete is kept from now on.
+    fn check_rerun(&mut self, chosen: &BTreeSet<String>, revision: Option<Revision>, out: &mut Vec<Finding>) {
+        let goal = self.goal.clone();
+        let before = self.complete_before_rerun.take().unwrap_or_default();
+        let Some(revision) = revision else { return };
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let read = store.read();
+        let asks = read.asks_of_goal(&goal).unwrap_or_default();
+        let ask = asks.iter().rev().find(|a| {
+            a.kind == crate::store::acts::AskKind::Rerun && a.task_ref.as_ref().is_some_and(|r| chosen.contains(r))
+        });
+        let Some(ask) = ask else { return };
+        let named = ask.data.get("of").and_then(|o| o.as_str()).unwrap_or_default().to_string();
+        let downstream = ask.data.get("downstream").and_then(|d| d.as_bool()).unwrap_or(false);
+        let Some(file) =
+            read.revision(&goal, revision).ok().and_then(|r| serde_json::from_str::<PlanFile>(&r.plan_json).ok())
+        else {
+            return;
+        };
+        let mut expected = BTreeSet::from([named.clone()]);
+        let mut grew = downstream;
+        while grew {
+            grew = false;
+            for t in &file.tasks {
+                if !expected.contains(&t.task_ref) && t.depends_on.iter().any(|d| expected.contains(d)) {
+                    expected.insert(t.task_ref.clone());
+                    grew = true;
+                }
+            }
+        }
+        if &expected != chosen {
+            out.push(finding(
+                RERUN_EXACT,
+                format!(
+                    "`engine rerun {named}{}` made {chosen:?} run again; the plan says {expected:?}",
+                    if downstream { " --downstream" } else { "" }
+                ),
+            ));
+        }
+        self.kept_by_rerun = before.difference(chosen).cloned().collect();
+    }
+
+    /// The run stopped on `max_attempts_per_task` for `task`: its attempts
+    /// a person's stop did not cancel reach the limit in force.
+    fn check_stopped_attempts(&mut self, task: &str, revision: Option<Revision>, seq: Seq, out: &mut Vec<Finding>) {
+        let goal = self.goal.clone();
+        let (Some(b), Some(revision)) = (self.budgets(), revision) else { return };
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        let Ok(attempts) = store.read().attempts_of_task(&goal, task) else { return };
+        let of_revision = attempts.iter().filter(|a| a.revision == revision);
+        let cancelled = of_revision.clone().filter(|a| a.state == AttemptState::Cancelled).count();
+        let counted = of_revision.count() - cancelled;
+        if (counted as u64) < b.max_attempts_per_task as u64 {
+            out.push(finding(
+                STOP_CONSUMES_NO_ATTEMPT,
+                format!(
+                    "{task} stopped on max_attempts_per_task {} (event {}) with {counted} attempts in revision {revision} and {cancelled} a person's stop cancelled",
+                    b.max_attempts_per_task, seq.0
+                ),
+            ));
         }
     }
 
@@ -394,7 +580,7 @@ impl Checker {
         }
     }
 
-    fn check_attempts(&mut self, task: &str, revision: Option<crate::ids::Revision>, out: &mut Vec<Finding>) {
+    fn check_attempts(&mut self, task: &str, revision: Option<Revision>, out: &mut Vec<Finding>) {
         let goal = self.goal.clone();
         let (Some(b), Some(revision)) = (self.budgets(), revision) else { return };
         let Some(store) = open(&mut self.reader, &self.store) else { return };

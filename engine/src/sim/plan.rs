@@ -115,7 +115,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
                    "check": {"run": ["true"], "expect_exit": 0}})
         })
         .collect();
-    let plan = json!({
+    let mut plan = json!({
         "version": 1,
         "goal": {"id": format!("sim-{seed}"), "statement": "a simulated goal", "acceptance": acceptance},
         "budgets": {
@@ -133,6 +133,11 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
         },
         "tasks": tasks,
     });
+    if rng.chance(10) {
+        // Approvals given without `--for` end after a while.
+        let after = ["3s", "30s", "5m"][rng.below(3) as usize];
+        plan["approvals"] = json!({ "expire_after": after });
+    }
     Generated { plan, traits }
 }
 

@@ -58,6 +58,9 @@ struct Session {
     /// drawn as before until the first power loss.
     power: Rng,
     power_losses: u64,
+    /// What the person holds (`engine hold`): tasks, and the goal.
+    holding: Vec<String>,
+    holding_goal: bool,
 }
 
 /// Run one seed.
@@ -103,6 +106,8 @@ pub fn simulate(config: &Config) -> Report {
         last_act: None,
         power: Rng::new(config.seed ^ POWER_SEED),
         power_losses: 0,
+        holding: Vec::new(),
+        holding_goal: false,
     };
     super::disk::forget();
     s.session(config.steps);
@@ -134,8 +139,12 @@ impl Session {
         let mut next = vec!["run".to_string(), self.plan_path.display().to_string()];
         while self.steps < steps_max && self.commands < COMMANDS_MAX && self.u.borrow().checker.findings.is_empty() {
             let ended = self.command(&next, true);
-            // A person takes a moment between two commands.
-            let think = self.rng.range(10, 2_000) as i64;
+            // A person takes a moment between two commands; now and then
+            // a long one (an approval given for a while may expire).
+            let think = match self.rng.chance(8) {
+                true => self.rng.range(5_000, 300_000),
+                false => self.rng.range(10, 2_000),
+            } as i64;
             let now = self.u.borrow().now_ms();
             self.u.borrow_mut().advance_to(now + think);
             match self.next_after(&next, ended) {
@@ -148,8 +157,11 @@ impl Session {
     /// One command as its own engine process, which may die at any step.
     fn command(&mut self, args: &[String], may_die: bool) -> Ended {
         self.commands += 1;
-        let is_run = matches!(args.first().map(String::as_str), Some("run" | "retry" | "repair" | "revise"));
-        let signal = is_run && self.rng.chance(4);
+        let is_run = matches!(args.first().map(String::as_str), Some("run" | "retry" | "repair" | "revise" | "rerun"));
+        if args.first().is_some_and(|c| c == "rerun") {
+            self.u.borrow_mut().checker.before_rerun();
+        }
+        let signal = is_run && self.rng.chance(10);
         let dies_at = (may_die && self.rng.chance(25)).then(|| self.rng.range(1, 120));
         self.u.borrow_mut().begin_process(signal);
         let told = args.join(" ");
@@ -267,8 +279,11 @@ impl Session {
         let mut next = match ended {
             Ended::Died | Ended::Err(..) => run(),
             Ended::Out(code, json)
-                if last.first().is_some_and(|c| matches!(c.as_str(), "approve" | "settle" | "answer")) =>
+                if last
+                    .first()
+                    .is_some_and(|c| matches!(c.as_str(), "approve" | "settle" | "answer" | "hold" | "release")) =>
             {
+                self.held_or_released(last);
                 self.remember(last, &json, code);
                 if last.first().is_some_and(|c| c == "settle")
                     && last.iter().any(|a| a == "not_run")
@@ -283,6 +298,9 @@ impl Session {
         };
         if next.first().is_some_and(|c| c == "run") {
             next = vec!["run".to_string(), self.plan_path.display().to_string()];
+            if let Some(act) = self.hold_or_release() {
+                return Some(act);
+            }
         }
         if self.rng.chance(8) {
             if let Some(again) = self.again() {
@@ -290,6 +308,69 @@ impl Session {
             }
         }
         Some(next)
+    }
+
+    /// Before a run, now and then: the person holds a task (or the goal),
+    /// or releases what they hold.
+    fn hold_or_release(&mut self) -> Option<Vec<String>> {
+        if (!self.holding.is_empty() || self.holding_goal) && self.rng.chance(35) {
+            return Some(self.release());
+        }
+        if !self.rng.chance(6) {
+            return None;
+        }
+        let mut act = vec!["hold".to_string()];
+        if self.rng.chance(15) {
+            act.push("--goal".into());
+        } else {
+            let tasks = self.plan["tasks"].as_array()?.len() as u64;
+            act.push(format!("T{}", self.rng.range(1, tasks)));
+        }
+        act.extend(["--reason".to_string(), "simulated hold".to_string()]);
+        self.request_id(&mut act);
+        Some(act)
+    }
+
+    /// The person releases one thing they hold (the goal's hold first).
+    fn release(&mut self) -> Vec<String> {
+        let mut act = vec!["release".to_string()];
+        match self.holding.first() {
+            Some(t) if !self.holding_goal || self.rng.chance(50) => act.push(t.clone()),
+            _ => act.push("--goal".into()),
+        }
+        self.request_id(&mut act);
+        act
+    }
+
+    /// A hold or release the engine took: what the person holds now.
+    fn held_or_released(&mut self, act: &[String]) {
+        let (Some(verb), Some(what)) = (act.first(), act.get(1)) else { return };
+        match (verb.as_str(), what.as_str()) {
+            ("hold", "--goal") => self.holding_goal = true,
+            ("release", "--goal") => self.holding_goal = false,
+            ("hold", t) if !self.holding.iter().any(|h| h == t) => self.holding.push(t.to_string()),
+            ("release", t) => self.holding.retain(|h| h != t),
+            _ => {}
+        }
+    }
+
+    /// A person's rerun of a succeeded task (and, half the time, of what
+    /// depends on it).
+    fn rerun(&mut self, r: &Value) -> Option<Vec<String>> {
+        let done: Vec<String> = r["tasks"]
+            .as_array()?
+            .iter()
+            .filter(|t| t["state"] == "succeeded" || t["state"] == "reused")
+            .filter_map(|t| t["task_ref"].as_str().map(str::to_string))
+            .collect();
+        let task = done.get(self.rng.below(done.len() as u64) as usize)?.clone();
+        let mut act = vec!["rerun".to_string(), task];
+        if self.rng.chance(50) {
+            act.push("--downstream".into());
+        }
+        act.extend(["--reason".to_string(), "simulated: not trusted".to_string()]);
+        self.request_id(&mut act);
+        Some(act)
     }
 
     fn remember(&mut self, args: &[String], json: &Value, code: i32) {
@@ -329,6 +410,9 @@ impl Session {
                 if self.rng.chance(15) {
                     return self.revise(None);
                 }
+                if self.rng.chance(25) {
+                    return self.rerun(r);
+                }
                 return None;
             }
             3 => {
@@ -349,8 +433,27 @@ impl Session {
                 vec!["answer".into(), task, "--field".into(), "name=simulated person".into()]
             }
             4 => {
-                let op = first("awaiting_approval")?;
-                vec!["approve".into(), op, "--note".into(), "simulated person".into()]
+                let Some(op) = first("awaiting_approval") else {
+                    // Only held work is left (`HELD`): release it, or leave it.
+                    let held = r["held"].as_array().and_then(|h| h.first())?;
+                    if !self.rng.chance(70) {
+                        return None;
+                    }
+                    let what = match held["goal"].as_bool() {
+                        Some(true) => "--goal".to_string(),
+                        _ => held["task_ref"].as_str()?.to_string(),
+                    };
+                    let mut act = vec!["release".to_string(), what];
+                    self.request_id(&mut act);
+                    return Some(act);
+                };
+                let mut act = vec!["approve".into(), op, "--note".into(), "simulated person".into()];
+                if self.rng.chance(30) {
+                    // An approval for a while: the simulated clock may pass it.
+                    let d = if self.rng.chance(70) { format!("{}s", self.rng.range(1, 5)) } else { "2m".into() };
+                    act.extend(["--for".to_string(), d]);
+                }
+                act
             }
             5 => {
                 if self.rng.chance(40) {

@@ -105,6 +105,8 @@ pub struct Universe {
     listed: BTreeMap<String, bool>,
     /// A person's stop signal for this process, and whether it was acted on.
     signal_at: Option<i64>,
+    /// Which signal the person sends (SIGINT, SIGTERM or SIGHUP).
+    signal: StopSignal,
     signal_acted: bool,
     timer: Option<i64>,
     pub checker: Checker,
@@ -135,6 +137,7 @@ impl Universe {
             started: BTreeMap::new(),
             listed: BTreeMap::new(),
             signal_at: None,
+            signal: StopSignal::Interrupt,
             signal_acted: false,
             timer: None,
             checker,
@@ -187,6 +190,10 @@ impl Universe {
         self.timer = None;
         self.signal_acted = false;
         self.signal_at = signal.then(|| self.now_ms + self.rng.range(0, 400) as i64);
+        if signal {
+            self.signal =
+                [StopSignal::Interrupt, StopSignal::Terminate, StopSignal::Hangup][self.rng.below(3) as usize];
+        }
         let process = self.process;
         self.due.retain(
             |_, d| !matches!(d, Due::Msg { process: p, .. } | Due::Accepted { process: p, .. } if *p != process),
@@ -438,8 +445,8 @@ impl Universe {
             let Some(at) = stop_at else { return Wake::Closed };
             self.advance_to(at);
             if signal_at == Some(at) {
-                self.note("a person's stop signal".into());
-                return Wake::Signal(StopSignal::Interrupt);
+                self.note(format!("a person's stop signal ({:?})", self.signal));
+                return Wake::Signal(self.signal);
             }
             self.timer = None;
             return Wake::Timer;
@@ -572,7 +579,7 @@ impl World for SimWorld {
 
     fn signal_pending(&mut self) -> Option<StopSignal> {
         let u = self.u.borrow();
-        u.signal_at.filter(|&at| at <= u.now_ms && !u.signal_acted).map(|_| StopSignal::Interrupt)
+        u.signal_at.filter(|&at| at <= u.now_ms && !u.signal_acted).map(|_| u.signal)
     }
 
     fn signal_groups(&mut self, _level: Level, timer: Option<Duration>) -> usize {

@@ -42,7 +42,13 @@ impl Run<'_> {
         // A task a person holds waits as one settled `not_run` does: for a
         // person's act (`engine release`).
         let mut waits_for_retry = self.waits_for_retry().await?;
-        waits_for_retry.extend(self.person_held.iter().cloned());
+        #[cfg(feature = "sim")]
+        let forget_holds = crate::failpoint::fault(crate::failpoint::Fault::StartHeldTask);
+        #[cfg(not(feature = "sim"))]
+        let forget_holds = false;
+        if !forget_holds {
+            waits_for_retry.extend(self.person_held.iter().cloned());
+        }
         let position: HashMap<&str, usize> = order.iter().enumerate().map(|(p, r)| (r.as_str(), p)).collect();
         let deps: Vec<Vec<usize>> = order
             .iter()

@@ -73,11 +73,26 @@ pub fn decision<L: LedgerRead + ?Sized>(
             expires_at_ms: a.expires_at_ms,
         })
         .collect();
+    #[cfg(feature = "sim")]
+    let open: Vec<OpenApproval> = match crate::failpoint::fault(crate::failpoint::Fault::SpendExpiredApproval) {
+        // Planted fault: no approval is ever past its time.
+        true => open.into_iter().map(|a| OpenApproval { expires_at_ms: None, ..a }).collect(),
+        false => open,
+    };
     // A person's approval only if the act chain vouches for it: a row
     // written by anything else stops the run here, and nothing is
     // dispatched (STORE_TAMPERED names the row).
     for a in &open {
         tx.check_on_chain(ActRef::Approval(a.id))?;
+    }
+    #[allow(unused_mut)]
+    let mut attempts_of_task = tx.attempt_count(goal_id, revision, task_ref)?;
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::StopConsumesAttempt) {
+        // Planted fault: the attempts a person's stop cancelled count too.
+        let cancelled = tx.attempts_in_state(goal_id, AttemptState::Cancelled)?;
+        attempts_of_task +=
+            cancelled.iter().filter(|a| a.revision == revision && a.task_ref == task_ref).count() as u64;
     }
     let (always, paid_or_external) = ApprovalFacts::of_task(task);
     #[allow(unused_mut)]
@@ -98,7 +113,7 @@ pub fn decision<L: LedgerRead + ?Sized>(
         request_digest: &call.request_digest,
         budgets: &budgets,
         usage: Usage {
-            attempts_of_task: tx.attempt_count(goal_id, revision, task_ref)?,
+            attempts_of_task,
             provider_calls: used.calls + projected.provider_calls,
             cost: used.cost.plus(projected.cost),
             // The deadline bounds this run of work, not the goal's life.
