@@ -109,7 +109,9 @@ pub fn repair(
     let said = Said { class, forced: req.force_note.as_deref(), person, request_id };
     sandboxes.hold_to_shared(ledger)?;
     record_request(ledger, key, &said, &rep)?;
-    let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), ..Asked::default() };
+    // Another task's rerun still asked for goes on as asked (`engine run`'s).
+    let reruns = super::rerun::in_force(&*ledger.read(), &g.id, g.active_revision)?;
+    let asked = Asked { repairs: HashMap::from([(task.task_ref.clone(), rep)]), reruns, ..Asked::default() };
     run::execute(ledger, &plan, g.active_revision, req.jobs, asked, sandboxes, req.progress)
 }
 
