@@ -186,11 +186,7 @@ pub fn revise(
     if !req.no_run {
         let (revision, progress) = (report.revision, req.progress.clone());
         let watch = PlanWatch::now(&req.plan_path);
-        // A person's rerun still asked for in this revision goes on as
-        // asked (its own operation; without --downstream its dependants
-        // kept), as under `engine run` (found by the simulator, seed 833).
-        let reruns = super::rerun::in_force(&*ledger.read(), &goal_id, revision)?;
-        let asked = Asked { reruns, ..Asked::default() };
+        let asked = Asked { reruns: super::rerun::in_force(&*ledger.read(), &goal_id, revision)?, ..Asked::default() };
         let mut run = run::execute(ledger, &plan, revision, req.jobs, asked, sandboxes, progress)?;
         watch.finish(ledger, &mut run)?;
         report.run = Some(run);

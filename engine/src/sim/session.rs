@@ -432,29 +432,7 @@ impl Session {
                 let task = r["awaiting_input"].as_array()?.first()?["task_ref"].as_str()?.to_string();
                 vec!["answer".into(), task, "--field".into(), "name=simulated person".into()]
             }
-            4 => {
-                let Some(op) = first("awaiting_approval") else {
-                    // Only held work is left (`HELD`): release it, or leave it.
-                    let held = r["held"].as_array().and_then(|h| h.first())?;
-                    if !self.rng.chance(70) {
-                        return None;
-                    }
-                    let what = match held["goal"].as_bool() {
-                        Some(true) => "--goal".to_string(),
-                        _ => held["task_ref"].as_str()?.to_string(),
-                    };
-                    let mut act = vec!["release".to_string(), what];
-                    self.request_id(&mut act);
-                    return Some(act);
-                };
-                let mut act = vec!["approve".into(), op, "--note".into(), "simulated person".into()];
-                if self.rng.chance(30) {
-                    // An approval for a while: the simulated clock may pass it.
-                    let d = if self.rng.chance(70) { format!("{}s", self.rng.range(1, 5)) } else { "2m".into() };
-                    act.extend(["--for".to_string(), d]);
-                }
-                act
-            }
+            4 => self.after_asked(r)?,
             5 => {
                 if self.rng.chance(40) {
                     return None;
@@ -477,6 +455,34 @@ impl Session {
         };
         if act.first().is_some_and(|c| c != "run") {
             self.request_id(&mut act);
+        }
+        Some(act)
+    }
+
+    /// After a run that waits on a person (exit 4, not a question): approve
+    /// what waits (now and then for a while), or release what is held (a
+    /// run that ends `HELD`), or leave it. Reruns still asked for go on.
+    fn after_asked(&mut self, r: &Value) -> Option<Vec<String>> {
+        let first = |key: &str| {
+            r[key].as_array().and_then(|a| a.first()).and_then(|u| u["operation_id"].as_str()).map(str::to_string)
+        };
+        let Some(op) = first("awaiting_approval") else {
+            // Only held work is left (`HELD`): release it, or leave it.
+            let held = r["held"].as_array().and_then(|h| h.first())?;
+            if !self.rng.chance(70) {
+                return None;
+            }
+            let what = match held["goal"].as_bool() {
+                Some(true) => "--goal".to_string(),
+                _ => held["task_ref"].as_str()?.to_string(),
+            };
+            return Some(vec!["release".to_string(), what]);
+        };
+        let mut act = vec!["approve".into(), op, "--note".into(), "simulated person".into()];
+        if self.rng.chance(30) {
+            // An approval for a while: the simulated clock may pass it.
+            let d = if self.rng.chance(70) { format!("{}s", self.rng.range(1, 5)) } else { "2m".into() };
+            act.extend(["--for".to_string(), d]);
         }
         Some(act)
     }
