@@ -184,8 +184,7 @@ pub fn revise(
         record_new_revision(ledger, (&req, &plan, &sandboxes), &g, &prev, who, &mut report)?;
     }
     if !req.no_run {
-        let (revision, progress) = (report.revision, req.progress.clone());
-        let watch = PlanWatch::now(&req.plan_path);
+        let (revision, progress, watch) = (report.revision, req.progress.clone(), PlanWatch::now(&req.plan_path));
         let asked = Asked { reruns: super::rerun::in_force(&*ledger.read(), &goal_id, revision)?, ..Asked::default() };
         let mut run = run::execute(ledger, &plan, revision, req.jobs, asked, sandboxes, progress)?;
         watch.finish(ledger, &mut run)?;
