@@ -35,6 +35,12 @@ pub struct Ws {
 }
 
 impl Ws {
+    /// Whether this workspace's ledger is on PostgreSQL
+    /// (`ENGINE_TEST_STORE=postgres`).
+    pub fn on_shared_store(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// An empty workspace.
     pub fn new() -> Ws {
         Ws::with_state(state_dir())
