@@ -10,7 +10,7 @@ use crate::common::{Receiver, Ws};
 use crate::support::kill::{self, Kill};
 use crate::support::reference::Instance;
 
-const CHECKS: usize = 21;
+const CHECKS: usize = 22;
 
 fn verify(ws: &Ws) -> (Option<i32>, Value) {
     let ran = kill::run(ws, &["verify"], Kill::Never);
