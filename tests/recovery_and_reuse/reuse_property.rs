@@ -36,6 +36,7 @@ fn cp(digest: &str) -> Checkpoint {
         files: BTreeMap::from([("a.txt".to_string(), Some(digest.to_string()))]),
         context: BTreeMap::new(),
         digest: digest.to_string(),
+        workspace: None,
     }
 }
 

@@ -109,6 +109,39 @@ fn a_changed_or_removed_file_is_named_and_the_list_is_capped() {
     assert!(explain.stdout.contains("… and 12 more"), "{}", explain.describe());
 }
 
+/// The look after an attempt is stat-based (issue 38): a file whose size,
+/// mtime, ctime, inode and device match the state it was hashed in is not
+/// read again. An in-place rewrite of a settled file with the same size and
+/// its mtime put back still moves the ctime, which user space cannot set:
+/// the rule sees it (docs/trust.md, "How the workspace is looked at").
+#[test]
+fn a_same_size_rewrite_with_its_mtime_put_back_is_still_seen() {
+    let ws = Ws::new();
+    ws.write("keep.txt", "good\n");
+    ws.write("ref.txt", "r");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for f in ["keep.txt", "ref.txt"] {
+        let file = std::fs::File::options().write(true).open(ws.path(f)).expect("opens");
+        file.set_modified(old).expect("mtime set");
+    }
+    // Past the cache's racy window (2 s) after the ctime the mtime change
+    // moved: the look before the attempt then trusts what it hashes, so
+    // only the ctime can tell the rewrite (the reason for this test's 2 s).
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+    let script = "printf 'bad!\\n' > keep.txt; touch -r ref.txt keep.txt";
+    // Unconfined: the kernel would refuse the write where it holds the
+    // task (`trust::kernel_writes`); here only the look after it judges.
+    let mut p = plan(vec![sh_task("T1", script, json!([]))], qa_true());
+    p["providers"]["sh"]["sandbox"] = json!("none");
+    ws.write_plan("plan.json", &p);
+    ws.engine_json(&["run", "plan.json"]).expect(1, None);
+    assert_eq!(ws.read("keep.txt"), "bad!\n", "rewritten in place");
+    let meta = std::fs::metadata(ws.path("keep.txt")).expect("there");
+    assert_eq!(meta.modified().expect("mtime"), std::fs::metadata(ws.path("ref.txt")).unwrap().modified().unwrap());
+    let e = undeclared(&ws, "T1");
+    assert_eq!(paths(&e), vec!["keep.txt"], "{e}");
+}
+
 /// Case 3: `.git/commondir` pointed at a folder whose `config` names a
 /// program (what a person's next `git status` would run).
 #[test]

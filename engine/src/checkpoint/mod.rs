@@ -32,6 +32,24 @@ pub struct Checkpoint {
     /// Context name → value (or `digest:<hex>` for secrets).
     pub context: BTreeMap<String, String>,
     pub digest: String,
+    /// The state a process task's undeclared writes are judged against: every
+    /// file of the workspace (`observe_workspace`) beside the protected
+    /// `files`. Held in memory only, never stored: the stored checkpoint
+    /// carries its digest outside the task's declared paths
+    /// (`WORKSPACE_CONTEXT`), so an attempt's record costs one digest, not
+    /// a snapshot of the workspace.
+    #[serde(skip)]
+    pub workspace: Option<std::sync::Arc<BTreeMap<String, Option<String>>>>,
+}
+
+/// The context name under which a protected-paths checkpoint carries the
+/// digest of the workspace's files outside its task's declared paths.
+pub const WORKSPACE_CONTEXT: &str = "workspace:outside_declared";
+
+/// The digest of a map of files (path → digest, `None`: absent), as a
+/// checkpoint of those files alone has it.
+pub fn files_digest(files: &BTreeMap<String, Option<String>>) -> String {
+    Digester::new(Kind::Checkpoint).bytes("files", &string_map_json(files, |v| v.as_deref())).finish()
 }
 
 /// `serde_json::to_vec(map)` of a map of strings to strings or nulls, the
@@ -76,7 +94,7 @@ impl Checkpoint {
             .bytes("files", &string_map_json(&files, |v| v.as_deref()))
             .bytes("context", &string_map_json(&context, |v| Some(v.as_str())))
             .finish();
-        Checkpoint { files, context, digest }
+        Checkpoint { files, context, digest, workspace: None }
     }
 
     /// This checkpoint with `extra` context values added (a provider's
@@ -87,7 +105,7 @@ impl Checkpoint {
         }
         let mut context = self.context;
         context.extend(extra);
-        Checkpoint::of(self.files, context)
+        Checkpoint { workspace: self.workspace, ..Checkpoint::of(self.files, context) }
     }
 
     /// The first path whose digest differs between two checkpoints.

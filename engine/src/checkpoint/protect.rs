@@ -33,49 +33,62 @@ pub fn observe_protected(workspace_dir: &Path, globs: &[String], cache: &mut Fil
 /// link out of the workspace nor a pipe stops the look. The engine's own
 /// folder (`.engine`: the store writes there while the attempt runs, and
 /// the sandbox keeps providers out of it) is not walked. Regular files are
-/// hashed through the file-state cache.
+/// hashed through the file-state cache: a look costs a `statx` a file
+/// (relative to its open folder, not a walk of the whole path) and a hash
+/// only for a file that changed.
 pub fn observe_workspace(
     workspace_dir: &Path,
     cache: &mut FileCache,
     files: &mut BTreeMap<String, Option<String>>,
 ) -> Result<(), String> {
-    let walk = walkdir::WalkDir::new(workspace_dir).follow_links(false).sort_by_file_name().into_iter();
-    let walk = walk.filter_entry(|e| !(e.depth() == 1 && e.file_name() == workspace::STORE_DIR));
+    let unreadable = |e: std::io::Error| format!("the workspace cannot be read: {e}");
+    // Folders still to read: (path, workspace-relative path with a
+    // trailing `/`, empty at the top).
+    let mut folders: Vec<(std::path::PathBuf, String)> = vec![(workspace_dir.to_path_buf(), String::new())];
     let mut seen = 0usize;
-    for entry in walk {
-        let entry = entry.map_err(|e| format!("the workspace cannot be read: {e}"))?;
-        let kind = entry.file_type();
-        if kind.is_dir() {
-            continue;
+    while let Some((dir, prefix)) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
+            let name = entry.file_name();
+            let name = name
+                .to_str()
+                .ok_or_else(|| format!("{} is not a UTF-8 path in the workspace", entry.path().display()))?;
+            let rel = format!("{prefix}{name}");
+            let kind = entry.file_type().map_err(|e| format!("cannot read {rel}: {e}"))?;
+            if kind.is_dir() {
+                if !(prefix.is_empty() && name == workspace::STORE_DIR) {
+                    folders.push((entry.path(), format!("{rel}/")));
+                }
+                continue;
+            }
+            seen += 1;
+            if seen > crate::limits::INPUT_FILES_MAX {
+                return Err(format!("the workspace holds more than {} files", crate::limits::INPUT_FILES_MAX));
+            }
+            if files.contains_key(&rel) {
+                // Observed already as a protected path (as inputs expand): kept
+                // as it was, so the two looks agree on it.
+                continue;
+            }
+            let digest = look(&entry, kind, cache).map_err(|e| format!("cannot read {rel}: {e}"))?;
+            files.insert(rel, digest);
         }
-        seen += 1;
-        if seen > crate::limits::INPUT_FILES_MAX {
-            return Err(format!("the workspace holds more than {} files", crate::limits::INPUT_FILES_MAX));
-        }
-        let rel = entry
-            .path()
-            .strip_prefix(workspace_dir)
-            .ok()
-            .and_then(|p| p.to_str())
-            .ok_or_else(|| format!("{} is not a UTF-8 path in the workspace", entry.path().display()))?
-            .to_string();
-        if files.contains_key(&rel) {
-            // Observed already as a protected path (as inputs expand): kept
-            // as it was, so the two looks agree on it.
-            continue;
-        }
-        let digest = if kind.is_file() {
-            let meta = entry.metadata().map_err(|e| format!("cannot read {rel}: {e}"))?;
-            cache.digest_known(entry.path(), Some(meta)).map_err(|e| format!("cannot read {rel}: {e}"))?
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(entry.path()).map_err(|e| format!("cannot read {rel}: {e}"))?;
-            Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes()))
-        } else {
-            Some(crate::digest::content(format!("special:{kind:?}").as_bytes()))
-        };
-        files.insert(rel, digest);
     }
     Ok(())
+}
+
+/// One entry of the workspace (not a folder): a regular file by its content
+/// (through `cache`, with the metadata read relative to its folder), a link
+/// by its target's text, anything else by its kind.
+fn look(entry: &std::fs::DirEntry, kind: std::fs::FileType, cache: &mut FileCache) -> std::io::Result<Option<String>> {
+    if kind.is_file() {
+        return cache.digest_known(&entry.path(), Some(entry.metadata()?));
+    }
+    if kind.is_symlink() {
+        let target = std::fs::read_link(entry.path())?;
+        return Ok(Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes())));
+    }
+    Ok(Some(crate::digest::content(format!("special:{kind:?}").as_bytes())))
 }
 
 #[cfg(test)]

@@ -72,6 +72,15 @@ fn reach<'a>(from: &'a str, next: impl Fn(&'a str) -> Option<Vec<&'a str>>) -> H
     seen
 }
 
+/// The files of `files` that `own` (a task's `outputs` and `may_change`)
+/// does not cover: what an attempt of that task may not change. A stored
+/// attempt keeps only these files' digest (`checkpoint::WORKSPACE_CONTEXT`),
+/// so that after a restart its writes can still be judged, if not named.
+pub fn outside(files: &Files, own: &[String]) -> Files {
+    let declared = Declared { own, beside: &[] };
+    files.iter().filter(|(p, _)| !declared.covers(p)).map(|(p, d)| (p.clone(), d.clone())).collect()
+}
+
 /// An attempt's undeclared writes: the first `NAMED_MAX` in path order,
 /// and how many more there were.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -126,6 +135,13 @@ mod tests {
 
     fn globs(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn outside_leaves_out_what_the_task_declares_but_never_a_vcs_folder() {
+        let all = files(&[("dist/x", Some("x")), ("src/a.py", Some("a")), ("dist/.git/config", Some("g"))]);
+        let kept: Vec<String> = outside(&all, &globs(&["dist/**"])).into_keys().collect();
+        assert_eq!(kept, vec!["dist/.git/config".to_string(), "src/a.py".to_string()]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::checkpoint::hash_regular_file;
+use crate::checkpoint::{hash_regular_file, FileCache};
 use crate::decide::outputs::{place, Place, Present};
 use crate::error::{Code, Error, Result};
 use crate::store::outputs::OutputFile;
@@ -41,18 +41,23 @@ pub struct Materialized {
 }
 
 /// Put `wanted` in place under `root`; `blob` reads a blob's bytes from
-/// the ledger by its digest.
+/// the ledger by its digest. What is there already is compared through
+/// `cache`, the file-state cache: a file unchanged since it was last hashed
+/// (size, mtime, ctime, inode, device, outside the racy window) is not
+/// read again, so checking an ancestor's outputs before each task along a
+/// chain costs a `statx` a file, not a hash.
 pub fn materialize(
     root: &Path,
     wanted: &[Wanted],
     blob: &dyn Fn(&str) -> Result<Option<Vec<u8>>>,
+    cache: &mut FileCache,
 ) -> Result<Materialized> {
     let mut done = Materialized::default();
     // The bytes of every file to write, checked, before anything is written.
     let mut writes: BTreeMap<&str, (&Wanted, Vec<u8>)> = BTreeMap::new();
     for w in wanted {
         let target = target(root, w)?;
-        match place(&present(&target, w)?, &w.file.digest) {
+        match place(&present(&target, w, cache)?, &w.file.digest) {
             Place::LeaveAlone => done.left_alone += 1,
             Place::Refuse => return Err(refused(w, "is not a regular file in the workspace")),
             Place::Write => {
@@ -109,7 +114,7 @@ fn refused(w: &Wanted, why: &str) -> Error {
     .at(w.file.path.clone())
 }
 
-fn present(target: &Path, w: &Wanted) -> Result<Present> {
+fn present(target: &Path, w: &Wanted, cache: &mut FileCache) -> Result<Present> {
     let meta = match fs::symlink_metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Present::Absent),
@@ -118,8 +123,12 @@ fn present(target: &Path, w: &Wanted) -> Result<Present> {
     if !meta.file_type().is_file() {
         return Ok(Present::Other);
     }
-    let digest = hash_regular_file(target).map_err(|e| refused(w, &format!("cannot be read ({e})")))?;
-    Ok(Present::File { digest })
+    // Not a link (looked at without following): its metadata is the file's.
+    match cache.digest_known(target, Some(meta)) {
+        Ok(Some(digest)) => Ok(Present::File { digest }),
+        Ok(None) => Ok(Present::Absent),
+        Err(e) => Err(refused(w, &format!("cannot be read ({e})"))),
+    }
 }
 
 /// The blob's bytes, refused unless they are what its digest says.
@@ -198,7 +207,7 @@ mod tests {
                 .find(|b| crate::digest::content(b) == d)
                 .map(<[u8]>::to_vec))
         };
-        let done = materialize(dir.path(), &ws, &blobs).unwrap();
+        let done = materialize(dir.path(), &ws, &blobs, &mut FileCache::default()).unwrap();
         assert_eq!((done.files, done.bytes, done.left_alone), (1, 6, 1));
         assert_eq!(fs::read(dir.path().join("dist/out.txt")).unwrap(), b"built\n");
     }
@@ -210,7 +219,7 @@ mod tests {
         let blobs = |d: &str| {
             Ok(Some(if d == crate::digest::content(b"good") { b"good".to_vec() } else { b"evil!!!!!".to_vec() }))
         };
-        let e = materialize(dir.path(), &ws, &blobs).unwrap_err();
+        let e = materialize(dir.path(), &ws, &blobs, &mut FileCache::default()).unwrap_err();
         assert_eq!(e.code, Code::StoreTampered, "{e}");
         assert!(fs::read_dir(dir.path()).unwrap().next().is_none(), "nothing written");
     }
@@ -221,12 +230,18 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("dist")).unwrap();
         let ws = [wanted("dist/out.txt", b"x")];
-        let e = materialize(dir.path(), &ws, &|_| Ok(Some(b"x".to_vec()))).unwrap_err();
+        let e = materialize(dir.path(), &ws, &|_| Ok(Some(b"x".to_vec())), &mut FileCache::default()).unwrap_err();
         assert_eq!(e.code, Code::InputOutsideWorkspace, "{e}");
         assert!(e.message.contains("symlink"), "{e}");
         assert!(fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing written through it");
         std::os::unix::fs::symlink(outside.path().join("f"), dir.path().join("link.txt")).unwrap();
-        let e = materialize(dir.path(), &[wanted("link.txt", b"x")], &|_| Ok(Some(b"x".to_vec()))).unwrap_err();
+        let e = materialize(
+            dir.path(),
+            &[wanted("link.txt", b"x")],
+            &|_| Ok(Some(b"x".to_vec())),
+            &mut FileCache::default(),
+        )
+        .unwrap_err();
         assert!(e.message.contains("not a regular file"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ fn cp(digest: &str, content: &str) -> Checkpoint {
         files: BTreeMap::from([("a.txt".to_string(), Some(content.to_string()))]),
         context: BTreeMap::new(),
         digest: digest.into(),
+        workspace: None,
     }
 }
 

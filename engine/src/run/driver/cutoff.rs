@@ -63,7 +63,7 @@ pub fn decide(
             Here::Missing(path) => Refusal::OutputsMissing { path },
             here => {
                 if matches!(here, Here::Restorable) {
-                    restore::restore(ledger, scope, &[task_ref.to_string()])?;
+                    restore::restore(ledger, scope, &[task_ref.to_string()], cache)?;
                 }
                 return Ok(Ok(json!({
                     "kept": "UPSTREAM_OUTPUT_UNCHANGED", "attempt_id": provenance.attempt_id,

@@ -131,6 +131,7 @@ impl Driver<'_, '_> {
         &mut self,
         (states, tools, across_tool_change, alone): Refreshing<'_>,
     ) -> Result<Vec<(String, serde_json::Value)>> {
+        self.workspace.forget_upstream(None);
         let early = refresh::Looked { first_look: self.first_look.take(), completions: self.completions.take() };
         let sandbox = self.workspace.sandbox().clone();
         let cache = &mut self.workspace.cache;
@@ -141,7 +142,7 @@ impl Driver<'_, '_> {
             (cache, &sandbox),
             early,
         )?;
-        restore::restore(self.ledger, &self.scope, &pass.restore)?;
+        restore::restore(self.ledger, &self.scope, &pass.restore, cache)?;
         Ok(pass.stale)
     }
 

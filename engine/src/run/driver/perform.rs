@@ -11,6 +11,7 @@ impl Driver<'_, '_> {
         match action {
             Action::Open(reply) => reply.send(self.open()),
             Action::Write(w, reply) => {
+                self.workspace.forget_upstream_of(&w);
                 let traced = self.trace_write(&w);
                 let written = ledger::write(self.ledger, &self.scope, w);
                 self.trace_written(traced, &written);
@@ -69,6 +70,7 @@ impl Driver<'_, '_> {
         match r {
             Record::RunStarted { jobs, reply } => reply.send(ledger::run_started(self.ledger, scope, jobs)),
             Record::Gate(call, reply) => {
+                self.workspace.forget_upstream(Some(&call.task_ref));
                 let gated = self.trace_gate(&call);
                 let applied = ledger::gate(self.ledger, &self.scope, &*self.world, &call);
                 self.trace_gated(gated, &applied);

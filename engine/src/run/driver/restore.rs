@@ -50,8 +50,9 @@ pub fn here(read: &dyn LedgerRead, scope: &Scope, task: &Task, cache: &mut FileC
 }
 
 /// Write back the recorded outputs of `refs` (completions that stand),
-/// with an `outputs_materialized` event saying so (`for`: `reuse`).
-pub fn restore(ledger: &mut LeaseGuard, scope: &Scope, refs: &[String]) -> Result<()> {
+/// with an `outputs_materialized` event saying so (`for`: `reuse`); what
+/// is there already compared through `cache`.
+pub fn restore(ledger: &mut LeaseGuard, scope: &Scope, refs: &[String], cache: &mut FileCache) -> Result<()> {
     if refs.is_empty() {
         return Ok(());
     }
@@ -62,7 +63,7 @@ pub fn restore(ledger: &mut LeaseGuard, scope: &Scope, refs: &[String]) -> Resul
         let Some(attempt) = crate::run::outputs::completed_by(&*read, goal_id, revision, r)? else { continue };
         wanted.extend(read.outputs_of_attempt(attempt)?.into_iter().map(|file| Wanted { file, from: r.clone() }));
     }
-    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d))?;
+    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d), cache)?;
     drop(read);
     if done.files == 0 {
         return Ok(());

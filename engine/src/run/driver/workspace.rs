@@ -6,7 +6,7 @@
 //! `decide::outputs`; this is the I/O around them.
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 
@@ -20,11 +20,13 @@ use crate::evidence::{Evidence, PathChange};
 use crate::ids::AttemptId;
 use crate::plan::{Plan, Task};
 use crate::run::constraints::{shadows, starts_process, Guard};
+use crate::run::core::Write;
 use crate::run::materialize::{self, Wanted};
 use crate::run::outputs::{self, Kept};
 use crate::run::world::{Job, World};
 use crate::state::AttemptState;
 use crate::store::events::{Event, EventKind};
+use crate::store::outputs::OutputFile;
 use crate::store::{Durability, LeaseGuard};
 
 /// The paths and checks a run's attempts are judged by: the goal's
@@ -70,6 +72,13 @@ pub struct Workspace {
     /// Does any task declare `outputs`? (Else nothing is materialized, at
     /// no cost per task.)
     outputs_declared: bool,
+    /// The recorded outputs of upstream completions this run has read
+    /// (task ref → the files its completion recorded), so that the tasks
+    /// along a chain do not read every ancestor's again: an entry goes when
+    /// the run writes anything of its task (a new intent, a state), all of
+    /// them at a reuse pass. Never on a shared store, where another worker
+    /// may complete a task again.
+    upstream: HashMap<String, Vec<OutputFile>>,
 }
 
 impl Workspace {
@@ -79,6 +88,35 @@ impl Workspace {
             guard,
             sandbox,
             outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
+            upstream: HashMap::new(),
+        }
+    }
+
+    /// Forget what was read of `task_ref`'s completion (`None`: of every task).
+    pub fn forget_upstream(&mut self, task_ref: Option<&str>) {
+        match task_ref {
+            Some(r) => {
+                self.upstream.remove(r);
+            }
+            None => self.upstream.clear(),
+        }
+    }
+
+    /// Before `w` is written: forget what it may change of a completion
+    /// (its task's, or every one for a write that settles or replaces an
+    /// attempt by other ways than the run's own intent and receipt).
+    pub fn forget_upstream_of(&mut self, w: &Write) {
+        if self.upstream.is_empty() {
+            return;
+        }
+        match w {
+            Write::TaskState { task_ref, .. } => self.forget_upstream(Some(task_ref)),
+            Write::Event { .. }
+            | Write::Handle { .. }
+            | Write::Dispatched(_)
+            | Write::Failed { .. }
+            | Write::GoalConstraints(_) => {}
+            _ => self.forget_upstream(None),
         }
     }
 
@@ -171,7 +209,17 @@ impl Workspace {
             Some((changes, revision)) => constraints::carried(changes, revision != scope.revision),
             None => Vec::new(),
         };
-        Ok(Some(Checkpoint::of(constraints::baseline(now.files, &earlier), BTreeMap::new())))
+        let files = constraints::baseline(now.files, &earlier);
+        let (Some(whole), Some(task)) = (now.workspace, scope.plan.task(task_ref)) else {
+            return Ok(Some(Checkpoint::of(files, BTreeMap::new())));
+        };
+        // The workspace as the attempt is judged against: the protected
+        // paths and the carried violations as `files` has them.
+        let mut judged = std::sync::Arc::unwrap_or_clone(whole);
+        judged.extend(files.iter().map(|(p, d)| (p.clone(), d.clone())));
+        let digest = checkpoint::files_digest(&declared::outside(&judged, &own_paths(task)));
+        let context = BTreeMap::from([(checkpoint::WORKSPACE_CONTEXT.to_string(), digest)]);
+        Ok(Some(Checkpoint { workspace: Some(std::sync::Arc::new(judged)), ..Checkpoint::of(files, context) }))
     }
 
     /// The protected paths after an attempt (and its validations and the
@@ -210,8 +258,14 @@ impl Workspace {
                 let changes =
                     constraints::changes(&b.files, &a.files, &self.guard.protected(process), &task.may_change);
                 let mut out = Vec::new();
-                if whole {
-                    out.extend(undeclared_writes(scope, task, (&b.files, &a.files), &changes));
+                if let (true, Some(after)) = (whole, &a.workspace) {
+                    out.extend(match (&b.workspace, b.context.get(checkpoint::WORKSPACE_CONTEXT)) {
+                        (Some(before), _) => undeclared_writes(scope, task, (before, after), &changes),
+                        (None, Some(digest)) => unnamed_writes(task, digest, after),
+                        // Recorded before the workspace was kept by its
+                        // digest: the stored checkpoint holds it whole.
+                        (None, None) => undeclared_writes(scope, task, (&b.files, after), &changes),
+                    });
                 }
                 if !changes.is_empty() {
                     out.insert(0, Evidence::ProtectedPathChanged { changes });
@@ -242,7 +296,7 @@ impl Workspace {
     /// the other wins); `None`: before the goal's acceptance checks, every
     /// task's outputs. A tampered blob is `STORE_TAMPERED` before anything
     /// is written.
-    pub fn materialize(&self, ledger: &mut LeaseGuard, scope: &Scope<'_>, task_ref: Option<&str>) -> Result<()> {
+    pub fn materialize(&mut self, ledger: &mut LeaseGuard, scope: &Scope<'_>, task_ref: Option<&str>) -> Result<()> {
         if !self.outputs_declared {
             return Ok(());
         }
@@ -256,7 +310,8 @@ impl Workspace {
                 tasks.filter(|t| !t.outputs.is_empty()).map(|t| t.task_ref.clone()).collect()
             }
         };
-        materialize_from(ledger, scope, &upstream, task_ref)
+        let memo = (!ledger.shared()).then_some(&mut self.upstream);
+        materialize_from(ledger, scope, &upstream, task_ref, (&mut self.cache, memo))
     }
 }
 
@@ -272,9 +327,33 @@ fn observe_judged(
     if !whole {
         return Ok(cp);
     }
-    let mut files = cp.files;
+    // The protected paths first, as they were just observed: the two
+    // looks agree on them.
+    let mut files = cp.files.clone();
     checkpoint::observe_workspace(workspace, cache, &mut files)?;
-    Ok(Checkpoint::of(files, BTreeMap::new()))
+    Ok(Checkpoint { workspace: Some(std::sync::Arc::new(files)), ..cp })
+}
+
+/// A task's own declared paths: what its attempts may write.
+fn own_paths(task: &Task) -> Vec<String> {
+    task.outputs.iter().chain(&task.may_change).cloned().collect()
+}
+
+/// An attempt whose state before is kept only by the digest of the
+/// workspace outside its declared paths (`digest`: the engine restarted
+/// while it ran): nothing when that part is unchanged; else it wrote
+/// something undeclared (or a task beside it did) that cannot be named,
+/// and the attempt is not judged clean (default deny: a person looks).
+fn unnamed_writes(task: &Task, digest: &str, after: &constraints::Files) -> Option<Evidence> {
+    if checkpoint::files_digest(&declared::outside(after, &own_paths(task))) == digest {
+        return None;
+    }
+    let message = format!(
+        "the workspace outside task `{}`'s declared outputs changed during this attempt, and the engine, \
+         restarted since, kept the state before it only by its digest: which files changed cannot be named",
+        task.task_ref
+    );
+    Some(Evidence::ProtectedPathsNotObserved { message })
 }
 
 /// The files an attempt of `task` wrote that it does not declare
@@ -287,7 +366,7 @@ fn undeclared_writes(
     changes: &[PathChange],
 ) -> Option<Evidence> {
     let judged: std::collections::BTreeSet<&str> = changes.iter().map(|c| c.path.as_str()).collect();
-    let own: Vec<String> = task.outputs.iter().chain(&task.may_change).cloned().collect();
+    let own = own_paths(task);
     let found = declared::undeclared(before, after, Declared { own: &own, beside: &[] }, &judged);
     if found.changes.is_empty() {
         return None;
@@ -331,8 +410,16 @@ fn last_violation(
 
 /// The outputs of `upstream` (in order: a later one wins a path) in this
 /// workspace, for `task_ref` (`None`: the goal's checks), and an event
-/// saying what was written.
-fn materialize_from(ledger: &mut LeaseGuard, scope: &Scope, upstream: &[String], task_ref: Option<&str>) -> Result<()> {
+/// saying what was written. What is there is compared through `cache`;
+/// completions read are kept in `memo` (when there is one) for the next
+/// task's turn.
+fn materialize_from(
+    ledger: &mut LeaseGuard,
+    scope: &Scope,
+    upstream: &[String],
+    task_ref: Option<&str>,
+    (cache, mut memo): (&mut FileCache, Option<&mut HashMap<String, Vec<OutputFile>>>),
+) -> Result<()> {
     if upstream.is_empty() {
         return Ok(());
     }
@@ -340,13 +427,24 @@ fn materialize_from(ledger: &mut LeaseGuard, scope: &Scope, upstream: &[String],
     let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
     let read = ledger.read();
     for r in upstream {
-        let Some(attempt) = outputs::completed_by(&*read, goal_id, revision, r)? else { continue };
-        for file in read.outputs_of_attempt(attempt)? {
+        let files = match memo.as_deref().and_then(|m| m.get(r)) {
+            Some(files) => files.clone(),
+            None => {
+                // Not complete (yet): read again at the next turn.
+                let Some(attempt) = outputs::completed_by(&*read, goal_id, revision, r)? else { continue };
+                let files = read.outputs_of_attempt(attempt)?;
+                if let Some(m) = memo.as_deref_mut() {
+                    m.insert(r.clone(), files.clone());
+                }
+                files
+            }
+        };
+        for file in files {
             wanted.insert(file.path.clone(), Wanted { file, from: r.clone() });
         }
     }
     let wanted: Vec<Wanted> = wanted.into_values().collect();
-    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d));
+    let done = materialize::materialize(&scope.plan.workspace, &wanted, &|d| read.blob(d), cache);
     drop(read);
     let done = match done {
         Ok(d) => d,
