@@ -306,6 +306,9 @@ pub struct ApprovalLine {
     pub expires_at_ms: Option<i64>,
     /// Unspent and past its time when the report was made: never spent.
     pub expired: bool,
+    /// Unspent and not yet expired: its time left when the report was
+    /// made, in words (`expires in 4 min`); the page reads no clock.
+    pub expires_in: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -318,6 +318,8 @@ fn marked(tampered: &[Tampered], act: ActRef) -> Option<String> {
 }
 
 fn approval_line(a: ApprovalRecord, store_tampered: Option<String>) -> ApprovalLine {
+    let now = crate::clock::now_ms();
+    let unspent = a.consumed_by.is_none() && a.voided_by.is_none();
     ApprovalLine {
         id: a.id.get(),
         operation_id: a.operation_id.to_string(),
@@ -330,9 +332,8 @@ fn approval_line(a: ApprovalRecord, store_tampered: Option<String>) -> ApprovalL
         voided_by: a.voided_by.map(|id| id.get()),
         store_tampered,
         expires_at_ms: a.expires_at_ms,
-        expired: a.consumed_by.is_none()
-            && a.voided_by.is_none()
-            && a.expires_at_ms.is_some_and(|at| crate::clock::now_ms() >= at),
+        expired: unspent && a.expires_at_ms.is_some_and(|at| now >= at),
+        expires_in: a.expires_at_ms.filter(|&at| unspent && now < at).map(|at| crate::decide::expiry::words(at, now)),
     }
 }
 

@@ -90,8 +90,8 @@ fn approvals(t: &TaskReport, out: &mut String) {
             (Some(c), _) => format!("consumed by attempt {}", number(c)),
             (None, Some(v)) => format!("voided by attempt {} (that call needed none)", number(v)),
             _ if a.expired => format!("expired at {} UTC: never spent", time(a.expires_at_ms.unwrap_or_default())),
-            _ => match a.expires_at_ms {
-                Some(at) => format!("not used yet ({})", crate::decide::expiry::words(at, crate::clock::now_ms())),
+            _ => match &a.expires_in {
+                Some(words) => format!("not used yet ({words})"),
                 None => "not used yet".to_string(),
             },
         };

@@ -110,6 +110,7 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
         store_tampered: None,
         expires_at_ms: None,
         expired: false,
+        expires_in: None,
     });
     // An approval past its time, never spent: the page says so.
     t.approvals.push(ApprovalLine {
@@ -125,6 +126,7 @@ fn settlements_and_approvals_say_who_and_are_not_verified() {
         store_tampered: None,
         expires_at_ms: Some(2_000),
         expired: true,
+        expires_in: None,
     });
     let page = render(&doc(vec![t]));
     assert!(page.contains("expired at ") && page.contains("never spent"), "{page}");
@@ -154,6 +156,7 @@ fn an_act_row_off_the_chain_is_shown_as_store_tampered_never_as_an_act() {
         store_tampered: Some(words.into()),
         expires_at_ms: None,
         expired: false,
+        expires_in: None,
     });
     let mut d = doc(vec![t]);
     let page = render(&d);
