@@ -290,7 +290,14 @@ pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
     if repeat.is_some() {
         return Ok(repeat);
     }
-    let unapproved = attempt_keys(ctx, "NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id)")?;
+    // A try completed by reading back the first try's effect, never
+    // dispatched, sent nothing: it needs no approval (as above).
+    let unapproved = attempt_keys(
+        ctx,
+        "NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id)
+         AND NOT (a.dispatched_at_ms IS NULL AND EXISTS (SELECT 1 FROM events e
+                  WHERE e.attempt_id = a.id AND e.kind = 'completed_from_read_back'))",
+    )?;
     if let Some(f) = ctx.load_plans()? {
         return Ok(Some(f));
     }
