@@ -262,6 +262,11 @@ pub(super) fn answers_in_time(ctx: &mut Ctx) -> Result<Option<Finding>> {
     }))
 }
 
+/// An attempt `a` completed by reading back an earlier try's effect and
+/// never dispatched: it sent nothing, so it spends no approval.
+const READ_BACK_NEVER_SENT: &str = "(a.dispatched_at_ms IS NULL AND EXISTS (SELECT 1 FROM events e
+     WHERE e.attempt_id = a.id AND e.kind = 'completed_from_read_back'))";
+
 /// The gate's approval rule (`decide::gate`) restated over the ledger: paid or external work
 /// repeated (a person's retry or repair, or after an earlier try of the
 /// task that was or may have been sent — one read back for its effect
@@ -276,8 +281,7 @@ pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
          FROM attempts a
          WHERE (a.effect = 'external' OR a.cost_micros > 0)
            AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id)
-           AND NOT (a.dispatched_at_ms IS NULL AND EXISTS (SELECT 1 FROM events e
-                    WHERE e.attempt_id = a.id AND e.kind = 'completed_from_read_back'))
+           AND NOT {READ_BACK_NEVER_SENT}
            AND (a.kind IN ('retry', 'repair') OR EXISTS (
                 SELECT 1 FROM attempts b WHERE b.goal_id = a.goal_id AND b.task_ref = a.task_ref AND b.id < a.id
                   AND (b.dispatched_at_ms IS NOT NULL
@@ -290,13 +294,9 @@ pub(super) fn repeats_approved(ctx: &mut Ctx) -> Result<Option<Finding>> {
     if repeat.is_some() {
         return Ok(repeat);
     }
-    // A try completed by reading back the first try's effect, never
-    // dispatched, sent nothing: it needs no approval (as above).
     let unapproved = attempt_keys(
         ctx,
-        "NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id)
-         AND NOT (a.dispatched_at_ms IS NULL AND EXISTS (SELECT 1 FROM events e
-                  WHERE e.attempt_id = a.id AND e.kind = 'completed_from_read_back'))",
+        &format!("NOT EXISTS (SELECT 1 FROM approvals p WHERE p.consumed_by = a.id) AND NOT {READ_BACK_NEVER_SENT}"),
     )?;
     if let Some(f) = ctx.load_plans()? {
         return Ok(Some(f));
