@@ -145,3 +145,43 @@ fn three_stops_by_a_person_consume_no_attempt_and_a_fourth_run_still_starts_the_
     assert_eq!((last.state.as_str(), last.try_no), ("succeeded", 4));
     ws.engine(&["verify"]).expect_code(0);
 }
+
+/// The reconcile path: an engine killed (SIGKILL) in the middle of T1's
+/// call leaves an attempt without a receipt. T1 is idempotent, so a plain
+/// run would give the lost try up and start a new one; but a person holds
+/// T1 before the next run. That run still looks at the lost attempt, and
+/// starts no new try of the held task, and ends `HELD`; after `engine
+/// release` the next run starts T1 again.
+#[test]
+fn a_held_task_whose_attempt_was_lost_is_looked_at_but_not_started_again_until_released() {
+    let ws = Ws::new();
+    let mut p = stoppable_plan();
+    p["tasks"][0]["idempotent"] = json!(true);
+    ws.write_plan("plan.json", &p);
+    let mut engine = ws.spawn_engine(&["--json", "run", "plan.json"]);
+    let pid: i32 = wait_until(Duration::from_secs(30), "T1 to start and its dispatch to be recorded", || {
+        let pid = std::fs::read_to_string(ws.path("t1.pid")).ok()?.trim().parse().ok()?;
+        let db = Ledger::try_open(&ws.store())?;
+        db.attempts().iter().any(|a| a.state == "dispatched").then_some(pid)
+    });
+    assert!(engine.kill9().killed());
+    // SAFETY: a plain syscall on the task process this test's engine started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    ws.json(&["hold", "T1", "--reason", "look at it before it runs again"], 0);
+
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(4, Some("HELD"));
+    let runs = std::fs::read_to_string(ws.path("t1.runs")).unwrap().lines().count();
+    assert_eq!(runs, 1, "the held task is not started again: {}", out.describe());
+    let attempts = ws.attempts_of("T1");
+    assert_eq!(attempts.len(), 1, "no new intent for a held task: {attempts:?}");
+    assert_eq!(attempts[0].state, "abandoned", "the lost try was looked at and given up: {attempts:?}");
+    assert_eq!(ws.events_of("rerun_after_restart").len(), 1, "the run reconciled the lost attempt");
+
+    ws.json(&["release", "T1"], 0);
+    ws.write("t1.release", "");
+    ws.engine_json(&["run", "plan.json"]).expect_code(0);
+    let runs = std::fs::read_to_string(ws.path("t1.runs")).unwrap().lines().count();
+    assert_eq!(runs, 2, "released, the next run starts T1 again");
+    ws.engine(&["verify"]).expect_code(0);
+}
