@@ -303,6 +303,7 @@ fn every_stop_names_the_real_operation_id_and_task() {
     unknown.expect_code(3);
     let op = ws.op_of(&ws.attempts()[0].task_ref);
     assert!(unknown.stdout.contains(&format!("next: `engine settle {op} --outcome ok --note")), "{}", unknown.stdout);
+    assert_eq!(unknown.stdout.matches("--outcome not_run").count(), 1, "each way said once: {}", unknown.stdout);
     ws.engine(&["settle", &op, "--outcome", "not_run", "--note", "not in the log"]).expect_code(0);
     let unproven = ws.engine(&["run", "plan.json"]);
     unproven.expect_code(3);

@@ -29,8 +29,11 @@ pub fn render(r: &RunReport) -> Output {
             u.known(),
             u.reason_text()
         ));
+        // Its task's line says the same ways already: not said twice.
         let ways = advice::settle(u.operation_id.as_str());
-        text.push_str(&super::next::lines(&ways, &r.plan_path, &u.task_ref, "    "));
+        if !next.iter().any(|n| n.task_ref == Some(u.task_ref.as_str()) && n.ways == ways) {
+            text.push_str(&super::next::lines(&ways, &r.plan_path, &u.task_ref, "    "));
+        }
     }
     if let Some(c) = &r.plan_file_changed {
         text.push_str(&format!(
