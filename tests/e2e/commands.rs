@@ -212,6 +212,9 @@ fn a_task_without_a_network_is_told_before_and_after() {
     assert!(warned.contains("127.0.0.1:8765"), "{}", check.describe());
     ws.run().expect(1, None);
     let explain = ws.engine(&["explain", "fetch"]);
-    let said = "this process had no network (none declared): add `network: {\"connect\": [\"127.0.0.1:8765\"]}`";
+    let said = "this process had no network (none declared): add `\"network\": {\"connect\": [\"127.0.0.1:8765\"]}`";
     assert!(explain.stdout.contains(said), "{}", explain.describe());
+    // Before and after, the same words to paste.
+    let hint = "`\"network\": {\"connect\": [\"127.0.0.1:8765\"]}`";
+    assert!(warned.contains(hint) && explain.stdout.contains(hint), "{warned}\n{}", explain.stdout);
 }

@@ -217,7 +217,7 @@ pub fn no_network(outputs: &[&str], command: &[&str]) -> Option<String> {
         .find_map(|w| crate::plan::warnings::network::mentioned_host(w))
         .unwrap_or_else(|| "HOST:PORT".to_string());
     Some(format!(
-        "this process had no network (none declared): add `network: {{\"connect\": [\"{host}\"]}}` to the task or its provider, in a revision"
+        "this process had no network (none declared): add `\"network\": {{\"connect\": [\"{host}\"]}}` to the task or its provider, in a revision"
     ))
 }
 
@@ -286,7 +286,7 @@ mod tests {
         let said = no_network(&["", err], &["sh", "-c", "curl http://127.0.0.1:8765/x"]).unwrap_or_default();
         assert_eq!(
             said,
-            "this process had no network (none declared): add `network: {\"connect\": [\"127.0.0.1:8765\"]}` \
+            "this process had no network (none declared): add `\"network\": {\"connect\": [\"127.0.0.1:8765\"]}` \
              to the task or its provider, in a revision"
         );
         assert_eq!(no_network(&["all fine"], &["true"]), None);
