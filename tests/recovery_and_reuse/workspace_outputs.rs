@@ -50,3 +50,50 @@ fn a_kept_task_has_its_outputs_written_back_in_a_second_folder_even_when_a_later
     let written = ws.events_of("outputs_materialized");
     assert!(written.iter().any(|(_, _, d)| d["for"] == "reuse" && d["paths"] == json!(["out1.txt"])), "{written:#?}");
 }
+
+/// A completion whose outputs the ledger did not keep (recorded before the
+/// ledger kept outputs, or its rows lost: here they are deleted) is never
+/// kept: nothing shows a folder holds them, so it is `OUTPUTS_MISSING` and
+/// runs again, in the folder that made it as in a second one, before a
+/// later task fails. An external task stands on a plain re-run, with its
+/// outputs written back from the ledger.
+#[test]
+fn a_completion_whose_outputs_the_ledger_did_not_keep_is_outputs_missing_and_runs_again() {
+    let ws = Ws::new();
+    let mut ts = tasks();
+    let mut t3 = sh_task("T3", "echo sent > ext.txt");
+    t3["effect"] = json!("external");
+    t3["outputs"] = json!(["ext.txt"]);
+    ts.push(t3);
+    let p = plan("unkept", ts);
+    ws.write("in.txt", "in\n");
+    ws.write("local.txt", "a\n");
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+    let db = rusqlite::Connection::open(ws.store()).unwrap();
+    let gone = db.execute("DELETE FROM outputs WHERE path = 'out1.txt'", []).unwrap();
+    assert_eq!(gone, 1, "T1's one output row");
+    drop(db);
+    let b = ws.root().join("b");
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(b.join("in.txt"), "in\n").unwrap();
+    std::fs::write(b.join("local.txt"), "b\n").unwrap();
+    std::fs::write(b.join("plan.json"), serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    let out = run_in(&ws, &b);
+    assert_ne!(out.code(), 0, "T2 fails in B: {}", out.describe());
+    assert_eq!([ws.calls("T1"), ws.calls("T3")], [2, 1], "T1 runs again, T3 (external) stands");
+    assert_eq!(std::fs::read_to_string(b.join("out1.txt")).unwrap(), "one\n", "made again in B");
+    assert_eq!(std::fs::read_to_string(b.join("ext.txt")).unwrap(), "sent\n", "written back from the ledger");
+    let stale = ws.events_of("completion_stale");
+    let t1: Vec<_> = stale.iter().filter(|(t, _, _)| t.as_deref() == Some("T1")).collect();
+    assert_eq!(t1.len(), 1, "{stale:#?}");
+    assert_eq!(t1[0].2["stale"], "OUTPUTS_MISSING");
+    let detail = t1[0].2["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the ledger recorded outputs for it but holds none") && detail.contains("out1.txt"),
+        "{detail}"
+    );
+    let report = out.json();
+    let line = report["tasks"].as_array().unwrap().iter().find(|t| t["task_ref"] == "T1").unwrap()["rechecked"].clone();
+    assert!(line.as_str().unwrap().starts_with("ran again: OUTPUTS_MISSING: "), "{report:#}");
+}

@@ -50,9 +50,12 @@ pub enum Refusal {
     },
     /// The completion's recorded output `path` is not in this workspace
     /// with its recorded digest, and the ledger holds no bytes to write it
-    /// back (`run::driver::restore`).
+    /// back (`run::driver::restore`); `why`: the ledger kept no record
+    /// of its outputs at all (`path` is then the first declared one).
     OutputsMissing {
         path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
 }
 
@@ -84,9 +87,12 @@ impl Refusal {
             Refusal::ValidationNotPassed { validation, why } => format!("{validation}: {why}"),
             Refusal::CheckpointChanged { path } => format!("first differing: {path}"),
             Refusal::ToolChanged { what, old, new } => format!("{what} {old} → {new}"),
-            Refusal::OutputsMissing { path } => format!(
+            Refusal::OutputsMissing { path, why: None } => format!(
                 "its recorded output {path} is not in this workspace, and the ledger holds no bytes to write it back"
             ),
+            Refusal::OutputsMissing { path, why: Some(why) } => {
+                format!("{why}: nothing shows this workspace holds its declared output {path}")
+            }
             Refusal::GoalDigestChanged => "the goal contract changed".into(),
             Refusal::NoPriorCompletion => "no succeeded attempt in the earlier revision".into(),
             Refusal::DependenciesChanged => "its incoming dependencies changed".into(),

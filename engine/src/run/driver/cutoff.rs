@@ -60,7 +60,7 @@ pub fn decide(
         Decision::Run { refusal } => cutoff::named(refusal),
         // Kept only with its outputs in this workspace.
         Decision::Reuse { provenance } => match restore::here(&*ledger.read(), scope, task, cache)? {
-            Here::Missing(path) => Refusal::OutputsMissing { path },
+            Here::Missing { path, why } => Refusal::OutputsMissing { path, why },
             here => {
                 if matches!(here, Here::Restorable) {
                     restore::restore(ledger, scope, &[task_ref.to_string()], cache)?;

@@ -141,6 +141,9 @@ pub fn stale_in(
             continue;
         }
         if task.effect == Effect::External {
+            // It stands (never re-sent on a local observation), with its
+            // outputs in this workspace.
+            walk.outputs_here(task)?;
             continue;
         }
         if starts == Starts::Nothing && !checkpoint::starts_nothing(task) {
@@ -185,13 +188,9 @@ impl<'p> Walk<'_, 'p> {
         });
         let refusal = match decision {
             Decision::Run { refusal } => refusal,
-            Decision::Reuse { .. } => match restore::here(self.ledger, self.scope, task, self.cache)? {
-                Here::All => return Ok(()),
-                Here::Restorable => {
-                    self.pass.restore.push(r.to_string());
-                    return Ok(());
-                }
-                Here::Missing(path) => Refusal::OutputsMissing { path },
+            Decision::Reuse { .. } => match self.outputs_here(task)? {
+                None => return Ok(()),
+                Some(refusal) => refusal,
             },
         };
         if self.across_tool_change && matches!(refusal, Refusal::ToolChanged { .. }) {
@@ -204,6 +203,28 @@ impl<'p> Walk<'_, 'p> {
         self.pass.stale.push((r.to_string(), data));
         self.rerun.insert(r);
         Ok(())
+    }
+
+    /// A completion that stands has its recorded outputs in this
+    /// workspace: there already, or written back once the pass has decided;
+    /// else it is stale (`OUTPUTS_MISSING`, returned for a local task,
+    /// recorded here for an external one) and the task runs again.
+    fn outputs_here(&mut self, task: &'p Task) -> Result<Option<Refusal>> {
+        let r = task.task_ref.as_str();
+        let refusal = match restore::here(self.ledger, self.scope, task, self.cache)? {
+            Here::All => return Ok(None),
+            Here::Restorable => {
+                self.pass.restore.push(r.to_string());
+                return Ok(None);
+            }
+            Here::Missing { path, why } => Refusal::OutputsMissing { path, why },
+        };
+        if task.effect != Effect::External {
+            return Ok(Some(refusal));
+        }
+        self.pass.stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
+        self.rerun.insert(r);
+        Ok(None)
     }
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use super::scope::Scope;
 use crate::checkpoint::FileCache;
 use crate::error::Result;
+use crate::ids::AttemptId;
 use crate::plan::Task;
 use crate::run::materialize::{self, Wanted};
 use crate::store::events::{Event, EventKind};
@@ -21,8 +22,9 @@ pub enum Here {
     All,
     /// Some are missing or differ; the ledger holds their bytes.
     Restorable,
-    /// This one is missing or differs, and the ledger holds no bytes for it.
-    Missing(String),
+    /// This one is missing or differs, and the ledger holds no bytes for
+    /// it; or (`why`) the ledger kept no record of the outputs at all.
+    Missing { path: String, why: Option<String> },
 }
 
 /// Does the workspace hold `task`'s recorded outputs (its completion in
@@ -35,18 +37,42 @@ pub fn here(read: &dyn LedgerRead, scope: &Scope, task: &Task, cache: &mut FileC
     let Some(attempt) = crate::run::outputs::completed_by(read, &scope.goal_id, scope.revision, &task.task_ref)? else {
         return Ok(Here::All);
     };
+    let files = read.outputs_of_attempt(attempt)?;
+    if files.is_empty() {
+        return unrecorded(read, scope, task, attempt);
+    }
     let mut here = Here::All;
-    for file in read.outputs_of_attempt(attempt)? {
+    for file in files {
         let now = cache.digest(&scope.plan.workspace.join(&file.path)).ok().flatten();
         if now.as_deref() == Some(file.digest.as_str()) {
             continue;
         }
         if read.blob(&file.digest)?.is_none() {
-            return Ok(Here::Missing(file.path));
+            return Ok(Here::Missing { path: file.path, why: None });
         }
         here = Here::Restorable;
     }
     Ok(here)
+}
+
+/// A completion of a task that declares `outputs` with no output row: the
+/// ledger recorded its outputs as none (an `outputs_recorded` event of 0
+/// files: its patterns matched nothing), or it kept no record of them (a
+/// completion recorded before the ledger kept outputs, or rows it lost):
+/// then nothing shows this folder holds them, and the task runs again.
+/// Read only on this rare path (the goal's events of that kind).
+fn unrecorded(read: &dyn LedgerRead, scope: &Scope, task: &Task, attempt: AttemptId) -> Result<Here> {
+    let recorded = read.events_of_goal(&scope.goal_id, EventKind::OutputsRecorded)?;
+    let files = recorded.iter().find(|e| e.attempt_id == Some(attempt)).map(|e| e.data["files"].as_u64());
+    if files == Some(Some(0)) {
+        return Ok(Here::All);
+    }
+    let path = task.outputs.first().cloned().unwrap_or_default();
+    let why = match files {
+        None => "the ledger kept no record of its outputs (the completion predates them)",
+        Some(_) => "the ledger recorded outputs for it but holds none of them",
+    };
+    Ok(Here::Missing { path, why: Some(why.into()) })
 }
 
 /// Write back the recorded outputs of `refs` (completions that stand),
