@@ -211,27 +211,20 @@ fn dispatch(cli: Cli) -> Result<Output> {
             approve(&at, OperationId::new(operation_id), (&note, expect_cost, for_.as_deref()), actor, request_id)
         }
         Command::Answer { task_ref, fields, accept, decline, goal, for_, asker } => {
-            let said = crate::decide::answer::Said { fields, accept, decline };
-            let for_ms = for_ms(for_.as_deref())?;
-            let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said, for_ms };
-            answer(&at, (a, for_), asker.actor, asker.request_id)
+            answer(&at, (task_ref, goal, crate::decide::answer::Said { fields, accept, decline }), for_, asker)
         }
         Command::Hold { task_ref, goal, reason, asker } => hold(&at, (task_ref, goal), (true, &reason), asker),
         Command::Release { task_ref, goal, reason, asker } => {
             hold(&at, (task_ref, goal), (false, reason.as_deref().unwrap_or("")), asker)
         }
-        Command::Retry { task_ref, goal, without_read_back, reason, jobs, asker, show } => retry(
-            &at,
-            (&task_ref, goal.map(GoalId::new).as_ref(), without_read_back.then_some(reason.as_deref().unwrap_or(""))),
-            (jobs_or_default(jobs), show.sink()),
-            asker.actor,
-            asker.request_id,
-        ),
+        Command::Retry { task_ref, goal, without_read_back, reason, jobs, asker, show } => {
+            let waived = without_read_back.then(|| reason.unwrap_or_default());
+            retry(&at, (&task_ref, goal.map(GoalId::new).as_ref(), waived.as_deref()), (jobs, show), asker)
+        }
         Command::Repair { task_ref, instruction, provider, force, note, goal, jobs, asker, show } => {
-            let force_note = if force { note } else { None };
             let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
-            let request = RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress };
-            repair(&at, request, asker.actor, asker.request_id)
+            let force_note = force.then_some(note).flatten();
+            repair(&at, RepairRequest { goal, task_ref, instruction, provider, force_note, jobs, progress }, asker)
         }
         Command::Rerun { task_ref, downstream, reason, goal, jobs, asker, show } => {
             let (goal, jobs, progress) = (goal.map(GoalId::new), jobs_or_default(jobs), show.sink());
@@ -248,21 +241,48 @@ fn dispatch(cli: Cli) -> Result<Output> {
         Command::Explain { task_ref, goal } => {
             report::explain::render(&at.reader()?, goal.map(GoalId::new).as_ref(), &task_ref)
         }
-        Command::Output { task_ref, attempt, stderr, goal } => {
-            let which = report::output::Which { goal: goal.map(GoalId::new), task_ref, attempt, stderr };
-            report::output::render(&at.reader()?, &which, json)
-        }
+        Command::Output { task_ref, attempt, stderr, goal } => output(&at, (goal, task_ref), (attempt, stderr), json),
         Command::Report { goal, revision, html, no_timestamp } => {
-            let (goal, html) = (goal.as_deref(), html.as_deref());
-            let options = report::goal_report::Options { goal, revision, html, json, no_timestamp };
-            report::goal_report::run(&at.reader()?, &options)
+            goal_report(&at, (goal, revision), html, no_timestamp, json)
         }
         Command::Verify => verify(&at.store_path()?),
-        Command::Log { follow, after, goal, task_ref } => {
-            let which = report::log::Which { after: Seq(after), goal: goal.map(GoalId::new), task_ref, follow };
-            report::log::render(&at.reader()?, &which, json)
-        }
+        Command::Log { follow, after, goal, task_ref } => log(&at, (goal, task_ref), (after, follow), json),
     }
+}
+
+/// `engine output`: what an attempt of a task printed.
+fn output(
+    at: &Places,
+    (goal, task_ref): (Option<String>, String),
+    (attempt, stderr): (Option<i64>, bool),
+    json: bool,
+) -> Result<Output> {
+    let which = report::output::Which { goal: goal.map(GoalId::new), task_ref, attempt, stderr };
+    report::output::render(&at.reader()?, &which, json)
+}
+
+/// `engine log`: the ledger's events, as they come with `--follow`.
+fn log(
+    at: &Places,
+    (goal, task_ref): (Option<String>, Option<String>),
+    (after, follow): (i64, bool),
+    json: bool,
+) -> Result<Output> {
+    let which = report::log::Which { after: Seq(after), goal: goal.map(GoalId::new), task_ref, follow };
+    report::log::render(&at.reader()?, &which, json)
+}
+
+/// `engine report`: the goal's report, as text, JSON or an HTML page.
+fn goal_report(
+    at: &Places,
+    (goal, revision): (Option<String>, Option<i64>),
+    html: Option<PathBuf>,
+    no_timestamp: bool,
+    json: bool,
+) -> Result<Output> {
+    let (goal, html) = (goal.as_deref(), html.as_deref());
+    let options = report::goal_report::Options { goal, revision, html, json, no_timestamp };
+    report::goal_report::run(&at.reader()?, &options)
 }
 
 /// `engine submit`: the goal registered on a shared store, for workers.
@@ -351,10 +371,13 @@ fn for_ms(for_: Option<&str>) -> Result<Option<u64>> {
 /// `engine answer`: a person's act, under the lease; once per request id.
 fn answer(
     at: &Places,
-    (a, for_): (commands::answer::Answer, Option<String>),
-    actor: Option<String>,
-    request_id: Option<String>,
+    (task_ref, goal, said): (String, Option<String>, crate::decide::answer::Said),
+    for_: Option<String>,
+    asker: crate::cli::args::Asker,
 ) -> Result<Output> {
+    let (actor, request_id) = (asker.actor, asker.request_id);
+    let for_ms = for_ms(for_.as_deref())?;
+    let a = commands::answer::Answer { goal: goal.map(GoalId::new), task_ref, said, for_ms };
     let person = commands::person::who(actor.as_deref());
     let mut args = json!({"task_ref": a.task_ref, "fields": a.said.fields, "accept": a.said.accept,
         "decline": a.said.decline, "goal": a.goal.as_ref().map(GoalId::as_str), "actor": actor});
@@ -415,10 +438,10 @@ fn hold(
 fn retry(
     at: &Places,
     (arg, goal, without_read_back): (&str, Option<&GoalId>, Option<&str>),
-    (jobs, progress): (usize, std::sync::Arc<dyn crate::run::progress::Sink>),
-    actor: Option<String>,
-    request_id: Option<String>,
+    (jobs, show): (Option<usize>, crate::cli::args::Show),
+    asker: crate::cli::args::Asker,
 ) -> Result<Output> {
+    let (actor, request_id, jobs, progress) = (asker.actor, asker.request_id, jobs_or_default(jobs), show.sink());
     let person = commands::person::who(actor.as_deref());
     // The argument as given (a ref or an operation id); the goal only when
     // named, so a request id recorded before `--goal` existed still matches.
@@ -442,7 +465,8 @@ fn retry(
 }
 
 /// `engine repair`: a person's request, under the lease; once per request id.
-fn repair(at: &Places, request: RepairRequest, actor: Option<String>, request_id: Option<String>) -> Result<Output> {
+fn repair(at: &Places, request: RepairRequest, asker: crate::cli::args::Asker) -> Result<Output> {
+    let (actor, request_id) = (asker.actor, asker.request_id);
     let person = commands::person::who(actor.as_deref());
     let args = json!({"task_ref": request.task_ref, "instruction": request.instruction,
         "provider": request.provider, "force_note": request.force_note,

@@ -35,28 +35,11 @@ impl Run<'_> {
     /// what is already in flight is drained so its receipts are kept. A
     /// person's stop also stops new work, and ends what is in flight.
     pub async fn schedule(&mut self) -> Result<()> {
-        let plan = self.plan;
-        let order: Vec<String> =
-            plan.order.iter().filter_map(|&i| plan.file.tasks.get(i)).map(|t| t.task_ref.clone()).collect();
+        let order = self.order();
         self.look_afresh(&order).await?;
-        // A task a person holds waits as one settled `not_run` does: for a
-        // person's act (`engine release`).
-        let mut waits_for_retry = self.waits_for_retry().await?;
-        #[cfg(feature = "sim")]
-        let forget_holds = crate::failpoint::fault(crate::failpoint::Fault::StartHeldTask);
-        #[cfg(not(feature = "sim"))]
-        let forget_holds = false;
-        if !forget_holds {
-            waits_for_retry.extend(self.person_held.iter().cloned());
-        }
+        let waits_for_retry = self.held_back().await?;
         let position: HashMap<&str, usize> = order.iter().enumerate().map(|(p, r)| (r.as_str(), p)).collect();
-        let deps: Vec<Vec<usize>> = order
-            .iter()
-            .map(|r| {
-                let depends_on = plan.task(r).map(|t| t.depends_on.as_slice()).unwrap_or_default();
-                depends_on.iter().filter_map(|d| position.get(d.as_str()).copied()).collect()
-            })
-            .collect();
+        let deps = self.deps(&order, &position);
         let mut scheduler = Scheduler::new(deps.clone());
         let mut refused: Option<Error> = None;
         // Shared store: the run ends only after a fresh look at the ledger
@@ -66,23 +49,7 @@ impl Run<'_> {
             // The intents of this round share one commit with the records
             // of the messages just handled; their calls wait for it.
             self.begin_group().await;
-            while !self.stopping().await?
-                && self.stops.budget.is_none()
-                && self.stops.login.is_none()
-                && refused.is_none()
-                && self.in_flight.len() < self.jobs
-            {
-                let view = View { order: &order, states: &self.states, waits_for_retry: &waits_for_retry };
-                let Some(p) = scheduler.next(&view) else { break };
-                let Some(task_ref) = order.get(p) else { break };
-                match self.start(task_ref).await {
-                    // Kept without a call (early cutoff): its dependants may start.
-                    Ok(()) if self.state(task_ref).is_complete() => scheduler.completed(p),
-                    Ok(()) => {}
-                    Err(e) if stops_new_work(&e) => refused = Some(e),
-                    Err(e) => return Err(e),
-                }
-            }
+            self.start_ready(&order, &mut scheduler, &waits_for_retry, &mut refused).await?;
             self.flush().await?;
             if self.in_flight.is_empty() {
                 let stopped = refused.is_some() || self.stops.budget.is_some() || self.stops.login.is_some();
@@ -112,6 +79,68 @@ impl Run<'_> {
             return Ok(());
         }
         self.mark_blocked(&order, &scheduler, &waits_for_retry).await
+    }
+
+    /// The plan's tasks in plan order, by ref.
+    fn order(&self) -> Vec<String> {
+        let plan = self.plan;
+        plan.order.iter().filter_map(|&i| plan.file.tasks.get(i)).map(|t| t.task_ref.clone()).collect()
+    }
+
+    /// Each task's dependencies, by position in `order`.
+    fn deps(&self, order: &[String], position: &HashMap<&str, usize>) -> Vec<Vec<usize>> {
+        let plan = self.plan;
+        order
+            .iter()
+            .map(|r| {
+                let depends_on = plan.task(r).map(|t| t.depends_on.as_slice()).unwrap_or_default();
+                depends_on.iter().filter_map(|d| position.get(d.as_str()).copied()).collect()
+            })
+            .collect()
+    }
+
+    /// The tasks that wait for a person's act: a settled `not_run` for
+    /// `engine retry`, a task a person holds for `engine release`.
+    async fn held_back(&self) -> Result<HashSet<String>> {
+        let mut waits_for_retry = self.waits_for_retry().await?;
+        #[cfg(feature = "sim")]
+        let forget_holds = crate::failpoint::fault(crate::failpoint::Fault::StartHeldTask);
+        #[cfg(not(feature = "sim"))]
+        let forget_holds = false;
+        if !forget_holds {
+            waits_for_retry.extend(self.person_held.iter().cloned());
+        }
+        Ok(waits_for_retry)
+    }
+
+    /// Start what is ready, in plan order, until `jobs` are in flight, or a
+    /// person's stop, an exhausted budget, a login or a refused call
+    /// (`refused`: it stops new work) says no more.
+    async fn start_ready(
+        &mut self,
+        order: &[String],
+        scheduler: &mut Scheduler,
+        waits_for_retry: &HashSet<String>,
+        refused: &mut Option<Error>,
+    ) -> Result<()> {
+        while !self.stopping().await?
+            && self.stops.budget.is_none()
+            && self.stops.login.is_none()
+            && refused.is_none()
+            && self.in_flight.len() < self.jobs
+        {
+            let view = View { order, states: &self.states, waits_for_retry };
+            let Some(p) = scheduler.next(&view) else { break };
+            let Some(task_ref) = order.get(p) else { break };
+            match self.start(task_ref).await {
+                // Kept without a call (early cutoff): its dependants may start.
+                Ok(()) if self.state(task_ref).is_complete() => scheduler.completed(p),
+                Ok(()) => {}
+                Err(e) if stops_new_work(&e) => *refused = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Decide and, if the gate allows, commit the intent and dispatch (on

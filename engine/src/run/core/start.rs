@@ -10,9 +10,9 @@ use super::event::Applied;
 use super::state::{Flight, Run};
 use crate::decide::gate::{Decision, Missing};
 use crate::error::{Code, Error, Result};
-use crate::ids::{AttemptId, RequestFingerprint};
+use crate::ids::{AttemptId, OperationId, RequestDigest, RequestFingerprint};
 use crate::plan::{digests, ProviderSpec, Task};
-use crate::run::asked::{Answering, Repair};
+use crate::run::asked::{Answering, Repair, Rerun};
 use crate::run::constraints::starts_process;
 use crate::run::report::Awaiting;
 use crate::state::{AttemptKind, TaskState};
@@ -53,30 +53,57 @@ fn request_of(
     (request, fingerprint)
 }
 
+/// The person's answers the call carries, if any.
+#[allow(unused_mut)]
+fn answers_sent(task: &Task, answering: Option<Answering>) -> Option<Box<Value>> {
+    let mut answers = answering.map(|a| Box::new(a.answers));
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::AnswerOnItsOwn) && answers.is_none() && calls_a_tool(task) {
+        // Planted fault: the engine makes up a person's answer.
+        answers = Some(Box::new(json!({"responses": [], "made_up_by": "the engine"})));
+    }
+    #[cfg(not(feature = "sim"))]
+    let _ = task;
+    answers
+}
+
+/// What a person asked of a task's next call, and the operation it is:
+/// a repair (it answers a failure), else an answer to the task's server (a
+/// request of its own, as a repair is), else a rerun (a new operation of
+/// the task's own request), else the plan's own operation; `retry`: a
+/// person asked to send that operation again.
+struct AskedOf {
+    repair: Option<Repair>,
+    answering: Option<Answering>,
+    rerun: Option<Rerun>,
+    retry: bool,
+    operation_id: OperationId,
+    request_digest: RequestDigest,
+}
+
+impl AskedOf {
+    /// The kind of attempt the call makes.
+    fn kind(&self) -> AttemptKind {
+        match (&self.repair, self.retry, &self.rerun) {
+            (Some(_), _, _) => AttemptKind::Repair,
+            (None, true, _) => AttemptKind::Retry,
+            (None, false, Some(_)) => AttemptKind::Rerun,
+            (None, false, None) => AttemptKind::Run,
+        }
+    }
+
+    /// A person asked for it (retry, repair, rerun): a repeat.
+    fn repeat(&self) -> bool {
+        self.repair.is_some() || self.retry || self.rerun.is_some()
+    }
+}
+
 impl Run<'_> {
     /// Decide and, if the gate allows, commit the intent and hold the call
     /// for the commit.
     pub async fn start_claimed(&mut self, task_ref: &str) -> Result<()> {
         let task = self.task(task_ref)?;
-        let repair = self.asked.repairs.get(task_ref).cloned();
-        let digests = self
-            .plan
-            .digests()
-            .tasks
-            .get(task_ref)
-            .ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
-        // A person's answer to the task's server is its own request, as a
-        // repair is (a repair comes first: it answers a failure, not a question).
-        let answering = self.asked.answers.get(task_ref).filter(|_| repair.is_none()).cloned();
-        // A person's rerun is a new operation of the task's own request.
-        let rerun = self.asked.reruns.get(task_ref).filter(|_| repair.is_none() && answering.is_none()).cloned();
-        let (operation_id, request_digest) = match (&repair, &answering, &rerun) {
-            (Some(rep), _, _) => (rep.operation_id.clone(), rep.request_digest.clone()),
-            (None, Some(a), _) => (a.operation_id.clone(), a.request_digest.clone()),
-            (None, None, Some(r)) => (r.operation_id.clone(), r.request_digest.clone()),
-            (None, None, None) => (digests.operation_id.clone(), digests.request.clone()),
-        };
-        let retry = self.asked.retry.contains(&operation_id);
+        let asked = self.asked_of(task_ref)?;
         // A completion put off for its upstream: kept if what it stands on
         // is unchanged (early cutoff), else it runs. Only on a store of its
         // own, where every upstream ran or was kept in this workspace (its
@@ -85,7 +112,59 @@ impl Run<'_> {
         if self.cut_off(task_ref).await? {
             return Ok(());
         }
-        // Upstream outputs first: they are among the inputs observed next.
+        let (retry, answering) = (asked.retry, asked.answering.clone());
+        let call = self.gate_call(task, asked).await?;
+        // A person's retry reads the target back first where the task
+        // declares how (`read_first`).
+        if retry && self.read_back_before_retry(&call, task).await? {
+            return Ok(());
+        }
+        let (request_digest, protected) = (call.request_digest.clone(), call.protected.clone());
+        let sending = Sending {
+            attempt_id: AttemptId(0),
+            task_ref: task_ref.to_string(),
+            operation_id: call.operation_id.clone(),
+            try_no: 0,
+            repair: call.repair.clone(),
+            answers: None,
+        };
+        let applied = self.gate(call).await?;
+        let sending = Sending { answers: answers_sent(task, answering), ..sending };
+        match applied {
+            Applied::Go { intent, try_no } => {
+                self.dispatch(Sending { try_no, ..sending }, intent, protected);
+                Ok(())
+            }
+            Applied::Stopped(decision) => self.stopped(&sending, request_digest, decision).await,
+        }
+    }
+
+    /// What a person asked of the task's next call (`AskedOf`).
+    fn asked_of(&self, task_ref: &str) -> Result<AskedOf> {
+        let repair = self.asked.repairs.get(task_ref).cloned();
+        let digests = self
+            .plan
+            .digests()
+            .tasks
+            .get(task_ref)
+            .ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
+        let answering = self.asked.answers.get(task_ref).filter(|_| repair.is_none()).cloned();
+        let rerun = self.asked.reruns.get(task_ref).filter(|_| repair.is_none() && answering.is_none()).cloned();
+        let (operation_id, request_digest) = match (&repair, &answering, &rerun) {
+            (Some(rep), _, _) => (rep.operation_id.clone(), rep.request_digest.clone()),
+            (None, Some(a), _) => (a.operation_id.clone(), a.request_digest.clone()),
+            (None, None, Some(r)) => (r.operation_id.clone(), r.request_digest.clone()),
+            (None, None, None) => (digests.operation_id.clone(), digests.request.clone()),
+        };
+        let retry = self.asked.retry.contains(&operation_id);
+        Ok(AskedOf { repair, answering, rerun, retry, operation_id, request_digest })
+    }
+
+    /// The call as the run means to send it, for the gate: upstream
+    /// outputs in place first (they are among the inputs observed), the
+    /// inputs and protected paths as they stand, the request document.
+    async fn gate_call(&mut self, task: &Task, asked: AskedOf) -> Result<GateCall> {
+        let task_ref = task.task_ref.as_str();
         self.io.materialize(Some(task_ref)).await?;
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
@@ -94,69 +173,40 @@ impl Run<'_> {
             false => None,
         };
         let (mut request, fingerprint) =
-            request_of(self.plan.provider_of(task), task, (repair.as_ref(), answering.as_ref()));
-        if let Some(r) = &rerun {
+            request_of(self.plan.provider_of(task), task, (asked.repair.as_ref(), asked.answering.as_ref()));
+        if let Some(r) = &asked.rerun {
             request["rerun"] = json!(r.number);
         }
-        let kind = match (&repair, retry, &rerun) {
-            (Some(_), _, _) => AttemptKind::Repair,
-            (None, true, _) => AttemptKind::Retry,
-            (None, false, Some(_)) => AttemptKind::Rerun,
-            (None, false, None) => AttemptKind::Run,
-        };
-        let call = GateCall {
+        let (kind, asked_repeat) = (asked.kind(), asked.repeat());
+        Ok(GateCall {
             task_ref: task_ref.to_string(),
-            operation_id,
-            request_digest,
+            operation_id: asked.operation_id,
+            request_digest: asked.request_digest,
             fingerprint,
-            asked_repeat: repair.is_some() || retry || rerun.is_some(),
-            repair,
+            asked_repeat,
+            repair: asked.repair,
             kind,
             request,
             inputs_at_intent,
             protected,
             budgets: self.budgets.clone(),
             began_ms: self.began_ms,
-            answer_expires: answering.as_ref().and_then(|a| a.expires.clone()),
-        };
-        // A person's retry reads the target back first where the task
-        // declares how (`read_first`).
-        if retry && self.read_back_before_retry(&call, task).await? {
-            return Ok(());
-        }
-        let (operation_id, request_digest) = (call.operation_id.clone(), call.request_digest.clone());
-        let (repair, protected) = (call.repair.clone(), call.protected.clone());
-        let applied = match self.io.record(|reply| Record::Gate(Box::new(call), reply)).await {
-            Ok(a) => a,
+            answer_expires: asked.answering.and_then(|a| a.expires),
+        })
+    }
+
+    /// The gate's transaction: the intent committed, or the stop the gate
+    /// said. A refusal that stops new work is said in the ledger first
+    /// (nothing was dispatched).
+    async fn gate(&mut self, call: GateCall) -> Result<Applied> {
+        let (task_ref, operation_id) = (call.task_ref.clone(), call.operation_id.clone());
+        match self.io.record(|reply| Record::Gate(Box::new(call), reply)).await {
             Err(e) if stops_new_work(&e) => {
-                // Nothing was dispatched; say why in the ledger before stopping.
                 let data = json!({"operation_id": operation_id, "code": e.code, "message": e.message});
-                self.write_event(Durability::Normal, EventKind::CallRefused, Some(task_ref), None, data).await?;
-                return Err(e);
+                self.write_event(Durability::Normal, EventKind::CallRefused, Some(&task_ref), None, data).await?;
+                Err(e)
             }
-            Err(e) => return Err(e),
-        };
-        #[allow(unused_mut)]
-        let mut answers = answering.map(|a| Box::new(a.answers));
-        #[cfg(feature = "sim")]
-        if crate::failpoint::fault(crate::failpoint::Fault::AnswerOnItsOwn) && answers.is_none() && calls_a_tool(task) {
-            // Planted fault: the engine makes up a person's answer.
-            answers = Some(Box::new(json!({"responses": [], "made_up_by": "the engine"})));
-        }
-        let sending = Sending {
-            attempt_id: AttemptId(0),
-            task_ref: task_ref.to_string(),
-            operation_id,
-            try_no: 0,
-            repair,
-            answers,
-        };
-        match applied {
-            Applied::Go { intent, try_no } => {
-                self.dispatch(Sending { try_no, ..sending }, intent, protected);
-                Ok(())
-            }
-            Applied::Stopped(decision) => self.stopped(&sending, request_digest, decision).await,
+            applied => applied,
         }
     }
 

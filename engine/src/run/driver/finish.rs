@@ -19,6 +19,21 @@ use crate::store::events::{Event, EventKind};
 use crate::store::evidence::CheckScope;
 use crate::store::{Durability, LeaseGuard};
 
+/// What a run leaves for a person or for later: its tasks' lines, the
+/// outcomes nobody knows, the failures, and what waits on a person.
+struct Left {
+    tasks: Vec<TaskLine>,
+    unknown: Vec<UnknownOp>,
+    failed: Vec<String>,
+    awaiting: Vec<Awaiting>,
+    same_request: Vec<crate::run::report::SameRequestWait>,
+    awaiting_input: Vec<AwaitingInput>,
+    not_run: Vec<AttemptRecord>,
+    /// The settled `not_run` tries no approval waits to send again.
+    unretried: usize,
+    held: Vec<HeldTask>,
+}
+
 /// What closing a run reads and writes.
 pub struct Closer<'l, 'p> {
     pub ledger: &'l mut LeaseGuard,
@@ -323,82 +338,116 @@ impl Closer<'_, '_> {
         if self.c.budget.is_none() {
             self.c.budget = self.past_cost_budget()?;
         }
+        let left = self.left()?;
+        let verdict = self.verdict(&left, acceptance.as_deref());
+        let stopped = self.stop_report(&left.tasks)?;
+        self.record_finish(&dirty, &left, &verdict, stopped.as_ref())?;
+        self.report(left, verdict, acceptance, stopped)
+    }
+
+    /// What the run leaves, read from the ledger (and what the core kept).
+    fn left(&mut self) -> Result<Left> {
         let unknown = self.unknown_ops()?;
         let tasks = self.task_lines()?;
-        let failed: Vec<String> =
-            tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
+        let failed = tasks.iter().filter(|t| t.state == TaskState::Failed).map(|t| t.task_ref.clone()).collect();
         let awaiting = std::mem::take(&mut self.c.awaiting);
         let same_request = std::mem::take(&mut self.c.same_request);
         let awaiting_input = self.awaiting_input(&tasks)?;
         let (not_run, unretried) = self.settled_not_run(&awaiting)?;
         let held = self.held(&tasks.iter().map(|t| (t.task_ref.clone(), t.state)).collect::<Vec<_>>())?;
+        Ok(Left { tasks, unknown, failed, awaiting, same_request, awaiting_input, not_run, unretried, held })
+    }
+
+    /// The goal's state and the exit code (`decide::verdict`) over what the
+    /// run leaves.
+    fn verdict(&self, left: &Left, acceptance: Option<&[AcceptanceLine]>) -> Verdict {
         #[allow(unused_mut)]
-        let mut unknown_count = unknown.len();
+        let mut unknown_count = left.unknown.len();
         #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::SatisfiedOverUnknown) {
             // Planted fault: the verdict forgets the unknown outcomes.
             unknown_count = 0;
         }
-        let Verdict { goal_state, code, exit_code } = verdict::verdict(&verdict::Facts {
+        verdict::verdict(&verdict::Facts {
             unknown: unknown_count,
-            same_request: same_request.len(),
-            settled_not_run: unretried,
-            awaiting_approval: awaiting.len(),
-            approval_stale: awaiting.iter().any(|a| a.stale),
-            awaiting_input: awaiting_input.len(),
+            same_request: left.same_request.len(),
+            settled_not_run: left.unretried,
+            awaiting_approval: left.awaiting.len(),
+            approval_stale: left.awaiting.iter().any(|a| a.stale),
+            awaiting_input: left.awaiting_input.len(),
             budget_exhausted: self.c.budget.is_some(),
-            failed_tasks: failed.len(),
+            failed_tasks: left.failed.len(),
             constraints_violated: self.c.tally.goal_checks.values().filter(|passed| !**passed).count(),
-            acceptance_passed: acceptance.as_ref().map(|a| a.iter().all(|l| l.passed)),
-            held: held.len(),
+            acceptance_passed: acceptance.map(|a| a.iter().all(|l| l.passed)),
+            held: left.held.len(),
             stopped: self.c.signal,
-        });
-        let stopped = self.stop_report(&tasks)?;
+        })
+    }
+
+    /// The end in one transaction: the files' states, the stop, the
+    /// summary and the goal's state.
+    fn record_finish(
+        &mut self,
+        dirty: &[crate::checkpoint::FileState],
+        left: &Left,
+        v: &Verdict,
+        stopped: Option<&StopReport>,
+    ) -> Result<()> {
         let summary = json!({
-            "goal_state": goal_state, "exit_code": exit_code, "code": code, "failed": failed,
-            "unknown": unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
-            "same_request_unsettled": same_request.iter().map(|w| (&w.task_ref, &w.first.operation_id)).collect::<Vec<_>>(),
-            "awaiting_approval": awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
-            "awaiting_input": awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
-            "held": held.iter().map(|h| &h.task_ref).collect::<Vec<_>>(),
+            "goal_state": v.goal_state, "exit_code": v.exit_code, "code": v.code, "failed": left.failed,
+            "unknown": left.unknown.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "same_request_unsettled": left.same_request.iter().map(|w| (&w.task_ref, &w.first.operation_id)).collect::<Vec<_>>(),
+            "awaiting_approval": left.awaiting.iter().map(|u| &u.operation_id).collect::<Vec<_>>(),
+            "awaiting_input": left.awaiting_input.iter().map(|u| &u.task_ref).collect::<Vec<_>>(),
+            "held": left.held.iter().map(|h| &h.task_ref).collect::<Vec<_>>(),
             "budget": self.c.budget,
         });
-        let (goal_id, revision) = (self.scope.goal_id.clone(), self.scope.revision);
-        let stop_event = stopped.as_ref().map(|s| json!(s));
+        let (goal_id, revision, goal_state) = (self.scope.goal_id.clone(), self.scope.revision, v.goal_state);
+        let stop_event = stopped.map(|s| json!(s));
         self.ledger.write(Durability::Normal, |tx| {
-            tx.put_file_states(&dirty)?;
+            tx.put_file_states(dirty)?;
             if let Some(data) = &stop_event {
                 tx.append_event(&Event::goal(EventKind::RunStopped, &goal_id, revision, data.clone()))?;
             }
             let seq = tx.append_event(&Event::goal(EventKind::RunFinished, &goal_id, revision, summary.clone()))?;
             tx.set_goal_state(&goal_id, goal_state, seq)
-        })?;
+        })
+    }
+
+    /// The report the CLI renders.
+    fn report(
+        &mut self,
+        left: Left,
+        v: Verdict,
+        acceptance: Option<Vec<AcceptanceLine>>,
+        stopped: Option<StopReport>,
+    ) -> Result<RunReport> {
         let plan_path = self.ledger.read().revision(&self.scope.goal_id, self.scope.revision)?.plan_path;
         Ok(RunReport {
             goal_id: self.scope.goal_id.clone(),
             revision: self.scope.revision,
             plan_path,
-            goal_state,
-            exit_code,
-            code,
-            tasks,
+            goal_state: v.goal_state,
+            exit_code: v.exit_code,
+            code: v.code,
+            tasks: left.tasks,
             acceptance: acceptance.unwrap_or_default(),
-            unknown,
-            same_request_unsettled: same_request,
-            failed,
+            unknown: left.unknown,
+            same_request_unsettled: left.same_request,
+            failed: left.failed,
             budget: self.c.budget.clone(),
             way_out: self.way_out()?,
-            awaiting_approval: awaiting,
-            awaiting_input,
-            settled_not_run: not_run.iter().map(|a| a.operation_id.clone()).collect(),
+            awaiting_approval: left.awaiting,
+            awaiting_input: left.awaiting_input,
+            settled_not_run: left.not_run.iter().map(|a| a.operation_id.clone()).collect(),
             acceptance_unchecked: self.unchecked_acceptance(),
             acceptance_checks: self.acceptance_checks(),
             constraints: self.constraint_lines()?,
             stopped,
-            verdict: crate::decide::verdict::word(goal_state, self.constraints_not_checked()),
+            verdict: crate::decide::verdict::word(v.goal_state, self.constraints_not_checked()),
             constraints_not_checked: self.constraints_not_checked(),
             plan_file_changed: None,
-            held,
+            held: left.held,
         })
     }
 

@@ -61,47 +61,10 @@ pub fn decision<L: LedgerRead + ?Sized>(
     // and reading it at every intent made a run quadratic.
     let active_plan_digest = tx.revision_plan_digest(goal_id, goal.active_revision)?;
     let used = tx.budget_use(goal_id)?;
-    let open: Vec<OpenApproval> = tx
-        .open_approvals(&call.operation_id)?
-        .into_iter()
-        .map(|a| OpenApproval {
-            id: a.id,
-            request_digest: a.request_digest,
-            plan_digest: a.plan_digest,
-            revision: a.revision,
-            cost: a.cost,
-            expires_at_ms: a.expires_at_ms,
-        })
-        .collect();
-    #[cfg(feature = "sim")]
-    let open: Vec<OpenApproval> = match crate::failpoint::fault(crate::failpoint::Fault::SpendExpiredApproval) {
-        // Planted fault: no approval is ever past its time.
-        true => open.into_iter().map(|a| OpenApproval { expires_at_ms: None, ..a }).collect(),
-        false => open,
-    };
-    // A person's approval only if the act chain vouches for it: a row
-    // written by anything else stops the run here, and nothing is
-    // dispatched (STORE_TAMPERED names the row).
-    for a in &open {
-        tx.check_on_chain(ActRef::Approval(a.id))?;
-    }
-    #[allow(unused_mut)]
-    let mut attempts_of_task = tx.attempt_count(goal_id, revision, task_ref)?;
-    #[cfg(feature = "sim")]
-    if crate::failpoint::fault(crate::failpoint::Fault::StopConsumesAttempt) {
-        // Planted fault: the attempts a person's stop cancelled count too.
-        let cancelled = tx.attempts_in_state(goal_id, AttemptState::Cancelled)?;
-        attempts_of_task +=
-            cancelled.iter().filter(|a| a.revision == revision && a.task_ref == task_ref).count() as u64;
-    }
+    let open = open_approvals(tx, call)?;
+    let attempts_of_task = attempts_of_task(tx, (goal_id, revision), task_ref)?;
     let (always, paid_or_external) = ApprovalFacts::of_task(task);
-    #[allow(unused_mut)]
-    let mut budgets = call.budgets.clone();
-    #[cfg(feature = "sim")]
-    if crate::failpoint::fault(crate::failpoint::Fault::SkipCallBudget) {
-        // Planted fault: the provider-call budget is not checked.
-        budgets.max_provider_calls = u64::MAX;
-    }
+    let budgets = budgets(call);
     let facts = gate::Facts {
         revision,
         active_revision: goal.active_revision,
@@ -131,6 +94,63 @@ pub fn decision<L: LedgerRead + ?Sized>(
         now_ms,
     };
     Ok(gate::decide(&facts))
+}
+
+/// The approvals open for the call's operation, each one vouched for by
+/// the act chain: a row written by anything else stops the run here, and
+/// nothing is dispatched (STORE_TAMPERED names the row).
+fn open_approvals<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall) -> Result<Vec<OpenApproval>> {
+    let open: Vec<OpenApproval> = tx
+        .open_approvals(&call.operation_id)?
+        .into_iter()
+        .map(|a| OpenApproval {
+            id: a.id,
+            request_digest: a.request_digest,
+            plan_digest: a.plan_digest,
+            revision: a.revision,
+            cost: a.cost,
+            expires_at_ms: a.expires_at_ms,
+        })
+        .collect();
+    #[cfg(feature = "sim")]
+    let open: Vec<OpenApproval> = match crate::failpoint::fault(crate::failpoint::Fault::SpendExpiredApproval) {
+        // Planted fault: no approval is ever past its time.
+        true => open.into_iter().map(|a| OpenApproval { expires_at_ms: None, ..a }).collect(),
+        false => open,
+    };
+    for a in &open {
+        tx.check_on_chain(ActRef::Approval(a.id))?;
+    }
+    Ok(open)
+}
+
+/// The task's attempts in this revision that count against its budget.
+fn attempts_of_task<L: LedgerRead + ?Sized>(
+    tx: &L,
+    (goal_id, revision): (&GoalId, Revision),
+    task_ref: &str,
+) -> Result<u64> {
+    #[allow(unused_mut)]
+    let mut attempts = tx.attempt_count(goal_id, revision, task_ref)?;
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::StopConsumesAttempt) {
+        // Planted fault: the attempts a person's stop cancelled count too.
+        let cancelled = tx.attempts_in_state(goal_id, AttemptState::Cancelled)?;
+        attempts += cancelled.iter().filter(|a| a.revision == revision && a.task_ref == task_ref).count() as u64;
+    }
+    Ok(attempts)
+}
+
+/// The budgets the call is weighed against.
+fn budgets(call: &GateCall) -> crate::plan::Budgets {
+    #[allow(unused_mut)]
+    let mut budgets = call.budgets.clone();
+    #[cfg(feature = "sim")]
+    if crate::failpoint::fault(crate::failpoint::Fault::SkipCallBudget) {
+        // Planted fault: the provider-call budget is not checked.
+        budgets.max_provider_calls = u64::MAX;
+    }
+    budgets
 }
 
 /// Why a call the gate stopped for an approval needs one (read only then).
@@ -217,44 +237,62 @@ fn apply(
             Ok(Applied::Stopped(Decision::Budget(exhausted)))
         }
         Decision::AwaitApproval(missing) => {
-            // A repeat says why it needs a person; a task that declares
-            // `requires_approval` says so in its plan (its words as before).
-            let why = match needed {
-                Some(n) if n != gate::Needed::Declared => format!("{}; {}", n.words(), missing.why()),
-                _ => missing.why(),
-            };
-            // `asked_by`: which command's call waits, so `engine status` can
-            // name the command that spends the approval.
-            let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
-            tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
-            tx.append_event(&event(EventKind::ApprovalRequired, detail))?;
-            tx.insert_pending_request(&PendingRequest {
-                operation_id: op.clone(),
-                goal_id: goal_id.clone(),
-                revision,
-                task_ref: task_ref.to_string(),
-                request_digest: call.request_digest.clone(),
-            })?;
+            await_approval(tx, key, call, (&missing, needed))?;
             Ok(Applied::Stopped(Decision::AwaitApproval(missing)))
         }
         Decision::AnswerExpired { ask_id, at_ms } => {
-            // Never sent: the task waits on the question again, as it did
-            // before the answer.
-            let mut detail = call.answer_expires.as_ref().map(|x| x.question.clone()).unwrap_or_else(|| json!({}));
-            if let Some(d) = detail.as_object_mut() {
-                d.insert("answer_expired".into(), json!({"ask_id": ask_id, "at_ms": at_ms}));
-            }
-            tx.set_task_state(key, TaskState::AwaitingInput, &detail)?;
-            let why = format!(
-                "the person's answer expired at {} UTC: never sent; the task asks again (`engine answer {task_ref}`)",
-                crate::clock::utc(at_ms)
-            );
-            let data = json!({"operation_id": op, "ask_id": ask_id, "answer_expired_at_ms": at_ms, "why": why});
-            tx.append_event(&event(EventKind::CallRefused, data))?;
+            answer_expired(tx, key, call, (ask_id, at_ms))?;
             Ok(Applied::Stopped(Decision::AnswerExpired { ask_id, at_ms }))
         }
         Decision::Go { consume, void } => commit_intent(tx, key, (task, call, sandbox), consume, &void),
     }
+}
+
+/// A call that waits on a person's approval: the task says why, and the
+/// request waits for `engine approve`.
+fn await_approval(
+    tx: &mut dyn LedgerTx,
+    key: TaskKey,
+    call: &GateCall,
+    (missing, needed): (&gate::Missing, Option<gate::Needed>),
+) -> Result<()> {
+    let (goal_id, revision, task_ref, op) = (key.goal_id, key.revision, key.task_ref, &call.operation_id);
+    // A repeat says why it needs a person; a task that declares
+    // `requires_approval` says so in its plan (its words as before).
+    let why = match needed {
+        Some(n) if n != gate::Needed::Declared => format!("{}; {}", n.words(), missing.why()),
+        _ => missing.why(),
+    };
+    // `asked_by`: which command's call waits, so `engine status` can
+    // name the command that spends the approval.
+    let detail = json!({"operation_id": op, "request_digest": call.request_digest, "why": why, "asked_by": call.kind});
+    tx.set_task_state(key, TaskState::AwaitingApproval, &detail)?;
+    tx.append_event(&Event::goal(EventKind::ApprovalRequired, goal_id, revision, detail).task(task_ref))?;
+    tx.insert_pending_request(&PendingRequest {
+        operation_id: op.clone(),
+        goal_id: goal_id.clone(),
+        revision,
+        task_ref: task_ref.to_string(),
+        request_digest: call.request_digest.clone(),
+    })
+}
+
+/// A call whose person's answer expired: never sent; the task waits on
+/// the question again, as it did before the answer.
+fn answer_expired(tx: &mut dyn LedgerTx, key: TaskKey, call: &GateCall, (ask_id, at_ms): (i64, i64)) -> Result<()> {
+    let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
+    let mut detail = call.answer_expires.as_ref().map(|x| x.question.clone()).unwrap_or_else(|| json!({}));
+    if let Some(d) = detail.as_object_mut() {
+        d.insert("answer_expired".into(), json!({"ask_id": ask_id, "at_ms": at_ms}));
+    }
+    tx.set_task_state(key, TaskState::AwaitingInput, &detail)?;
+    let why = format!(
+        "the person's answer expired at {} UTC: never sent; the task asks again (`engine answer {task_ref}`)",
+        crate::clock::utc(at_ms)
+    );
+    let data = json!({"operation_id": call.operation_id, "ask_id": ask_id, "answer_expired_at_ms": at_ms, "why": why});
+    tx.append_event(&Event::goal(EventKind::CallRefused, goal_id, revision, data).task(task_ref))?;
+    Ok(())
 }
 
 /// The intent, with the approval it spends (or the ones it voids), the

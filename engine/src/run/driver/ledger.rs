@@ -30,89 +30,70 @@ use crate::store::{Durability, LeaseGuard, LedgerTx};
 
 /// Perform one of the core's writes whose answer is only that it committed.
 pub fn write(ledger: &mut LeaseGuard, scope: &Scope, w: Write) -> Result<()> {
-    let (goal_id, revision) = (&scope.goal_id, scope.revision);
+    let revision = scope.revision;
     match w {
         Write::Event { durability, kind, task_ref, attempt, data } => {
-            ledger.write(durability, |tx| {
-                let mut e = Event::goal(kind, goal_id, revision, data.clone());
-                e.task_ref = task_ref.as_deref();
-                e.attempt_id = attempt;
-                tx.append_event(&e).map(|_| ())
-            })?;
-            Ok(())
+            event(ledger, scope, durability, (kind, task_ref.as_deref(), attempt), &data)
         }
         Write::TaskState { task_ref, state, detail } => {
-            ledger.write(Durability::Normal, |tx| set_task_in(tx, scope.key(&task_ref), state, detail.clone()))?;
-            Ok(())
+            ledger.write(Durability::Normal, |tx| set_task_in(tx, scope.key(&task_ref), state, detail.clone()))
         }
         Write::Handle { attempt_id, intent, task_ref, handle, detail } => {
             let data = json!({"handle": handle, "detail": detail});
             ledger.write(Durability::Full, |tx| {
                 tx.record_handle(intent, &handle)?;
-                let e = Event::goal(EventKind::HandleRecorded, goal_id, revision, data.clone());
+                let e = Event::goal(EventKind::HandleRecorded, &scope.goal_id, revision, data.clone());
                 tx.append_event(&e.task(&task_ref).attempt(attempt_id)).map(|_| ())
-            })?;
-            Ok(())
+            })
         }
-        Write::Dispatched(d) => {
-            ledger.write(Durability::Normal, dispatched(scope, d))?;
-            Ok(())
-        }
+        Write::Dispatched(d) => ledger.write(Durability::Normal, dispatched(scope, d)),
         Write::Failed { attempt_id, task_ref, looked, evidence, durability, never_dispatched } => {
             let durability = durability::for_write(durability, Stakes::of_task(scope.task(&task_ref)?));
             ledger.write(durability, |tx| {
                 receipt::failed(tx, scope, (attempt_id, &task_ref), looked.as_deref(), &evidence, never_dispatched)
-            })?;
-            Ok(())
+            })
         }
         Write::GoalConstraints(runs) => {
-            ledger.write(Durability::Normal, |tx| receipt::goal_constraints(tx, scope, &runs))?;
-            Ok(())
+            ledger.write(Durability::Normal, |tx| receipt::goal_constraints(tx, scope, &runs))
         }
-        Write::ObservedReceipt { attempt, reason, detail, looked } => {
-            ledger.write(Durability::Full, |tx| {
-                receipt::observed_receipt(tx, scope, &attempt, (reason, &detail), &looked)
-            })?;
-            Ok(())
-        }
+        Write::ObservedReceipt { attempt, reason, detail, looked } => ledger
+            .write(Durability::Full, |tx| receipt::observed_receipt(tx, scope, &attempt, (reason, &detail), &looked)),
         Write::Superseded { attempt, resolution, looked } => {
-            ledger.write(Durability::Full, |tx| superseded(tx, &attempt, resolution, &looked))?;
-            Ok(())
+            ledger.write(Durability::Full, |tx| superseded(tx, &attempt, resolution, &looked))
         }
         Write::Abandon { attempt, looked } => {
-            ledger.write(Durability::Full, |tx| abandon(tx, revision, &attempt, &looked))?;
-            Ok(())
+            ledger.write(Durability::Full, |tx| abandon(tx, revision, &attempt, &looked))
         }
-        Write::CallStopped(stopped) => {
-            ledger.write(Durability::Full, |tx| call_stopped(tx, revision, &stopped))?;
-            Ok(())
-        }
-        Write::ValidationsStopped { attempt, stopped, signal, detail } => {
-            ledger.write(Durability::Normal, |tx| {
-                validations_stopped(tx, revision, &attempt, (&stopped, signal), &detail)
-            })?;
-            Ok(())
-        }
-        Write::RetryStaysUnknown { task_ref, operation_id, looked } => {
-            ledger.write(Durability::Full, |tx| {
-                read_first::stays_unknown(tx, scope, (&task_ref, &operation_id), &looked)
-            })?;
-            Ok(())
-        }
+        Write::CallStopped(stopped) => ledger.write(Durability::Full, |tx| call_stopped(tx, revision, &stopped)),
+        Write::ValidationsStopped { attempt, stopped, signal, detail } => ledger
+            .write(Durability::Normal, |tx| validations_stopped(tx, revision, &attempt, (&stopped, signal), &detail)),
+        Write::RetryStaysUnknown { task_ref, operation_id, looked } => ledger
+            .write(Durability::Full, |tx| read_first::stays_unknown(tx, scope, (&task_ref, &operation_id), &looked)),
         Write::ClaimTakenOver { task_ref, previous_worker, previous_generation, generation } => {
             let data = json!({
                 "previous_worker": previous_worker, "previous_generation": previous_generation,
                 "generation": generation, "worker": ledger.worker_id(),
                 "why": "the previous worker's claim expired without a heartbeat",
             });
-            ledger.write(Durability::Normal, |tx| {
-                let mut e = Event::goal(EventKind::ClaimTakenOver, goal_id, revision, data.clone());
-                e.task_ref = task_ref.as_deref();
-                tx.append_event(&e).map(|_| ())
-            })?;
-            Ok(())
+            event(ledger, scope, Durability::Normal, (EventKind::ClaimTakenOver, task_ref.as_deref(), None), &data)
         }
     }
+}
+
+/// One event of the goal's, of a task and attempt where it names them.
+fn event(
+    ledger: &mut LeaseGuard,
+    scope: &Scope,
+    durability: Durability,
+    (kind, task_ref, attempt): (EventKind, Option<&str>, Option<AttemptId>),
+    data: &Value,
+) -> Result<()> {
+    ledger.write(durability, |tx| {
+        let mut e = Event::goal(kind, &scope.goal_id, scope.revision, data.clone());
+        e.task_ref = task_ref;
+        e.attempt_id = attempt;
+        tx.append_event(&e).map(|_| ())
+    })
 }
 
 /// `run_started`: its event's sequence number.
