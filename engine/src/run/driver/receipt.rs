@@ -34,7 +34,9 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
     let (goal_id, revision, attempt_id) = (&scope.goal_id, scope.revision, r.attempt_id);
     let task_ref = r.task_ref.as_str();
     let reported = match (r.agent_json, &r.receipt) {
-        (true, Receipt::Command(c)) => agent_report(&c.stdout).ok().map(|report| spend::reported(&report)),
+        (true, Receipt::Command(c)) => {
+            crate::decide::receipt::agent_report(c.stdout.parts().1).ok().map(|report| spend::reported(&report))
+        }
         _ => None,
     };
     let mut answer = answer(tx, r.agent_json, &r.receipt)?;
@@ -361,19 +363,6 @@ pub fn output(tx: &mut dyn LedgerTx, c: &Captured) -> Result<Output> {
     })
 }
 
-/// The agent's report: the last non-empty stdout line, a JSON object with
-/// `status` of `done` or `failed`. Read from the tail the capture kept, so
-/// an agent that talks more than the bound before it reports is still heard.
-fn agent_report(stdout: &Captured) -> std::result::Result<Value, String> {
-    let (_, tail) = stdout.parts();
-    let line = tail.lines().rev().find(|l| !l.trim().is_empty()).ok_or("no report line on stdout")?;
-    let v: Value = serde_json::from_str(line.trim()).map_err(|e| format!("last stdout line is not JSON: {e}"))?;
-    match v.get("status").and_then(Value::as_str) {
-        Some("done") | Some("failed") => Ok(v),
-        _ => Err("report has no `status` of \"done\" or \"failed\"".to_string()),
-    }
-}
-
 /// Record evidence, each with its new id.
 fn insert_all(
     tx: &mut dyn LedgerTx,
@@ -455,9 +444,11 @@ fn answer(tx: &mut dyn LedgerTx, agent_json: bool, receipt: &Receipt) -> Result<
     };
     if let (true, Receipt::Command(r)) = (agent_json, receipt) {
         let excerpt = evidence::excerpt(&r.stdout, EXCERPT_LINES_MAX, EXCERPT_BYTES_MAX);
-        match agent_report(&r.stdout) {
+        // Read from the tail the capture kept, so an agent that talks more
+        // than the bound before it reports is still heard.
+        match crate::decide::receipt::agent_report(r.stdout.parts().1) {
             Ok(report) => {
-                if report.get("status").and_then(Value::as_str) == Some("failed") {
+                if crate::decide::receipt::agent_failed(&report) {
                     answer.ok = false;
                     answer.evidence.push(Evidence::ProviderError {
                         http_status: None,
@@ -497,7 +488,7 @@ fn command_answer(tx: &mut dyn LedgerTx, r: &CommandReceipt) -> Result<Answer> {
     let stdout = output(tx, &r.stdout)?;
     let stderr = output(tx, &r.stderr)?;
     let mut receipt = receipt_record(r.exit, None, r.timed_out, r.duration_ms, (&stdout, &r.stdout), &r.stderr);
-    let ok = !r.timed_out && r.descendants.is_none() && matches!(r.exit, Some(ExitStatus::Code { code: 0 }));
+    let ok = crate::decide::receipt::command_ok(r);
     let exit =
         Evidence::ProcessExit { exit: r.exit, timed_out: r.timed_out, duration_ms: r.duration_ms, stdout, stderr };
     let mut evidence = vec![exit];
@@ -525,7 +516,7 @@ fn http_answer(tx: &mut dyn LedgerTx, r: &HttpReceipt) -> Result<Answer> {
         duration_ms: r.duration_ms,
         body_cut: r.body_cut.clone(),
     }];
-    let ok = (200..300).contains(&r.status);
+    let ok = crate::decide::receipt::http_ok(r.status);
     if !ok {
         list.push(Evidence::ProviderError {
             http_status: Some(r.status),
@@ -569,7 +560,7 @@ fn mcp_answer(tx: &mut dyn LedgerTx, r: &McpReceipt) -> Result<Answer> {
         receipt["step_up_scope"] = json!(scope);
         list.push(Evidence::ScopeRefused { scope: scope.to_string() });
     }
-    let ok = r.tool_error.is_none() && r.output_invalid.is_none();
+    let ok = crate::decide::receipt::mcp_ok(r);
     Ok(Answer { ok, evidence: list, claim: None, receipt })
 }
 
@@ -580,7 +571,7 @@ fn builtin_answer(r: &BuiltinReceipt) -> Answer {
         "builtin": r.op, "exit": null, "http_status": null, "timed_out": r.timed_out, "duration_ms": r.duration_ms,
     });
     let evidence = vec![Evidence::BuiltinResult { op: r.op, timed_out: r.timed_out, duration_ms: r.duration_ms }];
-    Answer { ok: !r.timed_out, evidence, claim: None, receipt }
+    Answer { ok: crate::decide::receipt::builtin_ok(r), evidence, claim: None, receipt }
 }
 
 /// The ledger side of an unknown outcome, inside the caller's transaction.
