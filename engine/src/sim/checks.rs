@@ -174,6 +174,48 @@ impl Checker {
     ) -> Vec<Finding> {
         let mut out = Vec::new();
         self.learn(&mut out);
+        self.sent_again(d, sent, traits, listed, &mut out);
+        let Some(store) = open(&mut self.reader, &self.store) else {
+            out.push(finding(
+                NO_SEND_WITHOUT_INTENT,
+                format!("{} try {} sent before any store exists", d.op, d.try_no),
+            ));
+            return out;
+        };
+        intent_committed(store, d, &mut out);
+        if let Some(answers) = &d.answers {
+            answers_recorded(store, &self.goal, d, answers, &mut out);
+        }
+        if traits.paid || traits.effect == "external" || traits.approval {
+            expired_not_spent(store, d, &mut out);
+        }
+        let Some(prev) = earlier.iter().rev().find(|e| e.task_ref == d.task_ref) else { return out };
+        if traits.replayable() && self.replayed.contains(&(prev.op.clone(), prev.try_no)) {
+            // Its intent was lost to a power loss: running it again is the rule.
+            return out;
+        }
+        if traits.paid || traits.effect == "external" {
+            repeat_approved(store, d, &mut out);
+        }
+        if traits.effect != "none" && !traits.idempotent {
+            let since = self.intents.get(&prev.attempt).map_or(Seq(0), |(_, s)| *s);
+            let acted = self.acts.get(&d.task_ref).is_some_and(|v| v.iter().any(|&s| s > since))
+                || self.revisions.iter().any(|&s| s > since);
+            not_blind(store, (d, prev), traits, acted, &mut out);
+        }
+        out
+    }
+
+    /// A try sent again (but for a replay of free local work whose intent a
+    /// power loss took), or a tool call to a server whose tools were not read.
+    fn sent_again(
+        &self,
+        d: &Delivery,
+        sent: &[Delivery],
+        traits: &Traits,
+        listed: Option<bool>,
+        out: &mut Vec<Finding>,
+    ) {
         let replay = self.replayed.contains(&(d.op.clone(), d.try_no));
         if replay && !traits.replayable() {
             out.push(finding(
@@ -196,110 +238,6 @@ impl Checker {
                 ),
             ));
         }
-        let Some(store) = open(&mut self.reader, &self.store) else {
-            out.push(finding(
-                NO_SEND_WITHOUT_INTENT,
-                format!("{} try {} sent before any store exists", d.op, d.try_no),
-            ));
-            return out;
-        };
-        let read = store.read();
-        match read.attempt(d.attempt) {
-            Ok(a) if a.operation_id.as_str() == d.op && a.try_no == d.try_no => {}
-            Ok(a) => out.push(finding(
-                NO_SEND_WITHOUT_INTENT,
-                format!(
-                    "attempt {} is {} try {}, but {} try {} was sent",
-                    d.attempt, a.operation_id, a.try_no, d.op, d.try_no
-                ),
-            )),
-            Err(_) => out.push(finding(
-                NO_SEND_WITHOUT_INTENT,
-                format!("{} try {} (attempt {}) was sent with no committed intent", d.op, d.try_no, d.attempt),
-            )),
-        }
-        if let Some(answers) = &d.answers {
-            // The answers a call carries are exactly what a person recorded
-            // for its operation (`engine answer`), never anything else.
-            let recorded = read.asks_of_goal(&self.goal).map(|asks| {
-                asks.iter().any(|a| {
-                    a.kind == crate::store::acts::AskKind::Answer
-                        && a.operation_id.as_ref().is_some_and(|o| o.as_str() == d.op)
-                        && a.data.get("answers") == Some(answers)
-                })
-            });
-            if !matches!(recorded, Ok(true)) {
-                out.push(finding(
-                    NO_ANSWER_WITHOUT_PERSON,
-                    format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),
-                ));
-            }
-        }
-        if traits.paid || traits.effect == "external" || traits.approval {
-            let intent_at = read.attempt(d.attempt).map(|a| a.intent_at_ms).unwrap_or(i64::MAX);
-            let approvals = store.inspect().approvals().unwrap_or_default();
-            let spent = approvals.iter().filter(|a| a.consumed_by == Some(d.attempt));
-            for a in spent.filter(|a| a.expires_at_ms.is_some_and(|at| at <= intent_at)) {
-                out.push(finding(
-                    EXPIRED_NEVER_SPENT,
-                    format!(
-                        "approval {} (expired at {} ms) paid for {} try {} of {}, whose intent is at {} ms",
-                        a.id,
-                        a.expires_at_ms.unwrap_or_default() - super::EPOCH_MS,
-                        d.op,
-                        d.try_no,
-                        d.task_ref,
-                        intent_at - super::EPOCH_MS
-                    ),
-                ));
-            }
-        }
-        let Some(prev) = earlier.iter().rev().find(|e| e.task_ref == d.task_ref) else { return out };
-        if traits.replayable() && self.replayed.contains(&(prev.op.clone(), prev.try_no)) {
-            // Its intent was lost to a power loss: running it again is the rule.
-            return out;
-        }
-        if traits.paid || traits.effect == "external" {
-            let approved = store
-                .inspect()
-                .approvals()
-                .map(|list| list.iter().any(|a| a.consumed_by == Some(d.attempt)))
-                .unwrap_or(false);
-            if !approved {
-                out.push(finding(
-                    REPEAT_NEEDS_APPROVAL,
-                    format!(
-                        "{} try {} of {} was sent after an earlier call of it, with no approval consumed",
-                        d.op, d.try_no, d.task_ref
-                    ),
-                ));
-            }
-        }
-        if traits.effect != "none" && !traits.idempotent {
-            let held = matches!(
-                read.attempt(prev.attempt).map(|a| a.state),
-                Ok(AttemptState::ReceiptRecorded
-                    | AttemptState::Succeeded
-                    | AttemptState::Failed
-                    | AttemptState::SettledOk
-                    | AttemptState::SettledNotRun
-                    | AttemptState::Cancelled
-                    | AttemptState::InputAsked)
-            );
-            let since = self.intents.get(&prev.attempt).map_or(Seq(0), |(_, s)| *s);
-            let acted = self.acts.get(&d.task_ref).is_some_and(|v| v.iter().any(|&s| s > since))
-                || self.revisions.iter().any(|&s| s > since);
-            if !held && !acted {
-                out.push(finding(
-                    NO_BLIND_RESEND,
-                    format!(
-                        "{} ({} effect) was sent again (attempt {}) after attempt {} whose outcome the ledger does not hold, with no person's act between",
-                        d.task_ref, traits.effect, d.attempt, prev.attempt
-                    ),
-                ));
-            }
-        }
-        out
     }
 
     /// The store's files are about to change under the reader (a power
@@ -607,5 +545,106 @@ impl Checker {
             }
             _ => Vec::new(),
         }
+    }
+}
+
+/// The call's attempt is in the ledger, committed, with the same
+/// operation and try.
+fn intent_committed(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
+    let read = store.read();
+    match read.attempt(d.attempt) {
+        Ok(a) if a.operation_id.as_str() == d.op && a.try_no == d.try_no => {}
+        Ok(a) => out.push(finding(
+            NO_SEND_WITHOUT_INTENT,
+            format!(
+                "attempt {} is {} try {}, but {} try {} was sent",
+                d.attempt, a.operation_id, a.try_no, d.op, d.try_no
+            ),
+        )),
+        Err(_) => out.push(finding(
+            NO_SEND_WITHOUT_INTENT,
+            format!("{} try {} (attempt {}) was sent with no committed intent", d.op, d.try_no, d.attempt),
+        )),
+    }
+}
+
+/// The answers a call carries are exactly what a person recorded for its
+/// operation (`engine answer`), never anything else.
+fn answers_recorded(store: &Store, goal: &GoalId, d: &Delivery, answers: &serde_json::Value, out: &mut Vec<Finding>) {
+    let read = store.read();
+    let recorded = read.asks_of_goal(goal).map(|asks| {
+        asks.iter().any(|a| {
+            a.kind == crate::store::acts::AskKind::Answer
+                && a.operation_id.as_ref().is_some_and(|o| o.as_str() == d.op)
+                && a.data.get("answers") == Some(answers)
+        })
+    });
+    if !matches!(recorded, Ok(true)) {
+        out.push(finding(
+            NO_ANSWER_WITHOUT_PERSON,
+            format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),
+        ));
+    }
+}
+
+/// No approval this call spends had expired at its intent.
+fn expired_not_spent(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
+    let read = store.read();
+    let intent_at = read.attempt(d.attempt).map(|a| a.intent_at_ms).unwrap_or(i64::MAX);
+    let approvals = store.inspect().approvals().unwrap_or_default();
+    let spent = approvals.iter().filter(|a| a.consumed_by == Some(d.attempt));
+    for a in spent.filter(|a| a.expires_at_ms.is_some_and(|at| at <= intent_at)) {
+        out.push(finding(
+            EXPIRED_NEVER_SPENT,
+            format!(
+                "approval {} (expired at {} ms) paid for {} try {} of {}, whose intent is at {} ms",
+                a.id,
+                a.expires_at_ms.unwrap_or_default() - super::EPOCH_MS,
+                d.op,
+                d.try_no,
+                d.task_ref,
+                intent_at - super::EPOCH_MS
+            ),
+        ));
+    }
+}
+
+/// A repeat of paid or external work spends an approval of its own.
+fn repeat_approved(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
+    let approved =
+        store.inspect().approvals().map(|list| list.iter().any(|a| a.consumed_by == Some(d.attempt))).unwrap_or(false);
+    if !approved {
+        out.push(finding(
+            REPEAT_NEEDS_APPROVAL,
+            format!(
+                "{} try {} of {} was sent after an earlier call of it, with no approval consumed",
+                d.op, d.try_no, d.task_ref
+            ),
+        ));
+    }
+}
+
+/// A call of unsafe work sent again after `prev` only once the ledger holds
+/// `prev`'s outcome, or a person acted since (`acted`).
+fn not_blind(store: &Store, (d, prev): (&Delivery, &Delivery), traits: &Traits, acted: bool, out: &mut Vec<Finding>) {
+    let read = store.read();
+    let held = matches!(
+        read.attempt(prev.attempt).map(|a| a.state),
+        Ok(AttemptState::ReceiptRecorded
+            | AttemptState::Succeeded
+            | AttemptState::Failed
+            | AttemptState::SettledOk
+            | AttemptState::SettledNotRun
+            | AttemptState::Cancelled
+            | AttemptState::InputAsked)
+    );
+    if !held && !acted {
+        out.push(finding(
+                NO_BLIND_RESEND,
+                format!(
+                    "{} ({} effect) was sent again (attempt {}) after attempt {} whose outcome the ledger does not hold, with no person's act between",
+                    d.task_ref, traits.effect, d.attempt, prev.attempt
+                ),
+            ));
     }
 }

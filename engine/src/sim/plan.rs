@@ -59,56 +59,72 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
     let mut traits = BTreeMap::new();
     for i in 0..n {
         let r = format!("T{}", i + 1);
-        let effect = ["none", "local", "external"][rng.weighted(&[2, 3, 5])];
-        let mcp = rng.chance(20);
-        let mut t = Traits {
-            effect,
-            idempotent: rng.chance(25),
-            paid: rng.chance(20),
-            // A tool's effect is read back only by another tool: blind here.
-            observable: !mcp && rng.chance(50),
-            mcp,
-            handles: rng.chance(20),
-            flaky: rng.range(0, 60),
-            passes: rng.range(70, 100),
-            timeout_ms: rng.chance(30).then(|| rng.range(1, 3) as i64 * 1000),
-            approval: false,
-        };
-        let depends_on: Vec<String> = (0..i).filter(|_| rng.chance(35)).map(|d| format!("T{}", d + 1)).collect();
-        let validations: Vec<Value> = (0..rng.range(0, 2))
-            .map(|v| json!({"id": format!("V{}", v + 1), "run": ["true"], "expect_exit": 0}))
-            .collect();
-        let (provider, action) = match (t.mcp, t.observable) {
-            (true, _) => ("tools", json!({"tool": "act", "arguments": {"task": r, "seed": seed}})),
-            (false, true) => ("seen", json!({"body": {"task": r, "seed": seed}})),
-            (false, false) => ("blind", json!({"body": {"task": r, "seed": seed}})),
-        };
-        let mut task = json!({
-            "ref": r, "title": format!("simulated task {r}"), "provider": provider,
-            "effect": t.effect, "action": action,
-            "depends_on": depends_on, "validations": validations,
-        });
-        if t.observable && rng.chance(30) {
-            // The task's own rule: a person's retry reads it back first.
-            task["observe"] = json!({"url": "http://127.0.0.1:9/sim/{operation_id}",
-                                     "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
-        }
-        if t.idempotent {
-            task["idempotent"] = json!(true);
-        }
-        if t.paid {
-            task["cost"] = json!(1);
-        }
-        if let Some(ms) = t.timeout_ms {
-            task["timeout_seconds"] = json!(ms / 1000);
-        }
-        if rng.chance(5) {
-            task["requires_approval"] = json!(true);
-            t.approval = true;
-        }
+        let mut t = task_traits(rng);
+        tasks.push(task(rng, seed, (i, &r), &mut t));
         traits.insert(r, t);
-        tasks.push(task);
     }
+    Generated { plan: plan(rng, seed, tasks), traits }
+}
+
+/// A task's traits, drawn (its approval is drawn with the task).
+fn task_traits(rng: &mut Rng) -> Traits {
+    let effect = ["none", "local", "external"][rng.weighted(&[2, 3, 5])];
+    let mcp = rng.chance(20);
+    Traits {
+        effect,
+        idempotent: rng.chance(25),
+        paid: rng.chance(20),
+        // A tool's effect is read back only by another tool: blind here.
+        observable: !mcp && rng.chance(50),
+        mcp,
+        handles: rng.chance(20),
+        flaky: rng.range(0, 60),
+        passes: rng.range(70, 100),
+        timeout_ms: rng.chance(30).then(|| rng.range(1, 3) as i64 * 1000),
+        approval: false,
+    }
+}
+
+/// Task `i` (ref `r`) of the plan, as its traits say: its dependencies on
+/// earlier tasks and its validations drawn.
+fn task(rng: &mut Rng, seed: u64, (i, r): (usize, &str), t: &mut Traits) -> Value {
+    let depends_on: Vec<String> = (0..i).filter(|_| rng.chance(35)).map(|d| format!("T{}", d + 1)).collect();
+    let validations: Vec<Value> =
+        (0..rng.range(0, 2)).map(|v| json!({"id": format!("V{}", v + 1), "run": ["true"], "expect_exit": 0})).collect();
+    let (provider, action) = match (t.mcp, t.observable) {
+        (true, _) => ("tools", json!({"tool": "act", "arguments": {"task": r, "seed": seed}})),
+        (false, true) => ("seen", json!({"body": {"task": r, "seed": seed}})),
+        (false, false) => ("blind", json!({"body": {"task": r, "seed": seed}})),
+    };
+    let mut task = json!({
+        "ref": r, "title": format!("simulated task {r}"), "provider": provider,
+        "effect": t.effect, "action": action,
+        "depends_on": depends_on, "validations": validations,
+    });
+    if t.observable && rng.chance(30) {
+        // The task's own rule: a person's retry reads it back first.
+        task["observe"] = json!({"url": "http://127.0.0.1:9/sim/{operation_id}",
+                                 "present_if": {"status": [200]}, "absent_if": {"status": [404]}});
+    }
+    if t.idempotent {
+        task["idempotent"] = json!(true);
+    }
+    if t.paid {
+        task["cost"] = json!(1);
+    }
+    if let Some(ms) = t.timeout_ms {
+        task["timeout_seconds"] = json!(ms / 1000);
+    }
+    if rng.chance(5) {
+        task["requires_approval"] = json!(true);
+        t.approval = true;
+    }
+    task
+}
+
+/// The plan around its tasks: acceptance checks, budgets and approvals'
+/// time drawn.
+fn plan(rng: &mut Rng, seed: u64, tasks: Vec<Value>) -> Value {
     let acceptance: Vec<Value> = (0..rng.range(0, 2))
         .map(|a| {
             json!({"id": format!("A{}", a + 1), "statement": "the simulated goal holds",
@@ -138,7 +154,7 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
         let after = ["3s", "30s", "5m"][rng.below(3) as usize];
         plan["approvals"] = json!({ "expire_after": after });
     }
-    Generated { plan, traits }
+    plan
 }
 
 /// The same plan with `task_ref`'s action changed (a person's revision):

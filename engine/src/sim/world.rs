@@ -210,33 +210,8 @@ impl Universe {
         let traits = self.traits.get(&s.task_ref).cloned();
         let Some(traits) = traits else { return };
         let now = self.now_ms;
-        let delivery = Delivery {
-            op: s.operation_id.to_string(),
-            try_no: s.try_no,
-            attempt: s.attempt_id,
-            task_ref: s.task_ref.clone(),
-            answers: s.answers.as_deref().cloned(),
-        };
-        let behaviour = if self.rng.chance(traits.flaky) {
-            use Behaviour::*;
-            [Fails, Refused, LostAfterEffect, LostBeforeEffect, AnswerWithoutEffect, Slow]
-                [self.rng.weighted(&[4, 2, 4, 3, 2, 3])]
-        } else {
-            Behaviour::Ok
-        };
-        // Every send is checked; only one that reached its provider (not
-        // refused before a byte left) counts as a delivery.
-        let listed = traits.mcp.then(|| self.listed.get("tools").copied().unwrap_or(false));
-        let findings = self.checker.delivered(&delivery, (&self.sends, &self.deliveries), &traits, listed);
-        for f in findings {
-            self.note(format!("FINDING {f}"));
-            self.checker.findings.push(f);
-        }
-        self.sends.push(delivery.clone());
-        if behaviour != Behaviour::Refused {
-            self.deliveries.push(delivery);
-        }
-        self.note(format!("{} try {} ({}) reaches its provider: {behaviour:?}", s.task_ref, s.try_no, s.operation_id));
+        let behaviour = self.behaviour(&traits);
+        self.check_delivery(s, &traits, behaviour);
         let (process, attempt_id, op) = (self.process, s.attempt_id, s.operation_id.to_string());
         let msg = |progress| Due::Msg { process, msg: Msg::Progress { attempt_id, progress } };
         if behaviour == Behaviour::Refused {
@@ -268,8 +243,59 @@ impl Universe {
         if !asks && matches!(behaviour, Behaviour::Ok | Behaviour::LostAfterEffect | Behaviour::Slow) {
             self.schedule(effect_at, Due::Effect { op: op.clone() });
         }
+        let receipt = self.receipt(&traits, behaviour, asks, latency);
+        let deadline = traits.timeout_ms.filter(|&t| t < latency);
+        let (at, outcome) = finished(behaviour, deadline, (now, latency), receipt.clone());
+        let answer =
+            matches!(behaviour, Behaviour::Ok | Behaviour::Fails | Behaviour::AnswerWithoutEffect | Behaviour::Slow)
+                .then_some(receipt);
+        self.calls.insert((op, s.try_no), Call { done_at: now + latency, receipt: answer });
+        self.schedule(
+            at,
+            Due::Msg { process, msg: Msg::Finished { attempt_id, outcome: Box::new(outcome), level: Level::None } },
+        );
+    }
+
+    /// How the provider treats this call: as it should, or (as often as
+    /// the task is flaky) one of the ways a call goes wrong.
+    fn behaviour(&mut self, traits: &Traits) -> Behaviour {
+        if self.rng.chance(traits.flaky) {
+            use Behaviour::*;
+            [Fails, Refused, LostAfterEffect, LostBeforeEffect, AnswerWithoutEffect, Slow]
+                [self.rng.weighted(&[4, 2, 4, 3, 2, 3])]
+        } else {
+            Behaviour::Ok
+        }
+    }
+
+    /// Every send is checked; only one that reached its provider (not
+    /// refused before a byte left) counts as a delivery.
+    fn check_delivery(&mut self, s: &Sending, traits: &Traits, behaviour: Behaviour) {
+        let delivery = Delivery {
+            op: s.operation_id.to_string(),
+            try_no: s.try_no,
+            attempt: s.attempt_id,
+            task_ref: s.task_ref.clone(),
+            answers: s.answers.as_deref().cloned(),
+        };
+        let listed = traits.mcp.then(|| self.listed.get("tools").copied().unwrap_or(false));
+        let findings = self.checker.delivered(&delivery, (&self.sends, &self.deliveries), traits, listed);
+        for f in findings {
+            self.note(format!("FINDING {f}"));
+            self.checker.findings.push(f);
+        }
+        self.sends.push(delivery.clone());
+        if behaviour != Behaviour::Refused {
+            self.deliveries.push(delivery);
+        }
+        self.note(format!("{} try {} ({}) reaches its provider: {behaviour:?}", s.task_ref, s.try_no, s.operation_id));
+    }
+
+    /// The provider's answer: a question for a person, a tool's result, or
+    /// an HTTP status (a 2xx when it did the work).
+    fn receipt(&mut self, traits: &Traits, behaviour: Behaviour, asks: bool, latency: i64) -> Receipt {
         let ok = matches!(behaviour, Behaviour::Ok | Behaviour::AnswerWithoutEffect | Behaviour::Slow);
-        let receipt = match traits.mcp {
+        match traits.mcp {
             true if asks => asking(latency),
             true => self.tool_answer(ok, latency),
             false => {
@@ -282,27 +308,7 @@ impl Universe {
                     body_cut: None,
                 })
             }
-        };
-        let deadline = traits.timeout_ms.filter(|&t| t < latency);
-        let (at, outcome) = match (behaviour, deadline) {
-            (_, Some(t)) => (
-                now + t,
-                Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, detail: "simulated: deadline".into() },
-            ),
-            (Behaviour::LostAfterEffect | Behaviour::LostBeforeEffect, _) => (
-                now + latency,
-                Outcome::Lost { reason: LostReason::ResponseLost, detail: "simulated: connection reset".into() },
-            ),
-            _ => (now + latency, Outcome::Received(receipt.clone())),
-        };
-        let answer =
-            matches!(behaviour, Behaviour::Ok | Behaviour::Fails | Behaviour::AnswerWithoutEffect | Behaviour::Slow)
-                .then_some(receipt);
-        self.calls.insert((op, s.try_no), Call { done_at: now + latency, receipt: answer });
-        self.schedule(
-            at,
-            Due::Msg { process, msg: Msg::Finished { attempt_id, outcome: Box::new(outcome), level: Level::None } },
-        );
+        }
     }
 
     /// An MCP tool's answer: its result, or a tool error, or a result that
@@ -616,6 +622,26 @@ impl World for SimWorld {
             }
         }
         dead
+    }
+}
+
+/// When the call's end reaches the engine, and how: cut by the task's
+/// deadline, lost on the way back, or the provider's answer.
+fn finished(
+    behaviour: Behaviour,
+    deadline: Option<i64>,
+    (now, latency): (i64, i64),
+    receipt: Receipt,
+) -> (i64, Outcome) {
+    match (behaviour, deadline) {
+        (_, Some(t)) => {
+            (now + t, Outcome::Lost { reason: LostReason::DeadlineAfterDispatch, detail: "simulated: deadline".into() })
+        }
+        (Behaviour::LostAfterEffect | Behaviour::LostBeforeEffect, _) => (
+            now + latency,
+            Outcome::Lost { reason: LostReason::ResponseLost, detail: "simulated: connection reset".into() },
+        ),
+        _ => (now + latency, Outcome::Received(receipt)),
     }
 }
 
