@@ -98,7 +98,7 @@ fn a_schema_1_ledger_is_migrated_with_its_rows() {
     // A writing command migrates, and keeps every row.
     s.engine(&["--json", "run", "plan.json"]).expect_code(0);
     s.engine(&["--json", "status"]).expect_code(0);
-    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "7");
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "8");
     assert_eq!(s.pg.psql("ledger", "SELECT count(*) FROM attempts WHERE state = 'succeeded'"), "1");
     s.pg.psql(
         "ledger",
@@ -132,7 +132,7 @@ fn a_schema_2_ledger_is_migrated_to_3_and_its_acts_adopted() {
     assert!(read.stdout.contains("schema version 2"), "{}", read.describe());
 
     s.engine(&["--json", "run", "plan.json"]).expect_code(0);
-    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "7");
+    assert_eq!(s.pg.psql("ledger", "SELECT version FROM schema_meta"), "8");
     assert_eq!(
         s.pg.psql("ledger", "SELECT string_agg(kind, ',' ORDER BY seq) FROM act_chain"),
         "approval,approval_spent"

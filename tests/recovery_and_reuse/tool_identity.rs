@@ -12,6 +12,11 @@ use crate::helpers::*;
 /// `["sh", "<side>/tool.sh"]`: the script is outside the workspace and in
 /// no `inputs` or `context`; it logs its call.
 fn built() -> (Ws, String) {
+    built_with(json!(null))
+}
+
+/// `built`, with the plan's `people` (`null`: none).
+fn built_with(people: serde_json::Value) -> (Ws, String) {
     let ws = Ws::new();
     let tool = ws.side.join("tool.sh");
     std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v1 > out.txt\n").unwrap();
@@ -20,7 +25,11 @@ fn built() -> (Ws, String) {
         "ref": "T1", "title": "the tool", "provider": "sh", "action": {"run": ["sh", tool]},
         "effect": "local", "inputs": [], "depends_on": [], "validations": [], "may_change": ["out.txt"],
     });
-    ws.write_plan("plan.json", &plan("tool", vec![task]));
+    let mut p = plan("tool", vec![task]);
+    if !people.is_null() {
+        p["people"] = people;
+    }
+    ws.write_plan("plan.json", &p);
     ws.json(&["run", "plan.json"], 0);
     (ws, tool)
 }
@@ -62,7 +71,33 @@ fn a_person_may_reuse_across_a_tool_change_and_is_named() {
     assert_eq!(kept[0].2["kept"], "TOOL_CHANGED");
     assert_eq!(kept[0].2["act"], "--reuse-across-tool-change");
     assert!(kept[0].2["by"]["user"].as_str().is_some_and(|u| !u.is_empty()), "{:#}", kept[0].2);
+    // The act is on the act chain, as a request of its own kind, and the
+    // kept completion names it; verify's act-chain check accepts it.
+    let db = rusqlite::Connection::open(ws.store()).unwrap();
+    let chain: Vec<(String, i64)> = db
+        .prepare("SELECT kind, row_id FROM act_chain ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(chain, [("reuse_across_tool_change".to_string(), kept[0].2["ask_id"].as_i64().unwrap())]);
+    drop(db);
+    ws.engine(&["verify"]).expect_code(0);
     // Without the act, the changed tool runs again.
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.calls("T1"), 2);
+}
+
+/// `people.revise` says who may reuse across a tool change (the act decides
+/// reuse): anyone else is refused, nothing recorded, nothing run.
+#[test]
+fn reuse_across_a_tool_change_is_refused_to_whom_people_revise_does_not_name() {
+    let (ws, tool) = built_with(json!({"revise": ["nobody-here"]}));
+    std::fs::write(&tool, "echo T1 >> \"$SIDE/calls.log\"\necho v2 > out.txt\n").unwrap();
+    let out = ws.engine(&["--json", "run", "plan.json", "--reuse-across-tool-change"]);
+    out.expect(2, Some("NOT_PERMITTED"));
+    assert!(out.stdout.contains("people.revise"), "{}", out.describe());
+    assert_eq!(ws.calls("T1"), 1, "nothing ran");
+    assert!(ws.events_of("completion_kept").is_empty());
 }

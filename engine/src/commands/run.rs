@@ -78,7 +78,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let asked = Asked {
         answers: super::answer::in_force(&*ledger.read(), &goal_id, revision)?,
         reruns: super::rerun::in_force(&*ledger.read(), &goal_id, revision)?,
-        across_tool_change: opts.reuse_across_tool_change.then(|| super::person::who(None)),
+        across_tool_change: across_tool_change(&mut ledger, (&goal_id, revision), opts.reuse_across_tool_change)?,
         ..Asked::default()
     };
     let report = run::execute(&mut ledger, &plan, revision, opts.jobs, asked, sandboxes, opts.progress)
@@ -89,4 +89,33 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     // inputs: 5 M instructions, 2% of a no-op re-run).
     std::mem::forget(plan);
     report
+}
+
+/// A person's `--reuse-across-tool-change`: recorded on the act chain
+/// before the run (`people.revise` says who may: it decides reuse), in
+/// its own transaction committed to the disk; each completion it keeps
+/// names it.
+fn across_tool_change(
+    ledger: &mut crate::store::LeaseGuard,
+    (goal_id, revision): (&crate::ids::GoalId, crate::ids::Revision),
+    asked: bool,
+) -> Result<Option<crate::run::AcrossToolChange>> {
+    use crate::store::acts::{AskKind, NewAsk};
+    if !asked {
+        return Ok(None);
+    }
+    let person = super::person::who(None);
+    super::permitted(&*ledger.read(), goal_id, crate::decide::people::Act::Revise, &person)?;
+    let data = serde_json::json!({"flag": "--reuse-across-tool-change"});
+    let ask = NewAsk {
+        kind: AskKind::ReuseAcrossToolChange,
+        goal_id,
+        revision,
+        task_ref: None,
+        operation_id: None,
+        person: &person,
+        data: &data,
+    };
+    let ask_id = ledger.write(crate::store::Durability::Full, |tx| tx.insert_ask(&ask))?;
+    Ok(Some(crate::run::AcrossToolChange { person, ask_id }))
 }

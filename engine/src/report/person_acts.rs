@@ -45,6 +45,9 @@ fn lines(ledger: &dyn LedgerRead, goal: &GoalId, tampered: &[Tampered]) -> Resul
         let what = match (&a.task_ref, &a.operation_id) {
             (Some(t), Some(op)) => format!("{} of task {t} ({op})", a.kind.as_str()),
             (Some(t), None) => format!("{} of task {t}", a.kind.as_str()),
+            _ if a.kind == crate::store::acts::AskKind::ReuseAcrossToolChange => {
+                format!("a run with --reuse-across-tool-change in revision {}", a.revision)
+            }
             _ => format!("{} to revision {}", a.kind.as_str(), a.revision),
         };
         let (fate, expired) = answer_fate(ledger, goal, &a)?;

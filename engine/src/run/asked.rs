@@ -25,11 +25,20 @@ pub struct Asked {
     pub answers: HashMap<String, Answering>,
     /// A person's `engine run --reuse-across-tool-change`: completions
     /// stale by their tool alone (`TOOL_CHANGED`) are kept, each with an
-    /// event naming the person.
-    pub across_tool_change: Option<crate::store::acts::Person>,
+    /// event naming the person and the act.
+    pub across_tool_change: Option<AcrossToolChange>,
     /// Tasks a person asked to run again (`engine rerun`), by ref: each
     /// call is a new operation of its own.
     pub reruns: HashMap<String, Rerun>,
+}
+
+/// A person's `engine run --reuse-across-tool-change`, as the act chain
+/// records it (`commands::run::across_tool_change`).
+#[derive(Debug, Clone)]
+pub struct AcrossToolChange {
+    pub person: crate::store::acts::Person,
+    /// The act's row among the person's requests.
+    pub ask_id: i64,
 }
 
 /// What a rerun sends: the task's request, as a new operation (its

@@ -50,7 +50,7 @@ use crate::error::Result;
 use crate::ids::Revision;
 use crate::plan::Plan;
 use crate::store::LeaseGuard;
-pub use asked::{AnswerExpiry, Answering, Asked, Repair, Rerun};
+pub use asked::{AcrossToolChange, AnswerExpiry, Answering, Asked, Repair, Rerun};
 pub use constraints::Tally;
 pub use driver::dry::{walk as dry_walk, DryRun, DryTask};
 pub use fresh::completion;

@@ -137,6 +137,9 @@ pub enum AskKind {
     /// `engine rerun`: a succeeded task (and with `--downstream` its
     /// dependants) runs again in a new attempt.
     Rerun,
+    /// `engine run --reuse-across-tool-change`: completions stale by their
+    /// tool alone (`TOOL_CHANGED`) are kept for that run.
+    ReuseAcrossToolChange,
 }
 
 impl AskKind {
@@ -148,6 +151,7 @@ impl AskKind {
         AskKind::Hold,
         AskKind::Release,
         AskKind::Rerun,
+        AskKind::ReuseAcrossToolChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -159,6 +163,7 @@ impl AskKind {
             AskKind::Hold => "hold",
             AskKind::Release => "release",
             AskKind::Rerun => "rerun",
+            AskKind::ReuseAcrossToolChange => "reuse_across_tool_change",
         }
     }
 

@@ -169,14 +169,15 @@ impl Run<'_> {
         let tools = self.tools.clone();
         let stale = self.io.ask(|reply| Action::Refresh { states, tools, across_tool_change, alone, reply }).await?;
         for (r, detail) in stale {
-            if let (Some(person), Some(true)) =
+            if let (Some(act), Some(true)) =
                 (&self.asked.across_tool_change, detail.get("keep").and_then(Value::as_bool))
             {
                 // A person's act: kept although its tool changed.
                 let mut data = detail;
                 let words = format!("kept by a person's act: {}", reason_words(&data, "kept"));
                 self.rechecked.insert(r.clone(), words);
-                data["by"] = serde_json::json!(person);
+                data["by"] = serde_json::json!(act.person);
+                data["ask_id"] = serde_json::json!(act.ask_id);
                 data["act"] = Value::String("--reuse-across-tool-change".into());
                 self.write_event(Durability::Full, EventKind::CompletionKept, Some(&r), None, data).await?;
                 continue;

@@ -46,6 +46,8 @@ pub enum EntryKind {
     Hold,
     Release,
     Rerun,
+    /// A person's `engine run --reuse-across-tool-change` (issue 43).
+    ReuseAcrossToolChange,
 }
 
 impl EntryKind {
@@ -61,6 +63,7 @@ impl EntryKind {
         EntryKind::Hold,
         EntryKind::Release,
         EntryKind::Rerun,
+        EntryKind::ReuseAcrossToolChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +77,7 @@ impl EntryKind {
             EntryKind::Hold => "hold",
             EntryKind::Release => "release",
             EntryKind::Rerun => "rerun",
+            EntryKind::ReuseAcrossToolChange => "reuse_across_tool_change",
             EntryKind::ApprovalSpent => "approval_spent",
             EntryKind::ApprovalVoided => "approval_voided",
         }
@@ -94,7 +98,8 @@ impl EntryKind {
             | EntryKind::Answer
             | EntryKind::Hold
             | EntryKind::Release
-            | EntryKind::Rerun => "person_requests",
+            | EntryKind::Rerun
+            | EntryKind::ReuseAcrossToolChange => "person_requests",
         }
     }
 }
@@ -206,6 +211,7 @@ pub fn ask_kind(kind: super::acts::AskKind) -> EntryKind {
         super::acts::AskKind::Hold => EntryKind::Hold,
         super::acts::AskKind::Release => EntryKind::Release,
         super::acts::AskKind::Rerun => EntryKind::Rerun,
+        super::acts::AskKind::ReuseAcrossToolChange => EntryKind::ReuseAcrossToolChange,
     }
 }
 

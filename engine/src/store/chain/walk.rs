@@ -179,7 +179,8 @@ pub fn first_problem(rows: &dyn ChainRows) -> Result<Option<(String, String)>> {
             | EntryKind::Answer
             | EntryKind::Hold
             | EntryKind::Release
-            | EntryKind::Rerun => ActRef::Ask(e.row_id),
+            | EntryKind::Rerun
+            | EntryKind::ReuseAcrossToolChange => ActRef::Ask(e.row_id),
         };
         if content_now(rows, act)?.is_none() {
             return Ok(Some((

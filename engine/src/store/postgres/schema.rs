@@ -17,7 +17,7 @@ use crate::error::{Code, Error, Result};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
 const MIGRATIONS: &[&str] =
-    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7];
+    &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5, MIGRATION_6, MIGRATION_7, MIGRATION_8];
 
 /// The migration after which the acts already in the store are put on the
 /// act chain (`chain::adopt`): schema 3 brings the chain (SQLite's 6).
@@ -400,6 +400,18 @@ ALTER TABLE act_chain DROP CONSTRAINT act_chain_kind_check;
 ALTER TABLE act_chain ADD CONSTRAINT act_chain_kind_check
     CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided','answer','hold','release','rerun'));
 ALTER TABLE approvals ADD COLUMN expires_at_ms BIGINT CHECK (expires_at_ms IS NULL OR expires_at_ms > 0);
+"#;
+
+/// Schema 8: SQLite's schema 16 (issue 43): a person's
+/// `engine run --reuse-across-tool-change` among the person's requests and
+/// on the act chain.
+const MIGRATION_8: &str = r#"
+ALTER TABLE person_requests DROP CONSTRAINT person_requests_kind_check;
+ALTER TABLE person_requests ADD CONSTRAINT person_requests_kind_check
+    CHECK (kind IN ('retry','repair','revise','answer','hold','release','rerun','reuse_across_tool_change'));
+ALTER TABLE act_chain DROP CONSTRAINT act_chain_kind_check;
+ALTER TABLE act_chain ADD CONSTRAINT act_chain_kind_check
+    CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided','answer','hold','release','rerun','reuse_across_tool_change'));
 "#;
 
 /// The schema version of the database, `None` when the engine never made

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_13,
     MIGRATION_14,
     MIGRATION_15,
+    MIGRATION_16,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -596,6 +597,28 @@ PRAGMA writable_schema = RESET;
 CREATE VIEW migration_15_schema_cookie AS SELECT 1;
 DROP VIEW migration_15_schema_cookie;
 ALTER TABLE approvals ADD COLUMN expires_at_ms INTEGER CHECK (expires_at_ms IS NULL OR expires_at_ms > 0);
+"#;
+
+/// Schema 16: a person's `engine run --reuse-across-tool-change` (issue 43)
+/// as a request of its own kind, on the act chain: each completion it keeps
+/// although its tool changed names that act.
+///
+/// Edited in place as migration 15 was (no stored row changes); an
+/// unexpected definition fails the migration, which rolls back whole.
+const MIGRATION_16: &str = r#"
+SELECT CASE WHEN instr(sql, '''answer'',''hold'',''release'',''rerun'')') > 0 THEN 1
+            ELSE json('migration 16: the person_requests kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'person_requests';
+SELECT CASE WHEN instr(sql, '''approval_voided'',''answer'',''hold'',''release'',''rerun'')') > 0 THEN 1
+            ELSE json('migration 16: the act_chain kind CHECK is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name = 'act_chain';
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master
+   SET sql = replace(sql, '''answer'',''hold'',''release'',''rerun'')', '''answer'',''hold'',''release'',''rerun'',''reuse_across_tool_change'')')
+ WHERE type = 'table' AND name IN ('person_requests', 'act_chain');
+PRAGMA writable_schema = RESET;
+CREATE VIEW migration_16_schema_cookie AS SELECT 1;
+DROP VIEW migration_16_schema_cookie;
 "#;
 
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
