@@ -150,3 +150,20 @@ fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A person's `engine run --reuse-across-tool-change` on the shared store
+/// (schema 8): on the act chain as its own kind, and `engine verify`'s
+/// act-chain check accepts it. (A plain run there re-checks no completion,
+/// docs/postgres.md: the act keeps nothing, and is recorded all the same.)
+#[test]
+fn reuse_across_a_tool_change_is_on_the_act_chain_and_verifies() {
+    let s = Shared::new(&super::common::plan(vec![task("A", "none", 0.0, &[])]));
+    s.engine(&["--json", "run", "plan.json"]).expect_code(0);
+    s.engine(&["--json", "run", "plan.json", "--reuse-across-tool-change"]).expect_code(0);
+    assert_eq!(
+        s.pg.psql("ledger", "SELECT string_agg(kind, ',' ORDER BY seq) FROM act_chain"),
+        "reuse_across_tool_change"
+    );
+    assert_eq!(s.pg.psql("ledger", "SELECT kind FROM person_requests"), "reuse_across_tool_change");
+    s.engine(&["--json", "verify"]).expect_code(0);
+}
