@@ -2,7 +2,21 @@
 //! `Plan` with a `FakeCommandRunner`): no ledger, no workspace, no process.
 //! Each request is answered through its own reply from a script; the log
 //! of what the core asked is what the invariants the simulator checks
-//! (`tests/simulation`) are asserted on here, one test each.
+//! (`tests/simulation`) are asserted on here, one test each, where the
+//! core decides them:
+//!
+//! | invariant | here |
+//! | --- | --- |
+//! | no send without a committed intent; one try never sent twice | `every_call_goes_out_after_its_intent_is_committed…` |
+//! | a held task never starts | `a_task_a_person_holds_never_starts…` |
+//! | no re-send of an unknown outcome, nor after a restart | `an_operation_whose_outcome_is_unknown…`, `an_external_call_a_crash_left…` |
+//! | a person's stop consumes no attempt (the call it ended is cancelled) | `a_persons_stop_cancels_a_call…` |
+//! | an expired approval (or answer) is never spent | `a_call_whose_approval_or_answer_expired…` |
+//! | budgets never passed; a repeat waits for a person's approval | `a_call_over_budget…`, `a_call_awaiting_approval…` |
+//!
+//! Which approval a call spends, once, and whether it has expired is the
+//! gate's pure decision (`decide::gate` tests); the attempts a budget
+//! counts, the store's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -13,14 +27,17 @@ use super::{
     Action, Answered, Applied, Closing, Core, InDoubt, Level, Msg, Opened, Read, Record, Step, Verdict, Wake,
     WorldAction,
 };
+use super::{StopWait, StoppedAs, Write};
+use crate::cost::Cost;
 use crate::decide::budget::{BudgetName, Exhausted};
 use crate::decide::gate::{Decision, Missing};
-use crate::ids::{AttemptId, Revision, Seq};
-use crate::plan::{Plan, PlanFile};
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision, Seq};
+use crate::plan::{Effect, Plan, PlanFile};
 use crate::run::asked::Asked;
 use crate::run::constraints::Guard;
 use crate::run::looked::Looked;
-use crate::state::TaskState;
+use crate::state::{AttemptKind, AttemptState, StopSignal, TaskState};
+use crate::store::attempts::AttemptRecord;
 use crate::store::attempts::Intent;
 use crate::store::Claimed;
 
@@ -31,6 +48,10 @@ enum Seen {
     CommitGroup,
     Send(String, AttemptId),
     Receipt(AttemptId),
+    /// The attempt's outcome recorded as nobody knows.
+    Unknown(AttemptId),
+    /// A person's stop ended the call: cancelled (`true`) or unknown.
+    Stopped(String, bool),
 }
 
 /// How the fake world answers.
@@ -40,6 +61,10 @@ struct Script {
     held: BTreeSet<String>,
     /// The gate's decision for a task's call (`Go` when absent).
     gate: HashMap<String, Decision>,
+    /// Attempts a crashed engine left without a receipt (a restart).
+    in_doubt: Vec<AttemptRecord>,
+    /// A person's stop answers this signal check (counted from 1).
+    stop_at: Option<usize>,
 }
 
 struct Fake {
@@ -51,6 +76,10 @@ struct Fake {
     closing: Option<Closing>,
     /// The acceptance checks were started (their end is the next wake).
     accepting: bool,
+    /// Each attempt as the ledger would hold it.
+    attempts: HashMap<AttemptId, AttemptRecord>,
+    /// How many times the core asked for a pending signal.
+    signal_checks: usize,
 }
 
 impl Fake {
@@ -59,6 +88,11 @@ impl Fake {
             Action::Open(reply) => {
                 let (states, held) = (self.script.states.clone(), self.script.held.clone());
                 reply.send(Ok(Opened { states, held, now_ms: 0 }))
+            }
+            Action::Write(Write::CallStopped(stopped), reply) => {
+                let cancelled = matches!(stopped.now, StoppedAs::Cancelled { .. });
+                self.log.push(Seen::Stopped(stopped.attempt.task_ref.clone(), cancelled));
+                reply.send(Ok(()))
             }
             Action::Write(_, reply) | Action::WriteLater(_, reply) | Action::Release(_, reply) => reply.send(Ok(())),
             Action::Materialize(_, reply) => reply.send(Ok(())),
@@ -93,7 +127,9 @@ impl Fake {
                     Some(decision) => Applied::Stopped(decision.clone()),
                     None => {
                         self.next_id += 1;
-                        Applied::Go { intent: Intent::for_test(AttemptId(self.next_id)), try_no: 1 }
+                        let id = AttemptId(self.next_id);
+                        self.attempts.insert(id, attempt(id, &call.task_ref, AttemptState::IntentRecorded));
+                        Applied::Go { intent: Intent::for_test(id), try_no: 1 }
                     }
                 };
                 reply.send(Ok(applied))
@@ -102,7 +138,12 @@ impl Fake {
                 self.log.push(Seen::Receipt(r.attempt_id));
                 reply.send(Ok((Verdict::Succeeded, None)))
             }
-            Record::Unknown { reply, .. } => reply.send(Err(crate::error::Error::internal("no unknown in the fake"))),
+            Record::Unknown { attempt_id, reply, .. } => {
+                self.log.push(Seen::Unknown(attempt_id));
+                let row = self.attempts.get(&attempt_id).cloned();
+                let row = row.map(|a| Box::new(AttemptRecord { state: AttemptState::EffectUnknown, ..a }));
+                reply.send(row.ok_or_else(|| crate::error::Error::internal("no such attempt in the fake")))
+            }
             Record::Validations(_, reply) => reply.send(Ok(vec![])),
             Record::Acceptance(_, reply) => reply.send(Ok(vec![])),
             Record::CompletedFromReadBack(_, reply) => {
@@ -114,9 +155,18 @@ impl Fake {
     fn read(&mut self, r: Read) -> Answered {
         match r {
             Read::Raises(reply) => reply.send(Ok(vec![])),
-            Read::InDoubt(reply) => reply.send(Ok(InDoubt { skip: Default::default(), attempts: vec![] })),
+            Read::InDoubt(reply) => {
+                let attempts = std::mem::take(&mut self.script.in_doubt);
+                for a in &attempts {
+                    self.attempts.insert(a.id, a.clone());
+                }
+                reply.send(Ok(InDoubt { skip: Default::default(), attempts }))
+            }
             Read::Unjudged { reply, .. } => reply.send(Ok(vec![])),
-            Read::Attempt(_, reply) => reply.send(Err(crate::error::Error::internal("no attempt rows in the fake"))),
+            Read::Attempt(id, reply) => {
+                let row = self.attempts.get(&id).cloned();
+                reply.send(row.ok_or_else(|| crate::error::Error::internal("no such attempt in the fake")))
+            }
             Read::AttemptsOf(_, reply) | Read::SettledNotRun(reply) => reply.send(Ok(vec![])),
             Read::WaitedTrySettled(_, reply) => reply.send(Ok(false)),
             Read::Tasks(reply) => reply.send(Ok(self.script.states.clone().into_iter().collect())),
@@ -144,9 +194,17 @@ impl Fake {
                 self.accepting = true;
                 reply.send(())
             }
+            // A person's stop: the grace ends before any answer comes.
+            WorldAction::Wait(wait, reply) if !matches!(wait.stop, StopWait::Signal | StopWait::Nothing) => {
+                reply.send(Wake::Timer)
+            }
             WorldAction::Wait(_, reply) => reply.send(self.next_answer()),
             WorldAction::TryMessage(reply) => reply.send(None),
-            WorldAction::SignalPending(reply) => reply.send(None),
+            WorldAction::SignalPending(reply) => {
+                self.signal_checks += 1;
+                let stop = self.script.stop_at == Some(self.signal_checks);
+                reply.send(stop.then_some(StopSignal::Interrupt))
+            }
             WorldAction::SignalGroups { reply, .. } => reply.send(0),
             WorldAction::Say(_, reply) | WorldAction::Crashpoint(_, reply) => reply.send(()),
             WorldAction::Ended { reply, .. } => reply.send(Ok(())),
@@ -200,7 +258,16 @@ fn run(plan: &Plan, mut script: Script) -> Fake {
     for t in &plan.file.tasks {
         script.states.entry(t.task_ref.clone()).or_insert(TaskState::Pending);
     }
-    let mut fake = Fake { script, log: vec![], next_id: 0, sent: VecDeque::new(), closing: None, accepting: false };
+    let mut fake = Fake {
+        script,
+        log: vec![],
+        next_id: 0,
+        sent: VecDeque::new(),
+        closing: None,
+        accepting: false,
+        attempts: HashMap::new(),
+        signal_checks: 0,
+    };
     let mut core = Core::new(plan, Revision(1), 2, Asked::default(), false, Guard::default());
     for _ in 0..10_000 {
         match core.resume() {
@@ -211,6 +278,39 @@ fn run(plan: &Plan, mut script: Script) -> Fake {
         }
     }
     panic!("the run did not end in 10,000 requests; it asked: {:?}", fake.log)
+}
+
+/// Attempt `id` of `task`, as the ledger would hold it: an external call
+/// of the plan's first revision, in `state`.
+fn attempt(id: AttemptId, task: &str, state: AttemptState) -> AttemptRecord {
+    AttemptRecord {
+        id,
+        goal_id: GoalId::new("core-alone"),
+        revision: Revision(1),
+        task_ref: task.to_string(),
+        operation_id: OperationId::new(format!("op-{task}")),
+        try_no: 1,
+        kind: AttemptKind::Run,
+        request_digest: RequestDigest::new(format!("request-{task}")),
+        effect: Effect::External,
+        cost: Cost::ZERO,
+        state,
+        generation: 1,
+        intent_at_ms: 0,
+        dispatched_at_ms: (state != AttemptState::IntentRecorded).then_some(1),
+        dispatch_detail: None,
+        finished_at_ms: None,
+        classification: None,
+        unknown_reason: None,
+        reusable: None,
+        checkpoint: None,
+        inputs_at_intent: None,
+        instruction: None,
+        sandbox: None,
+        handle: None,
+        handle_at_ms: None,
+        protected_at_intent: None,
+    }
 }
 
 fn gated(fake: &Fake, task: &str) -> bool {
@@ -285,4 +385,51 @@ fn a_request_left_unanswered_ends_the_run_with_an_error_never_a_made_up_answer()
         Step::Done(Err(e)) => assert!(e.message.contains("unanswered"), "{}", e.message),
         other => panic!("the run went on without an answer: {other:?}"),
     }
+}
+
+#[test]
+fn an_external_call_a_crash_left_without_an_answer_is_never_sent_again_after_a_restart() {
+    // T1's call went out before the engine died; nothing says what it did.
+    let script = Script {
+        states: [("T1".to_string(), TaskState::Running)].into(),
+        in_doubt: vec![attempt(AttemptId(7), "T1", AttemptState::Dispatched)],
+        ..Script::default()
+    };
+    let fake = run(&plan(&[("T1", &[]), ("T2", &[]), ("T3", &["T1"])]), script);
+    assert!(fake.log.contains(&Seen::Unknown(AttemptId(7))), "its outcome is unknown: {:?}", fake.log);
+    assert!(!gated(&fake, "T1") && !sent(&fake, "T1"), "T1 was sent again blindly: {:?}", fake.log);
+    assert!(!gated(&fake, "T3"), "a dependant of an unknown outcome started: {:?}", fake.log);
+    assert!(sent(&fake, "T2"), "the rest of the run goes on: {:?}", fake.log);
+    let closing = fake.closing.expect("the run ends on its verdict");
+    assert_eq!(closing.unknown.iter().map(|u| u.operation_id.as_str()).collect::<Vec<_>>(), ["op-T1"]);
+}
+
+#[test]
+fn a_persons_stop_cancels_a_call_that_never_went_out_and_starts_nothing_new() {
+    // The stop comes at the second look for a signal: T1's intent is
+    // committed, its call handed over but never written (no `dispatched`).
+    let script = Script { stop_at: Some(2), ..Script::default() };
+    let fake = run(&plan(&[("T1", &[]), ("T2", &["T1"]), ("T3", &["T1"])]), script);
+    assert!(sent(&fake, "T1"), "{:?}", fake.log);
+    assert!(fake.log.contains(&Seen::Stopped("T1".into(), true)), "T1's call not cancelled: {:?}", fake.log);
+    assert!(!fake.log.iter().any(|s| matches!(s, Seen::Receipt(_) | Seen::Unknown(_))), "{:?}", fake.log);
+    assert!(!gated(&fake, "T2") && !gated(&fake, "T3"), "new work after a person's stop: {:?}", fake.log);
+    let closing = fake.closing.expect("the run ends on its verdict");
+    assert_eq!(closing.signal, Some(StopSignal::Interrupt));
+}
+
+#[test]
+fn a_call_whose_approval_or_answer_expired_is_never_sent() {
+    let expired = Missing::Expired { approval_id: crate::ids::ApprovalId(3), at_ms: 5 };
+    let gate = [
+        ("T1".to_string(), Decision::AwaitApproval(expired)),
+        ("T2".to_string(), Decision::AnswerExpired { ask_id: 4, at_ms: 5 }),
+    ];
+    let fake =
+        run(&plan(&[("T1", &[]), ("T2", &[]), ("T3", &["T1"])]), Script { gate: gate.into(), ..Script::default() });
+    assert!(gated(&fake, "T1") && gated(&fake, "T2"), "{:?}", fake.log);
+    assert!(!sent(&fake, "T1") && !sent(&fake, "T2") && !gated(&fake, "T3"), "{:?}", fake.log);
+    let closing = fake.closing.expect("the run ends on its verdict");
+    let awaiting: Vec<_> = closing.awaiting.iter().map(|a| a.task_ref.as_str()).collect();
+    assert_eq!(awaiting, ["T1"], "the expired approval's call waits for a fresh one");
 }
