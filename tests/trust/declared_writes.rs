@@ -219,11 +219,16 @@ fn files_its_validation_writes_are_not_the_tasks() {
     let ws = Ws::new();
     let mut task = sh_task("T1", "echo done > out.txt", json!(["out.txt"]));
     task["validations"] = json!([{"id": "V1", "run": ["sh", "-c", "mkdir -p .pytest_cache && echo x > .pytest_cache/v && echo y > check.log"]}]);
-    ws.write_plan("plan.json", &plan(vec![task], qa_true()));
+    // Nor the next task's: the look after T1's receipt (before its
+    // validation wrote) does not stand as T2's baseline.
+    let mut next = sh_task("T2", "echo two > two.txt", json!(["two.txt"]));
+    next["depends_on"] = json!(["T1"]);
+    ws.write_plan("plan.json", &plan(vec![task, next], qa_true()));
     let out = ws.engine_json(&["run", "plan.json"]);
     out.expect(0, None);
     assert_eq!(out.json()["goal_state"], "satisfied", "{}", out.describe());
     assert_eq!(ws.read("check.log"), "y\n", "the validation ran and wrote");
+    assert_eq!(ws.read("two.txt"), "two\n");
 }
 
 /// The documented `protect: ["tests/**"]` with a real Python project: its

@@ -85,7 +85,10 @@ pub enum Action {
     /// `context`: its tools' entries.
     Cutoff { task_ref: String, context: BTreeMap<String, String>, reply: Reply<Result<CutoffAnswer>> },
     /// The protected paths a new attempt of the task is judged against.
-    Baseline(String, Reply<Result<Option<Checkpoint>>>),
+    /// `quiet`: nothing of this run is in flight (no call, no validation),
+    /// so the driver may answer with its last look after an attempt when
+    /// nothing ran or was written since (one look a task in a chain).
+    Baseline(String, bool, Reply<Result<Option<Checkpoint>>>),
     /// The protected paths after an attempt, against its baseline, and its
     /// undeclared writes unless judged already (`writes: false`: at its
     /// receipt, so the workspace is not looked at whole again).
@@ -94,6 +97,9 @@ pub enum Action {
         task_ref: String,
         before: Option<Checkpoint>,
         writes: bool,
+        /// Nothing else of this run is in flight: the look after it may
+        /// stand as the next attempt's baseline (`Baseline`'s `quiet`).
+        alone: bool,
         reply: Reply<Result<Vec<Evidence>>>,
     },
     /// A passed attempt's declared outputs (`None`: none kept).

@@ -115,7 +115,8 @@ impl Run<'_> {
         let before = flight.and_then(|f| f.protected.clone());
         // Its writes judged at its receipt already: not looked at again.
         let writes = flight.is_none_or(|f| f.writes.is_none());
-        self.io.judge_protected(attempt_id, &task.task_ref, (before, writes)).await
+        let alone = self.in_flight.keys().all(|id| *id == attempt_id);
+        self.io.judge_protected(attempt_id, &task.task_ref, (before, writes, alone)).await
     }
 
     /// Reconcile the attempts of one task (`only`) or of every task. On a

@@ -106,7 +106,7 @@ impl Fake {
             Action::Claim(_, reply) => reply.send(Ok(Claimed::Mine { generation: 1, took_over: None })),
             Action::Observe { reply, .. } => reply.send(Err("nothing observed in the fake".into())),
             Action::Cutoff { reply, .. } => reply.send(Ok(Err(json!({"stale": "FAKE"})))),
-            Action::Baseline(_, reply) => reply.send(Ok(None)),
+            Action::Baseline(_, _, reply) => reply.send(Ok(None)),
             Action::JudgeProtected { reply, .. } => reply.send(Ok(vec![])),
             Action::CollectOutputs(_, reply) => reply.send(None),
             Action::Refresh { reply, .. } => reply.send(Ok(vec![])),

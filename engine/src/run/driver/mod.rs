@@ -112,11 +112,11 @@ impl Driver<'_, '_> {
         &mut self,
         attempt_id: crate::ids::AttemptId,
         task_ref: &str,
-        (before, writes): (Option<crate::checkpoint::Checkpoint>, bool),
+        judged: (Option<crate::checkpoint::Checkpoint>, bool, bool),
     ) -> Result<Vec<crate::evidence::Evidence>> {
         let task = self.scope.task(task_ref)?;
         let ws = &mut self.workspace;
-        ws.judge_protected(self.world, self.ledger, &self.scope, (attempt_id, task), (before, writes)).await
+        ws.judge_protected(self.world, self.ledger, &self.scope, (attempt_id, task), judged).await
     }
 
     /// A passed attempt's declared outputs (none for a task the plan lacks).

@@ -79,6 +79,24 @@ pub struct Workspace {
     /// them at a reuse pass. Never on a shared store, where another worker
     /// may complete a task again.
     upstream: HashMap<String, Vec<OutputFile>>,
+    /// The last look after an attempt taken while nothing else of the run
+    /// was in flight, until anything runs or is written in the workspace
+    /// (`disturbed`): the next attempt's baseline when the core says
+    /// nothing is in flight then either, instead of a second look at the
+    /// same state (in a chain, one look a task instead of two).
+    last_look: Option<LastLook>,
+    /// May a look stand for a later one at all? Only on a store of its own
+    /// (no other worker in the workspace) and when every provider's
+    /// processes end with their call (command and builtin: no MCP server or
+    /// remote service that may write the workspace between two calls).
+    keeps_looks: bool,
+}
+
+/// A look at the protected paths (with the whole workspace for a task that
+/// starts processes: `process`).
+struct LastLook {
+    process: bool,
+    look: Checkpoint,
 }
 
 impl Workspace {
@@ -89,7 +107,15 @@ impl Workspace {
             sandbox,
             outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
             upstream: HashMap::new(),
+            last_look: None,
+            keeps_looks: scope.plan.file.providers.values().all(ends_with_its_call),
         }
+    }
+
+    /// Something ran, or may have changed the workspace, since the last
+    /// look: it no longer stands for the next.
+    pub fn disturbed(&mut self) {
+        self.last_look = None;
     }
 
     /// Forget what was read of `task_ref`'s completion (`None`: of every task).
@@ -201,10 +227,17 @@ impl Workspace {
         world: &mut dyn World,
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
-        task_ref: &str,
+        (task_ref, quiet): (&str, bool),
     ) -> Result<Option<Checkpoint>> {
         let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
-        let Ok(now) = self.observe_protected(world, scope, (process, process)).await else { return Ok(None) };
+        let kept = self.last_look.take().filter(|l| quiet && l.process == process && !ledger.shared());
+        let now = match kept {
+            Some(l) => l.look,
+            None => match self.observe_protected(world, scope, (process, process)).await {
+                Ok(now) => now,
+                Err(_) => return Ok(None),
+            },
+        };
         let earlier = match last_violation(ledger, scope, task_ref)? {
             Some((changes, revision)) => constraints::carried(changes, revision != scope.revision),
             None => Vec::new(),
@@ -232,7 +265,7 @@ impl Workspace {
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
         (attempt_id, task): (AttemptId, &Task),
-        (before, writes): (Option<Checkpoint>, bool),
+        (before, writes, alone): (Option<Checkpoint>, bool, bool),
     ) -> Result<Vec<Evidence>> {
         let before = match before {
             Some(cp) => Some(cp),
@@ -244,6 +277,13 @@ impl Workspace {
         let process = starts_process(scope.plan.provider_of(task));
         let whole = process && writes;
         let after = self.observe_protected(world, scope, (process, whole)).await;
+        // Seen whole where the next baseline would look whole (a task that
+        // starts processes), with nothing else of the run in flight: it may
+        // stand as that baseline.
+        self.last_look = match &after {
+            Ok(a) if alone && self.keeps_looks && whole == process => Some(LastLook { process, look: a.clone() }),
+            _ => None,
+        };
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         Ok(match (before, after) {
             (None, _) => not_judged(
@@ -311,7 +351,11 @@ impl Workspace {
             }
         };
         let memo = (!ledger.shared()).then_some(&mut self.upstream);
-        materialize_from(ledger, scope, &upstream, task_ref, (&mut self.cache, memo))
+        let written = materialize_from(ledger, scope, &upstream, task_ref, (&mut self.cache, memo));
+        if !matches!(written, Ok(0)) {
+            self.disturbed();
+        }
+        written.map(|_| ())
     }
 }
 
@@ -332,6 +376,12 @@ fn observe_judged(
     let mut files = cp.files.clone();
     checkpoint::observe_workspace(workspace, cache, &mut files)?;
     Ok(Checkpoint { workspace: Some(std::sync::Arc::new(files)), ..cp })
+}
+
+/// Do `spec`'s processes end with their call (nothing of it runs between
+/// two calls)?
+fn ends_with_its_call(spec: &crate::plan::ProviderSpec) -> bool {
+    matches!(spec, crate::plan::ProviderSpec::Command { .. } | crate::plan::ProviderSpec::Builtin {})
 }
 
 /// A task's own declared paths: what its attempts may write.
@@ -410,18 +460,18 @@ fn last_violation(
 
 /// The outputs of `upstream` (in order: a later one wins a path) in this
 /// workspace, for `task_ref` (`None`: the goal's checks), and an event
-/// saying what was written. What is there is compared through `cache`;
-/// completions read are kept in `memo` (when there is one) for the next
-/// task's turn.
+/// saying what was written; the files written. What is there is compared
+/// through `cache`; completions read are kept in `memo` (when there is
+/// one) for the next task's turn.
 fn materialize_from(
     ledger: &mut LeaseGuard,
     scope: &Scope,
     upstream: &[String],
     task_ref: Option<&str>,
     (cache, mut memo): (&mut FileCache, Option<&mut HashMap<String, Vec<OutputFile>>>),
-) -> Result<()> {
+) -> Result<usize> {
     if upstream.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
@@ -451,7 +501,7 @@ fn materialize_from(
         Err(e) => return Err(refused(ledger, scope, task_ref, e)),
     };
     if done.files == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let data = json!({
         "files": done.files, "bytes": done.bytes, "left_alone": done.left_alone, "paths": done.paths,
@@ -461,7 +511,8 @@ fn materialize_from(
         let mut e = Event::goal(EventKind::OutputsMaterialized, goal_id, revision, data.clone());
         e.task_ref = task_ref;
         tx.append_event(&e).map(|_| ())
-    })
+    })?;
+    Ok(done.files)
 }
 
 /// Say in the ledger why nothing was started, then stop with `e`.
