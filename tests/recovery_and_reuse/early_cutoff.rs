@@ -139,3 +139,50 @@ fn an_upstream_without_outputs_cuts_nothing_off_and_says_so() {
     let explain = ws.engine(&["explain", "T2"]);
     assert!(explain.stdout.contains("no early cutoff"), "{}", explain.stdout);
 }
+
+/// `engine revise` decides early cutoff as a plain run does: a revision
+/// adds a task, and T1's input changed where its output does not look: T1
+/// runs again and writes the same bytes, so T2 … T5 are reused on
+/// condition (`early_cutoff_on`) and the run keeps them
+/// (`completion_kept`, `UPSTREAM_OUTPUT_UNCHANGED`). A second revision
+/// after T1's output did change runs every dependant. (An upstream whose
+/// meaning changed changes its dependants' dependency digest:
+/// `DEPENDENCIES_CHANGED`, before any cutoff.)
+#[test]
+fn revise_decides_early_cutoff_as_a_plain_run_does() {
+    let ws = built(5, true);
+    let mut tasks = chain(5, true);
+    tasks.push(sh_task("X1", "true"));
+    ws.write_plan("plan.json", &plan("cutoff", tasks.clone()));
+    ws.write("in.txt", "first line\nanother second line\n");
+    let rev = ws.json(&["revise", "plan.json", "--reason", "add X1", "--no-run"], 0);
+    assert_eq!(decision(&rev, "T1"), ("run".to_string(), "CHECKPOINT_CHANGED".to_string()));
+    for k in 2..=5 {
+        let d = decision_detail(&rev, &format!("T{k}"));
+        let want = json!([format!("T{}", k - 1)]);
+        assert_eq!((d["decision"].as_str(), &d["early_cutoff_on"]), (Some("reuse"), &want), "{d:#}");
+    }
+    let report = ws.json(&["run", "plan.json"], 0);
+    assert_eq!(calls(&ws, 5), [2, 1, 1, 1, 1], "{report:#}");
+    let kept = ws.events_of("completion_kept");
+    assert_eq!(kept.len(), 4, "{kept:#?}");
+    assert!(kept.iter().all(|(_, _, d)| d["kept"] == "UPSTREAM_OUTPUT_UNCHANGED"), "{kept:#?}");
+    assert!(ws.events_of("completion_stale").is_empty());
+    ws.engine(&["verify"]).expect_code(0);
+
+    // Now T1's output changes: nothing below it can be kept.
+    tasks.push(sh_task("X2", "true"));
+    ws.write_plan("plan.json", &plan("cutoff", tasks));
+    ws.write("in.txt", "a new first line\n");
+    let rev = ws.engine(&["revise", "plan.json", "--reason", "add X2", "--no-run"]);
+    rev.expect_code(0);
+    assert!(
+        rev.stdout.contains("kept only if T1 comes out with byte-identical outputs (early cutoff)"),
+        "{}",
+        rev.stdout
+    );
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(calls(&ws, 5), [3, 2, 2, 2, 2]);
+    assert_eq!(ws.read("out5.txt"), "a new first line\n");
+    ws.engine(&["verify"]).expect_code(0);
+}

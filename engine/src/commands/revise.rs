@@ -64,6 +64,10 @@ pub struct TaskDecision {
     pub task_ref: String,
     #[serde(flatten)]
     pub decision: Decision,
+    /// A reuse on condition (early cutoff): the upstreams that run again,
+    /// whose outputs must come out byte-identical for it to be kept.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub early_cutoff_on: Vec<String>,
 }
 
 /// A budget a person raised: from the limit in force to the new one.
@@ -239,7 +243,9 @@ fn record_new_revision(
     let secrets: Vec<String> =
         plan.file.secrets.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty()).collect();
     let listed = run::list_tools_now(plan, &secrets, sandboxes)?;
-    let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed };
+    // On a shared store no plain run decides a reuse on condition: none.
+    let early_cutoff = !ledger.shared();
+    let prev = Previous { revision: g.active_revision, file: &prev_file, goal_changed, early_cutoff };
     let decisions = decide_all(&*read, plan, &g.id, prev, &listed, &sandboxes.checks(), &mut cache)?;
     let revision = g.active_revision.next();
     let new = NewRevision {
@@ -447,6 +453,9 @@ fn record(
     register::insert_tasks(tx, plan, revision)?;
     for d in decisions {
         let (state, detail) = match &d.decision {
+            Decision::Reuse { provenance } if !d.early_cutoff_on.is_empty() => {
+                (TaskState::Reused, json!({"reused_from": provenance, "early_cutoff_on": d.early_cutoff_on}))
+            }
             Decision::Reuse { provenance } => (TaskState::Reused, json!({"reused_from": provenance})),
             Decision::Run { refusal } => {
                 (TaskState::Pending, json!({"reuse_refused": refusal.code(), "detail": refusal.detail()}))
@@ -474,10 +483,19 @@ pub struct Previous<'a> {
     pub file: &'a PlanFile,
     /// Its goal contract differs from the new plan's.
     pub goal_changed: bool,
+    /// May a reuse wait on an upstream's outputs (a run decides it)? Not
+    /// on a shared store, whose plain runs re-check no completion.
+    pub early_cutoff: bool,
 }
 
 /// Decide every task of `plan` against the previous revision, in
 /// dependency order; `listed`: the MCP servers' tool inventories now.
+/// A task whose upstream runs again is decided as a plain run decides it
+/// (early cutoff): when each such upstream can cut off (it declares
+/// `outputs`, its effect is not external) or is itself put off, and its
+/// completion would stand otherwise, it is reused on condition
+/// (`early_cutoff_on`): the run keeps it only if those upstreams' outputs
+/// come out byte-identical (`run::core::cutoff`), else runs it.
 pub fn decide_all(
     ledger: &dyn LedgerRead,
     plan: &Plan,
@@ -487,8 +505,8 @@ pub fn decide_all(
     sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Vec<TaskDecision>> {
-    let Previous { revision: prev_revision, file: prev_file, goal_changed } = prev;
-    let mut runs: HashSet<String> = HashSet::new();
+    let Previous { revision: prev_revision, file: prev_file, goal_changed, early_cutoff } = prev;
+    let (mut runs, mut put_off): (HashSet<String>, HashSet<String>) = (HashSet::new(), HashSet::new());
     let mut out = Vec::with_capacity(plan.order.len());
     let then: std::collections::HashMap<&str, &Task> =
         prev_file.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
@@ -501,33 +519,64 @@ pub fn decide_all(
             let then = then.get(task.task_ref.as_str()).map(|t| (*t, prev_file.providers.get(&t.provider)));
             run::completion(ledger, goal_id, prev_revision, then, &task.task_ref)?
         };
-        let upstream = task.depends_on.iter().find(|dep| runs.contains(*dep)).map(String::as_str);
-        let decision = reuse::decide(
-            goal_changed,
-            completion.as_ref(),
-            &Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies },
-            upstream,
-            || {
-                let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
-                // Its upstream's outputs as the completion it would reuse saw them.
-                let upstream = crate::run::identity::upstream_context(ledger, (goal_id, prev_revision), plan, task)
-                    .map_err(|e| e.to_string())?;
-                let tool = crate::run::identity::tool_context(plan, task, cache);
-                Ok(cp
-                    .with_context(tools::context_of(&plan.file, task, listed))
-                    .with_context(upstream)
-                    .with_context(tool))
-            },
-        );
+        let candidate =
+            Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
+        let moving: Vec<String> =
+            task.depends_on.iter().filter(|dep| runs.contains(*dep) || put_off.contains(*dep)).cloned().collect();
+        let observe = || observed(ledger, plan, (goal_id, prev_revision), task, (listed, sandbox, &mut *cache));
+        let decision = match moving.first() {
+            None => reuse::decide(goal_changed, completion.as_ref(), &candidate, None, observe),
+            Some(first) => {
+                let unobserved = || Err("not observed".to_string());
+                match reuse::decide(goal_changed, completion.as_ref(), &candidate, Some(first), unobserved) {
+                    Decision::Run { refusal: reuse::Refusal::UpstreamNotReused { .. } } if early_cutoff => {
+                        match no_cutoff(plan, &moving, &put_off) {
+                            Some(refusal) => Decision::Run { refusal },
+                            None => reuse::decide(goal_changed, completion.as_ref(), &candidate, None, observe),
+                        }
+                    }
+                    other => other,
+                }
+            }
+        };
         // A changed upstream output reads as that upstream's run again.
         let decision = match decision {
             Decision::Run { refusal } => Decision::Run { refusal: reuse::cutoff::named(refusal) },
             reuse => reuse,
         };
-        if !decision.is_reuse() {
-            runs.insert(task.task_ref.clone());
-        }
-        out.push(TaskDecision { task_ref: task.task_ref.clone(), decision });
+        let early_cutoff_on = if decision.is_reuse() { moving } else { Vec::new() };
+        match (decision.is_reuse(), early_cutoff_on.is_empty()) {
+            (false, _) => runs.insert(task.task_ref.clone()),
+            (true, false) => put_off.insert(task.task_ref.clone()),
+            (true, true) => false,
+        };
+        out.push(TaskDecision { task_ref: task.task_ref.clone(), decision, early_cutoff_on });
     }
     Ok(out)
+}
+
+/// A task's checkpoint now, with what its completion's carries beside its
+/// inputs: its tools, its upstreams' outputs as that completion saw them
+/// (the earlier revision's), its own tool's identity.
+fn observed(
+    ledger: &dyn LedgerRead,
+    plan: &Plan,
+    (goal_id, prev_revision): (&GoalId, Revision),
+    task: &Task,
+    (listed, sandbox, cache): (&BTreeMap<String, Inventory>, &Sandbox, &mut FileCache),
+) -> std::result::Result<checkpoint::Checkpoint, String> {
+    let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
+    let upstream = crate::run::identity::upstream_context(ledger, (goal_id, prev_revision), plan, task)
+        .map_err(|e| e.to_string())?;
+    let tool = crate::run::identity::tool_context(plan, task, cache);
+    Ok(cp.with_context(tools::context_of(&plan.file, task, listed)).with_context(upstream).with_context(tool))
+}
+
+/// Why an upstream that runs again cuts nothing off below (`None`: each
+/// one can, or is itself put off): as a plain run says it.
+fn no_cutoff(plan: &Plan, moving: &[String], put_off: &HashSet<String>) -> Option<reuse::Refusal> {
+    moving.iter().filter(|d| !put_off.contains(*d)).find_map(|d| {
+        let why = reuse::cutoff::why_no_cutoff(plan.task(d)?)?;
+        Some(reuse::Refusal::UpstreamNotReused { dependency: d.clone(), why: Some(why.into()) })
+    })
 }

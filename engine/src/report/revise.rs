@@ -56,6 +56,18 @@ pub fn render(r: &ReviseReport, ledger: &dyn LedgerRead) -> Output {
     Output { text, json: json!(r), exit_code }
 }
 
+/// A reuse on condition (early cutoff), in words: what the run checks.
+fn on_condition(upstreams: &[String]) -> String {
+    match upstreams.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; kept only if {} come{} out with byte-identical outputs (early cutoff), else it runs",
+            upstreams.join(", "),
+            if upstreams.len() == 1 { "s" } else { "" }
+        ),
+    }
+}
+
 /// Text table of decisions, for `revise`.
 pub fn decisions_table(decisions: &[TaskDecision], ledger: &dyn LedgerRead) -> String {
     let width = decisions.iter().map(|d| d.task_ref.len()).max().unwrap_or(4).max(4);
@@ -63,13 +75,14 @@ pub fn decisions_table(decisions: &[TaskDecision], ledger: &dyn LedgerRead) -> S
     for d in decisions {
         match &d.decision {
             Decision::Reuse { provenance } => text.push_str(&format!(
-                "  {}  {:<6}  {:<24}  from revision {} {}{}\n",
+                "  {}  {:<6}  {:<24}  from revision {} {}{}{}\n",
                 super::pad(&d.task_ref, width),
                 "reuse",
                 "-",
                 provenance.revision,
                 super::explain::attempt_words(ledger, Some(provenance.attempt_id.get())),
-                super::words::evidence_clause(&provenance.evidence_ids)
+                super::words::evidence_clause(&provenance.evidence_ids),
+                on_condition(&d.early_cutoff_on)
             )),
             Decision::Run { refusal } => text.push_str(&format!(
                 "  {}  {:<6}  {:<24}  {}\n",
