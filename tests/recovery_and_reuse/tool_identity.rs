@@ -101,3 +101,32 @@ fn reuse_across_a_tool_change_is_refused_to_whom_people_revise_does_not_name() {
     assert_eq!(ws.calls("T1"), 1, "nothing ran");
     assert!(ws.events_of("completion_kept").is_empty());
 }
+
+/// `engine explain` says who did a completion's work: a command's program
+/// and script by digest; for an agent, the model its report named, shown
+/// and said not to be compared (known only from a report after a call).
+#[test]
+fn explain_names_the_tool_and_what_is_not_compared() {
+    let (ws, tool) = built();
+    let explain = ws.engine(&["explain", "T1"]).stdout;
+    assert!(explain.contains("its tool's identity: sh /"), "{explain}");
+    assert!(explain.contains(&format!("; script {tool} ")), "{explain}");
+
+    let ws = Ws::new();
+    ws.write("agent.sh", "echo A1 >> \"$SIDE/calls.log\"\necho '{\"status\": \"done\", \"model\": \"m-1\"}'\n");
+    let task = json!({
+        "ref": "A1", "title": "an agent", "provider": "agent", "action": {"run": ["sh", "agent.sh"]},
+        "effect": "local", "inputs": [], "depends_on": [], "validations": [],
+    });
+    ws.write_plan("plan.json", &plan("agent", vec![task]));
+    ws.json(&["run", "plan.json"], 0);
+    let explain = ws.engine(&["explain", "A1", "--json"]).json();
+    let tool = &explain["completion"]["tool"];
+    assert_eq!(tool["model"], "m-1", "{explain:#}");
+    assert!(tool["compared"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().starts_with("script agent.sh ")));
+    let text = ws.engine(&["explain", "A1"]).stdout;
+    assert!(
+        text.contains("not compared: the model the agent reported, m-1: known only from its report after a call"),
+        "{text}"
+    );
+}

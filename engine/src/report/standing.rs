@@ -51,20 +51,51 @@ pub fn of_task(
     };
     let provenance = json!({"revision": done.revision, "attempt_id": done.attempt_id, "attempt": number,
         "settled_by_person": settled});
+    let (tool_text, tool_json) = tool_identity(ledger, plan, task, &done)?;
     let standing = match reuse::standing(&done) {
         None => Standing {
             text: format!(
                 "completion ({basis}): reusable by a later revision while its goal, meaning, dependencies and inputs \
-                 still match checkpoint {}",
+                 still match checkpoint {} ({tool_text})",
                 done.checkpoint.as_ref().map_or("?", |c| super::short(c.digest()))
             ),
-            json: json!({"reusable": true, "completion": provenance}),
+            json: json!({"reusable": true, "completion": provenance, "tool": tool_json}),
         },
         Some(refusal) => Standing {
             text: format!("completion ({basis}): not reusable: {} — {}", refusal.code(), refusal.detail()),
             json: json!({"reusable": false, "reason": refusal.code(), "detail": refusal.detail(),
-                         "completion": provenance}),
+                         "completion": provenance, "tool": tool_json}),
         },
     };
     Ok(Some(standing))
+}
+
+/// Who did the completion's work, as its checkpoint recorded it, and what
+/// is not compared and why (`decide::reuse::tool::identity_words`); an
+/// agent's model from its report (a claim, kept as it said it).
+fn tool_identity(
+    ledger: &dyn LedgerRead,
+    plan: &PlanFile,
+    task: Option<&crate::plan::Task>,
+    done: &reuse::Completion<'_>,
+) -> Result<(String, Value)> {
+    use crate::plan::model::{Protocol, ProviderSpec};
+    let spec = task.and_then(|t| plan.providers.get(&t.provider));
+    let kind = match spec {
+        Some(ProviderSpec::Command { protocol: Some(Protocol::AgentJson), .. }) => "agent-json",
+        Some(ProviderSpec::Command { .. }) => "command",
+        Some(ProviderSpec::Http { .. }) => "http",
+        Some(ProviderSpec::Mcp { .. }) => "mcp",
+        _ => "builtin",
+    };
+    let model = match kind {
+        "agent-json" => ledger
+            .claims_of_attempt(done.attempt_id)?
+            .into_iter()
+            .find_map(|c| c.data.get("model").and_then(Value::as_str).map(str::to_string)),
+        _ => None,
+    };
+    let model = model.map(|m| super::escape::for_terminal(&m).to_string());
+    let context = done.checkpoint.as_ref().and_then(|c| c.checkpoint()).map(|c| c.context).unwrap_or_default();
+    Ok(reuse::tool::identity_words(&context, kind, model.as_deref()))
 }

@@ -106,6 +106,44 @@ fn shown(value: Option<&String>) -> String {
         .join(" ")
 }
 
+/// What a completion's checkpoint says of who did the work, for a person
+/// (`engine explain`, `engine status`): the tool entries it recorded, in
+/// words, and what is not compared and why — an HTTP service's version
+/// (the engine cannot observe it without calling the service), an
+/// agent's model (only its own report names it, after a call: shown, not
+/// compared). `kind`: the provider's kind (`command`, `agent-json`,
+/// `mcp`, `http`, `builtin`); `model`: the model the completion's report
+/// named, if any.
+pub fn identity_words<'a>(
+    context: impl IntoIterator<Item = (&'a String, &'a String)>,
+    kind: &str,
+    model: Option<&str>,
+) -> (String, serde_json::Value) {
+    let compared: Vec<String> = context
+        .into_iter()
+        .filter(|(n, _)| is_tool(n))
+        .map(|(n, v)| format!("{} {}", what(n), shown(Some(v))))
+        .collect();
+    let not_compared = match (kind, model) {
+        ("http", _) => {
+            Some("an HTTP service's version: the engine cannot observe it without calling the service".to_string())
+        }
+        ("agent-json", Some(m)) => {
+            Some(format!("the model the agent reported, {m}: known only from its report after a call"))
+        }
+        ("agent-json", None) => Some("the agent's model: its report named none".to_string()),
+        _ => None,
+    };
+    let mut text = match compared.is_empty() {
+        true => "its tool's identity: none recorded".to_string(),
+        false => format!("its tool's identity: {}", compared.join("; ")),
+    };
+    if let Some(why) = &not_compared {
+        text.push_str(&format!("; not compared: {why}"));
+    }
+    (text, serde_json::json!({"compared": compared, "not_compared": not_compared, "model": model}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +187,25 @@ mod tests {
         let new_tool =
             cp(&[("a.txt", "1")], &[("exe:sh", &format!("/bin/sh {h1}")), ("mode", "x"), ("script:t.sh", &h2)]);
         assert_eq!(difference(&then, &new_tool).detail(), format!("script t.sh (none) → {}", &h2[..12]));
+    }
+
+    #[test]
+    fn identity_words_name_what_is_compared_and_what_is_not() {
+        let h = "c".repeat(64);
+        let c = cp(&[("a.txt", "1")], &[("exe:sh", &format!("/bin/sh {h}")), ("mode", "x")]);
+        let (text, json) = identity_words(&c.context, "command", None);
+        assert_eq!(text, format!("its tool's identity: sh /bin/sh {}", &h[..12]));
+        assert_eq!(json["not_compared"], serde_json::Value::Null);
+        let (text, _) = identity_words(&BTreeMap::new(), "http", None);
+        assert!(
+            text.starts_with("its tool's identity: none recorded; not compared: an HTTP service's version"),
+            "{text}"
+        );
+        let (text, json) = identity_words(&c.context, "agent-json", Some("m-1"));
+        assert!(
+            text.ends_with("not compared: the model the agent reported, m-1: known only from its report after a call"),
+            "{text}"
+        );
+        assert_eq!(json["model"], "m-1");
     }
 }
