@@ -20,8 +20,39 @@ pub trait ChainRows {
     fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>>;
     fn settlement(&self, id: i64) -> Result<Option<SettlementRecord>>;
     fn ask(&self, id: i64) -> Result<Option<AskRecord>>;
+    /// The ids of one table's rows (`approvals`, `settlements`,
+    /// `person_requests`), in id order.
+    fn ids_of(&self, table: &str) -> Result<Vec<i64>>;
+
     /// Every act's row: approvals, then settlements, then asks, each by id.
-    fn acts(&self) -> Result<Vec<ActRef>>;
+    fn acts(&self) -> Result<Vec<ActRef>> {
+        let mut acts: Vec<ActRef> = Vec::new();
+        acts.extend(self.ids_of("approvals")?.into_iter().map(|i| ActRef::Approval(ApprovalId(i))));
+        acts.extend(self.ids_of("settlements")?.into_iter().map(ActRef::Settlement));
+        acts.extend(self.ids_of("person_requests")?.into_iter().map(ActRef::Ask));
+        Ok(acts)
+    }
+
+    /// An approval's row inside the transaction that just wrote it (to
+    /// chain it).
+    fn written_approval(&self, id: ApprovalId) -> Result<ApprovalRecord> {
+        written(self.approval(id)?, "approval", id.get())
+    }
+
+    /// A settlement's row inside the transaction that just wrote it.
+    fn written_settlement(&self, id: i64) -> Result<SettlementRecord> {
+        written(self.settlement(id)?, "settlement", id)
+    }
+
+    /// A person's request's row inside the transaction that just wrote it.
+    fn written_ask(&self, id: i64) -> Result<AskRecord> {
+        written(self.ask(id)?, "person request", id)
+    }
+}
+
+/// A row its own transaction just wrote: there, or the store is broken.
+fn written<T>(found: Option<T>, what: &str, id: i64) -> Result<T> {
+    found.ok_or_else(|| Error::internal(format!("{what} {id} vanished in its own transaction")))
 }
 
 /// A row the chain does not vouch for: `STORE_TAMPERED`, naming it.

@@ -19,7 +19,7 @@ use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
     NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
-use crate::store::chain::{self as links, EntryKind};
+use crate::store::chain::{self as links, ChainRows, EntryKind};
 
 pub(super) const APPROVAL_COLUMNS: &str =
     "id, operation_id, goal_id, revision, task_ref, request_digest, plan_digest, actor, note, at_ms, consumed_by, voided_by, os_uid, os_user, cost_micros, expires_at_ms";
@@ -239,7 +239,7 @@ impl ActsWrite for PgSql<'_> {
             ],
         )?
         .ok_or_else(|| Error::internal("an insert returned no id"))?;
-        let row = chain::approval(self, id)?;
+        let row = ChainRows::written_approval(self, id)?;
         chain::append(self, EntryKind::Approval, id.get(), links::approval_content(&row))?;
         Ok(id)
     }
@@ -289,7 +289,7 @@ impl ActsWrite for PgSql<'_> {
             ],
         )?
         .ok_or_else(|| Error::internal("an insert returned no id"))?;
-        let row = chain::settlement(self, id)?;
+        let row = ChainRows::written_settlement(self, id)?;
         chain::append(self, EntryKind::Settlement, id, links::settlement_content(&row))?;
         Ok(())
     }
@@ -330,7 +330,7 @@ impl ActsWrite for PgSql<'_> {
                 ],
             )?
             .ok_or_else(|| Error::internal("an insert returned no id"))?;
-        let row = chain::ask(self, id)?;
+        let row = ChainRows::written_ask(self, id)?;
         chain::append(self, links::ask_kind(a.kind), id, links::ask_content(&row))?;
         Ok(id)
     }

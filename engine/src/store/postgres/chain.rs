@@ -43,22 +43,6 @@ fn one<T>(db: &PgSql, sql: &str, id: i64, from_row: fn(&Row) -> Result<T>) -> Re
     db.q1(sql, p![id])?.map(|r| from_row(&r)).transpose()
 }
 
-fn must<T>(found: Option<T>, what: &str, id: i64) -> Result<T> {
-    found.ok_or_else(|| Error::internal(format!("{what} {id} vanished in its own transaction")))
-}
-
-pub(super) fn approval(db: &PgSql, id: ApprovalId) -> Result<ApprovalRecord> {
-    must(ChainRows::approval(db, id)?, "approval", id.get())
-}
-
-pub(super) fn settlement(db: &PgSql, id: i64) -> Result<SettlementRecord> {
-    must(ChainRows::settlement(db, id)?, "settlement", id)
-}
-
-pub(super) fn ask(db: &PgSql, id: i64) -> Result<AskRecord> {
-    must(ChainRows::ask(db, id)?, "person request", id)
-}
-
 fn last(db: &PgSql) -> Result<Option<Entry>> {
     let sql = format!("SELECT {ENTRY_COLUMNS} FROM act_chain ORDER BY seq DESC LIMIT 1");
     db.q1(&sql, p![])?.map(|r| entry_from_row(&r)).transpose()
@@ -107,13 +91,8 @@ impl ChainRows for PgSql<'_> {
         one(self, &format!("SELECT {ASK_COLUMNS} FROM person_requests WHERE id = $1"), id, ask_from_row)
     }
 
-    fn acts(&self) -> Result<Vec<ActRef>> {
-        let ids = |sql: &str| -> Result<Vec<i64>> { self.q(sql, p![])?.iter().map(|r| get(r, 0)).collect() };
-        let mut acts: Vec<ActRef> = Vec::new();
-        acts.extend(ids("SELECT id FROM approvals ORDER BY id")?.into_iter().map(|i| ActRef::Approval(ApprovalId(i))));
-        acts.extend(ids("SELECT id FROM settlements ORDER BY id")?.into_iter().map(ActRef::Settlement));
-        acts.extend(ids("SELECT id FROM person_requests ORDER BY id")?.into_iter().map(ActRef::Ask));
-        Ok(acts)
+    fn ids_of(&self, table: &str) -> Result<Vec<i64>> {
+        self.q(&format!("SELECT id FROM {table} ORDER BY id"), p![])?.iter().map(|r| get(r, 0)).collect()
     }
 }
 

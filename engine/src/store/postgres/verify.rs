@@ -32,32 +32,8 @@ struct PgVerify<'c> {
     db: PgSql<'c>,
 }
 
-/// The tables of schema 3 (`schema.rs`).
-const TABLES: &[&str] = &[
-    "schema_meta",
-    "events",
-    "blobs",
-    "goals",
-    "revisions",
-    "tasks",
-    "attempts",
-    "receipts",
-    "evidence",
-    "claims",
-    "check_results",
-    "checkpoints",
-    "file_cache",
-    "settlements",
-    "approvals",
-    "pending_requests",
-    "workers",
-    "task_claims",
-    "commit_tokens",
-    "outputs",
-    "person_requests",
-    "act_chain",
-    "request_ids",
-];
+/// The tables of PostgreSQL's alone, beside the ledger's (`checks::tables`).
+const OWN_TABLES: &[&str] = &["schema_meta", "workers", "task_claims", "commit_tokens"];
 const TRIGGERS: &[(&str, &str)] = &[("events", "events_append_only"), ("act_chain", "act_chain_append_only")];
 
 impl VerifyDb for PgVerify<'_> {
@@ -112,7 +88,7 @@ impl PgVerify<'_> {
     /// Every table, and the append-only triggers present and enabled (the
     /// schema version was checked when the store was opened).
     fn schema(&mut self) -> Result<Option<Finding>> {
-        for t in TABLES {
+        for t in crate::store::verify::tables(OWN_TABLES) {
             let present: Option<bool> = self.db.v("SELECT to_regclass($1) IS NOT NULL", p![t.to_string()])?;
             if present != Some(true) {
                 return Ok(found(format!("table {t}"), "is missing"));

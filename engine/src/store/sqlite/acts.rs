@@ -16,7 +16,7 @@ use crate::store::acts::{
     ActRef, ActsRead, ActsWrite, ApprovalRecord, AskKind, AskRecord, FirstResult, NewApproval, NewAsk, NewRequestId,
     NewSettlement, OpenApproval, PendingRequest, RequestIdRecord, SettlementRecord, Tampered,
 };
-use crate::store::chain::{self as links, EntryKind};
+use crate::store::chain::{self as links, ChainRows, EntryKind};
 
 /// A person's act row, read by `fields`; one that does not read as the
 /// engine wrote it (a value its column cannot hold) was written outside
@@ -260,7 +260,7 @@ impl ActsWrite for Sql<'_> {
             params![a.operation_id, a.goal_id, a.revision, a.task_ref, a.request_digest, a.plan_digest, a.person.actor, a.note, now_ms(), a.person.uid, a.person.user, a.cost.micros(), a.expires_at_ms],
         )?;
         let id = ApprovalId(self.conn.last_insert_rowid());
-        let row = chain::approval(self.conn, id)?;
+        let row = ChainRows::written_approval(self.conn, id)?;
         chain::append(self.conn, EntryKind::Approval, id.get(), links::approval_content(&row))?;
         Ok(id)
     }
@@ -298,7 +298,7 @@ impl ActsWrite for Sql<'_> {
             params![s.attempt_id, s.operation_id, s.outcome, s.person.actor, s.note, s.evidence_blob, now_ms(), s.person.uid, s.person.user],
         )?;
         let id = self.conn.last_insert_rowid();
-        let row = chain::settlement(self.conn, id)?;
+        let row = ChainRows::written_settlement(self.conn, id)?;
         chain::append(self.conn, EntryKind::Settlement, id, links::settlement_content(&row))?;
         Ok(())
     }
@@ -322,7 +322,7 @@ impl ActsWrite for Sql<'_> {
             ],
         )?;
         let id = self.conn.last_insert_rowid();
-        let row = chain::ask(self.conn, id)?;
+        let row = ChainRows::written_ask(self.conn, id)?;
         chain::append(self.conn, links::ask_kind(a.kind), id, links::ask_content(&row))?;
         Ok(id)
     }

@@ -11,7 +11,7 @@ use super::acts::{
     SETTLEMENT_COLUMNS,
 };
 use super::sql::{exec, qrow, rows};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ids::ApprovalId;
 use crate::store::acts::{ActRef, ApprovalRecord, AskRecord, SettlementRecord};
 use crate::store::chain::{self as links, ChainRows, Entry, EntryKind};
@@ -31,23 +31,6 @@ fn entry_from_row(r: &rusqlite::Row) -> rusqlite::Result<Entry> {
         prev: r.get(4)?,
         hash: r.get(5)?,
     })
-}
-
-/// An act's row inside the transaction that just wrote it (to chain it).
-fn must<T>(found: Option<T>, what: &str, id: i64) -> Result<T> {
-    found.ok_or_else(|| Error::internal(format!("{what} {id} vanished in its own transaction")))
-}
-
-pub(super) fn approval(conn: &Connection, id: ApprovalId) -> Result<ApprovalRecord> {
-    must(ChainRows::approval(conn, id)?, "approval", id.get())
-}
-
-pub(super) fn settlement(conn: &Connection, id: i64) -> Result<SettlementRecord> {
-    must(ChainRows::settlement(conn, id)?, "settlement", id)
-}
-
-pub(super) fn ask(conn: &Connection, id: i64) -> Result<AskRecord> {
-    must(ChainRows::ask(conn, id)?, "person request", id)
 }
 
 fn last(conn: &Connection) -> Result<Option<Entry>> {
@@ -93,13 +76,8 @@ impl ChainRows for Connection {
         Ok(qrow(self, &sql, [id], ask_from_row).optional()?)
     }
 
-    fn acts(&self) -> Result<Vec<ActRef>> {
-        let ids = |sql: &str| -> Result<Vec<i64>> { rows(self, sql, [], |r| r.get(0)) };
-        let mut acts: Vec<ActRef> = Vec::new();
-        acts.extend(ids("SELECT id FROM approvals ORDER BY id")?.into_iter().map(|i| ActRef::Approval(ApprovalId(i))));
-        acts.extend(ids("SELECT id FROM settlements ORDER BY id")?.into_iter().map(ActRef::Settlement));
-        acts.extend(ids("SELECT id FROM person_requests ORDER BY id")?.into_iter().map(ActRef::Ask));
-        Ok(acts)
+    fn ids_of(&self, table: &str) -> Result<Vec<i64>> {
+        rows(self, &format!("SELECT id FROM {table} ORDER BY id"), [], |r| r.get(0))
     }
 }
 

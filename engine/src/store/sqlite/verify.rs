@@ -149,7 +149,7 @@ fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
     Ok(columns)
 }
 
-/// Each of `TABLES`' columns (in its order) as this engine's migrations
+/// Each table's columns (`checks::tables`, in its order) (in its order) as this engine's migrations
 /// make them, learned once per process from a fresh in-memory store: the
 /// migrations stay the schema's one definition, and running all of them
 /// at every verify cost most of a simulated seed's time.
@@ -158,7 +158,7 @@ fn reference_columns() -> Result<&'static [Vec<String>]> {
     let learn = || -> Result<Vec<Vec<String>>> {
         let fresh = Connection::open_in_memory()?;
         schema::migrate(&fresh)?;
-        TABLES.iter().map(|t| columns_of(&fresh, t)).collect()
+        checks::tables(OWN_TABLES).map(|t| columns_of(&fresh, t)).collect()
     };
     match COLUMNS.get_or_init(|| learn().map_err(|e| e.to_string())) {
         Ok(columns) => Ok(columns),
@@ -183,30 +183,8 @@ fn hot_journal(store: &Path) -> Option<Finding> {
     }
 }
 
-const TABLES: &[&str] = &[
-    "lease",
-    "events",
-    "blobs",
-    "goals",
-    "revisions",
-    "tasks",
-    "attempts",
-    "receipts",
-    "evidence",
-    "claims",
-    "check_results",
-    "checkpoints",
-    "file_cache",
-    "settlements",
-    "approvals",
-    "store_meta",
-    "pending_requests",
-    "person_requests",
-    "act_chain",
-    "request_ids",
-    "outputs",
-    "plan_cache",
-];
+/// The tables of SQLite's alone, beside the ledger's (`checks::tables`).
+const OWN_TABLES: &[&str] = &["lease", "store_meta", "plan_cache"];
 const TRIGGERS: &[&str] = &[
     "events_append_only_update",
     "events_append_only_delete",
@@ -239,7 +217,7 @@ impl SqliteVerify<'_> {
     /// (a text column edited to hold bytes, or bytes cast to text), and
     /// every later reader relies on the type.
     fn column_types(&mut self) -> Result<Option<Finding>> {
-        for table in TABLES {
+        for table in checks::tables(OWN_TABLES) {
             let columns: Vec<(String, String)> = self
                 .conn
                 .prepare(&format!("SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"))?
@@ -302,7 +280,7 @@ impl SqliteVerify<'_> {
                 |r| r.get(0),
             )?)
         };
-        for t in TABLES {
+        for t in checks::tables(OWN_TABLES) {
             if !present("table", t)? {
                 return Ok(found(format!("table {t}"), "is missing"));
             }
@@ -310,7 +288,7 @@ impl SqliteVerify<'_> {
         // Each table's columns as this engine's migrations make them: a
         // column renamed in the schema's text (a damaged byte of it) would
         // otherwise read as the outer query's column of that name.
-        for (t, want) in TABLES.iter().zip(reference_columns()?) {
+        for (t, want) in checks::tables(OWN_TABLES).zip(reference_columns()?) {
             let have = columns_of(self.conn, t)?;
             if *want != have {
                 let missing: Vec<&String> = want.iter().filter(|c| !have.contains(c)).collect();

@@ -21,6 +21,35 @@
 use serde::Serialize;
 use serde_json::json;
 
+/// The ledger's tables, the same in both stores; each adds its own
+/// (`tables`).
+pub const LEDGER_TABLES: &[&str] = &[
+    "events",
+    "blobs",
+    "goals",
+    "revisions",
+    "tasks",
+    "attempts",
+    "receipts",
+    "evidence",
+    "claims",
+    "check_results",
+    "checkpoints",
+    "file_cache",
+    "settlements",
+    "approvals",
+    "pending_requests",
+    "person_requests",
+    "act_chain",
+    "request_ids",
+    "outputs",
+];
+
+/// Every table a store must have: the ledger's, then its own.
+pub fn tables(own: &'static [&'static str]) -> impl Iterator<Item = &'static str> {
+    LEDGER_TABLES.iter().chain(own).copied()
+}
+
 mod content;
 mod ctx;
 mod invariants;
