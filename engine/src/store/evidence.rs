@@ -39,6 +39,26 @@ pub struct NewCheckResult<'a> {
     pub evidence_id: EvidenceId,
 }
 
+/// The columns of a check result as either store selects them, in order:
+/// id, check_id, passed, attempt_id, checkpoint, evidence_id.
+pub type CheckResultRow = (i64, String, bool, Option<AttemptId>, Option<String>, EvidenceId);
+
+impl From<CheckResultRow> for CheckResultRecord {
+    fn from((id, check_id, passed, attempt_id, checkpoint, evidence_id): CheckResultRow) -> CheckResultRecord {
+        CheckResultRecord { id, check_id, passed, attempt_id, checkpoint, evidence_id }
+    }
+}
+
+/// Whose checks: one task's validations, or the goal's acceptance, of a
+/// goal's revision.
+#[derive(Debug, Clone, Copy)]
+pub struct ChecksOf<'a> {
+    pub goal: &'a GoalId,
+    pub revision: Revision,
+    pub scope: CheckScope,
+    pub task_ref: Option<&'a str>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckResultRecord {
     pub id: i64,
@@ -107,13 +127,7 @@ pub trait EvidenceRead {
     fn claim_ids(&self, attempt: AttemptId) -> Result<Vec<i64>>;
     /// The latest result of each check of a scope (one task's validations,
     /// or the goal's acceptance), by ledger order — never by wall time.
-    fn latest_check_results(
-        &self,
-        goal: &GoalId,
-        revision: Revision,
-        scope: CheckScope,
-        task_ref: Option<&str>,
-    ) -> Result<Vec<CheckResultRecord>>;
+    fn latest_check_results(&self, of: ChecksOf<'_>) -> Result<Vec<CheckResultRecord>>;
     /// Has any check judged this attempt?
     fn is_judged(&self, attempt: AttemptId) -> Result<bool>;
     fn checkpoint(&self, digest: &str) -> Result<Option<Checkpoint>>;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::acts::{ActRef, ActsRead, ActsWrite, Tampered};
 use super::attempts::{AttemptsRead, AttemptsWrite};
 use super::events::{EventsRead, EventsWrite};
-use super::evidence::{CheckScope, CompletionRecord, EvidenceRead, EvidenceWrite};
+use super::evidence::{CheckScope, ChecksOf, CompletionRecord, EvidenceRead, EvidenceWrite};
 use super::goals::{GoalRecord, GoalsRead, GoalsWrite};
 use super::outputs::{OutputsRead, OutputsWrite};
 use super::Fence;
@@ -102,7 +102,12 @@ pub trait LedgerRead: GoalsRead + AttemptsRead + EvidenceRead + OutputsRead + Ac
             Some(digest) => self.checkpoint(digest)?.map(RecordedCheckpoint::from),
             None => None,
         };
-        let validations = self.latest_check_results(goal, a.revision, CheckScope::Validation, Some(task_ref))?;
+        let validations = self.latest_check_results(ChecksOf {
+            goal,
+            revision: a.revision,
+            scope: CheckScope::Validation,
+            task_ref: Some(task_ref),
+        })?;
         Ok(Some(CompletionRecord {
             revision: a.revision,
             attempt_id,

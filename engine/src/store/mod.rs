@@ -34,6 +34,7 @@ mod ledger;
 pub mod location;
 pub mod outputs;
 mod postgres;
+mod queries;
 mod sqlite;
 pub mod state_folder;
 pub mod verify;

@@ -17,7 +17,7 @@ use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ActRef, ApprovalRecord, SettlementRecord, Tampered};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::EventKind;
-use crate::store::evidence::{CheckResultRecord, CheckScope, TimedEvidence};
+use crate::store::evidence::{CheckResultRecord, CheckScope, ChecksOf, TimedEvidence};
 use crate::store::goals::{GoalRecord, TaskRecord};
 use crate::store::{LedgerRead, Store};
 
@@ -407,7 +407,12 @@ fn acceptance(
     plan: &PlanFile,
 ) -> Result<(Vec<AcceptanceLine>, Vec<CheckMark>)> {
     let latest: HashMap<String, CheckResultRecord> = l
-        .latest_check_results(goal_id, Revision(number), CheckScope::Acceptance, None)?
+        .latest_check_results(ChecksOf {
+            goal: goal_id,
+            revision: Revision(number),
+            scope: CheckScope::Acceptance,
+            task_ref: None,
+        })?
         .into_iter()
         .map(|r| (r.check_id.clone(), r))
         .collect();

@@ -16,7 +16,7 @@ use crate::run::report::{
 use crate::state::{AttemptState, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::events::{Event, EventKind};
-use crate::store::evidence::CheckScope;
+use crate::store::evidence::{CheckScope, ChecksOf};
 use crate::store::{Durability, LeaseGuard};
 
 /// What a run leaves for a person or for later: its tasks' lines, the
@@ -212,7 +212,12 @@ impl Closer<'_, '_> {
             .and_then(|c| c.as_str())
             .and_then(crate::decide::verdict::code_named);
         let acceptance = read
-            .latest_check_results(&self.scope.goal_id, self.scope.revision, CheckScope::Acceptance, None)?
+            .latest_check_results(ChecksOf {
+                goal: &self.scope.goal_id,
+                revision: self.scope.revision,
+                scope: CheckScope::Acceptance,
+                task_ref: None,
+            })?
             .into_iter()
             .map(|c| AcceptanceLine { id: c.check_id, passed: c.passed })
             .collect();

@@ -13,9 +13,11 @@ use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 use crate::store::evidence::{
-    CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
+    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult,
+    TimedEvidence,
 };
 use crate::store::lease::hostname;
+use crate::store::queries::{self, LATEST_CHECK_RESULTS};
 
 fn parse_timed(r: &Row) -> Result<TimedEvidence> {
     let (id, at_ms, data): (EvidenceId, i64, String) = (get(r, 0)?, get(r, 1)?, get(r, 2)?);
@@ -55,33 +57,13 @@ impl EvidenceRead for PgSql<'_> {
         rows.iter().map(|r| get(r, 0)).collect()
     }
 
-    fn latest_check_results(
-        &self,
-        goal: &GoalId,
-        revision: Revision,
-        scope: CheckScope,
-        task_ref: Option<&str>,
-    ) -> Result<Vec<CheckResultRecord>> {
-        let rows = self.q(
-            "SELECT c.id, c.check_id, c.passed, c.attempt_id, c.checkpoint, c.evidence_id FROM check_results c
-             WHERE c.goal_id = $1 AND c.revision = $2 AND c.scope = $3 AND c.task_ref IS NOT DISTINCT FROM $4
-               AND c.id = (SELECT MAX(id) FROM check_results d WHERE d.goal_id = c.goal_id AND d.revision = c.revision
-                           AND d.scope = c.scope AND d.task_ref IS NOT DISTINCT FROM c.task_ref AND d.check_id = c.check_id)
-             ORDER BY c.check_id",
-            p![goal.clone(), revision, scope.as_str().to_string(), task_ref.map(str::to_string)],
-        )?;
-        rows.iter()
-            .map(|r| {
-                Ok(CheckResultRecord {
-                    id: get(r, 0)?,
-                    check_id: get(r, 1)?,
-                    passed: get(r, 2)?,
-                    attempt_id: get(r, 3)?,
-                    checkpoint: get(r, 4)?,
-                    evidence_id: get(r, 5)?,
-                })
-            })
-            .collect()
+    fn latest_check_results(&self, of: ChecksOf<'_>) -> Result<Vec<CheckResultRecord>> {
+        let (goal, scope, task_ref) = (of.goal.clone(), of.scope.as_str().to_string(), of.task_ref.map(str::to_string));
+        let rows = self.q(&queries::postgres(LATEST_CHECK_RESULTS), p![goal, of.revision, scope, task_ref])?;
+        let row = |r: &Row| -> Result<CheckResultRow> {
+            Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?, get(r, 5)?))
+        };
+        rows.iter().map(|r| row(r).map(CheckResultRecord::from)).collect()
     }
 
     fn is_judged(&self, attempt: AttemptId) -> Result<bool> {

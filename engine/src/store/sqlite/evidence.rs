@@ -12,8 +12,10 @@ use crate::error::Result;
 use crate::evidence::Evidence;
 use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
 use crate::store::evidence::{
-    CheckResultRecord, CheckScope, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult, TimedEvidence,
+    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult,
+    TimedEvidence,
 };
+use crate::store::queries::LATEST_CHECK_RESULTS;
 
 fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -59,32 +61,13 @@ impl EvidenceRead for Sql<'_> {
         rows(self.conn, "SELECT id FROM claims WHERE attempt_id = ?1 ORDER BY id", [attempt], |r| r.get(0))
     }
 
-    fn latest_check_results(
-        &self,
-        goal: &GoalId,
-        revision: Revision,
-        scope: CheckScope,
-        task_ref: Option<&str>,
-    ) -> Result<Vec<CheckResultRecord>> {
-        rows(
-            self.conn,
-            "SELECT c.id, c.check_id, c.passed, c.attempt_id, c.checkpoint, c.evidence_id FROM check_results c
-             WHERE c.goal_id = ?1 AND c.revision = ?2 AND c.scope = ?3 AND c.task_ref IS ?4
-               AND c.id = (SELECT MAX(id) FROM check_results d WHERE d.goal_id = c.goal_id AND d.revision = c.revision
-                           AND d.scope = c.scope AND d.task_ref IS c.task_ref AND d.check_id = c.check_id)
-             ORDER BY c.check_id",
-            params![goal, revision, scope.as_str(), task_ref],
-            |r| {
-                Ok(CheckResultRecord {
-                    id: r.get(0)?,
-                    check_id: r.get(1)?,
-                    passed: r.get(2)?,
-                    attempt_id: r.get(3)?,
-                    checkpoint: r.get(4)?,
-                    evidence_id: r.get(5)?,
-                })
-            },
-        )
+    fn latest_check_results(&self, of: ChecksOf<'_>) -> Result<Vec<CheckResultRecord>> {
+        let params = params![of.goal, of.revision, of.scope.as_str(), of.task_ref];
+        let row = |r: &rusqlite::Row| -> rusqlite::Result<CheckResultRow> {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        };
+        let list = rows(self.conn, LATEST_CHECK_RESULTS, params, row)?;
+        Ok(list.into_iter().map(CheckResultRecord::from).collect())
     }
 
     fn is_judged(&self, attempt: AttemptId) -> Result<bool> {
