@@ -55,18 +55,34 @@ pub fn upstream_context(
 /// ctime, inode) is not hashed again. Nothing for other providers (an MCP
 /// server's identity comes from its listing: `decide::tools::context_of`).
 pub fn tool_context(plan: &Plan, task: &Task, cache: &mut FileCache) -> BTreeMap<String, String> {
+    tool_context_in(plan, task, cache, &mut Programs::default())
+}
+
+/// Each program's entry as one pass that starts nothing found it (the
+/// reuse pass: a thousand tasks of `true` search `PATH` once, not a
+/// thousand times). Only for as long as nothing runs.
+#[derive(Default)]
+pub struct Programs(std::collections::HashMap<String, String>);
+
+/// `tool_context`, a program already looked up in `programs` taken from it.
+pub fn tool_context_in(
+    plan: &Plan,
+    task: &Task,
+    cache: &mut FileCache,
+    programs: &mut Programs,
+) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let Some(ProviderSpec::Command { .. }) = plan.file.providers.get(&task.provider) else { return out };
     let Some(argv) = task.action.get("run").and_then(Value::as_array) else { return out };
     let argv: Vec<String> = argv.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
     let Some(program) = argv.first() else { return out };
-    let value = match resolve(program, &plan.workspace) {
-        Some(path) => match cache.digest(&path) {
-            Ok(Some(digest)) => format!("{} {digest}", path.display()),
-            Ok(None) => format!("{} (absent)", path.display()),
-            Err(e) => format!("{} (unreadable: {e})", path.display()),
-        },
-        None => "(not found)".to_string(),
+    let value = match programs.0.get(program) {
+        Some(v) => v.clone(),
+        None => {
+            let v = program_entry(program, &plan.workspace, cache);
+            programs.0.insert(program.clone(), v.clone());
+            v
+        }
     };
     out.insert(tool::exe_name(program), value);
     if let Some(script) = tool::script_arg(&argv) {
@@ -77,6 +93,18 @@ pub fn tool_context(plan: &Plan, task: &Task, cache: &mut FileCache) -> BTreeMap
         }
     }
     out
+}
+
+/// The file `program` names (`resolve`) with its digest.
+fn program_entry(program: &str, workspace: &Path, cache: &mut FileCache) -> String {
+    match resolve(program, workspace) {
+        Some(path) => match cache.digest(&path) {
+            Ok(Some(digest)) => format!("{} {digest}", path.display()),
+            Ok(None) => format!("{} (absent)", path.display()),
+            Err(e) => format!("{} (unreadable: {e})", path.display()),
+        },
+        None => "(not found)".to_string(),
+    }
 }
 
 /// The file `execvp` would run for `program` from `workspace` (its

@@ -240,6 +240,7 @@ impl Maker<'_> {
         let mut tasks = HashMap::new();
         let mut made: HashMap<(&str, Reach), (Sandbox, Sandbox)> = HashMap::new();
         let mut narrowed: HashMap<(&str, Reach, Rules), Sandbox> = HashMap::new();
+        let (root, covers) = places(plan);
         for task in &plan.file.tasks {
             let Some(spec) = plan.file.providers.get(&task.provider) else { continue };
             let reach = Reach::of_task(task, spec);
@@ -275,8 +276,8 @@ impl Maker<'_> {
                 }
                 continue;
             }
-            let grants = grants_of(plan, task);
-            let covered = covered(plan, spec.declared_writes());
+            let grants = grants_of(plan, task, &root);
+            let covered = covers.get(task.provider.as_str()).cloned().flatten();
             let command = if covered.is_some() || grants.whole.is_some() {
                 pair.0.clone()
             } else {
@@ -335,13 +336,21 @@ pub fn refuse_rules(plan: &Plan, store: Option<&Path>) -> Result<()> {
 
 /// The workspace paths `task`'s process may write: its `outputs` and
 /// `may_change` as the kernel can grant them, looked up now.
-fn grants_of(plan: &Plan, task: &Task) -> Grants {
+/// The workspace resolved, and for each provider whether it lies where
+/// that provider's processes write whole (`covered`): once a run, not once
+/// a task.
+fn places(plan: &Plan) -> (std::path::PathBuf, HashMap<&str, Option<String>>) {
+    let root = plan.workspace.canonicalize().unwrap_or_else(|_| plan.workspace.clone());
+    let providers = plan.file.providers.iter();
+    (root, providers.map(|(name, spec)| (name.as_str(), covered(plan, spec.declared_writes()))).collect())
+}
+
+fn grants_of(plan: &Plan, task: &Task, root: &Path) -> Grants {
     let declared: Vec<String> = task.outputs.iter().chain(&task.may_change).cloned().collect();
     let ws = &plan.workspace;
-    let root = ws.canonicalize().unwrap_or_else(|_| ws.clone());
     let plan_file = plan.source.as_deref().and_then(|p| p.strip_prefix(ws).ok()).and_then(|p| p.to_str());
     let look = |rel: &str| match ws.join(rel).canonicalize() {
-        Ok(p) if !p.starts_with(&root) || p == root => Found::Outside,
+        Ok(p) if !p.starts_with(root) || p == root => Found::Outside,
         Ok(p) if p.is_dir() => Found::Folder,
         Ok(_) => Found::File,
         Err(_) => Found::Missing,

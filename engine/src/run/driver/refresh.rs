@@ -51,6 +51,8 @@ struct Walk<'a, 'p> {
     looked: FirstLook,
     expander: Option<crate::workspace::Expander>,
     tool_context: HashMap<&'p str, BTreeMap<String, String>>,
+    /// The programs the pass looked up (nothing runs during it).
+    programs: identity::Programs,
     /// Tasks that run (or wait) now; of those, the ones put off.
     rerun: HashSet<&'p str>,
     deferred: HashSet<&'p str>,
@@ -123,6 +125,7 @@ pub fn stale_in(
         // resolved once, not once per task.
         expander: None,
         tool_context,
+        programs: identity::Programs::default(),
         rerun: HashSet::new(),
         deferred: HashSet::new(),
         across_tool_change,
@@ -183,7 +186,7 @@ impl<'p> Walk<'_, 'p> {
                 None => checkpoint::observe_with(&mut self.expander, workspace, task, secrets, sandbox, self.cache)?,
             };
             let tools = self.tool_context.get(r).cloned().unwrap_or_default();
-            let tool = identity::tool_context(plan, task, self.cache);
+            let tool = identity::tool_context_in(plan, task, self.cache, &mut self.programs);
             Ok(cp.with_context(tools).with_context(context).with_context(tool))
         });
         let refusal = match decision {
