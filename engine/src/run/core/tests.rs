@@ -12,11 +12,12 @@
 //! | no re-send of an unknown outcome, nor after a restart | `an_operation_whose_outcome_is_unknown…`, `an_external_call_a_crash_left…` |
 //! | a person's stop consumes no attempt (the call it ended is cancelled) | `a_persons_stop_cancels_a_call…` |
 //! | an expired approval (or answer) is never spent | `a_call_whose_approval_or_answer_expired…` |
+//! | an approval spent once: every call, a retry's too, goes through the gate | `an_approval_pays_for_one_call…` (the gate's spending modelled by the fake) |
 //! | budgets never passed; a repeat waits for a person's approval | `a_call_over_budget…`, `a_call_awaiting_approval…` |
 //!
-//! Which approval a call spends, once, and whether it has expired is the
-//! gate's pure decision (`decide::gate` tests); the attempts a budget
-//! counts, the store's.
+//! Which approval a call spends and whether it has expired is the gate's
+//! pure decision (`decide::gate` tests); the attempts a budget counts, the
+//! store's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -65,6 +66,12 @@ struct Script {
     in_doubt: Vec<AttemptRecord>,
     /// A person's stop answers this signal check (counted from 1).
     stop_at: Option<usize>,
+    /// Tasks whose every call needs a person's approval, with how many
+    /// approvals are open for each (each call spends one: the gate's
+    /// rule, modelled).
+    approvals: HashMap<String, u32>,
+    /// Tasks whose answer fails.
+    fails: BTreeSet<String>,
 }
 
 struct Fake {
@@ -80,6 +87,10 @@ struct Fake {
     attempts: HashMap<AttemptId, AttemptRecord>,
     /// How many times the core asked for a pending signal.
     signal_checks: usize,
+    /// The tasks whose calls spent an approval, one entry a call.
+    spent: Vec<String>,
+    /// Each attempt's task, for its receipt's verdict.
+    task_of: HashMap<AttemptId, String>,
 }
 
 impl Fake {
@@ -123,12 +134,24 @@ impl Fake {
             Record::RunStarted { reply, .. } => reply.send(Ok(Seq(1))),
             Record::Gate(call, reply) => {
                 self.log.push(Seen::Gate(call.task_ref.clone()));
-                let applied = match self.script.gate.get(&call.task_ref) {
-                    Some(decision) => Applied::Stopped(decision.clone()),
-                    None => {
+                let open = self.script.approvals.get_mut(&call.task_ref);
+                let approved = match open {
+                    Some(0) => Some(false),
+                    Some(n) => {
+                        *n -= 1;
+                        self.spent.push(call.task_ref.clone());
+                        Some(true)
+                    }
+                    None => None,
+                };
+                let applied = match (self.script.gate.get(&call.task_ref), approved) {
+                    (Some(decision), _) => Applied::Stopped(decision.clone()),
+                    (None, Some(false)) => Applied::Stopped(Decision::AwaitApproval(Missing::None)),
+                    (None, _) => {
                         self.next_id += 1;
                         let id = AttemptId(self.next_id);
                         self.attempts.insert(id, attempt(id, &call.task_ref, AttemptState::IntentRecorded));
+                        self.task_of.insert(id, call.task_ref.clone());
                         Applied::Go { intent: Intent::for_test(id), try_no: 1 }
                     }
                 };
@@ -136,7 +159,8 @@ impl Fake {
             }
             Record::Receipt(r, reply) => {
                 self.log.push(Seen::Receipt(r.attempt_id));
-                reply.send(Ok((Verdict::Succeeded, None)))
+                let fails = self.task_of.get(&r.attempt_id).is_some_and(|t| self.script.fails.contains(t));
+                reply.send(Ok((if fails { Verdict::Failed } else { Verdict::Succeeded }, None)))
             }
             Record::Unknown { attempt_id, reply, .. } => {
                 self.log.push(Seen::Unknown(attempt_id));
@@ -258,7 +282,7 @@ fn run(plan: &Plan, mut script: Script) -> Fake {
     for t in &plan.file.tasks {
         script.states.entry(t.task_ref.clone()).or_insert(TaskState::Pending);
     }
-    let mut fake = Fake {
+    let fake = Fake {
         script,
         log: vec![],
         next_id: 0,
@@ -267,8 +291,16 @@ fn run(plan: &Plan, mut script: Script) -> Fake {
         accepting: false,
         attempts: HashMap::new(),
         signal_checks: 0,
+        spent: vec![],
+        task_of: HashMap::new(),
     };
-    let mut core = Core::new(plan, Revision(1), 2, Asked::default(), false, Guard::default());
+    run_again(plan, fake, Asked::default())
+}
+
+/// Step a new run of the core (a new engine process: `asked`, what a
+/// person asked of it) against what `fake` holds until it ends.
+fn run_again(plan: &Plan, mut fake: Fake, asked: Asked) -> Fake {
+    let mut core = Core::new(plan, Revision(1), 2, asked, false, Guard::default());
     for _ in 0..10_000 {
         match core.resume() {
             Step::Done(_) => return fake,
@@ -432,4 +464,26 @@ fn a_call_whose_approval_or_answer_expired_is_never_sent() {
     let closing = fake.closing.expect("the run ends on its verdict");
     let awaiting: Vec<_> = closing.awaiting.iter().map(|a| a.task_ref.as_str()).collect();
     assert_eq!(awaiting, ["T1"], "the expired approval's call waits for a fresh one");
+}
+
+#[test]
+fn an_approval_pays_for_one_call_and_a_retry_waits_for_another() {
+    let script =
+        Script { approvals: [("T1".to_string(), 1)].into(), fails: ["T1".to_string()].into(), ..Script::default() };
+    let plan = plan(&[("T1", &[])]);
+    let mut fake = run(&plan, script);
+    assert_eq!(fake.spent, ["T1"], "{:?}", fake.log);
+    assert!(sent(&fake, "T1"), "{:?}", fake.log);
+    // T1 failed; a person asks for a retry (`engine retry T1` makes it
+    // pending again): the next call of T1 goes to the gate again, and with
+    // no approval left it waits.
+    fake.script.states.insert("T1".into(), TaskState::Pending);
+    fake.log.clear();
+    let op = plan.digests().tasks.get("T1").map(|d| d.operation_id.clone()).expect("T1's operation");
+    let fake = run_again(&plan, fake, Asked { retry: [op].into(), ..Asked::default() });
+    assert!(gated(&fake, "T1"), "the retry never asked the gate: {:?}", fake.log);
+    assert!(!sent(&fake, "T1"), "a spent approval paid for a second call: {:?}", fake.log);
+    assert_eq!(fake.spent, ["T1"], "one approval, spent once");
+    let closing = fake.closing.expect("the run ends on its verdict");
+    assert_eq!(closing.awaiting.iter().map(|a| a.task_ref.as_str()).collect::<Vec<_>>(), ["T1"]);
 }
