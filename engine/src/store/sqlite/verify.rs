@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 
 use super::files::StoreFiles;
 use super::schema;
@@ -143,7 +143,7 @@ fn cell(v: ValueRef<'_>) -> Cell {
 
 /// A table's columns, as `name TYPE`, sorted.
 fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare("SELECT name || ' ' || type FROM pragma_table_info(?1)")?;
+    let mut stmt = conn.prepare_cached("SELECT name || ' ' || type FROM pragma_table_info(?1)")?;
     let mut columns: Vec<String> = stmt.query_map([table], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
     columns.sort();
     Ok(columns)
@@ -215,51 +215,83 @@ impl SqliteVerify<'_> {
     /// Every value of every table has its column's declared type (or is
     /// NULL), and every text is UTF-8: SQLite stores whatever it is given
     /// (a text column edited to hold bytes, or bytes cast to text), and
-    /// every later reader relies on the type.
+    /// every later reader relies on the type. Each table read in one pass
+    /// (a statement per column made it most of a simulated seed's time);
+    /// the finding is the first column's, in the table's order, and in it
+    /// the first row's: a wrong type before text that is not UTF-8.
     fn column_types(&mut self) -> Result<Option<Finding>> {
         for table in checks::tables(OWN_TABLES) {
             let columns: Vec<(String, String)> = self
                 .conn
-                .prepare(&format!("SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"))?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .prepare_cached("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?
+                .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
-            for (column, declared) in columns {
-                if let Some(f) = self.first_mistyped(table, &column, &declared)? {
-                    return Ok(Some(f));
-                }
+            if let Some(f) = self.first_mistyped(table, &columns)? {
+                return Ok(Some(f));
             }
         }
         Ok(None)
     }
 
-    fn first_mistyped(&self, table: &str, column: &str, declared: &str) -> Result<Option<Finding>> {
-        let kind = match declared {
-            "INTEGER" => "integer",
-            "TEXT" => "text",
-            "BLOB" => "blob",
-            _ => return Ok(None),
-        };
-        let entry = |rowid: i64| format!("{table} row {rowid}");
-        let sql = format!("SELECT rowid, typeof(\"{column}\") FROM \"{table}\" WHERE typeof(\"{column}\") NOT IN ('null', '{kind}') ORDER BY rowid LIMIT 1");
-        let wrong: Option<(i64, String)> = self.conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-        if let Some((rowid, held)) = wrong {
-            return Ok(found(
-                entry(rowid),
-                format!("`{column}` holds a value of type {held}, its column is {declared}"),
-            ));
-        }
-        if kind != "text" {
+    /// `table`'s first value of a wrong type or not UTF-8 (see
+    /// `column_types`), its typed columns read in one pass by rowid: a
+    /// text column's value (its type is the value's), every other one's
+    /// `typeof` (its bytes are never read).
+    fn first_mistyped(&self, table: &str, columns: &[(String, String)]) -> Result<Option<Finding>> {
+        let typed: Vec<(&str, &str, &str)> = columns
+            .iter()
+            .filter_map(|(column, declared)| {
+                let kind = match declared.as_str() {
+                    "INTEGER" => "integer",
+                    "TEXT" => "text",
+                    "BLOB" => "blob",
+                    _ => return None,
+                };
+                Some((column.as_str(), declared.as_str(), kind))
+            })
+            .collect();
+        if typed.is_empty() {
             return Ok(None);
         }
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT rowid, \"{column}\" FROM \"{table}\" WHERE \"{column}\" IS NOT NULL ORDER BY rowid"
-        ))?;
+        let read: Vec<String> = typed
+            .iter()
+            .map(|(c, _, kind)| if *kind == "text" { format!("\"{c}\"") } else { format!("typeof(\"{c}\")") })
+            .collect();
+        let sql = format!("SELECT rowid, {} FROM \"{table}\" ORDER BY rowid", read.join(", "));
+        // Per column, the first row holding a wrong type, and the first
+        // holding text that is not UTF-8.
+        let mut wrong: Vec<Option<(i64, String)>> = vec![None; typed.len()];
+        let mut not_utf8: Vec<Option<(i64, String)>> = vec![None; typed.len()];
+        let mut stmt = self.conn.prepare(&sql)?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            if let ValueRef::Text(bytes) = r.get_ref(1)? {
-                if let Err(e) = std::str::from_utf8(bytes) {
-                    return Ok(found(entry(r.get(0)?), format!("`{column}` is not UTF-8 text ({e})")));
+            let rowid: i64 = r.get(0)?;
+            for (i, (_, _, kind)) in typed.iter().enumerate() {
+                // `typeof`'s word (ASCII), or the text column's own type.
+                let (held, text) = match r.get_ref(i + 1)? {
+                    ValueRef::Text(t) if *kind != "text" => (std::str::from_utf8(t).unwrap_or("?"), None),
+                    ValueRef::Null => ("null", None),
+                    ValueRef::Integer(_) => ("integer", None),
+                    ValueRef::Real(_) => ("real", None),
+                    ValueRef::Text(t) => ("text", Some(t)),
+                    ValueRef::Blob(_) => ("blob", None),
+                };
+                if held != "null" && held != *kind && wrong[i].is_none() {
+                    wrong[i] = Some((rowid, held.to_string()));
                 }
+                if let (Some(Err(e)), None) = (text.map(std::str::from_utf8), &not_utf8[i]) {
+                    not_utf8[i] = Some((rowid, e.to_string()));
+                }
+            }
+        }
+        let entry = |rowid: i64| format!("{table} row {rowid}");
+        for (i, (column, declared, _)) in typed.iter().enumerate() {
+            if let Some((rowid, held)) = &wrong[i] {
+                let problem = format!("`{column}` holds a value of type {held}, its column is {declared}");
+                return Ok(found(entry(*rowid), problem));
+            }
+            if let Some((rowid, e)) = &not_utf8[i] {
+                return Ok(found(entry(*rowid), format!("`{column}` is not UTF-8 text ({e})")));
             }
         }
         Ok(None)
@@ -274,11 +306,8 @@ impl SqliteVerify<'_> {
             ));
         }
         let present = |kind: &str, name: &str| -> Result<bool> {
-            Ok(self.conn.query_row(
-                "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = ?1 AND name = ?2)",
-                [kind, name],
-                |r| r.get(0),
-            )?)
+            let sql = "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = ?1 AND name = ?2)";
+            Ok(self.conn.prepare_cached(sql)?.query_row([kind, name], |r| r.get(0))?)
         };
         for t in checks::tables(OWN_TABLES) {
             if !present("table", t)? {
