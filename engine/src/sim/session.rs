@@ -89,6 +89,7 @@ pub fn simulate(config: &Config) -> Report {
     let u =
         Rc::new(RefCell::new(Universe::new(world_rng, EPOCH_MS, generated.traits, Checker::new(store.clone(), goal))));
     u.borrow_mut().folder = dir.display().to_string();
+    u.borrow_mut().checker.open_reader();
     process::plant(&config.faults);
     crate::run::world::simulated::set(Some(world::maker(u.clone())));
     let mut s = Session {
