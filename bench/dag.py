@@ -78,13 +78,21 @@ def bench_dag(args, shape, n, repeats, plans_dir):
             with Scratch(args.tmpdir) as ws:
                 for f, dest in files:
                     shutil.copy(f, os.path.join(ws, dest))
-                out = os.path.join(ws, "out")
+                # Beside the folder, not in it: the engine looks at its
+                # workspace whole around each process task (issue 36), and
+                # a file growing there while a task runs is that task's
+                # undeclared write.
+                out = ws.rstrip("/") + ".out"
                 cmd = argv(ws) if callable(argv) else argv
-                wall, rss, cpu = run_ok(cmd, ws, out, f"{name} {shape} N={n}")
-                if name.startswith("engine") and r == 0:
-                    said = open(out, errors="replace").read().count("succeeded")
-                    if said < n:
-                        raise Failed(f"engine {shape} N={n}: only {said} task lines say succeeded:\n{tail(out)}")
+                try:
+                    wall, rss, cpu = run_ok(cmd, ws, out, f"{name} {shape} N={n}")
+                    if name.startswith("engine") and r == 0:
+                        said = open(out, errors="replace").read().count("succeeded")
+                        if said < n:
+                            raise Failed(f"engine {shape} N={n}: only {said} task lines say succeeded:\n{tail(out)}")
+                finally:
+                    if os.path.exists(out):
+                        os.unlink(out)
             for key, v in (("wall_s", wall), ("rss_kb", rss), ("cpu_s", cpu)):
                 rec[key].setdefault(name, []).append(v)
             line.append(f"{name} {wall:6.2f}s")
