@@ -538,7 +538,7 @@ fn empty_store(base: &Path, store: &Path) -> std::io::Result<()> {
         std::fs::copy(&from, &to)?;
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))?;
     }
-    Ok(())
+    crate::store::Store::adopt_copy(store).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 fn with(path: &Path, suffix: &str) -> PathBuf {

@@ -132,6 +132,16 @@ impl Store {
         Ok(backend.map(|backend| Store { backend, location: path.to_path_buf() }))
     }
 
+    /// The simulator's copy of its template store (`sim::session`), made
+    /// to read as the file its last writer closed, as a store the engine
+    /// had made there itself would: a copy has an inode and times of its
+    /// own, so every seed's first opens took it for a changed store and
+    /// checked it whole (as `engine verify`), three times a seed.
+    #[cfg(feature = "sim")]
+    pub fn adopt_copy(path: &Path) -> Result<()> {
+        sqlite::adopt_copy(path)
+    }
+
     /// Remove what creations of the store at `path` killed midway left
     /// (every writer's open does it too; the sandbox, prepared before the
     /// store is opened, refuses a store folder holding such a second name).

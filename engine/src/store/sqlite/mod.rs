@@ -56,6 +56,16 @@ use verify::{examine, Opened};
 
 pub use schema::SCHEMA_VERSION;
 
+/// `Store::adopt_copy`: the mark of a copied, cleanly closed store made to
+/// name the copy's file as the one its last writer closed.
+#[cfg(feature = "sim")]
+pub fn adopt_copy(path: &Path) -> Result<()> {
+    let files = StoreFiles::new(path);
+    let mut mark = MarkFile::open(&files.mark)?;
+    let next = Mark { closed_file: Some(mark::Fingerprint::of(&files.db)?), ..mark.last().clone() };
+    mark.record(next, false)
+}
+
 pub(super) struct Db {
     conn: Connection,
     files: StoreFiles,
