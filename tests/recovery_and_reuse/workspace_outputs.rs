@@ -97,3 +97,26 @@ fn a_completion_whose_outputs_the_ledger_did_not_keep_is_outputs_missing_and_run
     let line = report["tasks"].as_array().unwrap().iter().find(|t| t["task_ref"] == "T1").unwrap()["rechecked"].clone();
     assert!(line.as_str().unwrap().starts_with("ran again: OUTPUTS_MISSING: "), "{report:#}");
 }
+
+/// An external task whose outputs the ledger lost is `OUTPUTS_MISSING`
+/// too, but its call is never made again on that local finding alone: a
+/// repeat of external work that took effect waits for a person's approval,
+/// which says so, and nothing is sent meanwhile.
+#[test]
+fn an_external_completion_whose_outputs_were_lost_is_not_sent_again_without_a_person() {
+    let ws = Ws::new();
+    let mut t = sh_task("T1", "echo sent > ext.txt");
+    t["effect"] = json!("external");
+    t["outputs"] = json!(["ext.txt"]);
+    ws.write_plan("plan.json", &plan("lost", vec![t]));
+    ws.json(&["run", "plan.json"], 0);
+    let db = rusqlite::Connection::open(ws.store()).unwrap();
+    assert_eq!(db.execute("DELETE FROM outputs", []).unwrap(), 1, "T1's one output row");
+    drop(db);
+    let out = ws.engine_json(&["run", "plan.json"]);
+    out.expect(4, Some("APPROVAL_REQUIRED"));
+    assert_eq!(ws.calls("T1"), 1, "not sent again: {}", out.describe());
+    let waiting = &out.json()["awaiting_approval"][0];
+    assert_eq!(waiting["task_ref"], "T1", "{waiting:#}");
+    assert!(waiting.to_string().contains("already took effect"), "the approval says what it repeats: {waiting:#}");
+}

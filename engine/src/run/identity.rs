@@ -64,6 +64,14 @@ pub fn tool_context(plan: &Plan, task: &Task, cache: &mut FileCache) -> BTreeMap
 #[derive(Default)]
 pub struct Programs(std::collections::HashMap<String, String>);
 
+impl Programs {
+    /// A process ran (a task's context command): what it found may have
+    /// changed, so every program is looked up again.
+    pub fn forget(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// `tool_context`, a program already looked up in `programs` taken from it.
 pub fn tool_context_in(
     plan: &Plan,

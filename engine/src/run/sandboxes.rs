@@ -334,8 +334,6 @@ pub fn refuse_rules(plan: &Plan, store: Option<&Path>) -> Result<()> {
     }
 }
 
-/// The workspace paths `task`'s process may write: its `outputs` and
-/// `may_change` as the kernel can grant them, looked up now.
 /// The workspace resolved, and for each provider whether it lies where
 /// that provider's processes write whole (`covered`): once a run, not once
 /// a task.
@@ -345,6 +343,8 @@ fn places(plan: &Plan) -> (std::path::PathBuf, HashMap<&str, Option<String>>) {
     (root, providers.map(|(name, spec)| (name.as_str(), covered(plan, spec.declared_writes()))).collect())
 }
 
+/// The workspace paths `task`'s process may write: its `outputs` and
+/// `may_change` as the kernel can grant them, looked up now.
 fn grants_of(plan: &Plan, task: &Task, root: &Path) -> Grants {
     let declared: Vec<String> = task.outputs.iter().chain(&task.may_change).cloned().collect();
     let ws = &plan.workspace;

@@ -51,7 +51,7 @@ struct Walk<'a, 'p> {
     looked: FirstLook,
     expander: Option<crate::workspace::Expander>,
     tool_context: HashMap<&'p str, BTreeMap<String, String>>,
-    /// The programs the pass looked up (nothing runs during it).
+    /// The programs the pass looked up (forgotten when a context command ran).
     programs: identity::Programs,
     /// Tasks that run (or wait) now; of those, the ones put off.
     rerun: HashSet<&'p str>,
@@ -144,8 +144,9 @@ pub fn stale_in(
             continue;
         }
         if task.effect == Effect::External {
-            // It stands (never re-sent on a local observation), with its
-            // outputs in this workspace.
+            // It stands, with its outputs in this workspace; where the
+            // ledger cannot put them here it is stale, and its new call,
+            // a repeat of external work, waits for a person's approval.
             walk.outputs_here(task)?;
             continue;
         }
@@ -186,6 +187,10 @@ impl<'p> Walk<'_, 'p> {
                 None => checkpoint::observe_with(&mut self.expander, workspace, task, secrets, sandbox, self.cache)?,
             };
             let tools = self.tool_context.get(r).cloned().unwrap_or_default();
+            if !checkpoint::starts_nothing(task) {
+                // Its context command ran: it may have replaced a program.
+                self.programs.forget();
+            }
             let tool = identity::tool_context_in(plan, task, self.cache, &mut self.programs);
             Ok(cp.with_context(tools).with_context(context).with_context(tool))
         });

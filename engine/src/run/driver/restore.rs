@@ -69,7 +69,7 @@ fn unrecorded(read: &dyn LedgerRead, scope: &Scope, task: &Task, attempt: Attemp
     }
     let path = task.outputs.first().cloned().unwrap_or_default();
     let why = match files {
-        None => "the ledger kept no record of its outputs (the completion predates them)",
+        None => "the ledger holds no record of its outputs",
         Some(_) => "the ledger recorded outputs for it but holds none of them",
     };
     Ok(Here::Missing { path, why: Some(why.into()) })
