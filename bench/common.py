@@ -168,3 +168,17 @@ def sh(argv, cwd=None):
         return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def engine_run(root, engine):
+    """`engine run plan.json --jobs 2` in `root` with its own store; exits
+    unless the goal is satisfied. Returns (wall, CPU) seconds."""
+    out_path = root.rstrip("/") + ".out"
+    cmd = [engine, "run", "plan.json", "--jobs", "2", "--store", store_of(root)]
+    wall, code, _, cpu = run_child(cmd, root, out_path, peak=False)
+    with open(out_path, errors="replace") as fh:
+        out = fh.read()
+    os.unlink(out_path)
+    if code != 0 or not satisfied_in(out):
+        sys.exit("engine run failed (%d):\n%s" % (code, out[-2000:]))
+    return wall, cpu

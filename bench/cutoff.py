@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import drop_store, run_child, store_of, satisfied_in
+from common import drop_store, engine_run, store_of
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,18 +57,6 @@ def counts(store):
                 "completion_stale": q("SELECT COUNT(*) FROM events WHERE kind = 'completion_stale'")}
     finally:
         con.close()
-
-
-def engine_run(root, engine):
-    out_path = root.rstrip("/") + ".out"
-    cmd = [engine, "run", "plan.json", "--jobs", "2", "--store", store_of(root)]
-    wall, code, _, cpu = run_child(cmd, root, out_path, peak=False)
-    with open(out_path, errors="replace") as fh:
-        out = fh.read()
-    os.unlink(out_path)
-    if code != 0 or not satisfied_in(out):
-        sys.exit("engine run failed (%d):\n%s" % (code, out[-2000:]))
-    return wall, cpu
 
 
 def one(tasks, engine, outputs, tmpdir=None):
