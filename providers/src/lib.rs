@@ -227,6 +227,11 @@ pub struct HttpReceipt {
     /// in words. The status is the answer all the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_cut: Option<String>,
+    /// The value of the provider's `version_header` in the answer, when
+    /// it declares one and the answer carries it (the service's own word
+    /// on its version: the tool's identity a completion records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// An MCP tool call's answer.

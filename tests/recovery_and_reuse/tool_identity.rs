@@ -124,9 +124,99 @@ fn explain_names_the_tool_and_what_is_not_compared() {
     let tool = &explain["completion"]["tool"];
     assert_eq!(tool["model"], "m-1", "{explain:#}");
     assert!(tool["compared"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().starts_with("script agent.sh ")));
+    assert!(tool["compared"].as_array().unwrap().iter().any(|c| c == "model m-1"), "{explain:#}");
     let text = ws.engine(&["explain", "A1"]).stdout;
     assert!(
-        text.contains("not compared: the model the agent reported, m-1: known only from its report after a call"),
+        text.contains("compared: its model (from the agent's report, a claim) with the newest one a completion of this provider reported; known only after a call"),
         "{text}"
     );
+}
+
+/// An HTTP service's `version_header` (issue 43): each answer's value is
+/// recorded with the completion; the service is never called to learn it,
+/// so a completion is compared only with what a later answer of the same
+/// provider said. Deliveries read from the receiver's own log.
+#[test]
+fn an_http_services_declared_version_is_compared_with_the_newest_answer() {
+    let rcv = Receiver::start(&[]);
+    rcv.control(json!({"version": "1.0"}));
+    let ws = Ws::new();
+    ws.write("in2.txt", "a");
+    let task = |r: &str, inputs: Vec<&str>| json!({"ref": r, "title": r, "provider": "r", "effect": "none", "inputs": inputs, "action": {"body": {"doc": r}}});
+    let endpoint = format!("{}/render", rcv.base());
+    let mut p = json!({"version": 1, "goal": {"id": "svc", "statement": "rendered", "acceptance": []},
+        "providers": {"r": {"kind": "http", "endpoint": endpoint, "version_header": "X-Service-Version"}},
+        "tasks": [task("T1", vec![]), task("T2", vec!["in2.txt"])]});
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(rcv.deliveries().len(), 2);
+    let text = ws.engine(&["explain", "T1"]).stdout;
+    assert!(text.contains("its tool's identity: r version 1.0; compared: its version with the newest one an answer of this provider recorded (the service is not asked before a call)"), "{text}");
+
+    // The service moves to 2.0: nothing says so before a call, so T1 is
+    // kept; T2's input changed, it runs and its answer says 2.0.
+    rcv.control(json!({"version": "2.0"}));
+    ws.write("in2.txt", "b");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(rcv.deliveries().len(), 3, "only T2 was sent");
+    // Now a later answer of the same provider names 2.0: T1 runs again.
+    let report = ws.json(&["run", "plan.json"], 0);
+    assert_eq!(rcv.deliveries().len(), 4, "{report:#}");
+    let stale = ws.events_of("completion_stale");
+    let t1: Vec<_> = stale.iter().filter(|e| e.0.as_deref() == Some("T1")).collect();
+    assert_eq!(t1.len(), 1, "{stale:#?}");
+    assert_eq!(t1[0].2["stale"], "TOOL_CHANGED");
+    assert_eq!(t1[0].2["detail"], "r version 1.0 → 2.0");
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(rcv.deliveries().len(), 4, "both stand on 2.0");
+
+    // Without a declaration, explain says the version is not compared.
+    p["providers"]["r"].as_object_mut().unwrap().remove("version_header");
+    let ws = Ws::new();
+    ws.write("in2.txt", "a");
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+    let text = ws.engine(&["explain", "T1"]).stdout;
+    assert!(text.contains("not compared: an HTTP service's version: the plan declares no `version_header`, and the engine does not call a service to learn it"), "{text}");
+}
+
+/// An agent provider's pinned `model` (issue 43): a new pin makes
+/// completions of the old model stale at `engine revise` (`TOOL_CHANGED:
+/// model a → b`), before any call; a report naming another model than the
+/// pin fails the attempt.
+#[test]
+fn an_agents_pinned_model_holds_its_reports_and_a_new_pin_runs_it_again() {
+    let ws = Ws::new();
+    ws.write("agent.sh", "echo A1 >> \"$SIDE/calls.log\"\necho \"{\\\"status\\\": \\\"done\\\", \\\"model\\\": \\\"$(cat \"$SIDE/model\")\\\"}\"\n");
+    std::fs::write(ws.side.join("model"), "m-1").unwrap();
+    let task = json!({
+        "ref": "A1", "title": "an agent", "provider": "agent", "action": {"run": ["sh", "agent.sh"]},
+        "effect": "local", "inputs": [], "depends_on": [], "validations": [],
+    });
+    let mut p = plan("pinned", vec![task]);
+    p["providers"]["agent"]["model"] = json!("m-1");
+    ws.write_plan("plan.json", &p);
+    ws.json(&["run", "plan.json"], 0);
+    let text = ws.engine(&["explain", "A1"]).stdout;
+    assert!(text.contains("; model m-1;"), "{text}");
+    assert!(text.contains("; compared: its model with the plan's pinned `model`, m-1"), "{text}");
+
+    // A new pin: known before any call, so revise decides it.
+    std::fs::write(ws.side.join("model"), "m-2").unwrap();
+    p["providers"]["agent"]["model"] = json!("m-2");
+    ws.write_plan("plan.json", &p);
+    let revise = ws.json(&["revise", "plan.json", "--reason", "the new model"], 0);
+    assert_eq!(decision(&revise, "A1"), ("run".to_string(), "TOOL_CHANGED".to_string()), "{revise:#}");
+    let refusal = &decision_detail(&revise, "A1")["refusal"];
+    assert_eq!((&refusal["what"], &refusal["old"], &refusal["new"]), (&json!("model"), &json!("m-1"), &json!("m-2")));
+    ws.json(&["run", "plan.json"], 0);
+    assert_eq!(ws.calls("A1"), 2);
+
+    // A report of another model than the pin fails the attempt.
+    std::fs::write(ws.side.join("model"), "m-3").unwrap();
+    let out = ws.engine_json(&["rerun", "A1", "--reason", "again"]);
+    assert_ne!(out.code(), 0, "{}", out.describe());
+    assert_eq!(ws.calls("A1"), 3);
+    let explain = ws.engine(&["explain", "A1"]).stdout;
+    assert!(explain.contains("the agent's report names model \"m-3\"; the plan pins `model` \"m-2\""), "{explain}");
 }

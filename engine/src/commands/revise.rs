@@ -510,6 +510,7 @@ pub fn decide_all(
     let mut out = Vec::with_capacity(plan.order.len());
     let then: std::collections::HashMap<&str, &Task> =
         prev_file.tasks.iter().map(|t| (t.task_ref.as_str(), t)).collect();
+    let newest = crate::run::identity::newest_reported(ledger, (goal_id, prev_revision), plan)?;
     for &i in &plan.order {
         let task = &plan.file.tasks[i];
         let Some(d) = plan.digests().tasks.get(&task.task_ref) else { continue };
@@ -523,7 +524,12 @@ pub fn decide_all(
             Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
         let moving: Vec<String> =
             task.depends_on.iter().filter(|dep| runs.contains(*dep) || put_off.contains(*dep)).cloned().collect();
-        let observe = || observed(ledger, plan, (goal_id, prev_revision), task, (listed, sandbox, &mut *cache));
+        let recorded = completion.as_ref().and_then(|c| c.checkpoint.as_ref());
+        let reported = crate::run::identity::reported_context(plan, task, recorded, &newest);
+        let observe = || {
+            let cp = observed(ledger, plan, (goal_id, prev_revision), task, (listed, sandbox, &mut *cache))?;
+            Ok(cp.with_context(reported))
+        };
         let decision = match moving.first() {
             None => reuse::decide(goal_changed, completion.as_ref(), &candidate, None, observe),
             Some(first) => {

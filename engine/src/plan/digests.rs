@@ -131,11 +131,16 @@ fn constraint_contract(c: &Constraint) -> Value {
 /// may ask and is checked before anything runs; it changes neither what a
 /// task does nor the request it sends. Nor an MCP provider's `ask` (how
 /// long a run holds the server's question open for a person): it changes
-/// what the run waits for, never what is sent.
+/// what the run waits for, never what is sent. Nor an HTTP provider's
+/// `version_header` or an agent's pinned `model`.
 pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
     let mut config = spec.provider_config();
     if let Some(keys) = config.as_object_mut() {
         keys.remove("ask");
+        // What an answer is held to, never what is sent: a change of
+        // either is judged as the tool's identity (`TOOL_CHANGED`).
+        keys.remove("version_header");
+        keys.remove("model");
     }
     json!({ "name": name, "config": config })
 }

@@ -162,6 +162,17 @@ fn provider(name: &str, spec: &ProviderSpec) -> Result<Adapter> {
     if let ProviderSpec::Mcp { observe_tool, observe, tools, .. } = spec {
         allow_list(name, tools.as_deref(), observe_tool.as_deref(), observe.as_ref())?;
     }
+    if let ProviderSpec::Command { protocol, model: Some(m), .. } = spec {
+        let why = match protocol {
+            None => Some("only an `agent-json` provider reports a model to hold to it"),
+            Some(_) if m.trim().is_empty() || m.chars().count() > 256 => Some("must be 1 to 256 characters"),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return Err(Error::new(Code::PlanInvalid, format!("`model` of provider `{name}`: {why}"))
+                .at(format!("$.providers.{name}.model")));
+        }
+    }
     Ok(adapter)
 }
 

@@ -97,5 +97,5 @@ fn tool_identity(
     };
     let model = model.map(|m| super::escape::for_terminal(&m).to_string());
     let context = done.checkpoint.as_ref().and_then(|c| c.checkpoint()).map(|c| c.context).unwrap_or_default();
-    Ok(reuse::tool::identity_words(&context, kind, model.as_deref()))
+    Ok(reuse::tool::identity_words(&context, spec, model.as_deref()))
 }

@@ -13,11 +13,57 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::checkpoint::FileCache;
+use crate::checkpoint::RecordedCheckpoint;
 use crate::decide::reuse::{cutoff, tool};
 use crate::error::Result;
-use crate::ids::{GoalId, Revision};
+use crate::ids::{AttemptId, GoalId, Revision};
 use crate::plan::{Plan, ProviderSpec, Task};
+use crate::store::evidence::CompletionRecord;
 use crate::store::LedgerRead;
+
+/// The newest value of each identity known only from a call's answer (an
+/// HTTP service's version, an agent's model: `decide::reuse::tool`) among
+/// `completions`, by attempt. Only the completions of providers that
+/// report one are read.
+pub type Newest = BTreeMap<String, (AttemptId, String)>;
+
+pub fn newest_of<'a>(plan: &Plan, completions: impl IntoIterator<Item = (&'a String, &'a CompletionRecord)>) -> Newest {
+    let reporting =
+        |r: &str| plan.task(r).and_then(|t| plan.file.providers.get(&t.provider)).is_some_and(tool::reports_identity);
+    let parsed: Vec<(AttemptId, crate::checkpoint::Checkpoint)> = completions
+        .into_iter()
+        .filter(|(r, _)| reporting(r))
+        .filter_map(|(_, c)| Some((c.attempt_id, c.checkpoint.as_ref()?.checkpoint()?)))
+        .collect();
+    tool::newest(parsed.iter().map(|(a, cp)| (*a, cp)))
+}
+
+/// `newest_of` the completions of `revision`, read only when some
+/// provider of the plan reports its identity.
+pub fn newest_reported(read: &dyn LedgerRead, (goal, revision): (&GoalId, Revision), plan: &Plan) -> Result<Newest> {
+    if !plan.file.providers.values().any(tool::reports_identity) {
+        return Ok(Newest::new());
+    }
+    Ok(newest_of(plan, &read.completions(goal, revision)?))
+}
+
+/// The reported identities `recorded` carries for `task`, as known now
+/// (`decide::reuse::tool::reported_now`).
+pub fn reported_context(
+    plan: &Plan,
+    task: &Task,
+    recorded: Option<&RecordedCheckpoint>,
+    newest: &Newest,
+) -> BTreeMap<String, String> {
+    let spec = plan.file.providers.get(&task.provider);
+    if !spec.is_some_and(tool::reports_identity) {
+        return BTreeMap::new();
+    }
+    match recorded.and_then(RecordedCheckpoint::checkpoint) {
+        Some(then) => tool::reported_now(spec, task, &then.context, newest),
+        None => BTreeMap::new(),
+    }
+}
 
 /// `upstream:<ref>` for each dependency of `task` that can cut off (it
 /// declares outputs, its effect is not external): the digest of the

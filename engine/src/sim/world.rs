@@ -306,6 +306,7 @@ impl Universe {
                     body: captured(&json!({"simulated": status}).to_string()),
                     duration_ms: latency as u64,
                     body_cut: None,
+                    version: None,
                 })
             }
         }

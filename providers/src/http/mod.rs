@@ -61,11 +61,26 @@ pub struct HttpProvider {
     /// identity: it is the engine's policy, not the task's meaning.
     pub allowed_hosts: Vec<String>,
     tls: Tls,
+    /// A response header whose value is the service's version
+    /// (`version_header`, lower-cased): kept with each receipt.
+    pub version_header: Option<String>,
 }
 
 impl HttpProvider {
     pub fn new(endpoint: impl Into<String>) -> Self {
-        HttpProvider { endpoint: endpoint.into(), observe: None, allowed_hosts: Vec::new(), tls: Tls::default() }
+        HttpProvider {
+            endpoint: endpoint.into(),
+            observe: None,
+            allowed_hosts: Vec::new(),
+            tls: Tls::default(),
+            version_header: None,
+        }
+    }
+
+    /// Keep the value of this response header with each receipt.
+    pub fn with_version_header(mut self, name: Option<String>) -> Self {
+        self.version_header = name.map(|n| n.to_ascii_lowercase());
+        self
     }
 
     pub fn with_observe(mut self, observe: Option<HttpObserve>) -> Self {
@@ -93,7 +108,7 @@ impl HttpProvider {
     /// present, and nothing absent (`HttpObserve::status_url`).
     pub fn from_config(config: &Value) -> Result<Self, ConfigError> {
         let obj = config.as_object().ok_or_else(|| ConfigError::new("", "http provider config must be an object"))?;
-        let known = ["kind", "endpoint", "observe", "hosts", "ca_file"];
+        let known = ["kind", "endpoint", "observe", "hosts", "ca_file", "version_header"];
         if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(ConfigError::new(k.as_str(), "unknown field in http provider config"));
         }
@@ -120,7 +135,21 @@ impl HttpProvider {
             Some(Value::String(p)) if !p.is_empty() => Some(PathBuf::from(p)),
             Some(_) => return Err(ConfigError::new("ca_file", "must be a path")),
         };
-        Ok(HttpProvider::new(endpoint).with_observe(observe).with_hosts(hosts).with_ca_file(ca_file))
+        let version_header = match obj.get("version_header") {
+            None => None,
+            Some(Value::String(h)) if is_header_name(h) => Some(h.clone()),
+            Some(_) => {
+                return Err(ConfigError::new(
+                    "version_header",
+                    "must be an HTTP header name (1 to 128 token characters)",
+                ))
+            }
+        };
+        Ok(HttpProvider::new(endpoint)
+            .with_observe(observe)
+            .with_hosts(hosts)
+            .with_ca_file(ca_file)
+            .with_version_header(version_header))
     }
 
     /// Check the URLs against the scheme and host policy, and that a
@@ -134,6 +163,15 @@ impl HttpProvider {
             crate::tls::read_ca_file(path).map_err(|m| ConfigError::new("ca_file", m))?;
         }
         Ok(())
+    }
+
+    /// The `version_header`'s value in an answer's headers (the first, if
+    /// repeated; secrets redacted, kept to 256 characters).
+    fn version_of(&self, headers: &[(String, String)], secrets: &[String]) -> Option<String> {
+        let name = self.version_header.as_ref()?;
+        let (_, value) = headers.iter().find(|(n, _)| n == name)?;
+        let value: String = value.chars().take(256).collect();
+        Some(crate::capture::redact_text(value, secrets))
     }
 
     fn check_rule(&self, rule: &HttpObserve) -> Result<(), ConfigError> {
@@ -184,6 +222,7 @@ impl HttpProvider {
                     body: stdout,
                     duration_ms: started.elapsed().as_millis() as u64,
                     body_cut: resp.body_cut.map(|m| crate::capture::redact_text(m, &call.secrets)),
+                    version: self.version_of(&resp.headers, &call.secrets),
                 }))
             }
             Err(Failure::NotSent(nd)) => Outcome::NotDispatched(nd),
@@ -226,6 +265,12 @@ impl HttpProvider {
                             "body_bytes": body.total_bytes, "body_truncated": body.truncated});
         ReadBack::decided(request, answer, decision)
     }
+}
+
+/// An HTTP header name: 1 to 128 token characters (RFC 9110 `tchar`).
+fn is_header_name(h: &str) -> bool {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    (1..=128).contains(&h.len()) && h.chars().all(tchar)
 }
 
 fn string_list(v: &Value) -> Option<Vec<String>> {
@@ -353,6 +398,26 @@ mod tests {
         match o {
             Outcome::Received(Receipt::Http(r)) => r,
             other => panic!("expected an HTTP receipt, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_declared_version_header_is_kept_with_the_receipt() {
+        let (url, _server) = fake(answer("200 OK", "X-Service-Version: 2.1.0\r\n", "{}"), Duration::ZERO).await;
+        let config = json!({"kind": "http", "endpoint": url, "version_header": "x-service-VERSION"});
+        let p = HttpProvider::from_config(&config).unwrap();
+        assert_eq!(receipt(run(&p, &call(json!({}))).await.0).version.as_deref(), Some("2.1.0"));
+        let (url, _server) = fake(answer("200 OK", "", "{}"), Duration::ZERO).await;
+        let p = HttpProvider::from_config(&json!({"kind": "http", "endpoint": url, "version_header": "X-V"})).unwrap();
+        assert_eq!(receipt(run(&p, &call(json!({}))).await.0).version, None, "not in the answer: none");
+        let (url, _server) = fake(answer("200 OK", "X-Service-Version: 2.1.0\r\n", "{}"), Duration::ZERO).await;
+        let p = HttpProvider::new(&url);
+        assert_eq!(receipt(run(&p, &call(json!({}))).await.0).version, None, "not declared: not kept");
+        for bad in [json!("X V"), json!(""), json!(1)] {
+            let e = HttpProvider::from_config(
+                &json!({"kind": "http", "endpoint": "http://127.0.0.1/", "version_header": bad}),
+            );
+            assert!(e.is_err(), "{bad} is no header name");
         }
     }
 

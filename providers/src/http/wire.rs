@@ -122,6 +122,8 @@ pub(crate) struct Response {
     /// Why the body may not be whole (the connection broke in it, a close
     /// without TLS `close_notify`, the deadline); `None`: read to its end.
     pub body_cut: Option<String>,
+    /// Every header of the answer, names lower-cased.
+    pub headers: Vec<(String, String)>,
 }
 
 /// How the reading of a body ended.
@@ -258,7 +260,8 @@ pub(crate) async fn exchange(ask: &Ask<'_>, on_written: impl FnOnce(), track: &m
             )),
         }
     };
-    Ok(Response { status: head.status, retry_after_seconds: head.retry_after_seconds, body: body.finish(), body_cut })
+    let (status, retry_after_seconds) = (head.status, head.retry_after_seconds);
+    Ok(Response { status, retry_after_seconds, body: body.finish(), body_cut, headers: head.headers })
 }
 
 async fn connect(target: &Target) -> Result<TcpStream, Failure> {

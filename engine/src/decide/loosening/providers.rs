@@ -29,7 +29,9 @@ struct View<'a> {
 
 fn view(spec: &ProviderSpec) -> View<'_> {
     match spec {
-        ProviderSpec::Command { protocol, sandbox, network, env } => View {
+        // An agent's pinned `model`: what its report is held to, no
+        // authority (a new pin only refuses more).
+        ProviderSpec::Command { protocol, sandbox, network, env, model: _ } => View {
             target: json!({"kind": "command", "protocol": protocol}),
             ca_file: None,
             sandbox: sandbox.as_ref(),
@@ -39,7 +41,8 @@ fn view(spec: &ProviderSpec) -> View<'_> {
             observe: None,
             tools: None,
         },
-        ProviderSpec::Http { endpoint, observe, hosts, ca_file, sandbox } => View {
+        // Which answer header names the service's version: no authority.
+        ProviderSpec::Http { endpoint, observe, hosts, ca_file, sandbox, version_header: _ } => View {
             target: json!({"kind": "http", "endpoint": endpoint}),
             ca_file: ca_file.as_ref(),
             sandbox: sandbox.as_ref(),

@@ -4,10 +4,19 @@
 //! (`exe:<program>`, `script:<path>`), an MCP server's `serverInfo`, its
 //! tool's schema and its inventory (`mcp-server:`, `tool:`, `tools:`) — so a
 //! new `python3`, a new agent CLI or a new script behind the same argv makes
-//! the completion stale, named apart from a changed input. Pure: the run
-//! reads the files.
+//! the completion stale, named apart from a changed input. What a provider
+//! says of itself only in a call's answer — an HTTP service's declared
+//! `version_header`, an agent's reported `model` — is recorded with the
+//! completion (`version:<provider>`, `model:<provider>`) and compared with
+//! what is known before a call: an agent provider's pinned `model`, else
+//! the newest value a completion of the same provider recorded. Pure: the
+//! run reads the files and the ledger.
+
+use std::collections::BTreeMap;
 
 use crate::checkpoint::Checkpoint;
+use crate::ids::AttemptId;
+use crate::plan::model::{Protocol, ProviderSpec, Task};
 
 use super::Refusal;
 
@@ -21,9 +30,103 @@ pub fn script_name(path: &str) -> String {
     format!("script:{path}")
 }
 
+/// The checkpoint context name of an HTTP service's reported version.
+pub fn version_name(provider: &str) -> String {
+    format!("version:{provider}")
+}
+
+/// The checkpoint context name of the model an agent reported.
+pub fn model_name(provider: &str) -> String {
+    format!("model:{provider}")
+}
+
 /// Does a checkpoint context name say who the tool is?
 pub fn is_tool(name: &str) -> bool {
-    ["exe:", "script:", "tool:", "tools:", "mcp-server:"].iter().any(|p| name.starts_with(p))
+    ["exe:", "script:", "tool:", "tools:", "mcp-server:", "version:", "model:"].iter().any(|p| name.starts_with(p))
+}
+
+/// Is it an identity known only from a call's answer (`reported`)?
+fn is_reported(name: &str) -> bool {
+    name.starts_with("version:") || name.starts_with("model:")
+}
+
+/// Does this provider say who it is only in its answers: an HTTP service
+/// that declares a `version_header`, an `agent-json` agent (its report's
+/// `model`)?
+pub fn reports_identity(spec: &ProviderSpec) -> bool {
+    match spec {
+        ProviderSpec::Http { version_header, .. } => version_header.is_some(),
+        ProviderSpec::Command { protocol, .. } => protocol.is_some(),
+        _ => false,
+    }
+}
+
+/// What a call's answer said of who did the work, as the completion's
+/// checkpoint records it: the declared `version_header`'s value
+/// (`(absent)` when the answer lacks it), the `model` of an agent's report
+/// (nothing when it names none). `report`: the agent's report, if read.
+pub fn reported(
+    spec: &ProviderSpec,
+    provider: &str,
+    receipt: &providers::Receipt,
+    report: Option<&serde_json::Value>,
+) -> Option<(String, String)> {
+    match (spec, receipt) {
+        (ProviderSpec::Http { version_header: Some(_), .. }, providers::Receipt::Http(r)) => {
+            Some((version_name(provider), r.version.clone().unwrap_or_else(|| "(absent)".into())))
+        }
+        (ProviderSpec::Command { protocol: Some(Protocol::AgentJson), .. }, providers::Receipt::Command(_)) => {
+            let model = report?.get("model")?.as_str()?;
+            Some((model_name(provider), model.chars().take(256).collect()))
+        }
+        _ => None,
+    }
+}
+
+/// The newest value of each reported identity among completions (by
+/// attempt: the ledger's ids grow): what the latest answer of each
+/// provider said.
+pub fn newest<'a>(
+    completions: impl IntoIterator<Item = (AttemptId, &'a Checkpoint)>,
+) -> BTreeMap<String, (AttemptId, String)> {
+    let mut out: BTreeMap<String, (AttemptId, String)> = BTreeMap::new();
+    for (attempt, cp) in completions {
+        for (name, value) in cp.context.iter().filter(|(n, _)| is_reported(n)) {
+            if out.get(name).is_none_or(|(a, _)| *a < attempt) {
+                out.insert(name.clone(), (attempt, value.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The reported identities `task`'s completion recorded (`then`), as they
+/// are known now, before any call: an agent's model is the provider's
+/// pinned `model` when the plan pins one; otherwise each is the newest
+/// value a completion of the same provider recorded (`newest`), or the
+/// completion's own. Only what the completion recorded is compared: one
+/// recorded before the engine kept it stands on what it recorded.
+pub fn reported_now(
+    spec: Option<&ProviderSpec>,
+    task: &Task,
+    then: &BTreeMap<String, String>,
+    newest: &BTreeMap<String, (AttemptId, String)>,
+) -> BTreeMap<String, String> {
+    let pin = match spec {
+        Some(ProviderSpec::Command { model: Some(m), .. }) => Some(m),
+        _ => None,
+    };
+    let mine = [version_name(&task.provider), model_name(&task.provider)];
+    then.iter()
+        .filter(|(n, _)| mine.contains(n))
+        .map(|(n, v)| {
+            let now = match (n.starts_with("model:"), pin) {
+                (true, Some(pin)) => pin.clone(),
+                _ => newest.get(n).map_or_else(|| v.clone(), |(_, v)| v.clone()),
+            };
+            (n.clone(), now)
+        })
+        .collect()
 }
 
 /// Programs whose first operand is the program they run.
@@ -88,6 +191,12 @@ fn what(name: &str) -> String {
     if let Some(p) = name.strip_prefix("exe:") {
         return p.to_string();
     }
+    if let Some(p) = name.strip_prefix("version:") {
+        return format!("{p} version");
+    }
+    if name.starts_with("model:") {
+        return "model".to_string();
+    }
     match name.strip_prefix("script:") {
         Some(p) => format!("script {p}"),
         None => name.to_string(),
@@ -108,40 +217,50 @@ fn shown(value: Option<&String>) -> String {
 
 /// What a completion's checkpoint says of who did the work, for a person
 /// (`engine explain`, `engine status`): the tool entries it recorded, in
-/// words, and what is not compared and why — an HTTP service's version
-/// (the engine cannot observe it without calling the service), an
-/// agent's model (only its own report names it, after a call: shown, not
-/// compared). `kind`: the provider's kind (`command`, `agent-json`,
-/// `mcp`, `http`, `builtin`); `model`: the model the completion's report
-/// named, if any.
+/// words; what a reported identity is compared with (known before a call
+/// only as a pin or as an earlier answer); and what is not compared and
+/// why — an HTTP service that declares no `version_header` (the engine
+/// cannot learn its version without calling it), an agent's model its
+/// completion did not record. `spec`: the task's provider; `model`: the
+/// model the completion's report named, if any.
 pub fn identity_words<'a>(
     context: impl IntoIterator<Item = (&'a String, &'a String)>,
-    kind: &str,
+    spec: Option<&ProviderSpec>,
     model: Option<&str>,
 ) -> (String, serde_json::Value) {
-    let compared: Vec<String> = context
-        .into_iter()
-        .filter(|(n, _)| is_tool(n))
-        .map(|(n, v)| format!("{} {}", what(n), shown(Some(v))))
-        .collect();
-    let not_compared = match (kind, model) {
-        ("http", _) => {
-            Some("an HTTP service's version: the engine cannot observe it without calling the service".to_string())
+    let context: Vec<(&String, &String)> = context.into_iter().filter(|(n, _)| is_tool(n)).collect();
+    let compared: Vec<String> = context.iter().map(|(n, v)| format!("{} {}", what(n), shown(Some(v)))).collect();
+    let has = |prefix: &str| context.iter().any(|(n, _)| n.starts_with(prefix));
+    let (with, not_compared) = match spec {
+        Some(ProviderSpec::Http { version_header: None, .. }) => (None, Some(
+            "an HTTP service's version: the plan declares no `version_header`, and the engine does not call a service to learn it".to_string())),
+        Some(ProviderSpec::Http { .. }) if !has("version:") => {
+            (None, Some("an HTTP service's version: this completion recorded none".to_string()))
         }
-        ("agent-json", Some(m)) => {
-            Some(format!("the model the agent reported, {m}: known only from its report after a call"))
-        }
-        ("agent-json", None) => Some("the agent's model: its report named none".to_string()),
-        _ => None,
+        Some(ProviderSpec::Http { .. }) => (Some(
+            "its version with the newest one an answer of this provider recorded (the service is not asked before a call)".to_string()), None),
+        Some(ProviderSpec::Command { protocol: Some(_), model: pin, .. }) => match (has("model:"), pin, model) {
+            (true, Some(pin), _) => (Some(format!("its model with the plan's pinned `model`, {pin}")), None),
+            (true, None, _) => (Some(
+                "its model (from the agent's report, a claim) with the newest one a completion of this provider reported; known only after a call".to_string()), None),
+            (false, _, Some(m)) => (None, Some(format!("the model the agent reported, {m}: this completion did not record it for comparison"))),
+            (false, _, None) => (None, Some("the agent's model: its report named none".to_string())),
+        },
+        _ => (None, None),
     };
     let mut text = match compared.is_empty() {
         true => "its tool's identity: none recorded".to_string(),
         false => format!("its tool's identity: {}", compared.join("; ")),
     };
+    if let Some(how) = &with {
+        text.push_str(&format!("; compared: {how}"));
+    }
     if let Some(why) = &not_compared {
         text.push_str(&format!("; not compared: {why}"));
     }
-    (text, serde_json::json!({"compared": compared, "not_compared": not_compared, "model": model}))
+    let json =
+        serde_json::json!({"compared": compared, "compared_with": with, "not_compared": not_compared, "model": model});
+    (text, json)
 }
 
 #[cfg(test)]
@@ -189,23 +308,62 @@ mod tests {
         assert_eq!(difference(&then, &new_tool).detail(), format!("script t.sh (none) → {}", &h2[..12]));
     }
 
+    fn spec(v: serde_json::Value) -> ProviderSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn identity_words_name_what_is_compared_and_what_is_not() {
         let h = "c".repeat(64);
         let c = cp(&[("a.txt", "1")], &[("exe:sh", &format!("/bin/sh {h}")), ("mode", "x")]);
-        let (text, json) = identity_words(&c.context, "command", None);
+        let (text, json) = identity_words(&c.context, Some(&spec(serde_json::json!({"kind": "command"}))), None);
         assert_eq!(text, format!("its tool's identity: sh /bin/sh {}", &h[..12]));
         assert_eq!(json["not_compared"], serde_json::Value::Null);
-        let (text, _) = identity_words(&BTreeMap::new(), "http", None);
+        let http = spec(serde_json::json!({"kind": "http", "endpoint": "http://127.0.0.1/"}));
+        let (text, _) = identity_words(&BTreeMap::new(), Some(&http), None);
+        assert!(text.starts_with("its tool's identity: none recorded; not compared: an HTTP service's version: the plan declares no `version_header`"), "{text}");
+        let versioned =
+            spec(serde_json::json!({"kind": "http", "endpoint": "http://127.0.0.1/", "version_header": "X-V"}));
+        let v = cp(&[], &[("version:svc", "2.1")]);
+        let (text, _) = identity_words(&v.context, Some(&versioned), None);
         assert!(
-            text.starts_with("its tool's identity: none recorded; not compared: an HTTP service's version"),
+            text.starts_with("its tool's identity: svc version 2.1; compared: its version with the newest one"),
             "{text}"
         );
-        let (text, json) = identity_words(&c.context, "agent-json", Some("m-1"));
+        let agent = spec(serde_json::json!({"kind": "command", "protocol": "agent-json"}));
+        let (text, json) = identity_words(&c.context, Some(&agent), Some("m-1"));
         assert!(
-            text.ends_with("not compared: the model the agent reported, m-1: known only from its report after a call"),
+            text.ends_with(
+                "not compared: the model the agent reported, m-1: this completion did not record it for comparison"
+            ),
             "{text}"
         );
         assert_eq!(json["model"], "m-1");
+        let pinned = spec(serde_json::json!({"kind": "command", "protocol": "agent-json", "model": "m-2"}));
+        let m = cp(&[], &[("model:agent", "m-1")]);
+        let (text, _) = identity_words(&m.context, Some(&pinned), Some("m-1"));
+        assert_eq!(text, "its tool's identity: model m-1; compared: its model with the plan's pinned `model`, m-2");
+    }
+
+    #[test]
+    fn a_reported_identity_is_compared_with_the_pin_else_the_newest_answer() {
+        let task: Task = serde_json::from_value(serde_json::json!(
+            {"ref": "T1", "provider": "agent", "action": {"run": ["sh", "a.sh"]}}))
+        .unwrap();
+        let old = cp(&[], &[("model:agent", "m-1"), ("exe:sh", "x")]);
+        let newer = cp(&[], &[("model:agent", "m-2")]);
+        let other = cp(&[], &[("model:other", "m-9")]);
+        let newest = newest([(AttemptId(7), &newer), (AttemptId(3), &old), (AttemptId(9), &other)]);
+        let agent = spec(serde_json::json!({"kind": "command", "protocol": "agent-json"}));
+        let now = reported_now(Some(&agent), &task, &old.context, &newest);
+        assert_eq!(now, BTreeMap::from([("model:agent".to_string(), "m-2".to_string())]), "only what it recorded");
+        let r = difference(&old, &cp(&[], &[("model:agent", "m-2"), ("exe:sh", "x")]));
+        assert_eq!(r.detail(), "model m-1 → m-2");
+        let pinned = spec(serde_json::json!({"kind": "command", "protocol": "agent-json", "model": "m-1"}));
+        assert_eq!(reported_now(Some(&pinned), &task, &old.context, &newest)["model:agent"], "m-1", "the pin wins");
+        assert!(
+            reported_now(Some(&agent), &task, &BTreeMap::new(), &newest).is_empty(),
+            "nothing recorded, nothing compared"
+        );
     }
 }

@@ -71,6 +71,16 @@ pub enum ProviderSpec {
         /// its value is never in the plan or the ledger). Default: none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         env: Vec<String>,
+        /// `agent-json` only: the model the plan expects the agent to
+        /// report (its report's `model`). A report naming another model, or
+        /// none, fails the attempt (`provider_output_invalid`); a completion
+        /// whose reported model differs from the pin is stale
+        /// (`TOOL_CHANGED: model a → b`). Not sent to the agent, not part
+        /// of the task's meaning. Default: none (a completion's model is
+        /// compared with the newest one a completion of this provider
+        /// reported).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// An HTTP service: each task's `action.body` is sent to `endpoint`
     /// (POST unless `action.method` says otherwise), with the headers
@@ -100,6 +110,15 @@ pub enum ProviderSpec {
         /// An HTTP provider starts no process; accepted for uniformity.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<SandboxSpec>,
+        /// A response header whose value is the service's version (e.g.
+        /// `X-Service-Version`). Each answer's value is recorded with the
+        /// completion; a completion whose value differs from the newest one
+        /// an answer of this provider recorded is stale (`TOOL_CHANGED`).
+        /// The service is never called to learn it. Default: none (the
+        /// service's version is not compared, and `engine explain` says
+        /// so).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version_header: Option<String>,
     },
     /// An MCP tool server, one per provider per run: over stdio (`command`:
     /// argv, no shell, started in the workspace by the first call of a run

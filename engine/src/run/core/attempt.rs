@@ -48,8 +48,12 @@ impl Run<'_> {
         // judges them.
         // A task with declared outputs takes the validation path too: its
         // outputs are read after its receipt, then committed with its success.
+        let reported = self.reported(task, &receipt);
+        if let Some(f) = self.in_flight.get_mut(&attempt_id) {
+            f.reported = reported.clone();
+        }
         let unchecked = match task.validations.is_empty() && self.guard.judged_at_receipt() && task.outputs.is_empty() {
-            true => Some(self.observe_checkpoint(task).await),
+            true => Some(self.observe_checkpoint(task, reported.as_ref()).await),
             false => None,
         };
         let intent = self.flight(attempt_id)?.intent;
@@ -74,6 +78,19 @@ impl Run<'_> {
             self.crossed_by_spending(task, attempt_id, &spent);
         }
         Ok(self.after_verdict(attempt_id, task, verdict, &protected))
+    }
+
+    /// Who did the work, as the answer said: an HTTP service's declared
+    /// version header, an agent's reported model (`decide::reuse::tool`).
+    fn reported(&self, task: &Task, receipt: &Receipt) -> Option<(String, String)> {
+        let spec = self.plan.provider_of(task);
+        let report = match receipt {
+            Receipt::Command(r) if matches!(spec, ProviderSpec::Command { protocol: Some(_), .. }) => {
+                crate::decide::receipt::agent_report(r.stdout.parts().1).ok()
+            }
+            _ => None,
+        };
+        crate::decide::reuse::tool::reported(spec, &task.provider, receipt, report.as_ref())
     }
 
     /// What the receipt's verdict leaves the task in, and what comes next.
@@ -208,7 +225,8 @@ impl Run<'_> {
     /// Observe the checkpoint the validations will judge, then run them,
     /// then the goal's constraint checks (on the same path).
     pub async fn start_validations(&mut self, attempt_id: AttemptId, task: &Task) -> Result<()> {
-        let before = self.observe_checkpoint(task).await.ok();
+        let reported = self.flight(attempt_id)?.reported.clone();
+        let before = self.observe_checkpoint(task, reported.as_ref()).await.ok();
         self.io.say(super::action::Say::Validating(task.task_ref.clone())).await;
         let checks = task.validations.iter().map(CheckSpec::of_validation).collect();
         let constraint_checks = self.guard.checks.clone();

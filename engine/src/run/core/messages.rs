@@ -105,7 +105,7 @@ impl Run<'_> {
                     protected.retain(|e| !matches!(e, Evidence::UndeclaredWrite { .. }));
                     protected.extend(writes);
                 }
-                let after = self.observe_checkpoint(task).await;
+                let after = self.observe_checkpoint(task, flight.reported.as_ref()).await;
                 let judged = Judged { runs, constraint_runs, protected };
                 // Outputs are read only from an attempt that passed: a
                 // failed one keeps none.

@@ -58,6 +58,9 @@ pub(super) struct Flight {
     pub validating: bool,
     /// The provider's progress notes seen so far (`messages::note`).
     pub notes_seen: u64,
+    /// Who did the work, as its answer said (`decide::reuse::tool::reported`):
+    /// carried by the checkpoints observed after it.
+    pub reported: Option<(String, String)>,
 }
 
 impl Flight {
@@ -73,6 +76,7 @@ impl Flight {
             cancel_asked: false,
             processless: false,
             validating: false,
+            reported: None,
             notes_seen: 0,
         }
     }
@@ -303,9 +307,16 @@ impl<'p> Run<'p> {
     }
 
     /// A task's checkpoint now, with the inventory entries its tools add
-    /// and its dependencies' recorded outputs (`run::identity`).
-    pub async fn observe_checkpoint(&self, task: &Task) -> std::result::Result<Checkpoint, String> {
-        self.io.observe(&task.task_ref, self.tool_context(task), true).await
+    /// and its dependencies' recorded outputs (`run::identity`), and who
+    /// did its work as the call's answer said (`reported`).
+    pub async fn observe_checkpoint(
+        &self,
+        task: &Task,
+        reported: Option<&(String, String)>,
+    ) -> std::result::Result<Checkpoint, String> {
+        let mut context = self.tool_context(task);
+        context.extend(reported.cloned());
+        self.io.observe(&task.task_ref, context, true).await
     }
 
     /// Look at an attempt's operation with this revision's provider.

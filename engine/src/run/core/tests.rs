@@ -250,6 +250,7 @@ impl Fake {
             body: Captured::default(),
             duration_ms: 1,
             body_cut: None,
+            version: None,
         };
         let outcome = Box::new(Outcome::Received(Receipt::Http(receipt)));
         Wake::Message(Msg::Finished { attempt_id, outcome, level: Level::None })

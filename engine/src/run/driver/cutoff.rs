@@ -49,7 +49,12 @@ pub fn decide(
         plan.digests().tasks.get(task_ref).ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
     let done = ledger.read().completion(&scope.goal_id, scope.revision, task_ref)?;
     let done = done.map(|c| weighed(c, task, d.meaning_core.clone()));
-    let context = with_identity(ledger, scope, task, tools, cache)?;
+    let mut context = with_identity(ledger, scope, task, tools, cache)?;
+    let recorded = done.as_ref().and_then(|c| c.checkpoint.as_ref());
+    if recorded.is_some() && crate::decide::reuse::tool::reports_identity(plan.provider_of(task)) {
+        let newest = identity::newest_reported(&*ledger.read(), (&scope.goal_id, scope.revision), plan)?;
+        context.extend(identity::reported_context(plan, task, recorded, &newest));
+    }
     let candidate =
         Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
     let decision = reuse::decide(false, done.as_ref(), &candidate, None, || {

@@ -40,6 +40,7 @@ pub fn receipt(tx: &mut dyn LedgerTx, scope: &Scope, r: &Receiving) -> Result<(V
         _ => None,
     };
     let mut answer = answer(tx, r.agent_json, &r.receipt)?;
+    held_to_pin(scope.plan.file.providers.get(&scope.task(task_ref)?.provider), &mut answer);
     if let Some(via) = &r.via {
         resumed(tx, goal_id, revision, task_ref, attempt_id, via, &mut answer)?;
     }
@@ -431,6 +432,22 @@ pub fn answer_kept(tx: &mut dyn LedgerTx, a: &AttemptRecord, looked: &Looked) ->
     let c = classify_attempt(tx, a.id, &recorded)?;
     tx.finish_attempt(a.id, AttemptState::Failed, Some(&c), None)?;
     Ok(AttemptState::Failed)
+}
+
+/// An agent whose provider pins `model`: a report that names another
+/// model, or none, fails the attempt (`provider_output_invalid`) — the
+/// work was not done by the model the plan holds it to. The report is a
+/// claim: this only ever refuses.
+fn held_to_pin(spec: Option<&crate::plan::ProviderSpec>, answer: &mut Answer) {
+    let Some(crate::plan::ProviderSpec::Command { protocol: Some(_), model: Some(pin), .. }) = spec else { return };
+    let Some(report) = &answer.claim else { return };
+    let message = match report.get("model").and_then(Value::as_str) {
+        Some(m) if m == pin => return,
+        Some(m) => format!("the agent's report names model {m:?}; the plan pins `model` {pin:?}"),
+        None => format!("the agent's report names no model; the plan pins `model` {pin:?}"),
+    };
+    answer.ok = false;
+    answer.evidence.push(Evidence::ProviderOutputInvalid { message });
 }
 
 /// Read a provider's answer by its kind: a process's exit, an HTTP status,

@@ -58,6 +58,8 @@ struct Walk<'a, 'p> {
     deferred: HashSet<&'p str>,
     /// A person's `--reuse-across-tool-change`.
     across_tool_change: bool,
+    /// What each provider's newest answer said of who it is.
+    newest: identity::Newest,
     pass: Pass,
 }
 
@@ -129,6 +131,7 @@ pub fn stale_in(
         rerun: HashSet::new(),
         deferred: HashSet::new(),
         across_tool_change,
+        newest: identity::newest_of(plan, &completions),
         pass: Pass { stale: Vec::new(), restore: Vec::new() },
     };
     for &i in &plan.order {
@@ -176,6 +179,8 @@ impl<'p> Walk<'_, 'p> {
             Some(_) => BTreeMap::new(),
             None => identity::upstream_context(self.ledger, (&self.scope.goal_id, self.scope.revision), plan, task)?,
         };
+        let recorded = done.as_ref().and_then(|c| c.checkpoint.as_ref());
+        let reported = identity::reported_context(plan, task, recorded, &self.newest);
         let candidate =
             Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
         let decision = reuse::decide(false, done.as_ref(), &candidate, upstream, || {
@@ -192,7 +197,7 @@ impl<'p> Walk<'_, 'p> {
                 self.programs.forget();
             }
             let tool = identity::tool_context_in(plan, task, self.cache, &mut self.programs);
-            Ok(cp.with_context(tools).with_context(context).with_context(tool))
+            Ok(cp.with_context(tools).with_context(context).with_context(tool).with_context(reported))
         });
         let refusal = match decision {
             Decision::Run { refusal } => refusal,
