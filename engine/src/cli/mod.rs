@@ -103,8 +103,14 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = command()
-        .try_get_matches_from(args)
+    // The parser is built once per thread and kept: building it is most
+    // of what parsing one command line costs, and the simulator parses
+    // tens of thousands (`main` parses one, with a parser of its own).
+    thread_local! {
+        static PARSER: std::cell::RefCell<clap::Command> = std::cell::RefCell::new(command());
+    }
+    let cli = PARSER
+        .with(|p| p.borrow_mut().try_get_matches_from_mut(args))
         .and_then(|m| Cli::from_arg_matches(&m))
         .map_err(|e| Error::usage(e.to_string()))?;
     dispatch(cli)

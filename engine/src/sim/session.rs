@@ -512,33 +512,42 @@ impl Session {
 /// store; making one is the crash sweep's and the store tests' business).
 /// The copy is a store the engine closed cleanly, moved: its first writer
 /// checks it whole (`integrity_check`), as for any store file that changed
-/// since the engine closed it.
+/// since the engine closed it. The template's files are kept in memory and
+/// its folder removed at once: a process leaves no folder behind.
 fn empty_store(base: &Path, store: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    static TEMPLATE: std::sync::OnceLock<std::result::Result<PathBuf, String>> = std::sync::OnceLock::new();
-    let template = TEMPLATE
-        .get_or_init(|| {
-            let at = base.join(format!("engine-sim-empty-{}", std::process::id())).join("store").join("engine.db");
-            let _ = std::fs::remove_dir_all(at.parent().unwrap_or(base));
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(at.parent().unwrap_or(base))
-                .map_err(|e| e.to_string())?;
-            // Made as the engine makes any store, and closed cleanly.
-            crate::store::Store::open_rw(&at).and_then(|s| s.lease().map(drop)).map_err(|e| e.to_string())?;
-            Ok(at)
-        })
-        .clone()
-        .map_err(std::io::Error::other)?;
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    static TEMPLATE: std::sync::OnceLock<std::result::Result<[Vec<u8>; 2], String>> = std::sync::OnceLock::new();
+    let template = TEMPLATE.get_or_init(|| template(base)).as_ref().map_err(|e| std::io::Error::other(e.clone()))?;
     let dir = store.parent().unwrap_or(base);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    for suffix in ["", ".mark"] {
-        let (from, to) = (with(&template, suffix), with(store, suffix));
-        std::fs::copy(&from, &to)?;
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))?;
+    for (suffix, bytes) in ["", ".mark"].iter().zip(template) {
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(with(store, suffix))?;
+        file.write_all(bytes)?;
     }
     crate::store::Store::adopt_copy(store).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// The template store's files (the store file, its mark): made as the
+/// engine makes any store, closed cleanly, read, and its folder removed.
+fn template(base: &Path) -> std::result::Result<[Vec<u8>; 2], String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = base.join(format!("engine-sim-empty-{}", std::process::id()));
+    let at = dir.join("store").join("engine.db");
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(at.parent().unwrap_or(base))
+        .map_err(|e| e.to_string())
+        .and_then(|()| crate::store::Store::open_rw(&at).and_then(|s| s.lease().map(drop)).map_err(|e| e.to_string()))
+        .and_then(|()| {
+            let read = |suffix| std::fs::read(with(&at, suffix)).map_err(|e| e.to_string());
+            Ok([read("")?, read(".mark")?])
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    made
 }
 
 fn with(path: &Path, suffix: &str) -> PathBuf {
