@@ -9,11 +9,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cost::Cost;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::evidence::{Classification, UnknownReason};
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
 use crate::plan::model::Effect;
-use crate::state::{AttemptKind, AttemptState};
+use crate::state::{AttemptKind, AttemptState, FailureClass};
+use crate::store::queries::{self, Arg};
 
 /// Operations of a store whose effect may have happened and no one has
 /// settled: `unknown` (an attempt `effect_unknown`, waiting on a person's
@@ -158,22 +159,106 @@ pub struct NewIntent<'a> {
     pub protected_at_intent: Option<&'a str>,
 }
 
+/// Which attempts `AttemptsRead::attempts_matching` reads.
+#[derive(Debug, Clone, Copy)]
+pub enum AttemptsWhere<'a> {
+    OfTask(&'a GoalId, &'a str),
+    InDoubt(&'a GoalId),
+    InState(&'a GoalId, AttemptState),
+    LatestInState(&'a GoalId, Revision, AttemptState),
+}
+
+impl<'a> AttemptsWhere<'a> {
+    /// The condition on `attempts a`, in the dialect both stores read.
+    pub(crate) fn condition(self) -> &'static str {
+        match self {
+            AttemptsWhere::OfTask(..) => queries::ATTEMPTS_OF_TASK,
+            AttemptsWhere::InDoubt(_) => queries::ATTEMPTS_IN_DOUBT,
+            AttemptsWhere::InState(..) => queries::ATTEMPTS_IN_STATE,
+            AttemptsWhere::LatestInState(..) => queries::LATEST_ATTEMPTS_IN_STATE,
+        }
+    }
+
+    /// The condition's parameters, `?1` first.
+    pub(crate) fn args(self) -> Vec<Arg<'a>> {
+        match self {
+            AttemptsWhere::OfTask(goal, task) => vec![Arg::Text(goal.as_str()), Arg::Text(task)],
+            AttemptsWhere::InDoubt(goal) => vec![Arg::Text(goal.as_str())],
+            AttemptsWhere::InState(goal, state) => vec![Arg::Text(goal.as_str()), Arg::Text(state.as_str())],
+            AttemptsWhere::LatestInState(goal, revision, state) => {
+                vec![Arg::Text(goal.as_str()), Arg::Int(revision.get()), Arg::Text(state.as_str())]
+            }
+        }
+    }
+}
+
+/// `AttemptsRead::same_request_unsettled`'s question, for the store.
+#[derive(Debug, Clone, Copy)]
+pub struct SameRequest<'a> {
+    pub fingerprint: &'a RequestFingerprint,
+    pub except: &'a OperationId,
+    pub goal: &'a GoalId,
+}
+
+/// How an attempt finished, as its columns hold it (both stores write
+/// these, `queries::FINISH_COLUMNS` `?3`..`?9`): the classification's
+/// parts, its id lists as JSON arrays, and why an outcome is unknown.
+#[derive(Debug, Default)]
+pub struct Finish<'a> {
+    pub class: Option<FailureClass>,
+    pub rule: Option<&'a str>,
+    pub evidence_ids: Option<String>,
+    pub claim_ids: Option<String>,
+    pub next: Option<&'a str>,
+    pub unknown_reason: Option<UnknownReason>,
+}
+
+impl<'a> Finish<'a> {
+    pub fn of(classification: Option<&'a Classification>, unknown_reason: Option<UnknownReason>) -> Result<Self> {
+        let Some(c) = classification else { return Ok(Finish { unknown_reason, ..Finish::default() }) };
+        Ok(Finish {
+            class: Some(c.class),
+            rule: Some(&c.rule),
+            evidence_ids: Some(id_list(&c.evidence_ids)?),
+            claim_ids: Some(id_list(&c.claims)?),
+            next: Some(&c.next),
+            unknown_reason,
+        })
+    }
+}
+
+/// Ids as the JSON array their column holds.
+fn id_list<T: Serialize>(ids: &[T]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::internal(format!("ids do not serialize: {e}")))
+}
+
 pub trait AttemptsRead {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord>;
     /// An attempt's state alone (not its whole row).
     fn attempt_state(&self, id: AttemptId) -> Result<AttemptState>;
     /// A task's attempts in every revision, oldest first.
-    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>>;
+    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
+        self.attempts_matching(AttemptsWhere::OfTask(goal, task_ref))
+    }
     /// Attempts left between intent and receipt: their outcome is in doubt.
-    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>>;
-    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>>;
+    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>> {
+        self.attempts_matching(AttemptsWhere::InDoubt(goal))
+    }
+    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>> {
+        self.attempts_matching(AttemptsWhere::InState(goal, state))
+    }
     /// Attempts in `state` that are their task's latest in `revision`.
     fn latest_attempts_in_state(
         &self,
         goal: &GoalId,
         revision: Revision,
         state: AttemptState,
-    ) -> Result<Vec<AttemptRecord>>;
+    ) -> Result<Vec<AttemptRecord>> {
+        self.attempts_matching(AttemptsWhere::LatestInState(goal, revision, state))
+    }
+    /// The attempts `which` names, oldest first: its shared condition
+    /// (`AttemptsWhere::condition`) run in the store's dialect.
+    fn attempts_matching(&self, which: AttemptsWhere<'_>) -> Result<Vec<AttemptRecord>>;
     fn receipt(&self, id: AttemptId) -> Result<Option<Value>>;
     /// When an attempt's receipt was recorded, if it has one.
     fn receipt_at(&self, id: AttemptId) -> Result<Option<i64>>;
@@ -192,7 +277,13 @@ pub trait AttemptsRead {
         fingerprint: &RequestFingerprint,
         except: &OperationId,
         goal: &GoalId,
-    ) -> Result<Option<AttemptRecord>>;
+    ) -> Result<Option<AttemptRecord>> {
+        let id = self.same_request_unsettled_id(SameRequest { fingerprint, except, goal })?;
+        id.map(|id| self.attempt(id)).transpose()
+    }
+    /// The id of `same_request_unsettled`'s attempt: each store reads a
+    /// request's fingerprint from its JSON in its own dialect.
+    fn same_request_unsettled_id(&self, same: SameRequest<'_>) -> Result<Option<AttemptId>>;
     /// A request digest other than `request` that `op` was recorded with.
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>>;
     /// The attempts of a task in a revision that `max_attempts_per_task`
@@ -229,14 +320,20 @@ pub trait AttemptsWrite {
     /// The provider's answer (or an observation standing in for it).
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()>;
     /// Through the attempt's transition table; with its classification
-    /// and, for an unknown outcome, why.
+    /// and, for an unknown outcome, why (written by `finish_with`).
     fn finish_attempt(
         &mut self,
         id: AttemptId,
         to: AttemptState,
         classification: Option<&Classification>,
         unknown_reason: Option<UnknownReason>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let finish = Finish::of(classification, unknown_reason)?;
+        self.finish_with(id, to, &finish)
+    }
+    /// The store's write of `finish_attempt`: the move through the table
+    /// and the finish's columns (`queries::FINISH_COLUMNS`), one statement.
+    fn finish_with(&mut self, id: AttemptId, to: AttemptState, finish: &Finish<'_>) -> Result<()>;
     /// A person's settlement moves the state only (through the table).
     fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()>;
     /// Take a call back out of the budget counters: the provider refused

@@ -134,6 +134,18 @@ pub trait EvidenceRead {
     fn file_states(&self) -> Result<Vec<FileState>>;
 }
 
+/// One piece of evidence as its row holds it (`queries::INSERT_EVIDENCE`,
+/// in its order): its kind, its JSON, when it was recorded.
+#[derive(Debug)]
+pub struct EvidenceRow<'a> {
+    pub goal: &'a GoalId,
+    pub revision: Revision,
+    pub attempt: Option<AttemptId>,
+    pub kind: &'static str,
+    pub data: String,
+    pub at_ms: i64,
+}
+
 pub trait EvidenceWrite {
     fn insert_evidence(
         &mut self,
@@ -141,7 +153,14 @@ pub trait EvidenceWrite {
         revision: Revision,
         attempt: Option<AttemptId>,
         e: &Evidence,
-    ) -> Result<EvidenceId>;
+    ) -> Result<EvidenceId> {
+        let data =
+            serde_json::to_string(e).map_err(|e| Error::internal(format!("evidence does not serialize: {e}")))?;
+        let row = EvidenceRow { goal, revision, attempt, kind: e.kind(), data, at_ms: crate::clock::now_ms() };
+        self.insert_evidence_row(&row)
+    }
+    /// The store's write of `insert_evidence`: the row, its id.
+    fn insert_evidence_row(&mut self, row: &EvidenceRow<'_>) -> Result<EvidenceId>;
     /// Store bytes content-addressed (idempotent); returns their digest.
     fn put_blob(&mut self, bytes: &[u8]) -> Result<String>;
     fn insert_claim(&mut self, attempt: AttemptId, authority: &str, data: &Value) -> Result<i64>;

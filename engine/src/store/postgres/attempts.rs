@@ -5,14 +5,18 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::client::{p, Param};
-use super::sql::{get, json_text, refusal, words, PgSql};
+use super::sql::{get, json_text, param, refusal, words, PgSql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
-use crate::evidence::{Classification, UnknownReason};
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
+use crate::evidence::Classification;
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
-use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
+use crate::store::attempts::{
+    AttemptRecord, AttemptsRead, AttemptsWhere, AttemptsWrite, Finish, Intent, LeftProcess, NewIntent, SameRequest,
+    Unsettled,
+};
+use crate::store::queries;
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::Handle;
@@ -120,29 +124,9 @@ impl AttemptsRead for PgSql<'_> {
         state.ok_or_else(|| Error::internal(format!("attempt {id} is not in the ledger")))
     }
 
-    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = $1 AND task_ref = $2", p![goal.clone(), task_ref.to_string()])
-    }
-
-    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = $1 AND state IN ('intent_recorded','dispatched')", p![goal.clone()])
-    }
-
-    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = $1 AND state = $2", p![goal.clone(), state])
-    }
-
-    fn latest_attempts_in_state(
-        &self,
-        goal: &GoalId,
-        revision: Revision,
-        state: AttemptState,
-    ) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where(
-            "goal_id = $1 AND revision = $2 AND state = $3
-               AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)",
-            p![goal.clone(), revision, state],
-        )
+    fn attempts_matching(&self, which: AttemptsWhere<'_>) -> Result<Vec<AttemptRecord>> {
+        let params = which.args().into_iter().map(param).collect();
+        self.attempts_where(&queries::postgres(which.condition()), params)
     }
 
     fn receipt(&self, id: AttemptId) -> Result<Option<Value>> {
@@ -169,19 +153,13 @@ impl AttemptsRead for PgSql<'_> {
         row.map(|r| Ok((get(&r, 0)?, get(&r, 1)?))).transpose()
     }
 
-    fn same_request_unsettled(
-        &self,
-        fingerprint: &RequestFingerprint,
-        except: &OperationId,
-        goal: &GoalId,
-    ) -> Result<Option<AttemptRecord>> {
-        let id: Option<AttemptId> = self.v(
+    fn same_request_unsettled_id(&self, same: SameRequest<'_>) -> Result<Option<AttemptId>> {
+        self.v(
             "SELECT id FROM attempts WHERE state IN ('effect_unknown','intent_recorded','dispatched')
                AND (state = 'effect_unknown' OR goal_id != $3) AND operation_id != $2
                AND (request_json::jsonb ->> 'fingerprint') = $1 ORDER BY id LIMIT 1",
-            p![fingerprint.as_str().to_string(), except.clone(), goal.clone()],
-        )?;
-        id.map(|id| self.attempt(id)).transpose()
+            p![same.fingerprint.as_str().to_string(), same.except.clone(), same.goal.clone()],
+        )
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
@@ -324,38 +302,15 @@ impl AttemptsWrite for PgSql<'_> {
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {
         let id = intent.attempt_id();
         self.move_attempt(id, AttemptState::ReceiptRecorded, "", p![])?;
-        self.q(
-            "INSERT INTO receipts (attempt_id, at_ms, data) VALUES ($1, $2, $3)",
-            p![id, now_ms(), data.to_string()],
-        )?;
+        self.q(&queries::postgres(queries::INSERT_RECEIPT), p![id, now_ms(), data.to_string()])?;
         Ok(())
     }
 
-    fn finish_attempt(
-        &mut self,
-        id: AttemptId,
-        to: AttemptState,
-        classification: Option<&Classification>,
-        unknown_reason: Option<UnknownReason>,
-    ) -> Result<()> {
-        let c = classification;
-        let evidence = c.map(|c| json_text("evidence ids", &c.evidence_ids)).transpose()?;
-        let claims = c.map(|c| json_text("claim ids", &c.claims)).transpose()?;
-        self.move_attempt(
-            id,
-            to,
-            ", finished_at_ms = $3, class = $4, class_rule = $5, class_evidence_ids = $6, class_claim_ids = $7,
-               class_next = $8, unknown_reason = COALESCE($9, unknown_reason)",
-            p![
-                now_ms(),
-                c.map(|c| c.class),
-                c.map(|c| c.rule.clone()),
-                evidence,
-                claims,
-                c.map(|c| c.next.clone()),
-                unknown_reason
-            ],
-        )
+    fn finish_with(&mut self, id: AttemptId, to: AttemptState, f: &Finish<'_>) -> Result<()> {
+        let (rule, next) = (f.rule.map(str::to_string), f.next.map(str::to_string));
+        let (evidence, claims) = (f.evidence_ids.clone(), f.claim_ids.clone());
+        let columns = p![now_ms(), f.class, rule, evidence, claims, next, f.unknown_reason];
+        self.move_attempt(id, to, &queries::postgres(queries::FINISH_COLUMNS), columns)
     }
 
     fn settle_attempt(&mut self, id: AttemptId, to: AttemptState) -> Result<()> {

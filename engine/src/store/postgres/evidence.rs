@@ -7,13 +7,11 @@ use tokio_postgres::Row;
 use super::client::p;
 use super::sql::{get, json_text, PgSql};
 use crate::checkpoint::{Checkpoint, FileState};
-use crate::clock::now_ms;
 use crate::digest;
 use crate::error::{Error, Result};
-use crate::evidence::Evidence;
-use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
+use crate::ids::{AttemptId, EvidenceId};
 use crate::store::evidence::{
-    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult,
+    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceRow, EvidenceWrite, NewCheckResult,
     TimedEvidence,
 };
 use crate::store::lease::hostname;
@@ -98,21 +96,13 @@ impl EvidenceRead for PgSql<'_> {
 }
 
 impl EvidenceWrite for PgSql<'_> {
-    fn insert_evidence(
-        &mut self,
-        goal: &GoalId,
-        revision: Revision,
-        attempt: Option<AttemptId>,
-        e: &Evidence,
-    ) -> Result<EvidenceId> {
-        if let Some(a) = attempt {
+    fn insert_evidence_row(&mut self, row: &EvidenceRow<'_>) -> Result<EvidenceId> {
+        if let Some(a) = row.attempt {
             self.fence_attempt(a)?;
         }
-        self.v(
-            "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-            p![goal.clone(), revision, attempt, e.kind().to_string(), json_text("evidence", e)?, now_ms()],
-        )?
-        .ok_or_else(|| Error::internal("an insert returned no id"))
+        let sql = format!("{} RETURNING id", queries::postgres(queries::INSERT_EVIDENCE));
+        let params = p![row.goal.clone(), row.revision, row.attempt, row.kind, row.data.clone(), row.at_ms];
+        self.v(&sql, params)?.ok_or_else(|| Error::internal("an insert returned no id"))
     }
 
     fn put_blob(&mut self, bytes: &[u8]) -> Result<String> {

@@ -13,6 +13,7 @@ use crate::error::{Code, Error, Result};
 use crate::ids::{AttemptId, GoalId};
 use crate::state::Lifecycle;
 use crate::store::lease::Fence;
+use crate::store::queries::Arg;
 use crate::store::{LedgerRead, LedgerTx};
 
 /// What a writing transaction carries: its fence, the worker's claims, and
@@ -135,6 +136,14 @@ pub(super) fn json(text: String) -> serde_json::Value {
 /// A value as the JSON text its column holds.
 pub(super) fn json_text<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::internal(format!("{what} does not serialize: {e}")))
+}
+
+/// A shared query's parameter as PostgreSQL binds it.
+pub(super) fn param(arg: Arg<'_>) -> Param {
+    match arg {
+        Arg::Text(text) => Box::new(text.to_string()),
+        Arg::Int(n) => Box::new(n),
+    }
 }
 
 /// An attempt that was, or may have been, dispatched (as on SQLite).

@@ -15,6 +15,37 @@ pub(crate) const LATEST_CHECK_RESULTS: &str =
                    AND d.scope = c.scope AND d.task_ref IS NOT DISTINCT FROM c.task_ref AND d.check_id = c.check_id)
      ORDER BY c.check_id";
 
+/// The columns an attempt's finish sets beside its state (`?1` the
+/// attempt, `?2` the state it moves to): `attempts::Finish`, `?3`..`?9`.
+pub(crate) const FINISH_COLUMNS: &str =
+    ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
+               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)";
+
+/// One piece of evidence (`evidence::EvidenceRow`, in its order).
+pub(crate) const INSERT_EVIDENCE: &str =
+    "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+/// A receipt: ?1 the attempt, ?2 when, ?3 its JSON.
+pub(crate) const INSERT_RECEIPT: &str = "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)";
+
+/// The attempts of a task in every revision (?1 goal, ?2 task).
+pub(crate) const ATTEMPTS_OF_TASK: &str = "goal_id = ?1 AND task_ref = ?2";
+/// A goal's attempts left between intent and receipt (?1 goal).
+pub(crate) const ATTEMPTS_IN_DOUBT: &str = "goal_id = ?1 AND state IN ('intent_recorded','dispatched')";
+/// A goal's attempts in one state (?1 goal, ?2 state).
+pub(crate) const ATTEMPTS_IN_STATE: &str = "goal_id = ?1 AND state = ?2";
+/// The attempts in a state (?3) that are their task's latest in a
+/// revision (?1 goal, ?2 revision); the table is named `a`.
+pub(crate) const LATEST_ATTEMPTS_IN_STATE: &str = "goal_id = ?1 AND revision = ?2 AND state = ?3
+               AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)";
+
+/// A parameter of a shared query, as either store binds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arg<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
 /// `sql` as PostgreSQL reads it: each `?N` parameter written `$N`.
 pub(crate) fn postgres(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());

@@ -7,10 +7,14 @@ use super::sql::{exec, json_text, one_of, qrow, refusal, rows, Guarded, Sql};
 use crate::clock::now_ms;
 use crate::cost::Cost;
 use crate::error::{Code, Error, Result};
-use crate::evidence::{Classification, UnknownReason};
-use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, RequestFingerprint, Revision};
+use crate::evidence::Classification;
+use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
-use crate::store::attempts::{AttemptRecord, AttemptsRead, AttemptsWrite, Intent, LeftProcess, NewIntent, Unsettled};
+use crate::store::attempts::{
+    AttemptRecord, AttemptsRead, AttemptsWhere, AttemptsWrite, Finish, Intent, LeftProcess, NewIntent, SameRequest,
+    Unsettled,
+};
+use crate::store::queries;
 use crate::store::LedgerTx;
 use providers::process::ProcessId;
 use providers::sandbox::Record;
@@ -34,11 +38,6 @@ fn ids<T: serde::de::DeserializeOwned>(r: &rusqlite::Row, i: usize) -> rusqlite:
 /// A value as the JSON its column holds.
 fn json_column<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::new(Code::Internal, format!("a column does not serialize: {e}")))
-}
-
-/// Ids as the JSON array their column holds.
-fn id_list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
-    serde_json::to_string(ids).map_err(|e| Error::new(Code::Internal, format!("ids do not serialize: {e}")))
 }
 
 /// The classification columns (16..=20), when the attempt has one.
@@ -149,13 +148,7 @@ static MOVE: Guarded<AttemptState> = Guarded::new(|to| move_sql(to, ""));
 static DISPATCH: Guarded<AttemptState> =
     Guarded::new(|to| move_sql(to, ", dispatched_at_ms = ?3, dispatch_detail = ?4, process = ?5"));
 /// A final move, with the classification's columns.
-static FINISH: Guarded<AttemptState> = Guarded::new(|to| {
-    move_sql(
-        to,
-        ", finished_at_ms = ?3, class = ?4, class_rule = ?5, class_evidence_ids = ?6, class_claim_ids = ?7,
-               class_next = ?8, unknown_reason = COALESCE(?9, unknown_reason)",
-    )
-});
+static FINISH: Guarded<AttemptState> = Guarded::new(|to| move_sql(to, queries::FINISH_COLUMNS));
 
 /// The move to `succeeded`: FINISH's columns with no classification, and
 /// the checkpoint the success judged (one statement where there were two).
@@ -215,29 +208,8 @@ impl AttemptsRead for Sql<'_> {
         Ok(qrow(self.conn, "SELECT state FROM attempts WHERE id = ?1", [id], |r| r.get(0))?)
     }
 
-    fn attempts_of_task(&self, goal: &GoalId, task_ref: &str) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = ?1 AND task_ref = ?2", params![goal, task_ref])
-    }
-
-    fn attempts_in_doubt(&self, goal: &GoalId) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = ?1 AND state IN ('intent_recorded','dispatched')", params![goal])
-    }
-
-    fn attempts_in_state(&self, goal: &GoalId, state: AttemptState) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where("goal_id = ?1 AND state = ?2", params![goal, state])
-    }
-
-    fn latest_attempts_in_state(
-        &self,
-        goal: &GoalId,
-        revision: Revision,
-        state: AttemptState,
-    ) -> Result<Vec<AttemptRecord>> {
-        self.attempts_where(
-            "goal_id = ?1 AND revision = ?2 AND state = ?3
-               AND id = (SELECT MAX(id) FROM attempts b WHERE b.goal_id = a.goal_id AND b.revision = a.revision AND b.task_ref = a.task_ref)",
-            params![goal, revision, state],
-        )
+    fn attempts_matching(&self, which: AttemptsWhere<'_>) -> Result<Vec<AttemptRecord>> {
+        self.attempts_where(which.condition(), rusqlite::params_from_iter(which.args()))
     }
 
     fn receipt(&self, id: AttemptId) -> Result<Option<Value>> {
@@ -260,16 +232,9 @@ impl AttemptsRead for Sql<'_> {
         Ok(qrow(self.conn, FIRST_UNSETTLED, params![goal, task_ref], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
     }
 
-    fn same_request_unsettled(
-        &self,
-        fingerprint: &RequestFingerprint,
-        except: &OperationId,
-        goal: &GoalId,
-    ) -> Result<Option<AttemptRecord>> {
-        let id: Option<AttemptId> =
-            qrow(self.conn, SAME_REQUEST_UNSETTLED, params![fingerprint.as_str(), except, goal], |r| r.get(0))
-                .optional()?;
-        id.map(|id| self.attempt(id)).transpose()
+    fn same_request_unsettled_id(&self, same: SameRequest<'_>) -> Result<Option<AttemptId>> {
+        let params = params![same.fingerprint.as_str(), same.except, same.goal];
+        Ok(qrow(self.conn, SAME_REQUEST_UNSETTLED, params, |r| r.get(0)).optional()?)
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
@@ -392,32 +357,16 @@ impl AttemptsWrite for Sql<'_> {
     fn insert_receipt(&mut self, intent: Intent, data: &Value) -> Result<()> {
         let id = intent.attempt_id();
         self.move_attempt(id, AttemptState::ReceiptRecorded, &MOVE, &[])?;
-        exec(
-            self.conn,
-            "INSERT INTO receipts (attempt_id, at_ms, data) VALUES (?1, ?2, ?3)",
-            params![id, now_ms(), json_text("receipt", data)?],
-        )?;
+        exec(self.conn, queries::INSERT_RECEIPT, params![id, now_ms(), json_text("receipt", data)?])?;
         Ok(())
     }
 
-    fn finish_attempt(
-        &mut self,
-        id: AttemptId,
-        to: AttemptState,
-        classification: Option<&Classification>,
-        unknown_reason: Option<UnknownReason>,
-    ) -> Result<()> {
-        let c = classification;
-        let (class, rule, evidence, claims, next) = (
-            c.map(|c| c.class),
-            c.map(|c| c.rule.as_str()),
-            c.map(|c| id_list(&c.evidence_ids)).transpose()?,
-            c.map(|c| id_list(&c.claims)).transpose()?,
-            c.map(|c| c.next.as_str()),
-        );
+    fn finish_with(&mut self, id: AttemptId, to: AttemptState, f: &Finish<'_>) -> Result<()> {
         // An abandoned attempt keeps counting: it may have gone out before
         // the engine stopped (only a call refused before dispatch is uncounted).
-        self.move_attempt(id, to, &FINISH, &[&now_ms(), &class, &rule, &evidence, &claims, &next, &unknown_reason])
+        let columns: [&dyn rusqlite::ToSql; 7] =
+            [&now_ms(), &f.class, &f.rule, &f.evidence_ids, &f.claim_ids, &f.next, &f.unknown_reason];
+        self.move_attempt(id, to, &FINISH, &columns)
     }
 
     fn succeed_attempt(&mut self, id: AttemptId, checkpoint: Option<&str>, reusable: bool) -> Result<()> {

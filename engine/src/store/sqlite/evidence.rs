@@ -6,16 +6,14 @@ use serde_json::Value;
 
 use super::sql::{exec, json_text, qrow, rows, Sql};
 use crate::checkpoint::{Checkpoint, FileState};
-use crate::clock::now_ms;
 use crate::digest;
 use crate::error::Result;
-use crate::evidence::Evidence;
-use crate::ids::{AttemptId, EvidenceId, GoalId, Revision};
+use crate::ids::{AttemptId, EvidenceId};
 use crate::store::evidence::{
-    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceWrite, NewCheckResult,
+    CheckResultRecord, CheckResultRow, ChecksOf, ClaimRecord, EvidenceRead, EvidenceRow, EvidenceWrite, NewCheckResult,
     TimedEvidence,
 };
-use crate::store::queries::LATEST_CHECK_RESULTS;
+use crate::store::queries::{self, LATEST_CHECK_RESULTS};
 
 fn timed_from_row(r: &rusqlite::Row) -> rusqlite::Result<(EvidenceId, i64, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -104,18 +102,9 @@ impl EvidenceRead for Sql<'_> {
 }
 
 impl EvidenceWrite for Sql<'_> {
-    fn insert_evidence(
-        &mut self,
-        goal: &GoalId,
-        revision: Revision,
-        attempt: Option<AttemptId>,
-        e: &Evidence,
-    ) -> Result<EvidenceId> {
-        exec(
-            self.conn,
-            "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![goal, revision, attempt, e.kind(), json_text("evidence", e)?, now_ms()],
-        )?;
+    fn insert_evidence_row(&mut self, row: &EvidenceRow<'_>) -> Result<EvidenceId> {
+        let params = params![row.goal, row.revision, row.attempt, row.kind, row.data, row.at_ms];
+        exec(self.conn, queries::INSERT_EVIDENCE, params)?;
         Ok(EvidenceId(self.conn.last_insert_rowid()))
     }
 

@@ -10,6 +10,7 @@ use rusqlite::Connection;
 use crate::error::{Code, Error, Result};
 use crate::state::Lifecycle;
 use crate::store::lease::Fence;
+use crate::store::queries::Arg;
 use crate::store::LedgerTx;
 
 /// A connection, or a transaction on it, seen through the ledger's traits.
@@ -162,6 +163,15 @@ fn schema_failed(problem: &str) -> Error {
 /// four events, receipt and task details.
 pub(super) fn json_text<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::internal(format!("{what} does not serialize: {e}")))
+}
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(match *self {
+            Arg::Text(text) => rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(text.as_bytes())),
+            Arg::Int(n) => rusqlite::types::ToSqlOutput::Owned(rusqlite::types::Value::Integer(n)),
+        })
+    }
 }
 
 /// Run a statement through the connection's prepared-statement cache
