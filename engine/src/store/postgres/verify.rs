@@ -78,13 +78,6 @@ impl VerifyDb for PgVerify<'_> {
 }
 
 impl PgVerify<'_> {
-    fn first_row(&mut self, sql: &str) -> Result<Option<Finding>> {
-        Ok(self.rows(sql)?.into_iter().next().map(|r| Finding {
-            entry: r.first().map(Cell::text).unwrap_or_default(),
-            problem: r.get(1).map(Cell::text).unwrap_or_default(),
-        }))
-    }
-
     /// Every table, and the append-only triggers present and enabled (the
     /// schema version was checked when the store was opened).
     fn schema(&mut self) -> Result<Option<Finding>> {

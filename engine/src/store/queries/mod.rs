@@ -3,7 +3,9 @@
 //! a null-safe equality (SQLite reads it since 3.39; the bundled one is
 //! newer). PostgreSQL's text of such a query numbers its parameters `$1`
 //! (`postgres`). Each store runs them through its own executor; this module
-//! names neither backend's crate.
+//! names neither backend's crate. `ddl`: the tables both create.
+
+pub(crate) mod ddl;
 
 /// The latest result of each check of a scope (`evidence::ChecksOf`: ?1
 /// goal, ?2 revision, ?3 scope, ?4 task), its columns as

@@ -7,6 +7,7 @@
 use rusqlite::Connection;
 
 use crate::error::{Code, Error, Result};
+use crate::store::queries::ddl::{render, Dialect};
 
 /// Migrations in order; migration `i` takes the schema from `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -46,193 +47,53 @@ CREATE TABLE lease (
 );
 
 -- Append-only event log; seq is the ledger's own order (never wall time).
-CREATE TABLE events (
-    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
-    at_ms     INTEGER NOT NULL,
-    goal_id   TEXT,
-    revision  INTEGER,
-    task_ref  TEXT,
-    attempt_id INTEGER,
-    kind      TEXT NOT NULL,
-    data      TEXT NOT NULL
-);
+{events}
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 
 -- Content-addressed blobs (BLAKE3 of the stored bytes).
-CREATE TABLE blobs (
-    digest  TEXT PRIMARY KEY,
-    size    INTEGER NOT NULL,
-    data    BLOB NOT NULL
-);
+{blobs}
 
-CREATE TABLE goals (
-    id               TEXT PRIMARY KEY,
-    active_revision  INTEGER NOT NULL,
-    state            TEXT NOT NULL CHECK (state IN ('open','satisfied','failed','needs_settlement')),
-    first_run_at_ms  INTEGER NOT NULL,
-    updated_seq      INTEGER NOT NULL,
+{goals_head}
     -- Budget use, kept with the attempts it counts (same transactions):
     -- every attempt not abandoned, and the sum of its cost.
     calls_used       INTEGER NOT NULL DEFAULT 0,
     cost_used        REAL NOT NULL DEFAULT 0
 );
 
-CREATE TABLE revisions (
-    goal_id        TEXT NOT NULL REFERENCES goals(id),
-    revision       INTEGER NOT NULL,
-    parent         INTEGER,
-    plan_digest    TEXT NOT NULL,
-    goal_contract  TEXT NOT NULL,
-    plan_json      TEXT NOT NULL,
-    plan_path      TEXT NOT NULL,
-    workspace      TEXT NOT NULL,
-    reason         TEXT,
-    created_at_ms  INTEGER NOT NULL,
-    PRIMARY KEY (goal_id, revision)
-);
+{revisions}
 
-CREATE TABLE tasks (
-    goal_id       TEXT NOT NULL,
-    revision      INTEGER NOT NULL,
-    task_ref      TEXT NOT NULL,
-    state         TEXT NOT NULL CHECK (state IN ('pending','ready','running','succeeded','reused','failed','blocked','effect_unknown','awaiting_approval')),
-    meaning       TEXT NOT NULL,
-    dependencies  TEXT NOT NULL,
-    operation_id  TEXT NOT NULL,
-    request_digest TEXT NOT NULL,
-    detail        TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (goal_id, revision, task_ref),
-    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
-);
+{tasks}
 
 -- An attempt row is born as the intent: the engine's durable decision to
 -- send this exact request. (operation_id, try_no) is unique: the same try is
 -- never dispatched twice.
-CREATE TABLE attempts (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    goal_id         TEXT NOT NULL,
-    revision        INTEGER NOT NULL,
-    task_ref        TEXT NOT NULL,
-    operation_id    TEXT NOT NULL,
-    try_no          INTEGER NOT NULL CHECK (try_no >= 1),
-    kind            TEXT NOT NULL,           -- run | repair | retry | rerun
-    request_digest  TEXT NOT NULL,
-    request_json    TEXT NOT NULL,
-    effect          TEXT NOT NULL,
+{attempts_head}
     cost            REAL NOT NULL DEFAULT 0,
-    state           TEXT NOT NULL CHECK (state IN ('intent_recorded','dispatched','receipt_recorded','succeeded','failed','effect_unknown','settled_ok','settled_not_run','abandoned')),
-    generation      INTEGER NOT NULL,
-    intent_at_ms    INTEGER NOT NULL,
-    dispatched_at_ms INTEGER,
-    dispatch_detail TEXT,
-    finished_at_ms  INTEGER,
+{attempts_progress}
     classification  TEXT,                    -- JSON: class, rule, evidence ids, next
     unknown_reason  TEXT,
     reusable        INTEGER,
     checkpoint      TEXT,                    -- checkpoint digest the validations judged
     inputs_at_intent TEXT,                   -- checkpoint digest observed when the intent was written
     instruction     TEXT,                    -- a repair's instruction, if any
-    UNIQUE (operation_id, try_no),
-    FOREIGN KEY (goal_id, revision, task_ref) REFERENCES tasks(goal_id, revision, task_ref)
-);
-CREATE INDEX attempts_by_task ON attempts(goal_id, revision, task_ref, id);
--- A task's attempts across revisions (approval::prior_dispatch, at every
--- intent): without it that lookup scans every attempt of the goal.
-CREATE INDEX attempts_by_goal_task ON attempts(goal_id, task_ref);
-CREATE INDEX attempts_by_state ON attempts(state);
+{attempts_tail}
 
--- A receipt cannot exist without its intent (the attempt row).
-CREATE TABLE receipts (
-    attempt_id   INTEGER PRIMARY KEY REFERENCES attempts(id),
-    at_ms        INTEGER NOT NULL,
-    data         TEXT NOT NULL               -- exit, http status, truncation, digests
-);
-
-CREATE TABLE evidence (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    goal_id     TEXT NOT NULL,
-    revision    INTEGER,
-    attempt_id  INTEGER REFERENCES attempts(id),
-    kind        TEXT NOT NULL,
-    data        TEXT NOT NULL,
-    at_ms       INTEGER NOT NULL
-);
-CREATE INDEX evidence_by_attempt ON evidence(attempt_id);
-
--- What a provider or model *said*; never promoted to a cause or verdict.
-CREATE TABLE claims (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    attempt_id  INTEGER NOT NULL REFERENCES attempts(id),
-    authority   TEXT NOT NULL,
-    data        TEXT NOT NULL
-);
-
--- Validation and acceptance results, in ledger order (id).
-CREATE TABLE check_results (
-    id             INTEGER PRIMARY KEY AUTOINCREMENT,
-    goal_id        TEXT NOT NULL,
-    revision       INTEGER NOT NULL,
-    scope          TEXT NOT NULL CHECK (scope IN ('validation','acceptance')),
-    task_ref       TEXT,
-    attempt_id     INTEGER REFERENCES attempts(id),
-    check_id       TEXT NOT NULL,
-    passed         INTEGER NOT NULL,
-    checkpoint     TEXT,
-    evidence_id    INTEGER NOT NULL REFERENCES evidence(id)
-);
-CREATE INDEX check_results_by_task ON check_results(goal_id, revision, task_ref, check_id, id);
-
--- Observed checkpoints by digest, so a reuse refusal can name the first
--- differing path.
-CREATE TABLE checkpoints (
-    digest  TEXT PRIMARY KEY,
-    data    TEXT NOT NULL
-);
+{evidence_tables}
 
 -- The file-state cache: a file whose (size, mtime, ctime, inode, device) match was not
 -- rewritten since it was hashed, unless it was modified within the mtime
 -- granularity of the moment it was hashed (then it is hashed again).
 CREATE TABLE file_cache (
     path         TEXT PRIMARY KEY,
-    size         INTEGER NOT NULL,
-    mtime_ns     INTEGER NOT NULL,
-    ctime_ns     INTEGER NOT NULL,
-    inode        INTEGER NOT NULL,
-    dev          INTEGER NOT NULL,
-    digest       TEXT NOT NULL,
-    hashed_at_ns INTEGER NOT NULL
+{file_state}
 );
 
-CREATE TABLE settlements (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    attempt_id    INTEGER NOT NULL REFERENCES attempts(id),
-    operation_id  TEXT NOT NULL,
-    outcome       TEXT NOT NULL CHECK (outcome IN ('ok','not_run')),
-    actor         TEXT NOT NULL,
-    note          TEXT NOT NULL CHECK (length(note) > 0),
-    evidence_blob TEXT,
-    at_ms         INTEGER NOT NULL
-);
+{settlements}
 
-CREATE TABLE approvals (
-    id             INTEGER PRIMARY KEY AUTOINCREMENT,
-    operation_id   TEXT NOT NULL,
-    goal_id        TEXT NOT NULL,
-    revision       INTEGER NOT NULL,
-    task_ref       TEXT NOT NULL,
-    request_digest TEXT NOT NULL,
-    plan_digest    TEXT NOT NULL,
-    actor          TEXT NOT NULL,
-    note           TEXT NOT NULL CHECK (length(note) > 0),
-    at_ms          INTEGER NOT NULL,
-    consumed_by    INTEGER REFERENCES attempts(id),
-    -- An approval given ahead of a call that turned out not to need one is
-    -- voided by that call: it never waits around for a later repeat.
-    voided_by      INTEGER REFERENCES attempts(id)
-);
+{approvals}
 "#;
 
 /// The store's identity and its commit count (see `identity.rs`):
@@ -291,17 +152,7 @@ UPDATE attempts SET process = (
   WHERE dispatched_at_ms IS NOT NULL;
 
 -- A request the engine asked a person to approve.
-CREATE TABLE pending_requests (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    operation_id    TEXT NOT NULL,
-    goal_id         TEXT NOT NULL,
-    revision        INTEGER NOT NULL,
-    task_ref        TEXT NOT NULL,
-    request_digest  TEXT NOT NULL,
-    asked_at_ms     INTEGER NOT NULL,
-    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
-);
-CREATE INDEX pending_requests_by_operation ON pending_requests(operation_id, id);
+{pending_requests}
 INSERT INTO pending_requests (operation_id, goal_id, revision, task_ref, request_digest, asked_at_ms)
   SELECT json_extract(data, '$.operation_id'), goal_id, revision, task_ref, json_extract(data, '$.request_digest'), at_ms
   FROM events WHERE kind = 'approval_required' ORDER BY seq;
@@ -366,50 +217,13 @@ DROP VIEW migration_5_schema_cookie;
 ///   given).
 /// - `--request-id`s with the fingerprint of their command and its answer.
 const MIGRATION_6: &str = r#"
-ALTER TABLE attempts ADD COLUMN sandbox TEXT;
-ALTER TABLE approvals ADD COLUMN os_uid INTEGER;
-ALTER TABLE approvals ADD COLUMN os_user TEXT;
-ALTER TABLE settlements ADD COLUMN os_uid INTEGER;
-ALTER TABLE settlements ADD COLUMN os_user TEXT;
-
-CREATE TABLE person_requests (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind          TEXT NOT NULL CHECK (kind IN ('retry','repair','revise')),
-    goal_id       TEXT NOT NULL,
-    revision      INTEGER NOT NULL,
-    task_ref      TEXT,
-    operation_id  TEXT,
-    actor         TEXT NOT NULL,
-    os_uid        INTEGER NOT NULL,
-    os_user       TEXT NOT NULL,
-    data          TEXT NOT NULL,
-    at_ms         INTEGER NOT NULL,
-    FOREIGN KEY (goal_id, revision) REFERENCES revisions(goal_id, revision)
-);
-
-CREATE TABLE act_chain (
-    seq      INTEGER PRIMARY KEY CHECK (seq >= 1),
-    kind     TEXT NOT NULL CHECK (kind IN ('approval','settlement','retry','repair','revise','approval_spent','approval_voided')),
-    row_id   INTEGER NOT NULL,
-    content  TEXT NOT NULL,          -- canonical JSON of the act as recorded
-    prev     TEXT NOT NULL,
-    hash     TEXT NOT NULL,
-    UNIQUE (kind, row_id)
-);
+{person_acts}
 CREATE TRIGGER act_chain_append_only_update BEFORE UPDATE ON act_chain
 BEGIN SELECT RAISE(ABORT, 'the act chain is append-only'); END;
 CREATE TRIGGER act_chain_append_only_delete BEFORE DELETE ON act_chain
 BEGIN SELECT RAISE(ABORT, 'the act chain is append-only'); END;
 
-CREATE TABLE request_ids (
-    request_id   TEXT PRIMARY KEY,
-    fingerprint  TEXT NOT NULL,
-    command      TEXT NOT NULL,      -- JSON: the command and its arguments, as first given
-    at_ms        INTEGER NOT NULL,
-    exit_code    INTEGER,            -- NULL until the first command finished
-    output_text  TEXT,
-    output_json  TEXT
-);
+{request_ids}
 "#;
 
 /// Schema 7: the provider's own name for a request it accepted (an MCP
@@ -528,8 +342,7 @@ CREATE INDEX events_revision_recorded ON events (goal_id, seq) WHERE kind = 'rev
 ///   the call (`may_spend`), counted in the goal's `cost_used_micros`
 ///   beside the call's declared cost.
 const MIGRATION_13: &str = r#"
-ALTER TABLE approvals ADD COLUMN cost_micros INTEGER CHECK (cost_micros IS NULL OR cost_micros >= 0);
-ALTER TABLE attempts ADD COLUMN spent_micros INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0);
+{spending}
 "#;
 
 /// Schema 14: input a server asks a person for (issue 27).
@@ -648,7 +461,7 @@ pub fn migrate(conn: &Connection) -> Result<()> {
 /// caller's transaction (if any).
 pub(super) fn apply(conn: &Connection, from: usize, to: usize) -> Result<()> {
     for (i, sql) in MIGRATIONS.iter().enumerate().take(to).skip(from) {
-        conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))?;
+        conn.execute_batch(&format!("{}\nPRAGMA user_version = {};", render(sql, Dialect::Sqlite), i + 1))?;
         if i + 1 == CHAIN_FROM {
             super::chain::adopt(conn)?;
         }
@@ -689,6 +502,39 @@ mod tests {
         }
     }
 
+    /// The migrations in `range`, one text, as SQLite runs them.
+    fn rendered(range: std::ops::RangeTo<usize>) -> String {
+        render(&MIGRATIONS[range].concat(), Dialect::Sqlite)
+    }
+
+    /// Each migration's text as SQLite runs it, pinned: a released
+    /// migration is never edited (the shared pieces, `queries::ddl`,
+    /// render it byte for byte as it was released).
+    #[test]
+    fn every_released_migration_is_the_text_it_was() {
+        const RELEASED: [&str; 16] = [
+            "36d9554caf135e085a36356177d517efe4cba8929271ce7aa2a126611044a61e",
+            "c838560dd604ca21a98ced6c8ae61fe58ea5bea33f87c84d20f231b2788a3240",
+            "0b0d401812e064dd23e80d8d0ab0572ebeffc4fc25997ca7f60b8f586476ac26",
+            "c0e14fddaa5be5fbaf70675a52ea627b4f07c50ab92f346658b54535903b9478",
+            "f6f0d8535d22dab8233f5cfc127151ca2f9027be756788e2d674dacf0ba40eb6",
+            "1f0922c6d49125f58ad36c3c313122a93c23744420aaf1d1cdba80acc49d33a1",
+            "f07519f33ec3d3f4dd109cf5a52dc59e42f493122b425d51a7b50dcd043ce1b0",
+            "7d8cc2f40a0cb5d41cdcae3ad66b933b81c931b953979f98614559e84db872f8",
+            "f06e21e68bbcbe21ab5a36f41b8981f4e5aaa090cb0a6f8a2cb85fc724b39538",
+            "42d2a57320ae4528abbe5a10d448db2bf6808b1af20386633eafaef1887a2d28",
+            "9b569f6b0184f8b63fa54a7acc68e9c7d4fbacd18f1685d0fe78670c1e054c4a",
+            "715751f8fd8c8a267cda9e32f07bc5ac6de4659a26814dda741a0150b3303bcd",
+            "caafbcd4494d0a06438081c6f167a178b95500a50aec49687ac58a63b85a8b46",
+            "6e7eab45a0e20e0723ab399c2610680e82c5e3af78bc3932f50bf56071b871c9",
+            "ee460fd7cee09d61cc52c900cec113e36988496e48bf2cfdc1780e97f9339ea4",
+            "d81676bb5cd497f5f54ea6294deae688a64d8a2d3edc7a1e63da9c119fea6f38",
+        ];
+        for (i, (sql, digest)) in MIGRATIONS.iter().zip(RELEASED).enumerate() {
+            assert_eq!(crate::digest::content(render(sql, Dialect::Sqlite).as_bytes()), digest, "migration {}", i + 1);
+        }
+    }
+
     /// `migrate`, stopped at `version`.
     fn migrate_to(conn: &Connection, version: usize) {
         let from: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
@@ -700,7 +546,7 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         // Rows without their goal and revision: only the CHECKs are tested.
         conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-        conn.execute_batch(&format!("{MIGRATION_1}{MIGRATION_2}{MIGRATION_3}PRAGMA user_version = 3;")).unwrap();
+        conn.execute_batch(&format!("{}PRAGMA user_version = 3;", rendered(..3))).unwrap();
         for table in ["tasks", "attempts"] {
             assert!(insert(&conn, table, "cancelled").is_err(), "schema 3 has no `cancelled` {table}");
         }
@@ -736,7 +582,7 @@ mod tests {
         use crate::state::{AttemptState, FailureClass, TaskState};
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-        let to_8: String = MIGRATIONS[..8].concat();
+        let to_8 = rendered(..8);
         conn.execute_batch(&format!("{to_8}PRAGMA user_version = 8;")).unwrap();
         let state_move = "UPDATE attempts SET state = 'dispatched' WHERE id = 1";
         let task_move = "UPDATE tasks SET state = 'running' WHERE goal_id = 'g' AND revision = 1 AND task_ref = 'T'";
@@ -779,7 +625,7 @@ mod tests {
     #[test]
     fn migration_9_refuses_a_check_it_does_not_recognise() {
         let conn = Connection::open_in_memory().unwrap();
-        let to_8: String = MIGRATIONS[..8].concat();
+        let to_8 = rendered(..8);
         conn.execute_batch(&format!("{to_8}PRAGMA user_version = 8;")).unwrap();
         conn.execute_batch(
             "PRAGMA writable_schema = ON;
@@ -795,7 +641,7 @@ mod tests {
     #[test]
     fn migration_5_refuses_a_table_it_does_not_recognise() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(&format!("{MIGRATION_1}{MIGRATION_2}{MIGRATION_3}PRAGMA user_version = 3;")).unwrap();
+        conn.execute_batch(&format!("{}PRAGMA user_version = 3;", rendered(..3))).unwrap();
         conn.execute_batch(
             "PRAGMA writable_schema = ON;
              UPDATE sqlite_master SET sql = replace(sql, '''abandoned'')', '''abandoned'', ''other'')')
@@ -827,7 +673,7 @@ mod tests {
         use super::super::completions::completed_sql;
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-        let to_10: String = MIGRATIONS[..10].concat();
+        let to_10 = rendered(..10);
         conn.execute_batch(&format!("{to_10}PRAGMA user_version = 10;")).unwrap();
         // Two goals, two revisions, tasks with attempts in one or both.
         let rows = [

@@ -193,13 +193,6 @@ const TRIGGERS: &[&str] = &[
 ];
 
 impl SqliteVerify<'_> {
-    fn first_row(&mut self, sql: &str) -> Result<Option<Finding>> {
-        Ok(self.rows(sql)?.into_iter().next().map(|r| Finding {
-            entry: r.first().map(Cell::text).unwrap_or_default(),
-            problem: r.get(1).map(Cell::text).unwrap_or_default(),
-        }))
-    }
-
     fn integrity(&mut self) -> Result<Option<Finding>> {
         let lines: Vec<String> = self
             .rows("PRAGMA integrity_check(20)")?

@@ -98,6 +98,10 @@ pub trait VerifyDb {
     fn rows(&mut self, sql: &str) -> Result<Vec<Vec<Cell>>>;
     /// A check only the backend can make.
     fn own(&mut self, check: Own) -> Result<Verdict>;
+    /// The first row of a query that returns (entry, problem), if any.
+    fn first_row(&mut self, sql: &str) -> Result<Option<Finding>> {
+        Ok(self.rows(sql)?.into_iter().next().map(|r| Finding { entry: col(&r, 0).text(), problem: col(&r, 1).text() }))
+    }
 }
 
 /// What the checks share: the store, and each revision's plan parsed once
@@ -119,7 +123,7 @@ impl<'d> Ctx<'d> {
 
     /// The first row of a query that returns (entry, problem), if any.
     pub fn first_row(&mut self, sql: &str) -> Result<Option<Finding>> {
-        Ok(self.rows(sql)?.into_iter().next().map(|r| Finding { entry: col(&r, 0).text(), problem: col(&r, 1).text() }))
+        self.db.first_row(sql)
     }
 
     /// Parse the stored plans by (goal, revision), once; a finding names
