@@ -5,5 +5,9 @@ fn main() {
     if let Err(e) = providers::sandbox::hide_engine_environment() {
         eprintln!("engine: the engine's environment could not be hidden from providers: {e}");
     }
-    std::process::exit(engine::cli::main());
+    let code = engine::cli::main();
+    // The cgroup made ahead for a next provider process, and the emptied
+    // ones whose removal waited for one (providers::spawn).
+    providers::tidy_processes();
+    std::process::exit(code);
 }

@@ -37,6 +37,7 @@ pub use readback::ReadBack;
 /// process calls this, so the next one resets that signal before it
 /// unblocks it (see `spawn::signals`).
 pub use spawn::handlers_changed as signal_handlers_changed;
+pub use spawn::tidy as tidy_processes;
 
 /// A boxed future, so `Provider` stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

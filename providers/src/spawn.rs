@@ -47,7 +47,8 @@ mod search;
 mod signals;
 
 use child::child;
-use registry::{cgroups, leftover, live, new_cgroup, open_pidfd, orphans, reap, reap_orphans, unregister};
+pub use registry::tidy;
+use registry::{cgroups, leftover, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister};
 pub(crate) use registry::{is_spawned, kill_tree};
 pub use signals::handlers_changed;
 
@@ -156,11 +157,10 @@ impl Drop for Child {
         live().remove(&self.pid);
         if let Some(cg) = self.cgroup.take() {
             unregister(self.pid);
-            // Removed now when empty; else once it is (a later spawn tries
-            // again), never with a process in it.
-            if !cgroup::remove(cg.path(), Duration::ZERO) {
-                leftover().push(cg.path().to_path_buf());
-            }
+            // Removed after the next spawn, while its child runs (or by
+            // `tidy` at the engine's exit), once empty: never with a
+            // process in it.
+            leftover().push(cg.path().to_path_buf());
         }
     }
 }
@@ -170,15 +170,20 @@ impl Drop for Child {
 /// program was not found or not executable, or the sandbox or
 /// `PR_SET_PDEATHSIG` was refused.
 pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
-    reap_orphans();
     let cgroup = new_cgroup();
-    match spawn_in(&spec, cgroup) {
+    let started = spawn_once(&spec, cgroup);
+    prepare_next();
+    started
+}
+
+fn spawn_once(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> io::Result<Child> {
+    match spawn_in(spec, cgroup) {
         // Made but not joinable (a cgroup the engine may not move a process
         // into): never again, and this process without one.
         Err(Failure { step: Step::Cgroup, error }) => {
             cgroup::refuse(format!("cannot move a process into a cgroup: {error}"));
             crate::process::adopted::become_subreaper();
-            spawn_in(&spec, None).map_err(Failure::into_error)
+            spawn_in(spec, None).map_err(Failure::into_error)
         }
         started => started.map_err(Failure::into_error),
     }
@@ -799,7 +804,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(crate::test_support::gone(pid), "{pid} outlived the thread that started it");
-        reap_orphans();
+        tidy();
     }
 
     #[tokio::test]
@@ -822,7 +827,8 @@ mod tests {
             let own = out.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line");
             let name = cg.file_name().unwrap().to_str().unwrap();
             assert!(own.ends_with(&format!("/{name}")), "classic {classic}: the child ran in {own}, not in {name}");
-            assert!(!cg.exists(), "its cgroup is removed once it exited and was waited for");
+            tidy();
+            assert!(!cg.exists(), "its cgroup is removed once it exited, was waited for and tidied");
         }
         if !clone3::usable() {
             eprintln!("this kernel refused clone3(CLONE_INTO_CGROUP): both rounds took the classic path");

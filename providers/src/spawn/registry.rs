@@ -96,10 +96,51 @@ pub(super) fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
 
 pub(super) fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
-    leftover().retain(|path| !cgroup::remove(path, Duration::ZERO));
+    remove_leftover();
     if cgroup::refused().is_some() {
         reap_adopted();
     }
+}
+
+/// Remove the cgroups left to remove that are empty now.
+fn remove_leftover() {
+    let paths = std::mem::take(&mut *leftover());
+    let kept: Vec<_> = paths.into_iter().filter(|path| !cgroup::remove(path, Duration::ZERO)).collect();
+    leftover().extend(kept);
+}
+
+/// The cgroup made ahead for the next child: made after a spawn, while
+/// that child runs, so that neither its `mkdir` nor the last child's
+/// `rmdir` (deferred to the same moment by `Child`'s drop) waits between
+/// one task's end and the next one's start (bench/README.md, issue 38's
+/// fourth round). A fresh cgroup every time, never one a process was in:
+/// a recorded cgroup names one call's tree only.
+fn spare() -> std::sync::MutexGuard<'static, Option<Cgroup>> {
+    static SPARE: Mutex<Option<Cgroup>> = Mutex::new(None);
+    SPARE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// After a child started, while it runs: reap and remove what ended, and
+/// make the next child's cgroup (none once cgroups were given up on).
+pub(super) fn prepare_next() {
+    reap_orphans();
+    let mut spare = spare();
+    match (cgroup::refused(), spare.take()) {
+        (Some(_), Some(made)) => {
+            cgroup::remove(made.path(), Duration::ZERO);
+        }
+        (None, None) => *spare = Cgroup::create().ok(),
+        (_, kept) => *spare = kept,
+    }
+}
+
+/// Before the engine exits: remove the cgroup made ahead and every
+/// emptied one left (a crash leaves them to the next engine's sweep).
+pub fn tidy() {
+    if let Some(made) = spare().take() {
+        cgroup::remove(made.path(), Duration::ZERO);
+    }
+    reap_orphans();
 }
 
 /// As the subreaper of its providers (no cgroups here), reap the adopted
@@ -118,6 +159,9 @@ pub(crate) fn reap_adopted() {
 /// here (the first failure is kept, and no cgroup is tried again).
 pub(super) fn new_cgroup() -> Option<Cgroup> {
     if cgroup::refused().is_none() {
+        if let Some(made) = spare().take() {
+            return Some(made);
+        }
         match Cgroup::create() {
             Ok(c) => return Some(c),
             Err(e) => cgroup::refuse(e.to_string()),
