@@ -190,17 +190,22 @@ impl Workspace {
     /// starts processes (`process`) the whole workspace (what its undeclared
     /// writes are judged by): in place when they are a few small literal
     /// files (the plan file, an absent `.engine`: two hops a task saved),
-    /// else off the coordinator's thread (a workspace or a protected folder
-    /// may hold many files).
+    /// or when nothing else of the run is in flight (`alone`: no call's
+    /// output to read meanwhile, so the hop would only wait; in a chain,
+    /// a hop a task saved), else off the coordinator's thread (a workspace
+    /// or a protected folder may hold many files).
     async fn observe_protected(
         &mut self,
         world: &mut dyn World,
         scope: &Scope<'_>,
-        (process, whole): (bool, bool),
+        (process, whole, alone): (bool, bool, bool),
     ) -> std::result::Result<Checkpoint, String> {
         let globs = self.guard.globs(process);
         if !whole && checkpoint::few_small_files(&scope.plan.workspace, &globs) {
             return checkpoint::observe_protected(&scope.plan.workspace, &globs, &mut self.cache);
+        }
+        if alone {
+            return observe_judged(&scope.plan.workspace, &globs, whole, &mut self.cache);
         }
         let (workspace, mut cache) = (scope.plan.workspace.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
@@ -233,7 +238,7 @@ impl Workspace {
         let kept = self.last_look.take().filter(|l| quiet && l.process == process && !ledger.shared());
         let now = match kept {
             Some(l) => l.look,
-            None => match self.observe_protected(world, scope, (process, process)).await {
+            None => match self.observe_protected(world, scope, (process, process, quiet)).await {
                 Ok(now) => now,
                 Err(_) => return Ok(None),
             },
@@ -276,7 +281,7 @@ impl Workspace {
         };
         let process = starts_process(scope.plan.provider_of(task));
         let whole = process && writes;
-        let after = self.observe_protected(world, scope, (process, whole)).await;
+        let after = self.observe_protected(world, scope, (process, whole, alone)).await;
         // Seen whole where the next baseline would look whole (a task that
         // starts processes), with nothing else of the run in flight: it may
         // stand as that baseline.
