@@ -68,6 +68,16 @@ pub(super) fn check_holder(conn: &Connection, holder: &Holder) -> Result<()> {
     }
 }
 
+/// WAL pages after which a commit folds the WAL into the store file (an
+/// automatic checkpoint, on the committing thread). Each checkpoint waits
+/// for three flushes (the WAL, the store file, the WAL's restart) whatever
+/// the commit's own durability: at SQLite's default of 1,000 pages a chain
+/// of `none` tasks, whose commits wait for no disk, waited for one every
+/// fifty tasks, most of its time on a busy disk (bench/README.md, issue
+/// 38's fourth round). At 10,000 (about 40 MiB of WAL) one every five
+/// hundred; a crash's recovery reads at most that much WAL.
+const WAL_PAGES_BEFORE_CHECKPOINT: i64 = 10_000;
+
 /// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
 /// a dead holder's lease is taken over and logged. Under the write lock,
 /// before anything is written, the store is judged against its mark, and
@@ -78,7 +88,7 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
     let host = hostname();
     let start = proc_start(pid);
     // A release earlier in this process turned automatic checkpoints off.
-    conn.execute_batch("PRAGMA wal_autocheckpoint = 1000")?;
+    conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_PAGES_BEFORE_CHECKPOINT}"))?;
     let place = files.place();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
     let (prev_generation, took_over) = match read(&tx)? {
