@@ -36,9 +36,14 @@ pub fn create(files: &StoreFiles) -> Result<()> {
     Ok(())
 }
 
-/// A complete store at `tmp`: schema migrated in rollback-journal mode
-/// with `synchronous=FULL`, then switched to WAL (which writes the mode into
-/// the header), closed (which folds the WAL back), and flushed.
+/// A complete store at `tmp`: schema migrated with its rollback journal in
+/// memory and no flush of its own (`synchronous=OFF`: a temporary file that
+/// a crash leaves to the sweep, never linked into place unflushed), then
+/// switched to WAL (which writes the mode into the header), closed (which
+/// folds the WAL back), and flushed once, whole. (The migrations' own
+/// commits flushed the journal, the folder and the file each: a dozen
+/// flushes a new store, a tenth of a second on a busy disk; bench/README.md,
+/// issue 38's fourth round.)
 fn build(tmp: &Path) -> Result<()> {
     OpenOptions::new()
         .write(true)
@@ -53,7 +58,7 @@ fn build(tmp: &Path) -> Result<()> {
     )
     .map_err(|e| store_open_error(e, tmp))?;
     let built = (|| -> Result<()> {
-        conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA journal_mode = MEMORY;")?;
         schema::migrate(&conn)?;
         // Schema 11 drops two of schema 1's indexes: a new store starts
         // with no free page (a zeroed free page is damage `verify` cannot see).
