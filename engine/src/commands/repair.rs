@@ -156,9 +156,12 @@ fn refuse_repetition(
     // What its checkpoint carries besides the inputs (the tool's identity,
     // its upstream's outputs: `run::identity`), as the run recorded it.
     let upstream = run::identity::upstream_context(read, (&last.goal_id, last.revision), plan, task)?;
-    let inputs_now = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandboxes.checks(), &mut cache)
-        .ok()
-        .map(|c| c.with_context(upstream).with_context(run::identity::tool_context(plan, task, &mut cache)).digest);
+    let inputs_now =
+        checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandboxes.checks(), &mut cache).ok().map(|c| {
+            let none = std::collections::BTreeMap::new();
+            let programs = &mut run::identity::Programs::default();
+            c.with_context(run::identity::carried(plan, task, (none, upstream), (&mut cache, programs))).digest
+        });
     let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
     let pair = match fps.as_slice() {
         [a, b] => Some((a.as_str(), b.as_str())),

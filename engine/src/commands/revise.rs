@@ -536,7 +536,9 @@ pub fn decide_all(
                 let unobserved = || Err("not observed".to_string());
                 match reuse::decide(goal_changed, completion.as_ref(), &candidate, Some(first), unobserved) {
                     Decision::Run { refusal: reuse::Refusal::UpstreamNotReused { .. } } if early_cutoff => {
-                        match no_cutoff(plan, &moving, &put_off) {
+                        match reuse::cutoff::no_cutoff(moving.iter().filter(|d| !put_off.contains(*d)), |r| {
+                            plan.task(r)
+                        }) {
                             Some(refusal) => Decision::Run { refusal },
                             None => reuse::decide(goal_changed, completion.as_ref(), &candidate, None, observe),
                         }
@@ -571,18 +573,10 @@ fn observed(
     task: &Task,
     (listed, sandbox, cache): (&BTreeMap<String, Inventory>, &Sandbox, &mut FileCache),
 ) -> std::result::Result<checkpoint::Checkpoint, String> {
+    use crate::run::identity;
     let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
-    let upstream = crate::run::identity::upstream_context(ledger, (goal_id, prev_revision), plan, task)
-        .map_err(|e| e.to_string())?;
-    let tool = crate::run::identity::tool_context(plan, task, cache);
-    Ok(cp.with_context(tools::context_of(&plan.file, task, listed)).with_context(upstream).with_context(tool))
-}
-
-/// Why an upstream that runs again cuts nothing off below (`None`: each
-/// one can, or is itself put off): as a plain run says it.
-fn no_cutoff(plan: &Plan, moving: &[String], put_off: &HashSet<String>) -> Option<reuse::Refusal> {
-    moving.iter().filter(|d| !put_off.contains(*d)).find_map(|d| {
-        let why = reuse::cutoff::why_no_cutoff(plan.task(d)?)?;
-        Some(reuse::Refusal::UpstreamNotReused { dependency: d.clone(), why: Some(why.into()) })
-    })
+    let upstream =
+        identity::upstream_context(ledger, (goal_id, prev_revision), plan, task).map_err(|e| e.to_string())?;
+    let tools = tools::context_of(&plan.file, task, listed);
+    Ok(cp.with_context(identity::carried(plan, task, (tools, upstream), (cache, &mut identity::Programs::default()))))
 }

@@ -42,6 +42,8 @@
 //! - `outputs`: do a task's output files fit their bounds; which upstream
 //!   tasks' outputs a task needs; is a file in the workspace the one the
 //!   ledger holds.
+//! - `looks`: may the look after an attempt stand as the next one's
+//!   baseline?
 //! - `upstream`: is a completion kept under a dependency that failed
 //!   since, or stale under one that runs again (how it is said).
 
@@ -57,6 +59,7 @@ pub mod gate;
 pub mod group;
 pub mod hold;
 pub mod in_doubt;
+pub mod looks;
 pub mod loosening;
 pub mod outputs;
 pub mod people;

@@ -7,8 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use crate::decide::reuse::Refusal;
 use crate::limits::{OUTPUT_FILES_MAX, OUTPUT_FILE_BYTES_MAX, OUTPUT_TASK_BYTES_MAX};
-use crate::plan::Task;
+use crate::plan::{Effect, Task};
 
 /// The bounds one task's outputs are held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,9 +168,63 @@ pub fn place(present: &Present, wanted_digest: &str) -> Place {
     }
 }
 
+/// What the workspace holds of a completion's recorded outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Here {
+    /// Each one, with its recorded digest (or the task declares none).
+    All,
+    /// Some are missing or differ; the ledger holds their bytes.
+    Restorable,
+    /// This one is missing or differs, and the ledger holds no bytes for
+    /// it; or (`why`) the ledger kept no record of the outputs at all.
+    Missing { path: String, why: Option<String> },
+}
+
+/// What becomes of a completion that stands by its checkpoint, by what
+/// this workspace holds of its recorded outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// It stands; `restore`: with its outputs written back from the
+    /// ledger once the pass has decided.
+    Stands { restore: bool },
+    /// Stale (`OUTPUTS_MISSING`), like any other refusal: the pass goes on
+    /// to decide it (a person's keep, an upstream's cutoff).
+    Stale(Refusal),
+    /// An external task's: stale as it is, never put off for an upstream's
+    /// cutoff — its new call, a repeat of external work, waits for a
+    /// person's approval.
+    StaleAsIs(Refusal),
+}
+
+pub fn standing(here: Here, effect: Effect) -> Standing {
+    match here {
+        Here::All => Standing::Stands { restore: false },
+        Here::Restorable => Standing::Stands { restore: true },
+        Here::Missing { path, why } => {
+            let refusal = Refusal::OutputsMissing { path, why };
+            if effect == Effect::External {
+                Standing::StaleAsIs(refusal)
+            } else {
+                Standing::Stale(refusal)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_stands_with_its_outputs_here_and_an_external_one_is_stale_as_it_is() {
+        assert_eq!(standing(Here::All, Effect::External), Standing::Stands { restore: false });
+        assert_eq!(standing(Here::Restorable, Effect::Local), Standing::Stands { restore: true });
+        let missing = || Here::Missing { path: "out/a".into(), why: None };
+        let refusal = Refusal::OutputsMissing { path: "out/a".into(), why: None };
+        assert_eq!(standing(missing(), Effect::Local), Standing::Stale(refusal.clone()));
+        assert_eq!(standing(missing(), Effect::None), Standing::Stale(refusal.clone()));
+        assert_eq!(standing(missing(), Effect::External), Standing::StaleAsIs(refusal));
+    }
 
     const SMALL: Bounds = Bounds { files: 2, file_bytes: 10, task_bytes: 15 };
 

@@ -65,6 +65,24 @@ pub fn reported_context(
     }
 }
 
+/// What a task's checkpoint carries beside its inputs, put together one
+/// way by every pass that judges a completion (the reuse pass, early
+/// cutoff, a run's look with identity, `engine revise`): its tools'
+/// entries (`tools`), its dependencies' recorded outputs (`upstream`:
+/// `upstream_context`) and its own tool's identity (`tool_context_in`,
+/// programs looked up through `programs`).
+pub fn carried(
+    plan: &Plan,
+    task: &Task,
+    (tools, upstream): (BTreeMap<String, String>, BTreeMap<String, String>),
+    (cache, programs): (&mut FileCache, &mut Programs),
+) -> BTreeMap<String, String> {
+    let mut out = tools;
+    out.extend(upstream);
+    out.extend(tool_context_in(plan, task, cache, programs));
+    out
+}
+
 /// `upstream:<ref>` for each dependency of `task` that can cut off (it
 /// declares outputs, its effect is not external): the digest of the
 /// outputs its completion in `revision` recorded (`none`: no completion).

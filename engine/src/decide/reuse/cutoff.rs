@@ -34,6 +34,19 @@ pub fn why_no_cutoff(upstream: &Task) -> Option<&'static str> {
     None
 }
 
+/// Why the upstreams that run again (`moving`, without those put off)
+/// cut nothing off below them: the first that cannot (`why_no_cutoff`),
+/// as its dependant's refusal; `None`: each one can. `task`: a ref's task.
+pub fn no_cutoff<'a, 't>(
+    moving: impl IntoIterator<Item = &'a String>,
+    task: impl Fn(&str) -> Option<&'t Task>,
+) -> Option<Refusal> {
+    moving.into_iter().find_map(|d| {
+        let why = why_no_cutoff(task(d)?)?;
+        Some(Refusal::UpstreamNotReused { dependency: d.clone(), why: Some(why.into()) })
+    })
+}
+
 /// The value `upstream:<ref>` carries: the digest of the outputs the
 /// dependency's completion recorded, each (path, content digest,
 /// executable), in path order; `"none"` when it has no completion.
@@ -95,6 +108,24 @@ mod tests {
         assert_eq!(why_no_cutoff(&task("local", &["out.txt"])), None);
         assert!(why_no_cutoff(&task("local", &[])).unwrap().contains("no `outputs`"));
         assert!(why_no_cutoff(&task("external", &["out.txt"])).unwrap().contains("external"));
+    }
+
+    #[test]
+    fn the_first_upstream_that_cannot_cut_off_is_named() {
+        let tasks = std::collections::HashMap::from([
+            ("A", task("local", &["a.txt"])),
+            ("B", task("local", &[])),
+            ("C", task("external", &["c.txt"])),
+        ]);
+        let lookup = |r: &str| tasks.get(r);
+        let moving = |refs: &[&str]| refs.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+        assert_eq!(no_cutoff(&moving(&["A"]), lookup), None);
+        assert_eq!(no_cutoff(&moving(&[]), lookup), None);
+        let r = no_cutoff(&moving(&["A", "C", "B"]), lookup).unwrap();
+        assert_eq!(r.code(), "UPSTREAM_NOT_REUSED");
+        assert!(r.detail().contains('C') && r.detail().contains("external"), "{}", r.detail());
+        // A ref the plan does not hold cannot say why.
+        assert_eq!(no_cutoff(&moving(&["Z"]), lookup), None);
     }
 
     #[test]

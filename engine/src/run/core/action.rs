@@ -126,6 +126,45 @@ pub enum Action {
     ReportJudged(Box<Closing>, Reply<Result<RunReport>>),
 }
 
+impl Action {
+    /// Does this request leave the workspace as it is and start nothing
+    /// that could change it, so that the driver's last look still stands
+    /// after it (`Workspace::disturbed`)? Listed: what cannot; everything
+    /// else may (default deny). `starts_nothing`: does observing a task
+    /// run no context command (a process)? Materializing upstream outputs
+    /// says so itself, when it writes a file.
+    pub fn leaves_workspace(&self, starts_nothing: impl Fn(&str) -> bool) -> bool {
+        match self {
+            Action::Open(_)
+            | Action::Write(..)
+            | Action::Record(_)
+            | Action::WriteLater(..)
+            | Action::BeginGroup(_)
+            | Action::CommitGroup(_)
+            | Action::Read(_)
+            | Action::Claim(..)
+            | Action::Release(..)
+            | Action::Materialize(..)
+            | Action::Baseline(..)
+            | Action::JudgeProtected { .. }
+            | Action::CollectOutputs(..)
+            | Action::Forget(_)
+            | Action::ReportJudged(..) => true,
+            Action::Observe { task_ref, .. } => starts_nothing(task_ref),
+            Action::World(w) => matches!(
+                w,
+                WorldAction::Wait(..)
+                    | WorldAction::TryMessage(_)
+                    | WorldAction::SignalPending(_)
+                    | WorldAction::Say(..)
+                    | WorldAction::Ended { .. }
+                    | WorldAction::Crashpoint(..)
+            ),
+            Action::Cutoff { .. } | Action::Refresh { .. } | Action::Finish(..) => false,
+        }
+    }
+}
+
 /// The transactions of the run whose answers say more than that they
 /// committed, each with its own answer's reply.
 #[derive(Debug)]
@@ -514,4 +553,33 @@ pub struct Closing {
     /// run judged: `TOOL_CHANGED: …` for one run again, `kept: …` for one
     /// kept although something ran or changed.
     pub rechecked: std::collections::BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{Action, Reply, WorldAction};
+    use crate::ids::AttemptId;
+
+    fn observe(task_ref: &str) -> Action {
+        let context = BTreeMap::new();
+        Action::Observe { task_ref: task_ref.into(), context, identity: false, reply: Reply::detached() }
+    }
+
+    #[test]
+    fn only_what_starts_nothing_leaves_the_workspace_as_it_is() {
+        let quiet = |r: &str| r == "A";
+        assert!(Action::Forget(Reply::detached()).leaves_workspace(quiet));
+        assert!(Action::CommitGroup(Reply::detached()).leaves_workspace(quiet));
+        assert!(Action::World(WorldAction::TryMessage(Reply::detached())).leaves_workspace(quiet));
+        // A context command is a process.
+        assert!(observe("A").leaves_workspace(quiet));
+        assert!(!observe("B").leaves_workspace(quiet));
+        // Default deny: a request not listed may change the workspace.
+        assert!(!Action::World(WorldAction::Abort(AttemptId(1), Reply::detached())).leaves_workspace(quiet));
+        assert!(!Action::World(WorldAction::AbortAccept(Reply::detached())).leaves_workspace(quiet));
+        let cutoff = Action::Cutoff { task_ref: "A".into(), context: BTreeMap::new(), reply: Reply::detached() };
+        assert!(!cutoff.leaves_workspace(quiet));
+    }
 }

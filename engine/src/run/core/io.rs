@@ -68,6 +68,14 @@ impl<T> Reply<T> {
     }
 }
 
+#[cfg(test)]
+impl<T> Reply<T> {
+    /// A reply no one waits on: a request built only to be looked at.
+    pub(super) fn detached() -> Reply<T> {
+        Reply(Rc::new(RefCell::new(None)))
+    }
+}
+
 impl<T> std::fmt::Debug for Reply<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Reply")

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::restore::{self, Here};
+use super::restore;
 use super::scope::Scope;
 use crate::checkpoint::{self, FileCache};
-use crate::decide::reuse::{self, cutoff, Candidate, Decision, Refusal};
+use crate::decide::outputs::{self, Standing};
+use crate::decide::reuse::{self, cutoff, Candidate, Decision};
 use crate::error::{Error, Result};
 use crate::plan::Task;
 use crate::run::fresh::weighed;
@@ -24,13 +25,11 @@ pub fn with_identity(
     ledger: &LeaseGuard,
     scope: &Scope,
     task: &Task,
-    mut context: BTreeMap<String, String>,
+    context: BTreeMap<String, String>,
     cache: &mut FileCache,
 ) -> Result<BTreeMap<String, String>> {
-    let read = ledger.read();
-    context.extend(identity::upstream_context(&*read, (&scope.goal_id, scope.revision), scope.plan, task)?);
-    context.extend(identity::tool_context(scope.plan, task, cache));
-    Ok(context)
+    let upstream = identity::upstream_context(&*ledger.read(), (&scope.goal_id, scope.revision), scope.plan, task)?;
+    Ok(identity::carried(scope.plan, task, (context, upstream), (cache, &mut identity::Programs::default())))
 }
 
 /// Does `task_ref`'s completion stand, its upstream complete again? `Ok`:
@@ -64,18 +63,20 @@ pub fn decide(
     let refusal = match decision {
         Decision::Run { refusal } => cutoff::named(refusal),
         // Kept only with its outputs in this workspace.
-        Decision::Reuse { provenance } => match restore::here(&*ledger.read(), scope, task, cache)? {
-            Here::Missing { path, why } => Refusal::OutputsMissing { path, why },
-            here => {
-                if matches!(here, Here::Restorable) {
-                    restore::restore(ledger, scope, &[task_ref.to_string()], cache)?;
+        Decision::Reuse { provenance } => {
+            match outputs::standing(restore::here(&*ledger.read(), scope, task, cache)?, task.effect) {
+                Standing::Stale(refusal) | Standing::StaleAsIs(refusal) => refusal,
+                Standing::Stands { restore: write_back } => {
+                    if write_back {
+                        restore::restore(ledger, scope, &[task_ref.to_string()], cache)?;
+                    }
+                    return Ok(Ok(json!({
+                        "kept": "UPSTREAM_OUTPUT_UNCHANGED", "attempt_id": provenance.attempt_id,
+                        "revision": provenance.revision, "checkpoint": provenance.checkpoint,
+                    })));
                 }
-                return Ok(Ok(json!({
-                    "kept": "UPSTREAM_OUTPUT_UNCHANGED", "attempt_id": provenance.attempt_id,
-                    "revision": provenance.revision, "checkpoint": provenance.checkpoint,
-                })));
             }
-        },
+        }
     };
     Ok(Err(json!({"stale": refusal.code(), "detail": refusal.detail()})))
 }

@@ -2,14 +2,14 @@
 //! (`core::Reply`): the answer's type is the request's, so nothing here
 //! can answer one request with another's answer, and nothing is decided.
 
-use super::scope::Scope;
 use super::{cutoff, finish, goal_left, ledger, reads, Driver};
 use crate::run::core::{Action, Answered, Record, WorldAction};
 
 impl Driver<'_, '_> {
     /// Perform `action` and answer it.
     pub(super) async fn perform(&mut self, action: Action) -> Answered {
-        if !leaves_workspace(&action, &self.scope) {
+        let plan = self.scope.plan;
+        if !action.leaves_workspace(|r| plan.task(r).is_some_and(crate::checkpoint::starts_nothing)) {
             self.workspace.disturbed();
         }
         match action {
@@ -151,42 +151,5 @@ impl Driver<'_, '_> {
             }
             WorldAction::Crashpoint(name, reply) => reply.send(self.world.crashpoint(name)),
         }
-    }
-}
-
-/// Does `action` leave the workspace as it is and start nothing that could
-/// change it, so that the driver's last look still stands after it
-/// (`Workspace::disturbed`)? Listed: what cannot; everything else may
-/// (default deny). Materializing upstream outputs says so itself, when it
-/// writes a file.
-fn leaves_workspace(action: &Action, scope: &Scope) -> bool {
-    match action {
-        Action::Open(_)
-        | Action::Write(..)
-        | Action::Record(_)
-        | Action::WriteLater(..)
-        | Action::BeginGroup(_)
-        | Action::CommitGroup(_)
-        | Action::Read(_)
-        | Action::Claim(..)
-        | Action::Release(..)
-        | Action::Materialize(..)
-        | Action::Baseline(..)
-        | Action::JudgeProtected { .. }
-        | Action::CollectOutputs(..)
-        | Action::Forget(_)
-        | Action::ReportJudged(..) => true,
-        // A context command is a process.
-        Action::Observe { task_ref, .. } => scope.plan.task(task_ref).is_some_and(crate::checkpoint::starts_nothing),
-        Action::World(w) => matches!(
-            w,
-            WorldAction::Wait(..)
-                | WorldAction::TryMessage(_)
-                | WorldAction::SignalPending(_)
-                | WorldAction::Say(..)
-                | WorldAction::Ended { .. }
-                | WorldAction::Crashpoint(..)
-        ),
-        Action::Cutoff { .. } | Action::Refresh { .. } | Action::Finish(..) => false,
     }
 }

@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 
 use super::early::Completions;
 use super::inputs::FirstLook;
-use super::restore::{self, Here};
+use super::restore;
 use super::scope::Scope;
 use crate::checkpoint::{self, FileCache};
+use crate::decide::outputs::{self, Standing};
 use crate::decide::reuse::{self, cutoff, Candidate, Decision, Refusal};
 use crate::decide::tools::{self, Inventory};
 use crate::error::Result;
@@ -196,8 +197,8 @@ impl<'p> Walk<'_, 'p> {
                 // Its context command ran: it may have replaced a program.
                 self.programs.forget();
             }
-            let tool = identity::tool_context_in(plan, task, self.cache, &mut self.programs);
-            Ok(cp.with_context(tools).with_context(context).with_context(tool).with_context(reported))
+            let carried = identity::carried(plan, task, (tools, context), (self.cache, &mut self.programs));
+            Ok(cp.with_context(carried).with_context(reported))
         });
         let refusal = match decision {
             Decision::Run { refusal } => refusal,
@@ -224,20 +225,20 @@ impl<'p> Walk<'_, 'p> {
     /// recorded here for an external one) and the task runs again.
     fn outputs_here(&mut self, task: &'p Task) -> Result<Option<Refusal>> {
         let r = task.task_ref.as_str();
-        let refusal = match restore::here(self.ledger, self.scope, task, self.cache)? {
-            Here::All => return Ok(None),
-            Here::Restorable => {
-                self.pass.restore.push(r.to_string());
-                return Ok(None);
+        match outputs::standing(restore::here(self.ledger, self.scope, task, self.cache)?, task.effect) {
+            Standing::Stands { restore: write_back } => {
+                if write_back {
+                    self.pass.restore.push(r.to_string());
+                }
+                Ok(None)
             }
-            Here::Missing { path, why } => Refusal::OutputsMissing { path, why },
-        };
-        if task.effect != Effect::External {
-            return Ok(Some(refusal));
+            Standing::Stale(refusal) => Ok(Some(refusal)),
+            Standing::StaleAsIs(refusal) => {
+                self.pass.stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
+                self.rerun.insert(r);
+                Ok(None)
+            }
         }
-        self.pass.stale.push((r.to_string(), json!({"stale": refusal.code(), "detail": refusal.detail()})));
-        self.rerun.insert(r);
-        Ok(None)
     }
 }
 
@@ -251,7 +252,10 @@ fn stale_data<'p>(
     (rerun, deferred): (&HashSet<&str>, &mut HashSet<&'p str>),
 ) -> Value {
     let refusal = match cutoff::named(refusal) {
-        refusal @ Refusal::UpstreamNotReused { why: None, .. } => match no_cutoff(plan, task, (rerun, deferred)) {
+        refusal @ Refusal::UpstreamNotReused { why: None, .. } => match cutoff::no_cutoff(
+            task.depends_on.iter().filter(|d| rerun.contains(d.as_str()) && !deferred.contains(d.as_str())),
+            |r| plan.task(r),
+        ) {
             None => {
                 deferred.insert(task.task_ref.as_str());
                 return json!({"stale": refusal.code(), "detail": refusal.detail(), "defer": true});
@@ -261,14 +265,4 @@ fn stale_data<'p>(
         refusal => refusal,
     };
     json!({"stale": refusal.code(), "detail": refusal.detail()})
-}
-
-/// Why an upstream of `task` that runs again cuts nothing off below it
-/// (`None`: each one that runs again can — it declares outputs, its effect
-/// is not external — or was itself put off).
-fn no_cutoff(plan: &Plan, task: &Task, (rerun, deferred): (&HashSet<&str>, &HashSet<&str>)) -> Option<Refusal> {
-    task.depends_on.iter().filter(|d| rerun.contains(d.as_str()) && !deferred.contains(d.as_str())).find_map(|d| {
-        let why = cutoff::why_no_cutoff(plan.task(d)?)?;
-        Some(Refusal::UpstreamNotReused { dependency: d.clone(), why: Some(why.into()) })
-    })
 }

@@ -16,16 +16,7 @@ use crate::run::materialize::{self, Wanted};
 use crate::store::events::{Event, EventKind};
 use crate::store::{Durability, LeaseGuard, LedgerRead};
 
-/// What the workspace holds of a completion's recorded outputs.
-pub enum Here {
-    /// Each one, with its recorded digest (or the task declares none).
-    All,
-    /// Some are missing or differ; the ledger holds their bytes.
-    Restorable,
-    /// This one is missing or differs, and the ledger holds no bytes for
-    /// it; or (`why`) the ledger kept no record of the outputs at all.
-    Missing { path: String, why: Option<String> },
-}
+pub use crate::decide::outputs::Here;
 
 /// Does the workspace hold `task`'s recorded outputs (its completion in
 /// this revision)? Digests through `cache`: an unchanged file is not

@@ -14,6 +14,7 @@ use super::scope::Scope;
 use crate::checkpoint::{self, Checkpoint, FileCache};
 use crate::decide::constraints::{self, Git};
 use crate::decide::declared::{self, Declared};
+use crate::decide::looks;
 use crate::decide::outputs::{upstream_with_outputs, Bounds};
 use crate::error::{Code, Error, Result};
 use crate::evidence::{Evidence, PathChange};
@@ -108,7 +109,7 @@ impl Workspace {
             outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
             upstream: HashMap::new(),
             last_look: None,
-            keeps_looks: scope.plan.file.providers.values().all(ends_with_its_call),
+            keeps_looks: looks::looks_may_stand(scope.plan.file.providers.values()),
         }
     }
 
@@ -286,7 +287,9 @@ impl Workspace {
         // starts processes), with nothing else of the run in flight: it may
         // stand as that baseline.
         self.last_look = match &after {
-            Ok(a) if alone && self.keeps_looks && whole == process => Some(LastLook { process, look: a.clone() }),
+            Ok(a) if looks::look_stands(self.keeps_looks, alone, (process, whole)) => {
+                Some(LastLook { process, look: a.clone() })
+            }
             _ => None,
         };
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
@@ -381,12 +384,6 @@ fn observe_judged(
     let mut files = cp.files.clone();
     checkpoint::observe_workspace(workspace, cache, &mut files)?;
     Ok(Checkpoint { workspace: Some(std::sync::Arc::new(files)), ..cp })
-}
-
-/// Do `spec`'s processes end with their call (nothing of it runs between
-/// two calls)?
-fn ends_with_its_call(spec: &crate::plan::ProviderSpec) -> bool {
-    matches!(spec, crate::plan::ProviderSpec::Command { .. } | crate::plan::ProviderSpec::Builtin {})
 }
 
 /// A task's own declared paths: what its attempts may write.
