@@ -77,7 +77,7 @@ impl Sandboxes {
             Kernel::Unavailable(_) if std::env::var_os(TESTING_AID).is_some() => {
                 Namespaces::unavailable(&format!("simulated by {TESTING_AID}=unavailable, a testing aid"))
             }
-            _ => Namespaces::make(&hidden(store)),
+            _ => namespaces(store),
         };
         let maker = Maker { plan, store, kernel, namespaces: &namespaces };
         let build = |name: Option<&str>, declared: &[String], reach: &Reach, beneath: Option<&Rules>| {
@@ -475,6 +475,30 @@ fn cgroup_aid() -> Result<()> {
 /// `engine status`).
 pub fn machine_status() -> Result<Status> {
     Ok(kernel()?.confined_status())
+}
+
+/// The run's namespaces, hiding the folders of `hidden(store)`. Under the
+/// simulator (`sim` builds, a simulated world on this thread), which runs
+/// no process in them, the namespaces one simulated engine process made
+/// for these folders are kept on the thread and used by the next: making
+/// a network namespace and tearing it down in a kernel worker was a tenth
+/// of a seed's time, for namespaces nothing joins.
+fn namespaces(store: &Path) -> Namespaces {
+    let hide = hidden(store);
+    #[cfg(feature = "sim")]
+    if crate::run::world::simulated::active() {
+        thread_local! {
+            static MADE: std::cell::RefCell<Option<(Vec<PathBuf>, Namespaces)>> = const { std::cell::RefCell::new(None) };
+        }
+        return MADE.with(|made| {
+            let mut made = made.borrow_mut();
+            match made.as_ref() {
+                Some((for_hide, ns)) if *for_hide == hide => ns.clone(),
+                _ => made.insert((hide.clone(), Namespaces::make(&hide))).1.clone(),
+            }
+        });
+    }
+    Namespaces::make(&hide)
 }
 
 /// The folders no provider may see: the store's own, and the stores'

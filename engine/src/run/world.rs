@@ -140,6 +140,11 @@ pub mod simulated {
         MAKER.with(|m| *m.borrow_mut() = maker);
     }
 
+    /// Whether this thread has a simulated world.
+    pub fn active() -> bool {
+        MAKER.with(|m| m.borrow().is_some())
+    }
+
     /// The world for a run of `plan`, if the thread has one.
     pub fn world(plan: &Plan) -> Option<Box<dyn World>> {
         MAKER.with(|m| m.borrow().as_ref().map(|make| make(plan)))
