@@ -134,10 +134,13 @@ pub mod sim {
         /// The gate counts the attempts a person's stop cancelled against
         /// `max_attempts_per_task`.
         StopConsumesAttempt,
+        /// The reuse pass keeps a completion whose tool changed, with no
+        /// person's act (`--reuse-across-tool-change`).
+        KeepChangedTool,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 12] = [
+        pub const ALL: [Fault; 13] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
@@ -150,6 +153,7 @@ pub mod sim {
             Fault::SpendExpiredApproval,
             Fault::RerunEverything,
             Fault::StopConsumesAttempt,
+            Fault::KeepChangedTool,
         ];
 
         pub fn name(self) -> &'static str {
@@ -166,6 +170,7 @@ pub mod sim {
                 Fault::SpendExpiredApproval => "spend-expired-approval",
                 Fault::RerunEverything => "rerun-everything",
                 Fault::StopConsumesAttempt => "stop-consumes-attempt",
+                Fault::KeepChangedTool => "keep-changed-tool",
             }
         }
 

@@ -251,6 +251,14 @@ fn a_stop_that_consumes_an_attempt_is_caught() {
     caught(Fault::StopConsumesAttempt, "a person's stop never consumes an attempt");
 }
 
+/// Issue 43: the simulated service names its version in every answer and
+/// moves to a new one between runs; a completion of the old version is
+/// never kept without a person's `--reuse-across-tool-change`.
+#[test]
+fn a_completion_kept_across_a_changed_tool_is_caught() {
+    caught(Fault::KeepChangedTool, "never reused across a changed tool without a person's act");
+}
+
 #[test]
 fn one_seed_is_one_run() {
     for seed in [3, 41, 977] {

@@ -24,10 +24,13 @@
 //! | an expired approval is never spent | at each delivery: no approval consumed by its attempt had expired at its intent |
 //! | a rerun re-runs exactly the chosen tasks and keeps the rest | at each `engine rerun`: the tasks it made pending are the one named and, with `--downstream`, its dependants (transitively), by the plan; until the next revision no other task complete before it starts an attempt |
 //! | a person's stop never consumes an attempt | at each `max_attempts_per_task` stop: the task's attempts in the revision, those a person's stop cancelled left out, reach the limit |
+//! | never reused across a changed tool without a person's act | after each plain run that ended: a task it kept on its completion recorded the service version the newest completion of its provider had when the run began, or a `--reuse-across-tool-change` kept it (`tools`) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
+
+mod tools;
 
 use super::plan::Traits;
 use super::world::Delivery;
@@ -110,6 +113,8 @@ pub struct Checker {
     /// revision. After its events: the tasks it must keep.
     complete_before_rerun: Option<BTreeSet<String>>,
     kept_by_rerun: BTreeSet<String>,
+    /// What the plain run under way started on (`tools`).
+    run_start: Option<tools::AtStart>,
     pub findings: Vec<Finding>,
 }
 
@@ -142,6 +147,7 @@ impl Checker {
             held: BTreeSet::new(),
             complete_before_rerun: None,
             kept_by_rerun: BTreeSet::new(),
+            run_start: None,
             findings: Vec::new(),
         }
     }
@@ -159,6 +165,26 @@ impl Checker {
         let Ok(states) = read.task_states(&goal, active) else { return };
         self.complete_before_rerun =
             Some(states.into_iter().filter(|(_, s)| s.is_complete()).map(|(r, _)| r).collect());
+    }
+
+    /// A person is about to start a plain run (`act`: with
+    /// `--reuse-across-tool-change`): the completions it starts on.
+    pub fn before_run(&mut self, act: bool) {
+        let mut found = Vec::new();
+        self.learn(&mut found);
+        self.findings.extend(found);
+        let (goal, seen) = (self.goal.clone(), self.seen);
+        self.run_start = open(&mut self.reader, &self.store).and_then(|s| tools::at_start(s, &goal, seen, act));
+    }
+
+    /// The plain run ended (`whole`: it was neither killed nor stopped
+    /// by a signal): what it kept stood on its tool, or on a person's act.
+    pub fn after_run(&mut self, whole: bool, traits: &BTreeMap<String, Traits>) -> Vec<Finding> {
+        let (Some(start), true) = (self.run_start.take(), whole) else { return Vec::new() };
+        let external = traits.iter().filter(|(_, t)| t.effect == "external").map(|(r, _)| r.clone()).collect();
+        let goal = self.goal.clone();
+        let Some(store) = open(&mut self.reader, &self.store) else { return Vec::new() };
+        tools::after_run(store, &goal, &start, &external)
     }
 
     /// A call reached its provider: was it allowed to? `sent`: every call

@@ -141,10 +141,12 @@ fn plan(rng: &mut Rng, seed: u64, tasks: Vec<Value>) -> Value {
             "deadline_seconds": 3600,
         },
         "providers": {
-            "seen": {"kind": "http", "endpoint": "http://127.0.0.1:9/sim",
+            // Each answer names the service's version (`world`'s, which a
+            // seed may move on between runs): the tool's identity.
+            "seen": {"kind": "http", "endpoint": "http://127.0.0.1:9/sim", "version_header": "X-Sim-Version",
                      "observe": {"url": "http://127.0.0.1:9/sim/{operation_id}",
                                  "present_if": {"status": [200]}, "absent_if": {"status": [404]}}},
-            "blind": {"kind": "http", "endpoint": "http://127.0.0.1:9/sim"},
+            "blind": {"kind": "http", "endpoint": "http://127.0.0.1:9/sim", "version_header": "X-Sim-Version"},
             "tools": {"kind": "mcp", "command": ["sim-tools"]},
         },
         "tasks": tasks,

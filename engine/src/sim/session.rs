@@ -6,6 +6,7 @@
 //! checked as it goes (`checks`).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -13,7 +14,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::checks::{self, Checker, Finding};
-use super::plan;
+use super::plan::{self, Traits};
 use super::rng::Rng;
 use super::world::{self, Shared, Universe};
 use super::{Config, Report};
@@ -28,6 +29,12 @@ const COMMANDS_MAX: u64 = 80;
 const POWER_LOSS_PERCENT: u64 = 40;
 /// Mixed into the seed for the power's own draws.
 const POWER_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Mixed into the seed for the tool's own draws (`tools`).
+const TOOLS_SEED: u64 = 0x5851_f42d_4c95_7f2d;
+/// Before a plain run, in a hundred: the service moves to a new version;
+/// the person runs with `--reuse-across-tool-change`.
+const NEW_VERSION_PERCENT: u64 = 12;
+const ACROSS_TOOL_CHANGE_PERCENT: u64 = 10;
 
 /// What one command ended with.
 enum Ended {
@@ -58,6 +65,10 @@ struct Session {
     /// drawn as before until the first power loss.
     power: Rng,
     power_losses: u64,
+    /// Whether the service moves on before a run, and whether the person
+    /// reuses across it: drawn apart from `rng` too, so a seed whose service
+    /// never moves draws its story as before.
+    tools: Rng,
     /// What the person holds (`engine hold`): tasks, and the goal.
     holding: Vec<String>,
     holding_goal: bool,
@@ -84,12 +95,7 @@ pub fn simulate(config: &Config) -> Report {
         report.findings.push(Finding { invariant: "the simulation could set up", detail: e.to_string() });
         return report;
     }
-    let goal = GoalId::new(format!("sim-{}", config.seed));
-    let world_rng = Rng::new(rng.next());
-    let u =
-        Rc::new(RefCell::new(Universe::new(world_rng, EPOCH_MS, generated.traits, Checker::new(store.clone(), goal))));
-    u.borrow_mut().folder = dir.display().to_string();
-    u.borrow_mut().checker.open_reader();
+    let u = universe(config, Rng::new(rng.next()), generated.traits, (&store, &dir));
     process::plant(&config.faults);
     crate::run::world::simulated::set(Some(world::maker(u.clone())));
     let mut s = Session {
@@ -106,6 +112,7 @@ pub fn simulate(config: &Config) -> Report {
         request_ids: 0,
         last_act: None,
         power: Rng::new(config.seed ^ POWER_SEED),
+        tools: Rng::new(config.seed ^ TOOLS_SEED),
         power_losses: 0,
         holding: Vec::new(),
         holding_goal: false,
@@ -135,6 +142,18 @@ pub fn simulate(config: &Config) -> Report {
     report
 }
 
+/// The seed's world: its universe, its folder named, the service's own
+/// draws (`Universe::moves`), the checks' reader open.
+fn universe(config: &Config, world_rng: Rng, traits: BTreeMap<String, Traits>, (store, dir): (&Path, &Path)) -> Shared {
+    let goal = GoalId::new(format!("sim-{}", config.seed));
+    let checker = Checker::new(store.to_path_buf(), goal);
+    let u = Rc::new(RefCell::new(Universe::new(world_rng, EPOCH_MS, traits, checker)));
+    u.borrow_mut().folder = dir.display().to_string();
+    u.borrow_mut().moves = Some(Rng::new(config.seed ^ TOOLS_SEED ^ 1));
+    u.borrow_mut().checker.open_reader();
+    u
+}
+
 impl Session {
     fn session(&mut self, steps_max: u64) {
         let mut next = vec!["run".to_string(), self.plan_path.display().to_string()];
@@ -157,6 +176,7 @@ impl Session {
 
     /// One command as its own engine process, which may die at any step.
     fn command(&mut self, args: &[String], may_die: bool) -> Ended {
+        let args = &self.tool_moves(args);
         self.commands += 1;
         let is_run = matches!(args.first().map(String::as_str), Some("run" | "retry" | "repair" | "revise" | "rerun"));
         if args.first().is_some_and(|c| c == "rerun") {
@@ -210,6 +230,7 @@ impl Session {
             let u = &mut *u;
             let mut found = u.checker.after_step(&u.deliveries);
             found.extend(u.checker.after_command());
+            found.extend(u.checker.after_run(matches!(ended, Ended::Out(..)) && !signal, &u.traits));
             u.checker.findings.extend(found);
         }
         if matches!(ended, Ended::Died) {
@@ -219,6 +240,29 @@ impl Session {
             self.verify();
         }
         ended
+    }
+
+    /// Before a plain run, now and then: the service moves to a new
+    /// version (its answers say so from now on), and the person runs with
+    /// `--reuse-across-tool-change`. The checks note what the run starts
+    /// on (`checks::tools`).
+    fn tool_moves(&mut self, args: &[String]) -> Vec<String> {
+        let mut args = args.to_vec();
+        if args.first().is_none_or(|c| c != "run") {
+            return args;
+        }
+        let mut u = self.u.borrow_mut();
+        if self.tools.chance(NEW_VERSION_PERCENT) {
+            u.service_version += 1;
+            let v = u.service_version;
+            u.note(format!("the service moves to version v{v}"));
+        }
+        let act = self.tools.chance(ACROSS_TOOL_CHANGE_PERCENT);
+        if act {
+            args.push("--reuse-across-tool-change".into());
+        }
+        u.checker.before_run(act);
+        args
     }
 
     /// The machine loses power as the engine dies: the store keeps what

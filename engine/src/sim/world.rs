@@ -114,11 +114,19 @@ pub struct Universe {
     pub trace: Vec<String>,
     /// The seed's folder, as the story leaves it out.
     pub folder: String,
+    /// The simulated HTTP service's version, named in each answer
+    /// (`X-Sim-Version`); the session moves it on now and then between
+    /// runs, and `moves` (its own draws) now and then between two calls.
+    pub service_version: u64,
+    pub moves: Option<Rng>,
 }
 
 pub type Shared = Rc<RefCell<Universe>>;
 
 const TRACE_LINES_MAX: usize = 400;
+/// In a hundred HTTP answers, how many come from a service that has just
+/// moved to a new version.
+const SERVICE_MOVES_PERCENT: u64 = 5;
 
 impl Universe {
     pub fn new(rng: Rng, now_ms: i64, traits: BTreeMap<String, Traits>, checker: Checker) -> Universe {
@@ -143,6 +151,8 @@ impl Universe {
             checker,
             trace: Vec::new(),
             folder: String::new(),
+            service_version: 1,
+            moves: None,
         }
     }
 
@@ -300,13 +310,17 @@ impl Universe {
             true => self.tool_answer(ok, latency),
             false => {
                 let status = if ok { 200 } else { [500, 503, 409][self.rng.below(3) as usize] };
+                if self.moves.as_mut().is_some_and(|m| m.chance(SERVICE_MOVES_PERCENT)) {
+                    self.service_version += 1;
+                    self.note(format!("the service moves to version v{} as it answers", self.service_version));
+                }
                 Receipt::Http(HttpReceipt {
                     status,
                     retry_after_seconds: None,
                     body: captured(&json!({"simulated": status}).to_string()),
                     duration_ms: latency as u64,
                     body_cut: None,
-                    version: None,
+                    version: Some(format!("v{}", self.service_version)),
                 })
             }
         }

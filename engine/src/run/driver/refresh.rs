@@ -207,6 +207,13 @@ impl<'p> Walk<'_, 'p> {
                 Some(refusal) => refusal,
             },
         };
+        #[cfg(feature = "sim")]
+        if crate::failpoint::fault(crate::failpoint::Fault::KeepChangedTool)
+            && matches!(refusal, Refusal::ToolChanged { .. })
+        {
+            // Planted fault: kept across its tool's change, no act asked.
+            return Ok(());
+        }
         if self.across_tool_change && matches!(refusal, Refusal::ToolChanged { .. }) {
             // Kept by a person's act (the core writes it, naming them).
             let data = json!({"kept": refusal.code(), "detail": refusal.detail(), "keep": true});
