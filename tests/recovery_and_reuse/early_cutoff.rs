@@ -162,6 +162,20 @@ fn revise_decides_early_cutoff_as_a_plain_run_does() {
         let want = json!([format!("T{}", k - 1)]);
         assert_eq!((d["decision"].as_str(), &d["early_cutoff_on"]), (Some("reuse"), &want), "{d:#}");
     }
+    // Until a run decides it, each is said to be reused on condition —
+    // not plainly `reused`, nor `stale` (issue 43).
+    let status = ws.engine(&["status"]).stdout;
+    let t2 = status.lines().find(|l| l.trim_start().starts_with("T2 ")).unwrap_or_default();
+    assert!(t2.contains("reused") && !t2.contains("stale"), "{status}");
+    assert!(
+        t2.contains("(on condition: kept only if T1 comes out with byte-identical outputs (early cutoff), else it runs; the next run decides)"),
+        "{status}"
+    );
+    let json = ws.json(&["status"], 0);
+    let row = json["tasks"].as_array().unwrap().iter().find(|t| t["ref"] == "T3").unwrap().clone();
+    assert_eq!((&row["state"], &row["condition"]["early_cutoff_on"]), (&json!("reused"), &json!(["T2"])), "{row:#}");
+    let explain = ws.engine(&["explain", "T2"]).stdout;
+    assert!(explain.contains("on condition: kept only if T1 comes out with byte-identical outputs (early cutoff), else it runs (not decided yet: the next run decides)"), "{explain}");
     let report = ws.json(&["run", "plan.json"], 0);
     assert_eq!(calls(&ws, 5), [2, 1, 1, 1, 1], "{report:#}");
     let kept = ws.events_of("completion_kept");
@@ -169,6 +183,11 @@ fn revise_decides_early_cutoff_as_a_plain_run_does() {
     assert!(kept.iter().all(|(_, _, d)| d["kept"] == "UPSTREAM_OUTPUT_UNCHANGED"), "{kept:#?}");
     assert!(ws.events_of("completion_stale").is_empty());
     ws.engine(&["verify"]).expect_code(0);
+    // Kept by the run: decided, plainly reused.
+    let status = ws.engine(&["status"]).stdout;
+    assert!(!status.contains("on condition"), "{status}");
+    let explain = ws.engine(&["explain", "T2"]).stdout;
+    assert!(explain.contains("(decided by a run since)"), "{explain}");
 
     // Now T1's output changes: nothing below it can be kept.
     tasks.push(sh_task("X2", "true"));

@@ -50,7 +50,7 @@ pub fn render(store: &Store, goal: Option<&GoalId>, task_ref: &str) -> Result<Ou
         .latest_event(&g.id, g.active_revision, EventKind::RevisionRecorded)?
         .and_then(|e| e.data["decisions"].as_array()?.iter().find(|d| d["task_ref"] == task_ref).cloned());
     if let Some(d) = &reuse {
-        text.push_str(reuse_line(&*ledger, d).trim_end());
+        text.push_str(reuse_line(&*ledger, d, (&g, task))?.trim_end());
         text.push('\n');
     }
     if let Some((code, detail)) = task.stale() {
@@ -267,29 +267,46 @@ fn attempt(
 }
 
 /// The recorded reuse decision, in words (the attempt it reused by the
-/// task's own numbering).
-fn reuse_line(ledger: &dyn LedgerRead, d: &Value) -> String {
-    match d["decision"].as_str() {
-        Some("reuse") => format!(
-            "reuse: reused from revision {} {}{}",
-            d["provenance"]["revision"],
-            attempt_words(ledger, d["provenance"]["attempt_id"].as_i64()),
-            super::words::evidence_clause_json(&d["provenance"]["evidence_ids"])
-        ),
-        _ => {
-            let refusal = &d["refusal"];
-            let detail: Vec<String> = refusal
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(k, _)| *k != "reason")
-                        .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", "))
-        }
+/// task's own numbering); a reuse on condition (early cutoff) says what
+/// it waits on, and whether a run has decided it yet.
+fn reuse_line(
+    ledger: &dyn LedgerRead,
+    d: &Value,
+    (g, task): (&crate::store::goals::GoalRecord, &crate::store::goals::TaskRecord),
+) -> Result<String> {
+    use crate::decide::reuse::cutoff;
+    if d["decision"].as_str() != Some("reuse") {
+        let refusal = &d["refusal"];
+        let detail: Vec<String> = refusal
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| *k != "reason")
+                    .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        return Ok(format!("reuse: run again, {} {}", refusal["reason"].as_str().unwrap_or("?"), detail.join(", ")));
     }
+    let on: Vec<String> = serde_json::from_value(d["early_cutoff_on"].clone()).unwrap_or_default();
+    let condition = match cutoff::condition_words(&on) {
+        None => String::new(),
+        Some(words) => {
+            let kept = ledger.events_of_goal(&g.id, EventKind::CompletionKept)?.into_iter().any(|e| {
+                e.revision == Some(g.active_revision) && e.task_ref.as_deref() == Some(task.task_ref.as_str())
+            });
+            let waiting =
+                task.state == crate::state::TaskState::Reused && cutoff::waits_on(&task.detail, kept).is_some();
+            let decided = if waiting { "not decided yet: the next run decides" } else { "decided by a run since" };
+            format!("; on condition: {words} ({decided})")
+        }
+    };
+    Ok(format!(
+        "reuse: reused from revision {} {}{}{condition}",
+        d["provenance"]["revision"],
+        attempt_words(ledger, d["provenance"]["attempt_id"].as_i64()),
+        super::words::evidence_clause_json(&d["provenance"]["evidence_ids"])
+    ))
 }
 
 /// `attempt N` (the task's numbering) for a ledger attempt id; the id,

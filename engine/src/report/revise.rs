@@ -58,14 +58,7 @@ pub fn render(r: &ReviseReport, ledger: &dyn LedgerRead) -> Output {
 
 /// A reuse on condition (early cutoff), in words: what the run checks.
 fn on_condition(upstreams: &[String]) -> String {
-    match upstreams.is_empty() {
-        true => String::new(),
-        false => format!(
-            "; kept only if {} come{} out with byte-identical outputs (early cutoff), else it runs",
-            upstreams.join(", "),
-            if upstreams.len() == 1 { "s" } else { "" }
-        ),
-    }
+    crate::decide::reuse::cutoff::condition_words(upstreams).map(|w| format!("; {w}")).unwrap_or_default()
 }
 
 /// Text table of decisions, for `revise`.

@@ -216,6 +216,7 @@ fn task_table(
     let width = tasks.iter().map(|t| t.task_ref.len()).max().unwrap_or(4).max(4);
     text.push_str(&format!("  {}  {:<18}  {:>8}  {}\n", super::pad("TASK", width), "STATE", "ATTEMPTS", "LAST"));
     let upstream = upstream_of(plan, tasks);
+    let conditions = on_condition(ledger, g, tasks)?;
     for t in tasks {
         let all = ledger.attempts_of_task(&g.id, &t.task_ref)?;
         let attempts: Vec<_> = all.iter().filter(|a| a.revision == g.active_revision).collect();
@@ -233,12 +234,15 @@ fn task_table(
             Some(w) => format!("{last_text}  [{w}]"),
             None => last_text,
         };
-        let up = upstream.get(&t.task_ref);
-        let note = match (approved.iter().find(|(r, _)| *r == t.task_ref), up) {
-            (Some((_, true)), _) => "  (approved, not spent yet)".to_string(),
-            (Some((_, false)), _) => "  (its approval is stale)".to_string(),
-            (None, Some(u)) => format!("  ({})", u.reason()),
-            (None, None) => String::new(),
+        // Reused on condition: it waits on its upstreams' run, not stale.
+        let condition = conditions.get(&t.task_ref);
+        let up = upstream.get(&t.task_ref).filter(|_| condition.is_none());
+        let note = match (approved.iter().find(|(r, _)| *r == t.task_ref), up, condition) {
+            (Some((_, true)), _, _) => "  (approved, not spent yet)".to_string(),
+            (Some((_, false)), _, _) => "  (its approval is stale)".to_string(),
+            (None, Some(u), _) => format!("  ({})", u.reason()),
+            (None, None, Some((_, words))) => format!("  (on condition: {words}; the next run decides)"),
+            (None, None, None) => String::new(),
         };
         text.push_str(&format!(
             "  {}  {:<18}  {:>8}  {}{note}\n",
@@ -252,7 +256,8 @@ fn task_table(
         rows.push(json!({"ref": t.task_ref, "state": t.state, "attempts": attempts.len(), "operation_id": t.operation_id,
             "last_attempt": last.map(|a| json!({"id": a.id, "number": number_in(&all, a.id), "try": a.try_no, "state": a.state, "classification": a.classification,
                 "sandbox": a.sandbox, "handle": a.handle})),
-            "completion": standing.as_ref().map(|s| &s.json), "next": next, "upstream": up}));
+            "completion": standing.as_ref().map(|s| &s.json), "next": next, "upstream": up,
+            "condition": condition.map(|(on, words)| json!({"early_cutoff_on": on, "words": words}))}));
         if let Some(s) = standing {
             standings.push(format!("  {}  {}\n", super::pad(&t.task_ref, width), s.text));
         }
@@ -262,6 +267,34 @@ fn task_table(
         text.extend(standings);
     }
     Ok(rows)
+}
+
+/// The tasks `engine revise` reused on condition that no run has decided
+/// yet (`decide::reuse::cutoff::waits_on`): what each waits on, in words.
+fn on_condition(
+    ledger: &dyn LedgerRead,
+    g: &GoalRecord,
+    tasks: &[TaskRecord],
+) -> Result<HashMap<String, (Vec<String>, String)>> {
+    use crate::decide::reuse::cutoff;
+    if !tasks.iter().any(|t| t.state == TaskState::Reused && t.detail.get("early_cutoff_on").is_some()) {
+        return Ok(HashMap::new());
+    }
+    let kept: std::collections::HashSet<String> = ledger
+        .events_of_goal(&g.id, crate::store::events::EventKind::CompletionKept)?
+        .into_iter()
+        .filter(|e| e.revision == Some(g.active_revision))
+        .filter_map(|e| e.task_ref)
+        .collect();
+    Ok(tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Reused)
+        .filter_map(|t| {
+            let on = cutoff::waits_on(&t.detail, kept.contains(&t.task_ref))?;
+            let words = cutoff::condition_words(&on)?;
+            Some((t.task_ref.clone(), (on, words)))
+        })
+        .collect())
 }
 
 /// Each completed task whose dependency failed since or runs again.

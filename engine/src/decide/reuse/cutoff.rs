@@ -73,6 +73,29 @@ pub fn named(refusal: Refusal) -> Refusal {
     }
 }
 
+/// A reuse on condition (`engine revise`'s `early_cutoff_on`), in words:
+/// what it waits on. `None`: no condition.
+pub fn condition_words(upstreams: &[String]) -> Option<String> {
+    (!upstreams.is_empty()).then(|| {
+        format!(
+            "kept only if {} come{} out with byte-identical outputs (early cutoff), else it runs",
+            upstreams.join(", "),
+            if upstreams.len() == 1 { "s" } else { "" }
+        )
+    })
+}
+
+/// Is a task recorded `reused` still reused on condition — `engine
+/// revise` made it wait on its upstreams' outputs (`early_cutoff_on` in
+/// its row), and no run has kept it since (`kept`: a `completion_kept`
+/// event of the revision names it)? Its upstreams, if so. A run that
+/// found them changed made it pending: no longer `reused`.
+pub fn waits_on(detail: &serde_json::Value, kept: bool) -> Option<Vec<String>> {
+    let on: Vec<String> =
+        detail.get("early_cutoff_on")?.as_array()?.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    (!on.is_empty() && !kept).then_some(on)
+}
+
 /// What a kept completion's event says (`UPSTREAM_OUTPUT_UNCHANGED`):
 /// the upstream tasks that ran again, and those kept by early cutoff.
 pub fn kept_words(ran: &[String], kept: &[String]) -> String {
@@ -135,6 +158,19 @@ mod tests {
         assert_ne!(a, outputs_digest([("a", "d1", false), ("b", "d3", true)]));
         assert_ne!(a, outputs_digest([("a", "d1", false), ("b", "d2", false)]));
         assert_ne!(a, outputs_digest([("a", "d1", false)]));
+    }
+
+    #[test]
+    fn a_reuse_on_condition_waits_until_a_run_keeps_it() {
+        let detail = serde_json::json!({"reused_from": {}, "early_cutoff_on": ["T1", "T3"]});
+        assert_eq!(waits_on(&detail, false), Some(vec!["T1".to_string(), "T3".to_string()]));
+        assert_eq!(waits_on(&detail, true), None, "kept since: plainly reused");
+        assert_eq!(waits_on(&serde_json::json!({"reused_from": {}}), false), None);
+        assert_eq!(
+            condition_words(&["T1".into()]).unwrap(),
+            "kept only if T1 comes out with byte-identical outputs (early cutoff), else it runs"
+        );
+        assert_eq!(condition_words(&[]), None);
     }
 
     #[test]

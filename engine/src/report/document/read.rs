@@ -356,6 +356,9 @@ fn reuse_decisions(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<
         task_ref: String,
         #[serde(flatten)]
         decision: Decision,
+        /// A reuse on condition: the upstreams whose outputs it waits on.
+        #[serde(default)]
+        early_cutoff_on: Vec<String>,
     }
     let Some(event) = l
         .events_of_goal(goal_id, EventKind::RevisionRecorded)?
@@ -372,15 +375,23 @@ fn reuse_decisions(l: &dyn LedgerRead, goal_id: &GoalId, number: i64) -> Result<
             })
         },
     )?;
-    recorded.into_iter().map(|r| Ok((r.task_ref, reuse_line(l, r.decision)?))).collect()
+    recorded.into_iter().map(|r| Ok((r.task_ref, reuse_line(l, r.decision, &r.early_cutoff_on)?))).collect()
 }
 
-fn reuse_line(l: &dyn LedgerRead, d: Decision) -> Result<ReuseLine> {
+/// A decision's line; a reuse on condition (early cutoff) says what it
+/// waited on (the run that decided it shows in the task's re-checks).
+fn reuse_line(l: &dyn LedgerRead, d: Decision, on: &[String]) -> Result<ReuseLine> {
+    let condition = crate::decide::reuse::cutoff::condition_words(on).map(|w| format!(", on condition: {w}"));
     Ok(match d {
         Decision::Reuse { provenance: p } => ReuseLine {
             decision: "reuse".into(),
             reason: None,
-            detail: format!("reused from revision {} attempt {}", p.revision, l.attempt_number(p.attempt_id)?),
+            detail: format!(
+                "reused from revision {} attempt {}{}",
+                p.revision,
+                l.attempt_number(p.attempt_id)?,
+                condition.unwrap_or_default()
+            ),
             provenance: Some(Provenance {
                 revision: p.revision.get(),
                 attempt_id: p.attempt_id.get(),
