@@ -51,9 +51,17 @@ fn version_line() -> String {
     .is_some_and(|s| !s.is_empty());
     if let Some(top) = git(&["rev-parse", "--show-toplevel"]) {
         // A commit moves HEAD and the index; an edit moves a source file
-        // (cargo scans a watched folder for any change).
-        for path in [".git/HEAD", ".git/index", "engine", "providers", "Cargo.toml", "Cargo.lock"] {
-            println!("cargo:rerun-if-changed={top}/{path}");
+        // (cargo scans a watched folder for any change). Git names where
+        // HEAD and the index are (in a second worktree `.git` is a file):
+        // a watched path that does not exist would make every build
+        // compile the engine again.
+        let top = std::path::Path::new(&top);
+        let in_git = ["HEAD", "index"].map(|p| git(&["rev-parse", "--path-format=absolute", "--git-path", p]));
+        for path in in_git.into_iter().flatten() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+        for path in ["engine", "providers", "Cargo.toml", "Cargo.lock"] {
+            println!("cargo:rerun-if-changed={}", top.join(path).display());
         }
     }
     format!("{} ({}{})", env!("CARGO_PKG_VERSION"), commit, if dirty { "+dirty" } else { "" })
