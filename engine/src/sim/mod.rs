@@ -10,7 +10,7 @@
 //! a crash point, any action of its run — and a death may be a power loss
 //! (`disk`), after which the store holds only what was flushed
 //! (`synchronous=FULL` commits) and a prefix of what followed. The real core, driver and store
-//! code run throughout (SQLite on a file; `/dev/shm` where there is one);
+//! code run throughout (SQLite on a file under `target/`, never `/dev/shm`);
 //! only the world is made up. After every step the invariants are checked
 //! (`checks`); a seed that breaks one is reproduced by its number alone.
 //!
