@@ -64,6 +64,27 @@ fn repeated_identical_failure_is_refused_until_inputs_or_instruction_change() {
     assert_eq!(ws.calls("T1"), 5);
 }
 
+/// An agent whose report names its model (issue 43 records it in the
+/// failed attempt's checkpoint): the same failure twice on the same
+/// model and inputs is still a repetition, refused; a new pin is new.
+#[test]
+fn an_agent_naming_its_model_is_refused_a_repeated_identical_failure() {
+    let ws = Ws::new();
+    ws.write("in.txt", "one\n");
+    ws.write("agent.sh", "echo A1 >> \"$SIDE/calls.log\"\necho '{\"status\": \"done\", \"model\": \"m-1\"}'\n");
+    let task = json!({
+        "ref": "A1", "title": "an agent", "provider": "agent", "action": {"run": ["sh", "agent.sh"]},
+        "effect": "local", "inputs": ["in.txt"], "depends_on": [],
+        "validations": [validation("V1", "echo 'AssertionError: 1 != 2' >&2; exit 1")],
+    });
+    ws.write_plan("plan.json", &plan("model-repeat", vec![task]));
+    ws.json(&["run", "plan.json"], 1);
+    ws.json(&["repair", "A1"], 1);
+    assert_eq!(ws.calls("A1"), 2);
+    refused_as(&ws, &["repair", "A1"], "REPEATED_FAILURE_WITHOUT_NEW_EVIDENCE");
+    assert_eq!(ws.calls("A1"), 2, "nothing sent");
+}
+
 #[test]
 fn another_provider_needs_a_revision() {
     let ws = always_failing();

@@ -127,7 +127,7 @@ fn explain_names_the_tool_and_what_is_not_compared() {
     assert!(tool["compared"].as_array().unwrap().iter().any(|c| c == "model m-1"), "{explain:#}");
     let text = ws.engine(&["explain", "A1"]).stdout;
     assert!(
-        text.contains("compared: its model (from the agent's report, a claim) with the newest one a completion of this provider reported; known only after a call"),
+        text.contains("compared: its model (from the agent's report, a claim) with the newest one a completion of this provider reported in this revision; known only after a call"),
         "{text}"
     );
 }
@@ -151,7 +151,7 @@ fn an_http_services_declared_version_is_compared_with_the_newest_answer() {
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(rcv.deliveries().len(), 2);
     let text = ws.engine(&["explain", "T1"]).stdout;
-    assert!(text.contains("its tool's identity: r version 1.0; compared: its version with the newest one an answer of this provider recorded (the service is not asked before a call)"), "{text}");
+    assert!(text.contains("its tool's identity: r version 1.0; compared: its version with the newest one a completion of this provider recorded in this revision (the service is not asked before a call)"), "{text}");
 
     // The service moves to 2.0: nothing says so before a call, so T1 is
     // kept; T2's input changed, it runs and its answer says 2.0.

@@ -49,6 +49,15 @@ impl RecordedCheckpoint {
         }
     }
 
+    /// Whether its context may hold one of `names` (cheap: the JSON is
+    /// searched, not parsed; `false` means it holds none of them).
+    pub fn may_name(&self, names: &[String]) -> bool {
+        match &self.body {
+            Body::Json(json) => names.iter().any(|n| serde_json::to_string(n).is_ok_and(|q| json.contains(&q))),
+            Body::Parsed(cp) => names.iter().any(|n| cp.context.contains_key(n)),
+        }
+    }
+
     /// `Checkpoint::first_difference` against what is observed now.
     pub fn first_difference(&self, now: &Checkpoint) -> Option<String> {
         match &self.body {

@@ -131,6 +131,20 @@ fn same_provider(task: &Task, asked: Option<&str>) -> Result<()> {
     }
 }
 
+/// The identities `last`'s checkpoint recorded from its answer, as known
+/// now (`run::identity::reported_context`).
+fn reported_of(
+    read: &dyn LedgerRead,
+    plan: &Plan,
+    task: &Task,
+    last: &AttemptRecord,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let Some(digest) = &last.checkpoint else { return Ok(Default::default()) };
+    let recorded = read.checkpoint(digest)?.map(crate::checkpoint::RecordedCheckpoint::from);
+    let newest = run::identity::newest_reported(read, (&last.goal_id, last.revision), plan)?;
+    Ok(run::identity::reported_context(plan, task, recorded.as_ref(), &newest))
+}
+
 /// Repetition: the last two failures alike, and nothing new since.
 fn refuse_repetition(
     read: &dyn LedgerRead,
@@ -156,11 +170,17 @@ fn refuse_repetition(
     // What its checkpoint carries besides the inputs (the tool's identity,
     // its upstream's outputs: `run::identity`), as the run recorded it.
     let upstream = run::identity::upstream_context(read, (&last.goal_id, last.revision), plan, task)?;
+    // And what its last answer said of who did the work (an agent's model,
+    // a service's version), as known now: without it no failed attempt
+    // whose answer named one would ever match.
+    let reported = reported_of(read, plan, task, last)?;
     let inputs_now =
         checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandboxes.checks(), &mut cache).ok().map(|c| {
             let none = std::collections::BTreeMap::new();
             let programs = &mut run::identity::Programs::default();
-            c.with_context(run::identity::carried(plan, task, (none, upstream), (&mut cache, programs))).digest
+            let mut context = run::identity::carried(plan, task, (none, upstream), (&mut cache, programs));
+            context.extend(reported);
+            c.with_context(context).digest
         });
     let inputs_then = last.checkpoint.clone().or_else(|| last.inputs_at_intent.clone());
     let pair = match fps.as_slice() {

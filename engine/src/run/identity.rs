@@ -48,7 +48,8 @@ pub fn newest_reported(read: &dyn LedgerRead, (goal, revision): (&GoalId, Revisi
 }
 
 /// The reported identities `recorded` carries for `task`, as known now
-/// (`decide::reuse::tool::reported_now`).
+/// (`decide::reuse::tool::reported_now`). A checkpoint is parsed only when
+/// the provider reports its identity or the completion recorded one.
 pub fn reported_context(
     plan: &Plan,
     task: &Task,
@@ -56,10 +57,12 @@ pub fn reported_context(
     newest: &Newest,
 ) -> BTreeMap<String, String> {
     let spec = plan.file.providers.get(&task.provider);
-    if !spec.is_some_and(tool::reports_identity) {
+    let Some(recorded) = recorded else { return BTreeMap::new() };
+    let names = [tool::version_name(&task.provider), tool::model_name(&task.provider)];
+    if !spec.is_some_and(tool::reports_identity) && !recorded.may_name(&names) {
         return BTreeMap::new();
     }
-    match recorded.and_then(RecordedCheckpoint::checkpoint) {
+    match recorded.checkpoint() {
         Some(then) => tool::reported_now(spec, task, &then.context, newest),
         None => BTreeMap::new(),
     }

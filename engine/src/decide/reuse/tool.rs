@@ -102,9 +102,13 @@ pub fn newest<'a>(
 
 /// The reported identities `task`'s completion recorded (`then`), as they
 /// are known now, before any call: an agent's model is the provider's
-/// pinned `model` when the plan pins one; otherwise each is the newest
-/// value a completion of the same provider recorded (`newest`), or the
-/// completion's own. Only what the completion recorded is compared: one
+/// pinned `model` when the plan pins one — for every completion, one whose
+/// report named no model included (it is not known to be the pinned
+/// one); otherwise each is the newest value a completion of the same
+/// provider recorded (`newest`), or the completion's own. A provider that
+/// no longer reports its identity (its `version_header` or `agent-json`
+/// dropped) compares nothing: what a completion recorded stands as it
+/// was. Otherwise only what the completion recorded is compared: one
 /// recorded before the engine kept it stands on what it recorded.
 pub fn reported_now(
     spec: Option<&ProviderSpec>,
@@ -112,21 +116,28 @@ pub fn reported_now(
     then: &BTreeMap<String, String>,
     newest: &BTreeMap<String, (AttemptId, String)>,
 ) -> BTreeMap<String, String> {
+    let reports = spec.is_some_and(reports_identity);
     let pin = match spec {
         Some(ProviderSpec::Command { model: Some(m), .. }) => Some(m),
         _ => None,
     };
     let mine = [version_name(&task.provider), model_name(&task.provider)];
-    then.iter()
+    let mut now: BTreeMap<String, String> = then
+        .iter()
         .filter(|(n, _)| mine.contains(n))
         .map(|(n, v)| {
-            let now = match (n.starts_with("model:"), pin) {
-                (true, Some(pin)) => pin.clone(),
-                _ => newest.get(n).map_or_else(|| v.clone(), |(_, v)| v.clone()),
+            let now = match (reports, n.starts_with("model:"), pin) {
+                (false, _, _) => v.clone(),
+                (true, true, Some(pin)) => pin.clone(),
+                (true, _, _) => newest.get(n).map_or_else(|| v.clone(), |(_, v)| v.clone()),
             };
             (n.clone(), now)
         })
-        .collect()
+        .collect();
+    if let Some(pin) = pin {
+        now.entry(model_name(&task.provider)).or_insert_with(|| pin.clone());
+    }
+    now
 }
 
 /// Programs whose first operand is the program they run.
@@ -238,11 +249,14 @@ pub fn identity_words<'a>(
             (None, Some("an HTTP service's version: this completion recorded none".to_string()))
         }
         Some(ProviderSpec::Http { .. }) => (Some(
-            "its version with the newest one an answer of this provider recorded (the service is not asked before a call)".to_string()), None),
+            "its version with the newest one a completion of this provider recorded in this revision (the service is not asked before a call)".to_string()), None),
         Some(ProviderSpec::Command { protocol: Some(_), model: pin, .. }) => match (has("model:"), pin, model) {
             (true, Some(pin), _) => (Some(format!("its model with the plan's pinned `model`, {pin}")), None),
+            (false, Some(pin), _) => {
+                (Some(format!("its model with the plan's pinned `model`, {pin}: this completion recorded none")), None)
+            }
             (true, None, _) => (Some(
-                "its model (from the agent's report, a claim) with the newest one a completion of this provider reported; known only after a call".to_string()), None),
+                "its model (from the agent's report, a claim) with the newest one a completion of this provider reported in this revision; known only after a call".to_string()), None),
             (false, _, Some(m)) => (None, Some(format!("the model the agent reported, {m}: this completion did not record it for comparison"))),
             (false, _, None) => (None, Some("the agent's model: its report named none".to_string())),
         },
@@ -365,5 +379,15 @@ mod tests {
             reported_now(Some(&agent), &task, &BTreeMap::new(), &newest).is_empty(),
             "nothing recorded, nothing compared"
         );
+        // A pin holds a completion whose report named no model too.
+        let unnamed = cp(&[], &[("exe:sh", "x")]);
+        let now = reported_now(Some(&pinned), &task, &unnamed.context, &newest);
+        assert_eq!(now, BTreeMap::from([("model:agent".to_string(), "m-1".to_string())]));
+        let r = difference(&unnamed, &cp(&[], &[("model:agent", "m-1"), ("exe:sh", "x")]));
+        assert_eq!(r.detail(), "model (none) → m-1");
+        // A provider that no longer reports (agent-json dropped): what the
+        // completion recorded stands, not `→ (none)`.
+        let plain = spec(serde_json::json!({"kind": "command"}));
+        assert_eq!(reported_now(Some(&plain), &task, &old.context, &newest)["model:agent"], "m-1");
     }
 }

@@ -74,11 +74,11 @@ pub enum ProviderSpec {
         /// `agent-json` only: the model the plan expects the agent to
         /// report (its report's `model`). A report naming another model, or
         /// none, fails the attempt (`provider_output_invalid`); a completion
-        /// whose reported model differs from the pin is stale
-        /// (`TOOL_CHANGED: model a → b`). Not sent to the agent, not part
-        /// of the task's meaning. Default: none (a completion's model is
-        /// compared with the newest one a completion of this provider
-        /// reported).
+        /// whose reported model differs from the pin, or that recorded
+        /// none, is stale (`TOOL_CHANGED: model a → b`). Not sent to the
+        /// agent, not part of the task's meaning. Default: none (a
+        /// completion's model is compared with the newest one a completion
+        /// of this provider reported in the goal's revision).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
@@ -113,7 +113,8 @@ pub enum ProviderSpec {
         /// A response header whose value is the service's version (e.g.
         /// `X-Service-Version`). Each answer's value is recorded with the
         /// completion; a completion whose value differs from the newest one
-        /// an answer of this provider recorded is stale (`TOOL_CHANGED`).
+        /// a completion of this provider recorded in the goal's revision is
+        /// stale (`TOOL_CHANGED`).
         /// The service is never called to learn it. Default: none (the
         /// service's version is not compared, and `engine explain` says
         /// so).

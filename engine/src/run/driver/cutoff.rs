@@ -50,7 +50,7 @@ pub fn decide(
     let done = done.map(|c| weighed(c, task, d.meaning_core.clone()));
     let mut context = with_identity(ledger, scope, task, tools, cache)?;
     let recorded = done.as_ref().and_then(|c| c.checkpoint.as_ref());
-    if recorded.is_some() && crate::decide::reuse::tool::reports_identity(plan.provider_of(task)) {
+    if recorded.is_some() {
         let newest = identity::newest_reported(&*ledger.read(), (&scope.goal_id, scope.revision), plan)?;
         context.extend(identity::reported_context(plan, task, recorded, &newest));
     }
