@@ -8,6 +8,9 @@
 //!   committed `Store::write` transaction (counted per process; the lease's
 //!   own acquire and release are not `Store::write`s), so a test can sweep
 //!   N = 1, 2, … and crash after every commit a run makes.
+//! - `ENGINE_CHECK_COUNTERS` (set): after each run the budget counters are
+//!   recounted from the attempts they count and the engine panics on a
+//!   difference, as a debug build always does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -25,6 +28,9 @@ pub const POINTS: &[&str] = &[
     "store_linked",
     "store_placed",
 ];
+
+/// The variable that turns on the budget counters' recount after a run.
+pub const CHECK_COUNTERS: &str = "ENGINE_CHECK_COUNTERS";
 
 /// The variable that arms the commit counter.
 pub const CRASH_AFTER_COMMITS: &str = "ENGINE_CRASH_AFTER_COMMITS";

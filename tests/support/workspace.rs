@@ -167,6 +167,9 @@ impl Ws {
         }
         cmd.env("SIDE", &self.side).env("PYTHONDONTWRITEBYTECODE", "1").env("RUST_BACKTRACE", "1");
         cmd.env("XDG_STATE_HOME", self.state_home());
+        // The release binary recounts its budget counters after each run,
+        // as a debug build does (docs/testing.md, testing aids).
+        cmd.env("ENGINE_CHECK_COUNTERS", "1");
         cmd
     }
 
