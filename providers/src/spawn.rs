@@ -251,33 +251,34 @@ impl Step {
 }
 
 fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
-    let plan = Plan::new(spec).map_err(Failure::parent)?;
+    // Until a process runs in it, a failure removes the cgroup made for it
+    // (else it would wait for the next engine's sweep).
+    let unmade = |e: Failure| {
+        if let Some(c) = &cgroup {
+            cgroup::remove(c.path(), Duration::ZERO);
+        }
+        e
+    };
+    let parent = |e: io::Error| unmade(Failure::parent(e));
+    let plan = Plan::new(spec).map_err(parent)?;
     // The child's stdin: a pipe's read end, or the process's one
     // `/dev/null` (the child `dup2`s it; the parent keeps its own).
     let (stdin_child, stdin_parent) = if spec.piped_stdin {
-        let (r, w) = pipe_pair().map_err(Failure::parent)?;
+        let (r, w) = pipe_pair().map_err(parent)?;
         (Some(r), Some(w))
     } else {
         (None, None)
     };
     let stdin_fd = match &stdin_child {
         Some(r) => r.as_raw_fd(),
-        None => dev_null().map_err(Failure::parent)?,
+        None => dev_null().map_err(parent)?,
     };
-    let (out_parent, out_child) = pipe_pair().map_err(Failure::parent)?;
-    let (err_parent, err_child) = pipe_pair().map_err(Failure::parent)?;
+    let (out_parent, out_child) = pipe_pair().map_err(parent)?;
+    let (err_parent, err_child) = pipe_pair().map_err(parent)?;
     let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
     let started = start(plan, fds, cgroup.as_ref());
     drop((stdin_child, out_child, err_child));
-    let pid = match started {
-        Ok(pid) => pid,
-        Err(e) => {
-            if let Some(c) = &cgroup {
-                cgroup::remove(c.path(), Duration::ZERO);
-            }
-            return Err(e);
-        }
-    };
+    let pid = started.map_err(unmade)?;
     if let Some(c) = &cgroup {
         cgroups().insert(pid, c.path().to_path_buf());
     }
