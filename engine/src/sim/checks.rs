@@ -430,6 +430,12 @@ impl Checker {
                 self.kept_by_rerun.clear();
                 l.budgets_changed = true;
             }
+            // A completion a changed tool made stale (or its dependants,
+            // their upstream run again) runs on its own account, judged by
+            // `tools`, not the rerun's.
+            EventKind::CompletionStale if stale_on_its_own(&e.data) => {
+                self.kept_by_rerun.remove(&task);
+            }
             EventKind::BudgetRaised => l.budgets_changed = true,
             EventKind::RunFinished if e.data.get("goal_state").and_then(|s| s.as_str()) == Some("satisfied") => {
                 l.verdicts.push(e.seq)
@@ -684,4 +690,10 @@ fn not_blind(store: &Store, (d, prev): (&Delivery, &Delivery), traits: &Traits, 
                 ),
             ));
     }
+}
+
+/// A `completion_stale` event's reason that no rerun gives: a changed tool,
+/// or an upstream that runs again.
+fn stale_on_its_own(data: &serde_json::Value) -> bool {
+    matches!(data.get("stale").and_then(|r| r.as_str()), Some("TOOL_CHANGED" | "UPSTREAM_NOT_REUSED"))
 }
