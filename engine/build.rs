@@ -56,9 +56,12 @@ fn version_line() -> String {
         // a watched path that does not exist would make every build
         // compile the engine again.
         let top = std::path::Path::new(&top);
-        let in_git = ["HEAD", "index"].map(|p| git(&["rev-parse", "--path-format=absolute", "--git-path", p]));
-        for path in in_git.into_iter().flatten() {
-            println!("cargo:rerun-if-changed={path}");
+        // (`--git-path` answers relative to this folder, the package's.)
+        let here = std::env::current_dir().unwrap_or_default();
+        for name in ["HEAD", "index"] {
+            if let Some(path) = git(&["rev-parse", "--git-path", name]) {
+                println!("cargo:rerun-if-changed={}", here.join(path).display());
+            }
         }
         for path in ["engine", "providers", "Cargo.toml", "Cargo.lock"] {
             println!("cargo:rerun-if-changed={}", top.join(path).display());
