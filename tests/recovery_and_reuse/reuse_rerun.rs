@@ -1,6 +1,8 @@
 //! A plain `engine run` of the active revision trusts a completed task only
 //! while its checkpoint still matches, like a build tool's stale targets.
 
+use std::os::unix::process::ExitStatusExt;
+
 use serde_json::json;
 
 use crate::helpers::*;
@@ -66,6 +68,22 @@ fn an_edited_input_reruns_that_task_and_its_downstream_with_completion_stale_eve
     let before = ws.attempt_count();
     ws.json(&["run", "plan.json"], 0);
     assert_eq!(ws.attempt_count(), before);
+}
+
+/// A satisfied goal whose task runs again (an edited input) is opened in
+/// the transaction that makes the task pending: an engine killed while
+/// that task runs leaves no `satisfied` goal over a try in flight, and
+/// `engine verify` passes (before: STORE_CORRUPT, `goal_verdicts`;
+/// simulator seed 9775, through a changed tool).
+#[test]
+fn a_satisfied_goal_is_opened_before_a_stale_task_runs_again() {
+    let ws = build();
+    assert_eq!(ws.goal_state(), "satisfied");
+    ws.write("in4.txt", "4, edited");
+    let out = ws.engine_fp(&["run", "plan.json"], Some("after_dispatch"));
+    assert_eq!(out.status.signal(), Some(9), "{}", out.describe());
+    assert_eq!(ws.goal_state(), "open");
+    ws.verify();
 }
 
 #[test]

@@ -21,7 +21,7 @@ use crate::run::looked::Looked;
 use crate::run::report::AcceptanceLine;
 use crate::run::world::World;
 use crate::signals::StopSignal;
-use crate::state::{AttemptState, TaskState};
+use crate::state::{AttemptState, GoalState, TaskState};
 use crate::store::attempts::AttemptRecord;
 use crate::store::attempts::Intent;
 use crate::store::events::{Event, EventKind};
@@ -177,7 +177,17 @@ pub fn dispatched(scope: &Scope, d: Dispatch) -> impl FnMut(&mut dyn LedgerTx) -
 pub fn set_task_in(tx: &mut dyn LedgerTx, key: TaskKey, state: TaskState, detail: Value) -> Result<()> {
     tx.set_task_state(key, state, &detail)?;
     let e = Event::goal(EventKind::TaskState, key.goal_id, key.revision, json!({"state": state, "detail": detail}));
-    tx.append_event(&e.task(key.task_ref)).map(|_| ())
+    let seq = tx.append_event(&e.task(key.task_ref))?;
+    // A task of a satisfied goal that runs again (its completion stale: an
+    // edited input, a changed tool) opens its goal in the same
+    // transaction, as `engine rerun` does: a crash while it runs never
+    // leaves `satisfied` over a try in flight (`engine verify`'s
+    // `goal_verdicts`; simulator seed 9775).
+    if state == TaskState::Pending && tx.goal(key.goal_id)?.is_some_and(|g| g.state == GoalState::Satisfied) {
+        let open = if tx.unknown_count(key.goal_id)? > 0 { GoalState::NeedsSettlement } else { GoalState::Open };
+        tx.set_goal_state(key.goal_id, open, seq)?;
+    }
+    Ok(())
 }
 
 /// Given up for a new try: safe, because the effect is `none` or the task
