@@ -113,18 +113,6 @@ pub fn upstream_context(
     Ok(out)
 }
 
-/// Who does `task`'s work, as its checkpoint carries it (`decide::reuse::tool`):
-/// for a command provider, the file the spawn would execute for its
-/// program (found through `PATH` as `execvp` searches it, in the
-/// workspace for a relative name) with its digest, and an interpreter's
-/// script file (absolute or in the workspace) by its digest. Digests come
-/// through `cache`, the file-state cache: an unchanged file (size, mtime,
-/// ctime, inode) is not hashed again. Nothing for other providers (an MCP
-/// server's identity comes from its listing: `decide::tools::context_of`).
-pub fn tool_context(plan: &Plan, task: &Task, cache: &mut FileCache) -> BTreeMap<String, String> {
-    tool_context_in(plan, task, cache, &mut Programs::default())
-}
-
 /// Each program's entry as one pass that starts nothing found it (the
 /// reuse pass: a thousand tasks of `true` search `PATH` once, not a
 /// thousand times). Only for as long as nothing runs.
@@ -139,7 +127,15 @@ impl Programs {
     }
 }
 
-/// `tool_context`, a program already looked up in `programs` taken from it.
+/// Who does `task`'s work, as its checkpoint carries it (`decide::reuse::tool`):
+/// for a command provider, the file the spawn would execute for its
+/// program (found through `PATH` as `execvp` searches it, in the
+/// workspace for a relative name) with its digest, and an interpreter's
+/// script file (absolute or in the workspace) by its digest. Digests come
+/// through `cache`, the file-state cache: an unchanged file (size, mtime,
+/// ctime, inode) is not hashed again. Nothing for other providers (an MCP
+/// server's identity comes from its listing: `decide::tools::context_of`).
+/// A program already looked up in `programs` is taken from it.
 pub fn tool_context_in(
     plan: &Plan,
     task: &Task,
