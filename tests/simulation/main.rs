@@ -20,6 +20,9 @@ use std::time::Instant;
 
 use engine::sim::{simulate, Config, Fault, Report};
 
+/// The core alone against an in-memory ledger and a seeded world.
+mod core_model;
+
 /// Seeds CI runs (`.ci/test`), from 0.
 const CI_SEEDS: u64 = 10_000;
 /// Steps a seed may take.

@@ -23,9 +23,9 @@
 //! outputs carried between workspaces (`outputs`, `materialize`), and the
 //! questions it holds open for a person during a call (`held`).
 
-mod asked;
+pub(crate) mod asked;
 pub(crate) mod check;
-mod constraints;
+pub(crate) mod constraints;
 pub mod core;
 mod driver;
 mod fresh;

@@ -20,6 +20,9 @@
 //! --steps M`.
 
 mod checks;
+/// The core-model simulation: the run core alone against an in-memory
+/// ledger and a seeded world (no SQLite), for most seeds.
+pub mod core;
 /// The simulated disk (what a power loss keeps): the store reports its commits to it.
 pub(crate) mod disk;
 mod plan;
