@@ -3,7 +3,6 @@
 
 /// Now, in milliseconds since the epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {
-    #[cfg(feature = "sim")]
     if let Some(now) = sim::now_ms() {
         return now;
     }
@@ -31,7 +30,9 @@ pub fn utc(ms: i64) -> String {
 
 /// The simulator's clock (`sim`): while set on a thread, the engine's
 /// time on that thread is the simulation's, moved only by the simulator.
-#[cfg(feature = "sim")]
+/// Set only by `engine::sim` (never by the `engine` binary: its
+/// symbol is not in it, tests/e2e/tested_binary.rs); unset, `now_ms` reads
+/// the system clock after one read of this thread's state.
 pub mod sim {
     use std::cell::Cell;
 
@@ -44,6 +45,8 @@ pub mod sim {
     }
 
     /// Set (or, with `None`, give back to the system) this thread's clock.
+    /// Never inlined: a caller keeps its symbol (tests/e2e/tested_binary.rs).
+    #[inline(never)]
     pub fn set(now_ms: Option<i64>) {
         NOW_MS.with(|n| n.set(now_ms));
     }

@@ -37,7 +37,6 @@ pub const CRASH_AFTER_COMMITS: &str = "ENGINE_CRASH_AFTER_COMMITS";
 
 pub fn hit(name: &str) {
     debug_assert!(POINTS.contains(&name), "unknown failpoint {name}");
-    #[cfg(feature = "sim")]
     if sim::active() {
         sim::step();
         return;
@@ -49,7 +48,6 @@ pub fn hit(name: &str) {
 
 /// Called by `Store::write` after each commit.
 pub fn committed() {
-    #[cfg(feature = "sim")]
     if sim::active() {
         sim::committed();
         return;
@@ -93,11 +91,13 @@ fn die(why: &str) -> ! {
 /// The simulator's crash points and planted faults (`sim`), for one
 /// thread: a simulated engine process dies at a chosen step — a commit, a
 /// named point, an action of its run — and from then on writes nothing.
-/// Compiled only into the simulator's builds (the `sim` feature).
-#[cfg(feature = "sim")]
+/// Compiled into every build and dormant unless the simulator armed them
+/// on this thread (`sim::begin_process`, `sim::plant`: called only by
+/// `engine::sim`, which the `engine` binary never calls, so neither is in
+/// it — tests/e2e/tested_binary.rs); until then each hook is one read of
+/// this thread's state: no process is active, no fault is planted.
 pub use sim::{crashed, fault, refuse_if_dead, Fault};
 
-#[cfg(feature = "sim")]
 pub mod sim {
     use std::cell::{Cell, RefCell};
     use std::collections::BTreeSet;
@@ -203,13 +203,17 @@ pub mod sim {
         FAULTS.with(|f| f.borrow().contains(&fault))
     }
 
-    /// Plant these faults on this thread (and no other).
+    /// Plant these faults on this thread (and no other). Never inlined:
+    /// a caller keeps its symbol (tests/e2e/tested_binary.rs looks for it).
+    #[inline(never)]
     pub fn plant(faults: &[Fault]) {
         FAULTS.with(|f| *f.borrow_mut() = faults.iter().copied().collect());
     }
 
     /// A new process begins on this thread; it dies at step `dies_at`
-    /// (`None`: it lives until it ends).
+    /// (`None`: it lives until it ends). Never inlined: a caller keeps its
+    /// symbol (tests/e2e/tested_binary.rs looks for it).
+    #[inline(never)]
     pub fn begin_process(dies_at: Option<u64>) {
         ACTIVE.with(|a| a.set(true));
         STEPS.with(|s| s.set(0));

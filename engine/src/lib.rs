@@ -25,7 +25,6 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod signals;
-#[cfg(feature = "sim")]
 pub mod sim;
 pub mod state;
 pub mod store;

@@ -235,7 +235,7 @@ fn the_agent_request_is_what_the_docs_describe() {
 /// and dev), by name; the workspace's own packages left out.
 fn dependency_names() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for manifest in ["Cargo.toml", "providers/Cargo.toml"] {
+    for manifest in ["Cargo.toml", "providers/Cargo.toml", "simulator/Cargo.toml"] {
         let text = fs::read_to_string(repo_root().join(manifest)).expect("a manifest");
         let mut in_deps = false;
         for line in text.lines().map(str::trim) {
@@ -245,7 +245,7 @@ fn dependency_names() -> BTreeSet<String> {
             }
             let Some((name, _)) = line.split_once(['=', '.']) else { continue };
             let name = name.trim();
-            if in_deps && !name.is_empty() && !name.starts_with('#') && name != "providers" {
+            if in_deps && !name.is_empty() && !name.starts_with('#') && name != "providers" && name != "engine" {
                 names.insert(name.to_string());
             }
         }

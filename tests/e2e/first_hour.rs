@@ -335,7 +335,7 @@ fn the_repository_root_is_an_installable_package_with_one_engine_binary() {
         .find(|p| p["manifest_path"].as_str() == root_manifest.to_str())
         .expect("a package at the repository root");
     // What `cargo install` builds: the binaries that need no feature left
-    // off by default (`engine-sim`, the simulator, needs `sim`).
+    // off by default (the simulator's `engine-sim` is another package's).
     let defaults: Vec<&Value> = root["features"]["default"].as_array().map(|d| d.iter().collect()).unwrap_or_default();
     let bins = |p: &Value| -> Vec<String> {
         p["targets"]

@@ -1,48 +1,113 @@
-//! The engine binary these tests run is the one users get: built without
-//! the simulator's hooks (the `sim` feature: the simulated clock, world and
-//! crashes, and the planted faults). Only the simulator's own targets turn
-//! the feature on, in a cargo invocation of their own (`.ci/test`); were it
-//! on here, cargo would have unified it into this binary too.
+//! The engine binary these tests run is the one users get, and nothing in
+//! it can set the simulator going. Every build of the engine compiles the
+//! same code (its package has no features): the simulator's hooks (its
+//! clock, world and crashes, and the planted faults) are in the library,
+//! each dormant until the simulator arms it on its own thread. Only
+//! `engine::sim` calls the arming functions, and only the simulator's own
+//! package (simulator/, `engine-simulator`) runs it; the linker leaves out
+//! what a binary never calls, so the `engine` binary holds none of them —
+//! no variable, flag or file reaches a hook through it.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::ENGINE;
+use serde_json::Value;
 
-/// Pieces of symbol names (as Rust mangles a path, in either of its
-/// schemes: each name's length, then the name) of code that exists only
-/// in a `sim` build: `engine::sim`, `engine::failpoint::sim` and
-/// `engine::run::world::simulated`.
-const SIM_ONLY: &[&str] = &["6engine3sim", "9failpoint3sim", "5world9simulated"];
+use crate::support::{repo_root, ENGINE};
 
-/// A piece of a symbol name every build has (`engine::failpoint::hit`):
-/// seen, it shows the binary's symbols are there to be judged.
-const ALWAYS: &str = "9failpoint3hit";
+/// Pieces of the symbol names (as Rust mangles a path, in either of its
+/// schemes: each name's length, then the name) of the functions that arm
+/// the simulator's hooks: `failpoint::sim::begin_process` (its crashes),
+/// `failpoint::sim::plant` (its faults), `clock::sim::set` and
+/// `run::world::simulated::set`. Each is `#[inline(never)]`, so a caller
+/// keeps its symbol.
+const ARMING: &[&str] =
+    &["9failpoint3sim13begin_process", "9failpoint3sim5plant", "5clock3sim3set", "5world9simulated3set"];
 
-/// Which of `needles` the file holds (grep reads 250 MB far faster than
-/// an unoptimised test could).
-fn found_in(file: &str, needles: &[&str]) -> Vec<String> {
+/// A piece of a symbol name the binary must have (`engine::cli::main`):
+/// seen, it shows the binary's symbols are there to be judged (not
+/// stripped).
+const ALWAYS: &str = "6engine3cli4main";
+
+/// Which of `needles` the file holds (grep reads a large binary far faster
+/// than an unoptimised test could).
+fn found_in(file: &Path, needles: &[&str]) -> Vec<String> {
     let mut grep = Command::new("grep");
     grep.args(["-a", "-o", "-F"]);
     for n in needles {
         grep.args(["-e", n]);
     }
-    let out = grep.arg(file).output().unwrap_or_else(|e| panic!("grep (to read {file}): {e}"));
-    assert!(out.status.code().is_some_and(|c| c <= 1), "grep {file}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = grep.arg(file).output().unwrap_or_else(|e| panic!("grep (to read {}): {e}", file.display()));
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "grep {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut seen: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
     seen.sort();
     seen.dedup();
     seen
 }
 
+/// The engine library the binary was linked with: the newest
+/// `libengine-*.rlib` of its build folder.
+fn engine_library(engine: &Path) -> PathBuf {
+    let deps = engine.parent().expect("the binary's folder").join("deps");
+    let rlibs = std::fs::read_dir(&deps).unwrap_or_else(|e| panic!("{}: {e}", deps.display()));
+    let newest = rlibs
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("libengine-") && n.ends_with(".rlib")))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    newest.unwrap_or_else(|| panic!("no libengine-*.rlib in {}", deps.display())).1
+}
+
 #[test]
-fn the_engine_the_tests_run_holds_none_of_the_simulators_code() {
-    let seen = found_in(ENGINE, &[&[ALWAYS], SIM_ONLY].concat());
-    assert!(seen.iter().any(|s| s == ALWAYS), "{ENGINE} has no symbols to judge it by");
-    let sim: Vec<&String> = seen.iter().filter(|s| SIM_ONLY.contains(&s.as_str())).collect();
+fn the_engine_the_tests_run_holds_no_code_that_arms_the_simulators_hooks() {
+    let engine = Path::new(ENGINE);
+    // The pieces name real functions: the library holds each of them.
+    let library = engine_library(engine);
+    let in_library = found_in(&library, ARMING);
+    let missing: Vec<&&str> = ARMING.iter().filter(|a| !in_library.iter().any(|s| s == **a)).collect();
+    assert!(missing.is_empty(), "{} holds no {missing:?}: renamed? ARMING must name them", library.display());
+    let seen = found_in(engine, &[&[ALWAYS], ARMING].concat());
+    assert!(seen.iter().any(|s| s == ALWAYS), "{ENGINE} has no symbols to judge it by (stripped?)");
+    let arming: Vec<&String> = seen.iter().filter(|s| ARMING.contains(&s.as_str())).collect();
     assert!(
-        sim.is_empty(),
-        "{ENGINE} was built with the `sim` feature (it holds {}): the tests would not run the binary users get. \
-         Only the simulator's own cargo invocation may turn the feature on (`.ci/test`)",
-        sim.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        arming.is_empty(),
+        "{ENGINE} holds code that arms the simulator's hooks ({}): only `engine::sim`, run by the simulator's \
+         package (simulator/), may call it, never the engine binary",
+        arming.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
     );
+}
+
+/// What `cargo install --locked --path .` builds is this binary: the root
+/// package has no features (no build of the engine compiles other code than
+/// another) and one binary, `engine`; the simulator's binary is its own
+/// package's; the lock file names every package (`--locked` takes it as is).
+#[test]
+fn the_installed_engine_is_built_from_the_same_code_as_the_tested_one() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked", "--no-deps"])
+        .current_dir(repo_root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata --locked: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let named = |name: &str| packages.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no package {name}"));
+    let bins = |p: &Value| -> Vec<String> {
+        let targets = p["targets"].as_array().expect("targets");
+        let bins = targets.iter().filter(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bin")));
+        bins.filter_map(|t| t["name"].as_str().map(str::to_string)).collect()
+    };
+    let engine = named("engine");
+    assert_eq!(engine["manifest_path"].as_str(), repo_root().join("Cargo.toml").to_str());
+    assert_eq!(engine["features"], serde_json::json!({}), "the engine package has features: builds would differ");
+    assert_eq!(bins(engine), ["engine"]);
+    assert_eq!(bins(named("engine-simulator")), ["engine-sim"]);
+    let built_as = Path::new(ENGINE).file_name().and_then(|n| n.to_str());
+    assert_eq!(built_as, Some("engine"), "{ENGINE}");
 }

@@ -2,11 +2,12 @@
 //! of the CI range holds every invariant; each planted fault is caught
 //! within that range and names its seed; one seed is one run.
 //!
-//! Built with the `sim` feature, in a cargo invocation of its own
-//! (`.ci/test`), so that the engine binary the other suites run has none
-//! of the simulator's hooks:
+//! A test of the simulator's own package (`simulator/`,
+//! `engine-simulator`), built with every other test in one cargo
+//! invocation (`.ci/test`); the engine library's hooks it arms stay
+//! dormant in the `engine` binary the other suites run:
 //!
-//! - `SIM_SEED=123 cargo test -p engine --features sim --test simulation` runs seed 123
+//! - `SIM_SEED=123 cargo test -p engine-simulator --test simulation` runs seed 123
 //!   alone and prints its story (the same as `engine-sim --seed 123`).
 //! - `SIM_SEEDS=N` runs N seeds instead of the CI range's 10,000;
 //!   `SIM_STEPS=M` lets each take M steps instead of 400.
@@ -59,7 +60,7 @@ fn story(r: &Report) -> String {
         s.push_str(&format!("  {line}\n"));
     }
     s.push_str(&format!(
-        "reproduce: {}   (or SIM_SEED={} cargo test -p engine --features sim --test simulation)\n",
+        "reproduce: {}   (or SIM_SEED={} cargo test -p engine-simulator --test simulation)\n",
         r.reproduction(),
         r.seed
     ));

@@ -6,8 +6,9 @@
 //! declared here. Run part of it by path:
 //! `cargo test -p engine --test suite e2e::stores::`.
 //!
-//! The simulator (`tests/simulation/`) is not here: it needs the `sim`
-//! feature, which must never reach the engine binary these suites run.
+//! The simulator (`tests/simulation/`) is not here: it is a test of its
+//! own package (`simulator/`, `engine-simulator`), built in the same
+//! `cargo test --workspace`.
 
 /// The one test harness (`tests/support/`).
 #[path = "../support/mod.rs"]

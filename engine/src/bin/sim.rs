@@ -1,5 +1,7 @@
-//! `engine-sim`: the deterministic simulator from the command line (built
-//! only with the `sim` feature; never installed with the engine).
+//! `engine-sim`: the deterministic simulator from the command line, the
+//! binary of the simulator's own package (`simulator/`,
+//! `engine-simulator`: `cargo run -p engine-simulator -- --seed N`), so
+//! never installed with the engine.
 //!
 //!     engine-sim --seed 123 [--steps 400] [--seeds 1000] [--fault NAME]... [--trace]
 //!

@@ -53,7 +53,6 @@ fn targets(plan: &Plan, task_ref: &str, downstream: bool) -> Vec<String> {
     for &i in &plan.order {
         let Some(t) = plan.file.tasks.get(i) else { continue };
         let depends = downstream && t.depends_on.iter().any(|d| chosen.contains(d));
-        #[cfg(feature = "sim")]
         let depends = depends || crate::failpoint::fault(crate::failpoint::Fault::RerunEverything);
         if t.task_ref == task_ref || depends {
             chosen.insert(t.task_ref.clone());

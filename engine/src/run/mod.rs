@@ -72,7 +72,6 @@ pub fn execute(
     sandboxes: Sandboxes,
     progress: Arc<dyn Sink>,
 ) -> Result<RunReport> {
-    #[cfg(feature = "sim")]
     if let Some(mut world) = world::simulated::world(plan) {
         let run = driver::drive(ledger, plan, (revision, jobs, asked), &mut *world, (sandboxes.checks(), None));
         let report = world::simulated::block_on(run)
@@ -106,7 +105,6 @@ pub fn list_tools_now(
     secrets: &[String],
     sandboxes: &Sandboxes,
 ) -> Result<BTreeMap<String, crate::decide::tools::Inventory>> {
-    #[cfg(feature = "sim")]
     if let Some(mut world) = world::simulated::world(plan) {
         let named = live::reusable_servers(plan);
         if named.is_empty() {

@@ -485,7 +485,6 @@ pub fn machine_status() -> Result<Status> {
 /// of a seed's time, for namespaces nothing joins.
 fn namespaces(store: &Path) -> Namespaces {
     let hide = hidden(store);
-    #[cfg(feature = "sim")]
     if crate::run::world::simulated::active() {
         thread_local! {
             static MADE: std::cell::RefCell<Option<(Vec<PathBuf>, Namespaces)>> = const { std::cell::RefCell::new(None) };

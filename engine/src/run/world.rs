@@ -116,8 +116,9 @@ pub trait World {
 }
 
 /// The simulator's world, when one is set on this thread (`sim`): every
-/// run on the thread acts on it instead of the real one.
-#[cfg(feature = "sim")]
+/// run on the thread acts on it instead of the real one. Set only by
+/// `engine::sim` (never by the `engine` binary: tests/e2e/tested_binary.rs);
+/// unset, a run asks for it with one read of this thread's state.
 pub mod simulated {
     use std::cell::RefCell;
     use std::future::Future;
@@ -136,6 +137,8 @@ pub mod simulated {
     }
 
     /// Set (or, with `None`, take away) this thread's simulated world.
+    /// Never inlined: a caller keeps its symbol (tests/e2e/tested_binary.rs).
+    #[inline(never)]
     pub fn set(maker: Option<Maker>) {
         MAKER.with(|m| *m.borrow_mut() = maker);
     }

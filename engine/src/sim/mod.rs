@@ -14,10 +14,12 @@
 //! only the world is made up. After every step the invariants are checked
 //! (`checks`); a seed that breaks one is reproduced by its number alone.
 //!
-//! Compiled only with the `sim` feature (no engine build has it, the one
-//! the tests run included): `cargo test -p engine --features sim --test
-//! simulation`, `cargo run --features sim --bin engine-sim -- --seed N
-//! --steps M`.
+//! Part of the engine library, run only by the simulator's package
+//! (`simulator/`, `engine-simulator`: `cargo test -p engine-simulator
+//! --test simulation`, `cargo run -p engine-simulator -- --seed N --steps
+//! M`): it arms the engine's dormant hooks (`failpoint::sim`, `clock::sim`,
+//! `run::world::simulated`) on its own thread; the `engine` binary never
+//! calls it, so none of it is linked in there (tests/e2e/tested_binary.rs).
 
 mod checks;
 /// The core-model simulation: the run core alone against an in-memory
@@ -26,8 +28,7 @@ pub mod core;
 /// The simulated disk (what a power loss keeps): the store reports its commits to it.
 pub(crate) mod disk;
 mod plan;
-/// Public for the simulator's suite (`tests/simulation/`), which tests it:
-/// the library's own unit tests are built without the `sim` feature.
+/// Public for the simulator's suite (`tests/simulation/`), which tests it.
 pub mod rng;
 mod session;
 mod world;
@@ -96,10 +97,7 @@ impl Report {
     /// The one line that runs this seed again, from the repository's root.
     pub fn reproduction(&self) -> String {
         let faults: String = self.faults.iter().map(|f| format!(" --fault {}", f.name())).collect();
-        format!(
-            "cargo run -p engine --features sim --bin engine-sim -- --seed {} --steps {}{faults} --trace",
-            self.seed, self.steps_max
-        )
+        format!("cargo run -p engine-simulator -- --seed {} --steps {}{faults} --trace", self.seed, self.steps_max)
     }
 
     pub fn passed(&self) -> bool {

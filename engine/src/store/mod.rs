@@ -137,7 +137,6 @@ impl Store {
     /// had made there itself would: a copy has an inode and times of its
     /// own, so every seed's first opens took it for a changed store and
     /// checked it whole (as `engine verify`), three times a seed.
-    #[cfg(feature = "sim")]
     pub fn adopt_copy(path: &Path) -> Result<()> {
         sqlite::adopt_copy(path)
     }

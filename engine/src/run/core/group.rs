@@ -26,7 +26,6 @@ impl Run<'_> {
     /// Commit the group, then what waited for it: the crash points that
     /// name its commit, the progress of the tasks that ended, the calls.
     pub async fn flush(&mut self) -> Result<()> {
-        #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::SendBeforeCommit) {
             // Planted fault: the calls go out before their intents' commit.
             for call in std::mem::take(&mut self.held.calls) {
@@ -50,7 +49,6 @@ impl Run<'_> {
     /// Hand a held call over, its intent committed.
     async fn send(&mut self, call: Sending) {
         self.io.crashpoint("after_intent").await;
-        #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::SendTwice) {
             // Planted fault: the call goes out a second time.
             let again = call.clone();

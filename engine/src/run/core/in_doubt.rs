@@ -154,9 +154,7 @@ impl Run<'_> {
         // provider's answer by the request's handle, or the effect read
         // back, is the receipt.
         let looked = self.look(a, true).await;
-        #[allow(unused_mut)]
         let mut resolution = resolve(Situation::Restarted, task, &looked);
-        #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::ResendOnRestart)
             && matches!(resolution, Resolution::Unknown | Resolution::Failed { .. })
         {

@@ -103,10 +103,7 @@ impl Run<'_> {
     /// `engine retry`, a task a person holds for `engine release`.
     async fn held_back(&self) -> Result<HashSet<String>> {
         let mut waits_for_retry = self.waits_for_retry().await?;
-        #[cfg(feature = "sim")]
         let forget_holds = crate::failpoint::fault(crate::failpoint::Fault::StartHeldTask);
-        #[cfg(not(feature = "sim"))]
-        let forget_holds = false;
         if !forget_holds {
             waits_for_retry.extend(self.person_held.iter().cloned());
         }

@@ -26,7 +26,6 @@ pub(super) fn stops_new_work(e: &Error) -> bool {
 }
 
 /// A task that calls an MCP tool.
-#[cfg(feature = "sim")]
 fn calls_a_tool(task: &crate::plan::Task) -> bool {
     task.action.get("tool").is_some()
 }
@@ -54,16 +53,12 @@ fn request_of(
 }
 
 /// The person's answers the call carries, if any.
-#[allow(unused_mut)]
 fn answers_sent(task: &Task, answering: Option<Answering>) -> Option<Box<Value>> {
     let mut answers = answering.map(|a| Box::new(a.answers));
-    #[cfg(feature = "sim")]
     if crate::failpoint::fault(crate::failpoint::Fault::AnswerOnItsOwn) && answers.is_none() && calls_a_tool(task) {
         // Planted fault: the engine makes up a person's answer.
         answers = Some(Box::new(json!({"responses": [], "made_up_by": "the engine"})));
     }
-    #[cfg(not(feature = "sim"))]
-    let _ = task;
     answers
 }
 

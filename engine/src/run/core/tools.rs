@@ -45,7 +45,6 @@ impl Run<'_> {
             }
         }
         let unlisted = unlisted(&uses, &listed, self.plan.source.as_deref());
-        #[cfg(feature = "sim")]
         let unlisted = match crate::failpoint::fault(crate::failpoint::Fault::SendWithoutInventory) {
             // Planted fault: a server whose tools could not be read is let be.
             true => None,

@@ -368,9 +368,7 @@ impl Closer<'_, '_> {
     /// The goal's state and the exit code (`decide::verdict`) over what the
     /// run leaves.
     fn verdict(&self, left: &Left, acceptance: Option<&[AcceptanceLine]>) -> Verdict {
-        #[allow(unused_mut)]
         let mut unknown_count = left.unknown.len();
-        #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::SatisfiedOverUnknown) {
             // Planted fault: the verdict forgets the unknown outcomes.
             unknown_count = 0;

@@ -112,7 +112,6 @@ fn open_approvals<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall) -> Result<Vec
             expires_at_ms: a.expires_at_ms,
         })
         .collect();
-    #[cfg(feature = "sim")]
     let open: Vec<OpenApproval> = match crate::failpoint::fault(crate::failpoint::Fault::SpendExpiredApproval) {
         // Planted fault: no approval is ever past its time.
         true => open.into_iter().map(|a| OpenApproval { expires_at_ms: None, ..a }).collect(),
@@ -130,9 +129,7 @@ fn attempts_of_task<L: LedgerRead + ?Sized>(
     (goal_id, revision): (&GoalId, Revision),
     task_ref: &str,
 ) -> Result<u64> {
-    #[allow(unused_mut)]
     let mut attempts = tx.attempt_count(goal_id, revision, task_ref)?;
-    #[cfg(feature = "sim")]
     if crate::failpoint::fault(crate::failpoint::Fault::StopConsumesAttempt) {
         // Planted fault: the attempts a person's stop cancelled count too.
         let cancelled = tx.attempts_in_state(goal_id, AttemptState::Cancelled)?;
@@ -143,9 +140,7 @@ fn attempts_of_task<L: LedgerRead + ?Sized>(
 
 /// The budgets the call is weighed against.
 fn budgets(call: &GateCall) -> crate::plan::Budgets {
-    #[allow(unused_mut)]
     let mut budgets = call.budgets.clone();
-    #[cfg(feature = "sim")]
     if crate::failpoint::fault(crate::failpoint::Fault::SkipCallBudget) {
         // Planted fault: the provider-call budget is not checked.
         budgets.max_provider_calls = u64::MAX;

@@ -108,9 +108,7 @@ pub fn run_started(ledger: &mut LeaseGuard, scope: &Scope, jobs: usize) -> Resul
 pub fn gate(ledger: &mut LeaseGuard, scope: &Scope, world: &dyn World, call: &GateCall) -> Result<Applied> {
     let task = scope.task(&call.task_ref)?;
     let (sandbox, now_ms) = (world.sandbox_record(task), world.now_ms());
-    #[allow(unused_mut)]
     let mut durability = durability::of_attempt(Stakes::of_task(task));
-    #[cfg(feature = "sim")]
     if crate::failpoint::fault(crate::failpoint::Fault::ExternalIntentNormal) {
         // Planted fault: the intent waits for no disk, whatever it risks.
         durability = Durability::Normal;

@@ -207,7 +207,6 @@ impl<'p> Walk<'_, 'p> {
                 Some(refusal) => refusal,
             },
         };
-        #[cfg(feature = "sim")]
         if crate::failpoint::fault(crate::failpoint::Fault::KeepChangedTool)
             && matches!(refusal, Refusal::ToolChanged { .. })
         {

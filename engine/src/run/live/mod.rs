@@ -36,7 +36,6 @@ use crate::signals::{self, StopSignal};
 use crate::store::attempts::AttemptRecord;
 pub use stop::Groups;
 pub use tools::list_now;
-#[cfg(feature = "sim")]
 pub use tools::reusable_servers;
 
 /// Constraint checks, then acceptance checks, as they ran.

@@ -77,10 +77,7 @@ impl Report {
             true => String::new(),
             false => format!("SIM_CORE_FAULT={} ", faults.join(",")),
         };
-        format!(
-            "SIM_CORE_SEED={} {faults}cargo test -p engine --features sim --test simulation core_model::",
-            self.seed
-        )
+        format!("SIM_CORE_SEED={} {faults}cargo test -p engine-simulator --test simulation core_model::", self.seed)
     }
 }
 

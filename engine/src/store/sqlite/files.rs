@@ -188,7 +188,6 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// the kernel holds; a power loss is not what it simulates, and a flush
 /// per commit would make its runs a thousand times slower.
 pub fn flushes() -> bool {
-    #[cfg(feature = "sim")]
     if crate::failpoint::sim::active() {
         return false;
     }

@@ -49,7 +49,6 @@ impl Db {
     /// A `Normal` write that may wait: held for the open group's next
     /// write or its commit, else written now.
     pub fn write_later(&mut self, fence: Fence, write: Held) -> Result<()> {
-        #[cfg(feature = "sim")]
         crate::failpoint::refuse_if_dead()?;
         match &mut self.group {
             Some(group) => {
@@ -142,7 +141,6 @@ impl Db {
     /// Commit the group's writes as one transaction (nothing when none was
     /// written); from here on every write commits on its own again.
     pub fn commit_group(&mut self, fence: Fence) -> Result<()> {
-        #[cfg(feature = "sim")]
         crate::failpoint::refuse_if_dead()?;
         let committed = self.commit_open(fence);
         committed.map_err(|e| super::located(super::sqlite_error(&self.conn, e, &self.files.db), &self.files.db))
@@ -170,7 +168,6 @@ impl Db {
         if durability == Durability::Full {
             self.mark_commit(commits, generation)?;
         }
-        #[cfg(feature = "sim")]
         crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(())

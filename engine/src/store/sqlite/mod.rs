@@ -58,7 +58,6 @@ pub use schema::SCHEMA_VERSION;
 
 /// `Store::adopt_copy`: the mark of a copied, cleanly closed store made to
 /// name the copy's file as the one its last writer closed.
-#[cfg(feature = "sim")]
 pub fn adopt_copy(path: &Path) -> Result<()> {
     let files = StoreFiles::new(path);
     let mut mark = MarkFile::open(&files.mark)?;
@@ -247,7 +246,6 @@ impl Db {
             tx.commit()?;
             Ok(value)
         })();
-        #[cfg(feature = "sim")]
         if written.is_ok() {
             // A flushed commit carries the holder's unflushed ones with it.
             crate::sim::disk::committed(path, Durability::Full);
@@ -277,7 +275,6 @@ impl Db {
         durability: Durability,
         f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
-        #[cfg(feature = "sim")]
         crate::failpoint::refuse_if_dead()?;
         let result = match self.group.is_some() {
             true => self.write_grouped(fence, durability, f),
@@ -301,7 +298,6 @@ impl Db {
         if durability == Durability::Full {
             self.mark_commit(commits, fence.generation())?;
         }
-        #[cfg(feature = "sim")]
         crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(value)
@@ -333,21 +329,18 @@ impl Db {
     pub fn acquire_lease(&mut self) -> Result<Acquired> {
         self.set_durability(Durability::Full)?;
         let acquired = lease::acquire(&mut self.conn, &self.files, &mut self.mark);
-        #[cfg(feature = "sim")]
         crate::sim::disk::committed(&self.files.db, Durability::Full);
         acquired
     }
 
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
         // A process that died gives nothing back: its lease is taken over.
-        #[cfg(feature = "sim")]
         crate::failpoint::refuse_if_dead()?;
         // A group left open by a run that ended in an error: committed, as
         // a crash right after it would have left it.
         self.commit_group(fence)?;
         self.set_durability(Durability::Full)?;
         let released = lease::release(&mut self.conn, &self.files, &mut self.mark, fence);
-        #[cfg(feature = "sim")]
         crate::sim::disk::committed(&self.files.db, Durability::Full);
         released
     }
