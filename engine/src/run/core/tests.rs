@@ -14,6 +14,11 @@
 //! | an expired approval (or answer) is never spent | `a_call_whose_approval_or_answer_expired…` |
 //! | an approval spent once: every call, a retry's too, goes through the gate | `an_approval_pays_for_one_call…` (the gate's spending modelled by the fake) |
 //! | budgets never passed; a repeat waits for a person's approval | `a_call_over_budget…`, `a_call_awaiting_approval…` |
+//! | no call to a server whose tools could not be read; no answers no person gave | `no_call_goes_to_a_server_whose_tools…` |
+//!
+//! The same invariants over seeded runs with crashes and power losses, the
+//! core against an in-memory ledger model: `sim::core` (its checks' unit
+//! tests need no SQLite either).
 //!
 //! Which approval a call spends and whether it has expired is the gate's
 //! pure decision (`decide::gate` tests); the attempts a budget counts, the
@@ -72,6 +77,8 @@ struct Script {
     approvals: HashMap<String, u32>,
     /// Tasks whose answer fails.
     fails: BTreeSet<String>,
+    /// MCP servers whose `tools/list` cannot be read (the others list `act`).
+    unlisted: BTreeSet<String>,
 }
 
 struct Fake {
@@ -91,6 +98,10 @@ struct Fake {
     spent: Vec<String>,
     /// Each attempt's task, for its receipt's verdict.
     task_of: HashMap<AttemptId, String>,
+    /// The calls that carried answers, by task.
+    with_answers: Vec<String>,
+    /// How the run ended: its error's code, if it ended on one.
+    ended: Option<crate::error::Code>,
 }
 
 impl Fake {
@@ -202,9 +213,12 @@ impl Fake {
 
     fn world(&mut self, w: WorldAction) -> Answered {
         match w {
-            WorldAction::ListTools(_, reply) => reply.send(BTreeMap::new()),
+            WorldAction::ListTools(named, reply) => reply.send(self.list_tools(named)),
             WorldAction::Send(call, reply) => {
                 self.log.push(Seen::Send(call.task_ref.clone(), call.attempt_id));
+                if call.answers.is_some() {
+                    self.with_answers.push(call.task_ref.clone());
+                }
                 self.sent.push_back(call.attempt_id);
                 reply.send(())
             }
@@ -235,6 +249,24 @@ impl Fake {
         }
     }
 
+    /// Each named server's tools (`act`), or why they could not be read.
+    fn list_tools(&self, named: BTreeSet<String>) -> super::Listed {
+        let inventory = || crate::decide::tools::Inventory {
+            server: None,
+            protocol: "2025-06-18".into(),
+            tools: [("act".to_string(), "schema".to_string())].into(),
+            annotations: BTreeMap::new(),
+            digest: "fake".into(),
+        };
+        named
+            .into_iter()
+            .map(|p| match self.script.unlisted.contains(&p) {
+                true => (p, Err("the fake server did not answer".to_string())),
+                false => (p, Ok(inventory())),
+            })
+            .collect()
+    }
+
     /// The oldest call in flight answers `200`; then the acceptance checks
     /// end (none declared); with neither, the channel closed.
     fn next_answer(&mut self) -> Wake {
@@ -262,16 +294,20 @@ impl Fake {
 fn plan(tasks: &[(&str, &[&str])]) -> Plan {
     let tasks: Vec<_> = tasks
         .iter()
-        .map(|(r, deps)| {
-            json!({"ref": r, "title": format!("task {r}"), "provider": "api", "effect": "external",
-                   "action": {"body": {"task": r}}, "depends_on": deps})
+        .map(|(r, deps)| match r.starts_with('M') {
+            // A task named M… calls the tool `act` of the MCP server `tools`.
+            true => json!({"ref": r, "title": format!("task {r}"), "provider": "tools", "effect": "external",
+                           "action": {"tool": "act", "arguments": {"task": r}}, "depends_on": deps}),
+            false => json!({"ref": r, "title": format!("task {r}"), "provider": "api", "effect": "external",
+                            "action": {"body": {"task": r}}, "depends_on": deps}),
         })
         .collect();
     let file = json!({
         "version": 1,
         "goal": {"id": "core-alone", "statement": "the core, tested alone", "acceptance": []},
         "budgets": {"max_attempts_per_task": 3, "max_provider_calls": 10, "max_cost": 0, "deadline_seconds": 3600},
-        "providers": {"api": {"kind": "http", "endpoint": "http://127.0.0.1:9/fake"}},
+        "providers": {"api": {"kind": "http", "endpoint": "http://127.0.0.1:9/fake"},
+                      "tools": {"kind": "mcp", "command": ["fake-tools"]}},
         "tasks": tasks,
     });
     let file: PlanFile = serde_json::from_value(file).expect("the test's plan parses");
@@ -294,6 +330,8 @@ fn run(plan: &Plan, mut script: Script) -> Fake {
         signal_checks: 0,
         spent: vec![],
         task_of: HashMap::new(),
+        with_answers: vec![],
+        ended: None,
     };
     run_again(plan, fake, Asked::default())
 }
@@ -304,7 +342,10 @@ fn run_again(plan: &Plan, mut fake: Fake, asked: Asked) -> Fake {
     let mut core = Core::new(plan, Revision(1), 2, asked, false, Guard::default());
     for _ in 0..10_000 {
         match core.resume() {
-            Step::Done(_) => return fake,
+            Step::Done(ended) => {
+                fake.ended = ended.err().map(|e| e.code);
+                return fake;
+            }
             Step::Act(action) => {
                 let _answered = fake.perform(action);
             }
@@ -487,4 +528,17 @@ fn an_approval_pays_for_one_call_and_a_retry_waits_for_another() {
     assert_eq!(fake.spent, ["T1"], "one approval, spent once");
     let closing = fake.closing.expect("the run ends on its verdict");
     assert_eq!(closing.awaiting.iter().map(|a| a.task_ref.as_str()).collect::<Vec<_>>(), ["T1"]);
+}
+
+#[test]
+fn no_call_goes_to_a_server_whose_tools_could_not_be_read_and_none_carries_answers_no_person_gave() {
+    let plan = plan(&[("M1", &[]), ("T2", &[])]);
+    // Its tools listed: the tool call goes out, carrying no answers.
+    let fake = run(&plan, Script::default());
+    assert!(sent(&fake, "M1") && sent(&fake, "T2"), "{:?}", fake.log);
+    assert!(fake.with_answers.is_empty(), "answers no person gave: {:?}", fake.with_answers);
+    // Its server's tools could not be read: the run stops before any intent.
+    let fake = run(&plan, Script { unlisted: ["tools".to_string()].into(), ..Script::default() });
+    assert!(!gated(&fake, "M1") && !gated(&fake, "T2"), "{:?}", fake.log);
+    assert_eq!(fake.ended, Some(crate::error::Code::ToolInventoryUnavailable));
 }
