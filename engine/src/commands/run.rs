@@ -58,12 +58,12 @@ pub fn run(opts: RunOptions) -> Result<RunReport> {
     let store_path = at.path;
     // A changed plan is refused before anything is written, lease included
     // (a store that still needs migrating is checked after, under the lease).
-    if Store::is_current(&store_path)? {
-        if let Some(existing) = Store::open_ro(&store_path)? {
-            register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
-        }
+    // The writer goes on with the look's connection (`Store::open_rw_after`).
+    let existing = Store::open_ro_if_current(&store_path)?;
+    if let Some(existing) = &existing {
+        register::check_unchanged(&*existing.read(), &plan, &opts.plan_path)?;
     }
-    let mut ledger = run::orphans::take_lease(Store::open_rw(&store_path)?)?;
+    let mut ledger = run::orphans::take_lease(Store::open_rw_after(&store_path, existing)?)?;
     if let Some(group) = &group {
         ledger.share_with(group)?;
     }

@@ -110,6 +110,24 @@ impl Store {
         Ok(Store { backend, location: path.to_path_buf() })
     }
 
+    /// `open_rw` after this process's `open_ro_if_current` of the same
+    /// store: a SQLite store is opened and checked again, as by `open_rw`,
+    /// on the reader's connection when it still has the store's file (one
+    /// connection, its schema read once, for `engine run`'s look and its
+    /// writer).
+    pub fn open_rw_after(path: &Path, reader: Option<Store>) -> Result<Store> {
+        let reader = reader.and_then(|r| match r.backend {
+            Backend::Sqlite(db) => Some(db),
+            Backend::Postgres(_) => None,
+        });
+        let backend = if is_shared(path) {
+            Backend::Postgres(postgres::Pg::open_rw(url(path))?)
+        } else {
+            Backend::Sqlite(sqlite::Db::open_rw_after(path, reader)?)
+        };
+        Ok(Store { backend, location: path.to_path_buf() })
+    }
+
     /// Open an existing store for writing, never making one
     /// (`STORE_NOT_FOUND`): every command but `run`.
     pub fn open_existing(path: &Path) -> Result<Store> {
@@ -129,6 +147,20 @@ impl Store {
         } else {
             sqlite::Db::open_ro(path)?.map(Backend::Sqlite)
         };
+        Ok(backend.map(|backend| Store { backend, location: path.to_path_buf() }))
+    }
+
+    /// `open_ro`, but `Ok(None)` too for a store not at this engine's
+    /// schema version (`is_current`), which a writer migrates under its
+    /// lease (or refuses, a newer one).
+    pub fn open_ro_if_current(path: &Path) -> Result<Option<Store>> {
+        if is_shared(path) {
+            return match Store::is_current(path)? {
+                true => Store::open_ro(path),
+                false => Ok(None),
+            };
+        }
+        let backend = sqlite::Db::open_ro_if_current(path)?.map(Backend::Sqlite);
         Ok(backend.map(|backend| Store { backend, location: path.to_path_buf() }))
     }
 

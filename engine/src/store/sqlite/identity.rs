@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::files::StoreFiles;
 use super::mark::{Fingerprint, Mark, WalPrint};
+use super::sql::qrow;
 use crate::error::{Code, Error, Result};
 
 /// What the store file itself says about its identity.
@@ -99,7 +100,8 @@ pub fn judge(mark: Option<&Mark>, facts: &Facts, now: &Now) -> Result<Verdict, S
 /// Read the store's identity; an empty file or one made before schema 2
 /// has none (and no commits).
 pub fn facts(conn: &Connection) -> rusqlite::Result<Facts> {
-    let has_meta: bool = conn.query_row(
+    let has_meta: bool = qrow(
+        conn,
         "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'store_meta')",
         [],
         |r| r.get(0),
@@ -107,9 +109,9 @@ pub fn facts(conn: &Connection) -> rusqlite::Result<Facts> {
     if !has_meta {
         return Ok(Facts { store_id: None, commits: 0 });
     }
-    let row: Option<(String, i64)> = conn
-        .query_row("SELECT store_id, commits FROM store_meta WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let row: Option<(String, i64)> =
+        qrow(conn, "SELECT store_id, commits FROM store_meta WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
     Ok(match row {
         Some((id, commits)) => Facts { store_id: Some(id), commits },
         None => Facts { store_id: None, commits: 0 },

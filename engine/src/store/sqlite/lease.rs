@@ -11,7 +11,7 @@ use super::files::StoreFiles;
 use super::identity::{self, Verdict};
 use super::mark::{Fingerprint, Mark, MarkFile, WalPrint};
 use super::open::{count_commit, doubt};
-use super::sql::qrow;
+use super::sql::{exec, qrow};
 use super::verify::{examine, Opened};
 use crate::clock::now_ms;
 use crate::error::{Code, Error, Result};
@@ -23,11 +23,10 @@ use crate::store::lease::{hostname, is_alive, proc_start, Acquired, Fence, Holde
 type LeaseRow = (Option<i64>, Option<String>, Option<String>, i64);
 
 fn read(conn: &Connection) -> Result<Option<LeaseRow>> {
-    Ok(conn
-        .query_row("SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?)
+    Ok(qrow(conn, "SELECT pid, host, proc_start, generation FROM lease WHERE id = 1", [], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })
+    .optional()?)
 }
 
 /// Inside a write transaction: is `fence` still the lease's generation?
@@ -75,8 +74,9 @@ pub(super) fn check_holder(conn: &Connection, holder: &Holder) -> Result<()> {
 /// of `none` tasks, whose commits wait for no disk, waited for one every
 /// fifty tasks, most of its time on a busy disk (bench/README.md, issue
 /// 38's fourth round). At 10,000 (about 40 MiB of WAL) one every five
-/// hundred; a crash's recovery reads at most that much WAL.
-const WAL_PAGES_BEFORE_CHECKPOINT: i64 = 10_000;
+/// hundred; a crash's recovery reads at most that much WAL. One constant
+/// text, so the connection's statement cache keeps it.
+const AUTOCHECKPOINT_ON: &str = "PRAGMA wal_autocheckpoint = 10000";
 
 /// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
 /// a dead holder's lease is taken over and logged. Under the write lock,
@@ -88,7 +88,7 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
     let host = hostname();
     let start = proc_start(pid);
     // A release earlier in this process turned automatic checkpoints off.
-    conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_PAGES_BEFORE_CHECKPOINT}"))?;
+    qrow(conn, AUTOCHECKPOINT_ON, [], |_| Ok(()))?;
     let place = files.place();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| busy(e, &place))?;
     let (prev_generation, took_over) = match read(&tx)? {
@@ -111,7 +111,8 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
         examine(&tx, files, why, Opened::Writing)?;
     }
     let generation = prev_generation + 1;
-    tx.execute(
+    exec(
+        &tx,
         "INSERT INTO lease (id, pid, host, proc_start, generation, acquired_at) VALUES (1, ?1, ?2, ?3, ?4, ?5)
          ON CONFLICT(id) DO UPDATE SET pid = ?1, host = ?2, proc_start = ?3, generation = ?4, acquired_at = ?5",
         rusqlite::params![pid, host, start, generation, now_ms()],
@@ -172,7 +173,7 @@ fn open_mark(
 }
 
 fn schema_version(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    Ok(qrow(conn, "PRAGMA user_version", [], |r| r.get(0))?)
 }
 
 /// Give the lease up (clean exit), only if this fence still holds it:
@@ -193,21 +194,21 @@ pub(super) fn release(
 ) -> Result<()> {
     let g = fence.generation();
     // Only the explicit checkpoint below folds the WAL in.
-    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+    qrow(conn, "PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let holder: Option<i64> = tx.query_row("SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
+    let holder: Option<i64> = qrow(&tx, "SELECT generation FROM lease WHERE id = 1", [], |r| r.get(0)).optional()?;
     if holder != Some(g) {
         *mark = None;
         return Ok(());
     }
-    tx.execute("UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
+    exec(&tx, "UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
     let commits = count_commit(&tx)?;
     tx.commit()?;
     // A reader (`engine log --follow`) may hold the WAL back, and a new
     // writer the write lock: do not wait long for either (what the WAL
     // keeps is then recorded by its digest).
     conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
-    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    let _ = qrow(conn, "PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     if let Some(mut m) = mark.take() {
         // Not recorded (another writer took the store, or kept the write
         // lock past the wait): the mark stays "open", and the next open
@@ -222,13 +223,12 @@ pub(super) fn release(
 /// is still free at generation `g` (no writer took the store since).
 fn record_closed(conn: &mut Connection, files: &StoreFiles, mark: &mut MarkFile, g: i64, commits: i64) -> Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let lease: Option<(Option<i64>, i64)> = tx
-        .query_row("SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let lease: Option<(Option<i64>, i64)> =
+        qrow(&tx, "SELECT pid, generation FROM lease WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     if lease != Some((None, g)) {
         return Ok(());
     }
-    let schema: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let schema: i64 = qrow(&tx, "PRAGMA user_version", [], |r| r.get(0))?;
     let next = Mark {
         commits,
         generation: g,

@@ -49,7 +49,7 @@ use identity::Verdict;
 use mark::{Mark, MarkFile};
 use open::{
     check_files, configure, connect, count_commit, doubt, judge, located, open_existing, refuse_unwritable,
-    sqlite_error, store_open_error, Found,
+    sqlite_error, Found,
 };
 pub(super) use sql::Sql;
 use verify::{examine, Opened};
@@ -73,6 +73,17 @@ pub(super) struct Db {
     mark: Option<MarkFile>,
     /// Writes gathered into one commit (`group.rs`), while a group is open.
     group: Option<group::Group>,
+    /// The store file this reader's connection opened (`FileId`), when
+    /// it is known: a writer of the same command may go on with it.
+    opened: Option<FileId>,
+}
+
+/// A file's device and inode.
+type FileId = (u64, u64);
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Db {
@@ -82,16 +93,32 @@ impl Db {
     /// with a group: 2770 and 0660, that group's); symlinks and other
     /// users' files are refused.
     pub fn open_rw(path: &Path) -> Result<Db> {
-        Db::open_writer(path, true)
+        Db::open_writer(path, true, None)
+    }
+
+    /// `open_rw` after this process's reader of the same store
+    /// (`open_ro_if_current`): every check of an open is made again, on
+    /// the reader's connection when it is still the store file's and in
+    /// no transaction (its schema read and its statements prepared once
+    /// a command, not twice), else on a new one.
+    pub fn open_rw_after(path: &Path, reader: Option<Db>) -> Result<Db> {
+        Db::open_writer(path, true, reader)
     }
 
     /// Open an existing store for writing: `STORE_NOT_FOUND` when there is
     /// none (every command but `run`), and nothing is made.
     pub fn open_existing(path: &Path) -> Result<Db> {
-        Db::open_writer(path, false)
+        Db::open_writer(path, false, None)
     }
 
-    fn open_writer(path: &Path, create: bool) -> Result<Db> {
+    /// The reader's connection, if it may serve a writer of the store
+    /// whose files are `files` (`open_rw_after`).
+    fn connection_for(self, files: &StoreFiles) -> Option<Connection> {
+        let same = self.files.db == files.db && self.opened.is_some() && self.opened == file_id(&files.db);
+        (same && self.mark.is_none() && self.group.is_none() && self.conn.is_autocommit()).then_some(self.conn)
+    }
+
+    fn open_writer(path: &Path, create: bool, reader: Option<Db>) -> Result<Db> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
         if !create && matches!(check_files(&files)?, Found::Nothing) {
@@ -107,7 +134,10 @@ impl Db {
         let Found::Store(sharing) = check_files(&files)? else {
             return Err(Error::internal("the store just made is not there"));
         };
-        let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let conn = match reader.and_then(|r| r.connection_for(&files)) {
+            Some(conn) => conn,
+            None => connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?,
+        };
         // Judged before anything is written, migrations included.
         let (_, verdict) = judge(&conn, &files)?;
         refuse_unwritable(&conn, &files)?;
@@ -125,7 +155,7 @@ impl Db {
             let mark = Mark { owner: Some(files.owner()?), ..Mark::new(&id) };
             MarkFile::create(&files.mark, &mark).map_err(|e| located(e, path))?;
         }
-        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None })
+        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None })
     }
 
     /// Open an existing store for reading only (status, log, explain).
@@ -133,11 +163,27 @@ impl Db {
     /// refused; one not known to be whole is checked first, as `engine
     /// verify` checks it.
     pub fn open_ro(path: &Path) -> Result<Option<Db>> {
+        Db::open_reader(path, false)
+    }
+
+    /// `open_ro`, but `Ok(None)` too for a store whose schema version is
+    /// not this engine's (a writer migrates it, or refuses a newer one, as
+    /// it opens it): `engine run`'s look before its lease.
+    pub fn open_ro_if_current(path: &Path) -> Result<Option<Db>> {
+        Db::open_reader(path, true)
+    }
+
+    fn open_reader(path: &Path, only_current: bool) -> Result<Option<Db>> {
         let files = StoreFiles::new(path);
         let path = &files.db.clone();
+        let before = file_id(path);
         // Read-write flags so WAL readers can use the shared memory file;
         // this handle never writes (no lease, no write).
         let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
+        let opened = before.filter(|b| file_id(path) == Some(*b));
+        if only_current && open::claimed_version(&conn, &files)? != schema::SCHEMA_VERSION {
+            return Ok(None);
+        }
         let (version, verdict) = judge(&conn, &files)?;
         if version < schema::SCHEMA_VERSION {
             // A reader never writes, so it does not migrate either.
@@ -148,7 +194,7 @@ impl Db {
             .at(path.display().to_string()));
         }
         configure(&conn)?;
-        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None };
+        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened };
         if let Verdict::Marked { unclean, changed } = verdict {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
@@ -165,9 +211,8 @@ impl Db {
     /// engine left is rolled back (that needs a read-write handle).
     pub fn schema_version(path: &Path) -> Result<Option<i64>> {
         let files = StoreFiles::new(path);
-        let path = &files.db.clone();
         let Some(conn) = open_existing(&files, OpenFlags::SQLITE_OPEN_READ_WRITE)? else { return Ok(None) };
-        Ok(Some(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?))
+        Ok(Some(open::claimed_version(&conn, &files)?))
     }
 
     /// `Store::peek_cached_plan`: the store file opened `immutable` (no
@@ -403,4 +448,44 @@ pub(super) fn name_store(e: Error, path: &Path) -> Error {
 /// `Store::sweep_leftovers`: the temporary files of killed creations.
 pub(super) fn sweep_leftovers(path: &Path) {
     create::sweep_leftovers(&StoreFiles::new(path));
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::Db;
+
+    fn tables_named(db: &Db, name: &str) -> i64 {
+        db.conn.query_row("SELECT COUNT(*) FROM sqlite_schema WHERE name = ?1", [name], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn a_writer_goes_on_with_its_readers_connection_only_while_that_has_the_store_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store/engine.db");
+        assert!(Db::open_ro_if_current(&path).unwrap().is_none(), "no store: nothing to look at");
+        drop(Db::open_rw(&path).unwrap());
+        let reader = Db::open_ro_if_current(&path).unwrap().unwrap();
+        // Only the reader's connection knows this table (a temporary one).
+        reader.conn.execute_batch("CREATE TEMP TABLE looked (x)").unwrap();
+        let writer = Db::open_rw_after(&path, Some(reader)).unwrap();
+        assert_eq!(
+            writer.conn.query_row("SELECT COUNT(*) FROM temp.sqlite_schema", [], |r| r.get::<_, i64>(0)).unwrap(),
+            1
+        );
+        drop(writer);
+        // The store file replaced (another inode) between the look and the
+        // writer: the writer opens the file now there.
+        let reader = Db::open_ro_if_current(&path).unwrap().unwrap();
+        let copy = dir.path().join("store/copy.db");
+        std::fs::copy(&path, &copy).unwrap();
+        Connection::open(&copy)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE only_in_copy (x)")
+            .unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let writer = Db::open_rw_after(&path, Some(reader)).unwrap();
+        assert_eq!(tables_named(&writer, "only_in_copy"), 1, "a new connection, on the file now at the path");
+    }
 }

@@ -13,6 +13,7 @@ use super::header;
 use super::identity::{self, Verdict};
 use super::mark::Mark;
 use super::schema;
+use super::sql::qrow;
 use super::version;
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
@@ -46,8 +47,7 @@ pub(super) fn doubt(took_over: bool, unclean: bool, changed: bool) -> Option<&'s
 /// untouched, damaged version bytes are `STORE_CORRUPT` naming them.
 pub(super) fn schema_version(conn: &Connection, files: &StoreFiles) -> Result<i64> {
     let path = &files.db;
-    let claimed: i64 =
-        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, path))?;
+    let claimed = claimed_version(conn, files)?;
     if claimed == schema::SCHEMA_VERSION {
         return Ok(claimed);
     }
@@ -69,6 +69,11 @@ pub(super) fn schema_version(conn: &Connection, files: &StoreFiles) -> Result<i6
         )
         .at(path.display().to_string())),
     }
+}
+
+/// The schema version the store file's header claims, not yet judged.
+pub(super) fn claimed_version(conn: &Connection, files: &StoreFiles) -> Result<i64> {
+    qrow(conn, "PRAGMA user_version", [], |r| r.get(0)).map_err(|e| store_open_error(e, &files.db))
 }
 
 /// The store's files as every open finds them, before SQLite reads a byte.

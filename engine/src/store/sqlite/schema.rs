@@ -471,7 +471,7 @@ pub(super) fn apply(conn: &Connection, from: usize, to: usize) -> Result<()> {
 
 /// The schema version, refused (`SCHEMA_TOO_NEW`) if newer than this engine.
 fn too_new(conn: &Connection) -> Result<i64> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version: i64 = super::sql::qrow(conn, "PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
         return Err(Error::new(
             Code::SchemaTooNew,
