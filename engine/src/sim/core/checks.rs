@@ -118,9 +118,12 @@ impl Checker {
     /// lost intent's invariant, not this one).
     fn check_resend(&mut self, d: &Delivery, at: &str, ledger: &State) {
         let earlier = self.deliveries.get(d.task).into_iter().flatten();
+        let looks = &self.looks;
         let open = earlier.filter(|(_, t)| t.0 != *d.operation || t.1 != d.try_no).find_map(|(id, (op, n))| {
             let a = ledger.try_of(*id, op, *n)?;
-            let open = a.state.in_doubt() || matches!(a.state, AttemptState::EffectUnknown | AttemptState::Abandoned);
+            // Abandoned after a look that found the effect absent is known.
+            let abandoned = a.state == AttemptState::Abandoned && looks.get(id) != Some(&Observed::Absent);
+            let open = a.state.in_doubt() || a.state == AttemptState::EffectUnknown || abandoned;
             open.then_some((a.id, a.state))
         });
         if let Some((id, state)) = open {
@@ -164,7 +167,7 @@ impl Checker {
         let evidence = match how {
             How::Observed => looked == Some(Observed::Present),
             How::ByHandle => looked == Some(Observed::Answered),
-            How::Abandoned => safe,
+            How::Abandoned => safe || looked == Some(Observed::Absent),
             How::Failed => safe || looked == Some(Observed::Absent),
             How::Unknown => true,
         };
@@ -377,6 +380,12 @@ mod tests {
         c.on_resolve(&a, How::Abandoned, true);
         c.on_resolve(&a, How::Unknown, false);
         assert!(c.findings.is_empty(), "{:?}", c.findings);
+        // A look that found the effect absent is evidence for giving it up.
+        let mut c2 = Checker::default();
+        c2.on_look(a.id, Observed::Absent);
+        c2.on_resolve(&a, How::Abandoned, false);
+        c2.on_resolve(&a, How::Failed, false);
+        assert!(c2.findings.is_empty(), "{:?}", c2.findings);
         let unknown = AttemptRecord { state: AttemptState::EffectUnknown, ..a };
         c.on_resolve(&unknown, How::Observed, true);
         assert_eq!(invariants(&c), [NO_RESOLUTION_WITHOUT_EVIDENCE]);

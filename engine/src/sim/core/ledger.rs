@@ -134,6 +134,12 @@ impl Ledger {
         self.unflushed.clear();
     }
 
+    /// A new process begins: a group the last one left open (it ended
+    /// without committing it) is gone. Was there one?
+    pub fn drop_group(&mut self) -> bool {
+        self.group.take().is_some()
+    }
+
     /// Commits a power loss could take now.
     pub fn unflushed(&self) -> usize {
         self.unflushed.len()

@@ -324,7 +324,7 @@ impl<'p> Model<'p> {
         let record = self.ledger.write(durability, true, |s| ledger::intent(s, plan, what, kind));
         let held = self.ledger.current().held.contains(task_ref);
         let owed = !self.traits(task_ref).replayable();
-        self.checks.on_intent(&record, (held, owed), self.ledger.current(), &call.budgets);
+        self.checks.on_intent(&record, (held, owed), self.ledger.current(), &self.plan.file.budgets);
         self.tell(format!(
             "intent: attempt {} of {task_ref} ({} try {}, {durability:?})",
             record.id, record.operation_id, record.try_no
