@@ -143,10 +143,13 @@ pub mod sim {
         /// The reuse pass keeps a completion whose tool changed, with no
         /// person's act (`--reuse-across-tool-change`).
         KeepChangedTool,
+        /// Early cutoff keeps a dependant whose upstream ran again with
+        /// changed outputs, as if they were byte-identical.
+        CutoffIgnoresOutputs,
     }
 
     impl Fault {
-        pub const ALL: [Fault; 13] = [
+        pub const ALL: [Fault; 14] = [
             Fault::SendBeforeCommit,
             Fault::SendTwice,
             Fault::ResendOnRestart,
@@ -160,6 +163,7 @@ pub mod sim {
             Fault::RerunEverything,
             Fault::StopConsumesAttempt,
             Fault::KeepChangedTool,
+            Fault::CutoffIgnoresOutputs,
         ];
 
         pub fn name(self) -> &'static str {
@@ -177,6 +181,7 @@ pub mod sim {
                 Fault::RerunEverything => "rerun-everything",
                 Fault::StopConsumesAttempt => "stop-consumes-attempt",
                 Fault::KeepChangedTool => "keep-changed-tool",
+                Fault::CutoffIgnoresOutputs => "cutoff-ignores-outputs",
             }
         }
 

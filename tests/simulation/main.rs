@@ -263,6 +263,33 @@ fn a_completion_kept_across_a_changed_tool_is_caught() {
     caught(Fault::KeepChangedTool, "never reused across a changed tool without a person's act");
 }
 
+/// Issue 43: some simulated tasks declare an output their provider writes
+/// (the bytes of its last call, or now and then new ones) and an input a
+/// person edits between runs; an upstream that runs again (an edited
+/// input, `engine rerun`, a changed tool) keeps its dependants by early
+/// cutoff when its outputs come out byte-identical, and runs them again
+/// when they do not. Within a few hundred seeds both happen, with no finding.
+#[test]
+fn re_runs_with_unchanged_and_changed_outputs_reach_early_cutoff() {
+    for (what, reached) in [
+        ("a dependant kept by early cutoff", (|r: &Report| r.kept_by_cutoff > 0) as fn(&Report) -> bool),
+        ("a dependant run again on changed outputs", |r: &Report| r.ran_on_new_outputs > 0),
+    ] {
+        let (reports, t) = sweep(400, &[], reached);
+        let Some(r) = reports.first() else { panic!("no seed of {} had {what}", t.seeds) };
+        assert!(r.passed(), "\n{}", story(r));
+        println!("seed {}: {what} ({} kept, {} run again), no finding", r.seed, r.kept_by_cutoff, r.ran_on_new_outputs);
+    }
+}
+
+#[test]
+fn a_cutoff_across_changed_outputs_is_caught() {
+    caught(
+        Fault::CutoffIgnoresOutputs,
+        "a dependant is kept across its upstream's re-run only on byte-identical outputs",
+    );
+}
+
 #[test]
 fn one_seed_is_one_run() {
     for seed in [3, 41, 977] {

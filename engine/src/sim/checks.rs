@@ -25,12 +25,19 @@
 //! | a rerun re-runs exactly the chosen tasks and keeps the rest | at each `engine rerun`: the tasks it made pending are the one named and, with `--downstream`, its dependants (transitively), by the plan; until the next revision no other task complete before it starts an attempt |
 //! | a person's stop never consumes an attempt | at each `max_attempts_per_task` stop: the task's attempts in the revision, those a person's stop cancelled left out, reach the limit |
 //! | never reused across a changed tool without a person's act | after each plain run that ended: a task it kept on its completion recorded the service version the newest completion of its provider had when the run began, or a `--reuse-across-tool-change` kept it (`tools`) |
+//! | a dependant is kept across its upstream's re-run only on byte-identical outputs | after each plain run that ended: a task complete on an attempt made from an upstream completion since replaced stands only if that upstream declares outputs, has no `external` effect, and its new completion recorded the same files, bytes and execute bits; a person's rerun of the upstream alone keeps them for its run (for good when the upstream cannot cut off) (`cutoff`) |
+//! | a kept task's recorded outputs are in its workspace | after each plain run that ended: each complete task whose upstreams are complete has the files its completion recorded in the workspace, byte for byte (`cutoff`) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
+mod cutoff;
+mod delivery;
 mod tools;
+
+pub use cutoff::Made;
+use delivery::{answers_recorded, expired_not_spent, intent_committed, not_blind, repeat_approved};
 
 use super::plan::Traits;
 use super::world::Delivery;
@@ -113,8 +120,14 @@ pub struct Checker {
     /// revision. After its events: the tasks it must keep.
     complete_before_rerun: Option<BTreeSet<String>>,
     kept_by_rerun: BTreeSet<String>,
-    /// What the plain run under way started on (`tools`).
+    /// What the plain run under way started on (`tools`, `cutoff`).
     run_start: Option<tools::AtStart>,
+    cutoff_start: Option<cutoff::AtStart>,
+    /// Which upstream completions each attempt was made from (`cutoff`).
+    made: cutoff::Made,
+    /// Dependants kept by early cutoff, and run again on an upstream's
+    /// changed outputs, as the events say (how often the checks meet them).
+    pub cutoffs: (u64, u64),
     pub findings: Vec<Finding>,
 }
 
@@ -131,7 +144,7 @@ fn open<'a>(reader: &'a mut Option<Store>, path: &std::path::Path) -> Option<&'a
 }
 
 impl Checker {
-    pub fn new(store: PathBuf, goal: GoalId) -> Checker {
+    pub fn new(store: PathBuf, goal: GoalId, made: cutoff::Made) -> Checker {
         Checker {
             store,
             goal,
@@ -148,6 +161,9 @@ impl Checker {
             complete_before_rerun: None,
             kept_by_rerun: BTreeSet::new(),
             run_start: None,
+            cutoff_start: None,
+            made,
+            cutoffs: (0, 0),
             findings: Vec::new(),
         }
     }
@@ -174,17 +190,24 @@ impl Checker {
         self.learn(&mut found);
         self.findings.extend(found);
         let (goal, seen) = (self.goal.clone(), self.seen);
-        self.run_start = open(&mut self.reader, &self.store).and_then(|s| tools::at_start(s, &goal, seen, act));
+        let Some(store) = open(&mut self.reader, &self.store) else { return };
+        self.run_start = tools::at_start(store, &goal, seen, act);
+        self.cutoff_start = cutoff::at_start(store, &goal, &self.made);
     }
 
     /// The plain run ended (`whole`: it was neither killed nor stopped
-    /// by a signal): what it kept stood on its tool, or on a person's act.
+    /// by a signal): what it kept stood on its tool, or on a person's act,
+    /// and on its upstreams' outputs, which are in the workspace.
     pub fn after_run(&mut self, whole: bool, traits: &BTreeMap<String, Traits>) -> Vec<Finding> {
-        let (Some(start), true) = (self.run_start.take(), whole) else { return Vec::new() };
+        let (Some(start), Some(cut), true) = (self.run_start.take(), self.cutoff_start.take(), whole) else {
+            return Vec::new();
+        };
         let external = traits.iter().filter(|(_, t)| t.effect == "external").map(|(r, _)| r.clone()).collect();
         let goal = self.goal.clone();
         let Some(store) = open(&mut self.reader, &self.store) else { return Vec::new() };
-        tools::after_run(store, &goal, &start, &external)
+        let mut out = tools::after_run(store, &goal, &start, &external);
+        out.extend(cutoff::after_run(store, &goal, (&cut, &self.made), traits));
+        out
     }
 
     /// A call reached its provider: was it allowed to? `sent`: every call
@@ -322,6 +345,7 @@ impl Checker {
         }
         drop(read);
         self.intents.retain(|_, (_, seq)| *seq <= last);
+        self.made.power_lost(last);
         self.acts.values_mut().for_each(|v| v.retain(|s| *s <= last));
         self.revisions.retain(|s| *s <= last);
         self.seen = last;
@@ -393,6 +417,7 @@ impl Checker {
     fn take(&mut self, e: EventRecord, l: &mut Learnt, out: &mut Vec<Finding>) {
         self.seen = self.seen.max(e.seq);
         let task = e.task_ref.clone().unwrap_or_default();
+        self.count_cutoff(&e);
         match e.kind {
             EventKind::IntentRecorded => self.intent(&e, task, l, out),
             EventKind::Held | EventKind::Released => {
@@ -461,6 +486,9 @@ impl Checker {
             ));
         }
         if let Some(a) = e.attempt_id {
+            if let Some(store) = open(&mut self.reader, &self.store) {
+                self.made.intent(store, &self.goal, (&task, a, e.seq));
+            }
             self.intents.insert(a, (task.clone(), e.seq));
             l.intents.push((task, e.revision));
         }
@@ -591,109 +619,24 @@ impl Checker {
     }
 }
 
-/// The call's attempt is in the ledger, committed, with the same
-/// operation and try.
-fn intent_committed(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
-    let read = store.read();
-    match read.attempt(d.attempt) {
-        Ok(a) if a.operation_id.as_str() == d.op && a.try_no == d.try_no => {}
-        Ok(a) => out.push(finding(
-            NO_SEND_WITHOUT_INTENT,
-            format!(
-                "attempt {} is {} try {}, but {} try {} was sent",
-                d.attempt, a.operation_id, a.try_no, d.op, d.try_no
-            ),
-        )),
-        Err(_) => out.push(finding(
-            NO_SEND_WITHOUT_INTENT,
-            format!("{} try {} (attempt {}) was sent with no committed intent", d.op, d.try_no, d.attempt),
-        )),
-    }
-}
-
-/// The answers a call carries are exactly what a person recorded for its
-/// operation (`engine answer`), never anything else.
-fn answers_recorded(store: &Store, goal: &GoalId, d: &Delivery, answers: &serde_json::Value, out: &mut Vec<Finding>) {
-    let read = store.read();
-    let recorded = read.asks_of_goal(goal).map(|asks| {
-        asks.iter().any(|a| {
-            a.kind == crate::store::acts::AskKind::Answer
-                && a.operation_id.as_ref().is_some_and(|o| o.as_str() == d.op)
-                && a.data.get("answers") == Some(answers)
-        })
-    });
-    if !matches!(recorded, Ok(true)) {
-        out.push(finding(
-            NO_ANSWER_WITHOUT_PERSON,
-            format!("{} try {} of {} carried answers no person recorded", d.op, d.try_no, d.task_ref),
-        ));
-    }
-}
-
-/// No approval this call spends had expired at its intent.
-fn expired_not_spent(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
-    let read = store.read();
-    let intent_at = read.attempt(d.attempt).map(|a| a.intent_at_ms).unwrap_or(i64::MAX);
-    let approvals = store.inspect().approvals().unwrap_or_default();
-    let spent = approvals.iter().filter(|a| a.consumed_by == Some(d.attempt));
-    for a in spent.filter(|a| a.expires_at_ms.is_some_and(|at| at <= intent_at)) {
-        out.push(finding(
-            EXPIRED_NEVER_SPENT,
-            format!(
-                "approval {} (expired at {} ms) paid for {} try {} of {}, whose intent is at {} ms",
-                a.id,
-                a.expires_at_ms.unwrap_or_default() - super::EPOCH_MS,
-                d.op,
-                d.try_no,
-                d.task_ref,
-                intent_at - super::EPOCH_MS
-            ),
-        ));
-    }
-}
-
-/// A repeat of paid or external work spends an approval of its own.
-fn repeat_approved(store: &Store, d: &Delivery, out: &mut Vec<Finding>) {
-    let approved =
-        store.inspect().approvals().map(|list| list.iter().any(|a| a.consumed_by == Some(d.attempt))).unwrap_or(false);
-    if !approved {
-        out.push(finding(
-            REPEAT_NEEDS_APPROVAL,
-            format!(
-                "{} try {} of {} was sent after an earlier call of it, with no approval consumed",
-                d.op, d.try_no, d.task_ref
-            ),
-        ));
-    }
-}
-
-/// A call of unsafe work sent again after `prev` only once the ledger holds
-/// `prev`'s outcome, or a person acted since (`acted`).
-fn not_blind(store: &Store, (d, prev): (&Delivery, &Delivery), traits: &Traits, acted: bool, out: &mut Vec<Finding>) {
-    let read = store.read();
-    let held = matches!(
-        read.attempt(prev.attempt).map(|a| a.state),
-        Ok(AttemptState::ReceiptRecorded
-            | AttemptState::Succeeded
-            | AttemptState::Failed
-            | AttemptState::SettledOk
-            | AttemptState::SettledNotRun
-            | AttemptState::Cancelled
-            | AttemptState::InputAsked)
-    );
-    if !held && !acted {
-        out.push(finding(
-                NO_BLIND_RESEND,
-                format!(
-                    "{} ({} effect) was sent again (attempt {}) after attempt {} whose outcome the ledger does not hold, with no person's act between",
-                    d.task_ref, traits.effect, d.attempt, prev.attempt
-                ),
-            ));
-    }
-}
-
 /// A `completion_stale` event's reason that no rerun gives: a changed tool,
-/// or an upstream that runs again.
+/// an edited input, outputs missing here, or an upstream that runs again.
 fn stale_on_its_own(data: &serde_json::Value) -> bool {
-    matches!(data.get("stale").and_then(|r| r.as_str()), Some("TOOL_CHANGED" | "UPSTREAM_NOT_REUSED"))
+    matches!(
+        data.get("stale").and_then(|r| r.as_str()),
+        Some("TOOL_CHANGED" | "CHECKPOINT_CHANGED" | "OUTPUTS_MISSING" | "UPSTREAM_NOT_REUSED")
+    )
+}
+
+impl Checker {
+    /// Count a dependant kept by early cutoff, or run again on its
+    /// upstream's changed outputs (the events' words: a tally, not a check).
+    fn count_cutoff(&mut self, e: &EventRecord) {
+        let said = |key: &str| e.data.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        match e.kind {
+            EventKind::CompletionKept if said("kept") == "UPSTREAM_OUTPUT_UNCHANGED" => self.cutoffs.0 += 1,
+            EventKind::CompletionStale if said("detail").contains("outputs changed") => self.cutoffs.1 += 1,
+            _ => {}
+        }
+    }
 }

@@ -27,6 +27,7 @@ mod checks;
 pub mod core;
 /// The simulated disk (what a power loss keeps): the store reports its commits to it.
 pub(crate) mod disk;
+mod files;
 mod plan;
 /// Public for the simulator's suite (`tests/simulation/`), which tests it.
 pub mod rng;
@@ -88,6 +89,10 @@ pub struct Report {
     pub deliveries: u64,
     /// Of those, calls that carried a person's answers (`engine answer`).
     pub answered: u64,
+    /// Dependants kept by early cutoff (`UPSTREAM_OUTPUT_UNCHANGED`), and
+    /// those run again because an upstream's outputs changed.
+    pub kept_by_cutoff: u64,
+    pub ran_on_new_outputs: u64,
     pub findings: Vec<Finding>,
     /// The last things that happened, for a finding's story.
     pub trace: Vec<String>,

@@ -35,6 +35,12 @@ pub struct Traits {
     pub timeout_ms: Option<i64>,
     /// Every call waits on a person's approval (`requires_approval`).
     pub approval: bool,
+    /// The tasks it depends on (the plan's `depends_on`).
+    pub depends_on: Vec<String>,
+    /// It declares an input a person edits now and then (`files`), and an
+    /// output its provider writes (`outputs`).
+    pub input: bool,
+    pub output: bool,
 }
 
 impl Traits {
@@ -60,7 +66,15 @@ pub fn generate(rng: &mut Rng, seed: u64) -> Generated {
     for i in 0..n {
         let r = format!("T{}", i + 1);
         let mut t = task_traits(rng);
-        tasks.push(task(rng, seed, (i, &r), &mut t));
+        let task = task(rng, seed, (i, &r), &mut t);
+        t.depends_on = task["depends_on"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.as_str())
+            .map(str::to_string)
+            .collect();
+        tasks.push(task);
         traits.insert(r, t);
     }
     Generated { plan: plan(rng, seed, tasks), traits }
@@ -82,6 +96,9 @@ fn task_traits(rng: &mut Rng) -> Traits {
         passes: rng.range(70, 100),
         timeout_ms: rng.chance(30).then(|| rng.range(1, 3) as i64 * 1000),
         approval: false,
+        depends_on: Vec::new(),
+        input: false,
+        output: false,
     }
 }
 

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::checks::{self, Checker, Finding};
+use super::files;
 use super::plan::{self, Traits};
 use super::rng::Rng;
 use super::world::{self, Shared, Universe};
@@ -72,12 +73,20 @@ struct Session {
     /// What the person holds (`engine hold`): tasks, and the goal.
     holding: Vec<String>,
     holding_goal: bool,
+    /// Whether the person edits an input before a run (`files`): drawn
+    /// apart too; and how many edits so far.
+    files: Rng,
+    edits: u64,
+    /// The person edits an input before the next plain run.
+    edit_next: bool,
 }
 
 /// Run one seed.
 pub fn simulate(config: &Config) -> Report {
     let mut rng = Rng::new(config.seed);
-    let generated = plan::generate(&mut rng, config.seed);
+    let mut generated = plan::generate(&mut rng, config.seed);
+    let mut files_rng = Rng::new(config.seed ^ files::FILES_SEED);
+    files::declare(&mut generated, &mut files_rng);
     // A folder of its own: two runs of one seed at once (two tests) never meet.
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -88,6 +97,7 @@ pub fn simulate(config: &Config) -> Report {
         .and_then(|()| {
             std::fs::write(ws.join("plan.json"), serde_json::to_vec_pretty(&generated.plan).unwrap_or_default())
         })
+        .and_then(|()| files::lay_out(&ws, &generated.traits))
         .and_then(|()| empty_store(&config.base, &store));
     let mut report =
         Report { seed: config.seed, steps_max: config.steps, faults: config.faults.clone(), ..Report::default() };
@@ -96,6 +106,7 @@ pub fn simulate(config: &Config) -> Report {
         return report;
     }
     let u = universe(config, Rng::new(rng.next()), generated.traits, (&store, &dir));
+    u.borrow_mut().files = Some(files::Writer::new(Rng::new(config.seed ^ files::FILES_SEED ^ 1), ws.clone()));
     process::plant(&config.faults);
     crate::run::world::simulated::set(Some(world::maker(u.clone())));
     let mut s = Session {
@@ -116,6 +127,9 @@ pub fn simulate(config: &Config) -> Report {
         power_losses: 0,
         holding: Vec::new(),
         holding_goal: false,
+        files: files_rng,
+        edits: 0,
+        edit_next: false,
     };
     super::disk::forget();
     s.session(config.steps);
@@ -131,6 +145,7 @@ pub fn simulate(config: &Config) -> Report {
     report.power_losses = s.power_losses;
     report.deliveries = u.deliveries.len() as u64;
     report.answered = u.deliveries.iter().filter(|d| d.answers.is_some()).count() as u64;
+    (report.kept_by_cutoff, report.ran_on_new_outputs) = u.checker.cutoffs;
     report.findings = std::mem::take(&mut u.checker.findings);
     report.trace = std::mem::take(&mut u.trace);
     drop(u);
@@ -146,7 +161,9 @@ pub fn simulate(config: &Config) -> Report {
 /// draws (`Universe::moves`), the checks' reader open.
 fn universe(config: &Config, world_rng: Rng, traits: BTreeMap<String, Traits>, (store, dir): (&Path, &Path)) -> Shared {
     let goal = GoalId::new(format!("sim-{}", config.seed));
-    let checker = Checker::new(store.to_path_buf(), goal);
+    let depends_on = traits.iter().map(|(r, t)| (r.clone(), t.depends_on.clone())).collect();
+    let made = checks::Made::new(dir.join("ws"), depends_on);
+    let checker = Checker::new(store.to_path_buf(), goal, made);
     let u = Rc::new(RefCell::new(Universe::new(world_rng, EPOCH_MS, traits, checker)));
     u.borrow_mut().folder = dir.display().to_string();
     u.borrow_mut().moves = Some(Rng::new(config.seed ^ TOOLS_SEED ^ 1));
@@ -252,6 +269,15 @@ impl Session {
             return args;
         }
         let mut u = self.u.borrow_mut();
+        if let Some(path) = files::edit(
+            self.plan_path.parent().unwrap_or(&self.dir),
+            &u.traits,
+            (&mut self.files, std::mem::take(&mut self.edit_next)),
+            self.edits + 1,
+        ) {
+            self.edits += 1;
+            u.note(format!("the person edits {path}"));
+        }
         if self.tools.chance(NEW_VERSION_PERCENT) {
             u.service_version += 1;
             let v = u.service_version;
@@ -457,6 +483,10 @@ impl Session {
                 }
                 if self.rng.chance(25) {
                     return self.rerun(r);
+                }
+                if files::again(&self.u.borrow().traits, &mut self.files) {
+                    self.edit_next = true;
+                    return Some(vec!["run".into(), String::new()]);
                 }
                 return None;
             }

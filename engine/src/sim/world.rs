@@ -119,6 +119,8 @@ pub struct Universe {
     /// runs, and `moves` (its own draws) now and then between two calls.
     pub service_version: u64,
     pub moves: Option<Rng>,
+    /// The providers' hands on the workspace's files (`files`).
+    pub files: Option<super::files::Writer>,
 }
 
 pub type Shared = Rc<RefCell<Universe>>;
@@ -153,6 +155,7 @@ impl Universe {
             folder: String::new(),
             service_version: 1,
             moves: None,
+            files: None,
         }
     }
 
@@ -252,6 +255,10 @@ impl Universe {
         }
         if !asks && matches!(behaviour, Behaviour::Ok | Behaviour::LostAfterEffect | Behaviour::Slow) {
             self.schedule(effect_at, Due::Effect { op: op.clone() });
+            // Its output is written as it takes the call (`files`).
+            if let Some(w) = self.files.as_mut().and_then(|f| f.write(&s.task_ref, &traits)) {
+                self.note(format!("{} writes {w}", s.task_ref));
+            }
         }
         let receipt = self.receipt(&traits, behaviour, asks, latency);
         let deadline = traits.timeout_ms.filter(|&t| t < latency);

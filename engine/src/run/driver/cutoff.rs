@@ -60,6 +60,7 @@ pub fn decide(
         let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
         Ok(cp.with_context(context))
     });
+    let decision = planted(decision, done.as_ref());
     let refusal = match decision {
         Decision::Run { refusal } => cutoff::named(refusal),
         // Kept only with its outputs in this workspace.
@@ -79,4 +80,29 @@ pub fn decide(
         }
     };
     Ok(Err(json!({"stale": refusal.code(), "detail": refusal.detail()})))
+}
+
+/// Planted fault `cutoff-ignores-outputs` (armed by the simulator only):
+/// a checkpoint whose first difference is an upstream's recorded outputs
+/// is taken for the same, and the completion kept.
+fn planted(decision: Decision, done: Option<&reuse::Completion>) -> Decision {
+    let upstream = |d: &Decision| match d {
+        Decision::Run { refusal: reuse::Refusal::CheckpointChanged { path } } => {
+            path.strip_prefix("context:").and_then(cutoff::dependency_of).is_some()
+        }
+        _ => false,
+    };
+    match done {
+        Some(c) if crate::failpoint::fault(crate::failpoint::Fault::CutoffIgnoresOutputs) && upstream(&decision) => {
+            let checkpoint = c.checkpoint.as_ref().map(|cp| cp.digest().to_string()).unwrap_or_default();
+            let provenance = reuse::Provenance {
+                revision: c.revision,
+                attempt_id: c.attempt_id,
+                checkpoint,
+                evidence_ids: Vec::new(),
+            };
+            Decision::Reuse { provenance }
+        }
+        _ => decision,
+    }
 }
