@@ -96,13 +96,13 @@ fn only_the_answer_path_records_answers() {
             "engine/src/commands/answer.rs",
             "engine/src/commands/held_answer.rs",
             "engine/src/run/held.rs",
-            "engine/src/sim/checks.rs",
+            "engine/src/sim/checks/delivery.rs",
             "engine/src/store/acts.rs",
             "engine/src/store/chain/mod.rs"
         ],
         "AskKind::Answer named outside the answer path"
     );
-    for reader in ["sim/checks.rs", "run/held.rs"] {
+    for reader in ["sim/checks/delivery.rs", "run/held.rs"] {
         let text = std::fs::read_to_string(src.join(reader)).unwrap();
         assert!(!text.contains("insert_ask"), "{reader} only reads answers");
     }

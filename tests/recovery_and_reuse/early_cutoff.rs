@@ -124,6 +124,34 @@ fn a_changed_upstream_output_is_caught_by_its_recorded_digest_alone() {
     assert_eq!(ws.read("out3.txt"), "a new first line\n");
 }
 
+/// An upstream that runs again and fails leaves its put-off dependants on
+/// their completions (the ledger's `succeeded`, shown stale meanwhile),
+/// never `blocked` over a completion (the simulator's seed 9 of issue 43:
+/// an internal error, `succeeded -> blocked`); the run that completes the
+/// upstream (here a person's repair) decides them.
+#[test]
+fn a_put_off_dependant_stands_while_its_upstream_fails() {
+    let ws = Ws::new();
+    ws.write("in.txt", "first line\nok\n");
+    let mut tasks = chain(3, true);
+    tasks[0] = sh_task("T1", "head -n 1 in.txt > out1.txt; grep -q ok in.txt");
+    tasks[0]["inputs"] = json!(["in.txt"]);
+    tasks[0]["outputs"] = json!(["out1.txt"]);
+    ws.write_plan("plan.json", &plan("cutoff", tasks));
+    ws.json(&["run", "plan.json"], 0);
+    ws.write("in.txt", "first line\nno longer\n");
+    let report = ws.json(&["run", "plan.json"], 1);
+    assert_eq!(calls(&ws, 3), [2, 1, 1], "{report:#}");
+    assert_eq!((ws.task_state("T2"), ws.task_state("T3")), ("succeeded".into(), "succeeded".into()));
+    let task = |r: &str| report["tasks"].as_array().unwrap().iter().find(|t| t["task_ref"] == r).unwrap().clone();
+    assert_eq!(task("T2")["upstream"]["upstream"], "failed_since", "{report:#}");
+    ws.write("in.txt", "first line\nok again\n");
+    ws.json(&["repair", "T1", "--force", "--note", "in.txt fixed"], 0);
+    assert_eq!(calls(&ws, 3), [3, 1, 1]);
+    let kept: Vec<String> = ws.events_of("completion_kept").into_iter().filter_map(|(r, _, _)| r).collect();
+    assert_eq!(kept, ["T2", "T3"]);
+}
+
 /// An upstream that declares no outputs cuts nothing off, and the stale
 /// event (so explain) says why.
 #[test]

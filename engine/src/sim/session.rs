@@ -93,12 +93,7 @@ pub fn simulate(config: &Config) -> Report {
     let dir = config.base.join(format!("engine-sim-{}-{}-{run}", config.seed, std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let (ws, store) = (dir.join("ws"), dir.join("store").join("engine.db"));
-    let made = std::fs::create_dir_all(&ws)
-        .and_then(|()| {
-            std::fs::write(ws.join("plan.json"), serde_json::to_vec_pretty(&generated.plan).unwrap_or_default())
-        })
-        .and_then(|()| files::lay_out(&ws, &generated.traits))
-        .and_then(|()| empty_store(&config.base, &store));
+    let made = set_up(&config.base, &generated, (&ws, &store));
     let mut report =
         Report { seed: config.seed, steps_max: config.steps, faults: config.faults.clone(), ..Report::default() };
     if let Err(e) = made {
@@ -155,6 +150,17 @@ pub fn simulate(config: &Config) -> Report {
         let _ = std::fs::remove_dir_all(&dir);
     }
     report
+}
+
+/// The seed's folder: its workspace (the plan, the declared inputs) and
+/// an empty store.
+fn set_up(base: &Path, generated: &plan::Generated, (ws, store): (&Path, &Path)) -> std::io::Result<()> {
+    std::fs::create_dir_all(ws)
+        .and_then(|()| {
+            std::fs::write(ws.join("plan.json"), serde_json::to_vec_pretty(&generated.plan).unwrap_or_default())
+        })
+        .and_then(|()| files::lay_out(ws, &generated.traits))
+        .and_then(|()| empty_store(base, store))
 }
 
 /// The seed's world: its universe, its folder named, the service's own

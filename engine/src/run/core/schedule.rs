@@ -186,6 +186,12 @@ impl Run<'_> {
         scheduler: &Scheduler,
         waits_for_retry: &HashSet<String>,
     ) -> Result<()> {
+        // A completion put off for an upstream that did not complete again
+        // (`cutoff.rs`) stands in the ledger as it was: it is decided by
+        // the run in which that upstream completes, and shown stale meanwhile.
+        for (r, was) in std::mem::take(&mut self.deferred) {
+            self.states.insert(r, was);
+        }
         let view = View { order, states: &self.states, waits_for_retry };
         let mut blocked = Vec::new();
         for (p, r) in order.iter().enumerate() {

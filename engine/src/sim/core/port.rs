@@ -69,6 +69,9 @@ impl<'p> Model<'p> {
             passes: 100,
             timeout_ms: None,
             approval: false,
+            depends_on: Vec::new(),
+            input: false,
+            output: false,
         })
     }
 
