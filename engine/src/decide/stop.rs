@@ -19,7 +19,8 @@
 use super::in_doubt::Observed;
 use crate::plan::model::Effect;
 
-/// How far the call got before the person stopped it.
+/// How far the call got before the person stopped it (`Reached::of`: by
+/// the ledger's `dispatched` and by what the provider answered the stop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reached {
     /// Its intent is recorded; nothing was handed to the provider.
@@ -37,6 +38,21 @@ pub enum Stopped {
     Receipt,
     /// Nobody can tell: `effect_unknown`, for a person to settle.
     Unknown,
+}
+
+impl Reached {
+    /// By the ledger and by the provider's answer to the stop: a provider
+    /// that answers with a receipt, or says its answer was lost after the
+    /// request left, had the request, whether or not its `dispatched` was
+    /// recorded before the stop came. Only a call the ledger never saw
+    /// dispatched and whose provider said nothing of it, or said it never
+    /// went out, counts as not dispatched.
+    pub fn of(dispatch_recorded: bool, provider_had_it: bool) -> Reached {
+        match dispatch_recorded || provider_had_it {
+            true => Reached::Dispatched,
+            false => Reached::NotDispatched,
+        }
+    }
 }
 
 /// Must the target be observed before the call is recorded? Only when the
@@ -65,6 +81,19 @@ mod tests {
     const EFFECTS: [Effect; 3] = [Effect::None, Effect::Local, Effect::External];
     const OBSERVED: [Observed; 4] =
         [Observed::Present, Observed::Absent, Observed::Inconclusive, Observed::NotObservable];
+
+    #[test]
+    fn a_provider_that_answered_had_the_request_whatever_the_ledger_says() {
+        assert_eq!(Reached::of(false, false), Reached::NotDispatched);
+        assert_eq!(Reached::of(false, true), Reached::Dispatched);
+        assert_eq!(Reached::of(true, false), Reached::Dispatched);
+        assert_eq!(Reached::of(true, true), Reached::Dispatched);
+        // So an external call answered after a stop is never a plain
+        // `cancelled` a next run would send again, unless seen absent.
+        let reached = Reached::of(false, true);
+        assert!(needs_observation(reached, Effect::External, false));
+        assert_eq!(resolve(reached, Effect::External, false, Observed::NotObservable), Stopped::Unknown);
+    }
 
     #[test]
     fn nothing_handed_over_is_always_cancelled() {

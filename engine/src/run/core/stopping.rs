@@ -129,8 +129,10 @@ impl Run<'_> {
     ) -> Result<()> {
         self.in_flight.remove(&attempt_id);
         let attempt = self.io.attempt(attempt_id).await?;
-        let reached =
-            if attempt.state == AttemptState::IntentRecorded { Reached::NotDispatched } else { Reached::Dispatched };
+        // The provider's answer counts as much as the ledger's record: its
+        // `dispatched` may not have been recorded when the stop came.
+        let provider_had_it = matches!(outcome, Some(Outcome::Received(_) | Outcome::Lost { .. }));
+        let reached = Reached::of(attempt.state != AttemptState::IntentRecorded, provider_had_it);
         // Read back only: the request was just cancelled or cut off, so
         // asking by its handle would find what the stop did.
         let looked = if stop::needs_observation(reached, task.effect, task.idempotent) {

@@ -79,6 +79,10 @@ struct Script {
     fails: BTreeSet<String>,
     /// MCP servers whose `tools/list` cannot be read (the others list `act`).
     unlisted: BTreeSet<String>,
+    /// A person's stop is answered by the call in flight, ended by the
+    /// stop's signal: its answer was lost after the request left (no
+    /// `dispatched` came before).
+    lost_after_stop: bool,
 }
 
 struct Fake {
@@ -232,9 +236,17 @@ impl Fake {
                 self.accepting = true;
                 reply.send(())
             }
-            // A person's stop: the grace ends before any answer comes.
+            // A person's stop: the grace ends before any answer comes, or
+            // the call answers that its answer was lost.
             WorldAction::Wait(wait, reply) if !matches!(wait.stop, StopWait::Signal | StopWait::Nothing) => {
-                reply.send(Wake::Timer)
+                match (self.script.lost_after_stop, self.sent.pop_front()) {
+                    (true, Some(attempt_id)) => {
+                        let reason = providers::LostReason::ResponseLost;
+                        let outcome = Box::new(Outcome::Lost { reason, detail: "cut off".into() });
+                        reply.send(Wake::Message(Msg::Finished { attempt_id, outcome, level: Level::Term }))
+                    }
+                    _ => reply.send(Wake::Timer),
+                }
             }
             WorldAction::Wait(_, reply) => reply.send(self.next_answer()),
             WorldAction::TryMessage(reply) => reply.send(None),
@@ -490,6 +502,19 @@ fn a_persons_stop_cancels_a_call_that_never_went_out_and_starts_nothing_new() {
     assert!(!gated(&fake, "T2") && !gated(&fake, "T3"), "new work after a person's stop: {:?}", fake.log);
     let closing = fake.closing.expect("the run ends on its verdict");
     assert_eq!(closing.signal, Some(StopSignal::Interrupt));
+}
+
+#[test]
+fn an_external_call_whose_provider_says_it_had_the_request_is_never_cancelled_by_a_stop() {
+    // As above, but the stopped call answers that its answer was lost
+    // after the request left, though no `dispatched` was recorded before
+    // the stop: nobody can tell what it did, so it is unknown (a person
+    // settles it), not `cancelled` (which a next run would send again).
+    let script = Script { stop_at: Some(2), lost_after_stop: true, ..Script::default() };
+    let fake = run(&plan(&[("T1", &[]), ("T2", &["T1"])]), script);
+    assert!(sent(&fake, "T1"), "{:?}", fake.log);
+    assert!(fake.log.contains(&Seen::Stopped("T1".into(), false)), "T1 called cancelled: {:?}", fake.log);
+    assert!(!gated(&fake, "T2"), "new work after a person's stop: {:?}", fake.log);
 }
 
 #[test]
