@@ -205,7 +205,8 @@ impl Checker {
         let external = traits.iter().filter(|(_, t)| t.effect == "external").map(|(r, _)| r.clone()).collect();
         let goal = self.goal.clone();
         let Some(store) = open(&mut self.reader, &self.store) else { return Vec::new() };
-        let mut out = tools::after_run(store, &goal, &start, &external);
+        let deps = traits.iter().map(|(r, t)| (r.clone(), t.depends_on.clone())).collect();
+        let mut out = tools::after_run(store, &goal, &start, (&external, &deps));
         out.extend(cutoff::after_run(store, &goal, (&cut, &self.made), traits));
         out
     }

@@ -66,7 +66,12 @@ pub fn at_start(store: &Store, goal: &GoalId, seq: Seq, act: bool) -> Option<AtS
 
 /// After the run: each task it kept on an older version was kept by a
 /// person's act. `external`: the tasks whose effect is `external`.
-pub fn after_run(store: &Store, goal: &GoalId, start: &AtStart, external: &BTreeSet<String>) -> Vec<Finding> {
+pub fn after_run(
+    store: &Store,
+    goal: &GoalId,
+    start: &AtStart,
+    (external, depends_on): (&BTreeSet<String>, &BTreeMap<String, Vec<String>>),
+) -> Vec<Finding> {
     let Some((revision, now)) = completions(store, goal) else { return Vec::new() };
     if revision != start.revision {
         return Vec::new();
@@ -81,7 +86,12 @@ pub fn after_run(store: &Store, goal: &GoalId, start: &AtStart, external: &BTree
         .filter_map(|e| e.task_ref)
         .collect();
     let mut out = Vec::new();
-    for (task, state) in states.iter().filter(|(t, s)| s.is_complete() && !external.contains(t)) {
+    // A completion put off for an upstream that did not complete again
+    // (early cutoff) is not kept: it waits on that upstream, which decides it.
+    let waits = |t: &String| {
+        depends_on.get(t).into_iter().flatten().any(|d| !states.iter().any(|(r, s)| r == d && s.is_complete()))
+    };
+    for (task, state) in states.iter().filter(|(t, s)| s.is_complete() && !external.contains(t) && !waits(t)) {
         let (Some((then, versions)), Some((attempt, _))) = (start.completions.get(task), now.get(task)) else {
             continue;
         };
