@@ -29,8 +29,14 @@ fn main() {
 }
 
 fn version_line() -> String {
+    // `--no-optional-locks`: `git status` refreshes the index's file
+    // times and writes the index back when it can; the index is watched
+    // below, so that write made the next cargo invocation run this script
+    // again and compile the engine again (5 minutes of a fresh clone's
+    // `.ci/test`, whose build and test are two invocations).
     let git = |args: &[&str]| {
         Command::new("git")
+            .arg("--no-optional-locks")
             .args(args)
             .output()
             .ok()
