@@ -19,6 +19,13 @@ impl Run<'_> {
     /// Was `task_ref` put off and does its completion stand now? `true`:
     /// it is complete again (kept), nothing to start.
     pub async fn cut_off(&mut self, task_ref: &str) -> Result<bool> {
+        self.decide_cutoff(task_ref, false).await
+    }
+
+    /// `cut_off`, or with `stale_only` (an upstream is not complete again
+    /// yet, so only a stale answer is final): a kept answer leaves the task
+    /// put off, undecided, until that upstream completes.
+    pub async fn decide_cutoff(&mut self, task_ref: &str, stale_only: bool) -> Result<bool> {
         let Some(was) = self.deferred.remove(task_ref) else { return Ok(false) };
         let task = self.task(task_ref)?;
         let ran: Vec<String> = task.depends_on.iter().filter(|d| self.dispatched.contains(*d)).cloned().collect();
@@ -35,6 +42,10 @@ impl Run<'_> {
             }
         };
         match answer {
+            Ok(_) if stale_only => {
+                self.deferred.insert(task_ref.to_string(), was);
+                Ok(false)
+            }
             Ok(mut data) => {
                 data["detail"] = Value::String(cutoff::kept_words(&ran, &kept));
                 data["ran_again"] = json!(ran);

@@ -186,6 +186,7 @@ impl Run<'_> {
         scheduler: &Scheduler,
         waits_for_retry: &HashSet<String>,
     ) -> Result<()> {
+        self.decide_put_off().await?;
         // A completion put off for an upstream that did not complete again
         // (`cutoff.rs`) stands in the ledger as it was: it is decided by
         // the run in which that upstream completes, and shown stale meanwhile.
@@ -212,6 +213,27 @@ impl Run<'_> {
         }
         for (r, waits) in blocked {
             self.set_task(&r, TaskState::Blocked, super::state::waits_on(waits)).await?;
+        }
+        Ok(())
+    }
+
+    /// A completion put off for an upstream that completed again in this
+    /// run, though the run ended before the task would have started (a
+    /// budget spent, say): decided now, as it would have been then — stale
+    /// and pending when what it stands on changed, kept on byte-identical
+    /// outputs once every upstream is complete again (until then a kept
+    /// answer is not final and it stays put off), never left standing on
+    /// outputs an upstream no longer has.
+    async fn decide_put_off(&mut self) -> Result<()> {
+        let put_off: Vec<String> = self.deferred.keys().cloned().collect();
+        for r in put_off {
+            let task = self.task(&r)?;
+            let complete = |d: &String| self.state(d) == TaskState::Succeeded;
+            let again = task.depends_on.iter().any(|d| self.dispatched.contains(d) && complete(d));
+            let all_complete = task.depends_on.iter().all(complete);
+            if again {
+                self.decide_cutoff(&r, !all_complete).await?;
+            }
         }
         Ok(())
     }
