@@ -7,7 +7,7 @@
 //! early cutoff) and `engine revise` add the same entries, so a recorded
 //! checkpoint and one observed now compare.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -116,14 +116,25 @@ pub fn upstream_context(
 /// Each program's entry as one pass that starts nothing found it (the
 /// reuse pass: a thousand tasks of `true` search `PATH` once, not a
 /// thousand times). Only for as long as nothing runs.
+///
+/// And the file each bare program name resolved to, for the rest of the
+/// run, as the spawn remembers it (`providers::spawn::search`,
+/// docs/plan.md): taken again while it still is an executable file,
+/// searched for again once it is not. So the checkpoint names the file the
+/// spawn executes, and a chain of a thousand `true` tasks searches `PATH`
+/// once, not before every task.
 #[derive(Default)]
-pub struct Programs(std::collections::HashMap<String, String>);
+pub struct Programs {
+    entries: HashMap<String, String>,
+    found: HashMap<String, PathBuf>,
+}
 
 impl Programs {
-    /// A process ran (a task's context command): what it found may have
-    /// changed, so every program is looked up again.
+    /// A process ran (a task's context command, a task): what it found may
+    /// have changed, so every program's entry is made again (the files
+    /// found are looked at again before they are taken).
     pub fn forget(&mut self) {
-        self.0.clear();
+        self.entries.clear();
     }
 }
 
@@ -147,11 +158,11 @@ pub fn tool_context_in(
     let Some(argv) = task.action.get("run").and_then(Value::as_array) else { return out };
     let argv: Vec<String> = argv.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
     let Some(program) = argv.first() else { return out };
-    let value = match programs.0.get(program) {
+    let value = match programs.entries.get(program) {
         Some(v) => v.clone(),
         None => {
-            let v = program_entry(program, &plan.workspace, cache);
-            programs.0.insert(program.clone(), v.clone());
+            let v = program_entry(program, &plan.workspace, cache, &mut programs.found);
+            programs.entries.insert(program.clone(), v.clone());
             v
         }
     };
@@ -167,8 +178,13 @@ pub fn tool_context_in(
 }
 
 /// The file `program` names (`resolve`) with its digest.
-fn program_entry(program: &str, workspace: &Path, cache: &mut FileCache) -> String {
-    match resolve(program, workspace) {
+fn program_entry(
+    program: &str,
+    workspace: &Path,
+    cache: &mut FileCache,
+    found: &mut HashMap<String, PathBuf>,
+) -> String {
+    match resolve(program, workspace, found) {
         Some(path) => match cache.digest(&path) {
             Ok(Some(digest)) => format!("{} {digest}", path.display()),
             Ok(None) => format!("{} (absent)", path.display()),
@@ -181,17 +197,79 @@ fn program_entry(program: &str, workspace: &Path, cache: &mut FileCache) -> Stri
 /// The file `execvp` would run for `program` from `workspace` (its
 /// working folder): a name with a `/` as it is; else the first regular
 /// file with an execute bit along the engine's `PATH` (the one its
-/// children inherit), glibc's `/bin:/usr/bin` when there is none.
-fn resolve(program: &str, workspace: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
+/// children inherit), glibc's `/bin:/usr/bin` when there is none. A bare
+/// name's file found earlier in the run (`found`) is taken while it still
+/// is one, as the spawn takes it; one found through a relative `PATH`
+/// entry is not remembered (the spawn does not remember it either).
+fn resolve(program: &str, workspace: &Path, found: &mut HashMap<String, PathBuf>) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    resolve_along(program, workspace, &path, found)
+}
+
+/// `resolve` with `path` for `PATH`.
+fn resolve_along(
+    program: &str,
+    workspace: &Path,
+    path: &std::ffi::OsStr,
+    found: &mut HashMap<String, PathBuf>,
+) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(workspace.join(program));
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
-    std::env::split_paths(&path)
-        .map(|dir| match dir.as_os_str().is_empty() {
-            true => workspace.join(program),
-            false => workspace.join(dir).join(program),
-        })
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    if let Some(known) = found.get(program).filter(|p| executable(p)) {
+        return Some(known.clone());
+    }
+    let hit = std::env::split_paths(path).find_map(|dir| {
+        let file = workspace.join(&dir).join(program);
+        executable(&file).then_some((file, dir.is_absolute()))
+    });
+    match hit {
+        Some((ref file, true)) => found.insert(program.to_string(), file.clone()),
+        _ => found.remove(program),
+    };
+    hit.map(|(file, _)| file)
+}
+
+/// A regular file (followed through links) with an execute bit.
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn program(dir: &Path, mode: u32) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let file = dir.join("tool");
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        file
+    }
+
+    /// Like the spawn (docs/plan.md): the file found is taken again while
+    /// it executes, even with one installed since in an earlier folder;
+    /// once it no longer executes, the whole search is made again.
+    #[test]
+    fn a_programs_file_is_remembered_for_the_run_as_the_spawn_remembers_it() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        let mut found = HashMap::new();
+        let first = |found: &mut HashMap<String, PathBuf>| resolve_along("tool", d.path(), &path, found);
+        program(&a, 0o644); // not executable: passed over
+        let in_b = program(&b, 0o755);
+        assert_eq!(first(&mut found), Some(in_b.clone()));
+        let in_a = program(&a, 0o755);
+        assert_eq!(first(&mut found), Some(in_b.clone()), "remembered while it executes");
+        std::fs::set_permissions(&in_b, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(first(&mut found), Some(in_a.clone()), "searched again once it no longer executes");
+        std::fs::remove_file(&in_a).unwrap();
+        assert_eq!(first(&mut found), None);
+        assert!(found.is_empty(), "nothing found, nothing remembered");
+        assert_eq!(resolve_along("./tool", d.path(), &path, &mut found), Some(d.path().join("./tool")));
+        assert!(found.is_empty(), "a name with a `/` is not searched");
+    }
 }

@@ -21,15 +21,18 @@ use crate::store::LeaseGuard;
 
 /// `context` with the entries the ledger and the machine add for `task`
 /// (its dependencies' recorded outputs, its tool's identity: `run::identity`).
+/// `programs`: the run's (each program's file found earlier in the run;
+/// its entry made again, as something may have run since).
 pub fn with_identity(
     ledger: &LeaseGuard,
     scope: &Scope,
     task: &Task,
     context: BTreeMap<String, String>,
-    cache: &mut FileCache,
+    (cache, programs): (&mut FileCache, &mut identity::Programs),
 ) -> Result<BTreeMap<String, String>> {
     let upstream = identity::upstream_context(&*ledger.read(), (&scope.goal_id, scope.revision), scope.plan, task)?;
-    Ok(identity::carried(scope.plan, task, (context, upstream), (cache, &mut identity::Programs::default())))
+    programs.forget();
+    Ok(identity::carried(scope.plan, task, (context, upstream), (cache, programs)))
 }
 
 /// Does `task_ref`'s completion stand, its upstream complete again? `Ok`:
@@ -40,7 +43,7 @@ pub fn decide(
     scope: &Scope,
     task_ref: &str,
     tools: BTreeMap<String, String>,
-    (cache, sandbox): (&mut FileCache, &providers::sandbox::Sandbox),
+    (cache, programs, sandbox): (&mut FileCache, &mut identity::Programs, &providers::sandbox::Sandbox),
 ) -> Result<std::result::Result<Value, Value>> {
     let plan = scope.plan;
     let task = scope.task(task_ref)?;
@@ -48,7 +51,7 @@ pub fn decide(
         plan.digests().tasks.get(task_ref).ok_or_else(|| Error::internal(format!("task {task_ref} has no digests")))?;
     let done = ledger.read().completion(&scope.goal_id, scope.revision, task_ref)?;
     let done = done.map(|c| weighed(c, task, d.meaning_core.clone()));
-    let mut context = with_identity(ledger, scope, task, tools, cache)?;
+    let mut context = with_identity(ledger, scope, task, tools, (cache, programs))?;
     let recorded = done.as_ref().and_then(|c| c.checkpoint.as_ref());
     if recorded.is_some() {
         let newest = identity::newest_reported(&*ledger.read(), (&scope.goal_id, scope.revision), plan)?;

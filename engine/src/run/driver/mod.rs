@@ -157,8 +157,10 @@ impl Driver<'_, '_> {
         let scope = &self.scope;
         let task = scope.task(task_ref).map_err(|e| e.to_string())?;
         let context = match identity {
-            true => cutoff::with_identity(self.ledger, scope, task, context, &mut self.workspace.cache)
-                .map_err(|e| e.to_string())?,
+            true => {
+                let known = (&mut self.workspace.cache, &mut self.workspace.programs);
+                cutoff::with_identity(self.ledger, scope, task, context, known).map_err(|e| e.to_string())?
+            }
             false => context,
         };
         self.workspace.observe(self.world, scope, task, context).await

@@ -36,8 +36,8 @@ impl Driver<'_, '_> {
             }
             Action::Cutoff { task_ref, context, reply } => {
                 let sandbox = self.workspace.sandbox().clone();
-                let cache = &mut self.workspace.cache;
-                reply.send(cutoff::decide(self.ledger, &self.scope, &task_ref, context, (cache, &sandbox)))
+                let (cache, programs) = (&mut self.workspace.cache, &mut self.workspace.programs);
+                reply.send(cutoff::decide(self.ledger, &self.scope, &task_ref, context, (cache, programs, &sandbox)))
             }
             Action::Baseline(task_ref, quiet, reply) => {
                 reply.send(self.workspace.baseline(self.world, self.ledger, &self.scope, (&task_ref, quiet)).await)

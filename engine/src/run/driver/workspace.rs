@@ -67,6 +67,8 @@ async fn blocking<T: Send + 'static>(
 pub struct Workspace {
     /// File-state cache for checkpoints; flushed when the run finishes.
     pub cache: FileCache,
+    /// The files programs resolved to earlier in the run (`run::identity`).
+    pub programs: crate::run::identity::Programs,
     guard: Guard,
     /// Where context commands run.
     sandbox: providers::sandbox::Sandbox,
@@ -104,6 +106,7 @@ impl Workspace {
     pub fn new(scope: &Scope, sandbox: providers::sandbox::Sandbox, guard: Guard) -> Workspace {
         Workspace {
             cache: FileCache::default(),
+            programs: crate::run::identity::Programs::default(),
             guard,
             sandbox,
             outputs_declared: scope.plan.file.tasks.iter().any(|t| !t.outputs.is_empty()),
