@@ -57,16 +57,25 @@ fn a_kill_at_each_point_of_creation_leaves_nothing_half_made() {
 
 /// The same with kills from outside at 0–20 ms after the start, the window
 /// in which a fresh store is made (the issue saw 4 of 300 such kills leave a
-/// store every later run refused).
+/// store every later run refused). Guards issue 9, defect 3, as the soak
+/// found it (in about 3% of its sessions): 150 tries. Those were kept apart
+/// as a test of their own (`crash_sweep::regressions`) on the command
+/// reference plan, asserting only that the next run does not exit 70,
+/// beside 42 tries here: 55 s of test time, 19 CPU-seconds, most of it the
+/// next run waiting on that plan's three tools and two checks. The store
+/// is made before any task starts, so a one-task plan meets every moment
+/// of creation as that plan did, and each try here asserts more: the next
+/// run satisfied, nothing of the creation left (150 tries: 32 s, 9
+/// CPU-seconds, same load).
 #[test]
 fn kills_at_random_moments_of_creation_never_block_the_next_run() {
-    for i in 0..42u64 {
+    for i in 0..150u64 {
         let ws = Ws::new();
         one_task_plan(&ws);
         let mut running = ws.spawn_engine(&["run", "plan.json"]);
         std::thread::sleep(Duration::from_micros((i % 21) * 1000));
         running.kill9();
-        next_run_is_satisfied(&ws, &format!("kill after {} ms", i % 21));
+        next_run_is_satisfied(&ws, &format!("try {i}: kill after {} ms", i % 21));
     }
 }
 
