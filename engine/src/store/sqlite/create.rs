@@ -52,6 +52,7 @@ fn build(tmp: &Path) -> Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(tmp)
         .map_err(|e| write_error(e, tmp, "cannot create store"))?;
+    super::open::process_settings();
     let conn = Connection::open_with_flags(
         tmp,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,

@@ -236,6 +236,7 @@ impl Db {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        open::process_settings();
         let conn = Connection::open_with_flags(uri, flags).ok()?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ok()?;
         if version != schema::SCHEMA_VERSION {

@@ -180,12 +180,33 @@ pub(super) fn refuse_unwritable(conn: &Connection, files: &StoreFiles) -> Result
     .with_details(serde_json::json!({"reason": "store_not_writable"})))
 }
 
+/// SQLite's settings for the whole process, made once before its first
+/// connection (every opener here calls this first): no memory statistics
+/// (`SQLITE_CONFIG_MEMSTATUS`, on by default), which the engine never
+/// reads (it sets no soft heap limit) and which took a process-wide mutex
+/// around every one of SQLite's allocations — about a tenth of a
+/// simulated seed's instructions (callgrind, `engine-sim`). Too late (a
+/// connection of other code opened first), SQLite refuses it with
+/// `SQLITE_MISUSE` and keeps counting: nothing else changes.
+pub(super) fn process_settings() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_config is called once, before this process opens
+        // a connection through the engine (the `Once` above holds every
+        // other opener back until it returns); it only sets a flag.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::os::raw::c_int);
+        }
+    });
+}
+
 /// A connection that waits for a busy store (from its first statement on:
 /// racing openers never see "database is locked") and never checkpoints
 /// when it closes, so only a writer's explicit checkpoints touch the store
 /// file (what the mark's fingerprint relies on) and the WAL is never
 /// deleted behind a crashed writer's back.
 pub(super) fn connect(path: &Path, mode: OpenFlags) -> Result<Connection> {
+    process_settings();
     let conn =
         Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW)
             .map_err(|e| store_open_error(e, path))?;

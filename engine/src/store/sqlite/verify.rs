@@ -5,6 +5,7 @@
 //! interrupted rollback journal, SQLite's integrity and foreign-key
 //! checks, the schema's tables and triggers, the store lease's generation.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -49,7 +50,8 @@ pub fn verify(path: &Path) -> Result<Verified> {
 /// `path`: `engine verify`'s, and every open's when the store is not known
 /// to be whole (`open::examine`).
 pub(super) fn check(conn: &Connection, path: &Path) -> Result<Verified> {
-    checks::run(&mut SqliteVerify { path: path.to_path_buf(), conn }, &path.display().to_string())
+    let mut db = SqliteVerify { path: path.to_path_buf(), conn, columns: HashMap::new() };
+    checks::run(&mut db, &path.display().to_string())
 }
 
 /// What a store is opened for, as `examine` weighs a person's act edited
@@ -86,6 +88,10 @@ pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: 
 struct SqliteVerify<'c> {
     path: PathBuf,
     conn: &'c Connection,
+    /// Each table's columns as the store holds them, (name, declared
+    /// type) by `cid`: read once per verify, for `schema` and
+    /// `column_types` (in one snapshot, they cannot change between the two).
+    columns: HashMap<&'static str, Vec<(String, String)>>,
 }
 
 impl VerifyDb for SqliteVerify<'_> {
@@ -141,12 +147,18 @@ fn cell(v: ValueRef<'_>) -> Cell {
     }
 }
 
-/// A table's columns, as `name TYPE`, sorted.
-fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached("SELECT name || ' ' || type FROM pragma_table_info(?1)")?;
-    let mut columns: Vec<String> = stmt.query_map([table], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-    columns.sort();
+/// A table's columns, (name, declared type) by `cid`.
+fn table_info(conn: &Connection, table: &str) -> Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?;
+    let columns = stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
     Ok(columns)
+}
+
+/// A table's columns, as `name TYPE`, sorted.
+fn sorted_columns(columns: &[(String, String)]) -> Vec<String> {
+    let mut columns: Vec<String> = columns.iter().map(|(name, kind)| format!("{name} {kind}")).collect();
+    columns.sort();
+    columns
 }
 
 /// Each table's columns (`checks::tables`, in its order) (in its order) as this engine's migrations
@@ -156,9 +168,10 @@ fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
 fn reference_columns() -> Result<&'static [Vec<String>]> {
     static COLUMNS: OnceLock<std::result::Result<Vec<Vec<String>>, String>> = OnceLock::new();
     let learn = || -> Result<Vec<Vec<String>>> {
+        super::open::process_settings();
         let fresh = Connection::open_in_memory()?;
         schema::migrate(&fresh)?;
-        checks::tables(OWN_TABLES).map(|t| columns_of(&fresh, t)).collect()
+        checks::tables(OWN_TABLES).map(|t| Ok(sorted_columns(&table_info(&fresh, t)?))).collect()
     };
     match COLUMNS.get_or_init(|| learn().map_err(|e| e.to_string())) {
         Ok(columns) => Ok(columns),
@@ -214,16 +227,23 @@ impl SqliteVerify<'_> {
     /// the first row's: a wrong type before text that is not UTF-8.
     fn column_types(&mut self) -> Result<Option<Finding>> {
         for table in checks::tables(OWN_TABLES) {
-            let columns: Vec<(String, String)> = self
-                .conn
-                .prepare_cached("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")?
-                .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
+            let columns = self.columns(table)?;
             if let Some(f) = self.first_mistyped(table, &columns)? {
                 return Ok(Some(f));
             }
         }
         Ok(None)
+    }
+
+    /// `table`'s columns as the store holds them (`columns`), read at the
+    /// first call.
+    fn columns(&mut self, table: &'static str) -> Result<Vec<(String, String)>> {
+        if let Some(columns) = self.columns.get(table) {
+            return Ok(columns.clone());
+        }
+        let columns = table_info(self.conn, table)?;
+        self.columns.insert(table, columns.clone());
+        Ok(columns)
     }
 
     /// `table`'s first value of a wrong type or not UTF-8 (see
@@ -298,12 +318,18 @@ impl SqliteVerify<'_> {
                 "version 0: the file holds no ledger (a creation that never finished, or a ledger that lost its write-ahead log)",
             ));
         }
-        let present = |kind: &str, name: &str| -> Result<bool> {
-            let sql = "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = ?1 AND name = ?2)";
-            Ok(self.conn.prepare_cached(sql)?.query_row([kind, name], |r| r.get(0))?)
-        };
+        // Which of the tables and triggers the schema names, read at once.
+        let named: Vec<String> =
+            checks::tables(OWN_TABLES).chain(TRIGGERS.iter().copied()).map(|n| format!("'{n}'")).collect();
+        let sql = format!(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger') AND name IN ({})",
+            named.join(", ")
+        );
+        let schema: HashSet<(String, String)> =
+            self.conn.prepare(&sql)?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        let present = |kind: &str, name: &str| schema.contains(&(kind.to_string(), name.to_string()));
         for t in checks::tables(OWN_TABLES) {
-            if !present("table", t)? {
+            if !present("table", t) {
                 return Ok(found(format!("table {t}"), "is missing"));
             }
         }
@@ -311,7 +337,7 @@ impl SqliteVerify<'_> {
         // column renamed in the schema's text (a damaged byte of it) would
         // otherwise read as the outer query's column of that name.
         for (t, want) in checks::tables(OWN_TABLES).zip(reference_columns()?) {
-            let have = columns_of(self.conn, t)?;
+            let have = sorted_columns(&self.columns(t)?);
             if *want != have {
                 let missing: Vec<&String> = want.iter().filter(|c| !have.contains(c)).collect();
                 let odd: Vec<&String> = have.iter().filter(|c| !want.contains(c)).collect();
@@ -322,7 +348,7 @@ impl SqliteVerify<'_> {
             }
         }
         for t in TRIGGERS {
-            if !present("trigger", t)? {
+            if !present("trigger", t) {
                 return Ok(found(
                     format!("trigger {t}"),
                     "is missing: the event log or the act chain is no longer append-only",

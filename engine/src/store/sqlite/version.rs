@@ -69,6 +69,7 @@ pub fn schema_of(conn: &Connection) -> Result<Schema> {
 /// The known versions (0 to this engine's) whose schema is `schema`,
 /// ascending: the migrations run one by one on an empty database in memory.
 pub fn matching(schema: &Schema) -> Result<Vec<i64>> {
+    super::open::process_settings();
     let fresh = Connection::open_in_memory()?;
     let mut found = Vec::new();
     for version in 0..=SCHEMA_VERSION {
