@@ -251,13 +251,48 @@ fn verdict(out: &Out) -> (serde_json::Value, serde_json::Value) {
     (doc["error"]["code"].clone(), doc["error"]["details"]["check"].clone())
 }
 
-/// The offsets of a byte-flip sweep over a file of `len` bytes: `n`
-/// spread evenly, each moved by a seeded amount within its stride, so the
-/// same store always gets the same flips.
-fn flip_offsets(len: u64, n: u64, seed: u64) -> Vec<u64> {
+/// Where a byte-flip sweep flips, and what it hits there: in every page of
+/// the store file, one byte of its structure (page 1's file header, the
+/// page's b-tree header and cell pointers) and, if the page holds any,
+/// one byte of its cells (the records or keys); seeded, so the same store
+/// always gets the same flips. In this test's store nearly every table and
+/// index is one page, so this hits each of them, its structure and its
+/// rows. It replaced 160 flips spread evenly over the file (114 s in the
+/// suite at a load of 10; alone 50 s, 20 CPU-seconds): 145 of them landed
+/// where a flip changes nothing a reader looks at (a page's free space),
+/// 15 were refused. These 86 found what those missed: a checkpoint that
+/// no longer parsed passed verify while reuse took it for absent.
+fn page_flips(db: &[u8], seed: u64) -> Vec<(u64, String)> {
     let mut rng = Rng(seed);
-    let stride = (len / n).max(1);
-    (0..n).map(|i| (i * stride + rng.below(stride)).min(len - 1)).collect()
+    let mut out = Vec::new();
+    for (i, page) in db.chunks(PAGE as usize).enumerate() {
+        let (base, no, len) = (i as u64 * PAGE, i + 1, page.len() as u64);
+        // The b-tree header: after the file header on page 1.
+        let at = if i == 0 { 100 } else { 0 };
+        let header = match page.get(at) {
+            Some(2 | 5) => 12,
+            Some(10 | 13) => 8,
+            // Not a b-tree page (overflow, freelist): any byte of it.
+            _ => {
+                out.push((base + rng.below(len), format!("page {no} (not a b-tree page)")));
+                continue;
+            }
+        };
+        let word = |o: usize| u64::from(u16::from_be_bytes([page[at + o], page[at + o + 1]]));
+        let (cells, content) = (
+            word(3),
+            match word(5) {
+                0 => 65_536,
+                c => c,
+            },
+        );
+        let structure = (at as u64 + header + 2 * cells).min(len);
+        out.push((base + rng.below(structure), format!("page {no} (type {}): its header or cell pointers", page[at])));
+        if content < len {
+            out.push((base + content + rng.below(len - content), format!("page {no} (type {}): a cell", page[at])));
+        }
+    }
+    out
 }
 
 /// Issue 29, defect 4: `engine run` ended "satisfied" on 5 of 160
@@ -267,14 +302,15 @@ fn flip_offsets(len: u64, n: u64, seed: u64) -> Vec<u64> {
 /// checks it as verify does: where verify refuses, `status` and `run`
 /// refuse with its code and its check; where verify passes, they do what
 /// they do on the undamaged store. Never exit 70 or 101, nothing sent
-/// again.
+/// again. The flips: `page_flips`.
 #[test]
 fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_it() {
     let (rcv, ws, dir, template) = acted_on_and_kept();
-    let len = template["engine.db"].len() as u64;
+    let flips = page_flips(&template["engine.db"], 0x5eed_0029);
     let sent = rcv.deliveries().len();
     let (mut refused, mut harmless, mut failures) = (0, 0, Vec::new());
-    for at in flip_offsets(len, 160, 0x5eed_0029) {
+    for (at, what) in &flips {
+        let at = *at;
         restore(&dir, &template);
         apply(&dir, &Damage::Flip("", vec![at]));
         let verify = ws.engine_json(&["verify"]);
@@ -282,7 +318,7 @@ fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_
             0 => None,
             2 => Some(verdict(&verify)),
             _ => {
-                failures.push(format!("byte {at}: verify\n{}", verify.describe()));
+                failures.push(format!("byte {at}, {what}: verify\n{}", verify.describe()));
                 continue;
             }
         };
@@ -297,7 +333,8 @@ fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_
                 Some(v) => out.code() == 2 && verdict(&out) == *v,
             };
             if !agrees {
-                failures.push(format!("byte {at}: verify said {judged:?}; engine {args:?}:\n{}", out.describe()));
+                failures
+                    .push(format!("byte {at}, {what}: verify said {judged:?}; engine {args:?}:\n{}", out.describe()));
             }
         }
         if judged.is_some() {
@@ -307,10 +344,16 @@ fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_
         }
     }
     restore(&dir, &template);
-    assert!(failures.is_empty(), "{} of 160 flips:\n{}", failures.len(), failures.join("\n"));
+    assert!(failures.is_empty(), "{} of {} flips:\n{}", failures.len(), flips.len(), failures.join("\n"));
     assert_eq!(rcv.deliveries().len(), sent, "nothing was sent again");
-    eprintln!("byte flips: {refused} refused by verify and every command, {harmless} harmless");
-    assert!(refused >= 10 && harmless >= 10, "not vacuous: {refused} refused, {harmless} harmless");
+    eprintln!(
+        "byte flips: {} in {} pages: {refused} refused by verify and every command, {harmless} harmless",
+        flips.len(),
+        template["engine.db"].len() as u64 / PAGE
+    );
+    // Not vacuous: most flips hit what a reader checks (79 of 86 refused
+    // when written), and a few verify passes show the commands ordinary.
+    assert!(refused >= 40 && harmless >= 3, "not vacuous: {refused} refused, {harmless} harmless");
 }
 
 /// Issue 29, defect 5: an edited act was reported `STORE_CORRUPT` when a

@@ -43,6 +43,18 @@ pub(super) fn json_columns(ctx: &mut Ctx) -> Result<Option<Finding>> {
             return Ok(found(format!("evidence {}", col(&r, 0).text()), format!("does not parse as evidence: {e}")));
         }
     }
+    // A checkpoint that does not parse as one, or names another digest than
+    // its row's, is absent to reuse (`RecordedCheckpoint::from_json`): a
+    // run would judge its task's completion without it.
+    for r in ctx.rows("SELECT digest, data FROM checkpoints ORDER BY digest")? {
+        let digest = col(&r, 0).text();
+        let why = match serde_json::from_str::<crate::checkpoint::Checkpoint>(&col(&r, 1).text()) {
+            Err(e) => format!("does not parse as a checkpoint: {e}"),
+            Ok(cp) if cp.digest != digest => format!("names the digest {}", cp.digest),
+            Ok(_) => continue,
+        };
+        return Ok(found(format!("checkpoint {digest}"), why));
+    }
     Ok(None)
 }
 
