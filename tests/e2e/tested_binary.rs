@@ -111,3 +111,52 @@ fn the_installed_engine_is_built_from_the_same_code_as_the_tested_one() {
     let built_as = Path::new(ENGINE).file_name().and_then(|n| n.to_str());
     assert_eq!(built_as, Some("engine"), "{ENGINE}");
 }
+
+/// `.ci/test` runs the workspace's tests in cargo runs of their own (the
+/// unit tests unoptimised, the suite and the simulator optimised), each
+/// naming its packages and targets: a test target no run names would
+/// never run in CI. Every target that has tests, of every member, is
+/// named in a run with its package: `--lib`, `--bin NAME`, `--test NAME`.
+#[test]
+fn every_test_target_of_the_workspace_is_in_one_of_ci_tests_runs() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked", "--no-deps"])
+        .current_dir(repo_root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let script = std::fs::read_to_string(repo_root().join(".ci/test")).expect(".ci/test");
+    // The runs: the lines that set a run's arguments.
+    let runs: Vec<Vec<&str>> = script
+        .lines()
+        .filter(|l| l.contains("=(--release --no-fail-fast"))
+        .map(|l| l.split([' ', '(', ')']).collect())
+        .collect();
+    assert!(runs.len() >= 2, ".ci/test's runs not found: {runs:?}");
+    let mut missing = Vec::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().expect("a package's name");
+        for target in package["targets"].as_array().expect("targets") {
+            let kinds = target["kind"].as_array().expect("kinds");
+            let kind = kinds.first().and_then(Value::as_str).unwrap_or("");
+            let target_name = target["name"].as_str().unwrap_or("");
+            let selector: Vec<&str> = match kind {
+                _ if target["test"] == false => continue,
+                "lib" => vec!["--lib"],
+                "bin" => vec!["--bin", target_name],
+                "test" => vec!["--test", target_name],
+                _ => continue,
+            };
+            let named = runs.iter().any(|run| {
+                run.windows(2).any(|w| w == ["-p", name])
+                    && run.windows(selector.len()).any(|w| w == selector.as_slice())
+            });
+            if !named {
+                missing.push(format!("{name}: {kind} {target_name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "test targets no run of .ci/test names: {missing:?}");
+}
