@@ -176,24 +176,9 @@ fn schema_version(conn: &Connection) -> Result<i64> {
     Ok(qrow(conn, "PRAGMA user_version", [], |r| r.get(0))?)
 }
 
-/// The WAL a release without a flush may leave behind (16 MiB): every
-/// open of a closed store hashes what its mark says the WAL holds.
-pub(super) const WAL_KEPT_AT_RELEASE: u64 = 16 << 20;
-
-/// Does giving the lease back flush the store? Not after a run that made
-/// no `synchronous=FULL` commit since it took the lease (a no-op re-run:
-/// only `NORMAL` bookkeeping, which a power loss may take, docs/guarantees.md)
-/// while the WAL is under `WAL_KEPT_AT_RELEASE`: the release commits
-/// `NORMAL`, folds nothing in, and the mark records the WAL as it is and
-/// no count beyond the last flushed one, so it never leads the store.
-pub(super) fn release_flushes(flushed_since_lease: bool, wal_bytes: u64) -> bool {
-    flushed_since_lease || wal_bytes > WAL_KEPT_AT_RELEASE
-}
-
 /// Give the lease up (clean exit), only if this fence still holds it:
-/// the lease row released in one commit (`synchronous=FULL` or, when
-/// `release_flushes` says no flush is owed, `NORMAL`, as the caller set
-/// it); then (only when flushing) the WAL folded into the store file and truncated, so
+/// the lease row released in one commit (`synchronous=FULL`: the caller
+/// sets it); then the WAL folded into the store file and truncated, so
 /// nothing a clean close leaves depends on it; then, under the write lock
 /// and only while no other writer has taken the store since, the mark
 /// records the closed store as the next open will find it — the final
@@ -206,10 +191,8 @@ pub(super) fn release(
     files: &StoreFiles,
     mark: &mut Option<MarkFile>,
     fence: Fence,
-    durability: super::Durability,
 ) -> Result<()> {
     let g = fence.generation();
-    let flush = durability == super::Durability::Full;
     // Only the explicit checkpoint below folds the WAL in.
     qrow(conn, "PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -219,21 +202,13 @@ pub(super) fn release(
         return Ok(());
     }
     exec(&tx, "UPDATE lease SET pid = NULL, host = NULL, proc_start = NULL WHERE id = 1 AND generation = ?1", [g])?;
-    let counted = count_commit(&tx)?;
+    let commits = count_commit(&tx)?;
     tx.commit()?;
-    // Unflushed, the release's count is not recorded: the mark keeps the
-    // last flushed one.
-    let commits = match (flush, mark.as_ref()) {
-        (false, Some(m)) => m.last().commits,
-        _ => counted,
-    };
     // A reader (`engine log --follow`) may hold the WAL back, and a new
     // writer the write lock: do not wait long for either (what the WAL
     // keeps is then recorded by its digest).
     conn.busy_timeout(RELEASE_CHECKPOINT_WAIT)?;
-    if flush {
-        let _ = qrow(conn, "PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-    }
+    let _ = qrow(conn, "PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     if let Some(mut m) = mark.take() {
         // Not recorded (another writer took the store, or kept the write
         // lock past the wait): the mark stays "open", and the next open
@@ -303,17 +278,4 @@ pub(super) fn live_holder(conn: &Connection) -> Result<Option<Holder>> {
         }
         _ => None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_release_flushes_only_after_a_flushed_commit_or_past_the_wal_it_may_keep() {
-        assert!(!release_flushes(false, 0));
-        assert!(!release_flushes(false, WAL_KEPT_AT_RELEASE));
-        assert!(release_flushes(false, WAL_KEPT_AT_RELEASE + 1));
-        assert!(release_flushes(true, 0));
-    }
 }

@@ -76,9 +76,6 @@ pub(super) struct Db {
     /// The store file this reader's connection opened (`FileId`), when
     /// it is known: a writer of the same command may go on with it.
     opened: Option<FileId>,
-    /// A `synchronous=FULL` commit was made since the lease was taken
-    /// (`lease::release_flushes`).
-    flushed: bool,
 }
 
 /// A file's device and inode.
@@ -158,7 +155,7 @@ impl Db {
             let mark = Mark { owner: Some(files.owner()?), ..Mark::new(&id) };
             MarkFile::create(&files.mark, &mark).map_err(|e| located(e, path))?;
         }
-        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None, flushed: false })
+        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None })
     }
 
     /// Open an existing store for reading only (status, log, explain).
@@ -197,7 +194,7 @@ impl Db {
             .at(path.display().to_string()));
         }
         configure(&conn)?;
-        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened, flushed: false };
+        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened };
         if let Verdict::Marked { unclean, changed } = verdict {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
@@ -355,7 +352,6 @@ impl Db {
     /// The mark learns of a durable commit (the store is held: open);
     /// written, not flushed (`mark.rs` says why).
     fn mark_commit(&mut self, commits: i64, generation: i64) -> Result<()> {
-        self.flushed = true;
         let mark = self.mark.as_mut().ok_or_else(|| Error::internal("a durable commit without the store's mark"))?;
         let next = Mark { commits, generation, open: true, closed_file: None, closed_wal: None, ..mark.last().clone() };
         mark.record(next, false)
@@ -378,7 +374,6 @@ impl Db {
 
     pub fn acquire_lease(&mut self) -> Result<Acquired> {
         self.set_durability(Durability::Full)?;
-        self.flushed = false;
         let acquired = lease::acquire(&mut self.conn, &self.files, &mut self.mark);
         crate::sim::disk::committed(&self.files.db, Durability::Full);
         acquired
@@ -390,16 +385,9 @@ impl Db {
         // A group left open by a run that ended in an error: committed, as
         // a crash right after it would have left it.
         self.commit_group(fence)?;
-        // A run that flushed nothing since the lease (a no-op re-run) gives
-        // it back without a flush while its WAL is small (`release_flushes`).
-        let wal = std::fs::symlink_metadata(self.files.side("-wal")).map_or(0, |m| m.len());
-        let durability = match lease::release_flushes(self.flushed, wal) {
-            true => Durability::Full,
-            false => Durability::Normal,
-        };
-        self.set_durability(durability)?;
-        let released = lease::release(&mut self.conn, &self.files, &mut self.mark, fence, durability);
-        crate::sim::disk::committed(&self.files.db, durability);
+        self.set_durability(Durability::Full)?;
+        let released = lease::release(&mut self.conn, &self.files, &mut self.mark, fence);
+        crate::sim::disk::committed(&self.files.db, Durability::Full);
         released
     }
 
