@@ -101,8 +101,8 @@ fn sweep_plan(plan: &'static str, rcv: &Receiver) -> Vec<Case> {
 /// its reproduction. Each plan is a test of its own (below), so the test
 /// harness spreads the six over its threads beside the suite's other
 /// tests: run as one test on two workers, the sweep was the suite's
-/// longest test and set its wall time (254 s of the suite's 277 s at a
-/// load of 15).
+/// longest test and set its wall time (254 s at a load of 15, where the
+/// whole suite took 277 s in the last cold CI run).
 fn sweep(plan: &'static str) -> Vec<String> {
     let started = Instant::now();
     let rcv = Receiver::start(&["--observe"]);

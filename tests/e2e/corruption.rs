@@ -351,8 +351,8 @@ fn a_byte_flipped_store_is_refused_by_every_command_exactly_when_verify_refuses_
         flips.len(),
         template["engine.db"].len() as u64 / PAGE
     );
-    // Not vacuous: most flips hit what a reader checks (79 of 86 refused
-    // when written), and a few verify passes show the commands ordinary.
+    // Not vacuous: most flips hit what a reader checks (79-80 of 86
+    // refused when written: 6-7 land where nothing reads), and a few verify passes show the commands ordinary.
     assert!(refused >= 40 && harmless >= 3, "not vacuous: {refused} refused, {harmless} harmless");
 }
 

@@ -116,7 +116,8 @@ fn the_installed_engine_is_built_from_the_same_code_as_the_tested_one() {
 /// unit tests unoptimised, the suite and the simulator optimised), each
 /// naming its packages and targets: a test target no run names would
 /// never run in CI. Every target that has tests, of every member, is
-/// named in a run with its package: `--lib`, `--bin NAME`, `--test NAME`.
+/// named in a run with its package (`--lib`, `--bin NAME`, `--test
+/// NAME`), and the run is run, not only built.
 #[test]
 fn every_test_target_of_the_workspace_is_in_one_of_ci_tests_runs() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -128,13 +129,19 @@ fn every_test_target_of_the_workspace_is_in_one_of_ci_tests_runs() {
     assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
     let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
     let script = std::fs::read_to_string(repo_root().join(".ci/test")).expect(".ci/test");
-    // The runs: the lines that set a run's arguments.
+    // The runs: the arrays of a run's arguments (`NAME=(--release …)`)
+    // that a `cargo test "${NAME[@]}"` line runs, not only builds.
+    let ran = |name: &str| {
+        let used = format!("cargo test \"${{{name}[@]}}\"");
+        script.lines().any(|l| l.contains(&used) && !l.contains("--no-run"))
+    };
     let runs: Vec<Vec<&str>> = script
         .lines()
-        .filter(|l| l.contains("=(--release --no-fail-fast"))
-        .map(|l| l.split([' ', '(', ')']).collect())
+        .filter_map(|l| l.split_once("=(--release --no-fail-fast"))
+        .filter(|(name, _)| ran(name.trim()))
+        .map(|(_, args)| args.split([' ', '(', ')']).collect())
         .collect();
-    assert!(runs.len() >= 2, ".ci/test's runs not found: {runs:?}");
+    assert!(runs.len() >= 3, ".ci/test's runs not found: {runs:?}");
     let mut missing = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
         let name = package["name"].as_str().expect("a package's name");
