@@ -116,7 +116,9 @@ def machine(args, env):
         pass
     tmp = args.tmpdir or tempfile.gettempdir()
     commit = sh(["git", "rev-parse", "HEAD"], cwd=args.repo) if args.repo else ""
-    dirty = bool(sh(["git", "status", "--porcelain", "--", "engine", "providers", "Cargo.lock"], cwd=args.repo)) \
+    # Without optional locks: a plain `git status` rewrites the index, which
+    # the engine's build script watches (the next build would compile it).
+    dirty = bool(sh(["git", "--no-optional-locks", "status", "--porcelain", "--", "engine", "providers", "Cargo.lock"], cwd=args.repo)) \
         if args.repo else None
     return {
         "cpu_model": lscpu.get("Model name", platform.processor()),
