@@ -63,6 +63,19 @@ fn engine_library(engine: &Path) -> PathBuf {
     newest.unwrap_or_else(|| panic!("no libengine-*.rlib in {}", deps.display())).1
 }
 
+/// The workspace's own packages as `cargo metadata --locked` sees them
+/// (the lock file must name every package: `--locked` takes it as is).
+fn workspace_metadata() -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked", "--no-deps"])
+        .current_dir(repo_root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata --locked: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
+}
+
 #[test]
 fn the_engine_the_tests_run_holds_no_code_that_arms_the_simulators_hooks() {
     let engine = Path::new(ENGINE);
@@ -88,14 +101,7 @@ fn the_engine_the_tests_run_holds_no_code_that_arms_the_simulators_hooks() {
 /// package's; the lock file names every package (`--locked` takes it as is).
 #[test]
 fn the_installed_engine_is_built_from_the_same_code_as_the_tested_one() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--locked", "--no-deps"])
-        .current_dir(repo_root())
-        .output()
-        .expect("cargo metadata runs");
-    assert!(out.status.success(), "cargo metadata --locked: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let meta = workspace_metadata();
     let packages = meta["packages"].as_array().expect("packages");
     let named = |name: &str| packages.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no package {name}"));
     let bins = |p: &Value| -> Vec<String> {
@@ -120,14 +126,7 @@ fn the_installed_engine_is_built_from_the_same_code_as_the_tested_one() {
 /// NAME`), and the run is run, not only built.
 #[test]
 fn every_test_target_of_the_workspace_is_in_one_of_ci_tests_runs() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--locked", "--no-deps"])
-        .current_dir(repo_root())
-        .output()
-        .expect("cargo metadata runs");
-    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let meta = workspace_metadata();
     let script = std::fs::read_to_string(repo_root().join(".ci/test")).expect(".ci/test");
     // The runs: the arrays of a run's arguments (`NAME=(--release …)`)
     // that a `cargo test "${NAME[@]}"` line runs, not only builds.
