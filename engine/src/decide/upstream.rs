@@ -97,7 +97,39 @@ pub fn all<'a>(tasks: impl Iterator<Item = (&'a str, &'a [String], TaskState)> +
     let states: HashMap<&str, TaskState> = tasks.clone().map(|(r, _, s)| (r, s)).collect();
     let depends_on = |r: &str| -> &'a [String] { edges.get(r).copied().unwrap_or(&[]) };
     let state_of = |r: &str| states.get(r).copied();
-    tasks.filter_map(|(r, _, s)| of(r, s, &depends_on, &state_of).map(|u| (r.to_string(), u))).collect()
+    let troubled = troubled(&edges, &states);
+    tasks
+        .filter(|(r, _, _)| troubled.contains(r))
+        .filter_map(|(r, _, s)| of(r, s, &depends_on, &state_of).map(|u| (r.to_string(), u)))
+        .collect()
+}
+
+/// The tasks `of` can find something under: those from which a task that
+/// does not stand (a state other than `succeeded`/`reused`) is reached
+/// through dependencies that have a state, as `of` walks them. One walk
+/// back from those tasks over the reversed edges, linear in the edges: a
+/// chain whose every task stands is not walked once a task (quadratic).
+fn troubled<'a>(edges: &HashMap<&'a str, &'a [String]>, states: &HashMap<&'a str, TaskState>) -> HashSet<&'a str> {
+    let mut dependents: HashMap<&str, Vec<&'a str>> = HashMap::new();
+    for (&r, &deps) in edges {
+        for d in deps {
+            dependents.entry(d.as_str()).or_default().push(r);
+        }
+    }
+    let stands = |s: TaskState| matches!(s, TaskState::Succeeded | TaskState::Reused);
+    let mut layer: Vec<&'a str> = states.iter().filter(|(_, &s)| !stands(s)).map(|(&r, _)| r).collect();
+    let mut seen: HashSet<&str> = layer.iter().copied().collect();
+    let mut out: HashSet<&'a str> = HashSet::new();
+    while let Some(below) = layer.pop() {
+        for &up in dependents.get(below).map_or(&[][..], Vec::as_slice) {
+            out.insert(up);
+            // `of` walks on through a dependency only when it has a state.
+            if states.contains_key(up) && seen.insert(up) {
+                layer.push(up);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -120,6 +152,39 @@ mod tests {
         let got = chain([EffectUnknown, Succeeded, Succeeded]);
         assert_eq!(got["publish"].word(), "kept");
         assert_eq!(got["transform"].words(), "kept (upstream failed since: load effect_unknown)");
+    }
+
+    /// `all` walks only the tasks `troubled` names: on random DAGs with
+    /// random states (some tasks without one), it answers as a walk from
+    /// every task would.
+    #[test]
+    fn only_the_troubled_tasks_are_walked_and_the_answers_are_a_walk_from_each() {
+        use TaskState::*;
+        let pick = [Succeeded, Reused, Succeeded, Failed, Pending, Running, EffectUnknown, Blocked, Reused];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        for _ in 0..300 {
+            let n = 1 + next(12) as usize;
+            let refs: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+            let deps: Vec<Vec<String>> =
+                (0..n).map(|i| (0..i).filter(|_| next(3) == 0).map(|j| refs[j].clone()).collect()).collect();
+            let states: Vec<Option<TaskState>> =
+                (0..n).map(|_| (next(6) != 0).then(|| pick[next(pick.len() as u64) as usize])).collect();
+            let rows: Vec<(&str, &[String], TaskState)> =
+                (0..n).filter_map(|i| states[i].map(|s| (refs[i].as_str(), deps[i].as_slice(), s))).collect();
+            let edges: HashMap<&str, &[String]> = rows.iter().map(|&(r, d, _)| (r, d)).collect();
+            let by: HashMap<&str, TaskState> = rows.iter().map(|&(r, _, s)| (r, s)).collect();
+            let depends_on = |r: &str| -> &[String] { edges.get(r).copied().unwrap_or(&[]) };
+            let state_of = |r: &str| by.get(r).copied();
+            let walked: HashMap<String, Upstream> = rows
+                .iter()
+                .filter_map(|&(r, _, s)| of(r, s, &depends_on, &state_of).map(|u| (r.to_string(), u)))
+                .collect();
+            assert_eq!(all(rows.iter().copied()), walked, "{rows:?}");
+        }
     }
 
     #[test]
