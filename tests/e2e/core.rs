@@ -39,38 +39,41 @@ fn report_lines(report: &Value) -> Vec<(String, String, Option<String>)> {
 /// The demo (fixtures/money): T1 (a command) writes cents() and passes V1;
 /// T2 (a scripted agent) first writes a float-summing total(), so V2 fails
 /// on its assertion and the run stops with exit 1; `engine repair T2`
-/// hands it the evidence and the goal is then satisfied. Each stage below
-/// is its own test; they share the staging.
-///
-/// Stage 1: the first run (exit 1); the workspace and the run's report.
-fn demo_first_run() -> (Ws, Value) {
+/// hands it the evidence and the goal is then satisfied. One scenario:
+/// the first run and the repair are each made once, and each stage's
+/// checks below read them (they were seven tests that each staged the
+/// demo again: seven first runs and three repairs, issue 35).
+#[test]
+fn the_demo_fails_validation_is_repaired_then_sends_nothing_again_and_refuses_a_changed_plan() {
+    // Stage 1: the first run (exit 1); the workspace and the run's report.
     let ws = Ws::fixture("money");
     assert!(ws.read("cents.py").contains("NotImplementedError"), "fixture starts unwritten");
     let out = ws.engine(&["run", "plan.json", "--json"]);
     out.expect_code(1);
     let report = out.json();
-    (ws, report)
-}
+    demo_run_reports_the_validation_failure_and_does_the_work(&ws, &report);
+    demo_run_is_recorded_row_by_row_and_status_agrees(&ws);
+    demo_explain_shows_evidence_the_class_rests_on_and_claims_kept_apart(&ws);
+    demo_log_orders_each_attempt_intent_dispatch_receipt_verdict(&ws);
 
-/// Stage 2: the first run, then `engine repair T2` (exit 0); the attempt
-/// rows after it, and the repair's report.
-fn demo_repaired() -> (Ws, Vec<Row>, Value) {
-    let (ws, _) = demo_first_run();
+    // Stage 2: `engine repair T2` (exit 0), the attempt rows after it.
     let t1 = task_attempts(&attempts(&ws.ledger()), "T1");
     let repaired = ws.engine(&["repair", "T2", "--json"]);
     repaired.expect_code(0);
     let rows = attempts(&ws.ledger());
     assert_eq!(task_attempts(&rows, "T1"), t1, "the repair does not touch T1");
-    (ws, rows, repaired.json())
+    demo_repair_satisfies_the_goal(&ws, &rows, &repaired.json());
+    // Then a second run (it sends nothing, so the rows stand), then an
+    // edited plan.
+    a_second_run_of_a_satisfied_plan_sends_nothing_again(&ws, &rows);
+    a_changed_plan_is_refused_with_plan_changed_and_runs_nothing(&ws, &rows);
 }
 
-#[test]
-fn demo_run_reports_the_validation_failure_and_does_the_work() {
-    let (ws, report) = demo_first_run();
+fn demo_run_reports_the_validation_failure_and_does_the_work(ws: &Ws, report: &Value) {
     assert_eq!(report["goal_state"], "failed", "{report:#}");
     assert_eq!(report["exit_code"], 1);
     assert_eq!(
-        report_lines(&report),
+        report_lines(report),
         vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "failed".into(), Some("validation_failed".into())),]
     );
     assert_eq!(report["failed"], json!(["T2"]));
@@ -81,9 +84,7 @@ fn demo_run_reports_the_validation_failure_and_does_the_work() {
     assert!(!ws.read("money.py").contains("NotImplementedError"));
 }
 
-#[test]
-fn demo_run_is_recorded_row_by_row_and_status_agrees() {
-    let (ws, _) = demo_first_run();
+fn demo_run_is_recorded_row_by_row_and_status_agrees(ws: &Ws) {
     // The store agrees, row by row.
     let db = ws.ledger();
     let goal_state = db.goal("money-totals").state.to_string();
@@ -121,9 +122,7 @@ fn demo_run_is_recorded_row_by_row_and_status_agrees() {
     assert_eq!(status["in_doubt"], json!([]));
 }
 
-#[test]
-fn demo_explain_shows_evidence_the_class_rests_on_and_claims_kept_apart() {
-    let (ws, _) = demo_first_run();
+fn demo_explain_shows_evidence_the_class_rests_on_and_claims_kept_apart(ws: &Ws) {
     // `engine explain T1 --json`: the attempt, its receipt, V1 passed.
     let explain = ws.engine(&["explain", "T1", "--json"]);
     explain.expect_code(0);
@@ -154,14 +153,12 @@ fn demo_explain_shows_evidence_the_class_rests_on_and_claims_kept_apart() {
     assert_eq!(a["claims"][0]["authority"], "external_ai_message", "{a:#}");
 }
 
-#[test]
-fn demo_log_orders_each_attempt_intent_dispatch_receipt_verdict() {
-    let (ws, _) = demo_first_run();
+fn demo_log_orders_each_attempt_intent_dispatch_receipt_verdict(ws: &Ws) {
     let rows = attempts(&ws.ledger());
     let (t1, t2) = (task_attempts(&rows, "T1"), task_attempts(&rows, "T2"));
     // `engine log --json`: strictly increasing seq; per attempt, intent
     // before dispatch before receipt before the verdict.
-    let evs = events(&ws);
+    let evs = events(ws);
     let seqs: Vec<i64> = evs.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq not increasing: {seqs:?}");
     let kinds_of = |evs: &[Value], id: i64| -> Vec<String> {
@@ -175,12 +172,10 @@ fn demo_log_orders_each_attempt_intent_dispatch_receipt_verdict() {
     assert_eq!(kinds_of(&evs, t2[0].0), ["intent_recorded", "dispatched", "receipt_recorded", "attempt_failed"]);
 }
 
-#[test]
-fn demo_repair_satisfies_the_goal() {
-    let (ws, rows, report) = demo_repaired();
+fn demo_repair_satisfies_the_goal(ws: &Ws, rows: &[Row], report: &Value) {
     assert_eq!(report["goal_state"], "satisfied", "{report:#}");
     assert_eq!(
-        report_lines(&report),
+        report_lines(report),
         vec![("T1".into(), "succeeded".into(), None), ("T2".into(), "succeeded".into(), None)]
     );
     assert_eq!(report["acceptance"], json!([{"id": "A1", "passed": true}]));
@@ -193,25 +188,21 @@ fn demo_repair_satisfies_the_goal() {
     assert_eq!(status["goal"]["state"], "satisfied");
 }
 
-#[test]
-fn a_second_run_of_a_satisfied_plan_sends_nothing_again() {
-    let (ws, rows, _) = demo_repaired();
+fn a_second_run_of_a_satisfied_plan_sends_nothing_again(ws: &Ws, rows: &[Row]) {
     // A second run of the same plan: exit 0, nothing re-sent.
     let files_before = (ws.read("cents.py"), ws.read("money.py"));
-    let evs = events(&ws);
+    let evs = events(ws);
     let again = ws.engine(&["run", "plan.json", "--json"]);
     again.expect_code(0);
     assert_eq!(again.json()["goal_state"], "satisfied");
     assert_eq!(attempts(&ws.ledger()), rows, "a second run sends nothing again");
     assert_eq!((ws.read("cents.py"), ws.read("money.py")), files_before);
-    let evs2 = events(&ws);
+    let evs2 = events(ws);
     assert!(evs2.len() > evs.len() && evs2[..evs.len()] == evs[..], "the log only grows");
 }
 
-#[test]
-fn a_changed_plan_is_refused_with_plan_changed_and_runs_nothing() {
-    let (ws, rows, _) = demo_repaired();
-    let evs2 = events(&ws);
+fn a_changed_plan_is_refused_with_plan_changed_and_runs_nothing(ws: &Ws, rows: &[Row]) {
+    let evs2 = events(ws);
     // Edit the plan (a title only): PLAN_CHANGED, exit 2, nothing run.
     let plan_text = ws.read("plan.json");
     let edited = plan_text.replacen("convert price strings to cents", "convert prices to cents", 1);
@@ -227,7 +218,7 @@ fn a_changed_plan_is_refused_with_plan_changed_and_runs_nothing() {
     let err = changed.json();
     assert_eq!(err["error"]["code"], "PLAN_CHANGED", "{err:#}");
     assert_eq!(attempts(&ws.ledger()), rows, "PLAN_CHANGED runs nothing");
-    let evs3 = events(&ws);
+    let evs3 = events(ws);
     assert_eq!(evs3.len(), evs2.len(), "PLAN_CHANGED logs no run: {:#?}", &evs3[evs2.len()..]);
 }
 
