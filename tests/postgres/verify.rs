@@ -109,7 +109,7 @@ fn a_disabled_append_only_trigger_is_found() {
 /// Damage the shared checks must name on PostgreSQL as on SQLite (the
 /// same SQL): (what is done to a copy of a healthy ledger, the check that
 /// fails, words its finding contains). Each case on its own copy
-/// (`CREATE DATABASE … TEMPLATE ledger`).
+/// (`CREATE DATABASE … TEMPLATE ledger`, `Pg::database_from`).
 const DAMAGE: &[(&str, &str, &str)] = &[
     ("UPDATE evidence SET data = '{\"kind\": 7}' WHERE id = (SELECT min(id) FROM evidence)", "json_columns", "evidence "),
     ("UPDATE attempts SET request_json = '{' WHERE task_ref = 'B'", "json_columns", "`request_json` is not JSON"),
@@ -134,9 +134,9 @@ fn the_shared_checks_name_the_same_damage_as_on_sqlite() {
     let mut failures = Vec::new();
     for (i, (sql, check, words)) in DAMAGE.iter().enumerate() {
         let db = format!("damaged_{i}");
-        s.pg.psql("postgres", &format!("CREATE DATABASE {db} TEMPLATE ledger"));
+        let url = s.pg.database_from(&db, "ledger");
         s.pg.psql(&db, sql);
-        let out = s.ws.engine(&["--json", "verify", "--store", &s.pg.url(&db)]);
+        let out = s.ws.engine(&["--json", "verify", "--store", &url]);
         let doc = out.json();
         let error = &doc["error"];
         let code = if *check == "act_chain" { "STORE_TAMPERED" } else { "STORE_CORRUPT" };

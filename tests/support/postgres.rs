@@ -168,10 +168,28 @@ impl Pg {
         panic!("PostgreSQL never became ready: {}", self.log());
     }
 
-    /// A new, empty database; its URL.
+    /// A new, empty database; its URL. From PostgreSQL 15 on, copied
+    /// from `template1` file by file (`STRATEGY FILE_COPY`) rather than
+    /// through the write-ahead log (15's default, `WAL_LOG`): the same
+    /// empty database for a third of the server's CPU and wall time (20
+    /// databases on 15 here: 2.6 against 0.8 CPU-s, 6 against 2 s; the
+    /// PostgreSQL pass makes one per test workspace, issue 35).
     pub fn database(&self, name: &str) -> String {
-        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.database_from(name, "template1")
+    }
+
+    /// A new database copied from `template` (nobody may be connected to
+    /// it), the same way; its URL.
+    pub fn database_from(&self, name: &str, template: &str) -> String {
+        let strategy = if self.major() >= 15 { " STRATEGY FILE_COPY" } else { "" };
+        self.psql("postgres", &format!("CREATE DATABASE {name} TEMPLATE {template}{strategy}"));
         self.url(name)
+    }
+
+    /// The server's major version, from its data folder's `PG_VERSION`.
+    fn major(&self) -> u32 {
+        let file = self.tmp.path().join("data").join("PG_VERSION");
+        std::fs::read_to_string(file).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
     }
 
     pub fn url(&self, db: &str) -> String {
