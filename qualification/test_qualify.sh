@@ -8,6 +8,9 @@
 # binary (for example the one a CI qualification run just installed: the
 # `candidate.path` of its manifest) and skips its own install; otherwise it
 # installs one with `qualification/qualify --install-root` (a GO run).
+# With QUALIFY_TEST_GO_OUT=DIR and QUALIFY_TEST_GO_STDOUT=FILE as well (the
+# --out folder and the stdout of a `qualify --candidate` run of that binary
+# that exited 0), it judges that run instead of making its own GO run.
 # Needs python3, b3sum, and (without QUALIFY_TEST_CANDIDATE) cargo.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,16 +51,26 @@ expect_eq() { # got want what
 show() { echo "--- $1: exit $(code_of "$1")"; cat "$tmp/$1.out" "$tmp/$1.err" >&2; }
 
 # ---------------------------------------------------------------- GO
-if [ -n "${QUALIFY_TEST_CANDIDATE:-}" ]; then
+go_out="$tmp/out-go"
+if [ -n "${QUALIFY_TEST_CANDIDATE:-}" ] && [ -n "${QUALIFY_TEST_GO_OUT:-}" ]; then
+    # The GO run the caller just made of this candidate (.ci/run's own
+    # qualification): its --out folder and its stdout, judged below as a
+    # run of our own would be, instead of a fourth whole run.
+    real=$QUALIFY_TEST_CANDIDATE
+    go_out=$QUALIFY_TEST_GO_OUT
+    echo "using QUALIFY_TEST_CANDIDATE=$real and its GO run in QUALIFY_TEST_GO_OUT=$go_out"
+    cp "$QUALIFY_TEST_GO_STDOUT" "$tmp/go.out" && : >"$tmp/go.err" && echo 0 >"$tmp/go.code"
+elif [ -n "${QUALIFY_TEST_CANDIDATE:-}" ]; then
     real=$QUALIFY_TEST_CANDIDATE
     echo "using QUALIFY_TEST_CANDIDATE=$real"
-    qualify go --candidate "$real" --out "$tmp/out-go"
+    qualify go --candidate "$real" --out "$go_out"
 else
-    qualify go --install-root "$tmp/root" --out "$tmp/out-go"
+    qualify go --install-root "$tmp/root" --out "$go_out"
     real="$tmp/root/bin/engine"
 fi
 [ "$(code_of go)" = 0 ] || { show go; fail "the real installed candidate did not qualify"; }
-expect_eq "$(manifest_of go)" "$tmp/out-go/qualification-manifest.json" "last line is the manifest path"
+expect_eq "$(manifest_of go)" "$go_out/qualification-manifest.json" "last line is the manifest path"
+expect_eq "$(m go 'm["candidate"]["path"]')" "$real" "the candidate qualified"
 expect_eq "$(m go 'm["verdict"]')" GO "verdict"
 expect_eq "$(m go 'm["candidate"]["kind"]')" installed "candidate kind"
 expect_eq "$(m go 'm["candidate"]["digest_stable"]')" true "digest stable"
