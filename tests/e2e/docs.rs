@@ -235,7 +235,7 @@ fn the_agent_request_is_what_the_docs_describe() {
 /// and dev), by name; the workspace's own packages left out.
 fn dependency_names() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for manifest in ["Cargo.toml", "providers/Cargo.toml", "simulator/Cargo.toml"] {
+    for manifest in ["Cargo.toml", "providers/Cargo.toml", "tests/Cargo.toml", "simulator/Cargo.toml"] {
         let text = fs::read_to_string(repo_root().join(manifest)).expect("a manifest");
         let mut in_deps = false;
         for line in text.lines().map(str::trim) {

@@ -1,14 +1,12 @@
 //! The committed JSON Schema of the plan file must be what the code
 //! generates now (issue 2: "a test fails if the committed schema is stale").
 
-use std::path::Path;
-
 use super::common::*;
 
 const REGENERATE: &str = "regenerate it with: cargo run -q -p engine -- schema > engine/plan.schema.json";
 
 fn committed() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/plan.schema.json");
+    let path = crate::support::repo_root().join("engine/plan.schema.json");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}; {REGENERATE}", path.display()))
 }
 

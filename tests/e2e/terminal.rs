@@ -140,7 +140,7 @@ fn c1_and_bidi_characters_are_escaped_in_every_output_and_json_keeps_their_value
     // terminal (here `script`'s pseudo-terminal).
     let piped = ws.engine(&["output", "T1"]);
     assert!(piped.stdout.contains("rlo:\u{202e}gpj.exe"), "{}", piped.describe());
-    let engine = env!("CARGO_BIN_EXE_engine");
+    let engine = crate::support::ENGINE;
     let mut tty = std::process::Command::new("script");
     tty.args(["-qec", &format!("{} output T1", sh_quote(engine)), "/dev/null"]);
     let shown = ws.run_command(ws_env(&ws, tty));

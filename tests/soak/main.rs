@@ -9,8 +9,8 @@
 //! `cargo test` runs a smoke of it (12 iterations); longer ones by name:
 //!
 //! ```sh
-//! SOAK_ITERATIONS=200 SOAK_SECONDS=240 cargo test -p engine --test suite soak:: -- --nocapture   # what .ci/run adds
-//! SOAK_ITERATIONS=2000 SOAK_SECONDS=3600 cargo test --release -p engine --test suite soak:: -- --nocapture
+//! SOAK_ITERATIONS=200 SOAK_SECONDS=240 cargo test -p engine-suite --test suite soak:: -- --nocapture   # what .ci/run adds
+//! SOAK_ITERATIONS=2000 SOAK_SECONDS=3600 cargo test --release -p engine-suite --test suite soak:: -- --nocapture
 //! ```
 //!
 //! Options, from the environment: `SOAK_ITERATIONS` (12), `SOAK_SECONDS`

@@ -4,7 +4,9 @@
 //! module is a `mod` line there, not here), and inside a suite its own
 //! modules are `super::name`; `crate::` names what the suites share,
 //! declared here. Run part of it by path:
-//! `cargo test -p engine --test suite e2e::stores::`.
+//! `cargo test -p engine-suite --test suite e2e::stores::`. The engine
+//! binary it runs is built (when not fresh) by `engine_suite::engine_binary`
+//! (`lib.rs`, this package's library).
 //!
 //! The simulator (`tests/simulation/`) is not here: it is a test of its
 //! own package (`simulator/`, `engine-simulator`), built in the same

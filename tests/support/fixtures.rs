@@ -16,9 +16,10 @@ use tempfile::TempDir;
 
 use super::process::wait_until;
 
-/// The repository root (the engine package's manifest is there).
+/// The repository root (the engine package's manifest is there; the
+/// suite's, `engine-suite`, is tests/Cargo.toml).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the repository").to_path_buf()
 }
 
 /// The receiver fixture (`fixtures/receiver/receiver.py`): a real HTTP

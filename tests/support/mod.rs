@@ -1,5 +1,5 @@
-//! The one test harness, shared by every suite of the engine package's
-//! test binary (`tests/suite/main.rs` declares it once, as
+//! The one test harness, shared by every suite of the `engine-suite`
+//! package's test binary (`tests/suite/main.rs` declares it once, as
 //! `crate::support`): one output type (`Out`), one workspace builder (`Ws`), one
 //! way to start the fixtures (the HTTP receiver, a fake HTTP service, the
 //! MCP server), and a read view of the ledger through the engine's own

@@ -9,8 +9,53 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The binary under test.
-pub const ENGINE: &str = env!("CARGO_BIN_EXE_engine");
+/// The binary under test: the workspace's `engine`, built first when it is
+/// not fresh, with the suite's own profile (`engine_suite::engine_binary`,
+/// tests/suite/lib.rs). Use it as a path or a string (`Command::new(ENGINE)`,
+/// `Path::new(ENGINE)`, `"{ENGINE}"`, `&*ENGINE`).
+pub const ENGINE: &Engine = &Engine;
+
+/// The binary under test (`ENGINE`), found on first use.
+#[derive(Debug)]
+pub struct Engine;
+
+impl std::ops::Deref for Engine {
+    type Target = str;
+    fn deref(&self) -> &'static str {
+        let path = engine_suite::engine_binary();
+        path.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", path.display()))
+    }
+}
+
+impl AsRef<str> for Engine {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Engine {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        engine_suite::engine_binary().as_os_str()
+    }
+}
+
+impl AsRef<std::path::Path> for Engine {
+    fn as_ref(&self) -> &std::path::Path {
+        engine_suite::engine_binary()
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl serde::Serialize for Engine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self)
+    }
+}
 
 /// `path` as one word of a POSIX shell line (a test's `sh -c` script, a
 /// `script -c` command): quoted, so that a clone or a folder whose name

@@ -177,7 +177,7 @@ fn a_provider_running_the_engine_on_a_hidden_store_gets_store_not_found() {
         "tasks": [{"ref": "B", "provider": "b", "effect": "none", "action": {"op": "noop"}}]}),
     );
     ws.engine(&["run", "first.json"]).expect_code(0);
-    let engine = env!("CARGO_BIN_EXE_engine");
+    let engine = crate::support::ENGINE;
     let script = r#"engine="$0"; store="$1"; i=0
 for cmd in "answer B --accept" "approve op_0123456789abcdef01234567 --note go" "status" "retry B"; do
   i=$((i+1)); "$engine" --json $cmd --store "$store" > "out/$i.json" 2>/dev/null; echo $? > "out/$i.rc"
