@@ -6,22 +6,110 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::postgres::Pg;
+use crate::support::postgres::{self, Pg};
 use crate::support::{Running, Ws};
 
 pub const GOAL: &str = "wide";
 
+/// A test's ledger database and the server it is on: the test process's
+/// one server (`Shared::new`: an `initdb` and a server start per test
+/// cost about 1 CPU-s and 3 s, issue 35), or one of the test's own
+/// (`Shared::own`: a test that crashes its server, or needs TLS). SQL and
+/// URLs name the test's database `ledger`, whatever it is called.
+pub struct Db {
+    server: Server,
+    name: String,
+}
+
+enum Server {
+    Process(&'static Pg),
+    Own(Pg),
+}
+
+impl Db {
+    /// A new database on the process's server.
+    pub fn on_process_server() -> Db {
+        let name = postgres::unique_name("ledger");
+        let pg = postgres::process_server();
+        pg.database(&name);
+        Db { server: Server::Process(pg), name }
+    }
+
+    /// `ledger` on a server of its own (created by the caller when `create`
+    /// is false).
+    pub fn own(pg: Pg, create: bool) -> Db {
+        if create {
+            pg.database("ledger");
+        }
+        Db { server: Server::Own(pg), name: "ledger".into() }
+    }
+
+    fn pg(&self) -> &Pg {
+        match &self.server {
+            Server::Process(pg) => pg,
+            Server::Own(pg) => pg,
+        }
+    }
+
+    /// The real name of `db` (`ledger`: the test's; others: its own,
+    /// prefixed with the test's on the shared server).
+    fn name(&self, db: &str) -> String {
+        match (db, &self.server) {
+            ("ledger", _) => self.name.clone(),
+            ("postgres", _) | (_, Server::Own(_)) => db.to_string(),
+            (_, Server::Process(_)) => format!("{}_{db}", self.name),
+        }
+    }
+
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        self.pg().psql(&self.name(db), sql)
+    }
+
+    pub fn try_psql(&self, db: &str, sql: &str) -> String {
+        self.pg().try_psql(&self.name(db), sql)
+    }
+
+    pub fn url(&self, db: &str) -> String {
+        self.pg().url(&self.name(db))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.pg().port()
+    }
+
+    pub fn database_from(&self, db: &str, template: &str) -> String {
+        self.pg().database_from(&self.name(db), &self.name(template))
+    }
+
+    /// Crash and restart the server: only one of the test's own.
+    pub fn crash_and_restart(&self, down: Duration) {
+        match &self.server {
+            Server::Own(pg) => pg.crash_and_restart(down),
+            Server::Process(_) => panic!("the process's server is shared: crash one of the test's own (Shared::own)"),
+        }
+    }
+}
+
 /// A server, a database, and a workspace holding the plan.
 pub struct Shared {
-    pub pg: Pg,
+    pub pg: Db,
     pub url: String,
     pub ws: Ws,
 }
 
 impl Shared {
+    /// The ledger a database of its own on the process's server.
     pub fn new(plan: &Value) -> Shared {
-        let pg = Pg::start();
-        let url = pg.database("ledger");
+        Shared::on(Db::on_process_server(), plan)
+    }
+
+    /// The ledger on a server of the test's own.
+    pub fn own(plan: &Value) -> Shared {
+        Shared::on(Db::own(Pg::start(), true), plan)
+    }
+
+    fn on(pg: Db, plan: &Value) -> Shared {
+        let url = pg.url("ledger");
         let ws = Ws::new();
         ws.write_plan("plan.json", plan);
         Shared { pg, url, ws }

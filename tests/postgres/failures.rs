@@ -78,7 +78,7 @@ fn a_worker_stopped_past_its_lease_writes_nothing_once_resumed() {
 
 #[test]
 fn postgres_restarted_during_a_run_loses_no_record_and_duplicates_nothing() {
-    let s = Shared::new(&wide(20, 0.3));
+    let s = Shared::own(&wide(20, 0.3));
     s.submit();
     let mut workers = vec![s.worker("w1", 2, &[]), s.worker("w2", 2, &[])];
     crate::support::wait_until(Duration::from_secs(30), "a few tasks done", || {

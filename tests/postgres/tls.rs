@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use super::common::{plan, task, Shared};
+use super::common::{plan, task, Db, Shared};
 use crate::support::postgres::Pg;
 use crate::support::Ws;
 
@@ -47,7 +47,7 @@ impl TlsServer {
         std::fs::write(&ca_file, ca).unwrap();
         std::fs::write(&wrong_file, wrong_ca).unwrap();
         let url = String::new();
-        TlsServer { s: Shared { pg, url, ws }, ca: ca_file, wrong_ca: wrong_file }
+        TlsServer { s: Shared { pg: Db::own(pg, false), url, ws }, ca: ca_file, wrong_ca: wrong_file }
     }
 
     /// The URL of database `db` at `host`, with a password (the server

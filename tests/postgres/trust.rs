@@ -68,8 +68,8 @@ fn the_same_request_of_another_goal_waits_for_the_unknown_one() {
     use crate::support::{Receiver, Ws};
     use serde_json::json;
     let rcv = Receiver::start(&[]);
-    let pg = crate::support::postgres::Pg::start();
-    let url = pg.database("ledger");
+    let pg = super::common::Db::on_process_server();
+    let url = pg.url("ledger");
     let ws = Ws::new();
     let plan = |goal: &str, task_ref: &str| {
         json!({"version": 1, "goal": {"id": goal, "statement": "deliver"},

@@ -143,7 +143,7 @@ impl Pg {
 
     fn try_start(&self) -> bool {
         let mut opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=100",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200",
             self.port,
             self.tmp.path().display()
         );
@@ -265,22 +265,35 @@ pub fn tamper_test_store(url: &str, sql: &str) -> usize {
 /// process exits), one new database per workspace; its URL. `None`
 /// unless the variable says `postgres`.
 pub fn test_store_database() -> Option<String> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
     if std::env::var("ENGINE_TEST_STORE").ok()? != "postgres" {
         return None;
     }
-    let pg = SERVER.get_or_init(|| {
-        let pg = Pg::start();
-        // SAFETY: registers a plain `extern "C"` function once; it only
-        // reads the server's static.
-        unsafe { libc::atexit(stop_test_server) };
-        pg
-    });
+    let pg = process_server();
+    Some(pg.database(&unique_name("ws")))
+}
+
+/// The test process's one server (started at the first call, stopped
+/// when the process exits): the test store's, and the `postgres::` tests'
+/// that need no server of their own, each in a database of its own.
+pub fn process_server() -> &'static Pg {
     extern "C" fn stop_test_server() {
         if let Some(pg) = SERVER.get() {
             pg.stop();
         }
     }
+    SERVER.get_or_init(|| {
+        let pg = Pg::start();
+        // SAFETY: registers a plain `extern "C"` function once; it only
+        // reads the server's static.
+        unsafe { libc::atexit(stop_test_server) };
+        pg
+    })
+}
+
+/// A database name no other of this process (or another test process
+/// on the machine's servers) has: `PREFIX_PID_N`.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
-    Some(pg.database(&format!("ws_{}_{n}", std::process::id())))
+    format!("{prefix}_{}_{n}", std::process::id())
 }
