@@ -7,6 +7,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde_json::json;
 
+use super::checked::Checked;
 use super::files::StoreFiles;
 use super::identity::{self, Verdict};
 use super::mark::{Fingerprint, Mark, MarkFile, WalPrint};
@@ -81,9 +82,16 @@ const AUTOCHECKPOINT_ON: &str = "PRAGMA wal_autocheckpoint = 10000";
 /// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;
 /// a dead holder's lease is taken over and logged. Under the write lock,
 /// before anything is written, the store is judged against its mark, and
-/// checked (`integrity_check`) unless it is known to be whole. Committed
-/// with `synchronous=FULL` (the caller sets it), then the mark says "open".
-pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Option<MarkFile>) -> Result<Acquired> {
+/// checked (`integrity_check`) unless it is known to be whole — or this
+/// connection's check on open (`checked`) found it whole and it is still
+/// that store (`checked.rs`). Committed with `synchronous=FULL` (the
+/// caller sets it), then the mark says "open".
+pub(super) fn acquire(
+    conn: &mut Connection,
+    files: &StoreFiles,
+    mark: &mut Option<MarkFile>,
+    checked: Option<Checked>,
+) -> Result<Acquired> {
     let pid = std::process::id() as i64;
     let host = hostname();
     let start = proc_start(pid);
@@ -107,7 +115,8 @@ pub(super) fn acquire(conn: &mut Connection, files: &StoreFiles, mark: &mut Opti
         Verdict::Marked { unclean, changed } => (unclean, changed),
         Verdict::Unmarked => (false, false),
     };
-    if let Some(why) = doubt(took_over.is_some(), unclean, changed) {
+    let whole = checked.is_some_and(|c| c.still(&tx, files));
+    if let Some(why) = doubt(took_over.is_some(), unclean, changed).filter(|_| !whole) {
         examine(&tx, files, why, Opened::Writing)?;
     }
     let generation = prev_generation + 1;

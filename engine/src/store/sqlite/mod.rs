@@ -14,6 +14,7 @@
 mod acts;
 mod attempts;
 mod chain;
+mod checked;
 mod columns;
 mod completions;
 mod create;
@@ -44,6 +45,7 @@ use super::access::Confinement;
 use super::lease::{Acquired, Fence, Holder};
 use super::{Durability, GoalsRead, LedgerRead, LedgerTx};
 use crate::error::{Code, Error, Result};
+use checked::Checked;
 use files::{check_store_file, StoreFiles};
 use identity::Verdict;
 use mark::{Mark, MarkFile};
@@ -76,6 +78,9 @@ pub(super) struct Db {
     /// The store file this reader's connection opened (`FileId`), when
     /// it is known: a writer of the same command may go on with it.
     opened: Option<FileId>,
+    /// The store as this connection's check on open found it whole
+    /// (`checked.rs`): the lease's check is skipped while it still is.
+    checked: Option<Checked>,
 }
 
 /// A file's device and inode.
@@ -113,9 +118,11 @@ impl Db {
 
     /// The reader's connection, if it may serve a writer of the store
     /// whose files are `files` (`open_rw_after`).
-    fn connection_for(self, files: &StoreFiles) -> Option<Connection> {
+    /// With it, the store as its check on open found it whole, if it did.
+    fn connection_for(self, files: &StoreFiles) -> Option<(Connection, Option<Checked>)> {
         let same = self.files.db == files.db && self.opened.is_some() && self.opened == file_id(&files.db);
-        (same && self.mark.is_none() && self.group.is_none() && self.conn.is_autocommit()).then_some(self.conn)
+        (same && self.mark.is_none() && self.group.is_none() && self.conn.is_autocommit())
+            .then_some((self.conn, self.checked))
     }
 
     fn open_writer(path: &Path, create: bool, reader: Option<Db>) -> Result<Db> {
@@ -134,9 +141,9 @@ impl Db {
         let Found::Store(sharing) = check_files(&files)? else {
             return Err(Error::internal("the store just made is not there"));
         };
-        let conn = match reader.and_then(|r| r.connection_for(&files)) {
-            Some(conn) => conn,
-            None => connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?,
+        let (conn, checked) = match reader.and_then(|r| r.connection_for(&files)) {
+            Some(reused) => reused,
+            None => (connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, None),
         };
         // Judged before anything is written, migrations included.
         let (_, verdict) = judge(&conn, &files)?;
@@ -155,7 +162,7 @@ impl Db {
             let mark = Mark { owner: Some(files.owner()?), ..Mark::new(&id) };
             MarkFile::create(&files.mark, &mark).map_err(|e| located(e, path))?;
         }
-        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None })
+        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None, checked })
     }
 
     /// Open an existing store for reading only (status, log, explain).
@@ -194,13 +201,16 @@ impl Db {
             .at(path.display().to_string()));
         }
         configure(&conn)?;
-        let db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened };
+        let mut db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened, checked: None };
         if let Verdict::Marked { unclean, changed } = verdict {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
             if let Some(why) = doubt(false, dead_writer, changed) {
                 // In one snapshot: a writer may have taken the store since.
-                read_in_one_snapshot(&db.conn, || examine(&db.conn, &db.files, why, Opened::Reading))?;
+                db.checked = read_in_one_snapshot(&db.conn, || {
+                    let whole = examine(&db.conn, &db.files, why, Opened::Reading)?;
+                    whole.then(|| Checked::now(&db.conn, &db.files)).transpose()
+                })?;
             }
         }
         Ok(Some(db))
@@ -374,7 +384,7 @@ impl Db {
 
     pub fn acquire_lease(&mut self) -> Result<Acquired> {
         self.set_durability(Durability::Full)?;
-        let acquired = lease::acquire(&mut self.conn, &self.files, &mut self.mark);
+        let acquired = lease::acquire(&mut self.conn, &self.files, &mut self.mark, self.checked.take());
         crate::sim::disk::committed(&self.files.db, Durability::Full);
         acquired
     }
@@ -459,6 +469,51 @@ mod tests {
 
     fn tables_named(db: &Db, name: &str) -> i64 {
         db.conn.query_row("SELECT COUNT(*) FROM sqlite_schema WHERE name = ?1", [name], |r| r.get(0)).unwrap()
+    }
+
+    /// A store whose file changed since its writer closed it (its times
+    /// moved: `identity.rs`), so every open checks it whole.
+    fn changed_store(dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("store/engine.db");
+        let mut db = Db::open_rw(&path).unwrap();
+        let fence = db.acquire_lease().unwrap().fence;
+        db.release_lease(fence).unwrap();
+        drop(db);
+        touch(&path);
+        path
+    }
+
+    fn touch(path: &std::path::Path) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        let moved = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        file.set_modified(moved).unwrap();
+    }
+
+    /// `engine run`'s look checks the store, then its writer takes the
+    /// lease: how many whole-store checks the two made, after `between`.
+    fn checks_for_look_then_lease(between: impl FnOnce(&std::path::Path)) -> u32 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = changed_store(dir.path());
+        super::verify::EXAMINED.with(|n| n.set(0));
+        let reader = Db::open_ro_if_current(&path).unwrap().unwrap();
+        assert!(reader.checked.is_some(), "the look checked the changed store and found it whole");
+        between(&path);
+        let mut writer = Db::open_rw_after(&path, Some(reader)).unwrap();
+        writer.acquire_lease().unwrap();
+        super::verify::EXAMINED.with(|n| n.get())
+    }
+
+    #[test]
+    fn the_lease_checks_again_only_a_store_that_may_have_changed_since_the_look_checked_it() {
+        assert_eq!(checks_for_look_then_lease(|_| {}), 1, "the same store, untouched: checked once");
+        let committed = |path: &std::path::Path| {
+            let other = Connection::open(path).unwrap();
+            // One more commit, as a writer's would count it.
+            let counted = other.execute("UPDATE store_meta SET commits = commits + 1 WHERE id = 1", []).unwrap();
+            assert_eq!(counted, 1);
+        };
+        assert_eq!(checks_for_look_then_lease(committed), 2, "another connection committed: checked again");
+        assert_eq!(checks_for_look_then_lease(touch), 2, "the file written outside SQLite: checked again");
     }
 
     #[test]

@@ -73,16 +73,25 @@ pub(super) enum Opened {
 /// trusts it: a command that would read a damaged row refuses as verify
 /// does, with the same code and the same words. A person's act edited
 /// outside the engine (`STORE_TAMPERED`) refuses a writer; a reader shows
-/// it marked as such.
-pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: Opened) -> Result<()> {
+/// it marked as such. `true`: every check passed (a reader's tolerated
+/// tampered act is `false`: a writer must still be refused it).
+pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: Opened) -> Result<bool> {
+    #[cfg(test)]
+    EXAMINED.with(|n| n.set(n.get() + 1));
     match check(conn, &files.db) {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == Code::StoreTampered && opened == Opened::Reading => Ok(()),
+        Ok(_) => Ok(true),
+        Err(e) if e.code == Code::StoreTampered && opened == Opened::Reading => Ok(false),
         Err(e) => Err(Error {
             message: format!("the store is not known to be whole ({why}) and was checked: {}", e.message),
             ..e
         }),
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many checks on open this thread made (the tests of `checked.rs`).
+    pub(super) static EXAMINED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 struct SqliteVerify<'c> {
