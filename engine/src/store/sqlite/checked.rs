@@ -9,8 +9,13 @@
 //! connection committed (SQLite's `data_version`, read in the check's own
 //! snapshot and again under the writer's lock), this connection wrote no
 //! row (`total_changes`), and the store file and its WAL are the files
-//! the check read (inode, size, times: a write outside SQLite shows).
-//! Anything else, and the store is checked again.
+//! the check read (inode, size, times: a write outside SQLite shows; a
+//! writer's open sets the side files' mode only when it differs, so
+//! their change time holds still). The proof is taken before the check
+//! and again after it, and kept only when the two agree: a write outside
+//! SQLite during the check, to a page it had already read, would
+//! otherwise be in the proof unseen. Anything else, and the store is
+//! checked again.
 
 use rusqlite::Connection;
 
@@ -25,9 +30,7 @@ pub(super) struct Checked {
     data_version: i64,
     changes: u64,
     db: Option<Fingerprint>,
-    /// The WAL's size and modification time (its mode, and so its
-    /// change time, is set again by every writer's open).
-    wal: Option<(u64, i64)>,
+    wal: Option<Fingerprint>,
 }
 
 impl Checked {
@@ -37,7 +40,7 @@ impl Checked {
             data_version: qrow(conn, "PRAGMA data_version", [], |r| r.get(0))?,
             changes: conn.total_changes(),
             db: Fingerprint::of(&files.db).ok(),
-            wal: Fingerprint::of(&files.side("-wal")).ok().map(|f| (f.size, f.mtime_ns)),
+            wal: Fingerprint::of(&files.side("-wal")).ok(),
         })
     }
 

@@ -108,7 +108,10 @@ impl StoreFiles {
         }
         for suffix in SQLITE_SIDE {
             let side = self.side(suffix);
-            if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file()) {
+            // Only when the mode differs: a chmod moves the file's change
+            // time, which the lease compares (`checked::Checked`).
+            let wrong_mode = |m: &std::fs::Metadata| m.permissions().mode() & 0o7777 != access::FILE_MODE;
+            if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_file() && wrong_mode(&m)) {
                 let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(access::FILE_MODE));
             }
         }

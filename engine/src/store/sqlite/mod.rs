@@ -207,9 +207,13 @@ impl Db {
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
             if let Some(why) = doubt(false, dead_writer, changed) {
                 // In one snapshot: a writer may have taken the store since.
+                // The proof that the store is what was checked, taken before
+                // the check and after it: kept only when the two agree.
                 db.checked = read_in_one_snapshot(&db.conn, || {
+                    let before = Checked::now(&db.conn, &db.files)?;
                     let whole = examine(&db.conn, &db.files, why, Opened::Reading)?;
-                    whole.then(|| Checked::now(&db.conn, &db.files)).transpose()
+                    let after = Checked::now(&db.conn, &db.files)?;
+                    Ok((whole && after == before).then_some(after))
                 })?;
             }
         }
@@ -514,6 +518,15 @@ mod tests {
         };
         assert_eq!(checks_for_look_then_lease(committed), 2, "another connection committed: checked again");
         assert_eq!(checks_for_look_then_lease(touch), 2, "the file written outside SQLite: checked again");
+        // Only the WAL's change time moves (as an edit in place whose
+        // modification time was set back would leave it).
+        let wal_changed = |path: &std::path::Path| {
+            let wal = path.with_file_name("engine.db-wal");
+            let mode = std::fs::metadata(&wal).expect("the look left the WAL").permissions();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::set_permissions(&wal, mode).unwrap();
+        };
+        assert_eq!(checks_for_look_then_lease(wal_changed), 2, "the WAL changed outside SQLite: checked again");
     }
 
     #[test]
