@@ -90,6 +90,24 @@ impl Db {
     }
 }
 
+/// On the process's server, the test's database and its own copies are
+/// dropped when the test is done (a server of the test's own goes with
+/// its folder); best effort, and never while a panic unwinds (a panic in
+/// a drop then would abort the test binary).
+impl Drop for Db {
+    fn drop(&mut self) {
+        let Server::Process(pg) = &self.server else { return };
+        if std::thread::panicking() {
+            return;
+        }
+        let mine =
+            format!("SELECT datname FROM pg_database WHERE datname = '{0}' OR datname LIKE '{0}\\_%'", self.name);
+        for name in pg.try_psql("postgres", &mine).lines().filter(|n| n.starts_with(&self.name)) {
+            pg.try_psql("postgres", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
+    }
+}
+
 /// A server, a database, and a workspace holding the plan.
 pub struct Shared {
     pub pg: Db,
