@@ -8,9 +8,11 @@
 # binary (for example the one a CI qualification run just installed: the
 # `candidate.path` of its manifest) and skips its own install; otherwise it
 # installs one with `qualification/qualify --install-root` (a GO run).
-# With QUALIFY_TEST_GO_OUT=DIR and QUALIFY_TEST_GO_STDOUT=FILE as well (the
-# --out folder and the stdout of a `qualify --candidate` run of that binary
-# that exited 0), it judges that run instead of making its own GO run.
+# With QUALIFY_TEST_GO_OUT=DIR, QUALIFY_TEST_GO_STDOUT=FILE and
+# QUALIFY_TEST_GO_CODE=N as well (the --out folder, the stdout and the exit
+# status of the qualify run that installed that binary, as .ci/run passes
+# its own), it judges that run instead of making its own GO run, and checks
+# that the binary is still the one that run judged.
 # Needs python3, b3sum, and (without QUALIFY_TEST_CANDIDATE) cargo.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,7 +61,8 @@ if [ -n "${QUALIFY_TEST_CANDIDATE:-}" ] && [ -n "${QUALIFY_TEST_GO_OUT:-}" ]; th
     real=$QUALIFY_TEST_CANDIDATE
     go_out=$QUALIFY_TEST_GO_OUT
     echo "using QUALIFY_TEST_CANDIDATE=$real and its GO run in QUALIFY_TEST_GO_OUT=$go_out"
-    cp "$QUALIFY_TEST_GO_STDOUT" "$tmp/go.out" && : >"$tmp/go.err" && echo 0 >"$tmp/go.code"
+    cp "$QUALIFY_TEST_GO_STDOUT" "$tmp/go.out" && : >"$tmp/go.err"
+    echo "${QUALIFY_TEST_GO_CODE:?QUALIFY_TEST_GO_CODE: the exit status of that run}" >"$tmp/go.code"
 elif [ -n "${QUALIFY_TEST_CANDIDATE:-}" ]; then
     real=$QUALIFY_TEST_CANDIDATE
     echo "using QUALIFY_TEST_CANDIDATE=$real"
@@ -71,6 +74,7 @@ fi
 [ "$(code_of go)" = 0 ] || { show go; fail "the real installed candidate did not qualify"; }
 expect_eq "$(manifest_of go)" "$go_out/qualification-manifest.json" "last line is the manifest path"
 expect_eq "$(m go 'm["candidate"]["path"]')" "$real" "the candidate qualified"
+expect_eq "$(m go 'm["candidate"]["blake3_after"]')" "$(b3sum --no-names "$real" | cut -d' ' -f1)" "the candidate is still the binary judged"
 expect_eq "$(m go 'm["verdict"]')" GO "verdict"
 expect_eq "$(m go 'm["candidate"]["kind"]')" installed "candidate kind"
 expect_eq "$(m go 'm["candidate"]["digest_stable"]')" true "digest stable"
