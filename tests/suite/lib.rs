@@ -43,14 +43,16 @@ impl Build {
         let profile_dir = in_deps.and_then(Path::parent).unwrap_or_else(|| {
             panic!("{} is not in a cargo target folder's PROFILE/deps/: run the suite with cargo test", exe.display())
         });
-        // Cargo marks the root of a target folder with CACHEDIR.TAG; with
-        // `--target TRIPLE` the profile's folder is one level further down.
+        // Cargo marks the root of a target folder with CACHEDIR.TAG, and
+        // with `--target TRIPLE` the triple's folder too, one level further
+        // down: marked folders one above the other are a triple's layout.
         let above = profile_dir.parent().expect("a target folder");
-        let (target_dir, triple) = if above.join("CACHEDIR.TAG").is_file() {
-            (above.to_path_buf(), None)
-        } else {
-            let triple = above.file_name().and_then(|n| n.to_str()).map(str::to_string);
-            (above.parent().expect("a target folder").to_path_buf(), triple)
+        let marked = |dir: &Path| dir.join("CACHEDIR.TAG").is_file();
+        let (target_dir, triple) = match above.parent() {
+            Some(top) if marked(above) && marked(top) => {
+                (top.to_path_buf(), above.file_name().and_then(|n| n.to_str()).map(str::to_string))
+            }
+            _ => (above.to_path_buf(), None),
         };
         Build { target_dir, triple, profile_dir: profile_dir.to_path_buf() }
     }
