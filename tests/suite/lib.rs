@@ -43,14 +43,15 @@ impl Build {
         let profile_dir = in_deps.and_then(Path::parent).unwrap_or_else(|| {
             panic!("{} is not in a cargo target folder's PROFILE/deps/: run the suite with cargo test", exe.display())
         });
-        // Cargo marks the root of a target folder with CACHEDIR.TAG, and
-        // with `--target TRIPLE` the triple's folder too, one level further
-        // down: marked folders one above the other are a triple's layout.
+        // With `--target TRIPLE` the profile's folder is one level further
+        // down, in a folder named for the target the suite was compiled
+        // for (tests/build.rs); any other name is the target folder itself
+        // (one nested in another's included).
         let above = profile_dir.parent().expect("a target folder");
-        let marked = |dir: &Path| dir.join("CACHEDIR.TAG").is_file();
+        let target = env!("SUITE_TARGET");
         let (target_dir, triple) = match above.parent() {
-            Some(top) if marked(above) && marked(top) => {
-                (top.to_path_buf(), above.file_name().and_then(|n| n.to_str()).map(str::to_string))
+            Some(top) if above.file_name().is_some_and(|n| n == target) => {
+                (top.to_path_buf(), Some(target.to_string()))
             }
             _ => (above.to_path_buf(), None),
         };
