@@ -41,6 +41,7 @@
 //! `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(fd, 0)`, and
 //! builds its error from `errno` without allocating.
 
+mod filter;
 pub mod namespaces;
 pub mod network;
 mod own_environ;

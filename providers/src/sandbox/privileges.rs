@@ -19,11 +19,11 @@
 //! a process whose capabilities are a subset of its own, and Landlock only
 //! of its own domain (its descendants).
 //!
-//! The filter is built once, in the parent, with `seccompiler` (the BPF
-//! program for this architecture: a system call of another architecture's
-//! numbering kills the process); the child only passes its address to
-//! `seccomp(2)`. On x86-64 the x32 numbers of the same calls are refused
-//! too.
+//! The filter is built once, in the parent (`filter`: a binary search over
+//! the refused numbers, for this architecture: a system call of another
+//! architecture's numbering kills the process); the child only passes its
+//! address to `seccomp(2)`. On x86-64 the x32 numbers of the same calls are
+//! refused too.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -76,7 +76,7 @@ impl fmt::Display for Privileges {
 #[repr(C)]
 pub(crate) struct Fprog {
     len: libc::c_ushort,
-    filter: *const seccompiler::sock_filter,
+    filter: *const super::filter::Insn,
 }
 
 /// The filter's program for `seccomp(2)`, built once (`Err`: why this
@@ -143,8 +143,8 @@ fn errno() -> libc::c_int {
     unsafe { *libc::__errno_location() }
 }
 
-fn filter() -> &'static Result<Vec<seccompiler::sock_filter>, String> {
-    static FILTER: OnceLock<Result<Vec<seccompiler::sock_filter>, String>> = OnceLock::new();
+fn filter() -> &'static Result<Vec<super::filter::Insn>, String> {
+    static FILTER: OnceLock<Result<Vec<super::filter::Insn>, String>> = OnceLock::new();
     FILTER.get_or_init(build)
 }
 
@@ -186,15 +186,24 @@ fn refused() -> Vec<i64> {
     calls
 }
 
-fn build() -> Result<Vec<seccompiler::sock_filter>, String> {
-    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
-    let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| format!("no seccomp filter for the {} architecture", std::env::consts::ARCH))?;
+fn build() -> Result<Vec<super::filter::Insn>, String> {
+    let arch = audit_arch()?;
     available()?;
-    let rules = refused().into_iter().map(|n| (n, Vec::new())).collect();
-    let refuse = SeccompAction::Errno(libc::EPERM as u32);
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, refuse, arch).map_err(|e| e.to_string())?;
-    seccompiler::BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    let refused: Vec<u32> = refused().into_iter().map(|n| n as u32).collect();
+    super::filter::program(arch, &refused, REFUSE)
+}
+
+/// What a refused call returns: `EPERM`.
+const REFUSE: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+
+/// This architecture's `AUDIT_ARCH_*`, which a system call's must match.
+fn audit_arch() -> Result<u32, String> {
+    match std::env::consts::ARCH {
+        "x86_64" => Ok(0xC000_003E),
+        "aarch64" => Ok(0xC000_00B7),
+        "riscv64" => Ok(0xC000_00F3),
+        other => Err(format!("no seccomp filter for the {other} architecture")),
+    }
 }
 
 /// Does this kernel take seccomp filters that return an errno?
@@ -224,6 +233,39 @@ mod tests {
         let program = filter().as_ref().expect("a filter on this machine");
         assert!(!program.is_empty() && program.len() < 4096, "{}", program.len());
         assert_eq!(Privileges::here(), Privileges::Dropped);
+    }
+
+    /// The program as it was built before the search (one comparison a
+    /// number, `seccompiler`).
+    fn listed() -> Vec<super::super::filter::Insn> {
+        use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+        let arch = TargetArch::try_from(std::env::consts::ARCH).unwrap();
+        let rules = refused().into_iter().map(|n| (n, Vec::new())).collect();
+        let refuse = SeccompAction::Errno(libc::EPERM as u32);
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, refuse, arch).unwrap();
+        let prog = seccompiler::BpfProgram::try_from(filter).unwrap();
+        prog.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
+    }
+
+    #[test]
+    fn the_filter_decides_every_call_as_the_listed_one_in_few_steps() {
+        use super::super::filter::tests::{run, MAX_STEPS};
+        let (ours, listed) = (filter().as_ref().unwrap(), listed());
+        let arch = audit_arch().unwrap();
+        let numbers = (0..2048u32).chain((0..2048).map(|n| n | 0x4000_0000)).chain([u32::MAX, 0x8000_0000]);
+        let mut refused = 0;
+        for nr in numbers {
+            for a in [arch, 0x4000_0003, 0xC000_00B7, 0] {
+                let (want, slow) = run(&listed, a, nr);
+                let (got, steps) = run(ours, a, nr);
+                assert_eq!(got, want, "arch {a:#x}, nr {nr:#x}");
+                assert!(steps <= MAX_STEPS, "arch {a:#x}, nr {nr:#x}: {steps} steps (the list took {slow})");
+                refused += usize::from(a == arch && got == REFUSE);
+            }
+        }
+        assert_eq!(refused, super::refused().len(), "each refused number, and no other");
+        // What the kernel's cache emulation pays for one allowed number.
+        assert!(run(&listed, arch, 0).1 > 4 * run(ours, arch, 0).1);
     }
 
     #[test]
