@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_14,
     MIGRATION_15,
     MIGRATION_16,
+    MIGRATION_17,
 ];
 
 /// The migration after which the acts already in the store are put on the
@@ -434,6 +435,35 @@ CREATE VIEW migration_16_schema_cookie AS SELECT 1;
 DROP VIEW migration_16_schema_cookie;
 "#;
 
+/// Schema 17: the rows a run writes at every task numbered without
+/// `AUTOINCREMENT`. An `AUTOINCREMENT` key reads and rewrites its table's
+/// row of `sqlite_sequence` at every insert: a page of its own in every
+/// commit a task makes (2 of a process task's 19 WAL frames, counted in a
+/// 300-task chain). Events, attempts, evidence, claims and check results
+/// are never deleted (the events' triggers refuse it; no statement of the
+/// engine deletes the others), so SQLite's own choice of key, one more
+/// than the table's largest, is the number `AUTOINCREMENT` gave: the ids
+/// stay in ledger order and are never reused. A person's acts (approvals,
+/// settlements, requests), which the act chain names by id, keep theirs.
+/// The key's type and the tables' b-trees do not change, so the
+/// definitions are edited in place as migration 5's were (an unexpected
+/// one fails the migration, which rolls back whole); then those tables'
+/// rows of `sqlite_sequence` go, since nothing reads them any more.
+const MIGRATION_17: &str = r#"
+SELECT CASE WHEN COUNT(*) = 5 THEN 1
+            ELSE json('migration 17: the key of events, attempts, evidence, claims or check_results is not the expected one') END
+  FROM sqlite_master WHERE type = 'table' AND name IN ('events', 'attempts', 'evidence', 'claims', 'check_results')
+   AND length(sql) - length(replace(sql, 'INTEGER PRIMARY KEY AUTOINCREMENT', '')) = length('INTEGER PRIMARY KEY AUTOINCREMENT');
+PRAGMA writable_schema = ON;
+UPDATE sqlite_master
+   SET sql = replace(sql, 'INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY')
+ WHERE type = 'table' AND name IN ('events', 'attempts', 'evidence', 'claims', 'check_results');
+PRAGMA writable_schema = RESET;
+CREATE VIEW migration_17_schema_cookie AS SELECT 1;
+DROP VIEW migration_17_schema_cookie;
+DELETE FROM sqlite_sequence WHERE name IN ('events', 'attempts', 'evidence', 'claims', 'check_results');
+"#;
+
 /// Bring the schema up to `SCHEMA_VERSION` in one IMMEDIATE transaction.
 /// The version is read again under the write lock, so of two engines
 /// migrating the same store the second finds nothing left to do.
@@ -512,7 +542,7 @@ mod tests {
     /// render it byte for byte as it was released).
     #[test]
     fn every_released_migration_is_the_text_it_was() {
-        const RELEASED: [&str; 16] = [
+        const RELEASED: [&str; 17] = [
             "36d9554caf135e085a36356177d517efe4cba8929271ce7aa2a126611044a61e",
             "c838560dd604ca21a98ced6c8ae61fe58ea5bea33f87c84d20f231b2788a3240",
             "0b0d401812e064dd23e80d8d0ab0572ebeffc4fc25997ca7f60b8f586476ac26",
@@ -529,6 +559,7 @@ mod tests {
             "6e7eab45a0e20e0723ab399c2610680e82c5e3af78bc3932f50bf56071b871c9",
             "ee460fd7cee09d61cc52c900cec113e36988496e48bf2cfdc1780e97f9339ea4",
             "d81676bb5cd497f5f54ea6294deae688a64d8a2d3edc7a1e63da9c119fea6f38",
+            "59a255f816b315f2dc96422d39f375117b7ecfa9287a7855da8558ec4dd9ff4b",
         ];
         for (i, (sql, digest)) in MIGRATIONS.iter().zip(RELEASED).enumerate() {
             assert_eq!(crate::digest::content(render(sql, Dialect::Sqlite).as_bytes()), digest, "migration {}", i + 1);
@@ -746,5 +777,83 @@ mod tests {
         }
         let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(ok, "ok");
+    }
+
+    /// The tables that keep `AUTOINCREMENT`, and `sqlite_sequence`'s rows.
+    fn sequences(conn: &Connection) -> (Vec<String>, Vec<(String, i64)>) {
+        let keyed = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%' ORDER BY name";
+        let tables = conn.prepare(keyed).unwrap().query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect();
+        let mut st = conn.prepare("SELECT name, seq FROM sqlite_sequence ORDER BY name").unwrap();
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(|r| r.unwrap()).collect();
+        (tables, rows)
+    }
+
+    /// One row each in events, attempts and evidence; their new ids.
+    fn insert_a_step(conn: &Connection) -> (i64, i64, i64) {
+        conn.execute("INSERT INTO events (at_ms, kind, data) VALUES (1, 'run_started', '{}')", []).unwrap();
+        let event = conn.last_insert_rowid();
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0)).unwrap();
+        conn.execute(
+            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest, request_json, effect, state, generation, intent_at_ms)
+             VALUES ('g', 1, 'T', ?1, 1, 'run', 'r', '{}', 'none', 'intent_recorded', 1, 0)",
+            [format!("op-{n}")],
+        )
+        .unwrap();
+        let attempt = conn.last_insert_rowid();
+        conn.execute(
+            "INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES ('g', 1, ?1, 'process_exit', '{}', 1)",
+            [attempt],
+        )
+        .unwrap();
+        (event, attempt, conn.last_insert_rowid())
+    }
+
+    #[test]
+    fn migration_17_numbers_a_runs_rows_on_from_their_largest_without_sqlite_sequence() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        conn.execute_batch(&format!("{}PRAGMA user_version = 16;", rendered(..16))).unwrap();
+        let steps: Vec<_> = (0..3).map(|_| insert_a_step(&conn)).collect();
+        assert_eq!(steps, [(1, 1, 1), (2, 2, 2), (3, 3, 3)]);
+        let (keyed, rows) = sequences(&conn);
+        assert_eq!(keyed.len(), 9, "{keyed:?}");
+        assert!(rows.contains(&("events".to_string(), 3)), "{rows:?}");
+        migrate(&conn).unwrap();
+        assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), SCHEMA_VERSION);
+        let (keyed, rows) = sequences(&conn);
+        assert_eq!(keyed, ["approvals", "pending_requests", "person_requests", "settlements"]);
+        // The migrated tables' rows are gone; the one left is migration 3's
+        // (its `INSERT … SELECT` into `pending_requests` of no rows).
+        let others = vec![("pending_requests".to_string(), 0)];
+        assert_eq!(rows, others);
+        // Numbered on from the largest, as AUTOINCREMENT numbered them, and
+        // nothing written to sqlite_sequence.
+        assert_eq!(insert_a_step(&conn), (4, 4, 4));
+        assert_eq!(insert_a_step(&conn), (5, 5, 5));
+        assert_eq!(sequences(&conn).1, others);
+        // The events stay append-only.
+        assert!(conn.execute("DELETE FROM events WHERE seq = 5", []).is_err());
+        let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(ok, "ok");
+        let left: i64 = conn
+            .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'migration_17_schema_cookie'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
+    #[test]
+    fn migration_17_refuses_a_key_it_does_not_recognise() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("{}PRAGMA user_version = 16;", rendered(..16))).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = replace(sql, 'INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY') WHERE name = 'evidence';
+             PRAGMA writable_schema = RESET;",
+        )
+        .unwrap();
+        let e = migrate(&conn).unwrap_err();
+        assert!(e.to_string().contains("JSON"), "{e}");
+        assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 16, "rolled back");
+        assert_eq!(sequences(&conn).0.len(), 8, "nothing edited");
     }
 }
