@@ -191,6 +191,12 @@ pub const STORE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// runs fits, so none is parsed twice).
 pub const STORE_STATEMENTS_CACHED: usize = 256;
 
+/// How much of the store file a connection reads through a memory map
+/// (SQLite's `mmap_size`) instead of copying each page with `pread` into
+/// its own cache: address space, not memory (the pages are the kernel's
+/// page cache). A store larger than this reads the rest with `pread`.
+pub const STORE_MAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
 /// `--request-id`: its bytes (a UUID is 36; room for a caller's own
 /// scheme, never for a document).
 pub const REQUEST_ID_BYTES_MAX: usize = 256;
