@@ -154,29 +154,32 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
             format!("command request needs {{\"run\": [program, args...]}}, got {}", call.request),
         );
     };
-    // A missing cwd makes spawn fail with ENOENT too; say what is missing.
-    if !call.workspace.is_dir() {
-        return not_dispatched(
-            NotDispatchedKind::Other,
-            format!("workspace {} is not a directory; `{}` not started", call.workspace.display(), argv[0]),
-        );
-    }
-
     let started = Instant::now();
     let child = match provider_spawn(call, &argv, true, call.stdin.is_some()) {
         Ok(c) => c,
+        // A missing cwd makes the spawn fail too (the child's `chdir`):
+        // say what is missing. Looked at only then, not before each spawn.
+        Err(_) if !call.workspace.is_dir() => {
+            return not_dispatched(
+                NotDispatchedKind::Other,
+                format!("workspace {} is not a directory; `{}` not started", call.workspace.display(), argv[0]),
+            )
+        }
         Err(e) => return spawn_error(&argv[0], &e, call.sandbox.status()),
     };
     // pgid == pid: the child made its own group.
     let pid = child.id();
-    if let Some(process) = crate::process::ProcessId::leader(pid) {
+    let start_time = child.start_time();
+    if let Some(start_time) = start_time {
         let marker = crate::process::adopted::marker(&call.operation_id, call.try_no);
+        let process = crate::process::ProcessId::started(pid, start_time);
         let process = process.tracked(child.cgroup().map(Path::to_path_buf), marker);
         let _ = progress.try_send(Progress::Spawned { process });
     }
     let _ = progress.try_send(Progress::Dispatched { detail: format!("pid {pid}") });
 
-    watch(child, pid, call, started, &argv[0], &progress).await
+    let tree = tree_of(&child, start_time.unwrap_or(0), call);
+    watch(child, tree, call, started, &argv[0], &progress).await
 }
 
 /// Drain a started child's output (bounded), feed its stdin, wait for it
@@ -184,18 +187,17 @@ async fn run(call: &Call, progress: ProgressSender) -> Outcome {
 /// running after a grace, and make the receipt.
 async fn watch(
     mut child: crate::spawn::Child,
-    pid: u32,
+    mut tree: Tree,
     call: &Call,
     started: Instant,
     program: &str,
     progress: &ProgressSender,
 ) -> Outcome {
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        kill_group(pid);
+        kill_group(child.id());
         return started_unwatched(progress, program);
     };
     let stdin = child.stdin.take();
-    let tree = tree_of(&child, pid, call);
     let deadline = call.timeout.map(|d| tokio::time::Instant::from_std(started) + d);
     let mut out = Bounded::new(call.output_bytes_max);
     let mut err = Bounded::new(call.output_bytes_max);
@@ -220,6 +222,10 @@ async fn watch(
             }
         })
         .await;
+        // Reaped: its cgroup removed at once if its tree ended (most often).
+        if exited.as_ref().is_some_and(Result::is_ok) && child.remove_cgroup_if_ended() {
+            tree = Tree::Ended;
+        }
         // Then what it left: until the tree is empty and the output ended,
         // for a grace at most (its cgroup, or without one what the engine
         // adopted carrying the call's marks: `process::adopted`), within
@@ -229,7 +235,7 @@ async fn watch(
             Some(_) => left_behind(&mut drain, &drained, &tree, deadline).await,
         };
         let status = exited.and_then(Result::ok);
-        let status = if timed_out { status.or(kill_and_reap(&mut child, pid, &tree).await) } else { status };
+        let status = if timed_out { status.or(kill_and_reap(&mut child, &tree).await) } else { status };
         if !drained.load(Relaxed) {
             // The pipes close once every holder is dead; bounded in case
             // something outside the tree still holds them. A drain cut short
@@ -261,20 +267,20 @@ async fn feed(stdin: Option<tokio::net::unix::pipe::Sender>, bytes: Option<&[u8]
 /// Past the deadline: the group and the tree killed, and the child's
 /// status if it comes within a bound (`wait` returns the cached status if
 /// the child already exited).
-async fn kill_and_reap(child: &mut crate::spawn::Child, pid: u32, tree: &Tree) -> Option<std::process::ExitStatus> {
-    kill_group(pid);
+async fn kill_and_reap(child: &mut crate::spawn::Child, tree: &Tree) -> Option<std::process::ExitStatus> {
+    kill_group(child.id());
     tree.kill();
     tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok)
 }
 
 /// What a child's whole tree is: its cgroup, or without one what the
 /// engine adopts carrying the call's marks (`process::adopted`).
-fn tree_of(child: &crate::spawn::Child, pid: u32, call: &Call) -> Tree {
+fn tree_of(child: &crate::spawn::Child, start_time: u64, call: &Call) -> Tree {
     match child.cgroup() {
         Some(c) => Tree::Cgroup(c.to_path_buf()),
         None => Tree::Adopted(crate::process::adopted::Marked {
-            leader: pid,
-            start_time: crate::process::ProcessId::leader(pid).map_or(0, |p| p.start_time),
+            leader: child.id(),
+            start_time,
             marker: crate::process::adopted::marker(&call.operation_id, call.try_no),
         }),
     }
@@ -319,10 +325,12 @@ async fn within<F: std::future::Future>(deadline: Option<tokio::time::Instant>, 
 }
 
 /// A call's process tree: its cgroup, or (where none can be made) what
-/// the engine adopted carrying the call's marks.
+/// the engine adopted carrying the call's marks; `Ended` once its cgroup
+/// was removed (nothing ran in it any more).
 enum Tree {
     Cgroup(std::path::PathBuf),
     Adopted(crate::process::adopted::Marked),
+    Ended,
 }
 
 impl Tree {
@@ -331,6 +339,7 @@ impl Tree {
         match self {
             Tree::Cgroup(c) => crate::process::cgroup::populated(c),
             Tree::Adopted { .. } => !self.pids().is_empty(),
+            Tree::Ended => false,
         }
     }
 
@@ -338,6 +347,7 @@ impl Tree {
         match self {
             Tree::Cgroup(c) => crate::process::cgroup::pids(c),
             Tree::Adopted(m) => m.tree(&crate::spawn::is_spawned),
+            Tree::Ended => Vec::new(),
         }
     }
 
@@ -350,6 +360,7 @@ impl Tree {
             Tree::Adopted(m) => {
                 m.kill(&crate::spawn::is_spawned);
             }
+            Tree::Ended => {}
         }
     }
 }

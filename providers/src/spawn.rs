@@ -22,7 +22,8 @@
 //! ([`child`](child::child)) that makes only system calls on data the parent prepared —
 //! it allocates nothing, takes no lock, never unwinds, and writes to shared
 //! memory only its own error number, the step that failed, which candidate
-//! it tries, and the path in the `/bin/sh` fallback's argv — and it does
+//! it tries, the path in the `/bin/sh` fallback's argv, and the clock it
+//! read first (its start time, `process::clock`) — and it does
 //! exactly what the `pre_exec` hooks did (`sandbox::confine_self`, and
 //! `PR_SET_PDEATHSIG`), plus what the standard library does for a spawned
 //! child (stdio, process group, working directory, a clean signal state,
@@ -65,6 +66,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
 use crate::process::cgroup::{self, Cgroup};
+use crate::process::clock;
 use crate::sandbox::Sandbox;
 
 /// What a process to start is: argv (no shell), the variables set over
@@ -85,8 +87,11 @@ pub(crate) struct Spec<'a> {
 /// by a later spawn (no zombie piles up).
 pub(crate) struct Child {
     pid: u32,
+    /// Its start time, where the clock around its `clone` named one tick
+    /// (`process::clock`).
+    start_ticks: Option<u64>,
     /// The cgroup its whole tree runs in (none where the engine cannot
-    /// make one).
+    /// make one, or once removed after its tree ended).
     cgroup: Option<Cgroup>,
     /// Readable once the process exited: opened by the first `wait` that
     /// finds it running (most children of a short task have exited by the
@@ -122,6 +127,29 @@ impl Child {
     /// The cgroup its tree runs in.
     pub fn cgroup(&self) -> Option<&Path> {
         self.cgroup.as_ref().map(Cgroup::path)
+    }
+
+    /// Its start time (clock ticks after boot, `/proc/PID/stat` field 22):
+    /// from the clock around its `clone` where that named one tick, else
+    /// read from `/proc` (`None` if that failed).
+    pub fn start_time(&self) -> Option<u64> {
+        self.start_ticks.or_else(|| crate::process::ProcessId::leader(self.pid).map(|p| p.start_time))
+    }
+
+    /// Once it was reaped: remove its cgroup if nothing runs in it any
+    /// more. The kernel refuses to remove a cgroup that holds a process
+    /// (or a cgroup), so a removal proves its whole tree ended, and it is
+    /// the `rmdir` owed anyway: no read of `cgroup.events` before it
+    /// (bench/README.md, issue 38's tenth round). True when removed; its
+    /// tree then has no cgroup to watch, kill or record.
+    pub fn remove_cgroup_if_ended(&mut self) -> bool {
+        let Some(cg) = self.cgroup.as_ref().filter(|_| self.status.is_some()) else { return false };
+        if !cgroup::remove(cg.path(), Duration::ZERO) {
+            return false;
+        }
+        self.cgroup = None;
+        unregister(self.pid);
+        true
     }
 
     /// Wait for the process to exit; the status is kept, so waiting again
@@ -278,12 +306,13 @@ fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
     let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
     let started = start(plan, fds, cgroup.as_ref());
     drop((stdin_child, out_child, err_child));
-    let pid = started.map_err(unmade)?;
+    let (pid, start_ticks) = started.map_err(unmade)?;
     if let Some(c) = &cgroup {
         cgroups().insert(pid, c.path().to_path_buf());
     }
     live().insert(pid);
-    let mut child = Child { pid, cgroup, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
+    let mut child =
+        Child { pid, start_ticks, cgroup, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
     let watch = |child: &mut Child| -> io::Result<()> {
@@ -438,6 +467,9 @@ struct Shared {
     error: libc::c_int,
     /// The step that failed (a `Step`), with `error`.
     step: u32,
+    /// `CLOCK_BOOTTIME` as the child first read it (0: unread), the upper
+    /// bound of its start (`process::clock`).
+    cloned_ns: u64,
 }
 
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
@@ -445,8 +477,9 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
-/// its pid, or its error. The file that executed is remembered.
-fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<u32, Failure> {
+/// its pid and, where the clock around the `clone` names it, its start
+/// time; or its error. The file that executed is remembered.
+fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, Option<u64>), Failure> {
     let candidates = plan.program.candidates.clone();
     let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
@@ -477,15 +510,18 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<u32, Fa
         reset_signals: signals::to_reset(),
         error: 0,
         step: Step::Parent as u32,
+        cloned_ns: 0,
     };
+    let before = clock::boottime_ns();
     let pid = with_stack(|stack| Ok(launch(stack, &mut shared, cgroup))).map_err(Failure::parent)??;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
-    // writes `error`, `step` or `ran` any more.
-    let (error, step, ran) = unsafe {
+    // writes `error`, `step`, `ran` or `cloned_ns` any more.
+    let (error, step, ran, cloned) = unsafe {
         (
             std::ptr::read_volatile(&shared.error),
             std::ptr::read_volatile(&shared.step),
             std::ptr::read_volatile(&shared.ran),
+            std::ptr::read_volatile(&shared.cloned_ns),
         )
     };
     plan.program.remember((error == 0).then_some(ran));
@@ -494,7 +530,9 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<u32, Fa
         let _ = wait_blocking(pid);
         return Err(Failure { step: Step::of(step), error: io::Error::from_raw_os_error(error) });
     }
-    Ok(pid as u32)
+    // Stamped by the kernel between the read before the `clone` and the
+    // child's first read.
+    Ok((pid as u32, clock::start_ticks(before, (cloned > 0).then_some(cloned))))
 }
 
 /// Clone the child into its cgroup, if it has one: started there by
@@ -834,6 +872,62 @@ mod tests {
         if !clone3::usable() {
             eprintln!("this kernel refused clone3(CLONE_INTO_CGROUP): both rounds took the classic path");
         }
+    }
+
+    #[tokio::test]
+    async fn the_start_time_known_from_the_clock_is_the_one_proc_gives() {
+        // Each child waits on its stdin, so its `/proc/PID/stat` is read
+        // while it runs; every start time taken from the clock must equal
+        // it (recovery compares them for equality).
+        let dir = std::env::current_dir().unwrap();
+        let none = Sandbox::disabled();
+        let cat = strings(&["cat"]);
+        let mut from_clock = 0;
+        for _ in 0..200 {
+            let mut child = spawn(Spec { piped_stdin: true, ..spec(&cat, &dir, &none) }).unwrap();
+            let read = crate::process::ProcessId::leader(child.id()).unwrap().start_time;
+            if let Some(ticks) = child.start_ticks {
+                assert_eq!(ticks, read, "pid {}", child.id());
+                from_clock += 1;
+            }
+            assert_eq!(child.start_time(), Some(read));
+            drop(child.stdin.take());
+            assert!(output(child).await.0.success());
+        }
+        assert!(from_clock > 0, "no spawn's start time came from the clock");
+    }
+
+    #[tokio::test]
+    async fn a_reaped_childs_cgroup_is_removed_only_once_nothing_runs_in_it() {
+        let mut child = sh("sleep 30 & echo $!; exec cat");
+        let Some(cg) = child.cgroup().map(Path::to_path_buf) else {
+            eprintln!("no cgroup can be made here ({:?}): nothing to check", cgroup::refused());
+            return;
+        };
+        assert!(!child.remove_cgroup_if_ended(), "not reaped yet: it runs");
+        let mut line = String::new();
+        let mut out = child.stdout.take().unwrap();
+        let mut byte = [0u8; 1];
+        while !line.ends_with('\n') {
+            assert_eq!(out.read(&mut byte).await.unwrap(), 1);
+            line.push(byte[0] as char);
+        }
+        let sleeper: i32 = line.trim().parse().unwrap();
+        drop(child.stdin.take());
+        assert!(child.wait().await.unwrap().success());
+        assert!(!child.remove_cgroup_if_ended() && cg.exists(), "its descendant still runs in it");
+        assert!(child.cgroup().is_some());
+        // SAFETY: plain syscall on a pid this test started (it runs).
+        assert_eq!(unsafe { libc::kill(sleeper, libc::SIGKILL) }, 0);
+        assert!(crate::test_support::wait_gone(sleeper, Duration::from_secs(5)).await);
+        let start = std::time::Instant::now();
+        while !child.remove_cgroup_if_ended() && start.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!cg.exists(), "emptied: removed");
+        assert!(child.cgroup().is_none() && !cgroups().contains_key(&child.id()));
+        drop(child);
+        assert!(!leftover().contains(&cg), "nothing left to remove later");
     }
 
     #[tokio::test]

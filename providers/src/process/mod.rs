@@ -10,12 +10,15 @@
 //! recorded cgroup — every descendant, `setsid` or not — or, where there
 //! was none, the recorded process group, `end_groups`.)
 //!
-//! Linux: identities come from `/proc/PID/stat`; signals go through a pidfd
+//! Linux: identities come from `/proc/PID/stat` (a process this engine
+//! spawns: from the clock around its `clone` where that names one tick,
+//! [`clock`]); signals go through a pidfd
 //! where the kernel has them, so a process that exits between the check
 //! and the signal cannot be replaced by another one in between.
 
 pub mod adopted;
 pub mod cgroup;
+pub(crate) mod clock;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -43,9 +46,16 @@ pub struct ProcessId {
 }
 
 impl ProcessId {
-    /// The leader of a group just spawned with `process_group(0)`.
+    /// The leader of a group just spawned with `process_group(0)`, its
+    /// start time read from `/proc/PID/stat`.
     pub fn leader(pid: u32) -> Option<ProcessId> {
-        Some(ProcessId { pid, pgid: pid, start_time: stat(pid)?.start_time, cgroup: None, marker: None })
+        Some(ProcessId::started(pid, stat(pid)?.start_time))
+    }
+
+    /// The leader of a group just spawned, started at `start_time` (as
+    /// `crate::spawn::Child::start_time` knows it).
+    pub fn started(pid: u32, start_time: u64) -> ProcessId {
+        ProcessId { pid, pgid: pid, start_time, cgroup: None, marker: None }
     }
 
     /// The same process, its tree in `cgroup`, or (without one) marked

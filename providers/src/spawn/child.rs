@@ -12,6 +12,11 @@ pub(super) extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `Shared`, alive and untouched while the
     // parent is suspended.
     let shared = unsafe { &mut *(arg as *mut Shared) };
+    // First: the upper bound of the bracket around the kernel's stamp of
+    // this process's start (`process::clock`; the vDSO, no system call).
+    let now = crate::process::clock::boottime_ns().unwrap_or(0);
+    // SAFETY: as above; read by the parent once we exec'd or exited.
+    unsafe { std::ptr::write_volatile(&mut shared.cloned_ns, now) };
     // SAFETY: system calls on integers and on memory the parent prepared.
     let error = unsafe {
         match prepare(shared) {
