@@ -84,6 +84,19 @@ const SET_FOR_TESTS: &[&str] = &[
     "OUT_DIR",
 ];
 
+/// The suite's package folder (tests/) of the checkout the suite is run
+/// from: what cargo sets for the test process, else the one it was
+/// compiled in. Two checkouts that share or copy a target folder share
+/// the suite binary too, and cargo finds it fresh in both (its paths are
+/// the workspace's, relative); the folder compiled in would then build
+/// and test the other checkout's engine.
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.join("suite/lib.rs").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// `cargo build -p engine --bin engine` for this build's profile, target
 /// folder and target; the path of the binary it leaves.
 fn build_engine() -> PathBuf {
@@ -91,7 +104,7 @@ fn build_engine() -> PathBuf {
     // Cargo sets CARGO for the tests it runs; the one that built the suite
     // otherwise.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let manifest = package_dir().join("../Cargo.toml");
     let mut cmd = Command::new(&cargo);
     // What cargo set for this test process says what the suite's package
     // is (CARGO_PKG_DESCRIPTION, CARGO_MANIFEST_DIR, …): seen by the nested

@@ -19,7 +19,7 @@ use super::process::wait_until;
 /// The repository root (the engine package's manifest is there; the
 /// suite's, `engine-suite`, is tests/Cargo.toml).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the repository").to_path_buf()
+    engine_suite::package_dir().parent().expect("tests/ is in the repository").to_path_buf()
 }
 
 /// The receiver fixture (`fixtures/receiver/receiver.py`): a real HTTP
