@@ -111,7 +111,9 @@ fn examine(folder: &Path) -> Result<StoreFolder> {
 fn still_there(workspace: &Path) -> bool {
     match std::fs::metadata(workspace) {
         Ok(meta) => meta.is_dir(),
-        Err(e) => !matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory),
+        // ENOTDIR by number: `ErrorKind::NotADirectory` is newer than the
+        // Rust this package supports (Cargo.toml's rust-version).
+        Err(e) => !(e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)),
     }
 }
 

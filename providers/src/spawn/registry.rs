@@ -110,10 +110,12 @@ fn remove_leftover() {
 }
 
 /// The cgroup made ahead for the next child: made after a spawn, while
-/// that child runs, so that neither its `mkdir` nor the last child's
-/// `rmdir` (deferred to the same moment by `Child`'s drop) waits between
-/// one task's end and the next one's start (bench/README.md, issue 38's
-/// fourth round). A fresh cgroup every time, never one a process was in:
+/// that child runs, so that its `mkdir` does not wait between one task's
+/// end and the next one's start (bench/README.md, issue 38's fourth
+/// round). The last child's `rmdir` is made at its reap when it is empty
+/// then (the removal is what proves its tree ended: issue 38's tenth
+/// round); one the kernel refused then is deferred to this moment by
+/// `Child`'s drop. A fresh cgroup every time, never one a process was in:
 /// a recorded cgroup names one call's tree only.
 fn spare() -> std::sync::MutexGuard<'static, Option<Cgroup>> {
     static SPARE: Mutex<Option<Cgroup>> = Mutex::new(None);

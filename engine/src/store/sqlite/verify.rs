@@ -25,6 +25,11 @@ pub fn verify(path: &Path) -> Result<Verified> {
     let files = super::files::StoreFiles::new(path);
     let conn = super::open::open_existing(&files, OpenFlags::SQLITE_OPEN_READ_ONLY)?
         .ok_or_else(|| crate::store::location::no_store_at(path))?;
+    // Read by copy, not through the memory map every other connection
+    // reads by (`open::connect`): a disk that fails a read then gives the
+    // checker an I/O error to name, where a map would end it with SIGBUS
+    // (docs/store.md). `PRAGMA mmap_size` itself reads nothing.
+    conn.execute_batch("PRAGMA mmap_size = 0").map_err(|e| super::open::store_open_error(e, path))?;
     let place = path.display().to_string();
     // A read-only connection cannot roll a hot journal back, so it must be
     // named before anything reads the file (the schema version included).
