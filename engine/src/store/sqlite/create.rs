@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 use super::files::{flushes, io_error, pid_alive, sync_dir, with_suffix, write_error, StoreFiles};
+use super::fresh;
 use super::open::{sqlite_error, store_open_error};
-use super::schema;
 use crate::error::Result;
 use crate::failpoint;
 
@@ -36,15 +36,22 @@ pub fn create(files: &StoreFiles) -> Result<()> {
     Ok(())
 }
 
-/// A complete store at `tmp`: schema migrated with its rollback journal in
-/// memory and no flush of its own (`synchronous=OFF`: a temporary file that
-/// a crash leaves to the sweep, never linked into place unflushed), then
-/// switched to WAL (which writes the mode into the header), closed (which
-/// folds the WAL back), and flushed once, whole. (The migrations' own
-/// commits flushed the journal, the folder and the file each: a dozen
-/// flushes a new store, a tenth of a second on a busy disk; bench/README.md,
-/// issue 38's fourth round.)
+/// A complete store at `tmp`: the schema laid in one step (`fresh.rs`: the
+/// store the migrations make, without replaying them) with its rollback
+/// journal in memory and no flush of its own (`synchronous=OFF`: a
+/// temporary file that a crash leaves to the sweep, never linked into
+/// place unflushed), then switched to WAL (which writes the mode into the
+/// header), closed (which folds the WAL back), and flushed once, whole.
+/// (The migrations' own commits flushed the journal, the folder and the
+/// file each: a dozen flushes a new store, a tenth of a second on a busy
+/// disk; bench/README.md, issue 38's fourth round.)
 fn build(tmp: &Path) -> Result<()> {
+    build_with(tmp, fresh::lay)
+}
+
+/// `build`, the schema made by `schema` (the tests compare the one-step
+/// text with the migrations this way).
+pub(super) fn build_with(tmp: &Path, schema: fn(&Connection) -> Result<()>) -> Result<()> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -60,10 +67,9 @@ fn build(tmp: &Path) -> Result<()> {
     .map_err(|e| store_open_error(e, tmp))?;
     let built = (|| -> Result<()> {
         conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA journal_mode = MEMORY;")?;
-        schema::migrate(&conn)?;
-        // Schema 11 drops two of schema 1's indexes: a new store starts
-        // with no free page (a zeroed free page is damage `verify` cannot see).
-        conn.execute_batch("VACUUM")?;
+        // No page is freed on the way: a new store starts with no free
+        // page (a zeroed free page is damage `verify` cannot see).
+        schema(&conn)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if mode != "wal" {
             return Err(crate::error::Error::internal(format!("the new store stayed in {mode} mode")));
@@ -122,6 +128,7 @@ fn maker_pid(rest: &str) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::schema;
     use super::*;
 
     #[test]

@@ -21,6 +21,7 @@ mod create;
 mod events;
 mod evidence;
 pub mod files;
+mod fresh;
 mod goals;
 mod group;
 mod header;

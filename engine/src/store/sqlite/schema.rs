@@ -499,6 +499,12 @@ pub(super) fn apply(conn: &Connection, from: usize, to: usize) -> Result<()> {
     Ok(())
 }
 
+/// Migration `n`'s text as SQLite runs it.
+#[cfg(test)]
+pub(super) fn rendered_migration(n: usize) -> String {
+    render(MIGRATIONS[n - 1], Dialect::Sqlite)
+}
+
 /// The schema version, refused (`SCHEMA_TOO_NEW`) if newer than this engine.
 fn too_new(conn: &Connection) -> Result<i64> {
     let version: i64 = super::sql::qrow(conn, "PRAGMA user_version", [], |r| r.get(0))?;
