@@ -243,8 +243,8 @@ def parse_args():
                     help="comma-separated subset of " + ",".join(ALL_WORKLOADS))
     ap.add_argument("--step-sizes", type=ints, help="N of the durable-step chains (default 1000,10000; --quick 1000)")
     ap.add_argument("--durable-systems", type=lambda s: s.split(","),
-                    help="engine,engine-command,dbos,langgraph,langgraph-loop,langgraph-async (default all but "
-                         "langgraph-async)")
+                    help="engine,engine-flushed,engine-command,dbos,langgraph,langgraph-loop,langgraph-async "
+                         "(default all but langgraph-async)")
     ap.add_argument("--system-seconds", type=float, default=300.0,
                     help="a durable-step system stops repeating at an N once its runs there took this long "
                          "(default 300; at least one repeat)")
@@ -270,7 +270,8 @@ def parse_args():
     if unknown:
         ap.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     args.step_sizes = args.step_sizes or ([1000] if args.quick else [1000, 10000])
-    args.durable_systems = args.durable_systems or ["engine", "engine-command", "dbos", "langgraph", "langgraph-loop"]
+    args.durable_systems = args.durable_systems or ["engine", "engine-flushed", "engine-command", "dbos", "langgraph",
+                                                    "langgraph-loop"]
     stem = "results-quick" if args.quick else "results"
     args.out = args.out or os.path.join(HERE, stem + ".json")
     return args

@@ -44,9 +44,9 @@ class System:
         self.standin = standin
 
 
-def engine_system(name, label, engine, provider, jobs, skip=None, standin=False):
+def engine_system(name, label, engine, provider, jobs, skip=None, standin=False, effect="none"):
     def argv_of(steps, ws):
-        write_plan(os.path.join(ws, "plan.json"), "chain", steps, provider)
+        write_plan(os.path.join(ws, "plan.json"), "chain", steps, provider, effect=effect)
         return [engine, "run", "plan.json", "--jobs", str(jobs),
                 "--store", store_of(ws)]
 
@@ -81,6 +81,13 @@ def systems(args, env, builtin_ok):
     out = [
         engine_system("engine", "engine, builtin noop tasks", args.engine, "builtin", args.jobs,
                       skip=None if builtin_ok else BUILTIN_MISSING),
+        # The same durability as DBOS's and SqliteSaver's commits: a step
+        # declared `external` has its intent flushed (synchronous=FULL)
+        # before the call (docs/guarantees.md), where a `none` step's
+        # commits wait for no disk.
+        engine_system("engine-flushed", "engine, builtin noop tasks declared effect external (intent flushed: FULL)",
+                      args.engine, "builtin", args.jobs, skip=None if builtin_ok else BUILTIN_MISSING,
+                      effect="external"),
         engine_system("engine-command", "engine, command `true` tasks (STAND-IN: a process per step)",
                       args.engine, "command", args.jobs, standin=True),
         python_system("dbos", "DBOS Transact, @DBOS.step, SQLite system database", py,

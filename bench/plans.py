@@ -39,9 +39,9 @@ def deps_of(shape, n, seed=42):
     raise ValueError(shape)
 
 
-def plan_doc(n, provider, deps):
+def plan_doc(n, provider, deps, effect="none"):
     config, action = PROVIDERS[provider]
-    tasks = [{"ref": f"t{i}", "provider": "p", "action": action, "effect": "none",
+    tasks = [{"ref": f"t{i}", "provider": "p", "action": action, "effect": effect,
               "depends_on": [f"t{d}" for d in ds]} for i, ds in enumerate(deps)]
     return {
         "version": 1,
@@ -58,8 +58,8 @@ def plan_doc(n, provider, deps):
     }
 
 
-def write_plan(path, shape, n, provider="command", seed=42):
-    doc = plan_doc(n, provider, deps_of(shape, n, seed))
+def write_plan(path, shape, n, provider="command", seed=42, effect="none"):
+    doc = plan_doc(n, provider, deps_of(shape, n, seed), effect)
     if shape == "dag":
         # File order is not dependency order: make the engine sort it.
         random.Random(seed + 1).shuffle(doc["tasks"])
