@@ -23,13 +23,7 @@ use crate::store::verify::{self as checks, found, Cell, Finding, Own, Verdict, V
 /// command), then every check of `CHECKS`.
 pub fn verify(path: &Path) -> Result<Verified> {
     let files = super::files::StoreFiles::new(path);
-    let conn = super::open::open_existing(&files, OpenFlags::SQLITE_OPEN_READ_ONLY)?
-        .ok_or_else(|| crate::store::location::no_store_at(path))?;
-    // Read by copy, not through the memory map every other connection
-    // reads by (`open::connect`): a disk that fails a read then gives the
-    // checker an I/O error to name, where a map would end it with SIGBUS
-    // (docs/store.md). `PRAGMA mmap_size` itself reads nothing.
-    conn.execute_batch("PRAGMA mmap_size = 0").map_err(|e| super::open::store_open_error(e, path))?;
+    let conn = open_to_check(&files, path)?;
     let place = path.display().to_string();
     // A read-only connection cannot roll a hot journal back, so it must be
     // named before anything reads the file (the schema version included).
@@ -91,6 +85,18 @@ pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: 
             ..e
         }),
     }
+}
+
+/// The store opened for `verify`: read-only, and read by copy, not
+/// through the memory map every other connection reads by
+/// (`open::connect`): a disk that fails a read then gives the checker an
+/// I/O error to name, where a map would end it with SIGBUS
+/// (docs/store.md). `PRAGMA mmap_size` itself reads nothing.
+fn open_to_check(files: &StoreFiles, path: &Path) -> Result<Connection> {
+    let conn = super::open::open_existing(files, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        .ok_or_else(|| crate::store::location::no_store_at(path))?;
+    conn.execute_batch("PRAGMA mmap_size = 0").map_err(|e| super::open::store_open_error(e, path))?;
+    Ok(conn)
 }
 
 #[cfg(test)]
@@ -370,5 +376,22 @@ impl SqliteVerify<'_> {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_reads_the_store_by_copy_where_every_other_connection_maps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engine.db");
+        drop(super::super::Db::open_rw(&path).unwrap());
+        let mapped = |conn: &Connection| conn.query_row("PRAGMA mmap_size", [], |r| r.get::<_, i64>(0)).unwrap();
+        let checking = open_to_check(&StoreFiles::new(&path), &path).unwrap();
+        assert_eq!(mapped(&checking), 0);
+        let other = super::super::open::connect(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        assert!(mapped(&other) > 0);
     }
 }
