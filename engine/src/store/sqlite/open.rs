@@ -297,7 +297,7 @@ mod tests {
     use rusqlite::OpenFlags;
 
     #[test]
-    fn every_store_connection_reads_the_store_file_through_a_map() {
+    fn a_ledger_connection_reads_the_store_file_through_a_map() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("engine.db");
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;

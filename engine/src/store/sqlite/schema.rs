@@ -443,7 +443,9 @@ DROP VIEW migration_16_schema_cookie;
 /// are never deleted (the events' triggers refuse it; no statement of the
 /// engine deletes the others), so SQLite's own choice of key, one more
 /// than the table's largest, is the number `AUTOINCREMENT` gave: the ids
-/// stay in ledger order and are never reused. A person's acts (approvals,
+/// stay in ledger order and no committed row's id is given again (those
+/// of a transaction rolled back, or of commits a power loss took, are, as
+/// they were with `AUTOINCREMENT`, whose row rolls back with them). A person's acts (approvals,
 /// settlements, requests), which the act chain names by id, keep theirs.
 /// The key's type and the tables' b-trees do not change, so the
 /// definitions are edited in place as migration 5's were (an unexpected
