@@ -197,6 +197,13 @@ pub const STORE_STATEMENTS_CACHED: usize = 256;
 /// page cache). A store larger than this reads the rest with `pread`.
 pub const STORE_MAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
+/// The most bytes of WAL frames a ledger connection gathers into one
+/// write (`store/sqlite/walbuf.rs`): SQLite's unix VFS writes at most
+/// 0x1ffff bytes a call (`seekAndWriteFd` masks the length to 17 bits).
+/// 31 frames of 4 KiB pages; a chain task's commits are 8 or 9 each, a
+/// larger transaction is written in writes of up to this size.
+pub const WAL_GATHER_BYTES_MAX: usize = 0x1ffff;
+
 /// `--request-id`: its bytes (a UUID is 36; room for a caller's own
 /// scheme, never for a document).
 pub const REQUEST_ID_BYTES_MAX: usize = 256;

@@ -37,6 +37,7 @@ mod share;
 mod sql;
 pub mod verify;
 mod version;
+mod walbuf;
 
 use std::path::Path;
 

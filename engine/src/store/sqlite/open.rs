@@ -207,9 +207,14 @@ pub(super) fn process_settings() {
 /// deleted behind a crashed writer's back.
 pub(super) fn connect(path: &Path, mode: OpenFlags) -> Result<Connection> {
     process_settings();
-    let conn =
-        Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW)
-            .map_err(|e| store_open_error(e, path))?;
+    let flags = mode | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    // Each commit's WAL frames in one write (`walbuf.rs`); without the
+    // VFS (no "unix" to wrap), SQLite's own writes.
+    let conn = match super::walbuf::registered() {
+        true => Connection::open_with_flags_and_vfs(path, flags, super::walbuf::VFS_NAME),
+        false => Connection::open_with_flags(path, flags),
+    }
+    .map_err(|e| store_open_error(e, path))?;
     conn.busy_timeout(STORE_BUSY_TIMEOUT).map_err(|e| store_open_error(e, path))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).map_err(|e| store_open_error(e, path))?;
     map_store_file(&conn).map_err(|e| store_open_error(e, path))?;
