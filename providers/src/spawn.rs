@@ -40,6 +40,7 @@
 //! the engine's, read once ([`environ`]), and the program's path is found
 //! once per `PATH` and name ([`search`]).
 
+mod cgroup_thread;
 mod child;
 mod clone3;
 mod environ;
@@ -49,7 +50,7 @@ mod signals;
 
 use child::child;
 pub use registry::tidy;
-use registry::{cgroups, leftover, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister};
+use registry::{cgroups, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister};
 pub(crate) use registry::{is_spawned, kill_tree};
 pub use signals::handlers_changed;
 
@@ -136,18 +137,23 @@ impl Child {
         self.start_ticks.or_else(|| crate::process::ProcessId::leader(self.pid).map(|p| p.start_time))
     }
 
-    /// Once it was reaped: remove its cgroup if nothing runs in it any
-    /// more. The kernel refuses to remove a cgroup that holds a process
-    /// (or a cgroup), so a removal proves its whole tree ended, and it is
-    /// the `rmdir` owed anyway: no read of `cgroup.events` before it
-    /// (bench/README.md, issue 38's tenth round). True when removed; its
-    /// tree then has no cgroup to watch, kill or record.
+    /// Once it was reaped: if nothing runs in its cgroup any more, hand
+    /// the cgroup over to be removed. Whether its whole tree ended is one
+    /// read of the cgroup's `cgroup.events` (`Cgroup::emptied`: the count
+    /// the kernel's `rmdir` checks, so it proves what the removal at this
+    /// point proved in issue 38's tenth round); the `rmdir` itself, and
+    /// the closes of the cgroup's descriptors, are made on the providers'
+    /// cgroup thread (`cgroup_thread`; bench/README.md, issue 38's
+    /// eleventh round). True when it ended; its tree then has no cgroup to
+    /// watch, kill or record.
     pub fn remove_cgroup_if_ended(&mut self) -> bool {
         let Some(cg) = self.cgroup.as_ref().filter(|_| self.status.is_some()) else { return false };
-        if !cgroup::remove(cg.path(), Duration::ZERO) {
+        if !cg.emptied() {
             return false;
         }
-        self.cgroup = None;
+        if let Some(cg) = self.cgroup.take() {
+            cgroup_thread::hand_over(cg);
+        }
         unregister(self.pid);
         true
     }
@@ -185,10 +191,10 @@ impl Drop for Child {
         live().remove(&self.pid);
         if let Some(cg) = self.cgroup.take() {
             unregister(self.pid);
-            // Removed after the next spawn, while its child runs (or by
+            // Removed by the cgroup thread after a later spawn (or by
             // `tidy` at the engine's exit), once empty: never with a
             // process in it.
-            leftover().push(cg.path().to_path_buf());
+            cgroup_thread::hand_over(cg);
         }
     }
 }
@@ -924,10 +930,52 @@ mod tests {
         while !child.remove_cgroup_if_ended() && start.elapsed() < Duration::from_secs(5) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(!cg.exists(), "emptied: removed");
         assert!(child.cgroup().is_none() && !cgroups().contains_key(&child.id()));
         drop(child);
-        assert!(!leftover().contains(&cg), "nothing left to remove later");
+        tidy();
+        assert!(!cg.exists(), "emptied: removed, by the cgroup thread or by `tidy` after its pass");
+    }
+
+    #[tokio::test]
+    async fn each_spawn_takes_a_fresh_cgroup_made_ahead_and_tidy_leaves_none() {
+        let (dir, none) = (std::env::current_dir().unwrap(), Sandbox::disabled());
+        let argv = strings(&["true"]);
+        let mut given = Vec::new();
+        for _ in 0..12 {
+            let child = spawn(spec(&argv, &dir, &none)).unwrap();
+            let Some(cg) = child.cgroup().map(Path::to_path_buf) else {
+                eprintln!("no cgroup can be made here ({:?}): nothing to check", cgroup::refused());
+                return;
+            };
+            assert!(!given.contains(&cg), "{} given to two spawns", cg.display());
+            given.push(cg);
+            let mut child = child;
+            assert!(output_of(&mut child).await.success());
+            cgroup_thread::settle();
+            // Under the lock: none of them can be given to a spawn meanwhile.
+            cgroup_thread::each_ready(|ready| {
+                assert!(!given.iter().any(|g| g == ready), "{} made ahead again after it was given", ready.display());
+                assert!(cgroup::check_ours(ready).is_ok() && !cgroup::populated(ready), "made ahead, empty");
+            });
+        }
+        let mut ahead = 0;
+        cgroup_thread::each_ready(|_| ahead += 1);
+        assert!(ahead > 0, "the thread made the next cgroups ahead");
+        tidy();
+        for cg in &given {
+            assert!(!cg.exists(), "{} left after tidy", cg.display());
+        }
+    }
+
+    /// Drain and wait, keeping the child (its cgroup then ends as a reap
+    /// finds it).
+    async fn output_of(child: &mut Child) -> ExitStatus {
+        let (mut o, mut e) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (_, _, status) = tokio::join!(o.read_to_end(&mut out), e.read_to_end(&mut err), child.wait());
+        let status = status.unwrap();
+        assert!(child.remove_cgroup_if_ended(), "`true` leaves nothing running");
+        status
     }
 
     #[tokio::test]

@@ -186,13 +186,16 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// A cgroup made for one process tree: its folder, opened, for the child
-/// to be started in (`clone3`'s `CLONE_INTO_CGROUP`), and its
-/// `cgroup.procs`, opened for writing only where that cannot be used, for
-/// the child to move itself in before `exec`.
+/// to be started in (`clone3`'s `CLONE_INTO_CGROUP`); its `cgroup.events`,
+/// opened when it is made, so that whether its tree ended is one read
+/// ([`Cgroup::emptied`]); and its `cgroup.procs`, opened for writing only
+/// where `clone3` cannot be used, for the child to move itself in before
+/// `exec`.
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
     dir: OwnedFd,
+    events: OwnedFd,
     procs: OnceLock<OwnedFd>,
 }
 
@@ -208,14 +211,16 @@ impl Cgroup {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
-            let dir = fs::OpenOptions::new()
+            let opened = fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
                 .open(&path)
-                .inspect_err(|_| {
+                .map(OwnedFd::from)
+                .and_then(|dir| Ok((open_at(&dir, c"cgroup.events", libc::O_RDONLY)?, dir)));
+            let (events, dir) = opened.inspect_err(|_| {
                 let _ = fs::remove_dir(&path);
             })?;
-            return Ok(Cgroup { path, dir: dir.into(), procs: OnceLock::new() });
+            return Ok(Cgroup { path, dir, events, procs: OnceLock::new() });
         }
     }
 
@@ -234,16 +239,41 @@ impl Cgroup {
         if let Some(fd) = self.procs.get() {
             return Ok(fd.as_raw_fd());
         }
-        // SAFETY: a NUL-terminated name relative to a folder we hold open.
-        let fd =
-            unsafe { libc::openat(self.dir.as_raw_fd(), c"cgroup.procs".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: just opened, owned by nothing else.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let fd = open_at(&self.dir, c"cgroup.procs", libc::O_WRONLY)?;
         Ok(self.procs.get_or_init(|| fd).as_raw_fd())
     }
+
+    /// Has every process that was ever in it exited (`populated 0` in its
+    /// `cgroup.events`, which counts its descendants' cgroups too)? One
+    /// `pread` of the descriptor opened when it was made. It is the count
+    /// the kernel's `rmdir` checks before it removes a cgroup
+    /// (`cgroup_is_populated`), so it proves what a removal proved (issue
+    /// 38's tenth round), without the removal's cost on the caller's
+    /// thread; once it says so, nothing of the tree can come back (no
+    /// process is left to start one in it). False when it cannot be read.
+    pub fn emptied(&self) -> bool {
+        let mut buf = [0u8; 128];
+        // SAFETY: reads into a local buffer of the length given.
+        let n = unsafe { libc::pread(self.events.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        let Some(read) = usize::try_from(n).ok().and_then(|n| buf.get(..n)) else { return false };
+        says_emptied(read)
+    }
+}
+
+/// `cgroup.events` says `populated 0` (and so never `populated 1`).
+fn says_emptied(events: &[u8]) -> bool {
+    events.split(|&b| b == b'\n').any(|line| line == b"populated 0")
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC)`.
+fn open_at(dir: &OwnedFd, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name relative to a folder we hold open.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned by nothing else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// Refuse a path that is not a cgroup this engine's kind makes: its name
@@ -342,6 +372,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_populated_0_says_a_cgroup_emptied() {
+        assert!(says_emptied(b"populated 0\nfrozen 0\n"));
+        assert!(!says_emptied(b"populated 1\nfrozen 0\n"));
+        assert!(!says_emptied(b"frozen 0\n"), "no count: not proven");
+        assert!(!says_emptied(b"populated 01\n") && !says_emptied(b""));
+    }
+
+    #[test]
     fn every_cgroup_hierarchy_is_found_v1_and_v2() {
         let hybrid = "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n\
                       32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
@@ -375,6 +413,7 @@ mod tests {
         if let Ok(cg) = Cgroup::create() {
             check_ours(cg.path()).unwrap();
             assert!(!populated(cg.path()) && pids(cg.path()).is_empty());
+            assert!(cg.emptied(), "a new cgroup holds no process");
             assert!(remove(cg.path(), Duration::ZERO));
         }
     }

@@ -1,6 +1,6 @@
 //! The children this engine started and has not reaped: their pids and
 //! cgroups (so a tree can be killed by its leader's pid), the orphans of
-//! dropped children and their cgroups, and reaping them.
+//! dropped children, and reaping them.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 
-use super::Pidfd;
+use super::{cgroup_thread, Pidfd};
 use crate::process::cgroup::{self, Cgroup};
 
 /// The cgroups of the children alive, by leader pid: `kill_tree` ends a
@@ -43,12 +43,6 @@ pub(crate) fn is_spawned(pid: u32) -> bool {
 pub(crate) fn kill_tree(pgid: u32) {
     let cgroup = cgroups().get(&pgid).cloned();
     crate::process::kill_tree(pgid, cgroup.as_deref());
-}
-
-/// Cgroups of dropped children that still held a process (being killed).
-pub(super) fn leftover() -> std::sync::MutexGuard<'static, Vec<std::path::PathBuf>> {
-    static LEFTOVER: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
-    LEFTOVER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `waitpid(pid, WNOHANG)`: the status once the process exited.
@@ -96,52 +90,26 @@ pub(super) fn orphans() -> std::sync::MutexGuard<'static, Vec<u32>> {
 
 pub(super) fn reap_orphans() {
     orphans().retain(|&pid| matches!(reap(pid), Ok(None)));
-    remove_leftover();
     if cgroup::refused().is_some() {
         reap_adopted();
     }
 }
 
-/// Remove the cgroups left to remove that are empty now.
-fn remove_leftover() {
-    let paths = std::mem::take(&mut *leftover());
-    let kept: Vec<_> = paths.into_iter().filter(|path| !cgroup::remove(path, Duration::ZERO)).collect();
-    leftover().extend(kept);
-}
-
-/// The cgroup made ahead for the next child: made after a spawn, while
-/// that child runs, so that its `mkdir` does not wait between one task's
-/// end and the next one's start (bench/README.md, issue 38's fourth
-/// round). The last child's `rmdir` is made at its reap when it is empty
-/// then (the removal is what proves its tree ended: issue 38's tenth
-/// round); one the kernel refused then is deferred to this moment by
-/// `Child`'s drop. A fresh cgroup every time, never one a process was in:
-/// a recorded cgroup names one call's tree only.
-fn spare() -> std::sync::MutexGuard<'static, Option<Cgroup>> {
-    static SPARE: Mutex<Option<Cgroup>> = Mutex::new(None);
-    SPARE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// After a child started, while it runs: reap and remove what ended, and
-/// make the next child's cgroup (none once cgroups were given up on).
+/// After a child started, while it runs: reap what ended, and ask for the
+/// next children's cgroups to be made ahead and the ended ones removed, on
+/// the providers' own thread (`cgroup_thread`; none made once cgroups were
+/// given up on). A fresh cgroup every time, never one a process was in: a
+/// recorded cgroup names one call's tree only.
 pub(super) fn prepare_next() {
     reap_orphans();
-    let mut spare = spare();
-    match (cgroup::refused(), spare.take()) {
-        (Some(_), Some(made)) => {
-            cgroup::remove(made.path(), Duration::ZERO);
-        }
-        (None, None) => *spare = Cgroup::create().ok(),
-        (_, kept) => *spare = kept,
-    }
+    cgroup_thread::after_spawn();
 }
 
-/// Before the engine exits: remove the cgroup made ahead and every
-/// emptied one left (a crash leaves them to the next engine's sweep).
+/// Before the engine exits: remove every cgroup made ahead and every
+/// emptied one left, once the cgroups' thread finished its pass (a crash
+/// leaves them to the next engine's sweep).
 pub fn tidy() {
-    if let Some(made) = spare().take() {
-        cgroup::remove(made.path(), Duration::ZERO);
-    }
+    cgroup_thread::tidy();
     reap_orphans();
 }
 
@@ -161,7 +129,7 @@ pub(crate) fn reap_adopted() {
 /// here (the first failure is kept, and no cgroup is tried again).
 pub(super) fn new_cgroup() -> Option<Cgroup> {
     if cgroup::refused().is_none() {
-        if let Some(made) = spare().take() {
+        if let Some(made) = cgroup_thread::take() {
             return Some(made);
         }
         match Cgroup::create() {
