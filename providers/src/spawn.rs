@@ -44,11 +44,13 @@ mod cgroup_thread;
 mod child;
 mod clone3;
 mod environ;
+mod output;
 mod registry;
 mod search;
 mod signals;
 
 use child::child;
+pub(crate) use output::Output;
 pub use registry::tidy;
 use registry::{cgroups, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister};
 pub(crate) use registry::{is_spawned, kill_tree};
@@ -101,8 +103,10 @@ pub(crate) struct Child {
     pidfd: Pidfd,
     status: Option<ExitStatus>,
     pub stdin: Option<pipe::Sender>,
-    pub stdout: Option<pipe::Receiver>,
-    pub stderr: Option<pipe::Receiver>,
+    /// Registered with the reactor only once a read finds them empty
+    /// (`output.rs`).
+    pub stdout: Option<Output>,
+    pub stderr: Option<Output>,
 }
 
 /// A child's pidfd, registered with the reactor once it is needed.
@@ -322,8 +326,8 @@ fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
     let watch = |child: &mut Child| -> io::Result<()> {
-        child.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(out_parent)?)?);
-        child.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(err_parent)?)?);
+        child.stdout = Some(Output::new(nonblocking(out_parent)?));
+        child.stderr = Some(Output::new(nonblocking(err_parent)?));
         if let Some(w) = stdin_parent {
             child.stdin = Some(pipe::Sender::from_owned_fd_unchecked(nonblocking(w)?)?);
         }
@@ -976,6 +980,35 @@ mod tests {
         let status = status.unwrap();
         assert!(child.remove_cgroup_if_ended(), "`true` leaves nothing running");
         status
+    }
+
+    #[tokio::test]
+    async fn a_pipe_is_registered_with_the_reactor_only_once_a_read_finds_it_empty() {
+        // Written and ended before the first read: read to its end without
+        // a registration (no `epoll_ctl`).
+        let mut child = sh("printf early; printf err >&2");
+        drop(child.stdin.take());
+        assert!(child.wait().await.unwrap().success());
+        let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let (mut o, mut e) = (String::new(), String::new());
+        out.read_to_string(&mut o).await.unwrap();
+        err.read_to_string(&mut e).await.unwrap();
+        assert_eq!((o.as_str(), e.as_str()), ("early", "err"));
+        assert!(!out.watched() && !err.watched(), "read without waiting: never registered");
+        // Empty at the first read: registered, and what comes later is read.
+        let mut child = sh("read line; printf 'late %s' \"$line\"");
+        let mut out = child.stdout.take().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut byte = [0u8; 1];
+        let waited = tokio::time::timeout(Duration::from_millis(50), out.read(&mut byte)).await;
+        assert!(waited.is_err(), "nothing written yet");
+        assert!(out.watched(), "an empty pipe is waited for by readiness");
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, b"one\n").await.unwrap();
+        drop(stdin);
+        let mut text = String::new();
+        out.read_to_string(&mut text).await.unwrap();
+        assert_eq!(text, "late one");
+        assert!(child.wait().await.unwrap().success());
     }
 
     #[tokio::test]

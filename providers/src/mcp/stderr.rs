@@ -14,7 +14,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::unix::AsyncFd;
-use tokio::net::unix::pipe;
 
 use crate::capture::Bounded;
 use crate::Captured;
@@ -118,7 +117,7 @@ impl Drop for Sink {
 pub(crate) type StderrFd = Arc<AsyncFd<OwnedFd>>;
 
 /// Make the pipe pollable by itself (it is read outside tokio's pipe type).
-pub(crate) fn pollable(stderr: pipe::Receiver) -> io::Result<StderrFd> {
+pub(crate) fn pollable(stderr: crate::spawn::Output) -> io::Result<StderrFd> {
     let fd = stderr.into_nonblocking_fd()?;
     // SAFETY: `fd` is an open pipe we own; the AsyncFd owns it from here
     // on and nothing else closes or replaces it.

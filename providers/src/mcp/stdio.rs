@@ -101,7 +101,7 @@ impl StdioLink {
         Ok(link.start_readers(stdout, stderr_fd, call.output_bytes_max))
     }
 
-    fn start_readers(mut self, stdout: pipe::Receiver, fd: stderr::StderrFd, line_max: usize) -> Self {
+    fn start_readers(mut self, stdout: crate::spawn::Output, fd: stderr::StderrFd, line_max: usize) -> Self {
         let reader = Reader {
             stdout: BufReader::new(stdout),
             line_max,
@@ -297,7 +297,7 @@ fn line_of(msg: &Value) -> Vec<u8> {
 /// server's own requests (its questions through `inbound`), hands its
 /// progress to the call it names.
 struct Reader {
-    stdout: BufReader<pipe::Receiver>,
+    stdout: BufReader<crate::spawn::Output>,
     line_max: usize,
     pending: Pending,
     stdin: Stdin,
