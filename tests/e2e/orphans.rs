@@ -128,3 +128,39 @@ fn a_recorded_pid_now_used_by_another_process_is_never_signalled() {
     let _ = other.kill();
     let _ = other.wait();
 }
+
+/// Issue 38, eleventh round: the cgroups are made ahead and removed on a
+/// thread of the engine's own; its exit still leaves none it made (those
+/// made ahead for processes that never came, and the ended ones), and no
+/// two processes were given the same one.
+#[test]
+fn a_finished_run_leaves_no_cgroup_it_made_and_gave_each_process_its_own() {
+    let ws = Ws::new();
+    let tasks = (0..12).map(|i| task(&format!("T{i}"), &["true"])).collect();
+    ws.write_plan("plan.json", &plan(tasks));
+    ws.engine(&["run", "plan.json", "--jobs", "2", "--json"]).expect_code(0);
+    let recorded: Vec<std::path::PathBuf> = ws
+        .events_of("dispatched")
+        .into_iter()
+        .filter_map(|(_, _, data)| data["process"]["cgroup"].as_str().map(std::path::PathBuf::from))
+        .collect();
+    let Some(first) = recorded.first() else {
+        eprintln!("no cgroup recorded: this machine gives none (the fallback); nothing to check");
+        return;
+    };
+    assert_eq!(recorded.len(), 12, "every process had a cgroup: {recorded:?}");
+    let unique: std::collections::HashSet<_> = recorded.iter().collect();
+    assert_eq!(unique.len(), 12, "each process its own cgroup: {recorded:?}");
+    // `engine-PID-START-N`: everything this engine made starts with its
+    // `engine-PID-START-`.
+    let name = first.file_name().and_then(|n| n.to_str()).expect("a cgroup's name");
+    let own = &name[..name.rfind('-').expect("engine-PID-START-N") + 1];
+    let parent = first.parent().expect("the cgroups' folder");
+    let left: Vec<String> = std::fs::read_dir(parent)
+        .expect("the cgroups' folder is readable")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| n.starts_with(own))
+        .collect();
+    assert!(left.is_empty(), "the engine's exit left cgroups it made: {left:?}");
+}
