@@ -5,8 +5,8 @@
 //! the tasks it makes ready. Each `write` of the group runs in a savepoint
 //! of one `BEGIN IMMEDIATE` transaction — a write whose closure fails is
 //! rolled back alone, as its own transaction would have been — and
-//! `commit_group` commits them together and records the commit in the
-//! mark, once. SQLite takes `synchronous` only between transactions, so a
+//! `commit_group` commits them together and, when it is `Full`, counts and
+//! records the commit in the mark, once. SQLite takes `synchronous` only between transactions, so a
 //! group is begun at its first write's durability, and a `Full` write
 //! meeting a `Normal` group commits that group first and begins a `Full`
 //! one: a group commits `synchronous=FULL` whenever one of its writes asked
@@ -21,7 +21,7 @@
 //! then the ledger does not show it, so the caller reads nothing it changes
 //! before the group's commit.
 
-use super::open::count_commit;
+use super::open::count_if_marked;
 use super::{lease, Db, Sql};
 use crate::error::{Error, Result};
 use crate::store::lease::Fence;
@@ -163,9 +163,9 @@ impl Db {
         if self.conn.is_autocommit() {
             return Err(Error::internal("the grouped transaction ended before its commit"));
         }
-        let commits = count_commit(&self.conn)?;
+        let commits = count_if_marked(&self.conn, durability)?;
         self.conn.prepare_cached("COMMIT")?.execute([])?;
-        if durability == Durability::Full {
+        if let Some(commits) = commits {
             self.mark_commit(commits, generation)?;
         }
         crate::sim::disk::committed(&self.files.db, durability);
@@ -244,24 +244,24 @@ mod tests {
         ledger.write(Durability::Normal, |tx| event(tx, 1)).unwrap();
         assert_eq!(commits(&ledger).0, before);
         ledger.write(Durability::Full, |tx| event(tx, 2)).unwrap();
-        // The Normal part is committed (not in the mark: it was not flushed).
-        assert_eq!(commits(&ledger), (before + 1, marked));
+        // The Normal part is committed, neither counted nor in the mark.
+        assert_eq!(commits(&ledger), (before, marked));
         ledger.commit_group().unwrap();
-        assert_eq!(commits(&ledger), (before + 2, before + 2));
+        assert_eq!(commits(&ledger), (before + 1, before + 1));
         assert_eq!(written(&ledger), vec![1, 2]);
         // An empty group commits nothing.
         ledger.begin_group();
         ledger.commit_group().unwrap();
-        assert_eq!(commits(&ledger).0, before + 2);
+        assert_eq!(commits(&ledger).0, before + 1);
     }
 
     #[test]
     fn a_write_that_may_wait_rides_the_groups_next_write_or_its_commit() {
         let (_dir, mut ledger) = opened();
         let (before, _) = commits(&ledger);
-        // No group open: written now, a commit of its own (not flushed).
+        // No group open: written now, a commit of its own (Normal: not counted).
         ledger.write_later(|tx| event(tx, 1)).unwrap();
-        assert_eq!(commits(&ledger).0, before + 1);
+        assert_eq!(commits(&ledger).0, before);
         assert_eq!(written(&ledger), vec![1]);
         // In a group: held, then written before the group's next write, in
         // its transaction, at that write's durability (one Full commit).
@@ -271,13 +271,31 @@ mod tests {
         ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
         ledger.commit_group().unwrap();
         assert_eq!(written(&ledger), vec![1, 2, 3], "in the order they were asked for");
-        assert_eq!(commits(&ledger), (before + 2, before + 2), "one commit, Full");
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one commit, Full");
         // Held alone until the commit: written and committed then, Normal.
         ledger.begin_group();
         ledger.write_later(|tx| event(tx, 4)).unwrap();
         ledger.commit_group().unwrap();
         assert_eq!(written(&ledger), vec![1, 2, 3, 4]);
-        assert_eq!(commits(&ledger), (before + 3, before + 2), "committed, not flushed: not in the mark");
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "committed, Normal: neither counted nor marked");
+    }
+
+    /// A `Normal` commit is neither counted nor marked, a `Full` one is
+    /// both: a store that lost its last `Full` commit (with the `Normal`
+    /// ones after it) holds fewer commits than its mark.
+    #[test]
+    fn only_a_commit_the_mark_records_is_counted() {
+        let (_dir, mut ledger) = opened();
+        let (before, marked) = commits(&ledger);
+        assert_eq!(before, marked, "the lease's taking is counted and marked");
+        ledger.write(Durability::Normal, |tx| event(tx, 1)).unwrap();
+        ledger.write(Durability::Normal, |tx| event(tx, 2)).unwrap();
+        assert_eq!(commits(&ledger), (before, marked), "Normal commits: store_meta not written");
+        ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
+        assert_eq!(commits(&ledger), (before + 1, before + 1));
+        ledger.write(Durability::Normal, |tx| event(tx, 4)).unwrap();
+        assert_eq!(commits(&ledger), (before + 1, before + 1));
+        assert_eq!(written(&ledger), vec![1, 2, 3, 4]);
     }
 
     #[test]

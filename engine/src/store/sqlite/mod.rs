@@ -52,8 +52,8 @@ use files::{check_store_file, StoreFiles};
 use identity::Verdict;
 use mark::{Mark, MarkFile};
 use open::{
-    check_files, configure, connect, count_commit, doubt, judge, located, open_existing, refuse_unwritable,
-    sqlite_error, Found,
+    check_files, configure, connect, count_commit, count_if_marked, doubt, judge, located, open_existing,
+    refuse_unwritable, sqlite_error, Found,
 };
 pub(super) use sql::Sql;
 use verify::{examine, Opened};
@@ -326,10 +326,11 @@ impl Db {
 
     /// One IMMEDIATE transaction: the fence is checked first (a superseded
     /// writer gets `STALE_GENERATION` and writes nothing), then `f`, then
-    /// the commit, fsynced when `durability` is `Full`. Every transaction
-    /// counts itself in `store_meta.commits`; a `Full` one is then recorded
-    /// in the mark before the caller acts on it. A transaction that does not
-    /// fit on the disk is rolled back whole: `STORE_FULL`.
+    /// the commit, fsynced when `durability` is `Full`. A `Full` one counts
+    /// itself in `store_meta.commits` and is recorded in the mark before the
+    /// caller acts on it; a `Normal` one is not counted (`count_if_marked`).
+    /// A transaction that does not fit on the disk is rolled back whole:
+    /// `STORE_FULL`.
     /// Each commit is counted for `ENGINE_CRASH_AFTER_COMMITS` (a testing aid).
     pub fn write<T>(
         &mut self,
@@ -355,9 +356,9 @@ impl Db {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         lease::check_fence(&tx, fence)?;
         let value = f(&mut Sql::writer(&tx, fence))?;
-        let commits = count_commit(&tx)?;
+        let commits = count_if_marked(&tx, durability)?;
         tx.commit()?;
-        if durability == Durability::Full {
+        if let Some(commits) = commits {
             self.mark_commit(commits, fence.generation())?;
         }
         crate::sim::disk::committed(&self.files.db, durability);

@@ -18,6 +18,7 @@ use super::version;
 use crate::error::{is_no_room, Code, Error, Result};
 use crate::limits::{STORE_BUSY_TIMEOUT, STORE_STATEMENTS_CACHED};
 use crate::store::access::Sharing;
+use crate::store::Durability;
 
 /// Count one more committed write transaction; the new count.
 /// An UPDATE and a SELECT rather than `UPDATE … RETURNING`, which SQLite
@@ -25,6 +26,21 @@ use crate::store::access::Sharing;
 pub(super) fn count_commit(tx: &Connection) -> Result<i64> {
     tx.prepare_cached("UPDATE store_meta SET commits = commits + 1 WHERE id = 1")?.execute([])?;
     Ok(tx.prepare_cached("SELECT commits FROM store_meta WHERE id = 1")?.query_row([], |r| r.get(0))?)
+}
+
+/// Count a run's write transaction if the mark will record it: a `Full`
+/// one (the new count, for the mark), not a `Normal` one (`None`).
+/// The mark is written only after a `Full` commit and at the lease's edges
+/// (which always count), and the check refuses a store holding fewer
+/// commits than its mark: a store that lost a suffix of its commits holds
+/// fewer exactly when the suffix took a marked commit, whether or not the
+/// `Normal` commits between are counted. Counting them told the mark
+/// nothing and wrote `store_meta`'s page in every commit of a `none` task.
+pub(super) fn count_if_marked(tx: &Connection, durability: Durability) -> Result<Option<i64>> {
+    match durability {
+        Durability::Full => count_commit(tx).map(Some),
+        Durability::Normal => Ok(None),
+    }
 }
 
 /// Why a store must pass `integrity_check` before it is trusted, if it
