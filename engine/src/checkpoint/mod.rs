@@ -20,7 +20,8 @@ use crate::digest::{Digester, Kind};
 
 pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
 pub use observe::{
-    expand_inputs, few_small_files, observe, observe_expanded, observe_with, observes_quickly, starts_nothing, Expanded,
+    expand_inputs, few_small_files, observe, observe_expanded, observe_with, observes_quickly, starts_nothing,
+    Expanded, Observed,
 };
 pub use protect::{observe_protected, observe_workspace};
 pub use recorded::RecordedCheckpoint;

@@ -23,8 +23,29 @@ pub fn observe(
 ) -> Result<Checkpoint, String> {
     // Resolving the workspace costs a `readlink` per path component: only
     // when there is an input to expand under it.
-    let mut expander = None;
-    observe_with(&mut expander, workspace_dir, task, secrets, sandbox, cache)
+    Ok(observe_with(&mut None, workspace_dir, task, secrets, sandbox, cache)?.hashed(BTreeMap::new()))
+}
+
+/// What observing a task read — its files' digests and its context
+/// values — before it is hashed into a checkpoint: a caller that adds
+/// entries of its own (a tool's identity, an upstream's outputs) hashes
+/// the whole once (`hashed`), not once observed and again with them.
+#[derive(Debug)]
+pub struct Observed {
+    files: BTreeMap<String, Option<String>>,
+    context: BTreeMap<String, String>,
+}
+
+impl Observed {
+    /// The checkpoint of what was observed with `extra` context values
+    /// added (an `extra` entry replaces an observed one of its name): the
+    /// same checkpoint, digest included, as `Checkpoint::with_context`
+    /// gives from the observed checkpoint.
+    pub fn hashed(self, extra: BTreeMap<String, String>) -> Checkpoint {
+        let mut context = self.context;
+        context.extend(extra);
+        Checkpoint::of(self.files, context)
+    }
 }
 
 /// As `observe`, through `expander` (made on first need): one `Expander`
@@ -36,7 +57,7 @@ pub fn observe_with(
     secrets: &[String],
     sandbox: &Sandbox,
     cache: &mut FileCache,
-) -> Result<Checkpoint, String> {
+) -> Result<Observed, String> {
     let expanded = if task.inputs.is_empty() {
         Expanded::default()
     } else {
@@ -67,7 +88,7 @@ pub fn expand_inputs(expander: &mut workspace::Expander, task: &Task) -> Result<
 }
 
 /// Observe a task's checkpoint from its inputs' expansion (`expand_inputs`)
-/// made now, as `observe` does.
+/// made now, as `observe` does (not yet hashed).
 pub fn observe_expanded(
     expanded: Expanded,
     workspace_dir: &Path,
@@ -75,7 +96,7 @@ pub fn observe_expanded(
     secrets: &[String],
     sandbox: &Sandbox,
     cache: &mut FileCache,
-) -> Result<Checkpoint, String> {
+) -> Result<Observed, String> {
     let mut files = BTreeMap::new();
     for (rel, known) in expanded.0 {
         let digest = cache
@@ -98,7 +119,7 @@ pub fn observe_expanded(
         };
         context.insert(name.clone(), value);
     }
-    Ok(Checkpoint::of(files, context))
+    Ok(Observed { files, context })
 }
 
 /// Does observing `task`'s checkpoint start no process (no context
@@ -174,6 +195,30 @@ mod tests {
         let many: Vec<String> = (0..=OBSERVE_INLINE_FILES_MAX).map(|i| format!("f{i}")).collect();
         assert!(!observes_quickly(ws, &task(json!({"inputs": many}))), "past the files bound");
         assert!(!observes_quickly(ws, &task(json!({"context": {"rev": ["git", "rev-parse", "HEAD"]}}))), "a command");
+    }
+
+    /// Hashing once with the added entries gives the checkpoint, digest
+    /// and all, that hashing the observation and then adding them gave:
+    /// every recorded checkpoint stays comparable.
+    #[test]
+    fn an_observation_hashed_with_extra_entries_is_the_checkpoint_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        let t = task(json!({"inputs": ["a.txt", "absent.txt"], "context": {"home": {"env": "HOME"}}}));
+        let sandbox = Sandbox::disabled();
+        let extra: BTreeMap<String, String> =
+            [("tool:sh", "x"), ("home", "replaced")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut cache = FileCache::default();
+        let before = observe(ws, &t, &[], &sandbox, &mut cache).unwrap().with_context(extra.clone());
+        let once = observe_with(&mut None, ws, &t, &[], &sandbox, &mut cache).unwrap().hashed(extra);
+        assert_eq!(once, before);
+        assert_eq!(once.context.get("home").map(String::as_str), Some("replaced"));
+        assert_eq!(once.files.len(), 2);
+        let bare = observe(ws, &t, &[], &sandbox, &mut cache).unwrap();
+        assert_ne!(once.digest, bare.digest, "the extra entries are in the digest");
+        let none = observe_with(&mut None, ws, &t, &[], &sandbox, &mut cache).unwrap().hashed(BTreeMap::new());
+        assert_eq!(none, bare);
     }
 
     /// The engine's own protected paths in a plain workspace (its plan

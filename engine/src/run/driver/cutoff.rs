@@ -60,8 +60,8 @@ pub fn decide(
     let candidate =
         Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
     let decision = reuse::decide(false, done.as_ref(), &candidate, None, || {
-        let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
-        Ok(cp.with_context(context))
+        let observed = checkpoint::observe_with(&mut None, &plan.workspace, task, &plan.file.secrets, sandbox, cache)?;
+        Ok(observed.hashed(context))
     });
     let decision = planted(decision, done.as_ref());
     let refusal = match decision {

@@ -186,7 +186,7 @@ impl<'p> Walk<'_, 'p> {
             Candidate { task, meaning: &d.meaning, meaning_core: &d.meaning_core, dependencies: &d.dependencies };
         let decision = reuse::decide(false, done.as_ref(), &candidate, upstream, || {
             let (secrets, workspace, sandbox) = (&plan.file.secrets, &plan.workspace, self.sandbox);
-            let cp = match self.looked.remove(&i) {
+            let observed = match self.looked.remove(&i) {
                 Some(expanded) => {
                     checkpoint::observe_expanded(expanded, workspace, task, secrets, sandbox, self.cache)?
                 }
@@ -198,7 +198,10 @@ impl<'p> Walk<'_, 'p> {
                 self.programs.forget();
             }
             let carried = identity::carried(plan, task, (tools, context), (self.cache, &mut self.programs));
-            Ok(cp.with_context(carried).with_context(reported))
+            // Hashed once, with every entry the ledger and the tools add.
+            let mut extra = carried;
+            extra.extend(reported);
+            Ok(observed.hashed(extra))
         });
         let refusal = match decision {
             Decision::Run { refusal } => refusal,

@@ -169,20 +169,27 @@ impl Workspace {
         let plan = scope.plan;
         let sandbox = self.sandbox.clone();
         if checkpoint::observes_quickly(&plan.workspace, task) {
-            let cp = checkpoint::observe(&plan.workspace, task, &plan.file.secrets, &sandbox, &mut self.cache);
-            return cp.map(|cp| cp.with_context(context));
+            let observed = checkpoint::observe_with(
+                &mut None,
+                &plan.workspace,
+                task,
+                &plan.file.secrets,
+                &sandbox,
+                &mut self.cache,
+            );
+            return observed.map(|o| o.hashed(context));
         }
         let (workspace, secrets) = (plan.workspace.clone(), plan.file.secrets.clone());
         let (task, mut cache) = (task.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
-            let cp = checkpoint::observe(&workspace, &task, &secrets, &sandbox, &mut cache);
-            (cp, cache)
+            let observed = checkpoint::observe_with(&mut None, &workspace, &task, &secrets, &sandbox, &mut cache);
+            (observed, cache)
         })
         .await;
         match observed {
-            Ok((cp, cache)) => {
+            Ok((observed, cache)) => {
                 self.cache = cache;
-                cp.map(|cp| cp.with_context(context))
+                observed.map(|o| o.hashed(context))
             }
             // The cache went with the failed thread: the next observation
             // hashes again, which is only slower.
