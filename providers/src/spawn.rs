@@ -839,6 +839,7 @@ mod tests {
 
     #[test]
     fn a_child_dies_with_the_thread_that_started_it() {
+        let _lock = cgroup_thread::test_lock();
         // PR_SET_PDEATHSIG: when the starting thread (the engine's runtime
         // thread) ends, for instance because the engine was SIGKILLed, the
         // provider is killed.
@@ -857,7 +858,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
     async fn a_child_runs_in_its_cgroup_started_there_or_moving_in() {
+        let _lock = cgroup_thread::test_lock();
         let dir = std::env::current_dir().unwrap();
         let none = Sandbox::disabled();
         let argv = strings(&["cat", "/proc/self/cgroup"]);
@@ -908,7 +911,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
     async fn a_reaped_childs_cgroup_is_removed_only_once_nothing_runs_in_it() {
+        let _lock = cgroup_thread::test_lock();
         let mut child = sh("sleep 30 & echo $!; exec cat");
         let Some(cg) = child.cgroup().map(Path::to_path_buf) else {
             eprintln!("no cgroup can be made here ({:?}): nothing to check", cgroup::refused());
@@ -941,7 +946,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
     async fn each_spawn_takes_a_fresh_cgroup_made_ahead_and_tidy_leaves_none() {
+        let _lock = cgroup_thread::test_lock();
         let (dir, none) = (std::env::current_dir().unwrap(), Sandbox::disabled());
         let argv = strings(&["true"]);
         let mut given = Vec::new();
@@ -962,11 +969,12 @@ mod tests {
                 assert!(cgroup::check_ours(ready).is_ok() && !cgroup::populated(ready), "made ahead, empty");
             });
         }
-        let mut ahead = 0;
-        cgroup_thread::each_ready(|_| ahead += 1);
-        assert!(ahead > 0, "the thread made the next cgroups ahead");
+        cgroup_thread::settle();
+        let mut ahead = Vec::new();
+        cgroup_thread::each_ready(|ready| ahead.push(ready.to_path_buf()));
+        assert!(!ahead.is_empty(), "the thread made the next cgroups ahead");
         tidy();
-        for cg in &given {
+        for cg in given.iter().chain(&ahead) {
             assert!(!cg.exists(), "{} left after tidy", cg.display());
         }
     }

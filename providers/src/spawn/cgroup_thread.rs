@@ -16,10 +16,14 @@
 //! only removed); the proof that a tree ended is taken on the spawning
 //! thread at its reap (`Cgroup::emptied`), before the hand-over; a cgroup
 //! is removed only once empty (the kernel refuses otherwise; one refused
-//! is tried again at the next pass); [`tidy`] waits for the thread's pass
-//! and removes what it holds, so the engine's exit leaves nothing it made;
-//! a crash leaves them to the next engine's sweep (`cgroup::sweep`). Where
-//! the thread cannot be started, the same passes run on the caller's thread.
+//! is tried again at the next passes, `REFUSALS_MAX` times, then left to
+//! the next engine's sweep, `cgroup::sweep`); [`tidy`] stops the making,
+//! waits (at most `TIDY_WAIT`) for a pass asked or under way and removes
+//! what is held, so the engine's exit leaves nothing it made but a cgroup
+//! still holding a process; a crash leaves them to the next engine's
+//! sweep. Everything held is bounded: `READY_MAX` made ahead, `ENDED_MAX`
+//! handed over (past it the caller removes its own). Where the thread
+//! cannot be started, the same passes run on the caller's thread.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,6 +36,24 @@ const READY_MAX: usize = 8;
 /// (a `futex` call) every `READY_MAX - READY_LOW + 1` spawns, and the ones
 /// left cover the spawns made while it works.
 const READY_LOW: usize = 3;
+/// Ended cgroups held for the thread (two descriptors each): past it, a
+/// hand-over removes its cgroup on the caller's thread.
+const ENDED_MAX: usize = 64;
+/// A hand-over asks the thread for a pass once this many ended ones wait
+/// (where no spawn asks one, as at the end of a run).
+const ENDED_WAKE: usize = READY_MAX;
+/// Removals of one cgroup the kernel may refuse (a process still in it)
+/// before it is given up on and left to the next engine's sweep.
+const REFUSALS_MAX: u8 = 8;
+/// How long [`tidy`] waits for a pass asked or under way (the thread could
+/// be stuck or gone: the engine's exit is not held up by it).
+const TIDY_WAIT: Duration = Duration::from_secs(2);
+
+/// An ended cgroup, and how many times its removal was refused.
+struct Ended {
+    cgroup: Cgroup,
+    refusals: u8,
+}
 
 /// What the thread and the spawning threads share (under `STATE`).
 struct State {
@@ -39,19 +61,28 @@ struct State {
     ready: Vec<Cgroup>,
     /// To remove once empty: ended trees' (proven empty at their reap) and
     /// dropped children's (maybe still being killed).
-    ended: Vec<Cgroup>,
+    ended: Vec<Ended>,
     /// The thread has been asked for a pass since its last one.
     asked: bool,
-    /// The thread holds cgroups outside `State` (in a pass).
-    busy: bool,
+    /// Passes holding cgroups outside `State` (one, but for tests).
+    busy: usize,
     /// The thread waits for `WAKE` (so a wake-up is owed a `notify`).
     idle: bool,
+    /// [`tidy`] began: a pass makes no cgroup, a hand-over removes its own.
+    closing: bool,
     /// None yet; `Some(false)` where it could not be started.
     started: Option<bool>,
 }
 
-static STATE: Mutex<State> =
-    Mutex::new(State { ready: Vec::new(), ended: Vec::new(), asked: false, busy: false, idle: false, started: None });
+static STATE: Mutex<State> = Mutex::new(State {
+    ready: Vec::new(),
+    ended: Vec::new(),
+    asked: false,
+    busy: 0,
+    idle: false,
+    closing: false,
+    started: None,
+});
 /// The thread waits on it for work.
 static WAKE: Condvar = Condvar::new();
 /// [`tidy`] waits on it for the end of a pass.
@@ -67,15 +98,32 @@ pub(super) fn take() -> Option<Cgroup> {
 }
 
 /// An ended tree's cgroup, or a dropped child's: removed by the thread once
-/// empty (at its next pass; or by [`tidy`]).
+/// empty (at its next pass; or by [`tidy`]). Past `ENDED_MAX`, or once
+/// [`tidy`] began, removed here if empty, else left to the next engine's
+/// sweep.
 pub(super) fn hand_over(cgroup: Cgroup) {
-    state().ended.push(cgroup);
+    let mut s = state();
+    if !held_for_the_thread(s.ended.len(), s.closing) {
+        drop(s);
+        cgroup::remove(cgroup.path(), Duration::ZERO);
+        return;
+    }
+    s.ended.push(Ended { cgroup, refusals: 0 });
+    if s.ended.len() >= ENDED_WAKE && !s.asked {
+        ask(s);
+    }
+}
+
+/// Is a handed-over cgroup held for the thread (else removed at once):
+/// fewer than `ENDED_MAX` held, and [`tidy`] not begun.
+fn held_for_the_thread(ended: usize, closing: bool) -> bool {
+    !closing && ended < ENDED_MAX
 }
 
 /// How many cgroups a pass makes: up to `READY_MAX` ready, none once
-/// cgroups were given up on.
-fn to_make(ready: usize, refused: bool) -> usize {
-    if refused {
+/// cgroups were given up on or [`tidy`] began.
+fn to_make(ready: usize, refused: bool, closing: bool) -> usize {
+    if refused || closing {
         0
     } else {
         READY_MAX.saturating_sub(ready)
@@ -95,10 +143,15 @@ fn pass_owed(ready: usize, refused: bool) -> bool {
 /// After a spawn: ask the thread for a pass if one is owed (a `futex` wake
 /// only when it waits), starting it at the first need.
 pub(super) fn after_spawn() {
-    let mut s = state();
-    if !pass_owed(s.ready.len(), cgroup::refused().is_some()) {
-        return;
+    let s = state();
+    if pass_owed(s.ready.len(), cgroup::refused().is_some()) {
+        ask(s);
     }
+}
+
+/// Ask the thread for a pass (a `futex` wake only when it waits), starting
+/// it at the first need; where it cannot be started, the pass runs here.
+fn ask(mut s: MutexGuard<'static, State>) {
     s.asked = true;
     match s.started {
         Some(true) if s.idle => WAKE.notify_one(),
@@ -122,8 +175,8 @@ pub(super) fn after_spawn() {
 /// `SCHED_BATCH`: its wake-up never preempts the thread that woke it (the
 /// engine's); where none is ready yet a spawn makes its own cgroup.
 fn run() {
-    // SAFETY: a plain system call on this thread, with a local parameter.
     let batch = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on this thread, with a local parameter.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) };
     loop {
         let mut s = state();
@@ -139,46 +192,62 @@ fn run() {
 
 /// One pass: remove the ended cgroups that are empty (and, once cgroups
 /// were given up on, the ready ones), then make the ready ones up to
-/// `READY_MAX`. The system calls are made outside the lock.
+/// `READY_MAX` (none once [`tidy`] began). The system calls are made
+/// outside the lock.
 fn pass() {
     let (ended, make) = {
         let mut s = state();
         s.asked = false;
-        s.busy = true;
+        s.busy += 1;
         let refused = cgroup::refused().is_some();
         let mut ended = std::mem::take(&mut s.ended);
         if refused {
-            ended.append(&mut s.ready);
+            ended.extend(s.ready.drain(..).map(|cgroup| Ended { cgroup, refusals: 0 }));
         }
-        (ended, to_make(s.ready.len(), refused))
+        (ended, to_make(s.ready.len(), refused, s.closing))
     };
     let kept = remove_empty(ended);
     let made: Vec<Cgroup> = (0..make).map_while(|_| Cgroup::create().ok()).collect();
     let mut s = state();
     s.ended.extend(kept);
     s.ready.extend(made);
-    s.busy = false;
+    s.busy -= 1;
     PASSED.notify_all();
 }
 
 /// Remove each cgroup that is empty; those the kernel refused (a process is
-/// still in it) are returned, to be tried again.
-fn remove_empty(cgroups: Vec<Cgroup>) -> Vec<Cgroup> {
-    cgroups.into_iter().filter(|c| !cgroup::remove(c.path(), Duration::ZERO)).collect()
+/// still in it) are returned, to be tried again, unless refused
+/// `REFUSALS_MAX` times: then left to the next engine's sweep.
+fn remove_empty(cgroups: Vec<Ended>) -> Vec<Ended> {
+    let mut kept = Vec::new();
+    for mut e in cgroups {
+        if !cgroup::remove(e.cgroup.path(), Duration::ZERO) {
+            e.refusals += 1;
+            if e.refusals < REFUSALS_MAX {
+                kept.push(e);
+            }
+        }
+    }
+    kept
 }
 
-/// Before the engine exits: wait for the thread's pass, then remove every
-/// cgroup made ahead and every ended one that is empty (a crash leaves
-/// them to the next engine's sweep; one still busy is left to it too).
+/// Before the engine exits: no cgroup is made from now on; wait (up to
+/// `TIDY_WAIT`) for a pass asked or under way, then remove every cgroup
+/// made ahead and every ended one that is empty (a crash leaves them to
+/// the next engine's sweep; one still busy is left to it too).
 pub(super) fn tidy() {
     let (ready, ended) = {
         let mut s = state();
-        while s.busy {
-            s = PASSED.wait(s).unwrap_or_else(|e| e.into_inner());
+        s.closing = true;
+        let start = std::time::Instant::now();
+        while (s.busy > 0 || (s.asked && s.started == Some(true))) && start.elapsed() < TIDY_WAIT {
+            let left = TIDY_WAIT.saturating_sub(start.elapsed());
+            s = PASSED.wait_timeout(s, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         (std::mem::take(&mut s.ready), std::mem::take(&mut s.ended))
     };
-    let kept = remove_empty(ready.into_iter().chain(ended).collect());
+    let all = ready.into_iter().map(|cgroup| Ended { cgroup, refusals: 0 }).chain(ended);
+    let kept = remove_empty(all.collect());
     state().ended.extend(kept);
 }
 
@@ -189,13 +258,23 @@ pub(super) fn each_ready(mut f: impl FnMut(&std::path::Path)) {
     state().ready.iter().for_each(|c| f(c.path()));
 }
 
+/// Held by the tests that look at or empty the shared cgroups (the ready
+/// ones, the ended ones, [`tidy`]); each begins with no [`tidy`] begun.
+#[cfg(test)]
+pub(super) fn test_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    state().closing = false;
+    lock
+}
+
 /// Wait until the thread has no pass asked or under way (for tests).
 #[cfg(test)]
 pub(super) fn settle() {
     let start = std::time::Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
         let s = state();
-        if !s.asked && !s.busy {
+        if !s.asked && s.busy == 0 {
             return;
         }
         drop(s);
@@ -209,10 +288,11 @@ mod tests {
 
     #[test]
     fn a_pass_fills_the_ready_ones_up_and_makes_none_once_cgroups_were_given_up() {
-        assert_eq!(to_make(0, false), READY_MAX);
-        assert_eq!(to_make(READY_MAX - 1, false), 1);
-        assert_eq!(to_make(READY_MAX, false), 0);
-        assert_eq!(to_make(0, true), 0);
+        assert_eq!(to_make(0, false, false), READY_MAX);
+        assert_eq!(to_make(READY_MAX - 1, false, false), 1);
+        assert_eq!(to_make(READY_MAX, false, false), 0);
+        assert_eq!(to_make(0, true, false), 0);
+        assert_eq!(to_make(0, false, true), 0, "tidy began: none made");
     }
 
     #[test]
@@ -221,5 +301,61 @@ mod tests {
         assert!(!pass_owed(READY_LOW, false) && !pass_owed(READY_MAX, false));
         assert!(pass_owed(1, true), "made ahead, then cgroups given up on: removed");
         assert!(!pass_owed(0, true));
+    }
+
+    #[test]
+    fn ended_ones_are_held_up_to_their_limit_and_not_once_tidy_began() {
+        assert!(held_for_the_thread(0, false) && held_for_the_thread(ENDED_MAX - 1, false));
+        assert!(!held_for_the_thread(ENDED_MAX, false), "past the limit: removed by the caller");
+        assert!(!held_for_the_thread(0, true), "tidy began: removed by the caller");
+    }
+
+    /// Is `path` among the ended ones held for the thread?
+    fn held(path: &std::path::Path) -> bool {
+        state().ended.iter().any(|e| e.cgroup.path() == path)
+    }
+
+    #[test]
+    fn tidy_waits_a_bounded_time_and_no_pass_makes_a_cgroup_once_it_began() {
+        let _lock = test_lock();
+        let Ok(probe) = Cgroup::create() else { return };
+        cgroup::remove(probe.path(), Duration::ZERO);
+        ask(state());
+        settle();
+        // A pass asked and not begun as tidy begins (here the thread is not
+        // even woken: a stuck thread, which tidy waits for only so long).
+        state().asked = true;
+        tidy();
+        assert!(state().ready.is_empty(), "tidy removed the ones made ahead");
+        WAKE.notify_one();
+        settle();
+        let left: Vec<_> = state().ready.iter().map(|c| c.path().to_path_buf()).collect();
+        tidy();
+        assert!(left.is_empty(), "the pass asked before tidy made {left:?} after it");
+    }
+
+    #[test]
+    fn a_handed_over_cgroup_still_holding_a_process_is_kept_retried_and_removed_later() {
+        let _lock = test_lock();
+        let Ok(cg) = Cgroup::create() else { return };
+        let path = cg.path().to_path_buf();
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(path.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+        hand_over(cg);
+        ask(state());
+        settle();
+        assert!(path.exists() && held(&path), "refused while the process runs: kept");
+        ask(state());
+        settle();
+        assert!(path.exists() && held(&path), "tried again, refused again: kept");
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        let start = std::time::Instant::now();
+        while cgroup::populated(&path) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ask(state());
+        settle();
+        assert!(!path.exists() && !held(&path), "removed at the pass after it emptied");
     }
 }
