@@ -203,8 +203,9 @@ impl Drop for Child {
     }
 }
 
-/// Start `spec`. Must be called within a tokio runtime (the pipes and the
-/// pidfd are registered with its reactor). An error means nothing runs: the
+/// Start `spec`. Must be called within a tokio runtime, and its pipes read
+/// within it (the pidfd, and a pipe once a read finds it empty, are
+/// registered with its reactor; a pipe read outside one reports an error). An error means nothing runs: the
 /// program was not found or not executable, or the sandbox or
 /// `PR_SET_PDEATHSIG` was refused.
 pub(crate) fn spawn(spec: Spec<'_>) -> io::Result<Child> {
@@ -988,6 +989,48 @@ mod tests {
         let status = status.unwrap();
         assert!(child.remove_cgroup_if_ended(), "`true` leaves nothing running");
         status
+    }
+
+    #[tokio::test]
+    async fn a_child_flooding_its_output_lets_the_engines_thread_run_and_its_timeout_fire() {
+        // `yes` keeps the pipe full and each read takes a little: no read
+        // finds it empty, so it is never registered; its reads must still
+        // spend the task's budget (a current-thread runtime, as the
+        // engine's), or the drain never yields and a timeout never fires.
+        let mut child = sh("exec yes");
+        let mut out = child.stdout.take().unwrap();
+        // Once `yes` waits on its full pipe, no read can find it empty.
+        let wchan = format!("/proc/{}/wchan", child.id());
+        for _ in 0..500 {
+            if std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("pipe_write")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        tokio::spawn(async move { flag.store(true, std::sync::atomic::Ordering::SeqCst) });
+        let mut chunk = Vec::with_capacity(16);
+        let mut reads = 0;
+        while !ran.load(std::sync::atomic::Ordering::SeqCst) && reads < 10_000 {
+            chunk.clear();
+            assert!(out.read_buf(&mut chunk).await.unwrap() > 0);
+            reads += 1;
+        }
+        assert!(ran.load(std::sync::atomic::Ordering::SeqCst), "{reads} reads and the drain never yielded");
+        assert!(!out.watched(), "the pipe was never found empty (else it was waited for by readiness)");
+        // The engine's shape: a drain under a timeout is reported timed out
+        // (the cap only ends a drain that would never yield).
+        let drain = async {
+            for _ in 0..1_000_000 {
+                chunk.clear();
+                out.read_buf(&mut chunk).await.unwrap();
+            }
+        };
+        assert!(tokio::time::timeout(Duration::from_millis(20), drain).await.is_err(), "the drain outran its timeout");
+        // SAFETY: plain syscall on a pid this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        assert!(!child.wait().await.unwrap().success());
     }
 
     #[tokio::test]

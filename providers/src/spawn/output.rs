@@ -85,18 +85,42 @@ impl AsyncRead for Output {
                         Err(_would_block) => continue,
                     }
                 }
-                State::Unwatched(fd) => match read_into(fd, buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    done => return Poll::Ready(done),
-                },
+                State::Unwatched(fd) => {
+                    // A read spends the task's budget as a registered one
+                    // does: a child that never lets its pipe run empty
+                    // cannot keep the engine's one thread (and the call's
+                    // timeout) from running.
+                    let coop = ready!(tokio::task::coop::poll_proceed(cx));
+                    match read_into(fd, buf) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        done => {
+                            coop.made_progress();
+                            return Poll::Ready(done);
+                        }
+                    }
+                }
                 State::Moving => return Poll::Ready(Err(io::Error::other("a pipe lost in its registration"))),
             }
             // Empty: registered from now on (a registration reports data
             // that came meanwhile: `epoll` looks at the pipe as it adds it).
+            // Outside a runtime there is no reactor: an error, not tokio's
+            // panic (spawn's contract: read within the runtime).
+            if tokio::runtime::Handle::try_current().is_err() {
+                return Poll::Ready(Err(io::Error::other("a pipe read outside a tokio runtime")));
+            }
             let State::Unwatched(fd) = std::mem::replace(&mut this.state, State::Moving) else { continue };
             // SAFETY: the pipe is open and owned by the AsyncFd from here on.
-            this.state = State::Watched(unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE)? });
+            let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+            match registered {
+                Ok(fd) => this.state = State::Watched(fd),
+                Err(e) => {
+                    // The pipe kept: a later read may register it.
+                    let (fd, cause) = e.into_parts();
+                    this.state = State::Unwatched(fd);
+                    return Poll::Ready(Err(cause));
+                }
+            }
         }
     }
 }
