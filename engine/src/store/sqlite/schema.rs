@@ -98,7 +98,9 @@ CREATE TABLE file_cache (
 "#;
 
 /// The store's identity and its commit count (see `identity.rs`):
-/// every write transaction adds one to `commits`, and the mark file beside
+/// every `synchronous=FULL` write transaction and the lease's taking and
+/// giving back add one to `commits` (a `NORMAL` commit is not counted: the
+/// mark never records one), and the mark file beside
 /// the store keeps the count outside the WAL, so a store that lost commits
 /// is told from a new one. The id comes from SQLite's randomness (the OS's).
 const MIGRATION_2: &str = r#"
