@@ -5,33 +5,50 @@
 //! frames, 34 calls whose cost is mostly ext4's per call (the inode lock,
 //! the mtime, write_begin/end). This is a VFS over SQLite's own "unix" one,
 //! registered as [`VFS_NAME`] and named by `open::connect`: every file it
-//! opens is unix's own, untouched, but for the WAL (`SQLITE_OPEN_WAL`),
-//! whose appended frames (a 24-byte header, then its page, contiguous) are
-//! gathered in a buffer and written with one `xWrite` of unix's (one
-//! `pwrite64`) when the frame whose header marks a commit is complete
-//! (its "database size" field not zero: SQLite's WAL format), before any
-//! other call on the file (read, sync, truncate, size, lock, file control,
-//! close), before a write that is not the next frame, and before the
-//! next frame would pass [`WAL_GATHER_BYTES_MAX`] (unix's most a write).
+//! opens is unix's own, untouched, but for the main database file (every
+//! method passed on: `db.rs`) and the WAL (`SQLITE_OPEN_WAL`), whose
+//! appended frames (a 24-byte header, then its page, contiguous, at
+//! or past the end of what this file has written in the current write
+//! transaction) are gathered in a buffer and written with one `xWrite` of
+//! unix's (one `pwrite64`) when the frame whose header marks a commit is
+//! complete (its "database size" field not zero: SQLite's WAL format),
+//! before any other call on the file (read, sync, truncate, size, lock,
+//! file control, close), before a write that is not the next frame, and
+//! before the next frame would pass [`WAL_GATHER_BYTES_MAX`] (unix's most a
+//! write, 0x1ffff bytes). A write below that end rewrites a frame (a page
+//! written again, the checksums `walRewriteChecksums` recomputes after a
+//! transaction spilled): it is written as it comes, after what is gathered.
+//! When SQLite releases the WAL's write lock (on the database file, which
+//! this VFS also wraps: `db.rs`), whatever is still gathered is dropped.
 //!
-//! Why it is sound (SQLite 3.46's wal.c, `walFrames`): a commit's frames
-//! are appended in order and its last frame is always a new one carrying
-//! the commit mark (a page already in the WAL is rewritten in place, but
-//! never the commit's last); so the commit frame's own `xWrite` writes
-//! every frame of the commit before it returns, and its failure (a full
-//! disk) fails the commit as a failed `pwrite` does without the gathering.
-//! Only then does SQLite append to the wal-index and publish the header
-//! (`walIndexWriteHdr`): no reader, in this process or another, can see a
-//! commit whose frames are not in the file; the checksum rewrite, the
-//! sync of `synchronous=FULL` and the WAL header (written at offset 0,
-//! then synced) are not gathered or flush first. What can be held is the
+//! What it relies on (SQLite 3.46's wal.c, `walFrames`, checked against
+//! its source): a transaction's new frames are appended in order at the
+//! end of the WAL, written only while this connection holds the write
+//! lock; a commit's last frame is always a new one carrying the commit
+//! mark, written after every other frame of it, before the checksum
+//! rewrite, the padding and sync of `synchronous=FULL`, the wal-index and
+//! its published header (`walIndexWriteHdr`); a rewrite touches only this
+//! transaction's frames; the WAL header (offset 0) is written first when
+//! the WAL starts again; the write lock is released with an unlocking
+//! `xShmLock` of slot 0 on the database file (not so in
+//! `locking_mode=EXCLUSIVE`, which the engine never sets: there no other
+//! connection writes, and what is held is written before this one's next
+//! write, in the order SQLite gave it).
+//!
+//! What follows: the commit frame's own `xWrite` writes every gathered
+//! frame of the commit before it returns, and its failure (a full disk)
+//! fails the commit as a failed `pwrite` does without the gathering; every
+//! write after it in the same commit goes straight to the file; so when
+//! the header is published, and when a process is killed after that, the
+//! file holds every byte SQLite wrote. What is held at any moment is only
 //! frames of a transaction not yet committed (pages spilled from the
-//! cache), invisible past the published header; a process killed then
-//! leaves a WAL without them, as a kill a moment earlier would, and
-//! recovery keeps only commits whose frames are whole. So the file after
-//! each commit holds exactly what it held before this module: the
-//! simulator's disk (`sim::disk`), which reads it after each commit, and
-//! a power loss see the same bytes.
+//! cache), past the published header: a process killed then leaves a WAL
+//! without some of them, as a kill a moment earlier would, and recovery
+//! keeps only commits whose frames are whole; a rolled-back transaction's
+//! are dropped when the lock is released, never written over another
+//! connection's commit. The simulator's disk (`sim::disk`), which reads
+//! the file after each commit, and a power loss see the bytes they saw
+//! before this module.
 //!
 //! Hand-written over `libsqlite3-sys` (rusqlite's `ffi`): the Rust VFS
 //! crates (`sqlite-vfs`, `sqlite-plugin`) implement a whole VFS of their
@@ -68,6 +85,12 @@ enum Step {
 struct Gathered {
     start: i64,
     bytes: Vec<u8>,
+    /// Where the bytes written through this file end, gathered ones
+    /// included, since its write transaction began (or it opened): a
+    /// write below it rewrites a frame (the checksums a commit recomputes,
+    /// a page written again), so it goes as it comes, never held past
+    /// the commit that makes it.
+    high: i64,
     /// The last write was a frame's header: the next contiguous one is its page.
     header_open: bool,
     /// That header marks a commit.
@@ -87,6 +110,10 @@ impl Gathered {
     /// Where a write of `data` at `offset` goes (the gathered bytes are
     /// empty or end at `offset`): a decision, nothing written.
     fn step(&mut self, data: &[u8], offset: i64) -> Step {
+        if offset < self.high || (!self.header_open && data.len() != FRAME_HEADER_BYTES) {
+            return Step::Direct;
+        }
+        self.high = offset + data.len() as i64;
         if self.bytes.is_empty() {
             self.start = offset;
         }
@@ -98,20 +125,37 @@ impl Gathered {
             let full = self.bytes.len() + FRAME_HEADER_BYTES + data.len() > WAL_GATHER_BYTES_MAX;
             return Step::Gather { flush: self.commit || full };
         }
-        if data.len() == FRAME_HEADER_BYTES {
-            // Bytes 4..8: the database size after a commit, zero otherwise.
-            self.commit = data[4..8] != [0, 0, 0, 0];
-            self.header_open = true;
-            self.bytes.extend_from_slice(data);
-            return Step::Gather { flush: false };
-        }
-        Step::Direct
+        // Bytes 4..8: the database size after a commit, zero otherwise.
+        self.commit = data[4..8] != [0, 0, 0, 0];
+        self.header_open = true;
+        self.bytes.extend_from_slice(data);
+        Step::Gather { flush: false }
+    }
+
+    /// A write made as it came (`Direct`): the WAL's header at 0 starts
+    /// the file again, its frames from 32 on are appends.
+    fn wrote(&mut self, offset: i64, len: usize) {
+        let end = offset + len as i64;
+        self.high = if offset == 0 { end } else { self.high.max(end) };
+    }
+
+    /// The file cut to `size`: nothing of it is left past `size`.
+    fn truncated(&mut self, size: i64) {
+        self.high = self.high.min(size);
     }
 
     fn clear(&mut self) {
         self.bytes.clear();
         self.header_open = false;
         self.commit = false;
+    }
+
+    /// The write lock released: what is gathered then is a rolled-back
+    /// transaction's (a commit frame's page always writes, see `flush`),
+    /// dropped, and the next transaction's frames are its own.
+    fn discard(&mut self) {
+        self.clear();
+        self.high = 0;
     }
 }
 
@@ -122,10 +166,20 @@ struct WalFile {
     base: ffi::sqlite3_file,
     gathered: *mut Gathered,
     inner: *mut ffi::sqlite3_file,
+    /// The database file of the same connection (`db.rs`), null if none.
+    db: *mut db::DbFile,
 }
 
-/// Where unix's file starts in ours: after `WalFile`, aligned to 8.
-const INNER_AT: usize = std::mem::size_of::<WalFile>().next_multiple_of(8);
+/// Where unix's file starts in ours: after `WalFile` or `DbFile`, aligned to 8.
+const INNER_AT: usize = max(std::mem::size_of::<WalFile>(), std::mem::size_of::<db::DbFile>()).next_multiple_of(8);
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
 
 /// Unix's VFS, ours registered over it (once; `None` when there is no "unix").
 struct Vfs {
@@ -146,10 +200,10 @@ pub(super) fn registered() -> bool {
 }
 
 fn register() -> Option<Vfs> {
-    // SAFETY: sqlite3_vfs_find with NULL returns the default VFS (unix on
-    // this platform) or NULL; the objects it returns live as long as the
-    // process. Our copy is leaked (it must outlive every connection) and
-    // handed to sqlite3_vfs_register, which keeps the pointer.
+    // SAFETY: sqlite3_vfs_find("unix") returns unix's VFS or NULL; the
+    // objects it returns live as long as the process. Our copy is leaked
+    // (it must outlive every connection) once sqlite3_vfs_register keeps
+    // the pointer, and freed if it refuses it.
     unsafe {
         let unix = ffi::sqlite3_vfs_find(c"unix".as_ptr());
         if unix.is_null() {
@@ -164,7 +218,11 @@ fn register() -> Option<Vfs> {
         // given but for xOpen (its locking style), wrapped below.
         ours.xOpen = Some(open);
         let ours = Box::into_raw(Box::new(ours));
-        (ffi::sqlite3_vfs_register(ours, 0) == ffi::SQLITE_OK).then_some(Vfs { unix })
+        if ffi::sqlite3_vfs_register(ours, 0) != ffi::SQLITE_OK {
+            drop(Box::from_raw(ours));
+            return None;
+        }
+        Some(Vfs { unix })
     }
 }
 
@@ -172,7 +230,8 @@ fn unix_vfs() -> *mut ffi::sqlite3_vfs {
     VFS.get().and_then(|v| v.as_ref()).map_or(ptr::null_mut(), |v| v.unix)
 }
 
-/// xOpen: unix opens every file in our allocation; only a WAL is wrapped.
+/// xOpen: unix opens every file in our allocation; a WAL is wrapped, and
+/// a main database file (`db.rs`) so that its write lock reaches the WAL.
 unsafe extern "C" fn open(
     _vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
@@ -184,6 +243,10 @@ unsafe extern "C" fn open(
     // SAFETY: registered only with `unix` found, so it is not null here;
     // `file` is szOsFile bytes (INNER_AT + unix's), SQLite's to give.
     let Some(unix_open) = (unsafe { unix.as_ref() }).and_then(|u| u.xOpen) else { return ffi::SQLITE_CANTOPEN };
+    if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+        // SAFETY: as for the WAL below (`db::open`).
+        return unsafe { db::open(unix_open, unix, name, file, flags, out_flags) };
+    }
     if flags & ffi::SQLITE_OPEN_WAL == 0 {
         // SAFETY: unix's file at the start of the allocation, its methods
         // unix's: SQLite never calls ours on it.
@@ -204,7 +267,13 @@ unsafe extern "C" fn open(
         }
         (*wal).gathered = Box::into_raw(Box::default());
         (*wal).inner = inner;
+        (*wal).db = ptr::null_mut();
         (*wal).base.pMethods = &WAL_METHODS;
+        // `name` is the very pointer SQLite's pager passed, which
+        // sqlite3_database_file_object needs.
+        if !name.is_null() {
+            db::link(ffi::sqlite3_database_file_object(name), wal);
+        }
         rc
     }
 }
@@ -288,7 +357,11 @@ unsafe fn write_through(inner: *mut ffi::sqlite3_file, piece: &[u8], offset: i64
 unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, amount: c_int, offset: i64) -> c_int {
     // SAFETY: SQLite's WAL file (see `parts`); `data` holds `amount` bytes.
     let (gathered, inner) = unsafe { parts(file) };
-    let data = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::try_from(amount).unwrap_or(0)) };
+    let len = usize::try_from(amount).unwrap_or(0);
+    let data = match data.is_null() || len == 0 {
+        true => &[][..],
+        false => unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) },
+    };
     count::asked();
     if !gathered.continues(offset) {
         let rc = unsafe { flush(gathered, inner) };
@@ -304,6 +377,7 @@ unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, am
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
+            gathered.wrote(offset, data.len());
             // SAFETY: as above; SQLite's own write, passed on whole.
             unsafe { write_through(inner, data, offset) }
         }
@@ -329,7 +403,14 @@ macro_rules! flushed_first {
 }
 
 flushed_first!(read, xRead, (buf: *mut c_void, amount: c_int, offset: i64));
-flushed_first!(truncate, xTruncate, (size: i64));
+flushed_first!(truncate_through, xTruncate, (size: i64));
+
+unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    // SAFETY: SQLite's WAL file (see `parts`).
+    let (gathered, _) = unsafe { parts(file) };
+    gathered.truncated(size);
+    unsafe { truncate_through(file, size) }
+}
 flushed_first!(sync, xSync, (flags: c_int));
 flushed_first!(file_size, xFileSize, (size: *mut i64));
 flushed_first!(lock, xLock, (level: c_int));
@@ -358,6 +439,7 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
         let flushed = flush(gathered, inner);
         let closed = methods(inner).xClose.map_or(ffi::SQLITE_OK, |m| m(inner));
         let wal = file.cast::<WalFile>();
+        db::unlink(wal);
         drop(Box::from_raw((*wal).gathered));
         (*wal).gathered = ptr::null_mut();
         (*wal).base.pMethods = ptr::null();
@@ -392,6 +474,8 @@ mod count {
 fn counted() -> (u64, u64) {
     (count::ASKED.with(|c| c.get()), count::MADE.with(|c| c.get()))
 }
+
+mod db;
 
 #[cfg(test)]
 mod tests;

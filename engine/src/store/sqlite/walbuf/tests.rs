@@ -26,6 +26,26 @@ fn frames_are_gathered_until_the_commit_frame_is_whole() {
 }
 
 #[test]
+fn a_frame_written_again_goes_as_it_comes() {
+    let mut g = Gathered::default();
+    let page = vec![1u8; 4096];
+    g.wrote(0, 32);
+    g.step(&header(0), 32);
+    assert_eq!(g.step(&page, 56), Step::Gather { flush: false });
+    g.clear();
+    // A commit's checksums rewritten over its frames, the buffer empty:
+    // never held, so never left behind once the commit is published.
+    assert_eq!(g.step(&header(9), 32), Step::Direct);
+    // The write lock released: the next transaction's frames are appends.
+    g.discard();
+    assert_eq!(g.step(&header(0), 32), Step::Gather { flush: false });
+    g.clear();
+    g.truncated(0);
+    g.wrote(0, 32);
+    assert_eq!(g.step(&header(0), 32), Step::Gather { flush: false });
+}
+
+#[test]
 fn what_is_not_a_frame_goes_as_it_comes() {
     let mut g = Gathered::default();
     // The WAL's own header (32 bytes at 0), a part of a frame split at a
@@ -109,10 +129,12 @@ fn another_connection_sees_every_commit_as_it_returns() {
 }
 
 /// The child of the kill tests (run as this test binary again, the store
-/// in `WALBUF_CHILD`): commits rows 1..=3, then either kills itself right
-/// after the third commit returns, or opens a fourth transaction larger
-/// than a gathered write (its frames spilled, some written, some held)
-/// and kills itself before its commit.
+/// in `WALBUF_CHILD`): commits rows 1..=3, then (`WALBUF_MODE`) kills
+/// itself right after the third commit returns ("after"), or opens a
+/// fourth transaction larger than a gathered write (its frames spilled,
+/// some written, some held) and kills itself before its commit
+/// ("middle"), or after it commits rows 4..=800 with pages it had
+/// spilled changed again ("rewrite").
 #[test]
 fn kill_child() {
     let Ok(path) = std::env::var("WALBUF_CHILD") else { return };
@@ -121,23 +143,27 @@ fn kill_child() {
     for i in 1..=3i64 {
         conn.execute("INSERT INTO t VALUES (?1, zeroblob(3000))", [i]).unwrap();
     }
-    if std::env::var("WALBUF_MIDDLE").is_ok() {
+    let mode = std::env::var("WALBUF_MODE").unwrap_or_default();
+    if mode != "after" {
         conn.execute_batch("BEGIN").unwrap();
         for i in 4..=800i64 {
             conn.execute("INSERT INTO t VALUES (?1, zeroblob(3000))", [i]).unwrap();
         }
     }
+    if mode == "rewrite" {
+        // Pages spilled in this transaction changed again: the commit
+        // writes them over their frames and rewrites the checksums of
+        // every frame from there, the commit frame's last.
+        conn.execute_batch("UPDATE t SET pad = zeroblob(2999) WHERE x BETWEEN 4 AND 40; COMMIT").unwrap();
+    }
     // SAFETY: kill of this process by itself; nothing after it runs.
     unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
 }
 
-fn killed_child(path: &Path, middle: bool) {
+fn killed_child(path: &Path, mode: &str) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "store::sqlite::walbuf::tests::kill_child", "--test-threads", "1"]);
-    cmd.env("WALBUF_CHILD", path);
-    if middle {
-        cmd.env("WALBUF_MIDDLE", "1");
-    }
+    cmd.env("WALBUF_CHILD", path).env("WALBUF_MODE", mode);
     let status = cmd.output().unwrap().status;
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
@@ -155,7 +181,7 @@ fn rows_and_integrity(path: &Path) -> (Vec<i64>, String) {
 fn a_process_killed_right_after_a_commit_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("engine.db");
-    killed_child(&path, false);
+    killed_child(&path, "after");
     assert_eq!(rows_and_integrity(&path), (vec![1, 2, 3], "ok".to_string()));
 }
 
@@ -163,8 +189,51 @@ fn a_process_killed_right_after_a_commit_keeps_it() {
 fn a_process_killed_in_a_transaction_leaves_the_store_whole_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("engine.db");
-    killed_child(&path, true);
+    killed_child(&path, "middle");
     // The spilled transaction's frames reached the WAL (some of them).
     assert!(wal_bytes(&path) > 1024 * 1024, "{} WAL bytes", wal_bytes(&path));
     assert_eq!(rows_and_integrity(&path), (vec![1, 2, 3], "ok".to_string()));
+}
+
+#[test]
+fn a_process_killed_right_after_a_commit_that_rewrote_its_frames_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("engine.db");
+    killed_child(&path, "rewrite");
+    assert_eq!(rows_and_integrity(&path), ((1..=800).collect(), "ok".to_string()));
+    let conn = Connection::open(&path).unwrap();
+    let changed: i64 = conn.query_row("SELECT count(*) FROM t WHERE length(pad) = 2999", [], |r| r.get(0)).unwrap();
+    assert_eq!(changed, 37);
+}
+
+#[test]
+fn frames_of_a_rolled_back_transaction_never_reach_the_file_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("engine.db");
+    let a = ledger(&path);
+    a.execute_batch("PRAGMA cache_size = 8; CREATE TABLE t (x, pad)").unwrap();
+    // The WAL empty: the rollback reads nothing from it (a read would
+    // write what A holds while its transaction is still open).
+    a.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+    // A spills a transaction larger than a gathered write, then rolls it back.
+    a.execute_batch("BEGIN").unwrap();
+    for i in 1000..1300i64 {
+        a.execute("INSERT INTO t VALUES (?1, zeroblob(3000))", [i]).unwrap();
+    }
+    a.execute_batch("ROLLBACK").unwrap();
+    // B commits more frames than A spilled, over the same offsets.
+    let b = Connection::open(&path).unwrap();
+    b.execute_batch("BEGIN").unwrap();
+    for i in 1..=400i64 {
+        b.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [i]).unwrap();
+    }
+    b.execute_batch("COMMIT").unwrap();
+    // A reads, writes and closes.
+    let _ = a.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+    let _ = a.execute("INSERT INTO t VALUES (401, 0)", []);
+    drop(a);
+    drop(b);
+    let (rows, ok) = rows_and_integrity(&path);
+    assert_eq!(ok, "ok");
+    assert!(rows.len() >= 400 && rows[..400] == (1..=400).collect::<Vec<i64>>()[..], "{} rows", rows.len());
 }
