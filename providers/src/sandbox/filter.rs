@@ -15,11 +15,13 @@
 /// One instruction (the kernel's `struct sock_filter`).
 pub(crate) type Insn = libc::sock_filter;
 
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-const BPF_JMP_JA: u16 = 0x05 | 0x00;
-const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
-const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
-const BPF_RET_K: u16 = 0x06;
+// The opcodes as the kernel spells them (`linux/bpf_common.h`); several
+// of the parts are 0, so they are named rather than written as numbers.
+const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const BPF_JMP_JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+const BPF_JMP_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const BPF_JMP_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
 /// Offsets in the kernel's `struct seccomp_data`.
 const NR_OFFSET: u32 = 0;
