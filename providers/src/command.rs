@@ -268,9 +268,22 @@ async fn feed(stdin: Option<tokio::net::unix::pipe::Sender>, bytes: Option<&[u8]
 /// status if it comes within a bound (`wait` returns the cached status if
 /// the child already exited).
 async fn kill_and_reap(child: &mut crate::spawn::Child, tree: &Tree) -> Option<std::process::ExitStatus> {
-    kill_group(child.id());
+    if group_by_number(child.reaped(), tree) {
+        kill_group(child.id());
+    }
     tree.kill();
     tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(Result::ok)
+}
+
+/// May the tree's process group be signalled by its number (the leader's
+/// pid)? Until the leader is reaped that number is held by it; after, it
+/// is held only while a member of the group lives, and once none does it
+/// may name another process's group. A cgroup (or its end, `Ended`)
+/// reaches every descendant without the number, so then it is not used;
+/// without one, the group is the only net for a descendant that shed the
+/// call's marks, and is kept.
+fn group_by_number(leader_reaped: bool, tree: &Tree) -> bool {
+    !leader_reaped || matches!(tree, Tree::Adopted(_))
 }
 
 /// What a child's whole tree is: its cgroup, or without one what the
@@ -643,5 +656,25 @@ mod tests {
         assert_eq!(CommandProvider::default().identity(), json!({"kind": "command"}));
         let p = CommandProvider { protocol: Some("agent-json".into()) };
         assert_eq!(p.identity(), json!({"kind": "command", "protocol": "agent-json"}));
+    }
+
+    /// A reaped leader's number is sent no signal where a cgroup (or its
+    /// end) reaches the tree; without one it is, the group being the only
+    /// net for a descendant without the call's marks. A leader not yet
+    /// reaped holds its number, so its group is signalled in every case.
+    #[test]
+    fn a_reaped_leaders_group_is_signalled_by_number_only_without_a_cgroup() {
+        let adopted = Tree::Adopted(crate::process::adopted::Marked {
+            leader: 1,
+            start_time: 0,
+            marker: crate::process::adopted::marker("op-1", 1),
+        });
+        let cgroup = Tree::Cgroup(std::path::PathBuf::from("/sys/fs/cgroup/none"));
+        for tree in [&adopted, &cgroup, &Tree::Ended] {
+            assert!(group_by_number(false, tree), "a leader not reaped holds the number");
+        }
+        assert!(group_by_number(true, &adopted));
+        assert!(!group_by_number(true, &cgroup));
+        assert!(!group_by_number(true, &Tree::Ended));
     }
 }

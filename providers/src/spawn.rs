@@ -162,6 +162,12 @@ impl Child {
         true
     }
 
+    /// Has it been reaped (its status taken)? Its pid, which is also its
+    /// process group's number, may then be given to another process.
+    pub fn reaped(&self) -> bool {
+        self.status.is_some()
+    }
+
     /// Wait for the process to exit; the status is kept, so waiting again
     /// (after a timeout, a kill) returns it. Cancel-safe.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
