@@ -24,6 +24,13 @@
 //! sweep. Everything held is bounded: `READY_MAX` made ahead, `ENDED_MAX`
 //! handed over (past it the caller removes its own). Where the thread
 //! cannot be started, the same passes run on the caller's thread.
+//!
+//! What the spawning thread still pays: a `futex` wake when a hand-over
+//! leaves `ENDED_WAKE` waiting and the thread is idle (about one in eight
+//! reaps), and the `rmdir` and two `close`s of its own cgroup past
+//! `ENDED_MAX` or once `tidy` began. A pass that outlasts `TIDY_WAIT` may
+//! add what it made after `tidy` emptied the queue: those are left to the
+//! next engine's sweep, as after a crash.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
