@@ -126,7 +126,8 @@ impl Gathered {
             return Step::Gather { flush: self.commit || full };
         }
         // Bytes 4..8: the database size after a commit, zero otherwise.
-        self.commit = data[4..8] != [0, 0, 0, 0];
+        // (`data` is a whole header here: the length was checked above.)
+        self.commit = data.get(4..8).is_some_and(|size| size != [0, 0, 0, 0]);
         self.header_open = true;
         self.bytes.extend_from_slice(data);
         Step::Gather { flush: false }
