@@ -5,12 +5,8 @@
 use foldhash::{HashMap, HashSet};
 use std::path::Path;
 
+use super::stamps::{self, RACY_WINDOW_NS};
 use super::FileState;
-
-/// A file modified less than this long before it was hashed may change
-/// again within the same mtime tick (coarse timestamps): such a cache entry
-/// is not trusted, and the file is hashed again.
-pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 #[derive(Debug, Default)]
 pub struct FileCache {
@@ -18,6 +14,9 @@ pub struct FileCache {
     /// into it, not copied, when the ledger's states are loaded).
     entries: HashMap<String, Seen>,
     dirty: HashSet<String>,
+    /// Each device's file system type (`statfs`), asked once: what its
+    /// racy window is (`stamps::racy_window_ns`).
+    fs_types: HashMap<u64, Option<u64>>,
     pub hits: u64,
     pub misses: u64,
 }
@@ -63,39 +62,64 @@ impl FileCache {
         let key = path.to_string_lossy();
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
         let ctime_ns = meta.ctime() * 1_000_000_000 + meta.ctime_nsec();
-        if let Some(e) = self.entries.get(key.as_ref()) {
-            // Settled: neither the content time nor the inode's change time
-            // is within the racy window of when it was hashed.
-            if e.size == meta.len()
+        // The entry's hash time when it still describes the file.
+        let unchanged = self.entries.get(key.as_ref()).filter(|e| {
+            e.size == meta.len()
                 && e.mtime_ns == mtime_ns
                 && e.ctime_ns == ctime_ns
                 && e.inode == meta.ino()
                 && e.dev == meta.dev()
-                && mtime_ns.max(ctime_ns) < e.hashed_at_ns - RACY_WINDOW_NS
-            {
-                self.hits += 1;
-                return Ok(Some(e.digest.clone()));
+        });
+        if let Some(hashed_at_ns) = unchanged.map(|e| e.hashed_at_ns) {
+            // Settled: neither the content time nor the inode's change time
+            // is within the racy window of when it was hashed (the wide
+            // window first: it needs no look at the file system).
+            let before = |window_ns: i64| mtime_ns.max(ctime_ns) < hashed_at_ns.saturating_sub(window_ns);
+            if before(RACY_WINDOW_NS) || before(self.window_ns(path, &meta)) {
+                if let Some(e) = self.entries.get(key.as_ref()) {
+                    self.hits += 1;
+                    return Ok(Some(e.digest.clone()));
+                }
             }
         }
         self.misses += 1;
-        let hashed_at_ns = now_ns();
-        let digest = hash_regular_file(path)?;
+        let seen = hash_seen(path)?;
+        let digest = seen.digest.clone();
         let key = key.into_owned();
-        self.entries.insert(
-            key.clone(),
-            Seen {
-                size: meta.len(),
-                mtime_ns,
-                ctime_ns,
-                inode: meta.ino(),
-                dev: meta.dev(),
-                digest: digest.clone(),
-                hashed_at_ns,
-            },
-        );
+        self.entries.insert(key.clone(), seen);
         self.dirty.insert(key);
         Ok(Some(digest))
     }
+
+    /// The racy window of a file with metadata `meta` at `path`: its
+    /// device's file system asked once (`statfs`), its stamps' nanoseconds.
+    fn window_ns(&mut self, path: &Path, meta: &std::fs::Metadata) -> i64 {
+        use std::os::unix::fs::MetadataExt;
+        let f_type = *self.fs_types.entry(meta.dev()).or_insert_with(|| stamps::fs_type(path));
+        stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec())
+    }
+}
+
+/// Hash `path` into the entry it leaves: the time taken before it is
+/// opened, and the size, times, inode and device of the open file, not of
+/// a look before that time. So a write between an earlier look and the
+/// hash is in the entry's times, and any write after the open stamps at
+/// least that time less one tick: a later look sees the change or finds
+/// the entry within the racy window.
+fn hash_seen(path: &Path) -> std::io::Result<Seen> {
+    use std::os::unix::fs::MetadataExt;
+    let hashed_at_ns = now_ns();
+    let (file, meta) = open_regular(path)?;
+    let digest = blake3::Hasher::new().update_reader(file)?.finalize().to_hex().to_string();
+    Ok(Seen {
+        size: meta.len(),
+        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+        inode: meta.ino(),
+        dev: meta.dev(),
+        digest,
+        hashed_at_ns,
+    })
 }
 
 /// A `FileState` without its path (the cache's key).
@@ -135,12 +159,20 @@ impl Seen {
 /// open handle: a path swapped for a FIFO after it was looked at is
 /// refused, never waited on.
 pub fn hash_regular_file(path: &Path) -> std::io::Result<String> {
+    let (file, _) = open_regular(path)?;
+    Ok(blake3::Hasher::new().update_reader(file)?.finalize().to_hex().to_string())
+}
+
+/// `path` opened without blocking, with its metadata read on the open
+/// handle: refused unless a regular file.
+fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    Ok(blake3::Hasher::new().update_reader(file)?.finalize().to_hex().to_string())
+    Ok((file, meta))
 }
 
 #[cfg(test)]
@@ -194,6 +226,71 @@ mod tests {
         let now = cache.digest(&f).unwrap();
         assert_ne!(now, good, "a changed file must never come back from the cache");
         assert_eq!(cache.hits, 1);
+    }
+
+    /// The stamps of `f` as the cache compares them: (mtime, ctime) in ns.
+    fn stamps_of(f: &Path) -> (std::fs::Metadata, i64, i64) {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(f).unwrap();
+        let (mt, ct) = (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ctime() * 1_000_000_000 + m.ctime_nsec());
+        (m, mt, ct)
+    }
+
+    /// A same-size rewrite right after the hash, keeping the file's times
+    /// (both writes in one coarse clock tick: the entry is made to record
+    /// the rewrite's times, which this kernel may make finer than a tick),
+    /// is hashed again: the racy window, never zero, distrusts an entry
+    /// whose times are that close to its hash.
+    #[test]
+    fn a_same_size_rewrite_right_after_the_hash_is_hashed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let mut cache = FileCache::default();
+        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"one").to_hex().to_string()));
+        // As it happens: rewritten at once, then looked at again.
+        std::fs::write(&f, "two").unwrap();
+        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"two").to_hex().to_string()));
+        assert_eq!((cache.hits, cache.misses), (0, 2));
+        // The rewrite keeps both times, the hash 1 ms after them: with a
+        // zero window the entry ("two") would be taken for "six".
+        std::fs::write(&f, "six").unwrap();
+        let (_, mt, ct) = stamps_of(&f);
+        let key = f.to_string_lossy().into_owned();
+        let e = cache.entries.get_mut(&key).unwrap();
+        (e.mtime_ns, e.ctime_ns, e.hashed_at_ns) = (mt, ct, mt.max(ct) + 1_000_000);
+        assert!(mt.max(ct) < e.hashed_at_ns - 0, "trusted under a zero window");
+        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"six").to_hex().to_string()));
+        assert_eq!((cache.hits, cache.misses), (0, 3));
+    }
+
+    /// An unchanged entry is trusted once its times are the narrow window
+    /// before its hash where the file system keeps fine stamps (the
+    /// temporary folder's, asked), the wide one elsewhere; never within
+    /// the narrow one.
+    #[test]
+    fn a_settled_entry_is_trusted_after_its_file_systems_window() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let (m, mt, ct) = stamps_of(&f);
+        let window = stamps::racy_window_ns(stamps::fs_type(dir.path()), m.mtime_nsec(), m.ctime_nsec());
+        let mut cache = FileCache::default();
+        let key = f.to_string_lossy().into_owned();
+        let look_hashed_at = |cache: &mut FileCache, after_ns: i64| {
+            cache.digest(&f).unwrap();
+            cache.entries.get_mut(&key).unwrap().hashed_at_ns = mt.max(ct) + after_ns;
+            let hits = cache.hits;
+            assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"one").to_hex().to_string()));
+            cache.hits > hits
+        };
+        assert!(!look_hashed_at(&mut cache, stamps::FINE_RACY_WINDOW_NS - 1_000_000));
+        let fine = window == stamps::FINE_RACY_WINDOW_NS;
+        assert_eq!(look_hashed_at(&mut cache, stamps::FINE_RACY_WINDOW_NS + 1_000_000), fine);
+        assert!(look_hashed_at(&mut cache, RACY_WINDOW_NS + 1_000_000));
+        // One `statfs` for the device, whatever the looks.
+        assert_eq!(cache.fs_types.keys().collect::<Vec<_>>(), vec![&m.dev()]);
     }
 
     /// What the ledger remembered answers a lookup; what was hashed comes

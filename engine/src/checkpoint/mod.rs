@@ -11,6 +11,7 @@ mod context;
 mod observe;
 mod protect;
 mod recorded;
+mod stamps;
 
 use std::collections::BTreeMap;
 
@@ -18,13 +19,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{Digester, Kind};
 
-pub use cache::{hash_regular_file, FileCache, RACY_WINDOW_NS};
+pub use cache::{hash_regular_file, FileCache};
 pub use observe::{
     expand_inputs, few_small_files, observe, observe_expanded, observe_with, observes_quickly, starts_nothing,
     Expanded, Observed,
 };
 pub use protect::{observe_protected, observe_workspace};
 pub use recorded::RecordedCheckpoint;
+pub use stamps::{FINE_RACY_WINDOW_NS, RACY_WINDOW_NS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
