@@ -91,7 +91,18 @@ impl Expander {
     pub fn new(workspace: &Path) -> Result<Expander, String> {
         let root = std::fs::canonicalize(workspace).map_err(|e| format!("cannot resolve workspace: {e}"))?;
         let at_cwd = same_folder(Path::new("."), &root);
-        Ok(Expander {
+        Ok(Expander { at_cwd, ..Expander::resolved(root) })
+    }
+
+    /// An `Expander` under `root`, the workspace's real path resolved once
+    /// for the whole run (the run holds its workspace: docs/trust.md, "How
+    /// the workspace is looked at"): a look a task costs no `realpath` of
+    /// the workspace. Files are looked at by their whole path, never
+    /// relative to the working folder (a task may have replaced the
+    /// workspace's folder, leaving the engine's working folder a removed
+    /// one): no `statx` of `.` and the workspace to tell.
+    pub fn resolved(root: PathBuf) -> Expander {
+        Expander {
             root,
             dirs: HashMap::default(),
             files: HashMap::default(),
@@ -99,8 +110,8 @@ impl Expander {
             checking: false,
             scratch: PathBuf::new(),
             inside: PathBuf::new(),
-            at_cwd,
-        })
+            at_cwd: false,
+        }
     }
 
     /// An `Expander` that only checks (a plan load): the kind of a literal
@@ -210,7 +221,7 @@ impl Expander {
                 self.collect(&path, Some(kind), Some(rel), &mut out)?;
             } else {
                 // Absent: make sure no existing ancestor is a symlink out.
-                self.check_inside(&path, None)?;
+                self.absent_inside(&path)?;
                 if !everything_under {
                     out.push(rel);
                 }
@@ -375,7 +386,7 @@ impl Expander {
                 (is_below(&real, &self.root), real.is_dir(), Some(real))
             }
             (None, _, _) => {
-                let real = resolve_absent(path)?;
+                let real = self.resolve_absent(path)?;
                 (is_below(&real, &self.root), false, Some(real))
             }
         };
@@ -390,6 +401,44 @@ impl Expander {
             },
         };
         Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+    }
+}
+
+impl Expander {
+    /// `check_inside` of a path just found absent (its kind not asked
+    /// again).
+    fn absent_inside(&mut self, path: &Path) -> Result<(), String> {
+        let real = self.resolve_absent(path)?;
+        if is_below(&real, &self.root) {
+            return Ok(());
+        }
+        Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
+    }
+
+    /// The real path of `path`, just found absent: its longest existing
+    /// ancestor resolved (`real_dir`: the workspace itself costs nothing,
+    /// a folder below it a `statx` of each name not resolved yet), the rest
+    /// appended (it cannot be a symlink).
+    fn resolve_absent(&mut self, path: &Path) -> Result<PathBuf, String> {
+        let mut existing = path.to_path_buf();
+        let mut rest = Vec::new();
+        loop {
+            match (existing.file_name(), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name.to_os_string());
+                    existing = parent.to_path_buf();
+                }
+                _ => break,
+            }
+            if existing.as_os_str() == self.root.as_os_str() || std::fs::symlink_metadata(&existing).is_ok() {
+                break;
+            }
+        }
+        let mut real = self.real_dir(&existing)?;
+        for name in rest.into_iter().rev() {
+            real.push(name);
+        }
+        Ok(real)
     }
 }
 
@@ -415,27 +464,6 @@ fn list(dir: &Path) -> Option<Listing> {
         names.insert(entry.file_name(), Kind::of(entry.file_type().ok()?));
     }
     Some(names)
-}
-
-/// The real path of a path that does not exist: its longest existing
-/// ancestor resolved, the rest appended (it cannot be a symlink).
-fn resolve_absent(path: &Path) -> Result<PathBuf, String> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut real = std::fs::canonicalize(&existing).map_err(|e| format!("cannot be resolved: {e}"))?;
-    for name in rest.into_iter().rev() {
-        real.push(name);
-    }
-    Ok(real)
 }
 
 /// `path` is `root` or below it, compared as bytes (both are built from
@@ -758,8 +786,10 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), w.join("a/b/out")).unwrap();
         std::os::unix::fs::symlink("real", w.join("a/b/in")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("secret"), w.join("a/b/real/leak.txt")).unwrap();
-        for mut e in [Expander::new(w).unwrap(), Expander::checking(w).unwrap()] {
+        let resolved = Expander::resolved(w.canonicalize().unwrap());
+        for mut e in [Expander::new(w).unwrap(), Expander::checking(w).unwrap(), resolved] {
             assert_eq!(e.expand("a/b/real/f.txt").unwrap(), vec!["a/b/real/f.txt"]);
+            assert!(e.expand("a/b/out/deeper/not-yet").unwrap_err().contains("symlink"), "an absent folder too");
             assert_eq!(e.expand("a/b/in/f.txt").unwrap(), vec!["a/b/in/f.txt"], "a link that stays inside");
             assert!(e.expand("a/b/out/secret").unwrap_err().contains("symlink"));
             assert!(e.expand("a/b/out/not-yet").unwrap_err().contains("symlink"));
@@ -802,6 +832,9 @@ mod tests {
             "a/out/not-yet",
             "a/real/absent.txt",
             "absent/deeper.txt",
+            "a/out/absent/deeper.txt",
+            "a/in/absent/deeper.txt",
+            "top.txt/under-a-file",
             "a/real",
             "a/real/",
             "./a/real/f.txt",
@@ -831,6 +864,20 @@ mod tests {
                     .map(|rels| rels.into_iter().map(|r| (r.clone(), seen(general.metadata_of(&r)))).collect());
                 assert_eq!(got, want, "{c:?}, round {round}");
             }
+        }
+        // Under the workspace's real path resolved once (a run's looks),
+        // the same answers.
+        let mut resolved = Expander::resolved(w.canonicalize().unwrap());
+        for c in cases {
+            let mut out = Vec::new();
+            let got: Answer =
+                resolved.expand_observed(c, &mut out).map(|()| out.into_iter().map(|(r, m)| (r, seen(m))).collect());
+            let want: Answer = Expander::new(w).unwrap().expand(c).map(|rels| {
+                rels.into_iter()
+                    .map(|r| (r.clone(), seen(std::fs::symlink_metadata(w.join(&r)).ok().filter(|m| m.is_file()))))
+                    .collect()
+            });
+            assert_eq!(got, want, "{c:?}, resolved");
         }
         let mut out = Vec::new();
         fast.expand_observed("a/real/f.txt", &mut out).unwrap();

@@ -24,7 +24,7 @@ pub use observe::{
     expand_inputs, few_small_files, observe, observe_expanded, observe_with, observes_quickly, starts_nothing,
     Expanded, Observed,
 };
-pub use protect::{observe_protected, observe_workspace};
+pub use protect::{observe_protected, observe_protected_with, observe_workspace};
 pub use recorded::RecordedCheckpoint;
 pub use stamps::{FINE_RACY_WINDOW_NS, RACY_WINDOW_NS};
 

@@ -12,12 +12,27 @@ use crate::workspace;
 /// The protected paths (`globs`, from every checkable constraint) as they
 /// are now.
 pub fn observe_protected(workspace_dir: &Path, globs: &[String], cache: &mut FileCache) -> Result<Checkpoint, String> {
+    observe_protected_with(workspace::Expander::new(workspace_dir)?, workspace_dir, globs, cache)
+}
+
+/// As `observe_protected`, through `expander` (one the caller made under
+/// the workspace's real path, resolved once for the run:
+/// `Expander::resolved`). A file's metadata is read once, by its
+/// expansion, and handed to the cache.
+pub fn observe_protected_with(
+    mut expander: workspace::Expander,
+    workspace_dir: &Path,
+    globs: &[String],
+    cache: &mut FileCache,
+) -> Result<Checkpoint, String> {
     let mut files = BTreeMap::new();
-    let mut expander = workspace::Expander::new(workspace_dir)?;
+    let mut found = Vec::new();
     for glob in globs {
-        for rel in expander.expand(glob).map_err(|e| format!("protected path `{glob}` {e}"))? {
+        found.clear();
+        expander.expand_observed(glob, &mut found).map_err(|e| format!("protected path `{glob}` {e}"))?;
+        for (rel, known) in found.drain(..) {
             let digest = cache
-                .digest(&workspace_dir.join(&rel))
+                .digest_known(&workspace_dir.join(&rel), known)
                 .map_err(|e| format!("cannot read protected file {rel}: {e}"))?;
             files.insert(rel, digest);
         }

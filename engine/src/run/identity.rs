@@ -185,7 +185,10 @@ fn program_entry(
     found: &mut HashMap<String, PathBuf>,
 ) -> String {
     match resolve(program, workspace, found) {
-        Some(path) => match cache.digest(&path) {
+        // The metadata that found it executable, read just now, is what
+        // the cache compares (one `statx`, not two; still one a task:
+        // a task may have replaced the file).
+        Some((path, meta)) => match cache.digest_known(&path, meta) {
             Ok(Some(digest)) => format!("{} {digest}", path.display()),
             Ok(None) => format!("{} (absent)", path.display()),
             Err(e) => format!("{} (unreadable: {e})", path.display()),
@@ -201,7 +204,12 @@ fn program_entry(
 /// name's file found earlier in the run (`found`) is taken while it still
 /// is one, as the spawn takes it; one found through a relative `PATH`
 /// entry is not remembered (the spawn does not remember it either).
-fn resolve(program: &str, workspace: &Path, found: &mut HashMap<String, PathBuf>) -> Option<PathBuf> {
+/// With the file's metadata (followed) when the search read it.
+fn resolve(
+    program: &str,
+    workspace: &Path,
+    found: &mut HashMap<String, PathBuf>,
+) -> Option<(PathBuf, Option<std::fs::Metadata>)> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
     resolve_along(program, workspace, &path, found)
 }
@@ -212,28 +220,31 @@ fn resolve_along(
     workspace: &Path,
     path: &std::ffi::OsStr,
     found: &mut HashMap<String, PathBuf>,
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, Option<std::fs::Metadata>)> {
     if program.contains('/') {
-        return Some(workspace.join(program));
+        return Some((workspace.join(program), None));
     }
-    if let Some(known) = found.get(program).filter(|p| executable(p)) {
-        return Some(known.clone());
+    if let Some(known) = found.get(program) {
+        if let Some(meta) = executable(known) {
+            return Some((known.clone(), Some(meta)));
+        }
     }
     let hit = std::env::split_paths(path).find_map(|dir| {
         let file = workspace.join(&dir).join(program);
-        executable(&file).then_some((file, dir.is_absolute()))
+        executable(&file).map(|meta| (file, meta, dir.is_absolute()))
     });
     match hit {
-        Some((ref file, true)) => found.insert(program.to_string(), file.clone()),
+        Some((ref file, _, true)) => found.insert(program.to_string(), file.clone()),
         _ => found.remove(program),
     };
-    hit.map(|(file, _)| file)
+    hit.map(|(file, meta, _)| (file, Some(meta)))
 }
 
-/// A regular file (followed through links) with an execute bit.
-fn executable(path: &Path) -> bool {
+/// A regular file (followed through links) with an execute bit: its
+/// metadata.
+fn executable(path: &Path) -> Option<std::fs::Metadata> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(path).ok().filter(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -258,7 +269,15 @@ mod tests {
         let (a, b) = (d.path().join("a"), d.path().join("b"));
         let path = std::env::join_paths([&a, &b]).unwrap();
         let mut found = HashMap::new();
-        let first = |found: &mut HashMap<String, PathBuf>| resolve_along("tool", d.path(), &path, found);
+        // The file found, checked to carry the metadata of that very file
+        // (what the cache then compares, without a `statx` of its own).
+        let first = |found: &mut HashMap<String, PathBuf>| {
+            use std::os::unix::fs::MetadataExt;
+            let hit = resolve_along("tool", d.path(), &path, found)?;
+            let meta = hit.1.expect("a searched file comes with its metadata");
+            assert_eq!(meta.ino(), std::fs::metadata(&hit.0).unwrap().ino());
+            Some(hit.0)
+        };
         program(&a, 0o644); // not executable: passed over
         let in_b = program(&b, 0o755);
         assert_eq!(first(&mut found), Some(in_b.clone()));
@@ -269,7 +288,8 @@ mod tests {
         std::fs::remove_file(&in_a).unwrap();
         assert_eq!(first(&mut found), None);
         assert!(found.is_empty(), "nothing found, nothing remembered");
-        assert_eq!(resolve_along("./tool", d.path(), &path, &mut found), Some(d.path().join("./tool")));
+        let named = resolve_along("./tool", d.path(), &path, &mut found).unwrap();
+        assert_eq!((named.0, named.1.is_none()), (d.path().join("./tool"), true));
         assert!(found.is_empty(), "a name with a `/` is not searched");
     }
 }

@@ -67,6 +67,11 @@ async fn blocking<T: Send + 'static>(
 pub struct Workspace {
     /// File-state cache for checkpoints; flushed when the run finishes.
     pub cache: FileCache,
+    /// The workspace's real path, resolved once when the run starts (the
+    /// run holds its workspace: docs/trust.md): a look a task resolves no
+    /// path of it again (`Expander::resolved`). `None`: it could not be
+    /// resolved then, and each look tries (and says why it cannot).
+    root: Option<std::path::PathBuf>,
     /// The files programs resolved to earlier in the run (`run::identity`).
     pub programs: crate::run::identity::Programs,
     guard: Guard,
@@ -106,6 +111,7 @@ impl Workspace {
     pub fn new(scope: &Scope, sandbox: providers::sandbox::Sandbox, guard: Guard) -> Workspace {
         Workspace {
             cache: FileCache::default(),
+            root: std::fs::canonicalize(&scope.plan.workspace).ok(),
             programs: crate::run::identity::Programs::default(),
             guard,
             sandbox,
@@ -212,15 +218,17 @@ impl Workspace {
         (process, whole, alone): (bool, bool, bool),
     ) -> std::result::Result<Checkpoint, String> {
         let globs = self.guard.globs(process);
-        if !whole && checkpoint::few_small_files(&scope.plan.workspace, &globs) {
-            return checkpoint::observe_protected(&scope.plan.workspace, &globs, &mut self.cache);
+        let workspace = &scope.plan.workspace;
+        if !whole && checkpoint::few_small_files(workspace, &globs) {
+            let expander = expander(self.root.as_deref(), workspace)?;
+            return checkpoint::observe_protected_with(expander, workspace, &globs, &mut self.cache);
         }
         if alone {
-            return observe_judged(&scope.plan.workspace, &globs, whole, &mut self.cache);
+            return observe_judged((workspace, self.root.as_deref()), &globs, whole, &mut self.cache);
         }
-        let (workspace, mut cache) = (scope.plan.workspace.clone(), std::mem::take(&mut self.cache));
+        let (workspace, root, mut cache) = (workspace.clone(), self.root.clone(), std::mem::take(&mut self.cache));
         let observed = blocking(world, move || {
-            let cp = observe_judged(&workspace, &globs, whole, &mut cache);
+            let cp = observe_judged((&workspace, root.as_deref()), &globs, whole, &mut cache);
             (cp, cache)
         })
         .await;
@@ -380,12 +388,12 @@ impl Workspace {
 /// The protected paths (`globs`) as they are now, with every file of the
 /// workspace when `whole`.
 fn observe_judged(
-    workspace: &std::path::Path,
+    (workspace, root): (&std::path::Path, Option<&std::path::Path>),
     globs: &[String],
     whole: bool,
     cache: &mut FileCache,
 ) -> std::result::Result<Checkpoint, String> {
-    let cp = checkpoint::observe_protected(workspace, globs, cache)?;
+    let cp = checkpoint::observe_protected_with(expander(root, workspace)?, workspace, globs, cache)?;
     if !whole {
         return Ok(cp);
     }
@@ -394,6 +402,18 @@ fn observe_judged(
     let mut files = cp.files.clone();
     checkpoint::observe_workspace(workspace, cache, &mut files)?;
     Ok(Checkpoint { workspace: Some(std::sync::Arc::new(files)), ..cp })
+}
+
+/// An `Expander` for a look at `workspace`: under its real path resolved
+/// at the run's start (`root`), else resolving it now.
+fn expander(
+    root: Option<&std::path::Path>,
+    workspace: &std::path::Path,
+) -> std::result::Result<crate::workspace::Expander, String> {
+    match root {
+        Some(root) => Ok(crate::workspace::Expander::resolved(root.to_path_buf())),
+        None => crate::workspace::Expander::new(workspace),
+    }
 }
 
 /// A task's own declared paths: what its attempts may write.
