@@ -70,12 +70,12 @@ impl FileCache {
                 && e.inode == meta.ino()
                 && e.dev == meta.dev()
         });
-        if let Some(hashed_at_ns) = unchanged.map(|e| e.hashed_at_ns) {
+        if let Some((hashed_at_ns, own)) = unchanged.map(|e| (e.hashed_at_ns, e.own)) {
             // Settled: neither the content time nor the inode's change time
             // is within the racy window of when it was hashed (the wide
             // window first: it needs no look at the file system).
             let before = |window_ns: i64| mtime_ns.max(ctime_ns) < hashed_at_ns.saturating_sub(window_ns);
-            if before(RACY_WINDOW_NS) || before(self.window_ns(path, &meta)) {
+            if before(RACY_WINDOW_NS) || (own && before(self.window_ns(path, &meta))) {
                 if let Some(e) = self.entries.get(key.as_ref()) {
                     self.hits += 1;
                     return Ok(Some(e.digest.clone()));
@@ -119,6 +119,7 @@ fn hash_seen(path: &Path) -> std::io::Result<Seen> {
         dev: meta.dev(),
         digest,
         hashed_at_ns,
+        own: true,
     })
 }
 
@@ -132,12 +133,17 @@ struct Seen {
     dev: u64,
     digest: String,
     hashed_at_ns: i64,
+    /// Hashed by this process (`hash_seen`: times read on the open file,
+    /// after `hashed_at_ns`), so the narrow racy window may apply. An entry
+    /// the ledger kept may come from an engine that read the times in an
+    /// earlier look, any time before the hash: it keeps the wide window.
+    own: bool,
 }
 
 impl Seen {
     fn of(s: FileState) -> (String, Seen) {
         let FileState { path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns } = s;
-        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns })
+        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns, own: false })
     }
 
     fn state(&self, path: String) -> FileState {
@@ -291,6 +297,38 @@ mod tests {
         assert!(look_hashed_at(&mut cache, RACY_WINDOW_NS + 1_000_000));
         // One `statfs` for the device, whatever the looks.
         assert_eq!(cache.fs_types.keys().collect::<Vec<_>>(), vec![&m.dev()]);
+    }
+
+    /// An entry the ledger kept (maybe from an engine that read the
+    /// times before the hash) keeps the wide window; once this process
+    /// hashed the file, the file system's window applies.
+    #[test]
+    fn a_kept_entry_keeps_the_wide_window_until_hashed_here() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let (m, mt, ct) = stamps_of(&f);
+        let settled_ns = mt.max(ct) + stamps::FINE_RACY_WINDOW_NS + 1_000_000;
+        let kept = FileState {
+            path: f.to_string_lossy().into_owned(),
+            size: m.len(),
+            mtime_ns: mt,
+            ctime_ns: ct,
+            inode: m.ino(),
+            dev: m.dev(),
+            digest: "kept".into(),
+            hashed_at_ns: settled_ns,
+        };
+        let mut cache = FileCache::from_states(vec![kept]);
+        let want = Some(blake3::hash(b"one").to_hex().to_string());
+        assert_eq!(cache.digest(&f).unwrap(), want, "hashed again, not taken");
+        assert_eq!((cache.hits, cache.misses), (0, 1));
+        cache.entries.get_mut(f.to_string_lossy().as_ref()).unwrap().hashed_at_ns = settled_ns;
+        let fine = stamps::racy_window_ns(stamps::fs_type(dir.path()), m.mtime_nsec(), m.ctime_nsec())
+            == stamps::FINE_RACY_WINDOW_NS;
+        assert_eq!(cache.digest(&f).unwrap(), want);
+        assert_eq!(cache.hits, u64::from(fine));
     }
 
     /// What the ledger remembered answers a lookup; what was hashed comes
