@@ -789,6 +789,64 @@ mod tests {
         assert_eq!(ok, "ok");
     }
 
+    /// The same-request query (the gate's rule 3, read at every intent)
+    /// answers as the `OR`ed form it replaced, on every mix of state,
+    /// goal, operation and fingerprint, and runs without a sorter or a
+    /// temporary table.
+    #[test]
+    fn the_same_request_query_answers_as_before_without_a_sort() {
+        use super::super::attempts::SAME_REQUEST_UNSETTLED;
+        const BEFORE: &str = "SELECT id FROM attempts
+          WHERE (state = 'effect_unknown' OR ((state = 'intent_recorded' OR state = 'dispatched') AND goal_id != ?3))
+            AND operation_id != ?2 AND json_extract(request_json, '$.fingerprint') = ?1
+          ORDER BY id LIMIT 1";
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        migrate(&conn).unwrap();
+        let states = ["succeeded", "dispatched", "effect_unknown", "intent_recorded", "failed", "settled_ok"];
+        let mut n = 0;
+        for goal in ["g", "h"] {
+            for op in ["o1", "o2"] {
+                for state in states {
+                    for fp in ["f", "e"] {
+                        n += 1;
+                        conn.execute(
+                            "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind,
+                               request_digest, request_json, effect, state, generation, intent_at_ms)
+                             VALUES (?1, 1, 'T', ?2, ?3, 'run', 'r', json_object('fingerprint', ?4), 'none', ?5, 1, 0)",
+                            rusqlite::params![goal, op, n, fp, state],
+                        )
+                        .unwrap();
+                    }
+                }
+            }
+        }
+        let mut answered = 0;
+        for fp in ["f", "e", "x"] {
+            for except in ["o1", "o2", "o3"] {
+                for goal in ["g", "h", "k"] {
+                    let p: [&dyn rusqlite::ToSql; 3] = [&fp, &except, &goal];
+                    let before: Option<i64> =
+                        rusqlite::OptionalExtension::optional(conn.query_row(BEFORE, p, |r| r.get(0))).unwrap();
+                    let now: Option<i64> = conn.query_row(SAME_REQUEST_UNSETTLED, p, |r| r.get(0)).unwrap();
+                    assert_eq!(now, before, "{fp} {except} {goal}");
+                    answered += usize::from(now.is_some());
+                }
+            }
+        }
+        assert!(answered > 0 && answered < 27, "{answered}: both answers were asked for");
+        let mut st = conn.prepare(&format!("EXPLAIN {SAME_REQUEST_UNSETTLED}")).unwrap();
+        let ops: Vec<String> =
+            st.query_map(rusqlite::params!["f", "o1", "g"], |r| r.get(1)).unwrap().map(|r| r.unwrap()).collect();
+        for op in ["SorterOpen", "OpenEphemeral", "OpenAutoindex"] {
+            assert!(!ops.iter().any(|o| o == op), "{op} in {ops:?}");
+        }
+        let plan = query_plan(&conn, SAME_REQUEST_UNSETTLED, &[&"f", &"o1", &"g"]);
+        let on_attempts: Vec<&String> = plan.iter().filter(|d| d.contains(" attempts ")).collect();
+        assert_eq!(on_attempts.len(), 3, "{plan:?}");
+        assert!(on_attempts.iter().all(|d| d.contains("INDEX attempts_by_state (state=?)")), "{plan:?}");
+    }
+
     /// The tables that keep `AUTOINCREMENT`, and `sqlite_sequence`'s rows.
     fn sequences(conn: &Connection) -> (Vec<String>, Vec<(String, i64)>) {
         let keyed = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%' ORDER BY name";
