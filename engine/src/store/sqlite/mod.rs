@@ -83,6 +83,9 @@ pub(super) struct Db {
     /// The store as this connection's check on open found it whole
     /// (`checked.rs`): the lease's check is skipped while it still is.
     checked: Option<Checked>,
+    /// This connection's commits, up to `open::MAPPED_COMMITS` (then it
+    /// reads by copy).
+    commits: u32,
 }
 
 /// A file's device and inode.
@@ -164,7 +167,16 @@ impl Db {
             let mark = Mark { owner: Some(files.owner()?), ..Mark::new(&id) };
             MarkFile::create(&files.mark, &mark).map_err(|e| located(e, path))?;
         }
-        Ok(Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened: None, checked })
+        Ok(Db {
+            conn,
+            files,
+            durability: Durability::Normal,
+            mark: None,
+            group: None,
+            opened: None,
+            checked,
+            commits: 0,
+        })
     }
 
     /// Open an existing store for reading only (status, log, explain).
@@ -203,7 +215,16 @@ impl Db {
             .at(path.display().to_string()));
         }
         configure(&conn)?;
-        let mut db = Db { conn, files, durability: Durability::Normal, mark: None, group: None, opened, checked: None };
+        let mut db = Db {
+            conn,
+            files,
+            durability: Durability::Normal,
+            mark: None,
+            group: None,
+            opened,
+            checked: None,
+            commits: 0,
+        };
         if let Verdict::Marked { unclean, changed } = verdict {
             // A live writer's store is in motion, not damaged: not checked.
             let dead_writer = unclean && lease::live_holder(&db.conn)?.is_none();
@@ -361,9 +382,21 @@ impl Db {
         if let Some(commits) = commits {
             self.mark_commit(commits, fence.generation())?;
         }
+        self.count_commit();
         crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(value)
+    }
+
+    /// One more commit of this connection: at `open::MAPPED_COMMITS`, it
+    /// reads by copy from then on.
+    pub(super) fn count_commit(&mut self) {
+        if self.commits < open::MAPPED_COMMITS {
+            self.commits += 1;
+            if self.commits == open::MAPPED_COMMITS {
+                open::unmap_store_file(&self.conn);
+            }
+        }
     }
 
     /// The mark learns of a durable commit (the store is held: open);
