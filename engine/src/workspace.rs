@@ -539,7 +539,7 @@ pub fn under(root: &Path, rel: &str) -> PathBuf {
 }
 
 /// `under`, written into `path` (its allocation reused).
-fn under_into(path: &mut PathBuf, root: &Path, rel: &str) {
+pub fn under_into(path: &mut PathBuf, root: &Path, rel: &str) {
     let buf = path.as_mut_os_string();
     buf.clear();
     buf.push(root.as_os_str());

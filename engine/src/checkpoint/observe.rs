@@ -97,13 +97,17 @@ pub fn observe_expanded(
     sandbox: &Sandbox,
     cache: &mut FileCache,
 ) -> Result<Observed, String> {
-    let mut files = BTreeMap::new();
+    // Each file's full path written into one buffer, and the map built
+    // at once from the list (sorted once, not an insert per file).
+    let mut path = std::path::PathBuf::new();
+    let mut list = Vec::with_capacity(expanded.0.len());
     for (rel, known) in expanded.0 {
-        let digest = cache
-            .digest_known(&workspace::under(workspace_dir, &rel), known)
-            .map_err(|e| format!("cannot read input {rel}: {e}"))?;
-        files.insert(rel, digest);
+        workspace::under_into(&mut path, workspace_dir, &rel);
+        let digest = cache.digest_known(&path, known).map_err(|e| format!("cannot read input {rel}: {e}"))?;
+        list.push((rel, digest));
     }
+    // A path listed twice keeps its last digest, as inserting each did.
+    let files: BTreeMap<String, Option<String>> = list.into_iter().collect();
     let mut context = BTreeMap::new();
     for (name, source) in &task.context {
         let value = match source {
