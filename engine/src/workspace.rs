@@ -55,6 +55,11 @@ pub struct Expander {
     /// path (a no-op re-run's most frequent kernel work after `statx`
     /// itself). The engine never changes its working folder.
     at_cwd: bool,
+    /// The workspace's real path now, when it is no longer `root` (asked
+    /// once, only when a path resolves outside `root`): a look after the
+    /// workspace's folder or a parent was replaced judges inside as one
+    /// that resolved the workspace afresh did. Outer `None`: not asked.
+    moved: Option<Option<PathBuf>>,
 }
 
 /// What a name is, without following it.
@@ -111,6 +116,7 @@ impl Expander {
             scratch: PathBuf::new(),
             inside: PathBuf::new(),
             at_cwd: false,
+            moved: None,
         }
     }
 
@@ -359,10 +365,14 @@ impl Expander {
             return Ok(true);
         }
         if let Some(real) = self.dirs.get(dir.as_os_str()) {
-            return Ok(is_below(real, &self.root));
+            if is_below(real, &self.root) {
+                return Ok(true);
+            }
+            let real = real.clone();
+            return Ok(self.below_moved_root(&real));
         }
         let real = self.real_dir(dir)?;
-        Ok(is_below(&real, &self.root))
+        Ok(self.resolves_inside(&real))
     }
 
     /// Resolve `path` (following symlinks, as far as it exists) and require
@@ -383,11 +393,11 @@ impl Expander {
             (Some(k), Some(parent), Some(_)) if k != Kind::Symlink => (self.dir_inside(parent)?, k == Kind::Dir, None),
             (Some(_), _, _) => {
                 let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be resolved: {e}"))?;
-                (is_below(&real, &self.root), real.is_dir(), Some(real))
+                (self.resolves_inside(&real), real.is_dir(), Some(real))
             }
             (None, _, _) => {
                 let real = self.resolve_absent(path)?;
-                (is_below(&real, &self.root), false, Some(real))
+                (self.resolves_inside(&real), false, Some(real))
             }
         };
         if inside {
@@ -405,11 +415,26 @@ impl Expander {
 }
 
 impl Expander {
+    /// Is `real`, a resolved path, the workspace or below it: below `root`,
+    /// or below the workspace's real path now if its folder or a parent was
+    /// replaced since `root` was resolved (`Expander::resolved`).
+    fn resolves_inside(&mut self, real: &Path) -> bool {
+        is_below(real, &self.root) || self.below_moved_root(real)
+    }
+
+    /// Is `real` below the workspace's real path now, when that is no
+    /// longer `root`? (One `realpath` a look, only on this rare path.)
+    fn below_moved_root(&mut self, real: &Path) -> bool {
+        let root = &self.root;
+        let moved = self.moved.get_or_insert_with(|| std::fs::canonicalize(root).ok().filter(|now| now != root));
+        moved.as_deref().is_some_and(|now| is_below(real, now))
+    }
+
     /// `check_inside` of a path just found absent (its kind not asked
     /// again).
     fn absent_inside(&mut self, path: &Path) -> Result<(), String> {
         let real = self.resolve_absent(path)?;
-        if is_below(&real, &self.root) {
+        if self.resolves_inside(&real) {
             return Ok(());
         }
         Err(format!("resolves through a symlink to {}, outside the workspace", real.display()))
@@ -771,6 +796,40 @@ mod tests {
         assert!(expand_input(w, "out/not-yet").unwrap_err().contains("symlink"));
         assert!(expand_input(w, "a/../../x").is_err());
         assert!(expand_input(w, "a/../x").unwrap_err().contains("`..`"));
+    }
+
+    /// A look under the workspace's real path resolved at the run's start
+    /// answers as one that resolves it afresh (as each look did before
+    /// 33865ef) after the workspace's folder, or a parent, is replaced: by
+    /// a new folder, or by a link to the old one moved away.
+    #[test]
+    fn a_look_after_the_workspace_or_a_parent_is_replaced_answers_as_a_fresh_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let (p, w) = (top.join("p"), top.join("p/ws"));
+        let lay_out = |w: &Path, content: &str| {
+            std::fs::create_dir_all(w.join("a/real")).unwrap();
+            std::fs::write(w.join("a/real/f.txt"), content).unwrap();
+            std::os::unix::fs::symlink("real", w.join("a/in")).unwrap();
+            std::os::unix::fs::symlink(w.join("a/real"), w.join("a/abs")).unwrap();
+        };
+        lay_out(&w, "one");
+        let cases = ["a/real/f.txt", "a/in/f.txt", "a/abs/f.txt", "a/in/absent.txt", "a/abs/absent/x", "a/in", "a/**"];
+        let same = |when: &str| {
+            for c in cases {
+                let got = Expander::resolved(w.clone()).expand(c);
+                let want = Expander::new(&w).unwrap().expand(c);
+                assert_eq!(got, want, "{c:?}, {when}");
+            }
+        };
+        same("as resolved");
+        std::fs::rename(&w, top.join("p/ws-old")).unwrap();
+        lay_out(&w, "two");
+        same("the workspace's folder replaced by a new one");
+        std::fs::rename(&p, top.join("p2")).unwrap();
+        std::os::unix::fs::symlink(top.join("p2"), &p).unwrap();
+        assert_ne!(w.canonicalize().unwrap(), w, "the workspace now resolves elsewhere");
+        same("a parent replaced by a link to it moved");
     }
 
     /// Both kinds of `Expander` (observing: `lstat` per name; checking:
