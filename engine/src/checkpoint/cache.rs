@@ -14,15 +14,8 @@ pub struct FileCache {
     /// into it, not copied, when the ledger's states are loaded).
     entries: HashMap<String, Seen>,
     dirty: HashSet<String>,
-    /// Each device's file system type (`statfs`), asked once: what its
-    /// racy window is (`stamps::racy_window_ns`).
-    fs_types: HashMap<u64, Option<u64>>,
     pub hits: u64,
     pub misses: u64,
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 impl FileCache {
@@ -60,27 +53,22 @@ impl FileCache {
         }
         // Borrowed for the lookup: a hit copies no path.
         let key = path.to_string_lossy();
-        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-        let ctime_ns = meta.ctime() * 1_000_000_000 + meta.ctime_nsec();
-        // The entry's hash time when it still describes the file.
-        let unchanged = self.entries.get(key.as_ref()).filter(|e| {
+        let mtime_ns = stamps::ns(meta.mtime(), meta.mtime_nsec());
+        let ctime_ns = stamps::ns(meta.ctime(), meta.ctime_nsec());
+        // Unchanged and settled: neither the content time nor the inode's
+        // change time is within the entry's racy window of when it was
+        // hashed (the window its hash found: no look at the file system).
+        let settled = self.entries.get(key.as_ref()).filter(|e| {
             e.size == meta.len()
                 && e.mtime_ns == mtime_ns
                 && e.ctime_ns == ctime_ns
                 && e.inode == meta.ino()
                 && e.dev == meta.dev()
+                && mtime_ns.max(ctime_ns) < e.hashed_at_ns.saturating_sub(e.window_ns)
         });
-        if let Some((hashed_at_ns, own)) = unchanged.map(|e| (e.hashed_at_ns, e.own)) {
-            // Settled: neither the content time nor the inode's change time
-            // is within the racy window of when it was hashed (the wide
-            // window first: it needs no look at the file system).
-            let before = |window_ns: i64| mtime_ns.max(ctime_ns) < hashed_at_ns.saturating_sub(window_ns);
-            if before(RACY_WINDOW_NS) || (own && before(self.window_ns(path, &meta))) {
-                if let Some(e) = self.entries.get(key.as_ref()) {
-                    self.hits += 1;
-                    return Ok(Some(e.digest.clone()));
-                }
-            }
+        if let Some(e) = settled {
+            self.hits += 1;
+            return Ok(Some(e.digest.clone()));
         }
         self.misses += 1;
         let seen = hash_seen(path)?;
@@ -90,37 +78,22 @@ impl FileCache {
         self.dirty.insert(key);
         Ok(Some(digest))
     }
-
-    /// The racy window of a file with metadata `meta` at `path`: its
-    /// device's file system asked once (`statfs`), its stamps' nanoseconds.
-    fn window_ns(&mut self, path: &Path, meta: &std::fs::Metadata) -> i64 {
-        use std::os::unix::fs::MetadataExt;
-        let f_type = *self.fs_types.entry(meta.dev()).or_insert_with(|| stamps::fs_type(path));
-        stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec())
-    }
 }
 
-/// Hash `path` into the entry it leaves: the time taken before it is
-/// opened, and the size, times, inode and device of the open file, not of
-/// a look before that time. So a write between an earlier look and the
-/// hash is in the entry's times, and any write after the open stamps at
-/// least that time less one tick: a later look sees the change or finds
-/// the entry within the racy window.
+/// Hash `path` into the entry it leaves: the time read before it is
+/// opened, on the clock the kernel stamps inode times from
+/// (`stamps::coarse_now_ns`), and the size, times, inode, device and file
+/// system (`fstatfs`) of the open file, not of a look before that time.
+/// So a write between an earlier look and the hash is in the entry's
+/// times, and any write that begins after the clock was read stamps at
+/// least that time: a later look sees the change or finds the entry within
+/// the racy window (the margin for a write already under way).
 fn hash_seen(path: &Path) -> std::io::Result<Seen> {
-    use std::os::unix::fs::MetadataExt;
-    let hashed_at_ns = now_ns();
+    let hashed_at_ns = stamps::coarse_now_ns();
     let (file, meta) = open_regular(path)?;
-    let digest = blake3::Hasher::new().update_reader(file)?.finalize().to_hex().to_string();
-    Ok(Seen {
-        size: meta.len(),
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        inode: meta.ino(),
-        dev: meta.dev(),
-        digest,
-        hashed_at_ns,
-        own: true,
-    })
+    let f_type = stamps::fs_type(&file);
+    let digest = blake3::Hasher::new().update_reader(&file)?.finalize().to_hex().to_string();
+    Ok(Seen::hashed(&meta, digest, hashed_at_ns, f_type))
 }
 
 /// A `FileState` without its path (the cache's key).
@@ -133,17 +106,34 @@ struct Seen {
     dev: u64,
     digest: String,
     hashed_at_ns: i64,
-    /// Hashed by this process (`hash_seen`: times read on the open file,
-    /// after `hashed_at_ns`), so the narrow racy window may apply. An entry
-    /// the ledger kept may come from an engine that read the times in an
-    /// earlier look, any time before the hash: it keeps the wide window.
-    own: bool,
+    /// The racy window, judged when this process hashed the file (its file
+    /// system asked on the open file, its stamps' nanoseconds). An entry
+    /// the ledger kept has the wide one: the ledger keeps no verdict, and
+    /// an older engine read the times in an earlier look, any time before
+    /// the hash, and its hash time from the fine clock.
+    window_ns: i64,
 }
 
 impl Seen {
     fn of(s: FileState) -> (String, Seen) {
         let FileState { path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns } = s;
-        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns, own: false })
+        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns, window_ns: RACY_WINDOW_NS })
+    }
+
+    /// The entry of a file hashed at `hashed_at_ns` to `digest`, with the
+    /// open file's metadata and file system type (`None`: not known).
+    fn hashed(meta: &std::fs::Metadata, digest: String, hashed_at_ns: i64, f_type: Option<u64>) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            size: meta.len(),
+            mtime_ns: stamps::ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: stamps::ns(meta.ctime(), meta.ctime_nsec()),
+            inode: meta.ino(),
+            dev: meta.dev(),
+            digest,
+            hashed_at_ns,
+            window_ns: stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec()),
+        }
     }
 
     fn state(&self, path: String) -> FileState {
@@ -238,7 +228,7 @@ mod tests {
     fn stamps_of(f: &Path) -> (std::fs::Metadata, i64, i64) {
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(f).unwrap();
-        let (mt, ct) = (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ctime() * 1_000_000_000 + m.ctime_nsec());
+        let (mt, ct) = (stamps::ns(m.mtime(), m.mtime_nsec()), stamps::ns(m.ctime(), m.ctime_nsec()));
         (m, mt, ct)
     }
 
@@ -265,52 +255,51 @@ mod tests {
         let key = f.to_string_lossy().into_owned();
         let e = cache.entries.get_mut(&key).unwrap();
         (e.mtime_ns, e.ctime_ns, e.hashed_at_ns) = (mt, ct, mt.max(ct) + 1_000_000);
-        assert!(mt.max(ct) < e.hashed_at_ns - 0, "trusted under a zero window");
         assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"six").to_hex().to_string()));
         assert_eq!((cache.hits, cache.misses), (0, 3));
     }
 
-    /// An unchanged entry is trusted once its times are the narrow window
-    /// before its hash where the file system keeps fine stamps (the
-    /// temporary folder's, asked), the wide one elsewhere; never within
-    /// the narrow one.
+    /// An unchanged entry is trusted just after its narrow window where
+    /// its hash found a file system keeping fine stamps (ext4, seeded), and
+    /// not where it found one that may not (overlayfs, seeded): the verdict
+    /// is the entry's, whatever the temporary folder's file system is.
     #[test]
-    fn a_settled_entry_is_trusted_after_its_file_systems_window() {
-        use std::os::unix::fs::MetadataExt;
+    fn a_settled_entry_is_trusted_after_the_window_its_hash_found() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.txt");
         std::fs::write(&f, "one").unwrap();
         let (m, mt, ct) = stamps_of(&f);
-        let window = stamps::racy_window_ns(stamps::fs_type(dir.path()), m.mtime_nsec(), m.ctime_nsec());
-        let mut cache = FileCache::default();
-        let key = f.to_string_lossy().into_owned();
-        let look_hashed_at = |cache: &mut FileCache, after_ns: i64| {
-            cache.digest(&f).unwrap();
-            cache.entries.get_mut(&key).unwrap().hashed_at_ns = mt.max(ct) + after_ns;
-            let hits = cache.hits;
-            assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"one").to_hex().to_string()));
-            cache.hits > hits
+        {
+            use std::os::unix::fs::MetadataExt;
+            assert!(m.mtime_nsec() != 0 || m.ctime_nsec() != 0, "the temporary folder keeps nanosecond stamps");
+        }
+        let (ext4, overlay) = (0xEF53, 0x794C_7630);
+        let hit = |f_type: u64, after_ns: i64| {
+            let mut cache = FileCache::default();
+            let seen = Seen::hashed(&m, "seeded".into(), mt.max(ct) + after_ns, Some(f_type));
+            cache.entries.insert(f.to_string_lossy().into_owned(), seen);
+            let got = cache.digest(&f).unwrap().unwrap();
+            assert_eq!(got == "seeded", cache.hits == 1);
+            cache.hits == 1
         };
-        assert!(!look_hashed_at(&mut cache, stamps::FINE_RACY_WINDOW_NS - 1_000_000));
-        let fine = window == stamps::FINE_RACY_WINDOW_NS;
-        assert_eq!(look_hashed_at(&mut cache, stamps::FINE_RACY_WINDOW_NS + 1_000_000), fine);
-        assert!(look_hashed_at(&mut cache, RACY_WINDOW_NS + 1_000_000));
-        // One `statfs` for the device, whatever the looks.
-        assert_eq!(cache.fs_types.keys().collect::<Vec<_>>(), vec![&m.dev()]);
+        let (narrow, wide) = (stamps::FINE_RACY_WINDOW_NS, RACY_WINDOW_NS);
+        assert!(hit(ext4, narrow + 1_000_000), "ext4: trusted just after the narrow window");
+        assert!(!hit(ext4, narrow - 1_000_000), "ext4: never within it");
+        assert!(!hit(overlay, narrow + 1_000_000), "overlayfs: the wide window");
+        assert!(hit(overlay, wide + 1_000_000), "overlayfs: trusted after the wide window");
     }
 
-    /// An entry the ledger kept (maybe from an engine that read the
-    /// times before the hash) keeps the wide window; once this process
-    /// hashed the file, the file system's window applies.
+    /// An entry the ledger kept has no verdict (and may come from an engine
+    /// that read the times before the hash, on the fine clock): the wide
+    /// window, whatever the file system.
     #[test]
-    fn a_kept_entry_keeps_the_wide_window_until_hashed_here() {
+    fn a_kept_entry_keeps_the_wide_window() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.txt");
         std::fs::write(&f, "one").unwrap();
         let (m, mt, ct) = stamps_of(&f);
-        let settled_ns = mt.max(ct) + stamps::FINE_RACY_WINDOW_NS + 1_000_000;
-        let kept = FileState {
+        let kept = |after_ns: i64| FileState {
             path: f.to_string_lossy().into_owned(),
             size: m.len(),
             mtime_ns: mt,
@@ -318,17 +307,52 @@ mod tests {
             inode: m.ino(),
             dev: m.dev(),
             digest: "kept".into(),
-            hashed_at_ns: settled_ns,
+            hashed_at_ns: mt.max(ct) + after_ns,
         };
-        let mut cache = FileCache::from_states(vec![kept]);
+        let mut cache = FileCache::from_states(vec![kept(stamps::FINE_RACY_WINDOW_NS + 1_000_000)]);
         let want = Some(blake3::hash(b"one").to_hex().to_string());
         assert_eq!(cache.digest(&f).unwrap(), want, "hashed again, not taken");
         assert_eq!((cache.hits, cache.misses), (0, 1));
-        cache.entries.get_mut(f.to_string_lossy().as_ref()).unwrap().hashed_at_ns = settled_ns;
-        let fine = stamps::racy_window_ns(stamps::fs_type(dir.path()), m.mtime_nsec(), m.ctime_nsec())
-            == stamps::FINE_RACY_WINDOW_NS;
-        assert_eq!(cache.digest(&f).unwrap(), want);
-        assert_eq!(cache.hits, u64::from(fine));
+        let mut cache = FileCache::from_states(vec![kept(RACY_WINDOW_NS + 1_000_000)]);
+        assert_eq!(cache.digest(&f).unwrap().as_deref(), Some("kept"));
+    }
+
+    /// `hash_seen`'s order: the entry's size and times are the open file's,
+    /// not the metadata the caller read before a same-size rewrite.
+    #[test]
+    fn the_entry_keeps_the_open_files_metadata_not_the_callers() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let stale = std::fs::metadata(&f).unwrap();
+        // Past a coarse clock tick (10 ms at most): the rewrite's ctime moves.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&f, "two").unwrap();
+        let (fresh, mt, ct) = stamps_of(&f);
+        assert_ne!(stamps::ns(stale.ctime(), stale.ctime_nsec()), ct, "the rewrite moved the ctime");
+        let mut cache = FileCache::default();
+        assert_eq!(cache.digest_known(&f, Some(stale)).unwrap(), Some(blake3::hash(b"two").to_hex().to_string()));
+        let e = &cache.entries[f.to_string_lossy().as_ref()];
+        assert_eq!((e.size, e.mtime_ns, e.ctime_ns, e.inode), (fresh.len(), mt, ct, fresh.ino()));
+    }
+
+    /// Hashed here: the hash time is the coarse clock's read before the
+    /// open, so a write right after the hash stamps at least it (and the
+    /// entry is not trusted).
+    #[test]
+    fn a_write_after_the_hash_stamps_at_least_its_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        let key = f.to_string_lossy().into_owned();
+        for _ in 0..200 {
+            std::fs::write(&f, "one").unwrap();
+            let mut cache = FileCache::default();
+            cache.digest(&f).unwrap();
+            std::fs::write(&f, "two").unwrap();
+            let (_, mt, ct) = stamps_of(&f);
+            assert!(mt.min(ct) >= cache.entries[&key].hashed_at_ns, "a later write stamps at least the hash time");
+        }
     }
 
     /// What the ledger remembered answers a lookup; what was hashed comes
@@ -349,7 +373,7 @@ mod tests {
             inode: m.ino(),
             dev: m.dev(),
             digest: "remembered".into(),
-            hashed_at_ns: now_ns() + 10 * RACY_WINDOW_NS,
+            hashed_at_ns: stamps::coarse_now_ns() + 10 * RACY_WINDOW_NS,
         };
         let mut cache = FileCache::from_states(vec![remembered]);
         assert_eq!(cache.digest(&a).unwrap().as_deref(), Some("remembered"));

@@ -1,27 +1,32 @@
 //! How long after its last change a file's cached digest may be trusted
 //! (the racy window), by what its file system's timestamps are known to be.
 //!
-//! Linux stamps an inode's times from the coarse clock (one tick, at most
-//! 10 ms at HZ >= 100), which lags the fine clock the cache reads by at
-//! most one tick; so a file hashed at fine time T whose mtime and ctime are
-//! both before T - W (W well above a tick) cannot be written after the hash
-//! and keep both times: any later write stamps at least T - one tick. That
-//! holds only where the kernel keeps the stamps it made to the nanosecond:
-//! a local file system known to (`keeps_fine_stamps`), and a file whose
-//! mtime or ctime has nanoseconds (all zero suggests whole-second stamps,
-//! e.g. ext4 with 128-byte inodes). Everywhere else (NFS, FUSE, CIFS, 9p,
-//! FAT, overlayfs whose upper layer cannot be told, anything unknown) a
-//! server or a coarse format may keep a later write's times equal: the
-//! wide window stays.
-
-use std::path::Path;
+//! Linux stamps an inode's times from its coarse realtime clock
+//! (`CLOCK_REALTIME_COARSE`), or, with multigrain timestamps, from a time
+//! never before it. The cache reads that same clock (`coarse_now_ns`)
+//! before it opens a file to hash it: so a write that begins after that
+//! read stamps at least the hash time, however far the coarse clock lags
+//! the fine one (no bound on the lag is needed), as long as no one sets
+//! the clock back. The window W is a margin for a write already under way
+//! at the read: its times were stamped when it began, before its bytes
+//! were copied, so a file whose mtime and ctime are both before the hash
+//! time less W is trusted only if no write that began more than W before
+//! the hash was still copying when it was hashed. Both need the stamps the
+//! kernel made kept to the nanosecond: a local file system known to
+//! (`keeps_fine_stamps`, asked on the open file), and a file whose mtime
+//! or ctime has nanoseconds (all zero suggests whole-second stamps, e.g.
+//! ext4 with 128-byte inodes). Everywhere else (NFS, FUSE, CIFS, 9p, FAT,
+//! overlayfs whose upper layer cannot be told, anything unknown) a server
+//! or a coarse format may keep a later write's times before the hash time
+//! (down to 2 s, FAT's grain): the wide window stays.
 
 /// The racy window where timestamps are not known to be fine-grained: a
 /// file changed less than this long before it was hashed is hashed again.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
-/// The racy window on a local file system keeping nanosecond stamps: ten
-/// ticks at HZ = 100 (the coarsest Linux clock tick).
+/// The racy window on a local file system keeping nanosecond stamps: the
+/// margin for a write under way when the file is hashed (ten ticks at
+/// HZ = 100, the coarsest Linux clock tick).
 pub const FINE_RACY_WINDOW_NS: i64 = 100_000_000;
 
 /// `statfs` magic numbers (linux/magic.h) of the local file systems that
@@ -52,21 +57,40 @@ pub fn racy_window_ns(f_type: Option<u64>, mtime_nsec: i64, ctime_nsec: i64) -> 
     }
 }
 
-/// The `statfs` type of the file system holding `path` (`None`: it could
-/// not be asked).
-pub fn fs_type(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+/// The `statfs` type of the file system holding the open `file` (`None`:
+/// it could not be asked): asked on the file hashed, not by a path that
+/// may name another file by then.
+pub fn fs_type(file: &std::fs::File) -> Option<u64> {
+    use std::os::fd::AsRawFd;
     let mut buf = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    // SAFETY: a valid NUL-terminated path and a buffer of the right size.
-    if unsafe { libc::statfs(c.as_ptr(), buf.as_mut_ptr()) } != 0 {
+    // SAFETY: an open descriptor and a buffer of the right size.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), buf.as_mut_ptr()) } != 0 {
         return None;
     }
-    // SAFETY: `statfs` returned 0, so it filled the buffer.
+    // SAFETY: `fstatfs` returned 0, so it filled the buffer.
     let s = unsafe { buf.assume_init() };
     // `f_type`'s width differs between targets; the magic numbers are 32-bit.
     #[allow(clippy::unnecessary_cast)]
     Some(s.f_type as u64 & 0xFFFF_FFFF)
+}
+
+/// Now on the clock the kernel stamps inode times from
+/// (`CLOCK_REALTIME_COARSE`), in nanoseconds since the epoch; `i64::MIN`
+/// if it cannot be read (no entry hashed then is ever trusted).
+pub fn coarse_now_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+        return i64::MIN;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    ns(ts.tv_sec as i64, ts.tv_nsec as i64)
+}
+
+/// Seconds and nanoseconds as nanoseconds, saturating (past 2262 a time
+/// saturates rather than wraps: such a file is never trusted).
+pub fn ns(secs: i64, nsecs: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsecs)
 }
 
 #[cfg(test)]
@@ -117,9 +141,30 @@ mod tests {
     }
 
     #[test]
-    fn the_file_system_of_a_folder_is_told() {
+    fn the_file_system_of_an_open_file_is_told() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(fs_type(dir.path()).is_some());
-        assert_eq!(fs_type(&dir.path().join("absent/x")), None);
+        std::fs::write(dir.path().join("a"), "a").unwrap();
+        assert!(fs_type(&std::fs::File::open(dir.path().join("a")).unwrap()).is_some());
+    }
+
+    /// A write after the clock is read stamps at least what it read: the
+    /// kernel stamps from this clock (or a finer time never before it).
+    #[test]
+    fn a_write_after_the_coarse_clock_is_read_stamps_at_least_its_time() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a");
+        for _ in 0..200 {
+            let read = coarse_now_ns();
+            std::fs::write(&f, "a").unwrap();
+            let m = std::fs::metadata(&f).unwrap();
+            assert!(ns(m.mtime(), m.mtime_nsec()) >= read && ns(m.ctime(), m.ctime_nsec()) >= read);
+        }
+    }
+
+    #[test]
+    fn times_past_2262_saturate() {
+        assert_eq!(ns(1, 5), 1_000_000_005);
+        assert_eq!(ns(i64::MAX / 1_000_000_000 + 1, 0), i64::MAX);
     }
 }
