@@ -212,12 +212,15 @@ async fn watch(
         // Never polled again once done (a finished future must not be).
         let drained = std::sync::atomic::AtomicBool::new(false);
         // The command's own exit, its output read meanwhile (most often its
-        // output ends when it exits: no pidfd to watch then).
+        // output ends when it exits: no pidfd to watch then). The output
+        // first: while it has not ended the command most likely runs, and
+        // its pidfd is watched without a `wait4` that would find nothing.
         let exited = within(deadline, async {
             loop {
                 tokio::select! {
-                    status = child.wait() => break status,
+                    biased;
                     _ = &mut drain, if !drained.load(Relaxed) => drained.store(true, Relaxed),
+                    status = child.wait_for_exit(drained.load(Relaxed)) => break status,
                 }
             }
         })

@@ -52,7 +52,7 @@ mod signals;
 use child::child;
 pub(crate) use output::Output;
 pub use registry::tidy;
-use registry::{cgroups, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister};
+use registry::{cgroups, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister, watched};
 pub(crate) use registry::{is_spawned, kill_tree};
 pub use signals::handlers_changed;
 
@@ -96,9 +96,11 @@ pub(crate) struct Child {
     /// The cgroup its whole tree runs in (none where the engine cannot
     /// make one, or once removed after its tree ended).
     cgroup: Option<Cgroup>,
-    /// Readable once the process exited: opened by the first `wait` that
+    /// Readable once the process exited: made by the `clone` where
+    /// `clone3` started the child, else opened by the first `wait` that
     /// finds it running (most children of a short task have exited by the
-    /// time their output ended, and need none). `Unavailable` on a kernel
+    /// time their output ended, and need none); registered with the
+    /// reactor only by a `wait` that must wait. `Unavailable` on a kernel
     /// without `pidfd_open` (before 5.3), where `wait` polls.
     pidfd: Pidfd,
     status: Option<ExitStatus>,
@@ -111,7 +113,10 @@ pub(crate) struct Child {
 
 /// A child's pidfd, registered with the reactor once it is needed.
 enum Pidfd {
+    /// None yet: `pidfd_open` when a `wait` must wait.
     NotYet,
+    /// Made by the `clone` (`CLONE_PIDFD`), not registered yet.
+    Cloned(OwnedFd),
     Open(AsyncFd<OwnedFd>),
     Unavailable,
 }
@@ -171,18 +176,46 @@ impl Child {
     /// Wait for the process to exit; the status is kept, so waiting again
     /// (after a timeout, a kill) returns it. Cancel-safe.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.wait_for_exit(true).await
+    }
+
+    /// As `wait`. `look_first`: look whether it exited (`wait4`) before
+    /// its pidfd is watched. Without it a pidfd the `clone` made is watched
+    /// at once: for a child the caller believes to be running (its output
+    /// has not ended) the look finds nothing most often, a system call
+    /// spent for nothing; the pidfd's registration reports an exit that
+    /// came before it (`epoll` looks at the file as it adds it).
+    pub async fn wait_for_exit(&mut self, look_first: bool) -> io::Result<ExitStatus> {
+        let mut look = look_first || matches!(self.pidfd, Pidfd::NotYet | Pidfd::Unavailable);
         loop {
-            if let Some(status) = self.try_wait()? {
+            if let Some(status) = self.status {
                 return Ok(status);
             }
-            if let Pidfd::NotYet = self.pidfd {
-                self.pidfd = open_pidfd(self.pid)?;
+            if look {
+                if let Some(status) = self.try_wait()? {
+                    return Ok(status);
+                }
             }
+            look = true;
+            self.watch_exit()?;
             match &self.pidfd {
                 Pidfd::Open(fd) => fd.readable().await?.clear_ready(),
                 _ => tokio::time::sleep(POLL).await,
             }
         }
+    }
+
+    /// Its pidfd registered with the reactor (opened first where the
+    /// `clone` made none); `Unavailable` stays so.
+    fn watch_exit(&mut self) -> io::Result<()> {
+        self.pidfd = match std::mem::replace(&mut self.pidfd, Pidfd::NotYet) {
+            Pidfd::NotYet => open_pidfd(self.pid)?,
+            // On a failed registration the pidfd is closed: `NotYet` then
+            // opens another.
+            Pidfd::Cloned(fd) => watched(fd)?,
+            kept => kept,
+        };
+        Ok(())
     }
 
     fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
@@ -323,13 +356,12 @@ fn spawn_in(spec: &Spec<'_>, cgroup: Option<Cgroup>) -> Result<Child, Failure> {
     let fds = [stdin_fd, out_child.as_raw_fd(), err_child.as_raw_fd()];
     let started = start(plan, fds, cgroup.as_ref());
     drop((stdin_child, out_child, err_child));
-    let (pid, start_ticks) = started.map_err(unmade)?;
+    let (pid, start_ticks, pidfd) = started.map_err(unmade)?;
     if let Some(c) = &cgroup {
         cgroups().insert(pid, c.path().to_path_buf());
     }
     live().insert(pid);
-    let mut child =
-        Child { pid, start_ticks, cgroup, pidfd: Pidfd::NotYet, status: None, stdin: None, stdout: None, stderr: None };
+    let mut child = Child { pid, start_ticks, cgroup, pidfd, status: None, stdin: None, stdout: None, stderr: None };
     // From here on the process runs: a failure to watch it still returns
     // the error, and `Drop` reaps it once it exits.
     let watch = |child: &mut Child| -> io::Result<()> {
@@ -494,9 +526,10 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Clone the child and wait (the kernel does) until it exec'd or failed:
-/// its pid and, where the clock around the `clone` names it, its start
-/// time; or its error. The file that executed is remembered.
-fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, Option<u64>), Failure> {
+/// its pid, where the clock around the `clone` names it its start time,
+/// and its pidfd as the `clone` made it (`Pidfd::NotYet` where it made
+/// none); or its error. The file that executed is remembered.
+fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, Option<u64>, Pidfd), Failure> {
     let candidates = plan.program.candidates.clone();
     let paths = pointers(&candidates);
     let argv = pointers(&plan.argv);
@@ -530,7 +563,7 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, O
         cloned_ns: 0,
     };
     let before = clock::boottime_ns();
-    let pid = with_stack(|stack| Ok(launch(stack, &mut shared, cgroup))).map_err(Failure::parent)??;
+    let (pid, pidfd) = with_stack(|stack| Ok(launch(stack, &mut shared, cgroup))).map_err(Failure::parent)??;
     // SAFETY: the child has exec'd or exited (CLONE_VFORK); nothing else
     // writes `error`, `step`, `ran` or `cloned_ns` any more.
     let (error, step, ran, cloned) = unsafe {
@@ -549,14 +582,20 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, O
     }
     // Stamped by the kernel between the read before the `clone` and the
     // child's first read.
-    Ok((pid as u32, clock::start_ticks(before, (cloned > 0).then_some(cloned))))
+    let pidfd = pidfd.map_or(Pidfd::NotYet, Pidfd::Cloned);
+    Ok((pid as u32, clock::start_ticks(before, (cloned > 0).then_some(cloned)), pidfd))
 }
 
 /// Clone the child into its cgroup, if it has one: started there by
 /// `clone3` where the kernel can (`clone3.rs`: it spares the child's move,
-/// the dearest step of a spawn), else moving itself in before anything of
-/// it runs (the child's write of `0` to `cgroup.procs`).
-fn launch(stack: &Stack, shared: &mut Shared, cgroup: Option<&Cgroup>) -> Result<libc::pid_t, Failure> {
+/// the dearest step of a spawn, and makes its pidfd), else moving itself
+/// in before anything of it runs (the child's write of `0` to
+/// `cgroup.procs`). Its pid, and its pidfd where the `clone` made one.
+fn launch(
+    stack: &Stack,
+    shared: &mut Shared,
+    cgroup: Option<&Cgroup>,
+) -> Result<(libc::pid_t, Option<OwnedFd>), Failure> {
     if let Some(cg) = cgroup {
         if clone3::usable() {
             let arg = shared as *mut Shared as *mut libc::c_void;
@@ -573,14 +612,14 @@ fn launch(stack: &Stack, shared: &mut Shared, cgroup: Option<&Cgroup>) -> Result
                 )
             });
             match started {
-                Ok(pid) => return Ok(pid),
+                Ok(started) => return Ok(started),
                 // The classic way below names the step the kernel refuses.
                 Err(e) => clone3::failed(&e),
             }
         }
         shared.cgroup = cg.procs_fd().map_err(|error| Failure { step: Step::Cgroup, error })?;
     }
-    clone_blocked(stack, shared).map_err(Failure::parent)
+    clone_blocked(stack, shared).map(|pid| (pid, None)).map_err(Failure::parent)
 }
 
 /// `f` with every signal blocked in this thread: no handler of the engine
@@ -1066,6 +1105,58 @@ mod tests {
         out.read_to_string(&mut text).await.unwrap();
         assert_eq!(text, "late one");
         assert!(child.wait().await.unwrap().success());
+    }
+
+    /// The pid a pidfd names (`/proc/self/fdinfo`).
+    fn pid_of_pidfd(fd: &OwnedFd) -> Option<u32> {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+        info.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
+    }
+
+    /// Block until `pid` exited, without reaping it (`WNOWAIT`).
+    fn exited_unreaped(pid: u32) {
+        // SAFETY: a local siginfo; `WNOWAIT` leaves the child a zombie.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+    }
+
+    #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
+    async fn a_child_started_by_clone3_comes_with_its_pidfd_and_a_wait_without_a_look_reaps_it() {
+        let _lock = cgroup_thread::test_lock();
+        for classic in [false, true] {
+            clone3::force_classic(classic);
+            // Still running when waited for: its exit is seen by the pidfd.
+            let mut child = sh("read line; exit 0");
+            let cloned = match &child.pidfd {
+                Pidfd::Cloned(fd) => {
+                    assert_eq!(pid_of_pidfd(fd), Some(child.id()), "the clone's pidfd names the child");
+                    true
+                }
+                Pidfd::NotYet => false,
+                _ => panic!("a pidfd registered before any wait"),
+            };
+            if !classic && child.cgroup().is_some() && clone3::usable() {
+                assert!(cloned, "clone3 started it: the clone made its pidfd");
+            }
+            assert!(!(classic && cloned), "the classic path makes no pidfd");
+            drop(child.stdin.take());
+            let waited = tokio::time::timeout(Duration::from_secs(30), child.wait_for_exit(false)).await;
+            assert!(waited.expect("its exit seen").unwrap().success());
+            // Exited (a zombie) before the wait: the registration that
+            // comes after the exit still reports it.
+            let mut child = sh("exit 3");
+            exited_unreaped(child.id());
+            let waited = tokio::time::timeout(Duration::from_secs(30), child.wait_for_exit(false)).await;
+            assert_eq!(waited.expect("an exit before the registration seen").unwrap().code(), Some(3));
+            // SAFETY: plain syscall: no child of that pid is left to reap.
+            let left = unsafe { libc::waitpid(child.id() as i32, std::ptr::null_mut(), libc::WNOHANG) };
+            assert!(child.reaped() && left == -1, "reaped by the wait");
+            assert_eq!(child.wait().await.unwrap().code(), Some(3), "the status is kept");
+        }
+        clone3::force_classic(false);
+        tidy();
     }
 
     #[tokio::test]

@@ -18,9 +18,14 @@
 //! elsewhere, and where the kernel refuses `clone3` or
 //! `CLONE_INTO_CGROUP` (older kernels, a container's seccomp filter), the
 //! classic path runs and the child moves itself.
+//!
+//! The same call asks for the child's pidfd (`CLONE_PIDFD`, Linux 5.2,
+//! so on every kernel with `CLONE_INTO_CGROUP`): made by the `clone`
+//! itself, it needs no `pidfd_open` later, and it names the child from
+//! its start (no window in which the pid could name another process).
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `CLONE_INTO_CGROUP` (linux/sched.h).
@@ -71,10 +76,13 @@ pub(super) fn failed(error: &io::Error) {
     }
 }
 
-/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP)`: the child runs
-/// `child(arg)` on `[stack, stack + size)` in the cgroup of the folder
-/// `cgroup`, and exits with what it returns; this thread is suspended until
-/// the child exec'd or exited. Signals must be blocked by the caller.
+/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP | CLONE_PIDFD)`: the
+/// child runs `child(arg)` on `[stack, stack + size)` in the cgroup of the
+/// folder `cgroup`, and exits with what it returns; this thread is
+/// suspended until the child exec'd or exited. Its pid and its pidfd
+/// (close-on-exec, as the kernel makes every pidfd; `None` should a kernel
+/// accept the call without writing one). Signals must be blocked by the
+/// caller.
 ///
 /// # Safety
 /// As `libc::clone` with `CLONE_VM | CLONE_VFORK`: `child` may only make
@@ -87,9 +95,11 @@ pub(super) unsafe fn clone_into(
     cgroup: RawFd,
     child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
-) -> io::Result<libc::pid_t> {
+) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    let mut pidfd: libc::c_int = -1;
     let args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack as u64,
         stack_size: size as u64,
@@ -129,7 +139,10 @@ pub(super) unsafe fn clone_into(
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(-ret as i32));
     }
-    Ok(ret as libc::pid_t)
+    // SAFETY: a local the kernel wrote through the pointer in `args`.
+    let pidfd = unsafe { std::ptr::read_volatile(&pidfd) };
+    // SAFETY: the child's new pidfd (`CLONE_PIDFD`), owned by nothing else.
+    Ok((ret as libc::pid_t, (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -139,6 +152,6 @@ pub(super) unsafe fn clone_into(
     _cgroup: RawFd,
     _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     _arg: *mut libc::c_void,
-) -> io::Result<libc::pid_t> {
+) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }

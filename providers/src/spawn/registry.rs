@@ -77,9 +77,14 @@ pub(super) fn open_pidfd(pid: u32) -> io::Result<Pidfd> {
         };
     }
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    watched(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A child's pidfd registered with the reactor.
+pub(super) fn watched(fd: OwnedFd) -> io::Result<Pidfd> {
     // SAFETY: the pidfd is open and owned by the AsyncFd from here on.
-    Ok(Pidfd::Open(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? }))
+    let registered = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+    Ok(Pidfd::Open(registered.map_err(|e| e.into_parts().1)?))
 }
 
 /// Children dropped while they still ran.
