@@ -67,7 +67,23 @@ fn find_parent() -> Result<PathBuf, String> {
         .map_err(|_| format!("the engine's cgroup {path} is outside the mounted part {}", root.display()))?;
     let dir = mount.join(below);
     sweep(&dir);
+    keep_procs_inode(&dir);
     Ok(dir)
+}
+
+/// Keep the kernel's inode of `dir`'s `cgroup.procs` in memory for the
+/// rest of the process: a descriptor held open (read-only, close-on-exec).
+///
+/// Why: `clone3(CLONE_INTO_CGROUP)` checks that the caller may write the
+/// `cgroup.procs` of the new cgroup and of the common ancestor of the
+/// caller's cgroup and the new one (`dir`, the engine's own cgroup, which
+/// the cgroups are made in). The check builds the file's inode, and the
+/// cgroup file system frees an inode nobody holds at once: each spawn
+/// made and freed two inodes (bench/README.md, issue 38's twelfth round).
+/// Nothing is lost if the open fails: the kernel builds the inode as before.
+fn keep_procs_inode(dir: &Path) {
+    static PROCS: OnceLock<Option<fs::File>> = OnceLock::new();
+    PROCS.get_or_init(|| fs::File::open(dir.join("cgroup.procs")).ok());
 }
 
 /// Every cgroup file system mounted here (`cgroup2` and the v1 `cgroup`
@@ -188,9 +204,10 @@ pub fn unavailable() -> Option<String> {
 /// A cgroup made for one process tree: its folder, opened, for the child
 /// to be started in (`clone3`'s `CLONE_INTO_CGROUP`); its `cgroup.events`,
 /// opened when it is made, so that whether its tree ended is one read
-/// ([`Cgroup::emptied`]); and its `cgroup.procs`, opened for writing only
-/// where `clone3` cannot be used, for the child to move itself in before
-/// `exec`.
+/// ([`Cgroup::emptied`]); and its `cgroup.procs`, opened for writing when
+/// it is made (so `clone3`'s write check finds the file's inode built),
+/// for the child to move itself in before `exec` where `clone3` cannot be
+/// used.
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
@@ -220,7 +237,15 @@ impl Cgroup {
             let (events, dir) = opened.inspect_err(|_| {
                 let _ = fs::remove_dir(&path);
             })?;
-            return Ok(Cgroup { path, dir, events, procs: OnceLock::new() });
+            // Opened now (off the spawning thread where the cgroups' thread
+            // makes it), it keeps the file's inode for `clone3`'s check
+            // (`keep_procs_inode`); where it cannot be, the classic path
+            // opens it at its first need, as before.
+            let procs = OnceLock::new();
+            if let Ok(fd) = open_at(&dir, c"cgroup.procs", libc::O_WRONLY) {
+                let _ = procs.set(fd);
+            }
+            return Ok(Cgroup { path, dir, events, procs });
         }
     }
 
@@ -233,8 +258,8 @@ impl Cgroup {
         self.dir.as_raw_fd()
     }
 
-    /// The descriptor a child writes `0` to, to move itself in (opened at
-    /// the first need: a child started in the cgroup needs none).
+    /// The descriptor a child writes `0` to, to move itself in (opened when
+    /// the cgroup was made, else at the first need).
     pub(crate) fn procs_fd(&self) -> io::Result<RawFd> {
         if let Some(fd) = self.procs.get() {
             return Ok(fd.as_raw_fd());
@@ -370,6 +395,29 @@ pub fn remove(path: &Path, wait: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The files this process holds open, by the path they name.
+    fn open_files() -> Vec<PathBuf> {
+        fs::read_dir("/proc/self/fd").unwrap().flatten().filter_map(|e| fs::read_link(e.path()).ok()).collect()
+    }
+
+    #[test]
+    fn the_cgroup_procs_files_clone3_checks_are_held_open() {
+        let Ok(made) = Cgroup::create() else {
+            eprintln!("no cgroup can be made here ({:?}): nothing to check", parent().err());
+            return;
+        };
+        let held = open_files();
+        let parent = parent().unwrap();
+        assert!(held.contains(&parent.join("cgroup.procs")), "the common ancestor's, for the process's life");
+        assert!(held.contains(&made.path().join("cgroup.procs")), "the new cgroup's, from its making");
+        let procs = made.procs.get().expect("opened when made").as_raw_fd();
+        // SAFETY: reads a descriptor's flags.
+        let flags = unsafe { libc::fcntl(procs, libc::F_GETFL) };
+        assert_eq!(flags & libc::O_ACCMODE, libc::O_WRONLY, "the classic path's child writes it");
+        assert_eq!(made.procs_fd().unwrap(), procs, "no second open");
+        remove(made.path(), Duration::ZERO);
+    }
 
     #[test]
     fn only_populated_0_says_a_cgroup_emptied() {
