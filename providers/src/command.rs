@@ -211,10 +211,8 @@ async fn watch(
         tokio::pin!(drain);
         // Never polled again once done (a finished future must not be).
         let drained = std::sync::atomic::AtomicBool::new(false);
-        // The command's own exit, its output read meanwhile (most often its
-        // output ends when it exits: no pidfd to watch then). The output
-        // first: while it has not ended the command most likely runs, and
-        // its pidfd is watched without a `wait4` that would find nothing.
+        // The command's own exit, its output read meanwhile and first: until
+        // it ends the command likely runs (`Child::wait_for_exit`).
         let exited = within(deadline, async {
             loop {
                 tokio::select! {

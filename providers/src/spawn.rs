@@ -48,6 +48,7 @@ mod output;
 mod registry;
 mod search;
 mod signals;
+mod stack;
 
 use child::child;
 pub(crate) use output::Output;
@@ -55,6 +56,7 @@ pub use registry::tidy;
 use registry::{cgroups, live, new_cgroup, open_pidfd, orphans, prepare_next, reap, unregister, watched};
 pub(crate) use registry::{is_spawned, kill_tree};
 pub use signals::handlers_changed;
+use stack::{with_stack, Stack};
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -123,11 +125,6 @@ enum Pidfd {
 
 /// How often `wait` looks without a pidfd.
 const POLL: Duration = Duration::from_millis(10);
-
-/// The child's stack: it only makes system calls, so 64 KiB is ample; the
-/// lowest page is a guard.
-const STACK_BYTES: usize = 64 * 1024;
-const GUARD_BYTES: usize = 4096;
 
 impl Child {
     pub fn id(&self) -> u32 {
@@ -603,13 +600,7 @@ fn launch(
             // calls on what `shared` points to, which outlives the call
             // (CLONE_VFORK); the stack is this thread's and unused.
             let started = signals_blocked(|| unsafe {
-                clone3::clone_into(
-                    stack.base.wrapping_byte_add(GUARD_BYTES),
-                    STACK_BYTES - GUARD_BYTES,
-                    cg.dir_fd(),
-                    child,
-                    arg,
-                )
+                clone3::clone_into(stack.above_guard(), stack.usable_bytes(), cg.dir_fd(), child, arg)
             });
             match started {
                 Ok(started) => return Ok(started),
@@ -664,65 +655,6 @@ fn wait_blocking(pid: libc::pid_t) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Run `f` with this thread's child stack, made at its first spawn. One
-/// per thread is enough: with CLONE_VFORK the thread waits until its child
-/// has left the stack (exec'd or exited) before it can spawn again.
-fn with_stack<R>(f: impl FnOnce(&Stack) -> io::Result<R>) -> io::Result<R> {
-    thread_local! {
-        static STACK: std::cell::RefCell<Option<Stack>> = const { std::cell::RefCell::new(None) };
-    }
-    STACK.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        match &*slot {
-            Some(stack) => f(stack),
-            None => f(slot.insert(Stack::new()?)),
-        }
-    })
-}
-
-/// An mmap'd stack for children, with a guard page at its low end.
-struct Stack {
-    base: *mut libc::c_void,
-}
-
-impl Stack {
-    fn new() -> io::Result<Stack> {
-        // SAFETY: a fresh anonymous mapping, unmapped in Drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                STACK_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let stack = Stack { base };
-        // SAFETY: the lowest page of the mapping made above.
-        if unsafe { libc::mprotect(base, GUARD_BYTES, libc::PROT_NONE) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(stack)
-    }
-
-    /// The stack grows down from here (16-byte aligned: the mapping is).
-    fn top(&self) -> *mut libc::c_void {
-        self.base.wrapping_byte_add(STACK_BYTES)
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`; every child that used it has
-        // exec'd or exited (the thread ends).
-        unsafe { libc::munmap(self.base, STACK_BYTES) };
-    }
 }
 
 /// `sh -c script` in this process's working folder, unconfined, stdin
