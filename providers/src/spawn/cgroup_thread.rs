@@ -2,8 +2,8 @@
 //! thread of the providers' own.
 //!
 //! Why: in a fan-out the engine is one busy thread, and everything it does
-//! is wall time. A cgroup's `mkdir` (with the opens of its folder and its
-//! `cgroup.events`) and its `rmdir` (with the closes) are the dearest
+//! is wall time. A cgroup's `mkdir` (with the opens of its folder, its
+//! `cgroup.events` and its `cgroup.procs`) and its `rmdir` (with the closes) are the dearest
 //! system calls of a spawn after the `clone3` (bench/README.md, issue 38's
 //! eleventh round), and none of them needs to be on that thread: the
 //! spawning thread takes a cgroup made ahead ([`take`]) and hands an ended
@@ -27,7 +27,7 @@
 //!
 //! What the spawning thread still pays: a `futex` wake when a hand-over
 //! leaves `ENDED_WAKE` waiting and the thread is idle (about one in eight
-//! reaps), and the `rmdir` and two `close`s of its own cgroup past
+//! reaps), and the `rmdir` and three `close`s of its own cgroup past
 //! `ENDED_MAX` or once `tidy` began. A pass that outlasts `TIDY_WAIT` may
 //! add what it made after `tidy` emptied the queue: those are left to the
 //! next engine's sweep, as after a crash.
@@ -37,13 +37,13 @@ use std::time::Duration;
 
 use crate::process::cgroup::{self, Cgroup};
 
-/// Cgroups kept made ahead (each an empty folder and two descriptors).
+/// Cgroups kept made ahead (each an empty folder and three descriptors).
 const READY_MAX: usize = 8;
 /// The thread is woken once fewer than this many are ready: one wake-up
 /// (a `futex` call) every `READY_MAX - READY_LOW + 1` spawns, and the ones
 /// left cover the spawns made while it works.
 const READY_LOW: usize = 3;
-/// Ended cgroups held for the thread (two descriptors each): past it, a
+/// Ended cgroups held for the thread (three descriptors each): past it, a
 /// hand-over removes its cgroup on the caller's thread.
 const ENDED_MAX: usize = 64;
 /// A hand-over asks the thread for a pass once this many ended ones wait

@@ -12,7 +12,7 @@
 //!
 //! `clone3` has no glibc wrapper that runs a function on a new stack, so the
 //! few instructions around the system call are written here: the child
-//! starts on the stack the parent made for it (`spawn::Stack`), calls the
+//! starts on the stack the parent made for it (`spawn::stack::Stack`), calls the
 //! same `child` function as the classic path, and exits with its value,
 //! never returning into the parent's frames. Only x86-64 has this path;
 //! elsewhere, and where the kernel refuses `clone3` or
