@@ -188,6 +188,12 @@ pub trait GoalsRead {
     }
     /// The counters.
     fn budget_use(&self, goal: &GoalId) -> Result<BudgetUse>;
+    /// The goal's row and its counters in one read (the gate reads both
+    /// at every intent; a backend locks the row as `budget_use` does).
+    fn goal_and_use(&self, id: &GoalId) -> Result<Option<(GoalRecord, BudgetUse)>> {
+        let Some(goal) = self.goal(id)? else { return Ok(None) };
+        Ok(Some((goal, self.budget_use(id)?)))
+    }
     /// The same, recounted from the attempts themselves (the counters'
     /// invariant, checked in debug builds).
     fn recount_budget_use(&self, goal: &GoalId) -> Result<BudgetUse>;

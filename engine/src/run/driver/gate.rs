@@ -56,11 +56,11 @@ pub fn decision<L: LedgerRead + ?Sized>(
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&call.task_ref)?;
     let task_ref = call.task_ref.as_str();
-    let goal = tx.goal(goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
+    // The goal's row once: its active revision and its counters.
+    let (goal, used) = tx.goal_and_use(goal_id)?.ok_or_else(|| Error::internal(format!("goal {goal_id} vanished")))?;
     // Only the digest: the full revision row carries the whole plan JSON,
     // and reading it at every intent made a run quadratic.
     let active_plan_digest = tx.revision_plan_digest(goal_id, goal.active_revision)?;
-    let used = tx.budget_use(goal_id)?;
     let open = open_approvals(tx, call)?;
     let attempts_of_task = attempts_of_task(tx, (goal_id, revision), task_ref)?;
     let (always, paid_or_external) = ApprovalFacts::of_task(task);

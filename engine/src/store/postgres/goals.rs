@@ -152,6 +152,17 @@ impl GoalsRead for PgSql<'_> {
         budget_from_row(&r)
     }
 
+    fn goal_and_use(&self, id: &GoalId) -> Result<Option<(GoalRecord, BudgetUse)>> {
+        // Locked in a write, as `budget_use` locks it.
+        let lock = if self.writing() { " FOR UPDATE" } else { "" };
+        let sql = format!(
+            "SELECT id, active_revision, state, first_run_at_ms, calls_used, cost_used_micros FROM goals WHERE id = $1{lock}"
+        );
+        let Some(r) = self.q1(&sql, p![id.clone()])? else { return Ok(None) };
+        let used = BudgetUse { calls: get::<i64>(&r, 4)?.max(0) as u64, cost: Cost::from_micros(get(&r, 5)?) };
+        Ok(Some((goal_from_row(&r)?, used)))
+    }
+
     fn recount_budget_use(&self, goal: &GoalId) -> Result<BudgetUse> {
         let r = self
             .q1(

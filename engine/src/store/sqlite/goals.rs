@@ -192,6 +192,17 @@ impl GoalsRead for Sql<'_> {
         })?)
     }
 
+    fn goal_and_use(&self, id: &GoalId) -> Result<Option<(GoalRecord, BudgetUse)>> {
+        let sql =
+            "SELECT id, active_revision, state, first_run_at_ms, calls_used, cost_used_micros FROM goals WHERE id = ?1";
+        Ok(qrow(self.conn, sql, [id], |r| {
+            let goal =
+                GoalRecord { id: r.get(0)?, active_revision: r.get(1)?, state: r.get(2)?, first_run_at_ms: r.get(3)? };
+            Ok((goal, BudgetUse { calls: r.get::<_, i64>(4)?.max(0) as u64, cost: Cost::from_micros(r.get(5)?) }))
+        })
+        .optional()?)
+    }
+
     fn recount_budget_use(&self, goal: &GoalId) -> Result<BudgetUse> {
         Ok(qrow(
             self.conn,
@@ -289,5 +300,41 @@ impl GoalsWrite for Sql<'_> {
         )
         .optional()?;
         Err(refusal(&format!("task {task_ref} of {goal} r{revision}"), now, state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::super::sql::Sql;
+    use crate::ids::GoalId;
+    use crate::store::goals::GoalsRead;
+
+    /// The gate's one read of the goal's row answers as its two reads did
+    /// (`goal`, `budget_use`), for each goal, and none for a missing one.
+    #[test]
+    fn the_goal_and_its_use_read_once_answer_as_the_two_reads() {
+        let conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO goals (id, active_revision, state, first_run_at_ms, updated_seq, calls_used, cost_used_micros)
+             VALUES ('g1', 3, 'open', 11, 1, 7, 250000), ('g2', 1, 'failed', 22, 2, 0, 0)",
+        )
+        .unwrap();
+        let read = Sql::reader(&conn);
+        for id in ["g1", "g2"] {
+            let id = GoalId::new(id);
+            let (goal, used) = read.goal_and_use(&id).unwrap().unwrap();
+            let two = (read.goal(&id).unwrap().unwrap(), read.budget_use(&id).unwrap());
+            assert_eq!((goal.id.clone(), goal.active_revision, goal.state, goal.first_run_at_ms), {
+                let g = &two.0;
+                (g.id.clone(), g.active_revision, g.state, g.first_run_at_ms)
+            });
+            assert_eq!(used, two.1);
+        }
+        let used = read.goal_and_use(&GoalId::new("g1")).unwrap().unwrap().1;
+        assert_eq!((used.calls, used.cost.micros()), (7, 250_000));
+        assert!(read.goal_and_use(&GoalId::new("g3")).unwrap().is_none());
     }
 }
