@@ -247,7 +247,8 @@ pub fn validations(tx: &mut dyn LedgerTx, scope: &Scope, v: &Validations) -> Res
         if let Some(kept) = &v.kept {
             outputs::record(tx, (goal_id, revision, task_ref), attempt_id, kept)?;
         }
-        succeeded(tx, key, attempt_id, checkpoint.as_deref(), &passed, change.as_deref())?;
+        let settled_ok = tx.attempt_state(attempt_id)? == AttemptState::SettledOk;
+        succeeded(tx, key, (attempt_id, settled_ok), checkpoint.as_deref(), &passed, change.as_deref())?;
     } else {
         if let Some(e) = &refusal {
             tx.insert_evidence(goal_id, revision, Some(attempt_id), e)?;
@@ -628,13 +629,13 @@ fn finish_failed(tx: &mut dyn LedgerTx, key: TaskKey, attempt_id: AttemptId, c: 
 fn succeeded(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
-    attempt_id: AttemptId,
+    (attempt_id, settled_ok): (AttemptId, bool),
     checkpoint: Option<&str>,
     passed: &[&str],
     change: Option<&str>,
 ) -> Result<()> {
     let reusable = change.is_none();
-    if tx.attempt_state(attempt_id)? != AttemptState::SettledOk {
+    if !settled_ok {
         tx.succeed_attempt(attempt_id, checkpoint, reusable)?;
     } else {
         tx.set_attempt_checkpoint(attempt_id, checkpoint, reusable)?;
@@ -655,20 +656,21 @@ fn succeeded(
     Ok(())
 }
 
-/// A task without validations succeeds on its receipt, with the
-/// checkpoint observed at the receipt (reusable only if it was observed).
+/// A task without validations succeeds on its receipt, with the checkpoint observed at the
+/// receipt (reusable only if observed); not `settled_ok`: `insert_receipt` just moved it.
 fn succeeded_unchecked(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
     attempt_id: AttemptId,
     observed: &std::result::Result<Checkpoint, String>,
 ) -> Result<()> {
+    let known = (attempt_id, false);
     match observed {
         Ok(cp) => {
             tx.put_checkpoint(cp)?;
-            succeeded(tx, key, attempt_id, Some(&cp.digest), &[], None)
+            succeeded(tx, key, known, Some(&cp.digest), &[], None)
         }
-        Err(_) => succeeded(tx, key, attempt_id, None, &[], Some("inputs could not be observed before validation")),
+        Err(_) => succeeded(tx, key, known, None, &[], Some("inputs could not be observed before validation")),
     }
 }
 
