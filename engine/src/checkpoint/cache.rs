@@ -14,6 +14,11 @@ pub struct FileCache {
     /// into it, not copied, when the ledger's states are loaded).
     entries: HashMap<String, Seen>,
     dirty: HashSet<String>,
+    /// May an attempt of the run be writing the workspace now (one in
+    /// flight)? Set by the driver for each look: a file hashed then is
+    /// never trusted by its times, so only a look with nothing in flight
+    /// settles an entry.
+    pub in_flight: bool,
     pub hits: u64,
     pub misses: u64,
 }
@@ -57,7 +62,9 @@ impl FileCache {
         let ctime_ns = stamps::ns(meta.ctime(), meta.ctime_nsec());
         // Unchanged and settled: neither the content time nor the inode's
         // change time is within the entry's racy window of when it was
-        // hashed (the window its hash found: no look at the file system).
+        // hashed (the window its hash found: no look at the file system;
+        // `NEVER` when it was hashed with an attempt in flight or moved
+        // across the hash).
         let settled = self.entries.get(key.as_ref()).filter(|e| {
             e.size == meta.len()
                 && e.mtime_ns == mtime_ns
@@ -71,7 +78,7 @@ impl FileCache {
             return Ok(Some(e.digest.clone()));
         }
         self.misses += 1;
-        let seen = hash_seen(path)?;
+        let seen = hash_seen(path, self.in_flight, || {})?;
         let digest = seen.digest.clone();
         let key = key.into_owned();
         self.entries.insert(key.clone(), seen);
@@ -86,14 +93,34 @@ impl FileCache {
 /// system (`fstatfs`) of the open file, not of a look before that time.
 /// So a write between an earlier look and the hash is in the entry's
 /// times, and any write that begins after the clock was read stamps at
-/// least that time: a later look sees the change or finds the entry within
-/// the racy window (the margin for a write already under way).
-fn hash_seen(path: &Path) -> std::io::Result<Seen> {
+/// least that time. A write already under way at the read stamped its
+/// times when it began, and nothing bounds how long its copy takes: the
+/// entry is never trusted (`NEVER`) when the open file's size or times
+/// moved across the hash, or when an attempt of the run may be writing
+/// (`in_flight`); else only by the racy window (`stamps`). `read`: run
+/// once the content is read, before the file is looked at again (tests).
+fn hash_seen(path: &Path, in_flight: bool, read: impl FnOnce()) -> std::io::Result<Seen> {
     let hashed_at_ns = stamps::coarse_now_ns();
     let (file, meta) = open_regular(path)?;
     let f_type = stamps::fs_type(&file);
     let digest = blake3::Hasher::new().update_reader(&file)?.finalize().to_hex().to_string();
-    Ok(Seen::hashed(&meta, digest, hashed_at_ns, f_type))
+    read();
+    let moved = !same_stamps(&meta, &file.metadata()?);
+    let mut seen = Seen::hashed(&meta, digest, hashed_at_ns, f_type);
+    if moved || in_flight {
+        seen.window_ns = NEVER;
+    }
+    Ok(seen)
+}
+
+/// The window of an entry never trusted: hashed again at the next look.
+const NEVER: i64 = i64::MAX;
+
+/// Do two looks at one open file find the same size, times and inode?
+fn same_stamps(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.len(), a.mtime(), a.mtime_nsec(), a.ctime(), a.ctime_nsec(), a.ino())
+        == (b.len(), b.mtime(), b.mtime_nsec(), b.ctime(), b.ctime_nsec(), b.ino())
 }
 
 /// A `FileState` without its path (the cache's key).
@@ -132,7 +159,11 @@ impl Seen {
             dev: meta.dev(),
             digest,
             hashed_at_ns,
-            window_ns: stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec()),
+            // A clock that could not be read: never trusted.
+            window_ns: match hashed_at_ns {
+                i64::MIN => NEVER,
+                _ => stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec()),
+            },
         }
     }
 
@@ -145,7 +176,18 @@ impl Seen {
             inode: self.inode,
             dev: self.dev,
             digest: self.digest.clone(),
-            hashed_at_ns: self.hashed_at_ns,
+            hashed_at_ns: self.kept_hash_time(),
+        }
+    }
+
+    /// The hash time the ledger keeps: for an entry never trusted, one no
+    /// engine trusts either (every engine, this one or older, loads a
+    /// kept entry with the wide window, subtracted from it without
+    /// wrapping), so it is hashed again in the next run too.
+    fn kept_hash_time(&self) -> i64 {
+        match self.window_ns {
+            NEVER => i64::MIN + RACY_WINDOW_NS,
+            _ => self.hashed_at_ns,
         }
     }
 }
@@ -353,6 +395,76 @@ mod tests {
             let (_, mt, ct) = stamps_of(&f);
             assert!(mt.min(ct) >= cache.entries[&key].hashed_at_ns, "a later write stamps at least the hash time");
         }
+    }
+
+    /// A write that lands while the file is hashed (a long write(2) copies
+    /// after it stamps the times): the open file's size or times moved
+    /// across the hash, so the entry is never trusted, and the ledger
+    /// keeps a hash time no engine trusts; unmoved, the racy window.
+    #[test]
+    fn a_file_changed_while_it_is_hashed_is_never_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let still = hash_seen(&f, false, || {}).unwrap();
+        assert_ne!(still.window_ns, NEVER, "unmoved: the racy window");
+        let torn = hash_seen(&f, false, || {
+            // Past a coarse clock tick (10 ms at most): the ctime moves.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::write(&f, "two").unwrap();
+        })
+        .unwrap();
+        assert_eq!(torn.digest, blake3::hash(b"one").to_hex().to_string(), "hashed before the write landed");
+        assert_eq!(torn.window_ns, NEVER);
+        assert_eq!(torn.state(String::new()).hashed_at_ns, i64::MIN + RACY_WINDOW_NS);
+        // However late the next look, and as the ledger keeps it.
+        let mut late = torn.clone();
+        late.hashed_at_ns = i64::MAX;
+        let key = f.to_string_lossy().into_owned();
+        let mut cache = FileCache::default();
+        cache.entries.insert(key.clone(), late.clone());
+        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"two").to_hex().to_string()));
+        assert_eq!((cache.hits, cache.misses), (0, 1));
+        let kept = FileCache::from_states(vec![late.state(key)]).entries.into_values().next().unwrap();
+        assert!(kept.hashed_at_ns.saturating_sub(kept.window_ns) == i64::MIN, "never trusted from the ledger");
+    }
+
+    /// A look made while an attempt of the run is in flight settles
+    /// nothing: a look with nothing in flight, however long after, hashes
+    /// the file again; what that one hashed is trusted after its window.
+    #[test]
+    fn an_entry_hashed_while_an_attempt_is_in_flight_is_hashed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let key = f.to_string_lossy().into_owned();
+        let mut cache = FileCache { in_flight: true, ..Default::default() };
+        let want = cache.digest(&f).unwrap();
+        cache.in_flight = false;
+        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
+        assert_eq!(cache.digest(&f).unwrap(), want);
+        assert_eq!((cache.hits, cache.misses), (0, 2), "hashed again, not taken");
+        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
+        assert_eq!(cache.digest(&f).unwrap(), want);
+        assert_eq!((cache.hits, cache.misses), (1, 2), "hashed with nothing in flight: settled");
+    }
+
+    /// The hash time is read before the content is: a clock read after
+    /// the hash would be at least a time taken once the content was read
+    /// and a tick had passed. (Before the open is not told apart from
+    /// between the open and the read here: no hook runs between them.)
+    #[test]
+    fn the_hash_time_is_read_before_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let mut after = 0;
+        let seen = hash_seen(&f, false, || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after = stamps::coarse_now_ns();
+        })
+        .unwrap();
+        assert!(seen.hashed_at_ns < after);
     }
 
     /// What the ledger remembered answers a lookup; what was hashed comes

@@ -7,26 +7,34 @@
 //! before it opens a file to hash it: so a write that begins after that
 //! read stamps at least the hash time, however far the coarse clock lags
 //! the fine one (no bound on the lag is needed), as long as no one sets
-//! the clock back. The window W is a margin for a write already under way
-//! at the read: its times were stamped when it began, before its bytes
-//! were copied, so a file whose mtime and ctime are both before the hash
-//! time less W is trusted only if no write that began more than W before
-//! the hash was still copying when it was hashed. Both need the stamps the
-//! kernel made kept to the nanosecond: a local file system known to
+//! the clock back (a leap second inserted by stepping the clock sets it
+//! back 1 s: beyond the narrow window, within the wide one). A write
+//! already under way at the read stamped its times when it began, and
+//! nothing bounds how long copying its bytes takes. So an entry is trusted
+//! only when the file was hashed with none of the run's attempts in
+//! flight, its size, times and inode unchanged across the hash, and its
+//! mtime and ctime before the hash time less W (`cache::hash_seen`). A
+//! writer outside the run still copying when the file is hashed is
+//! covered only if its write began less than W before the hash: one that
+//! began earlier and is still copying is not (with 2 s it had to last
+//! 2 s; with 100 ms, 100 ms). The narrow W needs the stamps the kernel
+//! made kept to the nanosecond: a local file system known to
 //! (`keeps_fine_stamps`, asked on the open file), and a file whose mtime
 //! or ctime has nanoseconds (all zero suggests whole-second stamps, e.g.
 //! ext4 with 128-byte inodes). Everywhere else (NFS, FUSE, CIFS, 9p, FAT,
-//! overlayfs whose upper layer cannot be told, anything unknown) a server
-//! or a coarse format may keep a later write's times before the hash time
-//! (down to 2 s, FAT's grain): the wide window stays.
+//! overlayfs whose upper layer cannot be told, anything unknown) a
+//! server's clock (which may lag this one by any amount: 2 s covers a lag
+//! under 2 s only) or a coarse format (FAT's 2 s grain) may keep a later
+//! write's times before the hash time: the wide window stays.
 
 /// The racy window where timestamps are not known to be fine-grained: a
 /// file changed less than this long before it was hashed is hashed again.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
-/// The racy window on a local file system keeping nanosecond stamps: the
-/// margin for a write under way when the file is hashed (ten ticks at
-/// HZ = 100, the coarsest Linux clock tick).
+/// The racy window on a local file system keeping nanosecond stamps (ten
+/// ticks at HZ = 100, the coarsest Linux clock tick): a write by no
+/// attempt of the run, begun less than this before the hash, keeps the
+/// entry from being trusted; one begun earlier and still copying does not.
 pub const FINE_RACY_WINDOW_NS: i64 = 100_000_000;
 
 /// `statfs` magic numbers (linux/magic.h) of the local file systems that

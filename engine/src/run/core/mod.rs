@@ -24,6 +24,7 @@ mod action;
 mod attempt;
 mod cutoff;
 mod event;
+mod flights;
 mod group;
 mod in_doubt;
 mod io;
@@ -68,8 +69,10 @@ use crate::store::{Durability, GOAL_CLAIM};
 /// What stepping the core gives.
 #[derive(Debug)]
 pub enum Step {
-    /// Perform this, answer it through its reply, then resume.
-    Act(Action),
+    /// Perform this, answer it through its reply, then resume; `true`:
+    /// an attempt of the run is in flight (dispatched, not at its end) as
+    /// it is asked, so it may be writing the workspace meanwhile.
+    Act(Action, bool),
     /// The run is over.
     Done(Result<RunReport>),
 }
@@ -101,7 +104,7 @@ impl<'p> Core<'p> {
                 Step::Done(report)
             }
             Poll::Pending => match self.io.0.borrow_mut().take() {
-                Some(action) => Step::Act(action),
+                Some(action) => Step::Act(action, self.io.1.get()),
                 None => {
                     // The last request went unanswered: nothing is made up for it.
                     self.run = None;
