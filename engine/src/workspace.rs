@@ -55,10 +55,10 @@ pub struct Expander {
     /// path (a no-op re-run's most frequent kernel work after `statx`
     /// itself). The engine never changes its working folder.
     at_cwd: bool,
-    /// The workspace's real path now, when it is no longer `root` (asked
+    /// The stored root's real path now, when it is no longer `root` (asked
     /// once, only when a path resolves outside `root`): a look after the
-    /// workspace's folder or a parent was replaced judges inside as one
-    /// that resolved the workspace afresh did. Outer `None`: not asked.
+    /// workspace's folder or a parent was replaced judges inside by where
+    /// `root` resolves now. Outer `None`: not asked.
     moved: Option<Option<PathBuf>>,
 }
 
@@ -812,14 +812,24 @@ mod tests {
             std::fs::write(w.join("a/real/f.txt"), content).unwrap();
             std::os::unix::fs::symlink("real", w.join("a/in")).unwrap();
             std::os::unix::fs::symlink(w.join("a/real"), w.join("a/abs")).unwrap();
+            // Outside, and where the workspace was before it was replaced.
+            std::os::unix::fs::symlink(top.join("elsewhere"), w.join("a/out")).unwrap();
+            std::os::unix::fs::symlink(top.join("p/ws-old/a/real"), w.join("a/old")).unwrap();
         };
+        std::fs::create_dir_all(top.join("elsewhere")).unwrap();
+        std::fs::write(top.join("elsewhere/f.txt"), "out").unwrap();
         lay_out(&w, "one");
         let cases = ["a/real/f.txt", "a/in/f.txt", "a/abs/f.txt", "a/in/absent.txt", "a/abs/absent/x", "a/in", "a/**"];
+        let refused = ["a/out/f.txt", "a/out/absent.txt", "a/old/f.txt", "a/old/absent.txt"];
         let same = |when: &str| {
-            for c in cases {
+            for c in cases.iter().chain(&refused) {
                 let got = Expander::resolved(w.clone()).expand(c);
                 let want = Expander::new(&w).unwrap().expand(c);
                 assert_eq!(got, want, "{c:?}, {when}");
+            }
+            for c in refused {
+                let got = Expander::resolved(w.clone()).expand(c);
+                assert!(got.is_err(), "{c:?}, {when}: refused, got {got:?}");
             }
         };
         same("as resolved");
