@@ -11,7 +11,7 @@ mod context;
 mod observe;
 mod protect;
 mod recorded;
-mod stamps;
+pub(crate) mod stamps;
 
 use std::collections::BTreeMap;
 
@@ -56,37 +56,60 @@ pub fn files_digest(files: &BTreeMap<String, Option<String>>) -> String {
 }
 
 /// `serde_json::to_vec(map)` of a map of strings to strings or nulls, the
-/// same bytes, written straight when no key or value needs escaping (the
-/// common case: paths and hex digests); otherwise serde_json writes it.
-fn string_map_json<V: Serialize>(map: &BTreeMap<String, V>, value: impl Fn(&V) -> Option<&str>) -> Vec<u8> {
-    let mut len = 2;
-    for (k, v) in map {
-        match value(v) {
-            Some(v) if plain(k) && plain(v) => len += k.len() + v.len() + 6,
-            None if plain(k) => len += k.len() + 8,
-            _ => return serde_json::to_vec(map).expect("a map of strings serializes"),
-        }
-    }
-    let mut out = Vec::with_capacity(len);
+/// same bytes: a string copied straight when it needs no escaping (the
+/// common case: paths and hex digests), else escaped as serde_json does.
+fn string_map_json<V>(map: &BTreeMap<String, V>, value: impl Fn(&V) -> Option<&str>) -> Vec<u8> {
+    let len = map.iter().map(|(k, v)| k.len() + value(v).map_or(4, str::len) + 6).sum::<usize>();
+    let mut out = Vec::with_capacity(len + 2);
     out.push(b'{');
     for (i, (k, v)) in map.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.push(b'"');
-        out.extend_from_slice(k.as_bytes());
-        out.extend_from_slice(b"\":");
+        json_str(&mut out, k);
+        out.push(b':');
         match value(v) {
-            Some(v) => {
-                out.push(b'"');
-                out.extend_from_slice(v.as_bytes());
-                out.push(b'"');
-            }
+            Some(v) => json_str(&mut out, v),
             None => out.extend_from_slice(b"null"),
         }
     }
     out.push(b'}');
     out
+}
+
+/// `s` as a JSON string, escaped as serde_json escapes: `\"` and `\\`,
+/// the short forms of backspace, form feed, newline, return and tab, any
+/// other control byte as `\u00xx` (lowercase hex); nothing else.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    if plain(s) {
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        for &b in s.as_bytes() {
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0..=0x1f => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.extend_from_slice(&[
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 15)],
+                    ]);
+                }
+                _ => out.push(b),
+            }
+        }
+    }
+    out.push(b'"');
 }
 
 /// Does `s` need no escaping in JSON: no control byte (below 0x20), no
@@ -213,8 +236,9 @@ mod tests {
     fn string_map_json_is_serde_jsons_bytes() {
         let names =
             ["", "a", "src/t0000/f00.txt", "quote\"d", "back\\slash", "tab\there", "nl\n", "é ü \u{7f}", "\u{1}"];
-        for k in names {
-            for v in names {
+        let more = ["\u{8}\u{c}\r", "\u{0}\u{1f}\u{1b}", "long path with a \\ past eight bytes \"", "ü\u{e}"];
+        for k in names.iter().chain(&more) {
+            for v in names.iter().chain(&more) {
                 let files: BTreeMap<String, Option<String>> =
                     [(k.to_string(), Some(v.to_string())), (format!("{k}z"), None), ("b".into(), Some("c".into()))]
                         .into_iter()

@@ -61,8 +61,8 @@ impl Fingerprint {
         let m = std::fs::symlink_metadata(path).map_err(|e| io_error(e, path, "cannot inspect store"))?;
         Ok(Fingerprint {
             size: m.size(),
-            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-            ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            mtime_ns: crate::checkpoint::stamps::ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: crate::checkpoint::stamps::ns(m.ctime(), m.ctime_nsec()),
             inode: m.ino(),
         })
     }
