@@ -176,8 +176,9 @@ pub(super) const FIRST_UNSETTLED: &str = "SELECT id, state FROM attempts WHERE i
 /// states read through `attempts_by_state`, few rows, before any JSON.
 /// The smallest of one `MIN(id)` a state, not the states `OR`ed with an
 /// `ORDER BY id LIMIT 1`: SQLite read that through a multi-index `OR` and
-/// sorted it in a temporary b-tree at every intent (about 52,000
-/// instructions of the gate's transaction, callgrind); each state's entries
+/// sorted it in a temporary b-tree at every intent (the read about 56,000
+/// instructions a gate, callgrind; the `OR` and the sort about 11,000 of
+/// them); each state's entries
 /// of the index are already in id order. NULL when there is none.
 pub(super) const SAME_REQUEST_UNSETTLED: &str = "SELECT MIN(id) FROM (
   SELECT MIN(id) AS id FROM attempts WHERE state = 'effect_unknown'

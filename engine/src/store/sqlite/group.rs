@@ -168,7 +168,7 @@ impl Db {
         if let Some(commits) = commits {
             self.mark_commit(commits, generation)?;
         }
-        self.count_commit();
+        self.count_mapped_commit();
         crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(())

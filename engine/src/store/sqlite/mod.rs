@@ -382,7 +382,7 @@ impl Db {
         if let Some(commits) = commits {
             self.mark_commit(commits, fence.generation())?;
         }
-        self.count_commit();
+        self.count_mapped_commit();
         crate::sim::disk::committed(&self.files.db, durability);
         crate::failpoint::committed();
         Ok(value)
@@ -390,7 +390,7 @@ impl Db {
 
     /// One more commit of this connection: at `open::MAPPED_COMMITS`, it
     /// reads by copy from then on.
-    pub(super) fn count_commit(&mut self) {
+    pub(super) fn count_mapped_commit(&mut self) {
         if self.commits < open::MAPPED_COMMITS {
             self.commits += 1;
             if self.commits == open::MAPPED_COMMITS {

@@ -263,7 +263,7 @@ pub(super) const MAPPED_COMMITS: u32 = 64;
 /// fetches up in the WAL's index first, even a page its own cache holds,
 /// and that look walks every frame of the page in the index's block: the
 /// pages a run writes at every commit (its goal's, the attempts' last
-/// leaves) hold hundreds, and the look was 7.8 % of a 300-task chain's
+/// leaves) hold hundreds, and the look was 7.7 % of a 300-task chain's
 /// instructions (callgrind). By copy, a page in the connection's cache
 /// is taken from it without the look. Outside a transaction (after a
 /// commit); a refusal leaves the map on, which costs only that time.

@@ -88,8 +88,8 @@ pub(super) fn examine(conn: &Connection, files: &StoreFiles, why: &str, opened: 
 }
 
 /// The store opened for `verify`: read-only, and read by copy, not
-/// through the memory map every other connection reads by
-/// (`open::connect`): a disk that fails a read then gives the checker an
+/// through the memory map that other connections read by
+/// (`open::connect`; a writer until its 64th commit): a disk that fails a read then gives the checker an
 /// I/O error to name, where a map would end it with SIGBUS
 /// (docs/store.md). `PRAGMA mmap_size` itself reads nothing.
 fn open_to_check(files: &StoreFiles, path: &Path) -> Result<Connection> {
