@@ -14,11 +14,6 @@ pub struct FileCache {
     /// into it, not copied, when the ledger's states are loaded).
     entries: HashMap<String, Seen>,
     dirty: HashSet<String>,
-    /// May an attempt of the run be writing the workspace now (one in
-    /// flight)? Set by the driver for each look: a file hashed then is
-    /// never trusted by its times, so only a look with nothing in flight
-    /// settles an entry.
-    pub in_flight: bool,
     pub hits: u64,
     pub misses: u64,
 }
@@ -61,24 +56,21 @@ impl FileCache {
         let mtime_ns = stamps::ns(meta.mtime(), meta.mtime_nsec());
         let ctime_ns = stamps::ns(meta.ctime(), meta.ctime_nsec());
         // Unchanged and settled: neither the content time nor the inode's
-        // change time is within the entry's racy window of when it was
-        // hashed (the window its hash found: no look at the file system;
-        // `NEVER` when it was hashed with an attempt in flight or moved
-        // across the hash).
+        // change time is within the racy window of when it was hashed.
         let settled = self.entries.get(key.as_ref()).filter(|e| {
             e.size == meta.len()
                 && e.mtime_ns == mtime_ns
                 && e.ctime_ns == ctime_ns
                 && e.inode == meta.ino()
                 && e.dev == meta.dev()
-                && mtime_ns.max(ctime_ns) < e.hashed_at_ns.saturating_sub(e.window_ns)
+                && mtime_ns.max(ctime_ns) < e.hashed_at_ns.saturating_sub(RACY_WINDOW_NS)
         });
         if let Some(e) = settled {
             self.hits += 1;
             return Ok(Some(e.digest.clone()));
         }
         self.misses += 1;
-        let seen = hash_seen(path, self.in_flight, || {})?;
+        let seen = hash_seen(path, || {})?;
         let digest = seen.digest.clone();
         let key = key.into_owned();
         self.entries.insert(key.clone(), seen);
@@ -89,39 +81,34 @@ impl FileCache {
 
 /// Hash `path` into the entry it leaves: the time read before it is
 /// opened, on the clock the kernel stamps inode times from
-/// (`stamps::coarse_now_ns`), and the size, times, inode, device and file
-/// system (`fstatfs`) of the open file, not of a look before that time.
-/// So a write between an earlier look and the hash is in the entry's
-/// times, and any write that begins after the clock was read stamps at
-/// least that time. A write already under way at the read stamped its
-/// times when it began, and nothing bounds how long its copy takes: the
-/// entry is never trusted (`NEVER`) when the open file's size or times
-/// moved across the hash, or when an attempt of the run may be writing
-/// (`in_flight`); else only by the racy window (`stamps`). `read`: run
-/// once the content is read, before the file is looked at again (tests).
-fn hash_seen(path: &Path, in_flight: bool, read: impl FnOnce()) -> std::io::Result<Seen> {
+/// (`stamps::coarse_now_ns`), and the size, times, inode and device of the
+/// open file, not of a look before that time. So a write between an
+/// earlier look and the hash is in the entry's times, and any write that
+/// begins after the clock was read stamps at least that time: a later look
+/// sees the change or finds the entry within the racy window. A file whose
+/// size or times moved while it was hashed is never trusted by its times
+/// (`UNTRUSTED`): what was read may be half of two contents. `read` runs
+/// between the open and the hash (the tests' hook).
+fn hash_seen(path: &Path, read: impl FnOnce()) -> std::io::Result<Seen> {
     let hashed_at_ns = stamps::coarse_now_ns();
     let (file, meta) = open_regular(path)?;
-    let f_type = stamps::fs_type(&file);
-    let digest = blake3::Hasher::new().update_reader(&file)?.finalize().to_hex().to_string();
     read();
-    let moved = !same_stamps(&meta, &file.metadata()?);
-    let mut seen = Seen::hashed(&meta, digest, hashed_at_ns, f_type);
-    if moved || in_flight {
-        seen.window_ns = NEVER;
+    let digest = blake3::Hasher::new().update_reader(&file)?.finalize().to_hex().to_string();
+    let mut seen = Seen::hashed(&meta, digest, hashed_at_ns);
+    let after = Seen::hashed(&file.metadata()?, String::new(), hashed_at_ns);
+    if (after.size, after.mtime_ns, after.ctime_ns, after.inode)
+        != (seen.size, seen.mtime_ns, seen.ctime_ns, seen.inode)
+    {
+        seen.hashed_at_ns = UNTRUSTED;
     }
     Ok(seen)
 }
 
-/// The window of an entry never trusted: hashed again at the next look.
-const NEVER: i64 = i64::MAX;
-
-/// Do two looks at one open file find the same size, times and inode?
-fn same_stamps(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    (a.len(), a.mtime(), a.mtime_nsec(), a.ctime(), a.ctime_nsec(), a.ino())
-        == (b.len(), b.mtime(), b.mtime_nsec(), b.ctime(), b.ctime_nsec(), b.ino())
-}
+/// A hash time no entry is trusted after, by this engine (which subtracts
+/// the window saturating) nor by an older one reading it from the ledger
+/// (which subtracted it plainly): the window less than the smallest time,
+/// so neither subtraction wraps.
+const UNTRUSTED: i64 = i64::MIN + RACY_WINDOW_NS;
 
 /// A `FileState` without its path (the cache's key).
 #[derive(Debug, Clone)]
@@ -133,23 +120,17 @@ struct Seen {
     dev: u64,
     digest: String,
     hashed_at_ns: i64,
-    /// The racy window, judged when this process hashed the file (its file
-    /// system asked on the open file, its stamps' nanoseconds). An entry
-    /// the ledger kept has the wide one: the ledger keeps no verdict, and
-    /// an older engine read the times in an earlier look, any time before
-    /// the hash, and its hash time from the fine clock.
-    window_ns: i64,
 }
 
 impl Seen {
     fn of(s: FileState) -> (String, Seen) {
         let FileState { path, size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns } = s;
-        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns, window_ns: RACY_WINDOW_NS })
+        (path, Seen { size, mtime_ns, ctime_ns, inode, dev, digest, hashed_at_ns })
     }
 
     /// The entry of a file hashed at `hashed_at_ns` to `digest`, with the
-    /// open file's metadata and file system type (`None`: not known).
-    fn hashed(meta: &std::fs::Metadata, digest: String, hashed_at_ns: i64, f_type: Option<u64>) -> Seen {
+    /// open file's metadata.
+    fn hashed(meta: &std::fs::Metadata, digest: String, hashed_at_ns: i64) -> Seen {
         use std::os::unix::fs::MetadataExt;
         Seen {
             size: meta.len(),
@@ -159,11 +140,6 @@ impl Seen {
             dev: meta.dev(),
             digest,
             hashed_at_ns,
-            // A clock that could not be read: never trusted.
-            window_ns: match hashed_at_ns {
-                i64::MIN => NEVER,
-                _ => stamps::racy_window_ns(f_type, meta.mtime_nsec(), meta.ctime_nsec()),
-            },
         }
     }
 
@@ -176,18 +152,7 @@ impl Seen {
             inode: self.inode,
             dev: self.dev,
             digest: self.digest.clone(),
-            hashed_at_ns: self.kept_hash_time(),
-        }
-    }
-
-    /// The hash time the ledger keeps: for an entry never trusted, one no
-    /// engine trusts either (every engine, this one or older, loads a
-    /// kept entry with the wide window, subtracted from it without
-    /// wrapping), so it is hashed again in the next run too.
-    fn kept_hash_time(&self) -> i64 {
-        match self.window_ns {
-            NEVER => i64::MIN + RACY_WINDOW_NS,
-            _ => self.hashed_at_ns,
+            hashed_at_ns: self.hashed_at_ns,
         }
     }
 }
@@ -301,62 +266,33 @@ mod tests {
         assert_eq!((cache.hits, cache.misses), (0, 3));
     }
 
-    /// An unchanged entry is trusted just after its narrow window where
-    /// its hash found a file system keeping fine stamps (ext4, seeded), and
-    /// not where it found one that may not (overlayfs, seeded): the verdict
-    /// is the entry's, whatever the temporary folder's file system is.
+    /// A file rewritten while it is hashed (between the open and the read:
+    /// the hook) may have been read half old, half new: its entry is never
+    /// trusted by its times, by this engine nor by an older one reading
+    /// the ledger (its plain subtraction does not wrap); an unmoved file's
+    /// entry is.
     #[test]
-    fn a_settled_entry_is_trusted_after_the_window_its_hash_found() {
+    fn a_file_changed_while_it_is_hashed_is_never_trusted() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.txt");
         std::fs::write(&f, "one").unwrap();
-        let (m, mt, ct) = stamps_of(&f);
-        {
-            use std::os::unix::fs::MetadataExt;
-            assert!(m.mtime_nsec() != 0 || m.ctime_nsec() != 0, "the temporary folder keeps nanosecond stamps");
-        }
-        let (ext4, overlay) = (0xEF53, 0x794C_7630);
-        let hit = |f_type: u64, after_ns: i64| {
-            let mut cache = FileCache::default();
-            let seen = Seen::hashed(&m, "seeded".into(), mt.max(ct) + after_ns, Some(f_type));
-            cache.entries.insert(f.to_string_lossy().into_owned(), seen);
-            let got = cache.digest(&f).unwrap().unwrap();
-            assert_eq!(got == "seeded", cache.hits == 1);
-            cache.hits == 1
-        };
-        let (narrow, wide) = (stamps::FINE_RACY_WINDOW_NS, RACY_WINDOW_NS);
-        assert!(hit(ext4, narrow + 1_000_000), "ext4: trusted just after the narrow window");
-        assert!(!hit(ext4, narrow - 1_000_000), "ext4: never within it");
-        assert!(!hit(overlay, narrow + 1_000_000), "overlayfs: the wide window");
-        assert!(hit(overlay, wide + 1_000_000), "overlayfs: trusted after the wide window");
-    }
-
-    /// An entry the ledger kept has no verdict (and may come from an engine
-    /// that read the times before the hash, on the fine clock): the wide
-    /// window, whatever the file system.
-    #[test]
-    fn a_kept_entry_keeps_the_wide_window() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.txt");
-        std::fs::write(&f, "one").unwrap();
-        let (m, mt, ct) = stamps_of(&f);
-        let kept = |after_ns: i64| FileState {
-            path: f.to_string_lossy().into_owned(),
-            size: m.len(),
-            mtime_ns: mt,
-            ctime_ns: ct,
-            inode: m.ino(),
-            dev: m.dev(),
-            digest: "kept".into(),
-            hashed_at_ns: mt.max(ct) + after_ns,
-        };
-        let mut cache = FileCache::from_states(vec![kept(stamps::FINE_RACY_WINDOW_NS + 1_000_000)]);
-        let want = Some(blake3::hash(b"one").to_hex().to_string());
-        assert_eq!(cache.digest(&f).unwrap(), want, "hashed again, not taken");
-        assert_eq!((cache.hits, cache.misses), (0, 1));
-        let mut cache = FileCache::from_states(vec![kept(RACY_WINDOW_NS + 1_000_000)]);
-        assert_eq!(cache.digest(&f).unwrap().as_deref(), Some("kept"));
+        let still = hash_seen(&f, || {}).unwrap();
+        assert_ne!(still.hashed_at_ns, UNTRUSTED, "unmoved: trusted after the racy window");
+        let torn = hash_seen(&f, || {
+            // Past a coarse clock tick (10 ms at most): the times move.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::write(&f, "two").unwrap();
+        })
+        .unwrap();
+        assert_eq!(torn.hashed_at_ns, UNTRUSTED);
+        // However late the next look, with the file's times as they are now.
+        let (m, _, _) = stamps_of(&f);
+        let mut cache = FileCache::default();
+        cache.entries.insert(f.to_string_lossy().into_owned(), Seen::hashed(&m, "torn".into(), torn.hashed_at_ns));
+        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"two").to_hex().to_string()));
+        assert_eq!(cache.hits, 0);
+        // An older engine subtracted the window plainly: no wrap.
+        assert_eq!(UNTRUSTED - RACY_WINDOW_NS, i64::MIN);
     }
 
     /// `hash_seen`'s order: the entry's size and times are the open file's,
@@ -395,76 +331,6 @@ mod tests {
             let (_, mt, ct) = stamps_of(&f);
             assert!(mt.min(ct) >= cache.entries[&key].hashed_at_ns, "a later write stamps at least the hash time");
         }
-    }
-
-    /// A write that lands while the file is hashed (a long write(2) copies
-    /// after it stamps the times): the open file's size or times moved
-    /// across the hash, so the entry is never trusted, and the ledger
-    /// keeps a hash time no engine trusts; unmoved, the racy window.
-    #[test]
-    fn a_file_changed_while_it_is_hashed_is_never_trusted() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.txt");
-        std::fs::write(&f, "one").unwrap();
-        let still = hash_seen(&f, false, || {}).unwrap();
-        assert_ne!(still.window_ns, NEVER, "unmoved: the racy window");
-        let torn = hash_seen(&f, false, || {
-            // Past a coarse clock tick (10 ms at most): the ctime moves.
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            std::fs::write(&f, "two").unwrap();
-        })
-        .unwrap();
-        assert_eq!(torn.digest, blake3::hash(b"one").to_hex().to_string(), "hashed before the write landed");
-        assert_eq!(torn.window_ns, NEVER);
-        assert_eq!(torn.state(String::new()).hashed_at_ns, i64::MIN + RACY_WINDOW_NS);
-        // However late the next look, and as the ledger keeps it.
-        let mut late = torn.clone();
-        late.hashed_at_ns = i64::MAX;
-        let key = f.to_string_lossy().into_owned();
-        let mut cache = FileCache::default();
-        cache.entries.insert(key.clone(), late.clone());
-        assert_eq!(cache.digest(&f).unwrap(), Some(blake3::hash(b"two").to_hex().to_string()));
-        assert_eq!((cache.hits, cache.misses), (0, 1));
-        let kept = FileCache::from_states(vec![late.state(key)]).entries.into_values().next().unwrap();
-        assert!(kept.hashed_at_ns.saturating_sub(kept.window_ns) == i64::MIN, "never trusted from the ledger");
-    }
-
-    /// A look made while an attempt of the run is in flight settles
-    /// nothing: a look with nothing in flight, however long after, hashes
-    /// the file again; what that one hashed is trusted after its window.
-    #[test]
-    fn an_entry_hashed_while_an_attempt_is_in_flight_is_hashed_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.txt");
-        std::fs::write(&f, "one").unwrap();
-        let key = f.to_string_lossy().into_owned();
-        let mut cache = FileCache { in_flight: true, ..Default::default() };
-        let want = cache.digest(&f).unwrap();
-        cache.in_flight = false;
-        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
-        assert_eq!(cache.digest(&f).unwrap(), want);
-        assert_eq!((cache.hits, cache.misses), (0, 2), "hashed again, not taken");
-        cache.entries.get_mut(&key).unwrap().hashed_at_ns += 10 * RACY_WINDOW_NS;
-        assert_eq!(cache.digest(&f).unwrap(), want);
-        assert_eq!((cache.hits, cache.misses), (1, 2), "hashed with nothing in flight: settled");
-    }
-
-    /// The hash time is read before the content is: a clock read after
-    /// the hash would be at least a time taken once the content was read
-    /// and a tick had passed. (Before the open is not told apart from
-    /// between the open and the read here: no hook runs between them.)
-    #[test]
-    fn the_hash_time_is_read_before_the_content() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.txt");
-        std::fs::write(&f, "one").unwrap();
-        let mut after = 0;
-        let seen = hash_seen(&f, false, || {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            after = stamps::coarse_now_ns();
-        })
-        .unwrap();
-        assert!(seen.hashed_at_ns < after);
     }
 
     /// What the ledger remembered answers a lookup; what was hashed comes

@@ -26,7 +26,7 @@ pub use observe::{
 };
 pub use protect::{observe_protected, observe_protected_with, observe_workspace};
 pub use recorded::RecordedCheckpoint;
-pub use stamps::{FINE_RACY_WINDOW_NS, RACY_WINDOW_NS};
+pub use stamps::RACY_WINDOW_NS;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -89,10 +89,9 @@ impl<T> std::fmt::Debug for Reply<T> {
 pub struct Answered(());
 
 /// The door, shared by the core's code and the `Core` that steps it:
-/// the request waiting for the driver, if any, and whether any attempt of
-/// the run is in flight as it waits (`flights::Flights` keeps it).
+/// the request waiting for the driver, if any.
 #[derive(Clone, Default)]
-pub struct Io(pub(super) Rc<RefCell<Option<Action>>>, pub(super) Rc<std::cell::Cell<bool>>);
+pub struct Io(pub(super) Rc<RefCell<Option<Action>>>);
 
 /// Suspends the core's code once: the driver has a request to perform.
 struct Yield(bool);

@@ -24,7 +24,6 @@ mod action;
 mod attempt;
 mod cutoff;
 mod event;
-mod flights;
 mod group;
 mod in_doubt;
 mod io;
@@ -69,10 +68,8 @@ use crate::store::{Durability, GOAL_CLAIM};
 /// What stepping the core gives.
 #[derive(Debug)]
 pub enum Step {
-    /// Perform this, answer it through its reply, then resume; `true`:
-    /// an attempt of the run is in flight (dispatched, not at its end) as
-    /// it is asked, so it may be writing the workspace meanwhile.
-    Act(Action, bool),
+    /// Perform this, answer it through its reply, then resume.
+    Act(Action),
     /// The run is over.
     Done(Result<RunReport>),
 }
@@ -104,7 +101,7 @@ impl<'p> Core<'p> {
                 Step::Done(report)
             }
             Poll::Pending => match self.io.0.borrow_mut().take() {
-                Some(action) => Step::Act(action, self.io.1.get()),
+                Some(action) => Step::Act(action),
                 None => {
                     // The last request went unanswered: nothing is made up for it.
                     self.run = None;

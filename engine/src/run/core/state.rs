@@ -11,7 +11,6 @@ use providers::Handle;
 use serde_json::{json, Value};
 
 use super::action::{Deadline, Sending, StopWait, Write};
-use super::flights::Flights;
 use super::io::Io;
 use crate::checkpoint::Checkpoint;
 use crate::decide::budget::Exhausted;
@@ -201,7 +200,7 @@ pub(super) struct Run<'p> {
     /// (`Closing::rechecked`).
     pub rechecked: BTreeMap<String, String>,
     /// By attempt id, so that whatever walks them walks in one order.
-    pub in_flight: Flights,
+    pub in_flight: BTreeMap<AttemptId, Flight>,
     pub held: Waiting,
     /// The tasks a person holds (`engine hold`): never started or retried.
     pub person_held: HashSet<String>,
@@ -231,7 +230,6 @@ impl<'p> Run<'p> {
         shared: bool,
         guard: Guard,
     ) -> Run<'p> {
-        let busy = io.1.clone();
         Run {
             io,
             plan,
@@ -248,7 +246,7 @@ impl<'p> Run<'p> {
             deferred: BTreeMap::new(),
             cut: HashSet::new(),
             rechecked: BTreeMap::new(),
-            in_flight: Flights::new(busy),
+            in_flight: BTreeMap::new(),
             held: Waiting::default(),
             person_held: HashSet::new(),
             stops: Stops::default(),

@@ -358,7 +358,7 @@ fn run_again(plan: &Plan, mut fake: Fake, asked: Asked) -> Fake {
                 fake.ended = ended.err().map(|e| e.code);
                 return fake;
             }
-            Step::Act(action, _) => {
+            Step::Act(action) => {
                 let _answered = fake.perform(action);
             }
         }
@@ -466,7 +466,7 @@ fn a_call_awaiting_approval_is_not_sent_and_waits_for_a_person() {
 fn a_request_left_unanswered_ends_the_run_with_an_error_never_a_made_up_answer() {
     let plan = plan(&[("T1", &[])]);
     let mut core = Core::new(&plan, Revision(1), 1, Asked::default(), false, Guard::default());
-    let Step::Act(Action::Open(_unanswered), _) = core.resume() else { panic!("the run opens first") };
+    let Step::Act(Action::Open(_unanswered)) = core.resume() else { panic!("the run opens first") };
     match core.resume() {
         Step::Done(Err(e)) => assert!(e.message.contains("unanswered"), "{}", e.message),
         other => panic!("the run went on without an answer: {other:?}"),

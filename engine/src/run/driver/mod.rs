@@ -82,10 +82,7 @@ pub async fn drive(
                 driver.trace_finish(&report);
                 return report;
             }
-            Step::Act(action, in_flight) => {
-                // What is hashed while an attempt may be writing is never
-                // trusted by its times (`checkpoint::cache`).
-                driver.workspace.cache.in_flight = in_flight;
+            Step::Act(action) => {
                 let _answered = driver.perform(action).await;
             }
         }
@@ -195,8 +192,7 @@ impl Driver<'_, '_> {
                 && states.get(&task.task_ref).is_some_and(|s| s.is_complete())
         };
         self.first_look = inputs::check_inputs(plan, observed)?;
-        let (mut cache, completions) = early::take_early(self.ledger, early)?;
-        cache.in_flight = self.workspace.cache.in_flight;
+        let (cache, completions) = early::take_early(self.ledger, early)?;
         self.workspace.cache = cache;
         self.completions = completions;
         let holds = crate::run::holds::holds(&*self.ledger.read(), goal_id)?;

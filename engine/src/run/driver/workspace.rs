@@ -300,9 +300,6 @@ impl Workspace {
         };
         let process = starts_process(scope.plan.provider_of(task));
         let whole = process && writes;
-        // This attempt's call is over (its processes with it): with nothing
-        // else in flight, what this look hashes may settle.
-        self.cache.in_flight = !alone;
         let after = self.observe_protected(world, scope, (process, whole, alone)).await;
         // Seen whole where the next baseline would look whole (a task that
         // starts processes), with nothing else of the run in flight: it may

@@ -160,7 +160,7 @@ fn run(plan: &Plan, model: &mut Model, jobs: usize, dies_at: Option<u64>) -> Opt
                 end(model, &ended);
                 return None;
             }
-            Step::Act(action, _) => {
+            Step::Act(action) => {
                 n += 1;
                 if dies_at == Some(n) || n > REQUESTS_MAX {
                     if n > REQUESTS_MAX {
