@@ -124,8 +124,8 @@ fn a_same_size_rewrite_with_its_mtime_put_back_is_still_seen() {
         let file = std::fs::File::options().write(true).open(ws.path(f)).expect("opens");
         file.set_modified(old).expect("mtime set");
     }
-    // Past the cache's widest racy window (2 s; 100 ms where stamps are
-    // known fine-grained) after the ctime the mtime change moved: the entry
+    // Past the cache's racy window (2 s) after the ctime the mtime change
+    // moved: the entry
     // the look before the attempt makes is then settled on any file system,
     // so only the ctime can tell the rewrite (the reason for this 2.2 s).
     std::thread::sleep(std::time::Duration::from_millis(2_200));

@@ -5,7 +5,7 @@
 use foldhash::{HashMap, HashSet};
 use std::path::Path;
 
-use super::stamps::{self, RACY_WINDOW_NS};
+use super::stamps::{self, RACY_WINDOW_NS, UNTRUSTED};
 use super::FileState;
 
 #[derive(Debug, Default)]
@@ -87,13 +87,14 @@ impl FileCache {
 /// begins after the clock was read stamps at least that time: a later look
 /// sees the change or finds the entry within the racy window. A file whose
 /// size or times moved while it was hashed is never trusted by its times
-/// (`UNTRUSTED`): what was read may be half of two contents. `read` runs
-/// between the open and the hash (the tests' hook).
-fn hash_seen(path: &Path, read: impl FnOnce()) -> std::io::Result<Seen> {
+/// (`UNTRUSTED`): what was read may be half of two contents. `hashed`
+/// runs between the hash and the second look at the open file (the
+/// tests' hook).
+fn hash_seen(path: &Path, hashed: impl FnOnce()) -> std::io::Result<Seen> {
     let hashed_at_ns = stamps::coarse_now_ns();
     let (file, meta) = open_regular(path)?;
-    read();
     let digest = blake3::Hasher::new().update_reader(&file)?.finalize().to_hex().to_string();
+    hashed();
     let mut seen = Seen::hashed(&meta, digest, hashed_at_ns);
     let after = Seen::hashed(&file.metadata()?, String::new(), hashed_at_ns);
     if (after.size, after.mtime_ns, after.ctime_ns, after.inode)
@@ -103,12 +104,6 @@ fn hash_seen(path: &Path, read: impl FnOnce()) -> std::io::Result<Seen> {
     }
     Ok(seen)
 }
-
-/// A hash time no entry is trusted after, by this engine (which subtracts
-/// the window saturating) nor by an older one reading it from the ledger
-/// (which subtracted it plainly): the window less than the smallest time,
-/// so neither subtraction wraps.
-const UNTRUSTED: i64 = i64::MIN + RACY_WINDOW_NS;
 
 /// A `FileState` without its path (the cache's key).
 #[derive(Debug, Clone)]
@@ -285,6 +280,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(torn.hashed_at_ns, UNTRUSTED);
+        assert_eq!(torn.digest, blake3::hash(b"one").to_hex().to_string(), "hashed before the rewrite");
+        assert_eq!(torn.state(String::new()).hashed_at_ns, UNTRUSTED, "what the ledger keeps");
         // However late the next look, with the file's times as they are now.
         let (m, _, _) = stamps_of(&f);
         let mut cache = FileCache::default();
@@ -293,6 +290,23 @@ mod tests {
         assert_eq!(cache.hits, 0);
         // An older engine subtracted the window plainly: no wrap.
         assert_eq!(UNTRUSTED - RACY_WINDOW_NS, i64::MIN);
+    }
+
+    /// The hash time is read before the content is hashed (a clock read
+    /// after it would date a long hash's entry later than its read).
+    #[test]
+    fn the_hash_time_is_read_before_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, "one").unwrap();
+        let mut after_hash = 0;
+        let seen = hash_seen(&f, || {
+            // Past a coarse clock tick (10 ms at most).
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after_hash = stamps::coarse_now_ns();
+        })
+        .unwrap();
+        assert!(seen.hashed_at_ns < after_hash, "{} < {after_hash}", seen.hashed_at_ns);
     }
 
     /// `hash_seen`'s order: the entry's size and times are the open file's,

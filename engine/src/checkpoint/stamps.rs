@@ -8,7 +8,8 @@
 //! read stamps at least the hash time, however far the coarse clock lags
 //! the fine one, as long as no one sets the clock back. The window covers
 //! what that argument does not: coarse formats and remote servers (FAT's
-//! 2 s grain, an NFS server's own clock), and a write already under way
+//! 2 s grain, an NFS server's own clock, lagging this one by less than
+//! 2 s), and a write already under way
 //! when the file was hashed (its times were stamped when it began, before
 //! its bytes were copied). No window covers a write that began longer ago
 //! and is still copying; 2 s makes that a write lasting 2 s. (A narrower
@@ -21,16 +22,20 @@
 /// again.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
+/// A hash time no entry is trusted after, by this engine (which subtracts
+/// the window saturating) nor by an older one reading it from the ledger
+/// (which subtracted it plainly): the smallest time plus the window, so
+/// neither subtraction wraps.
+pub const UNTRUSTED: i64 = i64::MIN + RACY_WINDOW_NS;
+
 /// Now on the clock the kernel stamps inode times from
 /// (`CLOCK_REALTIME_COARSE`), in nanoseconds since the epoch; if it
-/// cannot be read, a time no entry hashed then is ever trusted after
-/// (the window above the smallest time: an older engine reading it from
-/// the ledger subtracts the window without wrapping).
+/// cannot be read, `UNTRUSTED`.
 pub fn coarse_now_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec for the call to fill.
     if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
-        return i64::MIN + RACY_WINDOW_NS;
+        return UNTRUSTED;
     }
     #[allow(clippy::unnecessary_cast)]
     ns(ts.tv_sec as i64, ts.tv_nsec as i64)
