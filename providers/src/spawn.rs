@@ -34,7 +34,10 @@
 //! All signals are blocked in the calling thread across the `clone`, so no
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
-//! unblocks them (which ones: [`signals`], read by the parent).
+//! unblocks them (which ones: [`signals`], read by the parent). A child
+//! that drops its privileges is cloned by the spawner thread
+//! ([`spawner`]), which holds most of them dropped already: the child
+//! then only empties its capability sets.
 //!
 //! What the parent prepares is cheap to prepare again: the environment is
 //! the engine's, read once ([`environ`]), and the program's path is found
@@ -48,6 +51,7 @@ mod output;
 mod registry;
 mod search;
 mod signals;
+mod spawner;
 mod stack;
 
 use child::child;
@@ -512,6 +516,10 @@ struct Shared {
     last_cap: i64,
     /// The seccomp filter to install (null: none).
     seccomp: *const crate::sandbox::Fprog,
+    /// 1: the thread that cloned the child (the spawner thread) already
+    /// holds no new privileges, no bounding or ambient capability and the
+    /// filter: the child only empties its other capability sets.
+    thread_dropped: u32,
     /// The signals to set back to their default (bit `n - 1`: signal `n`).
     reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
@@ -560,6 +568,7 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, O
             .and_then(|(_, f)| f.as_ref())
             .map_or(std::ptr::null(), |f| f as *const crate::sandbox::Fprog),
         reset_signals: signals::to_reset(),
+        thread_dropped: 0,
         error: 0,
         step: Step::Parent as u32,
         cloned_ns: 0,
@@ -599,23 +608,40 @@ fn launch(
     cgroup: Option<&Cgroup>,
 ) -> Result<(libc::pid_t, Option<OwnedFd>), Failure> {
     if let Some(cg) = cgroup {
-        if clone3::usable() {
-            let arg = shared as *mut Shared as *mut libc::c_void;
-            // SAFETY: as `clone_blocked`'s `clone`: `child` only makes system
-            // calls on what `shared` points to, which outlives the call
-            // (CLONE_VFORK); the stack is this thread's and unused.
-            let started = signals_blocked(|| unsafe {
-                clone3::clone_into(stack.above_guard(), stack.usable_bytes(), cg.dir_fd(), child, arg)
-            });
-            match started {
-                Ok(started) => return Ok(started),
-                // The classic way below names the step the kernel refuses.
-                Err(e) => clone3::failed(&e),
-            }
+        match launch_clone3(stack, shared, cg) {
+            Ok(started) => return Ok(started),
+            // The classic way below names the step the kernel refuses.
+            Err(e) => clone3::failed(&e),
         }
         shared.cgroup = cg.procs_fd().map_err(|error| Failure { step: Step::Cgroup, error })?;
     }
     clone_blocked(stack, shared).map(|pid| (pid, None)).map_err(Failure::parent)
+}
+
+/// `clone3` into `cg`: a child that drops its privileges by the spawner
+/// thread, which holds most of them dropped already (`spawner.rs`), else
+/// by this thread. `ENOSYS` where `clone3` is given up on.
+fn launch_clone3(stack: &Stack, shared: &mut Shared, cg: &Cgroup) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    if !clone3::usable() {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    if shared.last_cap >= 0 {
+        shared.thread_dropped = 1;
+        let started = spawner::launch(shared, cg.dir_fd());
+        shared.thread_dropped = 0;
+        match started {
+            Some(Ok(started)) => return Ok(started),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    let arg = shared as *mut Shared as *mut libc::c_void;
+    // SAFETY: as `clone_blocked`'s `clone`: `child` only makes system
+    // calls on what `shared` points to, which outlives the call
+    // (CLONE_VFORK); the stack is this thread's and unused.
+    signals_blocked(|| unsafe {
+        clone3::clone_into(stack.above_guard(), stack.usable_bytes(), cg.dir_fd(), child, arg)
+    })
 }
 
 /// `f` with every signal blocked in this thread: no handler of the engine
@@ -718,6 +744,68 @@ mod tests {
         let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
         assert_eq!(stat.split_whitespace().next(), Some(fields[2]), "its own group (pgid = pid): {stat}");
         assert_eq!(mask("/proc/thread-self/status", "SigBlk"), blocked, "the parent's mask is restored");
+    }
+
+    /// What a confined child ends with: its capability sets, `no_new_privs`,
+    /// seccomp, its namespaces, and whether Landlock refuses a write
+    /// outside its workspace (`$0`).
+    async fn confined_state(sandbox: &Sandbox, ws: &Path, outside: &Path) -> (u32, String) {
+        let script = "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/$$/status; ls -l /proc/$$/ns | sed 's/.* -> //'; \
+                      echo x > \"$0/y\" 2>/dev/null && echo wrote || echo refused";
+        let argv = strings(&["sh", "-c", script, outside.to_str().unwrap()]);
+        let child = spawn(spec(&argv, ws, sandbox)).unwrap();
+        let pid = child.id();
+        let (status, out, err) = output(child).await;
+        assert!(status.success(), "{err}");
+        (pid, out)
+    }
+
+    #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
+    async fn a_child_of_the_spawner_thread_ends_as_confined_as_one_that_dropped_everything_itself() {
+        let _lock = cgroup_thread::test_lock();
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+        let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let namespaces = crate::sandbox::Namespaces::make(&[]);
+        let policy = crate::sandbox::Policy::builder(&ws).temp_dirs([]).build().unwrap();
+        let sandbox = policy.prepare_in(&namespaces).unwrap();
+        let (pid, by_thread) = confined_state(&sandbox, &ws, &outside).await;
+        if !spawner::tests::started_by_it(pid) {
+            eprintln!(
+                "no spawner thread here ({:?}, a cgroup: {}): nothing to compare",
+                spawner::refused(),
+                cgroup::refused().is_none()
+            );
+            return;
+        }
+        spawner::tests::OFF.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (pid, by_itself) = confined_state(&sandbox, &ws, &outside).await;
+        spawner::tests::OFF.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(!spawner::tests::started_by_it(pid));
+        assert_eq!(by_thread, by_itself, "the same state, dropped by the thread or by the child");
+        let own = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let filters: u32 =
+            own.lines().find_map(|l| l.strip_prefix("Seccomp_filters:")).unwrap().trim().parse().unwrap();
+        let mut want = vec!["CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000"];
+        want.extend(["CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            want.push("CapBnd:\t0000000000000000");
+        }
+        let filters = format!("Seccomp_filters:\t{}", filters + 1);
+        for line in want.iter().copied().chain([filters.as_str()]) {
+            assert!(by_thread.lines().any(|l| l == line), "{line} missing: {by_thread}");
+        }
+        if sandbox.status().is_confined() {
+            assert!(by_thread.ends_with("refused\n"), "Landlock refused the write: {by_thread}");
+        }
+        // The run's network namespace, not the engine's.
+        if sandbox.namespace_fds().0.is_some() {
+            let net = std::fs::read_link("/proc/thread-self/ns/net").unwrap();
+            assert!(!by_thread.contains(net.to_str().unwrap()), "{by_thread}");
+        }
     }
 
     #[tokio::test]

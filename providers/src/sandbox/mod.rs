@@ -62,7 +62,7 @@ pub use namespaces::{Namespaces, NsStatus};
 pub use network::{Endpoint, NetBy, NetStatus, Network, Port};
 pub use own_environ::hide_engine_environment;
 pub use privileges::Privileges;
-pub(crate) use privileges::{drop_privileges, install_filter, last_cap, program, Fprog};
+pub(crate) use privileges::{drop_bounding, drop_privileges, drop_sets, install_filter, last_cap, program, Fprog};
 
 /// A declared write path as the sandbox takes it: `~` expanded to `HOME`,
 /// symlinks resolved as far as the path exists (what `PolicyBuilder::build`

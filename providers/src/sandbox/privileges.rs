@@ -1,6 +1,8 @@
 //! A confined process's privileges: none. Every process the engine starts
-//! in a sandbox (unless the plan says `"sandbox": "none"`) drops, in the
-//! child before `exec` (`crate::spawn`):
+//! in a sandbox (unless the plan says `"sandbox": "none"`) drops, before
+//! `exec` (`crate::spawn`; most of it is held already by the spawner thread
+//! that clones it, `crate::spawn::spawner`, and the child empties its
+//! capability sets):
 //!
 //! - every capability: the bounding set (so an `exec` as root regains
 //!   none), the ambient, inheritable, permitted and effective sets — a
@@ -21,8 +23,9 @@
 //!
 //! The filter is built once, in the parent (`filter`: a binary search over
 //! the refused numbers, for this architecture: a system call of another
-//! architecture's numbering kills the process); the child only passes its
-//! address to `seccomp(2)`. On x86-64 the x32 numbers of the same calls are
+//! architecture's numbering kills the process); the spawner thread (or,
+//! where there is none, each child) only passes its address to
+//! `seccomp(2)`. On x86-64 the x32 numbers of the same calls are
 //! refused too.
 
 use std::fmt;
@@ -106,6 +109,16 @@ pub(crate) fn last_cap() -> u32 {
 /// effective sets. In the child before `exec` (`crate::spawn`): system
 /// calls on its own stack only, nothing allocated.
 pub(crate) unsafe fn drop_privileges(last_cap: i64) -> Result<(), libc::c_int> {
+    drop_bounding(last_cap)?;
+    drop_sets()
+}
+
+/// The first part of [`drop_privileges`]: no new privileges, the bounding
+/// set and the ambient set emptied. All three are the calling thread's own
+/// and a `clone` copies them, so the providers' spawner thread does this
+/// once for every child it starts (`crate::spawn::spawner`); the child then
+/// only empties its other sets ([`drop_sets`]).
+pub(crate) unsafe fn drop_bounding(last_cap: i64) -> Result<(), libc::c_int> {
     let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
     check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
     for cap in 0..=last_cap as libc::c_ulong {
@@ -121,11 +134,22 @@ pub(crate) unsafe fn drop_privileges(last_cap: i64) -> Result<(), libc::c_int> {
     if cleared < 0 && errno() != libc::EINVAL {
         return Err(errno());
     }
+    Ok(())
+}
+
+/// The last part of [`drop_privileges`]: the inheritable, permitted and
+/// effective sets emptied (one `capset`). Left to the child: until then it
+/// joins the run's namespaces and enters its working folder with the
+/// engine's capabilities, as it always did.
+pub(crate) unsafe fn drop_sets() -> Result<(), libc::c_int> {
     // `struct __user_cap_header_struct` (version 3) and two
     // `__user_cap_data_struct`s of zeros: no capability in any set.
     let mut header: [u32; 2] = [0x2008_0522, 0];
     let mut data: [u32; 6] = [0; 6];
-    check(libc::syscall(libc::SYS_capset, header.as_mut_ptr(), data.as_mut_ptr()) as libc::c_int)
+    if libc::syscall(libc::SYS_capset, header.as_mut_ptr(), data.as_mut_ptr()) < 0 {
+        return Err(errno());
+    }
+    Ok(())
 }
 
 /// Install the filter `prog` points to (`program`, prepared by the

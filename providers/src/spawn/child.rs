@@ -50,7 +50,8 @@ unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
     check(libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()))?;
     // Own process group, so a timeout or a cancel ends the whole tree.
     check(libc::setpgid(0, 0))?;
-    // Die with the thread that started us (the engine's runtime thread).
+    // Die with the thread that started us (the engine's runtime thread, or
+    // the spawner thread, which lives as long as the engine).
     check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
     if libc::getppid() != s.engine {
         return Err(libc::ESRCH); // the engine died before prctl
@@ -86,9 +87,14 @@ unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
     }
     if s.last_cap >= 0 {
         step(s, Step::Privileges);
-        crate::sandbox::drop_privileges(s.last_cap)?;
+        if s.thread_dropped != 0 {
+            crate::sandbox::drop_sets()?;
+        } else {
+            crate::sandbox::drop_privileges(s.last_cap)?;
+        }
     }
-    if !s.seccomp.is_null() {
+    // Started by the spawner thread, it holds that thread's filter.
+    if !s.seccomp.is_null() && s.thread_dropped == 0 {
         step(s, Step::Seccomp);
         crate::sandbox::install_filter(s.seccomp)?;
     }

@@ -106,6 +106,68 @@ pub(super) unsafe fn clone_into(
         cgroup: cgroup as u64,
         ..CloneArgs::default()
     };
+    let pid = call(&args, child, arg)?;
+    // SAFETY: a local the kernel wrote through the pointer in `args`.
+    let pidfd = unsafe { std::ptr::read_volatile(&pidfd) };
+    // SAFETY: the child's new pidfd (`CLONE_PIDFD`), owned by nothing else.
+    Ok((pid, (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
+}
+
+/// Where the kernel reports a child started for another thread
+/// ([`clone_for`]): all three written by the kernel itself, so the thread
+/// that made the `clone` never touches this memory once the child runs.
+#[repr(C)]
+pub(super) struct Report {
+    /// Non-zero until the child exec'd or exited: then the kernel sets it
+    /// to 0 and wakes one waiter (`CLONE_CHILD_CLEARTID`, a shared futex),
+    /// at the same point where it ends a `vfork`.
+    pub pending: std::sync::atomic::AtomicU32,
+    /// The child's pid (`CLONE_PARENT_SETTID`), before the child runs.
+    pub pid: std::sync::atomic::AtomicI32,
+    /// Its pidfd (`CLONE_PIDFD`), before the child runs; -1 for none.
+    pub pidfd: std::sync::atomic::AtomicI32,
+}
+
+/// [`clone_into`] on behalf of another thread, which waits on
+/// `report.pending` (the spawner thread, `spawner.rs`): the kernel writes
+/// the child's pid and pidfd into `report` before the child runs, and
+/// clears `report.pending` when it exec'd or exited. Returns its pid.
+///
+/// # Safety
+/// As [`clone_into`]; and `report` must outlive the child's `exec`.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn clone_for(
+    stack: *mut libc::c_void,
+    size: usize,
+    cgroup: RawFd,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+    report: *const Report,
+) -> io::Result<libc::pid_t> {
+    let flags =
+        libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::CLONE_CHILD_CLEARTID | libc::CLONE_PARENT_SETTID;
+    let args = CloneArgs {
+        flags: flags as u64 | CLONE_INTO_CGROUP,
+        pidfd: (*report).pidfd.as_ptr() as u64,
+        child_tid: (*report).pending.as_ptr() as u64,
+        parent_tid: (*report).pid.as_ptr() as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack as u64,
+        stack_size: size as u64,
+        cgroup: cgroup as u64,
+        ..CloneArgs::default()
+    };
+    call(&args, child, arg)
+}
+
+/// The `clone3` system call with `args`; in the child, `child(arg)` and
+/// an exit with its value.
+#[cfg(target_arch = "x86_64")]
+unsafe fn call(
+    args: &CloneArgs,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> io::Result<libc::pid_t> {
     let ret: i64;
     // SAFETY: the parent comes out of `syscall` with the child's pid or an
     // error in rax and goes on (rcx, r11 clobbered, as by any system call).
@@ -128,7 +190,7 @@ pub(super) unsafe fn clone_into(
         "2:",
         exit = const libc::SYS_exit,
         inlateout("rax") libc::SYS_clone3 => ret,
-        in("rdi") &args as *const CloneArgs,
+        in("rdi") args as *const CloneArgs,
         in("rsi") std::mem::size_of::<CloneArgs>(),
         in("r12") child,
         in("r13") arg,
@@ -139,10 +201,7 @@ pub(super) unsafe fn clone_into(
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(-ret as i32));
     }
-    // SAFETY: a local the kernel wrote through the pointer in `args`.
-    let pidfd = unsafe { std::ptr::read_volatile(&pidfd) };
-    // SAFETY: the child's new pidfd (`CLONE_PIDFD`), owned by nothing else.
-    Ok((ret as libc::pid_t, (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
+    Ok(ret as libc::pid_t)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -153,5 +212,17 @@ pub(super) unsafe fn clone_into(
     _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     _arg: *mut libc::c_void,
 ) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn clone_for(
+    _stack: *mut libc::c_void,
+    _size: usize,
+    _cgroup: RawFd,
+    _child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    _arg: *mut libc::c_void,
+    _report: *const Report,
+) -> io::Result<libc::pid_t> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
