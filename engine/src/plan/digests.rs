@@ -46,25 +46,45 @@ impl PlanDigests {
             .iter()
             .map(|t| Parts::of(t, &file.providers[t.provider.as_str()], &identities[t.provider.as_str()]))
             .collect();
+        // The meaning, core and request are functions of the parts alone:
+        // each distinct set of parts is digested once (a chain of one
+        // command has one), the digests the same bytes as one by one.
+        let mut shared: HashMap<&Parts, Shared> = HashMap::new();
+        for p in &parts {
+            shared.entry(p).or_insert_with(|| Shared::of(p));
+        }
         let meanings: HashMap<&str, String> =
-            file.tasks.iter().zip(&parts).map(|(t, p)| (t.task_ref.as_str(), meaning_of(t, p))).collect();
+            file.tasks.iter().zip(&parts).map(|(t, p)| (t.task_ref.as_str(), shared[p].meaning.clone())).collect();
         let tasks = file
             .tasks
             .iter()
             .zip(&parts)
             .map(|(t, p)| {
-                let request = request_of(p, None);
+                let s = &shared[p];
                 let digests = TaskDigests {
-                    meaning: meanings[t.task_ref.as_str()].clone(),
-                    meaning_core: core_of(t, p),
+                    meaning: s.meaning.clone(),
+                    meaning_core: s.core.clone(),
                     dependencies: dependency_digest(t, &meanings),
-                    operation_id: operation_id(&goal.id, &t.task_ref, &request),
-                    request,
+                    operation_id: operation_id(&goal.id, &t.task_ref, &s.request),
+                    request: s.request.clone(),
                 };
                 (t.task_ref.clone(), digests)
             })
             .collect();
         PlanDigests { plan: plan_digest(file), goal_contract, tasks }
+    }
+}
+
+/// The digests a task's parts decide alone (`PlanDigests::compute`).
+struct Shared {
+    meaning: String,
+    core: String,
+    request: RequestDigest,
+}
+
+impl Shared {
+    fn of(p: &Parts) -> Shared {
+        Shared { meaning: meaning_of(p), core: core_of(p), request: request_of(p, None) }
     }
 }
 
@@ -150,24 +170,30 @@ pub fn provider_identity(name: &str, spec: &ProviderSpec) -> Value {
 /// (sorted) when they are declared. Not ref, title or depends_on.
 pub fn meaning_digest(task: &Task, spec: &ProviderSpec) -> String {
     let identity = canonical_json(&provider_identity(&task.provider, spec));
-    meaning_of(task, &Parts::of(task, spec, &identity))
+    meaning_of(&Parts::of(task, spec, &identity))
 }
 
 /// The meaning without the validations (its own digest kind): equal for
 /// two definitions of a task that differ only in their validations.
 pub fn meaning_core_digest(task: &Task, spec: &ProviderSpec) -> String {
     let identity = canonical_json(&provider_identity(&task.provider, spec));
-    core_of(task, &Parts::of(task, spec, &identity))
+    core_of(&Parts::of(task, spec, &identity))
 }
 
 /// A task's fields as the canonical JSON its digests take them in, each
-/// written once (three digests share the action, two the inputs).
+/// written once (three digests share the action, two the inputs). Two
+/// tasks with equal parts have the same meaning, core and request.
+#[derive(PartialEq, Eq, Hash)]
 struct Parts<'a> {
     /// The provider identity's canonical JSON.
     identity: &'a str,
     action: String,
+    effect: &'static str,
     /// Sorted and without repeats.
     inputs: String,
+    /// The validations by id, canonical JSON (the meaning's alone).
+    validations: String,
+    idempotent: bool,
     /// `None` when the task declares none: it then digests as it did
     /// before the field existed.
     may_change: Option<String>,
@@ -183,12 +209,27 @@ impl<'a> Parts<'a> {
         Parts {
             identity,
             action: canonical_json(&task.action),
+            effect: task.effect.as_str(),
             inputs: sorted(&task.inputs),
+            validations: validations_of(task),
+            idempotent: task.idempotent,
             may_change: (!task.may_change.is_empty()).then(|| sorted(&task.may_change)),
             outputs: (!task.outputs.is_empty()).then(|| sorted(&task.outputs)),
             reach: super::reach::Reach::of_task(task, spec).meaning(),
         }
     }
+}
+
+/// The validations sorted by id, as canonical JSON (what
+/// `Digester::json` writes for them).
+fn validations_of(task: &Task) -> String {
+    if task.validations.is_empty() {
+        return "[]".to_string();
+    }
+    let mut validations: Vec<Value> =
+        task.validations.iter().map(|v| serde_json::to_value(v).expect("serializes")).collect();
+    validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    canonical_json(&Value::Array(validations))
 }
 
 /// A list of strings as canonical JSON: sorted, without repeats.
@@ -199,27 +240,24 @@ fn sorted(list: &[String]) -> String {
     serde_json::to_string(&v).unwrap_or_default()
 }
 
-fn meaning_of(task: &Task, p: &Parts) -> String {
-    let mut validations: Vec<Value> =
-        task.validations.iter().map(|v| serde_json::to_value(v).expect("serializes")).collect();
-    validations.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+fn meaning_of(p: &Parts) -> String {
     let d = Digester::new(Kind::TaskMeaning)
         .bytes("provider", p.identity.as_bytes())
         .bytes("action", p.action.as_bytes())
-        .str("effect", task.effect.as_str())
+        .str("effect", p.effect)
         .bytes("inputs", p.inputs.as_bytes())
-        .json("validations", &Value::Array(validations))
-        .str("idempotent", if task.idempotent { "true" } else { "false" });
+        .bytes("validations", p.validations.as_bytes())
+        .str("idempotent", if p.idempotent { "true" } else { "false" });
     with_may_change(d, p).finish()
 }
 
-fn core_of(task: &Task, p: &Parts) -> String {
+fn core_of(p: &Parts) -> String {
     let d = Digester::new(Kind::TaskMeaningCore)
         .bytes("provider", p.identity.as_bytes())
         .bytes("action", p.action.as_bytes())
-        .str("effect", task.effect.as_str())
+        .str("effect", p.effect)
         .bytes("inputs", p.inputs.as_bytes())
-        .str("idempotent", if task.idempotent { "true" } else { "false" });
+        .str("idempotent", if p.idempotent { "true" } else { "false" });
     with_may_change(d, p).finish()
 }
 
@@ -371,6 +409,61 @@ mod tests {
         assert_eq!(t2.dependencies, "8266fba1b85a2ef537108d01285f691b94935c47609dddc86419b4841c443afd");
         assert_eq!(t2.request.as_str(), "84e54907b1ded89de2fe16c9e531c2d73585547b27d50b7ec10fba5063b34753");
         assert_eq!(t2.operation_id.as_str(), "op_5a23007b0ab183874788f6e0");
+    }
+
+    /// Tasks with equal parts share their meaning, core and request
+    /// (`PlanDigests::compute` digests each distinct set once); every field
+    /// of the parts still tells them apart: each task's digests are the
+    /// ones computed for it alone.
+    #[test]
+    fn shared_parts_give_each_task_the_digests_it_has_alone() {
+        let mut p = before();
+        let base = p["tasks"][0].clone();
+        let variants = [
+            json!({}),
+            json!({"title": "another title"}),
+            json!({"validations": []}),
+            json!({"validations": [{"id": "V2", "run": ["true"], "expect_exit": 0}]}),
+            json!({"effect": "none"}),
+            json!({"inputs": ["money.py"]}),
+            json!({"inputs": ["tests/test_cents.py", "money.py", "money.py"]}),
+            json!({"idempotent": true}),
+            json!({"may_change": ["dist/**"]}),
+            json!({"outputs": ["dist/**"]}),
+            json!({"env": ["API_KEY"]}),
+            json!({"action": {"run": ["python3", "tools/apply.py", "euros"]}}),
+            json!({"provider": "sh2"}),
+        ];
+        p["providers"]["sh2"] = json!({"kind": "command", "sandbox": "none"});
+        let mut tasks = vec![base.clone(), p["tasks"][1].clone()];
+        for (i, v) in variants.iter().chain(variants.iter()).enumerate() {
+            let mut t = base.clone();
+            for (k, x) in v.as_object().unwrap() {
+                t[k] = x.clone();
+            }
+            t["ref"] = json!(format!("V{i}"));
+            tasks.push(t);
+        }
+        p["tasks"] = json!(tasks);
+        let mut file: PlanFile = serde_json::from_value(p).unwrap();
+        file.tasks.iter_mut().for_each(|t| crate::digest::sort_keys(&mut t.action));
+        let d = PlanDigests::compute(&file);
+        let meanings: HashMap<&str, String> =
+            file.tasks.iter().map(|t| (t.task_ref.as_str(), meaning_digest(t, &file.providers[&t.provider]))).collect();
+        let mut distinct = std::collections::HashSet::new();
+        for t in &file.tasks {
+            let spec = &file.providers[&t.provider];
+            let got = &d.tasks[&t.task_ref];
+            assert_eq!(got.meaning, meanings[t.task_ref.as_str()], "{}", t.task_ref);
+            assert_eq!(got.meaning_core, meaning_core_digest(t, spec), "{}", t.task_ref);
+            let request = request_digest(&t.provider, spec, &t.action, None);
+            assert_eq!(got.request, request, "{}", t.task_ref);
+            assert_eq!(got.operation_id, operation_id("money-totals", &t.task_ref, &request));
+            assert_eq!(got.dependencies, dependency_digest(t, &meanings));
+            distinct.insert(got.meaning.clone());
+        }
+        // The title alone and the inputs' order and repeats are no meaning.
+        assert_eq!(distinct.len(), variants.len() - 2 + 1, "the variants' meanings (T1's the first), and T2's");
     }
 
     #[test]
