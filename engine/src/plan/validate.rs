@@ -68,7 +68,7 @@ fn goal(plan: &PlanFile) -> Result<()> {
     unique_ids(goal.acceptance.iter().map(|a| a.id.as_str()), "$.goal.acceptance", "acceptance id")?;
     for (i, a) in goal.acceptance.iter().enumerate() {
         if let Some(check) = &a.check {
-            non_empty_argv(&check.run, &format!("$.goal.acceptance[{i}].check.run"))?;
+            non_empty_argv(&check.run, || format!("$.goal.acceptance[{i}].check.run"))?;
         }
     }
     let checked = goal.constraints.iter().enumerate().filter_map(|(i, c)| c.checked().map(|c| (i, c)));
@@ -106,7 +106,7 @@ fn constraint(c: &CheckedConstraint, at: &str) -> Result<()> {
     }
     path_globs(&c.protect, &format!("{at}.protect"), &format!("protected path of constraint `{}`", c.id))?;
     if let Some(check) = &c.check {
-        non_empty_argv(&check.run, &format!("{at}.check.run"))?;
+        non_empty_argv(&check.run, || format!("{at}.check.run"))?;
     }
     Ok(())
 }
@@ -114,15 +114,15 @@ fn constraint(c: &CheckedConstraint, at: &str) -> Result<()> {
 /// Paths or globs that must name places inside the workspace.
 fn path_globs(list: &[String], at: &str, what: &str) -> Result<()> {
     for (j, p) in list.iter().enumerate() {
-        let here = format!("{at}[{j}]");
+        let here = || format!("{at}[{j}]");
         if p.trim().is_empty() {
-            return Err(Error::new(Code::PlanInvalid, format!("{what} is empty")).at(here));
+            return Err(Error::new(Code::PlanInvalid, format!("{what} is empty")).at(here()));
         }
         lexically_inside(p)
-            .map_err(|why| Error::new(Code::InputOutsideWorkspace, format!("{what} `{p}` {why}")).at(here.clone()))?;
+            .map_err(|why| Error::new(Code::InputOutsideWorkspace, format!("{what} `{p}` {why}")).at(here()))?;
         if p.contains(['*', '?', '[']) {
             glob::Pattern::new(p).map_err(|e| {
-                Error::new(Code::PlanInvalid, format!("{what} `{p}` is not a valid glob: {}", e.msg)).at(here.clone())
+                Error::new(Code::PlanInvalid, format!("{what} `{p}` is not a valid glob: {}", e.msg)).at(here())
             })?;
         }
     }
@@ -155,7 +155,7 @@ fn never_outputs(task: &Task, at: &str) -> Result<()> {
 /// checks its tasks' read-back rules.
 fn provider(name: &str, spec: &ProviderSpec) -> Result<Adapter> {
     if let ProviderSpec::Mcp { command: Some(command), .. } = spec {
-        non_empty_argv(command, &format!("$.providers.{name}.command"))?;
+        non_empty_argv(command, || format!("$.providers.{name}.command"))?;
     }
     let adapter = Adapter::parse(spec, None).map_err(|e| adapters::at_provider(name, e))?;
     Adapter::check_urls(spec).map_err(|e| adapters::at_provider(name, e))?;
@@ -272,16 +272,25 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     if let (ProviderSpec::Mcp { tools, .. }, Some(tool)) = (spec, task.action.get("tool").and_then(|t| t.as_str())) {
         tool_allowed(&task.provider, tools.as_deref(), tool, &format!("{at}.action.tool"))?;
     }
-    path_globs(
-        &task.may_change,
-        &format!("{at}.may_change"),
-        &format!("`may_change` path of task `{}`", task.task_ref),
-    )?;
-    path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
+    // The places and words are written only for a list there is (an
+    // empty one has nothing to refuse): seven strings a task were most of
+    // the check's time in a plan of thousands of tasks.
+    if !task.may_change.is_empty() {
+        path_globs(
+            &task.may_change,
+            &format!("{at}.may_change"),
+            &format!("`may_change` path of task `{}`", task.task_ref),
+        )?;
+    }
+    if !task.outputs.is_empty() {
+        path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
+    }
     never_outputs(task, at)?;
-    unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
+    if !task.validations.is_empty() {
+        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
+    }
     for (j, v) in task.validations.iter().enumerate() {
-        non_empty_argv(&v.run, &format!("{at}.validations[{j}].run"))?;
+        non_empty_argv(&v.run, || format!("{at}.validations[{j}].run"))?;
     }
     if let Err(why) = Cost::from_units(task.cost) {
         return Err(Error::new(Code::PlanInvalid, format!("cost {why}")).at(format!("{at}.cost")));
@@ -381,11 +390,16 @@ fn unique_ids<'a>(ids: impl Iterator<Item = &'a str>, at: &str, what: &str) -> R
     Ok(())
 }
 
-fn non_empty_argv(argv: &[String], at: &str) -> Result<()> {
-    if argv.is_empty() || argv[0].is_empty() {
-        return Err(Error::new(Code::PlanInvalid, "argv must name a program").at(at.to_string()));
+/// `at` is written only when the argv is refused.
+fn non_empty_argv(argv: &[String], at: impl FnOnce() -> String) -> Result<()> {
+    program_named(argv.first().map(String::as_str), at)
+}
+
+fn program_named(program: Option<&str>, at: impl FnOnce() -> String) -> Result<()> {
+    match program {
+        Some(p) if !p.is_empty() => Ok(()),
+        _ => Err(Error::new(Code::PlanInvalid, "argv must name a program").at(at())),
     }
-    Ok(())
 }
 
 /// The action must have the shape its provider kind reads.
@@ -439,10 +453,11 @@ fn command_action(obj: &serde_json::Map<String, serde_json::Value>, at: &str) ->
     let run = obj.get("run").ok_or_else(|| {
         Error::new(Code::PlanInvalid, "a command action needs `run` (an argv array)").at(format!("{at}.action"))
     })?;
-    let argv: Vec<String> = serde_json::from_value(run.clone()).map_err(|_| {
+    // Looked at in place: no copy of the argv made to be checked.
+    let argv = run.as_array().filter(|a| a.iter().all(serde_json::Value::is_string)).ok_or_else(|| {
         Error::new(Code::PlanInvalid, "`run` must be an array of strings").at(format!("{at}.action.run"))
     })?;
-    non_empty_argv(&argv, &format!("{at}.action.run"))
+    program_named(argv.first().and_then(serde_json::Value::as_str), || format!("{at}.action.run"))
 }
 
 /// An http provider's action: a `body`, and a string `method` and string
@@ -533,5 +548,58 @@ fn find_cycle(graph: &DiGraph<usize, ()>, indegree: &[usize]) -> Vec<usize> {
             .map(|n| n.index())
             .find(|&i| indegree[i] > 0)
             .expect("a node left by Kahn has a predecessor left too");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The error `validate_structure` gives for a plan whose one task is
+    /// `task` (a command provider `sh`): its code, message and place.
+    fn refused(task: Value) -> (Code, String, Option<String>) {
+        let plan = json!({"version": 1, "goal": {"id": "g", "statement": "s"},
+                          "providers": {"sh": {"kind": "command"}}, "tasks": [task]});
+        let file: PlanFile = serde_json::from_value(plan).unwrap();
+        let e = validate_structure(&file).unwrap_err();
+        (e.code, e.message, e.place)
+    }
+
+    fn task(fields: Value) -> Value {
+        let mut t = json!({"ref": "T1", "title": "t", "provider": "sh", "action": {"run": ["true"]}});
+        for (k, v) in fields.as_object().unwrap() {
+            t[k] = v.clone();
+        }
+        t
+    }
+
+    /// The places of a refused task's fields, written only when refused,
+    /// are the ones they always were.
+    #[test]
+    fn a_refused_field_of_a_task_is_named_at_its_place() {
+        let argv = (Code::PlanInvalid, "argv must name a program".to_string(), Some("$.tasks[0].action.run".into()));
+        assert_eq!(refused(task(json!({"action": {"run": []}}))), argv);
+        assert_eq!(refused(task(json!({"action": {"run": [""]}}))), argv);
+        let shape =
+            (Code::PlanInvalid, "`run` must be an array of strings".to_string(), Some("$.tasks[0].action.run".into()));
+        assert_eq!(refused(task(json!({"action": {"run": "true"}}))), shape);
+        assert_eq!(refused(task(json!({"action": {"run": ["true", 1]}}))), shape);
+        let (code, message, place) = refused(task(json!({"may_change": ["a", " "]})));
+        assert_eq!((code, place.as_deref()), (Code::PlanInvalid, Some("$.tasks[0].may_change[1]")));
+        assert_eq!(message, "`may_change` path of task `T1` is empty");
+        let (_, message, place) = refused(task(json!({"outputs": ["../x"]})));
+        assert_eq!(place.as_deref(), Some("$.tasks[0].outputs[0]"), "{message}");
+        let twice = json!([{"id": "V", "run": ["true"]}, {"id": "V", "run": ["true"]}]);
+        let (_, message, place) = refused(task(json!({"validations": twice})));
+        assert_eq!(
+            (message.as_str(), place.as_deref()),
+            ("validation id `V` is used twice", Some("$.tasks[0].validations[1].id"))
+        );
+        let (_, message, place) = refused(task(json!({"validations": [{"id": "V", "run": []}]})));
+        assert_eq!(
+            (message.as_str(), place.as_deref()),
+            ("argv must name a program", Some("$.tasks[0].validations[0].run"))
+        );
     }
 }
