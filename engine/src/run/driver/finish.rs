@@ -143,7 +143,8 @@ impl Closer<'_, '_> {
             t.upstream = upstream.remove(&t.task_ref);
             t.read_back = read_back.remove(&t.task_ref).filter(|_| t.state == TaskState::Succeeded && t.this_run);
         }
-        tasks.sort_by_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
+        // Each task's place looked up once, not at every comparison.
+        tasks.sort_by_cached_key(|t| order.get(t.task_ref.as_str()).copied().unwrap_or(usize::MAX));
         // A failed task's next step names the operation that failed (a
         // repair's own, when a repair failed): few tasks, one read each.
         for t in tasks.iter_mut().filter(|t| t.state == TaskState::Failed) {
