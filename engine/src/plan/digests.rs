@@ -1,6 +1,7 @@
 //! The digests of SPEC.md's table, computed from a parsed plan.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -49,18 +50,16 @@ impl PlanDigests {
         // The meaning, core and request are functions of the parts alone:
         // each distinct set of parts is digested once (a chain of one
         // command has one), the digests the same bytes as one by one.
-        let mut shared: HashMap<&Parts, Shared> = HashMap::new();
-        for p in &parts {
-            shared.entry(p).or_insert_with(|| Shared::of(p));
-        }
+        let mut shared: HashMap<&Parts, Rc<Shared>> = HashMap::new();
+        let per_task: Vec<Rc<Shared>> =
+            parts.iter().map(|p| Rc::clone(shared.entry(p).or_insert_with(|| Rc::new(Shared::of(p))))).collect();
         let meanings: HashMap<&str, String> =
-            file.tasks.iter().zip(&parts).map(|(t, p)| (t.task_ref.as_str(), shared[p].meaning.clone())).collect();
+            file.tasks.iter().zip(&per_task).map(|(t, s)| (t.task_ref.as_str(), s.meaning.clone())).collect();
         let tasks = file
             .tasks
             .iter()
-            .zip(&parts)
-            .map(|(t, p)| {
-                let s = &shared[p];
+            .zip(&per_task)
+            .map(|(t, s)| {
                 let digests = TaskDigests {
                     meaning: s.meaning.clone(),
                     meaning_core: s.core.clone(),
@@ -433,8 +432,12 @@ mod tests {
             json!({"env": ["API_KEY"]}),
             json!({"action": {"run": ["python3", "tools/apply.py", "euros"]}}),
             json!({"provider": "sh2"}),
+            json!({"provider": "sh3"}),
+            json!({"network": {"connect": ["api.example.com:443"]}}),
+            json!({"depends_on": ["T2"]}),
         ];
         p["providers"]["sh2"] = json!({"kind": "command", "sandbox": "none"});
+        p["providers"]["sh3"] = json!({"kind": "command", "network": {"connect": ["api.example.com:443"]}});
         let mut tasks = vec![base.clone(), p["tasks"][1].clone()];
         for (i, v) in variants.iter().chain(variants.iter()).enumerate() {
             let mut t = base.clone();
@@ -462,8 +465,15 @@ mod tests {
             assert_eq!(got.dependencies, dependency_digest(t, &meanings));
             distinct.insert(got.meaning.clone());
         }
-        // The title alone and the inputs' order and repeats are no meaning.
-        assert_eq!(distinct.len(), variants.len() - 2 + 1, "the variants' meanings (T1's the first), and T2's");
+        // The title alone, the inputs' order and repeats and the
+        // dependencies are no meaning (the dependency digest, per task, is).
+        assert_eq!(distinct.len(), variants.len() - 3 + 1, "the variants' meanings (T1's the first), and T2's");
+        let on_t2 = &d.tasks["V15"];
+        assert_ne!(
+            on_t2.dependencies, d.tasks["V0"].dependencies,
+            "depends_on shares the parts, not the dependency digest"
+        );
+        assert_eq!(on_t2.meaning, d.tasks["V0"].meaning);
     }
 
     #[test]

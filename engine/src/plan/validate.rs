@@ -272,23 +272,7 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
     if let (ProviderSpec::Mcp { tools, .. }, Some(tool)) = (spec, task.action.get("tool").and_then(|t| t.as_str())) {
         tool_allowed(&task.provider, tools.as_deref(), tool, &format!("{at}.action.tool"))?;
     }
-    // The places and words are written only for a list there is (an
-    // empty one has nothing to refuse): seven strings a task were most of
-    // the check's time in a plan of thousands of tasks.
-    if !task.may_change.is_empty() {
-        path_globs(
-            &task.may_change,
-            &format!("{at}.may_change"),
-            &format!("`may_change` path of task `{}`", task.task_ref),
-        )?;
-    }
-    if !task.outputs.is_empty() {
-        path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
-    }
-    never_outputs(task, at)?;
-    if !task.validations.is_empty() {
-        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
-    }
+    task_lists(task, at)?;
     for (j, v) in task.validations.iter().enumerate() {
         non_empty_argv(&v.run, || format!("{at}.validations[{j}].run"))?;
     }
@@ -319,6 +303,28 @@ fn task(plan: &PlanFile, task: &Task, at: &str) -> Result<()> {
                 .at(format!("{at}.inputs[{j}]"))
             })?;
         }
+    }
+    Ok(())
+}
+
+/// A task's path lists and validation ids. The places and words are
+/// written only for a list there is (an empty one has nothing to
+/// refuse): seven strings a task were most of the check's time in a plan
+/// of thousands of tasks.
+fn task_lists(task: &Task, at: &str) -> Result<()> {
+    if !task.may_change.is_empty() {
+        path_globs(
+            &task.may_change,
+            &format!("{at}.may_change"),
+            &format!("`may_change` path of task `{}`", task.task_ref),
+        )?;
+    }
+    if !task.outputs.is_empty() {
+        path_globs(&task.outputs, &format!("{at}.outputs"), &format!("`outputs` path of task `{}`", task.task_ref))?;
+    }
+    never_outputs(task, at)?;
+    if !task.validations.is_empty() {
+        unique_ids(task.validations.iter().map(|v| v.id.as_str()), &format!("{at}.validations"), "validation id")?;
     }
     Ok(())
 }
