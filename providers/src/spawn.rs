@@ -35,9 +35,11 @@
 //! signal handler of the engine can run on the child's side of the shared
 //! memory; the child resets every handled signal to its default before it
 //! unblocks them (which ones: [`signals`], read by the parent). A child
-//! that drops its privileges is cloned by the spawner thread
-//! ([`spawner`]), which holds most of them dropped already: the child
-//! then only empties its capability sets.
+//! that drops its privileges and is started by `clone3` into its cgroup
+//! is cloned by the spawner thread ([`spawner`]), which holds most of them
+//! dropped already: the child then only checks that and empties its
+//! capability sets. Any other is cloned by the asking thread and drops
+//! everything itself.
 //!
 //! What the parent prepares is cheap to prepare again: the environment is
 //! the engine's, read once ([`environ`]), and the program's path is found
@@ -92,7 +94,8 @@ pub(crate) struct Spec<'a> {
 }
 
 /// A started process: the leader of its own process group, dying with the
-/// thread that started it. Dropped before it was waited for, it is reaped
+/// thread that cloned it (the asking thread, or the spawner thread, which
+/// lives as long as the engine). Dropped before it was waited for, it is reaped
 /// by a later spawn (no zombie piles up).
 pub(crate) struct Child {
     pid: u32,
@@ -516,10 +519,6 @@ struct Shared {
     last_cap: i64,
     /// The seccomp filter to install (null: none).
     seccomp: *const crate::sandbox::Fprog,
-    /// 1: the thread that cloned the child (the spawner thread) already
-    /// holds no new privileges, no bounding or ambient capability and the
-    /// filter: the child only empties its other capability sets.
-    thread_dropped: u32,
     /// The signals to set back to their default (bit `n - 1`: signal `n`).
     reset_signals: u64,
     /// The child's errno when it could not exec; 0 when it did.
@@ -568,7 +567,6 @@ fn start(plan: Plan, fds: [RawFd; 3], cgroup: Option<&Cgroup>) -> Result<(u32, O
             .and_then(|(_, f)| f.as_ref())
             .map_or(std::ptr::null(), |f| f as *const crate::sandbox::Fprog),
         reset_signals: signals::to_reset(),
-        thread_dropped: 0,
         error: 0,
         step: Step::Parent as u32,
         cloned_ns: 0,
@@ -626,10 +624,9 @@ fn launch_clone3(stack: &Stack, shared: &mut Shared, cg: &Cgroup) -> io::Result<
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
     if shared.last_cap >= 0 {
-        shared.thread_dropped = 1;
-        let started = spawner::launch(shared, cg.dir_fd());
-        shared.thread_dropped = 0;
-        match started {
+        // SAFETY: `shared` outlives the call, which returns once the child
+        // exec'd or exited (or none was started).
+        match unsafe { spawner::launch(shared, cg.dir_fd()) } {
             Some(Ok(started)) => return Ok(started),
             Some(Err(e)) => return Err(e),
             None => {}
@@ -701,6 +698,7 @@ pub(crate) fn sh(script: &str) -> Child {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use tokio::io::AsyncReadExt;
 
     async fn output(mut child: Child) -> (ExitStatus, String, String) {
@@ -747,10 +745,14 @@ mod tests {
     }
 
     /// What a confined child ends with: its capability sets, `no_new_privs`,
-    /// seccomp, its namespaces, and whether Landlock refuses a write
-    /// outside its workspace (`$0`).
+    /// seccomp, its blocked and ignored signals, its speculation
+    /// mitigation, its namespaces, and whether Landlock refuses a write
+    /// outside its workspace (`$0`). Read by the shell's builtins: a `sh`
+    /// waiting for a command it started blocks every signal for a moment.
     async fn confined_state(sandbox: &Sandbox, ws: &Path, outside: &Path) -> (u32, String) {
-        let script = "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/$$/status; ls -l /proc/$$/ns | sed 's/.* -> //'; \
+        let script =
+            "while read -r l; do case $l in Cap*|NoNewPrivs*|Seccomp*|SigBlk*|SigIgn*|Speculation_Store_Bypass*) \
+                      echo \"$l\";; esac; done < /proc/$$/status; ls -l /proc/$$/ns | sed 's/.* -> //'; \
                       echo x > \"$0/y\" 2>/dev/null && echo wrote || echo refused";
         let argv = strings(&["sh", "-c", script, outside.to_str().unwrap()]);
         let child = spawn(spec(&argv, ws, sandbox)).unwrap();
@@ -760,17 +762,24 @@ mod tests {
         (pid, out)
     }
 
-    #[tokio::test]
-    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
-    async fn a_child_of_the_spawner_thread_ends_as_confined_as_one_that_dropped_everything_itself() {
-        let _lock = cgroup_thread::test_lock();
-        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
-        let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
+    /// A workspace and a folder outside it under `root`, and a sandbox
+    /// confining to the workspace (with the namespaces it names).
+    fn confined_to(root: &Path) -> (PathBuf, PathBuf, crate::sandbox::Namespaces, Sandbox) {
+        let (ws, outside) = (root.join("ws"), root.join("outside"));
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         let namespaces = crate::sandbox::Namespaces::make(&[]);
         let policy = crate::sandbox::Policy::builder(&ws).temp_dirs([]).build().unwrap();
         let sandbox = policy.prepare_in(&namespaces).unwrap();
+        (ws, outside, namespaces, sandbox)
+    }
+
+    #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
+    async fn a_child_of_the_spawner_thread_ends_as_confined_as_one_that_dropped_everything_itself() {
+        let _lock = cgroup_thread::test_lock();
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+        let (ws, outside, _namespaces, sandbox) = confined_to(root.path());
         let (pid, by_thread) = confined_state(&sandbox, &ws, &outside).await;
         if !spawner::tests::started_by_it(pid) {
             eprintln!(
@@ -790,6 +799,8 @@ mod tests {
             own.lines().find_map(|l| l.strip_prefix("Seccomp_filters:")).unwrap().trim().parse().unwrap();
         let mut want = vec!["CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000"];
         want.extend(["CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]);
+        // Not the spawner thread's mask, which blocks every signal.
+        want.push("SigBlk:\t0000000000000000");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             want.push("CapBnd:\t0000000000000000");
@@ -806,6 +817,63 @@ mod tests {
             let net = std::fs::read_link("/proc/thread-self/ns/net").unwrap();
             assert!(!by_thread.contains(net.to_str().unwrap()), "{by_thread}");
         }
+    }
+
+    #[tokio::test]
+    #[allow(clippy::await_holding_lock)] // a test's, on its one thread
+    async fn a_child_cloned_by_its_caller_after_the_spawner_was_refused_drops_everything_itself() {
+        let _lock = cgroup_thread::test_lock();
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+        let (ws, outside, _namespaces, sandbox) = confined_to(root.path());
+        let (pid, by_thread) = confined_state(&sandbox, &ws, &outside).await;
+        assert!(spawner::tests::started_by_it(pid) || no_spawner_here(), "{:?}", spawner::refused());
+        spawner::tests::REFUSE.store(true, std::sync::atomic::Ordering::Relaxed);
+        let fallback = confined_state(&sandbox, &ws, &outside).await;
+        spawner::tests::REFUSE.store(false, std::sync::atomic::Ordering::Relaxed);
+        // The refusal gave `clone3` up (EINVAL); the next tests take it again.
+        clone3::force_classic(false);
+        let (pid, by_caller) = fallback;
+        assert!(!spawner::tests::started_by_it(pid), "the spawner refused it");
+        assert_eq!(by_caller, by_thread, "the same state, cloned by the spawner or by its caller");
+    }
+
+    /// Is there, as only a machine without cgroups or clone3 may lack, no
+    /// spawner thread's child to look at?
+    fn no_spawner_here() -> bool {
+        let why = (spawner::refused(), cgroup::refused(), clone3::usable());
+        eprintln!("no spawner thread's child here ({why:?}): nothing to compare");
+        why.0.is_some() || why.1.is_some() || !why.2
+    }
+
+    #[test]
+    fn two_threads_start_confined_children_at_once_each_its_own() {
+        let _lock = cgroup_thread::test_lock();
+        let root = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+        let (ws, _, _namespaces, sandbox) = confined_to(root.path());
+        let argv = strings(&["sh", "-c", "echo $$"]);
+        let each = |_| {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let mut pids = Vec::new();
+                for _ in 0..24 {
+                    let child = spawn(spec(&argv, &ws, &sandbox)).unwrap();
+                    let pid = child.id();
+                    let (status, out, err) = output(child).await;
+                    assert!(status.success(), "{err}");
+                    assert_eq!(out.trim(), pid.to_string(), "its own pid, its own output");
+                    pids.push(pid);
+                }
+                pids
+            })
+        };
+        let pids: Vec<u32> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..2).map(|i| scope.spawn(move || each(i))).collect();
+            threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+        });
+        let distinct: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        assert_eq!(distinct.len(), pids.len(), "{pids:?}");
+        let by_spawner = pids.iter().filter(|&&p| spawner::tests::started_by_it(p)).count();
+        assert!(by_spawner == pids.len() || no_spawner_here(), "{by_spawner} of {}", pids.len());
     }
 
     #[tokio::test]

@@ -5,9 +5,9 @@
 //! started it: `PR_SET_PDEATHSIG`, set by the child in `crate::spawn`. The
 //! signal fires when the *thread* that spawned the child exits: the engine
 //! spawns providers from its runtime's one thread, the thread that runs the
-//! whole command, and confined ones from the providers' spawner thread,
-//! which lives as long as the engine (`crate::spawn::spawner`), so that is
-//! when the engine exits. Only the direct child
+//! whole command, and confined ones started by `clone3` into their cgroup
+//! from the providers' spawner thread, which lives as long as the engine
+//! (`crate::spawn::spawner`), so that is when the engine exits. Only the direct child
 //! is covered; what it started is ended by the next engine through the
 //! recorded cgroup — every descendant, `setsid` or not — or, where there
 //! was none, the recorded process group, `end_groups`.)

@@ -152,8 +152,8 @@ pub(crate) unsafe fn drop_sets() -> Result<(), libc::c_int> {
     Ok(())
 }
 
-/// Install the filter `prog` points to (`program`, prepared by the
-/// parent), in the child before `exec`.
+/// Install the filter `prog` points to (`program`): in a child before
+/// `exec`, or once on the spawner thread for the children it clones.
 pub(crate) unsafe fn install_filter(prog: *const Fprog) -> Result<(), libc::c_int> {
     const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
     if libc::syscall(libc::SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0u32, prog) < 0 {

@@ -7,8 +7,23 @@ use super::{signals, Shared, Step};
 /// The child, on its own stack in the engine's memory, until `execve`.
 /// System calls only (glibc's wrappers, which may set the shared `errno`;
 /// the parent never reads it): no allocation, no lock, no unwinding.
-/// Returns (exits with) 127 after writing its errno into `error`.
+/// Returns (exits with) 127 after writing its errno into `error`. It drops
+/// every privilege itself: the entry of every `clone` but the spawner
+/// thread's.
 pub(super) extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    run(arg, false)
+}
+
+/// [`child`] cloned by the spawner thread (`spawner.rs`), the only `clone`
+/// that names this entry: it holds that thread's `no_new_privs`, empty
+/// bounding and ambient sets and seccomp filter, checks it does, and only
+/// empties its other capability sets.
+pub(super) extern "C" fn child_of_spawner(arg: *mut libc::c_void) -> libc::c_int {
+    run(arg, true)
+}
+
+/// The child's body: `by_spawner` says which entry the `clone` named.
+fn run(arg: *mut libc::c_void, by_spawner: bool) -> libc::c_int {
     // SAFETY: `arg` is the parent's `Shared`, alive and untouched while the
     // parent is suspended.
     let shared = unsafe { &mut *(arg as *mut Shared) };
@@ -19,7 +34,7 @@ pub(super) extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     unsafe { std::ptr::write_volatile(&mut shared.cloned_ns, now) };
     // SAFETY: system calls on integers and on memory the parent prepared.
     let error = unsafe {
-        match prepare(shared) {
+        match prepare(shared, by_spawner) {
             Ok(()) => {
                 std::ptr::write_volatile(&mut shared.step, Step::Exec as u32);
                 exec(shared)
@@ -39,8 +54,9 @@ fn errno() -> libc::c_int {
 
 /// Signals, process group, death signal, stdio, cgroup, namespaces, folder,
 /// descriptors, sandbox: the child's state before `exec`; `Err(errno)` on a
-/// refusal, with the step in `s.step`.
-unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
+/// refusal, with the step in `s.step`. `by_spawner`: cloned by the spawner
+/// thread, which dropped most privileges for it.
+unsafe fn prepare(s: &mut Shared, by_spawner: bool) -> Result<(), libc::c_int> {
     let check = |r: libc::c_int| if r < 0 { Err(errno()) } else { Ok(()) };
     let step = |s: &mut Shared, step: Step| std::ptr::write_volatile(&mut s.step, step as u32);
     step(s, Step::Setup);
@@ -87,18 +103,38 @@ unsafe fn prepare(s: &mut Shared) -> Result<(), libc::c_int> {
     }
     if s.last_cap >= 0 {
         step(s, Step::Privileges);
-        if s.thread_dropped != 0 {
+        if by_spawner {
+            held_from_spawner(s.last_cap, !s.seccomp.is_null())?;
             crate::sandbox::drop_sets()?;
         } else {
             crate::sandbox::drop_privileges(s.last_cap)?;
         }
     }
     // Started by the spawner thread, it holds that thread's filter.
-    if !s.seccomp.is_null() && s.thread_dropped == 0 {
+    if !s.seccomp.is_null() && !by_spawner {
         step(s, Step::Seccomp);
         crate::sandbox::install_filter(s.seccomp)?;
     }
     Ok(())
+}
+
+/// Fail closed: a child that skips the drops holds what the spawner thread
+/// dropped, or refuses (`EPERM`) — `no_new_privs`; the bounding set without
+/// `last_cap`, unless this thread may not drop it (nor could the child:
+/// `drop_bounding` stops at `EPERM`); a seccomp filter where one is due.
+/// Which filter the mode does not say (a container's counts): that it is
+/// ours rests on this entry being the spawner's `clone`'s only.
+unsafe fn held_from_spawner(last_cap: i64, filter: bool) -> Result<(), libc::c_int> {
+    let cap = last_cap as libc::c_ulong;
+    let bounded = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 0
+        || (libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno() == libc::EPERM);
+    let nnp = libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
+    let filtered = !filter || libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) == 2;
+    if bounded && nnp && filtered {
+        Ok(())
+    } else {
+        Err(libc::EPERM)
+    }
 }
 
 /// The signals of `mask` (every one the engine handles, and SIGPIPE) back
@@ -166,5 +202,18 @@ unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
             Failed::GoOn(e)
         }
         e => Failed::Stop(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_child_entered_as_the_spawners_on_a_thread_that_kept_its_privileges_refuses() {
+        // On a thread of its own: the check may drop a capability from the
+        // bounding set of the thread it runs on.
+        let last = i64::from(crate::sandbox::last_cap());
+        // SAFETY: prctl calls on this thread's own attributes.
+        let held = std::thread::spawn(move || unsafe { super::held_from_spawner(last, true) }).join().unwrap();
+        assert_eq!(held, Err(libc::EPERM), "no no_new_privs, no filter: it must not skip the drops");
     }
 }

@@ -125,6 +125,8 @@ pub(super) struct Report {
     /// The child's pid (`CLONE_PARENT_SETTID`), before the child runs.
     pub pid: std::sync::atomic::AtomicI32,
     /// Its pidfd (`CLONE_PIDFD`), before the child runs; -1 for none.
+    /// Meaningless where the `clone3` was refused (the kernel may have
+    /// written a number it then released): never read then.
     pub pidfd: std::sync::atomic::AtomicI32,
 }
 

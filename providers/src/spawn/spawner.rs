@@ -1,7 +1,11 @@
-//! The providers' spawner thread: what every confined child used to drop
-//! before its `exec` — `no_new_privs`, the capability bounding set and the
-//! ambient set, the seccomp filter — dropped once, by one thread that
-//! then starts every confined child.
+//! The providers' spawner thread: what every confined child used to set
+//! and drop before its `exec` — `no_new_privs` set, the capability
+//! bounding set and the ambient set emptied, the seccomp filter installed —
+//! done once, by one thread that then starts every confined child the
+//! engine starts by `clone3(CLONE_INTO_CGROUP)` (x86-64, a cgroup made for
+//! it, `clone3` not given up on). Any other confined child (no cgroup,
+//! another architecture, after a refused `clone3`) is cloned by the thread
+//! that asks for it, and drops everything itself, as before.
 //!
 //! Why: each of these is an attribute of a thread, not of a process, and a
 //! `clone` copies it from the thread that calls it. A child that dropped
@@ -22,9 +26,17 @@
 //! folder and `umask`: every spawning thread of the engine shares the
 //! process's), and lives as long as the engine: its children's
 //! `PR_SET_PDEATHSIG` fires when it exits, so they die with the engine.
-//! Where it cannot be made or cannot drop something (the error is kept),
-//! every child drops everything itself, as before, and a refusal is
-//! reported by the child's step as before.
+//! They also inherit its nice value, scheduling policy, CPU affinity and
+//! timer slack, fixed when it was made: a later `renice` or `taskset` of
+//! the engine's pid does not reach them.
+//! Where it cannot be made or cannot drop something, the engine says so
+//! once on stderr and every child drops everything itself, as before, and
+//! a refusal is reported by the child's step as before.
+//!
+//! Fail closed: the spawner's `clone` alone names the child entry that
+//! skips the drops ([`child_of_spawner`]), and that child checks it holds
+//! `no_new_privs`, the emptied bounding set and a filter before it skips
+//! them (`child.rs`): a child cloned anywhere else drops everything.
 //!
 //! The hand-off: the spawning thread hands the child's `Shared` over
 //! ([`launch`], one `futex` wake) and sleeps; the thread starts the child
@@ -42,9 +54,10 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use super::child::child_of_spawner;
 use super::clone3::{self, Report};
 use super::stack::with_stack;
-use super::{child, Shared};
+use super::Shared;
 
 /// One child to start, on the caller's stack until the kernel (or the
 /// thread, on a refusal) cleared `report.pending`.
@@ -80,7 +93,13 @@ static THREAD: OnceLock<Result<(), String>> = OnceLock::new();
 /// the seccomp filter (`shared` says so to the child): its pid and its
 /// pidfd, or the error `clone3` returned. `None` where there is no
 /// spawner thread: the caller starts the child itself.
-pub(super) fn launch(shared: *mut Shared, cgroup: RawFd) -> Option<io::Result<(libc::pid_t, Option<OwnedFd>)>> {
+///
+/// # Safety
+/// `shared` must point to a `Shared` that the child may read and write
+/// (as [`child_of_spawner`] does), alive and untouched by anything else
+/// until this returns; only a `clone3` refused before any child exists
+/// (as the tests' is) never reads it.
+pub(super) unsafe fn launch(shared: *mut Shared, cgroup: RawFd) -> Option<io::Result<(libc::pid_t, Option<OwnedFd>)>> {
     if !usable() {
         return None;
     }
@@ -116,7 +135,17 @@ fn usable() -> bool {
     if tests::OFF.load(Ordering::Relaxed) {
         return false;
     }
-    THREAD.get_or_init(start).is_ok()
+    THREAD
+        .get_or_init(|| {
+            let made = start();
+            if let Err(why) = &made {
+                eprintln!(
+                    "engine: no spawner thread for confined provider processes ({why}): each drops its capabilities and installs its seccomp filter itself, as before the spawner thread (docs/sandbox.md)"
+                );
+            }
+            made
+        })
+        .is_ok()
 }
 
 /// Why there is no spawner thread, once one was asked for.
@@ -193,7 +222,11 @@ unsafe fn clone_asked(request: *const Request) {
     // is this thread's and unused (one child at a time, and this thread is
     // suspended until the child left it); signals are blocked here.
     let started = with_stack(|stack| unsafe {
-        clone3::clone_for(stack.above_guard(), stack.usable_bytes(), cgroup, child, shared, report)
+        #[cfg(test)]
+        if tests::REFUSE.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        clone3::clone_for(stack.above_guard(), stack.usable_bytes(), cgroup, child_of_spawner, shared, report)
     });
     if let Err(e) = started {
         // No child: its caller still waits, until the store below (after
@@ -237,6 +270,20 @@ pub(super) mod tests {
         STARTED.lock().unwrap().contains(&(pid as libc::pid_t))
     }
 
+    /// The spawner's `clone3` refused (`EINVAL`), as a kernel may: the
+    /// caller then clones the child itself.
+    pub(in crate::spawn) static REFUSE: AtomicBool = AtomicBool::new(false);
+
+    /// `launch` on a helper thread: its answer, or a failure (not a hang)
+    /// where the caller is left waiting.
+    fn launch_bounded(fd: RawFd) -> Option<io::Result<(libc::pid_t, Option<OwnedFd>)>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // SAFETY: the kernel refuses this `clone3` before any child exists
+        // (no cgroup's folder), so `shared` is never read.
+        std::thread::spawn(move || tx.send(unsafe { launch(std::ptr::null_mut(), fd) }));
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the caller was left waiting")
+    }
+
     #[test]
     fn a_refused_clone3_is_reported_and_its_caller_not_left_waiting() {
         let _lock = super::super::cgroup_thread::test_lock();
@@ -244,14 +291,14 @@ pub(super) mod tests {
         // `clone3` before any child exists (so `shared` is never read).
         let file = std::fs::File::open("/dev/null").unwrap();
         let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-        let Some(started) = launch(std::ptr::null_mut(), fd) else {
+        let Some(started) = launch_bounded(fd) else {
             eprintln!("no spawner thread here ({:?}): nothing to refuse", refused());
             return;
         };
         let error = started.expect_err("no child started");
         assert!(matches!(error.raw_os_error(), Some(libc::EBADF | libc::EINVAL | libc::ENOTDIR)), "{error}");
         // The thread serves the next caller.
-        let Err(again) = launch(std::ptr::null_mut(), fd).unwrap() else { panic!("a child started") };
+        let Err(again) = launch_bounded(fd).unwrap() else { panic!("a child started") };
         assert_eq!(again.raw_os_error(), error.raw_os_error());
     }
 }
