@@ -1,8 +1,8 @@
 //! A confined process's privileges: none. Every process the engine starts
 //! in a sandbox (unless the plan says `"sandbox": "none"`) drops, before
-//! `exec` (`crate::spawn`; most of it is held already by the spawner thread
-//! that clones it, `crate::spawn::spawner`, and the child empties its
-//! capability sets):
+//! `exec` (`crate::spawn`; where the spawner thread clones it,
+//! `crate::spawn::spawner`, most of it is held already from that thread,
+//! and the child only checks that and empties its capability sets):
 //!
 //! - every capability: the bounding set (so an `exec` as root regains
 //!   none), the ambient, inheritable, permitted and effective sets — a
@@ -23,8 +23,8 @@
 //!
 //! The filter is built once, in the parent (`filter`: a binary search over
 //! the refused numbers, for this architecture: a system call of another
-//! architecture's numbering kills the process); the spawner thread (or,
-//! where there is none, each child) only passes its address to
+//! architecture's numbering kills the process); the spawner thread (for
+//! the children it clones) or each other child only passes its address to
 //! `seccomp(2)`. On x86-64 the x32 numbers of the same calls are
 //! refused too.
 

@@ -110,7 +110,8 @@ unsafe fn prepare(s: &mut Shared, by_spawner: bool) -> Result<(), libc::c_int> {
             crate::sandbox::drop_privileges(s.last_cap)?;
         }
     }
-    // Started by the spawner thread, it holds that thread's filter.
+    // Started by the spawner thread, it holds that thread's filter
+    // (checked above).
     if !s.seccomp.is_null() && !by_spawner {
         step(s, Step::Seccomp);
         crate::sandbox::install_filter(s.seccomp)?;
