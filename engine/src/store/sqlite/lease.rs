@@ -76,7 +76,10 @@ pub(super) fn check_holder(conn: &Connection, holder: &Holder) -> Result<()> {
 /// fifty tasks, most of its time on a busy disk (bench/README.md, issue
 /// 38's fourth round). At 10,000 (about 40 MiB of WAL) one every five
 /// hundred; a crash's recovery reads at most that much WAL. One constant
-/// text, so the connection's statement cache keeps it.
+/// text, so the connection's statement cache keeps it. Outside the
+/// simulator the writer's checkpointer (`fold.rs`) replaces it once the
+/// lease is taken, with the same backstop, and folds the WAL in beside
+/// the writer long before it.
 const AUTOCHECKPOINT_ON: &str = "PRAGMA wal_autocheckpoint = 10000";
 
 /// Take the lease: refused (`STORE_LOCKED`) while a live engine holds it;

@@ -1,0 +1,314 @@
+//! The WAL folded into the store file beside the writer, not on its thread.
+//!
+//! The writer commits with `synchronous=NORMAL` for most tasks, so its
+//! commits wait for no disk; but its automatic checkpoint (every
+//! [`BACKSTOP_FRAMES`] WAL pages) waits for three flushes on the committing
+//! thread, and until it comes the WAL grows (about 40 MiB a 1,000-task
+//! chain): every commit's write lands in new page-cache pages, and the
+//! release's `TRUNCATE` checkpoint flushes and frees the whole of it
+//! (bench/README.md, issue 38's thirteenth round).
+//!
+//! Here a thread with a connection of its own (the checkpointer) folds the
+//! WAL in with a `PASSIVE` checkpoint once the writer's commits have put
+//! [`FOLD_FRAMES`] pages in it: it never takes the write lock, never waits
+//! for the writer or a reader, and flushes the WAL before it copies a page
+//! and the store file after (SQLite's own checkpoint: the power-loss
+//! argument is SQLite's). When every frame is folded in and no reader
+//! holds the WAL back, the writer's next transaction starts the WAL again
+//! from its beginning (SQLite's `walRestartLog`, one flush of the WAL's
+//! header on the writer's thread) and writes over pages already cached.
+//! A checkpoint writes no row: what is committed, and when, is as before.
+//!
+//! The writer learns of its WAL's size from SQLite's WAL hook, called after
+//! each commit with the frames in the WAL: it asks the checkpointer (once,
+//! until the checkpointer is done), and at [`BACKSTOP_FRAMES`] checkpoints
+//! itself as SQLite's `wal_autocheckpoint` would (the backstop, should the
+//! checkpointer fall behind or fail). The thread is made at the first ask,
+//! so a command that commits little makes none, and ended before the
+//! lease is given back (`Db::release_lease`), so the release's checkpoint
+//! and the mark's record of a closed store see no other checkpointer.
+//! A failure of the checkpointer loses nothing committed (the WAL keeps
+//! it; the backstop and the release fold it in); it is told once, when the
+//! lease is given back.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use rusqlite::{ffi, Connection, OpenFlags};
+
+use super::open::connect;
+
+/// WAL pages (about 8 MiB of 4 KiB pages) after which the checkpointer
+/// folds the WAL in: a chain task writes about 15, so about every 130
+/// tasks. Each fold costs the writer one flush (the WAL's header when it
+/// starts again); fewer, larger folds leave more of the WAL in new pages.
+pub(super) const FOLD_FRAMES: u32 = 2_000;
+
+/// WAL pages after which the writer checkpoints itself, as before the
+/// checkpointer (`lease::AUTOCHECKPOINT_ON`: a crash's recovery reads at
+/// most about 40 MiB of WAL).
+pub(super) const BACKSTOP_FRAMES: u32 = 10_000;
+
+/// `PASSIVE` passes one fold makes at most: a pass folds what the WAL held
+/// when it began, and a commit during it leaves the WAL not wholly folded
+/// (the writer then does not start it again), so the next pass folds
+/// that commit's frames, fewer each time.
+const PASSES_MAX: u32 = 16;
+
+/// Does a commit that left `frames` pages in the WAL checkpoint on the
+/// writer's thread (SQLite's automatic checkpoint, the backstop)?
+fn backstop(frames: u32) -> bool {
+    frames >= BACKSTOP_FRAMES
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Asked and not yet done.
+    asked: bool,
+    /// The WAL's frames after the writer's last commit.
+    last: u32,
+    stop: bool,
+    /// The WAL's frames when the last fold ended: the next ask waits for
+    /// the WAL to grow past it by a fold's worth (a reader holding frames
+    /// back, another checkpointer busy), unless it started again (fewer).
+    floor: u32,
+    /// The first failure, told when the lease is given back.
+    failed: Option<String>,
+    /// Folds that left the WAL wholly in the store file, and passes made.
+    folded: u32,
+    passes: u32,
+}
+
+impl State {
+    /// Should a commit that left `frames` in the WAL ask for a fold?
+    fn ask(&mut self, frames: u32, fold_frames: u32) -> bool {
+        if frames < self.last {
+            // The WAL started again since the last commit.
+            self.floor = 0;
+        }
+        self.last = frames;
+        let due = !self.asked && !self.stop && self.failed.is_none() && frames >= self.floor + fold_frames;
+        self.asked |= due;
+        due
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    path: PathBuf,
+    fold_frames: u32,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing here panics while holding it; a poisoned lock's data is whole.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The writer connection's checkpointer, from the lease taken to the lease
+/// given back.
+pub(super) struct Checkpointer {
+    /// The WAL hook's argument: it lives as long as the hook is installed
+    /// (`stop` removes the hook; `Db` drops its connection before this).
+    shared: Box<Arc<Shared>>,
+}
+
+/// What a checkpointer did, told when it is stopped.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Done {
+    pub folded: u32,
+    pub passes: u32,
+    pub failed: Option<String>,
+}
+
+impl Checkpointer {
+    /// Install the WAL hook on the writer's `conn` (after the lease's
+    /// `AUTOCHECKPOINT_ON`, which it replaces with the same backstop).
+    pub(super) fn install(conn: &Connection, path: &Path, fold_frames: u32) -> Checkpointer {
+        let shared = Box::new(Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            path: path.to_path_buf(),
+            fold_frames,
+            thread: Mutex::new(None),
+        }));
+        let arg = &*shared as *const Arc<Shared> as *mut c_void;
+        // SAFETY: the handle is the open writer connection's; `arg` points
+        // into the box this value owns, which outlives the hook (`stop`
+        // removes it, and `Db` drops the connection before the box).
+        unsafe { ffi::sqlite3_wal_hook(conn.handle(), Some(on_commit), arg) };
+        Checkpointer { shared }
+    }
+
+    /// Remove the hook from `conn`, end the thread (after its current pass)
+    /// and tell what it did.
+    pub(super) fn stop(self, conn: &Connection) -> Done {
+        // SAFETY: as in `install`; no hook refers to the box after this.
+        unsafe { ffi::sqlite3_wal_hook(conn.handle(), None, std::ptr::null_mut()) };
+        self.end()
+    }
+
+    fn end(&self) -> Done {
+        lock(&self.shared.state).stop = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = lock(&self.shared.thread).take() {
+            if thread.join().is_err() {
+                lock(&self.shared.state).failed.get_or_insert_with(|| "the checkpointer's thread panicked".into());
+            }
+        }
+        let mut state = lock(&self.shared.state);
+        Done { folded: state.folded, passes: state.passes, failed: state.failed.take() }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // Not stopped by the release (an error path, a panic): the thread
+        // ends; what it did is not told.
+        let _ = self.end();
+    }
+}
+
+/// SQLite's WAL hook on the writer's connection, after each commit.
+unsafe extern "C" fn on_commit(arg: *mut c_void, db: *mut ffi::sqlite3, name: *const c_char, frames: c_int) -> c_int {
+    // SAFETY: `arg` is the `Arc<Shared>` `install` gave, alive while the
+    // hook is installed.
+    let shared = unsafe { &*(arg as *const Arc<Shared>) };
+    let frames = frames.max(0) as u32;
+    if backstop(frames) {
+        // SAFETY: `db` and `name` are the ones SQLite called the hook
+        // with; SQLite's default hook makes this same call.
+        unsafe { ffi::sqlite3_wal_checkpoint(db, name) };
+    } else {
+        ask(shared, frames);
+    }
+    ffi::SQLITE_OK
+}
+
+fn ask(shared: &Arc<Shared>, frames: u32) {
+    if !lock(&shared.state).ask(frames, shared.fold_frames) {
+        return;
+    }
+    let mut thread = lock(&shared.thread);
+    if thread.is_none() {
+        let mine = Arc::clone(shared);
+        match std::thread::Builder::new().name("ledger-fold".into()).spawn(move || run(&mine)) {
+            Ok(t) => *thread = Some(t),
+            // No thread to be had (a process limit): the backstop folds.
+            Err(e) => lock(&shared.state).failed = Some(format!("no thread for the checkpointer: {e}")),
+        }
+    }
+    shared.wake.notify_all();
+}
+
+/// The checkpointer's thread: a fold at every ask, until stopped.
+fn run(shared: &Shared) {
+    let conn = match open(shared) {
+        Ok(conn) => conn,
+        Err(e) => return finish(shared, Err(format!("cannot open the store: {e}"))),
+    };
+    while wait_for_ask(shared) {
+        let end = fold(&conn, shared);
+        finish(shared, end);
+    }
+}
+
+fn open(shared: &Shared) -> crate::error::Result<Connection> {
+    let conn = connect(&shared.path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    // The checkpoint's flushes follow the connection's setting: NORMAL
+    // (or FULL) flushes the WAL before a page is copied and the store
+    // file after, as the writer's own checkpoint does.
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+    Ok(conn)
+}
+
+/// Wait until asked (true) or stopped (false).
+fn wait_for_ask(shared: &Shared) -> bool {
+    let mut state = lock(&shared.state);
+    while !state.asked && !state.stop {
+        state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+    }
+    !state.stop
+}
+
+/// One fold: passes until the WAL is wholly in the store file with no
+/// commit since the pass before (then the writer's next transaction starts
+/// the WAL again), a pass folds nothing more (a reader holds the rest
+/// back), or stopped. A pass reports the WAL as it was when it began, so
+/// "whole" needs two passes that found the same WAL; the second, with
+/// nothing to fold, flushes nothing. The frames in the WAL at the end;
+/// `Err` a failure.
+fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
+    let mut before: Option<(u32, u32)> = None;
+    for pass in 1..=PASSES_MAX {
+        let Some((log, done)) = passive(conn)? else { return Ok(Folded { log: None, whole: false, passes: pass }) };
+        let (whole, stuck) = judge_pass(before, log, done);
+        if whole || stuck || pass == PASSES_MAX || lock(&shared.state).stop {
+            return Ok(Folded { log: Some(log), whole, passes: pass });
+        }
+        before = Some((log, done));
+    }
+    Ok(Folded { log: None, whole: false, passes: PASSES_MAX })
+}
+
+/// After a pass that found `log` frames and left `done` folded in, the
+/// pass `before` it: is the WAL wholly folded with no commit since
+/// (`whole`), or did the pass fold nothing more while frames are left
+/// (`stuck`: a reader holds them back)?
+fn judge_pass(before: Option<(u32, u32)>, log: u32, done: u32) -> (bool, bool) {
+    let whole = log == done && before.is_some_and(|(l, _)| l == log);
+    let stuck = log != done && before.is_some_and(|(_, d)| d == done);
+    (whole, stuck)
+}
+
+struct Folded {
+    /// The WAL's frames after the last pass (`None`: not known, busy).
+    log: Option<u32>,
+    /// Every frame folded in.
+    whole: bool,
+    passes: u32,
+}
+
+/// One `PASSIVE` checkpoint: the WAL's frames and those folded in, or
+/// `None` when another checkpoint holds the lock (SQLite serialises them).
+fn passive(conn: &Connection) -> Result<Option<(u32, u32)>, String> {
+    let (mut log, mut done): (c_int, c_int) = (0, 0);
+    // SAFETY: the handle is this thread's open connection; the out
+    // pointers are valid locals; a null database name means every one.
+    let rc = unsafe {
+        ffi::sqlite3_wal_checkpoint_v2(
+            conn.handle(),
+            std::ptr::null(),
+            ffi::SQLITE_CHECKPOINT_PASSIVE,
+            &mut log,
+            &mut done,
+        )
+    };
+    match rc {
+        ffi::SQLITE_OK => Ok(Some((log.max(0) as u32, done.max(0) as u32))),
+        ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED => Ok(None),
+        _ => Err(format!("{} (SQLite code {rc})", ffi::Error::new(rc))),
+    }
+}
+
+fn finish(shared: &Shared, end: Result<Folded, String>) {
+    let mut state = lock(&shared.state);
+    state.asked = false;
+    match end {
+        Ok(f) => {
+            state.passes += f.passes;
+            state.folded += u32::from(f.whole);
+            // Busy: wait for a fold's worth more before asking again.
+            state.floor = f.log.unwrap_or(state.floor + shared.fold_frames);
+        }
+        Err(why) => {
+            state.failed.get_or_insert(why);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
