@@ -106,6 +106,15 @@ pub fn cgroups_unavailable() -> Option<String> {
     crate::process::cgroup::unavailable()
 }
 
+/// Why confined provider processes are started by the thread that asks
+/// for them and drop their privileges themselves, where the providers'
+/// spawner thread, which would start them with most of those dropped
+/// once, could not be made (made now if it was not yet); `None`: it was,
+/// or it would not start them here (no cgroups, no `clone3`).
+pub fn spawner_unavailable() -> Option<String> {
+    crate::spawn::spawner::unavailable()
+}
+
 fn spawn_error(prog: &str, e: &io::Error, sandbox: &Status) -> Outcome {
     Outcome::NotDispatched(spawn_failure(prog, e, sandbox))
 }

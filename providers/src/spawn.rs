@@ -19,7 +19,7 @@
 //! per provider process (a third of a short task's cost), and it keeps
 //! every guarantee, each tested below and in `providers/tests/sandbox.rs`.
 //! It is this file and its helpers; the child runs one function
-//! ([`child`](child::child)) that makes only system calls on data the parent prepared —
+//! ([`child`](child::child), or `child_of_spawner` from the spawner thread) that makes only system calls on data the parent prepared —
 //! it allocates nothing, takes no lock, never unwinds, and writes to shared
 //! memory only its own error number, the step that failed, which candidate
 //! it tries, the path in the `/bin/sh` fallback's argv, and the clock it
@@ -53,7 +53,7 @@ mod output;
 mod registry;
 mod search;
 mod signals;
-mod spawner;
+pub(crate) mod spawner;
 mod stack;
 
 use child::child;
@@ -296,6 +296,7 @@ impl Failure {
             Step::MntNs => "joining the run's mount namespace",
             Step::Landlock => "entering its Landlock domain",
             Step::Privileges => "dropping its capabilities",
+            Step::Held => "holding the spawner thread's dropped privileges",
             Step::Seccomp => "installing its seccomp filter",
         };
         io::Error::new(self.error.kind(), format!("{what}: {}", self.error))
@@ -317,6 +318,7 @@ enum Step {
     Privileges = 6,
     Seccomp = 7,
     Exec = 8,
+    Held = 9, // a spawner thread's child's check (`child.rs`)
 }
 
 impl Step {
@@ -330,6 +332,7 @@ impl Step {
             Step::Privileges,
             Step::Seccomp,
             Step::Exec,
+            Step::Held,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)

@@ -535,6 +535,7 @@ fn say_if_weaker(checks: &Sandbox) {
             "engine: provider processes get no seccomp filter ({reason}): they hold no capability and no new privileges, but file handles, ptrace and mounts are refused by the missing capabilities only; every attempt records it (docs/sandbox.md)"
         );
     }
+    say_if_no_spawner(checks);
     if let NsStatus::Unavailable { reason } = checks.stores() {
         eprintln!(
             "engine: the stores are not hidden from providers ({reason}): a provider can read them and change their owner, mode and times; every attempt records it (docs/sandbox.md)"
@@ -550,6 +551,33 @@ fn say_if_weaker(checks: &Sandbox) {
             "engine: the provider sandbox is {status}: provider processes run unconfined and could write the store; every attempt records it (docs/sandbox.md)"
         ),
     }
+}
+
+/// Where confined processes would be started by the providers' spawner
+/// thread (made here, before the run starts) but it could not be made:
+/// each then drops its privileges itself.
+fn say_if_no_spawner(checks: &Sandbox) {
+    if matches!(checks.status(), Status::Disabled | Status::Unavailable { .. }) {
+        return;
+    }
+    if let Some(reason) = providers::command::spawner_unavailable() {
+        let filter = matches!(checks.privileges(), providers::sandbox::Privileges::Dropped);
+        eprintln!("{}", no_spawner_line(&reason, filter));
+    }
+}
+
+/// The line for [`say_if_no_spawner`]: the seccomp filter named only where
+/// there is one to install; escaped, as the reason may quote the system.
+fn no_spawner_line(reason: &str, filter: bool) -> String {
+    let what = if filter {
+        "drop their privileges and install their seccomp filter themselves"
+    } else {
+        "drop their privileges themselves"
+    };
+    let line = format!(
+        "engine: confined provider processes are started by the thread that asks for them and {what} ({reason}); see docs/sandbox.md"
+    );
+    crate::report::escape::for_terminal(&line).into_owned()
 }
 
 /// A policy that cannot be built or prepared, as an error a person can act
@@ -588,6 +616,15 @@ fn refused(e: PolicyError, provider: Option<&str>, declared: &[String], store: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_missing_spawner_thread_is_said_escaped_naming_the_filter_only_where_there_is_one() {
+        let line = no_spawner_line("blocking: \u{1b}[2Jgone", true);
+        assert!(!line.contains('\u{1b}'), "{line}");
+        assert!(line.contains("install their seccomp filter themselves (blocking: "), "{line}");
+        let line = no_spawner_line("why", false);
+        assert!(line.contains("drop their privileges themselves (why)") && !line.contains("seccomp"), "{line}");
+    }
 
     #[test]
     fn a_makers_temporary_name_of_the_store_or_its_mark_is_waited_out() {

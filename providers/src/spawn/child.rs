@@ -15,9 +15,11 @@ pub(super) extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// [`child`] cloned by the spawner thread (`spawner.rs`), the only `clone`
-/// that names this entry: it holds that thread's `no_new_privs`, empty
-/// bounding and ambient sets and seccomp filter, checks it does, and only
-/// empties its other capability sets.
+/// that names this entry: it inherits that thread's `no_new_privs`,
+/// bounding and ambient sets (emptied, each capability read back once by
+/// the thread; left as they were where the engine may not drop them) and
+/// seccomp filter, checks the inheritance cheaply ([`held_from_spawner`]),
+/// and only empties its other capability sets.
 pub(super) extern "C" fn child_of_spawner(arg: *mut libc::c_void) -> libc::c_int {
     run(arg, true)
 }
@@ -104,7 +106,9 @@ unsafe fn prepare(s: &mut Shared, by_spawner: bool) -> Result<(), libc::c_int> {
     if s.last_cap >= 0 {
         step(s, Step::Privileges);
         if by_spawner {
+            step(s, Step::Held);
             held_from_spawner(s.last_cap, !s.seccomp.is_null())?;
+            step(s, Step::Privileges);
             crate::sandbox::drop_sets()?;
         } else {
             crate::sandbox::drop_privileges(s.last_cap)?;
@@ -119,15 +123,20 @@ unsafe fn prepare(s: &mut Shared, by_spawner: bool) -> Result<(), libc::c_int> {
     Ok(())
 }
 
-/// Fail closed: a child that skips the drops holds what the spawner thread
-/// dropped, or refuses (`EPERM`) — `no_new_privs`; the bounding set without
-/// `last_cap`, unless this thread may not drop it (nor could the child:
-/// `drop_bounding` stops at `EPERM`); a seccomp filter where one is due.
+/// Fail closed: a child that skips the drops refuses (`EPERM`) unless it
+/// holds `no_new_privs`, a seccomp filter where one is due, and a bounding
+/// set without `last_cap` — or one this thread may not drop it from (no
+/// `CAP_SETPCAP`: nor could the child, `drop_bounding` stops at `EPERM`);
+/// a capability the kernel does not know (`EINVAL`) is in no set. The one
+/// read is an inheritance check: that every capability left the set was
+/// verified once by the spawner thread (`spawner::bounding_dropped`).
 /// Which filter the mode does not say (a container's counts): that it is
 /// ours rests on this entry being the spawner's `clone`'s only.
 unsafe fn held_from_spawner(last_cap: i64, filter: bool) -> Result<(), libc::c_int> {
     let cap = last_cap as libc::c_ulong;
-    let bounded = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) == 0
+    let read = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0);
+    let bounded = read == 0
+        || (read < 0 && errno() == libc::EINVAL)
         || (libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno() == libc::EPERM);
     let nnp = libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
     let filtered = !filter || libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) == 2;
@@ -208,13 +217,69 @@ unsafe fn exec_one(s: &mut Shared, i: usize) -> Failed {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_child_entered_as_the_spawners_on_a_thread_that_kept_its_privileges_refuses() {
-        // On a thread of its own: the check may drop a capability from the
-        // bounding set of the thread it runs on.
+    use super::held_from_spawner;
+
+    /// `held_from_spawner` on a fresh thread after `set` set that thread's
+    /// attributes (each case its own thread: they cannot be undone).
+    fn held_after(set: fn(i64) -> bool) -> Option<Result<(), libc::c_int>> {
         let last = i64::from(crate::sandbox::last_cap());
-        // SAFETY: prctl calls on this thread's own attributes.
-        let held = std::thread::spawn(move || unsafe { super::held_from_spawner(last, true) }).join().unwrap();
-        assert_eq!(held, Err(libc::EPERM), "no no_new_privs, no filter: it must not skip the drops");
+        // SAFETY: prctl and seccomp calls on this thread's own attributes.
+        std::thread::spawn(move || set(last).then(|| unsafe { held_from_spawner(last, true) })).join().unwrap()
+    }
+
+    /// The test process started with `no_new_privs` (and maybe a filter):
+    /// the cases below cannot set up a thread without them.
+    fn started_held() -> bool {
+        // SAFETY: reads this thread's attribute.
+        let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 1;
+        if nnp {
+            eprintln!("this process holds no_new_privs already: nothing to check");
+        }
+        nnp
+    }
+
+    fn filter_installed() -> bool {
+        match crate::sandbox::program() {
+            // SAFETY: the filter built for the children, on this thread.
+            Ok(program) => unsafe { crate::sandbox::install_filter(&program) }.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn a_child_of_the_spawner_without_the_filter_due_refuses() {
+        if started_held() {
+            return;
+        }
+        // SAFETY: this thread's own no_new_privs and bounding set.
+        let held = held_after(|last| unsafe { crate::sandbox::drop_bounding(last) }.is_ok());
+        assert_eq!(held, Some(Err(libc::EPERM)), "no filter: it must not skip the drops");
+    }
+
+    #[test]
+    fn a_child_of_the_spawner_with_a_capability_left_in_the_bounding_set_refuses() {
+        // SAFETY: reads this thread's bounding set.
+        let last = crate::sandbox::last_cap() as libc::c_ulong;
+        let in_set = unsafe { libc::prctl(libc::PR_CAPBSET_READ, last, 0, 0, 0) } == 1;
+        // SAFETY: as above.
+        let root = unsafe { libc::geteuid() } == 0;
+        if started_held() || !root || !in_set || crate::sandbox::program().is_err() {
+            eprintln!("not root with capability {last} in the bounding set, or no filter: nothing to check");
+            return;
+        }
+        // SAFETY: this thread's own no_new_privs.
+        let held =
+            held_after(|_| unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 && filter_installed());
+        assert_eq!(held, Some(Err(libc::EPERM)), "a capability left: it must not skip the drops");
+    }
+
+    #[test]
+    fn a_child_of_the_spawner_holding_everything_dropped_passes() {
+        if started_held() || crate::sandbox::program().is_err() {
+            return;
+        }
+        // SAFETY: this thread's own no_new_privs and bounding set.
+        let held = held_after(|last| unsafe { crate::sandbox::drop_bounding(last) }.is_ok() && filter_installed());
+        assert_eq!(held, Some(Ok(())));
     }
 }

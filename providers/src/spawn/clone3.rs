@@ -13,7 +13,8 @@
 //! `clone3` has no glibc wrapper that runs a function on a new stack, so the
 //! few instructions around the system call are written here: the child
 //! starts on the stack the parent made for it (`spawn::stack::Stack`), calls the
-//! same `child` function as the classic path, and exits with its value,
+//! child entry it is given (`child::child`, the classic path's, or
+//! `child::child_of_spawner` from the spawner thread), and exits with its value,
 //! never returning into the parent's frames. Only x86-64 has this path;
 //! elsewhere, and where the kernel refuses `clone3` or
 //! `CLONE_INTO_CGROUP` (older kernels, a container's seccomp filter), the

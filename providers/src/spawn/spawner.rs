@@ -5,7 +5,7 @@
 //! engine starts by `clone3(CLONE_INTO_CGROUP)` (x86-64, a cgroup made for
 //! it, `clone3` not given up on). Any other confined child (no cgroup,
 //! another architecture, after a refused `clone3`) is cloned by the thread
-//! that asks for it, and drops everything itself, as before.
+//! that asks for it, and drops everything itself.
 //!
 //! Why: each of these is an attribute of a thread, not of a process, and a
 //! `clone` copies it from the thread that calls it. A child that dropped
@@ -21,22 +21,28 @@
 //! with them, as it always did, and empties them itself (one `capset`,
 //! `sandbox::drop_sets`) after it entered its Landlock domain — so it ends
 //! with exactly what a child that dropped everything itself ends with (a
-//! test compares the two). The thread is made lazily, by the first thread
-//! that starts a confined child (it shares that thread's namespaces,
+//! test compares the two). The thread is made while the engine prepares a
+//! run's sandboxes, or else by the first thread that starts a confined
+//! child (it shares that thread's namespaces,
 //! folder and `umask`: every spawning thread of the engine shares the
 //! process's), and lives as long as the engine: its children's
 //! `PR_SET_PDEATHSIG` fires when it exits, so they die with the engine.
-//! They also inherit its nice value, scheduling policy, CPU affinity and
+//! They also inherit its nice value, scheduling policy, I/O priority, CPU
+//! affinity and
 //! timer slack, fixed when it was made: a later `renice` or `taskset` of
 //! the engine's pid does not reach them.
-//! Where it cannot be made or cannot drop something, the engine says so
-//! once on stderr and every child drops everything itself, as before, and
-//! a refusal is reported by the child's step as before.
+//! The bounding set is read back whole once made: a capability left in it
+//! fails the set-up (an engine that is not root may not drop any: its set
+//! stays as it was, as a child's own drop would leave it). Where the
+//! thread cannot be made or cannot drop something, every child drops
+//! everything itself, a refusal reported by the child's step, and the
+//! engine says why before the run starts ([`unavailable`]).
 //!
 //! Fail closed: the spawner's `clone` alone names the child entry that
-//! skips the drops ([`child_of_spawner`]), and that child checks it holds
-//! `no_new_privs`, the emptied bounding set and a filter before it skips
-//! them (`child.rs`): a child cloned anywhere else drops everything.
+//! skips the drops ([`child_of_spawner`]), and that child checks it
+//! inherited `no_new_privs`, a filter where one is due and the last
+//! capability out of the bounding set before it skips them (`child.rs`): a
+//! child cloned anywhere else drops everything.
 //!
 //! The hand-off: the spawning thread hands the child's `Shared` over
 //! ([`launch`], one `futex` wake) and sleeps; the thread starts the child
@@ -90,7 +96,8 @@ static THREAD: OnceLock<Result<(), String>> = OnceLock::new();
 
 /// Start the child `shared` describes in `cgroup` on the spawner thread,
 /// which holds no new privileges, no bounding or ambient capability and
-/// the seccomp filter (`shared` says so to the child): its pid and its
+/// the seccomp filter (the entry it names, [`child_of_spawner`], checks
+/// the child inherited them): its pid and its
 /// pidfd, or the error `clone3` returned. `None` where there is no
 /// spawner thread: the caller starts the child itself.
 ///
@@ -135,17 +142,25 @@ fn usable() -> bool {
     if tests::OFF.load(Ordering::Relaxed) {
         return false;
     }
-    THREAD
-        .get_or_init(|| {
-            let made = start();
-            if let Err(why) = &made {
-                eprintln!(
-                    "engine: no spawner thread for confined provider processes ({why}): each drops its capabilities and installs its seccomp filter itself, as before the spawner thread (docs/sandbox.md)"
-                );
-            }
-            made
-        })
-        .is_ok()
+    thread().is_ok()
+}
+
+/// The thread, made by the first ask: `Err` why there is none. Nothing is
+/// printed here: the engine says why, with its other words on the
+/// sandbox, before a run starts ([`unavailable`]).
+fn thread() -> &'static Result<(), String> {
+    THREAD.get_or_init(start)
+}
+
+/// Why confined children are started by the thread that asks for them
+/// and drop everything themselves, where the spawner thread would start
+/// them (a cgroup each, `clone3`) but could not be made; `None`
+/// otherwise. Makes the thread if none was asked for yet.
+pub(crate) fn unavailable() -> Option<String> {
+    if crate::process::cgroup::unavailable().is_some() || !clone3::usable() {
+        return None;
+    }
+    thread().as_ref().err().cloned()
 }
 
 /// Why there is no spawner thread, once one was asked for.
@@ -158,7 +173,7 @@ pub(super) fn refused() -> Option<&'static str> {
 fn start() -> Result<(), String> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // Unnamed: a child carries the name of the thread that cloned it until
-    // its `exec`, the engine's as before.
+    // its `exec`, the engine's.
     let made = std::thread::Builder::new().spawn(move || {
         // SAFETY: system calls on this thread's own attributes.
         match unsafe { set_up() } {
@@ -171,7 +186,7 @@ fn start() -> Result<(), String> {
             }
         }
     });
-    made.map_err(|e| format!("no spawner thread: {e}"))?;
+    made.map_err(|e| format!("making the spawner thread: {e}"))?;
     rx.recv().map_err(|_| "the spawner thread ended".to_string())?
 }
 
@@ -187,14 +202,34 @@ unsafe fn set_up() -> Result<(), String> {
     }
     let said =
         |what: &str, e: libc::c_int| format!("{what} on the spawner thread: {}", io::Error::from_raw_os_error(e));
-    crate::sandbox::drop_bounding(i64::from(crate::sandbox::last_cap()))
-        .map_err(|e| said("dropping the capabilities", e))?;
+    let last = crate::sandbox::last_cap();
+    crate::sandbox::drop_bounding(i64::from(last)).map_err(|e| said("dropping the capabilities", e))?;
+    bounding_dropped(last)?;
     // The filter every confined child gets (none where this machine has
     // none: `Privileges::Partial`, and the children install none either).
     if let Ok(program) = crate::sandbox::program() {
         crate::sandbox::install_filter(&program).map_err(|e| said("installing the seccomp filter", e))?;
     }
     Ok(())
+}
+
+/// Every capability `0..=last` out of this thread's bounding set, each
+/// read back, or the thread may not drop it (no `CAP_SETPCAP`: an engine
+/// that is not root, whose set stays as it was, as a child's would): what
+/// a child's one read of `last` (`child.rs`) cannot prove by itself.
+unsafe fn bounding_dropped(last: u32) -> Result<(), String> {
+    for cap in 0..=last as libc::c_ulong {
+        let held = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) > 0;
+        if held && !(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno() == libc::EPERM) {
+            return Err(format!("capability {cap} is still in the spawner thread's bounding set"));
+        }
+    }
+    Ok(())
+}
+
+fn errno() -> libc::c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Start each child asked for, one at a time.
@@ -217,7 +252,7 @@ unsafe fn clone_asked(request: *const Request) {
     let shared = (*request).shared as *mut libc::c_void;
     let cgroup = (*request).cgroup;
     let report = std::ptr::addr_of!((*request).report);
-    // SAFETY: `child` only makes system calls on what `shared` points to,
+    // SAFETY: `child_of_spawner` only makes system calls on what `shared` points to,
     // which outlives the call (its caller waits for the exec); the stack
     // is this thread's and unused (one child at a time, and this thread is
     // suspended until the child left it); signals are blocked here.
@@ -274,14 +309,40 @@ pub(super) mod tests {
     /// caller then clones the child itself.
     pub(in crate::spawn) static REFUSE: AtomicBool = AtomicBool::new(false);
 
-    /// `launch` on a helper thread: its answer, or a failure (not a hang)
-    /// where the caller is left waiting.
+    /// `launch` on a helper thread: its answer, or the test process ended
+    /// (not a hang) where the caller is left waiting: that caller holds
+    /// `CHANNEL.turn`, and every later spawn of the process would hang.
     fn launch_bounded(fd: RawFd) -> Option<io::Result<(libc::pid_t, Option<OwnedFd>)>> {
         let (tx, rx) = std::sync::mpsc::channel();
         // SAFETY: the kernel refuses this `clone3` before any child exists
         // (no cgroup's folder), so `shared` is never read.
         std::thread::spawn(move || tx.send(unsafe { launch(std::ptr::null_mut(), fd) }));
-        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the caller was left waiting")
+        rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| {
+            eprintln!("the caller of the spawner thread was left waiting (60 s): the test process ends");
+            std::process::abort()
+        })
+    }
+
+    #[test]
+    fn set_up_refuses_a_bounding_set_with_a_capability_left_and_passes_an_emptied_one() {
+        let last = crate::sandbox::last_cap();
+        // SAFETY: reads of this thread's bounding set.
+        let in_set = |cap: u32| unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1;
+        // SAFETY: as above.
+        if unsafe { libc::geteuid() } != 0 || !in_set(0) {
+            eprintln!("not root with capability 0 in the bounding set: nothing to check");
+            return;
+        }
+        // On threads of their own: the check and the drop change theirs.
+        // SAFETY: prctl calls on this thread's own attributes.
+        let left = std::thread::spawn(move || unsafe { bounding_dropped(last) }).join().unwrap();
+        assert!(left.as_ref().is_err_and(|e| e.contains("capability 0 ")), "{left:?}");
+        // SAFETY: as above.
+        let emptied = std::thread::spawn(move || unsafe {
+            crate::sandbox::drop_bounding(i64::from(last)).unwrap();
+            bounding_dropped(last)
+        });
+        assert_eq!(emptied.join().unwrap(), Ok(()));
     }
 
     #[test]
