@@ -69,6 +69,10 @@ struct State {
     asked: bool,
     /// The WAL's frames after the writer's last commit.
     last: u32,
+    /// The times the WAL started again (seen by the writer's hook): a fold
+    /// that ends after one keeps the floor at 0, not what its pass read of
+    /// the WAL before it.
+    starts: u32,
     stop: bool,
     /// The WAL's frames when the last fold ended: the next ask waits for
     /// the WAL to grow past it by a fold's worth (a reader holding frames
@@ -87,6 +91,7 @@ impl State {
         if frames < self.last {
             // The WAL started again since the last commit.
             self.floor = 0;
+            self.starts = self.starts.wrapping_add(1);
         }
         self.last = frames;
         let due = !self.asked && !self.stop && self.failed.is_none() && frames >= self.floor + fold_frames;
@@ -99,6 +104,9 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     path: PathBuf,
+    /// The store file (device, inode) when the lease was taken on it: the
+    /// checkpointer opens the path again and folds nothing into another.
+    file: Option<(u64, u64)>,
     fold_frames: u32,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -127,11 +135,12 @@ pub(super) struct Done {
 impl Checkpointer {
     /// Install the WAL hook on the writer's `conn` (after the lease's
     /// `AUTOCHECKPOINT_ON`, which it replaces with the same backstop).
-    pub(super) fn install(conn: &Connection, path: &Path, fold_frames: u32) -> Checkpointer {
+    pub(super) fn install(conn: &Connection, path: &Path, file: Option<(u64, u64)>, fold_frames: u32) -> Checkpointer {
         let shared = Box::new(Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             path: path.to_path_buf(),
+            file,
             fold_frames,
             thread: Mutex::new(None),
         }));
@@ -208,39 +217,47 @@ fn ask(shared: &Arc<Shared>, frames: u32) {
 fn run(shared: &Shared) {
     let conn = match open(shared) {
         Ok(conn) => conn,
-        Err(e) => return finish(shared, Err(format!("cannot open the store: {e}"))),
+        Err(e) => return finish(shared, 0, Err(e)),
     };
-    while wait_for_ask(shared) {
+    while let Some(starts) = wait_for_ask(shared) {
         let end = fold(&conn, shared);
-        finish(shared, end);
+        finish(shared, starts, end);
     }
 }
 
-fn open(shared: &Shared) -> crate::error::Result<Connection> {
-    let conn = connect(&shared.path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+fn open(shared: &Shared) -> Result<Connection, String> {
+    let conn = connect(&shared.path, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|e| e.to_string())?;
+    // Not the writer's file (replaced since it was opened): fold nothing.
+    if shared.file.is_none() || super::file_id(&shared.path) != shared.file {
+        return Err(format!("{} is not the file the writer opened", shared.path.display()));
+    }
     // The checkpoint's flushes follow the connection's setting: NORMAL
     // (or FULL) flushes the WAL before a page is copied and the store
-    // file after, as the writer's own checkpoint does.
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+    // file after, as the writer's own checkpoint does. No map: with one,
+    // each pass that grows the store file resizes it first (SQLite's size
+    // hint, an `ftruncate` and a new map) for reads it never makes.
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA mmap_size = 0;")
+        .map_err(|e| e.to_string())?;
     Ok(conn)
 }
 
-/// Wait until asked (true) or stopped (false).
-fn wait_for_ask(shared: &Shared) -> bool {
+/// Wait until asked (the WAL's starts then) or stopped (`None`).
+fn wait_for_ask(shared: &Shared) -> Option<u32> {
     let mut state = lock(&shared.state);
     while !state.asked && !state.stop {
         state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
     }
-    !state.stop
+    (!state.stop).then_some(state.starts)
 }
 
 /// One fold: passes until the WAL is wholly in the store file with no
 /// commit since the pass before (then the writer's next transaction starts
 /// the WAL again), a pass folds nothing more (a reader holds the rest
 /// back), or stopped. A pass reports the WAL as it was when it began, so
-/// "whole" needs two passes that found the same WAL; the second, with
-/// nothing to fold, flushes nothing. The frames in the WAL at the end;
-/// `Err` a failure.
+/// "whole" needs two passes that found the same WAL (the second, with
+/// nothing to fold, flushes nothing), or a pass that found fewer frames
+/// than the one before (the writer started the WAL again: it was whole).
+/// The frames in the WAL at the end; `Err` a failure.
 fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
     let mut before: Option<(u32, u32)> = None;
     for pass in 1..=PASSES_MAX {
@@ -255,12 +272,15 @@ fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
 }
 
 /// After a pass that found `log` frames and left `done` folded in, the
-/// pass `before` it: is the WAL wholly folded with no commit since
-/// (`whole`), or did the pass fold nothing more while frames are left
-/// (`stuck`: a reader holds them back)?
+/// pass `before` it: is the WAL wholly folded with no commit since, or
+/// started again since (`whole`: the fold ends, else each pass more would
+/// let the writer start it again, one flush more on its thread), or did
+/// the pass fold nothing more while frames are left (`stuck`: a reader
+/// holds them back)?
 fn judge_pass(before: Option<(u32, u32)>, log: u32, done: u32) -> (bool, bool) {
-    let whole = log == done && before.is_some_and(|(l, _)| l == log);
-    let stuck = log != done && before.is_some_and(|(_, d)| d == done);
+    let restarted = before.is_some_and(|(l, _)| log < l);
+    let whole = restarted || (log == done && before.is_some_and(|(l, _)| l == log));
+    let stuck = !whole && log != done && before.is_some_and(|(_, d)| d == done);
     (whole, stuck)
 }
 
@@ -287,27 +307,38 @@ fn passive(conn: &Connection) -> Result<Option<(u32, u32)>, String> {
             &mut done,
         )
     };
-    match rc {
+    // The connection reports extended codes (`SQLITE_BUSY_SNAPSHOT`, ...).
+    match rc & 0xff {
         ffi::SQLITE_OK => Ok(Some((log.max(0) as u32, done.max(0) as u32))),
         ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED => Ok(None),
         _ => Err(format!("{} (SQLite code {rc})", ffi::Error::new(rc))),
     }
 }
 
-fn finish(shared: &Shared, end: Result<Folded, String>) {
+/// A fold asked when the WAL had started `starts` times ended.
+fn finish(shared: &Shared, starts: u32, end: Result<Folded, String>) {
     let mut state = lock(&shared.state);
     state.asked = false;
     match end {
         Ok(f) => {
             state.passes += f.passes;
             state.folded += u32::from(f.whole);
-            // Busy: wait for a fold's worth more before asking again.
-            state.floor = f.log.unwrap_or(state.floor + shared.fold_frames);
+            state.floor = floor_after(&state, starts, f.log, shared.fold_frames);
         }
         Err(why) => {
             state.failed.get_or_insert(why);
         }
     }
+}
+
+/// The floor after a fold asked at `starts` that left `log` frames (`None`:
+/// busy, wait for a fold's worth more). The WAL started again meanwhile:
+/// 0, as the hook set it, not what a pass read of the WAL before that.
+fn floor_after(state: &State, starts: u32, log: Option<u32>, fold_frames: u32) -> u32 {
+    if state.starts != starts {
+        return 0;
+    }
+    log.unwrap_or(state.floor + fold_frames)
 }
 
 #[cfg(test)]

@@ -44,9 +44,9 @@ const SLOT: u64 = 4096;
 const SLOT_TEXT: usize = 1024;
 
 /// The store file as a writer left it when it closed cleanly (after its
-/// final checkpoint). Only a checkpoint writes the store file, and only a
-/// writer checkpoints, so a file that differs was changed outside the
-/// engine: the next open checks it. `ctime` cannot be set from user space.
+/// final checkpoint). Only a checkpoint writes the store file, and only the
+/// writer's process checkpoints (its checkpointer included, `fold.rs`), so
+/// a file that differs was changed outside the engine: the next open checks it. `ctime` cannot be set from user space.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fingerprint {

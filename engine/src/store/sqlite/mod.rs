@@ -325,6 +325,9 @@ impl Db {
         let path = &self.files.db;
         let mut conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         configure(&conn)?;
+        // No checkpoint of its own (SQLite's automatic one at 1,000 pages):
+        // the holder's process folds the WAL, and its release records it.
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
         if files::flushes() {
             conn.execute_batch("PRAGMA synchronous = FULL")?;
         }
@@ -438,7 +441,12 @@ impl Db {
         // (`sim::disk`), and a fold's timing would make a seed's power loss
         // keep more or less; there the writer checkpoints itself, as before.
         if acquired.is_ok() && !crate::failpoint::sim::active() {
-            self.fold = Some(fold::Checkpointer::install(&self.conn, &self.files.db, fold::FOLD_FRAMES));
+            self.fold = Some(fold::Checkpointer::install(
+                &self.conn,
+                &self.files.db,
+                file_id(&self.files.db),
+                fold::FOLD_FRAMES,
+            ));
         }
         acquired
     }
@@ -446,10 +454,12 @@ impl Db {
     pub fn release_lease(&mut self, fence: Fence) -> Result<()> {
         // A process that died gives nothing back: its lease is taken over.
         crate::failpoint::refuse_if_dead()?;
+        // First, so that its failure is told whatever follows, and the
+        // group's commit asks no fold only to stop it.
+        self.stop_folding();
         // A group left open by a run that ended in an error: committed, as
         // a crash right after it would have left it.
         self.commit_group(fence)?;
-        self.stop_folding();
         self.set_durability(Durability::Full)?;
         let released = lease::release(&mut self.conn, &self.files, &mut self.mark, fence);
         crate::sim::disk::committed(&self.files.db, Durability::Full);
@@ -463,11 +473,13 @@ impl Db {
     fn stop_folding(&mut self) {
         let Some(fold) = self.fold.take() else { return };
         if let Some(why) = fold.stop(&self.conn).failed {
-            eprintln!(
+            // Not `eprintln!`: a closed stderr must not panic the release.
+            use std::io::Write;
+            let note = format!(
                 "engine: note: the store's WAL could not be folded in beside the run ({why}); nothing committed \
-                 depends on it ({:?})",
-                self.files.db
+                 depends on it"
             );
+            let _ = writeln!(std::io::stderr(), "{}", crate::report::escape::for_terminal(&note));
         }
     }
 

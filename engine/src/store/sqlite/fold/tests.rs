@@ -44,6 +44,43 @@ fn a_fold_is_whole_only_when_two_passes_found_the_same_wal() {
     assert_eq!(judge_pass(Some((40, 40)), 44, 44), (false, false), "a commit came: once more");
     assert_eq!(judge_pass(Some((40, 30)), 44, 30), (false, true), "nothing more folded: a reader holds it");
     assert_eq!(judge_pass(Some((40, 30)), 44, 40), (false, false), "progress: once more");
+    assert_eq!(judge_pass(Some((40, 40)), 3, 3), (true, false), "fewer: the writer started the WAL again");
+    assert_eq!(judge_pass(Some((40, 30)), 3, 0), (true, false), "started again: whole, not stuck");
+}
+
+#[test]
+fn a_fold_that_ends_after_the_wal_started_again_keeps_the_floor_at_zero() {
+    let mut s = State::default();
+    assert!(s.ask(2_050, 2_000));
+    let asked_at = s.starts;
+    // The last pass read 2,050 frames; the writer then started the WAL
+    // again and committed: its hook set the floor to 0.
+    assert!(!s.ask(15, 2_000));
+    assert_eq!(s.floor, 0);
+    assert_eq!(floor_after(&s, asked_at, Some(2_050), 2_000), 0, "not the old WAL's frames");
+    assert_eq!(floor_after(&s, asked_at, None, 2_000), 0, "busy, started again: 0 too");
+    // No start again since the ask: what the pass left, or a fold's worth more.
+    assert_eq!(floor_after(&s, s.starts, Some(30), 2_000), 30);
+    assert_eq!(floor_after(&s, s.starts, None, 2_000), 2_000);
+}
+
+#[test]
+fn a_checkpointer_folds_nothing_into_a_file_that_replaced_the_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store/engine.db");
+    let (mut db, fence) = held(&path, 20);
+    let _ = db.fold.take().unwrap().stop(&db.conn);
+    // Another file's identity stands for a store file replaced under the writer.
+    let other = dir.path().join("other");
+    std::fs::write(&other, b"x").unwrap();
+    db.fold = Some(Checkpointer::install(&db.conn, &path, super::super::file_id(&other), 20));
+    let next = commit(&mut db, fence, 0, 100, false);
+    let done = db.fold.take().unwrap().stop(&db.conn);
+    assert_eq!(done.passes, 0, "{done:?}");
+    assert!(done.failed.as_deref().is_some_and(|w| w.contains("not the file")), "{done:?}");
+    db.release_lease(fence).unwrap();
+    drop(db);
+    assert_eq!(events_and_integrity(&path), (i64::from(next), "ok".to_string()));
 }
 
 fn event(n: u32) -> Event<'static> {
@@ -56,7 +93,7 @@ fn held(path: &Path, fold_frames: u32) -> (Db, crate::store::lease::Fence) {
     let fence = db.acquire_lease().unwrap().fence;
     let installed = db.fold.take().expect("a writer's checkpointer");
     assert_eq!(installed.stop(&db.conn), Done::default(), "nothing asked yet");
-    db.fold = Some(Checkpointer::install(&db.conn, path, fold_frames));
+    db.fold = Some(Checkpointer::install(&db.conn, path, super::super::file_id(path), fold_frames));
     (db, fence)
 }
 
@@ -161,10 +198,11 @@ fn a_checkpointer_that_fails_fails_no_commit_and_is_told() {
     let (mut db, fence) = held(&path, 20);
     // Its connection cannot be made: the thread fails at once.
     let _ = db.fold.take().unwrap().stop(&db.conn);
-    db.fold = Some(Checkpointer::install(&db.conn, &dir.path().join("nowhere/engine.db"), 20));
+    db.fold =
+        Some(Checkpointer::install(&db.conn, &dir.path().join("nowhere/engine.db"), super::super::file_id(&path), 20));
     let next = commit(&mut db, fence, 0, 100, false);
     let done = db.fold.take().unwrap().stop(&db.conn);
-    assert!(done.failed.as_deref().is_some_and(|w| w.contains("cannot open the store")), "{done:?}");
+    assert!(done.failed.as_deref().is_some_and(|w| w.contains("cannot open store")), "{done:?}");
     db.release_lease(fence).unwrap();
     drop(db);
     assert_eq!(events_and_integrity(&path), (i64::from(next), "ok".to_string()));
