@@ -557,7 +557,9 @@ fn say_if_weaker(checks: &Sandbox) {
 /// thread (made here, before the run starts) but it could not be made:
 /// each then drops its privileges itself.
 fn say_if_no_spawner(checks: &Sandbox) {
-    if matches!(checks.status(), Status::Disabled | Status::Unavailable { .. }) {
+    // Every process but a `"sandbox": "none"` one drops its privileges,
+    // Landlock or not: the spawner thread is asked for all of them.
+    if matches!(checks.privileges(), providers::sandbox::Privileges::Disabled) {
         return;
     }
     if let Some(reason) = providers::command::spawner_unavailable() {

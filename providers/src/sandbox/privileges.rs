@@ -93,13 +93,23 @@ pub(crate) fn program() -> Result<Fprog, String> {
 /// bounding set upward until the kernel says a number is none
 /// (`EINVAL`): right on a kernel of any age, where a guess would be too
 /// high (a 5.7 kernel refuses 40) or too low (a later kernel's new ones
-/// left in the set). 0 where even capability 0 is refused.
+/// left in the set). 0 where even capability 0 is none. A read refused
+/// for another reason (a container's filter) proves no end: then 63, the
+/// last a capability set can hold (a drop or a read past the kernel's
+/// last is `EINVAL`, which every user takes as "in no set").
 pub(crate) fn last_cap() -> u32 {
     static LAST: OnceLock<u32> = OnceLock::new();
     *LAST.get_or_init(|| {
-        // SAFETY: reads of this thread's bounding set, nothing changed.
-        let known = |cap: u32| unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } >= 0;
-        (0..=255).take_while(|&cap| known(cap)).last().unwrap_or(0)
+        for cap in 0..=255u32 {
+            // SAFETY: a read of this thread's bounding set, nothing changed.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } < 0 {
+                return match errno() {
+                    libc::EINVAL => cap.saturating_sub(1),
+                    _ => 63,
+                };
+            }
+        }
+        255
     })
 }
 

@@ -219,7 +219,13 @@ unsafe fn set_up() -> Result<(), String> {
 /// a child's one read of `last` (`child.rs`) cannot prove by itself.
 unsafe fn bounding_dropped(last: u32) -> Result<(), String> {
     for cap in 0..=last as libc::c_ulong {
-        let held = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) > 0;
+        let read = libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0);
+        // A read refused for another reason than "no such capability"
+        // proves nothing: no thread-wide drop is trusted then.
+        if read < 0 && errno() != libc::EINVAL {
+            return Err(format!("capability {cap} of the spawner thread's bounding set cannot be read back"));
+        }
+        let held = read > 0;
         if held && !(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno() == libc::EPERM) {
             return Err(format!("capability {cap} is still in the spawner thread's bounding set"));
         }
