@@ -71,7 +71,7 @@ fn crash_after_commits() -> Option<u64> {
             Ok(0) => None,
             Ok(n) => Some(n),
             Err(_) => {
-                eprintln!("engine: ignoring {CRASH_AFTER_COMMITS}={raw:?}: not a whole number");
+                crate::say_line!("engine: ignoring {CRASH_AFTER_COMMITS}={raw:?}: not a whole number");
                 None
             }
         }
@@ -79,7 +79,7 @@ fn crash_after_commits() -> Option<u64> {
 }
 
 fn die(why: &str) -> ! {
-    eprintln!("engine: {why}: killing this process (SIGKILL)");
+    crate::say_line!("engine: {why}: killing this process (SIGKILL)");
     // SAFETY: sending a signal to ourselves has no memory-safety effect.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGKILL);

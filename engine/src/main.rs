@@ -3,7 +3,7 @@ fn main() {
     // place, API keys) out of `/proc/PID/environ`, where a provider could
     // read it (docs/sandbox.md, "Environment").
     if let Err(e) = providers::sandbox::hide_engine_environment() {
-        eprintln!("engine: the engine's environment could not be hidden from providers: {e}");
+        engine::say_line!("engine: the engine's environment could not be hidden from providers: {e}");
     }
     let code = engine::cli::main();
     // The cgroup made ahead for a next provider process, and the emptied

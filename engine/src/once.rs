@@ -79,7 +79,7 @@ pub fn run(
     // its act left none). Failing to keep it loses no act: a repeat then
     // says the first command did not finish.
     if let Err(e) = ledger.write(Durability::Full, |tx| tx.finish_request_id(&given.id, &first).map(|_| ())) {
-        eprintln!("engine: the answer to request {} was not kept: {e}", given.id);
+        crate::say_line!("engine: the answer to request {} was not kept: {e}", given.id);
     }
     answer
 }
@@ -97,7 +97,7 @@ pub fn beside(
     let answer = act(Some(&given.new_id()));
     let first = first_of(&answer);
     if let Err(e) = store.write_beside(holder, |tx| tx.finish_request_id(&given.id, &first).map(|_| ())) {
-        eprintln!("engine: the answer to request {} was not kept: {e}", given.id);
+        crate::say_line!("engine: the answer to request {} was not kept: {e}", given.id);
     }
     answer
 }

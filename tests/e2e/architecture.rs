@@ -506,3 +506,22 @@ fn the_shape_count_sees_through_literals_comments_and_tests() {
     assert_eq!(lines, 9, "the test module's 5 lines are not counted");
     assert_eq!(fns, vec![("a".to_string(), 1, 5), ("b".to_string(), 6, 4)]);
 }
+
+/// Every line the engine writes to stderr goes through
+/// `report::stderr` (`say_line!`, `say_text!`), which drops a write that
+/// fails: `eprintln!` panics when stderr is a pipe whose reader has gone,
+/// and would end a run that did its work with exit 101.
+#[test]
+fn the_engine_writes_stderr_without_a_panic() {
+    let root = repo_root();
+    let mut offenders: Vec<String> = rust_files(&root.join("engine/src"))
+        .into_iter()
+        .filter(|p| {
+            let code = String::from_utf8(code_only(&fs::read_to_string(p).unwrap())).unwrap();
+            code.contains("eprintln!") || code.contains("eprint!")
+        })
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    offenders.sort();
+    assert!(offenders.is_empty(), "eprintln!/eprint! in {offenders:?}: use say_line!/say_text! (report::stderr)");
+}

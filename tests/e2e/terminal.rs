@@ -189,3 +189,30 @@ fn a_request_id_with_a_bidi_or_invisible_character_is_refused() {
     }
     assert_eq!(ws.ledger().attempts().len(), 1, "nothing was recorded");
 }
+
+/// A command whose stderr is a pipe nobody reads any more (`2>&1 | head
+/// -1` after `head` exited) still ends with its own exit code: its error
+/// line is dropped, not a panic (exit 101). On 714a6df this exited 101.
+#[test]
+fn a_closed_stderr_pipe_keeps_the_exit_code() {
+    let ws = Ws::new();
+    let missing = ws.path("no-store.db");
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (reader, writer) = unsafe {
+        use std::os::fd::FromRawFd;
+        (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1]))
+    };
+    drop(reader);
+    let status = ws
+        .command(&["status", "--store", missing.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(writer))
+        .status()
+        .unwrap();
+    // 2: STORE_NOT_FOUND, as with a stderr that is read.
+    assert_eq!(status.code(), Some(2), "{status:?}");
+    let read = ws.engine(&["status", "--store", missing.to_str().unwrap()]);
+    assert_eq!(read.code(), 2, "{}", read.describe());
+    assert!(read.stderr.contains("STORE_NOT_FOUND"), "{}", read.describe());
+}

@@ -15,8 +15,8 @@ use std::time::Instant;
 use engine::sim::{simulate, Config, Fault};
 
 fn usage() -> ! {
-    eprintln!("usage: engine-sim --seed N [--steps M] [--seeds K] [--fault NAME]... [--trace]");
-    eprintln!("faults: {}", Fault::ALL.map(Fault::name).join(", "));
+    engine::say_line!("usage: engine-sim --seed N [--steps M] [--seeds K] [--fault NAME]... [--trace]");
+    engine::say_line!("faults: {}", Fault::ALL.map(Fault::name).join(", "));
     std::process::exit(2);
 }
 

@@ -44,7 +44,7 @@ pub fn main() -> i32 {
             let text = e.render().to_string();
             let text = report::escape::for_terminal(&text);
             return if e.use_stderr() {
-                eprint!("{text}");
+                crate::say_text!("{text}");
                 2
             } else {
                 emit(&text);
@@ -121,9 +121,9 @@ where
 /// JSON syntax error: the line and a caret under the column).
 fn print_error(e: &Error) {
     let line = format!("error: {}", report::escape::for_terminal(&e.to_string()));
-    eprintln!("{}", report::paint::error(&line));
+    crate::say_line!("{}", report::paint::error(&line));
     if let Some(shown) = report::plan::source_excerpt(&e.details) {
-        eprintln!("{shown}");
+        crate::say_line!("{shown}");
     }
 }
 
@@ -132,7 +132,7 @@ fn print_error(e: &Error) {
 fn stopped_exit(exit_code: i32) -> i32 {
     match crate::signals::received() {
         Some(signal) if exit_code != signal.exit_code() => {
-            eprintln!("engine: {signal} received after the command had done its work; nothing was stopped");
+            crate::say_line!("engine: {signal} received after the command had done its work; nothing was stopped");
             signal.exit_code()
         }
         _ => exit_code,
@@ -582,7 +582,7 @@ fn check(plan: &Path, workspace: Option<&Path>, store: Option<&Path>) -> Result<
     crate::run::sandboxes::refuse_rules(&p, store.as_deref())?;
     let warnings = crate::plan::probe::check(plan, &p)?;
     for w in &warnings {
-        eprintln!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
+        crate::say_line!("{}", report::escape::for_terminal(&report::plan::warning_line(w)));
     }
     let out = report::plan::check(&p, &warnings);
     // The process ends next: freeing a 100,000-task plan piece by piece

@@ -56,7 +56,7 @@ pub fn login(
         .enable_all()
         .build()
         .map_err(|e| Error::internal(format!("tokio runtime: {e}")))?;
-    let show = |line: &str| eprintln!("{}", for_terminal(line));
+    let show = |line: &str| crate::say_line!("{}", for_terminal(line));
     let done = rt.block_on(mcp.login(&store, (&asked, Duration::from_secs(timeout_s)), show));
     let done = done.map_err(|e| refused(e, provider))?;
     Ok(render(provider, &done))

@@ -272,7 +272,7 @@ fn honour_retry_after(ledger: &dyn LedgerRead, a: &AttemptRecord) -> Result<()> 
             utc(not_before_ms)
         )));
     }
-    eprintln!("engine: waiting {wait_s}s: the provider answered Retry-After: {seconds}");
+    crate::say_line!("engine: waiting {wait_s}s: the provider answered Retry-After: {seconds}");
     std::thread::sleep(Duration::from_millis(wait_ms as u64));
     Ok(())
 }

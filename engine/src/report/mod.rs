@@ -23,6 +23,7 @@ pub mod roff;
 pub mod run;
 pub mod standing;
 pub mod status;
+pub mod stderr;
 pub mod stores;
 pub mod words;
 

@@ -63,7 +63,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
         .and_then(|_| out.flush());
     }
     if let Some(note) = gap {
-        eprintln!("{}", super::escape::for_terminal(&note));
+        crate::say_line!("{}", super::escape::for_terminal(&note));
     }
     Ok(Output { text: String::new(), json, exit_code: 0 })
 }

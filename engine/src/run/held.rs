@@ -111,7 +111,7 @@ impl Person for Asker {
         // The ledger is read on a thread of its own: the run's loop goes on.
         let spawned = std::thread::Builder::new().name("held-question".into()).spawn(move || {
             let answer = me.wait_for_answer(&held).unwrap_or_else(|e| {
-                eprintln!("engine: a question of operation {task}'s server could not be held open for a person ({e}); it is answered `cancel`");
+                crate::say_line!("engine: a question of operation {task}'s server could not be held open for a person ({e}); it is answered `cancel`");
                 None
             });
             let _ = tx.send(answer);
@@ -155,5 +155,5 @@ fn show(task_ref: &str, held: &Held) {
         "  answer from another terminal: {}\n  (no answer in time: the server gets `cancel`, and the task waits for `engine answer`)\n",
         crate::decide::answer::command(task_ref, &asked)
     ));
-    eprint!("{text}");
+    crate::say_text!("{text}");
 }

@@ -523,21 +523,21 @@ fn say_if_weaker(checks: &Sandbox) {
         _ => None,
     };
     if let Some(network) = network {
-        eprintln!("engine: the providers' network is {network}; every attempt records it (docs/sandbox.md)");
+        crate::say_line!("engine: the providers' network is {network}; every attempt records it (docs/sandbox.md)");
     }
     if let Some(reason) = providers::command::cgroups_unavailable() {
-        eprintln!(
+        crate::say_line!(
             "engine: provider processes get no cgroup of their own ({reason}): each is tracked by its process group only, and a descendant that leaves it (setsid) is not ended by a stop, a timeout or a takeover (docs/sandbox.md)"
         );
     }
     if let providers::sandbox::Privileges::Partial { reason } = checks.privileges() {
-        eprintln!(
+        crate::say_line!(
             "engine: provider processes get no seccomp filter ({reason}): they hold no capability and no new privileges, but file handles, ptrace and mounts are refused by the missing capabilities only; every attempt records it (docs/sandbox.md)"
         );
     }
     say_if_no_spawner(checks);
     if let NsStatus::Unavailable { reason } = checks.stores() {
-        eprintln!(
+        crate::say_line!(
             "engine: the stores are not hidden from providers ({reason}): a provider can read them and change their owner, mode and times; every attempt records it (docs/sandbox.md)"
         );
     }
@@ -545,9 +545,9 @@ fn say_if_weaker(checks: &Sandbox) {
     match status {
         Status::Enforced { .. } | Status::Disabled => {}
         Status::Partial { .. } => {
-            eprintln!("engine: the provider sandbox is {status}; see docs/sandbox.md")
+            crate::say_line!("engine: the provider sandbox is {status}; see docs/sandbox.md")
         }
-        Status::Unavailable { .. } => eprintln!(
+        Status::Unavailable { .. } => crate::say_line!(
             "engine: the provider sandbox is {status}: provider processes run unconfined and could write the store; every attempt records it (docs/sandbox.md)"
         ),
     }
@@ -564,7 +564,7 @@ fn say_if_no_spawner(checks: &Sandbox) {
     }
     if let Some(reason) = providers::command::spawner_unavailable() {
         let filter = matches!(checks.privileges(), providers::sandbox::Privileges::Dropped);
-        eprintln!("{}", no_spawner_line(&reason, filter));
+        crate::say_line!("{}", no_spawner_line(&reason, filter));
     }
 }
 

@@ -61,7 +61,7 @@ pub fn start(flag: Option<&str>) -> Result<()> {
         found => match found.map_err(|_| "it is not UTF-8".to_string()).and_then(|v| parent::parse(&v)) {
             Ok(p) => Some(p),
             Err(why) => {
-                eprintln!(
+                crate::say_line!(
                     "engine: warning: {CALLER_VARIABLE} is not a valid W3C traceparent ({why}): ignored, the run's trace starts on its own"
                 );
                 None
@@ -121,7 +121,7 @@ pub fn finish() {
         (None, Err(_)) => format!("no answer within {} s", export::SHUTDOWN_TIMEOUT.as_secs()),
         (None, Ok(())) => "spans were dropped before export".to_string(),
     };
-    eprintln!(
+    crate::say_line!(
         "engine: warning: traces not exported: {} of {ended} spans did not reach {} ({why}); the run itself is unaffected",
         ended - exported,
         i.endpoint.url

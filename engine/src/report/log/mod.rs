@@ -128,7 +128,7 @@ pub fn render(store: &Store, which: &Which, as_json: bool) -> Result<Output> {
     }
     // Said once, on stderr, so the followed stream stays one event a line.
     for t in &tampered {
-        eprintln!("{}", t.words());
+        crate::say_line!("{}", t.words());
     }
     // --follow: print as events arrive, one JSON object per line with --json.
     let mut cursor = which.after;

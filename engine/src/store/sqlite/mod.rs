@@ -473,13 +473,11 @@ impl Db {
     fn stop_folding(&mut self) {
         let Some(fold) = self.fold.take() else { return };
         if let Some(why) = fold.stop(&self.conn).failed {
-            // Not `eprintln!`: a closed stderr must not panic the release.
-            use std::io::Write;
             let note = format!(
                 "engine: note: the store's WAL could not be folded in beside the run ({why}); nothing committed \
                  depends on it"
             );
-            let _ = writeln!(std::io::stderr(), "{}", crate::report::escape::for_terminal(&note));
+            crate::say_line!("{}", crate::report::escape::for_terminal(&note));
         }
     }
 
