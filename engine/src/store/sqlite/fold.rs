@@ -16,8 +16,22 @@
 //! argument is SQLite's). When every frame is folded in and no reader
 //! holds the WAL back, the writer's next transaction starts the WAL again
 //! from its beginning (SQLite's `walRestartLog`, one flush of the WAL's
-//! header on the writer's thread) and writes over pages already cached.
+//! header on the writer's thread) and writes over pages already cached
+//! and blocks already allocated.
 //! A checkpoint writes no row: what is committed, and when, is as before.
+//!
+//! That start again needs the WAL wholly folded when the writer's
+//! transaction begins, and a pass (two flushes) seldom fits between two
+//! commits: the checkpointer lost that race in most folds, and the WAL grew
+//! to the backstop (bench/README.md, issue 38's fourteenth round). So once
+//! its passes have folded all but the frames a pass's own time let commits
+//! add (at most [`TAIL_FRAMES`], or whatever its last pass left), the
+//! checkpointer hands the rest to the writer: after its next commit, on its
+//! own connection and thread, the writer runs the same `PASSIVE`
+//! checkpoint over those few frames (the WAL flushed, the pages copied, the
+//! store file flushed: SQLite's checkpoint, as the backstop's), and no
+//! commit can come between that and its next transaction, which starts the
+//! WAL again.
 //!
 //! The writer learns of its WAL's size from SQLite's WAL hook, called after
 //! each commit with the frames in the WAL: it asks the checkpointer (once,
@@ -54,8 +68,16 @@ pub(super) const BACKSTOP_FRAMES: u32 = 10_000;
 /// `PASSIVE` passes one fold makes at most: a pass folds what the WAL held
 /// when it began, and a commit during it leaves the WAL not wholly folded
 /// (the writer then does not start it again), so the next pass folds
-/// that commit's frames, fewer each time.
+/// that commit's frames, fewer each time. The last pass hands what is left
+/// to the writer, however much.
 const PASSES_MAX: u32 = 16;
+
+/// Frames left unfolded (the writer's commits since a pass began) that the
+/// checkpointer hands to the writer rather than pass again: 1 MiB of WAL,
+/// a few dozen builtin steps at most, so the writer's own checkpoint copies
+/// at most that many distinct pages (most frames rewrite the same few)
+/// besides its two flushes.
+pub(super) const TAIL_FRAMES: u32 = 256;
 
 /// Does a commit that left `frames` pages in the WAL checkpoint on the
 /// writer's thread (SQLite's automatic checkpoint, the backstop)?
@@ -78,22 +100,41 @@ struct State {
     /// the WAL to grow past it by a fold's worth (a reader holding frames
     /// back, another checkpointer busy), unless it started again (fewer).
     floor: u32,
+    /// The checkpointer's fold ended with frames left for the writer to
+    /// fold after its next commit (`tail_done`).
+    tail: bool,
     /// The first failure, told when the lease is given back.
     failed: Option<String>,
-    /// Folds that left the WAL wholly in the store file, and passes made.
+    /// Folds that left the WAL wholly in the store file, passes made, and
+    /// the writer's folds of what a fold left that left the WAL whole.
     folded: u32,
     passes: u32,
+    tails: u32,
 }
 
 impl State {
-    /// Should a commit that left `frames` in the WAL ask for a fold?
-    fn ask(&mut self, frames: u32, fold_frames: u32) -> bool {
+    /// A commit left `frames` in the WAL: does the writer fold what the
+    /// last fold left (the tail, taken), or else ask for a fold?
+    fn after_commit(&mut self, frames: u32, fold_frames: u32) -> (bool, bool) {
+        if std::mem::take(&mut self.tail) {
+            self.seen(frames);
+            return (true, false);
+        }
+        (false, self.ask(frames, fold_frames))
+    }
+
+    fn seen(&mut self, frames: u32) {
         if frames < self.last {
             // The WAL started again since the last commit.
             self.floor = 0;
             self.starts = self.starts.wrapping_add(1);
         }
         self.last = frames;
+    }
+
+    /// Should a commit that left `frames` in the WAL ask for a fold?
+    fn ask(&mut self, frames: u32, fold_frames: u32) -> bool {
+        self.seen(frames);
         let due = !self.asked && !self.stop && self.failed.is_none() && frames >= self.floor + fold_frames;
         self.asked |= due;
         due
@@ -129,6 +170,7 @@ pub(super) struct Checkpointer {
 pub(super) struct Done {
     pub folded: u32,
     pub passes: u32,
+    pub tails: u32,
     pub failed: Option<String>,
 }
 
@@ -169,7 +211,7 @@ impl Checkpointer {
             }
         }
         let mut state = lock(&self.shared.state);
-        Done { folded: state.folded, passes: state.passes, failed: state.failed.take() }
+        Done { folded: state.folded, passes: state.passes, tails: state.tails, failed: state.failed.take() }
     }
 }
 
@@ -191,16 +233,37 @@ unsafe extern "C" fn on_commit(arg: *mut c_void, db: *mut ffi::sqlite3, name: *c
         // SAFETY: `db` and `name` are the ones SQLite called the hook
         // with; SQLite's default hook makes this same call.
         unsafe { ffi::sqlite3_wal_checkpoint(db, name) };
-    } else {
-        ask(shared, frames);
+        return ffi::SQLITE_OK;
+    }
+    let (tail, due) = lock(&shared.state).after_commit(frames, shared.fold_frames);
+    if tail {
+        // SAFETY: as above: the hook's own `db` and `name`, between the
+        // writer's transactions (SQLite's default hook checkpoints here).
+        let end = unsafe { checkpoint_passive(db, name) };
+        tail_done(shared, end);
+    } else if due {
+        ask(shared);
     }
     ffi::SQLITE_OK
 }
 
-fn ask(shared: &Arc<Shared>, frames: u32) {
-    if !lock(&shared.state).ask(frames, shared.fold_frames) {
-        return;
+/// The writer's fold of what the checkpointer's fold left ended: whole,
+/// its next transaction starts the WAL again; a reader holding frames
+/// back, the next ask waits as after any fold; busy (another checkpoint),
+/// tried again after the next commit; a failure is told at the release,
+/// and the backstop folds.
+fn tail_done(shared: &Shared, end: Result<Option<(u32, u32)>, String>) {
+    let mut state = lock(&shared.state);
+    match end {
+        Ok(Some((log, done))) => state.tails += u32::from(log == done),
+        Ok(None) => state.tail = !state.stop,
+        Err(why) => {
+            state.failed.get_or_insert(why);
+        }
     }
+}
+
+fn ask(shared: &Arc<Shared>) {
     let mut thread = lock(&shared.thread);
     if thread.is_none() {
         let mine = Arc::clone(shared);
@@ -251,24 +314,42 @@ fn wait_for_ask(shared: &Shared) -> Option<u32> {
 }
 
 /// One fold: passes until the WAL is wholly in the store file with no
-/// commit since the pass before (then the writer's next transaction starts
-/// the WAL again), a pass folds nothing more (a reader holds the rest
-/// back), or stopped. A pass reports the WAL as it was when it began, so
-/// "whole" needs two passes that found the same WAL (the second, with
-/// nothing to fold, flushes nothing), or a pass that found fewer frames
-/// than the one before (the writer started the WAL again: it was whole).
-/// The frames in the WAL at the end; `Err` a failure.
+/// commit since (then the writer's next transaction starts the WAL again),
+/// a pass folds nothing more (a reader holds the rest back), what is left
+/// is the writer's to fold (`hand_off`), or stopped. A pass reports the
+/// WAL as it was when it began, so "whole" needs the writer's last commit
+/// to have left no more frames than the pass folded, or two passes that
+/// found the same WAL (the second, with nothing to fold, flushes nothing),
+/// or a pass that found fewer frames than the one before (the writer
+/// started the WAL again: it was whole). The frames in the WAL at the end;
+/// `Err` a failure.
 fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
     let mut before: Option<(u32, u32)> = None;
     for pass in 1..=PASSES_MAX {
-        let Some((log, done)) = passive(conn)? else { return Ok(Folded { log: None, whole: false, passes: pass }) };
+        let busy = Folded { log: None, whole: false, tail: false, passes: pass };
+        let Some((log, done)) = passive(conn)? else { return Ok(busy) };
+        let (last, stop) = {
+            let state = lock(&shared.state);
+            (state.last, state.stop)
+        };
         let (whole, stuck) = judge_pass(before, log, done);
-        if whole || stuck || pass == PASSES_MAX || lock(&shared.state).stop {
-            return Ok(Folded { log: Some(log), whole, passes: pass });
+        let whole = whole || (log == done && last == done);
+        let tail = hand_off(whole, stuck, pass == PASSES_MAX, last, done);
+        if whole || stuck || tail || stop {
+            return Ok(Folded { log: Some(log), whole, tail, passes: pass });
         }
         before = Some((log, done));
     }
-    Ok(Folded { log: None, whole: false, passes: PASSES_MAX })
+    Ok(Folded { log: None, whole: false, tail: false, passes: PASSES_MAX })
+}
+
+/// After a pass that left `done` frames folded in, judged `whole` or
+/// `stuck`, the writer's last commit having left `last` in the WAL: does
+/// the checkpointer hand the rest to the writer (the frames commits added
+/// during its passes: few, or whatever the `final_pass` left)? Not when a
+/// reader holds them back: the writer could fold no more.
+fn hand_off(whole: bool, stuck: bool, final_pass: bool, last: u32, done: u32) -> bool {
+    !whole && !stuck && (final_pass || last.saturating_sub(done) <= TAIL_FRAMES)
 }
 
 /// After a pass that found `log` frames and left `done` folded in, the
@@ -289,24 +370,28 @@ struct Folded {
     log: Option<u32>,
     /// Every frame folded in.
     whole: bool,
+    /// The rest handed to the writer.
+    tail: bool,
     passes: u32,
 }
 
 /// One `PASSIVE` checkpoint: the WAL's frames and those folded in, or
 /// `None` when another checkpoint holds the lock (SQLite serialises them).
 fn passive(conn: &Connection) -> Result<Option<(u32, u32)>, String> {
+    // SAFETY: the handle is this thread's open connection; a null database
+    // name means every one.
+    unsafe { checkpoint_passive(conn.handle(), std::ptr::null()) }
+}
+
+/// [`passive`] on connection `db`, database `name`.
+///
+/// # Safety
+/// `db` is an open connection no other thread uses meanwhile, outside a
+/// transaction; `name` is null or the name of one of its databases.
+unsafe fn checkpoint_passive(db: *mut ffi::sqlite3, name: *const c_char) -> Result<Option<(u32, u32)>, String> {
     let (mut log, mut done): (c_int, c_int) = (0, 0);
-    // SAFETY: the handle is this thread's open connection; the out
-    // pointers are valid locals; a null database name means every one.
-    let rc = unsafe {
-        ffi::sqlite3_wal_checkpoint_v2(
-            conn.handle(),
-            std::ptr::null(),
-            ffi::SQLITE_CHECKPOINT_PASSIVE,
-            &mut log,
-            &mut done,
-        )
-    };
+    // SAFETY: as the caller promises; the out pointers are valid locals.
+    let rc = unsafe { ffi::sqlite3_wal_checkpoint_v2(db, name, ffi::SQLITE_CHECKPOINT_PASSIVE, &mut log, &mut done) };
     // The connection reports extended codes (`SQLITE_BUSY_SNAPSHOT`, ...).
     match rc & 0xff {
         ffi::SQLITE_OK => Ok(Some((log.max(0) as u32, done.max(0) as u32))),
@@ -323,6 +408,7 @@ fn finish(shared: &Shared, starts: u32, end: Result<Folded, String>) {
         Ok(f) => {
             state.passes += f.passes;
             state.folded += u32::from(f.whole);
+            state.tail = f.tail && !state.stop;
             state.floor = floor_after(&state, starts, f.log, shared.fold_frames);
         }
         Err(why) => {
