@@ -272,6 +272,49 @@ fn tasks_running_side_by_side_each_answer_only_for_their_own_writes() {
     assert_eq!((ws.read("a.txt"), ws.read("b.txt")), ("a\n".to_string(), "b\n".to_string()));
 }
 
+/// Issue 38: the workspace is walked once a task (plus the first task's
+/// baseline), in a fan-out whose tasks run two at a time as in a chain:
+/// the look after one attempt stands as the baseline of those started
+/// while it is the last look and every call since still runs. Counted
+/// from the kernel's side: `strace` sees each walk open `marker/`.
+#[test]
+fn a_fan_out_walks_the_workspace_once_a_task() {
+    let ws = Ws::new();
+    ws.write("marker/m.txt", "m");
+    let n = 12;
+    let tasks =
+        (0..n).map(|i| sh_task(&format!("T{i}"), &format!("echo {i} > out{i}.txt"), json!([format!("out{i}.txt")])));
+    ws.write_plan("plan.json", &plan(tasks.collect(), qa_true()));
+    let engine = ws.command(&["run", "plan.json", "--jobs", "2"]);
+    let log = ws.root().join("strace.log");
+    let mut cmd = Command::new(strace());
+    cmd.args(["-f", "-qq", "-e", "trace=openat", "-o"]).arg(&log);
+    cmd.arg(engine.get_program()).args(engine.get_args());
+    cmd.current_dir(engine.get_current_dir().unwrap_or(std::path::Path::new(".")));
+    for (k, v) in engine.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = ws.run_command(cmd);
+    out.expect_code(0);
+    assert_eq!(ws.goal_state(), "satisfied", "{}", out.describe());
+    let traced = std::fs::read_to_string(&log).expect("strace's log");
+    let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
+    // Main at 714a6df walked 24 here (two a task): a look stood only with
+    // nothing else in flight, and a task declaring outputs took the
+    // (empty) validation path, which forgot it.
+    assert_eq!(walks, n + 1, "walks of the workspace for {n} tasks:\n{traced}");
+}
+
+/// `strace` must be there (.ci/test installs it): a test never skips.
+fn strace() -> &'static str {
+    let found = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert!(found, "strace is missing: .ci/test installs it (apt-get install strace)");
+    "strace"
+}
+
 #[test]
 fn check_warns_about_a_task_that_may_write_with_no_outputs() {
     let ws = Ws::new();

@@ -52,17 +52,31 @@ pub const WORKSPACE_CONTEXT: &str = "workspace:outside_declared";
 /// The digest of a map of files (path → digest, `None`: absent), as a
 /// checkpoint of those files alone has it.
 pub fn files_digest(files: &BTreeMap<String, Option<String>>) -> String {
-    Digester::new(Kind::Checkpoint).bytes("files", &string_map_json(files, |v| v.as_deref())).finish()
+    entries_digest(files.iter())
+}
+
+/// `files_digest` of the map whose entries `files` yields in path order
+/// (a filtered map's, without copying it: a look at a large workspace).
+pub fn entries_digest<'a>(files: impl Iterator<Item = (&'a String, &'a Option<String>)> + Clone) -> String {
+    Digester::new(Kind::Checkpoint).bytes("files", &entries_json(files, |v| v.as_deref())).finish()
 }
 
 /// `serde_json::to_vec(map)` of a map of strings to strings or nulls, the
 /// same bytes: a string copied straight when it needs no escaping (the
 /// common case: paths and hex digests), else escaped as serde_json does.
 fn string_map_json<V>(map: &BTreeMap<String, V>, value: impl Fn(&V) -> Option<&str>) -> Vec<u8> {
-    let len = map.iter().map(|(k, v)| k.len() + value(v).map_or(4, str::len) + 6).sum::<usize>();
+    entries_json(map.iter(), value)
+}
+
+/// `string_map_json` of the entries of a map, in its order.
+fn entries_json<'a, V: 'a>(
+    entries: impl Iterator<Item = (&'a String, &'a V)> + Clone,
+    value: impl Fn(&V) -> Option<&str>,
+) -> Vec<u8> {
+    let len = entries.clone().map(|(k, v)| k.len() + value(v).map_or(4, str::len) + 6).sum::<usize>();
     let mut out = Vec::with_capacity(len + 2);
     out.push(b'{');
-    for (i, (k, v)) in map.iter().enumerate() {
+    for (i, (k, v)) in entries.enumerate() {
         if i > 0 {
             out.push(b',');
         }

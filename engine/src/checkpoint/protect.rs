@@ -60,8 +60,10 @@ pub fn observe_workspace(
     // Folders still to read: (path, workspace-relative path with a
     // trailing `/`, empty at the top).
     let mut folders: Vec<(std::path::PathBuf, String)> = vec![(workspace_dir.to_path_buf(), String::new())];
-    let mut seen = 0usize;
+    let (mut seen, mut walked) = (0usize, Vec::new());
     while let Some((dir, prefix)) = folders.pop() {
+        // One buffer for the folder's entries' paths: no allocation a file.
+        let mut path = dir.clone();
         for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
             let entry = entry.map_err(unreadable)?;
             let name = entry.file_name();
@@ -85,22 +87,43 @@ pub fn observe_workspace(
                 // as it was, so the two looks agree on it.
                 continue;
             }
-            let digest = look(&entry, kind, cache).map_err(|e| format!("cannot read {rel}: {e}"))?;
-            files.insert(rel, digest);
+            path.push(name);
+            let digest = look(&entry, &path, kind, cache).map_err(|e| format!("cannot read {rel}: {e}"));
+            path.pop();
+            walked.push((rel, digest?));
         }
     }
+    add_walked(files, walked);
     Ok(())
 }
 
-/// One entry of the workspace (not a folder): a regular file by its content
-/// (through `cache`, with the metadata read relative to its folder), a link
-/// by its target's text, anything else by its kind.
-fn look(entry: &std::fs::DirEntry, kind: std::fs::FileType, cache: &mut FileCache) -> std::io::Result<Option<String>> {
+/// `walked` (paths `files` lacks) added to `files`: sorted and built in one
+/// pass when `files` is small beside it (the protected paths beside a whole
+/// workspace), not inserted one by one.
+fn add_walked(files: &mut BTreeMap<String, Option<String>>, mut walked: Vec<(String, Option<String>)>) {
+    if files.len() >= walked.len() {
+        files.extend(walked);
+        return;
+    }
+    walked.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let protected = std::mem::replace(files, walked.into_iter().collect());
+    files.extend(protected);
+}
+
+/// One entry of the workspace (not a folder) at `path`: a regular file by
+/// its content (through `cache`, with the metadata read relative to its
+/// folder), a link by its target's text, anything else by its kind.
+fn look(
+    entry: &std::fs::DirEntry,
+    path: &Path,
+    kind: std::fs::FileType,
+    cache: &mut FileCache,
+) -> std::io::Result<Option<String>> {
     if kind.is_file() {
-        return cache.digest_known(&entry.path(), Some(entry.metadata()?));
+        return cache.digest_known(path, Some(entry.metadata()?));
     }
     if kind.is_symlink() {
-        let target = std::fs::read_link(entry.path())?;
+        let target = std::fs::read_link(path)?;
         return Ok(Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes())));
     }
     Ok(Some(crate::digest::content(format!("special:{kind:?}").as_bytes())))

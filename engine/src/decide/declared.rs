@@ -76,9 +76,12 @@ fn reach<'a>(from: &'a str, next: impl Fn(&'a str) -> Option<Vec<&'a str>>) -> H
 /// does not cover: what an attempt of that task may not change. A stored
 /// attempt keeps only these files' digest (`checkpoint::WORKSPACE_CONTEXT`),
 /// so that after a restart its writes can still be judged, if not named.
-pub fn outside(files: &Files, own: &[String]) -> Files {
+pub fn outside_entries<'a>(
+    files: &'a Files,
+    own: &'a [String],
+) -> impl Iterator<Item = (&'a String, &'a Option<String>)> + Clone {
     let declared = Declared { own, beside: &[] };
-    files.iter().filter(|(p, _)| !declared.covers(p)).map(|(p, d)| (p.clone(), d.clone())).collect()
+    files.iter().filter(move |(p, _)| !declared.covers(p))
 }
 
 /// An attempt's undeclared writes: the first `NAMED_MAX` in path order,
@@ -94,20 +97,44 @@ pub struct Undeclared {
 /// (paths already judged as protected-path changes: each path is named
 /// once).
 pub fn undeclared(before: &Files, after: &Files, declared: Declared, judged: &BTreeSet<&str>) -> Undeclared {
-    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     let mut out = Undeclared::default();
-    for path in paths {
-        let (b, a) = (before.get(path).cloned().flatten(), after.get(path).cloned().flatten());
-        if b == a || judged.contains(path.as_str()) || declared.covers(path) {
+    for (path, b, a) in differing(before, after) {
+        if judged.contains(path.as_str()) || declared.covers(path) {
             continue;
         }
         if out.changes.len() < NAMED_MAX {
-            out.changes.push(PathChange { path: path.clone(), before: b, after: a, constraints: Vec::new() });
+            let (before, after) = (b.map(str::to_string), a.map(str::to_string));
+            out.changes.push(PathChange { path: path.clone(), before, after, constraints: Vec::new() });
         } else {
             out.more += 1;
         }
     }
     out
+}
+
+/// Every path of `before` or `after` (in path order) whose digest differs
+/// between them, absent counting as no digest: one pass over the two
+/// sorted maps, copying nothing (a look at a large workspace).
+fn differing<'a>(
+    before: &'a Files,
+    after: &'a Files,
+) -> impl Iterator<Item = (&'a String, Option<&'a str>, Option<&'a str>)> {
+    let (mut b, mut a) = (before.iter().peekable(), after.iter().peekable());
+    std::iter::from_fn(move || loop {
+        let (path, was, is) = match (b.peek(), a.peek()) {
+            (None, None) => return None,
+            (Some((pb, _)), Some((pa, _))) if pb == pa => {
+                let ((p, x), (_, y)) = (b.next()?, a.next()?);
+                (p, x.as_deref(), y.as_deref())
+            }
+            (Some((pb, _)), Some((pa, _))) if pb > pa => a.next().map(|(p, y)| (p, None, y.as_deref()))?,
+            (Some(_), _) => b.next().map(|(p, x)| (p, x.as_deref(), None))?,
+            (None, Some(_)) => a.next().map(|(p, y)| (p, None, y.as_deref()))?,
+        };
+        if was != is {
+            return Some((path, was, is));
+        }
+    })
 }
 
 /// The task's `outputs` with the named paths that may be declared added:
@@ -140,8 +167,35 @@ mod tests {
     #[test]
     fn outside_leaves_out_what_the_task_declares_but_never_a_vcs_folder() {
         let all = files(&[("dist/x", Some("x")), ("src/a.py", Some("a")), ("dist/.git/config", Some("g"))]);
-        let kept: Vec<String> = outside(&all, &globs(&["dist/**"])).into_keys().collect();
+        let own = globs(&["dist/**"]);
+        let kept: Vec<String> = outside_entries(&all, &own).map(|(p, _)| p.clone()).collect();
         assert_eq!(kept, vec!["dist/.git/config".to_string(), "src/a.py".to_string()]);
+    }
+
+    /// The one-pass comparison against the union of both maps' paths, as
+    /// it was: every path, in order, absent and recorded-absent alike.
+    #[test]
+    fn differing_is_every_path_whose_digest_moved_in_path_order() {
+        let slow = |b: &Files, a: &Files| -> Vec<(String, Option<String>, Option<String>)> {
+            let paths: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            let get = |f: &Files, p: &String| f.get(p).cloned().flatten();
+            paths.into_iter().map(|p| (p.clone(), get(b, p), get(a, p))).filter(|(_, x, y)| x != y).collect()
+        };
+        let digests = [None, Some("1"), Some("2")];
+        for seed in 0..400u32 {
+            let pick = |k: u32| -> Files {
+                (0..6u32)
+                    .filter_map(|i| {
+                        let r = seed.wrapping_mul(2654435761).rotate_left(i * 5 + k) % 4;
+                        (r < 3).then(|| (format!("p{i}"), digests[r as usize].map(str::to_string)))
+                    })
+                    .collect()
+            };
+            let (b, a) = (pick(0), pick(3));
+            let fast: Vec<_> =
+                differing(&b, &a).map(|(p, x, y)| (p.clone(), x.map(str::to_string), y.map(str::to_string))).collect();
+            assert_eq!(fast, slow(&b, &a), "{b:?} {a:?}");
+        }
     }
 
     #[test]

@@ -84,11 +84,11 @@ pub enum Action {
     /// again) stand now that its upstream is complete (early cutoff)?
     /// `context`: its tools' entries.
     Cutoff { task_ref: String, context: BTreeMap<String, String>, reply: Reply<Result<CutoffAnswer>> },
-    /// The protected paths a new attempt of the task is judged against.
-    /// `quiet`: nothing of this run is in flight (no call, no validation),
-    /// so the driver may answer with its last look after an attempt when
-    /// nothing ran or was written since (one look a task in a chain).
-    Baseline(String, bool, Reply<Result<Option<Checkpoint>>>),
+    /// The protected paths a new attempt of the task is judged against,
+    /// with the attempts of this run in flight now: the driver may answer
+    /// with its last look when every process that may have written since
+    /// it is one of theirs (`decide::looks::stands`; one look a task).
+    Baseline(String, Vec<AttemptId>, Reply<Result<Option<Checkpoint>>>),
     /// The protected paths after an attempt, against its baseline, and its
     /// undeclared writes unless judged already (`writes: false`: at its
     /// receipt, so the workspace is not looked at whole again).
@@ -97,9 +97,9 @@ pub enum Action {
         task_ref: String,
         before: Option<Checkpoint>,
         writes: bool,
-        /// Nothing else of this run is in flight: the look after it may
-        /// stand as the next attempt's baseline (`Baseline`'s `quiet`).
-        alone: bool,
+        /// The other attempts of this run in flight: the look after it
+        /// may stand as a later baseline while they all still are.
+        others: Vec<AttemptId>,
         reply: Reply<Result<Vec<Evidence>>>,
     },
     /// A passed attempt's declared outputs (`None`: none kept).
@@ -151,6 +151,9 @@ impl Action {
             | Action::Forget(_)
             | Action::ReportJudged(..) => true,
             Action::Observe { task_ref, .. } => starts_nothing(task_ref),
+            // Validations of none to run start nothing (a task judged after
+            // its receipt for its declared outputs alone).
+            Action::World(WorldAction::Validate(v, _)) => v.checks.is_empty() && v.constraint_checks.is_empty(),
             Action::World(w) => matches!(
                 w,
                 WorldAction::Wait(..)
@@ -581,5 +584,20 @@ mod tests {
         assert!(!Action::World(WorldAction::AbortAccept(Reply::detached())).leaves_workspace(quiet));
         let cutoff = Action::Cutoff { task_ref: "A".into(), context: BTreeMap::new(), reply: Reply::detached() };
         assert!(!cutoff.leaves_workspace(quiet));
+        // Validations: of none to run, nothing starts; of any, a process.
+        let validate = |checks: Vec<crate::run::check::CheckSpec>, constraint_checks| {
+            let v = super::Validating { attempt_id: AttemptId(1), task_ref: "A".into(), checks, constraint_checks };
+            Action::World(WorldAction::Validate(v, Reply::detached()))
+        };
+        let check = crate::run::check::CheckSpec {
+            id: "V1".into(),
+            run: vec!["true".into()],
+            expect_exit: 0,
+            timeout: None,
+            of_constraint: false,
+        };
+        assert!(validate(vec![], vec![]).leaves_workspace(quiet));
+        assert!(!validate(vec![check.clone()], vec![]).leaves_workspace(quiet));
+        assert!(!validate(vec![], vec![check]).leaves_workspace(quiet));
     }
 }

@@ -115,8 +115,18 @@ impl Run<'_> {
         let before = flight.and_then(|f| f.protected.clone());
         // Its writes judged at its receipt already: not looked at again.
         let writes = flight.is_none_or(|f| f.writes.is_none());
-        let alone = self.in_flight.keys().all(|id| *id == attempt_id);
-        self.io.judge_protected(attempt_id, &task.task_ref, (before, writes, alone)).await
+        let others = self.in_flight.iter().filter(|(id, f)| **id != attempt_id && self.may_write(f));
+        let others = others.map(|(id, _)| *id).collect();
+        self.io.judge_protected(attempt_id, &task.task_ref, (before, writes, others)).await
+    }
+
+    /// May `f`'s processes still write the workspace? Its call until its
+    /// receipt is judged (`writes`), then its validations and the goal's
+    /// constraint checks if it has any to run (of none, nothing runs).
+    fn may_write(&self, f: &Flight) -> bool {
+        let checks =
+            self.plan.task(&f.task_ref).is_none_or(|t| !t.validations.is_empty()) || !self.guard.checks.is_empty();
+        f.writes.is_none() || (f.validating && checks)
     }
 
     /// Reconcile the attempts of one task (`only`) or of every task. On a

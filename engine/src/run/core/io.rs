@@ -212,18 +212,18 @@ impl Io {
         self.ask(|reply| Action::Cutoff { task_ref: task_ref.to_string(), context, reply }).await
     }
 
-    pub async fn baseline(&self, task_ref: &str, quiet: bool) -> Result<Option<Checkpoint>> {
-        self.ask(|reply| Action::Baseline(task_ref.to_string(), quiet, reply)).await
+    pub async fn baseline(&self, task_ref: &str, in_flight: Vec<AttemptId>) -> Result<Option<Checkpoint>> {
+        self.ask(|reply| Action::Baseline(task_ref.to_string(), in_flight, reply)).await
     }
 
     pub async fn judge_protected(
         &self,
         attempt_id: AttemptId,
         task_ref: &str,
-        (before, writes, alone): (Option<Checkpoint>, bool, bool),
+        (before, writes, others): (Option<Checkpoint>, bool, Vec<AttemptId>),
     ) -> Result<Vec<Evidence>> {
         let task_ref = task_ref.to_string();
-        self.ask(|reply| Action::JudgeProtected { attempt_id, task_ref, before, writes, alone, reply }).await
+        self.ask(|reply| Action::JudgeProtected { attempt_id, task_ref, before, writes, others, reply }).await
     }
 
     pub async fn collect_outputs(&self, task_ref: &str) -> Option<Kept> {

@@ -164,9 +164,9 @@ impl Run<'_> {
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
         let protected = match self.guard.protects(process) {
-            // Nothing in flight: the run vouches that nothing of its own
-            // runs now (what ran since the driver's last look, it knows).
-            true => self.io.baseline(task_ref, self.in_flight.is_empty()).await?,
+            // What is in flight now: the run vouches that nothing else of
+            // its own runs (what ran since the driver's last look, it knows).
+            true => self.io.baseline(task_ref, self.in_flight.keys().copied().collect()).await?,
             false => None,
         };
         let (mut request, fingerprint) =

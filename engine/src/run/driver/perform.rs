@@ -9,8 +9,14 @@ impl Driver<'_, '_> {
     /// Perform `action` and answer it.
     pub(super) async fn perform(&mut self, action: Action) -> Answered {
         let plan = self.scope.plan;
-        if !action.leaves_workspace(|r| plan.task(r).is_some_and(crate::checkpoint::starts_nothing)) {
-            self.workspace.disturbed();
+        match &action {
+            // A call's processes: judged by their own look after it, and
+            // beside every attempt started while it is in flight.
+            Action::World(WorldAction::Send(s, _)) => self.workspace.sent(s.attempt_id),
+            a if !a.leaves_workspace(|r| plan.task(r).is_some_and(crate::checkpoint::starts_nothing)) => {
+                self.workspace.disturbed()
+            }
+            _ => {}
         }
         match action {
             Action::Open(reply) => reply.send(self.open()),
@@ -39,11 +45,11 @@ impl Driver<'_, '_> {
                 let (cache, programs) = (&mut self.workspace.cache, &mut self.workspace.programs);
                 reply.send(cutoff::decide(self.ledger, &self.scope, &task_ref, context, (cache, programs, &sandbox)))
             }
-            Action::Baseline(task_ref, quiet, reply) => {
-                reply.send(self.workspace.baseline(self.world, self.ledger, &self.scope, (&task_ref, quiet)).await)
+            Action::Baseline(task_ref, in_flight, reply) => {
+                reply.send(self.workspace.baseline(self.world, self.ledger, &self.scope, (&task_ref, in_flight)).await)
             }
-            Action::JudgeProtected { attempt_id, task_ref, before, writes, alone, reply } => {
-                reply.send(self.judge_protected(attempt_id, &task_ref, (before, writes, alone)).await)
+            Action::JudgeProtected { attempt_id, task_ref, before, writes, others, reply } => {
+                reply.send(self.judge_protected(attempt_id, &task_ref, (before, writes, others)).await)
             }
             Action::CollectOutputs(task_ref, reply) => reply.send(self.collect_outputs(&task_ref).await),
             Action::Refresh { states, tools, across_tool_change, alone, reply } => {

@@ -87,11 +87,12 @@ pub struct Workspace {
     /// them at a reuse pass. Never on a shared store, where another worker
     /// may complete a task again.
     upstream: HashMap<String, Vec<OutputFile>>,
-    /// The last look after an attempt taken while nothing else of the run
-    /// was in flight, until anything runs or is written in the workspace
-    /// (`disturbed`): the next attempt's baseline when the core says
-    /// nothing is in flight then either, instead of a second look at the
-    /// same state (in a chain, one look a task instead of two).
+    /// The last look (after an attempt, or a baseline), until anything
+    /// but a call runs or anything is written in the workspace
+    /// (`disturbed`): a later attempt's baseline while every call that
+    /// may have written since it is still in flight
+    /// (`decide::looks::stands`), instead of another look (one look a
+    /// task instead of two, in a chain and beside other tasks alike).
     last_look: Option<LastLook>,
     /// May a look stand for a later one at all? Only on a store of its own
     /// (no other worker in the workspace) and when every provider's
@@ -101,10 +102,12 @@ pub struct Workspace {
 }
 
 /// A look at the protected paths (with the whole workspace for a task that
-/// starts processes: `process`).
+/// starts processes: `process`), and the attempts whose processes may have
+/// written since it (in flight at it, or sent since).
 struct LastLook {
     process: bool,
     look: Checkpoint,
+    running: Vec<AttemptId>,
 }
 
 impl Workspace {
@@ -126,6 +129,15 @@ impl Workspace {
     /// look: it no longer stands for the next.
     pub fn disturbed(&mut self) {
         self.last_look = None;
+    }
+
+    /// `attempt`'s call was handed to its provider: its processes may
+    /// write from now on, and the last look stands only while it is in
+    /// flight (it is judged by its own look after it).
+    pub fn sent(&mut self, attempt: AttemptId) {
+        if let Some(l) = &mut self.last_look {
+            l.running.push(attempt);
+        }
     }
 
     /// Forget what was read of `task_ref`'s completion (`None`: of every task).
@@ -251,32 +263,41 @@ impl Workspace {
         world: &mut dyn World,
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
-        (task_ref, quiet): (&str, bool),
+        (task_ref, in_flight): (&str, Vec<AttemptId>),
     ) -> Result<Option<Checkpoint>> {
         let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
-        let kept = self.last_look.take().filter(|l| quiet && l.process == process && !ledger.shared());
-        let now = match kept {
-            Some(l) => l.look,
-            None => match self.observe_protected(world, scope, (process, process, quiet)).await {
-                Ok(now) => now,
-                Err(_) => return Ok(None),
+        let kept = self.last_look.as_ref().filter(|l| l.process == process && !ledger.shared());
+        let now = match kept.filter(|l| looks::stands(&l.running, &in_flight)) {
+            Some(l) => l.look.clone(),
+            None => match self.observe_protected(world, scope, (process, process, in_flight.is_empty())).await {
+                Ok(now) => {
+                    self.keep((process, process), &now, in_flight);
+                    now
+                }
+                Err(_) => {
+                    self.last_look = None;
+                    return Ok(None);
+                }
             },
         };
         let earlier = match last_violation(ledger, scope, task_ref)? {
             Some((changes, revision)) => constraints::carried(changes, revision != scope.revision),
             None => Vec::new(),
         };
+        let carried = !earlier.is_empty();
         let files = constraints::baseline(now.files, &earlier);
-        let (Some(whole), Some(task)) = (now.workspace, scope.plan.task(task_ref)) else {
+        let (Some(mut judged), Some(task)) = (now.workspace, scope.plan.task(task_ref)) else {
             return Ok(Some(Checkpoint::of(files, BTreeMap::new())));
         };
         // The workspace as the attempt is judged against: the protected
-        // paths and the carried violations as `files` has them.
-        let mut judged = std::sync::Arc::unwrap_or_clone(whole);
-        judged.extend(files.iter().map(|(p, d)| (p.clone(), d.clone())));
-        let digest = checkpoint::files_digest(&declared::outside(&judged, &own_paths(task)));
+        // paths and the carried violations as `files` has them (without
+        // carried ones, the look's own: it saw the protected paths first).
+        if carried {
+            std::sync::Arc::make_mut(&mut judged).extend(files.iter().map(|(p, d)| (p.clone(), d.clone())));
+        }
+        let digest = checkpoint::entries_digest(declared::outside_entries(&judged, &own_paths(task)));
         let context = BTreeMap::from([(checkpoint::WORKSPACE_CONTEXT.to_string(), digest)]);
-        Ok(Some(Checkpoint { workspace: Some(std::sync::Arc::new(judged)), ..Checkpoint::of(files, context) }))
+        Ok(Some(Checkpoint { workspace: Some(judged), ..Checkpoint::of(files, context) }))
     }
 
     /// The protected paths after an attempt (and its validations and the
@@ -289,7 +310,7 @@ impl Workspace {
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
         (attempt_id, task): (AttemptId, &Task),
-        (before, writes, alone): (Option<Checkpoint>, bool, bool),
+        (before, writes, others): (Option<Checkpoint>, bool, Vec<AttemptId>),
     ) -> Result<Vec<Evidence>> {
         let before = match before {
             Some(cp) => Some(cp),
@@ -300,16 +321,17 @@ impl Workspace {
         };
         let process = starts_process(scope.plan.provider_of(task));
         let whole = process && writes;
-        let after = self.observe_protected(world, scope, (process, whole, alone)).await;
+        let after = self.observe_protected(world, scope, (process, whole, others.is_empty())).await;
         // Seen whole where the next baseline would look whole (a task that
-        // starts processes), with nothing else of the run in flight: it may
-        // stand as that baseline.
-        self.last_look = match &after {
-            Ok(a) if looks::look_stands(self.keeps_looks, alone, (process, whole)) => {
-                Some(LastLook { process, look: a.clone() })
-            }
-            _ => None,
-        };
+        // starts processes): it may stand as a later baseline while the
+        // others still run. A look at the protected paths alone (after
+        // validations) leaves a kept look as it was: whether that one
+        // stands is a matter of what ran since it, not of this look.
+        match &after {
+            Ok(a) if whole == process => self.keep((process, whole), a, others),
+            Ok(_) => {}
+            Err(_) => self.last_look = None,
+        }
         let not_judged = |message: String| vec![Evidence::ProtectedPathsNotObserved { message }];
         Ok(match (before, after) {
             (None, _) => not_judged(
@@ -339,6 +361,12 @@ impl Workspace {
                 out
             }
         })
+    }
+
+    /// Keep `look` for later baselines, if looks may stand in this run.
+    fn keep(&mut self, (process, whole): (bool, bool), look: &Checkpoint, running: Vec<AttemptId>) {
+        let stands = looks::look_stands(self.keeps_looks, (process, whole));
+        self.last_look = stands.then(|| LastLook { process, look: look.clone(), running });
     }
 
     /// Read a task's outputs off the coordinator's thread (they may be
@@ -427,7 +455,7 @@ fn own_paths(task: &Task) -> Vec<String> {
 /// something undeclared (or a task beside it did) that cannot be named,
 /// and the attempt is not judged clean (default deny: a person looks).
 fn unnamed_writes(task: &Task, digest: &str, after: &constraints::Files) -> Option<Evidence> {
-    if checkpoint::files_digest(&declared::outside(after, &own_paths(task))) == digest {
+    if checkpoint::entries_digest(declared::outside_entries(after, &own_paths(task))) == digest {
         return None;
     }
     let message = format!(
