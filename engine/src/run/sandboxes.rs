@@ -237,7 +237,7 @@ impl Maker<'_> {
         // A confined command's process (spawned per call) may write of the
         // workspace only what its task declares (`decide::write_grants`);
         // tasks with the same grants share that sandbox too.
-        let mut tasks = HashMap::new();
+        let mut tasks = HashMap::with_capacity(plan.file.tasks.len()); // large pairs: never moved by a growth
         let mut made: HashMap<(&str, Reach), (Sandbox, Sandbox)> = HashMap::new();
         let mut narrowed: HashMap<(&str, Reach, Rules), Sandbox> = HashMap::new();
         let (root, covers) = places(plan);
