@@ -200,6 +200,32 @@ pub struct SameRequest<'a> {
     pub goal: &'a GoalId,
 }
 
+/// The call whose task's attempts the gate reads (`gate_attempts`).
+#[derive(Debug, Clone, Copy)]
+pub struct GateAsk<'a> {
+    pub goal: &'a GoalId,
+    pub revision: Revision,
+    pub task_ref: &'a str,
+    pub operation: &'a OperationId,
+    pub request: &'a RequestDigest,
+}
+
+/// What the gate reads of a task's attempts and of its operation's
+/// tries, each as its own read answers it (`AttemptsRead`'s methods).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateAttempts {
+    /// `attempt_count` in the call's revision.
+    pub count: u64,
+    /// `first_unsettled_attempt`.
+    pub unsettled: Option<(AttemptId, AttemptState)>,
+    /// `prior_dispatch`.
+    pub prior_dispatch: bool,
+    /// `conflicting_request`.
+    pub conflict: Option<RequestDigest>,
+    /// `last_try` of the operation.
+    pub last_try: i64,
+}
+
 /// How an attempt finished, as its columns hold it (both stores write
 /// these, `queries::FINISH_COLUMNS` `?3`..`?9`): the classification's
 /// parts, its id lists as JSON arrays, and why an outcome is unknown.
@@ -293,6 +319,17 @@ pub trait AttemptsRead {
     /// abandoned one (left in doubt by a crash) may have been; so may one a
     /// person settled, whatever became of it after.
     fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool>;
+    /// The five reads above the gate makes for one call, in one answer:
+    /// a store may read them together (SQLite: one statement).
+    fn gate_attempts(&self, ask: GateAsk<'_>) -> Result<GateAttempts> {
+        Ok(GateAttempts {
+            count: self.attempt_count(ask.goal, ask.revision, ask.task_ref)?,
+            unsettled: self.first_unsettled_attempt(ask.goal, ask.task_ref)?,
+            prior_dispatch: self.prior_dispatch(ask.goal, ask.task_ref)?,
+            conflict: self.conflicting_request(ask.operation, ask.request)?,
+            last_try: self.last_try(ask.operation)?,
+        })
+    }
     /// The unknown try of an operation if there is one (a later try may
     /// exist beside it), else its latest.
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>>;

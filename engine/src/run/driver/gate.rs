@@ -15,7 +15,7 @@ use crate::plan::Task;
 use crate::run::core::{Applied, GateCall};
 use crate::state::{AttemptState, TaskState};
 use crate::store::acts::{ActRef, PendingRequest};
-use crate::store::attempts::NewIntent;
+use crate::store::attempts::{GateAsk, GateAttempts, NewIntent};
 use crate::store::events::{Event, EventKind};
 use crate::store::goals::TaskKey;
 use crate::store::{LedgerRead, LedgerTx};
@@ -25,15 +25,18 @@ use crate::store::{LedgerRead, LedgerTx};
 pub fn gate(tx: &mut dyn LedgerTx, scope: &Scope, call: &GateCall, sandbox: &Record, now_ms: i64) -> Result<Applied> {
     let task = scope.task(&call.task_ref)?;
     let answer = call.answer_expires.as_ref().map(|x| (x.ask_id, x.at_ms));
-    let decision = match gate::answer_expired(answer, now_ms) {
-        Some(expired) => expired,
-        None => decision(&*tx, scope, call, (now_ms, Projected::default()))?,
+    let (decision, last_try) = match gate::answer_expired(answer, now_ms) {
+        Some(expired) => (expired, None),
+        None => {
+            let (decision, read) = decision_and_reads(&*tx, scope, call, (now_ms, Projected::default()))?;
+            (decision, Some(read.last_try))
+        }
     };
     let needed = match &decision {
         Decision::AwaitApproval(_) => Some(needed(&*tx, scope, call, task)?),
         _ => None,
     };
-    apply(tx, scope.key(&call.task_ref), (task, call, sandbox), (decision, needed))
+    apply(tx, scope.key(&call.task_ref), (task, call, sandbox), (decision, needed), last_try)
 }
 
 /// What a dry run counts as spent by the calls it would make before this
@@ -53,6 +56,17 @@ pub fn decision<L: LedgerRead + ?Sized>(
     call: &GateCall,
     (now_ms, projected): (i64, Projected),
 ) -> Result<Decision> {
+    Ok(decision_and_reads(tx, scope, call, (now_ms, projected))?.0)
+}
+
+/// `decision`, and the reads of the task's attempts it was made on (the
+/// intent takes its try number from them: nothing is written between).
+fn decision_and_reads<L: LedgerRead + ?Sized>(
+    tx: &L,
+    scope: &Scope,
+    call: &GateCall,
+    (now_ms, projected): (i64, Projected),
+) -> Result<(Decision, GateAttempts)> {
     let (goal_id, revision) = (&scope.goal_id, scope.revision);
     let task = scope.task(&call.task_ref)?;
     let task_ref = call.task_ref.as_str();
@@ -62,7 +76,16 @@ pub fn decision<L: LedgerRead + ?Sized>(
     // and reading it at every intent made a run quadratic.
     let active_plan_digest = tx.revision_plan_digest(goal_id, goal.active_revision)?;
     let open = open_approvals(tx, call)?;
-    let attempts_of_task = attempts_of_task(tx, (goal_id, revision), task_ref)?;
+    // The task's attempts and the operation's tries: one read where the
+    // store can (`gate_attempts`).
+    let read = tx.gate_attempts(GateAsk {
+        goal: goal_id,
+        revision,
+        task_ref,
+        operation: &call.operation_id,
+        request: &call.request_digest,
+    })?;
+    let attempts_of_task = attempts_of_task(tx, (goal_id, revision), task_ref, read.count)?;
     let (always, paid_or_external) = ApprovalFacts::of_task(task);
     let budgets = budgets(call);
     let facts = gate::Facts {
@@ -70,9 +93,9 @@ pub fn decision<L: LedgerRead + ?Sized>(
         active_revision: goal.active_revision,
         plan_digest: &scope.plan.digests().plan,
         active_plan_digest: &active_plan_digest,
-        unsettled: tx.first_unsettled_attempt(goal_id, task_ref)?,
+        unsettled: read.unsettled,
         same_request: same_request(tx, call, goal_id)?,
-        conflict: tx.conflicting_request(&call.operation_id, &call.request_digest)?,
+        conflict: read.conflict.clone(),
         request_digest: &call.request_digest,
         budgets: &budgets,
         usage: Usage {
@@ -88,12 +111,13 @@ pub fn decision<L: LedgerRead + ?Sized>(
             always,
             paid_or_external,
             asked_repeat: call.asked_repeat,
-            prior_dispatch: tx.prior_dispatch(goal_id, task_ref)?,
+            prior_dispatch: read.prior_dispatch,
             open: &open,
         },
         now_ms,
     };
-    Ok(gate::decide(&facts))
+    let decision = gate::decide(&facts);
+    Ok((decision, read))
 }
 
 /// The approvals open for the call's operation, each one vouched for by
@@ -123,13 +147,15 @@ fn open_approvals<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall) -> Result<Vec
     Ok(open)
 }
 
-/// The task's attempts in this revision that count against its budget.
+/// The task's attempts in this revision that count against its budget
+/// (`counted`: the store's count of them).
 fn attempts_of_task<L: LedgerRead + ?Sized>(
     tx: &L,
     (goal_id, revision): (&GoalId, Revision),
     task_ref: &str,
+    counted: u64,
 ) -> Result<u64> {
-    let mut attempts = tx.attempt_count(goal_id, revision, task_ref)?;
+    let mut attempts = counted;
     if crate::failpoint::fault(crate::failpoint::Fault::StopConsumesAttempt) {
         // Planted fault: the attempts a person's stop cancelled count too.
         let cancelled = tx.attempts_in_state(goal_id, AttemptState::Cancelled)?;
@@ -190,11 +216,13 @@ fn same_request<L: LedgerRead + ?Sized>(tx: &L, call: &GateCall, goal_id: &GoalI
 }
 
 /// The gate's decision, recorded in the intent's transaction.
+/// `last_try`: the operation's highest try as the decision read it.
 fn apply(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
     (task, call, sandbox): (&Task, &GateCall, &Record),
     (decision, needed): (Decision, Option<gate::Needed>),
+    last_try: Option<i64>,
 ) -> Result<Applied> {
     let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
     let op = &call.operation_id;
@@ -239,7 +267,9 @@ fn apply(
             answer_expired(tx, key, call, (ask_id, at_ms))?;
             Ok(Applied::Stopped(Decision::AnswerExpired { ask_id, at_ms }))
         }
-        Decision::Go { consume, void } => commit_intent(tx, key, (task, call, sandbox), consume, &void),
+        Decision::Go { consume, void } => {
+            commit_intent(tx, key, (task, call, sandbox), (consume, &void), last_try)
+        }
     }
 }
 
@@ -296,11 +326,14 @@ fn commit_intent(
     tx: &mut dyn LedgerTx,
     key: TaskKey,
     (task, call, sandbox): (&Task, &GateCall, &Record),
-    consume: Option<ApprovalId>,
-    void: &[ApprovalId],
+    (consume, void): (Option<ApprovalId>, &[ApprovalId]),
+    last_try: Option<i64>,
 ) -> Result<Applied> {
     let (goal_id, revision, task_ref) = (key.goal_id, key.revision, key.task_ref);
-    let try_no = tx.last_try(&call.operation_id)? + 1;
+    let try_no = match last_try {
+        Some(last) => last,
+        None => tx.last_try(&call.operation_id)?,
+    } + 1;
     let intent = tx.insert_intent(&NewIntent {
         goal_id,
         revision,

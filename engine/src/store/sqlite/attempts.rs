@@ -11,8 +11,8 @@ use crate::evidence::Classification;
 use crate::ids::{AttemptId, GoalId, OperationId, RequestDigest, Revision};
 use crate::state::{AttemptState, Lifecycle};
 use crate::store::attempts::{
-    AttemptRecord, AttemptsRead, AttemptsWhere, AttemptsWrite, Finish, Intent, LeftProcess, NewIntent, SameRequest,
-    Unsettled,
+    AttemptRecord, AttemptsRead, AttemptsWhere, AttemptsWrite, Finish, GateAsk, GateAttempts, Intent, LeftProcess,
+    NewIntent, SameRequest, Unsettled,
 };
 use crate::store::queries;
 use crate::store::LedgerTx;
@@ -209,6 +209,33 @@ pub(super) const PRIOR_DISPATCH: &str = "SELECT EXISTS(SELECT 1 FROM attempts a 
         OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)
         OR EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'observation')))";
 
+/// The highest try of an operation so far (0 if none).
+pub(super) const LAST_TRY: &str = "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1";
+
+/// A request digest other than ?2 that operation ?1 was recorded with.
+pub(super) const CONFLICTING_REQUEST: &str =
+    "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1";
+
+/// The gate's five reads of one call (`GateAttempts`) as one statement:
+/// `ATTEMPT_COUNT`, `FIRST_UNSETTLED`, `PRIOR_DISPATCH`,
+/// `CONFLICTING_REQUEST` and `LAST_TRY`, the same subqueries each on its
+/// own index, with one bind, step and reset where there were five.
+/// ?1 goal, ?2 task, ?3 revision, ?4 operation, ?5 request digest.
+pub(super) const GATE_ATTEMPTS: &str = "SELECT
+  (SELECT COUNT(*) FROM attempts WHERE goal_id = ?1 AND revision = ?3 AND task_ref = ?2 AND state <> 'cancelled'),
+  u.id, u.state,
+  (SELECT EXISTS(SELECT 1 FROM attempts a WHERE goal_id = ?1 AND task_ref = ?2
+     AND (dispatched_at_ms IS NOT NULL
+          OR state = 'abandoned' OR state = 'effect_unknown' OR state = 'settled_ok' OR state = 'settled_not_run'
+          OR state = 'receipt_recorded' OR state = 'succeeded'
+          OR EXISTS (SELECT 1 FROM settlements s WHERE s.attempt_id = a.id)
+          OR EXISTS (SELECT 1 FROM evidence e WHERE e.attempt_id = a.id AND e.kind = 'observation')))),
+  (SELECT request_digest FROM attempts WHERE operation_id = ?4 AND request_digest != ?5 LIMIT 1),
+  (SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?4)
+FROM (SELECT 1) LEFT JOIN (SELECT id, state FROM attempts WHERE id = (
+   SELECT MIN(id) FROM attempts WHERE goal_id = ?1 AND task_ref = ?2
+      AND (state = 'effect_unknown' OR state = 'intent_recorded' OR state = 'dispatched'))) u ON 1";
+
 impl AttemptsRead for Sql<'_> {
     fn attempt(&self, id: AttemptId) -> Result<AttemptRecord> {
         Ok(qrow(self.conn, &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"), [id], attempt_from_row)?)
@@ -245,9 +272,7 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn last_try(&self, op: &OperationId) -> Result<i64> {
-        Ok(qrow(self.conn, "SELECT COALESCE(MAX(try_no), 0) FROM attempts WHERE operation_id = ?1", [op], |r| {
-            r.get(0)
-        })?)
+        Ok(qrow(self.conn, LAST_TRY, [op], |r| r.get(0))?)
     }
 
     fn first_unsettled_attempt(&self, goal: &GoalId, task_ref: &str) -> Result<Option<(AttemptId, AttemptState)>> {
@@ -260,13 +285,7 @@ impl AttemptsRead for Sql<'_> {
     }
 
     fn conflicting_request(&self, op: &OperationId, request: &RequestDigest) -> Result<Option<RequestDigest>> {
-        Ok(qrow(
-            self.conn,
-            "SELECT request_digest FROM attempts WHERE operation_id = ?1 AND request_digest != ?2 LIMIT 1",
-            params![op, request],
-            |r| r.get(0),
-        )
-        .optional()?)
+        Ok(qrow(self.conn, CONFLICTING_REQUEST, params![op, request], |r| r.get(0)).optional()?)
     }
 
     fn attempt_count(&self, goal: &GoalId, revision: Revision, task_ref: &str) -> Result<u64> {
@@ -276,6 +295,24 @@ impl AttemptsRead for Sql<'_> {
 
     fn prior_dispatch(&self, goal: &GoalId, task_ref: &str) -> Result<bool> {
         Ok(qrow(self.conn, PRIOR_DISPATCH, params![goal, task_ref], |r| r.get(0))?)
+    }
+
+    fn gate_attempts(&self, ask: GateAsk<'_>) -> Result<GateAttempts> {
+        let params = params![ask.goal, ask.task_ref, ask.revision, ask.operation, ask.request];
+        Ok(qrow(self.conn, GATE_ATTEMPTS, params, |r| {
+            let unsettled = match r.get::<_, Option<AttemptId>>(1)? {
+                Some(id) => Some((id, r.get(2)?)),
+                None => None,
+            };
+            let count: i64 = r.get(0)?;
+            Ok(GateAttempts {
+                count: count.max(0) as u64,
+                unsettled,
+                prior_dispatch: r.get(3)?,
+                conflict: r.get(4)?,
+                last_try: r.get(5)?,
+            })
+        })?)
     }
 
     fn settlement_target(&self, op: &OperationId) -> Result<Option<AttemptRecord>> {

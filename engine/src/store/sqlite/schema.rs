@@ -853,6 +853,86 @@ mod tests {
         assert!(on_attempts.iter().all(|d| d.contains("INDEX attempts_by_state (state=?)")), "{plan:?}");
     }
 
+    /// The gate's one statement (`GATE_ATTEMPTS`) answers as its five
+    /// reads, asked one by one, for every goal, revision, task, operation
+    /// and request of a store holding every kind of attempt a read tells
+    /// apart (each unsettled state, a cancelled one, one dispatched and
+    /// failed, one failed unsent, one settled, one read back, tries of one
+    /// operation under two requests); each step on `attempts` a search,
+    /// no temporary b-tree.
+    #[test]
+    fn the_gate_attempts_statement_answers_as_its_five_reads() {
+        use super::super::attempts::{
+            ATTEMPT_COUNT, CONFLICTING_REQUEST, FIRST_UNSETTLED, GATE_ATTEMPTS, LAST_TRY, PRIOR_DISPATCH,
+        };
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        migrate(&conn).unwrap();
+        let rows = [
+            ("g", 1, "T", "o1", 1, "r", "failed", Some(5)),
+            ("g", 1, "T", "o1", 2, "r", "succeeded", Some(6)),
+            ("g", 2, "T", "o2", 1, "r", "cancelled", None),
+            ("g", 2, "T", "o2", 2, "s", "dispatched", Some(7)),
+            ("g", 2, "T", "o3", 1, "r", "intent_recorded", None),
+            ("g", 1, "U", "o4", 1, "r", "failed", None),
+            ("g", 2, "U", "o5", 1, "r", "settled_not_run", None),
+            ("g", 2, "V", "o6", 1, "r", "failed", None),
+            ("g", 2, "V", "o6", 2, "r", "effect_unknown", None),
+            ("h", 1, "T", "o7", 1, "r", "abandoned", None),
+            ("h", 1, "U", "o8", 1, "r", "cancelled", None),
+            ("h", 1, "V", "o9", 1, "r", "receipt_recorded", Some(8)),
+            ("g", 2, "W", "oa", 1, "r", "failed", None),
+        ];
+        for (goal, revision, task, op, try_no, request, state, dispatched) in rows {
+            conn.execute(
+                "INSERT INTO attempts (goal_id, revision, task_ref, operation_id, try_no, kind, request_digest,
+                   request_json, effect, state, generation, intent_at_ms, dispatched_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'run', ?6, '{}', 'none', ?7, 1, 0, ?8)",
+                rusqlite::params![goal, revision, task, op, try_no, request, state, dispatched],
+            )
+            .unwrap();
+        }
+        // `h`/`U`'s cancelled try settled by a person; `g`/`W`'s unsent
+        // failure read back: each one's only sign of a dispatch.
+        conn.execute_batch(
+            "INSERT INTO settlements (attempt_id, operation_id, outcome, actor, note, at_ms) VALUES (11, 'o8', 'not_run', 'p', 'n', 1);
+             INSERT INTO evidence (goal_id, revision, attempt_id, kind, data, at_ms) VALUES ('g', 2, 13, 'observation', '{}', 1);",
+        )
+        .unwrap();
+        let one = |sql: &str, p: &[&dyn rusqlite::ToSql]| answer(&conn, sql, p).into_iter().next();
+        let mut told = std::collections::BTreeSet::new();
+        for goal in ["g", "h", "k"] {
+            for revision in [1, 2] {
+                for task in ["T", "U", "V", "W", "X"] {
+                    for op in ["o1", "o2", "o6", "o9", "ox"] {
+                        for request in ["r", "s"] {
+                            let mut parts = one(ATTEMPT_COUNT, &[&goal, &revision, &task]).unwrap();
+                            let unsettled = one(FIRST_UNSETTLED, &[&goal, &task]);
+                            parts.extend(unsettled.unwrap_or(vec![rusqlite::types::Value::Null; 2]));
+                            parts.extend(one(PRIOR_DISPATCH, &[&goal, &task]).unwrap());
+                            parts.push(
+                                one(CONFLICTING_REQUEST, &[&op, &request])
+                                    .map_or(rusqlite::types::Value::Null, |r| r[0].clone()),
+                            );
+                            parts.extend(one(LAST_TRY, &[&op]).unwrap());
+                            let p: [&dyn rusqlite::ToSql; 5] = [&goal, &task, &revision, &op, &request];
+                            let now = answer(&conn, GATE_ATTEMPTS, &p);
+                            assert_eq!(now, vec![parts.clone()], "{goal} {revision} {task} {op} {request}");
+                            told.insert(format!("{parts:?}"));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(told.len() >= 20, "{}: the store tells many answers apart", told.len());
+        let p: [&dyn rusqlite::ToSql; 5] = [&"g", &"T", &2, &"o2", &"r"];
+        let plan = query_plan(&conn, GATE_ATTEMPTS, &p);
+        let on_attempts: Vec<&String> = plan.iter().filter(|d| d.contains(" a ") || d.contains(" attempts ")).collect();
+        assert!(on_attempts.len() >= 5, "{plan:?}");
+        assert!(on_attempts.iter().all(|d| d.starts_with("SEARCH")), "{plan:?}");
+        assert!(plan.iter().all(|d| !d.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
     /// The tables that keep `AUTOINCREMENT`, and `sqlite_sequence`'s rows.
     fn sequences(conn: &Connection) -> (Vec<String>, Vec<(String, i64)>) {
         let keyed = "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%' ORDER BY name";
