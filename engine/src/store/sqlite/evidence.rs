@@ -137,6 +137,13 @@ impl EvidenceWrite for Sql<'_> {
     }
 
     fn put_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
+        // Looked up before it is serialized: a run's tasks mostly record a
+        // checkpoint already stored (the same inputs), and its JSON was
+        // most of the cost of an `INSERT OR IGNORE` that kept nothing.
+        let stored = "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE digest = ?1)";
+        if qrow(self.conn, stored, [&cp.digest], |r| r.get::<_, bool>(0))? {
+            return Ok(());
+        }
         exec(
             self.conn,
             "INSERT OR IGNORE INTO checkpoints (digest, data) VALUES (?1, ?2)",
@@ -197,5 +204,31 @@ mod tests {
         beside.sort_by(|a, b| a.path.cmp(&b.path));
         assert_eq!(beside, in_line);
         assert_eq!(in_line.len(), 50);
+    }
+
+    /// A checkpoint is stored once under its digest: put again, in the
+    /// same transaction or a later one, it leaves the row as it was; a
+    /// new digest is stored beside it.
+    #[test]
+    fn a_checkpoint_put_again_keeps_its_row_and_a_new_one_is_stored() {
+        use crate::checkpoint::Checkpoint;
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Store::open_rw(&dir.path().join("store/engine.db")).unwrap().lease().unwrap();
+        let cp = |file: &str, digest: &str| Checkpoint {
+            files: [(file.to_string(), Some("d".to_string()))].into(),
+            context: Default::default(),
+            digest: digest.to_string(),
+            workspace: None,
+        };
+        let (a, b) = (cp("a.txt", "da"), cp("b.txt", "db"));
+        ledger.write(Durability::Normal, |tx| tx.put_checkpoint(&a).and_then(|()| tx.put_checkpoint(&a))).unwrap();
+        // The same digest again (its content as the first put wrote it), then a new one.
+        let again = cp("changed.txt", "da");
+        ledger.write(Durability::Normal, |tx| tx.put_checkpoint(&again).and_then(|()| tx.put_checkpoint(&b))).unwrap();
+        let read = ledger.read();
+        let files = |d: &str| read.checkpoint(d).unwrap().map(|c| c.files.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(files("da"), Some(vec!["a.txt".to_string()]));
+        assert_eq!(files("db"), Some(vec!["b.txt".to_string()]));
+        assert_eq!(files("dc"), None);
     }
 }
