@@ -1,7 +1,4 @@
 fn main() {
-    // The heaps grown in large steps (`os::tune_allocator`), set while the
-    // engine has one thread.
-    engine::os::tune_allocator();
     // First, while the engine has one thread: its environment (the store's
     // place, API keys) out of `/proc/PID/environ`, where a provider could
     // read it (docs/sandbox.md, "Environment").

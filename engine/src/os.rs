@@ -2,8 +2,7 @@
 //! (`getpwuid_r`, `getgrnam_r`, `getgrgid_r`) and as this process holds
 //! them (`getuid`, `getgid`, `getgroups`) — never from the environment
 //! (`$USER`), which any caller can set. One libc call each; the crates
-//! that wrap them bring far more than this needs. And the C allocator's
-//! growth, set once at the start of `main` (`tune_allocator`).
+//! that wrap them bring far more than this needs.
 
 use std::ffi::{CStr, CString};
 
@@ -126,23 +125,5 @@ mod tests {
         assert!(groups().contains(&gid));
         assert_eq!(group_named("no-such-group-of-the-engine"), None);
         assert_eq!(group_named("nul\0byte"), None);
-    }
-}
-
-/// The C allocator's growth, set once in `main` before any thread starts:
-/// each heap grown by 64 MiB of address space at a time. By default a
-/// thread's heap grows by the pages an allocation lacks, an `mprotect`
-/// each (866 in a no-op re-run of 1,000 tasks, on the side read's and the
-/// look's threads). Only the reservation grows: a page is resident once
-/// written, as before, so the peak memory is not larger; what is freed at
-/// a heap's top is kept up to the pad for the next allocation instead of
-/// returned at once. (One heap for every thread, `M_ARENA_MAX`, was
-/// measured too and not taken: its lock made the run's CPU 1.4x.)
-pub fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets the allocator's parameters; called before
-    // any other thread exists, so no allocation races the change.
-    unsafe {
-        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
     }
 }
