@@ -143,6 +143,70 @@ fn a_same_size_rewrite_with_its_mtime_put_back_is_still_seen() {
     assert_eq!(paths(&e), vec!["keep.txt"], "{e}");
 }
 
+/// A mode is part of what a look sees (Landlock has no right for `chmod`,
+/// so only the look can catch one): a protected file's `chmod` is
+/// `protected_path_changed`, an undeclared file's `undeclared_write`,
+/// each naming the path; the run's words no longer say that no protected
+/// path changed. Main at 714a6df let this attempt succeed.
+#[test]
+fn a_mode_change_is_a_change_of_a_protected_or_undeclared_file() {
+    let ws = Ws::new();
+    for f in ["check.sh", "data.txt"] {
+        ws.write(f, "x\n");
+        set_mode(&ws, f, 0o644);
+    }
+    let script = "chmod 755 data.txt; chmod 000 check.sh; echo x > out.txt";
+    let mut p = plan(vec![sh_task("T1", script, json!(["out.txt"]))], qa_true());
+    p["goal"]["constraints"] = json!([{"id": "C1", "statement": "the check is not touched", "protect": ["check.sh"]}]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    assert_eq!(mode_of(&ws, "check.sh"), 0, "the task ran");
+    let a = ws.attempts_of("T1").pop().expect("an attempt");
+    assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "constraint_violated", "protected_path_changed"));
+    let evidence = ws.evidence(a.id);
+    let of = |kind: &str| evidence.iter().find(|(_, k, _)| k == kind).map(|e| paths(&e.2)).unwrap_or_default();
+    assert_eq!(of("protected_path_changed"), vec!["check.sh"], "{evidence:?}");
+    assert_eq!(of("undeclared_write"), vec!["data.txt"], "{evidence:?}");
+    assert!(out.stdout.contains("constraint C1  VIOLATED by T1 attempt"), "{}", out.describe());
+    assert!(!out.stdout.contains("no protected path changed"), "{}", out.describe());
+    let explain = ws.engine(&["explain", "T1"]);
+    assert!(
+        explain.stdout.contains("mode 0644 -> ") && explain.stdout.contains("changed data.txt (mode 0644 -> 0755)"),
+        "{}",
+        explain.describe()
+    );
+}
+
+/// What a task declares (`outputs`, `may_change`) may change its mode.
+#[test]
+fn a_declared_output_or_may_change_path_may_change_its_mode() {
+    let ws = Ws::new();
+    for f in ["check.sh", "out.txt"] {
+        ws.write(f, "x\n");
+        set_mode(&ws, f, 0o644);
+    }
+    let mut task = sh_task("T1", "chmod 755 out.txt; chmod 600 check.sh", json!(["out.txt"]));
+    task["may_change"] = json!(["check.sh"]);
+    let mut p = plan(vec![task], qa_true());
+    p["goal"]["constraints"] = json!([{"id": "C1", "statement": "the check is not touched", "protect": ["check.sh"]}]);
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    assert_eq!((mode_of(&ws, "out.txt"), mode_of(&ws, "check.sh")), (0o755, 0o600), "the task ran");
+    assert_eq!(ws.task_state("T1"), "succeeded");
+}
+
+fn set_mode(ws: &Ws, rel: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(ws.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+fn mode_of(ws: &Ws, rel: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(ws.path(rel)).expect("there").permissions().mode() & 0o7777
+}
+
 /// Case 3: `.git/commondir` pointed at a folder whose `config` names a
 /// program (what a person's next `git status` would run).
 #[test]

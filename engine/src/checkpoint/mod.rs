@@ -8,6 +8,7 @@
 
 mod cache;
 mod context;
+pub mod mode;
 mod observe;
 mod protect;
 mod recorded;
@@ -30,7 +31,9 @@ pub use stamps::RACY_WINDOW_NS;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// Workspace-relative path → content digest (`None`: absent).
+    /// Workspace-relative path → content digest (`None`: absent); in a
+    /// look at protected paths or the workspace, with the path's mode
+    /// (`mode`).
     pub files: BTreeMap<String, Option<String>>,
     /// Context name → value (or `digest:<hex>` for secrets).
     pub context: BTreeMap<String, String>,
@@ -59,6 +62,13 @@ pub fn files_digest(files: &BTreeMap<String, Option<String>>) -> String {
 /// (a filtered map's, without copying it: a look at a large workspace).
 pub fn entries_digest<'a>(files: impl Iterator<Item = (&'a String, &'a Option<String>)> + Clone) -> String {
     Digester::new(Kind::Checkpoint).bytes("files", &entries_json(files, |v| v.as_deref())).finish()
+}
+
+/// `entries_digest` of the entries' content alone (their modes left out):
+/// what an engine that recorded no mode stored.
+pub fn content_digest<'a>(files: impl Iterator<Item = (&'a String, &'a Option<String>)> + Clone) -> String {
+    let json = entries_json(files, |v| v.as_deref().map(mode::content));
+    Digester::new(Kind::Checkpoint).bytes("files", &json).finish()
 }
 
 /// `serde_json::to_vec(map)` of a map of strings to strings or nulls, the

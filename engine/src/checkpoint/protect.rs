@@ -31,13 +31,26 @@ pub fn observe_protected_with(
         found.clear();
         expander.expand_observed(glob, &mut found).map_err(|e| format!("protected path `{glob}` {e}"))?;
         for (rel, known) in found.drain(..) {
-            let digest = cache
-                .digest_known(&workspace_dir.join(&rel), known)
+            let digest = with_mode(&workspace_dir.join(&rel), known, cache)
                 .map_err(|e| format!("cannot read protected file {rel}: {e}"))?;
             files.insert(rel, digest);
         }
     }
     Ok(Checkpoint::of(files, BTreeMap::new()))
+}
+
+/// The entry of a protected file at `path` (`known`: its metadata, when
+/// its expansion read it): its content through `cache` and its mode
+/// (`super::mode`), from one `statx`; `None`: absent.
+fn with_mode(path: &Path, known: Option<std::fs::Metadata>, cache: &mut FileCache) -> std::io::Result<Option<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match known.map_or_else(|| std::fs::metadata(path), Ok) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mode = meta.mode();
+    Ok(cache.digest_known(path, Some(meta))?.map(|d| super::mode::with_mode(d, mode)))
 }
 
 /// Every file in the workspace as it is now, added to `files` (a path
@@ -112,21 +125,28 @@ fn add_walked(files: &mut BTreeMap<String, Option<String>>, mut walked: Vec<(Str
 
 /// One entry of the workspace (not a folder) at `path`: a regular file by
 /// its content (through `cache`, with the metadata read relative to its
-/// folder), a link by its target's text, anything else by its kind.
+/// folder), a link by its target's text, anything else by its kind; a
+/// file or special file with its mode (`super::mode`: a `chmod` is a
+/// change). A link has no mode of its own on Linux (a `chmod` of one
+/// changes its target).
 fn look(
     entry: &std::fs::DirEntry,
     path: &Path,
     kind: std::fs::FileType,
     cache: &mut FileCache,
 ) -> std::io::Result<Option<String>> {
-    if kind.is_file() {
-        return cache.digest_known(path, Some(entry.metadata()?));
-    }
+    use std::os::unix::fs::MetadataExt;
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
         return Ok(Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes())));
     }
-    Ok(Some(crate::digest::content(format!("special:{kind:?}").as_bytes())))
+    let meta = entry.metadata()?;
+    let mode = meta.mode();
+    let digest = match kind.is_file() {
+        true => cache.digest_known(path, Some(meta))?,
+        false => Some(crate::digest::content(format!("special:{kind:?}").as_bytes())),
+    };
+    Ok(digest.map(|d| super::mode::with_mode(d, mode)))
 }
 
 #[cfg(test)]
@@ -181,5 +201,33 @@ mod tests {
         observe_workspace(ws, &mut cache, &mut again).unwrap();
         assert_ne!(files["out"], again["out"]);
         assert_eq!(files["a.txt"], again["a.txt"]);
+    }
+
+    /// A `chmod` is seen by both looks (content unchanged), a link's target
+    /// by its text alone.
+    #[test]
+    fn a_mode_change_is_seen_by_the_walk_and_the_protected_look() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("a.txt"), "a").unwrap();
+        std::fs::set_permissions(ws.join("a.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let globs = vec!["a.txt".to_string()];
+        let mut cache = FileCache::default();
+        let (mut walked, protected) = (BTreeMap::new(), observe_protected(ws, &globs, &mut cache).unwrap());
+        observe_workspace(ws, &mut cache, &mut walked).unwrap();
+        let entry = walked["a.txt"].clone().unwrap();
+        assert_eq!(protected.files["a.txt"].as_deref(), Some(entry.as_str()), "the two looks agree");
+        assert_eq!(super::super::mode::split(&entry), (blake3::hash(b"a").to_hex().as_str(), Some("0644")));
+        std::fs::set_permissions(ws.join("a.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut again = BTreeMap::new();
+        observe_workspace(ws, &mut cache, &mut again).unwrap();
+        let now = observe_protected(ws, &globs, &mut cache).unwrap();
+        assert_eq!(
+            again["a.txt"].as_deref().map(super::super::mode::split),
+            Some((entry.split(';').next().unwrap(), Some("0755")))
+        );
+        assert_eq!(now.files["a.txt"], again["a.txt"]);
+        assert_ne!(now.digest, protected.digest);
     }
 }

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::evidence::PathChange;
 
 /// Workspace-relative files and their content digests (`None`: absent), as
-/// one observation saw them.
+/// one observation saw them; a look's entries carry each path's mode too
+/// (`checkpoint::mode`: a mode change is a change).
 pub type Files = BTreeMap<String, Option<String>>;
 
 /// One checkable constraint's protected paths (paths or globs).
@@ -87,8 +88,8 @@ pub fn covers(glob: &str, path: &str) -> bool {
     }
 }
 
-/// Every file whose digest differs between `before` and `after` (changed,
-/// created or deleted) under some constraint's protected paths, and not
+/// Every file whose entry differs between `before` and `after` (changed —
+/// its content or its mode —, created or deleted) under some constraint's protected paths, and not
 /// covered by the task's `may_change`; in path order, each naming the
 /// constraints that protect it.
 pub fn changes(before: &Files, after: &Files, protected: &[Protected], may_change: &[String]) -> Vec<PathChange> {
@@ -96,7 +97,7 @@ pub fn changes(before: &Files, after: &Files, protected: &[Protected], may_chang
     let mut out = Vec::new();
     for path in paths {
         let (b, a) = (before.get(path).cloned().flatten(), after.get(path).cloned().flatten());
-        if b == a || may_change.iter().any(|g| covers(g, path)) {
+        if crate::checkpoint::mode::same(b.as_deref(), a.as_deref()) || may_change.iter().any(|g| covers(g, path)) {
             continue;
         }
         let constraints: Vec<String> =
@@ -233,6 +234,23 @@ mod tests {
         assert_eq!((got[1].before.as_deref(), got[1].after.as_deref()), (Some("a1"), Some("a2")));
         // Nothing changed: nothing to say.
         assert!(changes(&before, &before, &protected, &[]).is_empty());
+    }
+
+    /// A mode change of a protected file is a change; a baseline stored
+    /// before modes were recorded (an intent's, judged after an upgrade)
+    /// compares on content only: never a false violation.
+    #[test]
+    fn a_mode_change_is_judged_and_an_old_baseline_compares_on_content() {
+        let c1 = globs(&["check.sh"]);
+        let protected = [Protected { id: "C1", globs: &c1 }];
+        let before = files(&[("check.sh", Some("c1;mode=0644"))]);
+        let chmod = files(&[("check.sh", Some("c1;mode=0000"))]);
+        let got = changes(&before, &chmod, &protected, &[]);
+        assert_eq!(got.iter().map(|c| (c.path.as_str(), c.what())).collect::<Vec<_>>(), vec![("check.sh", "changed")]);
+        assert!(changes(&before, &chmod, &protected, &globs(&["check.sh"])).is_empty(), "may_change covers it");
+        let old = files(&[("check.sh", Some("c1"))]);
+        assert!(changes(&old, &chmod, &protected, &[]).is_empty(), "no mode recorded: content only");
+        assert_eq!(changes(&old, &files(&[("check.sh", Some("c2;mode=0644"))]), &protected, &[]).len(), 1);
     }
 
     #[test]

@@ -112,8 +112,9 @@ pub fn undeclared(before: &Files, after: &Files, declared: Declared, judged: &BT
     out
 }
 
-/// Every path of `before` or `after` (in path order) whose digest differs
-/// between them, absent counting as no digest: one pass over the two
+/// Every path of `before` or `after` (in path order) whose entry differs
+/// between them (its content, or its mode where both recorded one:
+/// `checkpoint::mode::same`), absent counting as no digest: one pass over the two
 /// sorted maps, copying nothing (a look at a large workspace).
 fn differing<'a>(
     before: &'a Files,
@@ -131,7 +132,7 @@ fn differing<'a>(
             (Some(_), _) => b.next().map(|(p, x)| (p, x.as_deref(), None))?,
             (None, Some(_)) => a.next().map(|(p, y)| (p, None, y.as_deref()))?,
         };
-        if was != is {
+        if !crate::checkpoint::mode::same(was, is) {
             return Some((path, was, is));
         }
     })
@@ -220,6 +221,20 @@ mod tests {
         let beside = globs(&["notes.txt"]);
         let got = undeclared(&before, &after, Declared { own: &own, beside: &beside }, &BTreeSet::new());
         assert_eq!(got.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), vec!["old.txt"]);
+    }
+
+    /// An undeclared file's `chmod` is a write; a declared one's is not; a
+    /// baseline without modes (an older engine's) compares on content.
+    #[test]
+    fn a_mode_change_outside_the_declared_paths_is_an_undeclared_write() {
+        let before = files(&[("data.txt", Some("d;mode=0644")), ("out.txt", Some("o;mode=0644"))]);
+        let after = files(&[("data.txt", Some("d;mode=0755")), ("out.txt", Some("o;mode=0700"))]);
+        let own = globs(&["out.txt"]);
+        let got = undeclared(&before, &after, Declared { own: &own, beside: &[] }, &BTreeSet::new());
+        let seen: Vec<(&str, &str)> = got.changes.iter().map(|c| (c.path.as_str(), c.what())).collect();
+        assert_eq!(seen, vec![("data.txt", "changed")]);
+        let old = files(&[("data.txt", Some("d")), ("out.txt", Some("o"))]);
+        assert!(undeclared(&old, &after, Declared { own: &own, beside: &[] }, &BTreeSet::new()).changes.is_empty());
     }
 
     #[test]

@@ -469,7 +469,9 @@ pub fn spending_words(items: &[crate::evidence::SpentItem], total_micros: i64, m
 /// Every protected path an attempt changed, with its digests before and
 /// after (`absent` for a file that was not there).
 pub fn protected_changes(changes: &[crate::evidence::PathChange]) -> String {
-    let digest = |d: &Option<String>| d.as_deref().map_or("absent".to_string(), |d| super::short(d).to_string());
+    let digest = |d: &Option<String>| {
+        d.as_deref().map_or("absent".to_string(), |d| crate::checkpoint::mode::shown(d, super::short).into_owned())
+    };
     let mut s = format!("{} changed during the attempt:", super::count(changes.len(), "protected path"));
     for c in changes {
         s.push_str(&format!(
@@ -497,7 +499,9 @@ pub fn undeclared_writes(changes: &[crate::evidence::PathChange], more: usize, o
             true => " (never an output: a VCS or engine folder)",
             false => "",
         };
-        s.push_str(&format!("\n    {} {}{never}", c.what(), shown_path(&c.path)));
+        let moved = crate::checkpoint::mode::moved(c.before.as_deref(), c.after.as_deref());
+        let mode = moved.map(|(m, n)| format!(" (mode {m} -> {n})")).unwrap_or_default();
+        s.push_str(&format!("\n    {} {}{mode}{never}", c.what(), shown_path(&c.path)));
     }
     if more > 0 {
         s.push_str(&format!("\n    … and {more} more"));
