@@ -25,13 +25,15 @@
 //! commits: the checkpointer lost that race in most folds, and the WAL grew
 //! to the backstop (bench/README.md, issue 38's fourteenth round). So once
 //! its passes have folded all but the frames a pass's own time let commits
-//! add (at most [`TAIL_FRAMES`], or whatever its last pass left), the
-//! checkpointer hands the rest to the writer: after its next commit, on its
-//! own connection and thread, the writer runs the same `PASSIVE`
-//! checkpoint over those few frames (the WAL flushed, the pages copied, the
-//! store file flushed: SQLite's checkpoint, as the backstop's), and no
-//! commit can come between that and its next transaction, which starts the
-//! WAL again.
+//! add (at most [`TAIL_FRAMES`], or [`LAST_TAIL_FRAMES`] after its last
+//! pass), the checkpointer hands the rest to the writer: after its next
+//! commit, on its own connection and thread, the writer runs the same
+//! `PASSIVE` checkpoint over those few frames (the WAL flushed, the pages
+//! copied, the store file flushed: SQLite's checkpoint, as the backstop's),
+//! and no commit of the writer's can come between that and its next
+//! transaction, which starts the WAL again. That checkpoint runs inside the
+//! writer's commit call, so the call that takes a tail (an `external`
+//! intent's too) waits for it, once a fold.
 //!
 //! The writer learns of its WAL's size from SQLite's WAL hook, called after
 //! each commit with the frames in the WAL: it asks the checkpointer (once,
@@ -69,7 +71,8 @@ pub(super) const BACKSTOP_FRAMES: u32 = 10_000;
 /// when it began, and a commit during it leaves the WAL not wholly folded
 /// (the writer then does not start it again), so the next pass folds
 /// that commit's frames, fewer each time. The last pass hands what is left
-/// to the writer, however much.
+/// to the writer only if it is at most [`LAST_TAIL_FRAMES`]; more, the fold
+/// ends as a fold the writer does not finish (the next ask folds the rest).
 const PASSES_MAX: u32 = 16;
 
 /// Frames left unfolded (the writer's commits since a pass began) that the
@@ -78,6 +81,15 @@ const PASSES_MAX: u32 = 16;
 /// at most that many distinct pages (most frames rewrite the same few)
 /// besides its two flushes.
 pub(super) const TAIL_FRAMES: u32 = 256;
+
+/// Frames the last pass may hand to the writer (2 MiB of WAL): under writes
+/// that outpace every pass, the writer copies no more than that on its own
+/// thread; the fold ends without it instead.
+pub(super) const LAST_TAIL_FRAMES: u32 = FOLD_FRAMES / 4;
+
+/// Times the writer tries a handed tail that another checkpoint keeps busy
+/// before it gives the tail up (the next fold is asked as after any fold).
+const TAIL_TRIES: u32 = 4;
 
 /// Does a commit that left `frames` pages in the WAL checkpoint on the
 /// writer's thread (SQLite's automatic checkpoint, the backstop)?
@@ -103,6 +115,9 @@ struct State {
     /// The checkpointer's fold ended with frames left for the writer to
     /// fold after its next commit (`tail_done`).
     tail: bool,
+    /// The writer's tries of the handed tail that found another checkpoint
+    /// busy (at [`TAIL_TRIES`] it gives the tail up).
+    tail_busy: u32,
     /// The first failure, told when the lease is given back.
     failed: Option<String>,
     /// Folds that left the WAL wholly in the store file, passes made, and
@@ -112,15 +127,29 @@ struct State {
     tails: u32,
 }
 
+/// What the writer does after a commit.
+#[derive(Debug, PartialEq, Eq)]
+enum AfterCommit {
+    /// Fold the frames the checkpointer's last fold left (the tail).
+    FoldTail,
+    /// Ask the checkpointer for a fold.
+    Ask,
+    Nothing,
+}
+
 impl State {
     /// A commit left `frames` in the WAL: does the writer fold what the
-    /// last fold left (the tail, taken), or else ask for a fold?
-    fn after_commit(&mut self, frames: u32, fold_frames: u32) -> (bool, bool) {
+    /// last fold left (the tail, taken), ask for a fold, or neither?
+    fn after_commit(&mut self, frames: u32, fold_frames: u32) -> AfterCommit {
         if std::mem::take(&mut self.tail) {
             self.seen(frames);
-            return (true, false);
+            return AfterCommit::FoldTail;
         }
-        (false, self.ask(frames, fold_frames))
+        if self.ask(frames, fold_frames) {
+            AfterCommit::Ask
+        } else {
+            AfterCommit::Nothing
+        }
     }
 
     fn seen(&mut self, frames: u32) {
@@ -230,19 +259,23 @@ unsafe extern "C" fn on_commit(arg: *mut c_void, db: *mut ffi::sqlite3, name: *c
     let shared = unsafe { &*(arg as *const Arc<Shared>) };
     let frames = frames.max(0) as u32;
     if backstop(frames) {
+        // The backstop folds what a handed tail would have.
+        lock(&shared.state).tail = false;
         // SAFETY: `db` and `name` are the ones SQLite called the hook
         // with; SQLite's default hook makes this same call.
         unsafe { ffi::sqlite3_wal_checkpoint(db, name) };
         return ffi::SQLITE_OK;
     }
-    let (tail, due) = lock(&shared.state).after_commit(frames, shared.fold_frames);
-    if tail {
-        // SAFETY: as above: the hook's own `db` and `name`, between the
-        // writer's transactions (SQLite's default hook checkpoints here).
-        let end = unsafe { checkpoint_passive(db, name) };
-        tail_done(shared, end);
-    } else if due {
-        ask(shared);
+    let next = lock(&shared.state).after_commit(frames, shared.fold_frames);
+    match next {
+        AfterCommit::FoldTail => {
+            // SAFETY: as above: the hook's own `db` and `name`, between the
+            // writer's transactions (SQLite's default hook checkpoints here).
+            let end = unsafe { checkpoint_passive(db, name) };
+            tail_done(shared, end);
+        }
+        AfterCommit::Ask => ask(shared),
+        AfterCommit::Nothing => {}
     }
     ffi::SQLITE_OK
 }
@@ -250,13 +283,17 @@ unsafe extern "C" fn on_commit(arg: *mut c_void, db: *mut ffi::sqlite3, name: *c
 /// The writer's fold of what the checkpointer's fold left ended: whole,
 /// its next transaction starts the WAL again; a reader holding frames
 /// back, the next ask waits as after any fold; busy (another checkpoint),
-/// tried again after the next commit; a failure is told at the release,
-/// and the backstop folds.
+/// tried again after the next commit, [`TAIL_TRIES`] times at most (then
+/// the next ask waits as after any fold); a failure is told at the
+/// release, and the backstop folds.
 fn tail_done(shared: &Shared, end: Result<Option<(u32, u32)>, String>) {
     let mut state = lock(&shared.state);
     match end {
         Ok(Some((log, done))) => state.tails += u32::from(log == done),
-        Ok(None) => state.tail = !state.stop,
+        Ok(None) => {
+            state.tail_busy += 1;
+            state.tail = !state.stop && state.tail_busy < TAIL_TRIES;
+        }
         Err(why) => {
             state.failed.get_or_insert(why);
         }
@@ -283,7 +320,7 @@ fn run(shared: &Shared) {
         Err(e) => return finish(shared, 0, Err(e)),
     };
     while let Some(starts) = wait_for_ask(shared) {
-        let end = fold(&conn, shared);
+        let end = fold(&conn, shared, &mut || {});
         finish(shared, starts, end);
     }
 }
@@ -322,19 +359,21 @@ fn wait_for_ask(shared: &Shared) -> Option<u32> {
 /// found the same WAL (the second, with nothing to fold, flushes nothing),
 /// or a pass that found fewer frames than the one before (the writer
 /// started the WAL again: it was whole). The frames in the WAL at the end;
-/// `Err` a failure.
-fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
+/// `Err` a failure. `landed` runs after each pass, before the writer's last
+/// commit is read (the tests commit there, as a commit during a pass would).
+fn fold(conn: &Connection, shared: &Shared, landed: &mut dyn FnMut()) -> Result<Folded, String> {
     let mut before: Option<(u32, u32)> = None;
     for pass in 1..=PASSES_MAX {
         let busy = Folded { log: None, whole: false, tail: false, passes: pass };
         let Some((log, done)) = passive(conn)? else { return Ok(busy) };
+        landed();
         let (last, stop) = {
             let state = lock(&shared.state);
             (state.last, state.stop)
         };
         let (whole, stuck) = judge_pass(before, log, done);
         let whole = whole || (log == done && last == done);
-        let tail = hand_off(whole, stuck, pass == PASSES_MAX, last, done);
+        let tail = hand_off(&Pass { whole, stuck, last_pass: pass == PASSES_MAX, last, done });
         if whole || stuck || tail || stop {
             return Ok(Folded { log: Some(log), whole, tail, passes: pass });
         }
@@ -343,13 +382,29 @@ fn fold(conn: &Connection, shared: &Shared) -> Result<Folded, String> {
     Ok(Folded { log: None, whole: false, tail: false, passes: PASSES_MAX })
 }
 
-/// After a pass that left `done` frames folded in, judged `whole` or
-/// `stuck`, the writer's last commit having left `last` in the WAL: does
-/// the checkpointer hand the rest to the writer (the frames commits added
-/// during its passes: few, or whatever the `final_pass` left)? Not when a
-/// reader holds them back: the writer could fold no more.
-fn hand_off(whole: bool, stuck: bool, final_pass: bool, last: u32, done: u32) -> bool {
-    !whole && !stuck && (final_pass || last.saturating_sub(done) <= TAIL_FRAMES)
+/// A pass of a fold, judged.
+struct Pass {
+    /// Every frame folded in, no commit since (or the WAL started again).
+    whole: bool,
+    /// Folded nothing more than the pass before: a reader holds frames back.
+    stuck: bool,
+    /// The fold's last pass ([`PASSES_MAX`]).
+    last_pass: bool,
+    /// The WAL's frames after the writer's last commit.
+    last: u32,
+    /// The frames the pass left folded in.
+    done: u32,
+}
+
+/// Does the checkpointer hand the rest (the frames commits added during
+/// its passes) to the writer? When they are at most [`TAIL_FRAMES`], or
+/// [`LAST_TAIL_FRAMES`] after the last pass. Not when the pass was judged
+/// `stuck`; a first pass cannot be (it has none before it to compare), so
+/// a reader holding frames back may get a tail handed over, and the
+/// writer's checkpoint then folds what the reader lets it.
+fn hand_off(p: &Pass) -> bool {
+    let left = p.last.saturating_sub(p.done);
+    !p.whole && !p.stuck && (left <= TAIL_FRAMES || (p.last_pass && left <= LAST_TAIL_FRAMES))
 }
 
 /// After a pass that found `log` frames and left `done` folded in, the
@@ -409,6 +464,7 @@ fn finish(shared: &Shared, starts: u32, end: Result<Folded, String>) {
             state.passes += f.passes;
             state.folded += u32::from(f.whole);
             state.tail = f.tail && !state.stop;
+            state.tail_busy = 0;
             state.floor = floor_after(&state, starts, f.log, shared.fold_frames);
         }
         Err(why) => {

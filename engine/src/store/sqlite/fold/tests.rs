@@ -49,22 +49,44 @@ fn a_fold_is_whole_only_when_two_passes_found_the_same_wal() {
 }
 
 #[test]
-fn the_checkpointer_hands_the_writer_a_few_frames_or_what_its_last_pass_left() {
-    assert!(hand_off(false, false, false, 100 + TAIL_FRAMES, 100), "a few tasks' commits came during the pass");
-    assert!(!hand_off(false, false, false, 101 + TAIL_FRAMES, 100), "more: pass again, off the writer's thread");
-    assert!(hand_off(false, false, true, 5_000, 100), "the last pass: whatever is left");
-    assert!(!hand_off(true, false, false, 100, 100), "whole: the writer's next commit starts the WAL again");
-    assert!(!hand_off(false, true, true, 120, 100), "a reader holds the rest back: the writer could fold no more");
+fn the_checkpointer_hands_the_writer_a_few_frames_or_a_bounded_rest_after_its_last_pass() {
+    let pass = |last_pass, last| Pass { whole: false, stuck: false, last_pass, last, done: 100 };
+    assert!(hand_off(&pass(false, 100 + TAIL_FRAMES)), "a few tasks' commits came during the pass");
+    assert!(!hand_off(&pass(false, 101 + TAIL_FRAMES)), "more: pass again, off the writer's thread");
+    assert!(hand_off(&pass(true, 100 + LAST_TAIL_FRAMES)), "the last pass: a bounded rest");
+    assert!(!hand_off(&pass(true, 101 + LAST_TAIL_FRAMES)), "more: the fold ends, the writer copies none of it");
+    assert!(!hand_off(&Pass { whole: true, ..pass(false, 100) }), "whole: the next commit starts the WAL again");
+    assert!(!hand_off(&Pass { stuck: true, ..pass(true, 120) }), "a reader holds the rest back");
 }
 
 #[test]
 fn the_writer_folds_a_handed_tail_after_its_next_commit_and_asks_nothing_then() {
     let mut s = State { tail: true, last: 40, ..State::default() };
-    assert_eq!(s.after_commit(45, 20), (true, false), "the tail, taken; no ask beside it");
+    assert_eq!(s.after_commit(45, 20), AfterCommit::FoldTail, "the tail, taken; no ask beside it");
     assert!(!s.tail && s.last == 45);
-    assert_eq!(s.after_commit(3, 20), (false, false), "started again: counted from 0");
+    assert_eq!(s.after_commit(3, 20), AfterCommit::Nothing, "started again: counted from 0");
     assert_eq!((s.floor, s.starts), (0, 1));
-    assert_eq!(s.after_commit(23, 20), (false, true), "a fold's worth since");
+    assert_eq!(s.after_commit(23, 20), AfterCommit::Ask, "a fold's worth since");
+}
+
+#[test]
+fn a_tail_another_checkpoint_keeps_busy_is_given_up_after_a_few_tries() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Shared {
+        state: Mutex::new(State { tail: true, ..State::default() }),
+        wake: Condvar::new(),
+        path: dir.path().join("engine.db"),
+        file: None,
+        fold_frames: 20,
+        thread: Mutex::new(None),
+    };
+    for tried in 1..=TAIL_TRIES {
+        assert_eq!(lock(&shared.state).after_commit(30 + tried, 20), AfterCommit::FoldTail, "try {tried}");
+        tail_done(&shared, Ok(None));
+    }
+    let mut state = lock(&shared.state);
+    assert!(!state.tail, "given up: {state:?}");
+    assert_eq!(state.after_commit(40, 20), AfterCommit::Ask, "a fold is asked as after any fold");
 }
 
 #[test]
@@ -195,25 +217,44 @@ fn wal_size(path: &Path) -> u64 {
 /// one before) left the WAL never wholly folded when the writer's next
 /// transaction began, so the WAL grew to the backstop. The checkpointer
 /// now hands the last few frames to the writer, whose next transaction
-/// then starts the WAL again: the WAL stays a few folds' worth.
+/// then starts the WAL again. Driven from this thread: the fold runs on a
+/// connection of the test's, and commits land during its passes.
 #[test]
 fn commits_landing_during_every_pass_still_let_the_writer_start_the_wal_again() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store/engine.db");
-    let (mut db, fence) = held(&path, 20);
+    // The writer asks for no fold: this thread folds.
+    let (mut db, fence) = held(&path, 1_000_000);
+    let shared = Arc::clone(shared(&db));
+    let conn = open(&shared).unwrap();
     let mut next = commit(&mut db, fence, 0, 1, false);
-    let starts = wal_starts(&path);
-    let mut most = 0;
-    // About 2 frames a commit: 6,000 frames, under the backstop's 10,000.
-    for _ in 0..3_000 {
+    let mut first = None;
+    for round in 1..=5 {
+        next = commit(&mut db, fence, next, 100, false);
+        let asked_at = lock(&shared.state).starts;
+        // About 400 frames land during the first pass (more than a tail:
+        // it passes again), one commit during the second.
+        let mut pass = 0;
+        let end = fold(&conn, &shared, &mut || {
+            pass += 1;
+            next = commit(&mut db, fence, next, if pass == 1 { 200 } else { 1 }, false);
+        })
+        .unwrap();
+        assert!(end.tail && end.passes == 2 && !end.whole, "round {round}: {:?} passes", end.passes);
+        finish(&shared, asked_at, Ok(end));
+        let tails = lock(&shared.state).tails;
         next = commit(&mut db, fence, next, 1, false);
-        most = most.max(wal_size(&path));
+        assert_eq!(lock(&shared.state).tails, tails + 1, "round {round}: the writer folded the tail");
+        let starts = wal_starts(&path);
+        next = commit(&mut db, fence, next, 1, false);
+        assert_eq!(wal_starts(&path), starts + 1, "round {round}: the WAL started again");
+        let size = wal_size(&path);
+        let first = *first.get_or_insert(size);
+        assert!(size <= first + 64 * 1024, "round {round}: written over, not grown: {first} -> {size} bytes");
     }
-    let started = wal_starts(&path) - starts;
+    drop(conn);
     let done = db.fold.take().unwrap().stop(&db.conn);
-    assert!(started >= 10, "the WAL started again {started} times in 3,000 commits: {done:?}");
-    assert!(most <= 4 << 20, "the WAL reached {most} bytes: {done:?}");
-    assert!(done.failed.is_none(), "{done:?}");
+    assert!(done.tails == 5 && done.failed.is_none(), "{done:?}");
     db.release_lease(fence).unwrap();
     drop(db);
     assert_eq!(events_and_integrity(&path), (i64::from(next), "ok".to_string()));
