@@ -237,6 +237,30 @@ mod tests {
         assert_eq!(commits(&ledger), (before + 2, before + 2));
     }
 
+    /// A write of its own (no group) that fails, or unwinds, after writing
+    /// leaves nothing behind and no transaction open: the next write
+    /// commits alone (`Begun` rolls back as `rusqlite::Transaction` did).
+    #[test]
+    fn a_write_of_its_own_that_fails_or_unwinds_is_rolled_back_whole() {
+        let (_dir, mut ledger) = opened();
+        let (before, _) = commits(&ledger);
+        let failed = ledger.write(Durability::Full, |tx| {
+            event(tx, 1)?;
+            Err::<(), _>(Error::internal("refused after writing"))
+        });
+        assert!(failed.is_err());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = ledger.write(Durability::Normal, |tx| -> crate::error::Result<()> {
+                event(tx, 2)?;
+                panic!("a bug after writing")
+            });
+        }));
+        assert!(unwound.is_err());
+        ledger.write(Durability::Full, |tx| event(tx, 3)).unwrap();
+        assert_eq!(written(&ledger), vec![3], "only the write that succeeded");
+        assert_eq!(commits(&ledger), (before + 1, before + 1), "one Full commit, in the mark");
+    }
+
     #[test]
     fn a_full_write_meeting_a_normal_group_commits_it_first() {
         let (_dir, mut ledger) = opened();

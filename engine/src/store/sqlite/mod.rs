@@ -384,11 +384,16 @@ impl Db {
         mut f: impl FnMut(&mut dyn LedgerTx) -> Result<T>,
     ) -> Result<T> {
         self.set_durability(durability)?;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        lease::check_fence(&tx, fence)?;
-        let value = f(&mut Sql::writer(&tx, fence))?;
-        let commits = count_if_marked(&tx, durability)?;
-        tx.commit()?;
+        // Cached statements, not `rusqlite::Transaction` (which parses its
+        // `BEGIN IMMEDIATE` and `COMMIT` again at every commit: ~21,000
+        // instructions a process task). `Begun` rolls back whatever does
+        // not reach its commit, as `Transaction`'s drop did.
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let begun = Begun(&self.conn);
+        lease::check_fence(begun.0, fence)?;
+        let value = f(&mut Sql::writer(begun.0, fence))?;
+        let commits = count_if_marked(begun.0, durability)?;
+        begun.commit()?;
         if let Some(commits) = commits {
             self.mark_commit(commits, fence.generation())?;
         }
@@ -397,7 +402,27 @@ impl Db {
         crate::failpoint::committed();
         Ok(value)
     }
+}
 
+/// A transaction begun on the writer's connection: rolled back when it is
+/// dropped before `commit` succeeds (an error on the way, or an unwind).
+struct Begun<'c>(&'c Connection);
+
+impl Begun<'_> {
+    fn commit(self) -> rusqlite::Result<()> {
+        self.0.prepare_cached("COMMIT")?.execute([]).map(|_| ())
+    }
+}
+
+impl Drop for Begun<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.prepare_cached("ROLLBACK").and_then(|mut rollback| rollback.execute([]));
+        }
+    }
+}
+
+impl Db {
     /// One more commit of this connection: at `open::MAPPED_COMMITS`, it
     /// reads by copy from then on.
     pub(super) fn count_mapped_commit(&mut self) {
