@@ -122,15 +122,27 @@ fn differing<'a>(
 ) -> impl Iterator<Item = (&'a String, Option<&'a str>, Option<&'a str>)> {
     let (mut b, mut a) = (before.iter().peekable(), after.iter().peekable());
     std::iter::from_fn(move || loop {
-        let (path, was, is) = match (b.peek(), a.peek()) {
+        // Each entry is taken from what was peeked, then its map advanced:
+        // nothing here can end the comparison before both maps do (which
+        // would pass every later change unseen).
+        let (path, was, is) = match (b.peek().copied(), a.peek().copied()) {
             (None, None) => return None,
-            (Some((pb, _)), Some((pa, _))) if pb == pa => {
-                let ((p, x), (_, y)) = (b.next()?, a.next()?);
-                (p, x.as_deref(), y.as_deref())
+            (Some((pb, x)), Some((pa, y))) if pb == pa => {
+                (b.next(), a.next());
+                (pb, x.as_deref(), y.as_deref())
             }
-            (Some((pb, _)), Some((pa, _))) if pb > pa => a.next().map(|(p, y)| (p, None, y.as_deref()))?,
-            (Some(_), _) => b.next().map(|(p, x)| (p, x.as_deref(), None))?,
-            (None, Some(_)) => a.next().map(|(p, y)| (p, None, y.as_deref()))?,
+            (Some((pb, _)), Some((pa, y))) if pb > pa => {
+                a.next();
+                (pa, None, y.as_deref())
+            }
+            (Some((pb, x)), _) => {
+                b.next();
+                (pb, x.as_deref(), None)
+            }
+            (None, Some((pa, y))) => {
+                a.next();
+                (pa, None, y.as_deref())
+            }
         };
         if !crate::checkpoint::mode::same(was, is) {
             return Some((path, was, is));
