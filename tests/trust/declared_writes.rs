@@ -349,7 +349,46 @@ fn a_fan_out_walks_the_workspace_once_a_task() {
     let tasks =
         (0..n).map(|i| sh_task(&format!("T{i}"), &format!("echo {i} > out{i}.txt"), json!([format!("out{i}.txt")])));
     ws.write_plan("plan.json", &plan(tasks.collect(), qa_true()));
-    let engine = ws.command(&["run", "plan.json", "--jobs", "2"]);
+    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"]);
+    let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
+    // Main at 714a6df walked 24 here (two a task): a look stood only with
+    // nothing else in flight, and a task declaring outputs took the
+    // (empty) validation path, which forgot it.
+    assert_eq!(walks, n + 1, "walks of the workspace for {n} tasks:\n{traced}");
+}
+
+/// No look stands while a validation's checks run beside: what they write
+/// is no attempt's, so a look taken meanwhile (B's receipt) is not the
+/// next attempt's baseline (C's), which would answer for what the checks
+/// write before it starts. The order is fixed by files: A's check runs
+/// from before B ends until after C ran; with `--jobs 2` it holds a slot,
+/// so C starts when B ends. Walks of `marker/` counted with `strace`: A's
+/// baseline (B's stands on it), A's receipt, B's receipt, C's baseline, C's
+/// receipt. Main at 0aa3d21 walked 4 (B's receipt look stood for C).
+#[test]
+fn no_look_stands_for_a_later_task_while_checks_run_beside() {
+    let ws = Ws::new();
+    ws.write("marker/m.txt", "m");
+    let wait = |f: &str| format!("while [ ! -e {f} ]; do sleep 0.01; done");
+    let mut a = sh_task("A", "echo a > a.txt", json!(["a.txt"]));
+    let check = format!("echo y > check.log && touch a.checking && {}", wait("c.done"));
+    a["validations"] = json!([{"id": "V1", "run": ["sh", "-c", check]}]);
+    // What its check writes, declared: the tasks beside it do not answer
+    // for it (nor does A: a validation's writes are not its task's).
+    a["may_change"] = json!(["a.checking", "check.log"]);
+    let b = sh_task("B", &format!("{} && echo b > b.txt", wait("a.checking")), json!(["b.txt"]));
+    let c = sh_task("C", "echo c > c.txt && touch c.done", json!(["c.txt", "c.done"]));
+    ws.write_plan("plan.json", &plan(vec![a, b, c], qa_true()));
+    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"]);
+    let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
+    assert_eq!(walks, 5, "walks of the workspace:\n{traced}");
+    assert_eq!(ws.read("check.log"), "y\n", "A's check ran");
+}
+
+/// The engine run with `args` under `strace` (`openat` calls, every
+/// process): it satisfies its goal; the trace.
+fn traced_run(ws: &Ws, args: &[&str]) -> String {
+    let engine = ws.command(args);
     let log = ws.root().join("strace.log");
     let mut cmd = Command::new(strace());
     cmd.args(["-f", "-qq", "-e", "trace=openat", "-o"]).arg(&log);
@@ -364,12 +403,7 @@ fn a_fan_out_walks_the_workspace_once_a_task() {
     let out = ws.run_command(cmd);
     out.expect_code(0);
     assert_eq!(ws.goal_state(), "satisfied", "{}", out.describe());
-    let traced = std::fs::read_to_string(&log).expect("strace's log");
-    let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
-    // Main at 714a6df walked 24 here (two a task): a look stood only with
-    // nothing else in flight, and a task declaring outputs took the
-    // (empty) validation path, which forgot it.
-    assert_eq!(walks, n + 1, "walks of the workspace for {n} tasks:\n{traced}");
+    std::fs::read_to_string(&log).expect("strace's log")
 }
 
 /// `strace` must be there (.ci/test installs it): a test never skips.

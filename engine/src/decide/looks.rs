@@ -30,9 +30,9 @@ pub fn look_stands(may_stand: bool, (process, whole): (bool, bool)) -> bool {
 
 /// Does a kept look stand as the baseline of an attempt starting now?
 /// When every attempt whose processes may have written since it
-/// (`running`: those in flight at the look and those sent since; the
-/// driver forgets the look at anything else that runs or writes) is still
-/// in flight (`in_flight`). One that ended without a later look (stopped,
+/// (`running`: those whose call was out at the look and those sent since;
+/// the driver forgets the look at anything else that runs or writes, and
+/// keeps none taken while checks run) is still in flight (`in_flight`). One that ended without a later look (stopped,
 /// not sent, lost) may have written unjudged: the look does not stand.
 pub fn stands(running: &[AttemptId], in_flight: &[AttemptId]) -> bool {
     running.iter().all(|id| in_flight.contains(id))

@@ -85,10 +85,11 @@ pub enum Action {
     /// `context`: its tools' entries.
     Cutoff { task_ref: String, context: BTreeMap<String, String>, reply: Reply<Result<CutoffAnswer>> },
     /// The protected paths a new attempt of the task is judged against,
-    /// with the attempts of this run in flight now: the driver may answer
-    /// with its last look when every process that may have written since
-    /// it is one of theirs (`decide::looks::stands`; one look a task).
-    Baseline(String, Vec<AttemptId>, Reply<Result<Option<Checkpoint>>>),
+    /// with the attempts of this run in flight now whose calls may write
+    /// (`None`: checks run, and no look stands or is kept): the driver may
+    /// answer with its last look when every process that may have written
+    /// since it is one of theirs (`decide::looks::stands`; one look a task).
+    Baseline(String, Option<Vec<AttemptId>>, Reply<Result<Option<Checkpoint>>>),
     /// The protected paths after an attempt, against its baseline, and its
     /// undeclared writes unless judged already (`writes: false`: at its
     /// receipt, so the workspace is not looked at whole again).
@@ -97,9 +98,10 @@ pub enum Action {
         task_ref: String,
         before: Option<Checkpoint>,
         writes: bool,
-        /// The other attempts of this run in flight: the look after it
-        /// may stand as a later baseline while they all still are.
-        others: Vec<AttemptId>,
+        /// The other attempts of this run in flight whose calls may
+        /// write: the look after it may stand as a later baseline while
+        /// they all still are (`None`: checks run, and it may not).
+        others: Option<Vec<AttemptId>>,
         reply: Reply<Result<Vec<Evidence>>>,
     },
     /// A passed attempt's declared outputs (`None`: none kept).

@@ -115,18 +115,30 @@ impl Run<'_> {
         let before = flight.and_then(|f| f.protected.clone());
         // Its writes judged at its receipt already: not looked at again.
         let writes = flight.is_none_or(|f| f.writes.is_none());
-        let others = self.in_flight.iter().filter(|(id, f)| **id != attempt_id && self.may_write(f));
-        let others = others.map(|(id, _)| *id).collect();
+        let others = self.beside(Some(attempt_id));
         self.io.judge_protected(attempt_id, &task.task_ref, (before, writes, others)).await
     }
 
-    /// May `f`'s processes still write the workspace? Its call until its
-    /// receipt is judged (`writes`), then its validations and the goal's
-    /// constraint checks if it has any to run (of none, nothing runs).
-    fn may_write(&self, f: &Flight) -> bool {
-        let checks =
-            self.plan.task(&f.task_ref).is_none_or(|t| !t.validations.is_empty()) || !self.guard.checks.is_empty();
-        f.writes.is_none() || (f.validating && checks)
+    /// The attempts in flight (but `except`) whose calls may still write
+    /// the workspace (until their receipt is judged: `writes`), for a look
+    /// that may stand as a later baseline while they all still are; `None`
+    /// while any of them runs validations or constraint checks: what those
+    /// write is no attempt's (their own attempt's writes are the ones
+    /// judged at its receipt), so a look taken meanwhile stands for
+    /// nothing (a later attempt would answer for what they write before
+    /// its start).
+    pub(super) fn beside(&self, except: Option<AttemptId>) -> Option<Vec<AttemptId>> {
+        let others = || self.in_flight.iter().filter(move |(id, _)| Some(**id) != except);
+        if others().any(|(_, f)| f.validating && self.runs_checks(f)) {
+            return None;
+        }
+        Some(others().filter(|(_, f)| f.writes.is_none()).map(|(id, _)| *id).collect())
+    }
+
+    /// Does `f`'s validation start a process: a validation of its task's,
+    /// or one of the goal's constraint checks? (Of none, nothing runs.)
+    fn runs_checks(&self, f: &Flight) -> bool {
+        self.plan.task(&f.task_ref).is_none_or(|t| !t.validations.is_empty()) || !self.guard.checks.is_empty()
     }
 
     /// Reconcile the attempts of one task (`only`) or of every task. On a

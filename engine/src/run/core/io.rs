@@ -212,7 +212,7 @@ impl Io {
         self.ask(|reply| Action::Cutoff { task_ref: task_ref.to_string(), context, reply }).await
     }
 
-    pub async fn baseline(&self, task_ref: &str, in_flight: Vec<AttemptId>) -> Result<Option<Checkpoint>> {
+    pub async fn baseline(&self, task_ref: &str, in_flight: Option<Vec<AttemptId>>) -> Result<Option<Checkpoint>> {
         self.ask(|reply| Action::Baseline(task_ref.to_string(), in_flight, reply)).await
     }
 
@@ -220,7 +220,7 @@ impl Io {
         &self,
         attempt_id: AttemptId,
         task_ref: &str,
-        (before, writes, others): (Option<Checkpoint>, bool, Vec<AttemptId>),
+        (before, writes, others): (Option<Checkpoint>, bool, Option<Vec<AttemptId>>),
     ) -> Result<Vec<Evidence>> {
         let task_ref = task_ref.to_string();
         self.ask(|reply| Action::JudgeProtected { attempt_id, task_ref, before, writes, others, reply }).await

@@ -164,9 +164,10 @@ impl Run<'_> {
         let inputs_at_intent = self.observe_inputs(task).await.ok();
         let process = starts_process(self.plan.provider_of(task));
         let protected = match self.guard.protects(process) {
-            // What is in flight now: the run vouches that nothing else of
-            // its own runs (what ran since the driver's last look, it knows).
-            true => self.io.baseline(task_ref, self.in_flight.keys().copied().collect()).await?,
+            // What is in flight now (`None`: checks run): the run vouches
+            // that nothing else of its own runs (what ran since the
+            // driver's last look, it knows).
+            true => self.io.baseline(task_ref, self.beside(None)).await?,
             false => None,
         };
         let (mut request, fingerprint) =

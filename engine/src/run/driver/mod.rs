@@ -112,7 +112,7 @@ impl Driver<'_, '_> {
         &mut self,
         attempt_id: crate::ids::AttemptId,
         task_ref: &str,
-        judged: (Option<crate::checkpoint::Checkpoint>, bool, Vec<crate::ids::AttemptId>),
+        judged: (Option<crate::checkpoint::Checkpoint>, bool, Option<Vec<crate::ids::AttemptId>>),
     ) -> Result<Vec<crate::evidence::Evidence>> {
         let task = self.scope.task(task_ref)?;
         let ws = &mut self.workspace;

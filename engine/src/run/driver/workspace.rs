@@ -93,6 +93,7 @@ pub struct Workspace {
     /// may have written since it is still in flight
     /// (`decide::looks::stands`), instead of another look (one look a
     /// task instead of two, in a chain and beside other tasks alike).
+    /// None is kept while validations or constraint checks run.
     last_look: Option<LastLook>,
     /// May a look stand for a later one at all? Only on a store of its own
     /// (no other worker in the workspace) and when every provider's
@@ -263,13 +264,14 @@ impl Workspace {
         world: &mut dyn World,
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
-        (task_ref, in_flight): (&str, Vec<AttemptId>),
+        (task_ref, in_flight): (&str, Option<Vec<AttemptId>>),
     ) -> Result<Option<Checkpoint>> {
         let process = scope.plan.task(task_ref).is_some_and(|t| starts_process(scope.plan.provider_of(t)));
         let kept = self.last_look.as_ref().filter(|l| l.process == process && !ledger.shared());
-        let now = match kept.filter(|l| looks::stands(&l.running, &in_flight)) {
+        // While checks run (`None`), no look stands.
+        let now = match kept.filter(|l| in_flight.as_ref().is_some_and(|f| looks::stands(&l.running, f))) {
             Some(l) => l.look.clone(),
-            None => match self.observe_protected(world, scope, (process, process, in_flight.is_empty())).await {
+            None => match self.observe_protected(world, scope, (process, process, in_flight == Some(vec![]))).await {
                 Ok(now) => {
                     self.keep((process, process), &now, in_flight);
                     now
@@ -310,7 +312,7 @@ impl Workspace {
         ledger: &LeaseGuard,
         scope: &Scope<'_>,
         (attempt_id, task): (AttemptId, &Task),
-        (before, writes, others): (Option<Checkpoint>, bool, Vec<AttemptId>),
+        (before, writes, others): (Option<Checkpoint>, bool, Option<Vec<AttemptId>>),
     ) -> Result<Vec<Evidence>> {
         let before = match before {
             Some(cp) => Some(cp),
@@ -321,7 +323,8 @@ impl Workspace {
         };
         let process = starts_process(scope.plan.provider_of(task));
         let whole = process && writes;
-        let after = self.observe_protected(world, scope, (process, whole, others.is_empty())).await;
+        let alone = others.as_ref().is_some_and(Vec::is_empty);
+        let after = self.observe_protected(world, scope, (process, whole, alone)).await;
         // Seen whole where the next baseline would look whole (a task that
         // starts processes): it may stand as a later baseline while the
         // others still run. A look at the protected paths alone (after
@@ -363,10 +366,11 @@ impl Workspace {
         })
     }
 
-    /// Keep `look` for later baselines, if looks may stand in this run.
-    fn keep(&mut self, (process, whole): (bool, bool), look: &Checkpoint, running: Vec<AttemptId>) {
+    /// Keep `look` for later baselines, if looks may stand in this run and
+    /// no checks run beside it (`running`: `None`).
+    fn keep(&mut self, (process, whole): (bool, bool), look: &Checkpoint, running: Option<Vec<AttemptId>>) {
         let stands = looks::look_stands(self.keeps_looks, (process, whole));
-        self.last_look = stands.then(|| LastLook { process, look: look.clone(), running });
+        self.last_look = running.filter(|_| stands).map(|running| LastLook { process, look: look.clone(), running });
     }
 
     /// Read a task's outputs off the coordinator's thread (they may be
