@@ -155,13 +155,13 @@ fn a_mode_change_is_a_change_of_a_protected_or_undeclared_file() {
         ws.write(f, "x\n");
         set_mode(&ws, f, 0o644);
     }
-    let script = "chmod 755 data.txt; chmod 000 check.sh; echo x > out.txt";
+    let script = "chmod 755 data.txt; chmod 444 check.sh; echo x > out.txt";
     let mut p = plan(vec![sh_task("T1", script, json!(["out.txt"]))], qa_true());
     p["goal"]["constraints"] = json!([{"id": "C1", "statement": "the check is not touched", "protect": ["check.sh"]}]);
     ws.write_plan("plan.json", &p);
     let out = ws.engine(&["run", "plan.json"]);
     assert_eq!(out.code(), 1, "{}", out.describe());
-    assert_eq!(mode_of(&ws, "check.sh"), 0, "the task ran");
+    assert_eq!(mode_of(&ws, "check.sh"), 0o444, "the task ran");
     let a = ws.attempts_of("T1").pop().expect("an attempt");
     assert_eq!((a.state.as_str(), a.class(), a.rule()), ("failed", "constraint_violated", "protected_path_changed"));
     let evidence = ws.evidence(a.id);
@@ -176,6 +176,25 @@ fn a_mode_change_is_a_change_of_a_protected_or_undeclared_file() {
         "{}",
         explain.describe()
     );
+}
+
+/// A link and a regular file whose bytes are the text a look records of
+/// the link once shared one entry: swapping one for the other went unseen
+/// (both digests equal, and a link had no mode to compare). The link's
+/// entry is marked now. Main at e11b53d let this attempt succeed.
+#[test]
+fn a_link_swapped_for_a_file_holding_its_recorded_text_is_a_change() {
+    let ws = Ws::new();
+    ws.write("target.txt", "t\n");
+    std::os::unix::fs::symlink("target.txt", ws.path("x")).expect("a link");
+    let script = "rm x; printf 'symlink:target.txt' > x; echo x > out.txt";
+    let p = plan(vec![sh_task("T1", script, json!(["out.txt"]))], qa_true());
+    ws.write_plan("plan.json", &p);
+    let out = ws.engine(&["run", "plan.json"]);
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    assert!(std::fs::symlink_metadata(ws.path("x")).expect("x").is_file(), "the task ran");
+    let e = undeclared(&ws, "T1");
+    assert_eq!(paths(&e), vec!["x"], "{e}");
 }
 
 /// What a task declares (`outputs`, `may_change`) may change its mode.

@@ -20,6 +20,26 @@ pub fn with_mode(digest: String, mode: u32) -> String {
     out
 }
 
+/// A link's entry: its target's digest, marked as a link (a link has no
+/// mode of its own on Linux). The mark keeps a file whose bytes are the
+/// link's recorded text from comparing as the link: both sides of a new
+/// look carry a mark, so they are compared on it too.
+pub fn link(digest: String) -> String {
+    let mut out = digest;
+    out.push_str(MODE);
+    out.push_str("link");
+    out
+}
+
+/// A special file's entry: its kind (`fifo`, `socket`, `char`, `block`,
+/// with the device's number) and its permission bits, beside `digest`.
+pub fn special(digest: String, kind: &str, mode: u32) -> String {
+    use std::fmt::Write;
+    let mut out = digest;
+    let _ = write!(out, "{MODE}{kind}:{:04o}", mode & 0o7777);
+    out
+}
+
 /// An entry's content digest and its recorded mode (`None`: none was).
 pub fn split(entry: &str) -> (&str, Option<&str>) {
     match entry.split_once(MODE) {
@@ -68,6 +88,21 @@ pub fn shown<'a>(entry: &'a str, short: impl Fn(&'a str) -> &'a str) -> Cow<'a, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link and a file whose bytes are the link's recorded text share a
+    /// digest; their marks tell them apart. So do two kinds of special file.
+    #[test]
+    fn a_link_and_special_files_are_told_apart_by_their_marks() {
+        let text = "d1".to_string();
+        assert!(!same(Some(&link(text.clone())), Some(&with_mode(text.clone(), 0o644))));
+        assert!(same(Some(&link(text.clone())), Some(&link(text.clone()))));
+        let (fifo, socket) = (special(text.clone(), "fifo", 0o644), special(text.clone(), "socket", 0o644));
+        assert_eq!(fifo, "d1;mode=fifo:0644");
+        assert!(!same(Some(&fifo), Some(&socket)));
+        assert!(!same(Some(&fifo), Some(&special(text.clone(), "fifo", 0o600))));
+        // An older entry (no mark) still compares on content alone.
+        assert!(same(Some("d1"), Some(&link(text))));
+    }
 
     #[test]
     fn an_entry_keeps_its_digest_and_its_permission_bits() {

@@ -128,7 +128,8 @@ fn add_walked(files: &mut BTreeMap<String, Option<String>>, mut walked: Vec<(Str
 /// folder), a link by its target's text, anything else by its kind; a
 /// file or special file with its mode (`super::mode`: a `chmod` is a
 /// change). A link has no mode of its own on Linux (a `chmod` of one
-/// changes its target).
+/// changes its target): its entry is marked as a link instead, and a
+/// special file's names its kind, so no swap of kinds compares equal.
 fn look(
     entry: &std::fs::DirEntry,
     path: &Path,
@@ -138,15 +139,31 @@ fn look(
     use std::os::unix::fs::MetadataExt;
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
-        return Ok(Some(crate::digest::content(format!("symlink:{}", target.display()).as_bytes())));
+        let digest = crate::digest::content(format!("symlink:{}", target.display()).as_bytes());
+        return Ok(Some(super::mode::link(digest)));
     }
     let meta = entry.metadata()?;
     let mode = meta.mode();
-    let digest = match kind.is_file() {
-        true => cache.digest_known(path, Some(meta))?,
-        false => Some(crate::digest::content(format!("special:{kind:?}").as_bytes())),
-    };
-    Ok(digest.map(|d| super::mode::with_mode(d, mode)))
+    if kind.is_file() {
+        return Ok(cache.digest_known(path, Some(meta))?.map(|d| super::mode::with_mode(d, mode)));
+    }
+    // The digest's text is what older looks recorded (std's `FileType`
+    // Debug, the same for every special kind); the kind is in the mark.
+    let digest = crate::digest::content(format!("special:{kind:?}").as_bytes());
+    Ok(Some(super::mode::special(digest, &special_kind(kind, meta.rdev()), mode)))
+}
+
+/// A special file's kind, and a device's number (a device swapped for
+/// another is a change).
+fn special_kind(kind: std::fs::FileType, rdev: u64) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    match () {
+        _ if kind.is_fifo() => "fifo".to_string(),
+        _ if kind.is_socket() => "socket".to_string(),
+        _ if kind.is_char_device() => format!("char {rdev}"),
+        _ if kind.is_block_device() => format!("block {rdev}"),
+        _ => "other".to_string(),
+    }
 }
 
 #[cfg(test)]
