@@ -5,9 +5,6 @@
 //! from the kernel's side: `strace` counts the `fsync`/`fdatasync` calls the
 //! real binary makes on the store's files during a run.
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::{json, Value};
 
 use super::common::*;
@@ -28,13 +25,6 @@ fn chain(n: usize, effect: &str, cost: f64) -> Value {
         "providers": {"b": {"kind": "builtin"}},
         "tasks": tasks,
     })
-}
-
-/// `strace` must be there (.ci/test installs it): a test never skips.
-fn strace() -> &'static str {
-    let found = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
-    assert!(found, "strace is missing: .ci/test installs it (apt-get install strace)");
-    "strace"
 }
 
 /// The flushes (`fsync`, `fdatasync`) the engine made on files of its store's
@@ -62,23 +52,9 @@ struct Flushes {
 fn flushes_by_thread(plan: &Value) -> Flushes {
     let ws = Ws::new();
     ws.write_plan("plan.json", plan);
-    let engine = ws.command(&["run", "plan.json", "--jobs", "2"]);
-    let log = ws.root().join("strace.log");
-    let mut cmd = Command::new(strace());
     // `prctl`: a thread names itself so (the checkpointer, "ledger-fold").
-    cmd.args(["-f", "-qq", "-y", "-e", "trace=fsync,fdatasync,prctl", "-o"]).arg(&log);
-    cmd.arg(engine.get_program()).args(engine.get_args());
-    cmd.current_dir(engine.get_current_dir().unwrap_or(Path::new(".")));
-    for (k, v) in engine.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = ws.run_command(cmd);
-    out.expect_code(0);
-    assert_eq!(ws.goal_state(), "satisfied", "{}", out.describe());
-    let traced = std::fs::read_to_string(&log).expect("strace's log");
+    let filter = ["-y", "-e", "trace=fsync,fdatasync,prctl"];
+    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"], &filter);
     assert!(traced.lines().any(|l| l.contains("sync(")), "strace saw the engine flush nothing at all:\n{traced}");
     count_flushes(&traced, &ws.store_dir().display().to_string())
 }

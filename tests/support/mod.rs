@@ -30,9 +30,11 @@ pub mod postgres;
 pub mod process;
 pub mod reference;
 pub mod rng;
+pub mod traced;
 pub mod workspace;
 
 pub use fixtures::{copy_tree, http, mcp_server_command, read_json_lines, repo_root, snapshot, FakeHttp, Receiver};
 pub use ledger::{Attempt, Event, Ledger};
 pub use process::{gone, sh_quote, wait_for, wait_until, GroupGuard, Out, Running, ENGINE, RUN_DEADLINE};
+pub use traced::{strace, traced_run};
 pub use workspace::Ws;

@@ -368,7 +368,7 @@ fn a_fan_out_walks_the_workspace_once_a_task() {
     let tasks =
         (0..n).map(|i| sh_task(&format!("T{i}"), &format!("echo {i} > out{i}.txt"), json!([format!("out{i}.txt")])));
     ws.write_plan("plan.json", &plan(tasks.collect(), qa_true()));
-    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"]);
+    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"], &["-e", "trace=openat"]);
     let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
     // Main at 714a6df walked 24 here (two a task): a look stood only with
     // nothing else in flight, and a task declaring outputs took the
@@ -398,38 +398,10 @@ fn no_look_stands_for_a_later_task_while_checks_run_beside() {
     let b = sh_task("B", &format!("{} && echo b > b.txt", wait("a.checking")), json!(["b.txt"]));
     let c = sh_task("C", "echo c > c.txt && touch c.done", json!(["c.txt", "c.done"]));
     ws.write_plan("plan.json", &plan(vec![a, b, c], qa_true()));
-    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"]);
+    let traced = traced_run(&ws, &["run", "plan.json", "--jobs", "2"], &["-e", "trace=openat"]);
     let walks = traced.lines().filter(|l| l.contains("O_DIRECTORY") && l.contains("/marker\"")).count();
     assert_eq!(walks, 5, "walks of the workspace:\n{traced}");
     assert_eq!(ws.read("check.log"), "y\n", "A's check ran");
-}
-
-/// The engine run with `args` under `strace` (`openat` calls, every
-/// process): it satisfies its goal; the trace.
-fn traced_run(ws: &Ws, args: &[&str]) -> String {
-    let engine = ws.command(args);
-    let log = ws.root().join("strace.log");
-    let mut cmd = Command::new(strace());
-    cmd.args(["-f", "-qq", "-e", "trace=openat", "-o"]).arg(&log);
-    cmd.arg(engine.get_program()).args(engine.get_args());
-    cmd.current_dir(engine.get_current_dir().unwrap_or(std::path::Path::new(".")));
-    for (k, v) in engine.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = ws.run_command(cmd);
-    out.expect_code(0);
-    assert_eq!(ws.goal_state(), "satisfied", "{}", out.describe());
-    std::fs::read_to_string(&log).expect("strace's log")
-}
-
-/// `strace` must be there (.ci/test installs it): a test never skips.
-fn strace() -> &'static str {
-    let found = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
-    assert!(found, "strace is missing: .ci/test installs it (apt-get install strace)");
-    "strace"
 }
 
 #[test]
